@@ -1,0 +1,1 @@
+"""Thin click commands over the pgle library: parse, call one function, render, exit."""

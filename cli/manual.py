@@ -1,0 +1,136 @@
+"""The manual PGLE workflow: collect, run, tune, verify."""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import emit, finish, report_options
+
+WORKLOAD_HELP = "SCRIPT [-- ARGS] or -m MODULE [-- ARGS]; arguments after -- reach the workload untouched."
+
+
+def workload_options(f):
+    f = click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [-- ARGS...]")(f)
+    f = click.option("-m", "--module", "module", default=None, metavar="MODULE",
+                     help="Run a module as `python -m MODULE` does.")(f)
+    f = click.option("--run-dir", default=None, type=click.Path(file_okay=False),
+                     help="Run folder (default .pgle/runs/<stamp>-<command>-<pid>).")(f)
+    f = click.option("--log", default=None, type=click.Path(dir_okay=False),
+                     help="Also copy the workload's full log here.")(f)
+    return f
+
+
+def verdict_options(f):
+    f = click.option("--min-coverage", default=0.9, show_default=True, type=float,
+                     help="Share of a module's instructions the profile must cover to count as applied.")(f)
+    f = click.option("--require-applied", is_flag=True,
+                     help="Exit 3 unless the verdict is `applied`.")(f)
+    return f
+
+
+def window_options(f):
+    f = click.option("--duration", type=float, default=None, help="Seconds to profile (time window).")(f)
+    f = click.option("--delay", type=float, default=None,
+                     help="Seconds after start before profiling (time window).")(f)
+    f = click.option("--step-name", default=None,
+                     help="Count only StepTraceAnnotation steps with this name.")(f)
+    f = click.option("--steps", default=None, metavar="START:COUNT",
+                     help="Profile COUNT steps from step START (0-based StepTraceAnnotation steps). "
+                          "Default: steps 2..6 when the script marks steps, else the whole run.")(f)
+    return f
+
+
+def _collect_options(module, words, output, steps, step_name, delay, duration, force, allow_empty,
+                     run_dir, log):
+    from pgle.collect import CollectOptions, parse_steps
+    from pgle.workload import Workload
+
+    return CollectOptions(
+        workload=Workload.from_cli(module, words), output=output,
+        steps=parse_steps(steps) if steps else None, step_name=step_name, delay=delay,
+        duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log)
+
+
+@click.command(help="Profile a window of the workload and extract the PGLE profile.\n\n" + WORKLOAD_HELP)
+@workload_options
+@window_options
+@click.option("-o", "--output", default="profile.pb", show_default=True,
+              help="Profile to write: .pb (binary) or .pbtxt (text).")
+@click.option("--force", is_flag=True, help="Replace an existing profile and manifest.")
+@click.option("--allow-empty", is_flag=True, help="Write the profile even when it is empty.")
+@report_options
+def collect(module, words, output, steps, step_name, delay, duration, force, allow_empty, run_dir,
+            log, json_out, report_path, debug):
+    def produce():
+        from pgle.collect import collect as do_collect
+
+        opts = _collect_options(module, words, output, steps, step_name, delay, duration, force,
+                                allow_empty, run_dir, log)
+        return do_collect(opts, emit)
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+
+
+@click.command(help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
+               + WORKLOAD_HELP)
+@click.option("--profile", "profile_path", required=True,
+              help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files.")
+@click.option("--profile-store", default=None, type=click.Path(file_okay=False),
+              help="Where the content-addressed copy handed to XLA goes (default .pgle/profiles).")
+@workload_options
+@verdict_options
+@report_options
+def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
+        json_out, report_path, debug):
+    def produce():
+        from pgle.run import RunOptions, run as do_run
+        from pgle.workload import Workload
+
+        opts = RunOptions(Workload.from_cli(module, words), profile_path,
+                          require_applied=require_applied, min_coverage=min_coverage,
+                          run_dir=run_dir, log=log, profile_store=profile_store)
+        return do_run(opts, emit)
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+
+
+@click.command(help="Collect, then run with the profile: one verdict, with the step times of both "
+                    "phases.\n\n" + WORKLOAD_HELP)
+@workload_options
+@window_options
+@click.option("-o", "--output", default=None,
+              help="Where to keep the profile (default: inside the run folder).")
+@click.option("--force", is_flag=True, help="Replace an existing profile and manifest.")
+@verdict_options
+@report_options
+def tune(module, words, output, steps, step_name, delay, duration, force, run_dir, log,
+         min_coverage, require_applied, json_out, report_path, debug):
+    def produce():
+        from pgle.tune import TuneOptions, tune as do_tune
+
+        copts = _collect_options(module, words, output, steps, step_name, delay, duration, force,
+                                 False, run_dir, log)
+        return do_tune(TuneOptions(copts, require_applied, min_coverage), emit)
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+
+
+@click.command(help="Build the PGLE verdict from a saved log (`-` for stdin).")
+@click.argument("log_path", metavar="LOG")
+@click.option("--profile", "profile_path", default=None,
+              help="The profile the run was given: checked against what the log read.")
+@click.option("--backend", default=None,
+              help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means not_applicable.")
+@click.option("--accuracy-checker-off", is_flag=True,
+              help="The run had --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_OFF.")
+@verdict_options
+@report_options
+def verify(log_path, profile_path, backend, accuracy_checker_off, min_coverage, require_applied,
+           json_out, report_path, debug):
+    def produce():
+        from pgle.verify import VerifyOptions, verify as do_verify
+
+        return do_verify(VerifyOptions(log_path, profile_path, backend, min_coverage,
+                                       require_applied, not accuracy_checker_off))
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)

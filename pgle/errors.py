@@ -1,0 +1,46 @@
+"""One exception family for every domain error, each with its exit code.
+
+The CLI turns a PgleError into one `pgle: <message>` line and its exit code;
+anything else is a bug and shows a traceback.
+"""
+
+# Documented exit codes (README "Exit codes"). A workload that fails makes pgle
+# exit with the workload's own code; these are pgle's own.
+EXIT_OK = 0
+EXIT_ERROR = 1  # pgle could not do its job (empty profile, missing tool, ...)
+EXIT_USAGE = 2  # bad input: options, missing files, corrupt profiles, bad flags
+EXIT_NOT_VERIFIED = 3  # the workload succeeded but the evidence did not meet --require-*
+
+
+class PgleError(Exception):
+    """A failure pgle explains in one sentence."""
+
+    exit_code = EXIT_ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}" if self.hint else self.message
+
+
+class BadInput(PgleError):
+    """The user's input is wrong; nothing was launched or written."""
+
+    exit_code = EXIT_USAGE
+
+
+class ProfileError(BadInput):
+    """A profile file or directory is missing, unreadable or corrupt."""
+
+
+class FlagError(BadInput):
+    """XLA_FLAGS holds a flag XLA would abort on, or cannot be parsed."""
+
+
+class NotVerified(PgleError):
+    """The run finished but the evidence did not meet the requirement."""
+
+    exit_code = EXIT_NOT_VERIFIED

@@ -1,0 +1,35 @@
+"""The JAX profiler's output folder and jaxlib's conversion to a PGLE profile.
+
+`jax.profiler.stop_trace()` writes `<dir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.xplane.pb`;
+jaxlib's reader is not recursive, so the run folder itself must be handed to it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pgle.errors import PgleError
+
+
+def run_folders(trace_dir: Path | str) -> list[Path]:
+    root = Path(trace_dir) / "plugins" / "profile"
+    if not root.is_dir():
+        return []
+    runs = [p for p in root.iterdir() if p.is_dir() and any(p.glob("*.xplane.pb"))]
+    # Names are timestamps; the mtime breaks ties between runs in the same second.
+    return sorted(runs, key=lambda p: (p.name, p.stat().st_mtime))
+
+
+def newest_run_folder(trace_dir: Path | str) -> Path | None:
+    runs = run_folders(trace_dir)
+    return runs[-1] if runs else None
+
+
+def convert_with_jaxlib(run_folder: Path | str) -> bytes:
+    """jaxlib's converter: every GPU event's mean duration per instruction name (see pgle-facts 2)."""
+    from jax.experimental import profiler as jax_profiler
+
+    try:
+        return jax_profiler.get_profiled_instructions_proto(str(run_folder))
+    except Exception as e:  # jaxlib raises XlaRuntimeError/RuntimeError on unreadable traces
+        raise PgleError(f"jaxlib could not convert the trace in {run_folder}: {e}") from None

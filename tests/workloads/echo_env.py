@@ -1,0 +1,14 @@
+"""Test workload: reports what it received (argv, XLA_FLAGS, sys.path[0]) as JSON on stdout."""
+import json
+import os
+import sys
+
+print("ECHO " + json.dumps({
+    "argv": sys.argv,
+    "xla_flags": os.environ.get("XLA_FLAGS"),
+    "tf_cpp_min_log_level": os.environ.get("TF_CPP_MIN_LOG_LEVEL"),
+    "path0": sys.path[0],
+    "name": __name__,
+}), flush=True)
+code = int(os.environ.get("ECHO_EXIT", "0"))
+sys.exit(code)

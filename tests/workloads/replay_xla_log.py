@@ -1,0 +1,79 @@
+"""Test workload: real JAX on CPU, plus the XLA:GPU log lines a GPU run would print.
+
+XLA:CPU never reads a PGLE profile, so this script replays, on stderr, the
+lines XLA:GPU prints (exact strings from gpu_hlo_schedule.cc and
+profile_guided_latency_estimator.cc) for the profile path it actually
+received in XLA_FLAGS, for its two real jitted modules.
+
+REPLAY_SCENARIO: applied | partial | parse_error | file_missing | none | old_wording | discard
+REPLAY_PREFIX: absl (jax >= 0.7.2) | tsl (older)
+"""
+
+import os
+import re
+import sys
+
+import jax
+import jax.numpy as jnp
+
+scenario = os.environ.get("REPLAY_SCENARIO", "applied")
+style = os.environ.get("REPLAY_PREFIX", "absl")
+m = re.search(r"--xla_gpu_pgle_profile_file_or_directory_path=(\S+)", os.environ.get("XLA_FLAGS", ""))
+path = m.group(1) if m else None
+
+
+@jax.jit
+def train_step(x):
+    return (x @ x.T).sum()
+
+
+@jax.jit
+def eval_step(x):
+    return jnp.tanh(x).mean()
+
+
+x = jnp.ones((16, 16))
+for i in range(3):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        train_step(x).block_until_ready()
+eval_step(x).block_until_ready()
+
+
+def line(sev, file, lineno, msg, tid):
+    if style == "absl":
+        return f"{sev}1122 04:33:12.{lineno:06d}  {tid} {file}:{lineno}] {msg}"
+    # tsl's prefix; " %7u" thread id as printed with TF_CPP_LOG_THREAD_ID=1
+    return (f"2026-11-22 04:33:12.{lineno:06d}: {sev} {tid:7d} "
+            f"external/xla/xla/service/gpu/{file}:{lineno}] {msg}")
+
+
+SCHED, PGLE = "gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc"
+T1, T2 = 4101, 4102
+out = []
+if scenario in ("applied", "partial", "discard"):
+    # Two modules compiling in parallel threads: their lines interleave.
+    train_missing = {"applied": (38, 2), "partial": (5, 15), "discard": (5, 15)}[scenario]
+    out += [
+        line("I", SCHED, 538, f"Using PGLE profile from {path}", T1),
+        line("I", SCHED, 538, f"Using PGLE profile from {path}", T2),
+        line("I", SCHED, 612, "Found profile for module jit_train_step, using profile guided latency estimator", T1),
+        line("I", SCHED, 612, "Found profile for module jit_eval_step, using profile guided latency estimator", T2),
+        line("W", PGLE, 301, f"Found {train_missing[0]} instructions from the profile.", T1),
+        line("W", PGLE, 303, f"Missing {train_missing[1]} instructions from the profile.", T1),
+    ]
+    out += [line("W", PGLE, 305, f"  fusion.{i}", T1) for i in range(train_missing[1])]
+    if scenario == "discard":
+        out.append("jaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: Found 15 missing "
+                   "instructions. Discarding the profile.")
+elif scenario == "parse_error":
+    out.append(line("E", SCHED, 400, f"Tried but failed to parse PGLE proto from binary file "
+                                     f"'{path}'. Error message: truncated message", T1))
+elif scenario == "file_missing":
+    out.append(line("E", SCHED, 390, f"PGLE profile file does not exist: {path}", T1))
+elif scenario == "old_wording":
+    out += [
+        line("I", SCHED, 478, f"Using PGLE profile from {path}", T1),
+        line("I", SCHED, 573, "Found profile, using profile guided latency estimator", T1),
+    ]
+print("\n".join(out), file=sys.stderr, flush=True)
+print(f"replayed {scenario} ({style})", flush=True)
