@@ -1,0 +1,335 @@
+"""The `tensorflow.profiler.ProfiledInstructionsProto` message, declared here.
+
+Why declared and not imported: the schema lives in tsl
+(`tsl/profiler/protobuf/profiled_instructions.proto`), which no pip package
+ships as a Python module, and the CLI must not import jax. The layout
+(pgle-facts.md section 2) is proto3:
+
+    message ProfiledInstructionsProto {
+      message InstructionCost { string name = 1; double cost_us = 2; }
+      message Latency { string source = 1; string target = 2; double latency_us = 3; }
+      repeated InstructionCost costs = 1;
+      repeated Latency latencies = 2;
+    }
+
+Two codecs live here:
+- `message_class()`: a real protobuf message built from a FileDescriptorProto,
+  used for encoding, fast decoding and the text format (`text_format`).
+- `locate_corruption(data)`: a hand-written wire decoder that walks the bytes
+  the same way and returns the byte offset of the first thing protobuf would
+  reject, so a corrupt file error can say *where* it broke. It is only run
+  after the fast parser has failed.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+PACKAGE = "tensorflow.profiler"
+FULL_NAME = f"{PACKAGE}.ProfiledInstructionsProto"
+# Own file name so the declaration cannot collide with a real tsl proto that
+# another library might register in the default pool.
+_FILE_NAME = "pgle/profiled_instructions.proto"
+
+
+def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name=_FILE_NAME, package=PACKAGE, syntax="proto3")
+    top = fdp.message_type.add(name="ProfiledInstructionsProto")
+    cost = top.nested_type.add(name="InstructionCost")
+    cost.field.add(name="name", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    cost.field.add(name="cost_us", number=2, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
+    lat = top.nested_type.add(name="Latency")
+    lat.field.add(name="source", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    lat.field.add(name="target", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    lat.field.add(name="latency_us", number=3, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
+    top.field.add(name="costs", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
+                  type_name=f".{FULL_NAME}.InstructionCost")
+    top.field.add(name="latencies", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
+                  type_name=f".{FULL_NAME}.Latency")
+    return fdp
+
+
+@functools.cache
+def message_class():
+    """The generated message class (a private pool: never clashes with tsl's own)."""
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(_file_descriptor())
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(FULL_NAME))
+
+
+# --- hand-written wire walker, for error offsets --------------------------------
+
+_VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
+
+
+class WireError(Exception):
+    def __init__(self, offset: int, what: str):
+        super().__init__(f"{what} at byte {offset}")
+        self.offset = offset
+        self.what = what
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    start = pos
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise WireError(start, "truncated varint")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise WireError(start, "varint longer than 10 bytes")
+
+
+def _skip(data: bytes, pos: int, end: int, wtype: int, field: int, tag_pos: int, depth: int) -> int:
+    """Skip an unknown field the way protobuf does (unknown fields are legal)."""
+    if wtype == _VARINT:
+        return _varint(data, pos, end)[1]
+    if wtype == _I64:
+        if pos + 8 > end:
+            raise WireError(tag_pos, f"truncated 8-byte value of field {field}")
+        return pos + 8
+    if wtype == _I32:
+        if pos + 4 > end:
+            raise WireError(tag_pos, f"truncated 4-byte value of field {field}")
+        return pos + 4
+    if wtype == _LEN:
+        n, pos = _varint(data, pos, end)
+        if pos + n > end:
+            raise WireError(tag_pos, f"field {field} claims {n} bytes but only {end - pos} remain")
+        return pos + n
+    if wtype == _SGROUP:
+        if depth > 100:
+            raise WireError(tag_pos, "groups nested too deeply")
+        while True:
+            if pos >= end:
+                raise WireError(tag_pos, f"unterminated group {field}")
+            t_pos = pos
+            key, pos = _varint(data, pos, end)
+            f, w = key >> 3, key & 7
+            if f == 0:
+                raise WireError(t_pos, "field number 0")
+            if w == _EGROUP:
+                if f != field:
+                    raise WireError(t_pos, f"group {field} closed by end-group {f}")
+                return pos
+            pos = _skip(data, pos, end, w, f, t_pos, depth + 1)
+    raise WireError(tag_pos, f"invalid wire type {wtype} for field {field}")
+
+
+def _walk(data: bytes, pos: int, end: int, schema: dict[int, tuple[int, object]], depth: int) -> None:
+    """Walk one message: schema maps field number -> (expected wire type, sub-schema or kind)."""
+    while pos < end:
+        tag_pos = pos
+        key, pos = _varint(data, pos, end)
+        field, wtype = key >> 3, key & 7
+        if field == 0:
+            raise WireError(tag_pos, "field number 0 (not a protobuf message)")
+        if wtype == _EGROUP:
+            raise WireError(tag_pos, f"unexpected end-group tag for field {field}")
+        expected = schema.get(field)
+        if expected is None or expected[0] != wtype:
+            # Unknown field, or a known number with another wire type: protobuf
+            # keeps both as unknown fields, so only their framing must be valid.
+            pos = _skip(data, pos, end, wtype, field, tag_pos, depth)
+            continue
+        kind = expected[1]
+        if wtype == _I64:
+            if pos + 8 > end:
+                raise WireError(tag_pos, f"truncated double in field {field}")
+            pos += 8
+            continue
+        n, body = _varint(data, pos, end)
+        if body + n > end:
+            raise WireError(tag_pos, f"field {field} claims {n} bytes but only {end - body} remain")
+        if kind == "string":
+            try:
+                data[body:body + n].decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise WireError(body + e.start, f"invalid UTF-8 in string field {field}") from None
+        else:
+            _walk(data, body, body + n, kind, depth + 1)
+        pos = body + n
+
+
+_COST = {1: (_LEN, "string"), 2: (_I64, "double")}
+_LATENCY = {1: (_LEN, "string"), 2: (_LEN, "string"), 3: (_I64, "double")}
+_TOP = {1: (_LEN, _COST), 2: (_LEN, _LATENCY)}
+
+
+def locate_corruption(data: bytes) -> WireError | None:
+    """The first wire-format error in `data`, or None if the walker finds none."""
+    try:
+        _walk(data, 0, len(data), _TOP, 0)
+    except WireError as e:
+        return e
+    return None
+
+
+# Exposed for tests that build wire bytes by hand.
+def encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def encode_double(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+# --- the XSpace trace format, and the slice of HLO that carries fingerprints -------------
+#
+# Why declared here: the schemas live in tsl (`tsl/profiler/protobuf/xplane.proto`) and
+# xla (`xla/service/hlo.proto`, `xla/xla_data.proto`); no installed package ships them as
+# Python modules (jaxlib parses them in C++, xprof only through its C++ extension). Only
+# the fields pgle reads are declared; protobuf keeps the others as unknown fields.
+
+XSPACE_PACKAGE = "tensorflow.profiler"
+_XPLANE_FILE = "pgle/xplane.proto"
+_HLO_FILE = "pgle/hlo_subset.proto"
+
+
+def _xplane_file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name=_XPLANE_FILE, package=XSPACE_PACKAGE,
+                                             syntax="proto3")
+    P = f".{XSPACE_PACKAGE}."
+
+    def msg(name, *fields, nested=None, options=None):
+        m = fdp.message_type.add(name=name) if nested is None else nested.nested_type.add(name=name)
+        for fname, number, ftype, label, type_name, oneof in fields:
+            f = m.field.add(name=fname, number=number, type=ftype, label=label)
+            if type_name:
+                f.type_name = type_name
+            if oneof is not None:
+                f.oneof_index = oneof
+        if options:
+            m.options.map_entry = True
+        return m
+
+    O, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    msg("XSpace",
+        ("planes", 1, F.TYPE_MESSAGE, R, P + "XPlane", None),
+        ("errors", 2, F.TYPE_STRING, R, None, None),
+        ("warnings", 3, F.TYPE_STRING, R, None, None),
+        ("hostnames", 4, F.TYPE_STRING, R, None, None))
+    plane = msg("XPlane",
+                ("id", 1, F.TYPE_INT64, O, None, None),
+                ("name", 2, F.TYPE_STRING, O, None, None),
+                ("lines", 3, F.TYPE_MESSAGE, R, P + "XLine", None),
+                ("event_metadata", 4, F.TYPE_MESSAGE, R, P + "XPlane.EventMetadataEntry", None),
+                ("stat_metadata", 5, F.TYPE_MESSAGE, R, P + "XPlane.StatMetadataEntry", None),
+                ("stats", 6, F.TYPE_MESSAGE, R, P + "XStat", None))
+    msg("EventMetadataEntry",
+        ("key", 1, F.TYPE_INT64, O, None, None),
+        ("value", 2, F.TYPE_MESSAGE, O, P + "XEventMetadata", None), nested=plane, options=True)
+    msg("StatMetadataEntry",
+        ("key", 1, F.TYPE_INT64, O, None, None),
+        ("value", 2, F.TYPE_MESSAGE, O, P + "XStatMetadata", None), nested=plane, options=True)
+    msg("XLine",
+        ("id", 1, F.TYPE_INT64, O, None, None),
+        ("name", 2, F.TYPE_STRING, O, None, None),
+        ("timestamp_ns", 3, F.TYPE_INT64, O, None, None),
+        ("events", 4, F.TYPE_MESSAGE, R, P + "XEvent", None),
+        ("duration_ps", 9, F.TYPE_INT64, O, None, None),
+        ("display_id", 10, F.TYPE_INT64, O, None, None),
+        ("display_name", 11, F.TYPE_STRING, O, None, None))
+    ev = msg("XEvent",
+             ("metadata_id", 1, F.TYPE_INT64, O, None, None),
+             ("offset_ps", 2, F.TYPE_INT64, O, None, 0),
+             ("duration_ps", 3, F.TYPE_INT64, O, None, None),
+             ("stats", 4, F.TYPE_MESSAGE, R, P + "XStat", None),
+             ("num_occurrences", 5, F.TYPE_INT64, O, None, 0))
+    ev.oneof_decl.add(name="data")
+    st = msg("XStat",
+             ("metadata_id", 1, F.TYPE_INT64, O, None, None),
+             ("double_value", 2, F.TYPE_DOUBLE, O, None, 0),
+             ("uint64_value", 3, F.TYPE_UINT64, O, None, 0),
+             ("int64_value", 4, F.TYPE_INT64, O, None, 0),
+             ("str_value", 5, F.TYPE_STRING, O, None, 0),
+             ("bytes_value", 6, F.TYPE_BYTES, O, None, 0),
+             ("ref_value", 7, F.TYPE_UINT64, O, None, 0))
+    st.oneof_decl.add(name="value")
+    msg("XEventMetadata",
+        ("id", 1, F.TYPE_INT64, O, None, None),
+        ("name", 2, F.TYPE_STRING, O, None, None),
+        ("metadata", 3, F.TYPE_BYTES, O, None, None),
+        ("display_name", 4, F.TYPE_STRING, O, None, None),
+        ("stats", 5, F.TYPE_MESSAGE, R, P + "XStat", None),
+        ("child_id", 6, F.TYPE_INT64, R, None, None))
+    msg("XStatMetadata",
+        ("id", 1, F.TYPE_INT64, O, None, None),
+        ("name", 2, F.TYPE_STRING, O, None, None),
+        ("description", 3, F.TYPE_STRING, O, None, None))
+    return fdp
+
+
+def _hlo_file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+    """HloProto -> HloModuleProto -> computations -> instructions, frontend attributes only."""
+    F = descriptor_pb2.FieldDescriptorProto
+    O, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    fdp = descriptor_pb2.FileDescriptorProto(name=_HLO_FILE, package="xla", syntax="proto3")
+    fa = fdp.message_type.add(name="FrontendAttributes")
+    fa.field.add(name="map", number=1, type=F.TYPE_MESSAGE, label=R,
+                 type_name=".xla.FrontendAttributes.MapEntry")
+    entry = fa.nested_type.add(name="MapEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=O)
+    entry.field.add(name="value", number=2, type=F.TYPE_STRING, label=O)
+    ins = fdp.message_type.add(name="HloInstructionProto")
+    ins.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
+    ins.field.add(name="opcode", number=2, type=F.TYPE_STRING, label=O)
+    ins.field.add(name="id", number=35, type=F.TYPE_INT64, label=O)
+    ins.field.add(name="frontend_attributes", number=68, type=F.TYPE_MESSAGE, label=O,
+                  type_name=".xla.FrontendAttributes")
+    comp = fdp.message_type.add(name="HloComputationProto")
+    comp.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
+    comp.field.add(name="instructions", number=2, type=F.TYPE_MESSAGE, label=R,
+                   type_name=".xla.HloInstructionProto")
+    comp.field.add(name="id", number=5, type=F.TYPE_INT64, label=O)
+    comp.field.add(name="root_id", number=6, type=F.TYPE_INT64, label=O)
+    mod = fdp.message_type.add(name="HloModuleProto")
+    mod.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
+    mod.field.add(name="entry_computation_name", number=2, type=F.TYPE_STRING, label=O)
+    mod.field.add(name="computations", number=3, type=F.TYPE_MESSAGE, label=R,
+                  type_name=".xla.HloComputationProto")
+    mod.field.add(name="id", number=5, type=F.TYPE_INT64, label=O)
+    mod.field.add(name="entry_computation_id", number=6, type=F.TYPE_INT64, label=O)
+    mod.field.add(name="frontend_attributes", number=19, type=F.TYPE_MESSAGE, label=O,
+                  type_name=".xla.FrontendAttributes")
+    hp = fdp.message_type.add(name="HloProto")
+    hp.field.add(name="hlo_module", number=1, type=F.TYPE_MESSAGE, label=O,
+                 type_name=".xla.HloModuleProto")
+    return fdp
+
+
+@functools.cache
+def _trace_pool() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(_xplane_file_descriptor())
+    pool.Add(_hlo_file_descriptor())
+    return pool
+
+
+def xspace_class():
+    """`tensorflow.profiler.XSpace` (the `<host>.xplane.pb` of a trace run folder)."""
+    return message_factory.GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XSpace"))
+
+
+def hlo_proto_class():
+    """`xla.HloProto`, reduced to names, ids and frontend attributes."""
+    return message_factory.GetMessageClass(_trace_pool().FindMessageTypeByName("xla.HloProto"))
