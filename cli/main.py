@@ -7,6 +7,7 @@ never imports jax.
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
@@ -18,8 +19,22 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("cli.manual", "run", "Run a workload with a PGLE profile and verify XLA used it."),
     "tune": ("cli.manual", "tune", "Collect, then run with the profile: one verdict, with step times."),
     "verify": ("cli.manual", "verify", "Build the PGLE verdict from a saved log."),
+    "doctor": ("cli.doctor", "doctor", "Check jax, GPU, CUPTI, nsys, XLA_FLAGS and the cache before a job."),
+    "flags": ("cli.flags", "flags", "Explain an XLA_FLAGS string: meaning, defaults, status."),
+    "view": ("cli.view", "view", "Open a run folder's kept trace in XProf."),
     "cache": ("cli.cache", "cache", "List, total and prune a JAX persistent compilation cache."),
+    "auto": ("cli.auto", "auto", "Run with JAX's auto PGLE and verify each module was re-optimized."),
+    "prewarm": ("cli.prewarm", "prewarm", "Fill a compilation cache with PGLE-optimized executables."),
+    "nsys": ("cli.nsys", "nsys", "Nsight Systems run that must load the prewarmed PGLE-optimized modules."),
+    "inspect": ("cli.profiles", "inspect", "Show what a profile holds: counts, top costs, categories."),
+    "diff": ("cli.profiles", "diff", "Compare two profiles: missing instructions, largest changes."),
+    "merge": ("cli.profiles", "merge", "Merge profiles of several runs or ranks (jaxlib's percentile rule)."),
+    "convert": ("cli.profiles", "convert", "Convert profiles: binary/text, file/qualified file/directory, trace."),
 }
+
+
+# Commands whose trailing arguments are a workload (SCRIPT [-- ARGS]).
+WORKLOAD_COMMANDS = {"collect", "run", "tune", "auto", "prewarm", "nsys"}
 
 
 class LazyGroup(click.Group):
@@ -49,7 +64,26 @@ def cli():
 
 
 def main():
-    cli(prog_name="pgle")
+    try:
+        cli.main(prog_name="pgle", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("pgle: interrupted", err=True)
+        sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else e.format_message())
+        sys.exit(0)
+    except click.UsageError as e:
+        # One line, as for every other bad input (exit 2).
+        hint = ""
+        if isinstance(e, click.NoSuchOption) and e.ctx and e.ctx.command.name in WORKLOAD_COMMANDS:
+            hint = " (arguments for the workload go after --)"
+        where = e.ctx.command_path if e.ctx else "pgle"
+        click.echo(f"pgle: error: {e.format_message()}{hint} See '{where} --help'.", err=True)
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        click.echo(f"pgle: error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -52,8 +52,10 @@ def execute(
     prefix: Sequence[str] = (),
     watchdog: Callable[[], int | None] | None = None,
     log_copy: str | None = None,
+    extra_spec: dict | None = None,
 ) -> Execution:
-    """`prefix` wraps the python command (e.g. `nsys profile -o x`)."""
+    """`prefix` wraps the python command (e.g. `nsys profile -o x`); `extra_spec` adds harness
+    spec keys (e.g. `observe_pgle`)."""
     spec = {
         "events": str(run.events),
         "workload": {"script": workload.script, "module": workload.module,
@@ -62,6 +64,7 @@ def execute(
         "step_name": step_name,
         "capture_loggers": list(capture_loggers),
         "warnings_always": list(warnings_always),
+        **(extra_spec or {}),
     }
     run.spec.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     argv = [*prefix, *harness_argv(run.spec)]

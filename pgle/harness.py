@@ -230,6 +230,8 @@ class Harness:
         jax.monitoring.register_event_listener(self._on_event)
         for entry in self.spec.get("capture_loggers", []):
             _capture_logger(entry["name"], entry.get("level", "DEBUG"), self.events)
+        if self.spec.get("observe_pgle"):
+            _observe_pgle(self.events)
         self.events.write("jax_imported", version=getattr(jax, "__version__", None))
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
@@ -377,6 +379,21 @@ def _step_annotation_class(base, harness: Harness):
     StepTraceAnnotation.__module__ = base.__module__
     StepTraceAnnotation.__qualname__ = base.__qualname__
     return StepTraceAnnotation
+
+
+def _observe_pgle(events: Events) -> None:
+    """Per-execution auto PGLE events (pgle/jax_internals.py); the verdict works without them."""
+    try:
+        try:
+            from pgle import jax_internals
+        except ImportError:  # pgle not installed: it sits beside this file
+            sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            from pgle import jax_internals
+        ok = jax_internals.observe_pgle(events.write)
+    except Exception as e:  # never break the user's run for a diagnostic
+        events.write("observe_error", error=f"{type(e).__name__}: {e}")
+        ok = False
+    events.write("observe_pgle", installed=ok)
 
 
 def _capture_logger(name: str, level: str, events: Events) -> None:

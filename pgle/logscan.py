@@ -26,8 +26,9 @@ _ABSL = re.compile(
     rb"(?P<file>[^\s\]]+):\d+\] (?P<msg>.*)$"
 )
 
-# A cheap pre-filter: every line that matters holds one of these.
-CANDIDATE = re.compile(rb"profile|PGLE|Fingerprint before LHS")
+# A cheap pre-filter: every line that matters holds one of these literals.
+CANDIDATES = tuple(re.compile(re.escape(lit)) for lit in (
+    b"profile", b"PGLE proto", b"Fingerprint before LHS", b"CUPTI_ERROR"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -105,6 +105,8 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     if source is not None:
         report.profile["given_to_xla"] = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)
     report.warnings += ex.child.warnings + drift_notes
+    if source is not None and source.kind == "directory":
+        report.details["directory"] = directory_lookups(verdict, source)
     report.details["step_times"] = summarize(step_times(ex.events.steps))
     report.exit_code = exit_code_for(report.status, ex.exit_code, opts.require_applied)
     if ex.exit_code != 0:
@@ -112,6 +114,16 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     elif report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(f"--require-applied: status is {report.status}, not applied")
     return report
+
+
+def directory_lookups(verdict: Verdict, source) -> dict:
+    """Which per-module files XLA found, which fingerprints it looked for in vain, which it never used."""
+    found = sorted({m["fingerprint"] for m in verdict.modules
+                    if m["fingerprint"] and m["profile_found"]})
+    missing = sorted({m["fingerprint"] for m in verdict.modules
+                      if m["fingerprint"] and not m["profile_found"]})
+    unused = sorted(set(source.modules) - set(found) - set(missing))
+    return {"found": found, "looked_up_missing": missing, "unused": unused}
 
 
 def verdict_report(command: str, verdict: Verdict, ex: Execution) -> Report:

@@ -23,6 +23,7 @@ from pgle import logscan
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 MAX_MISSING_NAMES = 50
+MAX_WAIT_LINES = 100_000
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
 CHUNK = 8 << 20
 
@@ -70,6 +71,7 @@ class LogScanner:
         self.evidence = Evidence()
         self._threads: dict[tuple, _Thread] = {}
         self._expecting = 0  # threads still owed missing-instruction names
+        self._waited = 0  # lines read one by one since the last name
 
     # -- input --------------------------------------------------------------
     def scan_file(self, path: Path | str) -> Evidence:
@@ -98,24 +100,34 @@ class LogScanner:
         return self.evidence
 
     def _scan_block(self, data: bytes, end: int) -> None:
+        # Jump between lines holding a candidate literal (single-literal searches
+        # run several times faster than one alternation); after a "Missing N"
+        # line, read line by line until that thread's N names have come.
+        hits = sorted({m.start() for lit in logscan.CANDIDATES for m in lit.finditer(data, 0, end)})
         pos = 0
-        search = logscan.CANDIDATE.search
-        while pos < end:
-            if self._expecting:
-                nl = data.find(b"\n", pos, end)
-                nl = end - 1 if nl < 0 else nl
-                self.feed(data[pos:nl])
-                pos = nl + 1
+        while self._expecting and pos < end:  # names owed from the previous block
+            pos = self._feed_line(data, pos, end)
+        for hit in hits:
+            if hit < pos:
                 continue
-            m = search(data, pos, end)
-            if m is None:
-                return
-            nl_before = data.rfind(b"\n", pos, m.start())
+            nl_before = data.rfind(b"\n", pos, hit)
             start = pos if nl_before < 0 else nl_before + 1
-            nl = data.find(b"\n", m.end(), end)
-            nl = end - 1 if nl < 0 else nl
-            self.feed(data[start:nl])
-            pos = nl + 1
+            pos = self._feed_line(data, start, end)
+            while self._expecting and pos < end:
+                pos = self._feed_line(data, pos, end)
+
+    def _feed_line(self, data: bytes, start: int, end: int) -> int:
+        nl = data.find(b"\n", start, end)
+        nl = end - 1 if nl < 0 else nl
+        self.feed(data[start:nl])
+        if self._expecting:
+            self._waited += 1
+            if self._waited > MAX_WAIT_LINES:
+                # A cut log: the names will not come; stop reading line by line.
+                for state in self._threads.values():
+                    state.expect_names = 0
+                self._expecting = 0
+        return nl + 1
 
     # -- the state machine ------------------------------------------------------
     def feed(self, raw: bytes) -> None:
@@ -142,6 +154,7 @@ class LogScanner:
                 if state.current is not None and len(state.current.missing_names) < MAX_MISSING_NAMES:
                     state.current.missing_names.append(m.group("name"))
                 state.expect_names -= 1
+                self._waited = 0
                 if not state.expect_names:
                     self._expecting -= 1
                 return
@@ -290,6 +303,7 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool
         "coverage": coverage,
         "fingerprint": m.fingerprint,
         "profile_path": m.profile_path,
+        "profile_found": not m.no_profile_file,
         "rank": m.rank,
         "missing_instructions": m.missing_names,
         "notes": notes,

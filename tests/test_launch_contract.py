@@ -202,3 +202,10 @@ def test_help_does_not_import_jax():
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True)
     assert proc.returncode == 0, proc.stderr.decode()
+
+
+def test_unknown_option_is_one_line_with_a_hint(project):
+    proc = run_pgle("collect", ECHO, "--batch", "64", cwd=project)
+    assert proc.returncode == 2
+    line = _one_error_line(proc)
+    assert "--batch" in line and "after --" in line

@@ -133,3 +133,55 @@ def test_tune_on_cpu_is_not_applicable(project):
     assert times["ratio"] > 0
     assert set(report["phases"]) == {"collect", "run"}
     assert any("phase 2/2: run without a profile" in l for l in pgle_lines(proc))
+
+
+def _manifest(project, name="prof.pb"):
+    return json.loads((project / f"{name}.manifest.json").read_text())
+
+
+def test_default_window_is_steps_2_to_6_when_the_script_marks_steps(project):
+    proc = run_pgle("collect", TRAIN, "-o", "prof.pb", "--allow-empty", "--", "--steps", "9",
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    window = _manifest(project)["window"]
+    assert window["mode"] == "auto" and window["first_step"] == 2 and window["steps"] == 5
+
+
+def test_default_window_is_the_whole_run_without_steps(project):
+    proc = run_pgle("collect", str(WORKLOADS / "no_steps.py"), "-o", "prof.pb", "--allow-empty",
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    window = _manifest(project)["window"]
+    assert window["mode"] == "auto" and window["steps"] is None and window["seconds"] > 0.2
+    assert not list((project / ".pgle").rglob(".whole-run"))  # moved into place
+
+
+def test_time_window(project):
+    proc = run_pgle("collect", str(WORKLOADS / "no_steps.py"), "--delay", "0", "--duration",
+                    "0.5", "-o", "prof.pb", "--allow-empty", "--", "3", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    window = _manifest(project)["window"]
+    assert window["mode"] == "time" and 0.4 < window["seconds"] < 2.5
+
+
+def test_run_with_a_directory_verifies_per_module(project):
+    fp_train, fp_eval, fp_unused = "a" * 32, "b" * 32, "c" * 32
+    d = project / "profiles"
+    d.mkdir()
+    write_profile(d / f"{fp_train}.pb", {"fusion.1": 3.0})
+    write_profile(d / f"{fp_unused}.pb", {"fusion.9": 3.0})
+    proc = run_pgle("run", "--profile", "profiles", "--json", REPLAY, cwd=project,
+                    env=pgle_env(REPLAY_SCENARIO="directory", REPLAY_FP_TRAIN=fp_train,
+                                 REPLAY_FP_EVAL=fp_eval))
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    assert report["status"] == "partial"
+    modules = {m["module"]: m for m in report["modules"]}
+    assert modules["jit_train_step"]["status"] == "applied"
+    assert modules["jit_train_step"]["fingerprint"] == fp_train
+    assert modules["jit_eval_step"]["status"] == "not_applied"
+    assert report["directory"] == {"found": [fp_train], "looked_up_missing": [fp_eval],
+                                   "unused": [fp_unused]}
+    # XLA was given a content-addressed copy of the directory.
+    given = Path(report["profile"]["given_to_xla"])
+    assert given.is_dir() and (given / f"{fp_train}.pb").exists()

@@ -5,7 +5,7 @@ lines XLA:GPU prints (exact strings from gpu_hlo_schedule.cc and
 profile_guided_latency_estimator.cc) for the profile path it actually
 received in XLA_FLAGS, for its two real jitted modules.
 
-REPLAY_SCENARIO: applied | partial | parse_error | file_missing | none | old_wording | discard
+REPLAY_SCENARIO: applied | partial | directory | parse_error | file_missing | none | old_wording | discard
 REPLAY_PREFIX: absl (jax >= 0.7.2) | tsl (older)
 """
 
@@ -65,6 +65,18 @@ if scenario in ("applied", "partial", "discard"):
     if scenario == "discard":
         out.append("jaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: Found 15 missing "
                    "instructions. Discarding the profile.")
+elif scenario == "directory":
+    # XLA looks up <dir>/<fingerprint>.pbtxt, then .pb, per module (jax >= 0.6.1 logs misses).
+    fp_train, fp_eval = os.environ["REPLAY_FP_TRAIN"], os.environ["REPLAY_FP_EVAL"]
+    out += [
+        line("I", SCHED, 520, f"Fingerprint before LHS for module jit_train_step(1) = {fp_train}", T1),
+        line("E", SCHED, 390, f"PGLE profile file does not exist: {path}/{fp_train}.pbtxt", T1),
+        line("I", SCHED, 538, f"Using PGLE profile from {path}/{fp_train}.pb", T1),
+        line("I", SCHED, 612, "Found profile for module jit_train_step, using profile guided latency estimator", T1),
+        line("I", SCHED, 520, f"Fingerprint before LHS for module jit_eval_step(2) = {fp_eval}", T2),
+        line("E", SCHED, 390, f"PGLE profile file does not exist: {path}/{fp_eval}.pbtxt", T2),
+        line("E", SCHED, 390, f"PGLE profile file does not exist: {path}/{fp_eval}.pb", T2),
+    ]
 elif scenario == "parse_error":
     out.append(line("E", SCHED, 400, f"Tried but failed to parse PGLE proto from binary file "
                                      f"'{path}'. Error message: truncated message", T1))

@@ -1,0 +1,72 @@
+"""`pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS]`."""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import emit, finish, report_options
+
+
+class _SplitAtDashes(click.Command):
+    """Everything after the first `--` is the workload; before it, pgle's options and nsys's.
+
+    Options pgle does not know (`-o report`, `--trace=cuda,nvtx`, ...) go to nsys untouched.
+    """
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            i = args.index("--")
+            args, ctx.meta["pgle_workload"] = args[:i], args[i + 1:]
+        else:
+            ctx.meta["pgle_workload"] = None
+        return super().parse_args(ctx, args)
+
+
+@click.command(
+    cls=_SplitAtDashes,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    help="Run the workload under Nsight Systems with JAX_COMPILATION_CACHE_EXPECT_PGLE and the "
+         "environment `pgle prewarm` recorded in DIR, and report per module whether it loaded its "
+         "PGLE-optimized executable, fell back, or was compiled anew.\n\n"
+         "pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] (or -- -m MODULE [ARGS]). "
+         "Options pgle does not know go to `nsys profile` as they are.",
+)
+@click.option("--cache-dir", required=True, metavar="DIR", help="The cache `pgle prewarm` filled.")
+@click.option("--nsys", "nsys_path", default=None, metavar="PATH",
+              help="The nsys executable (default: nsys on PATH).")
+@click.option("--launcher", default=None, metavar="CMD",
+              help="Another wrapper instead of `nsys profile`, e.g. nsys-jax: run as "
+                   "CMD [NSYS OPTIONS] -- python ...")
+@click.option("--force", is_flag=True,
+              help="Start even when flags, versions or the cache path differ from the prewarm run.")
+@click.option("--require-all", is_flag=True,
+              help="Exit 3 unless every module loaded its PGLE-optimized executable.")
+@click.option("--require", "require", multiple=True, metavar="MODULE",
+              help="Exit 3 unless this module (glob) loaded its PGLE-optimized executable; repeatable.")
+@click.option("--run-dir", default=None, type=click.Path(file_okay=False),
+              help="Run folder (default .pgle/runs/<stamp>-nsys-<pid>).")
+@click.option("--log", default=None, type=click.Path(dir_okay=False),
+              help="Also copy the workload's full log here.")
+@click.argument("nsys_options", nargs=-1, type=click.UNPROCESSED)
+@report_options
+@click.pass_context
+def nsys(ctx, cache_dir, nsys_path, launcher, force, require_all, require, run_dir, log,
+         nsys_options, json_out, report_path, debug):
+    words = ctx.meta.get("pgle_workload")
+
+    def produce():
+        from pgle.errors import BadInput
+        from pgle.nsys import NsysOptions, nsys as do_nsys
+        from pgle.workload import Workload
+
+        if not words:
+            raise BadInput("no workload after `--`.",
+                           hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS].")
+        module, rest = (words[1], words[2:]) if words[0] == "-m" and len(words) > 1 else (None, words)
+        opts = NsysOptions(Workload.from_cli(module, tuple(rest)), cache_dir,
+                           nsys_options=tuple(nsys_options), nsys=nsys_path, launcher=launcher,
+                           force=force, require_all=require_all, require=tuple(require),
+                           run_dir=run_dir, log=log)
+        return do_nsys(opts, emit)
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)

@@ -1,0 +1,36 @@
+"""`pgle prewarm --cache-dir DIR`: fill a compilation cache with PGLE-optimized executables."""
+
+from __future__ import annotations
+
+import click
+
+from cli.auto import pgle_options
+from cli.common import emit, finish, report_options
+from cli.manual import WORKLOAD_HELP, workload_options
+
+
+@click.command(help="Run the workload with auto PGLE and a persistent compilation cache, so that "
+                    "`pgle nsys` can load PGLE-optimized executables; writes DIR/pgle-manifest.json."
+                    "\n\n" + WORKLOAD_HELP)
+@click.option("--cache-dir", required=True, metavar="DIR",
+              help="The compilation cache to fill (created if missing; gs:// where JAX supports it).")
+@click.option("--relocatable", is_flag=True,
+              help="Keep cache keys independent of DIR's path (JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES="
+                   "none), so the cache can be moved or mounted elsewhere; XLA's GPU autotune "
+                   "results are then not cached.")
+@workload_options
+@pgle_options
+@report_options
+def prewarm(cache_dir, relocatable, module, words, run_dir, log, runs, percentile, require_all,
+            require, json_out, report_path, debug):
+    def produce():
+        from pgle.prewarm import PrewarmOptions, prewarm as do_prewarm
+        from pgle.workload import Workload
+
+        opts = PrewarmOptions(Workload.from_cli(module, words), cache_dir, runs=runs,
+                              percentile=percentile, relocatable=relocatable,
+                              require_all=require_all, require=tuple(require), run_dir=run_dir,
+                              log=log)
+        return do_prewarm(opts, emit)
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)

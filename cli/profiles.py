@@ -1,0 +1,91 @@
+"""`pgle inspect`, `pgle diff`, `pgle merge`, `pgle convert`: profiles as data.
+
+Thin click commands: each calls one pgle function that returns a Report.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from cli.common import finish, report_options
+
+
+@click.command("inspect", help="Show what a profile (file or per-module directory) holds: counts, "
+               "total and top costs, cost by category, collectives, modules. Exit 1 if it is empty.")
+@click.argument("profile", metavar="PROFILE")
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many of the costliest instructions to list.")
+@report_options
+def inspect(profile, top, json_out, report_path, debug):
+    from pgle.profile_stats import inspect_report
+
+    finish(lambda: inspect_report(profile, top=top), json_out=json_out, report_path=report_path,
+           debug=debug)
+
+
+@click.command("diff", help="Compare two profiles: instructions only in A or B, the largest cost "
+               "changes (absolute and relative) and the shift per category.")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many of the largest changes to list.")
+@report_options
+def diff(a, b, top, json_out, report_path, debug):
+    from pgle.profile_stats import diff_report
+
+    finish(lambda: diff_report(a, b, top=top), json_out=json_out, report_path=report_path, debug=debug)
+
+
+@click.command("merge", help="Merge profiles of several runs or ranks into one. The default equals "
+               "jaxlib's aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the "
+               "sorted costs); unlike jaxlib, latencies are kept. Directories merge per module.")
+@click.argument("inputs", nargs=-1, required=True, metavar="PROFILE...")
+@click.option("-o", "--output", "output", required=True, metavar="OUT",
+              help="Output .pb/.pbtxt file, or directory for directory inputs.")
+@click.option("--method", type=click.Choice(["percentile", "median", "mean", "min", "max"]),
+              default="percentile", show_default=True)
+@click.option("--percentile", type=click.IntRange(0, 100), default=90, show_default=True,
+              help="For --method percentile (JAX auto PGLE's default is 90).")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@report_options
+def merge(inputs, output, method, percentile, force, json_out, report_path, debug):
+    from pgle.profile_merge import merge_report
+
+    finish(lambda: merge_report(list(inputs), output, method=method, percentile=percentile, force=force),
+           json_out=json_out, report_path=report_path, debug=debug)
+
+
+@click.command("convert", help="Convert a profile: binary <-> text (by extension), single file <-> "
+               "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
+               "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>): a "
+               "directory OUT then gets one profile per module.")
+@click.argument("src", metavar="IN")
+@click.argument("out", metavar="OUT")
+@click.option("--module", "modules", multiple=True, metavar="FP",
+              help="Module fingerprint(s): the modules to write (XLA's view of each).")
+@click.option("--qualify", metavar="FP", default=None,
+              help="File to file: prefix every bare name with FP:: so it applies to module FP only.")
+@click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
+              help="File format inside a directory OUT (default: the input's).")
+@click.option("--stat", default="median", show_default=True,
+              help="Trace input: statistic per instruction (median, mean, min, max, pNN).")
+@click.option("--log", "log_path", default=None, metavar="LOG",
+              help="Trace input: the run's log, for 'Fingerprint before LHS' lines.")
+@click.option("--qualify-all", is_flag=True,
+              help="Trace input, file OUT: qualify every name with its module's fingerprint.")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@report_options
+def convert(src, out, modules, qualify, fmt, stat, log_path, qualify_all, force, json_out, report_path,
+            debug):
+    def produce():
+        if os.path.isdir(src) and any(n.endswith("xplane.pb") for n in os.listdir(src)):
+            from pgle.trace_convert import trace_report
+
+            return trace_report(src, out, stat=stat, log_path=log_path, qualify=qualify_all, force=force)
+        from pgle.profile import convert_profile
+
+        return convert_profile(src, out, module=modules, qualify=qualify, fmt=fmt, force=force)
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
