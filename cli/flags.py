@@ -14,8 +14,8 @@ def flags():
     """Explain XLA flags."""
 
 
-@flags.command("explain")
-@click.argument("xla_flags", required=False, metavar='["XLA_FLAGS string"]')
+@flags.command("explain", context_settings={"ignore_unknown_options": True})
+@click.argument("xla_flags", nargs=-1, type=click.UNPROCESSED, metavar='["XLA_FLAGS string"]')
 @click.option("--probe", is_flag=True,
               help="Also ask the installed jaxlib (starts jax on CPU; a few seconds).")
 @report_options
@@ -27,7 +27,7 @@ def explain(xla_flags, probe, json_out, report_path, debug):
     """
     from pgle import doctor as doc
 
-    text = os.environ.get("XLA_FLAGS", "") if xla_flags is None else xla_flags
+    text = os.environ.get("XLA_FLAGS", "") if not xla_flags else _join(xla_flags)
 
     def produce():
         report = doc.explain_flags(text, probe=probe)
@@ -37,3 +37,20 @@ def explain(xla_flags, probe, json_out, report_path, debug):
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+
+
+def _join(tokens: tuple[str, ...]) -> str:
+    """One argument is the XLA_FLAGS string itself; several are one flag each, as the shell
+    split them (a value with spaces gets quoted again)."""
+    if len(tokens) == 1:
+        return tokens[0]
+    from pgle.xla_flags import render_flag
+
+    out = []
+    for token in tokens:
+        name, sep, value = token.partition("=")
+        if sep and token.startswith("-") and any(c.isspace() for c in value):
+            dashes = name[:len(name) - len(name.lstrip("-"))]  # keep them: one dash is an error
+            token = dashes + render_flag(name.lstrip("-"), value)[2:]
+        out.append(token)
+    return " ".join(out)

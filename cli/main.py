@@ -25,11 +25,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cache": ("cli.cache", "cache", "List, total and prune a JAX persistent compilation cache."),
     "auto": ("cli.auto", "auto", "Run with JAX's auto PGLE and verify each module was re-optimized."),
     "prewarm": ("cli.prewarm", "prewarm", "Fill a compilation cache with PGLE-optimized executables."),
-    "nsys": ("cli.nsys", "nsys", "Nsight Systems run that must load the prewarmed PGLE-optimized modules."),
+    "nsys": ("cli.nsys", "nsys", "Run under Nsight Systems; verify it loaded the prewarmed PGLE modules."),
     "inspect": ("cli.profiles", "inspect", "Show what a profile holds: counts, top costs, categories."),
     "diff": ("cli.profiles", "diff", "Compare two profiles: missing instructions, largest changes."),
     "merge": ("cli.profiles", "merge", "Merge profiles of several runs or ranks (jaxlib's percentile rule)."),
-    "convert": ("cli.profiles", "convert", "Convert profiles: binary/text, file/qualified file/directory, trace."),
+    "convert": ("cli.profiles", "convert", "Convert profiles (binary/text, file/directory) or a trace."),
 }
 
 

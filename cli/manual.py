@@ -41,31 +41,58 @@ def window_options(f):
 
 
 def _collect_options(module, words, output, steps, step_name, delay, duration, force, allow_empty,
-                     run_dir, log):
+                     run_dir, log, per_module=False, stat=None, fmt=None, converter=None,
+                     qualify=False):
     from pgle.collect import CollectOptions, parse_steps
     from pgle.workload import Workload
 
     return CollectOptions(
         workload=Workload.from_cli(module, words), output=output,
         steps=parse_steps(steps) if steps else None, step_name=step_name, delay=delay,
-        duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log)
+        duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log,
+        per_module=per_module, stat=stat, fmt=fmt, converter=converter, qualify=qualify)
+
+
+def _extraction_options(f):
+    """How collect (and tune's collect phase) turns the trace into a profile."""
+    f = click.option("--qualify", is_flag=True,
+                     help="With --converter pgle: prefix every name with its module's "
+                          "fingerprint (<fp>::name), so one file keeps modules apart.")(f)
+    f = click.option("--converter", type=click.Choice(["jaxlib", "pgle"]), default=None,
+                     help="Single-file converter: jaxlib (default; the mean over everything "
+                          "profiled) or pgle (--stat, profiled steps only).")(f)
+    f = click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
+                     help="With --per-module: write <fingerprint>.pb (binary, default) or "
+                          "<fingerprint>.pbtxt (text) files.")(f)
+    f = click.option("--stat", default=None, metavar="STAT",
+                     help="pgle's converter: each instruction's cost over the profiled steps: "
+                          "median (default), mean, min, max or pNN.")(f)
+    f = click.option("--per-module", is_flag=True,
+                     help="Write a directory of <fingerprint>.pb files, one per module (what XLA "
+                          "reads as is), plus manifest.json; -o names the directory.")(f)
+    return f
 
 
 @click.command(help="Profile a window of the workload and extract the PGLE profile.\n\n" + WORKLOAD_HELP)
 @workload_options
 @window_options
-@click.option("-o", "--output", default="profile.pb", show_default=True,
-              help="Profile to write: .pb (binary) or .pbtxt (text).")
-@click.option("--force", is_flag=True, help="Replace an existing profile and manifest.")
+@click.option("-o", "--output", default=None,
+              help="Profile to write: .pb (binary) or .pbtxt (text) [default: profile.pb]; with "
+                   "--per-module a new or empty directory [default: profiles/].")
+@click.option("--force", is_flag=True, help="Replace an existing profile (or profile directory) "
+                                            "and manifest.")
 @click.option("--allow-empty", is_flag=True, help="Write the profile even when it is empty.")
+@_extraction_options
 @report_options
 def collect(module, words, output, steps, step_name, delay, duration, force, allow_empty, run_dir,
-            log, json_out, report_path, debug):
+            log, per_module, stat, fmt, converter, qualify, json_out, report_path, debug):
     def produce():
         from pgle.collect import collect as do_collect
 
-        opts = _collect_options(module, words, output, steps, step_name, delay, duration, force,
-                                allow_empty, run_dir, log)
+        out = output if output is not None else ("profiles" if per_module else "profile.pb")
+        opts = _collect_options(module, words, out, steps, step_name, delay, duration, force,
+                                allow_empty, run_dir, log, per_module, stat, fmt, converter,
+                                qualify)
         return do_collect(opts, emit)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
@@ -99,17 +126,21 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
 @workload_options
 @window_options
 @click.option("-o", "--output", default=None,
-              help="Where to keep the profile (default: inside the run folder).")
-@click.option("--force", is_flag=True, help="Replace an existing profile and manifest.")
+              help="Where to keep the profile (default: inside the run folder); with "
+                   "--per-module a new or empty directory.")
+@click.option("--force", is_flag=True, help="Replace an existing profile (or profile directory) "
+                                            "and manifest.")
+@_extraction_options
 @verdict_options
 @report_options
-def tune(module, words, output, steps, step_name, delay, duration, force, run_dir, log,
-         min_coverage, require_applied, json_out, report_path, debug):
+def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
+         converter, qualify, run_dir, log, min_coverage, require_applied, json_out, report_path,
+         debug):
     def produce():
         from pgle.tune import TuneOptions, tune as do_tune
 
         copts = _collect_options(module, words, output, steps, step_name, delay, duration, force,
-                                 False, run_dir, log)
+                                 False, run_dir, log, per_module, stat, fmt, converter, qualify)
         return do_tune(TuneOptions(copts, require_applied, min_coverage), emit)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

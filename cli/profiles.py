@@ -5,8 +5,6 @@ Thin click commands: each calls one pgle function that returns a Report.
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from cli.common import finish, report_options
@@ -80,9 +78,9 @@ def merge(inputs, output, method, percentile, force, json_out, report_path, debu
 def convert(src, out, modules, qualify, fmt, stat, log_path, qualify_all, force, json_out, report_path,
             debug):
     def produce():
-        if os.path.isdir(src) and any(n.endswith("xplane.pb") for n in os.listdir(src)):
-            from pgle.trace_convert import trace_report
+        from pgle.trace_convert import is_trace_run_dir, trace_report
 
+        if is_trace_run_dir(src):
             return trace_report(src, out, stat=stat, log_path=log_path, qualify=qualify_all, force=force)
         from pgle.profile import convert_profile
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import click
 
 from cli.common import emit, finish, report_options
@@ -24,6 +26,8 @@ def view(run_folder, host, port, json_out, report_path, debug):
 
     def produce():
         server = v.start(run_folder, host=host, port=port)
+        # `kill` (SIGTERM) stops XProf as cleanly as Ctrl+C does.
+        signal.signal(signal.SIGTERM, _interrupt)
         emit(f"XProf serves {server.logdir} at {server.url} (Ctrl+C to stop)")
         try:
             code = server.wait()
@@ -39,3 +43,7 @@ def view(run_folder, host, port, json_out, report_path, debug):
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt

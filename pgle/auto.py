@@ -158,11 +158,11 @@ def judge_modules(facts: jax_events.RunFacts, runs: int, platform: str | None,
                             + empty_profile_cause(platform)
             row["fix"] = "run on an NVIDIA GPU with no other CUPTI client attached"
         elif facts.observed and m.profiled >= row["runs"]:
-            row["reason"] = (f"profiled {m.profiled} times but never executed again: auto PGLE "
+            row["reason"] = (f"profiled {times(m.profiled)} but never executed again: auto PGLE "
                              f"recompiles on execution {row['runs'] + 1}")
             row["fix"] = "run more steps, or lower --runs"
         elif facts.observed and m.profiled > 0:
-            row["reason"] = (f"executed {m.profiled} time{'s' if m.profiled != 1 else ''}; auto PGLE "
+            row["reason"] = (f"executed {times(m.profiled)}; auto PGLE "
                              f"needs {row['runs'] + 1} ({row['runs']} profiled, then the recompile)")
             row["fix"] = "run more steps, or lower --runs"
         elif facts.observed:
@@ -172,6 +172,14 @@ def judge_modules(facts: jax_events.RunFacts, runs: int, platform: str | None,
             row["reason"] = "no recompilation with a profile was logged"
         out.append(row)
     return out
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def times(n: int) -> str:
+    return plural(n, "time")
 
 
 def overall_status(modules: list[dict]) -> str:
@@ -232,13 +240,13 @@ def auto(opts: AutoOptions, notify: Callable[[str], None] = lambda s: None,
     for line in child.notices:
         notify(line)
     run = RunFolder.create("auto", opts.run_dir)
-    notify(f"running with auto PGLE ({opts.runs} profiled executions, percentile "
+    notify(f"running with auto PGLE ({plural(opts.runs, 'profiled execution')}, percentile "
            f"{opts.percentile}): {opts.workload.describe()} (run folder {run.path})")
     ex = execute(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
                  warnings_always=WARNINGS_ALWAYS, log_copy=opts.log,
                  **observer_kwargs())
     facts = jax_events.summarize(ex.events.records)
-    modules = judge_modules(facts, opts.runs, ex.events.platform)
+    modules = judge_modules(facts, opts.runs, ex.events.platform, _known_pgle_keys(child.env))
     report = Report("auto", overall_status(modules), workload_exit_code=ex.exit_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings
@@ -257,6 +265,21 @@ def auto(opts: AutoOptions, notify: Callable[[str], None] = lambda s: None,
     report.exit_code = finish_code(report, ex.exit_code, STATUS_OPTIMIZED, opts.require_all,
                                    opts.require)
     return report
+
+
+def _known_pgle_keys(env: dict[str, str]) -> set[str]:
+    """With the user's own persistent cache, a module may load a PGLE-optimized executable
+    that an earlier `pgle prewarm` recorded; without a readable manifest there is no telling."""
+    from pgle import cache_manifest
+
+    cache_dir = env.get("JAX_COMPILATION_CACHE_DIR")
+    if not cache_dir:
+        return set()
+    try:
+        data = cache_manifest.load(cache_dir) or {}
+    except Exception:
+        return set()
+    return {k for m in data.get("modules", {}).values() for k in m.get("pgle_optimized_keys", [])}
 
 
 def finish_code(report: Report, workload_code: int, ok: str, require_all: bool,

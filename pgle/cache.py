@@ -79,6 +79,7 @@ def _scan(cache_dir: str) -> Iterator[tuple[str, int, float]]:
 
 def list_entries(cache_dir: str, manifest: dict | None = None) -> list[Entry]:
     """Every cache entry, sorted by module then newest first."""
+    cache_dir = cache_manifest.local_form(cache_dir)
     caches: dict[str, tuple[str, int, float]] = {}
     atimes: set[str] = set()
     for name, size, mtime in _scan(cache_dir):
@@ -125,6 +126,7 @@ def _module_status(roles: dict[str, int]) -> str:
 
 # -- commands -----------------------------------------------------------------
 def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
+    cache_dir = cache_manifest.local_form(cache_dir)
     manifest = cache_manifest.load(cache_dir)
     entries = [e for e in list_entries(cache_dir, manifest) if _selected(e.module, modules)]
     per_module = totals(entries)
@@ -141,6 +143,7 @@ def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
 
 
 def stats(cache_dir: str) -> Report:
+    cache_dir = cache_manifest.local_form(cache_dir)
     manifest = cache_manifest.load(cache_dir)
     entries = list_entries(cache_dir, manifest)
     per_module = totals(entries)
@@ -150,7 +153,7 @@ def stats(cache_dir: str) -> Report:
         r["entries"] += 1
         r["bytes"] += e.size
     report = Report(command="cache stats", status="ok", modules=per_module)
-    missing = _manifest_keys_missing(manifest, {e.key for e in entries})
+    missing = manifest_keys_missing(manifest, {e.key for e in entries})
     report.details = {"cache_dir": cache_dir, "manifest": manifest is not None, "roles": roles,
                       "total": {"entries": len(entries), "bytes": sum(e.size for e in entries),
                                 "modules": len(per_module)},
@@ -178,6 +181,7 @@ def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str
     Dry run unless `yes`. Needs at least one criterion, so a bare `prune` can
     never empty a cache.
     """
+    cache_dir = cache_manifest.local_form(cache_dir)
     if older_than is None and not modules:
         raise BadInput("prune needs --older-than DURATION and/or --module NAME.",
                        hint="e.g. `pgle cache prune DIR --older-than 7d`.")
@@ -288,7 +292,7 @@ def _jax_cache_lock(cache_dir: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _manifest_keys_missing(manifest: dict | None, present: set[str]) -> list[dict]:
+def manifest_keys_missing(manifest: dict | None, present: set[str]) -> list[dict]:
     if not manifest:
         return []
     return [{"module": module, "key": key}

@@ -57,8 +57,14 @@ def is_remote(path: str) -> bool:
     return "://" in str(path) and not str(path).startswith("file://")
 
 
+def local_form(path: str) -> str:
+    """`file:///x` -> `/x` (JAX accepts both spellings); anything else unchanged."""
+    path = str(path)
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
 def manifest_path(cache_dir: str) -> str:
-    return _join(cache_dir, MANIFEST_NAME)
+    return _join(local_form(cache_dir), MANIFEST_NAME)
 
 
 def empty() -> dict[str, Any]:
@@ -96,21 +102,12 @@ def parse(text: str, path: str = MANIFEST_NAME) -> dict[str, Any]:
 
 def update(cache_dir: str, change: Callable[[dict[str, Any]], Any]) -> Any:
     """Read-modify-write under the lock; `change` edits the dict in place. Returns its result."""
+    cache_dir = local_form(cache_dir)
     with _locked(cache_dir):
         data = load(cache_dir) or empty()
         result = change(data)
         _write(cache_dir, data)
         return result
-
-
-def role_of(data: dict[str, Any] | None, key: str) -> str:
-    if not data:
-        return ROLE_UNKNOWN
-    index = data.get("_role_index")
-    if index is None:
-        index = key_roles(data)
-        data["_role_index"] = index  # cached for listing 10,000 entries; never written
-    return index.get(key, ROLE_UNKNOWN)
 
 
 def key_roles(data: dict[str, Any]) -> dict[str, str]:

@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 from pgle import childenv, flag_table, manifest, profile, trace
 from pgle.atomic import check_writable_target
 from pgle.errors import BadInput, EXIT_ERROR
+from pgle.events import read_events
 from pgle.execution import Execution, execute
+from pgle.launcher import LaunchResult
 from pgle.report import Report
 from pgle.runfolder import RunFolder
 from pgle.verdict import GPU_PLATFORMS, LogScanner
 from pgle.workload import Workload
+from pgle.xla_flags import XlaFlags
+
+CONVERTERS = ("jaxlib", "pgle")
+FORMATS = (profile.BINARY, profile.TEXT)
+DEFAULT_STAT = "median"
+# XLA prints `Fingerprint before LHS for module <name>(<id>) = <hex>` at VLOG(1) of this file.
+FINGERPRINT_VMODULE = "gpu_hlo_schedule"
+FINGERPRINT_VLOG_LEVEL = 1
+# Where collect keeps the child's environment, so a finished run folder can be re-extracted.
+CHILD_ENV_FILE = "child_env.json"
 
 
 @dataclasses.dataclass
@@ -30,6 +45,21 @@ class CollectOptions:
     allow_empty: bool = False
     run_dir: str | None = None
     log: str | None = None
+    # Per-module collection: a directory of <fingerprint>.pb|.pbtxt files from pgle's converter.
+    per_module: bool = False
+    stat: str | None = None  # pgle's converter: median (default) | mean | min | max | pNN
+    fmt: str | None = None  # per-module file format: binary (default) | text
+    converter: str | None = None  # single file: jaxlib (default) | pgle
+    qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
+
+    @property
+    def uses_pgle_converter(self) -> bool:
+        return self.per_module or self.converter == "pgle"
+
+    @property
+    def needs_fingerprints(self) -> bool:
+        """The run must log XLA's `Fingerprint before LHS` lines."""
+        return self.per_module or (self.converter == "pgle" and self.qualify)
 
 
 def parse_steps(text: str) -> tuple[int, int]:
@@ -67,13 +97,128 @@ def preflight(opts: CollectOptions, environ: dict[str, str]) -> None:
             "JAX_ENABLE_PGLE is on: auto PGLE's profiler session would collide with pgle's "
             "(ALREADY_EXISTS: Another profiling session active) and can kill the job.",
             hint="Unset JAX_ENABLE_PGLE for collect, or use `pgle auto`.")
+    check_extraction_options(opts)
     if opts.output is not None:
-        profile.profile_format(opts.output)
-        check_writable_target(opts.output, force=opts.force, what="profile")
-        check_writable_target(manifest.manifest_path(opts.output), force=opts.force,
-                              what="manifest")
+        check_output(opts, opts.output)
     if opts.log:
         check_writable_target(opts.log, force=True, what="log")
+
+
+def check_output(opts: CollectOptions, output: str) -> None:
+    """Refuse an output before any work: a .pb/.pbtxt file (and its manifest) that would be
+    overwritten without --force, or, with --per-module, anything but a new or empty directory."""
+    if opts.per_module:
+        check_directory_target(output, force=opts.force)
+        return
+    profile.profile_format(output)
+    check_writable_target(output, force=opts.force, what="profile")
+    check_writable_target(manifest.manifest_path(output), force=opts.force, what="manifest")
+
+
+def check_extraction_options(opts: CollectOptions) -> None:
+    """The options that choose how the trace becomes a profile, checked together."""
+    from pgle.trace_convert import parse_stat
+
+    if opts.converter is not None and opts.converter not in CONVERTERS:
+        raise BadInput(f"unknown converter '{opts.converter}': use jaxlib or pgle.")
+    if opts.per_module and opts.converter == "jaxlib":
+        raise BadInput("--per-module needs pgle's converter: jaxlib's pools every module into "
+                       "one file.", hint="Drop --converter jaxlib.")
+    if opts.stat is not None:
+        if not opts.uses_pgle_converter:
+            raise BadInput("--stat applies to pgle's converter: jaxlib's always takes the mean.",
+                           hint="Add --per-module or --converter pgle.")
+        parse_stat(opts.stat)
+    if opts.qualify and opts.per_module:
+        raise BadInput("--qualify is for a single file: a per-module directory already keeps "
+                       "each module apart.")
+    if opts.qualify and opts.converter != "pgle":
+        raise BadInput("--qualify needs pgle's converter.", hint="Add --converter pgle.")
+    if opts.fmt is not None:
+        if opts.fmt not in FORMATS:
+            raise BadInput(f"unknown format '{opts.fmt}': use binary or text.")
+        if not opts.per_module:
+            raise BadInput("--format applies to --per-module directories: a single profile's "
+                           "format follows its extension (.pb binary, .pbtxt text).")
+
+
+def check_directory_target(path: str, *, force: bool) -> Path:
+    """`-o` with --per-module: a new or empty directory; a non-empty one only with --force,
+    and only when it holds nothing but a profile directory's files (never the user's work)."""
+    p = Path(path)
+    name = str(path).rstrip("/" + os.sep)
+    if os.path.splitext(name)[1] in profile.EXTENSIONS and not p.is_dir():
+        raise BadInput(f"--per-module writes a directory of <fingerprint>.pb files, but -o {path} "
+                       "names a single profile file.",
+                       hint="Give a directory, e.g. -o profiles/, or drop --per-module.")
+    if p.exists() and not p.is_dir():
+        raise BadInput(f"-o {path} exists and is not a directory; --per-module writes a "
+                       "directory of <fingerprint>.pb files.", hint="Choose another -o.")
+    if p.is_dir():
+        entries = sorted(e.name for e in p.iterdir())
+        if entries and not force:
+            raise BadInput(f"profile directory {path} already exists and is not empty.",
+                           hint="Pass --force to replace it, or choose another -o.")
+        foreign = [e for e in entries if not _profile_directory_entry(p / e)]
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise BadInput(f"{path} holds files that are not part of a profile directory "
+                           f"({shown}); --force replaces only a directory of <fingerprint>.pb|"
+                           ".pbtxt files and its manifest.json.", hint="Choose another -o.")
+    check_writable_target(p, force=True, what="profile directory")
+    return p
+
+
+def _profile_directory_entry(path: Path) -> bool:
+    if path.is_dir() or path.is_symlink():
+        return False
+    return path.name == "manifest.json" or profile.fingerprint_file_name(path.name) is not None
+
+
+def merge_vmodule(value: str | None, module: str = FINGERPRINT_VMODULE,
+                  level: int = FINGERPRINT_VLOG_LEVEL) -> str:
+    """`TF_CPP_VMODULE` with `module=level` added: the user's entries keep their order and text;
+    their own entry for `module` stays when it is at least `level`, else its level is raised."""
+    if not value or not value.strip():
+        return f"{module}={level}"
+    entries = value.split(",")
+    found = False
+    for i, entry in enumerate(entries):
+        name, sep, lvl = entry.partition("=")
+        if name.strip() != module:
+            continue
+        found = True
+        try:
+            if sep and int(lvl.strip()) >= level:
+                continue
+        except ValueError:
+            pass
+        entries[i] = f"{module}={level}"
+    if not found:
+        entries = [e for e in entries if e.strip()] + [f"{module}={level}"]
+    return ",".join(entries)
+
+
+def fingerprint_environment(environ: dict[str, str]) -> tuple[dict[str, str], list[str], list[str]]:
+    """The variables that make XLA log `Fingerprint before LHS for module <name>(<id>) = <hex>`:
+    `TF_CPP_VMODULE` gets `gpu_hlo_schedule=1` (merged into the user's), and
+    `TF_CPP_MIN_LOG_LEVEL=0` unless the user set it. Returns (environ, notices, warnings)."""
+    environ = dict(environ)
+    notices, warnings = [], []
+    user = environ.get("TF_CPP_VMODULE")
+    merged = merge_vmodule(user)
+    if merged != user:
+        environ["TF_CPP_VMODULE"] = merged
+        notices.append(f"setting TF_CPP_VMODULE={merged} (XLA logs each module's fingerprint)")
+    level = environ.get("TF_CPP_MIN_LOG_LEVEL")
+    if level is None:
+        environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    elif level.strip() not in ("0", ""):
+        warnings.append(
+            f"TF_CPP_MIN_LOG_LEVEL={level} hides XLA's 'Fingerprint before LHS' lines: modules "
+            "whose fingerprint is not in the trace itself get no profile file; unset it or set it "
+            "to 0.")
+    return environ, notices, warnings
 
 
 def collect(opts: CollectOptions, notify: Callable[[str], None] = lambda s: None,
@@ -82,14 +227,20 @@ def collect(opts: CollectOptions, notify: Callable[[str], None] = lambda s: None
     preflight(opts, environ)
     run = RunFolder.create("collect", opts.run_dir)
     window = window_spec(opts, run.trace)
-    output = opts.output or str(run.path / "profile.pb")
+    output = opts.output or str(run.path / ("profiles" if opts.per_module else "profile.pb"))
     user = childenv.xla_flags.XlaFlags.parse(environ.get("XLA_FLAGS"))
     xla = {}
     if user.get(flag_table.COMMAND_BUFFER) is None:
         # Kernels inside CUDA graphs are invisible to the profiler; auto PGLE turns
         # command buffers off for its profiling compile too (jax >= 0.4.x).
         xla[flag_table.COMMAND_BUFFER] = ""
+    notices, warnings = [], []
+    if opts.needs_fingerprints:
+        environ, notices, warnings = fingerprint_environment(environ)
     child = childenv.build(environ, xla=xla)
+    child.notices += notices
+    child.warnings += warnings
+    save_child_env(run, child)
     for line in child.notices:
         notify(line)
     notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
@@ -117,14 +268,25 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         report.summary.append("collect failed: no trace was written; " + report.reasons[0])
         return report
     notify(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
-    data = trace.convert_with_jaxlib(run_folder)
-    prof = profile.parse_profile(data, "binary", str(run_folder))
+    if opts.per_module:
+        return finish_per_module(opts, ex, run_folder, output, report, notify)
     fmt = profile.profile_format(output)
-    payload = data if fmt == "binary" else profile.encode_profile(prof, fmt)
+    converter = None
+    if opts.converter == "pgle":
+        conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=False)
+        report.warnings += conv.warnings
+        prof = conv.profiles[""]
+        payload = profile.encode_profile(prof, fmt)
+    else:
+        data = trace.convert_with_jaxlib(run_folder)
+        prof = profile.parse_profile(data, "binary", str(run_folder))
+        payload = data if fmt == "binary" else profile.encode_profile(prof, fmt)
     sha = hashlib.sha256(payload).hexdigest()
     report.profile = {"path": str(Path(output).absolute()), "sha256": sha,
                       "instructions": prof.instruction_count, "latencies": prof.latency_count,
-                      "format": fmt}
+                      "format": fmt, "converter": opts.converter or "jaxlib"}
+    if converter is not None:
+        report.details["converter"] = converter
     if prof.is_empty():
         report.reasons += diagnose_empty(ex)
         if not opts.allow_empty:
@@ -142,7 +304,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
         child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
         backend=ex.events.backend, window=window, profile=report.profile,
-        trace_dir=str(run_folder))
+        trace_dir=str(run_folder), converter=converter)
     man_path = manifest.manifest_path(output)
     manifest.write(man_path, man)
     report.details["manifest"] = str(man_path)
@@ -151,6 +313,237 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         f"wrote {output}: {prof.instruction_count} instructions, {prof.latency_count} latencies"
         f" (sha256 {sha[:12]}), manifest {man_path}")
     return report
+
+
+# --- pgle's converter: per module, steady-state window ------------------------------------------
+
+
+def steps_window(events) -> dict | None:
+    """The steady-state window of a step-window trace, in Unix-epoch nanoseconds: from the
+    first profiled step's entry (earlier work, warm-up and compilation included, lies outside)
+    to the trace stop (the harness waits for the devices before stopping, so the last step's
+    device work is inside). None for a time window or a whole-run trace: all of it counts."""
+    stop = events.trace
+    if not stop or stop.get("purpose") != "window" or stop.get("first_step") is None:
+        return None
+    first = next((s for s in events.steps if s.index == stop["first_step"]), None)
+    if first is None or stop.get("t") is None:
+        return None
+    start_ns, end_ns = int(first.t_enter * 1e9), int(stop["t"] * 1e9)
+    if end_ns < start_ns:
+        return None
+    return {"start_ns": start_ns, "end_ns": end_ns, "first_step": stop["first_step"],
+            "steps": stop.get("steps"),
+            "rule": "first profiled step's entry to the trace stop (events.jsonl)"}
+
+
+def _convert_with_pgle(opts: CollectOptions, ex: Execution, run_folder: Path, *,
+                       per_module: bool):
+    """pgle's converter on the kept trace, with the run's log and its steady-state window."""
+    from pgle.trace_convert import convert_trace_detailed
+
+    window = steps_window(ex.events)
+    conv = convert_trace_detailed(
+        run_folder, per_module=per_module, stat=opts.stat or DEFAULT_STAT, log_path=ex.run.log,
+        steps_window=(window["start_ns"], window["end_ns"]) if window else None,
+        qualify=opts.qualify and not per_module)
+    summary = {
+        "name": "pgle", "per_module": per_module, "stat": conv.stat,
+        "qualify": bool(opts.qualify and not per_module),
+        "steps_window": window, "log": str(ex.run.log),
+        "xplane_files": [os.path.basename(f) for f in conv.xplane_files],
+        "device_planes": conv.device_planes, "events_used": conv.events_used,
+        "events_outside_window": conv.events_outside_window,
+    }
+    return conv, summary
+
+
+def _log_fingerprint_count(log: Path) -> int:
+    from pgle.trace_convert import read_log_fingerprints
+
+    try:
+        return len(read_log_fingerprints(log)[0])
+    except BadInput:
+        return 0
+
+
+def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
+                      report: Report, notify: Callable[[str], None]) -> Report:
+    """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
+    `manifest.json`; same empty-profile rules as a single file."""
+    fmt = opts.fmt or profile.BINARY
+    conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
+    log_fps = _log_fingerprint_count(ex.run.log)
+    without = [m for m in conv.modules if not m.fingerprint]
+    converter["fingerprints"] = {
+        "log_lines": log_fps,
+        "modules": len(conv.modules),
+        "with_fingerprint": len(conv.modules) - len(without),
+        "sources": sorted({m.fingerprint_source for m in conv.modules if m.fingerprint_source}),
+    }
+    report.details["converter"] = converter
+    report.details["window"]["steps_window"] = converter["steps_window"]
+    # The converter's own advice for modules without a fingerprint (rerun with TF_CPP_VMODULE)
+    # does not fit here: this run had it. Say which modules and why instead.
+    report.warnings += [w for w in conv.warnings if "has no fingerprint" not in w]
+    if without:
+        names = ", ".join(m.label for m in without[:10]) + (", ..." if len(without) > 10 else "")
+        why = ("the log holds no 'Fingerprint before LHS' line" if log_fps == 0 else
+               "neither the trace's HLO protos nor the log name their fingerprint")
+        report.warnings.append(f"{len(without)} module(s) get no profile file: {names} ({why}).")
+    suffix = profile.SUFFIX[fmt]
+    written = {fp: f"{fp}{suffix}" for fp in conv.profiles}
+    report.modules = [
+        {**row, "status": "written" if row["file"] else "no fingerprint"}
+        for row in manifest.module_rows(conv.modules, written)]
+
+    empty = not conv.profiles or all(p.is_empty() for p in conv.profiles.values())
+    if empty:
+        reasons = diagnose_empty(ex)
+        if conv.modules and len(without) == len(conv.modules):
+            reasons.append(f"none of the {len(conv.modules)} module(s) in the trace has a "
+                           "fingerprint, so none gets a file")
+        elif conv.device_planes and conv.events_used == 0 and conv.events_outside_window:
+            reasons.append(f"all {conv.events_outside_window} device events lie outside the "
+                           "profiled steps")
+        if log_fps == 0 and not conv.modules:
+            reasons.append("no module fingerprint was found (the log holds no 'Fingerprint "
+                           "before LHS' line)")
+        report.reasons += reasons or ["the trace holds no device events of any module"]
+        report.profile = {"path": str(Path(output).absolute()), "kind": "directory",
+                          "format": fmt, "instructions": 0, "latencies": 0, "modules": {},
+                          "files": [], "sha256": None, "converter": "pgle"}
+        if not opts.allow_empty:
+            report.status = "empty"
+            report.exit_code = EXIT_ERROR
+            report.profile["path"] = None
+            report.summary.append("collect failed: the per-module profile is empty: "
+                                  + "; ".join(report.reasons))
+            report.summary.append("pass --allow-empty to write it anyway")
+            return report
+        report.warnings.append("the profile is empty (an empty directory written because of "
+                               "--allow-empty): " + "; ".join(report.reasons))
+        check_directory_target(output, force=opts.force)
+        target = _write_empty_directory(output, force=opts.force)
+        man_path = manifest.manifest_path(target)
+        manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
+        report.details["manifest"] = str(man_path)
+        report.status = "empty"
+        report.summary.append(f"wrote {output}: no module profile (empty directory), "
+                              f"manifest {man_path}")
+        return report
+
+    check_directory_target(output, force=opts.force)  # again: the run took a while
+    target = profile.write_profile_directory(conv.profiles, output, fmt=fmt, force=opts.force)
+    # Read back exactly as XLA (and `pgle run --profile DIR`) will: <32-hex>.pb|.pbtxt files.
+    source = profile.load_profile_source(target)
+    report.profile = {
+        **source.to_dict(),
+        "format": fmt, "converter": "pgle", "stat": conv.stat,
+        "instructions": source.instruction_count, "latencies": source.latency_count,
+    }
+    report.profile.pop("ignored", None)
+    man_path = manifest.manifest_path(target)
+    manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
+    report.details["manifest"] = str(man_path)
+    report.status = "collected"
+    window = converter["steps_window"]
+    where = (f"steps {window['first_step']}..{window['first_step'] + (window['steps'] or 1) - 1}"
+             if window else "the whole trace")
+    report.summary.append(
+        f"wrote {output}: {len(source.modules)} module profile(s), "
+        f"{source.instruction_count} instructions (stat {conv.stat}, {where}), manifest {man_path}")
+    for row in report.modules[:20]:
+        fp = row["fingerprint"] or "-"
+        report.summary.append(
+            f"  {row['module']}: {row['status']}, fingerprint {fp}"
+            + (f" ({row['fingerprint_source']})" if row["fingerprint_source"] else "")
+            + f", {row['instruction_count']} instructions, {row['event_count']} events")
+    if len(report.modules) > 20:
+        report.summary.append(f"  ... {len(report.modules) - 20} more (see --json)")
+    return report
+
+
+def _per_module_manifest(opts: CollectOptions, ex: Execution, report: Report, converter: dict,
+                         run_folder: Path) -> dict:
+    rows = [{k: v for k, v in m.items() if k != "status"} for m in report.modules]
+    return manifest.build(
+        workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
+        child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
+        backend=ex.events.backend, window=report.details["window"], profile=report.profile,
+        trace_dir=str(run_folder), converter=converter, modules=rows)
+
+
+def _write_empty_directory(output: str, *, force: bool) -> Path:
+    """An empty profile directory (for --allow-empty), swapped in atomically like
+    `profile.write_profile_directory` does; its manifest is written next."""
+    path = Path(os.path.abspath(output))
+    if path.is_dir() and any(path.iterdir()) and not force:
+        raise BadInput(f"profile directory {path} already exists and is not empty.",
+                       hint="Pass --force to replace it.")
+    if path.is_dir() and not any(path.iterdir()):
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        os.chmod(tmp, 0o755)
+        if path.exists():
+            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, aside / path.name)
+            os.replace(tmp, path)
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+# --- a finished run folder ----------------------------------------------------------------------
+
+
+def save_child_env(run: RunFolder, child: childenv.ChildEnv) -> None:
+    """What the manifest needs from the child's environment, kept in the run folder."""
+    data = {"user_xla_flags": child.user_flags.render(), "xla_flags": child.flags.render(),
+            "environment": childenv.relevant(child.env), "warnings": child.warnings}
+    (run.path / CHILD_ENV_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def execution_from_run_folder(run_dir: str | Path) -> Execution:
+    """The `Execution` a finished collect run left in its run folder (`workload.log`,
+    `events.jsonl`, `trace/`, `child_env.json`), to extract its profile again."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise BadInput(f"run folder {run_dir} does not exist.")
+    run = RunFolder(path.resolve())
+    events = read_events(run.events)
+    if not events.records:
+        raise BadInput(f"run folder {run_dir} holds no events.jsonl from a pgle run.")
+    code = (events.exit or {}).get("code")
+    result = LaunchResult(exit_code=0 if code is None else int(code), signal=None,
+                          duration_s=0.0, log_path=run.log)
+    try:
+        saved = json.loads((run.path / CHILD_ENV_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        saved = {}
+    child = childenv.ChildEnv(
+        env=dict(saved.get("environment") or {}),
+        user_flags=XlaFlags.parse(saved.get("user_xla_flags") or ""),
+        flags=XlaFlags.parse(saved.get("xla_flags") or ""),
+        notices=[], warnings=list(saved.get("warnings") or []))
+    return Execution(run, result, events, child)
+
+
+def finish_run_folder(opts: CollectOptions, run_dir: str | Path,
+                      notify: Callable[[str], None] = lambda s: None) -> Report:
+    """Extract the profile of a finished collect run folder, exactly as `collect` does after
+    the run: same options (`per_module`, `stat`, `fmt`, `converter`, ...), same output rules."""
+    check_extraction_options(opts)
+    ex = execution_from_run_folder(run_dir)
+    output = opts.output or str(ex.run.path / ("profiles" if opts.per_module else "profile.pb"))
+    check_output(opts, output)
+    return finish_collect(opts, ex, output, notify)
 
 
 def window_summary(ex: Execution) -> dict:

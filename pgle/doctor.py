@@ -20,12 +20,11 @@ import sys
 from pathlib import Path
 
 from pgle import flag_probe, flag_table, versions
-from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError
+from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.report import Report
 from pgle.xla_flags import XlaFlags
 
 WORKFLOWS = ("manual", "auto", "prewarm", "nsys")
-MANIFEST_NAME = "pgle-manifest.json"  # written by `pgle prewarm` into the cache directory
 BACKEND_TIMEOUT_S = 30.0
 NSYS_TIMEOUT_S = 15.0
 # pgle's own floor, not NVIDIA's: older Nsight Systems predate the CUDA 12.x
@@ -55,7 +54,8 @@ try:
     except Exception:
         pass
 except Exception as e:
-    out = {{"error": type(e).__name__ + ": " + str(e).strip().splitlines()[0][:300]}}
+    lines = str(e).strip().splitlines() or [""]
+    out = {{"error": (type(e).__name__ + ": " + lines[0])[:300]}}
 print("{_MARK} " + json.dumps(out), flush=True)
 """
 
@@ -81,7 +81,9 @@ def _error(check, found, todo):
 
 
 @dataclasses.dataclass
-class _Ctx:
+class Context:
+    """What every check reads: the workflow, the environment, and what is installed."""
+
     workflow: str
     environ: dict[str, str]
     cache_dir: str | None
@@ -89,29 +91,34 @@ class _Ctx:
     gpu_visible: bool
     plugins: dict[str, str]  # installed CUDA plugin packages -> version
 
+    @classmethod
+    def detect(cls, workflow: str = "manual", environ: dict[str, str] | None = None,
+               cache_dir: str | None = None) -> "Context":
+        if workflow not in WORKFLOWS:
+            from pgle.errors import BadInput
+
+            raise BadInput(f"unknown workflow {workflow!r}: use one of {', '.join(WORKFLOWS)}.")
+        return cls(workflow, dict(os.environ if environ is None else environ), cache_dir,
+                   versions.jax_version(), any(os.path.exists(p) for p in GPU_DEVICE_FILES),
+                   {p: v for p in CUDA_PLUGINS if (v := versions.installed(p))})
+
 
 def doctor(workflow: str = "manual", cache_dir: str | None = None, probe: bool = False,
            environ: dict[str, str] | None = None) -> Report:
-    if workflow not in WORKFLOWS:
-        from pgle.errors import BadInput
-
-        raise BadInput(f"unknown workflow {workflow!r}: use one of {', '.join(WORKFLOWS)}.")
-    environ = dict(os.environ if environ is None else environ)
-    ctx = _Ctx(workflow, environ, cache_dir, versions.jax_version(),
-               any(os.path.exists(p) for p in GPU_DEVICE_FILES),
-               {p: v for p in CUDA_PLUGINS if (v := versions.installed(p))})
-    # The slow parts (jax import, nsys) run while the rest is checked.
+    ctx = Context.detect(workflow, environ, cache_dir)
+    environ = ctx.environ
+    # The slow parts (the jax child, nsys, the probe) run while the rest is checked.
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        backend = pool.submit(_backend_info, environ)
-        nsys = pool.submit(_nsys_version, environ)
+        backend = pool.submit(backend_info, environ)
+        nsys = pool.submit(nsys_info, environ)
         probed = pool.submit(flag_probe.probe, environ.get("XLA_FLAGS"), environ=environ) \
             if probe and environ.get("XLA_FLAGS") else None
-        first = [_python(), *_jax(ctx), _workflows(ctx)]
-        flags, hazards, cache = _xla_flags(ctx), _hazards(ctx), _cache(ctx)
-        checks = [*first, *_backend(ctx, backend.result()), _cuda_plugin(ctx), _cupti(ctx),
-                  _nsys(ctx, nsys.result()), *flags]
+        checks = [python_check(), *jax_checks(ctx), workflow_check(ctx)]
+        flags, hazards, cache = flag_checks(ctx), hazard_checks(ctx), cache_checks(ctx)
+        checks += [*backend_checks(ctx, backend.result()), cuda_plugin_check(ctx),
+                   cupti_check(ctx), nsys_check(ctx, nsys.result()), *flags]
         if probe:
-            checks += _probe_rows(probed.result() if probed else None)
+            checks += probe_checks(probed.result() if probed else None)
         checks += [*hazards, *cache]
     return _report("doctor", checks, {"workflow": workflow})
 
@@ -145,14 +152,14 @@ def format_checks(checks: list[dict]) -> str:
 
 # --- python, jax, workflows ----------------------------------------------------
 
-def _python() -> Check:
+def python_check() -> Check:
     v = sys.version.split()[0]
     if sys.version_info < (3, 10):
         return _error("python", f"{v} ({sys.executable})", "pgle needs Python >= 3.10")
     return _ok("python", f"{v} ({sys.executable})")
 
 
-def _jax(ctx: _Ctx) -> list[Check]:
+def jax_checks(ctx: Context) -> list[Check]:
     jax, jaxlib = versions.installed("jax"), versions.installed("jaxlib")
     if jax is None:
         return [_error("jax", "jax is not installed", "pip install -U 'jax[cuda12]'")]
@@ -168,7 +175,7 @@ def _jax(ctx: _Ctx) -> list[Check]:
     return [_ok("jax", found)]
 
 
-def _workflows(ctx: _Ctx) -> Check:
+def workflow_check(ctx: Context) -> Check:
     v = ctx.jax
     manual = ("manual: yes (pgle adds --xla_gpu_enable_latency_hiding_scheduler=true, needed "
               "up to jax 0.5.0)" if versions.needs_lhs_flag(v) else "manual: yes")
@@ -182,7 +189,7 @@ def _workflows(ctx: _Ctx) -> Check:
 
 # --- backend, CUDA plugin, CUPTI, nsys -------------------------------------------
 
-def _backend_info(environ: dict[str, str]) -> dict:
+def backend_info(environ: dict[str, str]) -> dict:
     env = dict(environ)
     # Flags are checked on their own; a removed one would abort this child.
     env.pop("XLA_FLAGS", None)
@@ -203,10 +210,14 @@ def _backend_info(environ: dict[str, str]) -> dict:
                      f"{tail[-1][:300] if tail else 'no output'}"}
 
 
-def _backend(ctx: _Ctx, info: dict) -> list[Check]:
+def backend_checks(ctx: Context, info: dict) -> list[Check]:
     if "error" in info:
-        return [_error("backend", info["error"], "run `python -c 'import jax; print(jax.devices())'` "
-                       "to see the full error")]
+        platforms = ctx.environ.get("JAX_PLATFORMS")
+        if platforms:
+            return [_error("backend", f"{info['error']} (with JAX_PLATFORMS={platforms!r})",
+                           "unset JAX_PLATFORMS, or install what it names")]
+        return [_error("backend", info["error"],
+                       "run `python -c 'import jax; print(jax.devices())'` to see the full error")]
     kinds = ", ".join(info.get("kinds", []))
     found = f"{info['platform']}: {info['count']} x {kinds}"
     version = info.get("platform_version", "")
@@ -220,10 +231,11 @@ def _backend(ctx: _Ctx, info: dict) -> list[Check]:
         return [_error("backend", f"{found}, but an NVIDIA GPU is visible{why}",
                        "install the CUDA plugin matching jaxlib: pip install -U 'jax[cuda12]'")]
     return [_warn("backend", f"{found}; no NVIDIA GPU visible",
-                  "PGLE has no effect off NVIDIA GPUs (profiles come out empty); run on a GPU node")]
+                  "PGLE has no effect off NVIDIA GPUs (profiles come out empty); "
+                  "run on a GPU node")]
 
 
-def _cuda_plugin(ctx: _Ctx) -> Check:
+def cuda_plugin_check(ctx: Context) -> Check:
     jaxlib = versions.installed("jaxlib")
     if not ctx.plugins:
         if ctx.gpu_visible:
@@ -276,7 +288,7 @@ def _ldconfig_cupti(environ: dict[str, str]) -> list[str]:
     return [ln.rsplit("=>", 1)[-1].strip() for ln in out.splitlines() if "libcupti.so" in ln]
 
 
-def _cupti(ctx: _Ctx) -> Check:
+def cupti_check(ctx: Context) -> Check:
     libs, elsewhere = find_cupti(ctx.environ)
     # XLA opens libcupti.so.<CUDA major> of the plugin it was built for.
     majors = sorted({p.split("-")[1][4:] for p in ctx.plugins})
@@ -297,7 +309,7 @@ def _cupti(ctx: _Ctx) -> Check:
     return _warn("cupti", f"{what} (needed on GPU nodes only)", todo)
 
 
-def _nsys_version(environ: dict[str, str]) -> dict:
+def nsys_info(environ: dict[str, str]) -> dict:
     path = shutil.which("nsys", path=environ.get("PATH", ""))
     if path is None:
         return {}
@@ -316,7 +328,7 @@ def _nsys_version(environ: dict[str, str]) -> dict:
     return {"path": path, "version": m.group(0), "tuple": (int(m.group(1)), int(m.group(2)))}
 
 
-def _nsys(ctx: _Ctx, info: dict) -> Check:
+def nsys_check(ctx: Context, info: dict) -> Check:
     needed = ctx.workflow == "nsys"
     if not info:
         if needed:
@@ -335,68 +347,11 @@ def _nsys(ctx: _Ctx, info: dict) -> Check:
 
 # --- XLA_FLAGS ---------------------------------------------------------------
 
-def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | None) -> dict:
-    """One flag: meaning, default, versions, and ok / warn / error / unknown with why."""
-    info = flag_table.flag_info(name)
-    row = {"flag": raw, "name": name, "value": value, "status": "ok", "message": "",
-           "meaning": info.meaning if info else "", "default": info.default if info else None,
-           "pgle": info.pgle if info else "", "versions": flag_table.versions_text(name)}
-
-    def verdict(status, message):
-        row.update(status=status, message=message)
-        return row
-
-    removed = flag_table.removed_flag(name, jax)
-    if removed is not None:
-        return verdict("error", f"removed in jax {versions.version_string(removed.removed_in)}: "
-                                f"XLA aborts on it; {removed.replacement}")
-    if not raw.startswith("--") or raw.startswith("---"):
-        return verdict("error", "XLA only reads flags written with exactly two dashes; it aborts "
-                                "on this one ('Unknown flag in XLA_FLAGS')")
-    if info is None:
-        return verdict("unknown", "not in pgle's table; `--probe` asks the installed jaxlib")
-    if not flag_table.exists_in(info, jax):
-        return verdict("error", f"needs jax >= {versions.version_string(info.since)}: this jax "
-                                f"aborts on it ('Unknown flag in XLA_FLAGS')")
-    bad = flag_table.value_error(info, value)
-    if bad:
-        # Enum lists grow between releases: the table's list may be behind this jaxlib.
-        return verdict("warn" if info.kind == "enum_list" else "error",
-                       f"{bad}; XLA aborts ('Flag parsing failed')")
-    hazard = _flag_hazard(name, value, jax)
-    return verdict("warn", hazard) if hazard else row
-
-
-def _flag_hazard(name: str, value: str | None, jax: tuple[int, ...] | None) -> str:
-    """Values XLA accepts that quietly defeat PGLE or pgle's verdict."""
-    if name == flag_table.ACCURACY_CHECKER and value.endswith("_OFF"):
-        return "OFF hides the 'Missing <N> instructions' lines: pgle cannot tell whether the " \
-               "profile fits"
-    if name == flag_table.ACCURACY_CHECKER and value.endswith("_ERROR"):
-        return "ERROR fails the compilation when the profile misses any instruction"
-    if name == flag_table.PGLE_PROFILE_PATH and value:
-        if not value.endswith((".pb", ".pbtxt")) and not os.path.isdir(value) \
-                and versions.at_least(jax, (0, 5, 1)):
-            return "neither a .pb/.pbtxt file nor a directory: XLA silently ignores it"
-        return "set globally, every module of every run gets this profile; give it per run " \
-               "with `pgle run --profile`"
-    if name == "xla_enable_command_buffers_during_profiling" and (value or "true").lower() in (
-            "true", "1"):
-        return "a collected profile times whole CUDA graphs, not their kernels"
-    return ""
-
-
 def explain_flags(text: str | None, *, probe: bool = False,
                   environ: dict[str, str] | None = None) -> Report:
-    """`pgle flags explain`: each flag's meaning and status; removed or rejected flags are errors."""
-    jax = versions.jax_version()
+    """`pgle flags explain`: each flag's meaning and status; removed or rejected ones are errors."""
     flags = XlaFlags.parse(text)  # FlagError (exit 2) for an unreadable file of flags
-    rows = [explain_flag(f.name, f.value, f.raw, jax) for f in flags.flags]
-    for name in {r["name"] for r in rows}:
-        same = [r for r in rows if r["name"] == name]
-        for r in same[:-1]:
-            if r["status"] in ("ok", "unknown"):
-                r.update(status="warn", message="given again later: the last one wins")
+    rows = flag_table.explain_all(flags.flags, versions.jax_version())
     result = None
     if probe and text:
         result = flag_probe.probe(text, environ=environ)
@@ -444,7 +399,7 @@ def format_flags(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _xla_flags(ctx: _Ctx) -> list[Check]:
+def flag_checks(ctx: Context) -> list[Check]:
     text = ctx.environ.get("XLA_FLAGS")
     if not text:
         return [_ok("XLA_FLAGS", "unset")]
@@ -452,7 +407,7 @@ def _xla_flags(ctx: _Ctx) -> list[Check]:
         flags = XlaFlags.parse(text)
     except FlagError as e:
         return [_error("XLA_FLAGS", e.message, e.hint or "")]
-    rows = [explain_flag(f.name, f.value, f.raw, ctx.jax) for f in flags.flags]
+    rows = flag_table.explain_all(flags.flags, ctx.jax)
     checks = []
     for r in rows:
         if r["status"] == "error":
@@ -467,13 +422,14 @@ def _xla_flags(ctx: _Ctx) -> list[Check]:
     unknown = sum(r["status"] == "unknown" for r in rows)
     src = f" (from file {flags.source_file})" if flags.source_file else ""
     if not checks:
-        found = f"{len(rows)} flag(s){src}" + (f", {unknown} not in pgle's table" if unknown else "")
+        found = f"{len(rows)} flag(s){src}"
+        found += f", {unknown} not in pgle's table" if unknown else ""
         checks.append(_ok("XLA_FLAGS", found,
                           "`pgle doctor --probe` asks jaxlib about the rest" if unknown else ""))
     return checks
 
 
-def _probe_rows(result: flag_probe.ProbeResult | None) -> list[Check]:
+def probe_checks(result: flag_probe.ProbeResult | None) -> list[Check]:
     if result is None:
         return [_ok("probe", "XLA_FLAGS unset: nothing to ask jaxlib")]
     if result.error:
@@ -491,7 +447,7 @@ def _probe_rows(result: flag_probe.ProbeResult | None) -> list[Check]:
 def _bool_env(environ: dict[str, str], name: str) -> bool | None | str:
     """True/False as jax reads the variable, None when unset, the text when jax rejects it."""
     value = environ.get(name)
-    if value is None or value == "":
+    if value is None:
         return None
     if value.lower() in _TRUE:
         return True
@@ -500,22 +456,25 @@ def _bool_env(environ: dict[str, str], name: str) -> bool | None | str:
     return value
 
 
-def _hazards(ctx: _Ctx) -> list[Check]:
+def hazard_checks(ctx: Context) -> list[Check]:
     env, wf = ctx.environ, ctx.workflow
     checks = []
     pgle_on = _bool_env(env, "JAX_ENABLE_PGLE")
     if isinstance(pgle_on, str):
-        checks.append(_error("JAX_ENABLE_PGLE", f"{pgle_on!r} is not a boolean: jax fails at import",
-                             "unset it"))
+        checks.append(_error("JAX_ENABLE_PGLE",
+                             f"{pgle_on!r} is not a boolean: jax fails at import", "unset it"))
     elif pgle_on and wf in ("manual", "nsys"):
         checks.append(_warn("JAX_ENABLE_PGLE", "exported globally",
-                            "unset it: a profiler session while auto PGLE profiles can kill the job "
-                            "(ALREADY_EXISTS); pgle sets it per run"))
+                            "unset it: a profiler session while auto PGLE profiles can kill the "
+                            "job (ALREADY_EXISTS); pgle sets it per run"))
     else:
         checks.append(_ok("JAX_ENABLE_PGLE", "set (pgle sets it itself for auto/prewarm)"
                           if pgle_on else "unset"))
     expect = _bool_env(env, "JAX_COMPILATION_CACHE_EXPECT_PGLE")
-    if expect and wf != "nsys":
+    if isinstance(expect, str):
+        checks.append(_error("EXPECT_PGLE", f"JAX_COMPILATION_CACHE_EXPECT_PGLE={expect!r} is not "
+                             "a boolean: jax fails at import", "unset it"))
+    elif expect and wf != "nsys":
         checks.append(_warn("EXPECT_PGLE", "JAX_COMPILATION_CACHE_EXPECT_PGLE exported globally",
                             "unset it: only the Nsight run wants it, and `pgle nsys` sets it"))
     level = env.get("TF_CPP_MIN_LOG_LEVEL")
@@ -525,7 +484,8 @@ def _hazards(ctx: _Ctx) -> list[Check]:
     else:
         checks.append(_warn("log level", f"TF_CPP_MIN_LOG_LEVEL={level} hides XLA's INFO lines "
                             "('Using PGLE profile', 'Found profile for module')",
-                            "unset it or set it to 0, or pgle cannot verify that XLA used the profile"))
+                            "unset it or set it to 0, or pgle cannot verify that XLA used the "
+                            "profile"))
     checks.append(_command_buffers(ctx))
     warn_filter = env.get("PYTHONWARNINGS", "")
     if "ignore" in warn_filter:
@@ -535,7 +495,7 @@ def _hazards(ctx: _Ctx) -> list[Check]:
     return checks
 
 
-def _command_buffers(ctx: _Ctx) -> Check:
+def _command_buffers(ctx: Context) -> Check:
     try:
         flags = XlaFlags.parse(ctx.environ.get("XLA_FLAGS"))
     except FlagError:
@@ -559,23 +519,23 @@ def _command_buffers(ctx: _Ctx) -> Check:
 
 # --- compilation cache ---------------------------------------------------------
 
-def _cache(ctx: _Ctx) -> list[Check]:
+def cache_checks(ctx: Context) -> list[Check]:
     env, wf = ctx.environ, ctx.workflow
     needs_cache = wf in ("prewarm", "nsys")
     cache_dir = ctx.cache_dir or env.get("JAX_COMPILATION_CACHE_DIR")
     checks = [_size_cap(ctx, in_use=bool(cache_dir))]
     if not cache_dir:
         if needs_cache:
-            checks.append(_error("cache dir", "none given", "pass --cache-dir DIR (an absolute path "
-                                 "on storage every node sees)"))
+            checks.append(_error("cache dir", "none given",
+                                 "pass --cache-dir DIR (an absolute path every node sees)"))
         return checks
     checks += _cache_dir(ctx, cache_dir)
-    if wf == "nsys":
+    if wf == "nsys" and "://" not in cache_dir and Path(cache_dir).is_dir():
         checks.append(_manifest(Path(cache_dir)))
     return checks
 
 
-def _size_cap(ctx: _Ctx, in_use: bool) -> Check:
+def _size_cap(ctx: Context, in_use: bool) -> Check:
     cap = ctx.environ.get("JAX_COMPILATION_CACHE_MAX_SIZE", "-1").strip()
     has_filelock = importlib.util.find_spec("filelock") is not None
     if cap in ("-1", ""):
@@ -596,7 +556,7 @@ def _size_cap(ctx: _Ctx, in_use: bool) -> Check:
     return _ok("cache size cap", found + " (filelock installed)")
 
 
-def _cache_dir(ctx: _Ctx, cache_dir: str) -> list[Check]:
+def _cache_dir(ctx: Context, cache_dir: str) -> list[Check]:
     if "://" in cache_dir:
         return [_ok("cache dir", f"{cache_dir} (remote: not checked)")]
     path = Path(cache_dir)
@@ -641,25 +601,27 @@ def _writable(path: Path) -> bool:
 
 
 def _manifest(cache_dir: Path) -> Check:
-    path = cache_dir / MANIFEST_NAME
-    if not path.exists():
-        return _error("cache manifest", f"no {MANIFEST_NAME} in {cache_dir}",
-                      "run `pgle prewarm --cache-dir` with this directory first")
+    """The manifest `pgle prewarm` writes (format: pgle/cache_manifest.py)."""
+    from pgle import cache_manifest
+
+    name = cache_manifest.MANIFEST_NAME
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        return _error("cache manifest", f"{path} is unreadable: {e}",
-                      "rerun `pgle prewarm` to rewrite it")
-    if not isinstance(data, dict):
-        return _error("cache manifest", f"{path} is not a JSON object", "rerun `pgle prewarm`")
-    installed = {"jax_version": versions.installed("jax"),
-                 "jaxlib_version": versions.installed("jaxlib")}
-    if data.get("jax_version") is None:
-        return _warn("cache manifest", f"{path} names no jax_version",
-                     "rerun `pgle prewarm` with this pgle")
-    for key, have in installed.items():
-        if key in data and data[key] != have:
-            return _error("cache manifest", f"written by {key.split('_')[0]} {data[key]}, "
-                          f"installed {have}: the cache keys differ, nothing would load",
-                          "rerun `pgle prewarm` with the installed jax")
-    return _ok("cache manifest", f"{path} (jax {data['jax_version']})")
+        data = cache_manifest.load(str(cache_dir))
+    except PgleError as e:  # corrupt, not a pgle manifest, other format
+        return _error("cache manifest", e.message, e.hint or "rerun `pgle prewarm`")
+    if data is None:
+        return _error("cache manifest", f"no {name} in {cache_dir}",
+                      "run `pgle prewarm --cache-dir` with this directory first")
+    env = data.get("environment")
+    if not env:
+        return _error("cache manifest", f"{name} records no finished prewarm run",
+                      "let `pgle prewarm` finish, then run nsys")
+    for package in ("jax", "jaxlib"):
+        then, now = env.get(package), versions.installed(package)
+        if then and then != now:
+            return _error("cache manifest", f"prewarmed by {package} {then}, installed {now}: the "
+                          "cache keys differ, nothing would load",
+                          f"rerun `pgle prewarm` with {package} {now}")
+    optimized = sum(m.get("status") == "optimized" for m in data["modules"].values())
+    return _ok("cache manifest", f"jax {env.get('jax')}; {len(data['modules'])} module(s), "
+               f"{optimized} PGLE-optimized")

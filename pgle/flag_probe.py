@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 from pgle import versions
+from pgle.errors import FlagError
 from pgle.xla_flags import XlaFlags
 
 _OK_MARK = "PGLE_PROBE_ACCEPTED"
@@ -56,7 +57,8 @@ class ProbeResult:
         return [v for v in self.verdicts if v.status in ("unknown", "bad_value")]
 
     def to_dict(self) -> dict:
-        return {"accepted": self.accepted, "error": self.error, "jaxlib_version": self.jaxlib_version,
+        return {"accepted": self.accepted, "error": self.error,
+                "jaxlib_version": self.jaxlib_version,
                 "flags": [dataclasses.asdict(v) for v in self.verdicts]}
 
 
@@ -74,25 +76,37 @@ def probe(text: str | None, *, environ: dict[str, str] | None = None,
           timeout: float = DEFAULT_TIMEOUT_S, python: str | None = None) -> ProbeResult:
     """Start jax with XLA_FLAGS=`text` and say which flags XLA rejects.
 
-    One child for the whole string; only when XLA stops at a value it cannot
-    read (which hides unknown flags) is each flag tried alone, in parallel.
+    XLA reports unknown flags only once every value parsed, so flags whose values
+    it names as unreadable are dropped and the rest tried again; a rejected value
+    it does not name (some enums) leaves each remaining flag to be tried alone.
     """
-    flags = XlaFlags.parse(text) if text and text.strip().startswith("-") else None
-    run = _run(text or "", environ, timeout, python)
-    if flags is None:  # empty, or a file of flags that XLA opens itself
-        flags = XlaFlags.parse(text) if text and not run.error else XlaFlags([])
-    if run.error and not run.unknown and not run.bad and not run.parse_failed:
-        return ProbeResult(False, [FlagVerdict(f.raw, f.name, "not_checked") for f in flags.flags],
-                           run.error, run.jaxlib_version or _installed(python))
-    if run.ok or not run.parse_failed:
-        verdicts = [_verdict(f.raw, f.name, run) for f in flags.flags]
-        return ProbeResult(run.ok, verdicts, "", run.jaxlib_version or _installed(python))
-    # A value XLA could not read: it aborted before reporting unknown flags.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        alone = list(pool.map(lambda f: _run(f.raw, environ, timeout, python), flags.flags))
-    verdicts = [_verdict(f.raw, f.name, r) for f, r in zip(flags.flags, alone)]
-    version = next((r.jaxlib_version for r in alone if r.jaxlib_version), None)
-    return ProbeResult(False, verdicts, "", version or _installed(python))
+    if not text:
+        return ProbeResult(True, [], "", _installed(python))
+    run = _run(text, environ, timeout, python)
+    try:
+        flags = XlaFlags.parse(text).flags
+    except FlagError:
+        flags = []  # a file XLA could not open either: run.error says so
+    if run.error and not (run.unknown or run.bad or run.parse_failed):
+        return ProbeResult(False, [FlagVerdict(f.raw, f.name, "not_checked") for f in flags],
+                           run.error, _installed(python))
+    verdicts = {i: _verdict(f.raw, f.name, run) for i, f in enumerate(flags)
+                if f.name in run.bad or not run.parse_failed}
+    rest = [i for i in range(len(flags)) if i not in verdicts]
+    if rest and run.bad:  # without the named bad values, XLA may get to the unknown flags
+        again = _run(" ".join(flags[i].raw for i in rest), environ, timeout, python)
+        if not again.parse_failed or again.bad:
+            verdicts.update({i: _verdict(flags[i].raw, flags[i].name, again) for i in rest
+                             if flags[i].name in again.bad or not again.parse_failed})
+        rest = [i for i in rest if i not in verdicts]
+    if rest:
+        workers = max(2, os.cpu_count() or 2)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            alone = pool.map(lambda i: _run(flags[i].raw, environ, timeout, python), rest)
+            verdicts.update({i: _verdict(flags[i].raw, flags[i].name, r)
+                             for i, r in zip(rest, alone)})
+    ordered = [verdicts[i] for i in range(len(flags))]
+    return ProbeResult(run.ok, ordered, "", run.jaxlib_version or _installed(python))
 
 
 def _installed(python: str | None) -> str | None:
@@ -116,10 +130,11 @@ def _verdict(raw: str, name: str, run: _Run) -> FlagVerdict:
 def _run(text: str, environ: dict[str, str] | None, timeout: float, python: str | None) -> _Run:
     env = dict(os.environ if environ is None else environ)
     env.update(XLA_FLAGS=text, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="1")
+    python = python or sys.executable
     # A temp cwd keeps a local jax.py (or the user's package) from shadowing jax.
     with tempfile.TemporaryDirectory(prefix="pgle-probe-") as cwd:
         try:
-            proc = subprocess.run([python or sys.executable, "-c", _CHILD], env=env, cwd=cwd,
+            proc = subprocess.run([python, "-c", _CHILD], env=env, cwd=cwd,
                                   capture_output=True, text=True, errors="replace",
                                   timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
@@ -139,10 +154,11 @@ def parse_output(returncode: int, stdout: str, stderr: str) -> _Run:
     unknown: set[str] = set()
     m = _UNKNOWN.search(stderr)
     if m:
-        unknown = set(_NAME.findall(m.group(1).split("\nPerhaps")[0]))
+        unknown = set(_NAME.findall(m.group(1)))
     bad = {name: f"XLA could not read the value {value!r}"
            for value, name in _BAD_VALUE.findall(stderr)}
-    bad.update({name: f"XLA rejected the value {value!r}" for name, value in _ILLEGAL.findall(stderr)})
+    bad.update({name: f"XLA rejected the value {value!r}"
+                for name, value in _ILLEGAL.findall(stderr)})
     parse_failed = _PARSE_FAILED in stderr
     error = ""
     if not (unknown or bad or parse_failed):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import os
 import re
 
 
@@ -249,7 +250,7 @@ def versions_text(name: str) -> str:
     elif since:
         parts.append(f"jax >= {_v(since)}")
     elif info:
-        parts.append(f"jax >= {_v(OLDEST_SUPPORTED_JAX)} (every jax pgle supports)")
+        parts.append(f"in every jax pgle supports (>= {_v(OLDEST_SUPPORTED_JAX)})")
     if removed:
         parts.append(f"removed in jax {_v(removed.removed_in)}")
     return "; ".join(parts) or "not in pgle's table"
@@ -257,6 +258,68 @@ def versions_text(name: str) -> str:
 
 def _v(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version))
+
+
+def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | None) -> dict:
+    """One flag: meaning, default, versions, and ok / warn / error / unknown with why."""
+    info = flag_info(name)
+    row = {"flag": raw, "name": name, "value": value, "status": "ok", "message": "",
+           "meaning": info.meaning if info else "", "default": info.default if info else None,
+           "pgle": info.pgle if info else "", "versions": versions_text(name)}
+
+    def verdict(status, message):
+        row.update(status=status, message=message)
+        return row
+
+    removed = removed_flag(name, jax)
+    if removed is not None:
+        return verdict("error", f"removed in jax {_v(removed.removed_in)}: "
+                                f"XLA aborts on it; {removed.replacement}")
+    if not raw.startswith("--") or raw.startswith("---"):
+        return verdict("error", "XLA only reads flags written with exactly two dashes; it aborts "
+                                "on this one ('Unknown flag in XLA_FLAGS')")
+    if info is None:
+        return verdict("unknown", "not in pgle's table; `--probe` asks the installed jaxlib")
+    if not exists_in(info, jax):
+        return verdict("error", f"needs jax >= {_v(info.since)}: this jax "
+                                f"aborts on it ('Unknown flag in XLA_FLAGS')")
+    bad = value_error(info, value)
+    if bad:
+        # Enum lists grow between releases: the table's list may be behind this jaxlib.
+        return verdict("warn" if info.kind == "enum_list" else "error",
+                       f"{bad}; XLA aborts ('Flag parsing failed')")
+    hazard = _flag_hazard(name, value, jax)
+    return verdict("warn", hazard) if hazard else row
+
+
+def _flag_hazard(name: str, value: str | None, jax: tuple[int, ...] | None) -> str:
+    """Values XLA accepts that quietly defeat PGLE or pgle's verdict."""
+    if name == ACCURACY_CHECKER and value.endswith("_OFF"):
+        return "OFF hides the 'Missing <N> instructions' lines: pgle cannot tell whether the " \
+               "profile fits"
+    if name == ACCURACY_CHECKER and value.endswith("_ERROR"):
+        return "ERROR fails the compilation when the profile misses any instruction"
+    if name == PGLE_PROFILE_PATH and value:
+        if not value.endswith((".pb", ".pbtxt")) and not os.path.isdir(value) \
+                and (jax is None or jax >= (0, 5, 1)):
+            return "neither a .pb/.pbtxt file nor a directory: XLA silently ignores it"
+        return "set globally, every module of every run gets this profile; give it per run " \
+               "with `pgle run --profile`"
+    if name == "xla_enable_command_buffers_during_profiling" and (value or "true").lower() in (
+            "true", "1"):
+        return "a collected profile times whole CUDA graphs, not their kernels"
+    return ""
+
+
+def explain_all(flags, jax: tuple[int, ...] | None) -> list[dict]:
+    """`explain_flag` for each parsed flag (`xla_flags.Flag`); an earlier duplicate is a
+    warning, since the last one wins."""
+    rows = [explain_flag(f.name, f.value, f.raw, jax) for f in flags]
+    last = {r["name"]: i for i, r in enumerate(rows)}
+    for i, r in enumerate(rows):
+        if i != last[r["name"]] and r["status"] in ("ok", "unknown"):
+            r.update(status="warn", message="given again later: the last one wins")
+    return rows
 
 
 # Flags pgle itself sets; named here once so every module agrees.

@@ -22,7 +22,7 @@ from typing import Callable
 from pgle.errors import PgleError
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-KILL_GRACE_S = 10.0
+KILL_GRACE_S = 5.0  # after jax.distributed.initialize() SIGTERM is swallowed (XLA preemption notifier)
 
 
 @dataclasses.dataclass

@@ -32,7 +32,15 @@ def manifest_path(profile_path: Path | str) -> Path:
 
 def build(*, workload_argv: list[str], user_flags: XlaFlags, child_flags: XlaFlags,
           environment: dict[str, str], backend: dict | None, window: dict | None,
-          profile: dict, trace_dir: str | None) -> dict:
+          profile: dict, trace_dir: str | None, converter: dict | None = None,
+          modules: list[dict] | None = None) -> dict:
+    """`converter` (pgle's converter: stat, step window, event counts) and `modules` (the
+    per-module rows, see `module_rows`) are added only when given."""
+    extra = {}
+    if converter is not None:
+        extra["converter"] = converter
+    if modules is not None:
+        extra["modules"] = modules
     return {
         "pgle_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -50,7 +58,32 @@ def build(*, workload_argv: list[str], user_flags: XlaFlags, child_flags: XlaFla
         "window": window,
         "profile": profile,
         "trace_dir": trace_dir,
+        **extra,
     }
+
+
+def module_rows(summaries, written: dict[str, str]) -> list[dict]:
+    """One row per HLO module seen in the trace, for a per-module profile directory.
+
+    `summaries`: `pgle.trace_convert.ModuleSummary` objects (or dicts of their fields);
+    `written`: fingerprint -> file name in the directory. A module without a fingerprint
+    has no file (`file` is None); two compilations with one fingerprint share a file.
+    """
+    rows = []
+    for m in summaries:
+        d = m if isinstance(m, dict) else m.to_dict()
+        fp = d.get("fingerprint")
+        rows.append({
+            "module": d.get("module") or d.get("name"),
+            "name": d.get("name"),
+            "program_id": d.get("program_id"),
+            "fingerprint": fp,
+            "fingerprint_source": d.get("fingerprint_source"),
+            "instruction_count": d.get("instruction_count", 0),
+            "event_count": d.get("event_count", 0),
+            "file": written.get(fp) if fp else None,
+        })
+    return rows
 
 
 def write(path: Path, manifest: dict) -> Path:

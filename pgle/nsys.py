@@ -186,15 +186,19 @@ def judge_modules(facts: jax_events.RunFacts, manifest: dict) -> list[dict]:
             row.update(status=STATUS_LOADED, reason="loaded its PGLE-optimized executable", fix=None)
         elif m.pgle_miss:
             row["status"] = STATUS_FELL_BACK
-            if before and before.get("status") == prewarm.STATUS_OPTIMIZED:
+            plain = set((before or {}).get("plain_keys", []))
+            if before and plain & set(m.hits) and not before.get("first_pass_keys"):
+                row["reason"] = ("prewarm never ran it; an earlier EXPECT_PGLE run (e.g. `pgle nsys`) "
+                                 "compiled and cached it without PGLE; loaded that")
+                row["fix"] = "run the same code path (and shapes) during prewarm"
+            elif before and before.get("status") == prewarm.STATUS_OPTIMIZED:
                 row["reason"] = ("prewarm wrote its PGLE-optimized entry, but it is gone (pruned or "
                                  "evicted) or its key changed; loaded the first-pass executable")
                 row["fix"] = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
             else:
                 seen = (before or {}).get("executions_seen")
                 row["reason"] = ("loaded the first-pass executable: prewarm executed it "
-                                 + (f"{seen} time{'s' if seen != 1 else ''}" if seen is not None
-                                    else "too few times")
+                                 + (auto.times(seen) if seen is not None else "too few times")
                                  + ", fewer than runs+1")
                 row["fix"] = "run more steps in prewarm, or lower --runs"
         else:
@@ -237,7 +241,7 @@ def nsys(opts: NsysOptions, notify: Callable[[str], None] = lambda s: None,
                        "differ): " + "; ".join(drifted) + ".",
                        hint="Restore the prewarm environment, prewarm again, or pass --force.")
     warnings = [f"drift (--force): {d}" for d in drifted]
-    missing = cache._manifest_keys_missing(manifest, {e.key for e in cache.list_entries(cache_dir)})
+    missing = cache.manifest_keys_missing(manifest, {e.key for e in cache.list_entries(cache_dir)})
     if missing:
         warnings.append("PGLE-optimized entries recorded by prewarm are gone (pruned or evicted): "
                         + ", ".join(sorted({m["module"] for m in missing})))
@@ -255,6 +259,7 @@ def nsys(opts: NsysOptions, notify: Callable[[str], None] = lambda s: None,
                  warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=opts.log)
     facts = jax_events.summarize(ex.events.records)
     modules = judge_modules(facts, manifest)
+    _record_plain_writes(cache_dir, facts)
     # nsys returns the application's code; the harness saw the workload's own.
     workload_code = (ex.events.exit or {}).get("code", ex.exit_code)
     report = Report("nsys", overall_status(modules), workload_exit_code=workload_code,
@@ -288,3 +293,16 @@ def _backend_drift(menv: dict, backend: dict | None) -> list[str]:
         if then is not None and now is not None and then != now:
             out.append(f"prewarm ran with {field} {then}, this run with {now}: cache keys differ")
     return out
+
+
+def _record_plain_writes(cache_dir: str, facts: jax_events.RunFacts) -> None:
+    """Entries JAX wrote in this run were compiled without PGLE: `pgle cache ls` shows them as plain."""
+    written = {name: m.writes for name, m in facts.modules.items() if m.writes}
+    if not written:
+        return
+
+    def change(data: dict) -> None:
+        for name, keys in written.items():
+            cache_manifest.record_keys(data, name, cache_manifest.ROLE_PLAIN, keys)
+
+    cache_manifest.update(cache_dir, change)

@@ -30,6 +30,7 @@ from pgle.workload import Workload
 
 STATUS_OPTIMIZED = "optimized"
 STATUS_NOT_OPTIMIZED = "not_optimized"
+KEEP_RUNS = 20  # finished runs the manifest remembers
 
 # Variables pgle sets differently in the Nsight run; never part of the replayed environment.
 PHASE_VARIABLES = frozenset({"JAX_ENABLE_PGLE", "JAX_PGLE_PROFILING_RUNS",
@@ -128,7 +129,7 @@ def judge_modules(facts: jax_events.RunFacts, runs: int, platform: str | None, c
         else:
             row["status"] = STATUS_NOT_OPTIMIZED
             if pgle_keys:  # recompiled with a profile, but nothing on disk
-                why = "; ".join(m.not_written) or "the entry is not on disk (evicted?)"
+                why = "; ".join(dict.fromkeys(m.not_written)) or "the entry is not on disk (evicted?)"
                 row["reason"] = f"recompiled with a profile but JAX did not keep it: {why}"
                 row["fix"] = ("host callbacks (jax.debug.print, pure_callback) keep JAX from "
                               "caching a module" if "host callbacks" in why
@@ -167,7 +168,7 @@ def prewarm(opts: PrewarmOptions, notify: Callable[[str], None] = lambda s: None
     cache_manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
 
     run = RunFolder.create("prewarm", opts.run_dir)
-    notify(f"prewarming {cache_dir} with auto PGLE ({opts.runs} profiled executions): "
+    notify(f"prewarming {cache_dir} with auto PGLE ({auto.plural(opts.runs, 'profiled execution')}): "
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
         ex = execute(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
@@ -184,7 +185,11 @@ def prewarm(opts: PrewarmOptions, notify: Callable[[str], None] = lambda s: None
     environment.update(platform=backend.get("platform"), device_kind=backend.get("device_kind"),
                        device_count=backend.get("device_count"),
                        process_count=backend.get("process_count"))
-    _close_run(cache_dir, run_record["id"], state, environment, modules)
+    # JAX writes cache entries from process 0 only; the other ranks' view of the
+    # cache is partial, so only process 0 records modules in the manifest.
+    writer = backend.get("process_index") in (None, 0)
+    _close_run(cache_dir, run_record["id"], state, environment if writer else None,
+               modules if writer else [])
 
     report = Report("prewarm", auto.overall_status(modules) if modules else STATUS_NOT_OPTIMIZED,
                     workload_exit_code=ex.exit_code, log_path=str(ex.run.log),
@@ -218,6 +223,10 @@ def _close_run(cache_dir: str, run_id: str, state: str, environment: dict | None
                     run["environment"] = environment
         if state == "finished" and environment is not None:
             data["environment"] = environment
+        # Keep the manifest small: every run in progress, and the latest finished ones.
+        done = [r for r in data["runs"] if r.get("state") != "in_progress"]
+        data["runs"] = [r for r in data["runs"]
+                        if r.get("state") == "in_progress" or r in done[-KEEP_RUNS:]]
         for row in modules:
             entry = cache_manifest.record_keys(data, row["module"], cache_manifest.ROLE_FIRST_PASS,
                                                row["first_pass_keys"])

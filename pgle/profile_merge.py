@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Sequence
+from typing import Any, Sequence
 
 from pgle.errors import BadInput
 from pgle.profile import Profile
@@ -96,7 +96,7 @@ def name_overlap(labelled: Sequence[tuple[str, Profile]]) -> list[InputOverlap]:
         for n in s:
             counts[n] = counts.get(n, 0) + 1
     out = []
-    for (label, _), s in zip(labelled, sets):
+    for (label, _), s in zip(labelled, sets, strict=True):
         if len(sets) < 2 or not s:
             shared = 1.0 if s else 0.0
         else:
@@ -121,7 +121,7 @@ def overlap_warnings(overlaps: Sequence[InputOverlap]) -> list[str]:
 def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile", percentile: int = 90,
                  force: bool = False):
     """`pgle merge`: files into one file, or per-module directories into one directory."""
-    from pgle.profile import (BINARY, load_profile_source, output_kind, profile_format, write_profile,
+    from pgle.profile import (BINARY, load_profile_source, output_kind, write_profile,
                               write_profile_directory)
     from pgle.report import Report
 

@@ -64,7 +64,9 @@ def classify(name: str) -> Classified:
 
 
 def effective_costs(profile: Profile) -> dict[str, float]:
-    """name -> cost as XLA's estimator sees a file: for a repeated name the last entry wins."""
+    """name -> cost; for a repeated name the last entry wins, as in XLA's estimator map.
+    (XLA averages repeated names instead when any `.rematN` name is present; inspect and
+    diff show names as written, so `.rematN` entries stay separate here.)"""
     return dict(profile.costs)
 
 
@@ -270,8 +272,8 @@ def inspect_report(path: Any, *, top: int = 20):
             s.append(f"  {_us(cost) if cost is not None else 'nan':>14} {row['share']:6.1%}  "
                      f"{row['category']:<10} {row['name']}")
     if data["duplicates"]:
-        report.warnings.append(f"{data['duplicates']} names appear more than once; XLA uses the last "
-                               "entry of each (after averaging .rematN clones into the original).")
+        report.warnings.append(f"{data['duplicates']} names appear more than once; XLA keeps the last "
+                               "entry of each, or averages them all when the profile has .rematN entries.")
     if data["bad_values"]:
         report.warnings.append(f"{data['bad_values']} costs are negative, NaN or infinite.")
     if source.empty_modules and source.kind == "directory":

@@ -33,11 +33,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pgle.errors import BadInput, ProfileError
 from pgle.profile import FINGERPRINT_RE, QUALIFIER, Profile
-from pgle.profile_proto import hlo_proto_class, xspace_class
+from pgle.profile_proto import hlo_proto_class
 
 # tsl/profiler/utils/xplane_schema.h
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -161,6 +161,14 @@ def convert_trace(run_dir: Any, *, per_module: bool, stat: str = "median", log_p
 # --- reading ---------------------------------------------------------------------------------
 
 
+def is_trace_run_dir(path: Any) -> bool:
+    """True for a folder holding `*.xplane.pb` files (a trace run folder)."""
+    try:
+        return os.path.isdir(path) and any(n.endswith("xplane.pb") for n in os.listdir(path))
+    except OSError:
+        return False
+
+
 def find_xplane_files(run_dir: Any) -> list[str]:
     """The `*.xplane.pb` files directly in `run_dir` (jaxlib's reader is not recursive either)."""
     run_dir = os.fspath(run_dir)
@@ -184,27 +192,59 @@ def find_xplane_files(run_dir: Any) -> list[str]:
     return files
 
 
-def _read_xspace(path: str):
-    from google.protobuf.message import DecodeError
+class _HostTrace:
+    """One `<host>.xplane.pb`: planes split from the bytes, each parsed only when needed."""
 
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ProfileError(f"cannot read trace {path}: {e.strerror or e}.") from None
-    try:
-        return xspace_class().FromString(data)
-    except DecodeError:
-        raise ProfileError(f"trace {path} is not a valid XSpace protobuf (truncated or corrupt).",
-                           hint="Capture the trace again; make sure the profiler was stopped cleanly.") from None
+    def __init__(self, path: str):
+        from pgle.profile_proto import WireError, split_xspace
+
+        self.path = path
+        try:
+            with open(path, "rb") as f:
+                self.data = f.read()
+        except OSError as e:
+            raise ProfileError(f"cannot read trace {path}: {e.strerror or e}.") from None
+        try:
+            self.planes = split_xspace(self.data)
+        except WireError as e:
+            raise _corrupt(path, f"at byte {e.offset} ({e.what})") from None
+
+    def parse(self, index: int):
+        from google.protobuf.message import DecodeError
+
+        from pgle.profile_proto import xplane_class
+
+        try:
+            return xplane_class().FromString(self.planes[index][1])
+        except DecodeError:
+            raise _corrupt(self.path, f"in plane {self.planes[index][0]!r}") from None
+
+    def first(self, name: str):
+        """The first plane with this name (tsl FindPlaneWithName), parsed, or None."""
+        for i, (n, _) in enumerate(self.planes):
+            if n == name:
+                return self.parse(i)
+        return None
+
+    def device_plane_indices(self) -> list[int]:
+        """GPU planes, else TPU, else CUSTOM (jaxlib does not expect a mix)."""
+        for prefix in (GPU_PLANE_PREFIX, TPU_PLANE_PREFIX, CUSTOM_PLANE_PREFIX):
+            found = [i for i, (n, _) in enumerate(self.planes) if n.startswith(prefix)]
+            if found:
+                return found
+        return []
+
+    def close(self) -> None:
+        self.planes = []
+        self.data = b""
 
 
-def _stat_ids(plane, names: Iterable[str]) -> dict[int, str]:
-    wanted = set(names)
-    return {k: v.name for k, v in plane.stat_metadata.items() if v.name in wanted}
+def _corrupt(path: str, where: str) -> ProfileError:
+    return ProfileError(f"trace {path} is not a valid XSpace protobuf: parsing failed {where}.",
+                        hint="Capture the trace again; make sure the profiler was stopped cleanly.")
 
 
-def _stat_str(stat, plane) -> str | None:
+def _stat_str(stat, ref_names: dict[int, str]) -> str | None:
     """tsl XStatVisitor::ToString(); None when no value is set (jaxlib skips those)."""
     kind = stat.WhichOneof("value")
     if kind is None:
@@ -212,8 +252,7 @@ def _stat_str(stat, plane) -> str | None:
     if kind == "str_value":
         return stat.str_value
     if kind == "ref_value":
-        md = plane.stat_metadata.get(stat.ref_value)
-        return md.name if md is not None else ""
+        return ref_names.get(stat.ref_value, "")
     if kind == "int64_value":
         return str(stat.int64_value)
     if kind == "uint64_value":
@@ -223,14 +262,15 @@ def _stat_str(stat, plane) -> str | None:
     return "<opaque bytes>"
 
 
-def _stat_int(stat) -> tuple[int, int] | None:
-    """(tsl IntValue(), the real integer value). jaxlib reads int64_value only, so a uint64 id reads 0."""
+def _stat_int(stat) -> int | None:
+    """The stat as an integer; a uint64 comes back as `("u", value)`, kept apart because
+    jaxlib's IntValue() reads only int64_value (so it sees 0 there). None when not set."""
     kind = stat.WhichOneof("value")
     if kind is None:
         return None
     if kind == "uint64_value":
-        return 0, stat.uint64_value
-    return stat.int64_value, stat.int64_value
+        return ("u", stat.uint64_value)
+    return stat.int64_value
 
 
 @dataclasses.dataclass
@@ -241,29 +281,28 @@ class _HloModuleInfo:
     root_fp: str | None
 
 
-def _hlo_modules(space) -> list[_HloModuleInfo]:
+def _hlo_modules(plane) -> list[_HloModuleInfo]:
+    """Modules whose HloProto is in the metadata plane (any bytes stat that parses as one)."""
     from google.protobuf.message import DecodeError
 
     out = []
+    if plane is None:
+        return out
     HloProto = hlo_proto_class()
-    for plane in space.planes:
-        if plane.name != METADATA_PLANE:
-            continue
-        for em in plane.event_metadata.values():
-            for st in em.stats:
-                if st.WhichOneof("value") != "bytes_value":
-                    continue
-                try:
-                    module = HloProto.FromString(st.bytes_value).hlo_module
-                except DecodeError:
-                    continue
-                if not module.computations:
-                    continue
-                out.append(_HloModuleInfo(
-                    name=module.name, id=module.id,
-                    module_fp=module.frontend_attributes.map.get(FINGERPRINT_ATTR) or None,
-                    root_fp=_root_fingerprint(module)))
-        break  # jaxlib reads the first plane with that name only
+    for em in plane.event_metadata.values():
+        for st in em.stats:
+            if st.WhichOneof("value") != "bytes_value":
+                continue
+            try:
+                module = HloProto.FromString(st.bytes_value).hlo_module
+            except DecodeError:
+                continue
+            if not module.computations:
+                continue
+            out.append(_HloModuleInfo(
+                name=module.name, id=module.id,
+                module_fp=module.frontend_attributes.map.get(FINGERPRINT_ATTR) or None,
+                root_fp=_root_fingerprint(module)))
     return out
 
 
@@ -325,23 +364,15 @@ def _normalize_window(steps_window: Any) -> list[tuple[int, int]] | None:
     return out
 
 
-def _profile_start_ns(space) -> int | None:
-    for plane in space.planes:
-        if plane.name != TASK_ENV_PLANE:
-            continue
-        for st in plane.stats:
-            md = plane.stat_metadata.get(st.metadata_id)
-            if md is not None and md.name == "profile_start_time":
-                return st.uint64_value or st.int64_value or None
+def _profile_start_ns(plane) -> int | None:
+    """`profile_start_time` of the "Task Environment" plane: TSL stores event times relative to it."""
+    if plane is None:
+        return None
+    for st in plane.stats:
+        md = plane.stat_metadata.get(st.metadata_id)
+        if md is not None and md.name == "profile_start_time":
+            return st.uint64_value or st.int64_value or None
     return None
-
-
-def _device_planes(space) -> list:
-    for prefix in (GPU_PLANE_PREFIX, TPU_PLANE_PREFIX, CUSTOM_PLANE_PREFIX):
-        planes = [p for p in space.planes if p.name.startswith(prefix)]
-        if planes:
-            return planes
-    return []
 
 
 # --- conversion --------------------------------------------------------------------------------
@@ -362,12 +393,13 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
 
     # Module fingerprints from every host's metadata plane, read first so that every
     # host sees every module (jaxlib accumulates them host by host, in listing order).
-    spaces = []
+    host_infos = []
     hlo: dict[tuple[str, int], _HloModuleInfo] = {}
     for path in files:
-        space = _read_xspace(path)
-        infos = _hlo_modules(space)
-        spaces.append((path, space, infos))
+        host = _HostTrace(path)
+        infos = _hlo_modules(host.first(METADATA_PLANE))
+        host.close()  # read again below: holding every host's bytes would not scale
+        host_infos.append((path, infos))
         for info in infos:
             hlo[(info.name, info.id)] = info
     resolver = _FingerprintResolver(hlo, log_fps)
@@ -377,25 +409,24 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
     ops_seen: set[tuple[str, tuple[str, int | None]]] = set()
     modules_seen: dict[tuple[str, int | None], int] = {}
     device_planes = used = outside = 0
-    for path, space, infos in spaces:
+    for path, infos in host_infos:
+        host = _HostTrace(path)
         if namer is not None:
             namer.add_host_modules(infos)
-        start_ns = _profile_start_ns(space)
+        start_ns = _profile_start_ns(host.first(TASK_ENV_PLANE))
         if window is not None and start_ns is None:
             warnings.append(f"{os.path.basename(path)} has no profile start time; "
                             "its timestamps are taken as Unix-epoch nanoseconds for the step window.")
-        planes = _device_planes(space)
-        device_planes += len(planes)
-        spans: dict[Any, list[int]] | None = {} if merge else None  # per host
-        for plane_index, plane in enumerate(planes):
-            u, o = _scan_plane(plane, plane_index, spans, durations, ops_seen, modules_seen,
+        indices = host.device_plane_indices()
+        device_planes += len(indices)
+        for plane_index in indices:
+            plane = host.parse(plane_index)
+            u, o = _scan_plane(plane, merge, durations, ops_seen, modules_seen,
                                window, start_ns, namer)
+            del plane
             used += u
             outside += o
-        if spans:
-            for key, (start, end) in spans.items():
-                durations.setdefault(key[0], []).append((end - start) / 1e3 / 1e3)
-        del spans
+        host.close()
 
     summaries = []
     for mkey, count in modules_seen.items():
@@ -470,107 +501,155 @@ class _SingleFileNamer:
         if self.qualify:
             fp = self.resolver.lookup(mkey)
         else:
-            root = self.jax_root.get(f"{module}({pid[0]})" if pid is not None else module)
+            jax_pid = 0 if isinstance(pid, tuple) else pid
+            root = self.jax_root.get(f"{module}({jax_pid})" if pid is not None else module)
             fp = (root, "") if root else None
         return f"{fp[0]}{QUALIFIER}{op}" if fp else op
 
 
-def _scan_plane(plane, plane_index, spans, durations, ops_seen, modules_seen, window, start_ns,
+_OP, _MODULE, _PID, _SCOPE = range(4)
+_STAT_CODES = {"hlo_op": _OP, "hlo_module": _MODULE, "program_id": _PID, "scope_range_id": _SCOPE}
+
+
+def _as_int(value) -> int:
+    """A stat integer as read by `_stat_int` (plain int, or `("u", value)` for a uint64)."""
+    return value[1] if isinstance(value, tuple) else value
+
+
+def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_ns,
                 namer) -> tuple[int, int]:
-    """Collect one device plane's op durations (or, with `spans`, fragment spans); returns
-    (events used, events outside the window)."""
-    sid = _stat_ids(plane, ("hlo_op", "hlo_module", "program_id", "scope_range_id"))
-    if not {"hlo_op", "hlo_module"} <= set(sid.values()):
+    """Collect one device plane's op durations (with `merge`, one per fragment span); returns
+    (events used, events outside the window). The hot loop of the converter: it avoids
+    per-event allocations and reads the usual stat encodings (references, int64) directly."""
+    codes = {k: _STAT_CODES[v.name] for k, v in plane.stat_metadata.items() if v.name in _STAT_CODES}
+    if not {_OP, _MODULE} <= set(codes.values()):
         return 0, 0
+    ref_names = {k: v.name for k, v in plane.stat_metadata.items()}
     # Metadata-level stats apply to every event of that metadata (and events override them).
     md_stats: dict[int, tuple | None] = {}
     for mid, md in plane.event_metadata.items():
         if md.name in INTERNAL_EVENTS:
             md_stats[mid] = None
-            continue
-        md_stats[mid] = _read_stats(md.stats, sid, plane, _NO_STATS) if md.stats else _NO_STATS
+        else:
+            md_stats[mid] = _read_stats(md.stats, codes, ref_names, _NO_STATS)
     offset_ns = 0 if start_ns is None else start_ns
-    names: dict[tuple, str] = {}
+    single = window[0] if window is not None and len(window) == 1 else None
+    # (op, module, program id) -> [name key, module key, event count, durations]
+    groups: dict[tuple, list] = {}
     used = outside = 0
+    codes_get, md_get, groups_get = codes.get, md_stats.get, groups.get
     for line in plane.lines:
         if (line.display_name or line.name) == ASYNC_OPS_LINE:
             continue
         line_ps = line.timestamp_ns * 1000
         line_offset_ns = 0 if line.timestamp_ns >= _ABSOLUTE_NS else offset_ns
         for ev in line.events:
-            base = md_stats.get(ev.metadata_id, _NO_STATS)
+            base = md_get(ev.metadata_id, _NO_STATS)
             if base is None:
-                continue  # internal event
-            op, module, pid, scope = _read_stats(ev.stats, sid, plane, base) if ev.stats else base
+                continue  # internal host event
+            op, module, pid, scope = base
+            for st in ev.stats:
+                code = codes_get(st.metadata_id)
+                if code is None:
+                    continue
+                if code <= _MODULE:
+                    ref = st.ref_value
+                    value = ref_names.get(ref, "") if ref else _stat_str(st, ref_names)
+                    if value is None:
+                        continue
+                    if code == _OP:
+                        op = value
+                    else:
+                        module = value
+                else:
+                    value = st.int64_value or _stat_int(st)
+                    if value is None:
+                        continue
+                    if code == _PID:
+                        pid = value
+                    else:
+                        scope = value
             if op is None or module is None:
                 continue
             ts = line_ps + ev.offset_ps
             if window is not None:
                 t_ns = ts // 1000 + line_offset_ns
-                if not any(a <= t_ns < b for a, b in window):
+                if single is not None:
+                    if not single[0] <= t_ns < single[1]:
+                        outside += 1
+                        continue
+                elif not any(a <= t_ns < b for a, b in window):
                     outside += 1
                     continue
             used += 1
-            mkey = (module, None if pid is None else pid[1])
-            modules_seen[mkey] = modules_seen.get(mkey, 0) + 1
-            if namer is None:
-                name = (op, mkey)
-                ops_seen.add(name)
-            else:
-                nkey = (op, module, pid)
-                name = names.get(nkey)
-                if name is None:
-                    name = names[nkey] = namer.name(op, module, pid, mkey)
-                    ops_seen.add((op, mkey))
-            if spans is None:
+            gkey = (op, module, pid)
+            group = groups_get(gkey)
+            if group is None:
+                mkey = (module, None if pid is None else _as_int(pid))
+                if namer is None:
+                    name = (op, mkey)
+                else:
+                    # jaxlib keys by its name string: modules it cannot tell apart pool.
+                    name = namer.name(op, module, pid, mkey)
+                ops_seen.add((op, mkey))
+                if merge:
+                    values = {}
+                else:
+                    values = durations.get(name)
+                    if values is None:
+                        values = durations[name] = []
+                group = groups[gkey] = [name, mkey, 0, values]
+            group[2] += 1
+            if not merge:
                 # jaxlib 0.10.2: every event is one sample, in event order, converted
                 # ps -> ns -> us in two divisions (one division by 1e6 differs in the last bit).
-                values = durations.get(name)
-                if values is None:
-                    values = durations[name] = []
-                values.append(ev.duration_ps / 1e3 / 1e3)
+                group[3].append(ev.duration_ps / 1e3 / 1e3)
                 continue
             # One op execution may run as several kernels sharing a scope_range_id: one
-            # span from the first start to the last end, within one device (an op that
-            # starts at the same picosecond on two devices is two executions).
-            key = (name, plane_index, scope[1] if scope is not None else ts)
+            # span from the first start to the last end. Spans live per plane, so one op
+            # started at the same picosecond on two devices stays two executions.
+            key = _as_int(scope) if scope is not None else ts
             end = ts + ev.duration_ps
-            span = spans.get(key)
+            span = group[3].get(key)
             if span is None:
-                spans[key] = [ts, end]
+                group[3][key] = [ts, end]
             else:
                 if ts < span[0]:
                     span[0] = ts
                 if end > span[1]:
                     span[1] = end
+    for name, mkey, count, values in groups.values():
+        modules_seen[mkey] = modules_seen.get(mkey, 0) + count
+        if merge:
+            durations.setdefault(name, []).extend((end - start) / 1e3 / 1e3 for start, end in values.values())
     return used, outside
 
 
 _NO_STATS = (None, None, None, None)
 
 
-def _read_stats(stats, sid, plane, base):
+def _read_stats(stats, codes, ref_names, base):
     op, module, pid, scope = base
     for st in stats:
-        name = sid.get(st.metadata_id)
-        if name is None:
+        code = codes.get(st.metadata_id)
+        if code is None:
             continue
-        if name == "hlo_op":
-            v = _stat_str(st, plane)
-            if v is not None:
-                op = v
-        elif name == "hlo_module":
-            v = _stat_str(st, plane)
-            if v is not None:
-                module = v
-        elif name == "program_id":
-            v = _stat_int(st)
-            if v is not None:
-                pid = v
+        if code <= _MODULE:
+            value = _stat_str(st, ref_names)
+            if value is None:
+                continue
+            if code == _OP:
+                op = value
+            else:
+                module = value
         else:
-            v = _stat_int(st)
-            if v is not None:
-                scope = v
+            value = _stat_int(st)
+            if value is None:
+                continue
+            if code == _PID:
+                pid = value
+            else:
+                scope = value
     return op, module, pid, scope
 
 

@@ -28,7 +28,7 @@ def tune(opts: TuneOptions, notify: Callable[[str], None] = lambda s: None,
     top = RunFolder.create("tune", opts.collect.run_dir)
     copts = dataclasses.replace(opts.collect, run_dir=str(top.path / "collect"))
     if copts.output is None:
-        copts.output = str(top.path / "profile.pb")
+        copts.output = str(top.path / ("profiles" if copts.per_module else "profile.pb"))
     notify("phase 1/2: collect")
     first = collect(copts, notify, environ)
     report = Report("tune", first.status, run_dir=str(top.path), log_path=first.log_path,

@@ -26,6 +26,7 @@ START_TIMEOUT_S = 60.0
 INSTALL_HINT = "pip install 'pgle[xprof]'"
 _READY = "PGLE_VIEW_READY"
 _FAILED = "PGLE_VIEW_FAILED"
+_MISSING = "XProf is not installed"
 
 
 def find_logdir(run_folder: str | os.PathLike) -> Path:
@@ -43,7 +44,7 @@ def find_logdir(run_folder: str | os.PathLike) -> Path:
 
 def require_xprof() -> None:
     if importlib.util.find_spec("xprof") is None:
-        raise PgleError(f"XProf is not installed: {INSTALL_HINT}")
+        raise PgleError(f"{_MISSING}: {INSTALL_HINT}")
 
 
 @dataclasses.dataclass
@@ -99,6 +100,8 @@ def start(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST, port: int 
     proc.wait()
     detail = line[len(_FAILED):].strip() if line.startswith(_FAILED) else _tail(log_path)
     os.unlink(log_path)
+    if detail.startswith(_MISSING):
+        raise PgleError(detail)
     raise PgleError(f"XProf did not start on {host}:{port}: {detail}",
                     hint="Pick another --port (0 = any free port)."
                     if "in use" in detail.lower() else None)
@@ -141,6 +144,9 @@ def _serve() -> None:
         plugin = xs.ProfilePluginLoader().load(context)
         server = wsgi.Server((host, port), xs.make_wsgi_app(plugin))
         server.prepare()  # binds; port 0 becomes the real port
+    except ImportError as e:
+        print(f"{_FAILED} {_MISSING} ({e}): {INSTALL_HINT}", flush=True)
+        sys.exit(1)
     except OSError as e:
         print(f"{_FAILED} port {port} on {host} is in use" if e.errno == errno.EADDRINUSE
               else f"{_FAILED} {e}", flush=True)

@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from conftest import TESTS, WORKLOADS, pgle_env
 from pgle import jax_events as je
 
@@ -62,9 +60,9 @@ def of(events, kind, module=None):
     return [e for e in events if e.kind == kind and (module is None or e.module == module)]
 
 
-@pytest.mark.parametrize("runs", ["2"])
-def test_three_scenarios_of_jax_test_on_cpu(tmp_path: Path, runs: str):
+def test_three_scenarios_of_jax_test_on_cpu(tmp_path: Path):
     cache_dir = tmp_path / "cache"
+    runs = "2"
     # 1. prewarm: f runs runs+1 times (profiled, then recompiled), g once, h never.
     pre = run(cache_dir, ["--f", "3", "--g", "1", "--h", "0"], helper=True,
               JAX_ENABLE_PGLE="true", JAX_PGLE_PROFILING_RUNS=runs)

@@ -37,16 +37,20 @@ def test_single_dash_flag_is_unknown_to_xla():
     assert statuses(result) == {"xla_gpu_triton_gemm_any": "unknown"}
 
 
-def test_bad_values_hide_unknown_flags_so_each_flag_is_tried_alone():
-    # XLA stops at the unreadable values before it reports unknown flags; the
-    # enum value gets no message of its own.
-    result = flag_probe.probe("--xla_gpu_triton_gemm_any=yes "
-                              "--xla_gpu_pgle_accuracy_checker=bogus "
-                              "--xla_gpu_no_such_flag=1 --xla_dump_to=/tmp/d")
+def test_bad_values_hide_unknown_flags_so_the_rest_is_tried_again():
+    # XLA stops at values it cannot read before it reports unknown flags.
+    result = flag_probe.probe("--xla_gpu_triton_gemm_any=yes --xla_gpu_no_such_flag=1 "
+                              "--xla_dump_to=/tmp/d")
     assert statuses(result) == {"xla_gpu_triton_gemm_any": "bad_value",
-                                "xla_gpu_pgle_accuracy_checker": "bad_value",
                                 "xla_gpu_no_such_flag": "unknown", "xla_dump_to": "accepted"}
     assert "'yes'" in result.verdicts[0].message
+
+
+def test_a_value_xla_rejects_without_naming_it_is_found_alone():
+    # A bad enum value gets no message of its own: each flag is tried alone.
+    result = flag_probe.probe("--xla_gpu_pgle_accuracy_checker=bogus --xla_dump_to=/tmp/d")
+    assert statuses(result) == {"xla_gpu_pgle_accuracy_checker": "bad_value",
+                                "xla_dump_to": "accepted"}
 
 
 def test_file_valued_xla_flags(tmp_path):
@@ -57,14 +61,16 @@ def test_file_valued_xla_flags(tmp_path):
                                 "xla_gpu_bogus": "unknown"}
 
 
-def test_unopenable_file_is_a_probe_error(tmp_path):
-    result = flag_probe.probe(str(tmp_path / "missing"))
-    assert not result.accepted and result.verdicts == []
-    assert "could not open" in result.error
+def test_unopenable_file_or_whitespace_is_a_probe_error(tmp_path):
+    for text in (str(tmp_path / "missing"), "  "):
+        result = flag_probe.probe(text)
+        assert not result.accepted and result.verdicts == []
+        assert "could not open" in result.error
 
 
-def test_empty_flags_are_accepted():
-    assert flag_probe.probe("").accepted
+def test_empty_flags_need_no_child():
+    result = flag_probe.probe("")
+    assert result.accepted and result.jaxlib_version == versions.installed("jaxlib")
 
 
 def test_a_python_without_jax_is_reported_not_raised(tmp_path):

@@ -209,3 +209,17 @@ def test_unknown_option_is_one_line_with_a_hint(project):
     assert proc.returncode == 2
     line = _one_error_line(proc)
     assert "--batch" in line and "after --" in line
+
+
+def test_drift_from_the_collect_manifest_is_warned(project):
+    write_profile(project / "p.pb", {"fusion.1": 1.0})
+    (project / "p.pb.manifest.json").write_text(json.dumps({
+        "jax_version": "0.0.1", "xla_flags": "--xla_gpu_foo=1 --xla_dump_to=/a",
+        "device_count": 512}))
+    proc = run_pgle("run", "--profile", "p.pb", "--json", ECHO, cwd=project,
+                    env=pgle_env(XLA_FLAGS="--xla_gpu_foo=2 --xla_dump_to=/b"))
+    assert proc.returncode == 0, proc.stderr.decode()
+    warnings = report_of(proc)["warnings"]
+    assert any("jax 0.0.1 collected the profile" in w for w in warnings)
+    assert any("--xla_gpu_foo was '1' when collecting, now '2'" in w for w in warnings)
+    assert not any("xla_dump_to" in w for w in warnings)  # output-only flags never drift

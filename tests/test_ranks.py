@@ -8,8 +8,6 @@ check them against a live srun and sbatch again).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -204,12 +202,9 @@ def test_detect_in_a_real_sbatch_script_is_one_process(slurm_cluster, tmp_path):
     script = tmp_path / "job.sh"
     script.write_text(f"#!/bin/bash\n'{sys.executable}' -c \"{DETECT}\"\n")
     out = tmp_path / "job.out"
-    proc = subprocess.run(
-        ["sbatch", "--wait", "-n", "2", "-t", "5", "-J", "pgle-test-detect", "-o", str(out), str(script)],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert proc.returncode == 0, proc.stderr + out.read_text()
+    result = slurm_cluster.sbatch(["-n", "2", "-t", "5", "-J", "pgle-test-detect", "-o", str(out), str(script)],
+                                  cwd=REPO, env={"PYTHONPATH": str(REPO)})
+    assert (result.state, result.exit_code) == ("COMPLETED", 0), out.read_text()
     [info] = _infos(out.read_text())
     assert (info["rank"], info["world_size"], info["source"], info["step_id"]) == (0, 1, "single", None)
     assert info["job_id"]

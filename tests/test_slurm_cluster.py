@@ -8,7 +8,6 @@ not pgle.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -55,12 +54,64 @@ def test_two_jax_processes_psum_across_srun_tasks(slurm_cluster, mode, devices_p
         assert data["psum"] == expected == data["expected"]
 
 
-def test_sbatch_runs_a_batch_job_to_completion(slurm_cluster, tmp_path):
+def test_sbatch_jobs_run_and_report_their_exit_code(slurm_cluster, tmp_path):
     out = tmp_path / "batch.out"
-    proc = subprocess.run(
-        ["sbatch", "--wait", "-n", "2", "-t", "5", "-J", "pgle-test-sbatch", "-o", str(out),
-         "--wrap", "srun hostname"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr + slurm_cluster.logs()
+    result = slurm_cluster.sbatch(["-n", "2", "-t", "5", "-J", "pgle-test-sbatch", "-o", str(out),
+                                   "--wrap", "srun hostname"], cwd=tmp_path)
+    assert (result.state, result.exit_code) == ("COMPLETED", 0), slurm_cluster.logs()
+    failing = slurm_cluster.sbatch(["-n", "1", "-t", "5", "-o", "/dev/null", "--wrap", "exit 7"], cwd=tmp_path)
+    assert (failing.state, failing.exit_code) == ("FAILED", 7)
     assert len(out.read_text().split()) == 2
+
+
+# A minimal per-rank wrapper, as pgle's launcher will be: start the workload,
+# poll pgle.job's watchdog twice a second, stop the workload when a peer failed.
+WRAPPER = r"""
+import json, os, subprocess, sys, time
+from pgle import job, ranks
+info = ranks.detect(os.environ)
+jd = job.job_dir_for(info, explicit=sys.argv[1])
+job.mark_started(jd, info)
+t0 = time.monotonic()
+child = subprocess.Popen(sys.argv[2:])
+check = job.watchdog(jd, info.rank)
+stopped_for = None
+while child.poll() is None:
+    failure = check()
+    if failure is not None:
+        stopped_for = failure.rank
+        # jax.distributed installs a SIGTERM handler (preemption notice) that
+        # does not exit: SIGTERM first for a clean exit, SIGKILL after a grace.
+        child.terminate()
+        try:
+            child.wait(5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        break
+    time.sleep(0.5)
+job.mark_exit(jd, info.rank, child.returncode, stopped_for=stopped_for)
+job.write_report(jd, info.rank, {"rank": info.rank, "code": child.returncode,
+                                 "stopped_for": stopped_for, "seconds": time.monotonic() - t0})
+if info.is_leader:
+    reports, missing = job.gather(jd, info.world_size, timeout_s=30)
+    print("GATHERED " + json.dumps({"reports": reports, "missing": missing}), flush=True)
+sys.exit(child.returncode if child.returncode >= 0 else 128 - child.returncode)
+"""
+
+
+def test_a_crashed_rank_stops_its_peer_through_the_job_folder(slurm_cluster, tmp_path):
+    # Without the watchdog, rank 0 waits 30 s in gloo's context setup, then in
+    # jax's shutdown barrier until the coordination service's heartbeat
+    # timeout (100 s) and aborts (SIGABRT). With it: seconds.
+    jd = tmp_path / "job-%j"
+    cmd = [sys.executable, "-c", WRAPPER, str(jd), sys.executable, str(DIST_PSUM), "--crash-rank", "1"]
+    proc = slurm_cluster.srun(cmd, ntasks=2, cwd=REPO, env={"JAX_PLATFORMS": "cpu"}, timeout=90)
+    assert proc.returncode != 0
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("GATHERED "))
+    gathered = json.loads(line[len("GATHERED "):])
+    assert gathered["missing"] == []
+    r0, r1 = gathered["reports"]["0"], gathered["reports"]["1"]
+    assert (r1["code"], r1["stopped_for"]) == (3, None)
+    assert r0["stopped_for"] == 1 and r0["code"] in (-15, -9), r0
+    assert r0["seconds"] < 30, r0

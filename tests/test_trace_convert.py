@@ -95,7 +95,7 @@ def test_equal_to_jaxlib_on_random_traces(tmp_path, seed):
                 t.add_module(name, mid, fp, where)
         prefix = "/device:TPU:" if seed == 5 else "/device:GPU:"
         for d in range(rng.randrange(1, 4)):
-            for li in range(rng.randrange(1, 4)):
+            for _ in range(rng.randrange(1, 4)):
                 line = t.line(d, rng.choice(["Stream #1", "Stream #2", "XLA Ops", "Async XLA Ops"]),
                               timestamp_ns=rng.randrange(0, 1000), prefix=prefix)
                 for _ in range(rng.randrange(0, 60)):
