@@ -28,6 +28,33 @@ def verdict_options(f):
     return f
 
 
+def job_options(f):
+    """Multi-process jobs (srun, mpirun, JobSet): the shared job folder and rank 0's wait."""
+    f = click.option("--gather-timeout", type=float, default=None, metavar="SECONDS",
+                     help="Multi-process: how long rank 0 waits for every rank's report "
+                          "[default: 600]; ranks that never reported are listed, exit 1.")(f)
+    f = click.option("--job-dir", default=None,
+                     help="Multi-process: the job folder every rank shares (may hold %j, %n) "
+                          "[default: .pgle/jobs/<job id>.<step id>].")(f)
+    return f
+
+
+def rank_outputs(json_out, report_path):
+    """In a multi-process job only rank 0 prints --json (the job report; the other ranks send
+    the workload's stdout to stderr); --report gets its placeholders, and without %r it is
+    rank 0's alone."""
+    import os
+    import sys
+
+    from pgle import jobrun
+
+    if jobrun.quiet_stdout_for_json(json_out):
+        sys.stdout.flush()
+        os.dup2(2, 1)
+        json_out = False
+    return json_out, jobrun.report_target(report_path)
+
+
 def window_options(f):
     f = click.option("--duration", type=float, default=None, help="Seconds to profile (time window).")(f)
     f = click.option("--delay", type=float, default=None,
@@ -106,18 +133,21 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
               help="Where the content-addressed copy handed to XLA goes (default .pgle/profiles).")
 @workload_options
 @verdict_options
+@job_options
 @report_options
 def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
-        json_out, report_path, debug):
+        job_dir, gather_timeout, json_out, report_path, debug):
     def produce():
         from pgle.run import RunOptions, run as do_run
         from pgle.workload import Workload
 
         opts = RunOptions(Workload.from_cli(module, words), profile_path,
                           require_applied=require_applied, min_coverage=min_coverage,
-                          run_dir=run_dir, log=log, profile_store=profile_store)
+                          run_dir=run_dir, log=log, profile_store=profile_store,
+                          job_dir=job_dir, gather_timeout=gather_timeout)
         return do_run(opts, emit)
 
+    json_out, report_path = rank_outputs(json_out, report_path)
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 

@@ -287,6 +287,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
                       "format": fmt, "converter": opts.converter or "jaxlib"}
     if converter is not None:
         report.details["converter"] = converter
+        report.details["window"]["steps_window"] = converter["steps_window"]
     if prof.is_empty():
         report.reasons += diagnose_empty(ex)
         if not opts.allow_empty:
@@ -318,13 +319,15 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
 # --- pgle's converter: per module, steady-state window ------------------------------------------
 
 
-def steps_window(events) -> dict | None:
+def steps_window(events, mode: str | None = None) -> dict | None:
     """The steady-state window of a step-window trace, in Unix-epoch nanoseconds: from the
     first profiled step's entry (earlier work, warm-up and compilation included, lies outside)
     to the trace stop (the harness waits for the devices before stopping, so the last step's
-    device work is inside). None for a time window or a whole-run trace: all of it counts."""
+    device work is inside). None for a time window (`mode` 'time') or a whole-run trace: all
+    of it counts."""
     stop = events.trace
-    if not stop or stop.get("purpose") != "window" or stop.get("first_step") is None:
+    if mode == "time" or not stop or stop.get("purpose") != "window" \
+            or stop.get("first_step") is None:
         return None
     first = next((s for s in events.steps if s.index == stop["first_step"]), None)
     if first is None or stop.get("t") is None:
@@ -342,7 +345,7 @@ def _convert_with_pgle(opts: CollectOptions, ex: Execution, run_folder: Path, *,
     """pgle's converter on the kept trace, with the run's log and its steady-state window."""
     from pgle.trace_convert import convert_trace_detailed
 
-    window = steps_window(ex.events)
+    window = steps_window(ex.events, _spec_mode(ex))
     conv = convert_trace_detailed(
         run_folder, per_module=per_module, stat=opts.stat or DEFAULT_STAT, log_path=ex.run.log,
         steps_window=(window["start_ns"], window["end_ns"]) if window else None,

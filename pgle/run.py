@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Callable
@@ -10,7 +11,8 @@ from typing import Callable
 from pgle import childenv, flag_table, manifest, profile, versions
 from pgle.atomic import check_writable_target
 from pgle.errors import EXIT_NOT_VERIFIED, ProfileError
-from pgle.execution import Execution, execute
+from pgle.execution import Execution
+from pgle.jobrun import DEFAULT_GATHER_TIMEOUT_S, JobRun, combine_verdicts
 from pgle.report import Report
 from pgle.runfolder import DEFAULT_ROOT, RunFolder
 from pgle.steps import step_times, summarize
@@ -28,6 +30,8 @@ class RunOptions:
     run_dir: str | None = None
     log: str | None = None
     profile_store: str | None = None  # where content-addressed copies go
+    job_dir: str | None = None  # multi-process: the shared job folder (default .pgle/jobs/<job>.<step>)
+    gather_timeout: float = DEFAULT_GATHER_TIMEOUT_S  # rank 0 waits this long for the ranks' reports
 
 
 def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource, Path]:
@@ -55,18 +59,32 @@ def accuracy_checker_on(flags: XlaFlags) -> bool:
 
 
 def run(opts: RunOptions, notify: Callable[[str], None] = lambda s: None,
-        environ: dict[str, str] | None = None, command: str = "run") -> Report:
+        environ: dict[str, str] | None = None, command: str = "run",
+        job: JobRun | None = None) -> Report:
+    """One process: the verdict. One rank of a multi-process job: this rank's verdict goes to
+    the job folder; rank 0 returns the job's (per module across ranks). `job`: a phase of an
+    enclosing job (tune)."""
     environ = dict(os.environ if environ is None else environ)
+    jr = job or JobRun.start(command, environ, job_dir=opts.job_dir,
+                             gather_timeout_s=opts.gather_timeout)
+    say = jr.notifier(notify)
+    return jr.complete(lambda: run_rank(opts, jr, say, environ, command),
+                       functools.partial(combine_verdicts, require_applied=opts.require_applied))
+
+
+def run_rank(opts: RunOptions, jr: JobRun, notify: Callable[[str], None],
+             environ: dict[str, str], command: str) -> Report:
     if not 0.0 <= opts.min_coverage <= 1.0:
         from pgle.errors import BadInput
 
         raise BadInput(f"--min-coverage {opts.min_coverage} is not between 0 and 1.")
-    if opts.log:
-        check_writable_target(opts.log, force=True, what="log")
+    log = jr.per_rank_path(opts.log, "--log")
+    if log:
+        check_writable_target(log, force=True, what="log")
     xla: dict[str, str | None] = {}
     source = None
     if opts.profile is not None:
-        source, copy = prepare_profile(opts.profile, opts.profile_store)
+        source, copy = prepare_profile(jr.path(opts.profile), jr.path(opts.profile_store))
         xla[flag_table.PGLE_PROFILE_PATH] = str(copy)
         if versions.needs_lhs_flag(versions.jax_version()):
             xla[flag_table.LHS] = "true"
@@ -86,10 +104,10 @@ def run(opts: RunOptions, notify: Callable[[str], None] = lambda s: None,
         notify(line)
     for line in drift_notes:
         notify(f"warning: {line} (instruction names follow the HLO: the profile may not fit)")
-    run_folder = RunFolder.create(command, opts.run_dir)
+    run_folder = RunFolder.create(command, jr.run_dir(opts.run_dir))
     notify(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
-    ex = execute(opts.workload, run_folder, child, log_copy=opts.log)
-    return finish_run(opts, ex, source, man, drift_notes)
+    ex = jr.execute(opts.workload, run_folder, child, log_copy=log)
+    return finish_run(opts, ex, source, man, drift_notes, command)
 
 
 def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pgle import profile
 from pgle.errors import BadInput
+from pgle.jobrun import job_module_lines, judge_job
 from pgle.report import Report
 from pgle.run import exit_code_for, summary_lines
 from pgle.verdict import LogScanner, judge
@@ -42,13 +43,24 @@ def verify(opts: VerifyOptions) -> Report:
                     accuracy_checker=opts.accuracy_checker)
     report = Report("verify", verdict.status, modules=verdict.modules, reasons=verdict.reasons,
                     log_path=None if opts.log == "-" else str(Path(opts.log).absolute()))
-    report.summary += summary_lines(verdict)
+    ranked = sorted({m["rank"] for m in verdict.modules if m.get("rank") is not None})
+    if ranked and verdict.status != "error" and all(m.get("rank") is not None
+                                                   for m in verdict.modules):
+        # An `srun --label` log: one verdict per module across the ranks that logged it.
+        by_rank = {r: [m for m in verdict.modules if m["rank"] == r] for r in ranked}
+        status, modules, reasons = judge_job(by_rank, {r: None for r in ranked}, {})
+        report.status, report.modules, report.reasons = status, modules, reasons
+        report.details["ranks"] = ranked
+        report.summary.append(f"verdict: {status}: " + " ".join(reasons[:1]))
+        report.summary += job_module_lines(modules)
+    else:
+        report.summary += summary_lines(verdict)
     if source is not None:
         report.profile = source.to_dict()
         foreign = [p for p in dict.fromkeys(evidence.reads) if not _same_profile(p, source)]
         for p in foreign:
             report.warnings.append(f"the log read {p}, which is not {opts.profile}")
-    report.exit_code = exit_code_for(verdict.status, 0, opts.require_applied)
+    report.exit_code = exit_code_for(report.status, 0, opts.require_applied)
     return report
 
 
