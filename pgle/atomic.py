@@ -47,3 +47,30 @@ def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> Path:
 
 def write_text_atomic(path: os.PathLike | str, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def replace_directory_atomic(path: os.PathLike | str, fill) -> Path:
+    """Build a directory with `fill(tmp_dir)` beside `path`, then swap it in.
+
+    Readers (XLA) see the old directory or the new one, never a half-written mix;
+    an old directory is moved aside first and removed after the swap.
+    """
+    import shutil
+
+    path = Path(os.path.abspath(os.fspath(path)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        fill(tmp)
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a profile directory is shared data
+        if path.exists():
+            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, aside / path.name)
+            os.replace(tmp, path)
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path

@@ -84,8 +84,8 @@ def load(cache_dir: str) -> dict[str, Any] | None:
 
 
 def parse(text: str, path: str = MANIFEST_NAME) -> dict[str, Any]:
-    fix = (f"Move it away (or delete it) and run `pgle prewarm` again; the cache entries "
-           f"themselves are fine.")
+    fix = ("Move it away (or delete it) and run `pgle prewarm` again; the cache entries "
+           "themselves are fine.")
     try:
         data = json.loads(text)
     except ValueError as e:

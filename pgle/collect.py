@@ -6,13 +6,11 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 from pgle import childenv, flag_table, manifest, profile, trace
-from pgle.atomic import check_writable_target
+from pgle.atomic import check_writable_target, replace_directory_atomic
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.events import read_events
 from pgle.execution import Execution, execute
@@ -486,21 +484,7 @@ def _write_empty_directory(output: str, *, force: bool) -> Path:
                        hint="Pass --force to replace it.")
     if path.is_dir() and not any(path.iterdir()):
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
-        os.chmod(tmp, 0o755)
-        if path.exists():
-            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, aside / path.name)
-            os.replace(tmp, path)
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    return replace_directory_atomic(path, lambda tmp: None)
 
 
 # --- a finished run folder ----------------------------------------------------------------------

@@ -527,7 +527,11 @@ def job_module_lines(modules: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for m in modules:
         name = m.get("module") or m.get("fingerprint") or "(module name not logged)"
-        lines.append(f"  {name}: {m['status']}: {m.get('ranks_summary', '')}".rstrip(": "))
+        by_status = m.get("ranks") or {}
+        if len(by_status) == 1 and not m.get("absent_ranks"):
+            lines.append(f"  {name}: {m.get('ranks_summary')}")
+        else:
+            lines.append(f"  {name}: {m['status']} ({m.get('ranks_summary')})")
     return lines
 
 

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from typing import Any, Iterable, Sequence
 
-from pgle.atomic import check_writable_target, write_bytes_atomic
+from pgle.atomic import check_writable_target, replace_directory_atomic, write_bytes_atomic
 from pgle.errors import BadInput, ProfileError
 from pgle.profile_proto import locate_corruption, message_class
 
@@ -504,23 +504,11 @@ def write_profile_directory(modules: dict[str, Profile], path: Any, *, fmt: str 
         raise ProfileError(f"profile directory {path} already exists and is not empty.",
                            hint="Pass --force to replace it.")
     check_writable_target(path, force=True, what="profile directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
+    def fill(tmp: pathlib.Path) -> None:
         for fp, profile in modules.items():
             write_bytes_atomic(tmp / f"{fp}{SUFFIX[fmt]}", encode_profile(profile, fmt))
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a profile directory is shared data
-        if path.exists():
-            aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, aside / path.name)
-            os.replace(tmp, path)
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return path
+
+    return replace_directory_atomic(path, fill)
 
 
 # --- `pgle convert` ------------------------------------------------------------------------------

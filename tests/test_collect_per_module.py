@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
+from conftest import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
 from pgle import collect as collect_mod
 from pgle.collect import CollectOptions, finish_run_folder, merge_vmodule, steps_window
 from pgle.errors import BadInput

@@ -185,3 +185,13 @@ def test_run_with_a_directory_verifies_per_module(project):
     # XLA was given a content-addressed copy of the directory.
     given = Path(report["profile"]["given_to_xla"])
     assert given.is_dir() and (given / f"{fp_train}.pb").exists()
+
+
+def test_step_name_counts_only_those_steps(project):
+    proc = run_pgle("collect", str(EXAMPLES / "train_eval.py"), "--step-name", "train",
+                    "--steps", "2:3", "-o", "prof.pb", "--allow-empty", "--json", "--",
+                    "--steps", "8", "--eval-every", "2", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    window = report_of(proc)["window"]
+    # 8 train steps and 4 eval steps ran; only the train steps count.
+    assert window["steps_seen"] == 8 and window["first_step"] == 2 and window["steps"] == 3

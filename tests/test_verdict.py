@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from conftest import report_of, run_pgle, write_profile
 from pgle.verdict import LogScanner, judge

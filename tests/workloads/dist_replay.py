@@ -1,0 +1,119 @@
+"""Two or more JAX processes with real cross-process collectives, replaying XLA:GPU's PGLE lines.
+
+Run under a launcher, through pgle: `srun -n 2 pgle run --profile p.pb dist_replay.py -- ...`.
+Each process calls `jax.distributed.initialize()` (gloo CPU collectives), runs a few
+StepTraceAnnotation steps of a jitted psum over every device of every process, then prints, on
+stderr, the lines XLA:GPU prints while compiling with a PGLE profile (exact strings from
+gpu_hlo_schedule.cc and profile_guided_latency_estimator.cc, absl prefix) for the profile path it
+actually got in XLA_FLAGS (nothing without one), like tests/workloads/replay_xla_log.py.
+
+Options:
+  --steps N             steps to run (default 4)
+  --partial-ranks R,..  these ranks replay a partial fit for jit_train_step (5 found, 15 missing);
+                        the others a full one
+  --crash-rank R        process R exits with --crash-code (default 7) right after initialize()
+  --orphan-rank R       process R SIGKILLs its parent (pgle) after its steps, as an OOM killer
+                        would, then exits 0: that rank's pgle never reports
+  --sleep-rank R:S      process R sleeps S seconds before exiting
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+
+def line(sev: str, file: str, lineno: int, msg: str, tid: int) -> str:
+    return f"{sev}1122 04:33:12.{lineno:06d}  {tid} {file}:{lineno}] {msg}"
+
+
+def replay(path: str, partial: bool) -> list[str]:
+    sched, pgle = "gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc"
+    t1, t2 = 4101, 4102
+    found, missing = (5, 15) if partial else (40, 0)
+    out = [
+        line("I", sched, 538, f"Using PGLE profile from {path}", t1),
+        line("I", sched, 538, f"Using PGLE profile from {path}", t2),
+        line("I", sched, 612, "Found profile for module jit_train_step, using profile guided "
+                              "latency estimator", t1),
+        line("I", sched, 612, "Found profile for module jit_eval_step, using profile guided "
+                              "latency estimator", t2),
+    ]
+    if missing:
+        out += [line("W", pgle, 301, f"Found {found} instructions from the profile.", t1),
+                line("W", pgle, 303, f"Missing {missing} instructions from the profile.", t1)]
+        out += [line("W", pgle, 305, f"  fusion.{i}", t1) for i in range(missing)]
+    return out
+
+
+def ranks(text: str | None) -> set[int]:
+    return {int(x) for x in text.split(",") if x.strip()} if text else set()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--partial-ranks", default="")
+    parser.add_argument("--crash-rank", type=int, default=None)
+    parser.add_argument("--crash-code", type=int, default=7)
+    parser.add_argument("--orphan-rank", type=int, default=None)
+    parser.add_argument("--sleep-rank", default=None)
+    args = parser.parse_args()
+
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(initialization_timeout=60)
+    rank = jax.process_index()
+    if args.crash_rank == rank:
+        print(f"dist_replay: rank {rank} crashing on purpose", file=sys.stderr, flush=True)
+        os._exit(args.crash_code)
+
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    mesh = jax.make_mesh((jax.device_count(),), ("x",))
+    sharding = NamedSharding(mesh, P("x"))
+
+    @jax.jit
+    def train_step(a):
+        return jax.shard_map(lambda b: jax.lax.psum(b, "x"), mesh=mesh, in_specs=P("x"),
+                             out_specs=P())(a)
+
+    @jax.jit
+    def eval_step(a):
+        return jnp.tanh(a).mean()
+
+    local = np.full((jax.local_device_count(), 8), rank + 1.0, dtype=np.float32)
+    x = jax.make_array_from_process_local_data(sharding, local)
+    for i in range(args.steps):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            total = train_step(x)
+            total.block_until_ready()
+    eval_step(x).block_until_ready()
+    value = float(np.asarray(total.addressable_data(0))[0, 0])
+
+    import re
+
+    m = re.search(r"--xla_gpu_pgle_profile_file_or_directory_path=(\S+)",
+                  os.environ.get("XLA_FLAGS", ""))
+    if m:
+        print("\n".join(replay(m.group(1), rank in ranks(args.partial_ranks))),
+              file=sys.stderr, flush=True)
+    print(f"dist_replay: rank {rank} of {jax.process_count()} psum {value}", flush=True)
+    if args.orphan_rank == rank:
+        os.kill(os.getppid(), signal.SIGKILL)
+    if args.sleep_rank:
+        r, s = args.sleep_rank.split(":")
+        if int(r) == rank:
+            time.sleep(float(s))
+    jax.distributed.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
