@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.common import emit, finish, report_options
-from cli.manual import WORKLOAD_HELP, workload_options
+from cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_options
 
 
 def pgle_options(f):
@@ -27,15 +27,18 @@ def pgle_options(f):
                     "recompiled with a non-empty profile.\n\n" + WORKLOAD_HELP)
 @workload_options
 @pgle_options
+@job_options
 @report_options
-def auto(module, words, run_dir, log, runs, percentile, require_all, require, json_out,
-         report_path, debug):
+def auto(module, words, run_dir, log, runs, percentile, require_all, require, job_dir,
+         gather_timeout, json_out, report_path, debug):
     def produce():
         from pgle.auto import AutoOptions, auto as do_auto
         from pgle.workload import Workload
 
         opts = AutoOptions(Workload.from_cli(module, words), runs=runs, percentile=percentile,
-                           require_all=require_all, require=tuple(require), run_dir=run_dir, log=log)
+                           require_all=require_all, require=tuple(require), run_dir=run_dir, log=log,
+                           job_dir=job_dir, gather_timeout=gather_timeout)
         return do_auto(opts, emit)
 
+    json_out, report_path = rank_outputs(json_out, report_path)
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

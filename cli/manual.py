@@ -14,9 +14,11 @@ def workload_options(f):
     f = click.option("-m", "--module", "module", default=None, metavar="MODULE",
                      help="Run a module as `python -m MODULE` does.")(f)
     f = click.option("--run-dir", default=None, type=click.Path(file_okay=False),
-                     help="Run folder (default .pgle/runs/<stamp>-<command>-<pid>).")(f)
+                     help="Run folder (default .pgle/runs/<stamp>-<command>-<pid>; in a "
+                          "multi-process job <job folder>/rank-<r>/, and a given one must hold "
+                          "%r).")(f)
     f = click.option("--log", default=None, type=click.Path(dir_okay=False),
-                     help="Also copy the workload's full log here.")(f)
+                     help="Also copy the workload's full log here (multi-process: with %r).")(f)
     return f
 
 
@@ -69,7 +71,7 @@ def window_options(f):
 
 def _collect_options(module, words, output, steps, step_name, delay, duration, force, allow_empty,
                      run_dir, log, per_module=False, stat=None, fmt=None, converter=None,
-                     qualify=False):
+                     qualify=False, rank=None, job_dir=None, gather_timeout=None):
     from pgle.collect import CollectOptions, parse_steps
     from pgle.workload import Workload
 
@@ -77,7 +79,8 @@ def _collect_options(module, words, output, steps, step_name, delay, duration, f
         workload=Workload.from_cli(module, words), output=output,
         steps=parse_steps(steps) if steps else None, step_name=step_name, delay=delay,
         duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log,
-        per_module=per_module, stat=stat, fmt=fmt, converter=converter, qualify=qualify)
+        per_module=per_module, stat=stat, fmt=fmt, converter=converter, qualify=qualify,
+        rank=rank, job_dir=job_dir, gather_timeout=gather_timeout)
 
 
 def _extraction_options(f):
@@ -110,18 +113,25 @@ def _extraction_options(f):
                                             "and manifest.")
 @click.option("--allow-empty", is_flag=True, help="Write the profile even when it is empty.")
 @_extraction_options
+@click.option("--rank", "only_rank", type=int, default=None, metavar="N",
+              help="Multi-process: only rank N runs the profiler and writes -o; the other ranks "
+                   "run unprofiled. Default: every rank profiles, and without %r in -o rank 0 "
+                   "merges the ranks' profiles into -o.")
+@job_options
 @report_options
 def collect(module, words, output, steps, step_name, delay, duration, force, allow_empty, run_dir,
-            log, per_module, stat, fmt, converter, qualify, json_out, report_path, debug):
+            log, per_module, stat, fmt, converter, qualify, only_rank, job_dir, gather_timeout,
+            json_out, report_path, debug):
     def produce():
         from pgle.collect import collect as do_collect
 
         out = output if output is not None else ("profiles" if per_module else "profile.pb")
         opts = _collect_options(module, words, out, steps, step_name, delay, duration, force,
                                 allow_empty, run_dir, log, per_module, stat, fmt, converter,
-                                qualify)
+                                qualify, only_rank, job_dir, gather_timeout)
         return do_collect(opts, emit)
 
+    json_out, report_path = rank_outputs(json_out, report_path)
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
@@ -162,17 +172,20 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
                                             "and manifest.")
 @_extraction_options
 @verdict_options
+@job_options
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
-         converter, qualify, run_dir, log, min_coverage, require_applied, json_out, report_path,
-         debug):
+         converter, qualify, run_dir, log, min_coverage, require_applied, job_dir, gather_timeout,
+         json_out, report_path, debug):
     def produce():
         from pgle.tune import TuneOptions, tune as do_tune
 
         copts = _collect_options(module, words, output, steps, step_name, delay, duration, force,
-                                 False, run_dir, log, per_module, stat, fmt, converter, qualify)
+                                 False, run_dir, log, per_module, stat, fmt, converter, qualify,
+                                 None, job_dir, gather_timeout)
         return do_tune(TuneOptions(copts, require_applied, min_coverage), emit)
 
+    json_out, report_path = rank_outputs(json_out, report_path)
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.common import emit, finish, report_options
+from cli.manual import job_options, rank_outputs
 
 
 class _SplitAtDashes(click.Command):
@@ -47,16 +48,20 @@ class _SplitAtDashes(click.Command):
               help="Run folder (default .pgle/runs/<stamp>-nsys-<pid>).")
 @click.option("--log", default=None, type=click.Path(dir_okay=False),
               help="Also copy the workload's full log here.")
+@click.option("--ranks", "ranks_text", default=None, metavar="LIST",
+              help="Multi-process: only these ranks (e.g. 0,8 or 0-3) run under nsys; the others "
+                   "run the same environment without it. Default: every rank.")
+@job_options
 @click.argument("nsys_options", nargs=-1, type=click.UNPROCESSED)
 @report_options
 @click.pass_context
 def nsys(ctx, cache_dir, nsys_path, launcher, force, require_all, require, run_dir, log,
-         nsys_options, json_out, report_path, debug):
+         ranks_text, job_dir, gather_timeout, nsys_options, json_out, report_path, debug):
     words = ctx.meta.get("pgle_workload")
 
     def produce():
         from pgle.errors import BadInput
-        from pgle.nsys import NsysOptions, nsys as do_nsys
+        from pgle.nsys import NsysOptions, nsys as do_nsys, parse_ranks
         from pgle.workload import Workload
 
         if not words:
@@ -66,7 +71,10 @@ def nsys(ctx, cache_dir, nsys_path, launcher, force, require_all, require, run_d
         opts = NsysOptions(Workload.from_cli(module, tuple(rest)), cache_dir,
                            nsys_options=tuple(nsys_options), nsys=nsys_path, launcher=launcher,
                            force=force, require_all=require_all, require=tuple(require),
-                           run_dir=run_dir, log=log)
+                           run_dir=run_dir, log=log,
+                           ranks=parse_ranks(ranks_text) if ranks_text else None,
+                           job_dir=job_dir, gather_timeout=gather_timeout)
         return do_nsys(opts, emit)
 
+    json_out, report_path = rank_outputs(json_out, report_path)
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

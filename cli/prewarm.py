@@ -6,7 +6,7 @@ import click
 
 from cli.auto import pgle_options
 from cli.common import emit, finish, report_options
-from cli.manual import WORKLOAD_HELP, workload_options
+from cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_options
 
 
 @click.command(help="Run the workload with auto PGLE and a persistent compilation cache, so that "
@@ -20,9 +20,10 @@ from cli.manual import WORKLOAD_HELP, workload_options
                    "results are then not cached.")
 @workload_options
 @pgle_options
+@job_options
 @report_options
 def prewarm(cache_dir, relocatable, module, words, run_dir, log, runs, percentile, require_all,
-            require, json_out, report_path, debug):
+            require, job_dir, gather_timeout, json_out, report_path, debug):
     def produce():
         from pgle.prewarm import PrewarmOptions, prewarm as do_prewarm
         from pgle.workload import Workload
@@ -30,7 +31,8 @@ def prewarm(cache_dir, relocatable, module, words, run_dir, log, runs, percentil
         opts = PrewarmOptions(Workload.from_cli(module, words), cache_dir, runs=runs,
                               percentile=percentile, relocatable=relocatable,
                               require_all=require_all, require=tuple(require), run_dir=run_dir,
-                              log=log)
+                              log=log, job_dir=job_dir, gather_timeout=gather_timeout)
         return do_prewarm(opts, emit)
 
+    json_out, report_path = rank_outputs(json_out, report_path)
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

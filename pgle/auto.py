@@ -39,6 +39,8 @@ class AutoOptions:
     require: tuple[str, ...] = ()  # module name globs that must be optimized
     run_dir: str | None = None
     log: str | None = None
+    job_dir: str | None = None  # multi-process: the shared job folder
+    gather_timeout: float | None = None  # multi-process: rank 0's wait for the ranks' reports
 
 
 # -- before launch --------------------------------------------------------------
@@ -228,23 +230,40 @@ def count_line(modules: list[dict], ok: str, what: str) -> str:
 # -- the workflow -------------------------------------------------------------------
 def auto(opts: AutoOptions, notify: Callable[[str], None] = lambda s: None,
          environ: dict[str, str] | None = None) -> Report:
-    from pgle.execution import execute
-    from pgle.runfolder import RunFolder
+    """One process: the per-module verdict. One rank of a multi-process job: this rank's goes to
+    the job folder; rank 0 returns the job's, per module across ranks."""
+    from functools import partial
+
+    from pgle.jobrun import JobRun, combine_modules
 
     environ = dict(os.environ if environ is None else environ)
+    jr = JobRun.start("auto", environ, job_dir=opts.job_dir, gather_timeout_s=opts.gather_timeout)
+    combine = partial(combine_modules, ok=STATUS_OPTIMIZED, overall=overall_status,
+                      headline="auto PGLE", what="optimized",
+                      required=partial(required_failures, ok=STATUS_OPTIMIZED,
+                                       require_all=opts.require_all, require=opts.require),
+                      keep=("runs", "percentile"))
+    return jr.complete(lambda: auto_rank(opts, jr, jr.notifier(notify), environ), combine)
+
+
+def auto_rank(opts: AutoOptions, jr, notify: Callable[[str], None],
+              environ: dict[str, str]) -> Report:
+    from pgle.runfolder import RunFolder
+
     warnings = pre_launch_warnings(opts.workload, opts.runs, opts.percentile)
     for w in warnings:
         notify(f"warning: {w}")
+    log = jr.per_rank_path(opts.log, "--log")
     child = childenv.build(environ, xla=pgle_xla_flags(),
                            variables=pgle_variables(opts.runs, opts.percentile))
     for line in child.notices:
         notify(line)
-    run = RunFolder.create("auto", opts.run_dir)
+    run = RunFolder.create("auto", jr.run_dir(opts.run_dir))
     notify(f"running with auto PGLE ({plural(opts.runs, 'profiled execution')}, percentile "
            f"{opts.percentile}): {opts.workload.describe()} (run folder {run.path})")
-    ex = execute(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
-                 warnings_always=WARNINGS_ALWAYS, log_copy=opts.log,
-                 **observer_kwargs())
+    ex = jr.execute(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
+                    warnings_always=WARNINGS_ALWAYS, log_copy=log,
+                    **observer_kwargs())
     facts = jax_events.summarize(ex.events.records)
     modules = judge_modules(facts, opts.runs, ex.events.platform, _known_pgle_keys(child.env))
     report = Report("auto", overall_status(modules), workload_exit_code=ex.exit_code,

@@ -13,7 +13,8 @@ from pgle import childenv, flag_table, manifest, profile, trace
 from pgle.atomic import check_writable_target, replace_directory_atomic
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.events import read_events
-from pgle.execution import Execution, execute
+from pgle.execution import Execution
+from pgle.jobrun import DEFAULT_GATHER_TIMEOUT_S, JobRun
 from pgle.launcher import LaunchResult
 from pgle.report import Report
 from pgle.runfolder import RunFolder
@@ -49,6 +50,12 @@ class CollectOptions:
     fmt: str | None = None  # per-module file format: binary (default) | text
     converter: str | None = None  # single file: jaxlib (default) | pgle
     qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
+    # Multi-process jobs (pgle/job_profile.py): profile one rank only, the shared job folder,
+    # rank 0's wait for the ranks' reports, the percentile of the merge of the ranks' profiles.
+    rank: int | None = None
+    job_dir: str | None = None
+    gather_timeout: float | None = DEFAULT_GATHER_TIMEOUT_S
+    merge_percentile: int = 90
 
     @property
     def uses_pgle_converter(self) -> bool:
@@ -220,12 +227,40 @@ def fingerprint_environment(environ: dict[str, str]) -> tuple[dict[str, str], li
 
 
 def collect(opts: CollectOptions, notify: Callable[[str], None] = lambda s: None,
-            environ: dict[str, str] | None = None) -> Report:
+            environ: dict[str, str] | None = None, job: JobRun | None = None) -> Report:
+    """One process: the profile. One rank of a multi-process job: this rank's profile (see
+    pgle/job_profile.py for where it goes); rank 0 returns the job's report, with the merged
+    profile. `job`: a phase of an enclosing job (tune)."""
+
+    from pgle import job_profile
+
     environ = dict(os.environ if environ is None else environ)
-    preflight(opts, environ)
-    run = RunFolder.create("collect", opts.run_dir)
+    jr = job or JobRun.start("collect", environ, job_dir=opts.job_dir,
+                             gather_timeout_s=opts.gather_timeout)
+    say = jr.notifier(notify)
+
+    def combine(jr_, reports, missing):
+        return job_profile.combine(
+            jr_, reports, missing, plan=job_profile.plan(opts.output, jr_, per_module=opts.per_module,
+                                                         only_rank=opts.rank),
+            force=opts.force, allow_empty=opts.allow_empty, percentile=opts.merge_percentile)
+
+    return jr.complete(lambda: collect_rank(opts, jr, say, environ), combine)
+
+
+def collect_rank(opts: CollectOptions, jr: JobRun, notify: Callable[[str], None],
+                 environ: dict[str, str]) -> Report:
+    from pgle import job_profile
+
+    plan = job_profile.plan(opts.output, jr, per_module=opts.per_module, only_rank=opts.rank)
+    log = jr.per_rank_path(opts.log, "--log")
+    ropts = dataclasses.replace(opts, output=plan.rank_output, log=log)
+    preflight(ropts, environ)
+    if plan.merged_output is not None and jr.leader:
+        check_output(opts, plan.merged_output)  # refuse now, not after the whole job ran
+    run = RunFolder.create("collect", jr.run_dir(opts.run_dir))
     window = window_spec(opts, run.trace)
-    output = opts.output or str(run.path / ("profiles" if opts.per_module else "profile.pb"))
+    output = plan.rank_output or str(run.path / ("profiles" if opts.per_module else "profile.pb"))
     user = childenv.xla_flags.XlaFlags.parse(environ.get("XLA_FLAGS"))
     xla = {}
     if user.get(flag_table.COMMAND_BUFFER) is None:
@@ -241,10 +276,15 @@ def collect(opts: CollectOptions, notify: Callable[[str], None] = lambda s: None
     save_child_env(run, child)
     for line in child.notices:
         notify(line)
+    if not plan.profiled:
+        notify(f"running without the profiler (--rank {plan.only_rank}): "
+               f"{opts.workload.describe()} (run folder {run.path})")
+        execution = jr.execute(opts.workload, run, child, log_copy=log)
+        return job_profile.not_profiled_report(jr, execution, plan.only_rank)
     notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
-    execution = execute(opts.workload, run, child, profile_window=window,
-                        step_name=opts.step_name, log_copy=opts.log)
-    return finish_collect(opts, execution, output, notify)
+    execution = jr.execute(opts.workload, run, child, profile_window=window,
+                           step_name=opts.step_name, log_copy=log)
+    return finish_collect(ropts, execution, output, notify)
 
 
 def finish_collect(opts: CollectOptions, ex: Execution, output: str,

@@ -258,7 +258,24 @@ class JobRun:
         job.write_report(self.job_dir, self.rank, report)
         if not self.leader:
             return QuietReport.of(report, self.summary_line(report))
-        return self.job_report(report, combine or combine_verdicts)
+        try:
+            return self.job_report(report, combine or combine_verdicts)
+        except PgleError as e:
+            # Ranks waiting on the job report (tune) learn at once that there will be none.
+            self._write_job_error(e.exit_code, str(e))
+            raise
+        except BaseException as e:
+            self._write_job_error(EXIT_ERROR, f"{type(e).__name__}: {e}")
+            raise
+
+    def _write_job_error(self, code: int, message: str) -> None:
+        report = Report(self.command.split(":")[-1], "error", exit_code=code,
+                        reasons=[f"rank 0 could not build the job report: {message}"])
+        report.details["pgle_error"] = message
+        try:
+            write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
+        except OSError:
+            pass
 
     def _record_failure(self, code: int, message: str) -> None:
         """A rank that fails in pgle itself still tells its peers (they stop their workloads
@@ -267,6 +284,7 @@ class JobRun:
             self.mark_exit(code)
             report = Report(self.command.split(":")[-1], "error", exit_code=code,
                             reasons=[f"pgle failed on rank {self.rank}: {message}"])
+            report.details["pgle_error"] = message
             self.annotate(report)
             job.write_report(self.job_dir, self.rank, report)
         except (OSError, PgleError):
@@ -309,7 +327,8 @@ class JobRun:
         report = combine(self, reports, missing)
         self._job_details(report, reports, missing)
         self._job_exit_code(report, reports, missing)
-        report.warnings = _merge_warnings(reports, self.world_size)
+        report.warnings = list(dict.fromkeys(report.warnings
+                                             + _merge_warnings(reports, self.world_size)))
         write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
         return report
 
@@ -351,7 +370,7 @@ class JobRun:
             report.summary.append(text)
             return
         errors = [(r, rep) for r, rep in sorted(reports.items())
-                  if rep.get("exit_code") not in (0, EXIT_NOT_VERIFIED, None)]
+                  if rep.get("pgle_error") and rep.get("exit_code")]
         if errors:
             r, rep = errors[0]
             report.exit_code = int(rep["exit_code"])
@@ -379,8 +398,14 @@ class JobRun:
                     return json.load(f)
             except (FileNotFoundError, ValueError):
                 pass
-            if job.failed_path(self.job_dir, 0).exists() and not job.report_path(self.job_dir, 0).exists():
-                raise PgleError(f"rank 0 failed before writing {path}.")
+            if job.failed_path(self.job_dir, 0).exists():
+                try:
+                    with open(job.report_path(self.job_dir, 0), encoding="utf-8") as f:
+                        why = json.load(f).get("pgle_error")
+                except (OSError, ValueError):
+                    why = None
+                if why:
+                    raise PgleError(f"rank 0 failed, so there is no job report: {why}")
             left = deadline - time.monotonic()
             if left <= 0:
                 raise PgleError(f"rank 0 wrote no job report {path} within --gather-timeout "
@@ -438,8 +463,8 @@ def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok:
     it; one that is `ok` (or `partial`) on some ranks only is `partial`, and so is one `ok`
     everywhere it was seen but absent on other ranks; anything else takes the status most
     ranks gave. Rows keep the fields of the worst rank's row (coverage: the lowest), plus
-    `ranks` ({status: [ranks]}), `absent_ranks`, `ranks_summary` (a phrase naming them) and
-    `per_rank` ([{rank, status, ...}]).
+    `ranks` ({status: [ranks]}), `absent_ranks`, `ranks_summary` (a phrase naming them) and,
+    where the ranks disagree, `per_rank` ([{rank, status, coverage, ...}]).
 
     Modules are matched by name and fingerprint; a name compiled several times on one rank
     matches its n-th compile on the other ranks.
@@ -500,10 +525,11 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
     row["ranks"] = by_status
     row["absent_ranks"] = absent
     row["ranks_summary"] = _ranks_summary(per_rank, by_status, absent)
+    # Each rank's own figures, only where the ranks disagree (512 ranks x 50 modules add up).
     row["per_rank"] = [
         {"rank": r, "status": m.get("status"),
          **{k: m[k] for k in ("coverage", "instructions_missing", "reason") if k in m}}
-        for r, m in sorted(per_rank.items())]
+        for r, m in sorted(per_rank.items())] if len(by_status) > 1 or absent else []
     return row
 
 
@@ -574,7 +600,7 @@ def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
             status = "not_applied"
         mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
         text = (f"{counts['applied']} of {len(modules)} module(s) applied the profile on every "
-                f"rank ({ranks_phrase(rank_status)})")
+                f"rank that reported ({ranks_phrase(rank_status)})")
         if counts["partial"]:
             text += f", {counts['partial']} partially"
             if mixed:
@@ -606,4 +632,52 @@ def combine_verdicts(jr: JobRun, reports: Mapping[int, dict], missing: Mapping[i
     report.exit_code = EXIT_NOT_VERIFIED if require_applied and status != "applied" else 0
     if report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(f"--require-applied: the job's status is {status}, not applied")
+    return report
+
+
+# -- the job verdict of auto / prewarm / nsys -------------------------------------------------------
+
+def combine_modules(jr: JobRun, reports: Mapping[int, dict], missing: Mapping[int, str], *,
+                    ok: str, overall: Callable[[list[dict]], str], headline: str, what: str,
+                    required: Callable[[list[dict]], list[str]] = lambda modules: [],
+                    keep: Sequence[str] = ()) -> Report:
+    """The job report of a workflow whose modules have one `ok` status (auto: optimized, prewarm:
+    optimized, nsys: loaded_optimized): per module across the ranks; `overall` (the workflow's
+    own rule) on the aggregated modules, and `partial` when a module is `ok` on some ranks
+    only. `required(modules)`: sentences for --require/--require-all failures (exit
+    3). `keep`: details of rank 0's report copied into the job report."""
+    by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
+    modules = aggregate_modules(by_rank, ok=ok, expected=sorted(reports))
+    status = overall(modules)
+    if any(m["status"] == "partial" for m in modules):
+        status = "partial"  # a module `ok` on some ranks only: the ranks run different programs
+    own = reports.get(jr.rank) or {}
+    report = Report(own.get("command") or jr.command, status, modules=modules,
+                    log_path=own.get("log_path"), workload_exit_code=own.get("workload_exit_code"))
+    for key in ("backend", *keep):
+        if key in own:
+            report.details[key] = own[key]
+    mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
+    n_ok = sum(1 for m in modules if m["status"] == ok)
+    head = f"{n_ok} of {len(modules)} modules {what} on every rank that reported " \
+           f"({ranks_phrase(reports)})"
+    if mixed:
+        head += f"; {len(mixed)} on some ranks only"
+    report.reasons.append(head + ".")
+    for m in mixed:
+        report.reasons.append(f"{m.get('module')}: {m['ranks_summary']}.")
+    report.reasons += _grouped({r: rep for r, rep in reports.items()}, "reasons", len(reports))
+    report.summary.append(f"{headline}: {status}: {head}")
+    for m in modules:
+        line = job_module_lines([m])[0]
+        if m.get("reason") and len(m["ranks"]) == 1 and not m["absent_ranks"]:
+            line += f" ({m['reason']})"
+        if m.get("fix") and m["status"] != ok:
+            line += f"; fix: {m['fix']}"
+        report.summary.append(line)
+    failures = required(modules)
+    if failures:
+        report.exit_code = EXIT_NOT_VERIFIED
+        report.reasons += failures
+        report.summary.append("not verified: " + "; ".join(failures))
     return report

@@ -55,6 +55,57 @@ class NsysOptions:
     require: tuple[str, ...] = ()
     run_dir: str | None = None
     log: str | None = None
+    ranks: tuple[int, ...] | None = None  # multi-process: only these ranks run under nsys
+    job_dir: str | None = None  # multi-process: the shared job folder
+    gather_timeout: float | None = None  # multi-process: rank 0's wait for the ranks' reports
+
+
+def parse_ranks(text: str) -> tuple[int, ...]:
+    """'0,8' or '0-3,8' -> (0, 8) / (0, 1, 2, 3, 8)."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                a, b = (int(x) for x in part.split("-", 1))
+                if b < a:
+                    raise ValueError
+                out += range(a, b + 1)
+            elif part:
+                out.append(int(part))
+    except ValueError:
+        raise BadInput(f"--ranks {text!r} is not a list of ranks like 0,8 or 0-3.") from None
+    if not out or min(out) < 0:
+        raise BadInput(f"--ranks {text!r} is not a list of ranks like 0,8 or 0-3.")
+    return tuple(sorted(set(out)))
+
+
+# Tokens in an nsys `-o` that make the report name differ between ranks: pgle's (filled in by
+# pgle) and nsys's own (%q{VAR} for the launcher's rank variable, %p for the process id).
+_PER_RANK_TOKENS = ("%r", "{rank}", "%q{SLURM_PROCID}", "%q{OMPI_COMM_WORLD_RANK}",
+                    "%q{PMI_RANK}", "%q{PGLE_RANK}", "%q{JOB_COMPLETION_INDEX}", "%p")
+
+
+def per_rank_options(options: tuple[str, ...], rank: int, profiled: int) -> tuple[str, ...]:
+    """nsys options with %r / {rank} in `-o` filled in; BadInput when several ranks run under
+    nsys and `-o` names one file for all of them."""
+    out = output_option(options)
+    if out is None:
+        return options  # the default report lies in each rank's run folder
+    if profiled > 1 and not any(t in out for t in _PER_RANK_TOKENS):
+        raise BadInput(f"nsys -o {out} would be written by all {profiled} profiled ranks.",
+                       hint="Add %r (pgle fills in the rank) or %q{SLURM_PROCID} to it, or leave "
+                            "-o out: each rank's report then lies in its run folder.")
+    filled = out.replace("%r", str(rank)).replace("{rank}", str(rank))
+    result = []
+    for word in options:
+        if word == out:
+            result.append(filled)
+        elif word.endswith("=" + out) or (word.startswith("-o") and word[2:] == out):
+            result.append(word[: len(word) - len(out)] + filled)
+        else:
+            result.append(word)
+    return tuple(result)
 
 
 # -- the tool -----------------------------------------------------------------------
@@ -220,21 +271,62 @@ def overall_status(modules: list[dict]) -> str:
 # -- the workflow ---------------------------------------------------------------------
 def nsys(opts: NsysOptions, notify: Callable[[str], None] = lambda s: None,
          environ: dict[str, str] | None = None) -> Report:
-    from pgle.execution import execute
-    from pgle.runfolder import RunFolder
+    """One process: the Nsight run and its verdict. One rank of a multi-process job: the ranks
+    in --ranks (all by default) run under nsys, the others in the very same environment without
+    it; every rank's verdict goes to the job folder and rank 0 returns the job's."""
+    from functools import partial
+
+    from pgle.jobrun import JobRun, combine_modules
 
     environ = dict(os.environ if environ is None else environ)
+    jr = JobRun.start("nsys", environ, job_dir=opts.job_dir, gather_timeout_s=opts.gather_timeout)
+    combine = partial(combine_modules, ok=STATUS_LOADED, overall=overall_status,
+                      headline="nsys", what="loaded PGLE-optimized",
+                      required=partial(auto.required_failures, ok=STATUS_LOADED,
+                                       require_all=opts.require_all, require=opts.require),
+                      keep=("cache_dir", "drift"))
+
+    def combine_with_reports(jr_, reports, missing):
+        report = combine(jr_, reports, missing)
+        found = {r: (rep.get("nsys") or {}).get("report") for r, rep in sorted(reports.items())
+                 if (rep.get("nsys") or {}).get("profiled")}
+        report.details["nsys_reports"] = found
+        if found:
+            report.summary.append("Nsight Systems reports: " + ", ".join(
+                f"rank {r}: {path}" for r, path in found.items()))
+        return report
+
+    return jr.complete(lambda: nsys_rank(opts, jr, jr.notifier(notify), environ),
+                       combine_with_reports)
+
+
+def nsys_rank(opts: NsysOptions, jr, notify: Callable[[str], None],
+              environ: dict[str, str]) -> Report:
+    from pgle.runfolder import RunFolder
+
     if not versions.supports_expect_pgle(versions.jax_version()):
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1); upgrade jax.")
-    manifest = cache_manifest.load(prewarm.normalize_cache_dir(opts.cache_dir))
+    given_cache = jr.path(opts.cache_dir)
+    manifest = cache_manifest.load(prewarm.normalize_cache_dir(given_cache))
     if manifest is None or not manifest.get("environment"):
-        raise BadInput(f"{opts.cache_dir} holds no finished `pgle prewarm` (no "
+        raise BadInput(f"{given_cache} holds no finished `pgle prewarm` (no "
                        f"{cache_manifest.MANIFEST_NAME} with an environment).",
-                       hint=f"Run `pgle prewarm --cache-dir {opts.cache_dir} SCRIPT` first.")
+                       hint=f"Run `pgle prewarm --cache-dir {given_cache} SCRIPT` first.")
+    if opts.ranks is not None and max(opts.ranks) >= jr.world_size:
+        raise BadInput(f"--ranks {','.join(map(str, opts.ranks))}: this job has ranks 0 to "
+                       f"{jr.world_size - 1} only.")
+    profiled = opts.ranks is None or jr.rank in opts.ranks
+    n_profiled = jr.world_size if opts.ranks is None else len(opts.ranks)
     menv = manifest["environment"]
-    tool, version = find_tool(opts, environ)
-    cache_dir, path_drift = resolve_cache_dir(opts.cache_dir, menv)
+    log = jr.per_rank_path(opts.log, "--log")
+    if profiled:
+        opts = dataclasses.replace(opts, nsys_options=per_rank_options(
+            opts.nsys_options, jr.rank, n_profiled if jr.multiprocess else 1))
+        tool, version = find_tool(opts, environ)
+    else:
+        tool, version = None, None
+    cache_dir, path_drift = resolve_cache_dir(given_cache, menv)
     drifted = path_drift + drift(menv, environ, opts.workload)
     if drifted and not opts.force:
         raise BadInput("this run would not find the prewarmed executables (cache keys would "
@@ -251,15 +343,22 @@ def nsys(opts: NsysOptions, notify: Callable[[str], None] = lambda s: None,
     child = child_environment(menv, environ, cache_dir)
     for line in child.notices:
         notify(line)
-    run = RunFolder.create("nsys", opts.run_dir)
-    prefix, report_path = command_prefix(tool, opts, str(run.path))
-    notify(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
-           f"{opts.workload.describe()} (run folder {run.path})")
-    ex = execute(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
-                 warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=opts.log)
+    run = RunFolder.create("nsys", jr.run_dir(opts.run_dir))
+    if profiled:
+        prefix, report_path = command_prefix(tool, opts, str(run.path))
+        notify(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
+               f"{opts.workload.describe()} (run folder {run.path})")
+    else:
+        prefix, report_path = [], None
+        notify(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
+               f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
+               f"(run folder {run.path})")
+    ex = jr.execute(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
+                    warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=log)
     facts = jax_events.summarize(ex.events.records)
     modules = judge_modules(facts, manifest)
-    _record_plain_writes(cache_dir, facts)
+    if not jr.multiprocess or jr.rank == 0:  # JAX writes from process 0 only
+        _record_plain_writes(cache_dir, facts)
     # nsys returns the application's code; the harness saw the workload's own.
     workload_code = (ex.events.exit or {}).get("code", ex.exit_code)
     report = Report("nsys", overall_status(modules), workload_exit_code=workload_code,
@@ -268,7 +367,7 @@ def nsys(opts: NsysOptions, notify: Callable[[str], None] = lambda s: None,
     report.details.update({
         "cache_dir": cache_dir, "nsys": {"path": tool, "version": version, "launcher": opts.launcher,
                                          "argv": prefix, "exit_code": ex.exit_code,
-                                         "report": report_path,
+                                         "report": report_path, "profiled": profiled,
                                          "report_exists": bool(report_path) and os.path.exists(report_path)},
         "drift": drifted, "backend": ex.events.backend})
     if not modules:

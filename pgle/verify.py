@@ -50,7 +50,7 @@ def verify(opts: VerifyOptions) -> Report:
         by_rank = {r: [m for m in verdict.modules if m["rank"] == r] for r in ranked}
         status, modules, reasons = judge_job(by_rank, {r: None for r in ranked}, {})
         report.status, report.modules, report.reasons = status, modules, reasons
-        report.details["ranks"] = ranked
+        report.details["ranks"] = [{"rank": r, "status": _rank_status(by_rank[r])} for r in ranked]
         report.summary.append(f"verdict: {status}: " + " ".join(reasons[:1]))
         report.summary += job_module_lines(modules)
     else:
@@ -74,3 +74,11 @@ def _same_profile(read_path: str, source: profile.ProfileSource) -> bool:
     if source.sha256[:16] in read_path:
         return True
     return source.kind == "directory" and any(f.name == name for f in source.files)
+
+
+def _rank_status(modules: list[dict]) -> str:
+    """One rank's share of a labelled log, as `judge` would rate it alone."""
+    statuses = {m["status"] for m in modules}
+    if statuses == {"applied"}:
+        return "applied"
+    return "partial" if statuses & {"applied", "partial"} else "not_applied"
