@@ -54,17 +54,24 @@ def build(
     # Output must reach the terminal as it is printed, not when a pipe buffer fills.
     environ.setdefault("PYTHONUNBUFFERED", "1")
     if info_log:
-        level = environ.get("TF_CPP_MIN_LOG_LEVEL")
-        if level is None:
-            # JAX defaults it to 1, which hides XLA's INFO lines: the evidence.
-            environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
-        elif level.strip() not in ("0", ""):
-            warnings.append(
-                f"TF_CPP_MIN_LOG_LEVEL={level} hides XLA's INFO lines ('Using PGLE profile', "
-                "'Found profile for module'), so pgle cannot see whether the profile was used; "
-                "unset it or set it to 0."
-            )
+        warning = ensure_info_log(environ, "'Using PGLE profile', 'Found profile for module'",
+                                  "pgle cannot see whether the profile was used")
+        if warning:
+            warnings.append(warning)
     return ChildEnv(environ, user, flags, notices, warnings)
+
+
+def ensure_info_log(environ: dict[str, str], lines: str, consequence: str) -> str | None:
+    """Turn XLA's INFO log on (in place) unless the user chose a level; warn if theirs hides `lines`."""
+    level = environ.get("TF_CPP_MIN_LOG_LEVEL")
+    if level is None:
+        # JAX defaults it to 1, which hides XLA's INFO lines: the evidence.
+        environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+        return None
+    if level.strip() in ("0", ""):
+        return None
+    return (f"TF_CPP_MIN_LOG_LEVEL={level} hides XLA's {lines} lines, so {consequence}; unset it "
+            "or set it to 0.")
 
 
 def relevant(environ: dict[str, str]) -> dict[str, str]:

@@ -215,14 +215,11 @@ def fingerprint_environment(environ: dict[str, str]) -> tuple[dict[str, str], li
     if merged != user:
         environ["TF_CPP_VMODULE"] = merged
         notices.append(f"setting TF_CPP_VMODULE={merged} (XLA logs each module's fingerprint)")
-    level = environ.get("TF_CPP_MIN_LOG_LEVEL")
-    if level is None:
-        environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
-    elif level.strip() not in ("0", ""):
-        warnings.append(
-            f"TF_CPP_MIN_LOG_LEVEL={level} hides XLA's 'Fingerprint before LHS' lines: modules "
-            "whose fingerprint is not in the trace itself get no profile file; unset it or set it "
-            "to 0.")
+    warning = childenv.ensure_info_log(
+        environ, "'Fingerprint before LHS'",
+        "modules whose fingerprint is not in the trace itself get no profile file")
+    if warning:
+        warnings.append(warning)
     return environ, notices, warnings
 
 

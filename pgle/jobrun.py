@@ -45,6 +45,7 @@ from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, EXIT_NOT_VERIFIED, BadInput, PgleError
 from pgle.ranks import RankInfo
 from pgle.report import Report
+from pgle.verdict import overall_status
 
 DEFAULT_GATHER_TIMEOUT_S = 600.0
 JOB_REPORT = "job.json"
@@ -592,12 +593,7 @@ def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
         reasons += _grouped({r: {"reasons": rs} for r, rs in rank_reasons.items()}, "reasons", world)
     else:
         counts = Counter(m["status"] for m in modules)
-        if counts["applied"] == len(modules):
-            status = "applied"
-        elif counts["applied"] or counts["partial"]:
-            status = "partial"
-        else:
-            status = "not_applied"
+        status = overall_status(m["status"] for m in modules)
         mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
         text = (f"{counts['applied']} of {len(modules)} module(s) applied the profile on every "
                 f"rank that reported ({ranks_phrase(rank_status)})")

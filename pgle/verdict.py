@@ -257,17 +257,22 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         reasons.append("XLA read the profile but no module reported using it.")
     else:
         counts = {s: sum(1 for m in modules if m["status"] == s) for s in STATUSES}
-        if counts["applied"] == len(modules):
-            status = "applied"
-        elif counts["applied"] or counts["partial"]:
-            status = "partial"
-        else:
-            status = "not_applied"
+        status = overall_status(m["status"] for m in modules)
         reasons.append(
             f"{counts['applied']} of {len(modules)} module(s) applied the profile"
             + (f", {counts['partial']} partially" if counts["partial"] else "")
             + (f", {counts['not_applied']} not at all" if counts["not_applied"] else "") + ".")
     return Verdict(status, modules, reasons, evidence)
+
+
+def overall_status(module_statuses) -> str:
+    """All modules applied: applied; some applied or partial: partial; else not_applied."""
+    statuses = list(module_statuses)
+    if statuses and all(s == "applied" for s in statuses):
+        return "applied"
+    if any(s in ("applied", "partial") for s in statuses):
+        return "partial"
+    return "not_applied"
 
 
 def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool) -> dict:

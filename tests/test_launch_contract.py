@@ -223,3 +223,11 @@ def test_drift_from_the_collect_manifest_is_warned(project):
     assert any("jax 0.0.1 collected the profile" in w for w in warnings)
     assert any("--xla_gpu_foo was '1' when collecting, now '2'" in w for w in warnings)
     assert not any("xla_dump_to" in w for w in warnings)  # output-only flags never drift
+
+
+def test_users_log_level_is_kept_with_a_warning(project):
+    write_profile(project / "p.pb", {"fusion.1": 1.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--json", ECHO, cwd=project,
+                    env=pgle_env(TF_CPP_MIN_LOG_LEVEL="1"))
+    assert echoed(proc)["tf_cpp_min_log_level"] == "1"
+    assert any("TF_CPP_MIN_LOG_LEVEL=1 hides" in w for w in report_of(proc)["warnings"])
