@@ -14,12 +14,21 @@ Knobs (environment):
   PGLE_TEST_OTHER_PROGRAM_RANKS=1   these ranks get names no other rank has
 """
 
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import os
 import struct
-import sys
+
+def _tools():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "sitecustomize_tools.py")
+    spec = importlib.util.spec_from_file_location("_pgle_sitecustomize_tools", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_TOOLS = _tools()
+
 
 _TARGET = "jax.experimental.profiler"
 
@@ -62,38 +71,5 @@ def _patch(module):
     module.get_profiled_instructions_proto = get_profiled_instructions_proto
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner):
-        self._inner = inner
-
-    def create_module(self, spec):
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module):
-        self._inner.exec_module(module)
-        _patch(module)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _TARGET:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return None
-        spec.loader = _Loader(spec.loader)
-        return spec
-
-
-if _TARGET in sys.modules:
-    _patch(sys.modules[_TARGET])
-else:
-    sys.meta_path.insert(0, _Finder())
-
-# Run the sitecustomize this file shadows, if any.
-_here = os.path.dirname(os.path.abspath(__file__))
-_rest = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-_spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _rest)
-if _spec is not None and _spec.loader is not None and _spec.origin != os.path.abspath(__file__):
-    _mod = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_mod)
+_TOOLS.patch_after_import(_TARGET, _patch)
+_TOOLS.chain_next_sitecustomize(__file__)

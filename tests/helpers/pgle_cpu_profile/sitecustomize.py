@@ -25,12 +25,21 @@ Knobs (environment): PGLE_TEST_CPU_PROFILE=0 turns the helper off;
 PGLE_TEST_CPU_PROFILE_LOG=FILE appends one line per profile handed over.
 """
 
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import os
 import struct
-import sys
+
+def _tools():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "sitecustomize_tools.py")
+    spec = importlib.util.spec_from_file_location("_pgle_sitecustomize_tools", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_TOOLS = _tools()
+
 
 _TARGET = "jax._src.profiler"
 
@@ -73,43 +82,7 @@ def _patch(module) -> None:
         module._profiler = _ProfilerProxy(real)
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner):
-        self._inner = inner
-
-    def create_module(self, spec):
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module):
-        self._inner.exec_module(module)
-        _patch(module)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _TARGET:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return None
-        spec.loader = _Loader(spec.loader)
-        return spec
-
-
-def _chain_next_sitecustomize() -> None:
-    """Run the sitecustomize this file shadows, if any, so the environment stays as it was."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-    if spec is not None and spec.loader is not None and spec.origin != os.path.abspath(__file__):
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-
-
 if os.environ.get("PGLE_TEST_CPU_PROFILE", "1") != "0":
-    if _TARGET in sys.modules:
-        _patch(sys.modules[_TARGET])
-    else:
-        sys.meta_path.insert(0, _Finder())
+    _TOOLS.patch_after_import(_TARGET, _patch)
 
-_chain_next_sitecustomize()
+_TOOLS.chain_next_sitecustomize(__file__)
