@@ -4,7 +4,7 @@ Builds a cache directory shaped like JAX's (`<module>-<64 hex>-cache`, half of
 them with `-atime` files as under a size cap, 200 modules) with a pgle manifest
 that names a third of the keys, then times, best of --repeat runs each:
   1. `pgle cache ls DIR --json` as a user runs it (a new process: start-up included);
-  2. `pgle.cache.ls(DIR)` in-process (listing + manifest roles + totals);
+  2. `pgle.cache.entries.ls(DIR)` in-process (listing + manifest roles + totals);
   3. `ls -l DIR` (one stat per file, like pgle).
 Goal: the CLI under 1 s. Prints the numbers and the ratios to `ls -l`.
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def build(d: Path, entries: int) -> None:
-    from pgle import cache_manifest
+    from pgle.cache import manifest as cache_manifest
 
     manifest = cache_manifest.empty()
     for i in range(entries):
@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where to build the cache (default: a temp dir)")
     args = ap.parse_args()
 
-    from pgle import cache
+    from pgle.cache import entries as cache
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         d = Path(tmp) / "cache"
@@ -68,7 +68,7 @@ def main() -> None:
         files = len(os.listdir(d))
 
         def cli():
-            out = subprocess.run([sys.executable, "-m", "cli.main", "cache", "ls", str(d), "--json"],
+            out = subprocess.run([sys.executable, "-m", "pgle", "cache", "ls", str(d), "--json"],
                                  cwd=ROOT, capture_output=True, check=True).stdout
             assert json.loads(out)["total"]["entries"] == args.entries
 
@@ -81,7 +81,7 @@ def main() -> None:
         t_cli, t_lib, t_ls = best(cli, args.repeat), best(library, args.repeat), best(ls_l, args.repeat)
     print(f"cache of {args.entries} entries ({files} files), best of {args.repeat}:")
     print(f"  pgle cache ls --json (new process): {t_cli * 1000:8.1f} ms   ratio to ls -l: {t_cli / t_ls:5.1f}x")
-    print(f"  pgle.cache.ls() in-process:         {t_lib * 1000:8.1f} ms   ratio to ls -l: {t_lib / t_ls:5.1f}x")
+    print(f"  pgle.cache.entries.ls() in-process:         {t_lib * 1000:8.1f} ms   ratio to ls -l: {t_lib / t_ls:5.1f}x")
     print(f"  ls -l:                              {t_ls * 1000:8.1f} ms")
     print(f"  goal (< 1 s for the CLI): {'met' if t_cli < 1.0 else 'MISSED'}")
 

@@ -84,11 +84,11 @@ def child(which: str, run_dir: str) -> None:
 
         t0 = time.perf_counter()  # import time is not conversion time
         data = get_profiled_instructions_proto(run_dir)
-        from pgle.profile import parse_profile
+        from pgle.profiles.files import parse_profile
 
         costs = dict(parse_profile(data, "binary", "jaxlib").costs)
     else:
-        from pgle.trace_convert import convert_trace
+        from pgle.profiles.convert import convert_trace
 
         per_module = which == "pgle-per-module"
         profiles = convert_trace(run_dir, per_module=per_module, stat="median" if per_module else "mean")

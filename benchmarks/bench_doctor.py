@@ -31,7 +31,7 @@ def main() -> int:
     times = []
     for i in range(args.runs + 1):  # the first run warms the file cache and is not counted
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "cli.main", "doctor", "--json",
+        proc = subprocess.run([sys.executable, "-m", "pgle", "doctor", "--json",
                                "--workflow", args.workflow], env=env, cwd=REPO,
                               capture_output=True, timeout=120)
         elapsed = time.perf_counter() - start

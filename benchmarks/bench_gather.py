@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pgle import job  # noqa: E402
-from pgle.ranks import RankInfo  # noqa: E402
+from pgle.jobs import folder as job  # noqa: E402
+from pgle.jobs.ranks import RankInfo  # noqa: E402
 
 
 def fake_report(rank: int, modules: int) -> dict:

@@ -55,7 +55,8 @@ def generate(path: str, size: int) -> None:
 
 SCAN = """
 import resource, sys, time
-from pgle.verdict import LogScanner, judge
+from pgle.evidence.xla_log import LogScanner
+from pgle.verdicts.pgle_applied import judge
 t = time.perf_counter()
 v = judge(LogScanner().scan_file(sys.argv[1]))
 dt = time.perf_counter() - t

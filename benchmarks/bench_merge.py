@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pgle.profile import BINARY, Profile, encode_profile, parse_profile  # noqa: E402
-from pgle.profile_merge import merge_profiles  # noqa: E402
+from pgle.profiles.files import BINARY, Profile, encode_profile, parse_profile  # noqa: E402
+from pgle.profiles.merge import merge_profiles  # noqa: E402
 
 
 def main() -> None:

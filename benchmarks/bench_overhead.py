@@ -37,14 +37,14 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from pgle.profile import Profile, write_profile
+    from pgle.profiles.files import Profile, write_profile
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_", "TF_CPP_"))}
     env["JAX_PLATFORMS"] = "cpu"
     with tempfile.TemporaryDirectory() as d:
         write_profile(Profile(costs=[("fusion.1", 1.0)]), Path(d) / "p.pb")
         plain = [sys.executable, TRAIN, "--steps", str(args.steps)]
-        wrapped = [sys.executable, "-m", "cli.main", "run", "--profile", "p.pb", TRAIN, "--",
+        wrapped = [sys.executable, "-m", "pgle", "run", "--profile", "p.pb", TRAIN, "--",
                    "--steps", str(args.steps)]
         # pgle turns XLA's INFO log on; give plain python the same so only pgle differs.
         plain_env = dict(env, TF_CPP_MIN_LOG_LEVEL="0")

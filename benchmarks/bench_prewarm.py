@@ -55,7 +55,7 @@ def by_hand(cache: Path, steps: int) -> float:
 
 def with_pgle(cache: Path, steps: int, project: Path) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "cli.main", "prewarm", "--cache-dir", str(cache),
+    subprocess.run([sys.executable, "-m", "pgle", "prewarm", "--cache-dir", str(cache),
                     "--runs", "3", str(WORKLOAD), "--", "--steps", str(steps)],
                    env=base_env(), cwd=project, check=True, capture_output=True)
     return time.perf_counter() - t0

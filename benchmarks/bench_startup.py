@@ -26,8 +26,8 @@ def main():
     ap.add_argument("--runs", type=int, default=15)
     runs = ap.parse_args().runs
     bare = timed([sys.executable, "-c", "pass"], runs)
-    helps = timed([sys.executable, "-m", "cli.main", "--help"], runs)
-    sub = timed([sys.executable, "-m", "cli.main", "collect", "--help"], runs)
+    helps = timed([sys.executable, "-m", "pgle", "--help"], runs)
+    sub = timed([sys.executable, "-m", "pgle", "collect", "--help"], runs)
     b, h, s = statistics.median(bare), statistics.median(helps), statistics.median(sub)
     print(f"python -c pass:     median {b * 1e3:6.1f} ms")
     print(f"pgle --help:        median {h * 1e3:6.1f} ms (ratio to bare python {h / b:.2f})")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cli.common import emit, finish, report_options
-from cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_options
+from pgle.cli.common import emit, finish, report_options
+from pgle.cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_options
 
 
 def pgle_options(f):
@@ -32,8 +32,8 @@ def pgle_options(f):
 def auto(module, words, run_dir, log, runs, percentile, require_all, require, job_dir,
          gather_timeout, json_out, report_path, debug):
     def produce():
-        from pgle.auto import AutoOptions, auto as do_auto
-        from pgle.workload import Workload
+        from pgle.commands.auto import AutoOptions, auto as do_auto
+        from pgle.launch.workload import Workload
 
         opts = AutoOptions(Workload.from_cli(module, words), runs=runs, percentile=percentile,
                            require_all=require_all, require=tuple(require), run_dir=run_dir, log=log,

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from cli.common import emit, finish, report_options
+from pgle.cli.common import emit, finish, report_options
 
 
 @click.group(help="Inspect and prune a JAX persistent compilation cache directory.")
@@ -16,8 +16,8 @@ def cache():
 
 def _table(report) -> None:
     """The listing itself is the command's output: stdout, one entry per line."""
-    from pgle.cache import human_bytes
-    from pgle.cache_manifest import ROLE_LABELS
+    from pgle.cache.entries import human_bytes
+    from pgle.cache.manifest import ROLE_LABELS
 
     rows = report.details["entries"]
     if not rows:
@@ -42,7 +42,7 @@ def _table(report) -> None:
 @report_options
 def ls_cmd(cache_dir, modules, json_out, report_path, debug):
     def produce():
-        from pgle.cache import ls
+        from pgle.cache.entries import ls
 
         report = ls(cache_dir, modules=tuple(modules))
         if not json_out:
@@ -57,7 +57,7 @@ def ls_cmd(cache_dir, modules, json_out, report_path, debug):
 @report_options
 def stats_cmd(cache_dir, json_out, report_path, debug):
     def produce():
-        from pgle.cache import stats
+        from pgle.cache.entries import stats
 
         return stats(cache_dir)
 
@@ -75,7 +75,7 @@ def stats_cmd(cache_dir, json_out, report_path, debug):
 @report_options
 def prune_cmd(cache_dir, older_than, modules, yes, json_out, report_path, debug):
     def produce():
-        from pgle.cache import parse_duration, prune
+        from pgle.cache.entries import parse_duration, prune
 
         age = parse_duration(older_than) if older_than is not None else None
         report = prune(cache_dir, older_than=age, modules=tuple(modules), yes=yes, now=time.time())

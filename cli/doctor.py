@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import finish, report_options
+from pgle.cli.common import finish, report_options
 
 
 @click.command("doctor")
@@ -23,7 +23,7 @@ def doctor(workflow, cache_dir, probe, json_out, report_path, debug):
     Prints one line per check (ok, WARN, ERROR, with what to do); exits 1 when
     any check is an error.
     """
-    from pgle import doctor as doc
+    from pgle.commands import doctor as doc
 
     def produce():
         report = doc.doctor(workflow=workflow, cache_dir=cache_dir, probe=probe)

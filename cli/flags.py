@@ -6,7 +6,7 @@ import os
 
 import click
 
-from cli.common import finish, report_options
+from pgle.cli.common import finish, report_options
 
 
 @click.group("flags")
@@ -25,7 +25,7 @@ def explain(xla_flags, probe, json_out, report_path, debug):
     Exits 1 when XLA would abort on a flag (removed, unknown to jaxlib with
     --probe, or a value it cannot read).
     """
-    from pgle import doctor as doc
+    from pgle.commands import doctor as doc
 
     text = os.environ.get("XLA_FLAGS", "") if not xla_flags else _join(xla_flags)
 
@@ -44,7 +44,7 @@ def _join(tokens: tuple[str, ...]) -> str:
     split them (a value with spaces gets quoted again)."""
     if len(tokens) == 1:
         return tokens[0]
-    from pgle.xla_flags import render_flag
+    from pgle.xla.flags import render_flag
 
     out = []
     for token in tokens:

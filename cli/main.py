@@ -15,21 +15,21 @@ from pgle import __version__
 
 # name -> (module under cli/, function, one-line help shown by `pgle --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "collect": ("cli.manual", "collect", "Profile a workload and extract the PGLE profile."),
-    "run": ("cli.manual", "run", "Run a workload with a PGLE profile and verify XLA used it."),
-    "tune": ("cli.manual", "tune", "Collect, then run with the profile: one verdict, with step times."),
-    "verify": ("cli.manual", "verify", "Build the PGLE verdict from a saved log."),
-    "doctor": ("cli.doctor", "doctor", "Check jax, GPU, CUPTI, nsys, XLA_FLAGS and the cache before a job."),
-    "flags": ("cli.flags", "flags", "Explain an XLA_FLAGS string: meaning, defaults, status."),
-    "view": ("cli.view", "view", "Open a run folder's kept trace in XProf."),
-    "cache": ("cli.cache", "cache", "List, total and prune a JAX persistent compilation cache."),
-    "auto": ("cli.auto", "auto", "Run with JAX's auto PGLE and verify each module was re-optimized."),
-    "prewarm": ("cli.prewarm", "prewarm", "Fill a compilation cache with PGLE-optimized executables."),
-    "nsys": ("cli.nsys", "nsys", "Run under Nsight Systems; verify it loaded the prewarmed PGLE modules."),
-    "inspect": ("cli.profiles", "inspect", "Show what a profile holds: counts, top costs, categories."),
-    "diff": ("cli.profiles", "diff", "Compare two profiles: missing instructions, largest changes."),
-    "merge": ("cli.profiles", "merge", "Merge profiles of several runs or ranks (jaxlib's percentile rule)."),
-    "convert": ("cli.profiles", "convert", "Convert profiles (binary/text, file/directory) or a trace."),
+    "collect": ("pgle.cli.manual", "collect", "Profile a workload and extract the PGLE profile."),
+    "run": ("pgle.cli.manual", "run", "Run a workload with a PGLE profile and verify XLA used it."),
+    "tune": ("pgle.cli.manual", "tune", "Collect, then run with the profile: one verdict, with step times."),
+    "verify": ("pgle.cli.manual", "verify", "Build the PGLE verdict from a saved log."),
+    "doctor": ("pgle.cli.doctor", "doctor", "Check jax, GPU, CUPTI, nsys, XLA_FLAGS and the cache before a job."),
+    "flags": ("pgle.cli.flags", "flags", "Explain an XLA_FLAGS string: meaning, defaults, status."),
+    "view": ("pgle.cli.view", "view", "Open a run folder's kept trace in XProf."),
+    "cache": ("pgle.cli.cache", "cache", "List, total and prune a JAX persistent compilation cache."),
+    "auto": ("pgle.cli.auto", "auto", "Run with JAX's auto PGLE and verify each module was re-optimized."),
+    "prewarm": ("pgle.cli.prewarm", "prewarm", "Fill a compilation cache with PGLE-optimized executables."),
+    "nsys": ("pgle.cli.nsys", "nsys", "Run under Nsight Systems; verify it loaded the prewarmed PGLE modules."),
+    "inspect": ("pgle.cli.profiles", "inspect", "Show what a profile holds: counts, top costs, categories."),
+    "diff": ("pgle.cli.profiles", "diff", "Compare two profiles: missing instructions, largest changes."),
+    "merge": ("pgle.cli.profiles", "merge", "Merge profiles of several runs or ranks (jaxlib's percentile rule)."),
+    "convert": ("pgle.cli.profiles", "convert", "Convert profiles (binary/text, file/directory) or a trace."),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import emit, finish, report_options
+from pgle.cli.common import emit, finish, report_options
 
 WORKLOAD_HELP = "SCRIPT [-- ARGS] or -m MODULE [-- ARGS]; arguments after -- reach the workload untouched."
 
@@ -48,7 +48,7 @@ def rank_outputs(json_out, report_path):
     import os
     import sys
 
-    from pgle import jobrun
+    from pgle.jobs import driver as jobrun
 
     if jobrun.quiet_stdout_for_json(json_out):
         sys.stdout.flush()
@@ -72,8 +72,8 @@ def window_options(f):
 def _collect_options(module, words, output, steps, step_name, delay, duration, force, allow_empty,
                      run_dir, log, per_module=False, stat=None, fmt=None, converter=None,
                      qualify=False, rank=None, job_dir=None, gather_timeout=None):
-    from pgle.collect import CollectOptions, parse_steps
-    from pgle.workload import Workload
+    from pgle.commands.collect import CollectOptions, parse_steps
+    from pgle.launch.workload import Workload
 
     return CollectOptions(
         workload=Workload.from_cli(module, words), output=output,
@@ -123,7 +123,7 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
             log, per_module, stat, fmt, converter, qualify, only_rank, job_dir, gather_timeout,
             json_out, report_path, debug):
     def produce():
-        from pgle.collect import collect as do_collect
+        from pgle.commands.collect import collect as do_collect
 
         out = output if output is not None else ("profiles" if per_module else "profile.pb")
         opts = _collect_options(module, words, out, steps, step_name, delay, duration, force,
@@ -148,8 +148,8 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
 def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
         job_dir, gather_timeout, json_out, report_path, debug):
     def produce():
-        from pgle.run import RunOptions, run as do_run
-        from pgle.workload import Workload
+        from pgle.commands.run import RunOptions, run as do_run
+        from pgle.launch.workload import Workload
 
         opts = RunOptions(Workload.from_cli(module, words), profile_path,
                           require_applied=require_applied, min_coverage=min_coverage,
@@ -178,7 +178,7 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
          converter, qualify, run_dir, log, min_coverage, require_applied, job_dir, gather_timeout,
          json_out, report_path, debug):
     def produce():
-        from pgle.tune import TuneOptions, tune as do_tune
+        from pgle.commands.tune import TuneOptions, tune as do_tune
 
         copts = _collect_options(module, words, output, steps, step_name, delay, duration, force,
                                  False, run_dir, log, per_module, stat, fmt, converter, qualify,
@@ -202,7 +202,7 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
 def verify(log_path, profile_path, backend, accuracy_checker_off, min_coverage, require_applied,
            json_out, report_path, debug):
     def produce():
-        from pgle.verify import VerifyOptions, verify as do_verify
+        from pgle.commands.verify import VerifyOptions, verify as do_verify
 
         return do_verify(VerifyOptions(log_path, profile_path, backend, min_coverage,
                                        require_applied, not accuracy_checker_off))

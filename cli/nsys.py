@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cli.common import emit, finish, report_options
-from cli.manual import job_options, rank_outputs
+from pgle.cli.common import emit, finish, report_options
+from pgle.cli.manual import job_options, rank_outputs
 
 
 class _SplitAtDashes(click.Command):
@@ -61,8 +61,8 @@ def nsys(ctx, cache_dir, nsys_path, launcher, force, require_all, require, run_d
 
     def produce():
         from pgle.errors import BadInput
-        from pgle.nsys import NsysOptions, nsys as do_nsys, parse_ranks
-        from pgle.workload import Workload
+        from pgle.commands.nsys import NsysOptions, nsys as do_nsys, parse_ranks
+        from pgle.launch.workload import Workload
 
         if not words:
             raise BadInput("no workload after `--`.",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from cli.auto import pgle_options
-from cli.common import emit, finish, report_options
-from cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_options
+from pgle.cli.auto import pgle_options
+from pgle.cli.common import emit, finish, report_options
+from pgle.cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_options
 
 
 @click.command(help="Run the workload with auto PGLE and a persistent compilation cache, so that "
@@ -25,8 +25,8 @@ from cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_option
 def prewarm(cache_dir, relocatable, module, words, run_dir, log, runs, percentile, require_all,
             require, job_dir, gather_timeout, json_out, report_path, debug):
     def produce():
-        from pgle.prewarm import PrewarmOptions, prewarm as do_prewarm
-        from pgle.workload import Workload
+        from pgle.commands.prewarm import PrewarmOptions, prewarm as do_prewarm
+        from pgle.launch.workload import Workload
 
         opts = PrewarmOptions(Workload.from_cli(module, words), cache_dir, runs=runs,
                               percentile=percentile, relocatable=relocatable,

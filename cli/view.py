@@ -6,7 +6,7 @@ import signal
 
 import click
 
-from cli.common import emit, finish, report_options
+from pgle.cli.common import emit, finish, report_options
 
 
 @click.command("view")
@@ -21,7 +21,7 @@ def view(run_folder, host, port, json_out, report_path, debug):
 
     Needs the xprof extra: pip install 'pgle[xprof]'.
     """
-    from pgle import view as v
+    from pgle.commands import view as v
     from pgle.report import Report
 
     def produce():

@@ -30,7 +30,7 @@ def run_pgle(*args: str, cwd: Path | str, env: dict[str, str] | None = None,
              timeout: float = 300, input: bytes | None = None) -> subprocess.CompletedProcess:
     """`pgle ARGS` exactly as a user runs it (the console script's module)."""
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], cwd=cwd, env=env or pgle_env(),
+        [sys.executable, "-m", "pgle", *args], cwd=cwd, env=env or pgle_env(),
         capture_output=True, timeout=timeout, input=input,
     )
 
@@ -52,7 +52,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def write_profile(path: Path, costs: dict[str, float]) -> Path:
-    from pgle.profile import Profile, write_profile as write
+    from pgle.profiles.files import Profile, write_profile as write
 
     write(Profile(costs=list(costs.items())), path, force=True)
     return path

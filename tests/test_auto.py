@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TESTS, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
-from pgle import auto
+from pgle.commands import auto
 from pgle.errors import BadInput
-from pgle.workload import Workload
+from pgle.launch.workload import Workload
 
 FGH = str(WORKLOADS / "auto_fgh.py")
 HELPER = str(TESTS / "helpers" / "pgle_cpu_profile")
@@ -100,7 +100,7 @@ def test_degenerate_percentile_and_aot_warnings(tmp_path: Path):
 
 @pytest.mark.parametrize("command", ["auto", "prewarm", "nsys", "cache"])
 def test_help_does_not_import_jax(command: str):
-    code = ("import sys\nfrom cli.main import cli\n"
+    code = ("import sys\nfrom pgle.cli.main import cli\n"
             f"try:\n    cli([{command!r}, '--help'])\nexcept SystemExit:\n    pass\n"
             "assert 'jax' not in sys.modules, 'jax imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=pgle_env(),

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import pgle_env, pgle_lines, report_of, run_pgle
-from pgle import cache, cache_manifest
+from pgle.cache import entries as cache
+from pgle.cache import manifest as cache_manifest
 from pgle.errors import BadInput, PgleError
 
 H = "0123456789abcdef" * 4  # 64 hex
@@ -161,7 +162,7 @@ def test_stats_flags_pgle_entries_gone(cdir: Path):
 
 _UPDATER = r"""
 import sys
-from pgle import cache_manifest
+from pgle.cache import manifest as cache_manifest
 d, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for i in range(n):
     def change(data):

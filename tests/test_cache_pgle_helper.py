@@ -1,7 +1,7 @@
 """JAX's own cache + auto PGLE logic on CPU, with no pgle in the loop.
 
 Proves the test-only helper (tests/helpers/pgle_cpu_profile) and the strings in
-pgle/jax_events.py against the installed jax: the three scenarios of JAX's
+pgle/evidence/jax_log.py against the installed jax: the three scenarios of JAX's
 `testPersistentCachePopulatedWithAutoPgle`, in two real processes sharing a
 real cache directory.
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from conftest import TESTS, WORKLOADS, pgle_env
-from pgle import jax_events as je
+from pgle.evidence import jax_log as je
 
 HELPER = TESTS / "helpers" / "pgle_cpu_profile"
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from conftest import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
-from pgle import collect as collect_mod
-from pgle.collect import CollectOptions, finish_run_folder, merge_vmodule, steps_window
+from pgle.commands import collect as collect_mod
+from pgle.commands.collect import CollectOptions, finish_run_folder, merge_vmodule, steps_window
 from pgle.errors import BadInput
-from pgle.events import read_events
-from pgle.profile import load_profile_source
-from pgle.workload import Workload
+from pgle.evidence.events import read_events
+from pgle.profiles.files import load_profile_source
+from pgle.launch.workload import Workload
 
 try:
     from tests.helpers.xspace import Event, TraceBuilder

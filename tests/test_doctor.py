@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, pgle_env, pgle_lines, report_of, run_pgle
-from pgle import doctor, flag_table, versions
+from pgle.commands import doctor
+from pgle.xla import flag_table
+from pgle.xla import versions
 
 JAX = versions.installed("jax")
 JAXLIB = versions.installed("jaxlib")
@@ -344,7 +346,7 @@ def test_read_only_cache_dir(tmp_path):
 
 
 def manifest(environment, modules=None) -> str:
-    """As pgle/cache_manifest.py writes it (format 1)."""
+    """As pgle/cache/manifest.py writes it (format 1)."""
     return json.dumps({"format": 1, "environment": environment, "modules": modules or {},
                        "runs": []})
 

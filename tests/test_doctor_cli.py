@@ -64,7 +64,7 @@ def test_explain_nothing(tmp_path):
 @pytest.mark.parametrize("args", [["--help"], ["doctor", "--help"], ["flags", "explain", "--help"],
                                   ["view", "--help"]])
 def test_help_never_imports_jax(args):
-    code = ("import sys\nfrom cli.main import cli\n"
+    code = ("import sys\nfrom pgle.cli.main import cli\n"
             "try:\n    cli(args=sys.argv[1:], prog_name='pgle')\nexcept SystemExit:\n    pass\n"
             "bad = [m for m in ('jax', 'jaxlib', 'xprof') if m in sys.modules]\n"
             "assert not bad, bad\n")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pgle import flag_probe, versions
+from pgle.xla import flag_probe
+from pgle.xla import versions
 
 GPU_FLAGS = ("--xla_gpu_enable_latency_hiding_scheduler=true "
              "--xla_gpu_pgle_profile_file_or_directory_path='/tmp/a b/profile.pb' "

@@ -6,9 +6,11 @@ import fnmatch
 
 import pytest
 
-from pgle import flag_probe, flag_table, versions
-from pgle.flag_table import FLAGS, REMOVED_FLAGS
-from pgle.xla_flags import render_flag
+from pgle.xla import flag_probe
+from pgle.xla import flag_table
+from pgle.xla import versions
+from pgle.xla.flag_table import FLAGS, REMOVED_FLAGS
+from pgle.xla.flags import render_flag
 
 KINDS = {"bool", "int", "string", "enum", "enum_list"}
 

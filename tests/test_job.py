@@ -1,4 +1,4 @@
-"""Job folder, gathering and peer-failure notice through real files and processes (pgle.job)."""
+"""Job folder, gathering and peer-failure notice through real files and processes (pgle.jobs.folder)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pgle import job
+from pgle.jobs import folder as job
 from pgle.errors import BadInput
-from pgle.ranks import RankInfo, detect
+from pgle.jobs.ranks import RankInfo, detect
 
 SPAWN = multiprocessing.get_context("spawn")  # no fork of a process that may hold jax threads
 

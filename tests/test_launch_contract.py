@@ -77,7 +77,7 @@ def test_sigint_is_forwarded_and_exit_is_130(project):
     write_profile(project / "p.pb", {"fusion.1": 1.0})
     ready = project / "ready"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "run", "--profile", "p.pb",
+        [sys.executable, "-m", "pgle", "run", "--profile", "p.pb",
          str(WORKLOADS / "wait_for_signal.py")],
         cwd=project, env=pgle_env(READY_FILE=str(ready)),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -191,7 +191,7 @@ def test_help_does_not_import_jax():
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from cli.main import cli, COMMANDS\n"
+        "from pgle.cli.main import cli, COMMANDS\n"
         "r = CliRunner()\n"
         "assert r.invoke(cli, ['--help']).exit_code == 0\n"
         "for name in COMMANDS:\n"

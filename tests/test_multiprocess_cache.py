@@ -27,7 +27,7 @@ FAKE_NSYS_DIR = str(TESTS / "helpers" / "fake_nsys")
 
 
 def _srun(cluster, args, project, *, profile_on_rank_0_only=True, **env):
-    pgle = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "cli.main", *args])
+    pgle = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "pgle", *args])
     script = ('if [ "$SLURM_PROCID" != 0 ]; then export PGLE_TEST_CPU_PROFILE=0; fi; exec '
               if profile_on_rank_0_only else "exec ") + pgle
     return cluster.srun(["bash", "-c", script], ntasks=2, cwd=project,

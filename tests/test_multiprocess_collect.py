@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 from conftest import TESTS, WORKLOADS, pgle_env
-from pgle.profile import read_profile
+from pgle.profiles.files import read_profile
 from slurm_fixture import requires_slurm
 
 pytestmark = requires_slurm
 
 DIST = str(WORKLOADS / "dist_replay.py")
 HELPER = str(TESTS / "helpers" / "dist_collect_profile")
-PGLE = [sys.executable, "-m", "cli.main"]
+PGLE = [sys.executable, "-m", "pgle"]
 
 
 def _srun(cluster, args, project, **env):
@@ -131,8 +131,8 @@ def test_sbatch_script_collects_per_rank_then_merges_as_one_process(slurm_cluste
     script = project / "collect.sbatch"
     script.write_text(
         "#!/bin/bash\nset -euo pipefail\n"
-        f"srun -n 2 {py} -m cli.main collect -o 'profiles/rank%r.pb' '{DIST}'\n"
-        f"{py} -m cli.main merge profiles/rank0.pb profiles/rank1.pb -o profile.pb "
+        f"srun -n 2 {py} -m pgle collect -o 'profiles/rank%r.pb' '{DIST}'\n"
+        f"{py} -m pgle merge profiles/rank0.pb profiles/rank1.pb -o profile.pb "
         "--report merge.json\n")
     out = project / "batch.out"
     result = slurm_cluster.sbatch(["-n", "2", "-t", "5", "-J", "pgle-test-collect", "-o", str(out),

@@ -15,7 +15,7 @@ from slurm_fixture import requires_slurm
 pytestmark = requires_slurm
 
 DIST = WORKLOADS / "dist_replay.py"
-PGLE = [sys.executable, "-m", "cli.main"]
+PGLE = [sys.executable, "-m", "pgle"]
 
 
 def _srun(cluster, args, project, *, env=None, timeout=120, srun_args=()):

@@ -1,4 +1,4 @@
-"""The per-rank context (pgle.jobrun) and the job verdicts, without a cluster: ranks simulated
+"""The per-rank context (pgle.jobs.driver) and the job verdicts, without a cluster: ranks simulated
 through PGLE_RANK / PGLE_WORLD_SIZE and files written into a real job folder."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from conftest import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
-from pgle import job, job_profile, jobrun
+from pgle.jobs import folder as job
+from pgle.commands import collect_job as job_profile
+from pgle.jobs import driver as jobrun
 from pgle.errors import BadInput
-from pgle.jobrun import JobRun, aggregate_modules, judge_job, rank_ranges
-from pgle.nsys import parse_ranks, per_rank_options
+from pgle.jobs.driver import JobRun, aggregate_modules, judge_job, rank_ranges
+from pgle.commands.nsys import parse_ranks, per_rank_options
 from pgle.report import Report
 
 
@@ -234,7 +236,7 @@ def test_bad_input_on_a_simulated_rank_is_one_line_and_marks_the_job(project):
 
 
 def test_rank_0_merges_per_module_directories(tmp_path):
-    from pgle.profile import Profile, load_profile_source, write_profile_directory
+    from pgle.profiles.files import Profile, load_profile_source, write_profile_directory
 
     jr = JobRun.start("collect", env(0), job_dir=str(tmp_path / "job"))
     fa, fb = "a" * 32, "b" * 32

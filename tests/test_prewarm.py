@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from conftest import TESTS, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
-from pgle import cache_manifest, prewarm
+from pgle.cache import manifest as cache_manifest
+from pgle.commands import prewarm
 
 FGH = str(WORKLOADS / "auto_fgh.py")
 HELPER = str(TESTS / "helpers" / "pgle_cpu_profile")
@@ -77,7 +78,7 @@ def test_size_cap_warnings():
 
 def test_concurrent_prewarms_share_one_manifest(project: Path):
     cache_dir = project / "shared"
-    cmd = [sys.executable, "-m", "cli.main", "prewarm", "--cache-dir", str(cache_dir), "--runs", "1",
+    cmd = [sys.executable, "-m", "pgle", "prewarm", "--cache-dir", str(cache_dir), "--runs", "1",
            "--json", FGH, "--"]
     runs = [subprocess.Popen(cmd + args, cwd=project, env=helper_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from pgle.errors import BadInput, ProfileError
-from pgle.profile import (
+from pgle.profiles.files import (
     Profile,
     content_addressed_copy,
     encode_profile,
@@ -20,7 +20,7 @@ from pgle.profile import (
     split_qualified,
     write_profile,
 )
-from pgle.profile_proto import encode_double, encode_varint, locate_corruption
+from pgle.profiles.proto import encode_double, encode_varint, locate_corruption
 
 FP_A = "0123456789abcdef0123456789abcdef"
 FP_B = "fedcba9876543210fedcba9876543210"

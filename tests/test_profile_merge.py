@@ -9,8 +9,8 @@ import statistics
 import pytest
 
 from pgle.errors import BadInput
-from pgle.profile import Profile, encode_profile, load_profile_source, parse_profile, read_profile, write_profile
-from pgle.profile_merge import merge_profiles, merge_report, name_overlap, percentile_index
+from pgle.profiles.files import Profile, encode_profile, load_profile_source, parse_profile, read_profile, write_profile
+from pgle.profiles.merge import merge_profiles, merge_report, name_overlap, percentile_index
 
 # No public API exposes jaxlib's aggregate (JAX auto PGLE calls it from jax._src.compiler);
 # jax._src.lib._profiler.aggregate_profiled_instructions checked with jax/jaxlib 0.10.2.
@@ -127,7 +127,7 @@ def test_merge_directories_per_module(tmp_path):
 def test_merge_cli_json(tmp_path):
     from click.testing import CliRunner
 
-    from cli.main import cli
+    from pgle.cli.main import cli
 
     a = write_profile(Profile([("x", 1.0)]), tmp_path / "a.pb")
     b = write_profile(Profile([("x", 3.0)]), tmp_path / "b.pb")

@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cli.main import cli
+from pgle.cli.main import cli
 from pgle.errors import BadInput, ProfileError
-from pgle.profile import (
+from pgle.profiles.files import (
     Profile,
     convert_profile,
     load_profile_source,
@@ -19,7 +19,7 @@ from pgle.profile import (
     read_profile,
     write_profile,
 )
-from pgle.profile_stats import classify, diff_sources, inspect_report, inspect_source
+from pgle.profiles.stats import classify, diff_sources, inspect_report, inspect_source
 
 FA, FB = "a" * 32, "b" * 32
 

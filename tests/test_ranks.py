@@ -1,4 +1,4 @@
-"""Rank detection and per-rank output paths (pgle.ranks).
+"""Rank detection and per-rank output paths (pgle.jobs.ranks).
 
 The environment dicts below are what each launcher really sets (the SLURM
 ones were captured from srun and sbatch on the test cluster; the last tests
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pgle.errors import BadInput
-from pgle.ranks import RankInfo, detect, expand_path, fields_in, has_rank_placeholder, validate_template
+from pgle.jobs.ranks import RankInfo, detect, expand_path, fields_in, has_rank_placeholder, validate_template
 from slurm_fixture import slurm_cluster, slurm_test  # noqa: F401  (fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,7 +173,7 @@ def test_rank_placeholder_detection():
 # --- against a live SLURM ----------------------------------------------------
 
 DETECT = (
-    "import json, os; from pgle.ranks import detect, expand_path; i = detect(os.environ); "
+    "import json, os; from pgle.jobs.ranks import detect, expand_path; i = detect(os.environ); "
     "print('RANKINFO ' + json.dumps({**i.to_dict(), 'path': expand_path('p/%j/rank%r-of-%n.pb', i)}))"
 )
 

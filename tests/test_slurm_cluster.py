@@ -65,10 +65,11 @@ def test_sbatch_jobs_run_and_report_their_exit_code(slurm_cluster, tmp_path):
 
 
 # A minimal per-rank wrapper, as pgle's launcher will be: start the workload,
-# poll pgle.job's watchdog twice a second, stop the workload when a peer failed.
+# poll pgle.jobs.folder's watchdog twice a second, stop the workload when a peer failed.
 WRAPPER = r"""
 import json, os, subprocess, sys, time
-from pgle import job, ranks
+from pgle.jobs import folder as job
+from pgle.jobs import ranks
 info = ranks.detect(os.environ)
 jd = job.job_dir_for(info, explicit=sys.argv[1])
 job.mark_started(jd, info)

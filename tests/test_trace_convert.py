@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from pgle.errors import BadInput, ProfileError
-from pgle.profile import load_profile_source, parse_profile
-from pgle.trace_convert import apply_stat, convert_trace, convert_trace_detailed, parse_stat, read_log_fingerprints
+from pgle.profiles.files import load_profile_source, parse_profile
+from pgle.profiles.convert import apply_stat, convert_trace, convert_trace_detailed, parse_stat, read_log_fingerprints
 
 try:
     from tests.helpers.xspace import Event, TraceBuilder
@@ -232,7 +232,7 @@ def test_bad_trace_folders(tmp_path):
 def test_convert_cli_writes_a_directory_xla_reads(tmp_path):
     from click.testing import CliRunner
 
-    from cli.main import cli
+    from pgle.cli.main import cli
 
     run = tmp_path / "run"
     two_module_trace(warmup=False).write(run)

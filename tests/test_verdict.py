@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 from conftest import report_of, run_pgle, write_profile
-from pgle.verdict import LogScanner, judge
+from pgle.evidence.xla_log import LogScanner
+from pgle.verdicts.pgle_applied import judge
 
 FP1, FP2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 
@@ -127,7 +128,7 @@ def test_checker_off_leaves_coverage_unknown():
 
 
 def test_line_split_across_read_chunks(monkeypatch):
-    import pgle.verdict as verdict_module
+    import pgle.evidence.xla_log as verdict_module
 
     monkeypatch.setattr(verdict_module, "CHUNK", 7)
     v = verdict_of([absl("I", 1, "gpu_hlo_schedule.cc",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, pgle_env, pgle_lines, run_pgle
-from pgle import view
+from pgle.commands import view
 from pgle.errors import BadInput, PgleError
 
 pytest.importorskip("xprof")
@@ -86,7 +86,7 @@ def test_folders_without_a_trace_are_bad_input(tmp_path):
 
 
 def test_cli_prints_the_url_and_stops_on_ctrl_c(run_folder, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "view", str(run_folder),
+    proc = subprocess.Popen([sys.executable, "-m", "pgle", "view", str(run_folder),
                              "--port", "0", "--json"], cwd=tmp_path, env=pgle_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

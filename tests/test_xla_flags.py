@@ -1,4 +1,4 @@
-"""pgle.xla_flags reads XLA_FLAGS exactly as XLA does (tsl parse_flags_from_env.cc).
+"""pgle.xla.flags reads XLA_FLAGS exactly as XLA does (tsl parse_flags_from_env.cc).
 
 The parsing cases are checked against the real jaxlib too: XLA's device count
 on CPU shows which value of --xla_force_host_platform_device_count it read.
@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from pgle import flag_table
+from pgle.xla import flag_table
 from pgle.errors import FlagError
-from pgle.xla_flags import Flag, XlaFlags, lint, render_flag
+from pgle.xla.flags import Flag, XlaFlags, lint, render_flag
 
 COUNT = flag_table.HOST_DEVICE_COUNT
 

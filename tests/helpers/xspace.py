@@ -19,7 +19,7 @@ import functools
 import os
 from typing import Any
 
-from pgle.profile_proto import hlo_proto_class, xspace_class
+from pgle.profiles.proto import hlo_proto_class, xspace_class
 
 FINGERPRINT_ATTR = "fingerprint_before_lhs"
 

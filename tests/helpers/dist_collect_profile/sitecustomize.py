@@ -2,7 +2,7 @@
 
 Loaded by tests/test_multiprocess_collect.py through `PYTHONPATH`; product code never contains
 this seam. On CPU the JAX profiler records no device kernels, so jaxlib's
-`get_profiled_instructions_proto(run_folder)` (called by pgle/trace.py in pgle's own process,
+`get_profiled_instructions_proto(run_folder)` (called by pgle/profiles/jaxlib.py in pgle's own process,
 after the workload's real profiled window) returns an empty profile. This helper wraps that one
 conversion: when the real result is empty it returns a tiny valid ProfiledInstructionsProto that
 depends on the rank (SLURM_PROCID), so the merge on rank 0 has real numbers to combine.

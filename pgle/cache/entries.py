@@ -1,0 +1,362 @@
+"""The persistent compilation cache on disk: list, total, prune.
+
+Entries are `<module>-<64 hex>-cache` files, plus `<key>-atime` files when JAX
+runs with a size cap (jax/_src/lru_cache.py, jax >= 0.4.31). pgle touches only
+those two kinds of file: never `.lockfile`, `pgle-manifest.json`, XLA's
+autotune cache folder or anything else a user keeps there.
+
+Local directories are read with `os.scandir` (listing 10,000 entries must
+take well under a second); `gs://...` and other URLs go through etils.epath
+where the backend supports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import time
+from typing import Callable, Iterator
+
+from pgle.cache import manifest as cache_manifest
+from pgle.evidence import jax_log as jax_events
+from pgle.errors import BadInput, PgleError
+from pgle.report import Report
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    module: str
+    key: str
+    size: int  # bytes of the -cache file
+    mtime: float  # when JAX wrote it
+    atime_file: bool  # a -atime file exists (size-capped cache)
+    role: str  # cache_manifest.ROLE_*
+
+    def to_dict(self) -> dict:
+        return {"module": self.module, "key": self.key, "size": self.size, "mtime": self.mtime,
+                "modified": _iso(self.mtime), "role": self.role,
+                "role_label": cache_manifest.ROLE_LABELS[self.role], "atime_file": self.atime_file}
+
+
+# -- reading ------------------------------------------------------------------
+def _scan(cache_dir: str) -> Iterator[tuple[str, int, float]]:
+    """(name, size, mtime) of every plain file in the directory."""
+    if cache_manifest.is_remote(cache_dir):
+        from etils import epath
+
+        root = epath.Path(cache_dir)
+        try:
+            children = list(root.iterdir())
+        except Exception as e:  # epath backends raise their own types
+            raise BadInput(f"cannot list cache dir {cache_dir}: {e}.") from None
+        for child in children:
+            if jax_events.ENTRY_FILE.match(child.name):
+                st = child.stat()
+                yield child.name, int(getattr(st, "length", 0)), float(getattr(st, "mtime", 0.0))
+        return
+    try:
+        it = os.scandir(cache_dir)
+    except FileNotFoundError:
+        raise BadInput(f"cache dir {cache_dir} does not exist.") from None
+    except NotADirectoryError:
+        raise BadInput(f"{cache_dir} is not a directory.") from None
+    except PermissionError:
+        raise BadInput(f"cannot read cache dir {cache_dir}: permission denied.") from None
+    with it:
+        for de in it:
+            # Filter by name before stat: a name that is not an entry costs nothing.
+            if not de.name.endswith(("-cache", "-atime")):
+                continue
+            try:
+                if not de.is_file(follow_symlinks=False):
+                    continue
+                st = de.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # evicted while we looked
+            yield de.name, st.st_size, st.st_mtime
+
+
+def list_entries(cache_dir: str, manifest: dict | None = None) -> list[Entry]:
+    """Every cache entry, sorted by module then newest first."""
+    cache_dir = cache_manifest.local_form(cache_dir)
+    caches: dict[str, tuple[str, int, float]] = {}
+    atimes: set[str] = set()
+    for name, size, mtime in _scan(cache_dir):
+        m = jax_events.ENTRY_FILE.match(name)
+        if not m:
+            continue
+        if m["kind"] == "cache":
+            caches[m["key"]] = (m["module"], size, mtime)
+        else:
+            atimes.add(m["key"])
+    index = cache_manifest.key_roles(manifest) if manifest else {}
+    entries = [Entry(module, key, size, mtime, key in atimes, index.get(key, cache_manifest.ROLE_UNKNOWN))
+               for key, (module, size, mtime) in caches.items()]
+    entries.sort(key=lambda e: (e.module, -e.mtime, e.key))
+    return entries
+
+
+def totals(entries: list[Entry]) -> list[dict]:
+    """Per module: entry count, bytes, newest write, count per role."""
+    by_module: dict[str, dict] = {}
+    for e in entries:
+        t = by_module.setdefault(e.module, {"module": e.module, "entries": 0, "bytes": 0,
+                                            "newest": 0.0, "roles": {}})
+        t["entries"] += 1
+        t["bytes"] += e.size
+        t["newest"] = max(t["newest"], e.mtime)
+        t["roles"][e.role] = t["roles"].get(e.role, 0) + 1
+    out = []
+    for t in sorted(by_module.values(), key=lambda t: t["module"]):
+        t["status"] = _module_status(t["roles"])
+        t["newest"] = _iso(t["newest"])
+        out.append(t)
+    return out
+
+
+def _module_status(roles: dict[str, int]) -> str:
+    """The most useful role a module has in the cache (report `modules[].status`)."""
+    for role in (cache_manifest.ROLE_PGLE_OPTIMIZED, cache_manifest.ROLE_FIRST_PASS,
+                 cache_manifest.ROLE_PLAIN):
+        if roles.get(role):
+            return role
+    return cache_manifest.ROLE_UNKNOWN
+
+
+# -- commands -----------------------------------------------------------------
+def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
+    cache_dir = cache_manifest.local_form(cache_dir)
+    manifest = cache_manifest.load(cache_dir)
+    entries = [e for e in list_entries(cache_dir, manifest) if _selected(e.module, modules)]
+    per_module = totals(entries)
+    total_bytes = sum(e.size for e in entries)
+    report = Report(command="cache ls", status="ok", modules=per_module)
+    report.details = {"cache_dir": cache_dir, "manifest": manifest is not None,
+                      "entries": [e.to_dict() for e in entries],
+                      "total": {"entries": len(entries), "bytes": total_bytes,
+                                "modules": len(per_module)}}
+    report.summary = [f"{len(entries)} entries, {human_bytes(total_bytes)}, "
+                      f"{len(per_module)} modules in {cache_dir}"
+                      + ("" if manifest else " (no pgle manifest: roles unknown)")]
+    return report
+
+
+def stats(cache_dir: str) -> Report:
+    cache_dir = cache_manifest.local_form(cache_dir)
+    manifest = cache_manifest.load(cache_dir)
+    entries = list_entries(cache_dir, manifest)
+    per_module = totals(entries)
+    roles: dict[str, dict] = {}
+    for e in entries:
+        r = roles.setdefault(e.role, {"entries": 0, "bytes": 0})
+        r["entries"] += 1
+        r["bytes"] += e.size
+    report = Report(command="cache stats", status="ok", modules=per_module)
+    missing = manifest_keys_missing(manifest, {e.key for e in entries})
+    report.details = {"cache_dir": cache_dir, "manifest": manifest is not None, "roles": roles,
+                      "total": {"entries": len(entries), "bytes": sum(e.size for e in entries),
+                                "modules": len(per_module)},
+                      "oldest": _iso(min((e.mtime for e in entries), default=0.0)),
+                      "newest": _iso(max((e.mtime for e in entries), default=0.0)),
+                      "manifest_keys_missing": missing,
+                      "runs_in_progress": cache_manifest.runs_in_progress(manifest)}
+    report.summary = [f"{len(entries)} entries, {human_bytes(report.details['total']['bytes'])}, "
+                      f"{len(per_module)} modules"]
+    for role, r in sorted(roles.items()):
+        report.summary.append(f"  {cache_manifest.ROLE_LABELS[role]}: {r['entries']} entries, "
+                              f"{human_bytes(r['bytes'])}")
+    if missing:
+        report.warnings.append(
+            f"{len(missing)} entries recorded in the manifest are gone (pruned or evicted); "
+            "`pgle nsys` will fall back for those modules until you prewarm again.")
+    return report
+
+
+def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str, ...] = (),
+          yes: bool = False, now: float | None = None,
+          notify: Callable[[str], None] | None = None) -> Report:
+    """Delete entries last used more than `older_than` seconds ago and/or of `modules`.
+
+    Dry run unless `yes`. Needs at least one criterion, so a bare `prune` can
+    never empty a cache.
+    """
+    cache_dir = cache_manifest.local_form(cache_dir)
+    if older_than is None and not modules:
+        raise BadInput("prune needs --older-than DURATION and/or --module NAME.",
+                       hint="e.g. `pgle cache prune DIR --older-than 7d`.")
+    if yes:
+        check_writable_dir(cache_dir, create=False, what="prune")
+    manifest = cache_manifest.load(cache_dir)
+    busy = cache_manifest.runs_in_progress(manifest)
+    if busy and yes:
+        run = busy[0]
+        raise PgleError(
+            f"a pgle prewarm (pid {run.get('pid')} on {run.get('host')}) is writing to {cache_dir}; "
+            "prune after it finishes.")
+    now = time.time() if now is None else now
+    entries = list_entries(cache_dir, manifest)
+    chosen = []
+    for e in entries:
+        if modules and not _selected(e.module, modules):
+            continue
+        if older_than is not None and now - last_used(cache_dir, e) < older_than:
+            continue
+        chosen.append(e)
+    deleted, errors = [], []
+    if yes:
+        with _jax_cache_lock(cache_dir):
+            for e in chosen:
+                try:
+                    _delete_entry(cache_dir, e)
+                    deleted.append(e)
+                except OSError as err:
+                    errors.append(f"{e.key}: {err.strerror or err}")
+                if notify:
+                    notify(f"deleted {e.key}")
+    freed = sum(e.size for e in (deleted if yes else chosen))
+    report = Report(command="cache prune", status="ok" if not errors else "error",
+                    exit_code=0 if not errors else 1, modules=totals(chosen))
+    report.details = {"cache_dir": cache_dir, "dry_run": not yes,
+                      "selected": [e.to_dict() for e in chosen],
+                      "deleted": [e.key for e in deleted], "bytes": freed, "errors": errors}
+    verb = "deleted" if yes else "would delete"
+    report.summary = [f"{verb} {len(deleted) if yes else len(chosen)} of {len(entries)} entries "
+                      f"({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes to delete")]
+    if busy and not yes:
+        report.warnings.append(f"a pgle prewarm (pid {busy[0].get('pid')}) is writing to this cache; "
+                               "--yes will refuse until it finishes.")
+    report.reasons += errors
+    return report
+
+
+def check_writable_dir(cache_dir: str, *, create: bool, what: str = "use") -> str:
+    """Prove the directory takes new files (root ignores permission bits, so try it)."""
+    if cache_manifest.is_remote(cache_dir):
+        return cache_dir
+    try:
+        if create:
+            os.makedirs(cache_dir, exist_ok=True)
+        elif not os.path.isdir(cache_dir):
+            raise BadInput(f"cache dir {cache_dir} does not exist.")
+        import tempfile
+
+        fd, probe = tempfile.mkstemp(prefix=".pgle-probe-", dir=cache_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"cannot {what} cache dir {cache_dir}: {e.strerror or e}.",
+                       hint="Pick a directory you can write to (--cache-dir).") from None
+    return cache_dir
+
+
+def last_used(cache_dir: str, e: Entry) -> float:
+    """Newest of the write time and JAX's LRU access stamp (the -atime file, ns little-endian)."""
+    if not e.atime_file:
+        return e.mtime
+    try:
+        raw = _read_bytes(_join(cache_dir, e.key + jax_events.ATIME_SUFFIX))
+        return max(e.mtime, int.from_bytes(raw[:8], "little") / 1e9)
+    except (OSError, ValueError):
+        return e.mtime
+
+
+def _delete_entry(cache_dir: str, e: Entry) -> None:
+    # The -cache file first: JAX's eviction reads the -atime of every -cache it
+    # finds, so a -cache without its -atime would break JAX; the reverse is harmless.
+    for suffix in (jax_events.CACHE_SUFFIX, jax_events.ATIME_SUFFIX):
+        path = _join(cache_dir, e.key + suffix)
+        if not jax_events.ENTRY_FILE.match(os.path.basename(path)):
+            raise AssertionError(path)  # never delete anything else
+        try:
+            _unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+@contextlib.contextmanager
+def _jax_cache_lock(cache_dir: str) -> Iterator[None]:
+    """Hold JAX's own `.lockfile` (filelock.FileLock = fcntl.flock) while deleting,
+    so a size-capped JAX process never evicts or stamps an entry half-deleted."""
+    path = os.path.join(cache_dir, jax_events.LOCKFILE)
+    if cache_manifest.is_remote(cache_dir) or not os.path.exists(path):
+        yield
+        return
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def manifest_keys_missing(manifest: dict | None, present: set[str]) -> list[dict]:
+    if not manifest:
+        return []
+    return [{"module": module, "key": key}
+            for module, info in sorted(manifest.get("modules", {}).items())
+            for key in info.get("pgle_optimized_keys", []) if key not in present]
+
+
+# -- small helpers ------------------------------------------------------------
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'7d', '12h', '1d12h', '90m', '30s', '2w' -> seconds."""
+    s = text.strip().lower()
+    parts = _DURATION.findall(s)
+    if not s or not parts or "".join(n + u for n, u in parts) != s:
+        raise BadInput(f"--older-than {text!r} is not a duration.",
+                       hint="Use a number with a unit: 30m, 12h, 7d, 2w (or combined, 1d12h).")
+    return sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def _selected(module: str, patterns: tuple[str, ...]) -> bool:
+    if not patterns:
+        return True
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(module, p) for p in patterns)
+
+
+def _iso(t: float) -> str | None:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else None
+
+
+def _join(cache_dir: str, name: str) -> str:
+    return cache_manifest._join(cache_dir, name)
+
+
+def _read_bytes(path: str) -> bytes:
+    if cache_manifest.is_remote(path):
+        from etils import epath
+
+        return epath.Path(path).read_bytes()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _unlink(path: str) -> None:
+    if cache_manifest.is_remote(path):
+        from etils import epath
+
+        p = epath.Path(path)
+        if not p.exists():
+            raise FileNotFoundError(path)
+        p.unlink()
+        return
+    os.unlink(path)

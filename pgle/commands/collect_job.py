@@ -1,0 +1,259 @@
+"""The profile of a multi-process `pgle collect`: where each rank writes, and what rank 0 makes.
+
+Three ways, decided by `-o` and `--rank` (README "Running on a cluster"):
+
+- `-o` with a rank placeholder (`profiles/rank%r.pb`): every rank writes its own profile there;
+  rank 0's job report lists them (no merge: `pgle merge` them when you like).
+- `-o` without one (`profile.pb`): every rank writes `<job_dir>/profiles/rank-<r>.pb` (or a
+  directory `rank-<r>/` with --per-module), and rank 0 merges them into `-o` with jaxlib's rule
+  (percentile 90 by default, as JAX auto PGLE aggregates), with a manifest beside it.
+- `--rank N`: rank N alone runs the profiler and writes `-o`; the others run unprofiled, as
+  MaxText profiles one host.
+
+Every rank profiles the same step window. A rank whose profile is empty, or whose instruction
+names barely overlap the other ranks' (another program: other flags, shapes or sharding), is
+named by number in the job report. A merge uses every non-empty rank profile: pipeline stages
+legitimately compile different programs, and their union is what XLA looks names up in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping
+
+from pgle.profiles import manifest
+from pgle.profiles import files as profile
+from pgle.profiles import merge as profile_merge
+from pgle.errors import BadInput, EXIT_ERROR
+from pgle.jobs.driver import JobRun, aggregate_modules, ranks_phrase
+from pgle.jobs.ranks import has_rank_placeholder
+from pgle.report import Report
+
+STATUS_NOT_PROFILED = "not_profiled"
+DEFAULT_PERCENTILE = 90
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputPlan:
+    profiled: bool  # this rank runs the profiler
+    rank_output: str | None  # where this rank writes its profile (None: its run folder)
+    merged_output: str | None  # rank 0 merges the ranks' profiles into this
+    only_rank: int | None  # --rank N
+    per_rank_outputs: bool  # -o holds a rank placeholder
+
+    @property
+    def mode(self) -> str:
+        if self.only_rank is not None:
+            return "one_rank"
+        return "merge" if self.merged_output is not None else "per_rank"
+
+
+def plan(output: str | None, jr: JobRun, *, per_module: bool, only_rank: int | None) -> OutputPlan:
+    """Where this rank's profile goes; BadInput for a --rank outside the job."""
+    if only_rank is not None and not 0 <= only_rank < jr.world_size:
+        raise BadInput(f"--rank {only_rank} is not a rank of this job (ranks 0 to "
+                       f"{jr.world_size - 1}).")
+    expanded = jr.path(output)
+    if not jr.multiprocess:
+        return OutputPlan(True, expanded, None, only_rank, False)
+    if only_rank is not None:
+        return OutputPlan(jr.rank == only_rank, expanded if jr.rank == only_rank else None, None,
+                          only_rank, False)
+    if output is not None and has_rank_placeholder(output):
+        return OutputPlan(True, expanded, None, None, True)
+    if per_module:
+        mine = jr.job_dir / "profiles" / f"rank-{jr.rank}"
+        merged = expanded or str(jr.job_dir / "profiles" / "merged")
+    else:
+        suffix = os.path.splitext(expanded)[1] if expanded else ".pb"
+        profile.profile_format(f"x{suffix}")  # a wrong extension: the clear error, now
+        mine = jr.job_dir / "profiles" / f"rank-{jr.rank}{suffix}"
+        merged = expanded or str(jr.job_dir / f"profile{suffix}")
+    return OutputPlan(True, str(mine), merged, None, False)
+
+
+def not_profiled_report(jr: JobRun, ex, only_rank: int) -> Report:
+    report = Report("collect", STATUS_NOT_PROFILED, log_path=str(ex.run.log),
+                    run_dir=str(ex.run.path), workload_exit_code=ex.exit_code,
+                    exit_code=ex.exit_code)
+    report.details["backend"] = ex.events.backend
+    report.reasons.append(f"--rank {only_rank}: only rank {only_rank} runs the profiler.")
+    report.summary.append(f"rank {jr.rank} ran without the profiler (--rank {only_rank})")
+    return report
+
+
+# -- rank 0 -----------------------------------------------------------------------------------
+
+def combine(jr: JobRun, reports: Mapping[int, dict], missing: Mapping[int, str], *,
+            plan: OutputPlan, force: bool = False, allow_empty: bool = False,
+            percentile: int = DEFAULT_PERCENTILE) -> Report:
+    """The job report of `pgle collect`, and for a merge the merged profile itself."""
+    collected = {r: rep for r, rep in sorted(reports.items()) if rep.get("status") == "collected"}
+    profiled = {r: rep for r, rep in sorted(reports.items())
+                if rep.get("status") != STATUS_NOT_PROFILED}
+    not_collected = {r: rep for r, rep in profiled.items() if r not in collected}
+    report = Report("collect", "collected")
+    own = reports.get(jr.rank) or {}
+    report.log_path, report.trace_dir = own.get("log_path"), own.get("trace_dir")
+    report.details["mode"] = plan.mode
+    report.details["backend"] = own.get("backend")
+    report.details["window"] = own.get("window")  # rank 0's; every rank's below
+    report.details["windows"] = {r: rep.get("window") for r, rep in profiled.items()}
+    report.warnings += _window_warnings(profiled)
+    report.details["rank_profiles"] = [_rank_row(r, rep) for r, rep in sorted(reports.items())]
+    by_rank = {r: rep.get("modules") or [] for r, rep in profiled.items()}
+    if any(by_rank.values()):  # --per-module: which module got a file on which rank
+        report.modules = aggregate_modules(by_rank, ok="written")
+
+    if plan.mode == "one_rank":
+        return _one_rank(report, plan.only_rank, reports)
+
+    sources = _load_rank_profiles(collected, report)
+    for r in sorted(set(collected) - set(sources)):
+        not_collected[r] = collected.pop(r)
+    report.warnings += _overlap_warnings(sources)
+    if not_collected:
+        by_status: dict[str, list[int]] = {}
+        for r, rep in not_collected.items():
+            by_status.setdefault(rep.get("status") or "failed", []).append(r)
+        for status, rs in by_status.items():
+            why = "; ".join(dict.fromkeys(
+                (not_collected[r].get("reasons") or ["no reason given"])[0] for r in rs))
+            report.reasons.append(f"{ranks_phrase(rs)}: {status}: {why}")
+    if not sources:
+        statuses = {rep.get("status") for rep in not_collected.values()}
+        report.status = "empty" if statuses == {"empty"} else "failed"
+        report.exit_code = next((rep.get("exit_code") for rep in not_collected.values()
+                                 if rep.get("exit_code")), EXIT_ERROR)
+        if allow_empty and plan.mode == "merge" and report.status == "empty":
+            report.exit_code = 0
+        report.summary.append(f"collect failed: no rank produced a profile "
+                              f"({'; '.join(report.reasons) or 'no rank reported'})")
+        return report
+    if not_collected:
+        report.status = "partial"
+        report.warnings.append(
+            f"{ranks_phrase(not_collected)} gave no profile; "
+            + ("merged" if plan.mode == "merge" else "kept") + f" those of {ranks_phrase(sources)}")
+    if plan.mode == "per_rank":
+        report.profile = {"ranks": {r: collected[r].get("profile") for r in sources}}
+        total = sum((collected[r].get("profile") or {}).get("instructions") or 0 for r in sources)
+        report.summary.append(f"{len(sources)} rank profile(s) written "
+                              f"({total} instructions in all); merge them with `pgle merge`")
+        return report
+    return _merge(report, jr, plan, sources, collected, force=force, percentile=percentile)
+
+
+def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
+    rep = reports.get(only)
+    if rep is None:
+        report.status = "failed"
+        report.exit_code = EXIT_ERROR
+        report.reasons.append(f"rank {only}, the one profiled (--rank {only}), never reported.")
+        return report
+    report.status = rep.get("status")
+    report.exit_code = rep.get("exit_code") or 0
+    report.profile = rep.get("profile")
+    report.trace_dir = rep.get("trace_dir")
+    report.details["manifest"] = rep.get("manifest")
+    report.reasons += rep.get("reasons") or []
+    report.summary.append(f"rank {only} profiled (--rank {only}); the others ran unprofiled")
+    report.summary += [s for s in rep.get("summary") or [] if not s.startswith("rank ")]
+    return report
+
+
+def _rank_row(rank: int, rep: dict) -> dict:
+    prof = rep.get("profile") or {}
+    return {"rank": rank, "status": rep.get("status"),
+            "profile_path": prof.get("path"),
+            "instructions": prof.get("instructions", prof.get("instruction_count")),
+            "sha256": prof.get("sha256"), "window": rep.get("window")}
+
+
+def _load_rank_profiles(collected: Mapping[int, dict], report: Report) -> dict[int, Any]:
+    out = {}
+    for r, rep in collected.items():
+        path = (rep.get("profile") or {}).get("path")
+        try:
+            source = profile.load_profile_source(path)
+        except BadInput as e:
+            report.warnings.append(f"rank {r}: its profile {path} cannot be read: {e}")
+            continue
+        if source.is_empty():
+            continue
+        out[r] = source
+    return out
+
+
+def _overlap_warnings(sources: Mapping[int, Any]) -> list[str]:
+    """Ranks whose instruction names barely overlap the other ranks' (per module for
+    directories), named by number."""
+    if len(sources) < 2:
+        return []
+    out = []
+    fps = sorted({fp for s in sources.values() for fp in s.modules})
+    for fp in fps:
+        labelled = [(str(r), s.modules[fp]) for r, s in sources.items() if fp in s.modules]
+        low = [o for o in profile_merge.name_overlap(labelled) if o.low]
+        for o in low:
+            where = f" in module {fp}" if fp else ""
+            out.append(f"rank {o.label}'s profile shares only {o.shared:.0%} of its {o.names} "
+                       f"instruction names with the other ranks{where}: it probably ran another "
+                       "program (other flags, shapes, sharding or jax version).")
+    return out
+
+
+def _window_warnings(profiled: Mapping[int, dict]) -> list[str]:
+    seen: dict[tuple, list[int]] = {}
+    for r, rep in profiled.items():
+        w = rep.get("window") or {}
+        if w.get("first_step") is None:
+            continue
+        seen.setdefault((w.get("first_step"), w.get("steps")), []).append(r)
+    if len(seen) < 2:
+        return []
+    parts = [f"{ranks_phrase(rs)}: steps {a}..{a + (n or 1) - 1}" for (a, n), rs in seen.items()]
+    return ["the ranks profiled different steps (" + "; ".join(parts) + ")."]
+
+
+def _merge(report: Report, jr: JobRun, plan: OutputPlan, sources: Mapping[int, Any],
+           collected: Mapping[int, dict], *, force: bool, percentile: int) -> Report:
+    out = plan.merged_output
+    first = min(sources)
+    kinds = {s.kind for s in sources.values()}
+    if kinds == {"file"}:
+        merged = profile_merge.merge_profiles([s.modules[""] for s in sources.values()],
+                                              percentile=percentile)
+        written = profile.write_profile(merged, out, force=force)
+    else:
+        fps: dict[str, list] = {}
+        for s in sources.values():
+            for fp, p in s.modules.items():
+                fps.setdefault(fp, []).append(p)
+        modules = {fp: profile_merge.merge_profiles(ps, percentile=percentile)
+                   for fp, ps in fps.items()}
+        fmt = profile.TEXT if all(f.suffix == ".pbtxt" for s in sources.values()
+                                  for f in s.files) else profile.BINARY
+        written = profile.write_profile_directory(modules, out, fmt=fmt, force=force)
+    result = profile.load_profile_source(written)
+    sha = result.sha256
+    report.profile = {**result.to_dict(), "sha256": sha, "instructions": result.instruction_count,
+                      "latencies": result.latency_count,
+                      "merged_from": {r: str(s.path) for r, s in sources.items()},
+                      "method": "percentile", "percentile": percentile}
+    report.profile.pop("ignored", None)
+    # The manifest: the first rank's, for the merged profile, with the merge recorded.
+    rank_manifest = manifest.read(manifest.manifest_path(sources[first].path)) or {}
+    man = {**rank_manifest, "profile": report.profile,
+           "merge": {"method": "percentile", "percentile": percentile, "ranks": sorted(sources),
+                     "rule": "jaxlib's aggregate_profiled_instructions",
+                     "world_size": jr.world_size}}
+    man_path = manifest.manifest_path(written)
+    manifest.write(man_path, man)
+    report.details["manifest"] = str(man_path)
+    report.summary.append(
+        f"merged {len(sources)} rank profile(s) ({ranks_phrase(sources)}; percentile "
+        f"{percentile}, jaxlib's rule) into {out}: {result.instruction_count} instructions, "
+        f"{result.latency_count} latencies (sha256 {sha[:12]}), manifest {man_path}")
+    return report

@@ -1,0 +1,413 @@
+"""`pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS]`: the Nsight Systems run.
+
+The JAX profiler (auto PGLE) and Nsight Systems cannot both hold CUPTI, so the
+Nsight run must load the executables `pgle prewarm` cached instead of
+profiling: JAX_COMPILATION_CACHE_EXPECT_PGLE=true, auto PGLE off, and exactly
+the environment that produced the cache keys (from DIR/pgle-manifest.json).
+JAX then says, per module (jax 0.10.2, see pgle/evidence/jax_log.py):
+`PGLE-optimized <m> loaded from compilation cache` (loaded_optimized),
+`PERSISTENT CACHE MISS for PGLE-optimized <m> despite non-PGLE hit` (fell_back
+to the first-pass executable, which also has command buffers off), or
+`PERSISTENT CACHE WRITE with key <m>-...` / a cache miss (compiled_anew).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from typing import Callable
+
+from pgle.commands import auto
+from pgle.cache import entries as cache
+from pgle.cache import manifest as cache_manifest
+from pgle.launch import childenv
+from pgle.evidence import jax_log as jax_events
+from pgle.commands import prewarm
+from pgle.xla import versions
+from pgle.errors import BadInput, PgleError
+from pgle.report import Report
+from pgle.launch.workload import Workload
+
+STATUS_LOADED = "loaded_optimized"
+STATUS_FELL_BACK = "fell_back"
+STATUS_COMPILED_ANEW = "compiled_anew"
+
+INSTALL_HINT = ("Install NVIDIA Nsight Systems (it ships with the CUDA toolkit, and as the "
+                "`nsight-systems-cli` package in NVIDIA's CUDA/devtools apt and yum repositories; "
+                "downloads at https://developer.nvidia.com/nsight-systems), then put its bin/ on "
+                "PATH or pass --nsys /path/to/nsys.")
+
+# JAX_* variables that change logging or eviction only, never a cache key; and those
+# pgle sets itself in this run. Neither counts as drift.
+_NOT_IN_KEY = frozenset({
+    "JAX_LOGGING_LEVEL", "JAX_DEBUG_LOG_MODULES", "JAX_LOG_COMPILES", "JAX_EXPLAIN_CACHE_MISSES",
+    "JAX_TRACEBACK_FILTERING", "JAX_COMPILATION_CACHE_MAX_SIZE", "JAX_COMPILATION_CACHE_DIR",
+    "JAX_ENABLE_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "JAX_RAISE_PERSISTENT_CACHE_ERRORS",
+}) | prewarm.PHASE_VARIABLES
+
+
+@dataclasses.dataclass
+class NsysOptions:
+    workload: Workload
+    cache_dir: str
+    nsys_options: tuple[str, ...] = ()
+    nsys: str | None = None  # --nsys PATH
+    launcher: str | None = None  # --launcher CMD (e.g. nsys-jax): CMD [OPTIONS] -- python ...
+    force: bool = False
+    require_all: bool = False
+    require: tuple[str, ...] = ()
+    run_dir: str | None = None
+    log: str | None = None
+    ranks: tuple[int, ...] | None = None  # multi-process: only these ranks run under nsys
+    job_dir: str | None = None  # multi-process: the shared job folder
+    gather_timeout: float | None = None  # multi-process: rank 0's wait for the ranks' reports
+
+
+def parse_ranks(text: str) -> tuple[int, ...]:
+    """'0,8' or '0-3,8' -> (0, 8) / (0, 1, 2, 3, 8)."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                a, b = (int(x) for x in part.split("-", 1))
+                if b < a:
+                    raise ValueError
+                out += range(a, b + 1)
+            elif part:
+                out.append(int(part))
+    except ValueError:
+        raise BadInput(f"--ranks {text!r} is not a list of ranks like 0,8 or 0-3.") from None
+    if not out or min(out) < 0:
+        raise BadInput(f"--ranks {text!r} is not a list of ranks like 0,8 or 0-3.")
+    return tuple(sorted(set(out)))
+
+
+# Tokens in an nsys `-o` that make the report name differ between ranks: pgle's (filled in by
+# pgle) and nsys's own (%q{VAR} for the launcher's rank variable, %p for the process id).
+_PER_RANK_TOKENS = ("%r", "{rank}", "%q{SLURM_PROCID}", "%q{OMPI_COMM_WORLD_RANK}",
+                    "%q{PMI_RANK}", "%q{PGLE_RANK}", "%q{JOB_COMPLETION_INDEX}", "%p")
+
+
+def per_rank_options(options: tuple[str, ...], rank: int, profiled: int) -> tuple[str, ...]:
+    """nsys options with %r / {rank} in `-o` filled in; BadInput when several ranks run under
+    nsys and `-o` names one file for all of them."""
+    out = output_option(options)
+    if out is None:
+        return options  # the default report lies in each rank's run folder
+    if profiled > 1 and not any(t in out for t in _PER_RANK_TOKENS):
+        raise BadInput(f"nsys -o {out} would be written by all {profiled} profiled ranks.",
+                       hint="Add %r (pgle fills in the rank) or %q{SLURM_PROCID} to it, or leave "
+                            "-o out: each rank's report then lies in its run folder.")
+    filled = out.replace("%r", str(rank)).replace("{rank}", str(rank))
+    result = []
+    for word in options:
+        if word == out:
+            result.append(filled)
+        elif word.endswith("=" + out) or (word.startswith("-o") and word[2:] == out):
+            result.append(word[: len(word) - len(out)] + filled)
+        else:
+            result.append(word)
+    return tuple(result)
+
+
+# -- the tool -----------------------------------------------------------------------
+def find_tool(opts: NsysOptions, environ: dict[str, str]) -> tuple[str, str | None]:
+    """(absolute path, version line) of nsys or the --launcher; one clear error if missing."""
+    name = opts.launcher or opts.nsys or "nsys"
+    path = _which(name, environ)
+    if path is None:
+        if opts.launcher:
+            raise PgleError(f"launcher {opts.launcher!r} was not found (not on PATH, or not an "
+                            "executable file).", hint="Pass its full path to --launcher.")
+        where = f"at {opts.nsys}" if opts.nsys else "on PATH"
+        raise PgleError(f"nsys (NVIDIA Nsight Systems) was not found {where}.", hint=INSTALL_HINT)
+    version = None
+    if not opts.launcher:
+        try:
+            out = subprocess.run([path, "--version"], capture_output=True, timeout=60,
+                                 env=environ).stdout.decode(errors="replace").strip()
+            version = out.splitlines()[0] if out else None
+        except (OSError, subprocess.TimeoutExpired):
+            version = None
+    return path, version
+
+
+def _which(name: str, environ: dict[str, str]) -> str | None:
+    if os.sep in name:
+        return os.path.abspath(name) if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    return shutil.which(name, path=environ.get("PATH"))
+
+
+def output_option(options: tuple[str, ...]) -> str | None:
+    for i, word in enumerate(options):
+        if word in ("-o", "--output") and i + 1 < len(options):
+            return options[i + 1]
+        if word.startswith("--output="):
+            return word.split("=", 1)[1]
+        if word.startswith("-o") and len(word) > 2 and not word.startswith("--"):
+            return word[2:]
+    return None
+
+
+def command_prefix(tool: str, opts: NsysOptions, run_path: str) -> tuple[list[str], str | None]:
+    """The words before `python harness.py ...`, and where the report will be."""
+    options = list(opts.nsys_options)
+    if opts.launcher:
+        out = output_option(opts.nsys_options)
+        return [tool, *options, "--"], out
+    out = output_option(opts.nsys_options)
+    if out is None:
+        # A report inside the run folder: never clobbers, always found.
+        out = os.path.join(run_path, "nsys-report")
+        options = ["-o", out, *options]
+    report = out if out.endswith((".nsys-rep", ".qdrep")) else out + ".nsys-rep"
+    return [tool, "profile", *options], os.path.abspath(report)
+
+
+# -- drift ----------------------------------------------------------------------------
+def resolve_cache_dir(given: str, manifest_env: dict) -> tuple[str, list[str]]:
+    """The cache dir string to hand JAX, and drift sentences about it."""
+    recorded = manifest_env.get("cache_path")
+    norm = prewarm.normalize_cache_dir(given)
+    if not recorded or norm == recorded:
+        return norm, []
+    if not cache_manifest.is_remote(norm) and not cache_manifest.is_remote(recorded):
+        try:
+            if os.path.samefile(norm, recorded):
+                return recorded, []  # same directory, other spelling: use the recorded string
+        except OSError:
+            pass
+    if manifest_env.get("relocatable"):
+        return norm, []
+    return norm, [f"the cache was prewarmed at {recorded} and is now at {norm}: the cache key "
+                  "includes the directory path (prewarm with --relocatable to allow moving it)"]
+
+
+def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> list[str]:
+    """What differs from the prewarm run in ways that change cache keys."""
+    out = []
+    for package in ("jax", "jaxlib"):
+        then, now = manifest_env.get(package), versions.installed(package)
+        if then and now and then != now:
+            out.append(f"{package} {then} prewarmed the cache, {package} {now} runs now")
+    user_flags = environ.get("XLA_FLAGS")
+    if user_flags is not None and user_flags.strip():
+        then = jax_events.key_flag_words(manifest_env.get("user_XLA_FLAGS"))
+        now = jax_events.key_flag_words(user_flags)
+        if then != now:
+            out.append(f"XLA_FLAGS differ from the prewarm run: then {' '.join(then) or '(none)'}, "
+                       f"now {' '.join(now) or '(none)'}")
+    then_argv = sorted(manifest_env.get("argv_xla_flags") or [])
+    now_argv = sorted(a for a in workload.args if a.startswith("--xla"))
+    if then_argv != now_argv:
+        out.append(f"the workload's --xla arguments differ: then {then_argv}, now {now_argv}")
+    recorded = manifest_env.get("jax_variables") or {}
+    for name in sorted(k for k in environ if k.startswith("JAX_") and k not in _NOT_IN_KEY):
+        if recorded.get(name) != environ[name]:
+            then = recorded.get(name)
+            out.append(f"{name}={environ[name]} is set now, "
+                       + (f"{name}={then} in the prewarm run" if then is not None
+                          else "unset in the prewarm run"))
+    return out
+
+
+def child_environment(manifest_env: dict, environ: dict[str, str], cache_dir: str):
+    """The prewarm environment replayed, with EXPECT_PGLE on and auto PGLE off."""
+    environ = dict(environ)
+    if not (environ.get("XLA_FLAGS") or "").strip() and manifest_env.get("user_XLA_FLAGS"):
+        environ["XLA_FLAGS"] = manifest_env["user_XLA_FLAGS"]
+    variables = {**prewarm.cache_variables(cache_dir, False),
+                 "JAX_COMPILATION_CACHE_EXPECT_PGLE": "true", "JAX_ENABLE_PGLE": "false"}
+    defaults = {k: v for k, v in (manifest_env.get("jax_variables") or {}).items()
+                if k not in variables}
+    return childenv.build(environ, xla=auto.pgle_xla_flags(), variables=variables,
+                          defaults=defaults)
+
+
+# -- verdict --------------------------------------------------------------------------
+def judge_modules(facts: jax_events.RunFacts, manifest: dict) -> list[dict]:
+    prewarmed = manifest.get("modules", {})
+    out = []
+    for name in sorted(facts.modules):
+        m = facts.modules[name]
+        if not (m.pgle_loaded or m.pgle_miss or m.expect_writes or m.misses):
+            continue  # a module only seen writing or hitting outside the PGLE path
+        before = prewarmed.get(name)
+        row = {"module": name, "prewarm_status": (before or {}).get("status"),
+               "prewarm_executions": (before or {}).get("executions_seen")}
+        if m.pgle_loaded:
+            row.update(status=STATUS_LOADED, reason="loaded its PGLE-optimized executable", fix=None)
+        elif m.pgle_miss:
+            row["status"] = STATUS_FELL_BACK
+            plain = set((before or {}).get("plain_keys", []))
+            if before and plain & set(m.hits) and not before.get("first_pass_keys"):
+                row["reason"] = ("prewarm never ran it; an earlier EXPECT_PGLE run (e.g. `pgle nsys`) "
+                                 "compiled and cached it without PGLE; loaded that")
+                row["fix"] = "run the same code path (and shapes) during prewarm"
+            elif before and before.get("status") == prewarm.STATUS_OPTIMIZED:
+                row["reason"] = ("prewarm wrote its PGLE-optimized entry, but it is gone (pruned or "
+                                 "evicted) or its key changed; loaded the first-pass executable")
+                row["fix"] = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
+            else:
+                seen = (before or {}).get("executions_seen")
+                row["reason"] = ("loaded the first-pass executable: prewarm executed it "
+                                 + (auto.times(seen) if seen is not None else "too few times")
+                                 + ", fewer than runs+1")
+                row["fix"] = "run more steps in prewarm, or lower --runs"
+        else:
+            row["status"] = STATUS_COMPILED_ANEW
+            row["reason"] = ("prewarm compiled it with a different key (shapes, flags or code "
+                             "changed)" if before else "prewarm never compiled it")
+            row["fix"] = "run the same code path (and shapes) during prewarm"
+        out.append(row)
+    return out
+
+
+def overall_status(modules: list[dict]) -> str:
+    loaded = sum(1 for m in modules if m["status"] == STATUS_LOADED)
+    if modules and loaded == len(modules):
+        return STATUS_LOADED
+    return "partial" if loaded else STATUS_FELL_BACK
+
+
+# -- the workflow ---------------------------------------------------------------------
+def nsys(opts: NsysOptions, notify: Callable[[str], None] = lambda s: None,
+         environ: dict[str, str] | None = None) -> Report:
+    """One process: the Nsight run and its verdict. One rank of a multi-process job: the ranks
+    in --ranks (all by default) run under nsys, the others in the very same environment without
+    it; every rank's verdict goes to the job folder and rank 0 returns the job's."""
+    from functools import partial
+
+    from pgle.jobs.driver import JobRun, combine_modules
+
+    environ = dict(os.environ if environ is None else environ)
+    jr = JobRun.start("nsys", environ, job_dir=opts.job_dir, gather_timeout_s=opts.gather_timeout)
+    combine = partial(combine_modules, ok=STATUS_LOADED, overall=overall_status,
+                      headline="nsys", what="loaded PGLE-optimized",
+                      required=partial(auto.required_failures, ok=STATUS_LOADED,
+                                       require_all=opts.require_all, require=opts.require),
+                      keep=("cache_dir", "drift"))
+
+    def combine_with_reports(jr_, reports, missing):
+        report = combine(jr_, reports, missing)
+        found = {r: (rep.get("nsys") or {}).get("report") for r, rep in sorted(reports.items())
+                 if (rep.get("nsys") or {}).get("profiled")}
+        report.details["nsys_reports"] = found
+        if found:
+            report.summary.append("Nsight Systems reports: " + ", ".join(
+                f"rank {r}: {path}" for r, path in found.items()))
+        return report
+
+    return jr.complete(lambda: nsys_rank(opts, jr, jr.notifier(notify), environ),
+                       combine_with_reports)
+
+
+def nsys_rank(opts: NsysOptions, jr, notify: Callable[[str], None],
+              environ: dict[str, str]) -> Report:
+    from pgle.launch.runfolder import RunFolder
+
+    if not versions.supports_expect_pgle(versions.jax_version()):
+        raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
+                       "(added in jax 0.5.1); upgrade jax.")
+    given_cache = jr.path(opts.cache_dir)
+    manifest = cache_manifest.load(prewarm.normalize_cache_dir(given_cache))
+    if manifest is None or not manifest.get("environment"):
+        raise BadInput(f"{given_cache} holds no finished `pgle prewarm` (no "
+                       f"{cache_manifest.MANIFEST_NAME} with an environment).",
+                       hint=f"Run `pgle prewarm --cache-dir {given_cache} SCRIPT` first.")
+    if opts.ranks is not None and max(opts.ranks) >= jr.world_size:
+        raise BadInput(f"--ranks {','.join(map(str, opts.ranks))}: this job has ranks 0 to "
+                       f"{jr.world_size - 1} only.")
+    profiled = opts.ranks is None or jr.rank in opts.ranks
+    n_profiled = jr.world_size if opts.ranks is None else len(opts.ranks)
+    menv = manifest["environment"]
+    log = jr.per_rank_path(opts.log, "--log")
+    if profiled:
+        opts = dataclasses.replace(opts, nsys_options=per_rank_options(
+            opts.nsys_options, jr.rank, n_profiled if jr.multiprocess else 1))
+        tool, version = find_tool(opts, environ)
+    else:
+        tool, version = None, None
+    cache_dir, path_drift = resolve_cache_dir(given_cache, menv)
+    drifted = path_drift + drift(menv, environ, opts.workload)
+    if drifted and not opts.force:
+        raise BadInput("this run would not find the prewarmed executables (cache keys would "
+                       "differ): " + "; ".join(drifted) + ".",
+                       hint="Restore the prewarm environment, prewarm again, or pass --force.")
+    warnings = [f"drift (--force): {d}" for d in drifted]
+    missing = cache.manifest_keys_missing(manifest, {e.key for e in cache.list_entries(cache_dir)})
+    if missing:
+        warnings.append("PGLE-optimized entries recorded by prewarm are gone (pruned or evicted): "
+                        + ", ".join(sorted({m["module"] for m in missing})))
+    warnings += prewarm.size_cap_warnings(environ)
+    for w in warnings:
+        notify(f"warning: {w}")
+    child = child_environment(menv, environ, cache_dir)
+    for line in child.notices:
+        notify(line)
+    run = RunFolder.create("nsys", jr.run_dir(opts.run_dir))
+    if profiled:
+        prefix, report_path = command_prefix(tool, opts, str(run.path))
+        notify(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
+               f"{opts.workload.describe()} (run folder {run.path})")
+    else:
+        prefix, report_path = [], None
+        notify(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
+               f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
+               f"(run folder {run.path})")
+    ex = jr.execute(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
+                    warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=log)
+    facts = jax_events.summarize(ex.events.records)
+    modules = judge_modules(facts, manifest)
+    if not jr.multiprocess or jr.rank == 0:  # JAX writes from process 0 only
+        _record_plain_writes(cache_dir, facts)
+    # nsys returns the application's code; the harness saw the workload's own.
+    workload_code = (ex.events.exit or {}).get("code", ex.exit_code)
+    report = Report("nsys", overall_status(modules), workload_exit_code=workload_code,
+                    log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
+    report.warnings += warnings + child.warnings + _backend_drift(menv, ex.events.backend)
+    report.details.update({
+        "cache_dir": cache_dir, "nsys": {"path": tool, "version": version, "launcher": opts.launcher,
+                                         "argv": prefix, "exit_code": ex.exit_code,
+                                         "report": report_path, "profiled": profiled,
+                                         "report_exists": bool(report_path) and os.path.exists(report_path)},
+        "drift": drifted, "backend": ex.events.backend})
+    if not modules:
+        report.reasons.append("no module went through the compilation cache: is the workload using "
+                              "jax.jit, and did the harness start under the launcher?")
+    report.summary.append(f"nsys: {report.status}: "
+                          + auto.count_line(modules, STATUS_LOADED, "loaded PGLE-optimized"))
+    report.summary += auto.module_lines(modules)
+    if report_path:
+        report.summary.append(f"Nsight Systems report: {report_path}")
+    report.exit_code = auto.finish_code(report, ex.exit_code, STATUS_LOADED, opts.require_all,
+                                        opts.require)
+    return report
+
+
+def _backend_drift(menv: dict, backend: dict | None) -> list[str]:
+    if not backend:
+        return []
+    out = []
+    for field in ("platform", "device_kind", "device_count"):
+        then, now = menv.get(field), backend.get(field)
+        if then is not None and now is not None and then != now:
+            out.append(f"prewarm ran with {field} {then}, this run with {now}: cache keys differ")
+    return out
+
+
+def _record_plain_writes(cache_dir: str, facts: jax_events.RunFacts) -> None:
+    """Entries JAX wrote in this run were compiled without PGLE: `pgle cache ls` shows them as plain."""
+    written = {name: m.writes for name, m in facts.modules.items() if m.writes}
+    if not written:
+        return
+
+    def change(data: dict) -> None:
+        for name, keys in written.items():
+            cache_manifest.record_keys(data, name, cache_manifest.ROLE_PLAIN, keys)
+
+    cache_manifest.update(cache_dir, change)

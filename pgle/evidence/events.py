@@ -1,0 +1,67 @@
+"""Reading the harness's events file (JSON lines written by pgle/launch/harness.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+
+@dataclasses.dataclass
+class Step:
+    index: int
+    name: str
+    step_num: int | None
+    t_enter: float
+    t_exit: float | None = None
+
+
+@dataclasses.dataclass
+class RunEvents:
+    records: list[dict]
+    steps: list[Step]
+    backend: dict | None
+    trace: dict | None  # the trace_stop record of the kept trace
+    trace_errors: list[str]
+    compiles: list[dict]
+    exit: dict | None
+
+    @property
+    def platform(self) -> str | None:
+        return self.backend.get("platform") if self.backend else None
+
+    def of_kind(self, kind: str) -> list[dict]:
+        return [r for r in self.records if r.get("kind") == kind]
+
+
+def read_events(path: Path | str) -> RunEvents:
+    records = []
+    path = Path(path)
+    if path.exists():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash
+    steps: dict[int, Step] = {}
+    backend = trace = exit_ = None
+    errors, compiles = [], []
+    for r in records:
+        kind = r.get("kind")
+        if kind == "step_enter":
+            steps[r["index"]] = Step(r["index"], r.get("name", ""), r.get("step_num"), r["t"])
+        elif kind == "step_exit" and r.get("index") in steps:
+            steps[r["index"]].t_exit = r["t"]
+        elif kind == "backend" and backend is None:
+            backend = r
+        elif kind == "trace_stop":
+            trace = r
+        elif kind == "trace_error":
+            errors.append(r.get("error", ""))
+        elif kind == "compile":
+            compiles.append(r)
+        elif kind == "exit":
+            exit_ = r
+    return RunEvents(records, [steps[i] for i in sorted(steps)], backend, trace, errors,
+                     compiles, exit_)

@@ -1,0 +1,221 @@
+"""Evidence from XLA's log: what it says about each compiled module and PGLE profile.
+
+XLA logs, per module compiled while a profile is set (gpu_hlo_schedule.cc):
+`Using PGLE profile from <path>` then `Found profile for module <m>, using
+profile guided latency estimator`. "Found profile" is logged for every module
+when one file is given, even if nothing in it matches the module; what proves
+the fit is the accuracy checker (profile_guided_latency_estimator.cc), which
+prints `Found <n> instructions from the profile.`, `Missing <N> instructions
+from the profile.` and the missing names *only when something is missing*, in
+the compiling thread, without naming the module. So: a module whose "Found
+profile" line is followed by no checker block fitted fully (checker on, its
+default since jax 0.4.36); otherwise coverage = found / (found + missing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import BinaryIO, Iterable
+
+from pgle.evidence import logscan
+
+MAX_MISSING_NAMES = 50
+MAX_WAIT_LINES = 100_000
+_FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
+CHUNK = 8 << 20
+
+
+
+@dataclasses.dataclass
+class ModuleEvidence:
+    module: str | None
+    rank: int | None = None
+    fingerprint: str | None = None
+    profile_path: str | None = None
+    found_profile: bool = False
+    checker_found: int | None = None
+    checker_missing: int | None = None
+    missing_names: list[str] = dataclasses.field(default_factory=list)
+    discarded: bool = False
+    no_profile_file: bool = False
+    note: str | None = None
+
+
+@dataclasses.dataclass
+class _Thread:
+    fingerprint: tuple[str, str] | None = None  # (module, fingerprint) from the VLOG line
+    using: str | None = None
+    current: ModuleEvidence | None = None
+    expect_names: int = 0
+
+
+@dataclasses.dataclass
+class Evidence:
+    modules: list[ModuleEvidence] = dataclasses.field(default_factory=list)
+    reads: list[str] = dataclasses.field(default_factory=list)  # `Using PGLE profile from`
+    missing_files: list[str] = dataclasses.field(default_factory=list)
+    parse_errors: list[str] = dataclasses.field(default_factory=list)
+    cupti_contention: bool = False
+    pgle_lines: int = 0
+    bytes_scanned: int = 0
+
+
+class LogScanner:
+    """Feeds on log lines (bytes); keeps per-thread state, since modules compile in parallel."""
+
+    def __init__(self):
+        self.evidence = Evidence()
+        self._threads: dict[tuple, _Thread] = {}
+        self._expecting = 0  # threads still owed missing-instruction names
+        self._waited = 0  # lines read one by one since the last name
+
+    # -- input --------------------------------------------------------------
+    def scan_file(self, path: Path | str) -> Evidence:
+        with open(path, "rb") as f:
+            self.scan_stream(f)
+        return self.evidence
+
+    def scan_stream(self, f: BinaryIO) -> Evidence:
+        carry = b""
+        while True:
+            block = f.read(CHUNK)
+            if not block:
+                break
+            self.evidence.bytes_scanned += len(block)
+            data = carry + block
+            cut = data.rfind(b"\n") + 1
+            carry = data[cut:]
+            self._scan_block(data, cut)
+        if carry:
+            self._scan_block(carry + b"\n", len(carry) + 1)
+        return self.evidence
+
+    def feed_lines(self, lines: Iterable[bytes]) -> Evidence:
+        for line in lines:
+            self.feed(line)
+        return self.evidence
+
+    def _scan_block(self, data: bytes, end: int) -> None:
+        # Jump between lines holding a candidate literal (single-literal searches
+        # run several times faster than one alternation); after a "Missing N"
+        # line, read line by line until that thread's N names have come.
+        hits = sorted({m.start() for lit in logscan.CANDIDATES for m in lit.finditer(data, 0, end)})
+        pos = 0
+        while self._expecting and pos < end:  # names owed from the previous block
+            pos = self._feed_line(data, pos, end)
+        for hit in hits:
+            if hit < pos:
+                continue
+            nl_before = data.rfind(b"\n", pos, hit)
+            start = pos if nl_before < 0 else nl_before + 1
+            pos = self._feed_line(data, start, end)
+            while self._expecting and pos < end:
+                pos = self._feed_line(data, pos, end)
+
+    def _feed_line(self, data: bytes, start: int, end: int) -> int:
+        nl = data.find(b"\n", start, end)
+        nl = end - 1 if nl < 0 else nl
+        self.feed(data[start:nl])
+        if self._expecting:
+            self._waited += 1
+            if self._waited > MAX_WAIT_LINES:
+                # A cut log: the names will not come; stop reading line by line.
+                for state in self._threads.values():
+                    state.expect_names = 0
+                self._expecting = 0
+        return nl + 1
+
+    # -- the state machine ------------------------------------------------------
+    def feed(self, raw: bytes) -> None:
+        ev = self.evidence
+        if logscan.CUPTI_CONTENTION.search(raw):
+            ev.cupti_contention = True
+        line = logscan.parse_prefix(raw)
+        if line is None:
+            # The ERROR-level checker fails compilation; the status reaches Python's traceback.
+            if logscan.CHECK_DISCARD.search(raw.decode("utf-8", "replace")):
+                ev.pgle_lines += 1
+                last = next((m for m in reversed(ev.modules) if m.checker_missing), None)
+                if last is not None:
+                    last.discarded = True
+            return
+        key = (line.rank, line.thread)
+        state = self._threads.get(key)
+        if state is None:
+            state = self._threads[key] = _Thread()
+        msg = line.message
+        if state.expect_names:
+            m = logscan.CHECK_NAME.match(msg)
+            if m:
+                if state.current is not None and len(state.current.missing_names) < MAX_MISSING_NAMES:
+                    state.current.missing_names.append(m.group("name"))
+                state.expect_names -= 1
+                self._waited = 0
+                if not state.expect_names:
+                    self._expecting -= 1
+                return
+        self._message(msg, state, line.rank)
+
+    def _message(self, msg: str, state: _Thread, rank: int | None) -> None:
+        ev = self.evidence
+        if m := logscan.FINGERPRINT.match(msg):
+            state.fingerprint = (m.group("module"), m.group("fp"))
+            ev.pgle_lines += 1
+        elif m := logscan.USING_PROFILE.match(msg):
+            state.using = m.group("path")
+            ev.reads.append(state.using)
+            ev.pgle_lines += 1
+        elif m := logscan.FOUND_PROFILE.match(msg):
+            ev.pgle_lines += 1
+            module, fp = m.group("module"), None
+            if state.fingerprint:
+                module = module or state.fingerprint[0]
+                fp = state.fingerprint[1]
+            if fp is None and state.using:
+                fm = _FINGERPRINT_FILE.match(Path(state.using).name)
+                fp = fm.group(1) if fm else None
+            state.current = ModuleEvidence(module, rank, fp, state.using, found_profile=True)
+            ev.modules.append(state.current)
+            state.using = None
+            state.fingerprint = None
+        elif m := logscan.CHECK_FOUND.match(msg):
+            ev.pgle_lines += 1
+            self._current(state, rank).checker_found = int(m.group("n"))
+        elif m := logscan.CHECK_MISSING.match(msg):
+            ev.pgle_lines += 1
+            n = int(m.group("n"))
+            self._current(state, rank).checker_missing = n
+            if n and not state.expect_names:
+                self._expecting += 1
+            state.expect_names = n
+        elif m := logscan.FILE_MISSING.match(msg):
+            ev.pgle_lines += 1
+            path = m.group("path")
+            fm = _FINGERPRINT_FILE.match(Path(path).name)
+            if fm is None:
+                ev.missing_files.append(path)
+            elif fm.group(2) == "pb":
+                # XLA looks for <fp>.pbtxt, then <fp>.pb: both gone means no profile for it.
+                module = state.fingerprint[0] if state.fingerprint else None
+                ev.modules.append(ModuleEvidence(module, rank, fm.group(1), path,
+                                                 no_profile_file=True))
+                state.fingerprint = None
+        elif m := logscan.PARSE_FAILED.match(msg):
+            ev.pgle_lines += 1
+            ev.parse_errors.append(f"{m.group('path')}: {m.group('error')}")
+        elif logscan.FDO_UNPARSABLE.match(msg):
+            ev.pgle_lines += 1
+            ev.parse_errors.append("fdo_profile: not a valid ProfiledInstructionsProto")
+        elif m := logscan.MAY_NOT_APPLY.match(msg):
+            ev.pgle_lines += 1
+            if state.current is not None:
+                state.current.note = f"XLA: profile may not apply: {m.group('why')}"
+
+    def _current(self, state: _Thread, rank: int | None) -> ModuleEvidence:
+        if state.current is None:
+            # A checker block with no "Found profile" before it in this thread.
+            state.current = ModuleEvidence(None, rank, found_profile=True)
+            self.evidence.modules.append(state.current)
+        return state.current

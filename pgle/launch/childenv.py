@@ -1,0 +1,80 @@
+"""The environment of each workload launch: the user's, plus what the phase needs.
+
+The user's XLA_FLAGS are kept (order and text); pgle's flags are merged in,
+replacing a conflicting flag of theirs with a notice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from pgle.xla import versions
+from pgle.xla import flags as xla_flags
+from pgle.xla.flags import XlaFlags
+
+# Visible to the user in the manifest and in drift checks.
+RELEVANT_PREFIXES = ("JAX_", "TF_CPP_", "XLA_", "NCCL_", "CUDA_VISIBLE_DEVICES", "NVIDIA_")
+
+
+@dataclasses.dataclass
+class ChildEnv:
+    env: dict[str, str]
+    user_flags: XlaFlags
+    flags: XlaFlags  # what the child gets
+    notices: list[str]  # one line each: flags replaced, variables set
+    warnings: list[str]
+
+
+def build(
+    environ: dict[str, str] | None = None,
+    *,
+    xla: dict[str, str | None] | None = None,
+    variables: dict[str, str] | None = None,
+    defaults: dict[str, str] | None = None,
+    info_log: bool = False,
+) -> ChildEnv:
+    """`xla`: flags pgle must set; `variables`: set, replacing the user's (with a notice);
+    `defaults`: set only where the user has not."""
+    environ = dict(os.environ if environ is None else environ)
+    jax_version = versions.jax_version()
+    user = xla_flags.XlaFlags.parse(environ.get("XLA_FLAGS"))
+    warnings = xla_flags.lint(user, jax_version)
+    notices: list[str] = []
+    flags = user
+    if xla:
+        flags, flag_notices = user.merged(xla)
+        notices += flag_notices
+        environ["XLA_FLAGS"] = flags.render()
+    for key, value in (variables or {}).items():
+        if key in environ and environ[key] != value:
+            notices.append(f"replacing your {key}={environ[key]} with {key}={value}")
+        environ[key] = value
+    for key, value in (defaults or {}).items():
+        environ.setdefault(key, value)
+    # Output must reach the terminal as it is printed, not when a pipe buffer fills.
+    environ.setdefault("PYTHONUNBUFFERED", "1")
+    if info_log:
+        warning = ensure_info_log(environ, "'Using PGLE profile', 'Found profile for module'",
+                                  "pgle cannot see whether the profile was used")
+        if warning:
+            warnings.append(warning)
+    return ChildEnv(environ, user, flags, notices, warnings)
+
+
+def ensure_info_log(environ: dict[str, str], lines: str, consequence: str) -> str | None:
+    """Turn XLA's INFO log on (in place) unless the user chose a level; warn if theirs hides `lines`."""
+    level = environ.get("TF_CPP_MIN_LOG_LEVEL")
+    if level is None:
+        # JAX defaults it to 1, which hides XLA's INFO lines: the evidence.
+        environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+        return None
+    if level.strip() in ("0", ""):
+        return None
+    return (f"TF_CPP_MIN_LOG_LEVEL={level} hides XLA's {lines} lines, so {consequence}; unset it "
+            "or set it to 0.")
+
+
+def relevant(environ: dict[str, str]) -> dict[str, str]:
+    """The variables that change what XLA and JAX compile or log."""
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(RELEVANT_PREFIXES)}

@@ -1,0 +1,450 @@
+"""Runs inside the workload's process: `python -m pgle.launch.harness --spec SPEC -- SCRIPT ARGS`.
+
+It runs the user's script (or `-m module`) with runpy so that `sys.argv`,
+`sys.path[0]` and `__main__` look exactly as under plain `python`, and it
+observes the run from inside:
+
+- step boundaries, by wrapping `jax.profiler.StepTraceAnnotation` once the
+  workload imports jax (never earlier: JAX reads its JAX_* variables at import
+  and XLA_FLAGS at backend start, and a script may set them itself);
+- compilations, through `jax.monitoring` (public API);
+- records of the JAX loggers named in the spec, and Python warnings;
+- the JAX profiler window of `pgle collect`.
+
+Everything observed goes as JSON lines to the events file named in the spec.
+The profiler is only ever started once the backend is up (after the first
+compilation): `jax.profiler.start_trace` initializes the backends (jax 0.10.2,
+`jax/_src/profiler.py`), which would break a script that calls
+`jax.distributed.initialize()` or sets XLA_FLAGS itself.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.abc
+import importlib.util
+import json
+import logging
+import os
+import runpy
+import shutil
+import sys
+import threading
+import time
+import warnings
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was given
+
+
+class Events:
+    """Append-only JSON lines, safe from any thread, flushed per event."""
+
+    def __init__(self, path: str):
+        self._f = open(path, "a", encoding="utf-8", buffering=1)
+        self._lock = threading.Lock()
+
+    def write(self, kind: str, **fields) -> None:
+        record = {"kind": kind, "t": time.time(), **fields}
+        line = json.dumps(record, default=str)
+        with self._lock:
+            if not self._f.closed:
+                self._f.write(line + "\n")
+
+    def close(self) -> None:
+        with self._lock:
+            self._f.close()
+
+
+class ProfilerWindow:
+    """Decides when the JAX profiler runs, from step and compile events."""
+
+    def __init__(self, spec: dict | None, events: Events):
+        self.spec = spec or {}
+        self.events = events
+        self.mode = self.spec.get("mode")  # None | steps | time | whole | auto
+        self.start_step, self.count = self.spec.get("start", 0), self.spec.get("count", 0)
+        if self.mode == "auto":
+            self.start_step, self.count = AUTO_STEPS
+        self.dir = self.spec.get("dir")
+        self.active: str | None = None  # what the running trace is for: window | whole
+        self.done = False
+        self.started_at = 0.0
+        self.first_step_in_trace: int | None = None
+        self.steps_in_trace = 0
+        self.backend_up = False
+        self.seen_steps = False
+        self.lock = threading.RLock()
+        self._time_thread = None
+
+    # -- triggers ---------------------------------------------------------
+    def on_backend_up(self) -> None:
+        with self.lock:
+            if self.backend_up:
+                return
+            self.backend_up = True
+            if self.mode in ("whole", "auto") and not self.seen_steps and not self.done:
+                self._start("whole")
+            elif self.mode == "time":
+                self._time_thread = threading.Thread(target=self._time_window, daemon=True)
+                self._time_thread.start()
+
+    def on_step_enter(self, index: int) -> None:
+        with self.lock:
+            first = not self.seen_steps
+            self.seen_steps = True
+            if self.mode == "auto" and first and self.active == "whole":
+                # The script marks steps after all: drop the whole-run trace and
+                # profile steps 2..6 instead.
+                self._stop(discard=True)
+            if self.mode in ("steps", "auto") and not self.done and self.active is None:
+                if index == self.start_step and self.count > 0:
+                    self._start("window")
+            if self.active == "window":
+                if self.first_step_in_trace is None:
+                    self.first_step_in_trace = index
+
+    def on_step_exit(self, index: int) -> None:
+        with self.lock:
+            if self.active == "window" and self.first_step_in_trace is not None:
+                self.steps_in_trace = index - self.first_step_in_trace + 1
+                if self.mode in ("steps", "auto") and self.steps_in_trace >= self.count:
+                    self._stop()
+
+    def on_exit(self) -> None:
+        with self.lock:
+            if self.active:
+                self._stop(reason="workload ended")
+
+    # -- mechanics --------------------------------------------------------
+    def _time_window(self) -> None:
+        delay = float(self.spec.get("delay") or 0.0)
+        duration = float(self.spec.get("duration") or 0.0)
+        # The delay counts from process start; the trace never starts before the backend.
+        wait = PROCESS_START + delay - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        with self.lock:
+            if self.done or self.active:
+                return
+            self._start("window")
+        if duration > 0:
+            time.sleep(duration)
+            with self.lock:
+                if self.active:
+                    self._stop()
+
+    def _start(self, purpose: str) -> None:
+        import jax
+
+        target = self.dir if purpose != "whole" or self.mode == "whole" else self._scratch()
+        try:
+            jax.profiler.start_trace(target)
+        except Exception as e:  # another session (auto PGLE, the script's own) holds the profiler
+            self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
+            self.done = True
+            return
+        self.active = purpose
+        self.target = target
+        self.started_at = time.time()
+        self.events.write("trace_start", dir=target, purpose=purpose)
+
+    def _scratch(self) -> str:
+        # In auto mode a whole-run trace may be dropped; keep it apart until we know.
+        return os.path.join(self.dir, ".whole-run")
+
+    def _stop(self, discard: bool = False, reason: str | None = None) -> None:
+        import jax
+
+        _wait_for_devices()
+        try:
+            jax.profiler.stop_trace()
+        except Exception as e:
+            self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
+        seconds = time.time() - self.started_at
+        purpose, target = self.active, self.target
+        self.active = None
+        if discard:
+            shutil.rmtree(target, ignore_errors=True)
+            self.events.write("trace_discard", dir=target)
+            return
+        if purpose == "whole" and self.mode == "auto":
+            # Nothing marked steps: the whole run is the window; move it in place.
+            for name in os.listdir(target):
+                shutil.move(os.path.join(target, name), os.path.join(self.dir, name))
+            os.rmdir(target)
+        self.done = True
+        self.events.write(
+            "trace_stop", dir=self.dir, purpose=purpose, seconds=seconds,
+            first_step=self.first_step_in_trace,
+            steps=self.steps_in_trace if purpose == "window" and self.seen_steps else None,
+            reason=reason,
+        )
+
+
+def _wait_for_devices() -> None:
+    """Finish queued device work so the trace holds whole steps (async dispatch)."""
+    import jax
+
+    try:
+        for array in jax.live_arrays():
+            array.block_until_ready()
+    except Exception:
+        pass
+    try:
+        jax.effects_barrier()
+    except Exception:
+        pass
+
+
+class Harness:
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.events = Events(spec["events"])
+        self.window = ProfilerWindow(spec.get("profile"), self.events)
+        self.step_name = (spec.get("profile") or {}).get("step_name") or spec.get("step_name")
+        self.step_index = 0
+        self.jax_ready = False
+        self.backend_recorded = False
+        self.lock = threading.Lock()
+
+    # -- jax hooks ----------------------------------------------------------
+    def install(self) -> None:
+        if "jax" in sys.modules and hasattr(sys.modules["jax"], "profiler"):
+            self.on_jax_imported()
+        else:
+            sys.meta_path.insert(0, _JaxImportHook(self))
+        self._capture_warnings()
+
+    def on_jax_imported(self) -> None:
+        if self.jax_ready:
+            return
+        self.jax_ready = True
+        import jax
+        import jax.monitoring
+        import jax.profiler
+
+        jax.profiler.StepTraceAnnotation = _step_annotation_class(
+            jax.profiler.StepTraceAnnotation, self)
+        jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+        jax.monitoring.register_event_listener(self._on_event)
+        for entry in self.spec.get("capture_loggers", []):
+            _capture_logger(entry["name"], entry.get("level", "DEBUG"), self.events)
+        if self.spec.get("observe_pgle"):
+            _observe_pgle(self.events)
+        self.events.write("jax_imported", version=getattr(jax, "__version__", None))
+
+    def _on_duration(self, event: str, duration: float, **kwargs) -> None:
+        if event != BACKEND_COMPILE_EVENT:
+            return
+        self.events.write("compile", fun_name=kwargs.get("fun_name"), seconds=duration)
+        self._record_backend()
+        self.window.on_backend_up()
+
+    def _on_event(self, event: str, **kwargs) -> None:
+        if event.startswith("/jax/compilation_cache/") or "pgle" in event.lower():
+            self.events.write("jax_event", event=event, **{k: str(v) for k, v in kwargs.items()})
+
+    def _record_backend(self) -> None:
+        with self.lock:
+            if self.backend_recorded:
+                return
+            self.backend_recorded = True
+        import jax
+
+        try:
+            devices = jax.devices()
+            self.events.write(
+                "backend", platform=jax.default_backend(), device_count=len(devices),
+                local_device_count=jax.local_device_count(),
+                device_kind=devices[0].device_kind if devices else None,
+                process_index=jax.process_index(), process_count=jax.process_count(),
+            )
+        except Exception as e:
+            self.events.write("backend_error", error=f"{type(e).__name__}: {e}")
+
+    # -- steps --------------------------------------------------------------
+    def step_enter(self, name: str, step_num) -> int | None:
+        if self.step_name and name != self.step_name:
+            return None
+        with self.lock:
+            index = self.step_index
+            self.step_index += 1
+        self.window.on_step_enter(index)
+        self.events.write("step_enter", name=name, step_num=step_num, index=index)
+        return index
+
+    def step_exit(self, index: int | None) -> None:
+        if index is None:
+            return
+        self.events.write("step_exit", index=index)
+        self.window.on_step_exit(index)
+
+    # -- warnings -----------------------------------------------------------
+    def _capture_warnings(self) -> None:
+        original = warnings.showwarning
+        events = self.events
+
+        def showwarning(message, category, filename, lineno, file=None, line=None):
+            events.write("warning", category=category.__name__, message=str(message),
+                         filename=filename, lineno=lineno)
+            return original(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = showwarning
+        for category in self.spec.get("warnings_always", []):
+            warnings.filterwarnings("always", category=getattr(builtins, category, Warning))
+
+    # -- run ------------------------------------------------------------------
+    def run(self) -> int:
+        workload = self.spec["workload"]
+        self.events.write("start", pid=os.getpid(), argv=sys.argv, python=sys.version.split()[0])
+        self.install()
+        code = 0
+        try:
+            if workload.get("module"):
+                sys.argv = [workload["module"], *workload["args"]]
+                sys.path[0] = os.getcwd()  # as `python -m` does
+                runpy.run_module(workload["module"], run_name="__main__", alter_sys=True)
+            else:
+                script = workload["script"]
+                sys.argv = [script, *workload["args"]]
+                sys.path[0] = os.path.dirname(script)  # as `python script.py` does
+                runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:
+            code = _exit_code(e.code)
+            self._finish(code)
+            raise
+        except KeyboardInterrupt:
+            self.events.write("exit", code=130, interrupted=True)
+            self.events.close()
+            raise
+        except BaseException as e:
+            self._finish(1, error=f"{type(e).__name__}: {e}")
+            raise
+        self._finish(code)
+        return code
+
+    def _finish(self, code: int, error: str | None = None) -> None:
+        try:
+            self.window.on_exit()
+        except Exception as e:
+            self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
+        self.events.write("exit", code=code, error=error)
+        self.events.close()
+
+
+class _JaxImportHook(importlib.abc.MetaPathFinder):
+    """Calls the harness right after the workload's own `import jax` completes."""
+
+    def __init__(self, harness: Harness):
+        self.harness = harness
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "jax":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("jax")
+        if spec is None or spec.loader is None:
+            return spec
+        loader, harness = spec.loader, self.harness
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            harness.on_jax_imported()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _step_annotation_class(base, harness: Harness):
+    class StepTraceAnnotation(base):
+        __doc__ = base.__doc__
+
+        def __init__(self, name: str, **kwargs):
+            super().__init__(name, **kwargs)
+            self._pgle_name = name
+            self._pgle_step = kwargs.get("step_num")
+            self._pgle_index = None
+
+        def __enter__(self):
+            self._pgle_index = harness.step_enter(self._pgle_name, self._pgle_step)
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            result = super().__exit__(*exc)
+            harness.step_exit(self._pgle_index)
+            return result
+
+    StepTraceAnnotation.__module__ = base.__module__
+    StepTraceAnnotation.__qualname__ = base.__qualname__
+    return StepTraceAnnotation
+
+
+def _observe_pgle(events: Events) -> None:
+    """Per-execution auto PGLE events (pgle/launch/jax_internals.py); the verdict works without them."""
+    try:
+        try:
+            from pgle.launch import jax_internals
+        except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
+            sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+            from pgle.launch import jax_internals
+        ok = jax_internals.observe_pgle(events.write)
+    except Exception as e:  # never break the user's run for a diagnostic
+        events.write("observe_error", error=f"{type(e).__name__}: {e}")
+        ok = False
+    events.write("observe_pgle", installed=ok)
+
+
+def _capture_logger(name: str, level: str, events: Events) -> None:
+    """Record `name`'s records down to `level` without changing what the user sees.
+
+    The logger's level is lowered so JAX emits the records; a logger filter sends
+    the ones below the level the user had straight to the events file and keeps
+    them from the user's handlers.
+    """
+    logger = logging.getLogger(name)
+    user_level = logger.level
+    capture_level = logging.getLevelName(level) if isinstance(level, str) else level
+
+    def visible_level() -> int:
+        if user_level != logging.NOTSET:
+            return user_level
+        return logger.parent.getEffectiveLevel() if logger.parent else logging.WARNING
+
+    def record_filter(record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            message = str(record.msg)
+        events.write("log", logger=record.name, level=record.levelname, message=message)
+        return record.levelno >= visible_level()
+
+    logger.addFilter(record_filter)
+    if logger.getEffectiveLevel() > capture_level:
+        logger.setLevel(capture_level)
+
+
+def _exit_code(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    return 1  # sys.exit("message") prints the message and exits 1
+
+
+PROCESS_START = time.time()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) < 2 or argv[0] != "--spec":
+        sys.stderr.write("usage: python -m pgle.launch.harness --spec SPEC.json\n")
+        sys.exit(2)
+    with open(argv[1], encoding="utf-8") as f:
+        spec = json.load(f)
+    Harness(spec).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,708 @@
+"""pgle's own trace -> profile converter: per module, a chosen statistic, a step window.
+
+Why not only jaxlib's `get_profiled_instructions_proto`: it pools every event of
+an instruction name across all modules, devices, streams, steps and hosts into
+one arithmetic mean, warm-up included (pgle-facts.md section 2). A train step
+and an eval step that both have a `fusion.3` get one blended cost, applied to
+every module. This converter reads the same `<host>.xplane.pb` files, groups
+device events by module (`hlo_module` + `program_id`), keeps only events inside
+the profiled step window, and applies `stat` (default median) per instruction.
+
+Compatibility contract (tested): with `per_module=False, stat="mean"`, no
+window and `qualify=False`, the output equals jaxlib's converter on the same
+run folder (checked against jaxlib 0.10.2, whose logic lives in
+`xla/python/xplane_to_profile_instructions.cc`): same planes (`/device:GPU:*`,
+else TPU, else CUSTOM), every line but "Async XLA Ops", events carrying both
+`hlo_op` and `hlo_module` (metadata stats first, event stats override), internal
+host events skipped, fragments of one op merged by `scope_range_id` (else by
+start timestamp) into one span per host, names qualified `<fp>::<op>` only when
+the metadata plane's HLO proto has `fingerprint_before_lhs` on the ROOT
+instruction of its entry computation.
+
+Fingerprints for per-module output come from, in order: the module-level
+frontend attribute `fingerprint_before_lhs` of the HLO proto in the
+`/host:metadata` plane (where XLA stores it since jax 0.4.24), the ROOT
+instruction attribute (older XLA), then the VLOG line `Fingerprint before LHS
+for module <name>(<id>) = <hex>` in the run's log (`TF_CPP_VMODULE=gpu_hlo_schedule=1`).
+
+Pure Python + protobuf: no jax import, so it works in the CLI process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Any
+
+from pgle.errors import BadInput, ProfileError
+from pgle.profiles.files import FINGERPRINT_RE, QUALIFIER, Profile
+from pgle.profiles.proto import hlo_proto_class
+
+# tsl/profiler/utils/xplane_schema.h
+GPU_PLANE_PREFIX = "/device:GPU:"
+TPU_PLANE_PREFIX = "/device:TPU:"
+CUSTOM_PLANE_PREFIX = "/device:CUSTOM:"
+METADATA_PLANE = "/host:metadata"
+TASK_ENV_PLANE = "Task Environment"
+ASYNC_OPS_LINE = "Async XLA Ops"
+FINGERPRINT_ATTR = "fingerprint_before_lhs"
+# tsl IsInternalEvent(): host events jaxlib's converter never counts.
+INTERNAL_EVENTS = frozenset({
+    "MemoryAllocation", "MemoryDeallocation", "PrefetchProduce", "PrefetchConsume",
+    "ParallelInterleaveProduce", "ParallelInterleaveConsume",
+    "ParallelInterleaveInitializedInput", "ParallelMapProduce", "ParallelMapConsume",
+    "MapAndBatchProduce", "MapAndBatchConsume", "ParseExampleProduce", "ParseExampleConsume",
+})
+FINGERPRINT_LOG_RE = re.compile(
+    r"Fingerprint before LHS for module (?P<name>.+?)\((?P<id>-?\d+)\) = (?P<fp>[0-9a-fA-F]+)\s*$")
+STATS = ("median", "mean", "min", "max")
+# Timestamps below this are relative to the profile start (TSL normalizes them on export).
+_ABSOLUTE_NS = 10**17
+
+
+def parse_stat(stat: str) -> str:
+    """Validate `--stat`: median | mean | min | max | p<0-100> (jaxlib's percentile index rule)."""
+    s = str(stat).strip().lower()
+    if s in STATS:
+        return s
+    m = re.fullmatch(r"p(\d{1,3})", s)
+    if m and 0 <= int(m.group(1)) <= 100:
+        return f"p{int(m.group(1))}"
+    raise BadInput(f"unknown statistic '{stat}'.",
+                   hint="Use median, mean, min, max or pNN (a percentile from p0 to p100).")
+
+
+def apply_stat(values: list[float], stat: str) -> float:
+    if stat == "mean":
+        # Left-to-right double sum, like std::accumulate in jaxlib: same order, same bits.
+        total = 0.0
+        for v in values:
+            total += v
+        return total / len(values)
+    if stat == "min":
+        return min(values)
+    if stat == "max":
+        return max(values)
+    ordered = sorted(values)
+    n = len(ordered)
+    if stat == "median":
+        mid = n // 2
+        return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    p = int(stat[1:])
+    return ordered[int(p / 100.0 * (n - 1))]
+
+
+@dataclasses.dataclass
+class ModuleSummary:
+    """One HLO module seen in the trace (a row of the per-module report)."""
+
+    name: str
+    program_id: int | None
+    fingerprint: str | None
+    fingerprint_source: str | None  # 'hlo-module' | 'hlo-root' | 'log' | None
+    instruction_count: int = 0
+    event_count: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.name if self.program_id is None else f"{self.name}({self.program_id})"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["module"] = self.label
+        return d
+
+
+@dataclasses.dataclass
+class TraceConversion:
+    """Everything the converter learned; `profiles` is what gets written."""
+
+    profiles: dict[str, Profile]  # fingerprint -> profile (per module) or {'': profile}
+    modules: list[ModuleSummary]
+    xplane_files: list[str]
+    device_planes: int
+    events_used: int
+    events_outside_window: int
+    stat: str
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stat": self.stat,
+            "xplane_files": self.xplane_files,
+            "device_planes": self.device_planes,
+            "events_used": self.events_used,
+            "events_outside_window": self.events_outside_window,
+            "modules": [m.to_dict() for m in self.modules],
+            "profiles": {fp: {"instruction_count": p.instruction_count} for fp, p in self.profiles.items()},
+            "warnings": list(self.warnings),
+        }
+
+
+def convert_trace(run_dir: Any, *, per_module: bool, stat: str = "median", log_path: Any = None,
+                  steps_window: Any = None, qualify: bool = False,
+                  merge_fragments: bool | None = None) -> dict[str, Profile]:
+    """Profiles from a trace run folder: `{fingerprint: Profile}` per module, else `{'': Profile}`.
+
+    `steps_window`: one `(start_ns, end_ns)` pair or a list of them, in Unix-epoch
+    nanoseconds (`time.time_ns()` in the workload); an execution is kept when it
+    starts inside one. `qualify` (single file only): prefix every instruction with
+    its module's fingerprint from any source, not only where jaxlib would.
+    `merge_fragments` (default: on per module, off for a single file): count the
+    kernels of one op execution (same `scope_range_id` on one device) as one span,
+    as XLA main does since 2025; jaxlib 0.10.2 counts each kernel separately.
+    """
+    return convert_trace_detailed(run_dir, per_module=per_module, stat=stat, log_path=log_path,
+                                  steps_window=steps_window, qualify=qualify,
+                                  merge_fragments=merge_fragments).profiles
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def is_trace_run_dir(path: Any) -> bool:
+    """True for a folder holding `*.xplane.pb` files (a trace run folder)."""
+    try:
+        return os.path.isdir(path) and any(n.endswith("xplane.pb") for n in os.listdir(path))
+    except OSError:
+        return False
+
+
+def find_xplane_files(run_dir: Any) -> list[str]:
+    """The `*.xplane.pb` files directly in `run_dir` (jaxlib's reader is not recursive either)."""
+    run_dir = os.fspath(run_dir)
+    if not os.path.isdir(run_dir):
+        raise ProfileError(f"trace folder {run_dir} does not exist or is not a directory.")
+    try:
+        # Directory order, not sorted: jaxlib reads hosts in this order, and the
+        # order of a floating-point sum decides its last bits.
+        names = os.listdir(run_dir)
+    except PermissionError:
+        raise ProfileError(f"trace folder {run_dir} is not readable (permission denied).") from None
+    files = [os.path.join(run_dir, n) for n in names if n.endswith("xplane.pb")]
+    if not files:
+        hint = "Pass the run folder <log_dir>/plugins/profile/<timestamp>/."
+        nested = os.path.join(run_dir, "plugins", "profile")
+        if os.path.isdir(nested):
+            runs = sorted(os.listdir(nested))
+            if runs:
+                hint = f"Pass the run folder itself, for example {os.path.join(nested, runs[-1])}."
+        raise ProfileError(f"trace folder {run_dir} holds no .xplane.pb file.", hint=hint)
+    return files
+
+
+class _HostTrace:
+    """One `<host>.xplane.pb`: planes split from the bytes, each parsed only when needed."""
+
+    def __init__(self, path: str):
+        from pgle.profiles.proto import WireError, split_xspace
+
+        self.path = path
+        try:
+            with open(path, "rb") as f:
+                self.data = f.read()
+        except OSError as e:
+            raise ProfileError(f"cannot read trace {path}: {e.strerror or e}.") from None
+        try:
+            self.planes = split_xspace(self.data)
+        except WireError as e:
+            raise _corrupt(path, f"at byte {e.offset} ({e.what})") from None
+
+    def parse(self, index: int):
+        from google.protobuf.message import DecodeError
+
+        from pgle.profiles.proto import xplane_class
+
+        try:
+            return xplane_class().FromString(self.planes[index][1])
+        except DecodeError:
+            raise _corrupt(self.path, f"in plane {self.planes[index][0]!r}") from None
+
+    def first(self, name: str):
+        """The first plane with this name (tsl FindPlaneWithName), parsed, or None."""
+        for i, (n, _) in enumerate(self.planes):
+            if n == name:
+                return self.parse(i)
+        return None
+
+    def device_plane_indices(self) -> list[int]:
+        """GPU planes, else TPU, else CUSTOM (jaxlib does not expect a mix)."""
+        for prefix in (GPU_PLANE_PREFIX, TPU_PLANE_PREFIX, CUSTOM_PLANE_PREFIX):
+            found = [i for i, (n, _) in enumerate(self.planes) if n.startswith(prefix)]
+            if found:
+                return found
+        return []
+
+    def close(self) -> None:
+        self.planes = []
+        self.data = b""
+
+
+def _corrupt(path: str, where: str) -> ProfileError:
+    return ProfileError(f"trace {path} is not a valid XSpace protobuf: parsing failed {where}.",
+                        hint="Capture the trace again; make sure the profiler was stopped cleanly.")
+
+
+def _stat_str(stat, ref_names: dict[int, str]) -> str | None:
+    """tsl XStatVisitor::ToString(); None when no value is set (jaxlib skips those)."""
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "str_value":
+        return stat.str_value
+    if kind == "ref_value":
+        return ref_names.get(stat.ref_value, "")
+    if kind == "int64_value":
+        return str(stat.int64_value)
+    if kind == "uint64_value":
+        return str(stat.uint64_value)
+    if kind == "double_value":
+        return f"{stat.double_value:.6g}"
+    return "<opaque bytes>"
+
+
+def _stat_int(stat) -> int | None:
+    """The stat as an integer; a uint64 comes back as `("u", value)`, kept apart because
+    jaxlib's IntValue() reads only int64_value (so it sees 0 there). None when not set."""
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "uint64_value":
+        return ("u", stat.uint64_value)
+    return stat.int64_value
+
+
+@dataclasses.dataclass
+class _HloModuleInfo:
+    name: str
+    id: int
+    module_fp: str | None
+    root_fp: str | None
+
+
+def _hlo_modules(plane) -> list[_HloModuleInfo]:
+    """Modules whose HloProto is in the metadata plane (any bytes stat that parses as one)."""
+    from google.protobuf.message import DecodeError
+
+    out = []
+    if plane is None:
+        return out
+    HloProto = hlo_proto_class()
+    for em in plane.event_metadata.values():
+        for st in em.stats:
+            if st.WhichOneof("value") != "bytes_value":
+                continue
+            try:
+                module = HloProto.FromString(st.bytes_value).hlo_module
+            except DecodeError:
+                continue
+            if not module.computations:
+                continue
+            out.append(_HloModuleInfo(
+                name=module.name, id=module.id,
+                module_fp=module.frontend_attributes.map.get(FINGERPRINT_ATTR) or None,
+                root_fp=_root_fingerprint(module)))
+    return out
+
+
+def _root_fingerprint(module) -> str | None:
+    entry = None
+    for comp in module.computations:
+        if comp.id == module.entry_computation_id or (
+                module.entry_computation_name and comp.name == module.entry_computation_name):
+            entry = comp
+    if entry is None:
+        entry = module.computations[-1]  # callees come before callers; the entry is last
+    for ins in entry.instructions:
+        if ins.id == entry.root_id:
+            return ins.frontend_attributes.map.get(FINGERPRINT_ATTR) or None
+    return None
+
+
+def read_log_fingerprints(log_path: Any) -> tuple[dict[tuple[str, int], str], list[str]]:
+    """`(module name, unique id) -> fingerprint` from VLOG lines; warnings for conflicting lines."""
+    found: dict[tuple[str, int], str] = {}
+    conflicts: set[tuple[str, int]] = set()
+    try:
+        with open(os.fspath(log_path), "r", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if "Fingerprint before LHS" not in line:
+                    continue
+                m = FINGERPRINT_LOG_RE.search(line)
+                if not m:
+                    continue
+                key = (m.group("name"), int(m.group("id")))
+                fp = m.group("fp").lower()
+                if key in found and found[key] != fp:
+                    conflicts.add(key)
+                found[key] = fp
+    except FileNotFoundError:
+        raise BadInput(f"log {os.fspath(log_path)} does not exist.") from None
+    except OSError as e:
+        raise BadInput(f"cannot read log {os.fspath(log_path)}: {e.strerror or e}.") from None
+    warnings = []
+    for key in sorted(conflicts):
+        found.pop(key)
+        warnings.append(f"the log gives module {key[0]}({key[1]}) more than one fingerprint "
+                        "(several processes?); it is left out.")
+    return found, warnings
+
+
+def _normalize_window(steps_window: Any) -> list[tuple[int, int]] | None:
+    if steps_window is None:
+        return None
+    pairs = list(steps_window)
+    if len(pairs) == 2 and all(isinstance(v, (int, float)) for v in pairs):
+        pairs = [tuple(pairs)]
+    out = []
+    for pair in pairs:
+        start, end = pair
+        if end < start:
+            raise BadInput(f"step window ({start}, {end}) ends before it starts.")
+        out.append((int(start), int(end)))
+    return out
+
+
+def _profile_start_ns(plane) -> int | None:
+    """`profile_start_time` of the "Task Environment" plane: TSL stores event times relative to it."""
+    if plane is None:
+        return None
+    for st in plane.stats:
+        md = plane.stat_metadata.get(st.metadata_id)
+        if md is not None and md.name == "profile_start_time":
+            return st.uint64_value or st.int64_value or None
+    return None
+
+
+# --- conversion --------------------------------------------------------------------------------
+
+
+def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "median",
+                           log_path: Any = None, steps_window: Any = None,
+                           qualify: bool = False, merge_fragments: bool | None = None) -> TraceConversion:
+    stat = parse_stat(stat)
+    merge = per_module if merge_fragments is None else merge_fragments
+    window = _normalize_window(steps_window)
+    files = find_xplane_files(run_dir)
+    log_fps: dict[tuple[str, int], str] = {}
+    warnings: list[str] = []
+    if log_path is not None:
+        log_fps, log_warnings = read_log_fingerprints(log_path)
+        warnings += log_warnings
+
+    # Module fingerprints from every host's metadata plane, read first so that every
+    # host sees every module (jaxlib accumulates them host by host, in listing order).
+    host_infos = []
+    hlo: dict[tuple[str, int], _HloModuleInfo] = {}
+    for path in files:
+        host = _HostTrace(path)
+        infos = _hlo_modules(host.first(METADATA_PLANE))
+        host.close()  # read again below: holding every host's bytes would not scale
+        host_infos.append((path, infos))
+        for info in infos:
+            hlo[(info.name, info.id)] = info
+    resolver = _FingerprintResolver(hlo, log_fps)
+    namer = None if per_module else _SingleFileNamer(resolver, qualify)
+
+    durations: dict[Any, list[float]] = {}
+    ops_seen: set[tuple[str, tuple[str, int | None]]] = set()
+    modules_seen: dict[tuple[str, int | None], int] = {}
+    device_planes = used = outside = 0
+    for path, infos in host_infos:
+        host = _HostTrace(path)
+        if namer is not None:
+            namer.add_host_modules(infos)
+        start_ns = _profile_start_ns(host.first(TASK_ENV_PLANE))
+        if window is not None and start_ns is None:
+            warnings.append(f"{os.path.basename(path)} has no profile start time; "
+                            "its timestamps are taken as Unix-epoch nanoseconds for the step window.")
+        indices = host.device_plane_indices()
+        device_planes += len(indices)
+        for plane_index in indices:
+            plane = host.parse(plane_index)
+            u, o = _scan_plane(plane, merge, durations, ops_seen, modules_seen,
+                               window, start_ns, namer)
+            del plane
+            used += u
+            outside += o
+        host.close()
+
+    summaries = []
+    for mkey, count in modules_seen.items():
+        fp, source = resolver.lookup(mkey) or (None, None)
+        summaries.append(ModuleSummary(
+            name=mkey[0], program_id=mkey[1], fingerprint=fp, fingerprint_source=source,
+            event_count=count, instruction_count=sum(1 for _, m in ops_seen if m == mkey)))
+
+    if per_module:
+        profiles = _per_module_profiles(durations, stat, resolver, warnings)
+    else:
+        profiles = {"": Profile(costs=[(name, apply_stat(v, stat)) for name, v in durations.items()])}
+
+    if device_planes == 0:
+        warnings.append("the trace holds no /device:GPU (or TPU) plane, so the profile is empty: "
+                        "PGLE profiles come from NVIDIA GPU runs.")
+    elif used == 0 and outside:
+        warnings.append(f"all {outside} device events lie outside the step window.")
+    return TraceConversion(profiles=profiles, modules=summaries, xplane_files=files,
+                           device_planes=device_planes, events_used=used,
+                           events_outside_window=outside, stat=stat, warnings=warnings)
+
+
+class _FingerprintResolver:
+    """(module name, program id) -> (fingerprint, source), from the HLO protos, then the log."""
+
+    def __init__(self, hlo: dict[tuple[str, int], _HloModuleInfo], log_fps: dict[tuple[str, int], str]):
+        self.hlo = hlo
+        self.log_fps = log_fps
+        self.by_name: dict[str, set[tuple[str, int]]] = {}
+        for key in list(hlo) + list(log_fps):
+            self.by_name.setdefault(key[0], set()).add(key)
+        self.cache: dict[tuple[str, int | None], tuple[str, str] | None] = {}
+
+    def lookup(self, mkey: tuple[str, int | None]) -> tuple[str, str] | None:
+        if mkey in self.cache:
+            return self.cache[mkey]
+        key: Any = mkey
+        if mkey[1] is None:
+            # No program_id on the events: the name must name one module only.
+            candidates = self.by_name.get(mkey[0], set())
+            key = next(iter(candidates)) if len(candidates) == 1 else None
+        result = None
+        info = self.hlo.get(key) if key else None
+        if info is not None and info.module_fp and FINGERPRINT_RE.match(info.module_fp):
+            result = (info.module_fp, "hlo-module")
+        elif info is not None and info.root_fp and FINGERPRINT_RE.match(info.root_fp):
+            result = (info.root_fp, "hlo-root")
+        elif key in self.log_fps:
+            result = (self.log_fps[key], "log")
+        self.cache[mkey] = result
+        return result
+
+
+class _SingleFileNamer:
+    """The instruction name written to a single-file profile."""
+
+    def __init__(self, resolver: _FingerprintResolver, qualify: bool):
+        self.qualify = qualify
+        self.resolver = resolver
+        # jaxlib qualifies only by the ROOT attribute, looked up as "name(id)" (or "name"
+        # when the events carry no program_id, which never matches), and learns modules
+        # host by host: a host read earlier does not see a later host's modules.
+        self.jax_root: dict[str, str] = {}
+
+    def add_host_modules(self, infos: list[_HloModuleInfo]) -> None:
+        for i in infos:
+            if i.root_fp:
+                self.jax_root[f"{i.name}({i.id})"] = i.root_fp
+
+    def name(self, op: str, module: str, pid, mkey) -> str:
+        if self.qualify:
+            fp = self.resolver.lookup(mkey)
+        else:
+            jax_pid = 0 if isinstance(pid, tuple) else pid
+            root = self.jax_root.get(f"{module}({jax_pid})" if pid is not None else module)
+            fp = (root, "") if root else None
+        return f"{fp[0]}{QUALIFIER}{op}" if fp else op
+
+
+_OP, _MODULE, _PID, _SCOPE = range(4)
+_STAT_CODES = {"hlo_op": _OP, "hlo_module": _MODULE, "program_id": _PID, "scope_range_id": _SCOPE}
+
+
+def _as_int(value) -> int:
+    """A stat integer as read by `_stat_int` (plain int, or `("u", value)` for a uint64)."""
+    return value[1] if isinstance(value, tuple) else value
+
+
+def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_ns,
+                namer) -> tuple[int, int]:
+    """Collect one device plane's op durations (with `merge`, one per fragment span); returns
+    (events used, events outside the window). The hot loop of the converter: it avoids
+    per-event allocations and reads the usual stat encodings (references, int64) directly."""
+    codes = {k: _STAT_CODES[v.name] for k, v in plane.stat_metadata.items() if v.name in _STAT_CODES}
+    if not {_OP, _MODULE} <= set(codes.values()):
+        return 0, 0
+    ref_names = {k: v.name for k, v in plane.stat_metadata.items()}
+    # Metadata-level stats apply to every event of that metadata (and events override them).
+    md_stats: dict[int, tuple | None] = {}
+    for mid, md in plane.event_metadata.items():
+        if md.name in INTERNAL_EVENTS:
+            md_stats[mid] = None
+        else:
+            md_stats[mid] = _read_stats(md.stats, codes, ref_names, _NO_STATS)
+    offset_ns = 0 if start_ns is None else start_ns
+    single = window[0] if window is not None and len(window) == 1 else None
+    # (op, module, program id) -> [name key, module key, event count, durations]
+    groups: dict[tuple, list] = {}
+    used = outside = 0
+    codes_get, md_get, groups_get = codes.get, md_stats.get, groups.get
+    for line in plane.lines:
+        if (line.display_name or line.name) == ASYNC_OPS_LINE:
+            continue
+        line_ps = line.timestamp_ns * 1000
+        line_offset_ns = 0 if line.timestamp_ns >= _ABSOLUTE_NS else offset_ns
+        for ev in line.events:
+            base = md_get(ev.metadata_id, _NO_STATS)
+            if base is None:
+                continue  # internal host event
+            op, module, pid, scope = base
+            for st in ev.stats:
+                code = codes_get(st.metadata_id)
+                if code is None:
+                    continue
+                if code <= _MODULE:
+                    ref = st.ref_value
+                    value = ref_names.get(ref, "") if ref else _stat_str(st, ref_names)
+                    if value is None:
+                        continue
+                    if code == _OP:
+                        op = value
+                    else:
+                        module = value
+                else:
+                    value = st.int64_value or _stat_int(st)
+                    if value is None:
+                        continue
+                    if code == _PID:
+                        pid = value
+                    else:
+                        scope = value
+            if op is None or module is None:
+                continue
+            ts = line_ps + ev.offset_ps
+            if window is not None:
+                t_ns = ts // 1000 + line_offset_ns
+                if single is not None:
+                    if not single[0] <= t_ns < single[1]:
+                        outside += 1
+                        continue
+                elif not any(a <= t_ns < b for a, b in window):
+                    outside += 1
+                    continue
+            used += 1
+            gkey = (op, module, pid)
+            group = groups_get(gkey)
+            if group is None:
+                mkey = (module, None if pid is None else _as_int(pid))
+                if namer is None:
+                    name = (op, mkey)
+                else:
+                    # jaxlib keys by its name string: modules it cannot tell apart pool.
+                    name = namer.name(op, module, pid, mkey)
+                ops_seen.add((op, mkey))
+                if merge:
+                    values = {}
+                else:
+                    values = durations.get(name)
+                    if values is None:
+                        values = durations[name] = []
+                group = groups[gkey] = [name, mkey, 0, values]
+            group[2] += 1
+            if not merge:
+                # jaxlib 0.10.2: every event is one sample, in event order, converted
+                # ps -> ns -> us in two divisions (one division by 1e6 differs in the last bit).
+                group[3].append(ev.duration_ps / 1e3 / 1e3)
+                continue
+            # One op execution may run as several kernels sharing a scope_range_id: one
+            # span from the first start to the last end. Spans live per plane, so one op
+            # started at the same picosecond on two devices stays two executions.
+            key = _as_int(scope) if scope is not None else ts
+            end = ts + ev.duration_ps
+            span = group[3].get(key)
+            if span is None:
+                group[3][key] = [ts, end]
+            else:
+                if ts < span[0]:
+                    span[0] = ts
+                if end > span[1]:
+                    span[1] = end
+    for name, mkey, count, values in groups.values():
+        modules_seen[mkey] = modules_seen.get(mkey, 0) + count
+        if merge:
+            durations.setdefault(name, []).extend((end - start) / 1e3 / 1e3 for start, end in values.values())
+    return used, outside
+
+
+_NO_STATS = (None, None, None, None)
+
+
+def _read_stats(stats, codes, ref_names, base):
+    op, module, pid, scope = base
+    for st in stats:
+        code = codes.get(st.metadata_id)
+        if code is None:
+            continue
+        if code <= _MODULE:
+            value = _stat_str(st, ref_names)
+            if value is None:
+                continue
+            if code == _OP:
+                op = value
+            else:
+                module = value
+        else:
+            value = _stat_int(st)
+            if value is None:
+                continue
+            if code == _PID:
+                pid = value
+            else:
+                scope = value
+    return op, module, pid, scope
+
+
+def _per_module_profiles(durations, stat, resolver: _FingerprintResolver, warnings) -> dict[str, Profile]:
+    per_fp: dict[str, dict[str, list[float]]] = {}
+    missing: set[tuple[str, int | None]] = set()
+    for (op, mkey), values in durations.items():
+        fp = resolver.lookup(mkey)
+        if fp is None:
+            missing.add(mkey)
+            continue
+        # Two compilations of one module (same fingerprint) pool their executions.
+        per_fp.setdefault(fp[0], {}).setdefault(op, []).extend(values)
+    for mkey in sorted(missing, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
+        label = mkey[0] if mkey[1] is None else f"{mkey[0]}({mkey[1]})"
+        warnings.append(
+            f"module {label} has no fingerprint in the trace or the log, so it gets no per-module "
+            "profile; rerun with TF_CPP_VMODULE=gpu_hlo_schedule=1 and pass the log.")
+    return {fp: Profile(costs=[(op, apply_stat(v, stat)) for op, v in ops.items()])
+            for fp, ops in per_fp.items()}
+
+
+def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any = None,
+                 qualify: bool = False, force: bool = False):
+    """`pgle convert RUN_DIR OUT`: a directory OUT gets one profile per module, a file OUT one file."""
+    from pgle.profiles.files import load_profile_source, output_kind, write_profile, write_profile_directory
+    from pgle.report import Report
+
+    kind = output_kind(out)
+    result = convert_trace_detailed(run_dir, per_module=(kind == "directory"), stat=stat,
+                                    log_path=log_path, qualify=qualify)
+    if kind == "directory":
+        if not result.profiles:
+            raise ProfileError(f"no module in {run_dir} has a known fingerprint, so there is no "
+                               "per-module profile to write.",
+                               hint="Pass the run's log (--log) captured with TF_CPP_VMODULE=gpu_hlo_schedule=1.")
+        written = write_profile_directory(result.profiles, out, force=force)
+    else:
+        written = write_profile(result.profiles[""], out, force=force)
+    source = load_profile_source(written)
+    report = Report(command="convert", status="ok", profile=source.to_dict(), trace_dir=str(run_dir),
+                    modules=[m.to_dict() | {"status": "written" if m.fingerprint and kind == "directory"
+                                            else ("no fingerprint" if kind == "directory" else "pooled")}
+                             for m in result.modules],
+                    warnings=list(result.warnings), details={"trace": result.to_dict()})
+    report.summary.append(
+        f"converted {len(result.xplane_files)} trace files ({result.device_planes} device planes, "
+        f"{result.events_used} events, stat {result.stat}) into {written}: "
+        f"{source.instruction_count} instructions" +
+        (f" in {len(source.modules)} modules" if kind == "directory" else ""))
+    if source.is_empty():
+        from pgle.errors import EXIT_ERROR
+
+        report.status, report.exit_code = "empty", EXIT_ERROR
+        report.reasons.append("the trace gave an empty profile.")
+    return report

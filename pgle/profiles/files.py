@@ -1,0 +1,616 @@
+"""PGLE profiles as data: read, write, validate, directories, content-addressed copies.
+
+A profile is a `tensorflow.profiler.ProfiledInstructionsProto` (pgle-facts.md
+section 2) in a file ending in `.pb` (binary) or `.pbtxt` (text), or a
+directory of `<fingerprint>.pb|.pbtxt` files, one per module (section 3).
+XLA decides the format from the extension alone and, since jax 0.5.1, silently
+ignores any other extension, so pgle refuses other extensions outright.
+
+This module never imports jax: the CLI reads profiles without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import pathlib
+import re
+import shutil
+import tempfile
+from typing import Any, Iterable, Sequence
+
+from pgle.atomic import check_writable_target, replace_directory_atomic, write_bytes_atomic
+from pgle.errors import BadInput, ProfileError
+from pgle.profiles.proto import locate_corruption, message_class
+
+BINARY, TEXT = "binary", "text"
+# XLA takes the extension with tsl::io::Extension (case-sensitive, after the last dot).
+EXTENSIONS = {".pb": BINARY, ".pbtxt": TEXT}
+SUFFIX = {BINARY: ".pb", TEXT: ".pbtxt"}
+# XLA names per-module files after the module's 128-bit fingerprint before
+# latency-hiding scheduling, printed as 32 lowercase hex digits (absl::Hex).
+FINGERPRINT_RE = re.compile(r"^[0-9a-f]{32}$")
+QUALIFIER = "::"
+
+
+@dataclasses.dataclass
+class Profile:
+    """The content of one ProfiledInstructionsProto, in file order (duplicates kept)."""
+
+    costs: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+    latencies: list[tuple[str, str, float]] = dataclasses.field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not self.costs and not self.latencies
+
+    @property
+    def instruction_count(self) -> int:
+        return len(self.costs)
+
+    @property
+    def latency_count(self) -> int:
+        return len(self.latencies)
+
+
+def split_qualified(name: str) -> tuple[str | None, str]:
+    """`'<fp>::fusion.3'` -> `('<fp>', 'fusion.3')`; a bare name -> `(None, name)`.
+
+    XLA splits on every `::` and keeps an entry only when there are exactly two
+    parts and the first is the module's fingerprint; a name with more than one
+    `::` therefore matches no module. Such names come back as `('', name)`.
+    """
+    if QUALIFIER not in name:
+        return None, name
+    parts = name.split(QUALIFIER)
+    if len(parts) != 2:
+        return "", name
+    return parts[0], parts[1]
+
+
+# --- format and parsing ----------------------------------------------------------
+
+
+def _name_of(path: Any) -> str:
+    return os.fspath(path) if not isinstance(path, str) else path
+
+
+def profile_format(path: Any) -> str:
+    """'binary' for `.pb`, 'text' for `.pbtxt`; ProfileError for anything else."""
+    name = _name_of(path).rstrip("/")
+    suffix = os.path.splitext(name)[1]
+    fmt = EXTENSIONS.get(suffix)
+    if fmt is None:
+        shown = f"extension '{suffix}'" if suffix else "no extension"
+        raise ProfileError(
+            f"profile {name} has {shown}; XLA reads only .pb (binary) and .pbtxt (text) profiles "
+            "and silently ignores any other extension (jax >= 0.5.1).",
+            hint="Rename it to end in .pb or .pbtxt (extensions are case-sensitive).",
+        )
+    return fmt
+
+
+def _looks_like_text(data: bytes) -> bool:
+    head = data[:256].lstrip()
+    return head.startswith((b"costs", b"latencies", b"#"))
+
+
+def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
+    """Parse `data` in format `fmt`; ProfileError names `source` (and the byte offset, for binary)."""
+    if fmt == BINARY:
+        msg = _parse_binary(data, source)
+    elif fmt == TEXT:
+        msg = _parse_text(data, source)
+    else:
+        raise ValueError(f"unknown profile format {fmt!r}")
+    return Profile(
+        costs=[(c.name, c.cost_us) for c in msg.costs],
+        latencies=[(l.source, l.target, l.latency_us) for l in msg.latencies],
+    )
+
+
+def _parse_binary(data: bytes, source: str):
+    from google.protobuf.message import DecodeError
+
+    try:
+        return message_class().FromString(data)
+    except DecodeError as e:
+        err = locate_corruption(data)
+        where = f"at byte {err.offset} of {len(data)} ({err.what})" if err else f"({e})"
+        hint = "Regenerate the profile, or check that the copy is complete."
+        if _looks_like_text(data):
+            hint = "It looks like the text format: rename it to .pbtxt."
+        raise ProfileError(
+            f"profile {source} is not a valid binary ProfiledInstructionsProto: parsing failed {where}.",
+            hint=hint,
+        ) from None
+
+
+def _parse_text(data: bytes, source: str):
+    from google.protobuf import text_format
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        hint = "It looks like the binary format: rename it to .pb." if b"\x00" in data[:4096] or \
+            data[:1] in (b"\n", b"\x12") else "Save it as UTF-8 text."
+        raise ProfileError(
+            f"profile {source} is not valid UTF-8 text: byte {e.start} cannot be decoded.", hint=hint
+        ) from None
+    msg = message_class()()
+    try:
+        text_format.Parse(text, msg)
+    except text_format.ParseError as e:
+        raise ProfileError(
+            f"profile {source} is not a valid text ProfiledInstructionsProto: {e}.",
+            hint="Fix the line shown, or regenerate the profile.",
+        ) from None
+    return msg
+
+
+def encode_profile(profile: Profile, fmt: str) -> bytes:
+    """Serialize `profile` as `fmt` ('binary' or 'text'); entries keep their order."""
+    msg = message_class()()
+    costs, latencies = msg.costs, msg.latencies
+    for name, cost in profile.costs:
+        costs.add(name=name, cost_us=cost)
+    for src, dst, lat in profile.latencies:
+        latencies.add(source=src, target=dst, latency_us=lat)
+    if fmt == BINARY:
+        return msg.SerializeToString(deterministic=True)
+    if fmt == TEXT:
+        from google.protobuf import text_format
+
+        return text_format.MessageToString(msg).encode("utf-8")
+    raise ValueError(f"unknown profile format {fmt!r}")
+
+
+# --- files ---------------------------------------------------------------------------
+
+
+def _epath(path: Any):
+    from etils import epath
+
+    return epath.Path(path)
+
+
+def _read_bytes(path: Any, what: str = "profile") -> bytes:
+    try:
+        return _epath(path).read_bytes()
+    except FileNotFoundError:
+        raise ProfileError(f"{what} {_name_of(path)} does not exist.",
+                           hint="Check the path, or run `pgle collect` to create it.") from None
+    except IsADirectoryError:
+        raise ProfileError(f"{what} {_name_of(path)} is a directory, not a file.") from None
+    except PermissionError:
+        raise ProfileError(f"{what} {_name_of(path)} is not readable (permission denied).",
+                           hint="Fix its permissions.") from None
+    except OSError as e:
+        raise ProfileError(f"cannot read {what} {_name_of(path)}: {e.strerror or e}.") from None
+
+
+def read_profile(path: Any) -> Profile:
+    """Read one profile file (format from its extension)."""
+    fmt = profile_format(path)
+    return parse_profile(_read_bytes(path), fmt, _name_of(path))
+
+
+def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool = False) -> pathlib.Path:
+    """Write atomically in the format of `path`'s extension; refuse to overwrite without `force`.
+
+    Bytes are taken as a serialized *binary* profile (what jaxlib returns); they
+    are validated first, so pgle never writes a file XLA would fail to parse.
+    """
+    fmt = profile_format(path)
+    path = pathlib.Path(path).absolute()
+    check_writable_target(path, force=force, what="profile")
+    if isinstance(profile_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(profile_or_bytes)
+        profile = parse_profile(data, BINARY, "<bytes to write>")
+        if fmt != BINARY:
+            data = encode_profile(profile, fmt)
+    else:
+        data = encode_profile(profile_or_bytes, fmt)
+    return write_bytes_atomic(path, data)
+
+
+# --- sources: a file or a per-module directory ---------------------------------------------
+
+
+@dataclasses.dataclass
+class ProfileSource:
+    """What `--xla_gpu_pgle_profile_file_or_directory_path` would point XLA at."""
+
+    path: pathlib.Path  # absolute (an epath.Path for gs://)
+    kind: str  # 'file' | 'directory'
+    files: list[pathlib.Path]  # the file, or the effective <fingerprint>.pb|.pbtxt files
+    instruction_count: int  # summed over files
+    latency_count: int
+    sha256: str  # file sha256; directory: sha256 over sorted (name, file-sha) pairs
+    modules: dict[str, Profile]  # fingerprint -> profile; {'': profile} for a file
+    # Directory only: files XLA never reads because `<fp>.pbtxt` wins over `<fp>.pb`,
+    # and names that are not `<32 lowercase hex>.pb|.pbtxt` (XLA never looks them up).
+    shadowed: list[pathlib.Path] = dataclasses.field(default_factory=list)
+    ignored: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def empty_modules(self) -> list[str]:
+        return [fp for fp, p in self.modules.items() if p.is_empty()]
+
+    def is_empty(self) -> bool:
+        return all(p.is_empty() for p in self.modules.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """For `Report.profile`."""
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "files": [str(f) for f in self.files],
+            "instruction_count": self.instruction_count,
+            "latency_count": self.latency_count,
+            "sha256": self.sha256,
+            "modules": {fp: {"instruction_count": p.instruction_count,
+                             "latency_count": p.latency_count} for fp, p in self.modules.items()},
+            "shadowed": [str(f) for f in self.shadowed],
+            "ignored": list(self.ignored),
+        }
+
+
+def _is_remote(path: Any) -> bool:
+    return "://" in _name_of(path)
+
+
+def _absolute(path: Any):
+    if _is_remote(path):
+        return _epath(path)
+    return pathlib.Path(os.path.abspath(os.fspath(path)))
+
+
+def _directory_digest(pairs: Iterable[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for name, sha in sorted(pairs):
+        h.update(f"{name}\0{sha}\n".encode("utf-8"))
+    return h.hexdigest()
+
+
+def fingerprint_file_name(name: str) -> tuple[str, str] | None:
+    """`'<32 hex>.pb'` -> `('<32 hex>', 'binary')`; None for any other name."""
+    stem, suffix = os.path.splitext(name)
+    fmt = EXTENSIONS.get(suffix)
+    if fmt is None or not FINGERPRINT_RE.match(stem):
+        return None
+    return stem, fmt
+
+
+def load_profile_source(path: Any) -> ProfileSource:
+    """Load and validate a profile file or per-module directory.
+
+    Empty profiles are returned as such (callers decide whether that is fatal).
+    """
+    if path is None or _name_of(path) == "":
+        raise ProfileError("no profile path given.")
+    p = _epath(path)
+    try:
+        is_dir = p.is_dir()
+        exists = is_dir or p.exists()
+    except PermissionError:
+        raise ProfileError(f"profile {_name_of(path)} is not accessible (permission denied).") from None
+    except OSError as e:
+        raise ProfileError(f"cannot access profile {_name_of(path)}: {e.strerror or e}.") from None
+    if not exists:
+        raise ProfileError(f"profile {_name_of(path)} does not exist.",
+                           hint="Check the path, or run `pgle collect` to create it.")
+    if is_dir:
+        return _load_directory(path)
+    fmt = profile_format(path)
+    data = _read_bytes(path)
+    profile = parse_profile(data, fmt, _name_of(path))
+    abs_path = _absolute(path)
+    return ProfileSource(
+        path=abs_path, kind="file", files=[abs_path],
+        instruction_count=profile.instruction_count, latency_count=profile.latency_count,
+        sha256=hashlib.sha256(data).hexdigest(), modules={"": profile},
+    )
+
+
+def _load_directory(path: Any) -> ProfileSource:
+    root = _absolute(path)
+    try:
+        entries = sorted(_epath(path).iterdir(), key=lambda e: e.name)
+    except PermissionError:
+        raise ProfileError(f"profile directory {_name_of(path)} is not readable (permission denied).",
+                           hint="Fix its permissions.") from None
+    by_fp: dict[str, dict[str, Any]] = {}
+    ignored: list[str] = []
+    for entry in entries:
+        parsed = fingerprint_file_name(entry.name)
+        if parsed is None or entry.is_dir():
+            ignored.append(entry.name + ("/" if entry.is_dir() else ""))
+            continue
+        by_fp.setdefault(parsed[0], {})[parsed[1]] = entry
+    if not by_fp:
+        seen = f" (it ignored: {', '.join(ignored[:10])}{', ...' if len(ignored) > 10 else ''})" \
+            if ignored else " (it is empty)"
+        raise ProfileError(
+            f"profile directory {_name_of(path)} holds no <fingerprint>.pb or <fingerprint>.pbtxt file"
+            f"{seen}; XLA looks up each module by its 32-hex fingerprint.",
+            hint="Collect one with `pgle collect --per-module`, or pass a single profile file.",
+        )
+    modules: dict[str, Profile] = {}
+    files: list[pathlib.Path] = []
+    shadowed: list[pathlib.Path] = []
+    pairs: list[tuple[str, str]] = []
+    for fp in sorted(by_fp):
+        forms = by_fp[fp]
+        # XLA tries <fp>.pbtxt first and reads <fp>.pb only if the text file is missing.
+        fmt = TEXT if TEXT in forms else BINARY
+        for other_fmt, entry in forms.items():
+            data = _read_bytes(entry)
+            profile = parse_profile(data, other_fmt, _name_of(entry))
+            pairs.append((entry.name, hashlib.sha256(data).hexdigest()))
+            entry_path = root / entry.name
+            if other_fmt == fmt:
+                modules[fp] = profile
+                files.append(entry_path)
+            else:
+                shadowed.append(entry_path)
+    return ProfileSource(
+        path=root, kind="directory", files=files,
+        instruction_count=sum(p.instruction_count for p in modules.values()),
+        latency_count=sum(p.latency_count for p in modules.values()),
+        sha256=_directory_digest(pairs), modules=modules, shadowed=shadowed, ignored=ignored,
+    )
+
+
+# --- content-addressed copies ----------------------------------------------------------------
+
+
+def content_addressed_name(source: ProfileSource) -> str:
+    if source.kind == "file":
+        return f"profile-{source.sha256[:16]}{SUFFIX[profile_format(source.files[0])]}"
+    return f"profiles-{source.sha256[:16]}"
+
+
+def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Path:
+    """Copy `source` to `store_dir/profile-<sha16>.<ext>` or `store_dir/profiles-<sha16>/`.
+
+    Why: XLA's compilation-cache key hashes the flag string, not the profile, so
+    a profile regenerated at the same path would hit a stale cache entry; a path
+    that names the content cannot. Atomic (temp + rename) and idempotent.
+    """
+    store = pathlib.Path(os.path.abspath(os.fspath(store_dir)))
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ProfileError(f"cannot create profile store {store}: {e.strerror or e}.") from None
+    target = store / content_addressed_name(source)
+    if source.kind == "file":
+        if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == source.sha256:
+            return target
+        data = _read_bytes(source.files[0])
+        if hashlib.sha256(data).hexdigest() != source.sha256:
+            raise ProfileError(f"profile {source.path} changed while pgle was reading it.",
+                               hint="Wait until it is fully written, then retry.")
+        # Anything else at a content-addressed name is corrupt: replace it.
+        return write_bytes_atomic(target, data)
+    if target.is_dir() and _same_directory(target, source.sha256):
+        return target
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=store))
+    try:
+        for f in source.files + source.shadowed:
+            data = _read_bytes(f)
+            (tmp / f.name).write_bytes(data)
+        if _directory_digest(_file_pairs(tmp)) != source.sha256:
+            raise ProfileError(f"profile directory {source.path} changed while pgle was reading it.",
+                               hint="Wait until it is fully written, then retry.")
+        if target.exists():
+            # A stale or partial copy under the content's name: move it aside, then swap.
+            aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=store))
+            os.replace(target, aside / target.name)
+            shutil.rmtree(aside, ignore_errors=True)
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            # Another process (another rank) won the race; fine if it wrote the same content.
+            if target.is_dir() and _same_directory(target, source.sha256):
+                return target
+            raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _file_pairs(directory: pathlib.Path) -> list[tuple[str, str]]:
+    return [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
+            for f in directory.iterdir() if fingerprint_file_name(f.name) and f.is_file()]
+
+
+def _same_directory(directory: pathlib.Path, sha256: str) -> bool:
+    try:
+        return _directory_digest(_file_pairs(directory)) == sha256
+    except OSError:
+        return False
+
+
+# --- forms: single file, fingerprint-qualified file, directory ----------------------------------
+
+
+def qualified_fingerprints(profile: Profile) -> list[str]:
+    """Fingerprints named by `<fp>::` qualifiers (valid 32-hex ones), in first-seen order."""
+    seen: dict[str, None] = {}
+    for name in [n for n, _ in profile.costs] + [s for s, _, _ in profile.latencies]:
+        fp, _ = split_qualified(name)
+        if fp and FINGERPRINT_RE.match(fp):
+            seen.setdefault(fp, None)
+    return list(seen)
+
+
+def module_view(profile: Profile, fingerprint: str) -> Profile:
+    """What XLA keeps of `profile` for the module `fingerprint` (gpu_hlo_schedule.cc
+    FilterWithFingerprint): bare names, plus `<fingerprint>::` names with the prefix
+    stripped, in file order. Latencies follow the same rule on both ends."""
+    def keep(name: str) -> str | None:
+        fp, bare = split_qualified(name)
+        if fp is None:
+            return name
+        return bare if fp == fingerprint else None
+
+    costs = [(n2, c) for n, c in profile.costs if (n2 := keep(n)) is not None]
+    latencies = []
+    for s, t, lat in profile.latencies:
+        s2, t2 = keep(s), keep(t)
+        if s2 is not None and t2 is not None:
+            latencies.append((s2, t2, lat))
+    return Profile(costs=costs, latencies=latencies)
+
+
+def qualify_profile(profile: Profile, fingerprint: str) -> Profile:
+    """Prefix every bare name with `<fingerprint>::` (qualified names are kept as they are)."""
+    def q(name: str) -> str:
+        return name if QUALIFIER in name else f"{fingerprint}{QUALIFIER}{name}"
+
+    return Profile(costs=[(q(n), c) for n, c in profile.costs],
+                   latencies=[(q(s), q(t), lat) for s, t, lat in profile.latencies])
+
+
+def check_fingerprint(fp: str) -> str:
+    if not FINGERPRINT_RE.match(fp or ""):
+        raise ProfileError(f"'{fp}' is not a module fingerprint: XLA names modules by 32 lowercase "
+                           "hex digits.", hint="Copy it from `pgle inspect` or the log line "
+                           "'Fingerprint before LHS for module ...'.")
+    return fp
+
+
+def write_profile_directory(modules: dict[str, Profile], path: Any, *, fmt: str = BINARY,
+                            force: bool = False) -> pathlib.Path:
+    """Write `<fingerprint>.pb|.pbtxt` per module into `path`, atomically (temp dir + rename).
+
+    Refuses a non-empty existing `path` without `force`; with `force` the old
+    directory is replaced as a whole, so XLA never sees a half-written mix.
+    """
+    if fmt not in SUFFIX:
+        raise ValueError(f"unknown profile format {fmt!r}")
+    if not modules:
+        raise ProfileError("no module profiles to write: a directory profile needs at least one "
+                           "<fingerprint> file.")
+    for fp in modules:
+        check_fingerprint(fp)
+    path = pathlib.Path(os.path.abspath(os.fspath(path)))
+    if path.exists() and not path.is_dir():
+        raise ProfileError(f"{path} exists and is not a directory.",
+                           hint="Choose another output path, or end the name in .pb/.pbtxt for one file.")
+    if path.is_dir() and any(path.iterdir()) and not force:
+        raise ProfileError(f"profile directory {path} already exists and is not empty.",
+                           hint="Pass --force to replace it.")
+    check_writable_target(path, force=True, what="profile directory")
+    def fill(tmp: pathlib.Path) -> None:
+        for fp, profile in modules.items():
+            write_bytes_atomic(tmp / f"{fp}{SUFFIX[fmt]}", encode_profile(profile, fmt))
+
+    return replace_directory_atomic(path, fill)
+
+
+# --- `pgle convert` ------------------------------------------------------------------------------
+
+
+def output_kind(path: Any) -> str:
+    """'file' for a .pb/.pbtxt name, 'directory' for an existing folder, a trailing slash or no extension."""
+    name = os.fspath(path)
+    if os.path.isdir(name) or name.endswith(("/", os.sep)) or not os.path.splitext(name)[1]:
+        return "directory"
+    profile_format(name)  # other extensions: the clear error
+    return "file"
+
+
+def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: str | None = None,
+                    fmt: str | None = None, force: bool = False):
+    """Convert between binary/text, single file, fingerprint-qualified file and directory.
+
+    - file -> file: same entries in the format of OUT's extension; `qualify=FP`
+      prefixes bare names with FP; `module=[FP]` writes XLA's view of module FP.
+    - file -> directory: one `<fp>` file per module named by `module` or by the
+      file's `<fp>::` qualifiers, each holding exactly what XLA would use for it.
+    - directory -> file: every name qualified `<fp>::name`, so one file still
+      applies each module's own costs.
+    - directory -> directory: re-encode (`fmt`), optionally only the `module` list.
+    """
+    from pgle.report import Report
+
+    source = load_profile_source(src)
+    kind = output_kind(out)
+    warnings: list[str] = []
+    module = [check_fingerprint(fp) for fp in module]
+    if qualify is not None:
+        check_fingerprint(qualify)
+        if source.kind != "file" or kind != "file":
+            raise BadInput("--qualify works from one profile file to one profile file.")
+        if module:
+            raise BadInput("use either --qualify or --module, not both.")
+    if fmt is not None and fmt not in SUFFIX:
+        raise BadInput(f"unknown format '{fmt}': use binary or text.")
+
+    if source.kind == "file":
+        profile = source.modules[""]
+        if kind == "file":
+            if len(module) > 1:
+                raise BadInput("a single output file takes at most one --module.")
+            if module:
+                result = module_view(profile, module[0])
+            elif qualify:
+                result = qualify_profile(profile, qualify)
+            else:
+                result = profile
+            written = write_profile(result, out, force=force)
+            modules_out = {"": result}
+        else:
+            fps = module or qualified_fingerprints(profile)
+            if not fps:
+                raise ProfileError(
+                    f"profile {source.path} has no <fingerprint>::name entries, so it does not say which "
+                    "module each cost belongs to.",
+                    hint="Pass --module FP for each module that should get this profile, or collect "
+                         "per-module profiles with `pgle collect --per-module`.")
+            modules_out = {fp: module_view(profile, fp) for fp in fps}
+            malformed = [n for n, _ in profile.costs if split_qualified(n)[0] == ""]
+            if malformed:
+                warnings.append(f"{len(malformed)} names with more than one '::' (such as {malformed[0]}) "
+                                "match no module in XLA; they were left out.")
+            written = write_profile_directory(modules_out, out, fmt=fmt or profile_format(source.files[0]),
+                                              force=force)
+    else:
+        chosen = {fp: p for fp, p in source.modules.items() if not module or fp in module}
+        missing = [fp for fp in module if fp not in source.modules]
+        if missing:
+            raise ProfileError(f"profile directory {source.path} has no module {missing[0]}.")
+        if kind == "file":
+            merged = Profile()
+            for fp, p in chosen.items():
+                q = qualify_profile(p, fp)
+                merged.costs += q.costs
+                merged.latencies += q.latencies
+            warnings.append("in one file, modules without entries get an empty profile (XLA's accuracy "
+                            "checker then reports every instruction missing) instead of no profile.")
+            written = write_profile(merged, out, force=force)
+            modules_out = {"": merged}
+        else:
+            if os.path.abspath(os.fspath(out)) == os.path.abspath(os.fspath(source.path)):
+                raise BadInput("the output directory is the input directory.")
+            fmt = fmt or (TEXT if all(f.suffix == ".pbtxt" for f in source.files) else BINARY)
+            written = write_profile_directory(chosen, out, fmt=fmt, force=force)
+            modules_out = chosen
+    if source.shadowed:
+        warnings.append(f"{len(source.shadowed)} .pb files in {source.path} are shadowed by .pbtxt "
+                        "files of the same module (XLA reads the .pbtxt) and were not converted.")
+    empty = [fp or str(written) for fp, p in modules_out.items() if p.is_empty()]
+    if empty:
+        warnings.append(f"{len(empty)} written profiles are empty ({', '.join(empty[:3])}).")
+    out_source = load_profile_source(written)
+    return Report(
+        command="convert", status="ok", profile=out_source.to_dict(),
+        details={"input": source.to_dict(), "output": str(written)},
+        warnings=warnings,
+        summary=[f"wrote {out_source.kind} {written}: {out_source.instruction_count} instructions, "
+                 f"{out_source.latency_count} latencies"
+                 + (f", {len(out_source.modules)} modules" if out_source.kind == "directory" else "")],
+    )

@@ -1,0 +1,184 @@
+"""Merge profiles from several runs or ranks into one.
+
+The default (`method="percentile"`, `percentile=90`) gives exactly what jaxlib's
+`aggregate_profiled_instructions(profiles, percentile)` gives, which is what JAX
+auto PGLE uses (xla/python/aggregate_profile.cc, checked against jaxlib 0.10.2):
+all costs of one name, from every input (duplicates within one input included),
+sorted, value at index `int(percentile / 100.0 * (n - 1))`. Two differences,
+both on purpose: latencies are merged the same way per (source, target) instead
+of being dropped, and bad input is an error instead of being skipped or half-read.
+Names keep the order in which they first appear.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Any, Sequence
+
+from pgle.errors import BadInput
+from pgle.profiles.files import Profile
+
+METHODS = ("percentile", "median", "mean", "min", "max")
+# Below this share of its names found in any other input, an input is flagged as
+# probably coming from another program (other flags, shapes, jax version, module).
+LOW_OVERLAP = 0.5
+
+
+def percentile_index(n: int, percentile: int) -> int:
+    """jaxlib's index rule; n=2, p=90 gives 0 (the smaller value)."""
+    return int(percentile / 100.0 * (n - 1)) if n > 1 else 0
+
+
+def _reducer(method: str, percentile: int):
+    if method == "percentile":
+        return lambda vals: sorted(vals)[percentile_index(len(vals), percentile)]
+    if method == "median":
+        return statistics.median
+    if method == "mean":
+        def mean(vals):
+            total = 0.0
+            for v in vals:
+                total += v
+            return total / len(vals)
+        return mean
+    if method == "min":
+        return min
+    if method == "max":
+        return max
+    raise BadInput(f"unknown merge method '{method}'.", hint=f"Use one of: {', '.join(METHODS)}.")
+
+
+def check_percentile(percentile) -> int:
+    if isinstance(percentile, bool) or not isinstance(percentile, int) or not 0 <= percentile <= 100:
+        raise BadInput(f"percentile {percentile!r} is not a whole number from 0 to 100.")
+    return percentile
+
+
+def merge_profiles(profiles: Sequence[Profile], *, method: str = "percentile",
+                   percentile: int = 90) -> Profile:
+    """One profile whose every cost (and latency) is `method` over all inputs' values."""
+    percentile = check_percentile(percentile)
+    reduce = _reducer(method, percentile)
+    costs: dict[str, list[float]] = {}
+    latencies: dict[tuple[str, str], list[float]] = {}
+    for p in profiles:
+        for name, cost in p.costs:
+            values = costs.get(name)
+            if values is None:
+                costs[name] = [cost]
+            else:
+                values.append(cost)
+        for src, dst, lat in p.latencies:
+            latencies.setdefault((src, dst), []).append(lat)
+    return Profile(
+        costs=[(name, reduce(values)) for name, values in costs.items()],
+        latencies=[(src, dst, reduce(values)) for (src, dst), values in latencies.items()],
+    )
+
+
+@dataclasses.dataclass
+class InputOverlap:
+    label: str
+    names: int
+    shared: float  # share of its names present in at least one other input (1.0 for one input)
+
+    @property
+    def low(self) -> bool:
+        return self.names > 0 and self.shared < LOW_OVERLAP
+
+
+def name_overlap(labelled: Sequence[tuple[str, Profile]]) -> list[InputOverlap]:
+    """How much of each input's name set the other inputs also have."""
+    sets = [set(n for n, _ in p.costs) for _, p in labelled]
+    counts: dict[str, int] = {}
+    for s in sets:
+        for n in s:
+            counts[n] = counts.get(n, 0) + 1
+    out = []
+    for (label, _), s in zip(labelled, sets, strict=True):
+        if len(sets) < 2 or not s:
+            shared = 1.0 if s else 0.0
+        else:
+            shared = sum(1 for n in s if counts[n] > 1) / len(s)
+        out.append(InputOverlap(label=label, names=len(s), shared=shared))
+    return out
+
+
+def overlap_warnings(overlaps: Sequence[InputOverlap]) -> list[str]:
+    warnings = []
+    for o in overlaps:
+        if o.names == 0:
+            warnings.append(f"{o.label} is empty: it adds nothing to the merge.")
+        elif o.low:
+            warnings.append(
+                f"{o.label} shares only {o.shared:.0%} of its {o.names} instruction names with the other "
+                "inputs: it probably comes from another program (other flags, shapes, sharding or jax "
+                "version), and merging it mixes unrelated costs.")
+    return warnings
+
+
+def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile", percentile: int = 90,
+                 force: bool = False):
+    """`pgle merge`: files into one file, or per-module directories into one directory."""
+    from pgle.profiles.files import (BINARY, load_profile_source, output_kind, write_profile,
+                              write_profile_directory)
+    from pgle.report import Report
+
+    if not inputs:
+        raise BadInput("merge needs at least one input profile.")
+    check_percentile(percentile)
+    _reducer(method, percentile)
+    kind = output_kind(out)
+    if kind == "file":
+        from pgle.atomic import check_writable_target
+
+        check_writable_target(out, force=force, what="profile")  # refuse before reading 256 files
+    sources = [load_profile_source(p) for p in inputs]
+    kinds = {s.kind for s in sources}
+    if len(kinds) > 1:
+        raise BadInput("merge inputs mix profile files and directories.",
+                       hint="Merge files into a file, or directories into a directory.")
+    in_kind = kinds.pop()
+    if in_kind != kind:
+        raise BadInput(f"the inputs are {in_kind}s but the output {out} is a {kind}.",
+                       hint="Use a .pb/.pbtxt output for files, a directory for directories.")
+    warnings: list[str] = []
+    modules_report = []
+    if in_kind == "file":
+        labelled = [(str(s.path), s.modules[""]) for s in sources]
+        overlaps = name_overlap(labelled)
+        warnings += overlap_warnings(overlaps)
+        merged = merge_profiles([p for _, p in labelled], method=method, percentile=percentile)
+        written = write_profile(merged, out, force=force)
+        inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
+    else:
+        fps: dict[str, list[tuple[str, Any]]] = {}
+        for s in sources:
+            for fp, p in s.modules.items():
+                fps.setdefault(fp, []).append((str(s.path), p))
+        merged_modules = {}
+        for fp, labelled in fps.items():
+            merged_modules[fp] = merge_profiles([p for _, p in labelled], method=method,
+                                                percentile=percentile)
+            overlaps = name_overlap(labelled)
+            for w in overlap_warnings(overlaps):
+                warnings.append(f"module {fp}: {w}")
+            modules_report.append({"module": fp, "status": "merged", "inputs": len(labelled),
+                                   "instruction_count": merged_modules[fp].instruction_count})
+            if len(labelled) < len(sources):
+                warnings.append(f"module {fp} is in {len(labelled)} of {len(sources)} inputs.")
+        all_text = all(f.suffix == ".pbtxt" for s in sources for f in s.files)
+        written = write_profile_directory(merged_modules, out, fmt="text" if all_text else BINARY,
+                                          force=force)
+        inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
+    result = load_profile_source(written)
+    desc = f"percentile {percentile} (jaxlib's rule)" if method == "percentile" else method
+    return Report(
+        command="merge", status="ok", profile=result.to_dict(), modules=modules_report,
+        warnings=warnings,
+        details={"method": method, "percentile": percentile if method == "percentile" else None,
+                 "inputs": inputs_report},
+        summary=[f"merged {len(sources)} {in_kind}s by {desc} into {written}: "
+                 f"{result.instruction_count} instructions, {result.latency_count} latencies"],
+    )

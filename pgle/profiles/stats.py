@@ -1,0 +1,320 @@
+"""What a profile says: counts, top costs, cost by category, and the diff of two profiles.
+
+Categories come from XLA's instruction naming (a name is `<opcode or kind>[.N]`,
+async collectives are `<kind>-start.N` / `<kind>-done.N`), since a profile holds
+names and costs only:
+- collective: all-reduce, all-gather, reduce-scatter, all-to-all, ragged-all-to-all,
+  collective-permute, collective-broadcast, send/recv (by kind, with start/done pairs)
+- gemm: cuBLAS/cuBLASLt GEMMs, Triton GEMM fusions, cuDNN calls, convolutions, dots and other custom calls
+- fusion: every other fusion
+- copy: copy, copy-start/done, memcpy/memset-like ops
+- other
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, Iterable
+
+from pgle.profiles.files import Profile, ProfileSource, split_qualified
+
+CATEGORIES = ("collective", "gemm", "fusion", "copy", "other")
+COLLECTIVE_KINDS = (
+    "ragged-all-to-all", "all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+    "collective-permute", "collective-broadcast", "send", "recv",
+)
+_SUFFIX_RE = re.compile(r"(\.remat\d*)?(\.\d+)*$")
+_COLLECTIVE_RE = re.compile(
+    r"^(?P<kind>" + "|".join(re.escape(k) for k in COLLECTIVE_KINDS) + r")(?P<phase>-start|-done)?"
+    r"(?P<rest>[.-].*)?$")
+_GEMM_RE = re.compile(r"gemm|matmul|cublas|cudnn|\bdot\b|^dot|convolution|custom-call|custom_call")
+_COPY_RE = re.compile(r"^(copy|memcpy|memset|dynamic-update-slice|dynamic-slice)(-start|-done)?([.-]|$)")
+_REMAT_RE = re.compile(r"\.remat\d*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Classified:
+    category: str
+    kind: str | None = None  # collective kind
+    phase: str | None = None  # 'start' | 'done' | None (sync)
+    pair_key: str | None = None  # name with -start/-done removed, to pair them
+
+
+def classify(name: str) -> Classified:
+    """Category of one instruction name (qualifier and `.rematN` ignored)."""
+    _, bare = split_qualified(name)
+    bare = _REMAT_RE.sub("", bare)
+    m = _COLLECTIVE_RE.match(bare)
+    if m:
+        phase = m.group("phase")
+        if phase is None and m.group("kind") in ("send", "recv"):
+            phase = "-start"  # send/recv are the start half of send/send-done
+        pair_key = f"{m.group('kind')}{m.group('rest') or ''}" if phase else None
+        return Classified("collective", m.group("kind"), phase[1:] if phase else None, pair_key)
+    low = bare.lower()
+    if _COPY_RE.match(low):
+        return Classified("copy")
+    if _GEMM_RE.search(low):
+        return Classified("gemm")
+    if "fusion" in low:
+        return Classified("fusion")
+    return Classified("other")
+
+
+def effective_costs(profile: Profile) -> dict[str, float]:
+    """name -> cost; for a repeated name the last entry wins, as in XLA's estimator map.
+    (XLA averages repeated names instead when any `.rematN` name is present; inspect and
+    diff show names as written, so `.rematN` entries stay separate here.)"""
+    return dict(profile.costs)
+
+
+def _flat(source: ProfileSource) -> dict[str, float]:
+    """One name -> cost map; a directory's names become `<fp>::<name>`."""
+    if source.kind == "file":
+        return effective_costs(source.modules[""])
+    out: dict[str, float] = {}
+    for fp, profile in source.modules.items():
+        for name, cost in effective_costs(profile).items():
+            out[f"{fp}::{name}"] = cost
+    return out
+
+
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def category_totals(costs: dict[str, float]) -> dict[str, dict[str, Any]]:
+    total = sum(c for c in costs.values() if math.isfinite(c))
+    out = {cat: {"count": 0, "cost_us": 0.0} for cat in CATEGORIES}
+    for name, cost in costs.items():
+        cat = classify(name).category
+        out[cat]["count"] += 1
+        if math.isfinite(cost):
+            out[cat]["cost_us"] += cost
+    for row in out.values():
+        row["share"] = (row["cost_us"] / total) if total > 0 else 0.0
+    return out
+
+
+def collective_summary(costs: dict[str, float], latencies: Iterable[tuple[str, str, float]] = ()) -> dict[str, Any]:
+    """Per collective kind: counts of sync ops, starts, dones, matched start/done pairs, cost."""
+    kinds: dict[str, dict[str, Any]] = {}
+    starts: dict[str, set[str]] = {}
+    dones: dict[str, set[str]] = {}
+    for name, cost in costs.items():
+        c = classify(name)
+        if c.category != "collective":
+            continue
+        fp, _ = split_qualified(name)
+        row = kinds.setdefault(c.kind, {"count": 0, "sync": 0, "start": 0, "done": 0, "pairs": 0,
+                                        "cost_us": 0.0})
+        row["count"] += 1
+        row["cost_us"] += cost if math.isfinite(cost) else 0.0
+        if c.phase is None:
+            row["sync"] += 1
+        else:
+            row[c.phase] += 1
+            (starts if c.phase == "start" else dones).setdefault(c.kind, set()).add(f"{fp}|{c.pair_key}")
+    for kind, row in kinds.items():
+        row["pairs"] = len(starts.get(kind, set()) & dones.get(kind, set()))
+    lat_pairs = sum(1 for s, t, _ in latencies
+                    if classify(s).phase == "start" and classify(t).phase == "done")
+    return {"kinds": dict(sorted(kinds.items())), "latency_pairs": lat_pairs}
+
+
+def inspect_source(source: ProfileSource, *, top: int = 20) -> dict[str, Any]:
+    """Everything `pgle inspect` reports, as plain data."""
+    costs = _flat(source)
+    latencies = [lat for p in source.modules.values() for lat in p.latencies]
+    finite = [c for c in costs.values() if math.isfinite(c)]
+    total = sum(finite)
+    raw = [e for p in source.modules.values() for e in p.costs]
+    names = [n for n, _ in raw]
+    top_rows = sorted(costs.items(), key=lambda kv: (-(kv[1] if math.isfinite(kv[1]) else -math.inf), kv[0]))
+    data: dict[str, Any] = {
+        "instruction_count": len(raw),
+        "unique_instructions": len(costs),
+        "latency_count": len(latencies),
+        "total_cost_us": total,
+        "top": [{"name": n, "cost_us": _num(c), "category": classify(n).category,
+                 "share": (c / total if total > 0 and math.isfinite(c) else 0.0)}
+                for n, c in top_rows[:max(top, 0)]],
+        "categories": category_totals(costs),
+        "collectives": collective_summary(costs, latencies),
+        "duplicates": len(names) - len(set(names)) if source.kind == "file" else
+        sum(p.instruction_count - len({n for n, _ in p.costs}) for p in source.modules.values()),
+        "remat_entries": sum(1 for n in names if _REMAT_RE.search(split_qualified(n)[1])),
+        "bad_values": sum(1 for _, c in raw if not math.isfinite(c) or c < 0),
+        "zero_costs": sum(1 for _, c in raw if c == 0),
+    }
+    data["fingerprints"] = _by_fingerprint(source)
+    return data
+
+
+def _by_fingerprint(source: ProfileSource) -> dict[str, Any]:
+    """Per module: from the directory's files, or from `<fp>::` qualifiers in one file."""
+    groups: dict[str, dict[str, Any]] = {}
+    if source.kind == "directory":
+        for fp, p in source.modules.items():
+            costs = effective_costs(p)
+            groups[fp] = {"instruction_count": p.instruction_count,
+                          "total_cost_us": sum(c for c in costs.values() if math.isfinite(c))}
+        return groups
+    malformed = 0
+    for name, cost in source.modules[""].costs:
+        fp, _ = split_qualified(name)
+        if fp is None:
+            continue
+        if fp == "":
+            malformed += 1
+            continue
+        row = groups.setdefault(fp, {"instruction_count": 0, "total_cost_us": 0.0})
+        row["instruction_count"] += 1
+        row["total_cost_us"] += cost if math.isfinite(cost) else 0.0
+    if groups or malformed:
+        bare = sum(1 for n, _ in source.modules[""].costs if split_qualified(n)[0] is None)
+        groups = {"qualified": groups, "bare_instructions": bare, "malformed": malformed}
+    return groups
+
+
+def diff_sources(a: ProfileSource, b: ProfileSource, *, top: int = 20) -> dict[str, Any]:
+    """Names only in A / only in B, the largest cost changes, category shifts."""
+    ca, cb = _flat(a), _flat(b)
+    only_a = sorted(set(ca) - set(cb))
+    only_b = sorted(set(cb) - set(ca))
+    common = [n for n in ca if n in cb]
+    changes = []
+    for n in common:
+        x, y = ca[n], cb[n]
+        if not (math.isfinite(x) and math.isfinite(y)):
+            continue
+        rel = (y - x) / x if x != 0 else (0.0 if y == 0 else math.inf)
+        changes.append({"name": n, "a_us": x, "b_us": y, "delta_us": y - x,
+                        "relative": _num(rel), "category": classify(n).category})
+    by_abs = sorted(changes, key=lambda r: (-abs(r["delta_us"]), r["name"]))[:max(top, 0)]
+    by_rel = sorted((r for r in changes if r["delta_us"] != 0),
+                    key=lambda r: (-(abs(r["relative"]) if r["relative"] is not None else math.inf),
+                                   r["name"]))[:max(top, 0)]
+    cat_a, cat_b = category_totals(ca), category_totals(cb)
+    categories = {cat: {"a_us": cat_a[cat]["cost_us"], "b_us": cat_b[cat]["cost_us"],
+                        "delta_us": cat_b[cat]["cost_us"] - cat_a[cat]["cost_us"],
+                        "a_count": cat_a[cat]["count"], "b_count": cat_b[cat]["count"]}
+                  for cat in CATEGORIES}
+    total_a = sum(v for v in ca.values() if math.isfinite(v))
+    total_b = sum(v for v in cb.values() if math.isfinite(v))
+    union = len(set(ca) | set(cb))
+    return {
+        "a_count": len(ca), "b_count": len(cb), "common": len(common),
+        "overlap": (len(common) / union) if union else 1.0,
+        "only_in_a": only_a, "only_in_b": only_b,
+        "total_a_us": total_a, "total_b_us": total_b, "total_delta_us": total_b - total_a,
+        "largest_changes": by_abs, "largest_relative_changes": by_rel,
+        "categories": categories,
+    }
+
+
+# --- reports for `pgle inspect` and `pgle diff` ------------------------------------------------
+
+
+def _us(x: float) -> str:
+    return f"{x:,.1f} us" if abs(x) >= 1 or x == 0 else f"{x:.3g} us"
+
+
+def _describe(source: ProfileSource) -> str:
+    if source.kind == "directory":
+        return f"{source.path} (directory of {len(source.modules)} modules)"
+    return f"{source.path} ({'text' if source.path.suffix == '.pbtxt' else 'binary'})"
+
+
+def inspect_report(path: Any, *, top: int = 20):
+    """`pgle inspect`: exit 0, or 1 when the profile is empty (so it works as a check)."""
+    from pgle.errors import EXIT_ERROR
+    from pgle.profiles.files import load_profile_source
+    from pgle.report import Report
+
+    source = load_profile_source(path)
+    data = inspect_source(source, top=top)
+    report = Report(command="inspect", status="ok", profile=source.to_dict(), details={"inspect": data})
+    s = report.summary
+    s.append(f"{_describe(source)}: {data['instruction_count']} instructions, "
+             f"{data['latency_count']} latencies, total {_us(data['total_cost_us'])}")
+    if source.is_empty():
+        report.status, report.exit_code = "empty", EXIT_ERROR
+        report.reasons.append("the profile holds no instruction costs: XLA would schedule with its "
+                              "default estimates. A CPU run, CUPTI held by another tool (Nsight, DCGM) "
+                              "or kernels hidden in CUDA graphs all give empty profiles.")
+        s.append("the profile is empty.")
+        return report
+    cats = data["categories"]
+    s.append("by category: " + ", ".join(
+        f"{cat} {cats[cat]['share']:.1%} ({cats[cat]['count']})" for cat in CATEGORIES if cats[cat]["count"]))
+    coll = data["collectives"]["kinds"]
+    if coll:
+        s.append("collectives: " + "; ".join(
+            f"{kind} {row['count']} ({row['pairs']} start/done pairs) {_us(row['cost_us'])}"
+            for kind, row in coll.items()))
+    fps = data["fingerprints"]
+    if source.kind == "directory":
+        for fp, row in fps.items():
+            s.append(f"module {fp}: {row['instruction_count']} instructions, {_us(row['total_cost_us'])}")
+    elif fps:
+        s.append(f"fingerprint-qualified: {len(fps['qualified'])} modules, "
+                 f"{fps['bare_instructions']} bare names (bare names apply to every module)")
+        if fps["malformed"]:
+            report.warnings.append(f"{fps['malformed']} names contain '::' more than once; XLA applies "
+                                   "them to no module.")
+    if data["top"]:
+        s.append(f"top {len(data['top'])}:")
+        for row in data["top"]:
+            cost = row["cost_us"]
+            s.append(f"  {_us(cost) if cost is not None else 'nan':>14} {row['share']:6.1%}  "
+                     f"{row['category']:<10} {row['name']}")
+    if data["duplicates"]:
+        report.warnings.append(f"{data['duplicates']} names appear more than once; XLA keeps the last "
+                               "entry of each, or averages them all when the profile has .rematN entries.")
+    if data["bad_values"]:
+        report.warnings.append(f"{data['bad_values']} costs are negative, NaN or infinite.")
+    if source.empty_modules and source.kind == "directory":
+        report.warnings.append(f"{len(source.empty_modules)} module files are empty: "
+                               f"{', '.join(source.empty_modules[:3])}.")
+    if source.shadowed:
+        report.warnings.append(f"{len(source.shadowed)} .pb files are shadowed by a .pbtxt of the same "
+                               "module; XLA reads only the .pbtxt.")
+    return report
+
+
+def diff_report(a_path: Any, b_path: Any, *, top: int = 20):
+    from pgle.profiles.files import load_profile_source
+    from pgle.report import Report
+
+    a, b = load_profile_source(a_path), load_profile_source(b_path)
+    data = diff_sources(a, b, top=top)
+    report = Report(command="diff", status="ok", profile=None,
+                    details={"a": a.to_dict(), "b": b.to_dict(), "diff": data})
+    s = report.summary
+    s.append(f"A {_describe(a)}: {data['a_count']} instructions")
+    s.append(f"B {_describe(b)}: {data['b_count']} instructions")
+    s.append(f"common {data['common']} ({data['overlap']:.0%} of all names); only in A {len(data['only_in_a'])}"
+             f"; only in B {len(data['only_in_b'])}")
+    for label, names in (("only in A", data["only_in_a"]), ("only in B", data["only_in_b"])):
+        if names:
+            s.append(f"{label}: {', '.join(names[:10])}{', ...' if len(names) > 10 else ''}")
+    ta, tb = data["total_a_us"], data["total_b_us"]
+    rel = f" ({(tb - ta) / ta:+.1%})" if ta else ""
+    s.append(f"total {_us(ta)} -> {_us(tb)}{rel}")
+    s.append("by category: " + "; ".join(
+        f"{cat} {_us(row['a_us'])} -> {_us(row['b_us'])}" for cat, row in data["categories"].items()
+        if row["a_count"] or row["b_count"]))
+    if data["largest_changes"]:
+        s.append("largest changes:")
+        for row in data["largest_changes"]:
+            r = f"{row['relative']:+.1%}" if row["relative"] is not None else "new cost"
+            s.append(f"  {row['delta_us']:+14.3f} us {r:>9}  {row['name']}  ({_us(row['a_us'])} -> "
+                     f"{_us(row['b_us'])})")
+    if data["overlap"] < 0.5 and (data["a_count"] and data["b_count"]):
+        hint = " (one is a directory and one a file: convert one first)" if a.kind != b.kind else ""
+        report.warnings.append(f"A and B share only {data['overlap']:.0%} of their names: they probably "
+                               f"come from different programs{hint}.")
+    return report

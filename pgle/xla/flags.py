@@ -1,0 +1,184 @@
+"""Parse, merge, render and lint `XLA_FLAGS` exactly as XLA reads it.
+
+XLA (tsl parse_flags_from_env.cc, unchanged through jax 0.10) reads the
+variable left to right: whitespace separates flags; `--name="v a l"` or
+`--name='v'` quote a value (backslash escapes only inside double quotes);
+`--name=''` is an empty value; parsing silently stops at the first token that
+does not start with `-`; a value that does not start with `-` at all is the
+name of a file holding the flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+from pgle.xla import flag_table
+from pgle.errors import FlagError
+
+_WS = " \t\r\n"
+_NAME_CHARS = re.compile(r"[-_A-Za-z0-9]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    name: str  # without leading dashes
+    value: str | None  # None for a bare `--name`
+    raw: str  # exactly as written by the user; pgle's own flags get a canonical form
+
+    @classmethod
+    def make(cls, name: str, value: str | None) -> "Flag":
+        return cls(name, value, render_flag(name, value))
+
+
+def render_flag(name: str, value: str | None) -> str:
+    if value is None:
+        return f"--{name}"
+    if value == "":
+        return f"--{name}=''"
+    if any(c in value for c in _WS + "'\""):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'--{name}="{escaped}"'
+    return f"--{name}={value}"
+
+
+@dataclasses.dataclass
+class XlaFlags:
+    flags: list[Flag]
+    # Text after the first token XLA cannot read; XLA ignores it silently.
+    ignored_tail: str = ""
+    # XLA_FLAGS named a file instead of holding flags.
+    source_file: str | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> "XlaFlags":
+        if not text:
+            return cls([])
+        # Whitespace alone is not empty to XLA: it reads it as a file name too.
+        stripped = text.lstrip(_WS)
+        if not stripped.startswith("-"):
+            try:
+                with open(text, encoding="utf-8", errors="replace") as f:
+                    content = f.read()
+            except OSError as e:
+                raise FlagError(
+                    f"XLA_FLAGS={text!r} does not start with '--', so XLA reads it as a file of "
+                    f"flags, but it cannot be opened ({e.strerror}).",
+                    hint="Export the flags themselves, e.g. XLA_FLAGS='--xla_dump_to=/tmp/d'.",
+                ) from None
+            # The file's text is parsed as flags, never as another file name.
+            return cls(*_parse_string(content), source_file=text)
+        return cls(*_parse_string(text))
+
+    def get(self, name: str) -> Flag | None:
+        """The flag XLA ends up using: the last occurrence wins."""
+        for flag in reversed(self.flags):
+            if flag.name == name:
+                return flag
+        return None
+
+    def value(self, name: str, default: str | None = None) -> str | None:
+        flag = self.get(name)
+        if flag is None:
+            return default
+        return "true" if flag.value is None else flag.value
+
+    def names(self) -> list[str]:
+        return [f.name for f in self.flags]
+
+    def render(self) -> str:
+        # The unreadable tail stays last: XLA ignores it either way, and
+        # anything placed after it would be ignored too.
+        return " ".join([f.raw for f in self.flags] + ([self.ignored_tail] if self.ignored_tail else []))
+
+    def merged(self, updates: dict[str, str | None]) -> tuple["XlaFlags", list[str]]:
+        """pgle's flags merged into the user's: theirs keep their order and text.
+
+        A user flag that pgle must set differently is replaced in place; the
+        notices say which, in one line each.
+        """
+        flags = list(self.flags)
+        notices = []
+        for name, value in updates.items():
+            new = Flag.make(name, value)
+            positions = [i for i, f in enumerate(flags) if f.name == name]
+            if not positions:
+                flags.append(new)
+                continue
+            for i in positions:
+                if flags[i].value != value:
+                    notices.append(f"replacing your {flags[i].raw} with {new.raw}")
+                    flags[i] = new
+        return XlaFlags(flags, self.ignored_tail, self.source_file), notices
+
+    def without(self, names: set[str]) -> "XlaFlags":
+        return XlaFlags([f for f in self.flags if f.name not in names], self.ignored_tail,
+                        self.source_file)
+
+
+def _parse_string(text: str) -> tuple[list[Flag], str]:
+    flags: list[Flag] = []
+    n = len(text)
+    b = _skip_ws(text, 0)
+    while b < n and text[b] == "-":
+        e = _NAME_CHARS.match(text, b).end()
+        dashed = text[b:e]
+        if e + 1 < n and text[e] == "=" and text[e + 1] in "'\"":
+            quote = text[e + 1]
+            i = e + 2
+            value = []
+            while i < n and text[i] != quote:
+                c = text[i]
+                if quote == '"' and c == "\\" and i + 1 < n:
+                    i += 1
+                    c = text[i]
+                value.append(c)
+                i += 1
+            if i < n:
+                i += 1  # closing quote
+            flags.append(Flag(dashed.lstrip("-"), "".join(value), text[b:i]))
+            e = i
+        else:
+            e = _find_ws(text, e)
+            token = text[b:e]
+            name, sep, value = token.partition("=")
+            flags.append(Flag(name.lstrip("-"), value if sep else None, token))
+        b = _skip_ws(text, e)
+    return flags, text[b:].strip(_WS)
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _WS:
+        i += 1
+    return i
+
+
+def _find_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i] not in _WS:
+        i += 1
+    return i
+
+
+def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
+    """Fail on what XLA would abort on; return warnings for what it would silently ignore."""
+    for flag in flags.flags:
+        entry = flag_table.removed_flag(flag.name, jax_version)
+        if entry is not None:
+            removed = ".".join(map(str, entry.removed_in))
+            raise FlagError(
+                f"XLA_FLAGS has --{flag.name}, which XLA removed in jax {removed} and would abort "
+                f"on ('Unknown flag in XLA_FLAGS'): {entry.replacement}."
+            )
+    warnings = []
+    if flags.ignored_tail:
+        warnings.append(
+            f"XLA stops reading XLA_FLAGS at {flags.ignored_tail.split()[0]!r}: everything from "
+            "there on is ignored (every flag must start with '--')."
+        )
+    return warnings
+
+
+def from_environ(environ: os._Environ | dict | None = None) -> XlaFlags:
+    environ = os.environ if environ is None else environ
+    return XlaFlags.parse(environ.get("XLA_FLAGS"))
