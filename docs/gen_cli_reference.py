@@ -67,16 +67,17 @@ def render() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the file is stale")
+    parser.add_argument("--output", type=Path, default=TARGET, help=f"default: {TARGET.name} in docs/reference/")
     args = parser.parse_args()
     text = render()
     if args.check:
-        current = TARGET.read_text() if TARGET.exists() else ""
+        current = args.output.read_text() if args.output.exists() else ""
         if current != text:
-            print(f"{TARGET} is stale; regenerate it with: {REGENERATE}", file=sys.stderr)
+            print(f"{args.output} is stale; regenerate it with: {REGENERATE}", file=sys.stderr)
             return 1
         return 0
-    TARGET.write_text(text)
-    print(f"wrote {TARGET}")
+    args.output.write_text(text)
+    print(f"wrote {args.output}")
     return 0
 
 
