@@ -21,7 +21,7 @@ from pgle.report import Report
 from pgle.launch.runfolder import DEFAULT_ROOT, RunFolder
 from pgle.evidence.steps import step_times, summarize
 from pgle.evidence.xla_log import LogScanner
-from pgle.verdicts.pgle_applied import Verdict, judge
+from pgle.verdicts.pgle_applied import Verdict, judge, module_label
 from pgle.launch.workload import Workload
 from pgle.xla.flags import XlaFlags
 
@@ -55,12 +55,16 @@ def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource
     return source, copy
 
 
-def accuracy_checker_on(flags: XlaFlags) -> bool:
-    """The checker is on (WARN) by default since jax 0.4.36; OFF silences it."""
+def accuracy_checker_on(flags: XlaFlags, jax: tuple[int, ...] | None = None) -> bool:
+    """The checker is on (WARN) by default since jax 0.4.36; OFF silences it. Before, only
+    --xla_gpu_enable_pgle_accuracy_checker=true turned it on (strict: a miss fails the compile)."""
+    jax = versions.jax_version() if jax is None else jax
+    if not versions.at_least(jax, flag_table.ACCURACY_CHECKER_SINCE):
+        return flags.value(flag_table.OLD_ACCURACY_CHECKER) in ("true", "1")
     value = flags.value(flag_table.ACCURACY_CHECKER)
     if value is not None:
         return not value.endswith("OFF")
-    return versions.at_least(versions.jax_version(), (0, 4, 36))
+    return True
 
 
 def run(opts: RunOptions, notify: Callable[[str], None] = lambda s: None,
@@ -117,8 +121,10 @@ def run_rank(opts: RunOptions, jr: JobRun, notify: Callable[[str], None],
 
 def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                drift_notes: list[str], command: str = "run") -> Report:
+    level = ex.child.env.get("TF_CPP_MIN_LOG_LEVEL", "").strip()
     verdict = judge(LogScanner().scan_file(ex.run.log), platform=ex.events.platform,
-                    min_coverage=opts.min_coverage, accuracy_checker=accuracy_checker_on(ex.child.flags))
+                    min_coverage=opts.min_coverage, accuracy_checker=accuracy_checker_on(ex.child.flags),
+                    info_log_hidden=level not in ("", "0"))
     if man is not None:
         drift_notes = drift_notes + [d for d in manifest.drift(
             man, user_flags=ex.child.user_flags, backend=ex.events.backend)
@@ -165,7 +171,7 @@ def summary_lines(verdict: Verdict) -> list[str]:
         missing = m["instructions_missing"]
         detail = f"coverage {cov}" + (f", {missing} missing" if missing else "")
         where = f" [rank {m['rank']}]" if m.get("rank") is not None else ""
-        name = m["module"] or m["fingerprint"] or "(module name not logged)"
+        name = module_label(m)
         lines.append(f"  {name}{where}: {m['status']} ({detail})")
     return lines
 

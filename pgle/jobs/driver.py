@@ -46,7 +46,7 @@ from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, EXIT_NOT_VERIFIED, BadInput, PgleError
 from pgle.jobs.ranks import RankInfo
 from pgle.report import Report
-from pgle.verdicts.pgle_applied import overall_status
+from pgle.verdicts.pgle_applied import module_label, overall_status
 
 DEFAULT_GATHER_TIMEOUT_S = 600.0
 JOB_REPORT = "job.json"
@@ -476,7 +476,7 @@ def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok:
     for rank in sorted(by_rank):
         seen: Counter = Counter()
         for m in by_rank[rank]:
-            name = m.get("module") or m.get("fingerprint") or "(module name not logged)"
+            name = module_label(m)
             base = (name, m.get("fingerprint"))
             key = (*base, seen[base])
             seen[base] += 1
@@ -554,7 +554,7 @@ def _ranks_summary(per_rank, by_status: Mapping[str, list[int]], absent: Sequenc
 def job_module_lines(modules: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for m in modules:
-        name = m.get("module") or m.get("fingerprint") or "(module name not logged)"
+        name = module_label(m)
         by_status = m.get("ranks") or {}
         if len(by_status) == 1 and not m.get("absent_ranks"):
             lines.append(f"  {name}: {m.get('ranks_summary')}")
@@ -606,7 +606,7 @@ def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
             text += f", {counts['not_applied']} not at all"
         reasons.append(text + ".")
         for m in mixed:
-            name = m.get("module") or m.get("fingerprint") or "(module name not logged)"
+            name = module_label(m)
             reasons.append(f"{name}: {m['ranks_summary']}.")
     return status, modules, reasons
 
