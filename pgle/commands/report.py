@@ -49,7 +49,7 @@ def resolve_phases(run_dirs: list[str]) -> list[tuple[str, Path]]:
     if len(folders) == 1:
         p = folders[0]
         if (p / "collect" / "events.jsonl").exists() and (p / "run" / "events.jsonl").exists():
-            return [("without profile", p / "collect"), ("with profile", p / "run")]
+            return [("without profile", p / "collect"), (_run_label(p / "run"), p / "run")]
         if not (p / "events.jsonl").exists():
             raise BadInput(f"{p} is not a pgle run folder (no events.jsonl, and no collect/ and "
                            "run/ phases).", hint="Pass a folder under .pgle/runs/.")
@@ -59,6 +59,16 @@ def resolve_phases(run_dirs: list[str]) -> list[tuple[str, Path]]:
             raise BadInput(f"{p} is not a pgle run folder (no events.jsonl).",
                            hint="Pass folders under .pgle/runs/ (a tune folder's collect/ and run/).")
     return [("without profile", folders[0]), ("with profile", folders[1])]
+
+
+def _run_label(folder: Path) -> str:
+    """A tune run phase gets the profile only when phase 1 produced one (never on CPU)."""
+    try:
+        flags = (folder / "child_env.json").read_text(encoding="utf-8")
+    except OSError:
+        flags = ""
+    return "with profile" if "pgle_profile_file_or_directory_path" in flags else \
+        "run phase (no profile: phase 1 produced none)"
 
 
 def _phase(label: str, folder: Path, dtype: str) -> dict[str, Any]:
