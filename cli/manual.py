@@ -183,9 +183,12 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         copts = _collect_options(module, words, output, steps, step_name, delay, duration, force,
                                  False, run_dir, log, per_module, stat, fmt, converter, qualify,
                                  None, job_dir, gather_timeout)
-        return do_tune(TuneOptions(copts, require_applied, min_coverage), emit)
+        return do_tune(TuneOptions(copts, require_applied, min_coverage, html), emit)
 
     json_out, report_path = rank_outputs(json_out, report_path)
+    # --report X.html: pgle report's HTML page of the run instead of the JSON report.
+    html = report_path if report_path and report_path.lower().endswith((".html", ".htm")) else None
+    report_path = None if html else report_path
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 

@@ -21,6 +21,7 @@ class TuneOptions:
     collect: CollectOptions  # its job_dir / gather_timeout serve the whole tune job
     require_applied: bool = False
     min_coverage: float = 0.9
+    html_report: str | None = None  # `--report X.html`: pgle report's page of this tune run
 
 
 def tune(opts: TuneOptions, notify: Callable[[str], None] = lambda s: None,
@@ -30,6 +31,9 @@ def tune(opts: TuneOptions, notify: Callable[[str], None] = lambda s: None,
     after phase 1, every rank reads rank 0's phase-1 job report to decide the same way, and
     rank 0 returns the job's report."""
     environ = dict(os.environ if environ is None else environ)
+    if opts.html_report:  # refuse before an hour-long run, not after it
+        from pgle.atomic import check_writable_target
+        check_writable_target(opts.html_report, force=opts.collect.force, what="report")
     jr = JobRun.start("tune", environ, job_dir=opts.collect.job_dir,
                       gather_timeout_s=opts.collect.gather_timeout)
     say = jr.notifier(notify)
@@ -98,6 +102,12 @@ def tune(opts: TuneOptions, notify: Callable[[str], None] = lambda s: None,
                                  "phases": {"collect": str(jr.job_dir / "collect"),
                                             "run": str(jr.job_dir / "run")}}
         report.summary.append(f"step times are rank 0's; every rank's are in {jr.job_dir}/run/")
+    if opts.html_report:
+        from pgle.commands.report import ReportOptions, report as analyse
+
+        page = analyse(ReportOptions([str(top.path)], opts.html_report, force=True))
+        report.details["analysis"] = page.details["analysis"]
+        report.summary += page.summary
     return report
 
 

@@ -232,6 +232,7 @@ class Harness:
             _capture_logger(entry["name"], entry.get("level", "DEBUG"), self.events)
         if self.spec.get("observe_pgle"):
             _observe_pgle(self.events)
+        _observe_modules(self.events, os.path.join(os.path.dirname(self.spec["events"]), "hlo"))
         self.events.write("jax_imported", version=getattr(jax, "__version__", None))
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
@@ -381,15 +382,29 @@ def _step_annotation_class(base, harness: Harness):
     return StepTraceAnnotation
 
 
+def _jax_internals():
+    try:
+        from pgle.launch import jax_internals
+    except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        from pgle.launch import jax_internals
+    return jax_internals
+
+
+def _observe_modules(events: Events, hlo_dir: str) -> None:
+    """Per-module FLOPs, memory and scheduled HLO for `pgle report`; nothing depends on them."""
+    try:
+        ok = _jax_internals().observe_modules(events.write, hlo_dir)
+    except Exception as e:  # never break the user's run for a diagnostic
+        events.write("observe_error", error=f"{type(e).__name__}: {e}")
+        ok = False
+    events.write("observe_modules", installed=ok)
+
+
 def _observe_pgle(events: Events) -> None:
     """Per-execution auto PGLE events (pgle/launch/jax_internals.py); the verdict works without them."""
     try:
-        try:
-            from pgle.launch import jax_internals
-        except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
-            sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-            from pgle.launch import jax_internals
-        ok = jax_internals.observe_pgle(events.write)
+        ok = _jax_internals().observe_pgle(events.write)
     except Exception as e:  # never break the user's run for a diagnostic
         events.write("observe_error", error=f"{type(e).__name__}: {e}")
         ok = False
