@@ -52,7 +52,7 @@ class CollectOptions:
     # Per-module collection: a directory of <fingerprint>.pb|.pbtxt files from pgle's converter.
     per_module: bool = False
     stat: str | None = None  # pgle's converter: median (default) | mean | min | max | pNN
-    fmt: str | None = None  # per-module file format: binary (default) | text
+    fmt: str | None = None  # per-module file format: text (default) | binary
     converter: str | None = None  # single file: jaxlib (default) | pgle
     qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
     # Multi-process jobs (pgle/commands/collect_job.py): profile one rank only, the shared job folder,
@@ -414,7 +414,10 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
                       report: Report, notify: Callable[[str], None]) -> Report:
     """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
     `manifest.json`; same empty-profile rules as a single file."""
-    fmt = opts.fmt or profile.BINARY
+    # Text by default: every jax (0.4.34-0.10.2) looks up <fp>.pbtxt before <fp>.pb, and with
+    # only .pb files jax >= 0.6.2 logs an ERROR "PGLE profile file does not exist:
+    # <dir>/<fp>.pbtxt" per module first (tests/data/xla_gpu/README.md).
+    fmt = opts.fmt or profile.TEXT
     conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
     log_fps = _log_fingerprint_count(ex.run.log)
     without = [m for m in conv.modules if not m.fingerprint]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile
@@ -118,6 +118,73 @@ def overlap_warnings(overlaps: Sequence[InputOverlap]) -> list[str]:
     return warnings
 
 
+def module_names(source: Any) -> dict[str, str]:
+    """fingerprint -> module name of a per-module directory, from its manifest.json (written
+    by `pgle collect --per-module`); {} without one."""
+    from pgle.profiles import manifest
+
+    if getattr(source, "kind", None) != "directory":
+        return {}
+    man = manifest.read(manifest.manifest_path(source.path)) or {}
+    rows = list(man.get("modules") or [])
+    names = {r["fingerprint"]: r["module"] for r in rows
+             if isinstance(r, dict) and r.get("fingerprint") and r.get("module")}
+    for name, fps in (man.get("fingerprint_aliases") or {}).items():
+        for fp in fps:
+            names.setdefault(fp, name)
+    return names
+
+
+def fingerprint_aliases(names: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
+    """Module name -> its fingerprints, where inputs gave one module several (per-rank
+    autotuning: a real 4-process A100 run gave one rank a different fingerprint for identical
+    pre-optimisation HLO, issue 10)."""
+    by_name: dict[str, set[str]] = {}
+    for mapping in names:
+        for fp, name in mapping.items():
+            by_name.setdefault(name, set()).add(fp)
+    return {n: sorted(fps) for n, fps in sorted(by_name.items()) if len(fps) > 1}
+
+
+def merge_directory_modules(sources: Sequence[Any], *, method: str = "percentile",
+                            percentile: int = 90):
+    """Per-module directories -> (fingerprint -> merged profile, aliases, fingerprint ->
+    [(input label, profile)] merged into it).
+
+    Every fingerprint one module was seen under gets the profile merged over all of them, so
+    each rank finds a file under its own fingerprint (XLA looks up `<fp>.pbtxt` by the
+    fingerprint of the module it compiles)."""
+    by_fp: dict[str, list[tuple[str, Any]]] = {}
+    for s in sources:
+        for fp, p in s.modules.items():
+            by_fp.setdefault(fp, []).append((str(s.path), p))
+    aliases = fingerprint_aliases([module_names(s) for s in sources])
+    group = {fp: [fp] for fp in by_fp}
+    for fps in aliases.values():
+        present = [fp for fp in fps if fp in by_fp]
+        for fp in present:
+            group[fp] = present
+    labelled = {fp: [x for g in group[fp] for x in by_fp[g]] for fp in by_fp}
+    merged = {fp: merge_profiles([p for _, p in lab], method=method, percentile=percentile)
+              for fp, lab in labelled.items()}
+    return merged, aliases, labelled
+
+
+def _record_aliases(directory: Any, aliases: Mapping[str, Sequence[str]]) -> None:
+    from pgle.profiles import manifest
+
+    path = manifest.manifest_path(directory)
+    man = manifest.read(path) or {}
+    man["fingerprint_aliases"] = {n: list(f) for n, f in aliases.items()}
+    manifest.write(path, man)
+
+
+def alias_lines(aliases: Mapping[str, Sequence[str]]) -> list[str]:
+    return [f"module {name} has {len(fps)} fingerprints ({', '.join(fps)}): the same profile is "
+            "written under each (per-rank autotuning can change a module's fingerprint)"
+            for name, fps in aliases.items()]
+
+
 def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile", percentile: int = 90,
                  force: bool = False):
     """`pgle merge`: files into one file, or per-module directories into one directory."""
@@ -145,6 +212,7 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
                        hint="Use a .pb/.pbtxt output for files, a directory for directories.")
     warnings: list[str] = []
     modules_report = []
+    aliases: dict[str, list[str]] = {}
     if in_kind == "file":
         labelled = [(str(s.path), s.modules[""]) for s in sources]
         overlaps = name_overlap(labelled)
@@ -153,14 +221,9 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         written = write_profile(merged, out, force=force)
         inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
     else:
-        fps: dict[str, list[tuple[str, Any]]] = {}
-        for s in sources:
-            for fp, p in s.modules.items():
-                fps.setdefault(fp, []).append((str(s.path), p))
-        merged_modules = {}
+        merged_modules, aliases, fps = merge_directory_modules(sources, method=method,
+                                                               percentile=percentile)
         for fp, labelled in fps.items():
-            merged_modules[fp] = merge_profiles([p for _, p in labelled], method=method,
-                                                percentile=percentile)
             overlaps = name_overlap(labelled)
             for w in overlap_warnings(overlaps):
                 warnings.append(f"module {fp}: {w}")
@@ -171,6 +234,8 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         all_text = all(f.suffix == ".pbtxt" for s in sources for f in s.files)
         written = write_profile_directory(merged_modules, out, fmt="text" if all_text else BINARY,
                                           force=force)
+        if aliases:
+            _record_aliases(written, aliases)
         inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
     result = load_profile_source(written)
     desc = f"percentile {percentile} (jaxlib's rule)" if method == "percentile" else method
@@ -178,7 +243,8 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         command="merge", status="ok", profile=result.to_dict(), modules=modules_report,
         warnings=warnings,
         details={"method": method, "percentile": percentile if method == "percentile" else None,
-                 "inputs": inputs_report},
+                 "inputs": inputs_report, "fingerprint_aliases": aliases},
         summary=[f"merged {len(sources)} {in_kind}s by {desc} into {written}: "
-                 f"{result.instruction_count} instructions, {result.latency_count} latencies"],
+                 f"{result.instruction_count} instructions, {result.latency_count} latencies"]
+        + alias_lines(aliases),
     )
