@@ -133,7 +133,9 @@ def _clone_note(clone: dict) -> str:
             " not counted")
     if clone["profile_found"] and clone["profile_path"] and _is_fingerprint_file(clone["profile_path"]):
         note += ("; a clone that reads a profile changes the module's own fingerprint: keep only "
-                 "main-module fingerprints in a profile directory")
+                 "main-module fingerprints in a profile directory (as `pgle collect --per-module` "
+                 "writes), or compile without clones "
+                 "(--xla_gpu_experimental_enable_heuristic_collective_combining=false)")
     return note
 
 

@@ -101,6 +101,7 @@ class Lane:
         base = lane.run_child(self.python, [lane.LHS_FLAG], work=str(work / "base"),
                               quirks=self.quirks, programs=PROGRAMS)
         assert base.returncode == 0, base.stderr[-3000:]
+        self.log_fingerprints = {m.group(1): m.group(3) for m in lane.FP_RE.finditer(base.stderr)}
         self.modules = [m for m in base.modules if m.get("fingerprint_before_lhs")]
         assert [m["module"] for m in self.modules] == MODULES, base.stderr[-3000:]
 
@@ -253,3 +254,37 @@ def test_checker_flag_of_the_other_generation_is_refused_before_launch(jax_lane)
     log.write_text(run.stderr)
     report = lane_.verify(log)
     assert report["status"] == "error" and flag in report["reasons"][0]
+
+
+def test_clones_jax_0_7_2_and_0_8_3(jax_lane):
+    """The collective combiner's `<module>-clone` (jax 0.7.2/0.8.3): files for the clones'
+    fingerprints make the module itself miss (its fingerprint changes once the clone reads a
+    profile); without clones (combiner off) a single file is plainly applied."""
+    lane_ = jax_lane
+    clones = {n: fp for n, fp in lane_.log_fingerprints.items() if n.endswith("-clone")}
+    if lane_.version not in ("0.7.2", "0.8.3"):
+        assert clones == {}, "only jax 0.7.2/0.8.3 schedule clones"
+        RAN.setdefault(lane_.version, []).append("no clones")
+        return
+    assert set(clones) == {m + "-clone" for m in MODULES}
+    d = lane_.work / "with-clones"
+    for m in lane_.modules:
+        names = lane_.names(m)
+        lane_.write_profile(d / f"{m['fingerprint_before_lhs']}.pbtxt", names)
+        lane_.write_profile(d / f"{clones[m['module'] + '-clone']}.pbtxt", names)
+    report, code, _ = lane_.run(d, name="with-clones")
+    assert report["status"] == "partial" and code == 3, report["reasons"]
+    rows = {m["module"]: m for m in report["modules"]}
+    assert set(rows) == set(MODULES)  # clones folded, never rows of their own
+    assert not rows["jit_prog_a_collectives"]["profile_found"]
+    assert any("changes the module's own fingerprint" in n
+               for n in rows["jit_prog_a_collectives"]["notes"])
+
+    names = [n for m in lane_.modules for n in lane_.names(m)]
+    off = "--xla_gpu_experimental_enable_heuristic_collective_combining=false"
+    report, code, log = lane_.run(lane_.write_profile(lane_.work / "good.pbtxt", names),
+                                  flags=[off], name="no-combiner")
+    assert (report["status"], code) == ("applied", 0), report["reasons"]
+    assert not [fp for name, fp in {m.group(1): m.group(3) for m in
+                                    lane.FP_RE.finditer(log.read_text())}.items()
+                if name.endswith("-clone")]
