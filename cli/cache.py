@@ -6,7 +6,8 @@ import time
 
 import click
 
-from pgle.cli.common import emit, finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import emit, finish
 
 
 @click.group(help="Inspect and prune a JAX persistent compilation cache directory.")

@@ -6,7 +6,8 @@ import os
 
 import click
 
-from pgle.cli.common import finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import finish
 
 
 @click.group("flags")

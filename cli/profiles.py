@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import click
 
-from pgle.cli.common import finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import finish
 
 
 @click.command("inspect", help="Show what a profile (file or per-module directory) holds: counts, "

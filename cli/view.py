@@ -6,7 +6,8 @@ import signal
 
 import click
 
-from pgle.cli.common import emit, finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import emit, finish
 
 
 @click.command("view")

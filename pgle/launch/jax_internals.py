@@ -27,8 +27,10 @@ import contextlib
 import weakref
 from typing import Callable
 
+from pgle.launch import schema
+
 CHECKED_WITH_JAX = "0.10.2"
-EVENT_PROFILED = "pgle_profiled"
+EVENT_PROFILED = schema.PGLE_PROFILED
 
 _installed = False
 
