@@ -18,7 +18,7 @@ from pgle.cli.output import finish
               help="How many of the costliest instructions to list.")
 @report_options
 def inspect(profile, top, json_out, report_path, debug):
-    from pgle.profiles.stats import inspect_report
+    from pgle.commands.profiles import inspect_report
 
     finish(lambda: inspect_report(profile, top=top), json_out=json_out, report_path=report_path,
            debug=debug)
@@ -32,7 +32,7 @@ def inspect(profile, top, json_out, report_path, debug):
               help="How many of the largest changes to list.")
 @report_options
 def diff(a, b, top, json_out, report_path, debug):
-    from pgle.profiles.stats import diff_report
+    from pgle.commands.profiles import diff_report
 
     finish(lambda: diff_report(a, b, top=top), json_out=json_out, report_path=report_path, debug=debug)
 
@@ -50,7 +50,7 @@ def diff(a, b, top, json_out, report_path, debug):
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @report_options
 def merge(inputs, output, method, percentile, force, json_out, report_path, debug):
-    from pgle.profiles.merge import merge_report
+    from pgle.commands.profiles import merge_report
 
     finish(lambda: merge_report(list(inputs), output, method=method, percentile=percentile, force=force),
            json_out=json_out, report_path=report_path, debug=debug)
@@ -79,12 +79,11 @@ def merge(inputs, output, method, percentile, force, json_out, report_path, debu
 def convert(src, out, modules, qualify, fmt, stat, log_path, qualify_all, force, json_out, report_path,
             debug):
     def produce():
-        from pgle.profiles.convert import is_trace_run_dir, trace_report
+        from pgle.commands.profiles import convert_profile, trace_report
+        from pgle.profiles.convert import is_trace_run_dir
 
         if is_trace_run_dir(src):
             return trace_report(src, out, stat=stat, log_path=log_path, qualify=qualify_all, force=force)
-        from pgle.profiles.files import convert_profile
-
         return convert_profile(src, out, module=modules, qualify=qualify, fmt=fmt, force=force)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

@@ -36,7 +36,7 @@ from pgle.launch.workload import Workload
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
-from pgle.verdicts.auto_pgle import STATUS_NOT_OPTIMIZED, STATUS_OPTIMIZED
+from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 from pgle.verdicts.rows import module_lines
 from pgle.xla import versions
 
