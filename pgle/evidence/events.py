@@ -33,8 +33,6 @@ class RunEvents:
     def platform(self) -> str | None:
         return self.backend.get("platform") if self.backend else None
 
-    def of_kind(self, kind: str) -> list[dict]:
-        return [r for r in self.records if r.get("kind") == kind]
 
 
 def read_events(path: Path | str) -> RunEvents:

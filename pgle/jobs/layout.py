@@ -91,10 +91,6 @@ class RankLayout:
     n_selected: int = 1  # how many processes are
 
     @property
-    def multiprocess(self) -> bool:
-        return self.job_dir is not None
-
-    @property
     def writes_shared(self) -> bool:
         """This process writes what the whole job shares (a cache manifest): the only process,
         or rank 0 (JAX itself writes cache entries from process 0 only)."""

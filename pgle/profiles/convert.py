@@ -2,7 +2,7 @@
 
 Why not only jaxlib's `get_profiled_instructions_proto`: it pools every event of
 an instruction name across all modules, devices, streams, steps and hosts into
-one arithmetic mean, warm-up included (pgle-facts.md section 2). A train step
+one arithmetic mean, warm-up included (docs/xla-facts.md section 2). A train step
 and an eval step that both have a `fusion.3` get one blended cost, applied to
 every module. This converter reads the same `<host>.xplane.pb` files, groups
 device events by module (`hlo_module` + `program_id`), keeps only events inside

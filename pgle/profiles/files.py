@@ -1,6 +1,6 @@
 """PGLE profiles as data: read, write, validate, directories, content-addressed copies.
 
-A profile is a `tensorflow.profiler.ProfiledInstructionsProto` (pgle-facts.md
+A profile is a `tensorflow.profiler.ProfiledInstructionsProto` (docs/xla-facts.md
 section 2) in a file ending in `.pb` (binary) or `.pbtxt` (text), or a
 directory of `<fingerprint>.pb|.pbtxt` files, one per module (section 3).
 XLA decides the format from the extension alone and, since jax 0.5.1, silently

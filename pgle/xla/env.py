@@ -30,11 +30,3 @@ def bool_env(environ: Mapping[str, str], name: str) -> bool | None:
     if low in FALSE_VALUES:
         return False
     raise NotABoolean(value)
-
-
-def truthy(environ: Mapping[str, str], name: str) -> bool:
-    """`name` turns the option on in jax (unset, false or invalid: False)."""
-    try:
-        return bool(bool_env(environ, name))
-    except NotABoolean:
-        return False
