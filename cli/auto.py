@@ -9,7 +9,9 @@ from pgle.cli.options import (WORKLOAD_HELP, auto_pgle_options, job_options, rep
 from pgle.cli.output import emit, finish
 
 
-@click.command(help="Run the workload with JAX's auto PGLE and report, per module, whether it was "
+@click.command(
+    short_help="Run with JAX's auto PGLE and verify each module was re-optimized.",
+    help="Run the workload with JAX's auto PGLE and report, per module, whether it was "
                     "recompiled with a non-empty profile.\n\n" + WORKLOAD_HELP)
 @workload_options
 @auto_pgle_options

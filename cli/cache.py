@@ -10,7 +10,9 @@ from pgle.cli.options import report_options
 from pgle.cli.output import emit, finish
 
 
-@click.group(help="Inspect and prune a JAX persistent compilation cache directory.")
+@click.group(
+    short_help='List, total and prune a JAX persistent compilation cache.',
+    help="Inspect and prune a JAX persistent compilation cache directory.")
 def cache():
     pass
 

@@ -10,7 +10,7 @@ from pgle.cli.options import report_options
 from pgle.cli.output import finish
 
 
-@click.group("flags")
+@click.group("flags", short_help='Explain an XLA_FLAGS string: meaning, defaults, status.')
 def flags():
     """Explain XLA flags."""
 

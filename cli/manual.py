@@ -9,7 +9,9 @@ from pgle.cli.options import (WORKLOAD_HELP, extraction_options, force_option, j
 from pgle.cli.output import emit, finish
 
 
-@click.command(help="Profile a window of the workload and extract the PGLE profile.\n\n" + WORKLOAD_HELP)
+@click.command(
+    short_help='Profile a workload and extract the PGLE profile.',
+    help="Profile a window of the workload and extract the PGLE profile.\n\n" + WORKLOAD_HELP)
 @workload_options
 @window_options
 @click.option("-o", "--output", default=None,
@@ -37,7 +39,9 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
-@click.command(help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
+@click.command(
+    short_help='Run a workload with a PGLE profile and verify XLA used it.',
+    help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
                + WORKLOAD_HELP)
 @click.option("--profile", "profile_path", required=True,
               help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files.")
@@ -58,7 +62,9 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
-@click.command(help="Collect, then run with the profile: one verdict, with the step times of both "
+@click.command(
+    short_help='Collect, then run with the profile: one verdict, with step times.',
+    help="Collect, then run with the profile: one verdict, with the step times of both "
                     "phases.\n\n" + WORKLOAD_HELP)
 @workload_options
 @window_options
@@ -84,7 +90,9 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
-@click.command(help="Build the PGLE verdict from a saved log (`-` for stdin).")
+@click.command(
+    short_help='Build the PGLE verdict from a saved log.',
+    help="Build the PGLE verdict from a saved log (`-` for stdin).")
 @click.argument("log_path", metavar="LOG")
 @click.option("--profile", "profile_path", default=None,
               help="The profile the run was given: checked against what the log read.")

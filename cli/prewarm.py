@@ -9,7 +9,9 @@ from pgle.cli.options import (WORKLOAD_HELP, auto_pgle_options, job_options, rep
 from pgle.cli.output import emit, finish
 
 
-@click.command(help="Run the workload with auto PGLE and a persistent compilation cache, so that "
+@click.command(
+    short_help='Fill a compilation cache with PGLE-optimized executables.',
+    help="Run the workload with auto PGLE and a persistent compilation cache, so that "
                     "`pgle nsys` can load PGLE-optimized executables; writes DIR/pgle-manifest.json."
                     "\n\n" + WORKLOAD_HELP)
 @click.option("--cache-dir", required=True, metavar="DIR",

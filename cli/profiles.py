@@ -11,7 +11,9 @@ from pgle.cli.options import report_options
 from pgle.cli.output import finish
 
 
-@click.command("inspect", help="Show what a profile (file or per-module directory) holds: counts, "
+@click.command("inspect", 
+    short_help='Show what a profile holds: counts, top costs, categories.',
+    help="Show what a profile (file or per-module directory) holds: counts, "
                "total and top costs, cost by category, collectives, modules. Exit 1 if it is empty.")
 @click.argument("profile", metavar="PROFILE")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
@@ -24,7 +26,9 @@ def inspect(profile, top, json_out, report_path, debug):
            debug=debug)
 
 
-@click.command("diff", help="Compare two profiles: instructions only in A or B, the largest cost "
+@click.command("diff", 
+    short_help='Compare two profiles: missing instructions, largest changes.',
+    help="Compare two profiles: instructions only in A or B, the largest cost "
                "changes (absolute and relative) and the shift per category.")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
@@ -37,7 +41,9 @@ def diff(a, b, top, json_out, report_path, debug):
     finish(lambda: diff_report(a, b, top=top), json_out=json_out, report_path=report_path, debug=debug)
 
 
-@click.command("merge", help="Merge profiles of several runs or ranks into one. The default equals "
+@click.command("merge", 
+    short_help="Merge profiles of several runs or ranks (jaxlib's percentile rule).",
+    help="Merge profiles of several runs or ranks into one. The default equals "
                "jaxlib's aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the "
                "sorted costs); unlike jaxlib, latencies are kept. Directories merge per module.")
 @click.argument("inputs", nargs=-1, required=True, metavar="PROFILE...")
@@ -56,7 +62,9 @@ def merge(inputs, output, method, percentile, force, json_out, report_path, debu
            json_out=json_out, report_path=report_path, debug=debug)
 
 
-@click.command("convert", help="Convert a profile: binary <-> text (by extension), single file <-> "
+@click.command("convert", 
+    short_help='Convert profiles (binary/text, file/directory) or a trace.',
+    help="Convert a profile: binary <-> text (by extension), single file <-> "
                "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
                "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>): a "
                "directory OUT then gets one profile per module.")
