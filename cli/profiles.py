@@ -62,12 +62,13 @@ def merge(inputs, output, method, percentile, force, json_out, report_path, debu
            json_out=json_out, report_path=report_path, debug=debug)
 
 
-@click.command("convert", 
-    short_help='Convert profiles (binary/text, file/directory) or a trace.',
+@click.command(
+    "convert", short_help='Convert profiles (binary/text, file/directory) or a trace.',
     help="Convert a profile: binary <-> text (by extension), single file <-> "
                "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
-               "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>): a "
-               "directory OUT then gets one profile per module.")
+               "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>), an Nsight "
+               "Systems report (.nsys-rep, exported with the nsys on PATH), its SQLite export or an "
+               "nsys-jax archive (.zip): a directory OUT then gets one profile per module.")
 @click.argument("src", metavar="IN")
 @click.argument("out", metavar="OUT")
 @click.option("--module", "modules", multiple=True, metavar="FP",
@@ -76,22 +77,33 @@ def merge(inputs, output, method, percentile, force, json_out, report_path, debu
               help="File to file: prefix every bare name with FP:: so it applies to module FP only.")
 @click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
               help="File format inside a directory OUT (default: the input's).")
-@click.option("--stat", default="median", show_default=True,
-              help="Trace input: statistic per instruction (median, mean, min, max, pNN).")
+@click.option("--stat", default=None,
+              help="Trace input: statistic per instruction (median, mean, min, max, pNN; default "
+                   "median). Nsight input: default min-compute-max-comm (nsys-jax's rule).")
+@click.option("--skip", "skip", type=click.IntRange(min=0), default=None,
+              help="Nsight input: drop the first N executions of every module (default: nsys-jax's "
+                   "warm-up rule).")
+@click.option("--dump", "dump", default=None, metavar="DIR",
+              help="Nsight input: XLA dump folder (--xla_dump_to with --xla_dump_hlo_as_proto); "
+                   "needed for a SQLite export, optional for an nsys-jax archive.")
 @click.option("--log", "log_path", default=None, metavar="LOG",
               help="Trace input: the run's log, for 'Fingerprint before LHS' lines.")
 @click.option("--qualify-all", is_flag=True,
               help="Trace input, file OUT: qualify every name with its module's fingerprint.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @report_options
-def convert(src, out, modules, qualify, fmt, stat, log_path, qualify_all, force, json_out, report_path,
-            debug):
+def convert(src, out, modules, qualify, fmt, stat, skip, dump, log_path, qualify_all, force, json_out,
+            report_path, debug):
     def produce():
-        from pgle.commands.profiles import convert_profile, trace_report
+        from pgle.commands.profiles import convert_profile, nsys_report, trace_report
         from pgle.profiles.convert import is_trace_run_dir
+        from pgle.profiles.nsys_convert import is_nsys_input
 
+        if is_nsys_input(src):
+            return nsys_report(src, out, stat=stat, skip=skip, dump=dump, force=force)
         if is_trace_run_dir(src):
-            return trace_report(src, out, stat=stat, log_path=log_path, qualify=qualify_all, force=force)
+            return trace_report(src, out, stat=stat or "median", log_path=log_path, qualify=qualify_all,
+                                force=force)
         return convert_profile(src, out, module=modules, qualify=qualify, fmt=fmt, force=force)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

@@ -17,6 +17,7 @@ from pgle.profiles.files import (BINARY, SUFFIX, TEXT, Profile, ProfileSource, c
                                  load_profile_source, module_view, output_kind, profile_format,
                                  qualified_fingerprints, qualify_profile, split_qualified,
                                  write_profile, write_profile_directory)
+from pgle.profiles.nsys_convert import convert_nsys
 from pgle.profiles.merge import (check_method, check_percentile, merge_profiles, name_overlap,
                                  overlap_warnings)
 from pgle.profiles.stats import CATEGORIES, diff_sources, inspect_source
@@ -302,4 +303,33 @@ def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any 
     if source.is_empty():
         report.status, report.exit_code = "empty", EXIT_ERROR
         report.reasons.append("the trace gave an empty profile.")
+    return report
+
+
+def nsys_report(src: Any, out: Any, *, stat: str | None = None, skip: int | None = None,
+                dump: Any = None, force: bool = False):
+    """The Report of `pgle convert NSIGHT_INPUT OUT`: a directory OUT gets `<fingerprint>.pbtxt|.pb`."""
+    kind = output_kind(out)
+    result = convert_nsys(src, stat=stat, skip=skip, dump=dump)
+    if not result.profiles:
+        raise ProfileError(f"no module in {src} could be keyed by fingerprint and costed.",
+                           hint="See the warnings above; an nsys-jax archive needs its dump/ folder.")
+    if kind == "directory":
+        # Text like nsys-jax's own output: one greppable <fingerprint>.pbtxt per module.
+        written = write_profile_directory(result.profiles, out, fmt=TEXT, force=force)
+    else:
+        merged = Profile()
+        for fp, p in result.profiles.items():
+            merged.costs += qualify_profile(p, fp).costs
+        written = write_profile(merged, out, force=force)
+    source = load_profile_source(written)
+    report = Report(command="convert", status="ok", profile=source.to_dict(),
+                    modules=[m.to_dict() for m in result.modules], warnings=list(result.warnings),
+                    details={"nsys": result.to_dict(), "input": str(src)})
+    report.summary.append(
+        f"converted {src} ({result.thunks_used} steady-state thunk executions, stat {result.stat}) "
+        f"into {written}: {source.instruction_count} instructions in {len(result.profiles)} modules")
+    if source.is_empty():
+        report.status, report.exit_code = "empty", EXIT_ERROR
+        report.reasons.append("the Nsight data gave an empty profile.")
     return report
