@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import click
 
-from pgle.cli.common import finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import finish
 
 _POLICY_HELP = "replace, keep:N (serve the newest) or merge:N[:pP] (serve the percentile P of the N newest)."
 
 
-@click.group("store", help="A profile store: per-module profiles keyed by fingerprint, jax version "
+@click.group("store",
+             short_help="A fingerprint-keyed profile store for recurring jobs: ls, add, get, prune.",
+             help="A profile store: per-module profiles keyed by fingerprint, jax version "
              "and device kind, shared by recurring jobs (a folder or gs://bucket/path).")
 def store():
     pass
@@ -22,7 +25,7 @@ def store():
 @click.option("--device-kind", default=None, metavar="KIND")
 @report_options
 def ls(path, fingerprint, jax, device_kind, json_out, report_path, debug):
-    from pgle.store.reports import ls_report
+    from pgle.commands.store import ls_report
 
     finish(lambda: ls_report(path, fingerprint=fingerprint, jax=jax, device_kind=device_kind),
            json_out=json_out, report_path=report_path, debug=debug)
@@ -39,7 +42,7 @@ def ls(path, fingerprint, jax, device_kind, json_out, report_path, debug):
 @click.option("--policy", default=None, help=f"Default keep:3. {_POLICY_HELP}")
 @report_options
 def add(path, profile, device_kind, device_count, jax, jaxlib, source, policy, json_out, report_path, debug):
-    from pgle.store.reports import add_report
+    from pgle.commands.store import add_report
 
     finish(lambda: add_report(path, profile, jax=jax, jaxlib=jaxlib, device_kind=device_kind,
                               device_count=device_count, source=source, policy=policy),
@@ -56,7 +59,7 @@ def add(path, profile, device_kind, device_count, jax, jaxlib, source, policy, j
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @report_options
 def get(path, out, device_kind, jax, policy, force, json_out, report_path, debug):
-    from pgle.store.reports import get_report
+    from pgle.commands.store import get_report
 
     finish(lambda: get_report(path, out, jax=jax, device_kind=device_kind, policy=policy, force=force),
            json_out=json_out, report_path=report_path, debug=debug)
@@ -70,7 +73,7 @@ def get(path, out, device_kind, jax, policy, force, json_out, report_path, debug
 @click.option("--dry-run", is_flag=True)
 @report_options
 def prune(path, keep, older_than, jax, dry_run, json_out, report_path, debug):
-    from pgle.store.reports import prune_report
+    from pgle.commands.store import prune_report
 
     finish(lambda: prune_report(path, keep=keep, older_than_days=older_than, jax=jax, dry_run=dry_run),
            json_out=json_out, report_path=report_path, debug=debug)

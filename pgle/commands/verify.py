@@ -7,30 +7,28 @@ import os
 import sys
 from pathlib import Path
 
-from pgle.profiles import files as profile
+from pgle.commands.options import VerdictOptions
 from pgle.errors import BadInput
-from pgle.jobs.driver import job_module_lines, judge_job
-from pgle.report import Report
-from pgle.commands.run import exit_code_for, summary_lines
-from pgle.xla import flag_table, versions
 from pgle.evidence.xla_log import LogScanner
-from pgle.verdicts.pgle_applied import judge
+from pgle.profiles import files as profile
+from pgle.report import Report
+from pgle.verdicts.across_ranks import judge_job
+from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
+from pgle.verdicts.rows import module_lines
+from pgle.xla import flag_table, versions
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class VerifyOptions:
     log: str
     profile: str | None = None
     platform: str | None = None
-    min_coverage: float = 0.9
-    require_applied: bool = False
+    verdict: VerdictOptions = VerdictOptions()
     accuracy_checker: bool = True
     jax: str | None = None  # the jax version that wrote the log (default: the installed one)
 
 
 def verify(opts: VerifyOptions) -> Report:
-    if not 0.0 <= opts.min_coverage <= 1.0:
-        raise BadInput(f"--min-coverage {opts.min_coverage} is not between 0 and 1.")
     jax = versions.parse_version(opts.jax) if opts.jax else versions.jax_version()
     if opts.jax and jax is None:
         raise BadInput(f"--jax {opts.jax} is not a version (e.g. 0.4.34).")
@@ -49,7 +47,7 @@ def verify(opts: VerifyOptions) -> Report:
             evidence = scanner.scan_file(path)
         except OSError as e:
             raise BadInput(f"cannot read log {opts.log}: {e.strerror}.") from None
-    verdict = judge(evidence, platform=opts.platform, min_coverage=opts.min_coverage,
+    verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
                     accuracy_checker=checker)
     if absent and verdict.status == "not_applied" and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
@@ -66,9 +64,9 @@ def verify(opts: VerifyOptions) -> Report:
         by_rank = {r: [m for m in verdict.modules if m["rank"] == r] for r in ranked}
         status, modules, reasons = judge_job(by_rank, {r: None for r in ranked}, {})
         report.status, report.modules, report.reasons = status, modules, reasons
-        report.details["ranks"] = [{"rank": r, "status": _rank_status(by_rank[r])} for r in ranked]
+        report.details["ranks"] = [{"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked]
         report.summary.append(f"verdict: {status}: " + " ".join(reasons[:1]))
-        report.summary += job_module_lines(modules)
+        report.summary += module_lines(modules)
     else:
         report.summary += summary_lines(verdict)
     if absent and verdict.status != "error":
@@ -78,7 +76,7 @@ def verify(opts: VerifyOptions) -> Report:
         foreign = [p for p in dict.fromkeys(evidence.reads) if not _same_profile(p, source)]
         for p in foreign:
             report.warnings.append(f"the log read {p}, which is not {opts.profile}")
-    report.exit_code = exit_code_for(report.status, 0, opts.require_applied)
+    report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied)
     return report
 
 
@@ -107,11 +105,3 @@ def _same_profile(read_path: str, source: profile.ProfileSource) -> bool:
     if source.sha256[:16] in read_path:
         return True
     return source.kind == "directory" and any(f.name == name for f in source.files)
-
-
-def _rank_status(modules: list[dict]) -> str:
-    """One rank's share of a labelled log, as `judge` would rate it alone."""
-    statuses = {m["status"] for m in modules}
-    if statuses == {"applied"}:
-        return "applied"
-    return "partial" if statuses & {"applied", "partial"} else "not_applied"

@@ -27,8 +27,10 @@ import contextlib
 import weakref
 from typing import Callable
 
+from pgle.launch import schema
+
 CHECKED_WITH_JAX = "0.10.2"
-EVENT_PROFILED = "pgle_profiled"
+EVENT_PROFILED = schema.PGLE_PROFILED
 
 _installed = False
 
@@ -95,7 +97,7 @@ def observe_pgle(write: Callable[..., None]) -> bool:
 #   (GPU) `peak_memory_in_bytes`;
 # - `.hlo_modules()[0].to_string()` -> the optimized, scheduled HLO text (what
 #   `compiled.as_text()` shows): the order the latency-hiding scheduler chose.
-EVENT_MODULE = "module_compiled"
+EVENT_MODULE = schema.MODULE_COMPILED
 _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
                   "temp_size_in_bytes", "generated_code_size_in_bytes", "peak_memory_in_bytes")
 _modules_installed = False
@@ -122,7 +124,7 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
         try:
             _describe(executable, write, hlo_dir, counter)
         except Exception as e:  # an observation must never break the user's compile
-            write("module_error", error=f"{type(e).__name__}: {e}")
+            write(schema.MODULE_ERROR, error=f"{type(e).__name__}: {e}")
         return executable
 
     def _describe(executable, write, hlo_dir, counter):

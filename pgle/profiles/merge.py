@@ -49,6 +49,11 @@ def _reducer(method: str, percentile: int):
     raise BadInput(f"unknown merge method '{method}'.", hint=f"Use one of: {', '.join(METHODS)}.")
 
 
+def check_method(method: str, percentile: int) -> None:
+    """BadInput for an unknown --method (or a --percentile it cannot use)."""
+    _reducer(method, percentile)
+
+
 def check_percentile(percentile) -> int:
     if isinstance(percentile, bool) or not isinstance(percentile, int) or not 0 <= percentile <= 100:
         raise BadInput(f"percentile {percentile!r} is not a whole number from 0 to 100.")
@@ -170,81 +175,7 @@ def merge_directory_modules(sources: Sequence[Any], *, method: str = "percentile
     return merged, aliases, labelled
 
 
-def _record_aliases(directory: Any, aliases: Mapping[str, Sequence[str]]) -> None:
-    from pgle.profiles import manifest
-
-    path = manifest.manifest_path(directory)
-    man = manifest.read(path) or {}
-    man["fingerprint_aliases"] = {n: list(f) for n, f in aliases.items()}
-    manifest.write(path, man)
-
-
 def alias_lines(aliases: Mapping[str, Sequence[str]]) -> list[str]:
     return [f"module {name} has {len(fps)} fingerprints ({', '.join(fps)}): the same profile is "
             "written under each (per-rank autotuning can change a module's fingerprint)"
             for name, fps in aliases.items()]
-
-
-def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile", percentile: int = 90,
-                 force: bool = False):
-    """`pgle merge`: files into one file, or per-module directories into one directory."""
-    from pgle.profiles.files import (BINARY, load_profile_source, output_kind, write_profile,
-                              write_profile_directory)
-    from pgle.report import Report
-
-    if not inputs:
-        raise BadInput("merge needs at least one input profile.")
-    check_percentile(percentile)
-    _reducer(method, percentile)
-    kind = output_kind(out)
-    if kind == "file":
-        from pgle.atomic import check_writable_target
-
-        check_writable_target(out, force=force, what="profile")  # refuse before reading 256 files
-    sources = [load_profile_source(p) for p in inputs]
-    kinds = {s.kind for s in sources}
-    if len(kinds) > 1:
-        raise BadInput("merge inputs mix profile files and directories.",
-                       hint="Merge files into a file, or directories into a directory.")
-    in_kind = kinds.pop()
-    if in_kind != kind:
-        raise BadInput(f"the inputs are {in_kind}s but the output {out} is a {kind}.",
-                       hint="Use a .pb/.pbtxt output for files, a directory for directories.")
-    warnings: list[str] = []
-    modules_report = []
-    aliases: dict[str, list[str]] = {}
-    if in_kind == "file":
-        labelled = [(str(s.path), s.modules[""]) for s in sources]
-        overlaps = name_overlap(labelled)
-        warnings += overlap_warnings(overlaps)
-        merged = merge_profiles([p for _, p in labelled], method=method, percentile=percentile)
-        written = write_profile(merged, out, force=force)
-        inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
-    else:
-        merged_modules, aliases, fps = merge_directory_modules(sources, method=method,
-                                                               percentile=percentile)
-        for fp, labelled in fps.items():
-            overlaps = name_overlap(labelled)
-            for w in overlap_warnings(overlaps):
-                warnings.append(f"module {fp}: {w}")
-            modules_report.append({"module": fp, "status": "merged", "inputs": len(labelled),
-                                   "instruction_count": merged_modules[fp].instruction_count})
-            if len(labelled) < len(sources):
-                warnings.append(f"module {fp} is in {len(labelled)} of {len(sources)} inputs.")
-        all_text = all(f.suffix == ".pbtxt" for s in sources for f in s.files)
-        written = write_profile_directory(merged_modules, out, fmt="text" if all_text else BINARY,
-                                          force=force)
-        if aliases:
-            _record_aliases(written, aliases)
-        inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
-    result = load_profile_source(written)
-    desc = f"percentile {percentile} (jaxlib's rule)" if method == "percentile" else method
-    return Report(
-        command="merge", status="ok", profile=result.to_dict(), modules=modules_report,
-        warnings=warnings,
-        details={"method": method, "percentile": percentile if method == "percentile" else None,
-                 "inputs": inputs_report, "fingerprint_aliases": aliases},
-        summary=[f"merged {len(sources)} {in_kind}s by {desc} into {written}: "
-                 f"{result.instruction_count} instructions, {result.latency_count} latencies"]
-        + alias_lines(aliases),
-    )

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from pgle.errors import EXIT_ERROR, BadInput, PgleError, ProfileError
+from pgle.errors import BadInput, PgleError, ProfileError
 from pgle.profiles.nsys import DumpIndex, NsysConversion, per_module_costs
 
 REPORT_SUFFIX = ".nsys-rep"
@@ -88,36 +88,3 @@ def dump_folder_index(dump: Any) -> DumpIndex:
         raise ProfileError(f"{d} holds no after-optimizations HLO protos (module_*.hlo.pb).",
                            hint="Dump with XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_as_proto'.")
     return index
-
-
-def nsys_report(src: Any, out: Any, *, stat: str | None = None, skip: int | None = None,
-                dump: Any = None, force: bool = False):
-    """The Report of `pgle convert NSIGHT_INPUT OUT`: a directory OUT gets `<fingerprint>.pbtxt|.pb`."""
-    from pgle.profiles.files import (TEXT, load_profile_source, output_kind, qualify_profile,
-                                     write_profile, write_profile_directory, Profile)
-    from pgle.report import Report
-
-    kind = output_kind(out)
-    result = convert_nsys(src, stat=stat, skip=skip, dump=dump)
-    if not result.profiles:
-        raise ProfileError(f"no module in {src} could be keyed by fingerprint and costed.",
-                           hint="See the warnings above; an nsys-jax archive needs its dump/ folder.")
-    if kind == "directory":
-        # Text like nsys-jax's own output: one greppable <fingerprint>.pbtxt per module.
-        written = write_profile_directory(result.profiles, out, fmt=TEXT, force=force)
-    else:
-        merged = Profile()
-        for fp, p in result.profiles.items():
-            merged.costs += qualify_profile(p, fp).costs
-        written = write_profile(merged, out, force=force)
-    source = load_profile_source(written)
-    report = Report(command="convert", status="ok", profile=source.to_dict(),
-                    modules=[m.to_dict() for m in result.modules], warnings=list(result.warnings),
-                    details={"nsys": result.to_dict(), "input": str(src)})
-    report.summary.append(
-        f"converted {src} ({result.thunks_used} steady-state thunk executions, stat {result.stat}) "
-        f"into {written}: {source.instruction_count} instructions in {len(result.profiles)} modules")
-    if source.is_empty():
-        report.status, report.exit_code = "empty", EXIT_ERROR
-        report.reasons.append("the Nsight data gave an empty profile.")
-    return report

@@ -3,7 +3,7 @@
 Why declared and not imported: the schema lives in tsl
 (`tsl/profiler/protobuf/profiled_instructions.proto`), which no pip package
 ships as a Python module, and the CLI must not import jax. The layout
-(pgle-facts.md section 2) is proto3:
+(docs/xla-facts.md section 2) is proto3:
 
     message ProfiledInstructionsProto {
       message InstructionCost { string name = 1; double cost_us = 2; }

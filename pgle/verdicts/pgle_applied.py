@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
+from pgle.verdicts.rows import AppliedRow, module_lines
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 # jax 0.7.2-0.8.3: XLA's heuristic collective combiner schedules "<module>-clone" first, to
@@ -36,7 +38,7 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     `accuracy_checker`: False when the run had none (jax < 0.4.36 without the old flag, or
     PGLE_STRICTNESS_LEVEL_OFF): a silent log then proves the profile was read, not its fit.
     `info_log_hidden`: the run's TF_CPP_MIN_LOG_LEVEL hid XLA's INFO lines."""
-    modules = fold_clones([_judge_module(m, min_coverage, accuracy_checker)
+    modules = fold_clones([_judge_module(m, min_coverage, accuracy_checker).to_dict()
                            for m in evidence.modules])
     reasons: list[str] = []
     info_hidden = info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0)
@@ -145,18 +147,6 @@ def _is_fingerprint_file(path: str) -> bool:
     return ext in ("pb", "pbtxt") and len(stem) == 32 and all(c in "0123456789abcdef" for c in stem)
 
 
-def module_label(row: dict) -> str:
-    """The one way a module row is named for people: XLA's module name, else its
-    fingerprint, else its place among the modules XLA reported (no VLOG line names it)."""
-    if row.get("module"):
-        return row["module"]
-    if row.get("fingerprint"):
-        return row["fingerprint"]
-    if row.get("ordinal"):
-        return f"unnamed module #{row['ordinal']}"
-    return "unnamed module"
-
-
 def overall_status(module_statuses) -> str:
     """All modules applied: applied; some applied or partial: partial; else not_applied."""
     statuses = list(module_statuses)
@@ -167,7 +157,20 @@ def overall_status(module_statuses) -> str:
     return "not_applied"
 
 
-def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool) -> dict:
+def summary_lines(verdict: Verdict) -> list[str]:
+    return [f"verdict: {verdict.status}: " + " ".join(verdict.reasons)] + module_lines(verdict.modules)
+
+
+def exit_code_for(status: str, workload_code: int, require_applied: bool) -> int:
+    """The workload's own failure first; then --require-applied."""
+    if workload_code != 0:
+        return workload_code
+    if require_applied and status != "applied":
+        return EXIT_NOT_VERIFIED
+    return 0
+
+
+def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool) -> AppliedRow:
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
     if m.no_profile_file:
         status = "not_applied"
@@ -205,20 +208,11 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool
                      "('PGLE missed cost for')")
     if m.module is None and m.fingerprint is None and m.ordinal:
         notes.append("XLA did not log the module's name (set TF_CPP_VMODULE=gpu_hlo_schedule=1)")
-    return {
-        "module": m.module,
-        "status": status,
-        "instructions_found": found,
-        "instructions_missing": missing,
-        "coverage": coverage,
-        "fingerprint": m.fingerprint,
-        "profile_path": m.profile_path,
-        "profile_found": not m.no_profile_file,
-        "rank": m.rank,
-        "missing_instructions": m.missing_names,
-        "notes": notes,
-        "ordinal": m.ordinal,
-    }
+    return AppliedRow(
+        module=m.module, status=status, instructions_found=found,
+        instructions_missing=missing, coverage=coverage, fingerprint=m.fingerprint,
+        profile_path=m.profile_path, profile_found=not m.no_profile_file, rank=m.rank,
+        missing_instructions=m.missing_names, notes=notes, ordinal=m.ordinal)
 
 
 def _ratio(found: int | None, missing: int | None) -> float | None:
