@@ -61,10 +61,10 @@ def main() -> int:
         for name, sc in doc["scenarios"].items():
             log = os.path.join(ns.data, v, f"{name}.log")
             st, mods = truth(name, sc, doc)
-            extra = []
+            extra = ["--jax", v]
             cwd = None
             if name == "relative-path":
-                extra = ["--profile", "good.pbtxt"]
+                extra += ["--profile", "good.pbtxt"]
                 cwd = sc["cwd"] if os.path.isdir(sc["cwd"]) else None
             rep = pgle_verify(log, extra, cwd)
             tm = ", ".join(f"{k}:{val}" for k, val in mods.items())
