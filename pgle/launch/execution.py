@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 from pgle.launch import launcher
 from pgle.launch.childenv import ChildEnv
-from pgle.errors import BadInput
+from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.events import RunEvents, read_events
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
@@ -66,17 +65,20 @@ def execute(
         "warnings_always": list(warnings_always),
         **(extra_spec or {}),
     }
-    run.spec.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    write_text_atomic(run.spec, json.dumps(spec, indent=2))
     argv = [*prefix, *harness_argv(run.spec)]
     result = launcher.launch(argv, child.env, run.log, watchdog=watchdog)
+    if result.log_error:
+        # Every command copies child.warnings into its report.
+        child.warnings.append(
+            f"the workload log {run.log} is incomplete ({result.log_error}): the verdict saw only "
+            "the lines written before that; free space and rerun to be sure")
     if log_copy:
         copy_log(run.log, log_copy)
     return Execution(run, result, read_events(run.events), child)
 
 
 def copy_log(src: Path, dest: str) -> None:
-    try:
-        Path(dest).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-    except OSError as e:
-        raise BadInput(f"cannot write log {dest}: {e.strerror}.") from None
+    # Checked writable before the launch (check_writable_target); a failure now is
+    # pgle's (exit 1), and copy_file_atomic leaves no half-written copy.
+    copy_file_atomic(src, dest)

@@ -43,17 +43,27 @@ class Events:
     def __init__(self, path: str):
         self._f = open(path, "a", encoding="utf-8", buffering=1)
         self._lock = threading.Lock()
+        self.failed = False
 
     def write(self, kind: str, **fields) -> None:
         record = {"kind": kind, "t": time.time(), **fields}
         line = json.dumps(record, default=str)
         with self._lock:
-            if not self._f.closed:
+            if self._f.closed or self.failed:
+                return
+            try:
                 self._f.write(line + "\n")
+            except OSError:
+                # A full disk must not break the user's step (this runs inside it);
+                # pgle reads the events that made it and says the log is incomplete.
+                self.failed = True
 
     def close(self) -> None:
         with self._lock:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError:
+                self.failed = True
 
 
 class ProfilerWindow:
@@ -434,6 +444,47 @@ def _exit_code(code) -> int:
 
 
 PROCESS_START = time.time()
+_PR_SET_PDEATHSIG = 1
+
+
+def watch_parent() -> None:
+    """Kill this process group when pgle dies, even by SIGKILL (see pgle/launch/launcher.py).
+
+    The read end of a pipe whose write end only pgle holds gives EOF when pgle is
+    gone; then the workload and every child it started in its group are killed.
+    Once this watch runs, the launcher's PDEATHSIG is cleared: it would kill this
+    process first, leaving the workload's children behind.
+    """
+    fd = os.environ.pop("PGLE_PARENT_FD", None)
+    if not fd:
+        return
+    try:
+        fd = int(fd)
+        os.set_inheritable(fd, False)  # the workload's own subprocesses need not hold it
+    except (ValueError, OSError):
+        return
+
+    def wait() -> None:
+        while True:
+            try:
+                if not os.read(fd, 1):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        try:
+            os.killpg(os.getpgrp(), 9)
+        except OSError:
+            os._exit(137)
+
+    threading.Thread(target=wait, name="pgle-parent-watch", daemon=True).start()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -441,6 +492,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(argv) < 2 or argv[0] != "--spec":
         sys.stderr.write("usage: python -m pgle.launch.harness --spec SPEC.json\n")
         sys.exit(2)
+    watch_parent()
     with open(argv[1], encoding="utf-8") as f:
         spec = json.load(f)
     Harness(spec).run()

@@ -20,7 +20,8 @@ import shutil
 import tempfile
 from typing import Any, Iterable, Sequence
 
-from pgle.atomic import check_writable_target, replace_directory_atomic, write_bytes_atomic
+from pgle.atomic import (check_writable_target, dir_mode, write_error, replace_directory_atomic,
+                         write_bytes_atomic)
 from pgle.errors import BadInput, ProfileError
 from pgle.profiles.proto import locate_corruption, message_class
 
@@ -400,6 +401,7 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
         for f in source.files + source.shadowed:
             data = _read_bytes(f)
             (tmp / f.name).write_bytes(data)
+        os.chmod(tmp, dir_mode())  # mkdtemp makes it private; other users run with it too
         if _directory_digest(_file_pairs(tmp)) != source.sha256:
             raise ProfileError(f"profile directory {source.path} changed while pgle was reading it.",
                                hint="Wait until it is fully written, then retry.")
@@ -415,6 +417,8 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
             if target.is_dir() and _same_directory(target, source.sha256):
                 return target
             raise
+    except OSError as e:
+        raise write_error(target, e, "profile copy") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
