@@ -294,6 +294,9 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
                     trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
     report.warnings += ex.child.warnings
+    window_warnings = [r["message"] for r in ex.events.of_kind("window_warning")]
+    report.warnings += window_warnings
+    report.reasons += window_warnings
     report.details["window"] = window_summary(ex)
     report.details["backend"] = ex.events.backend
     if ex.exit_code != 0:

@@ -121,10 +121,37 @@ class ProfilerWindow:
                 if self.mode in ("steps", "auto") and self.steps_in_trace >= self.count:
                     self._stop()
 
-    def on_exit(self) -> None:
+    def on_exit(self, last_step: int | None, step_name: str | None,
+                other_names: list[str]) -> None:
         with self.lock:
             if self.active:
                 self._stop(reason="workload ended")
+            self._warn_window(last_step, step_name, other_names)
+
+    def _warn_window(self, last_step: int | None, step_name: str | None,
+                     other_names: list[str]) -> None:
+        """Say so when the window is not what was asked for (pgle collect copies these)."""
+        if self.mode not in ("steps", "auto"):
+            return
+        first, count = self.start_step, self.count
+        asked = f"--steps {first}:{count} (steps {first}..{first + count - 1})"
+        if last_step is None and step_name:
+            marks = (f"it marks {', '.join(repr(n) for n in other_names)}" if other_names
+                     else "it marks no step with jax.profiler.StepTraceAnnotation")
+            done = "the whole run was profiled instead" if self.mode == "auto" \
+                else "nothing was profiled"
+            self.events.write("window_warning", message=(
+                f"--step-name {step_name!r} matched no step of the workload ({marks}); {done}"))
+        elif self.mode == "auto":
+            return  # the default window takes what the workload has
+        elif last_step is not None and last_step < first:
+            self.events.write("window_warning", message=(
+                f"{asked} never opened: the workload marked only {last_step + 1} step(s)"))
+        elif self.first_step_in_trace is not None and self.steps_in_trace < count:
+            last = self.first_step_in_trace + self.steps_in_trace - 1
+            self.events.write("window_warning", message=(
+                f"{asked} was cut short: the workload ended after step {last}, so the profile "
+                f"holds {self.steps_in_trace} step(s), not {count}"))
 
     # -- mechanics --------------------------------------------------------
     def _time_window(self) -> None:
@@ -167,11 +194,13 @@ class ProfilerWindow:
         import jax
 
         _wait_for_devices()
+        # The window ends once the device work is done; stop_trace's own shutdown
+        # (seconds, writing the trace) is not part of it.
+        seconds = time.time() - self.started_at
         try:
             jax.profiler.stop_trace()
         except Exception as e:
             self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
-        seconds = time.time() - self.started_at
         purpose, target = self.active, self.target
         self.active = None
         if discard:
@@ -214,6 +243,7 @@ class Harness:
         self.window = ProfilerWindow(spec.get("profile"), self.events)
         self.step_name = (spec.get("profile") or {}).get("step_name") or spec.get("step_name")
         self.step_index = 0
+        self.other_step_names: list[str] = []
         self.jax_ready = False
         self.backend_recorded = False
         self.lock = threading.Lock()
@@ -276,6 +306,8 @@ class Harness:
     # -- steps --------------------------------------------------------------
     def step_enter(self, name: str, step_num) -> int | None:
         if self.step_name and name != self.step_name:
+            if name not in self.other_step_names and len(self.other_step_names) < 5:
+                self.other_step_names.append(name)  # for the warning on a mistyped --step-name
             return None
         with self.lock:
             index = self.step_index
@@ -336,7 +368,8 @@ class Harness:
 
     def _finish(self, code: int, error: str | None = None) -> None:
         try:
-            self.window.on_exit()
+            self.window.on_exit(self.step_index - 1 if self.step_index else None,
+                                self.step_name, self.other_step_names)
         except Exception as e:
             self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
         self.events.write("exit", code=code, error=error)
@@ -372,14 +405,12 @@ def _step_annotation_class(base, harness: Harness):
         __doc__ = base.__doc__
 
         def __init__(self, name: str, **kwargs):
+            # The step counts (and the window may start) here, before the base class
+            # constructs its TraceMe: jaxlib's TraceMe decides at construction whether
+            # the profiler records it (jax 0.10.2), so a trace started in __enter__
+            # would miss the first step of the window.
+            self._pgle_index = harness.step_enter(name, kwargs.get("step_num"))
             super().__init__(name, **kwargs)
-            self._pgle_name = name
-            self._pgle_step = kwargs.get("step_num")
-            self._pgle_index = None
-
-        def __enter__(self):
-            self._pgle_index = harness.step_enter(self._pgle_name, self._pgle_step)
-            return super().__enter__()
 
         def __exit__(self, *exc):
             result = super().__exit__(*exc)
