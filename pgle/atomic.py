@@ -87,6 +87,34 @@ def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> Path:
     return _write_atomic(path, lambda f: f.write(data))
 
 
+def write_files_atomic(items: list[tuple[os.PathLike | str, bytes]]) -> None:
+    """Write several files that belong together (a profile and its manifest): all temp
+    files are written and synced first, then renamed in order, so a full disk leaves
+    none of them, never one without the other."""
+    temps: list[tuple[str, Path]] = []
+    try:
+        for path, data in items:
+            path = Path(path)
+            make_dirs(path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+                os.fchmod(f.fileno(), file_mode())
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except OSError as e:
+        for tmp, _ in temps:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        failed = temps[-1][1] if temps else Path(items[0][0])
+        raise write_error(failed, e) from None
+
+
 def copy_file_atomic(src: os.PathLike | str, dest: os.PathLike | str) -> Path:
     """Copy `src` to `dest` the way write_bytes_atomic writes (streamed, for big logs)."""
     def fill(f):

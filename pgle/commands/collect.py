@@ -342,7 +342,6 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
             return report
         report.warnings.append("the profile is empty (written because of --allow-empty): "
                                + "; ".join(report.reasons))
-    profile.write_profile(payload, output, force=opts.force)
     window = report.details["window"]
     man = manifest.build(
         workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
@@ -350,7 +349,9 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         backend=ex.events.backend, window=window, profile=report.profile,
         trace_dir=str(run_folder), converter=converter)
     man_path = manifest.manifest_path(output)
-    manifest.write(man_path, man)
+    # Both or neither: a profile without its manifest (full disk) would pass for a good one.
+    profile.write_profile(payload, output, force=opts.force,
+                          companions={man_path: manifest.text(man).encode("utf-8")})
     report.details["manifest"] = str(man_path)
     report.status = "empty" if prof.is_empty() else "collected"
     report.summary.append(

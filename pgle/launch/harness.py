@@ -196,11 +196,13 @@ class ProfilerWindow:
         _wait_for_devices()
         # The window ends once the device work is done; stop_trace's own shutdown
         # (seconds, writing the trace) is not part of it.
-        seconds = time.time() - self.started_at
+        ended = time.time()
+        seconds = ended - self.started_at
         try:
             jax.profiler.stop_trace()
         except Exception as e:
             self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
+        stop_seconds = time.time() - ended
         purpose, target = self.active, self.target
         self.active = None
         if discard:
@@ -215,6 +217,7 @@ class ProfilerWindow:
         self.done = True
         self.events.write(
             "trace_stop", dir=self.dir, purpose=purpose, seconds=seconds,
+            stop_trace_seconds=stop_seconds,
             first_step=self.first_step_in_trace,
             steps=self.steps_in_trace if purpose == "window" and self.seen_steps else None,
             reason=reason,

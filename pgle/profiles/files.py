@@ -20,8 +20,8 @@ import shutil
 import tempfile
 from typing import Any, Iterable, Sequence
 
-from pgle.atomic import (check_writable_target, dir_mode, write_error, replace_directory_atomic,
-                         write_bytes_atomic)
+from pgle.atomic import (check_writable_target, dir_mode, replace_directory_atomic,
+                         write_bytes_atomic, write_error, write_files_atomic)
 from pgle.errors import BadInput, ProfileError
 from pgle.profiles.proto import locate_corruption, message_class
 
@@ -196,11 +196,13 @@ def read_profile(path: Any) -> Profile:
     return parse_profile(_read_bytes(path), fmt, _name_of(path))
 
 
-def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool = False) -> pathlib.Path:
+def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool = False,
+                  companions: dict[Any, bytes] | None = None) -> pathlib.Path:
     """Write atomically in the format of `path`'s extension; refuse to overwrite without `force`.
 
     Bytes are taken as a serialized *binary* profile (what jaxlib returns); they
     are validated first, so pgle never writes a file XLA would fail to parse.
+    `companions` (path -> bytes, e.g. the manifest) are written with it: all or none.
     """
     fmt = profile_format(path)
     path = pathlib.Path(path).absolute()
@@ -212,6 +214,9 @@ def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool =
             data = encode_profile(profile, fmt)
     else:
         data = encode_profile(profile_or_bytes, fmt)
+    if companions:
+        write_files_atomic([(path, data), *companions.items()])
+        return path
     return write_bytes_atomic(path, data)
 
 
