@@ -454,3 +454,81 @@ def test_a_window_other_than_asked_is_reported(project, args, says):
     assert any(says in w for w in report["warnings"]), report["warnings"]
     assert any(says in r for r in report["reasons"]), report["reasons"]
     assert any(says in l for l in pgle_lines(proc) if "warning" in l)
+
+
+# --- 13. features the suite must notice when they break -------------------------------
+
+def echoed_flags(proc) -> str:
+    for line in (proc.stdout + proc.stderr).decode().splitlines():
+        if line.startswith("ECHO "):
+            return json.loads(line[5:])["xla_flags"]
+    raise AssertionError(proc.stderr.decode())
+
+
+def test_collect_turns_command_buffers_off_unless_the_user_set_them(project):
+    # Kernels inside CUDA graphs are invisible to the profiler.
+    proc = run_pgle("collect", "-o", "p.pb", ECHO, cwd=project)
+    assert "--xla_gpu_enable_command_buffer=''" in echoed_flags(proc).split()
+    proc = run_pgle("collect", "-o", "p.pb", ECHO, cwd=project,
+                    env=pgle_env(XLA_FLAGS="--xla_gpu_enable_command_buffer=FUSION"))
+    assert echoed_flags(proc).split().count("--xla_gpu_enable_command_buffer=FUSION") == 1
+    assert "--xla_gpu_enable_command_buffer=''" not in echoed_flags(proc)
+
+
+def test_tune_ratio_is_run_over_collect_without_the_profiled_steps(project):
+    """Collect-phase steps take 0.4 s, its five profiled steps 1.0 s, run-phase steps 0.1 s.
+    The ratio is run/collect over the unprofiled steps: 0.25 (sleeps only grow under load,
+    so the bounds are wide); inverted it would be 4, with the profiled steps 0.1."""
+    script = write_script(project / "phases.py", """
+        import os, time, jax, jax.numpy as jnp
+        collecting = "xla_gpu_enable_command_buffer" in os.environ.get("XLA_FLAGS", "")
+        x = jnp.ones(4) + 1
+        for i in range(9):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                if not collecting:
+                    time.sleep(0.1)
+                else:
+                    time.sleep(1.0 if 2 <= i <= 6 else 0.4)
+    """)
+    proc = run_pgle("tune", "--steps", "2:5", "--json", script, cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    times = report_of(proc)["step_times"]
+    # Step times run from one step's entry to the next: steps 1 and 7 (0 is warm-up).
+    assert times["collect"]["count"] == 2
+    assert 0.1 < times["ratio"] < 0.75, times
+
+
+def test_the_trace_holds_the_last_steps_device_work(project):
+    """The window's last step only dispatches (async); the device barrier before stop_trace
+    lets its 24 ops finish inside the trace (without it the trace holds none of them)."""
+    script = write_script(project / "async.py", """
+        import jax, jax.numpy as jnp
+        def chain(f):
+            def body(x):
+                for _ in range(24):
+                    x = f(x @ x)
+                return x
+            return jax.jit(body)
+        warm, last = chain(jnp.tanh), chain(jnp.cos)
+        x = jnp.ones((512, 512)) * 0.001
+        warm(x).block_until_ready(); last(x).block_until_ready()
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                y = (last if i == 2 else warm)(x)
+        y.block_until_ready()
+    """)
+    proc = run_pgle("collect", "--steps", "2:1", "--allow-empty", "-o", "p.pb", "--run-dir", "r",
+                    script, cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    from pgle.profiles.proto import xspace_class
+
+    ops = set()
+    for path in (project / "r" / "trace").rglob("*.xplane.pb"):
+        space = xspace_class()()
+        space.ParseFromString(path.read_bytes())
+        for plane in space.planes:
+            names = {k: v.name for k, v in plane.event_metadata.items()}
+            ops |= {names[e.metadata_id] for line in plane.lines for e in line.events
+                    if names[e.metadata_id].startswith("wrapped_cosine")}
+    # XLA:CPU names each fused cos `wrapped_cosine[.N]` (jax 0.10.2).
+    assert len(ops) == 24, sorted(ops)
