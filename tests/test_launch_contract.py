@@ -149,7 +149,9 @@ def test_existing_output_is_not_overwritten(project):
     assert (project / "prof.pb").read_bytes() == b"precious"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+@pytest.mark.unprivileged
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere (CI reruns `-m unprivileged` "
+                                              "as a non-root user)")
 def test_unwritable_output_dir_nonroot(project):
     ro = project / "ro"
     ro.mkdir(mode=0o500)
