@@ -73,26 +73,25 @@ def test_full_disk_under_the_run_folder_keeps_output_flowing(project, tmp_path):
 
 
 def test_events_file_on_a_full_disk_does_not_break_the_workload(project, tmp_path):
-    """The harness writes events from inside the user's steps: ENOSPC there must not raise."""
+    """The harness writes events from inside the user's steps: ENOSPC there must not raise.
+    The workload's output fills the disk first; then 300 steps' events find no room."""
     script = write_script(project / "steps.py", """
         import jax, jax.numpy as jnp
+        print(("y" * 99 + "\\n") * 3000, flush=True)
         x = jnp.ones(4)
-        for i in range(5):
+        for i in range(300):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 x = x + 1
         print("SUM", float(x.sum()), flush=True)
     """)
     with small_filesystem(tmp_path / "small", size_kib=256) as small:
-        run_dir = small / "run"
-        run_dir.mkdir()
-        (run_dir / "spec.json").write_text("{}")  # not a run yet; fill the rest
-        fill(small)
-        (run_dir / "spec.json").unlink()
-        proc = run_pgle("collect", "-o", str(project / "p.pb"), "--run-dir", str(run_dir),
+        fill(small, leave_bytes=64 * 1024)
+        proc = run_pgle("collect", "-o", str(project / "p.pb"), "--run-dir", str(small / "run"),
                         "--allow-empty", script, cwd=project, timeout=240)
     no_traceback(proc)
     # Whatever pgle concludes, the workload itself ran to its end.
-    assert b"SUM 24.0" in proc.stdout
+    assert b"SUM 1204.0" in proc.stdout, proc.stderr.decode()
+    assert any("stopped writing" in l for l in pgle_lines(proc))
     assert proc.returncode in (0, 1), proc.stderr.decode()
     assert len([l for l in pgle_lines(proc) if l.startswith("pgle: error")]) <= 1
 
