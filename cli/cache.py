@@ -6,10 +6,13 @@ import time
 
 import click
 
-from pgle.cli.common import emit, finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import emit, finish
 
 
-@click.group(help="Inspect and prune a JAX persistent compilation cache directory.")
+@click.group(
+    short_help='List, total and prune a JAX persistent compilation cache.',
+    help="Inspect and prune a JAX persistent compilation cache directory.")
 def cache():
     pass
 
@@ -42,7 +45,7 @@ def _table(report) -> None:
 @report_options
 def ls_cmd(cache_dir, modules, json_out, report_path, debug):
     def produce():
-        from pgle.cache.entries import ls
+        from pgle.commands.cache import ls
 
         report = ls(cache_dir, modules=tuple(modules))
         if not json_out:
@@ -57,7 +60,7 @@ def ls_cmd(cache_dir, modules, json_out, report_path, debug):
 @report_options
 def stats_cmd(cache_dir, json_out, report_path, debug):
     def produce():
-        from pgle.cache.entries import stats
+        from pgle.commands.cache import stats
 
         return stats(cache_dir)
 
@@ -75,7 +78,8 @@ def stats_cmd(cache_dir, json_out, report_path, debug):
 @report_options
 def prune_cmd(cache_dir, older_than, modules, yes, json_out, report_path, debug):
     def produce():
-        from pgle.cache.entries import parse_duration, prune
+        from pgle.cache.entries import parse_duration
+        from pgle.commands.cache import prune
 
         age = parse_duration(older_than) if older_than is not None else None
         report = prune(cache_dir, older_than=age, modules=tuple(modules), yes=yes, now=time.time())

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
-from pgle.cli.common import finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import finish
 
 
-@click.command("doctor")
+@click.command("doctor",
+               short_help="Check jax, GPU, CUPTI, nsys, XLA_FLAGS and the cache before a job.")
 @click.option("--workflow", type=click.Choice(["manual", "auto", "prewarm", "nsys"]),
               default="manual", show_default=True, help="Which workflow's checks apply.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,

@@ -6,10 +6,11 @@ import os
 
 import click
 
-from pgle.cli.common import finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import finish
 
 
-@click.group("flags")
+@click.group("flags", short_help='Explain an XLA_FLAGS string: meaning, defaults, status.')
 def flags():
     """Explain XLA flags."""
 

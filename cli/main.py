@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "diff": ("pgle.cli.profiles", "diff", "Compare two profiles: missing instructions, largest changes."),
     "merge": ("pgle.cli.profiles", "merge", "Merge profiles of several runs or ranks (jaxlib's percentile rule)."),
     "convert": ("pgle.cli.profiles", "convert", "Convert profiles (binary/text, file/directory) or a trace."),
+    "report": ("pgle.cli.report", "report", "What PGLE bought, and why: one HTML/JSON report from run folders."),
+    "store": ("pgle.cli.store", "store", "A fingerprint-keyed profile store for recurring jobs: ls, add, get, prune."),
 }
 
 

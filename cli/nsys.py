@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pgle.cli.common import emit, finish, report_options
-from pgle.cli.manual import job_options, rank_outputs
+from pgle.cli.options import job_options, report_options
+from pgle.cli.output import emit, finish
 
 
 class _SplitAtDashes(click.Command):
@@ -24,6 +24,7 @@ class _SplitAtDashes(click.Command):
 
 
 @click.command(
+    short_help='Run under Nsight Systems; verify it loaded the prewarmed PGLE modules.',
     cls=_SplitAtDashes,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     help="Run the workload under Nsight Systems with JAX_COMPILATION_CACHE_EXPECT_PGLE and the "
@@ -60,21 +61,17 @@ def nsys(ctx, cache_dir, nsys_path, launcher, force, require_all, require, run_d
     words = ctx.meta.get("pgle_workload")
 
     def produce():
+        from pgle import api
         from pgle.errors import BadInput
-        from pgle.commands.nsys import NsysOptions, nsys as do_nsys, parse_ranks
-        from pgle.launch.workload import Workload
 
         if not words:
             raise BadInput("no workload after `--`.",
                            hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS].")
         module, rest = (words[1], words[2:]) if words[0] == "-m" and len(words) > 1 else (None, words)
-        opts = NsysOptions(Workload.from_cli(module, tuple(rest)), cache_dir,
-                           nsys_options=tuple(nsys_options), nsys=nsys_path, launcher=launcher,
-                           force=force, require_all=require_all, require=tuple(require),
-                           run_dir=run_dir, log=log,
-                           ranks=parse_ranks(ranks_text) if ranks_text else None,
-                           job_dir=job_dir, gather_timeout=gather_timeout)
-        return do_nsys(opts, emit)
+        return api.nsys(*rest, module=module, cache_dir=cache_dir,
+                        nsys_options=tuple(nsys_options), nsys=nsys_path, launcher=launcher,
+                        force=force, require_all=require_all, require=require, run_dir=run_dir,
+                        log=log, ranks=ranks_text, job_dir=job_dir,
+                        gather_timeout=gather_timeout, notify=emit)
 
-    json_out, report_path = rank_outputs(json_out, report_path)
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug, job=True)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 
-from pgle.cli.auto import pgle_options
-from pgle.cli.common import emit, finish, report_options
-from pgle.cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_options
+from pgle.cli.options import (WORKLOAD_HELP, auto_pgle_options, job_options, report_options,
+                              workload_options)
+from pgle.cli.output import emit, finish
 
 
-@click.command(help="Run the workload with auto PGLE and a persistent compilation cache, so that "
+@click.command(
+    short_help='Fill a compilation cache with PGLE-optimized executables.',
+    help="Run the workload with auto PGLE and a persistent compilation cache, so that "
                     "`pgle nsys` can load PGLE-optimized executables; writes DIR/pgle-manifest.json."
                     "\n\n" + WORKLOAD_HELP)
 @click.option("--cache-dir", required=True, metavar="DIR",
@@ -19,20 +21,15 @@ from pgle.cli.manual import WORKLOAD_HELP, job_options, rank_outputs, workload_o
                    "none), so the cache can be moved or mounted elsewhere; XLA's GPU autotune "
                    "results are then not cached.")
 @workload_options
-@pgle_options
+@auto_pgle_options
 @job_options
 @report_options
 def prewarm(cache_dir, relocatable, module, words, run_dir, log, runs, percentile, require_all,
             require, job_dir, gather_timeout, json_out, report_path, debug):
-    def produce():
-        from pgle.commands.prewarm import PrewarmOptions, prewarm as do_prewarm
-        from pgle.launch.workload import Workload
+    from pgle import api
 
-        opts = PrewarmOptions(Workload.from_cli(module, words), cache_dir, runs=runs,
-                              percentile=percentile, relocatable=relocatable,
-                              require_all=require_all, require=tuple(require), run_dir=run_dir,
-                              log=log, job_dir=job_dir, gather_timeout=gather_timeout)
-        return do_prewarm(opts, emit)
-
-    json_out, report_path = rank_outputs(json_out, report_path)
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    finish(lambda: api.prewarm(
+        *words, module=module, cache_dir=cache_dir, relocatable=relocatable, runs=runs,
+        percentile=percentile, require_all=require_all, require=require, run_dir=run_dir,
+        log=log, job_dir=job_dir, gather_timeout=gather_timeout, notify=emit),
+        json_out=json_out, report_path=report_path, debug=debug, job=True)

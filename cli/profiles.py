@@ -7,23 +7,28 @@ from __future__ import annotations
 
 import click
 
-from pgle.cli.common import finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import finish
 
 
-@click.command("inspect", help="Show what a profile (file or per-module directory) holds: counts, "
+@click.command("inspect", 
+    short_help='Show what a profile holds: counts, top costs, categories.',
+    help="Show what a profile (file or per-module directory) holds: counts, "
                "total and top costs, cost by category, collectives, modules. Exit 1 if it is empty.")
 @click.argument("profile", metavar="PROFILE")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many of the costliest instructions to list.")
 @report_options
 def inspect(profile, top, json_out, report_path, debug):
-    from pgle.profiles.stats import inspect_report
+    from pgle.commands.profiles import inspect_report
 
     finish(lambda: inspect_report(profile, top=top), json_out=json_out, report_path=report_path,
            debug=debug)
 
 
-@click.command("diff", help="Compare two profiles: instructions only in A or B, the largest cost "
+@click.command("diff", 
+    short_help='Compare two profiles: missing instructions, largest changes.',
+    help="Compare two profiles: instructions only in A or B, the largest cost "
                "changes (absolute and relative) and the shift per category.")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
@@ -31,12 +36,14 @@ def inspect(profile, top, json_out, report_path, debug):
               help="How many of the largest changes to list.")
 @report_options
 def diff(a, b, top, json_out, report_path, debug):
-    from pgle.profiles.stats import diff_report
+    from pgle.commands.profiles import diff_report
 
     finish(lambda: diff_report(a, b, top=top), json_out=json_out, report_path=report_path, debug=debug)
 
 
-@click.command("merge", help="Merge profiles of several runs or ranks into one. The default equals "
+@click.command("merge", 
+    short_help="Merge profiles of several runs or ranks (jaxlib's percentile rule).",
+    help="Merge profiles of several runs or ranks into one. The default equals "
                "jaxlib's aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the "
                "sorted costs); unlike jaxlib, latencies are kept. Directories merge per module.")
 @click.argument("inputs", nargs=-1, required=True, metavar="PROFILE...")
@@ -49,16 +56,19 @@ def diff(a, b, top, json_out, report_path, debug):
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @report_options
 def merge(inputs, output, method, percentile, force, json_out, report_path, debug):
-    from pgle.profiles.merge import merge_report
+    from pgle.commands.profiles import merge_report
 
     finish(lambda: merge_report(list(inputs), output, method=method, percentile=percentile, force=force),
            json_out=json_out, report_path=report_path, debug=debug)
 
 
-@click.command("convert", help="Convert a profile: binary <-> text (by extension), single file <-> "
+@click.command(
+    "convert", short_help='Convert profiles (binary/text, file/directory) or a trace.',
+    help="Convert a profile: binary <-> text (by extension), single file <-> "
                "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
-               "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>): a "
-               "directory OUT then gets one profile per module.")
+               "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>), an Nsight "
+               "Systems report (.nsys-rep, exported with the nsys on PATH), its SQLite export or an "
+               "nsys-jax archive (.zip): a directory OUT then gets one profile per module.")
 @click.argument("src", metavar="IN")
 @click.argument("out", metavar="OUT")
 @click.option("--module", "modules", multiple=True, metavar="FP",
@@ -67,23 +77,33 @@ def merge(inputs, output, method, percentile, force, json_out, report_path, debu
               help="File to file: prefix every bare name with FP:: so it applies to module FP only.")
 @click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
               help="File format inside a directory OUT (default: the input's).")
-@click.option("--stat", default="median", show_default=True,
-              help="Trace input: statistic per instruction (median, mean, min, max, pNN).")
+@click.option("--stat", default=None,
+              help="Trace input: statistic per instruction (median, mean, min, max, pNN; default "
+                   "median). Nsight input: default min-compute-max-comm (nsys-jax's rule).")
+@click.option("--skip", "skip", type=click.IntRange(min=0), default=None,
+              help="Nsight input: drop the first N executions of every module (default: nsys-jax's "
+                   "warm-up rule).")
+@click.option("--dump", "dump", default=None, metavar="DIR",
+              help="Nsight input: XLA dump folder (--xla_dump_to with --xla_dump_hlo_as_proto); "
+                   "needed for a SQLite export, optional for an nsys-jax archive.")
 @click.option("--log", "log_path", default=None, metavar="LOG",
               help="Trace input: the run's log, for 'Fingerprint before LHS' lines.")
 @click.option("--qualify-all", is_flag=True,
               help="Trace input, file OUT: qualify every name with its module's fingerprint.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @report_options
-def convert(src, out, modules, qualify, fmt, stat, log_path, qualify_all, force, json_out, report_path,
-            debug):
+def convert(src, out, modules, qualify, fmt, stat, skip, dump, log_path, qualify_all, force, json_out,
+            report_path, debug):
     def produce():
-        from pgle.profiles.convert import is_trace_run_dir, trace_report
+        from pgle.commands.profiles import convert_profile, nsys_report, trace_report
+        from pgle.profiles.convert import is_trace_run_dir
+        from pgle.profiles.nsys_convert import is_nsys_input
 
+        if is_nsys_input(src):
+            return nsys_report(src, out, stat=stat, skip=skip, dump=dump, force=force)
         if is_trace_run_dir(src):
-            return trace_report(src, out, stat=stat, log_path=log_path, qualify=qualify_all, force=force)
-        from pgle.profiles.files import convert_profile
-
+            return trace_report(src, out, stat=stat or "median", log_path=log_path, qualify=qualify_all,
+                                force=force)
         return convert_profile(src, out, module=modules, qualify=qualify, fmt=fmt, force=force)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

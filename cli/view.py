@@ -6,10 +6,11 @@ import signal
 
 import click
 
-from pgle.cli.common import emit, finish, report_options
+from pgle.cli.options import report_options
+from pgle.cli.output import emit, finish
 
 
-@click.command("view")
+@click.command("view", short_help="Open a run folder's kept trace in XProf.")
 @click.argument("run_folder", type=click.Path(file_okay=False))
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Interface to listen on (0.0.0.0 exposes the trace to the network).")

@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # pgle could not do its job (empty profile, missing tool, ...)
 EXIT_USAGE = 2  # bad input: options, missing files, corrupt profiles, bad flags
 EXIT_NOT_VERIFIED = 3  # the workload succeeded but the evidence did not meet --require-*
+# (a verdict, not an exception: the command sets Report.exit_code and still prints its report)
 
 
 class PgleError(Exception):
@@ -38,9 +39,3 @@ class ProfileError(BadInput):
 
 class FlagError(BadInput):
     """XLA_FLAGS holds a flag XLA would abort on, or cannot be parsed."""
-
-
-class NotVerified(PgleError):
-    """The run finished but the evidence did not meet the requirement."""
-
-    exit_code = EXIT_NOT_VERIFIED

@@ -11,15 +11,18 @@ import pytest
 
 from conftest import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
 from pgle.commands import collect as collect_mod
-from pgle.commands.collect import CollectOptions, finish_run_folder, merge_vmodule, steps_window
+from pgle.commands.collect import CollectOptions, merge_vmodule, steps_window
+from pgle.commands.options import Extraction
 from pgle.errors import BadInput
 from pgle.evidence.events import read_events
 from pgle.profiles.files import load_profile_source
 from pgle.launch.workload import Workload
 
 try:
+    from tests.helpers.run_folder import finish_run_folder
     from tests.helpers.xspace import Event, TraceBuilder
 except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from helpers.run_folder import finish_run_folder
     from helpers.xspace import Event, TraceBuilder
 
 ECHO = str(WORKLOADS / "vmodule_echo.py")
@@ -219,9 +222,10 @@ def gpu_run_folder(root: Path, *, steps: int = 6, window=(2, 4)) -> Path:
     return run
 
 
-def opts_for(output, **kw) -> CollectOptions:
+def opts_for(output, force=False, **extraction) -> CollectOptions:
     return CollectOptions(workload=Workload(str(WORKLOADS / "train.py"), None, ("--x",)),
-                          output=str(output), per_module=True, **kw)
+                          output=str(output), extraction=Extraction(per_module=True, **extraction),
+                          force=force)
 
 
 def test_steps_window_from_events(tmp_path):

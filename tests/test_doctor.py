@@ -112,9 +112,10 @@ def test_flags_and_hazards_that_would_sink_a_big_job(tmp_path):
     assert "two dashes" in flags[1][1] and "'yes' is not a boolean" in flags[2][1]
     assert "'oops'" in flags[5][1]
     assert not any("xla_some_flag" in f for _, f in flags)  # unknown to the table: no verdict
-    for name in ("JAX_ENABLE_PGLE", "EXPECT_PGLE", "log level", "command buffers", "warnings",
-                 "nsys"):
+    for name in ("EXPECT_PGLE", "log level", "command buffers", "warnings", "nsys"):
         assert status(report, name) == "warn", name
+    # What `pgle collect` refuses is an error here too (the manual workflow is the default).
+    assert status(report, "JAX_ENABLE_PGLE") == "error"
     assert report["reasons"] and all("\n" not in r for r in report["reasons"])
     # The backend child ran without the broken flags.
     assert status(report, "backend") == "warn"
@@ -231,7 +232,8 @@ def test_cupti_on_a_cpu_machine(tmp_path):
 
 
 @pytest.mark.parametrize("workflow, value, expected", [
-    ("manual", None, "ok"), ("manual", "true", "warn"), ("nsys", "1", "warn"),
+    ("manual", None, "ok"), ("manual", "true", "error"), ("manual", "t", "error"),
+    ("manual", "Y", "error"), ("nsys", "1", "warn"),
     ("auto", "true", "ok"), ("prewarm", "yes", "ok"), ("manual", "0", "ok"),
     ("auto", "maybe", "error"), ("manual", "", "error"),  # jax fails at import on both
 ])

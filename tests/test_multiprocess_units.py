@@ -1,5 +1,6 @@
-"""The per-rank context (pgle.jobs.driver) and the job verdicts, without a cluster: ranks simulated
-through PGLE_RANK / PGLE_WORLD_SIZE and files written into a real job folder."""
+"""The job driver (pgle.jobs.driver), the rank layout (pgle.jobs.layout) and the job verdicts
+(pgle.verdicts.across_ranks), without a cluster: ranks simulated through PGLE_RANK /
+PGLE_WORLD_SIZE and files written into a real job folder."""
 
 from __future__ import annotations
 
@@ -9,17 +10,45 @@ from pathlib import Path
 import pytest
 
 from conftest import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
-from pgle.jobs import folder as job
+from pgle.cli import output as cli_output
 from pgle.commands import collect_job as job_profile
-from pgle.jobs import driver as jobrun
-from pgle.errors import BadInput
-from pgle.jobs.driver import JobRun, aggregate_modules, judge_job, rank_ranges
+from pgle.commands.collect import CollectOptions
 from pgle.commands.nsys import parse_ranks, per_rank_options
+from pgle.errors import BadInput
+from pgle.jobs import driver
+from pgle.jobs import folder as job
+from pgle.jobs import layout
+from pgle.jobs import ranks as jobrun
+from pgle.jobs.layout import JobOptions, LayoutRequest, OutputRequest
+from pgle.jobs.ranks import rank_ranges
+from pgle.launch.workload import Workload
 from pgle.report import Report
+from pgle.verdicts.across_ranks import JobReports, aggregate_modules, combine_verdicts, judge_job
 
 
 def env(rank: int, world: int = 2, **extra: str) -> dict[str, str]:
     return {"PGLE_RANK": str(rank), "PGLE_WORLD_SIZE": str(world), "PGLE_JOB_ID": "j7", **extra}
+
+
+def start(command, environ, job_dir=None, gather_timeout_s=None) -> driver.RankRun:
+    """This process as one rank of a job, as pgle.jobs.driver.run starts it."""
+    info = jobrun.detect(environ)
+    job_opts = JobOptions(job_dir, gather_timeout_s)
+    return driver.RankRun(command, info, layout.job_dir(info, job_opts), job_opts.gather_timeout_s)
+
+
+def complete(rank_run, produce, notify=lambda s: None):
+    """Run `produce(say)` as the workflow body; rank 0 combines with run's verdict."""
+    wf = driver.Workflow("run", lambda opts: LayoutRequest(),
+                         lambda opts, lay, launch, say, environ: produce(say),
+                         lambda opts, lay, job_reports: combine_verdicts(job_reports))
+    return rank_run.run(wf, None, notify, {})
+
+
+def paths(environ, job_dir=None, **request):
+    info = jobrun.detect(environ)
+    return layout.resolve(LayoutRequest(**request), info,
+                          layout.job_dir(info, JobOptions(job_dir)))
 
 
 def mod(name, status, coverage=None, missing=None, fp=None):
@@ -75,7 +104,7 @@ def test_judge_job_statuses():
 
 
 def _rank1_reports(jd: Path, status="partial", code=0, **details):
-    info = jobrun.ranks.detect(env(1))
+    info = jobrun.detect(env(1))
     job.mark_started(jd, info)
     job.mark_exit(jd, 1, code)
     rep = Report("run", status, workload_exit_code=code, modules=[mod("a", status, 0.5, 3)])
@@ -84,10 +113,10 @@ def _rank1_reports(jd: Path, status="partial", code=0, **details):
 
 
 def test_rank_0_builds_the_job_report_and_writes_job_json(tmp_path):
-    jr = JobRun.start("run", env(0), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
+    jr = start("run", env(0), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
     _rank1_reports(jr.job_dir)
-    out = jr.complete(lambda: Report("run", "applied", workload_exit_code=0,
-                                     modules=[mod("a", "applied", 1.0, 0)]))
+    out = complete(jr, lambda say: Report("run", "applied", workload_exit_code=0,
+                                          modules=[mod("a", "applied", 1.0, 0)]))
     assert (out.status, out.exit_code) == ("partial", 0)
     assert out.modules[0]["ranks"] == {"applied": [0], "partial": [1]}
     assert json.loads((jr.job_dir / "job.json").read_text()) == json.loads(out.to_json())
@@ -96,31 +125,31 @@ def test_rank_0_builds_the_job_report_and_writes_job_json(tmp_path):
 
 
 def test_a_rank_that_never_reports_makes_rank_0_exit_1(tmp_path):
-    jr = JobRun.start("run", env(0, world=3), job_dir=str(tmp_path / "job"), gather_timeout_s=0.3)
+    jr = start("run", env(0, world=3), job_dir=str(tmp_path / "job"), gather_timeout_s=0.3)
     _rank1_reports(jr.job_dir)
-    out = jr.complete(lambda: Report("run", "applied", workload_exit_code=0,
-                                     modules=[mod("a", "applied", 1.0, 0)]))
+    out = complete(jr, lambda say: Report("run", "applied", workload_exit_code=0,
+                                          modules=[mod("a", "applied", 1.0, 0)]))
     assert out.exit_code == 1
     assert out.details["job"]["missing"] == [{"rank": 2, "why": "never started"}]
     assert "rank 2 never reported: never started" in out.summary
 
 
 def test_a_workload_failure_wins_and_names_the_first_failing_rank(tmp_path):
-    jr = JobRun.start("run", env(0), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
+    jr = start("run", env(0), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
     _rank1_reports(jr.job_dir, status="not_applied", code=7)
-    out = jr.complete(lambda: Report("run", "applied", workload_exit_code=0))
+    out = complete(jr, lambda say: Report("run", "applied", workload_exit_code=0))
     assert (out.exit_code, out.workload_exit_code) == (7, 7)
     assert "rank 1 failed first, with exit code 7" in out.reasons[-1]
 
 
 def test_a_pgle_error_on_a_rank_tells_its_peers_and_leaves_a_report(tmp_path):
-    jr = JobRun.start("run", env(1), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
+    jr = start("run", env(1), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
 
-    def fail():
+    def fail(say):
         raise BadInput("profile p.pb does not exist.")
 
     with pytest.raises(BadInput, match="^rank 1: profile p.pb does not exist."):
-        jr.complete(fail)
+        complete(jr, fail)
     assert job.peer_failure(jr.job_dir, 0) == (1, 2)  # the others stop their workloads
     rep = json.loads((jr.job_dir / "rank-1.json").read_text())
     assert (rep["status"], rep["exit_code"], rep["pgle_error"]) == \
@@ -128,12 +157,15 @@ def test_a_pgle_error_on_a_rank_tells_its_peers_and_leaves_a_report(tmp_path):
 
 
 def test_non_leaders_return_one_line_but_keep_the_full_report(tmp_path):
-    jr = JobRun.start("run", env(1), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
-    say = jr.notifier(lambda s: pytest.fail("rank 1 must not print " + s))
-    say("running: ...")
+    jr = start("run", env(1), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
     full = Report("run", "partial", warnings=["w"], summary=["verdict: partial", "  a: partial"],
                   modules=[mod("a", "partial", 0.5, 3)], workload_exit_code=0)
-    out = jr.complete(lambda: full)
+
+    def produce(say):
+        say("running: ...")
+        return full
+
+    out = complete(jr, produce, notify=lambda s: pytest.fail("rank 1 must not print " + s))
     assert out.summary == [f"rank 1 of 2: partial (1 partial); exit 0; report "
                            f"{jr.job_dir / 'rank-1.json'}"]
     assert out.warnings == []
@@ -143,29 +175,32 @@ def test_non_leaders_return_one_line_but_keep_the_full_report(tmp_path):
 
 
 def test_paths_get_placeholders_and_shared_outputs_are_refused(tmp_path):
-    jr = JobRun.start("run", env(1, world=4), job_dir=str(tmp_path / "job-%j-of-%n"))
+    jd = str(tmp_path / "job-%j-of-%n")
+    jr = paths(env(1, world=4), jd)
     assert jr.job_dir.name == "job-j7-of-4"
-    assert jr.run_dir(None) == str(jr.job_dir / "rank-1")
-    assert jr.run_dir("runs/r{rank}") == "runs/r1"
+    assert jr.run_dir == str(jr.job_dir / "rank-1")
+    assert paths(env(1, world=4), jd, run_dir="runs/r{rank}").run_dir == "runs/r1"
     with pytest.raises(BadInput, match="--log x.log has no rank placeholder.*x-%r.log"):
-        jr.per_rank_path("x.log", "--log")
-    assert jobrun.literal("a%r{b}") == "a%%r{{b}}" and jr.path(jobrun.literal("a%r{b}")) == "a%r{b}"
-    single = JobRun.start("run", {})
-    assert single.job_dir is None and single.run_dir(None) is None
-    assert single.per_rank_path("x.log", "--log") == "x.log"
+        paths(env(1, world=4), jd, log="x.log")
+    assert jobrun.literal("a%r{b}") == "a%%r{{b}}" and \
+        paths(env(1, world=4), jd, inputs={"p": jobrun.literal("a%r{b}")}).inputs["p"] == "a%r{b}"
+    single = paths({})
+    assert single.job_dir is None and single.run_dir is None
+    assert paths({}, log="x.log").log == "x.log"
     with pytest.raises(BadInput, match="negative"):
-        JobRun.start("run", {}, gather_timeout_s=-1)
-    assert jobrun.report_target("rep.json", env(1)) is None
-    assert jobrun.report_target("rep-%r.json", env(1)) == "rep-1.json"
-    assert jobrun.report_target("rep.json", env(0)) == "rep.json"
-    assert jobrun.quiet_stdout_for_json(True, env(1)) and not jobrun.quiet_stdout_for_json(True, env(0))
+        JobOptions(gather_timeout=-1)
+    assert cli_output.report_target("rep.json", env(1)) is None
+    assert cli_output.report_target("rep-%r.json", env(1)) == "rep-1.json"
+    assert cli_output.report_target("rep.json", env(0)) == "rep.json"
+    assert cli_output.quiet_stdout_for_json(True, env(1)) and \
+        not cli_output.quiet_stdout_for_json(True, env(0))
 
 
 def test_collect_output_plans(tmp_path):
     def plan(rank, output, **kw):
-        jr = JobRun.start("collect", env(rank), job_dir=str(tmp_path / "j"))
-        return jr, job_profile.plan(output, jr, per_module=kw.get("per_module", False),
-                                    only_rank=kw.get("only_rank"))
+        lay = paths(env(rank), str(tmp_path / "j"), output=OutputRequest(
+            output, per_module=kw.get("per_module", False), only_rank=kw.get("only_rank")))
+        return lay, lay.output
 
     jr, p = plan(1, "profile.pbtxt")
     assert (p.mode, p.rank_output, p.merged_output) == \
@@ -238,7 +273,8 @@ def test_bad_input_on_a_simulated_rank_is_one_line_and_marks_the_job(project):
 def test_rank_0_merges_per_module_directories(tmp_path):
     from pgle.profiles.files import Profile, load_profile_source, write_profile_directory
 
-    jr = JobRun.start("collect", env(0), job_dir=str(tmp_path / "job"))
+    jr = paths(env(0), str(tmp_path / "job"), output=OutputRequest(str(tmp_path / "merged"),
+                                                                   per_module=True))
     fa, fb = "a" * 32, "b" * 32
     reports = {}
     for rank in (0, 1):
@@ -251,8 +287,8 @@ def test_rank_0_merges_per_module_directories(tmp_path):
                          "modules": [{"module": "jit_step", "fingerprint": fa, "status": "written"}]
                          + ([{"module": "jit_init", "fingerprint": fb, "status": "written"}]
                             if rank == 0 else [])}
-    plan = job_profile.plan(str(tmp_path / "merged"), jr, per_module=True, only_rank=None)
-    out = job_profile.combine(jr, reports, {}, plan=plan)
+    opts = CollectOptions(Workload(None, "m", ()), str(tmp_path / "merged"))
+    out = job_profile.combine(opts, jr, JobReports("collect", 2, reports))
     assert out.status == "collected"
     merged = load_profile_source(tmp_path / "merged")
     assert dict(merged.modules[fa].costs) == {"fusion.0": 10.0}

@@ -10,7 +10,8 @@ import pytest
 
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile, encode_profile, load_profile_source, parse_profile, read_profile, write_profile
-from pgle.profiles.merge import merge_profiles, merge_report, name_overlap, percentile_index
+from pgle.commands.profiles import merge_report
+from pgle.profiles.merge import merge_profiles, name_overlap, percentile_index
 
 # No public API exposes jaxlib's aggregate (JAX auto PGLE calls it from jax._src.compiler);
 # jax._src.lib._profiler.aggregate_profiled_instructions checked with jax/jaxlib 0.10.2.

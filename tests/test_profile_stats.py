@@ -11,7 +11,6 @@ from pgle.cli.main import cli
 from pgle.errors import BadInput, ProfileError
 from pgle.profiles.files import (
     Profile,
-    convert_profile,
     load_profile_source,
     module_view,
     qualified_fingerprints,
@@ -19,7 +18,8 @@ from pgle.profiles.files import (
     read_profile,
     write_profile,
 )
-from pgle.profiles.stats import classify, diff_sources, inspect_report, inspect_source
+from pgle.commands.profiles import convert_profile, inspect_report
+from pgle.profiles.stats import classify, diff_sources, inspect_source
 
 FA, FB = "a" * 32, "b" * 32
 

@@ -21,8 +21,7 @@ from typing import Callable, Iterator
 
 from pgle.cache import manifest as cache_manifest
 from pgle.evidence import jax_log as jax_events
-from pgle.errors import BadInput, PgleError
-from pgle.report import Report
+from pgle.errors import BadInput
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +35,7 @@ class Entry:
 
     def to_dict(self) -> dict:
         return {"module": self.module, "key": self.key, "size": self.size, "mtime": self.mtime,
-                "modified": _iso(self.mtime), "role": self.role,
+                "modified": iso(self.mtime), "role": self.role,
                 "role_label": cache_manifest.ROLE_LABELS[self.role], "atime_file": self.atime_file}
 
 
@@ -111,7 +110,7 @@ def totals(entries: list[Entry]) -> list[dict]:
     out = []
     for t in sorted(by_module.values(), key=lambda t: t["module"]):
         t["status"] = _module_status(t["roles"])
-        t["newest"] = _iso(t["newest"])
+        t["newest"] = iso(t["newest"])
         out.append(t)
     return out
 
@@ -125,110 +124,33 @@ def _module_status(roles: dict[str, int]) -> str:
     return cache_manifest.ROLE_UNKNOWN
 
 
-# -- commands -----------------------------------------------------------------
-def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
-    cache_dir = cache_manifest.local_form(cache_dir)
-    manifest = cache_manifest.load(cache_dir)
-    entries = [e for e in list_entries(cache_dir, manifest) if _selected(e.module, modules)]
-    per_module = totals(entries)
-    total_bytes = sum(e.size for e in entries)
-    report = Report(command="cache ls", status="ok", modules=per_module)
-    report.details = {"cache_dir": cache_dir, "manifest": manifest is not None,
-                      "entries": [e.to_dict() for e in entries],
-                      "total": {"entries": len(entries), "bytes": total_bytes,
-                                "modules": len(per_module)}}
-    report.summary = [f"{len(entries)} entries, {human_bytes(total_bytes)}, "
-                      f"{len(per_module)} modules in {cache_dir}"
-                      + ("" if manifest else " (no pgle manifest: roles unknown)")]
-    return report
-
-
-def stats(cache_dir: str) -> Report:
-    cache_dir = cache_manifest.local_form(cache_dir)
-    manifest = cache_manifest.load(cache_dir)
-    entries = list_entries(cache_dir, manifest)
-    per_module = totals(entries)
-    roles: dict[str, dict] = {}
-    for e in entries:
-        r = roles.setdefault(e.role, {"entries": 0, "bytes": 0})
-        r["entries"] += 1
-        r["bytes"] += e.size
-    report = Report(command="cache stats", status="ok", modules=per_module)
-    missing = manifest_keys_missing(manifest, {e.key for e in entries})
-    report.details = {"cache_dir": cache_dir, "manifest": manifest is not None, "roles": roles,
-                      "total": {"entries": len(entries), "bytes": sum(e.size for e in entries),
-                                "modules": len(per_module)},
-                      "oldest": _iso(min((e.mtime for e in entries), default=0.0)),
-                      "newest": _iso(max((e.mtime for e in entries), default=0.0)),
-                      "manifest_keys_missing": missing,
-                      "runs_in_progress": cache_manifest.runs_in_progress(manifest)}
-    report.summary = [f"{len(entries)} entries, {human_bytes(report.details['total']['bytes'])}, "
-                      f"{len(per_module)} modules"]
-    for role, r in sorted(roles.items()):
-        report.summary.append(f"  {cache_manifest.ROLE_LABELS[role]}: {r['entries']} entries, "
-                              f"{human_bytes(r['bytes'])}")
-    if missing:
-        report.warnings.append(
-            f"{len(missing)} entries recorded in the manifest are gone (pruned or evicted); "
-            "`pgle nsys` will fall back for those modules until you prewarm again.")
-    return report
-
-
-def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str, ...] = (),
-          yes: bool = False, now: float | None = None,
-          notify: Callable[[str], None] | None = None) -> Report:
-    """Delete entries last used more than `older_than` seconds ago and/or of `modules`.
-
-    Dry run unless `yes`. Needs at least one criterion, so a bare `prune` can
-    never empty a cache.
-    """
-    cache_dir = cache_manifest.local_form(cache_dir)
-    if older_than is None and not modules:
-        raise BadInput("prune needs --older-than DURATION and/or --module NAME.",
-                       hint="e.g. `pgle cache prune DIR --older-than 7d`.")
-    if yes:
-        check_writable_dir(cache_dir, create=False, what="prune")
-    manifest = cache_manifest.load(cache_dir)
-    busy = cache_manifest.runs_in_progress(manifest)
-    if busy and yes:
-        run = busy[0]
-        raise PgleError(
-            f"a pgle prewarm (pid {run.get('pid')} on {run.get('host')}) is writing to {cache_dir}; "
-            "prune after it finishes.")
-    now = time.time() if now is None else now
-    entries = list_entries(cache_dir, manifest)
+def select(cache_dir: str, entries: list[Entry], *, older_than: float | None = None,
+           modules: tuple[str, ...] = (), now: float) -> list[Entry]:
+    """The entries of `modules` (globs) and/or last used more than `older_than` seconds ago."""
     chosen = []
     for e in entries:
-        if modules and not _selected(e.module, modules):
+        if modules and not selected(e.module, modules):
             continue
         if older_than is not None and now - last_used(cache_dir, e) < older_than:
             continue
         chosen.append(e)
+    return chosen
+
+
+def delete_entries(cache_dir: str, chosen: list[Entry],
+                   notify: Callable[[str], None] | None = None) -> tuple[list[Entry], list[str]]:
+    """Delete `chosen` under JAX's own cache lock: (deleted, one error sentence per failure)."""
     deleted, errors = [], []
-    if yes:
-        with _jax_cache_lock(cache_dir):
-            for e in chosen:
-                try:
-                    _delete_entry(cache_dir, e)
-                    deleted.append(e)
-                except OSError as err:
-                    errors.append(f"{e.key}: {err.strerror or err}")
-                if notify:
-                    notify(f"deleted {e.key}")
-    freed = sum(e.size for e in (deleted if yes else chosen))
-    report = Report(command="cache prune", status="ok" if not errors else "error",
-                    exit_code=0 if not errors else 1, modules=totals(chosen))
-    report.details = {"cache_dir": cache_dir, "dry_run": not yes,
-                      "selected": [e.to_dict() for e in chosen],
-                      "deleted": [e.key for e in deleted], "bytes": freed, "errors": errors}
-    verb = "deleted" if yes else "would delete"
-    report.summary = [f"{verb} {len(deleted) if yes else len(chosen)} of {len(entries)} entries "
-                      f"({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes to delete")]
-    if busy and not yes:
-        report.warnings.append(f"a pgle prewarm (pid {busy[0].get('pid')}) is writing to this cache; "
-                               "--yes will refuse until it finishes.")
-    report.reasons += errors
-    return report
+    with _jax_cache_lock(cache_dir):
+        for e in chosen:
+            try:
+                _delete_entry(cache_dir, e)
+                deleted.append(e)
+            except OSError as err:
+                errors.append(f"{e.key}: {err.strerror or err}")
+            if notify:
+                notify(f"deleted {e.key}")
+    return deleted, errors
 
 
 def check_writable_dir(cache_dir: str, *, create: bool, what: str = "use") -> str:
@@ -325,7 +247,7 @@ def human_bytes(n: int) -> str:
     return f"{size:.1f} TiB"
 
 
-def _selected(module: str, patterns: tuple[str, ...]) -> bool:
+def selected(module: str, patterns: tuple[str, ...]) -> bool:
     if not patterns:
         return True
     import fnmatch
@@ -333,7 +255,7 @@ def _selected(module: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(module, p) for p in patterns)
 
 
-def _iso(t: float) -> str | None:
+def iso(t: float) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else None
 
 

@@ -1,6 +1,6 @@
 """`<cache-dir>/pgle-manifest.json`: what `pgle prewarm` put into a compilation cache.
 
-Nothing in a JAX cache entry says whether it is PGLE-optimized (pgle-facts.md
+Nothing in a JAX cache entry says whether it is PGLE-optimized (docs/xla-facts.md
 section 5), so prewarm records, per module, the keys it saw written as the
 first (profiling) pass and as the PGLE-optimized recompile, how often the module
 ran, and the exact environment that produced those keys; `pgle nsys` replays

@@ -16,34 +16,32 @@ import os
 import re
 from typing import Callable
 
-from pgle.launch import childenv
-from pgle.xla import flag_table
-from pgle.evidence import jax_log as jax_events
-from pgle.xla import versions
-from pgle.errors import EXIT_NOT_VERIFIED, BadInput
-from pgle.report import Report
-from pgle.launch.workload import Workload
+from pgle.launch.runfolder import RunFolder
 
-STATUS_OPTIMIZED = "optimized"
-STATUS_NOT_OPTIMIZED = "not_optimized"
-STATUS_EMPTY_PROFILE = "empty_profile"
+from pgle.commands.options import AutoPgleOptions
+from pgle.evidence import jax_log as jax_events
+from pgle.jobs.layout import LayoutRequest, RankLayout
+from pgle.launch import childenv
+from pgle.launch.workload import Workload
+from pgle.report import Report
+from pgle.verdicts import auto_pgle
+from pgle.verdicts.across_ranks import JobReports, combine_modules
+from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED, plural
+from pgle.verdicts.rows import module_lines
+from pgle.xla import flag_table
+from pgle.xla import versions
 
 # What the harness must capture for the verdicts of auto, prewarm and nsys.
 CAPTURE_LOGGERS = list(jax_events.CAPTURE_LOGGERS)
 WARNINGS_ALWAYS = list(jax_events.WARNING_CATEGORIES)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class AutoOptions:
     workload: Workload
-    runs: int = 3
-    percentile: int = 90
-    require_all: bool = False
-    require: tuple[str, ...] = ()  # module name globs that must be optimized
+    pgle: AutoPgleOptions = AutoPgleOptions()
     run_dir: str | None = None
     log: str | None = None
-    job_dir: str | None = None  # multi-process: the shared job folder
-    gather_timeout: float | None = None  # multi-process: rank 0's wait for the ranks' reports
 
 
 # -- before launch --------------------------------------------------------------
@@ -53,13 +51,9 @@ def percentile_index(runs: int, percentile: int) -> int:
 
 
 def check_pgle_params(runs: int, percentile: int) -> list[str]:
-    """Refuse values JAX would silently turn into no PGLE; warn on degenerate ones."""
-    if runs < 1:
-        raise BadInput(f"--runs {runs}: auto PGLE needs at least 1 profiled execution "
-                       "(0 turns it off).")
-    if not 0 <= percentile <= 100:
-        raise BadInput(f"--percentile {percentile} is outside 0..100; jaxlib would return an empty "
-                       "profile and nothing would be optimized.")
+    """Refuse values JAX would silently turn into no PGLE (AutoPgleOptions); warn on
+    degenerate ones."""
+    AutoPgleOptions(runs, percentile)
     warnings = []
     index = percentile_index(runs, percentile)
     if runs >= 2 and index == 0 and percentile > 0:
@@ -128,164 +122,56 @@ def pre_launch_warnings(workload: Workload, runs: int, percentile: int) -> list[
     return warnings
 
 
-# -- after the run ------------------------------------------------------------------
-def empty_profile_cause(platform: str | None) -> str:
-    if platform and platform not in ("gpu", "cuda"):
-        return (f"the backend is {platform}: the JAX profiler records no device kernels there, so "
-                "every profile is empty (PGLE is an NVIDIA GPU feature)")
-    return ("CUPTI contention (Nsight Systems, DCGM or another profiler attached to the GPU), or "
-            "kernels hidden in CUDA graphs; profile with nothing else attached")
-
-
-def judge_modules(facts: jax_events.RunFacts, runs: int, platform: str | None,
-                  known_pgle_keys: set[str] = frozenset()) -> list[dict]:
-    """One verdict per module: optimized / not_optimized / empty_profile, with reason and fix."""
-    out = []
-    for name in sorted(facts.modules):
-        m = facts.modules[name]
-        row = {"module": name, "status": STATUS_NOT_OPTIMIZED,
-               "profiled_executions": m.profiled if facts.observed else None,
-               "runs": m.runs or runs, "empty_profiles": m.empty_profiles if facts.observed else None,
-               "profile_bytes": max(m.fdo_lengths) if m.fdo_lengths else None,
-               "reason": None, "fix": None}
-        cached_pgle = [k for k in m.hits if k in known_pgle_keys]
-        if m.fdo_lengths:
-            row["status"] = STATUS_OPTIMIZED
-            row["reason"] = (f"recompiled with a {max(m.fdo_lengths)}-byte profile after "
-                             f"{row['runs']} profiled executions")
-        elif cached_pgle:
-            row["status"] = STATUS_OPTIMIZED
-            row["reason"] = "loaded its PGLE-optimized executable from the compilation cache"
-            row["from_cache"] = True
-        elif facts.observed and m.profiled >= row["runs"] and m.empty_profiles >= m.profiled:
-            row["status"] = STATUS_EMPTY_PROFILE
-            row["reason"] = f"all {m.profiled} profiled executions gave an empty profile: " \
-                            + empty_profile_cause(platform)
-            row["fix"] = "run on an NVIDIA GPU with no other CUPTI client attached"
-        elif facts.observed and m.profiled >= row["runs"]:
-            row["reason"] = (f"profiled {times(m.profiled)} but never executed again: auto PGLE "
-                             f"recompiles on execution {row['runs'] + 1}")
-            row["fix"] = "run more steps, or lower --runs"
-        elif facts.observed and m.profiled > 0:
-            row["reason"] = (f"executed {times(m.profiled)}; auto PGLE "
-                             f"needs {row['runs'] + 1} ({row['runs']} profiled, then the recompile)")
-            row["fix"] = "run more steps, or lower --runs"
-        elif facts.observed:
-            row["reason"] = ("never profiled: compiled ahead of time (`.lower().compile()`), or "
-                             "not executed")
-        else:
-            row["reason"] = "no recompilation with a profile was logged"
-        out.append(row)
-    return out
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def times(n: int) -> str:
-    return plural(n, "time")
-
-
-def overall_status(modules: list[dict]) -> str:
-    statuses = {m["status"] for m in modules}
-    if STATUS_OPTIMIZED in statuses:
-        return STATUS_OPTIMIZED
-    if STATUS_EMPTY_PROFILE in statuses:
-        return STATUS_EMPTY_PROFILE
-    return STATUS_NOT_OPTIMIZED
-
-
-def required_failures(modules: list[dict], *, ok: str, require_all: bool,
-                      require: tuple[str, ...]) -> list[str]:
-    """Sentences for every required module that is not `ok` (or absent)."""
-    import fnmatch
-
-    failures = []
-    if require_all:
-        failures += [f"{m['module']} is {m['status']}" for m in modules if m["status"] != ok]
-    for pattern in require:
-        matched = [m for m in modules if fnmatch.fnmatchcase(m["module"], pattern)]
-        if not matched:
-            failures.append(f"no module matches --require {pattern}")
-        failures += [f"{m['module']} is {m['status']}" for m in matched
-                     if m["status"] != ok and f"{m['module']} is {m['status']}" not in failures]
-    return failures
-
-
-def module_lines(modules: list[dict]) -> list[str]:
-    lines = []
-    for m in modules:
-        text = f"  {m['module']}: {m['status']}"
-        if m.get("reason"):
-            text += f" ({m['reason']})"
-        if m.get("fix"):
-            text += f"; fix: {m['fix']}"
-        lines.append(text)
-    return lines
-
-
-def count_line(modules: list[dict], ok: str, what: str) -> str:
-    n = sum(1 for m in modules if m["status"] == ok)
-    return f"{n} of {len(modules)} modules {what}"
-
-
 # -- the workflow -------------------------------------------------------------------
-def auto(opts: AutoOptions, notify: Callable[[str], None] = lambda s: None,
-         environ: dict[str, str] | None = None) -> Report:
-    """One process: the per-module verdict. One rank of a multi-process job: this rank's goes to
-    the job folder; rank 0 returns the job's, per module across ranks."""
-    from functools import partial
-
-    from pgle.jobs.driver import JobRun, combine_modules
-
-    environ = dict(os.environ if environ is None else environ)
-    jr = JobRun.start("auto", environ, job_dir=opts.job_dir, gather_timeout_s=opts.gather_timeout)
-    combine = partial(combine_modules, ok=STATUS_OPTIMIZED, overall=overall_status,
-                      headline="auto PGLE", what="optimized",
-                      required=partial(required_failures, ok=STATUS_OPTIMIZED,
-                                       require_all=opts.require_all, require=opts.require),
-                      keep=("runs", "percentile"))
-    return jr.complete(lambda: auto_rank(opts, jr, jr.notifier(notify), environ), combine)
+def request(opts) -> LayoutRequest:
+    return LayoutRequest(run_dir=opts.run_dir, log=opts.log)
 
 
-def auto_rank(opts: AutoOptions, jr, notify: Callable[[str], None],
-              environ: dict[str, str]) -> Report:
-    from pgle.launch.runfolder import RunFolder
+def combine(opts: AutoOptions, layout: RankLayout, job: JobReports) -> Report:
+    """The job's verdict: per module across the ranks."""
+    return combine_modules(
+        job, ok=STATUS_OPTIMIZED, overall=auto_pgle.auto_status, headline="auto PGLE",
+        what="optimized", keep=("runs", "percentile"),
+        required=lambda modules: auto_pgle.required_failures(
+            modules, ok=STATUS_OPTIMIZED, require_all=opts.pgle.require_all,
+            require=opts.pgle.require))
 
-    warnings = pre_launch_warnings(opts.workload, opts.runs, opts.percentile)
+
+def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+         environ: dict[str, str]) -> Report:
+    p = opts.pgle
+    warnings = pre_launch_warnings(opts.workload, p.runs, p.percentile)
     for w in warnings:
         notify(f"warning: {w}")
-    log = jr.per_rank_path(opts.log, "--log")
     child = childenv.build(environ, xla=pgle_xla_flags(),
-                           variables=pgle_variables(opts.runs, opts.percentile))
+                           variables=pgle_variables(p.runs, p.percentile))
     for line in child.notices:
         notify(line)
-    run = RunFolder.create("auto", jr.run_dir(opts.run_dir))
-    notify(f"running with auto PGLE ({plural(opts.runs, 'profiled execution')}, percentile "
-           f"{opts.percentile}): {opts.workload.describe()} (run folder {run.path})")
-    ex = jr.execute(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
-                    warnings_always=WARNINGS_ALWAYS, log_copy=log,
-                    **observer_kwargs())
+    run = RunFolder.create("auto", layout.run_dir)
+    notify(f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
+           f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})")
+    ex = launch(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
+                warnings_always=WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True)
     facts = jax_events.summarize(ex.events.records)
-    modules = judge_modules(facts, opts.runs, ex.events.platform, _known_pgle_keys(child.env))
-    report = Report("auto", overall_status(modules), workload_exit_code=ex.exit_code,
+    modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform,
+                                     _known_pgle_keys(child.env))
+    report = Report("auto", auto_pgle.auto_status(modules), workload_exit_code=ex.exit_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings
-    report.details.update({"runs": opts.runs, "percentile": opts.percentile,
+    report.details.update({"runs": p.runs, "percentile": p.percentile,
                            "backend": ex.events.backend, "empty_traces": facts.empty_traces,
                            "observed_executions": facts.observed})
     if facts.empty_traces and not facts.observed:
         report.reasons.append(f"{facts.empty_traces} profiled executions gave an empty trace: "
-                              + empty_profile_cause(ex.events.platform))
+                              + auto_pgle.empty_profile_cause(ex.events.platform))
     if not modules:
         report.reasons.append("no jitted module was profiled or recompiled (did the workload run "
                               "any jax.jit function?)")
     report.summary.append(f"auto PGLE: {report.status}: "
-                          + count_line(modules, STATUS_OPTIMIZED, "optimized"))
+                          + auto_pgle.count_line(modules, STATUS_OPTIMIZED, "optimized"))
     report.summary += module_lines(modules)
-    report.exit_code = finish_code(report, ex.exit_code, STATUS_OPTIMIZED, opts.require_all,
-                                   opts.require)
+    report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
+                                             p.require_all, p.require)
     return report
 
 
@@ -302,22 +188,3 @@ def _known_pgle_keys(env: dict[str, str]) -> set[str]:
     except Exception:
         return set()
     return {k for m in data.get("modules", {}).values() for k in m.get("pgle_optimized_keys", [])}
-
-
-def finish_code(report: Report, workload_code: int, ok: str, require_all: bool,
-                require: tuple[str, ...]) -> int:
-    """The workload's own failure first; then --require-all / --require."""
-    if workload_code != 0:
-        report.summary.append(f"the workload exited with code {workload_code}")
-        return workload_code
-    failures = required_failures(report.modules, ok=ok, require_all=require_all, require=require)
-    if failures:
-        report.reasons += failures
-        report.summary.append("not verified: " + "; ".join(failures))
-        return EXIT_NOT_VERIFIED
-    return 0
-
-
-def observer_kwargs() -> dict:
-    """Ask the harness for per-execution PGLE events (pgle/launch/jax_internals.py)."""
-    return {"extra_spec": {"observe_pgle": True}}

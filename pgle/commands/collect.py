@@ -4,114 +4,84 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Callable
 
-from pgle.launch import childenv
-from pgle.xla import flag_table
-from pgle.profiles import manifest
+from pgle.atomic import check_writable_target, replace_directory_atomic
+from pgle.commands.options import DEFAULT_STAT, Extraction, Window
+from pgle.errors import BadInput, EXIT_ERROR
+from pgle.evidence.xla_log import LogScanner
+from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
+from pgle.launch import childenv, schema
+from pgle.launch.execution import Execution
+from pgle.launch.runfolder import RunFolder
+from pgle.launch.workload import Workload
 from pgle.profiles import files as profile
 from pgle.profiles import jaxlib as trace
-from pgle.atomic import check_writable_target, replace_directory_atomic
-from pgle.errors import BadInput, EXIT_ERROR
-from pgle.evidence.events import read_events
-from pgle.launch.execution import Execution
-from pgle.jobs.driver import DEFAULT_GATHER_TIMEOUT_S, JobRun
-from pgle.launch.launcher import LaunchResult
+from pgle.profiles import manifest
 from pgle.report import Report
-from pgle.launch.runfolder import RunFolder
-from pgle.evidence.xla_log import LogScanner
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
-from pgle.launch.workload import Workload
+from pgle.xla import env as env_rule
+from pgle.xla import flag_table
 from pgle.xla.flags import XlaFlags
 
-CONVERTERS = ("jaxlib", "pgle")
-FORMATS = (profile.BINARY, profile.TEXT)
-DEFAULT_STAT = "median"
 # XLA prints `Fingerprint before LHS for module <name>(<id>) = <hex>` at VLOG(1) of this file.
 FINGERPRINT_VMODULE = "gpu_hlo_schedule"
 FINGERPRINT_VLOG_LEVEL = 1
-# Where collect keeps the child's environment, so a finished run folder can be re-extracted.
-CHILD_ENV_FILE = "child_env.json"
+STATUS_NOT_PROFILED = "not_profiled"
+DEFAULT_PERCENTILE = 90  # of the merge of the ranks' profiles, as JAX auto PGLE aggregates
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class CollectOptions:
     workload: Workload
-    output: str | None
-    steps: tuple[int, int] | None = None  # (start, count)
-    step_name: str | None = None
-    delay: float | None = None
-    duration: float | None = None
+    output: str | None  # None: inside the run folder (or `default_output`)
+    window: Window = Window()
+    extraction: Extraction = Extraction()
     force: bool = False
     allow_empty: bool = False
     run_dir: str | None = None
     log: str | None = None
-    # Per-module collection: a directory of <fingerprint>.pb|.pbtxt files from pgle's converter.
-    per_module: bool = False
-    stat: str | None = None  # pgle's converter: median (default) | mean | min | max | pNN
-    fmt: str | None = None  # per-module file format: binary (default) | text
-    converter: str | None = None  # single file: jaxlib (default) | pgle
-    qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
-    # Multi-process jobs (pgle/commands/collect_job.py): profile one rank only, the shared job folder,
-    # rank 0's wait for the ranks' reports, the percentile of the merge of the ranks' profiles.
+    # Multi-process jobs (pgle/commands/collect_job.py): profile one rank only, and the
+    # percentile of rank 0's merge of the ranks' profiles.
     rank: int | None = None
-    job_dir: str | None = None
-    gather_timeout: float | None = DEFAULT_GATHER_TIMEOUT_S
-    merge_percentile: int = 90
+    merge_percentile: int = DEFAULT_PERCENTILE
+    default_output: str | None = None  # one process without -o: here (tune: its run folder)
+
+    def __post_init__(self):
+        if not 0 <= self.merge_percentile <= 100:
+            raise BadInput(f"merge percentile {self.merge_percentile} is outside 0..100.")
 
     @property
-    def uses_pgle_converter(self) -> bool:
-        return self.per_module or self.converter == "pgle"
-
-    @property
-    def needs_fingerprints(self) -> bool:
-        """The run must log XLA's `Fingerprint before LHS` lines."""
-        return self.per_module or (self.converter == "pgle" and self.qualify)
+    def per_module(self) -> bool:
+        return self.extraction.per_module
 
 
-def parse_steps(text: str) -> tuple[int, int]:
-    """'10:5' -> (10, 5): profile 5 steps starting at step 10 (0-based)."""
-    start, sep, count = text.partition(":")
-    try:
-        s, c = int(start), int(count)
-    except ValueError:
-        raise BadInput(f"--steps {text!r} is not START:COUNT (e.g. 10:5).") from None
-    if not sep or s < 0 or c < 1:
-        raise BadInput(f"--steps {text!r} is not START:COUNT with START >= 0 and COUNT >= 1.")
-    return s, c
+def request(opts: CollectOptions) -> LayoutRequest:
+    return LayoutRequest(run_dir=opts.run_dir, log=opts.log, output=OutputRequest(
+        opts.output, per_module=opts.per_module, only_rank=opts.rank,
+        default=opts.default_output))
 
 
-def window_spec(opts: CollectOptions, trace_dir: Path) -> dict:
-    if opts.steps and (opts.delay is not None or opts.duration is not None):
-        raise BadInput("--steps and --delay/--duration exclude each other: pick one window.")
-    if opts.steps:
-        start, count = opts.steps
-        return {"mode": "steps", "start": start, "count": count, "step_name": opts.step_name,
-                "dir": str(trace_dir)}
-    if opts.delay is not None or opts.duration is not None:
-        if (opts.delay or 0) < 0 or (opts.duration is not None and opts.duration <= 0):
-            raise BadInput("--delay must be >= 0 and --duration > 0 seconds.")
-        return {"mode": "time", "delay": opts.delay or 0.0, "duration": opts.duration,
-                "step_name": opts.step_name, "dir": str(trace_dir)}
-    # Steps 2..6 if the script marks steps, else the whole run.
-    return {"mode": "auto", "step_name": opts.step_name, "dir": str(trace_dir)}
-
-
-def preflight(opts: CollectOptions, environ: dict[str, str]) -> None:
+def preflight(opts: CollectOptions, output: str | None, log: str | None,
+              environ: dict[str, str]) -> None:
     """Everything that can be refused before a launch."""
-    if _truthy(environ.get("JAX_ENABLE_PGLE")):
+    try:
+        pgle_on = env_rule.bool_env(environ, "JAX_ENABLE_PGLE")
+    except env_rule.NotABoolean as e:
+        raise BadInput(f"JAX_ENABLE_PGLE={str(e)!r} is not a boolean: jax fails at import.",
+                       hint="Unset it.") from None
+    if pgle_on:
+        # The same rule (pgle.xla.env, jax's own bool parsing) makes `pgle doctor` flag it.
         raise BadInput(
             "JAX_ENABLE_PGLE is on: auto PGLE's profiler session would collide with pgle's "
             "(ALREADY_EXISTS: Another profiling session active) and can kill the job.",
             hint="Unset JAX_ENABLE_PGLE for collect, or use `pgle auto`.")
-    check_extraction_options(opts)
-    if opts.output is not None:
-        check_output(opts, opts.output)
-    if opts.log:
-        check_writable_target(opts.log, force=True, what="log")
+    if output is not None:
+        check_output(opts, output)
+    if log:
+        check_writable_target(log, force=True, what="log")
 
 
 def check_output(opts: CollectOptions, output: str) -> None:
@@ -123,33 +93,6 @@ def check_output(opts: CollectOptions, output: str) -> None:
     profile.profile_format(output)
     check_writable_target(output, force=opts.force, what="profile")
     check_writable_target(manifest.manifest_path(output), force=opts.force, what="manifest")
-
-
-def check_extraction_options(opts: CollectOptions) -> None:
-    """The options that choose how the trace becomes a profile, checked together."""
-    from pgle.profiles.convert import parse_stat
-
-    if opts.converter is not None and opts.converter not in CONVERTERS:
-        raise BadInput(f"unknown converter '{opts.converter}': use jaxlib or pgle.")
-    if opts.per_module and opts.converter == "jaxlib":
-        raise BadInput("--per-module needs pgle's converter: jaxlib's pools every module into "
-                       "one file.", hint="Drop --converter jaxlib.")
-    if opts.stat is not None:
-        if not opts.uses_pgle_converter:
-            raise BadInput("--stat applies to pgle's converter: jaxlib's always takes the mean.",
-                           hint="Add --per-module or --converter pgle.")
-        parse_stat(opts.stat)
-    if opts.qualify and opts.per_module:
-        raise BadInput("--qualify is for a single file: a per-module directory already keeps "
-                       "each module apart.")
-    if opts.qualify and opts.converter != "pgle":
-        raise BadInput("--qualify needs pgle's converter.", hint="Add --converter pgle.")
-    if opts.fmt is not None:
-        if opts.fmt not in FORMATS:
-            raise BadInput(f"unknown format '{opts.fmt}': use binary or text.")
-        if not opts.per_module:
-            raise BadInput("--format applies to --per-module directories: a single profile's "
-                           "format follows its extension (.pb binary, .pbtxt text).")
 
 
 def check_directory_target(path: str, *, force: bool) -> Path:
@@ -228,65 +171,48 @@ def fingerprint_environment(environ: dict[str, str]) -> tuple[dict[str, str], li
     return environ, notices, warnings
 
 
-def collect(opts: CollectOptions, notify: Callable[[str], None] = lambda s: None,
-            environ: dict[str, str] | None = None, job: JobRun | None = None) -> Report:
-    """One process: the profile. One rank of a multi-process job: this rank's profile (see
-    pgle/commands/collect_job.py for where it goes); rank 0 returns the job's report, with the merged
-    profile. `job`: a phase of an enclosing job (tune)."""
-
-    from pgle.commands import collect_job as job_profile
-
-    environ = dict(os.environ if environ is None else environ)
-    jr = job or JobRun.start("collect", environ, job_dir=opts.job_dir,
-                             gather_timeout_s=opts.gather_timeout)
-    say = jr.notifier(notify)
-
-    def combine(jr_, reports, missing):
-        return job_profile.combine(
-            jr_, reports, missing, plan=job_profile.plan(opts.output, jr_, per_module=opts.per_module,
-                                                         only_rank=opts.rank),
-            force=opts.force, allow_empty=opts.allow_empty, percentile=opts.merge_percentile)
-
-    return jr.complete(lambda: collect_rank(opts, jr, say, environ), combine)
-
-
-def collect_rank(opts: CollectOptions, jr: JobRun, notify: Callable[[str], None],
-                 environ: dict[str, str]) -> Report:
-    from pgle.commands import collect_job as job_profile
-
-    plan = job_profile.plan(opts.output, jr, per_module=opts.per_module, only_rank=opts.rank)
-    log = jr.per_rank_path(opts.log, "--log")
-    ropts = dataclasses.replace(opts, output=plan.rank_output, log=log)
-    preflight(ropts, environ)
-    if plan.merged_output is not None and jr.leader:
+def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Execution],
+         notify: Callable[[str], None], environ: dict[str, str]) -> Report:
+    """Profile this process's window and extract its profile to where the layout says."""
+    plan = layout.output
+    preflight(opts, plan.rank_output, layout.log, environ)
+    if plan.merges_here:
         check_output(opts, plan.merged_output)  # refuse now, not after the whole job ran
-    run = RunFolder.create("collect", jr.run_dir(opts.run_dir))
-    window = window_spec(opts, run.trace)
+    run = RunFolder.create("collect", layout.run_dir)
     output = plan.rank_output or str(run.path / ("profiles" if opts.per_module else "profile.pb"))
-    user = childenv.xla_flags.XlaFlags.parse(environ.get("XLA_FLAGS"))
+    user = XlaFlags.parse(environ.get("XLA_FLAGS"))
     xla = {}
     if user.get(flag_table.COMMAND_BUFFER) is None:
         # Kernels inside CUDA graphs are invisible to the profiler; auto PGLE turns
         # command buffers off for its profiling compile too (jax >= 0.4.x).
         xla[flag_table.COMMAND_BUFFER] = ""
     notices, warnings = [], []
-    if opts.needs_fingerprints:
+    if opts.extraction.needs_fingerprints:
         environ, notices, warnings = fingerprint_environment(environ)
     child = childenv.build(environ, xla=xla)
     child.notices += notices
     child.warnings += warnings
-    save_child_env(run, child)
     for line in child.notices:
         notify(line)
     if not plan.profiled:
         notify(f"running without the profiler (--rank {plan.only_rank}): "
                f"{opts.workload.describe()} (run folder {run.path})")
-        execution = jr.execute(opts.workload, run, child, log_copy=log)
-        return job_profile.not_profiled_report(jr, execution, plan.only_rank)
+        return not_profiled_report(launch(opts.workload, run, child, log_copy=layout.log),
+                                   plan.only_rank)
     notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
-    execution = jr.execute(opts.workload, run, child, profile_window=window,
-                           step_name=opts.step_name, log_copy=log)
-    return finish_collect(ropts, execution, output, notify)
+    execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
+                       step_name=opts.window.step_name, log_copy=layout.log)
+    return finish_collect(opts, execution, output, notify)
+
+
+def not_profiled_report(ex: Execution, only_rank: int) -> Report:
+    report = Report("collect", STATUS_NOT_PROFILED, log_path=str(ex.run.log),
+                    run_dir=str(ex.run.path), workload_exit_code=ex.exit_code,
+                    exit_code=ex.exit_code)
+    report.details["backend"] = ex.events.backend
+    report.reasons.append(f"--rank {only_rank}: only rank {only_rank} runs the profiler.")
+    report.summary.append(f"ran without the profiler (--rank {only_rank})")
+    return report
 
 
 def finish_collect(opts: CollectOptions, ex: Execution, output: str,
@@ -294,7 +220,8 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
                     trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
     report.warnings += ex.child.warnings
-    window_warnings = [r["message"] for r in ex.events.of_kind("window_warning")]
+    window_warnings = [r.get("message", "") for r in ex.events.records
+                       if r.get("kind") == schema.WINDOW_WARNING]
     report.warnings += window_warnings
     report.reasons += window_warnings
     report.details["window"] = window_summary(ex)
@@ -315,7 +242,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         return finish_per_module(opts, ex, run_folder, output, report, notify)
     fmt = profile.profile_format(output)
     converter = None
-    if opts.converter == "pgle":
+    if opts.extraction.converter == "pgle":
         conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=False)
         report.warnings += conv.warnings
         prof = conv.profiles[""]
@@ -327,7 +254,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     sha = hashlib.sha256(payload).hexdigest()
     report.profile = {"path": str(Path(output).absolute()), "sha256": sha,
                       "instructions": prof.instruction_count, "latencies": prof.latency_count,
-                      "format": fmt, "converter": opts.converter or "jaxlib"}
+                      "format": fmt, "converter": opts.extraction.converter or "jaxlib"}
     if converter is not None:
         report.details["converter"] = converter
         report.details["window"]["steps_window"] = converter["steps_window"]
@@ -389,14 +316,14 @@ def _convert_with_pgle(opts: CollectOptions, ex: Execution, run_folder: Path, *,
     """pgle's converter on the kept trace, with the run's log and its steady-state window."""
     from pgle.profiles.convert import convert_trace_detailed
 
-    window = steps_window(ex.events, _spec_mode(ex))
+    window = steps_window(ex.events, ex.spec.profile.mode if ex.spec.profile else None)
     conv = convert_trace_detailed(
-        run_folder, per_module=per_module, stat=opts.stat or DEFAULT_STAT, log_path=ex.run.log,
+        run_folder, per_module=per_module, stat=opts.extraction.stat or DEFAULT_STAT, log_path=ex.run.log,
         steps_window=(window["start_ns"], window["end_ns"]) if window else None,
-        qualify=opts.qualify and not per_module)
+        qualify=opts.extraction.qualify and not per_module)
     summary = {
         "name": "pgle", "per_module": per_module, "stat": conv.stat,
-        "qualify": bool(opts.qualify and not per_module),
+        "qualify": bool(opts.extraction.qualify and not per_module),
         "steps_window": window, "log": str(ex.run.log),
         "xplane_files": [os.path.basename(f) for f in conv.xplane_files],
         "device_planes": conv.device_planes, "events_used": conv.events_used,
@@ -418,7 +345,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
                       report: Report, notify: Callable[[str], None]) -> Report:
     """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
     `manifest.json`; same empty-profile rules as a single file."""
-    fmt = opts.fmt or profile.BINARY
+    fmt = opts.extraction.fmt or profile.BINARY
     conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
     log_fps = _log_fingerprint_count(ex.run.log)
     without = [m for m in conv.modules if not m.fingerprint]
@@ -533,71 +460,16 @@ def _write_empty_directory(output: str, *, force: bool) -> Path:
     return replace_directory_atomic(path, lambda tmp: None)
 
 
-# --- a finished run folder ----------------------------------------------------------------------
-
-
-def save_child_env(run: RunFolder, child: childenv.ChildEnv) -> None:
-    """What the manifest needs from the child's environment, kept in the run folder."""
-    data = {"user_xla_flags": child.user_flags.render(), "xla_flags": child.flags.render(),
-            "environment": childenv.relevant(child.env), "warnings": child.warnings}
-    (run.path / CHILD_ENV_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
-def execution_from_run_folder(run_dir: str | Path) -> Execution:
-    """The `Execution` a finished collect run left in its run folder (`workload.log`,
-    `events.jsonl`, `trace/`, `child_env.json`), to extract its profile again."""
-    path = Path(run_dir)
-    if not path.is_dir():
-        raise BadInput(f"run folder {run_dir} does not exist.")
-    run = RunFolder(path.resolve())
-    events = read_events(run.events)
-    if not events.records:
-        raise BadInput(f"run folder {run_dir} holds no events.jsonl from a pgle run.")
-    code = (events.exit or {}).get("code")
-    result = LaunchResult(exit_code=0 if code is None else int(code), signal=None,
-                          duration_s=0.0, log_path=run.log)
-    try:
-        saved = json.loads((run.path / CHILD_ENV_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        saved = {}
-    child = childenv.ChildEnv(
-        env=dict(saved.get("environment") or {}),
-        user_flags=XlaFlags.parse(saved.get("user_xla_flags") or ""),
-        flags=XlaFlags.parse(saved.get("xla_flags") or ""),
-        notices=[], warnings=list(saved.get("warnings") or []))
-    return Execution(run, result, events, child)
-
-
-def finish_run_folder(opts: CollectOptions, run_dir: str | Path,
-                      notify: Callable[[str], None] = lambda s: None) -> Report:
-    """Extract the profile of a finished collect run folder, exactly as `collect` does after
-    the run: same options (`per_module`, `stat`, `fmt`, `converter`, ...), same output rules."""
-    check_extraction_options(opts)
-    ex = execution_from_run_folder(run_dir)
-    output = opts.output or str(ex.run.path / ("profiles" if opts.per_module else "profile.pb"))
-    check_output(opts, output)
-    return finish_collect(opts, ex, output, notify)
-
-
 def window_summary(ex: Execution) -> dict:
     stop = ex.events.trace
     return {
-        "mode": _spec_mode(ex),
+        "mode": ex.spec.profile.mode if ex.spec.profile else None,
         "first_step": stop.get("first_step") if stop else None,
         "steps": stop.get("steps") if stop else None,
         "seconds": round(stop["seconds"], 3) if stop and stop.get("seconds") is not None else None,
         "steps_seen": len(ex.events.steps),
         "trace_errors": ex.events.trace_errors,
     }
-
-
-def _spec_mode(ex: Execution) -> str | None:
-    import json
-
-    try:
-        return (json.loads(ex.run.spec.read_text()).get("profile") or {}).get("mode")
-    except (OSError, ValueError):
-        return None
 
 
 def diagnose_empty(ex: Execution) -> list[str]:
@@ -624,7 +496,3 @@ def diagnose_empty(ex: Execution) -> list[str]:
                        "invisible to the profiler; set --xla_gpu_enable_command_buffer=''")
     reasons += [f"profiler error: {e}" for e in ex.events.trace_errors]
     return reasons
-
-
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")

@@ -1,6 +1,7 @@
-"""The profile of a multi-process `pgle collect`: where each rank writes, and what rank 0 makes.
+"""The profile of a multi-process `pgle collect`: what rank 0 makes of the ranks' profiles.
 
-Three ways, decided by `-o` and `--rank` (README "Running on a cluster"):
+Where each rank writes is pgle.jobs.layout.OutputPlan; three ways, decided by `-o` and
+`--rank` (README "Running on a cluster"):
 
 - `-o` with a rank placeholder (`profiles/rank%r.pb`): every rank writes its own profile there;
   rank 0's job report lists them (no merge: `pgle merge` them when you like).
@@ -18,83 +19,30 @@ legitimately compile different programs, and their union is what XLA looks names
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from typing import Any, Mapping
 
-from pgle.profiles import manifest
-from pgle.profiles import files as profile
-from pgle.profiles import merge as profile_merge
+from pgle.commands.collect import STATUS_NOT_PROFILED, CollectOptions
 from pgle.errors import BadInput, EXIT_ERROR
-from pgle.jobs.driver import JobRun, aggregate_modules, ranks_phrase
-from pgle.jobs.ranks import has_rank_placeholder
+from pgle.jobs.layout import OutputPlan, RankLayout
+from pgle.jobs.ranks import ranks_phrase
+from pgle.profiles import files as profile
+from pgle.profiles import manifest
+from pgle.profiles import merge as profile_merge
 from pgle.report import Report
-
-STATUS_NOT_PROFILED = "not_profiled"
-DEFAULT_PERCENTILE = 90
-
-
-@dataclasses.dataclass(frozen=True)
-class OutputPlan:
-    profiled: bool  # this rank runs the profiler
-    rank_output: str | None  # where this rank writes its profile (None: its run folder)
-    merged_output: str | None  # rank 0 merges the ranks' profiles into this
-    only_rank: int | None  # --rank N
-    per_rank_outputs: bool  # -o holds a rank placeholder
-
-    @property
-    def mode(self) -> str:
-        if self.only_rank is not None:
-            return "one_rank"
-        return "merge" if self.merged_output is not None else "per_rank"
-
-
-def plan(output: str | None, jr: JobRun, *, per_module: bool, only_rank: int | None) -> OutputPlan:
-    """Where this rank's profile goes; BadInput for a --rank outside the job."""
-    if only_rank is not None and not 0 <= only_rank < jr.world_size:
-        raise BadInput(f"--rank {only_rank} is not a rank of this job (ranks 0 to "
-                       f"{jr.world_size - 1}).")
-    expanded = jr.path(output)
-    if not jr.multiprocess:
-        return OutputPlan(True, expanded, None, only_rank, False)
-    if only_rank is not None:
-        return OutputPlan(jr.rank == only_rank, expanded if jr.rank == only_rank else None, None,
-                          only_rank, False)
-    if output is not None and has_rank_placeholder(output):
-        return OutputPlan(True, expanded, None, None, True)
-    if per_module:
-        mine = jr.job_dir / "profiles" / f"rank-{jr.rank}"
-        merged = expanded or str(jr.job_dir / "profiles" / "merged")
-    else:
-        suffix = os.path.splitext(expanded)[1] if expanded else ".pb"
-        profile.profile_format(f"x{suffix}")  # a wrong extension: the clear error, now
-        mine = jr.job_dir / "profiles" / f"rank-{jr.rank}{suffix}"
-        merged = expanded or str(jr.job_dir / f"profile{suffix}")
-    return OutputPlan(True, str(mine), merged, None, False)
-
-
-def not_profiled_report(jr: JobRun, ex, only_rank: int) -> Report:
-    report = Report("collect", STATUS_NOT_PROFILED, log_path=str(ex.run.log),
-                    run_dir=str(ex.run.path), workload_exit_code=ex.exit_code,
-                    exit_code=ex.exit_code)
-    report.details["backend"] = ex.events.backend
-    report.reasons.append(f"--rank {only_rank}: only rank {only_rank} runs the profiler.")
-    report.summary.append(f"rank {jr.rank} ran without the profiler (--rank {only_rank})")
-    return report
-
+from pgle.verdicts.across_ranks import JobReports, aggregate_modules
 
 # -- rank 0 -----------------------------------------------------------------------------------
 
-def combine(jr: JobRun, reports: Mapping[int, dict], missing: Mapping[int, str], *,
-            plan: OutputPlan, force: bool = False, allow_empty: bool = False,
-            percentile: int = DEFAULT_PERCENTILE) -> Report:
+def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report:
     """The job report of `pgle collect`, and for a merge the merged profile itself."""
+    plan, reports = layout.output, job.reports
+    force, allow_empty, percentile = opts.force, opts.allow_empty, opts.merge_percentile
     collected = {r: rep for r, rep in sorted(reports.items()) if rep.get("status") == "collected"}
     profiled = {r: rep for r, rep in sorted(reports.items())
                 if rep.get("status") != STATUS_NOT_PROFILED}
     not_collected = {r: rep for r, rep in profiled.items() if r not in collected}
     report = Report("collect", "collected")
-    own = reports.get(jr.rank) or {}
+    own = job.own
     report.log_path, report.trace_dir = own.get("log_path"), own.get("trace_dir")
     report.details["mode"] = plan.mode
     report.details["backend"] = own.get("backend")
@@ -126,8 +74,16 @@ def combine(jr: JobRun, reports: Mapping[int, dict], missing: Mapping[int, str],
         report.status = "empty" if statuses == {"empty"} else "failed"
         report.exit_code = next((rep.get("exit_code") for rep in not_collected.values()
                                  if rep.get("exit_code")), EXIT_ERROR)
-        if allow_empty and plan.mode == "merge" and report.status == "empty":
+        if allow_empty and report.status == "empty":
+            # --allow-empty: an empty profile is a result, as in one process (exit 0).
             report.exit_code = 0
+            written = {r: rep.get("profile") for r, rep in not_collected.items()
+                       if (rep.get("profile") or {}).get("path")}
+            if plan.mode == "per_rank" and written:
+                report.profile = {"ranks": written}
+                report.summary.append(f"{len(written)} rank profile(s) written, all empty "
+                                      "(--allow-empty)")
+                return report
         report.summary.append(f"collect failed: no rank produced a profile "
                               f"({'; '.join(report.reasons) or 'no rank reported'})")
         return report
@@ -142,7 +98,7 @@ def combine(jr: JobRun, reports: Mapping[int, dict], missing: Mapping[int, str],
         report.summary.append(f"{len(sources)} rank profile(s) written "
                               f"({total} instructions in all); merge them with `pgle merge`")
         return report
-    return _merge(report, jr, plan, sources, collected, force=force, percentile=percentile)
+    return _merge(report, job.world_size, plan, sources, force=force, percentile=percentile)
 
 
 def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
@@ -217,8 +173,8 @@ def _window_warnings(profiled: Mapping[int, dict]) -> list[str]:
     return ["the ranks profiled different steps (" + "; ".join(parts) + ")."]
 
 
-def _merge(report: Report, jr: JobRun, plan: OutputPlan, sources: Mapping[int, Any],
-           collected: Mapping[int, dict], *, force: bool, percentile: int) -> Report:
+def _merge(report: Report, world_size: int, plan: OutputPlan, sources: Mapping[int, Any], *,
+           force: bool, percentile: int) -> Report:
     out = plan.merged_output
     first = min(sources)
     kinds = {s.kind for s in sources.values()}
@@ -248,7 +204,7 @@ def _merge(report: Report, jr: JobRun, plan: OutputPlan, sources: Mapping[int, A
     man = {**rank_manifest, "profile": report.profile,
            "merge": {"method": "percentile", "percentile": percentile, "ranks": sorted(sources),
                      "rule": "jaxlib's aggregate_profiled_instructions",
-                     "world_size": jr.world_size}}
+                     "world_size": world_size}}
     man_path = manifest.manifest_path(written)
     manifest.write(man_path, man)
     report.details["manifest"] = str(man_path)

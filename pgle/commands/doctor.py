@@ -22,6 +22,7 @@ from pathlib import Path
 from pgle.xla import flag_probe
 from pgle.xla import flag_table
 from pgle.xla import versions
+from pgle.xla import env as env_rule
 from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.report import Report
 from pgle.xla.flags import XlaFlags
@@ -34,8 +35,6 @@ NSYS_TIMEOUT_S = 15.0
 NSYS_MIN = (2024, 1)
 CUDA_PLUGINS = ("jax-cuda12-plugin", "jax-cuda12-pjrt", "jax-cuda13-plugin", "jax-cuda13-pjrt")
 GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg")  # as jax's hardware_utils
-_TRUE = ("1", "true", "t", "yes", "y", "on")  # jax's bool env parsing
-_FALSE = ("0", "false", "f", "no", "n", "off")
 _MARK = "PGLE_DOCTOR_BACKEND"
 _BACKEND_CHILD = f"""
 import json
@@ -447,15 +446,12 @@ def probe_checks(result: flag_probe.ProbeResult | None) -> list[Check]:
 # --- environment hazards -------------------------------------------------------
 
 def _bool_env(environ: dict[str, str], name: str) -> bool | None | str:
-    """True/False as jax reads the variable, None when unset, the text when jax rejects it."""
-    value = environ.get(name)
-    if value is None:
-        return None
-    if value.lower() in _TRUE:
-        return True
-    if value.lower() in _FALSE:
-        return False
-    return value
+    """True/False as jax reads the variable (pgle.xla.env), None when unset, the text when jax
+    rejects it."""
+    try:
+        return env_rule.bool_env(environ, name)
+    except env_rule.NotABoolean as e:
+        return str(e)
 
 
 def hazard_checks(ctx: Context) -> list[Check]:
@@ -465,7 +461,12 @@ def hazard_checks(ctx: Context) -> list[Check]:
     if isinstance(pgle_on, str):
         checks.append(_error("JAX_ENABLE_PGLE",
                              f"{pgle_on!r} is not a boolean: jax fails at import", "unset it"))
-    elif pgle_on and wf in ("manual", "nsys"):
+    elif pgle_on and wf == "manual":
+        # The same rule as collect's guard (pgle.commands.collect.preflight): it refuses to start.
+        checks.append(_error("JAX_ENABLE_PGLE", "exported globally: `pgle collect` refuses to "
+                             "start (auto PGLE's profiler session would collide with its own)",
+                             "unset it for collect/tune, or use `pgle auto`"))
+    elif pgle_on and wf == "nsys":
         checks.append(_warn("JAX_ENABLE_PGLE", "exported globally",
                             "unset it: a profiler session while auto PGLE profiles can kill the "
                             "job (ALREADY_EXISTS); pgle sets it per run"))

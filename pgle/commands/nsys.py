@@ -19,20 +19,21 @@ import shutil
 import subprocess
 from typing import Callable
 
-from pgle.commands import auto
 from pgle.cache import entries as cache
 from pgle.cache import manifest as cache_manifest
-from pgle.launch import childenv
-from pgle.evidence import jax_log as jax_events
-from pgle.commands import prewarm
-from pgle.xla import versions
+from pgle.commands import auto, prewarm
 from pgle.errors import BadInput, PgleError
-from pgle.report import Report
+from pgle.evidence import jax_log as jax_events
+from pgle.jobs.layout import LayoutRequest, RankLayout
+from pgle.launch import childenv
+from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
-
-STATUS_LOADED = "loaded_optimized"
-STATUS_FELL_BACK = "fell_back"
-STATUS_COMPILED_ANEW = "compiled_anew"
+from pgle.report import Report
+from pgle.verdicts import auto_pgle
+from pgle.verdicts.across_ranks import JobReports, combine_modules
+from pgle.verdicts.auto_pgle import STATUS_LOADED
+from pgle.verdicts.rows import module_lines
+from pgle.xla import versions
 
 INSTALL_HINT = ("Install NVIDIA Nsight Systems (it ships with the CUDA toolkit, and as the "
                 "`nsight-systems-cli` package in NVIDIA's CUDA/devtools apt and yum repositories; "
@@ -49,7 +50,7 @@ _NOT_IN_KEY = frozenset({
 }) | prewarm.PHASE_VARIABLES
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class NsysOptions:
     workload: Workload
     cache_dir: str
@@ -62,8 +63,6 @@ class NsysOptions:
     run_dir: str | None = None
     log: str | None = None
     ranks: tuple[int, ...] | None = None  # multi-process: only these ranks run under nsys
-    job_dir: str | None = None  # multi-process: the shared job folder
-    gather_timeout: float | None = None  # multi-process: rank 0's wait for the ranks' reports
 
 
 def parse_ranks(text: str) -> tuple[int, ...]:
@@ -228,107 +227,45 @@ def child_environment(manifest_env: dict, environ: dict[str, str], cache_dir: st
                           defaults=defaults)
 
 
-# -- verdict --------------------------------------------------------------------------
-def judge_modules(facts: jax_events.RunFacts, manifest: dict) -> list[dict]:
-    prewarmed = manifest.get("modules", {})
-    out = []
-    for name in sorted(facts.modules):
-        m = facts.modules[name]
-        if not (m.pgle_loaded or m.pgle_miss or m.expect_writes or m.misses):
-            continue  # a module only seen writing or hitting outside the PGLE path
-        before = prewarmed.get(name)
-        row = {"module": name, "prewarm_status": (before or {}).get("status"),
-               "prewarm_executions": (before or {}).get("executions_seen")}
-        if m.pgle_loaded:
-            row.update(status=STATUS_LOADED, reason="loaded its PGLE-optimized executable", fix=None)
-        elif m.pgle_miss:
-            row["status"] = STATUS_FELL_BACK
-            plain = set((before or {}).get("plain_keys", []))
-            if before and plain & set(m.hits) and not before.get("first_pass_keys"):
-                row["reason"] = ("prewarm never ran it; an earlier EXPECT_PGLE run (e.g. `pgle nsys`) "
-                                 "compiled and cached it without PGLE; loaded that")
-                row["fix"] = "run the same code path (and shapes) during prewarm"
-            elif before and before.get("status") == prewarm.STATUS_OPTIMIZED:
-                row["reason"] = ("prewarm wrote its PGLE-optimized entry, but it is gone (pruned or "
-                                 "evicted) or its key changed; loaded the first-pass executable")
-                row["fix"] = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
-            else:
-                seen = (before or {}).get("executions_seen")
-                row["reason"] = ("loaded the first-pass executable: prewarm executed it "
-                                 + (auto.times(seen) if seen is not None else "too few times")
-                                 + ", fewer than runs+1")
-                row["fix"] = "run more steps in prewarm, or lower --runs"
-        else:
-            row["status"] = STATUS_COMPILED_ANEW
-            row["reason"] = ("prewarm compiled it with a different key (shapes, flags or code "
-                             "changed)" if before else "prewarm never compiled it")
-            row["fix"] = "run the same code path (and shapes) during prewarm"
-        out.append(row)
-    return out
-
-
-def overall_status(modules: list[dict]) -> str:
-    loaded = sum(1 for m in modules if m["status"] == STATUS_LOADED)
-    if modules and loaded == len(modules):
-        return STATUS_LOADED
-    return "partial" if loaded else STATUS_FELL_BACK
-
-
 # -- the workflow ---------------------------------------------------------------------
-def nsys(opts: NsysOptions, notify: Callable[[str], None] = lambda s: None,
-         environ: dict[str, str] | None = None) -> Report:
-    """One process: the Nsight run and its verdict. One rank of a multi-process job: the ranks
-    in --ranks (all by default) run under nsys, the others in the very same environment without
-    it; every rank's verdict goes to the job folder and rank 0 returns the job's."""
-    from functools import partial
-
-    from pgle.jobs.driver import JobRun, combine_modules
-
-    environ = dict(os.environ if environ is None else environ)
-    jr = JobRun.start("nsys", environ, job_dir=opts.job_dir, gather_timeout_s=opts.gather_timeout)
-    combine = partial(combine_modules, ok=STATUS_LOADED, overall=overall_status,
-                      headline="nsys", what="loaded PGLE-optimized",
-                      required=partial(auto.required_failures, ok=STATUS_LOADED,
-                                       require_all=opts.require_all, require=opts.require),
-                      keep=("cache_dir", "drift"))
-
-    def combine_with_reports(jr_, reports, missing):
-        report = combine(jr_, reports, missing)
-        found = {r: (rep.get("nsys") or {}).get("report") for r, rep in sorted(reports.items())
-                 if (rep.get("nsys") or {}).get("profiled")}
-        report.details["nsys_reports"] = found
-        if found:
-            report.summary.append("Nsight Systems reports: " + ", ".join(
-                f"rank {r}: {path}" for r, path in found.items()))
-        return report
-
-    return jr.complete(lambda: nsys_rank(opts, jr, jr.notifier(notify), environ),
-                       combine_with_reports)
+def request(opts: NsysOptions) -> LayoutRequest:
+    return LayoutRequest(run_dir=opts.run_dir, log=opts.log, inputs={"cache_dir": opts.cache_dir},
+                         selected_ranks=opts.ranks)
 
 
-def nsys_rank(opts: NsysOptions, jr, notify: Callable[[str], None],
-              environ: dict[str, str]) -> Report:
-    from pgle.launch.runfolder import RunFolder
+def combine(opts: NsysOptions, layout: RankLayout, job: JobReports) -> Report:
+    report = combine_modules(
+        job, ok=STATUS_LOADED, overall=auto_pgle.nsys_status, headline="nsys",
+        what="loaded PGLE-optimized", keep=("cache_dir", "drift"),
+        required=lambda modules: auto_pgle.required_failures(
+            modules, ok=STATUS_LOADED, require_all=opts.require_all, require=opts.require))
+    found = {r: (rep.get("nsys") or {}).get("report") for r, rep in sorted(job.reports.items())
+             if (rep.get("nsys") or {}).get("profiled")}
+    report.details["nsys_reports"] = found
+    if found:
+        report.summary.append("Nsight Systems reports: " + ", ".join(
+            f"rank {r}: {path}" for r, path in found.items()))
+    return report
 
+
+def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+         environ: dict[str, str]) -> Report:
+    """The Nsight run and its verdict. In a job the ranks in --ranks (all by default) run under
+    nsys (layout.selected), the others in the very same environment without it."""
     if not versions.supports_expect_pgle(versions.jax_version()):
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1); upgrade jax.")
-    given_cache = jr.path(opts.cache_dir)
+    given_cache = layout.inputs["cache_dir"]
     manifest = cache_manifest.load(prewarm.normalize_cache_dir(given_cache))
     if manifest is None or not manifest.get("environment"):
         raise BadInput(f"{given_cache} holds no finished `pgle prewarm` (no "
                        f"{cache_manifest.MANIFEST_NAME} with an environment).",
                        hint=f"Run `pgle prewarm --cache-dir {given_cache} SCRIPT` first.")
-    if opts.ranks is not None and max(opts.ranks) >= jr.world_size:
-        raise BadInput(f"--ranks {','.join(map(str, opts.ranks))}: this job has ranks 0 to "
-                       f"{jr.world_size - 1} only.")
-    profiled = opts.ranks is None or jr.rank in opts.ranks
-    n_profiled = jr.world_size if opts.ranks is None else len(opts.ranks)
+    profiled = layout.selected
     menv = manifest["environment"]
-    log = jr.per_rank_path(opts.log, "--log")
     if profiled:
         opts = dataclasses.replace(opts, nsys_options=per_rank_options(
-            opts.nsys_options, jr.rank, n_profiled if jr.multiprocess else 1))
+            opts.nsys_options, layout.rank, layout.n_selected))
         tool, version = find_tool(opts, environ)
     else:
         tool, version = None, None
@@ -349,7 +286,7 @@ def nsys_rank(opts: NsysOptions, jr, notify: Callable[[str], None],
     child = child_environment(menv, environ, cache_dir)
     for line in child.notices:
         notify(line)
-    run = RunFolder.create("nsys", jr.run_dir(opts.run_dir))
+    run = RunFolder.create("nsys", layout.run_dir)
     if profiled:
         prefix, report_path = command_prefix(tool, opts, str(run.path))
         notify(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
@@ -359,15 +296,15 @@ def nsys_rank(opts: NsysOptions, jr, notify: Callable[[str], None],
         notify(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
                f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
                f"(run folder {run.path})")
-    ex = jr.execute(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
-                    warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=log)
+    ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
+                warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=layout.log)
     facts = jax_events.summarize(ex.events.records)
-    modules = judge_modules(facts, manifest)
-    if not jr.multiprocess or jr.rank == 0:  # JAX writes from process 0 only
+    modules = auto_pgle.nsys_modules(facts, manifest)
+    if layout.writes_shared:  # JAX writes from process 0 only
         _record_plain_writes(cache_dir, facts)
     # nsys returns the application's code; the harness saw the workload's own.
     workload_code = (ex.events.exit or {}).get("code", ex.exit_code)
-    report = Report("nsys", overall_status(modules), workload_exit_code=workload_code,
+    report = Report("nsys", auto_pgle.nsys_status(modules), workload_exit_code=workload_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings + _backend_drift(menv, ex.events.backend)
     report.details.update({
@@ -380,12 +317,12 @@ def nsys_rank(opts: NsysOptions, jr, notify: Callable[[str], None],
         report.reasons.append("no module went through the compilation cache: is the workload using "
                               "jax.jit, and did the harness start under the launcher?")
     report.summary.append(f"nsys: {report.status}: "
-                          + auto.count_line(modules, STATUS_LOADED, "loaded PGLE-optimized"))
-    report.summary += auto.module_lines(modules)
+                          + auto_pgle.count_line(modules, STATUS_LOADED, "loaded PGLE-optimized"))
+    report.summary += module_lines(modules)
     if report_path:
         report.summary.append(f"Nsight Systems report: {report_path}")
-    report.exit_code = auto.finish_code(report, ex.exit_code, STATUS_LOADED, opts.require_all,
-                                        opts.require)
+    report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_LOADED, opts.require_all,
+                                             opts.require)
     return report
 
 

@@ -23,18 +23,23 @@ import os
 import time
 from typing import Callable
 
-from pgle.commands import auto
 from pgle.cache import entries as cache
 from pgle.cache import manifest as cache_manifest
-from pgle.launch import childenv
-from pgle.evidence import jax_log as jax_events
-from pgle.xla import versions
+from pgle.commands import auto
+from pgle.commands.options import AutoPgleOptions
 from pgle.errors import BadInput
-from pgle.report import Report
+from pgle.evidence import jax_log as jax_events
+from pgle.jobs.layout import LayoutRequest, RankLayout
+from pgle.launch import childenv
+from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
+from pgle.report import Report
+from pgle.verdicts import auto_pgle
+from pgle.verdicts.across_ranks import JobReports, combine_modules
+from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
+from pgle.verdicts.rows import module_lines
+from pgle.xla import versions
 
-STATUS_OPTIMIZED = "optimized"
-STATUS_NOT_OPTIMIZED = "not_optimized"
 KEEP_RUNS = 20  # finished runs the manifest remembers
 
 # Variables pgle sets differently in the Nsight run; never part of the replayed environment.
@@ -42,19 +47,14 @@ PHASE_VARIABLES = frozenset({"JAX_ENABLE_PGLE", "JAX_PGLE_PROFILING_RUNS",
                              "JAX_PGLE_AGGREGATION_PERCENTILE", "JAX_COMPILATION_CACHE_EXPECT_PGLE"})
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class PrewarmOptions:
     workload: Workload
     cache_dir: str
-    runs: int = 3
-    percentile: int = 90
+    pgle: AutoPgleOptions = AutoPgleOptions()
     relocatable: bool = False
-    require_all: bool = False
-    require: tuple[str, ...] = ()
     run_dir: str | None = None
     log: str | None = None
-    job_dir: str | None = None  # multi-process: the shared job folder
-    gather_timeout: float | None = None  # multi-process: rank 0's wait for the ranks' reports
 
 
 def normalize_cache_dir(path: str) -> str:
@@ -113,145 +113,92 @@ def replay_environment(child_env: dict[str, str], user_env: dict[str, str], cach
     }
 
 
-def judge_modules(facts: jax_events.RunFacts, runs: int, platform: str | None, cache_dir: str,
-                  known_pgle_keys: set[str], writer: bool = True) -> list[dict]:
-    """Per module: did a PGLE-optimized entry land on disk? With the reason and fix if not.
-
-    `writer`: this is process 0 (or the only process). JAX writes cache entries from process 0
-    only, so on the other processes of a job a module counts as optimized when it was
-    recompiled with a non-empty profile; its entry is process 0's to write."""
-    on_disk = {e.key for e in cache.list_entries(cache_dir)}
-    base = {row["module"]: row for row in auto.judge_modules(facts, runs, platform, known_pgle_keys)}
-    out = []
-    for name in sorted(facts.modules):
-        m = facts.modules[name]
-        row = dict(base[name])
-        pgle_keys = [k for k in m.pgle_keys] + [k for k in m.keys() if k in known_pgle_keys
-                                                 and k not in m.pgle_keys]
-        first_pass = [k for k in m.keys() if k not in pgle_keys]
-        present = [k for k in pgle_keys if k in on_disk]
-        row.update(first_pass_keys=first_pass, pgle_optimized_keys=pgle_keys,
-                   executions_seen=(m.profiled + (1 if m.fdo_lengths else 0)) if facts.observed else None)
-        if not writer:
-            if row["status"] == auto.STATUS_EMPTY_PROFILE:
-                row["status"] = STATUS_NOT_OPTIMIZED
-            if row["status"] == STATUS_OPTIMIZED:
-                row["reason"] = (f"{row['reason']}; process 0 writes its cache entry (JAX "
-                                 "writes from process 0 only)")
-        elif present:
-            row["status"] = STATUS_OPTIMIZED
-            row["reason"] = ("PGLE-optimized entry written" if any(k in m.writes for k in present)
-                             else "PGLE-optimized entry already in the cache")
-            row["fix"] = None
-        else:
-            row["status"] = STATUS_NOT_OPTIMIZED
-            if pgle_keys:  # recompiled with a profile, but nothing on disk
-                why = "; ".join(dict.fromkeys(m.not_written)) or "the entry is not on disk (evicted?)"
-                row["reason"] = f"recompiled with a profile but JAX did not keep it: {why}"
-                row["fix"] = ("host callbacks (jax.debug.print, pure_callback) keep JAX from "
-                              "caching a module" if "host callbacks" in why
-                              else "unset JAX_COMPILATION_CACHE_MAX_SIZE")
-            elif m.not_written and not m.writes:
-                row["reason"] = f"JAX did not write it: {m.not_written[0]}"
-        out.append(row)
-    return out
+def request(opts: PrewarmOptions) -> LayoutRequest:
+    return LayoutRequest(run_dir=opts.run_dir, log=opts.log, inputs={"cache_dir": opts.cache_dir})
 
 
-def prewarm(opts: PrewarmOptions, notify: Callable[[str], None] = lambda s: None,
-            environ: dict[str, str] | None = None) -> Report:
-    """One process: fill the cache, a verdict per module. One rank of a multi-process job: JAX
-    writes from process 0 only, so rank 0 alone records the run and its modules in the cache's
-    manifest; every rank's verdict goes to the job folder and rank 0 returns the job's."""
-    from functools import partial
-
-    from pgle.jobs.driver import JobRun, combine_modules
-
-    environ = dict(os.environ if environ is None else environ)
-    jr = JobRun.start("prewarm", environ, job_dir=opts.job_dir,
-                      gather_timeout_s=opts.gather_timeout)
-    combine = partial(combine_modules, ok=STATUS_OPTIMIZED, overall=_overall,
-                      headline="prewarm", what="have a PGLE-optimized entry",
-                      required=partial(auto.required_failures, ok=STATUS_OPTIMIZED,
-                                       require_all=opts.require_all, require=opts.require),
-                      keep=("cache_dir", "manifest", "environment", "runs", "percentile"))
-    return jr.complete(lambda: prewarm_rank(opts, jr, jr.notifier(notify), environ), combine)
+def combine(opts: PrewarmOptions, layout: RankLayout, job: JobReports) -> Report:
+    return combine_modules(
+        job, ok=STATUS_OPTIMIZED, overall=auto_pgle.prewarm_status, headline="prewarm",
+        what="have a PGLE-optimized entry",
+        keep=("cache_dir", "manifest", "environment", "runs", "percentile"),
+        required=lambda modules: auto_pgle.required_failures(
+            modules, ok=STATUS_OPTIMIZED, require_all=opts.pgle.require_all,
+            require=opts.pgle.require))
 
 
-def _overall(modules: list[dict]) -> str:
-    status = auto.overall_status(modules) if modules else STATUS_NOT_OPTIMIZED
-    return STATUS_NOT_OPTIMIZED if status == auto.STATUS_EMPTY_PROFILE else status
-
-
-def prewarm_rank(opts: PrewarmOptions, jr, notify: Callable[[str], None],
-                 environ: dict[str, str]) -> Report:
-    from pgle.launch.runfolder import RunFolder
-
+def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+         environ: dict[str, str]) -> Report:
+    """Fill the cache, a verdict per module. JAX writes cache entries from process 0 only, so
+    only the process that `writes_shared` records the run and its modules in the manifest."""
+    p = opts.pgle
     if not versions.supports_expect_pgle(versions.jax_version()):
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax.")
-    cache_dir = normalize_cache_dir(jr.path(opts.cache_dir))
+    cache_dir = normalize_cache_dir(layout.inputs["cache_dir"])
     cache.check_writable_dir(cache_dir, create=True, what="write to")
     previous = cache_manifest.load(cache_dir)  # a corrupt manifest stops us before the run
     known = {k for m in (previous or {}).get("modules", {}).values()
              for k in m.get("pgle_optimized_keys", [])}
-    log = jr.per_rank_path(opts.log, "--log")
-    # JAX writes cache entries from process 0 only: only rank 0 touches the manifest.
-    rank_writes = not jr.multiprocess or jr.rank == 0
-    warnings = auto.pre_launch_warnings(opts.workload, opts.runs, opts.percentile)
+    writes = layout.writes_shared
+    warnings = auto.pre_launch_warnings(opts.workload, p.runs, p.percentile)
     warnings += size_cap_warnings(environ)
     for w in warnings:
         notify(f"warning: {w}")
-    variables = {**auto.pgle_variables(opts.runs, opts.percentile),
+    variables = {**auto.pgle_variables(p.runs, p.percentile),
                  **cache_variables(cache_dir, opts.relocatable)}
     child = childenv.build(environ, xla=auto.pgle_xla_flags(), variables=variables)
     for line in child.notices:
         notify(line)
     environment = replay_environment(child.env, environ, cache_dir, opts.workload, opts.relocatable)
     run_record = cache_manifest.new_run(opts.workload.describe(), environment)
-    if rank_writes:
+    if writes:
         cache_manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
 
-    run = RunFolder.create("prewarm", jr.run_dir(opts.run_dir))
-    notify(f"prewarming {cache_dir} with auto PGLE ({auto.plural(opts.runs, 'profiled execution')}): "
+    run = RunFolder.create("prewarm", layout.run_dir)
+    notify(f"prewarming {cache_dir} with auto PGLE "
+           f"({auto_pgle.plural(p.runs, 'profiled execution')}): "
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
-        ex = jr.execute(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
-                        warnings_always=auto.WARNINGS_ALWAYS, log_copy=log,
-                        **auto.observer_kwargs())
+        ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
+                    warnings_always=auto.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
-        if rank_writes:
+        if writes:
             _close_run(cache_dir, run_record["id"], "failed", None, [])
         raise
     state = "finished" if ex.exit_code == 0 else "failed"
     facts = jax_events.summarize(ex.events.records)
     backend = ex.events.backend or {}
-    # JAX writes cache entries from process 0 only; the other ranks' view of the
-    # cache is partial, so only process 0 records modules in the manifest.
-    writer = rank_writes and backend.get("process_index") in (None, 0)
-    modules = judge_modules(facts, opts.runs, ex.events.platform, cache_dir, known, writer=writer)
+    # JAX writes cache entries from process 0 only; the other processes' view of the cache
+    # is partial, so only process 0 records modules in the manifest.
+    writer = writes and backend.get("process_index") in (None, 0)
+    on_disk = {e.key for e in cache.list_entries(cache_dir)}
+    modules = auto_pgle.prewarm_modules(facts, p.runs, ex.events.platform, on_disk, known,
+                                        writer=writer)
     environment.update(platform=backend.get("platform"), device_kind=backend.get("device_kind"),
                        device_count=backend.get("device_count"),
                        process_count=backend.get("process_count"))
-    if rank_writes:
+    if writes:
         _close_run(cache_dir, run_record["id"], state, environment if writer else None,
                    modules if writer else [])
 
-    report = Report("prewarm", _overall(modules), workload_exit_code=ex.exit_code,
+    report = Report("prewarm", auto_pgle.prewarm_status(modules), workload_exit_code=ex.exit_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings
     if facts.filelock_missing:
         report.warnings.append("JAX used no cache: the size cap needs `filelock` (pip install filelock).")
     report.details.update({"cache_dir": cache_dir, "manifest": cache_manifest.manifest_path(cache_dir),
-                           "environment": environment, "runs": opts.runs,
-                           "percentile": opts.percentile, "backend": ex.events.backend,
+                           "environment": environment, "runs": p.runs,
+                           "percentile": p.percentile, "backend": ex.events.backend,
                            "empty_traces": facts.empty_traces, "cache_writer": writer})
     report.summary.append(f"prewarm: {report.status}: "
-                          + auto.count_line(modules, STATUS_OPTIMIZED, "have a PGLE-optimized entry")
+                          + auto_pgle.count_line(modules, STATUS_OPTIMIZED,
+                                                 "have a PGLE-optimized entry")
                           + f" in {cache_dir}")
-    report.summary += auto.module_lines(modules)
-    report.exit_code = auto.finish_code(report, ex.exit_code, STATUS_OPTIMIZED, opts.require_all,
-                                        opts.require)
+    report.summary += module_lines(modules)
+    report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
+                                             p.require_all, p.require)
     return report
 
 

@@ -4,44 +4,51 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable
+from typing import Any, Callable
 
-from pgle.commands.collect import CollectOptions, collect
-from pgle.jobs.driver import JobRun, QuietReport, literal
-from pgle.report import Report
-from pgle.commands.run import RunOptions, run
-from pgle.launch.runfolder import RunFolder
-from pgle.evidence.steps import step_times, summarize
+from pgle.commands.collect import CollectOptions
+from pgle.commands.options import VerdictOptions
+from pgle.commands.run import RunOptions
 from pgle.evidence.events import read_events
+from pgle.evidence.steps import step_times, summarize
+from pgle.jobs.layout import LayoutRequest, RankLayout
+from pgle.jobs.ranks import literal
+from pgle.launch.runfolder import RunFolder
+from pgle.report import Report
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 
+# Phase(name, workflow, options, run_root) -> result with .own (this process's report) and
+# .job (the phase's job report, the same on every rank); given by pgle.jobs.driver.
+Phase = Callable[..., Any]
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(frozen=True)
 class TuneOptions:
-    collect: CollectOptions  # its job_dir / gather_timeout serve the whole tune job
-    require_applied: bool = False
-    min_coverage: float = 0.9
+    collect: CollectOptions
+    verdict: VerdictOptions = VerdictOptions()
+    html_report: str | None = None  # `--report X.html`: pgle report's page of this tune run
+
+    def __post_init__(self):
+        if self.html_report:  # refuse before an hour-long run, not after it
+            from pgle.atomic import check_writable_target
+            check_writable_target(self.html_report, force=self.collect.force, what="report")
 
 
-def tune(opts: TuneOptions, notify: Callable[[str], None] = lambda s: None,
-         environ: dict[str, str] | None = None) -> Report:
-    """One process: both phases, one report. One rank of a multi-process job: each phase is a
-    job of its own (`<job_dir>/collect/`, `<job_dir>/run/`); rank 0 merges the ranks' profiles
-    after phase 1, every rank reads rank 0's phase-1 job report to decide the same way, and
-    rank 0 returns the job's report."""
-    environ = dict(os.environ if environ is None else environ)
-    jr = JobRun.start("tune", environ, job_dir=opts.collect.job_dir,
-                      gather_timeout_s=opts.collect.gather_timeout)
-    say = jr.notifier(notify)
-    top = RunFolder.create("tune", jr.run_dir(opts.collect.run_dir))
-    copts = dataclasses.replace(opts.collect, run_dir=None)
-    if copts.output is None and not jr.multiprocess:
-        copts.output = literal(top.path / ("profiles" if copts.per_module else "profile.pb"))
-    say("phase 1/2: collect")
-    collect_job = jr.phase("collect", top.path / "collect")
-    first = collect(copts, notify, environ, job=collect_job)
-    job_first = first.to_dict() if jr.leader or not jr.multiprocess else \
-        collect_job.wait_for_job_report()
+def request(opts: TuneOptions) -> LayoutRequest:
+    return LayoutRequest(run_dir=opts.collect.run_dir)
+
+
+def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[str], None],
+         environ: dict[str, str], *, collect_workflow, run_workflow) -> Report:
+    """Both phases, one report. In a job each phase is a job of its own
+    (`<job_dir>/collect/`, `<job_dir>/run/`): rank 0 merges the ranks' profiles after phase 1,
+    and every rank decides phase 2 from that same phase-1 job report."""
+    top = RunFolder.create("tune", layout.run_dir)
+    copts = dataclasses.replace(opts.collect, run_dir=None, default_output=literal(
+        top.path / ("profiles" if opts.collect.per_module else "profile.pb")))
+    notify("phase 1/2: collect")
+    first = phase("collect", collect_workflow, copts, str(top.path / "collect"))
+    job_first = first.job
     report = Report("tune", job_first.get("status"), run_dir=str(top.path),
                     log_path=job_first.get("log_path"), trace_dir=job_first.get("trace_dir"),
                     workload_exit_code=job_first.get("workload_exit_code"))
@@ -56,21 +63,20 @@ def tune(opts: TuneOptions, notify: Callable[[str], None] = lambda s: None,
         report.exit_code = job_first.get("exit_code") or 1
         report.reasons = job_first.get("reasons") or []
         report.summary += job_first.get("summary") or []
-        return _rank_view(jr, report, first)
+        return report
     profile_path = None
     if job_first.get("status") in usable:
         # Per-rank profiles (-o with %r): each rank runs with its own; else the job's profile.
         profile_path = copts.output if job_first.get("mode") == "per_rank" else \
             literal(job_first["profile"]["path"])
     if profile_path is None:
-        say(f"phase 2/2: run without a profile: backend {platform} records none")
+        notify(f"phase 2/2: run without a profile: backend {platform} records none")
     else:
-        say(f"phase 2/2: run with {jr.path(profile_path)}")
-    second = run(RunOptions(copts.workload, profile_path, require_applied=opts.require_applied,
-                            min_coverage=opts.min_coverage, log=None),
-                 notify, environ, command="run", job=jr.phase("run", top.path / "run"))
-    if jr.multiprocess and not jr.leader:
-        return _rank_view(jr, report, second)
+        shown = copts.output if job_first.get("mode") == "per_rank" else job_first["profile"]["path"]
+        notify(f"phase 2/2: run with {shown}")
+    second = phase("run", run_workflow,
+                   RunOptions(copts.workload, profile_path, verdict=opts.verdict),
+                   str(top.path / "run")).own
     report.details["phases"]["run"] = second.to_dict()
     report.status = second.status
     report.modules = second.modules
@@ -93,24 +99,13 @@ def tune(opts: TuneOptions, notify: Callable[[str], None] = lambda s: None,
             if profile_path else
             f"median step: {times['collect']['median_s'] * 1e3:.2f} ms (collect), "
             f"{times['run']['median_s'] * 1e3:.2f} ms (run), ratio {times['ratio']:.3f}")
-    if jr.multiprocess:
-        report.details["job"] = {"dir": str(jr.job_dir), "world_size": jr.world_size,
-                                 "phases": {"collect": str(jr.job_dir / "collect"),
-                                            "run": str(jr.job_dir / "run")}}
-        report.summary.append(f"step times are rank 0's; every rank's are in {jr.job_dir}/run/")
+    if opts.html_report:
+        from pgle.commands.report import ReportOptions, report as analyse
+
+        page = analyse(ReportOptions([str(top.path)], opts.html_report, force=True))
+        report.details["analysis"] = page.details["analysis"]
+        report.summary += page.summary
     return report
-
-
-def _rank_view(jr: JobRun, report: Report, phase: Report) -> Report:
-    """A rank other than 0 prints one line: its own last phase's."""
-    if not jr.multiprocess or jr.leader:
-        return report
-    line = phase.summary[0] if phase.summary else f"rank {jr.rank}: {phase.status}"
-    code = report.exit_code if report.status == "error" else phase.exit_code
-    quiet = QuietReport.of(phase, f"tune: {line}")
-    quiet.exit_code = code
-    quiet.full = {**(quiet.full or {}), "command": "tune", "exit_code": code}
-    return quiet
 
 
 def compare_step_times(first: dict, collect_dir, run_dir) -> dict:

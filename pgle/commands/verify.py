@@ -6,28 +6,26 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from pgle.profiles import files as profile
+from pgle.commands.options import VerdictOptions
 from pgle.errors import BadInput
-from pgle.jobs.driver import job_module_lines, judge_job
-from pgle.report import Report
-from pgle.commands.run import exit_code_for, summary_lines
 from pgle.evidence.xla_log import LogScanner
-from pgle.verdicts.pgle_applied import judge
+from pgle.profiles import files as profile
+from pgle.report import Report
+from pgle.verdicts.across_ranks import judge_job
+from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
+from pgle.verdicts.rows import module_lines
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class VerifyOptions:
     log: str
     profile: str | None = None
     platform: str | None = None
-    min_coverage: float = 0.9
-    require_applied: bool = False
+    verdict: VerdictOptions = VerdictOptions()
     accuracy_checker: bool = True
 
 
 def verify(opts: VerifyOptions) -> Report:
-    if not 0.0 <= opts.min_coverage <= 1.0:
-        raise BadInput(f"--min-coverage {opts.min_coverage} is not between 0 and 1.")
     source = profile.load_profile_source(opts.profile) if opts.profile else None
     scanner = LogScanner()
     if opts.log == "-":
@@ -40,7 +38,7 @@ def verify(opts: VerifyOptions) -> Report:
             evidence = scanner.scan_file(path)
         except OSError as e:
             raise BadInput(f"cannot read log {opts.log}: {e.strerror}.") from None
-    verdict = judge(evidence, platform=opts.platform, min_coverage=opts.min_coverage,
+    verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
                     accuracy_checker=opts.accuracy_checker)
     report = Report("verify", verdict.status, modules=verdict.modules, reasons=verdict.reasons,
                     log_path=None if opts.log == "-" else str(Path(opts.log).absolute()))
@@ -51,9 +49,9 @@ def verify(opts: VerifyOptions) -> Report:
         by_rank = {r: [m for m in verdict.modules if m["rank"] == r] for r in ranked}
         status, modules, reasons = judge_job(by_rank, {r: None for r in ranked}, {})
         report.status, report.modules, report.reasons = status, modules, reasons
-        report.details["ranks"] = [{"rank": r, "status": _rank_status(by_rank[r])} for r in ranked]
+        report.details["ranks"] = [{"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked]
         report.summary.append(f"verdict: {status}: " + " ".join(reasons[:1]))
-        report.summary += job_module_lines(modules)
+        report.summary += module_lines(modules)
     else:
         report.summary += summary_lines(verdict)
     if source is not None:
@@ -61,7 +59,7 @@ def verify(opts: VerifyOptions) -> Report:
         foreign = [p for p in dict.fromkeys(evidence.reads) if not _same_profile(p, source)]
         for p in foreign:
             report.warnings.append(f"the log read {p}, which is not {opts.profile}")
-    report.exit_code = exit_code_for(report.status, 0, opts.require_applied)
+    report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied)
     return report
 
 
@@ -75,11 +73,3 @@ def _same_profile(read_path: str, source: profile.ProfileSource) -> bool:
     if source.sha256[:16] in read_path:
         return True
     return source.kind == "directory" and any(f.name == name for f in source.files)
-
-
-def _rank_status(modules: list[dict]) -> str:
-    """One rank's share of a labelled log, as `judge` would rate it alone."""
-    statuses = {m["status"] for m in modules}
-    if statuses == {"applied"}:
-        return "applied"
-    return "partial" if statuses & {"applied", "partial"} else "not_applied"

@@ -1,10 +1,13 @@
-"""Reading the harness's events file (JSON lines written by pgle/launch/harness.py)."""
+"""Reading the harness's events file (JSON lines written by pgle/launch/harness.py; the kinds
+and their fields are in pgle/launch/schema.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from pathlib import Path
+
+from pgle.launch import schema
 
 
 @dataclasses.dataclass
@@ -30,8 +33,6 @@ class RunEvents:
     def platform(self) -> str | None:
         return self.backend.get("platform") if self.backend else None
 
-    def of_kind(self, kind: str) -> list[dict]:
-        return [r for r in self.records if r.get("kind") == kind]
 
 
 def read_events(path: Path | str) -> RunEvents:
@@ -49,19 +50,19 @@ def read_events(path: Path | str) -> RunEvents:
     errors, compiles = [], []
     for r in records:
         kind = r.get("kind")
-        if kind == "step_enter":
+        if kind == schema.STEP_ENTER:
             steps[r["index"]] = Step(r["index"], r.get("name", ""), r.get("step_num"), r["t"])
-        elif kind == "step_exit" and r.get("index") in steps:
+        elif kind == schema.STEP_EXIT and r.get("index") in steps:
             steps[r["index"]].t_exit = r["t"]
-        elif kind == "backend" and backend is None:
+        elif kind == schema.BACKEND and backend is None:
             backend = r
-        elif kind == "trace_stop":
+        elif kind == schema.TRACE_STOP:
             trace = r
-        elif kind == "trace_error":
+        elif kind == schema.TRACE_ERROR:
             errors.append(r.get("error", ""))
-        elif kind == "compile":
+        elif kind == schema.COMPILE:
             compiles.append(r)
-        elif kind == "exit":
+        elif kind == schema.EXIT:
             exit_ = r
     return RunEvents(records, [steps[i] for i in sorted(steps)], backend, trace, errors,
                      compiles, exit_)

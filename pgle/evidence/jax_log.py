@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from pgle.launch import schema
+
 CHECKED_WITH_JAX = "0.10.2"
 
 # -- loggers (logging.getLogger(__name__) in each module) -------------------
@@ -265,7 +267,7 @@ def summarize(records: list[dict]) -> RunFacts:
 
     for r in records:
         kind = r.get("kind")
-        if kind == "pgle_profiled":
+        if kind == schema.PGLE_PROFILED:
             facts.observed = True
             m = mod(r.get("module"))
             if m is None:
@@ -275,9 +277,9 @@ def summarize(records: list[dict]) -> RunFacts:
             if r.get("profile_bytes") == 0:
                 m.empty_profiles += 1
             continue
-        if kind == "log":
+        if kind == schema.LOG:
             ev = classify_log(str(r.get("message", "")))
-        elif kind == "warning":
+        elif kind == schema.WARNING:
             ev = classify_warning(str(r.get("message", "")))
         else:
             continue

@@ -1,162 +1,121 @@
-"""The per-rank context every workflow runs in: one process, or one rank of a multi-process job.
+"""The job driver: runs one workflow in this process, alone or as one rank of a job.
 
-pgle runs as the per-rank wrapper under the cluster's launcher (`srun`, `mpirun`,
-a Kubernetes JobSet). A workflow asks its `JobRun` for:
+pgle runs as the per-rank wrapper under the cluster's launcher (`srun`, `mpirun`, a
+Kubernetes JobSet). A workflow is three plain functions (`Workflow`): what paths it needs,
+its per-rank body, and, on rank 0, how the ranks' reports combine into the job report. The
+driver calls them, always downward:
 
-- where this rank's run folder goes (`<job_dir>/rank-<r>/` in a multi-process
-  job, unless `--run-dir`, which may hold placeholders);
-- every output path with its placeholders (`%r %l %n %j`, `{rank}`, ...) filled
-  in, and refused when the ranks would all write one file;
-- the launch itself (`JobRun.execute`): the rank's start and exit are recorded
-  in the job folder, and the launcher's watchdog stops this rank's workload as
-  soon as a peer's workload fails, with that workload's exit code;
-- the end (`JobRun.complete`): the rank's report lands in the job folder; rank
-  0 gathers every rank's report (up to `--gather-timeout`), builds one job
-  report (per module across ranks: a module applied on some ranks only is
-  `partial`, with the ranks named; ranks that never reported are listed with
-  what their files say) and writes it to `<job_dir>/job.json` as well; the
-  other ranks print one line.
+1. `layout.resolve` fills in every rank-dependent path once (pgle.jobs.layout);
+2. the body runs with that layout and a `launch` function: `pgle.launch.execution.execute`
+   with start/exit hooks that record this rank's start and exit in the job folder, and the
+   watchdog that stops this rank's workload as soon as a peer's workload failed;
+3. the rank's report lands in the job folder; rank 0 gathers every rank's report (up to
+   `--gather-timeout`), calls the workflow's combine step (pgle.verdicts.across_ranks for the
+   verdicts), names the ranks that never reported and writes `<job_dir>/job.json`; the other
+   ranks print one line.
 
-In a single process all of this falls away: no job folder, no gathering, the
-workflow's report unchanged (placeholders still work: %r is 0).
+In one process none of this happens: the body runs with the plain layout and the plain
+launch, and its report is the result.
 
-Exit codes of a multi-process job, on rank 0 (README "Running on a cluster"):
-a workload that failed on its own -> the code of the first rank that failed;
-else a rank whose pgle failed -> that code; else ranks that never reported ->
-1 (pgle could not gather the evidence); else what the workflow decides from
-the job verdict (3 for --require-applied and the like). Every other rank exits
-with its own code (its workload's, the failed peer's if it was stopped, or its
-own verdict's).
+Exit codes of a multi-process job, on rank 0 (README "Running on a cluster"): a workload
+that failed on its own -> the code of the first rank that failed; else a rank whose pgle
+failed -> that code; else ranks that never reported -> 1 (pgle could not gather the
+evidence); else what the workflow decides from the job verdict (3 for --require-applied and
+the like). Every other rank exits with its own code (its workload's, the failed peer's if it
+was stopped, or its own verdict's).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import os
 import socket
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from pgle.jobs import folder as job
-from pgle.jobs import ranks
 from pgle.atomic import write_text_atomic
-from pgle.errors import EXIT_ERROR, EXIT_NOT_VERIFIED, BadInput, PgleError
-from pgle.jobs.ranks import RankInfo
+from pgle.errors import EXIT_ERROR, PgleError
+from pgle.jobs import folder as job
+from pgle.jobs import layout as layouts
+from pgle.jobs import ranks
+from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
+from pgle.jobs.ranks import RankInfo, ranks_phrase
+from pgle.launch import execution
 from pgle.report import Report
-from pgle.verdicts.pgle_applied import overall_status
+from pgle.verdicts.across_ranks import JobReports, grouped
 
-DEFAULT_GATHER_TIMEOUT_S = 600.0
 JOB_REPORT = "job.json"
-MAX_MISSING_NAMES = 50
 
-Combine = Callable[["JobRun", Mapping[int, dict], Mapping[int, str]], Report]
-
-
-# -- small helpers ---------------------------------------------------------------------------
-
-def rank_ranges(numbers: Iterable[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
-    nums = sorted(set(numbers))
-    parts: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    return ", ".join(parts)
+Notify = Callable[[str], None]
+Launch = Callable[..., "execution.Execution"]
 
 
-def ranks_phrase(numbers: Iterable[int]) -> str:
-    """'rank 3' or 'ranks 0-2, 5'."""
-    nums = sorted(set(numbers))
-    return f"rank{'' if len(nums) == 1 else 's'} {rank_ranges(nums)}"
+@dataclasses.dataclass(frozen=True)
+class Workflow:
+    """A workflow as the driver sees it.
 
+    request(opts) -> LayoutRequest: the paths to resolve for this process.
+    body(opts, layout, launch, notify, environ) -> Report: this process's part.
+    combine(opts, layout, job_reports) -> Report: rank 0's job report (None: a workflow of phases,
+        whose body runs sub-workflows through the `phase` function it is given instead of
+        `launch`).
+    """
 
-def literal(path: os.PathLike | str) -> str:
-    """`path` with %, { and } escaped, so that placeholder expansion gives it back unchanged."""
-    return os.fspath(path).replace("%", "%%").replace("{", "{{").replace("}", "}}")
+    command: str
+    request: Callable[[Any], LayoutRequest]
+    body: Callable[..., Report]
+    combine: Callable[[Any, RankLayout, JobReports], Report] | None
 
-
-def quiet_stdout_for_json(json_out: bool, environ: Mapping[str, str] | None = None) -> bool:
-    """True when this process is a non-leader rank and --json was asked: only rank 0 prints the
-    (job) report on stdout, so the other ranks print no JSON and send the workload's stdout to
-    stderr, keeping `srun ... --json > job.json` one JSON document."""
-    if not json_out:
-        return False
-    try:
-        info = ranks.detect(os.environ if environ is None else environ)
-    except PgleError:
-        return False  # the workflow reports it
-    return info.is_multiprocess and not info.is_leader
-
-
-def report_target(report_path: str | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """Where this rank writes `--report`: the path with its placeholders filled in. In a
-    multi-process job a path without a rank placeholder is rank 0's alone (the job report)."""
-    if not report_path:
-        return report_path
-    try:
-        info = ranks.detect(os.environ if environ is None else environ)
-        expanded = ranks.expand_path(report_path, info)
-        per_rank = ranks.has_rank_placeholder(report_path)
-    except PgleError:
-        return report_path  # the workflow reports the bad placeholder or environment
-    if info.is_multiprocess and not info.is_leader and not per_rank:
-        return None
-    return expanded
-
-
-# -- the context -------------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class JobRun:
+class PhaseResult:
+    own: Report  # this process's report (another rank's: its one line)
+    job: dict  # the phase's job report, the same on every rank (one process: `own`)
+
+
+def run(wf: Workflow, opts, job_opts: JobOptions | None = None, *,
+        notify: Notify = lambda s: None, environ: Mapping[str, str]) -> Report:
+    """Run `wf` in this process: alone, or as one rank of the job the environment describes."""
+    job_opts = job_opts or JobOptions()
+    environ = dict(environ)
+    info = ranks.detect(environ)
+    if not info.is_multiprocess:
+        return _alone(wf, opts, info, notify, environ, job_opts)
+    rank = RankRun(wf.command, info, layouts.job_dir(info, job_opts), job_opts.gather_timeout_s)
+    return rank.run(wf, opts, notify, environ)
+
+
+def _alone(wf: Workflow, opts, info: RankInfo, notify: Notify, environ: dict,
+           job_opts: JobOptions, run_root: str | None = None) -> Report:
+    request = wf.request(opts)
+    if run_root is not None:
+        request = dataclasses.replace(request, run_root=run_root)
+    lay = layouts.resolve(request, info, None)
+    if wf.combine is None:
+        def phase(name: str, sub: Workflow, sub_opts, run_root: str) -> PhaseResult:
+            own = _alone(sub, sub_opts, info, notify, environ, job_opts, run_root)
+            return PhaseResult(own, own.to_dict())
+
+        return wf.body(opts, lay, phase, notify, environ)
+    return wf.body(opts, lay, execution.execute, notify, environ)
+
+
+# -- one rank of a job --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class RankRun:
     command: str
     info: RankInfo
-    job_dir: Path | None  # None: one process
-    gather_timeout_s: float = DEFAULT_GATHER_TIMEOUT_S
-    run_root: Path | None = None  # this rank's default run folder (None: .pgle/runs/...)
+    job_dir: Path
+    gather_timeout_s: float = layouts.DEFAULT_GATHER_TIMEOUT_S
     notices: list[str] = dataclasses.field(default_factory=list)
-    started: bool = False
     exited: bool = False
     stopped_for: job.PeerFailure | None = None
     host: str = dataclasses.field(default_factory=socket.gethostname)
-
-    @classmethod
-    def start(cls, command: str, environ: Mapping[str, str] | None = None, *,
-              job_dir: str | None = None,
-              gather_timeout_s: float | None = DEFAULT_GATHER_TIMEOUT_S) -> "JobRun":
-        """Detect the rank and name the job folder (BadInput on a malformed environment)."""
-        info = ranks.detect(os.environ if environ is None else environ)
-        timeout = DEFAULT_GATHER_TIMEOUT_S if gather_timeout_s is None else float(gather_timeout_s)
-        if timeout < 0:
-            raise BadInput(f"--gather-timeout {gather_timeout_s} is negative.")
-        if job_dir is not None:
-            ranks.validate_template(job_dir)
-        jd = job.job_dir_for(info, explicit=job_dir) if info.is_multiprocess else None
-        root = jd / f"rank-{info.rank}" if jd is not None else None
-        return cls(command, info, jd, timeout, run_root=root)
-
-    def phase(self, name: str, run_root: os.PathLike | str | None = None) -> "JobRun":
-        """A sub-job (tune's collect and run phases): its own job folder `<job_dir>/<name>/`,
-        the same rank, its run folder `run_root`."""
-        return JobRun(f"{self.command}:{name}", self.info,
-                      self.job_dir / name if self.job_dir is not None else None,
-                      self.gather_timeout_s, Path(run_root) if run_root is not None else None,
-                      host=self.host)
-
-    # -- who we are --
-    @property
-    def multiprocess(self) -> bool:
-        return self.job_dir is not None
-
-    @property
-    def leader(self) -> bool:
-        return self.info.is_leader
+    last_phase: Report | None = None
 
     @property
     def rank(self) -> int:
@@ -166,57 +125,64 @@ class JobRun:
     def world_size(self) -> int:
         return self.info.world_size
 
-    # -- paths --
-    def path(self, template: str | None) -> str | None:
-        """`template` with its placeholders filled in (BadInput on an unknown one)."""
-        if template is None:
-            return None
-        return ranks.expand_path(os.fspath(template), self.info)
+    def run(self, wf: Workflow, opts, notify: Notify, environ: dict,
+            run_root: str | None = None) -> Report:
+        """Resolve the layout, run the body with the hooks, record the report; on rank 0 gather
+        and combine."""
+        say = notify if self.info.is_leader else self.notices.append
+        resolved: list[RankLayout] = []
 
-    def per_rank_path(self, template: str | None, option: str) -> str | None:
-        """An output every rank writes: in a multi-process job it must hold %r or {rank}."""
-        if template is None:
-            return None
-        expanded = self.path(template)
-        if self.multiprocess and not ranks.has_rank_placeholder(os.fspath(template)):
-            raise BadInput(
-                f"{option} {template} has no rank placeholder: all {self.world_size} ranks "
-                "would write the same path.",
-                hint=f"Add %r (the rank), e.g. {_suggest(os.fspath(template))}.")
-        return expanded
+        def produce() -> Report:
+            request = wf.request(opts)
+            if run_root is not None:
+                request = dataclasses.replace(request, run_root=run_root)
+            lay = layouts.resolve(request, self.info, self.job_dir)
+            resolved.append(lay)
+            if wf.combine is None:
+                return wf.body(opts, lay, functools.partial(self.phase, notify, environ), say,
+                               environ)
+            return wf.body(opts, lay, self.launch, say, environ)
 
-    def run_dir(self, given: str | None) -> str | None:
-        """This rank's run folder: `--run-dir` (per rank), else `<job_dir>/rank-<r>/`, else
-        the default `.pgle/runs/<stamp>-<command>-<pid>/`."""
-        if given:
-            return self.per_rank_path(given, "--run-dir")
-        return str(self.run_root) if self.run_root is not None else None
+        if wf.combine is None:
+            # Each phase records its own start, exit, report and failure in its own folder.
+            return self._finish_phases(produce())
+        report = self._guarded(produce)
+        self.annotate(report)
+        self.mark_exit(report.workload_exit_code or 0)
+        job.write_report(self.job_dir, self.rank, report)
+        if not self.info.is_leader:
+            return QuietReport.of(report, self.summary_line(report))
+        try:
+            return self.job_report(report, functools.partial(wf.combine, opts, resolved[0]))
+        except PgleError as e:
+            # Ranks waiting on the job report (tune) learn at once that there will be none.
+            self._write_job_error(e.exit_code, str(e))
+            raise
+        except BaseException as e:
+            self._write_job_error(EXIT_ERROR, f"{type(e).__name__}: {e}")
+            raise
 
-    # -- messages --
-    def notifier(self, notify: Callable[[str], None]) -> Callable[[str], None]:
-        """Rank 0 (or a single process) says everything; other ranks keep their messages in
-        their report and print only the final one-line summary."""
-        if not self.multiprocess or self.leader:
-            return notify
+    def _guarded(self, produce: Callable[[], Report]) -> Report:
+        try:
+            return produce()
+        except PgleError as e:
+            self._record_failure(e.exit_code, str(e))
+            e.message = f"rank {self.rank}: {e.message}"
+            raise
+        except KeyboardInterrupt:
+            self._record_failure(130, "interrupted")
+            raise
+        except BaseException as e:
+            self._record_failure(EXIT_ERROR, f"{type(e).__name__}: {e}")
+            raise
 
-        def keep(message: str) -> None:
-            self.notices.append(message)
+    # -- the launch hooks --
+    def launch(self, workload, run, child, **kwargs):
+        return execution.execute(workload, run, child, on_start=self.mark_started,
+                                 on_exit=self.mark_exit, watchdog=self.watchdog(), **kwargs)
 
-        return keep
-
-    # -- the launch --
-    def execute(self, workload, run, child, **kwargs):
-        """`pgle.launch.execution.execute`, with this rank's start and exit recorded and the watchdog
-        that stops the workload when a peer's workload failed."""
-        from pgle.launch.execution import execute
-
-        if not self.multiprocess:
-            return execute(workload, run, child, **kwargs)
+    def mark_started(self) -> None:
         job.mark_started(self.job_dir, self.info)
-        self.started = True
-        ex = execute(workload, run, child, watchdog=self.watchdog(), **kwargs)
-        self.mark_exit(ex.exit_code)
-        return ex
 
     def watchdog(self) -> Callable[[], int | None]:
         check = job.watchdog(self.job_dir, self.rank)
@@ -231,45 +197,44 @@ class JobRun:
         return poll
 
     def mark_exit(self, code: int) -> None:
-        if self.exited or not self.multiprocess:
+        if self.exited:
             return
         self.exited = True
         job.mark_exit(self.job_dir, self.rank, code,
                       stopped_for=self.stopped_for.rank if self.stopped_for else None)
 
-    # -- the end --
-    def complete(self, produce: Callable[[], Report], combine: Combine | None = None) -> Report:
-        """Run the rank's part; in a multi-process job record its report, and on rank 0 gather
-        every rank's and return the job report (`combine` builds its verdict)."""
-        if not self.multiprocess:
-            return produce()
-        try:
-            report = produce()
-        except PgleError as e:
-            self._record_failure(e.exit_code, str(e))
-            e.message = f"rank {self.rank}: {e.message}"
-            raise
-        except KeyboardInterrupt:
-            self._record_failure(130, "interrupted")
-            raise
-        except BaseException as e:
-            self._record_failure(EXIT_ERROR, f"{type(e).__name__}: {e}")
-            raise
-        self.annotate(report)
-        self.mark_exit(report.workload_exit_code or 0)
-        job.write_report(self.job_dir, self.rank, report)
-        if not self.leader:
-            return QuietReport.of(report, self.summary_line(report))
-        try:
-            return self.job_report(report, combine or combine_verdicts)
-        except PgleError as e:
-            # Ranks waiting on the job report (tune) learn at once that there will be none.
-            self._write_job_error(e.exit_code, str(e))
-            raise
-        except BaseException as e:
-            self._write_job_error(EXIT_ERROR, f"{type(e).__name__}: {e}")
-            raise
+    # -- phases (tune): each a job of its own in <job_dir>/<name>/ --
+    def phase(self, notify: Notify, environ: dict, name: str, sub: Workflow, sub_opts,
+              run_root: str) -> PhaseResult:
+        phase = RankRun(f"{self.command}:{name}", self.info, self.job_dir / name,
+                        self.gather_timeout_s, host=self.host)
+        own = phase.run(sub, sub_opts, notify, environ, run_root=run_root)
+        self.last_phase = own
+        return PhaseResult(own, own.to_dict() if self.info.is_leader
+                           else phase.wait_for_job_report())
 
+    def _finish_phases(self, report: Report) -> Report:
+        """Rank 0 returns the workflow's report with the job's folders; another rank prints one
+        line: its own last phase's."""
+        if self.info.is_leader:
+            report.details["job"] = {"dir": str(self.job_dir), "world_size": self.world_size,
+                                     "phases": {p: str(self.job_dir / p)
+                                                for p in report.details.get("phases", {})}}
+            if report.details.get("step_times") is not None:
+                report.summary.append(f"step times are rank 0's; every rank's are in "
+                                      f"{self.job_dir}/run/")
+            return report
+        phase = self.last_phase
+        if phase is None:
+            return report
+        line = phase.summary[0] if phase.summary else f"rank {self.rank}: {phase.status}"
+        code = report.exit_code if report.status == "error" else phase.exit_code
+        quiet = QuietReport.of(phase, f"{report.command}: {line}")
+        quiet.exit_code = code
+        quiet.full = {**(quiet.full or {}), "command": report.command, "exit_code": code}
+        return quiet
+
+    # -- the end --
     def _write_job_error(self, code: int, message: str) -> None:
         report = Report(self.command.split(":")[-1], "error", exit_code=code,
                         reasons=[f"rank 0 could not build the job report: {message}"])
@@ -321,16 +286,17 @@ class JobRun:
             text += f"; workload exited with code {report.workload_exit_code}"
         return f"{text}; exit {report.exit_code}; report {path}"
 
-    def job_report(self, own: Report, combine: Combine) -> Report:
+    def job_report(self, own: Report, combine: Callable[[JobReports], Report]) -> Report:
         gathered = job.gather(self.job_dir, self.world_size, self.gather_timeout_s)
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written
         missing = job.describe_missing(self.job_dir, gathered.missing)
-        report = combine(self, reports, missing)
+        report = combine(JobReports(self.command.split(":")[-1], self.world_size, reports,
+                                    missing))
         self._job_details(report, reports, missing)
         self._job_exit_code(report, reports, missing)
         report.warnings = list(dict.fromkeys(report.warnings
-                                             + _merge_warnings(reports, self.world_size)))
+                                             + grouped(reports, "warnings", self.world_size)))
         write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
         return report
 
@@ -387,7 +353,6 @@ class JobRun:
             report.reasons.append(text + ".")
             report.summary.append(text)
 
-    # -- tune: the other ranks wait for what rank 0 made --
     def wait_for_job_report(self) -> dict:
         """The job report rank 0 wrote for this (phase) job, waiting up to the gather timeout;
         gives up early when rank 0 failed. PgleError if it never comes."""
@@ -416,25 +381,6 @@ class JobRun:
             interval = min(interval * 1.5, 0.5)
 
 
-def _suggest(template: str) -> str:
-    stem, dot, ext = template.rpartition(".")
-    if dot and "/" not in ext and stem:
-        return f"{stem}-%r.{ext}"
-    return template.rstrip("/") + "-%r"
-
-
-def _merge_warnings(reports: Mapping[int, dict], world_size: int) -> list[str]:
-    """Each distinct warning once; prefixed with the ranks that gave it unless all did."""
-    by_text: dict[str, list[int]] = {}
-    for r, rep in sorted(reports.items()):
-        for w in rep.get("warnings") or []:
-            by_text.setdefault(w, []).append(r)
-    out = []
-    for text, rs in by_text.items():
-        out.append(text if len(rs) == world_size else f"{ranks_phrase(rs)}: {text}")
-    return out
-
-
 # -- a non-leader's report -------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -454,227 +400,3 @@ class QuietReport(Report):
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.full or {})
-
-
-# -- per module across ranks --------------------------------------------------------------------
-
-def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok: str = "applied",
-                      partial: str = "partial",
-                      expected: Iterable[int] | None = None) -> list[dict]:
-    """One row per module over the ranks. A module with one status on every expected rank keeps
-    it; one that is `ok` (or `partial`) on some ranks only is `partial`, and so is one `ok`
-    everywhere it was seen but absent on other ranks; anything else takes the status most
-    ranks gave. Rows keep the fields of the worst rank's row (coverage: the lowest), plus
-    `ranks` ({status: [ranks]}), `absent_ranks`, `ranks_summary` (a phrase naming them) and,
-    where the ranks disagree, `per_rank` ([{rank, status, coverage, ...}]).
-
-    Modules are matched by name and fingerprint; a name compiled several times on one rank
-    matches its n-th compile on the other ranks.
-    """
-    expected_ranks = sorted(set(by_rank) if expected is None else set(expected))
-    rows: dict[tuple, dict[int, Mapping[str, Any]]] = {}
-    for rank in sorted(by_rank):
-        seen: Counter = Counter()
-        for m in by_rank[rank]:
-            name = m.get("module") or m.get("fingerprint") or "(module name not logged)"
-            base = (name, m.get("fingerprint"))
-            key = (*base, seen[base])
-            seen[base] += 1
-            rows.setdefault(key, {})[rank] = m
-    out = []
-    for per_rank in rows.values():
-        out.append(_aggregate_row(per_rank, ok, partial, expected_ranks))
-    return out
-
-
-def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: str,
-                   expected: Sequence[int]) -> dict:
-    by_status: dict[str, list[int]] = {}
-    for r in sorted(per_rank):
-        by_status.setdefault(per_rank[r].get("status"), []).append(r)
-    absent = [r for r in expected if r not in per_rank]
-    if len(by_status) == 1 and not absent:
-        status = next(iter(by_status))
-    elif ok in by_status or partial in by_status:
-        status = partial
-    else:
-        status = max(by_status, key=lambda s: (len(by_status[s]), -by_status[s][0]))
-    worst_rank = next((r for r in sorted(per_rank) if per_rank[r].get("status") != ok),
-                      min(per_rank))
-    row = {k: v for k, v in per_rank[worst_rank].items()}
-    row["status"] = status
-    row["rank"] = None
-    coverages = [m.get("coverage") for m in per_rank.values() if m.get("coverage") is not None]
-    if "coverage" in row:
-        row["coverage"] = min(coverages) if coverages else None
-    if "instructions_missing" in row:
-        miss = [m.get("instructions_missing") for m in per_rank.values()
-                if m.get("instructions_missing") is not None]
-        row["instructions_missing"] = max(miss) if miss else None
-    if "missing_instructions" in row:
-        names: dict[str, None] = {}
-        for r in sorted(per_rank):
-            for n in per_rank[r].get("missing_instructions") or []:
-                if len(names) < MAX_MISSING_NAMES:
-                    names.setdefault(n, None)
-        row["missing_instructions"] = list(names)
-    if "notes" in row:
-        notes: dict[str, None] = {}
-        for r in sorted(per_rank):
-            for n in per_rank[r].get("notes") or []:
-                notes.setdefault(n, None)
-        row["notes"] = list(notes)
-    row["ranks"] = by_status
-    row["absent_ranks"] = absent
-    row["ranks_summary"] = _ranks_summary(per_rank, by_status, absent)
-    # Each rank's own figures, only where the ranks disagree (512 ranks x 50 modules add up).
-    row["per_rank"] = [
-        {"rank": r, "status": m.get("status"),
-         **{k: m[k] for k in ("coverage", "instructions_missing", "reason") if k in m}}
-        for r, m in sorted(per_rank.items())] if len(by_status) > 1 or absent else []
-    return row
-
-
-def _ranks_summary(per_rank, by_status: Mapping[str, list[int]], absent: Sequence[int]) -> str:
-    parts = []
-    for status, rs in by_status.items():
-        text = f"{status} on {ranks_phrase(rs)}"
-        covs = [per_rank[r].get("coverage") for r in rs if per_rank[r].get("coverage") is not None]
-        if covs and min(covs) < 1.0:
-            low = min(covs)
-            text += f" (coverage {low:.0%}" if len(set(covs)) == 1 else f" (coverage down to {low:.0%}"
-            miss = [per_rank[r].get("instructions_missing") or 0 for r in rs]
-            text += f", {max(miss)} missing)" if max(miss) else ")"
-        parts.append(text)
-    if absent:
-        parts.append(f"no evidence for it on {ranks_phrase(absent)}")
-    return "; ".join(parts)
-
-
-def job_module_lines(modules: Sequence[Mapping[str, Any]]) -> list[str]:
-    lines = []
-    for m in modules:
-        name = m.get("module") or m.get("fingerprint") or "(module name not logged)"
-        by_status = m.get("ranks") or {}
-        if len(by_status) == 1 and not m.get("absent_ranks"):
-            lines.append(f"  {name}: {m.get('ranks_summary')}")
-        else:
-            lines.append(f"  {name}: {m['status']} ({m.get('ranks_summary')})")
-    return lines
-
-
-def _grouped(reports: Mapping[int, dict], field: str, world_size: int) -> list[str]:
-    """Each distinct sentence of `field` across ranks, prefixed with its ranks unless all."""
-    by_text: dict[str, list[int]] = {}
-    for r, rep in sorted(reports.items()):
-        for text in rep.get(field) or []:
-            by_text.setdefault(text, []).append(r)
-    return [t if len(rs) == world_size else f"{ranks_phrase(rs)}: {t}" for t, rs in by_text.items()]
-
-
-# -- the job verdict of run / verify ---------------------------------------------------------------
-
-def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
-              rank_status: Mapping[int, str | None],
-              rank_reasons: Mapping[int, Sequence[str]]) -> tuple[str, list[dict], list[str]]:
-    """(status, modules, reasons) of a job from each rank's verdict modules and status (README
-    "Verdicts", over ranks). Ranks are those in `rank_status`."""
-    expected = [r for r, s in rank_status.items() if s != "not_applicable"]
-    modules = aggregate_modules(by_rank, ok="applied", expected=expected)
-    world = len(rank_status)
-    reasons: list[str] = []
-    errors = sorted(r for r, s in rank_status.items() if s == "error")
-    if errors:
-        status = "error"
-        reasons += _grouped({r: {"reasons": rank_reasons.get(r, [])} for r in errors}, "reasons",
-                            world)
-    elif not modules:
-        statuses = set(rank_status.values())
-        status = "not_applicable" if statuses == {"not_applicable"} else "not_applied"
-        reasons += _grouped({r: {"reasons": rs} for r, rs in rank_reasons.items()}, "reasons", world)
-    else:
-        counts = Counter(m["status"] for m in modules)
-        status = overall_status(m["status"] for m in modules)
-        mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
-        text = (f"{counts['applied']} of {len(modules)} module(s) applied the profile on every "
-                f"rank that reported ({ranks_phrase(rank_status)})")
-        if counts["partial"]:
-            text += f", {counts['partial']} partially"
-            if mixed:
-                text += f" ({len(mixed)} on some ranks only)"
-        if counts["not_applied"]:
-            text += f", {counts['not_applied']} not at all"
-        reasons.append(text + ".")
-        for m in mixed:
-            name = m.get("module") or m.get("fingerprint") or "(module name not logged)"
-            reasons.append(f"{name}: {m['ranks_summary']}.")
-    return status, modules, reasons
-
-
-def combine_verdicts(jr: JobRun, reports: Mapping[int, dict], missing: Mapping[int, str],
-                     *, require_applied: bool = False) -> Report:
-    """The job report of `pgle run`: the verdict per module across the ranks that reported."""
-    by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
-    status, modules, reasons = judge_job(
-        by_rank, {r: rep.get("status") for r, rep in reports.items()},
-        {r: rep.get("reasons") or [] for r, rep in reports.items()})
-    own = reports.get(jr.rank) or {}
-    report = Report(own.get("command") or jr.command, status, modules=modules, reasons=reasons,
-                    profile=own.get("profile"), log_path=own.get("log_path"),
-                    workload_exit_code=own.get("workload_exit_code"))
-    report.details["step_times"] = {r: rep.get("step_times") for r, rep in sorted(reports.items())}
-    report.details["backend"] = own.get("backend")
-    report.summary.append(f"job verdict: {status}: " + " ".join(reasons[:1]))
-    report.summary += job_module_lines(modules)
-    report.exit_code = EXIT_NOT_VERIFIED if require_applied and status != "applied" else 0
-    if report.exit_code == EXIT_NOT_VERIFIED:
-        report.summary.append(f"--require-applied: the job's status is {status}, not applied")
-    return report
-
-
-# -- the job verdict of auto / prewarm / nsys -------------------------------------------------------
-
-def combine_modules(jr: JobRun, reports: Mapping[int, dict], missing: Mapping[int, str], *,
-                    ok: str, overall: Callable[[list[dict]], str], headline: str, what: str,
-                    required: Callable[[list[dict]], list[str]] = lambda modules: [],
-                    keep: Sequence[str] = ()) -> Report:
-    """The job report of a workflow whose modules have one `ok` status (auto: optimized, prewarm:
-    optimized, nsys: loaded_optimized): per module across the ranks; `overall` (the workflow's
-    own rule) on the aggregated modules, and `partial` when a module is `ok` on some ranks
-    only. `required(modules)`: sentences for --require/--require-all failures (exit
-    3). `keep`: details of rank 0's report copied into the job report."""
-    by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
-    modules = aggregate_modules(by_rank, ok=ok, expected=sorted(reports))
-    status = overall(modules)
-    if any(m["status"] == "partial" for m in modules):
-        status = "partial"  # a module `ok` on some ranks only: the ranks run different programs
-    own = reports.get(jr.rank) or {}
-    report = Report(own.get("command") or jr.command, status, modules=modules,
-                    log_path=own.get("log_path"), workload_exit_code=own.get("workload_exit_code"))
-    for key in ("backend", *keep):
-        if key in own:
-            report.details[key] = own[key]
-    mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
-    n_ok = sum(1 for m in modules if m["status"] == ok)
-    head = f"{n_ok} of {len(modules)} modules {what} on every rank that reported " \
-           f"({ranks_phrase(reports)})"
-    if mixed:
-        head += f"; {len(mixed)} on some ranks only"
-    report.reasons.append(head + ".")
-    for m in mixed:
-        report.reasons.append(f"{m.get('module')}: {m['ranks_summary']}.")
-    report.reasons += _grouped({r: rep for r, rep in reports.items()}, "reasons", len(reports))
-    report.summary.append(f"{headline}: {status}: {head}")
-    for m in modules:
-        line = job_module_lines([m])[0]
-        if m.get("reason") and len(m["ranks"]) == 1 and not m["absent_ranks"]:
-            line += f" ({m['reason']})"
-        if m.get("fix") and m["status"] != ok:
-            line += f"; fix: {m['fix']}"
-        report.summary.append(line)
-    failures = required(modules)
-    if failures:
-        report.exit_code = EXIT_NOT_VERIFIED
-        report.reasons += failures
-        report.summary.append("not verified: " + "; ".join(failures))
-    return report

@@ -6,7 +6,6 @@ Every workflow runs the workload this way; it returns what the run left behind.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -16,6 +15,7 @@ from pgle.launch.childenv import ChildEnv
 from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.events import RunEvents, read_events
 from pgle.launch.runfolder import RunFolder
+from pgle.launch.schema import HarnessSpec, WindowSpec, WorkloadSpec
 from pgle.launch.workload import Workload
 
 HARNESS = Path(__file__).with_name("harness.py")
@@ -27,6 +27,7 @@ class Execution:
     result: launcher.LaunchResult
     events: RunEvents
     child: ChildEnv
+    spec: HarnessSpec  # what the harness was asked to do
 
     @property
     def exit_code(self) -> int:
@@ -44,30 +45,34 @@ def execute(
     run: RunFolder,
     child: ChildEnv,
     *,
-    profile_window: dict | None = None,
+    profile_window: WindowSpec | None = None,
     step_name: str | None = None,
     capture_loggers: Sequence[dict] = (),
     warnings_always: Sequence[str] = (),
     prefix: Sequence[str] = (),
     watchdog: Callable[[], int | None] | None = None,
+    on_start: Callable[[], None] | None = None,
+    on_exit: Callable[[int], None] | None = None,
     log_copy: str | None = None,
-    extra_spec: dict | None = None,
+    observe_pgle: bool = False,
 ) -> Execution:
-    """`prefix` wraps the python command (e.g. `nsys profile -o x`); `extra_spec` adds harness
-    spec keys (e.g. `observe_pgle`)."""
-    spec = {
-        "events": str(run.events),
-        "workload": {"script": workload.script, "module": workload.module,
-                     "args": list(workload.args)},
-        "profile": profile_window,
-        "step_name": step_name,
-        "capture_loggers": list(capture_loggers),
-        "warnings_always": list(warnings_always),
-        **(extra_spec or {}),
-    }
-    write_text_atomic(run.spec, json.dumps(spec, indent=2))
+    """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
+    harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
+    `on_exit(code)` the moment the workload has exited (a job records them so that its peers
+    stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
+    with (pgle.launch.launcher)."""
+    spec = HarnessSpec(
+        events=str(run.events),
+        workload=WorkloadSpec(workload.script, workload.module, tuple(workload.args)),
+        profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
+        warnings_always=tuple(warnings_always), observe_pgle=observe_pgle)
+    write_text_atomic(run.spec, spec.to_json())
     argv = [*prefix, *harness_argv(run.spec)]
+    if on_start is not None:
+        on_start()
     result = launcher.launch(argv, child.env, run.log, watchdog=watchdog)
+    if on_exit is not None:
+        on_exit(result.exit_code)
     if result.log_error:
         # Every command copies child.warnings into its report.
         child.warnings.append(
@@ -75,7 +80,7 @@ def execute(
             "the lines written before that; free space and rerun to be sure")
     if log_copy:
         copy_log(run.log, log_copy)
-    return Execution(run, result, read_events(run.events), child)
+    return Execution(run, result, read_events(run.events), child, spec)
 
 
 def copy_log(src: Path, dest: str) -> None:

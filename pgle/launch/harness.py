@@ -33,6 +33,12 @@ import threading
 import time
 import warnings
 
+try:
+    from pgle.launch import schema
+except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from pgle.launch import schema
+
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was given
 
@@ -69,14 +75,14 @@ class Events:
 class ProfilerWindow:
     """Decides when the JAX profiler runs, from step and compile events."""
 
-    def __init__(self, spec: dict | None, events: Events):
-        self.spec = spec or {}
+    def __init__(self, spec: "schema.WindowSpec | None", events: Events):
+        self.spec = spec
         self.events = events
-        self.mode = self.spec.get("mode")  # None | steps | time | whole | auto
-        self.start_step, self.count = self.spec.get("start", 0), self.spec.get("count", 0)
+        self.mode = spec.mode if spec else None  # None | steps | time | auto
+        self.start_step, self.count = (spec.start, spec.count) if spec else (0, 0)
         if self.mode == "auto":
             self.start_step, self.count = AUTO_STEPS
-        self.dir = self.spec.get("dir")
+        self.dir = spec.dir if spec else None
         self.active: str | None = None  # what the running trace is for: window | whole
         self.done = False
         self.started_at = 0.0
@@ -140,23 +146,23 @@ class ProfilerWindow:
                      else "it marks no step with jax.profiler.StepTraceAnnotation")
             done = "the whole run was profiled instead" if self.mode == "auto" \
                 else "nothing was profiled"
-            self.events.write("window_warning", message=(
+            self.events.write(schema.WINDOW_WARNING, message=(
                 f"--step-name {step_name!r} matched no step of the workload ({marks}); {done}"))
         elif self.mode == "auto":
             return  # the default window takes what the workload has
         elif last_step is not None and last_step < first:
-            self.events.write("window_warning", message=(
+            self.events.write(schema.WINDOW_WARNING, message=(
                 f"{asked} never opened: the workload marked only {last_step + 1} step(s)"))
         elif self.first_step_in_trace is not None and self.steps_in_trace < count:
             last = self.first_step_in_trace + self.steps_in_trace - 1
-            self.events.write("window_warning", message=(
+            self.events.write(schema.WINDOW_WARNING, message=(
                 f"{asked} was cut short: the workload ended after step {last}, so the profile "
                 f"holds {self.steps_in_trace} step(s), not {count}"))
 
     # -- mechanics --------------------------------------------------------
     def _time_window(self) -> None:
-        delay = float(self.spec.get("delay") or 0.0)
-        duration = float(self.spec.get("duration") or 0.0)
+        delay = float(self.spec.delay or 0.0)
+        duration = float(self.spec.duration or 0.0)
         # The delay counts from process start; the trace never starts before the backend.
         wait = PROCESS_START + delay - time.time()
         if wait > 0:
@@ -178,13 +184,13 @@ class ProfilerWindow:
         try:
             jax.profiler.start_trace(target)
         except Exception as e:  # another session (auto PGLE, the script's own) holds the profiler
-            self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
+            self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
             self.done = True
             return
         self.active = purpose
         self.target = target
         self.started_at = time.time()
-        self.events.write("trace_start", dir=target, purpose=purpose)
+        self.events.write(schema.TRACE_START, dir=target, purpose=purpose)
 
     def _scratch(self) -> str:
         # In auto mode a whole-run trace may be dropped; keep it apart until we know.
@@ -201,13 +207,13 @@ class ProfilerWindow:
         try:
             jax.profiler.stop_trace()
         except Exception as e:
-            self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
+            self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
         stop_seconds = time.time() - ended
         purpose, target = self.active, self.target
         self.active = None
         if discard:
             shutil.rmtree(target, ignore_errors=True)
-            self.events.write("trace_discard", dir=target)
+            self.events.write(schema.TRACE_DISCARD, dir=target)
             return
         if purpose == "whole" and self.mode == "auto":
             # Nothing marked steps: the whole run is the window; move it in place.
@@ -216,7 +222,7 @@ class ProfilerWindow:
             os.rmdir(target)
         self.done = True
         self.events.write(
-            "trace_stop", dir=self.dir, purpose=purpose, seconds=seconds,
+            schema.TRACE_STOP, dir=self.dir, purpose=purpose, seconds=seconds,
             stop_trace_seconds=stop_seconds,
             first_step=self.first_step_in_trace,
             steps=self.steps_in_trace if purpose == "window" and self.seen_steps else None,
@@ -240,11 +246,11 @@ def _wait_for_devices() -> None:
 
 
 class Harness:
-    def __init__(self, spec: dict):
+    def __init__(self, spec: "schema.HarnessSpec"):
         self.spec = spec
-        self.events = Events(spec["events"])
-        self.window = ProfilerWindow(spec.get("profile"), self.events)
-        self.step_name = (spec.get("profile") or {}).get("step_name") or spec.get("step_name")
+        self.events = Events(spec.events)
+        self.window = ProfilerWindow(spec.profile, self.events)
+        self.step_name = (spec.profile.step_name if spec.profile else None) or spec.step_name
         self.step_index = 0
         self.other_step_names: list[str] = []
         self.jax_ready = False
@@ -271,22 +277,23 @@ class Harness:
             jax.profiler.StepTraceAnnotation, self)
         jax.monitoring.register_event_duration_secs_listener(self._on_duration)
         jax.monitoring.register_event_listener(self._on_event)
-        for entry in self.spec.get("capture_loggers", []):
+        for entry in self.spec.capture_loggers:
             _capture_logger(entry["name"], entry.get("level", "DEBUG"), self.events)
-        if self.spec.get("observe_pgle"):
+        if self.spec.observe_pgle:
             _observe_pgle(self.events)
-        self.events.write("jax_imported", version=getattr(jax, "__version__", None))
+        _observe_modules(self.events, os.path.join(os.path.dirname(self.spec.events), "hlo"))
+        self.events.write(schema.JAX_IMPORTED, version=getattr(jax, "__version__", None))
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
         if event != BACKEND_COMPILE_EVENT:
             return
-        self.events.write("compile", fun_name=kwargs.get("fun_name"), seconds=duration)
+        self.events.write(schema.COMPILE, fun_name=kwargs.get("fun_name"), seconds=duration)
         self._record_backend()
         self.window.on_backend_up()
 
     def _on_event(self, event: str, **kwargs) -> None:
         if event.startswith("/jax/compilation_cache/") or "pgle" in event.lower():
-            self.events.write("jax_event", event=event, **{k: str(v) for k, v in kwargs.items()})
+            self.events.write(schema.JAX_EVENT, event=event, **{k: str(v) for k, v in kwargs.items()})
 
     def _record_backend(self) -> None:
         with self.lock:
@@ -298,13 +305,13 @@ class Harness:
         try:
             devices = jax.devices()
             self.events.write(
-                "backend", platform=jax.default_backend(), device_count=len(devices),
+                schema.BACKEND, platform=jax.default_backend(), device_count=len(devices),
                 local_device_count=jax.local_device_count(),
                 device_kind=devices[0].device_kind if devices else None,
                 process_index=jax.process_index(), process_count=jax.process_count(),
             )
         except Exception as e:
-            self.events.write("backend_error", error=f"{type(e).__name__}: {e}")
+            self.events.write(schema.BACKEND_ERROR, error=f"{type(e).__name__}: {e}")
 
     # -- steps --------------------------------------------------------------
     def step_enter(self, name: str, step_num) -> int | None:
@@ -316,13 +323,13 @@ class Harness:
             index = self.step_index
             self.step_index += 1
         self.window.on_step_enter(index)
-        self.events.write("step_enter", name=name, step_num=step_num, index=index)
+        self.events.write(schema.STEP_ENTER, name=name, step_num=step_num, index=index)
         return index
 
     def step_exit(self, index: int | None) -> None:
         if index is None:
             return
-        self.events.write("step_exit", index=index)
+        self.events.write(schema.STEP_EXIT, index=index)
         self.window.on_step_exit(index)
 
     # -- warnings -----------------------------------------------------------
@@ -331,28 +338,28 @@ class Harness:
         events = self.events
 
         def showwarning(message, category, filename, lineno, file=None, line=None):
-            events.write("warning", category=category.__name__, message=str(message),
+            events.write(schema.WARNING, category=category.__name__, message=str(message),
                          filename=filename, lineno=lineno)
             return original(message, category, filename, lineno, file, line)
 
         warnings.showwarning = showwarning
-        for category in self.spec.get("warnings_always", []):
+        for category in self.spec.warnings_always:
             warnings.filterwarnings("always", category=getattr(builtins, category, Warning))
 
     # -- run ------------------------------------------------------------------
     def run(self) -> int:
-        workload = self.spec["workload"]
-        self.events.write("start", pid=os.getpid(), argv=sys.argv, python=sys.version.split()[0])
+        workload = self.spec.workload
+        self.events.write(schema.START, pid=os.getpid(), argv=sys.argv, python=sys.version.split()[0])
         self.install()
         code = 0
         try:
-            if workload.get("module"):
-                sys.argv = [workload["module"], *workload["args"]]
+            if workload.module:
+                sys.argv = [workload.module, *workload.args]
                 sys.path[0] = os.getcwd()  # as `python -m` does
-                runpy.run_module(workload["module"], run_name="__main__", alter_sys=True)
+                runpy.run_module(workload.module, run_name="__main__", alter_sys=True)
             else:
-                script = workload["script"]
-                sys.argv = [script, *workload["args"]]
+                script = workload.script
+                sys.argv = [script, *workload.args]
                 sys.path[0] = os.path.dirname(script)  # as `python script.py` does
                 runpy.run_path(script, run_name="__main__")
         except SystemExit as e:
@@ -360,7 +367,7 @@ class Harness:
             self._finish(code)
             raise
         except KeyboardInterrupt:
-            self.events.write("exit", code=130, interrupted=True)
+            self.events.write(schema.EXIT, code=130, interrupted=True)
             self.events.close()
             raise
         except BaseException as e:
@@ -374,8 +381,8 @@ class Harness:
             self.window.on_exit(self.step_index - 1 if self.step_index else None,
                                 self.step_name, self.other_step_names)
         except Exception as e:
-            self.events.write("trace_error", error=f"{type(e).__name__}: {e}")
-        self.events.write("exit", code=code, error=error)
+            self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
+        self.events.write(schema.EXIT, code=code, error=error)
         self.events.close()
 
 
@@ -425,19 +432,26 @@ def _step_annotation_class(base, harness: Harness):
     return StepTraceAnnotation
 
 
+def _observe_modules(events: Events, hlo_dir: str) -> None:
+    """Per-module FLOPs, memory and scheduled HLO for `pgle report`; nothing depends on them."""
+    try:
+        from pgle.launch import jax_internals  # importable: see the schema import above
+        ok = jax_internals.observe_modules(events.write, hlo_dir)
+    except Exception as e:  # never break the user's run for a diagnostic
+        events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
+        ok = False
+    events.write(schema.OBSERVE_MODULES, installed=ok)
+
+
 def _observe_pgle(events: Events) -> None:
     """Per-execution auto PGLE events (pgle/launch/jax_internals.py); the verdict works without them."""
     try:
-        try:
-            from pgle.launch import jax_internals
-        except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
-            sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-            from pgle.launch import jax_internals
+        from pgle.launch import jax_internals  # importable: see the schema import above
         ok = jax_internals.observe_pgle(events.write)
     except Exception as e:  # never break the user's run for a diagnostic
-        events.write("observe_error", error=f"{type(e).__name__}: {e}")
+        events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
         ok = False
-    events.write("observe_pgle", installed=ok)
+    events.write(schema.OBSERVE_PGLE, installed=ok)
 
 
 def _capture_logger(name: str, level: str, events: Events) -> None:
@@ -461,7 +475,7 @@ def _capture_logger(name: str, level: str, events: Events) -> None:
             message = record.getMessage()
         except Exception:
             message = str(record.msg)
-        events.write("log", logger=record.name, level=record.levelname, message=message)
+        events.write(schema.LOG, logger=record.name, level=record.levelname, message=message)
         return record.levelno >= visible_level()
 
     logger.addFilter(record_filter)
@@ -528,7 +542,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     watch_parent()
     with open(argv[1], encoding="utf-8") as f:
-        spec = json.load(f)
+        spec = schema.HarnessSpec.from_json(f.read())
     Harness(spec).run()
 
 

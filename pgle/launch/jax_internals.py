@@ -27,8 +27,10 @@ import contextlib
 import weakref
 from typing import Callable
 
+from pgle.launch import schema
+
 CHECKED_WITH_JAX = "0.10.2"
-EVENT_PROFILED = "pgle_profiled"
+EVENT_PROFILED = schema.PGLE_PROFILED
 
 _installed = False
 
@@ -81,4 +83,70 @@ def observe_pgle(write: Callable[..., None]) -> bool:
     compiler.compile_or_get_cached = compile_or_get_cached
     PGLEProfiler.trace = staticmethod(trace)
     _installed = True
+    return True
+
+
+# --- per-module cost, memory and schedule, for `pgle report` --------------------------------
+#
+# XLA's own numbers for every compiled module, as the executable JAX just built (or loaded
+# from the cache) reports them; checked against jax/jaxlib 0.10.2:
+# - `compiler.compile_or_get_cached(...)` returns a `jaxlib._jax.LoadedExecutable`;
+# - `.cost_analysis()` -> dict with "flops", "transcendentals", "bytes accessed" (per device:
+#   the SPMD-partitioned module);
+# - `.get_compiled_memory_stats()` -> argument/output/alias/temp/generated-code sizes and
+#   (GPU) `peak_memory_in_bytes`;
+# - `.hlo_modules()[0].to_string()` -> the optimized, scheduled HLO text (what
+#   `compiled.as_text()` shows): the order the latency-hiding scheduler chose.
+EVENT_MODULE = schema.MODULE_COMPILED
+_MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
+                  "temp_size_in_bytes", "generated_code_size_in_bytes", "peak_memory_in_bytes")
+_modules_installed = False
+
+
+def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
+    """Emit `write("module_compiled", module=..., flops=..., memory={...}, hlo_file=...)` per
+    compiled module. The scheduled HLO text is kept (under `hlo_dir`) only for modules with
+    async ops: the schedule comparison needs no other. Idempotent; True when installed."""
+    global _modules_installed
+    if _modules_installed:
+        return True
+    try:
+        from jax._src import compiler
+        original_compile = compiler.compile_or_get_cached
+    except Exception:
+        return False
+    import os
+
+    counter = [0]
+
+    def compile_or_get_cached(*args, **kwargs):
+        executable = original_compile(*args, **kwargs)
+        try:
+            _describe(executable, write, hlo_dir, counter)
+        except Exception as e:  # an observation must never break the user's compile
+            write(schema.MODULE_ERROR, error=f"{type(e).__name__}: {e}")
+        return executable
+
+    def _describe(executable, write, hlo_dir, counter):
+        module = executable.hlo_modules()[0]
+        cost = executable.cost_analysis() or {}
+        if isinstance(cost, list):  # older jaxlibs: one dict per partition
+            cost = cost[0] if cost else {}
+        mem = executable.get_compiled_memory_stats()
+        memory = {f: getattr(mem, f) for f in _MEMORY_FIELDS if hasattr(mem, f)}
+        text = module.to_string()
+        hlo_file = None
+        if "-start" in text or "-done" in text:
+            counter[0] += 1
+            os.makedirs(hlo_dir, exist_ok=True)
+            safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in module.name)
+            hlo_file = os.path.join(hlo_dir, f"{counter[0]:03d}-{safe}.txt")
+            with open(hlo_file, "w", encoding="utf-8") as f:
+                f.write(text)
+        write(EVENT_MODULE, module=module.name,
+              flops=cost.get("flops"), transcendentals=cost.get("transcendentals"),
+              bytes_accessed=cost.get("bytes accessed"), memory=memory, hlo_file=hlo_file)
+
+    compiler.compile_or_get_cached = compile_or_get_cached
+    _modules_installed = True
     return True

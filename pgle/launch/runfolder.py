@@ -2,7 +2,7 @@
 
 `.pgle/runs/<YYYYmmdd-HHMMSS>-<command>-<pid>/` under the current directory
 (or `--run-dir`): `workload.log` (stdout and stderr, line by line),
-`events.jsonl` (from the harness), `spec.json`, `report.json`, `trace/`.
+`events.jsonl` (from the harness), `spec.json` (pgle.launch.schema), `trace/`.
 """
 
 from __future__ import annotations
@@ -39,9 +39,6 @@ class RunFolder:
                                hint="Pick an empty --run-dir.")
         return cls(path.resolve())
 
-    def sub(self, name: str) -> "RunFolder":
-        return RunFolder.create(name, str(self.path / name))
-
     @property
     def log(self) -> Path:
         return self.path / "workload.log"
@@ -53,10 +50,6 @@ class RunFolder:
     @property
     def spec(self) -> Path:
         return self.path / "spec.json"
-
-    @property
-    def report(self) -> Path:
-        return self.path / "report.json"
 
     @property
     def trace(self) -> Path:

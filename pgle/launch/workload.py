@@ -6,7 +6,6 @@ import dataclasses
 import importlib.util
 import os
 import re
-import sys
 
 from pgle.errors import BadInput
 
@@ -55,7 +54,3 @@ class Workload:
 def _found_in_cwd(top: str) -> bool:
     return os.path.isdir(os.path.join(os.getcwd(), top)) or os.path.isfile(
         os.path.join(os.getcwd(), top + ".py"))
-
-
-def python_executable() -> str:
-    return sys.executable

@@ -2,7 +2,7 @@
 
 Why not only jaxlib's `get_profiled_instructions_proto`: it pools every event of
 an instruction name across all modules, devices, streams, steps and hosts into
-one arithmetic mean, warm-up included (pgle-facts.md section 2). A train step
+one arithmetic mean, warm-up included (docs/xla-facts.md section 2). A train step
 and an eval step that both have a `fusion.3` get one blended cost, applied to
 every module. This converter reads the same `<host>.xplane.pb` files, groups
 device events by module (`hlo_module` + `program_id`), keeps only events inside
@@ -670,51 +670,3 @@ def _per_module_profiles(durations, stat, resolver: _FingerprintResolver, warnin
             "profile; rerun with TF_CPP_VMODULE=gpu_hlo_schedule=1 and pass the log.")
     return {fp: Profile(costs=[(op, apply_stat(v, stat)) for op, v in ops.items()])
             for fp, ops in per_fp.items()}
-
-
-def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any = None,
-                 qualify: bool = False, force: bool = False):
-    """`pgle convert RUN_DIR OUT`: a directory OUT gets one profile per module, a file OUT one file."""
-    from pgle.profiles.files import load_profile_source, output_kind, write_profile, write_profile_directory
-    from pgle.report import Report
-
-    kind = output_kind(out)
-    result = convert_trace_detailed(run_dir, per_module=(kind == "directory"), stat=stat,
-                                    log_path=log_path, qualify=qualify)
-    if kind == "directory":
-        if not result.profiles:
-            raise ProfileError(f"no module in {run_dir} has a known fingerprint, so there is no "
-                               "per-module profile to write.",
-                               hint="Pass the run's log (--log) captured with TF_CPP_VMODULE=gpu_hlo_schedule=1.")
-        written = write_profile_directory(result.profiles, out, force=force)
-    elif result.profiles[""].is_empty():
-        # An empty profile is nothing XLA can use, and an empty file at OUT would look
-        # like one: write nothing (a CPU trace has no device plane).
-        from pgle.errors import EXIT_ERROR
-
-        report = Report(command="convert", status="empty", exit_code=EXIT_ERROR,
-                        trace_dir=str(run_dir), warnings=list(result.warnings),
-                        details={"trace": result.to_dict()},
-                        reasons=["the trace gave an empty profile; nothing was written."])
-        report.summary.append(f"convert failed: {run_dir} gave an empty profile (no GPU "
-                              f"instruction timings); {out} was not written")
-        return report
-    else:
-        written = write_profile(result.profiles[""], out, force=force)
-    source = load_profile_source(written)
-    report = Report(command="convert", status="ok", profile=source.to_dict(), trace_dir=str(run_dir),
-                    modules=[m.to_dict() | {"status": "written" if m.fingerprint and kind == "directory"
-                                            else ("no fingerprint" if kind == "directory" else "pooled")}
-                             for m in result.modules],
-                    warnings=list(result.warnings), details={"trace": result.to_dict()})
-    report.summary.append(
-        f"converted {len(result.xplane_files)} trace files ({result.device_planes} device planes, "
-        f"{result.events_used} events, stat {result.stat}) into {written}: "
-        f"{source.instruction_count} instructions" +
-        (f" in {len(source.modules)} modules" if kind == "directory" else ""))
-    if source.is_empty():
-        from pgle.errors import EXIT_ERROR
-
-        report.status, report.exit_code = "empty", EXIT_ERROR
-        report.reasons.append("the trace gave an empty profile.")
-    return report

@@ -1,6 +1,6 @@
 """PGLE profiles as data: read, write, validate, directories, content-addressed copies.
 
-A profile is a `tensorflow.profiler.ProfiledInstructionsProto` (pgle-facts.md
+A profile is a `tensorflow.profiler.ProfiledInstructionsProto` (docs/xla-facts.md
 section 2) in a file ending in `.pb` (binary) or `.pbtxt` (text), or a
 directory of `<fingerprint>.pb|.pbtxt` files, one per module (section 3).
 XLA decides the format from the extension alone and, since jax 0.5.1, silently
@@ -18,11 +18,11 @@ import pathlib
 import re
 import shutil
 import tempfile
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from pgle.atomic import (check_writable_target, dir_mode, replace_directory_atomic,
                          write_bytes_atomic, write_error, write_files_atomic)
-from pgle.errors import BadInput, ProfileError
+from pgle.errors import ProfileError
 from pgle.profiles.proto import locate_corruption, message_class
 
 BINARY, TEXT = "binary", "text"
@@ -530,96 +530,3 @@ def output_kind(path: Any) -> str:
         return "directory"
     profile_format(name)  # other extensions: the clear error
     return "file"
-
-
-def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: str | None = None,
-                    fmt: str | None = None, force: bool = False):
-    """Convert between binary/text, single file, fingerprint-qualified file and directory.
-
-    - file -> file: same entries in the format of OUT's extension; `qualify=FP`
-      prefixes bare names with FP; `module=[FP]` writes XLA's view of module FP.
-    - file -> directory: one `<fp>` file per module named by `module` or by the
-      file's `<fp>::` qualifiers, each holding exactly what XLA would use for it.
-    - directory -> file: every name qualified `<fp>::name`, so one file still
-      applies each module's own costs.
-    - directory -> directory: re-encode (`fmt`), optionally only the `module` list.
-    """
-    from pgle.report import Report
-
-    source = load_profile_source(src)
-    kind = output_kind(out)
-    warnings: list[str] = []
-    module = [check_fingerprint(fp) for fp in module]
-    if qualify is not None:
-        check_fingerprint(qualify)
-        if source.kind != "file" or kind != "file":
-            raise BadInput("--qualify works from one profile file to one profile file.")
-        if module:
-            raise BadInput("use either --qualify or --module, not both.")
-    if fmt is not None and fmt not in SUFFIX:
-        raise BadInput(f"unknown format '{fmt}': use binary or text.")
-
-    if source.kind == "file":
-        profile = source.modules[""]
-        if kind == "file":
-            if len(module) > 1:
-                raise BadInput("a single output file takes at most one --module.")
-            if module:
-                result = module_view(profile, module[0])
-            elif qualify:
-                result = qualify_profile(profile, qualify)
-            else:
-                result = profile
-            written = write_profile(result, out, force=force)
-            modules_out = {"": result}
-        else:
-            fps = module or qualified_fingerprints(profile)
-            if not fps:
-                raise ProfileError(
-                    f"profile {source.path} has no <fingerprint>::name entries, so it does not say which "
-                    "module each cost belongs to.",
-                    hint="Pass --module FP for each module that should get this profile, or collect "
-                         "per-module profiles with `pgle collect --per-module`.")
-            modules_out = {fp: module_view(profile, fp) for fp in fps}
-            malformed = [n for n, _ in profile.costs if split_qualified(n)[0] == ""]
-            if malformed:
-                warnings.append(f"{len(malformed)} names with more than one '::' (such as {malformed[0]}) "
-                                "match no module in XLA; they were left out.")
-            written = write_profile_directory(modules_out, out, fmt=fmt or profile_format(source.files[0]),
-                                              force=force)
-    else:
-        chosen = {fp: p for fp, p in source.modules.items() if not module or fp in module}
-        missing = [fp for fp in module if fp not in source.modules]
-        if missing:
-            raise ProfileError(f"profile directory {source.path} has no module {missing[0]}.")
-        if kind == "file":
-            merged = Profile()
-            for fp, p in chosen.items():
-                q = qualify_profile(p, fp)
-                merged.costs += q.costs
-                merged.latencies += q.latencies
-            warnings.append("in one file, modules without entries get an empty profile (XLA's accuracy "
-                            "checker then reports every instruction missing) instead of no profile.")
-            written = write_profile(merged, out, force=force)
-            modules_out = {"": merged}
-        else:
-            if os.path.abspath(os.fspath(out)) == os.path.abspath(os.fspath(source.path)):
-                raise BadInput("the output directory is the input directory.")
-            fmt = fmt or (TEXT if all(f.suffix == ".pbtxt" for f in source.files) else BINARY)
-            written = write_profile_directory(chosen, out, fmt=fmt, force=force)
-            modules_out = chosen
-    if source.shadowed:
-        warnings.append(f"{len(source.shadowed)} .pb files in {source.path} are shadowed by .pbtxt "
-                        "files of the same module (XLA reads the .pbtxt) and were not converted.")
-    empty = [fp or str(written) for fp, p in modules_out.items() if p.is_empty()]
-    if empty:
-        warnings.append(f"{len(empty)} written profiles are empty ({', '.join(empty[:3])}).")
-    out_source = load_profile_source(written)
-    return Report(
-        command="convert", status="ok", profile=out_source.to_dict(),
-        details={"input": source.to_dict(), "output": str(written)},
-        warnings=warnings,
-        summary=[f"wrote {out_source.kind} {written}: {out_source.instruction_count} instructions, "
-                 f"{out_source.latency_count} latencies"
-                 + (f", {len(out_source.modules)} modules" if out_source.kind == "directory" else "")],
-    )

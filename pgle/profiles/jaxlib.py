@@ -26,7 +26,8 @@ def newest_run_folder(trace_dir: Path | str) -> Path | None:
 
 
 def convert_with_jaxlib(run_folder: Path | str) -> bytes:
-    """jaxlib's converter: every GPU event's mean duration per instruction name (see pgle-facts 2)."""
+    """jaxlib's converter: every GPU event's mean duration per instruction name
+    (docs/xla-facts.md section 2)."""
     from jax.experimental import profiler as jax_profiler
 
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any, Sequence
+from typing import Sequence
 
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile
@@ -47,6 +47,11 @@ def _reducer(method: str, percentile: int):
     if method == "max":
         return max
     raise BadInput(f"unknown merge method '{method}'.", hint=f"Use one of: {', '.join(METHODS)}.")
+
+
+def check_method(method: str, percentile: int) -> None:
+    """BadInput for an unknown --method (or a --percentile it cannot use)."""
+    _reducer(method, percentile)
 
 
 def check_percentile(percentile) -> int:
@@ -116,69 +121,3 @@ def overlap_warnings(overlaps: Sequence[InputOverlap]) -> list[str]:
                 "inputs: it probably comes from another program (other flags, shapes, sharding or jax "
                 "version), and merging it mixes unrelated costs.")
     return warnings
-
-
-def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile", percentile: int = 90,
-                 force: bool = False):
-    """`pgle merge`: files into one file, or per-module directories into one directory."""
-    from pgle.profiles.files import (BINARY, load_profile_source, output_kind, write_profile,
-                              write_profile_directory)
-    from pgle.report import Report
-
-    if not inputs:
-        raise BadInput("merge needs at least one input profile.")
-    check_percentile(percentile)
-    _reducer(method, percentile)
-    kind = output_kind(out)
-    if kind == "file":
-        from pgle.atomic import check_writable_target
-
-        check_writable_target(out, force=force, what="profile")  # refuse before reading 256 files
-    sources = [load_profile_source(p) for p in inputs]
-    kinds = {s.kind for s in sources}
-    if len(kinds) > 1:
-        raise BadInput("merge inputs mix profile files and directories.",
-                       hint="Merge files into a file, or directories into a directory.")
-    in_kind = kinds.pop()
-    if in_kind != kind:
-        raise BadInput(f"the inputs are {in_kind}s but the output {out} is a {kind}.",
-                       hint="Use a .pb/.pbtxt output for files, a directory for directories.")
-    warnings: list[str] = []
-    modules_report = []
-    if in_kind == "file":
-        labelled = [(str(s.path), s.modules[""]) for s in sources]
-        overlaps = name_overlap(labelled)
-        warnings += overlap_warnings(overlaps)
-        merged = merge_profiles([p for _, p in labelled], method=method, percentile=percentile)
-        written = write_profile(merged, out, force=force)
-        inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
-    else:
-        fps: dict[str, list[tuple[str, Any]]] = {}
-        for s in sources:
-            for fp, p in s.modules.items():
-                fps.setdefault(fp, []).append((str(s.path), p))
-        merged_modules = {}
-        for fp, labelled in fps.items():
-            merged_modules[fp] = merge_profiles([p for _, p in labelled], method=method,
-                                                percentile=percentile)
-            overlaps = name_overlap(labelled)
-            for w in overlap_warnings(overlaps):
-                warnings.append(f"module {fp}: {w}")
-            modules_report.append({"module": fp, "status": "merged", "inputs": len(labelled),
-                                   "instruction_count": merged_modules[fp].instruction_count})
-            if len(labelled) < len(sources):
-                warnings.append(f"module {fp} is in {len(labelled)} of {len(sources)} inputs.")
-        all_text = all(f.suffix == ".pbtxt" for s in sources for f in s.files)
-        written = write_profile_directory(merged_modules, out, fmt="text" if all_text else BINARY,
-                                          force=force)
-        inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
-    result = load_profile_source(written)
-    desc = f"percentile {percentile} (jaxlib's rule)" if method == "percentile" else method
-    return Report(
-        command="merge", status="ok", profile=result.to_dict(), modules=modules_report,
-        warnings=warnings,
-        details={"method": method, "percentile": percentile if method == "percentile" else None,
-                 "inputs": inputs_report},
-        summary=[f"merged {len(sources)} {in_kind}s by {desc} into {written}: "
-                 f"{result.instruction_count} instructions, {result.latency_count} latencies"],
-    )

@@ -3,7 +3,7 @@
 Why declared and not imported: the schema lives in tsl
 (`tsl/profiler/protobuf/profiled_instructions.proto`), which no pip package
 ships as a Python module, and the CLI must not import jax. The layout
-(pgle-facts.md section 2) is proto3:
+(docs/xla-facts.md section 2) is proto3:
 
     message ProfiledInstructionsProto {
       message InstructionCost { string name = 1; double cost_us = 2; }
@@ -290,10 +290,22 @@ def _hlo_file_descriptor() -> descriptor_pb2.FileDescriptorProto:
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=O)
     entry.field.add(name="value", number=2, type=F.TYPE_STRING, label=O)
+    # Layout memory space, OpMetadata.scheduling_name (xla_data.proto; added to XLA in 2025),
+    # operands and called computations: what the Nsight converter needs (pgle/profiles/nsys*.py).
+    lay = fdp.message_type.add(name="LayoutProto")
+    lay.field.add(name="memory_space", number=8, type=F.TYPE_INT64, label=O)
+    shp = fdp.message_type.add(name="ShapeProto")
+    shp.field.add(name="layout", number=5, type=F.TYPE_MESSAGE, label=O, type_name=".xla.LayoutProto")
+    md = fdp.message_type.add(name="OpMetadata")
+    md.field.add(name="scheduling_name", number=16, type=F.TYPE_STRING, label=O)
     ins = fdp.message_type.add(name="HloInstructionProto")
     ins.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
     ins.field.add(name="opcode", number=2, type=F.TYPE_STRING, label=O)
+    ins.field.add(name="shape", number=3, type=F.TYPE_MESSAGE, label=O, type_name=".xla.ShapeProto")
+    ins.field.add(name="metadata", number=7, type=F.TYPE_MESSAGE, label=O, type_name=".xla.OpMetadata")
     ins.field.add(name="id", number=35, type=F.TYPE_INT64, label=O)
+    ins.field.add(name="operand_ids", number=36, type=F.TYPE_INT64, label=R)
+    ins.field.add(name="called_computation_ids", number=38, type=F.TYPE_INT64, label=R)
     ins.field.add(name="frontend_attributes", number=68, type=F.TYPE_MESSAGE, label=O,
                   type_name=".xla.FrontendAttributes")
     comp = fdp.message_type.add(name="HloComputationProto")

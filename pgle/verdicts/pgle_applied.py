@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
+from pgle.verdicts.rows import AppliedRow, module_lines
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 STATUSES = ("applied", "partial", "not_applied", "not_applicable", "error")
@@ -27,7 +29,8 @@ class Verdict:
 def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: float = 0.9,
           accuracy_checker: bool = True) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts")."""
-    modules = [_judge_module(m, min_coverage, accuracy_checker) for m in evidence.modules]
+    modules = [_judge_module(m, min_coverage, accuracy_checker).to_dict()
+               for m in evidence.modules]
     reasons: list[str] = []
     if evidence.parse_errors:
         reasons += [f"XLA could not parse the profile: {e}" for e in evidence.parse_errors]
@@ -68,7 +71,20 @@ def overall_status(module_statuses) -> str:
     return "not_applied"
 
 
-def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool) -> dict:
+def summary_lines(verdict: Verdict) -> list[str]:
+    return [f"verdict: {verdict.status}: " + " ".join(verdict.reasons)] + module_lines(verdict.modules)
+
+
+def exit_code_for(status: str, workload_code: int, require_applied: bool) -> int:
+    """The workload's own failure first; then --require-applied."""
+    if workload_code != 0:
+        return workload_code
+    if require_applied and status != "applied":
+        return EXIT_NOT_VERIFIED
+    return 0
+
+
+def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool) -> AppliedRow:
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
     if m.no_profile_file:
         status = "not_applied"
@@ -93,19 +109,11 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool
         notes.append("accuracy checker off: coverage unknown")
     if m.note:
         notes.append(m.note)
-    return {
-        "module": m.module,
-        "status": status,
-        "instructions_found": found,
-        "instructions_missing": missing,
-        "coverage": coverage,
-        "fingerprint": m.fingerprint,
-        "profile_path": m.profile_path,
-        "profile_found": not m.no_profile_file,
-        "rank": m.rank,
-        "missing_instructions": m.missing_names,
-        "notes": notes,
-    }
+    return AppliedRow(
+        module=m.module, status=status, instructions_found=found,
+        instructions_missing=missing, coverage=coverage, fingerprint=m.fingerprint,
+        profile_path=m.profile_path, profile_found=not m.no_profile_file, rank=m.rank,
+        missing_instructions=m.missing_names, notes=notes)
 
 
 def _ratio(found: int | None, missing: int | None) -> float | None:

@@ -1,6 +1,6 @@
 """What pgle knows about XLA flags that matter to PGLE.
 
-Versions are jax releases (jaxlib ships XLA). Sources: pgle-facts.md sections 3
+Versions are jax releases (jaxlib ships XLA). Sources: docs/xla-facts.md sections 3
 and 6, the JAX GPU performance guide, XLA's debug_options_flags.cc, and the
 installed jaxlib 0.10.2 itself (flag names, defaults, and what it aborts on).
 """

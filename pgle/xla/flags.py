@@ -13,7 +13,6 @@ appended after it is silently lost: pgle refuses such a string.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 
 from pgle.xla import flag_table
@@ -187,8 +186,3 @@ def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
             "there on is ignored (every flag must start with '--')."
         )
     return warnings
-
-
-def from_environ(environ: os._Environ | dict | None = None) -> XlaFlags:
-    environ = os.environ if environ is None else environ
-    return XlaFlags.parse(environ.get("XLA_FLAGS"))

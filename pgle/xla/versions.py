@@ -1,6 +1,6 @@
 """Installed jax/jaxlib versions, read from package metadata so jax is never imported.
 
-Feature gates name the jax release where the behaviour changed (pgle-facts.md).
+Feature gates name the jax release where the behaviour changed (docs/xla-facts.md).
 """
 
 from __future__ import annotations

@@ -184,3 +184,65 @@ class TraceBuilder:
         with open(path, "wb") as f:
             f.write(self.serialize())
         return path
+
+
+# --- traces with known communication/compute overlap (pgle report) ----------------------------
+
+def add_host_steps(builder: TraceBuilder, steps: list[tuple[int, int, int]], name: str = "train",
+                   timestamp_ns: int = 0) -> None:
+    """StepTraceAnnotation events on a `/host:CPU` plane: (step_num, start_ps, duration_ps)."""
+    plane = _Plane(builder.space.planes.add(name="/host:CPU", id=len(builder.space.planes)))
+    line = plane.plane.lines.add(id=1, name="python", timestamp_ns=timestamp_ns)
+    md = plane.event_metadata(name)
+    for num, start, dur in steps:
+        ev = line.events.add(metadata_id=md.id, offset_ps=start, duration_ps=dur)
+        plane.add_stat(ev.stats, "step_num", num, "int64")
+
+
+def add_xla_ops_plane(builder: TraceBuilder, device: int, ops: list[tuple[str, int, int]],
+                      async_ops: list[tuple[str, int, int]] | None = None) -> None:
+    """A device plane in the shape xprof analyses (TPU, or post-processed): an "XLA Ops" line
+    of (name, start_ps, duration_ps) and, optionally, an "Async XLA Ops" line."""
+    plane = builder.device(device, "/device:TPU:")
+    for line_name, events in (("XLA Ops", ops), ("Async XLA Ops", async_ops or [])):
+        if not events:
+            continue
+        line = plane.plane.lines.add(id=len(plane.plane.lines) + 1, name=line_name,
+                                     display_name=line_name, timestamp_ns=0)
+        for name, start, dur in events:
+            md = plane.event_metadata(name)
+            line.events.add(metadata_id=md.id, offset_ps=start, duration_ps=dur)
+
+
+US = 1_000_000  # picoseconds per microsecond
+
+
+def gpu_overlap_trace(steps: int = 4, devices: int = 2, step_us: int = 1000,
+                      idle_before_step_us: int = 0, host_copy: bool = False) -> TraceBuilder:
+    """A GPU trace of `steps` steps on `devices` devices with known overlap, per step:
+
+    compute stream: fusion.1 [0, 300) us, fusion.2 [400, 700) us (relative to the step)
+    comm stream:    all-gather-start.1 [250, 450) -> 50 hidden, 100 exposed, 50 hidden
+                    all-reduce-start.2 [700, 800) -> 100 exposed
+    so 300 us of communication per device and step, 200 us of it exposed, 100 us hidden.
+    With `idle_before_step_us`, every step after the first starts that much later (an idle
+    device gap at each boundary); with `host_copy`, one 20 us MemcpyH2D per step.
+    """
+    b = TraceBuilder()
+    b.add_module("jit_train_step", 7)
+    starts = [k * (step_us + idle_before_step_us) * US for k in range(steps)]
+    add_host_steps(b, [(k, s, step_us * US) for k, s in enumerate(starts)])
+    for d in range(devices):
+        compute = b.line(d, "Stream #13(compute)")
+        comm = b.line(d, "Stream #20(nccl)")
+        copies = b.line(d, "Memcpy H2D") if host_copy else None
+        for s in starts:
+            ev = lambda op, lo, hi, name=None: Event(op, "jit_train_step", 7, s + lo * US,
+                                                     (hi - lo) * US, metadata_name=name)
+            compute += [ev("fusion.1", 0, 300), ev("fusion.2", 400, 700)]
+            comm += [ev("all-gather-start.1", 250, 450, "ncclDevKernel_AllGather_RING_LL"),
+                     ev("all-reduce-start.2", 700, 800, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")]
+            if copies is not None:
+                copies.append(Event(None, None, None, s + 800 * US, 20 * US,
+                                    metadata_name="MemcpyH2D"))
+    return b

@@ -1,0 +1,115 @@
+"""Every click option shared by more than one command, declared once."""
+
+from __future__ import annotations
+
+import click
+
+WORKLOAD_HELP = "SCRIPT [-- ARGS] or -m MODULE [-- ARGS]; arguments after -- reach the workload untouched."
+
+
+def report_options(f):
+    """--json, --report FILE and --debug for a command that returns a Report."""
+    f = click.option("--debug", is_flag=True, help="Show a traceback on errors.")(f)
+    f = click.option(
+        "--report", "report_path", type=click.Path(dir_okay=False), default=None,
+        help="Also write the JSON report to this file (on errors too). In a multi-process job "
+             "it may hold %r; without it only rank 0 writes it.",
+    )(f)
+    f = click.option("--json", "json_out", is_flag=True, help="Print the JSON report on stdout.")(f)
+    return f
+
+
+def run_folder_options(f):
+    """--run-dir and --log: where one launch keeps everything, and a copy of its log."""
+    f = click.option("--run-dir", default=None, type=click.Path(file_okay=False),
+                     help="Run folder (default .pgle/runs/<stamp>-<command>-<pid>; in a "
+                          "multi-process job <job folder>/rank-<r>/, and a given one must hold "
+                          "%r).")(f)
+    f = click.option("--log", default=None, type=click.Path(dir_okay=False),
+                     help="Also copy the workload's full log here (multi-process: with %r).")(f)
+    return f
+
+
+def workload_options(f):
+    """SCRIPT [-- ARGS] or -m MODULE, plus the run folder options."""
+    f = click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [-- ARGS...]")(f)
+    f = click.option("-m", "--module", "module", default=None, metavar="MODULE",
+                     help="Run a module as `python -m MODULE` does.")(f)
+    return run_folder_options(f)
+
+
+def window_options(f):
+    """Which part of the run collect profiles."""
+    f = click.option("--duration", type=float, default=None, help="Seconds to profile (time window).")(f)
+    f = click.option("--delay", type=float, default=None,
+                     help="Seconds after start before profiling (time window).")(f)
+    f = click.option("--step-name", default=None,
+                     help="Count only StepTraceAnnotation steps with this name.")(f)
+    f = click.option("--steps", default=None, metavar="START:COUNT",
+                     help="Profile COUNT steps from step START (0-based StepTraceAnnotation steps). "
+                          "Default: steps 2..6 when the script marks steps, else the whole run.")(f)
+    return f
+
+
+def extraction_options(f):
+    """How collect (and tune's collect phase) turns the trace into a profile."""
+    f = click.option("--qualify", is_flag=True,
+                     help="With --converter pgle: prefix every name with its module's "
+                          "fingerprint (<fp>::name), so one file keeps modules apart.")(f)
+    f = click.option("--converter", type=click.Choice(["jaxlib", "pgle"]), default=None,
+                     help="Single-file converter: jaxlib (default; the mean over everything "
+                          "profiled) or pgle (--stat, profiled steps only).")(f)
+    f = click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
+                     help="With --per-module: write <fingerprint>.pb (binary, default) or "
+                          "<fingerprint>.pbtxt (text) files.")(f)
+    f = click.option("--stat", default=None, metavar="STAT",
+                     help="pgle's converter: each instruction's cost over the profiled steps: "
+                          "median (default), mean, min, max or pNN.")(f)
+    f = click.option("--per-module", is_flag=True,
+                     help="Write a directory of <fingerprint>.pb files, one per module (what XLA "
+                          "reads as is), plus manifest.json; -o names the directory.")(f)
+    return f
+
+
+def force_option(f):
+    return click.option("--force", is_flag=True, help="Replace an existing profile (or profile "
+                                                      "directory) and manifest.")(f)
+
+
+def verdict_options(f):
+    f = click.option("--min-coverage", default=0.9, show_default=True, type=float,
+                     help="Share of a module's instructions the profile must cover to count as applied.")(f)
+    f = click.option("--require-applied", is_flag=True,
+                     help="Exit 3 unless the verdict is `applied`.")(f)
+    return f
+
+
+def job_options(f):
+    """Multi-process jobs (srun, mpirun, JobSet): the shared job folder and rank 0's wait."""
+    f = click.option("--gather-timeout", type=float, default=None, metavar="SECONDS",
+                     help="Multi-process: how long rank 0 waits for every rank's report "
+                          "[default: 600]; ranks that never reported are listed, exit 1.")(f)
+    f = click.option("--job-dir", default=None,
+                     help="Multi-process: the job folder every rank shares (may hold %j, %n) "
+                          "[default: .pgle/jobs/<job id>.<step id>].")(f)
+    return f
+
+
+def require_options(f, what: str = "optimized"):
+    f = click.option("--require", "require", multiple=True, metavar="MODULE",
+                     help=f"Exit 3 unless this module (glob, e.g. 'jit_train_step*') is {what}; "
+                          "repeatable.")(f)
+    f = click.option("--require-all", is_flag=True,
+                     help=f"Exit 3 unless every module is {what} (one-shot modules such as "
+                          "initializers never are: prefer --require).")(f)
+    return f
+
+
+def auto_pgle_options(f):
+    """--runs / --percentile / --require-all / --require, shared by auto and prewarm."""
+    f = require_options(f)
+    f = click.option("--percentile", default=90, show_default=True, type=int,
+                     help="JAX_PGLE_AGGREGATION_PERCENTILE: which of the profiled timings to keep.")(f)
+    f = click.option("--runs", default=3, show_default=True, type=int,
+                     help="JAX_PGLE_PROFILING_RUNS: executions profiled before the recompile.")(f)
+    return f

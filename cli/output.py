@@ -1,0 +1,144 @@
+"""How every command ends: pgle's messages on stderr, the report (--json, --report), the exit
+code; and what changes for one rank of a multi-process job.
+
+In a job only rank 0 prints --json (the job report); the other ranks send the workload's
+stdout to stderr, so `srun ... --json > job.json` stays one JSON document. `--report` gets
+its placeholders filled in (%r, {rank}, ...); without a rank placeholder it is rank 0's
+alone. A --report path with a bad placeholder is refused before anything runs (exit 2), and
+--report is written on errors too, with the error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Callable, Mapping
+
+import click
+
+from pgle.errors import EXIT_ERROR, BadInput, PgleError
+
+
+def emit(message: str) -> None:
+    """pgle's own messages: stderr, `pgle:` prefix, never mixed into the workload's stdout."""
+    for line in str(message).splitlines() or [""]:
+        click.echo(f"pgle: {line}", err=True)
+
+
+def quiet_stdout_for_json(json_out: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """True when this process is a rank other than 0 of a job and --json was asked."""
+    from pgle.jobs import ranks
+
+    if not json_out:
+        return False
+    try:
+        info = ranks.detect(os.environ if environ is None else environ)
+    except PgleError:
+        return False  # the workflow reports it
+    return info.is_multiprocess and not info.is_leader
+
+
+def report_target(report_path: str | None, environ: Mapping[str, str] | None = None, *,
+                  job: bool = True) -> str | None:
+    """Where this process writes `--report`: the path with its placeholders filled in
+    (BadInput for an unknown one). In a job (`job`: a command that runs as one rank of it) a
+    path without a rank placeholder is rank 0's alone."""
+    from pgle.jobs import ranks
+
+    if not report_path:
+        return report_path
+    environ = os.environ if environ is None else environ
+    try:
+        info = ranks.detect(environ)
+    except PgleError:
+        info = ranks.RankInfo()  # the workflow reports the bad environment
+    try:
+        expanded = ranks.expand_path(report_path, info)
+    except BadInput as e:
+        raise BadInput(f"--report {report_path}: {e.message}", hint=e.hint) from None
+    if job and info.is_multiprocess and not info.is_leader \
+            and not ranks.has_rank_placeholder(report_path):
+        return None
+    return expanded
+
+
+def finish(produce: Callable[[], "object"], *, json_out: bool, report_path: str | None,
+           debug: bool, job: bool = False) -> None:
+    """Run `produce()` (returns a Report), render it, and exit with its code.
+
+    With --json, stdout carries the report alone: whatever the workload prints on stdout
+    meanwhile goes to stderr (still live, still unchanged). `job`: the command runs as one
+    rank of a multi-process job (see the module docstring)."""
+    if job and quiet_stdout_for_json(json_out):
+        sys.stdout.flush()
+        os.dup2(2, 1)
+        json_out = False
+    try:
+        target = report_target(report_path, job=job)
+    except BadInput as e:
+        _fail(e, json_out=json_out, target=None, debug=debug)
+    saved_stdout = _stdout_to_stderr() if json_out else None
+    try:
+        report = produce()
+    except PgleError as e:
+        _restore_stdout(saved_stdout)
+        _fail(e, json_out=json_out, target=target, debug=debug)
+    except KeyboardInterrupt:
+        emit("interrupted")
+        sys.exit(130)
+    finally:
+        _restore_stdout(saved_stdout)
+        if saved_stdout is not None:
+            os.close(saved_stdout)
+    for line in report.summary:
+        emit(line)
+    for w in report.warnings:
+        emit(f"warning: {w}")
+    text = report.to_json()
+    if target:
+        _write_report(target, text)
+    if json_out:
+        click.echo(text)
+    sys.exit(report.exit_code)
+
+
+def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
+    if debug:
+        traceback.print_exc()
+    emit(f"error: {e}")
+    text = json.dumps({"status": "error", "exit_code": e.exit_code, "error": str(e)})
+    if target:
+        _write_report(target, text)
+    if json_out:
+        click.echo(text)
+    sys.exit(e.exit_code)
+
+
+def _write_report(target: str, text: str) -> None:
+    from pgle.atomic import write_text_atomic
+
+    try:
+        write_text_atomic(target, text + "\n")
+    except OSError as e:
+        emit(f"error: cannot write report {target}: {e.strerror}")
+        sys.exit(EXIT_ERROR)
+
+
+def _stdout_to_stderr() -> int:
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    return saved
+
+
+def _restore_stdout(saved: int | None) -> None:
+    if saved is None:
+        return
+    try:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+    except OSError:
+        pass
+

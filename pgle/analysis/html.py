@@ -1,0 +1,285 @@
+"""The self-contained HTML page of `pgle report`: inline CSS and SVG, no script, no network.
+
+Plots are drawn here as SVG (a strip plot per phase, bars for exposed communication and
+memory) because the page must open offline and from a file; no plotting library is a
+dependency of pgle.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+COLORS = ("#1f77b4", "#d62728")
+CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:3px 8px;
+font-size:.9em;text-align:left}th{background:#f4f4f4}.why{color:#8a6d3b;background:#fcf8e3;
+padding:6px 10px;border-radius:4px}.flag{color:#a94442;font-weight:bold}.ok{color:#3c763d}
+code{font-size:.85em}svg{background:#fafafa;border:1px solid #eee}"""
+
+
+def _e(x: Any) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1e3:.3f} ms"
+
+
+def _ps_ms(ps: float | None) -> str:
+    return "-" if ps is None else f"{ps / 1e9:.3f} ms"
+
+
+def _bytes(b: int | None) -> str:
+    if b is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(b) < 1024 or unit == "GiB":
+            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.2f} {unit}"
+        b /= 1024
+    return str(b)
+
+
+def _why(text: str | None) -> str:
+    return f'<p class="why">{_e(text)}</p>' if text else ""
+
+
+def _table(head: list[str], rows: list[list[Any]], raw: bool = False) -> str:
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c if raw else _e(c)}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def strip_plot(series: list[tuple[str, list[float]]], unit_scale: float = 1e3,
+               unit: str = "ms") -> str:
+    """One row of dots per series, with its median marked: the spread at a glance."""
+    values = [v for _, vs in series for v in vs]
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or abs(hi) or 1.0
+    lo, hi = lo - 0.05 * span, hi + 0.05 * span
+    w, left, row_h = 760, 150, 40
+    h = row_h * len(series) + 40
+    x = lambda v: left + (v - lo) / (hi - lo) * (w - left - 20)
+    parts = [f'<svg role="img" aria-label="step time distribution" width="{w}" height="{h}" '
+             f'xmlns="http://www.w3.org/2000/svg">']
+    for i, (label, vs) in enumerate(series):
+        y = 25 + i * row_h
+        c = COLORS[i % len(COLORS)]
+        parts.append(f'<text x="5" y="{y + 4}" font-size="12">{_e(label)}</text>')
+        for v in vs:
+            parts.append(f'<circle cx="{x(v):.1f}" cy="{y}" r="3" fill="{c}" fill-opacity="0.6"/>')
+        if vs:
+            med = sorted(vs)[len(vs) // 2] if len(vs) % 2 else sum(sorted(vs)[len(vs) // 2 - 1:len(vs) // 2 + 1]) / 2
+            parts.append(f'<line x1="{x(med):.1f}" x2="{x(med):.1f}" y1="{y - 12}" y2="{y + 12}" '
+                         f'stroke="{c}" stroke-width="2"/>')
+    for k in range(5):
+        v = lo + k * (hi - lo) / 4
+        parts.append(f'<text x="{x(v):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">'
+                     f'{v * unit_scale:.2f} {unit}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def bar_chart(groups: list[str], series: list[tuple[str, list[float | None]]], fmt,
+              label: str) -> str:
+    """Grouped horizontal bars: one group per row (a step, a module), one bar per series."""
+    values = [v for _, vs in series for v in vs if v is not None]
+    if not values or not groups:
+        return ""
+    top = max(values) or 1.0
+    w, left, bar_h = 760, 180, 12
+    group_h = bar_h * len(series) + 8
+    h = group_h * len(groups) + 30
+    parts = [f'<svg role="img" aria-label="{_e(label)}" width="{w}" height="{h}" '
+             f'xmlns="http://www.w3.org/2000/svg">']
+    for i, g in enumerate(groups):
+        y0 = 10 + i * group_h
+        parts.append(f'<text x="5" y="{y0 + bar_h}" font-size="11">{_e(g)[:28]}</text>')
+        for j, (name, vs) in enumerate(series):
+            v = vs[i] if i < len(vs) else None
+            if v is None:
+                continue
+            bw = max(v / top * (w - left - 120), 0.5)
+            y = y0 + j * bar_h
+            parts.append(f'<rect x="{left}" y="{y}" width="{bw:.1f}" height="{bar_h - 2}" '
+                         f'fill="{COLORS[j % len(COLORS)]}"><title>{_e(name)}: {_e(fmt(v))}</title></rect>')
+            parts.append(f'<text x="{left + bw + 4:.1f}" y="{y + bar_h - 3}" font-size="10">'
+                         f'{_e(fmt(v))}</text>')
+    legend = " ".join(f'<tspan fill="{COLORS[j % len(COLORS)]}">&#9632; {_e(n)}</tspan>'
+                      for j, (n, _) in enumerate(series))
+    parts.append(f'<text x="{left}" y="{h - 5}" font-size="11">{legend}</text></svg>')
+    return "".join(parts)
+
+
+def _section(id_: str, title: str, body: str) -> str:
+    return f'<section id="{id_}"><h2>{_e(title)}</h2>{body}</section>'
+
+
+def _steps(data) -> str:
+    phases = data["phases"]
+    body = strip_plot([(p["label"], p["step_times_s"]) for p in phases])
+    rows = []
+    for p in phases:
+        st = p["step_time"] or {}
+        rows.append([p["label"], st.get("count"), _ms(st.get("median_s")), _ms(st.get("p25_s")),
+                     _ms(st.get("p75_s")), _ms(st.get("min_s")), _ms(st.get("max_s")),
+                     ", ".join(map(str, p["profiled_steps_excluded"])) or "-"])
+    body += _table(["phase", "steps", "median", "p25", "p75", "min", "max",
+                    "profiled steps left out"], rows)
+    r = data.get("step_ratio")
+    if r:
+        verdict = ('<span class="ok">beyond run-to-run noise</span>' if r["beyond_noise"]
+                   else "within run-to-run noise")
+        body += (f"<p>Median step ratio (with / without the profile): <b>{r['ratio']:.3f}</b>, "
+                 f"{int(r['confidence'] * 100)} % bootstrap interval {r['low']:.3f} to "
+                 f"{r['high']:.3f}: {verdict}.</p>")
+    if not any(p["step_times_s"] for p in phases):
+        body += _why("no step times: the workload marks no steps "
+                     "(jax.profiler.StepTraceAnnotation) or ran fewer than two")
+    return _section("step-time", "Step time", body)
+
+
+def _throughput(data) -> str:
+    rows, whys = [], []
+    for p in data["phases"]:
+        t = p["throughput"]
+        mod = p.get("step_module") or {}
+        rows.append([p["label"], mod.get("module"), f"{t['flops_per_step']:.4g}" if t.get("flops_per_step") else "-",
+                     f"{t['achieved_tflops']:.4g}" if t.get("achieved_tflops") is not None else "-",
+                     p.get("device_kind"),
+                     f"{t['mfu'] * 100:.2f} %" if t.get("mfu") is not None else "-"])
+        if t.get("why_no_mfu"):
+            whys.append(f"{p['label']}: MFU not computed: {t['why_no_mfu']}")
+    body = _table(["phase", "step module", "FLOPs per step per device (XLA cost analysis)",
+                   "achieved TFLOP/s per device", "device", f"MFU ({data['phases'][0]['throughput']['dtype']})"], rows)
+    body += "".join(_why(w) for w in whys)
+    peaks = [p["throughput"].get("peak") for p in data["phases"] if p["throughput"].get("peak")]
+    if peaks:
+        pk = peaks[0]
+        body += (f"<p>Peak used: {_e(pk['device'])} {_e(json.dumps(pk['tflops']))} dense TFLOP/s; "
+                 f"source: {_e(pk['source'])}.</p>")
+    return _section("throughput", "Throughput and MFU", body)
+
+
+def _communication(data) -> str:
+    body = ""
+    phases = data["phases"]
+    with_comm = [p for p in phases if p.get("communication")]
+    for p in phases:
+        if not p.get("communication"):
+            body += _why(f"{p['label']}: no communication analysis: {p.get('communication_why')}")
+        elif p.get("communication_why"):
+            body += _why(f"{p['label']}: {p['communication_why']}")
+    if with_comm:
+        rows = []
+        for p in with_comm:
+            c = p["communication"]
+            n = max(c["device_planes"], 1)
+            rows.append([p["label"], c["device_planes"], c["collectives"], _ps_ms(c["span_ps"] / n),
+                         _ps_ms(c["hidden_ps"] / n), _ps_ms(c["exposed_ps"] / n),
+                         f"{c['hidden_fraction'] * 100:.1f} %" if c["hidden_fraction"] is not None else "-",
+                         ", ".join(c["window_source"])])
+        body += _table(["phase", "devices", "collective executions", "communication per device",
+                        "hidden", "exposed", "hidden share", "from"], rows)
+        steps = sorted({s["step"] for p in with_comm for s in p["communication"]["per_step"]})
+        series = [(p["label"], [next((s["exposed_ps"] for s in p["communication"]["per_step"]
+                                      if s["step"] == k), None) for k in steps]) for p in with_comm]
+        body += "<h3>Exposed communication per step (per device)</h3>"
+        body += bar_chart([f"step {k}" for k in steps], series, _ps_ms, "exposed communication per step")
+        for p in with_comm:
+            top = p["communication"]["top_exposed"]
+            if top:
+                body += f"<h3>Top exposed collectives: {_e(p['label'])}</h3>"
+                body += _table(["HLO op", "module", "executions", "time", "exposed"],
+                               [[t["op"], t["module"], t["count"], _ps_ms(t["span_ps"]),
+                                 _ps_ms(t["exposed_ps"])] for t in top])
+    return _section("communication", "Exposed vs hidden communication", body)
+
+
+def _schedule(data) -> str:
+    s = data.get("schedule")
+    if not s:
+        return _section("schedule", "Schedule change", _why(data.get("schedule_why")))
+    body = (f"<p>{s['moved_count']} of {s['pair_count']} async pairs changed: "
+            f"{s['more_overlap']} overlap more work with the profile, {s['less_overlap']} less.</p>")
+    rows = []
+    for r in s["pairs"]:
+        mark = '<span class="flag">moved</span>' if r["moved"] else "same"
+        lst = lambda v: "-" if v is None else (", ".join(_e(x) for x in v) or "(nothing)")
+        rows.append([_e(r["start"]), _e(r["kind"]), _e(r["computation"]), lst(r["before"]),
+                     lst(r["after"]), mark])
+    body += _table(["async start", "kind", "computation", "between start and done: without profile",
+                    "with profile", ""], rows, raw=True)
+    body += f"<p>From <code>{_e(s.get('before_file'))}</code> and <code>{_e(s.get('after_file'))}</code>.</p>"
+    return _section("schedule", "Schedule change", body)
+
+
+def _memory(data) -> str:
+    rows = data.get("memory") or []
+    if not rows:
+        return _section("memory", "Peak memory", _why("no module memory recorded"))
+    top = rows[:12]
+    labels = [p["label"] for p in data["phases"]]
+    series = [(labels[0], [r["before_bytes"] for r in top])]
+    if len(labels) > 1:
+        series.append((labels[1], [r["after_bytes"] for r in top]))
+    body = bar_chart([r["module"] for r in top], series, _bytes, "peak memory per module")
+    body += _table(["module", "peak without", "peak with", "temp without", "temp with", "growth"],
+                   [[_e(r["module"]), _bytes(r["before_bytes"]), _bytes(r["after_bytes"]),
+                     _bytes(r["temp_before_bytes"]), _bytes(r["temp_after_bytes"]),
+                     ('<span class="flag">+%.1f %%</span>' % (r["growth"] * 100)) if r["flagged"]
+                     else ("-" if r["growth"] is None else "%+.1f %%" % (r["growth"] * 100))]
+                    for r in top], raw=True)
+    return _section("memory", "Peak memory (XLA memory analysis)", body)
+
+
+def _diagnostics(data) -> str:
+    body = ""
+    for p in data["phases"]:
+        body += f"<h3>{_e(p['label'])}</h3>"
+        rec = p["recompilations"]
+        if rec:
+            body += '<p class="flag">Recompilation after warm-up (unstable shapes or retracing):</p>'
+            body += _table(["function", "compilations", "seconds"],
+                           [[r["function"], r["count"], f"{r['seconds']:.3f}"] for r in rec])
+        else:
+            body += "<p>No recompilation after warm-up.</p>"
+        d = p.get("trace_diagnostics")
+        if not d:
+            body += _why(f"no trace diagnostics: {p.get('trace_diagnostics_why')}")
+            continue
+        frac = d["idle_fraction"]
+        body += (f"<p>Device idle between kernels (gaps over {_ps_ms(d['idle_threshold_ps'])}): "
+                 f"{_ps_ms(d['idle_ps'])}" + (f" ({frac * 100:.1f} % of the device time)" if frac is not None else "")
+                 + f", {d['gaps_between_steps']} gaps span a step boundary (host-bound input?).</p>")
+        if d["largest_gaps"]:
+            body += _table(["device", "gap", "between steps"],
+                           [[g["device"], _ps_ms(g["gap_ps"]), "yes" if g["between_steps"] else "no"]
+                            for g in d["largest_gaps"]])
+        if d["host_copies"]:
+            body += '<p class="flag">Host/device copies inside the profiled steps:</p>'
+            body += _table(["direction", "copies", "per step", "time"],
+                           [[k, v["count"], f"{v['per_step']:.1f}", _ps_ms(v["time_ps"])]
+                            for k, v in d["host_copies"].items()])
+        else:
+            body += "<p>No host/device copies inside the profiled steps.</p>"
+    return _section("diagnostics", "Diagnostics that defeat PGLE", body)
+
+
+def render(data: dict[str, Any]) -> str:
+    phases = data["phases"]
+    head = _table(["phase", "folder", "platform", "device"],
+                  [[p["label"], p["folder"], p["platform"], p["device_kind"]] for p in phases])
+    sections = [_steps(data), _throughput(data), _communication(data), _schedule(data),
+                _memory(data), _diagnostics(data)]
+    blob = html.escape(json.dumps(data, default=str))
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>pgle report</title><style>" + CSS + "</style></head><body>"
+            "<h1>What PGLE bought, and why</h1>" + head + "".join(sections) +
+            f'<details><summary>JSON</summary><pre id="report-json">{blob}</pre></details>'
+            "</body></html>\n")

@@ -1,0 +1,174 @@
+"""The schedule change: what XLA placed between each async op's start and done.
+
+Input is the optimized, scheduled HLO text of one module (`compiled.as_text()`, XLA's
+`*after_optimizations.txt` dump, or the `hlo/` files pgle keeps in a run folder): within a
+computation, instructions are listed in schedule order (XLA prints a scheduled module in
+sequence order). For each async pair (`all-gather-start` ... `all-gather-done`, `send` ...
+`send-done`, `async-start` ... `async-done`) the instructions between start and done are the
+work the latency-hiding scheduler chose to overlap with the transfer. Comparing the module
+compiled without and with a profile says which collectives PGLE moved, and how much work it
+put behind each. Checked on jax 0.10.2 deviceless XLA:GPU compiles (tests/test_report_schedule.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from pgle.errors import BadInput
+
+_COMPUTATION_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_INSTRUCTION_RE = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
+# The opcode: the first `word(` after the result shape. Shapes hold no `(` except tuples,
+# which open with `(` right after `= `; skip a balanced tuple shape first.
+_OPCODE_RE = re.compile(r"([a-z][\w\-]*)\(")
+# Instructions that cost nothing on the device: never counted as overlapped work.
+FREE_OPCODES = frozenset({"parameter", "constant", "bitcast", "get-tuple-element", "tuple",
+                          "after-all", "opt-barrier", "partition-id", "replica-id"})
+ASYNC_STARTS = {"send": "send-done", "recv": "recv-done"}
+COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "all-to-all",
+               "ragged-all-to-all", "collective-broadcast", "send", "recv")
+
+
+@dataclasses.dataclass
+class Instruction:
+    name: str
+    opcode: str
+    operands: list[str]
+    wrapped: str | None = None  # the opcode an `async-start` wraps (reduce-scatter, ...)
+
+
+@dataclasses.dataclass
+class AsyncPair:
+    computation: str
+    start: str
+    done: str
+    kind: str  # all-gather, all-reduce, ...
+    between: list[str]  # work placed between start and done, in schedule order
+    start_position: int
+    done_position: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"overlapped_ops": len(self.between)}
+
+
+def _opcode(rhs: str) -> tuple[str, str]:
+    """(opcode, text after its opening parenthesis) of an instruction's right-hand side."""
+    pos = 0
+    if rhs.startswith("("):  # tuple shape
+        depth = 0
+        for i, c in enumerate(rhs):
+            depth += c == "("
+            depth -= c == ")"
+            if depth == 0:
+                pos = i + 1
+                break
+    m = _OPCODE_RE.search(rhs, pos)
+    if not m:
+        return "", ""
+    return m.group(1), rhs[m.end():]
+
+
+def _operands(args: str) -> list[str]:
+    depth, end = 1, len(args)
+    for i, c in enumerate(args):
+        depth += c == "("
+        depth -= c == ")"
+        if depth == 0:
+            end = i
+            break
+    return re.findall(r"%([\w.\-]+)", args[:end])
+
+
+def parse_computations(text: str) -> dict[str, list[Instruction]]:
+    """Computation name -> its instructions in schedule order. The entry is also under 'ENTRY'."""
+    comps: dict[str, list[Instruction]] = {}
+    current: list[Instruction] | None = None
+    for line in text.splitlines():
+        if current is None:
+            m = _COMPUTATION_RE.match(line)
+            if m and "=" not in line.split("(")[0]:
+                current = []
+                comps[m.group(2)] = current
+                if m.group(1):
+                    comps["ENTRY"] = current
+            continue
+        if line.startswith("}"):
+            current = None
+            continue
+        m = _INSTRUCTION_RE.match(line)
+        if not m:
+            continue
+        opcode, args = _opcode(m.group(2))
+        wrapped = None
+        if opcode == "async-start":
+            c = re.search(r"calls=%?([\w.\-]+)", m.group(2))
+            wrapped = c.group(1) if c else None
+        current.append(Instruction(m.group(1), opcode, _operands(args), wrapped))
+    if not comps:
+        raise BadInput("the HLO text holds no computation (expected XLA's optimized HLO, "
+                       "as `compiled.as_text()` prints it).")
+    return comps
+
+
+def _kind(start: Instruction, comps: dict[str, list[Instruction]]) -> str:
+    if start.opcode == "async-start" and start.wrapped in comps:
+        inner = [i.opcode for i in comps[start.wrapped] if i.opcode not in FREE_OPCODES]
+        if inner:
+            return inner[-1]
+    for c in COLLECTIVES:
+        if start.opcode.startswith(c):
+            return c
+    return start.opcode.removesuffix("-start")
+
+
+def async_pairs(text: str) -> list[AsyncPair]:
+    """Every async start/done pair of every computation, with the work scheduled between."""
+    comps = parse_computations(text)
+    pairs = []
+    seen = set()
+    for cname, instrs in comps.items():
+        if id(instrs) in seen:
+            continue
+        seen.add(id(instrs))
+        if cname == "ENTRY":
+            cname = next(n for n, v in comps.items() if v is instrs and n != "ENTRY")
+        position = {i.name: k for k, i in enumerate(instrs)}
+        for k, ins in enumerate(instrs):
+            is_done = ins.opcode.endswith("-done")
+            if not is_done or not ins.operands or ins.operands[0] not in position:
+                continue
+            s = position[ins.operands[0]]
+            start = instrs[s]
+            if not (start.opcode.endswith("-start") or start.opcode in ASYNC_STARTS):
+                continue
+            between = [i.name for i in instrs[s + 1:k]
+                       if i.opcode not in FREE_OPCODES and not i.opcode.endswith("-done")]
+            pairs.append(AsyncPair(cname, start.name, ins.name, _kind(start, comps), between, s, k))
+    return pairs
+
+
+def compare(before_text: str, after_text: str) -> dict[str, Any]:
+    """Per async pair, the work between start and done without (before) and with (after) the
+    profile; pairs are matched by start name, which one program keeps across profiles."""
+    before = {(p.computation, p.start): p for p in async_pairs(before_text)}
+    after = {(p.computation, p.start): p for p in async_pairs(after_text)}
+    rows = []
+    for key in list(before) + [k for k in after if k not in before]:
+        b, a = before.get(key), after.get(key)
+        row = {"computation": key[0], "start": key[1], "kind": (a or b).kind,
+               "before": b.between if b else None, "after": a.between if a else None}
+        if a and b:
+            row["moved"] = a.between != b.between
+            row["overlap_change"] = len(a.between) - len(b.between)
+            row["added"] = [n for n in a.between if n not in b.between]
+            row["removed"] = [n for n in b.between if n not in a.between]
+        else:
+            row["moved"] = True
+            row["overlap_change"] = None
+        rows.append(row)
+    moved = [r for r in rows if r["moved"]]
+    return {"pairs": rows, "pair_count": len(rows), "moved_count": len(moved),
+            "more_overlap": sum(1 for r in moved if (r["overlap_change"] or 0) > 0),
+            "less_overlap": sum(1 for r in moved if (r["overlap_change"] or 0) < 0)}

@@ -1,0 +1,106 @@
+"""Step time with its spread, the ratio with a confidence interval, FLOPs per step, MFU.
+
+FLOPs come from XLA's cost analysis of the compiled step module (what
+`jitted.lower(...).compile().cost_analysis()["flops"]` reports; the harness records it per
+module, pgle/launch/jax_internals.py). For an SPMD program that is the work of one device, so
+MFU = flops / step time / one device's peak.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import statistics
+from typing import Any
+
+# Dense (no structured sparsity) tensor-core peaks in TFLOP/s per GPU. NVIDIA's datasheets
+# print the with-sparsity figure for Hopper/Blackwell; dense is half of it.
+PEAK_SOURCES = {
+    "A100": "NVIDIA A100 Tensor Core GPU Datasheet (SXM4 and PCIe columns)",
+    "H100 SXM": "NVIDIA H100 Tensor Core GPU Datasheet, H100 SXM column (with-sparsity / 2)",
+    "H100 PCIe": "NVIDIA H100 Tensor Core GPU Datasheet, H100 PCIe column (with-sparsity / 2)",
+    "H200": "NVIDIA H200 Tensor Core GPU Datasheet, H200 SXM column (with-sparsity / 2)",
+    "B200": "NVIDIA HGX B200 specifications (nvidia.com/data-center/hgx), 8-GPU figures / 8, "
+            "with-sparsity / 2",
+}
+# (regex over jax's device_kind, table row, {dtype: dense TFLOP/s}, source key)
+PEAKS: list[tuple[str, str, dict[str, float | None], str]] = [
+    (r"A100.*(SXM|HGX)", "A100 SXM", {"tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None}, "A100"),
+    (r"A100.*PCI", "A100 PCIe", {"tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None}, "A100"),
+    (r"H100.*PCI", "H100 PCIe", {"tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0}, "H100 PCIe"),
+    (r"H100", "H100 SXM", {"tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0}, "H100 SXM"),
+    (r"H200", "H200", {"tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0}, "H200"),
+    (r"B200", "B200", {"tf32": 1100.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0}, "B200"),
+]
+DTYPES = ("bf16", "fp16", "fp8", "tf32")
+
+
+def peak_for(device_kind: str | None) -> dict[str, Any] | None:
+    """The table row for a jax `device_kind` ("NVIDIA H100 80GB HBM3", ...), or None."""
+    if not device_kind:
+        return None
+    for pattern, row, peaks, source in PEAKS:
+        if re.search(pattern, device_kind, re.I):
+            return {"device": row, "tflops": peaks, "source": PEAK_SOURCES[source]}
+    return None
+
+
+def summarize(times: list[float]) -> dict[str, Any] | None:
+    if not times:
+        return None
+    q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
+    return {"count": len(times), "median_s": statistics.median(times), "p25_s": q[0],
+            "p75_s": q[2], "min_s": min(times), "max_s": max(times),
+            "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0}
+
+
+def ratio_interval(before: list[float], after: list[float], *, confidence: float = 0.95,
+                   resamples: int = 2000, seed: int = 0) -> dict[str, Any] | None:
+    """Median(after) / median(before) with a percentile-bootstrap interval (seeded, so a
+    report is reproducible). An interval containing 1.0 means: within run-to-run noise."""
+    if len(before) < 2 or len(after) < 2:
+        return None
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        b = statistics.median(rng.choices(before, k=len(before)))
+        a = statistics.median(rng.choices(after, k=len(after)))
+        ratios.append(a / b)
+    ratios.sort()
+    lo = ratios[int((1 - confidence) / 2 * (resamples - 1))]
+    hi = ratios[int((1 + confidence) / 2 * (resamples - 1))]
+    return {"ratio": statistics.median(after) / statistics.median(before), "low": lo, "high": hi,
+            "confidence": confidence, "beyond_noise": not lo <= 1.0 <= hi}
+
+
+def step_module(modules: list[dict]) -> dict | None:
+    """The step module: the compiled module with the most FLOPs (a training step dwarfs the
+    initialisation and helper modules around it)."""
+    with_flops = [m for m in modules if m.get("flops")]
+    return max(with_flops, key=lambda m: m["flops"]) if with_flops else None
+
+
+def throughput(step_s: float | None, flops: float | None, device_kind: str | None,
+               platform: str | None, dtype: str = "bf16") -> dict[str, Any]:
+    """Achieved TFLOP/s per device and, where the device's peak is known, MFU."""
+    out: dict[str, Any] = {"dtype": dtype, "flops_per_step": flops, "device_kind": device_kind}
+    if not step_s or not flops:
+        out["achieved_tflops"] = None
+        out["mfu"] = None
+        out["why_no_mfu"] = ("no step time" if not step_s else
+                             "XLA's cost analysis gave no FLOP count for the step module")
+        return out
+    achieved = flops / step_s / 1e12
+    out["achieved_tflops"] = achieved
+    peak = peak_for(device_kind)
+    if peak is None or peak["tflops"].get(dtype) is None:
+        out["mfu"] = None
+        out["why_no_mfu"] = (
+            f"no {dtype} peak for device {device_kind!r} ({platform or 'unknown'} backend): "
+            "MFU needs a GPU of the peak table (A100, H100 SXM/PCIe, H200, B200); "
+            "achieved TFLOP/s is shown instead" if peak is None else
+            f"{peak['device']} has no {dtype} tensor cores")
+        return out
+    out["peak"] = peak
+    out["mfu"] = achieved / peak["tflops"][dtype]
+    return out

@@ -1,0 +1,171 @@
+"""pgle's workflows as Python functions: what `pgle COMMAND` runs, with the same options.
+
+Each function takes the workload (`SCRIPT, *ARGS`, or `module=` and `*ARGS`) and keyword
+options named as the CLI's (`--min-coverage` -> `min_coverage`), builds the options (a bad
+value raises pgle.errors.BadInput before anything is launched), runs the workflow through
+the job driver (pgle.jobs.driver: alone, or as one rank of a job when the environment says
+so) and returns its `Report`, the same one `--json` prints. `notify` receives pgle's progress
+messages (default: none); `environ` replaces os.environ for the workload.
+
+    import pgle
+    report = pgle.run("train.py", "--batch", "64", profile="profile.pb")
+    report.status, report.exit_code, [m["module"] for m in report.modules]
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Callable, Iterable, Mapping
+
+from pgle.commands import auto as auto_cmd
+from pgle.commands import collect as collect_cmd
+from pgle.commands import collect_job
+from pgle.commands import nsys as nsys_cmd
+from pgle.commands import prewarm as prewarm_cmd
+from pgle.commands import run as run_cmd
+from pgle.commands import tune as tune_cmd
+from pgle.commands import verify as verify_cmd
+from pgle.commands.options import (AutoPgleOptions, Extraction, VerdictOptions, Window,
+                                   parse_steps)
+from pgle.jobs import driver
+from pgle.jobs.layout import JobOptions
+from pgle.launch.workload import Workload
+from pgle.report import Report
+
+Notify = Callable[[str], None]
+
+COLLECT = driver.Workflow("collect", collect_cmd.request, collect_cmd.body, collect_job.combine)
+RUN = driver.Workflow("run", run_cmd.request, run_cmd.body, run_cmd.combine)
+TUNE = driver.Workflow("tune", tune_cmd.request, functools.partial(
+    tune_cmd.body, collect_workflow=COLLECT, run_workflow=RUN), None)
+AUTO = driver.Workflow("auto", auto_cmd.request, auto_cmd.body, auto_cmd.combine)
+PREWARM = driver.Workflow("prewarm", prewarm_cmd.request, prewarm_cmd.body, prewarm_cmd.combine)
+NSYS = driver.Workflow("nsys", nsys_cmd.request, nsys_cmd.body, nsys_cmd.combine)
+
+
+def _workload(words: tuple[str, ...], module: str | None) -> Workload:
+    return Workload.from_cli(module, tuple(os.fspath(w) for w in words))
+
+
+def _drive(wf: driver.Workflow, opts, job: JobOptions, notify: Notify | None,
+           environ: Mapping[str, str] | None) -> Report:
+    return driver.run(wf, opts, job, notify=notify or (lambda s: None),
+                      environ=os.environ if environ is None else environ)
+
+
+def _window(steps, step_name, delay, duration) -> Window:
+    if isinstance(steps, str):
+        steps = parse_steps(steps)
+    return Window(tuple(steps) if steps is not None else None, step_name, delay, duration)
+
+
+def collect(*workload: str, module: str | None = None, output: str | None = None,
+            steps: str | tuple[int, int] | None = None, step_name: str | None = None,
+            delay: float | None = None, duration: float | None = None, force: bool = False,
+            allow_empty: bool = False, per_module: bool = False, stat: str | None = None,
+            fmt: str | None = None, converter: str | None = None, qualify: bool = False,
+            rank: int | None = None, run_dir: str | None = None, log: str | None = None,
+            job_dir: str | None = None, gather_timeout: float | None = None,
+            notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
+    """`pgle collect`: profile a window (`steps="10:5"`, or `delay`/`duration` seconds) and
+    extract the profile to `output` (default profile.pb, or profiles/ with `per_module`)."""
+    job = JobOptions(job_dir, gather_timeout)
+    opts = collect_cmd.CollectOptions(
+        _workload(workload, module),
+        output if output is not None else ("profiles" if per_module else "profile.pb"),
+        window=_window(steps, step_name, delay, duration),
+        extraction=Extraction(per_module, stat, fmt, converter, qualify), force=force,
+        allow_empty=allow_empty, run_dir=run_dir, log=log, rank=rank)
+    return _drive(COLLECT, opts, job, notify, environ)
+
+
+def run(*workload: str, profile: str, module: str | None = None,
+        profile_store: str | None = None, min_coverage: float = 0.9,
+        require_applied: bool = False, run_dir: str | None = None, log: str | None = None,
+        job_dir: str | None = None, gather_timeout: float | None = None,
+        notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
+    """`pgle run --profile P`: run with the profile and judge from XLA's log whether each module
+    applied it (status applied / partial / not_applied / not_applicable / error)."""
+    job = JobOptions(job_dir, gather_timeout)
+    opts = run_cmd.RunOptions(_workload(workload, module), profile,
+                              verdict=VerdictOptions(min_coverage, require_applied),
+                              run_dir=run_dir, log=log, profile_store=profile_store)
+    return _drive(RUN, opts, job, notify, environ)
+
+
+def tune(*workload: str, module: str | None = None, output: str | None = None,
+         steps: str | tuple[int, int] | None = None, step_name: str | None = None,
+         delay: float | None = None, duration: float | None = None, force: bool = False,
+         per_module: bool = False, stat: str | None = None, fmt: str | None = None,
+         converter: str | None = None, qualify: bool = False, min_coverage: float = 0.9,
+         require_applied: bool = False, run_dir: str | None = None, log: str | None = None,
+         job_dir: str | None = None, gather_timeout: float | None = None,
+         html_report: str | None = None, notify: Notify | None = None,
+         environ: Mapping[str, str] | None = None) -> Report:
+    """`pgle tune`: collect, then run with the profile; one verdict with both phases' step
+    times (the profile goes into the run folder unless `output`); `html_report`: also write
+    `pgle report`'s page of the run there."""
+    job = JobOptions(job_dir, gather_timeout)
+    verdict = VerdictOptions(min_coverage, require_applied)
+    copts = collect_cmd.CollectOptions(
+        _workload(workload, module), output, window=_window(steps, step_name, delay, duration),
+        extraction=Extraction(per_module, stat, fmt, converter, qualify), force=force,
+        run_dir=run_dir, log=log)
+    return _drive(TUNE, tune_cmd.TuneOptions(copts, verdict, html_report), job, notify, environ)
+
+
+def verify(log: str, *, profile: str | None = None, backend: str | None = None,
+           accuracy_checker: bool = True, min_coverage: float = 0.9,
+           require_applied: bool = False) -> Report:
+    """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin)."""
+    return verify_cmd.verify(verify_cmd.VerifyOptions(
+        os.fspath(log), profile, backend, VerdictOptions(min_coverage, require_applied),
+        accuracy_checker))
+
+
+def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: int = 90,
+         require_all: bool = False, require: Iterable[str] = (), run_dir: str | None = None,
+         log: str | None = None, job_dir: str | None = None,
+         gather_timeout: float | None = None, notify: Notify | None = None,
+         environ: Mapping[str, str] | None = None) -> Report:
+    """`pgle auto`: one run with JAX's auto PGLE; per module, was it recompiled with a profile."""
+    job = JobOptions(job_dir, gather_timeout)
+    opts = auto_cmd.AutoOptions(_workload(workload, module),
+                                AutoPgleOptions(runs, percentile, require_all, tuple(require)),
+                                run_dir=run_dir, log=log)
+    return _drive(AUTO, opts, job, notify, environ)
+
+
+def prewarm(*workload: str, cache_dir: str, module: str | None = None, runs: int = 3,
+            percentile: int = 90, relocatable: bool = False, require_all: bool = False,
+            require: Iterable[str] = (), run_dir: str | None = None, log: str | None = None,
+            job_dir: str | None = None, gather_timeout: float | None = None,
+            notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
+    """`pgle prewarm --cache-dir DIR`: fill the compilation cache with PGLE-optimized
+    executables; per module, did one land on disk."""
+    job = JobOptions(job_dir, gather_timeout)
+    opts = prewarm_cmd.PrewarmOptions(
+        _workload(workload, module), cache_dir,
+        AutoPgleOptions(runs, percentile, require_all, tuple(require)),
+        relocatable=relocatable, run_dir=run_dir, log=log)
+    return _drive(PREWARM, opts, job, notify, environ)
+
+
+def nsys(*workload: str, cache_dir: str, module: str | None = None,
+         nsys_options: Iterable[str] = (), nsys: str | None = None, launcher: str | None = None,
+         force: bool = False, require_all: bool = False, require: Iterable[str] = (),
+         run_dir: str | None = None, log: str | None = None,
+         ranks: str | tuple[int, ...] | None = None, job_dir: str | None = None,
+         gather_timeout: float | None = None, notify: Notify | None = None,
+         environ: Mapping[str, str] | None = None) -> Report:
+    """`pgle nsys --cache-dir DIR`: the Nsight Systems run; per module, did it load its
+    PGLE-optimized executable."""
+    job = JobOptions(job_dir, gather_timeout)
+    if isinstance(ranks, str):
+        ranks = nsys_cmd.parse_ranks(ranks)
+    opts = nsys_cmd.NsysOptions(
+        _workload(workload, module), cache_dir, nsys_options=tuple(nsys_options), nsys=nsys,
+        launcher=launcher, force=force, require_all=require_all, require=tuple(require),
+        run_dir=run_dir, log=log, ranks=tuple(ranks) if ranks is not None else None)
+    return _drive(NSYS, opts, job, notify, environ)

@@ -1,0 +1,151 @@
+"""The parts every workflow's options are composed of, each checked when it is built.
+
+They are frozen: a workflow never changes the options it was given, and a bad value
+(`--min-coverage 2`, `--steps 4`, `--stat p101`) is refused with exit 2 when the options are
+built, before anything is launched (README "Exit codes": 2 means nothing ran).
+Multi-process options (`--job-dir`, `--gather-timeout`) are pgle.jobs.layout.JobOptions: they
+go to the driver, never to a workflow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from pgle.errors import BadInput
+from pgle.launch.schema import WindowSpec
+
+CONVERTERS = ("jaxlib", "pgle")
+FORMATS = ("binary", "text")
+DEFAULT_STAT = "median"
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """'10:5' -> (10, 5): profile 5 steps starting at step 10 (0-based)."""
+    start, sep, count = text.partition(":")
+    try:
+        s, c = int(start), int(count)
+    except ValueError:
+        raise BadInput(f"--steps {text!r} is not START:COUNT (e.g. 10:5).") from None
+    if not sep or s < 0 or c < 1:
+        raise BadInput(f"--steps {text!r} is not START:COUNT with START >= 0 and COUNT >= 1.")
+    return s, c
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """Which part of the run collect profiles (`--steps`, `--delay/--duration`, `--step-name`)."""
+
+    steps: tuple[int, int] | None = None  # (start, count)
+    step_name: str | None = None
+    delay: float | None = None
+    duration: float | None = None
+
+    def __post_init__(self):
+        if self.steps is not None:
+            start, count = self.steps
+            if start < 0 or count < 1:
+                raise BadInput(f"--steps {start}:{count} is not START:COUNT with START >= 0 and "
+                               "COUNT >= 1.")
+            if self.delay is not None or self.duration is not None:
+                raise BadInput("--steps and --delay/--duration exclude each other: pick one "
+                               "window.")
+        if (self.delay or 0) < 0 or (self.duration is not None and self.duration <= 0):
+            raise BadInput("--delay must be >= 0 and --duration > 0 seconds.")
+
+    @property
+    def mode(self) -> str:
+        if self.steps:
+            return "steps"
+        return "time" if self.delay is not None or self.duration is not None else "auto"
+
+    def spec(self, trace_dir: Path) -> WindowSpec:
+        """What the harness gets. Default: steps 2..6 if the script marks steps, else the
+        whole run."""
+        if self.steps:
+            start, count = self.steps
+            return WindowSpec("steps", str(trace_dir), start=start, count=count,
+                              step_name=self.step_name)
+        if self.mode == "time":
+            return WindowSpec("time", str(trace_dir), delay=self.delay or 0.0,
+                              duration=self.duration, step_name=self.step_name)
+        return WindowSpec("auto", str(trace_dir), step_name=self.step_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Extraction:
+    """How collect turns the trace into a profile (`--per-module`, `--stat`, `--format`,
+    `--converter`, `--qualify`), checked together."""
+
+    per_module: bool = False  # a directory of <fingerprint>.pb|.pbtxt files (pgle's converter)
+    stat: str | None = None  # pgle's converter: median (default) | mean | min | max | pNN
+    fmt: str | None = None  # per-module file format: binary (default) | text
+    converter: str | None = None  # single file: jaxlib (default) | pgle
+    qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
+
+    def __post_init__(self):
+        if self.converter is not None and self.converter not in CONVERTERS:
+            raise BadInput(f"unknown converter '{self.converter}': use jaxlib or pgle.")
+        if self.per_module and self.converter == "jaxlib":
+            raise BadInput("--per-module needs pgle's converter: jaxlib's pools every module "
+                           "into one file.", hint="Drop --converter jaxlib.")
+        if self.stat is not None:
+            if not self.uses_pgle_converter:
+                raise BadInput("--stat applies to pgle's converter: jaxlib's always takes the "
+                               "mean.", hint="Add --per-module or --converter pgle.")
+            from pgle.profiles.convert import parse_stat
+
+            parse_stat(self.stat)
+        if self.qualify and self.per_module:
+            raise BadInput("--qualify is for a single file: a per-module directory already "
+                           "keeps each module apart.")
+        if self.qualify and self.converter != "pgle":
+            raise BadInput("--qualify needs pgle's converter.", hint="Add --converter pgle.")
+        if self.fmt is not None:
+            if self.fmt not in FORMATS:
+                raise BadInput(f"unknown format '{self.fmt}': use binary or text.")
+            if not self.per_module:
+                raise BadInput("--format applies to --per-module directories: a single "
+                               "profile's format follows its extension (.pb binary, .pbtxt "
+                               "text).")
+
+    @property
+    def uses_pgle_converter(self) -> bool:
+        return self.per_module or self.converter == "pgle"
+
+    @property
+    def needs_fingerprints(self) -> bool:
+        """The run must log XLA's `Fingerprint before LHS` lines."""
+        return self.per_module or (self.converter == "pgle" and self.qualify)
+
+
+@dataclasses.dataclass(frozen=True)
+class VerdictOptions:
+    """When a module counts as applied, and whether anything less fails the command."""
+
+    min_coverage: float = 0.9
+    require_applied: bool = False
+
+    def __post_init__(self):
+        if not 0.0 <= self.min_coverage <= 1.0:
+            raise BadInput(f"--min-coverage {self.min_coverage:g} is not between 0 and 1.")
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoPgleOptions:
+    """JAX's auto PGLE (`--runs`, `--percentile`) and what must come of it (`--require-all`,
+    `--require`)."""
+
+    runs: int = 3
+    percentile: int = 90
+    require_all: bool = False
+    require: tuple[str, ...] = ()  # module name globs that must be optimized
+
+    def __post_init__(self):
+        # Values JAX would silently turn into no PGLE at all.
+        if self.runs < 1:
+            raise BadInput(f"--runs {self.runs}: auto PGLE needs at least 1 profiled execution "
+                           "(0 turns it off).")
+        if not 0 <= self.percentile <= 100:
+            raise BadInput(f"--percentile {self.percentile} is outside 0..100; jaxlib would "
+                           "return an empty profile and nothing would be optimized.")

@@ -1,0 +1,121 @@
+"""The contract between pgle and its harness inside the workload: the spec pgle writes to
+`spec.json`, and the kinds of the records the harness appends to `events.jsonl`.
+
+Both sides import this module: pgle.launch.execution writes the spec, pgle.launch.harness
+reads it and writes events, pgle.evidence.events (and pgle.evidence.jax_log) read them. It
+runs inside the workload's process before the user's script, so it uses the standard
+library only and imports nothing heavy.
+
+Every event is one JSON object per line with `kind` and `t` (time.time() in the workload)
+plus the fields listed in EVENT_FIELDS. A line cut short by a crash is skipped by readers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+# -- event kinds (events.jsonl) -------------------------------------------------------------
+START = "start"  # the harness is up, before the user's code
+JAX_IMPORTED = "jax_imported"  # the workload imported jax
+BACKEND = "backend"  # the first backend is up: platform, devices, processes
+BACKEND_ERROR = "backend_error"
+COMPILE = "compile"  # a backend compile finished (jax.monitoring duration event)
+JAX_EVENT = "jax_event"  # another jax.monitoring event
+STEP_ENTER = "step_enter"  # a jax.profiler.StepTraceAnnotation opened
+STEP_EXIT = "step_exit"  # ... and closed
+TRACE_START = "trace_start"  # the JAX profiler started (purpose: window | whole)
+TRACE_STOP = "trace_stop"  # ... and stopped: the kept trace
+TRACE_DISCARD = "trace_discard"  # a whole-run trace dropped because the script marks steps
+TRACE_ERROR = "trace_error"
+WINDOW_WARNING = "window_warning"  # the window is not what was asked (cut short, never opened)
+WARNING = "warning"  # a Python warning the workload raised
+LOG = "log"  # a record of a JAX logger named in the spec
+OBSERVE_PGLE = "observe_pgle"  # the auto-PGLE observer (pgle.launch.jax_internals) is installed
+OBSERVE_ERROR = "observe_error"
+PGLE_PROFILED = "pgle_profiled"  # auto PGLE profiled one execution of a module
+OBSERVE_MODULES = "observe_modules"  # the per-module cost/memory/HLO observer is installed
+MODULE_COMPILED = "module_compiled"  # XLA's FLOPs, memory and scheduled HLO file of one module
+MODULE_ERROR = "module_error"  # describing one compiled module failed (the compile did not)
+EXIT = "exit"  # the workload's exit code (or interrupted)
+
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {
+    START: ("pid", "argv", "python"),
+    JAX_IMPORTED: ("version",),
+    BACKEND: ("platform", "device_count", "device_kind", "process_count", "process_index"),
+    BACKEND_ERROR: ("error",),
+    COMPILE: ("fun_name", "seconds"),
+    JAX_EVENT: ("event",),
+    STEP_ENTER: ("name", "step_num", "index"),
+    STEP_EXIT: ("index",),
+    TRACE_START: ("dir", "purpose"),
+    # seconds: the window, to the device barrier; stop_trace_seconds: stop_trace's own time
+    TRACE_STOP: ("dir", "purpose", "seconds", "stop_trace_seconds", "first_step", "steps",
+                 "reason"),
+    TRACE_DISCARD: ("dir",),
+    TRACE_ERROR: ("error",),
+    WINDOW_WARNING: ("message",),
+    WARNING: ("category", "message", "filename", "lineno"),
+    LOG: ("logger", "level", "message"),
+    OBSERVE_PGLE: ("installed",),
+    OBSERVE_ERROR: ("error",),
+    PGLE_PROFILED: ("module", "index", "runs", "profile_bytes"),
+    OBSERVE_MODULES: ("installed",),
+    MODULE_COMPILED: ("module", "flops", "transcendentals", "bytes_accessed", "memory", "hlo_file"),
+    MODULE_ERROR: ("error",),
+    EXIT: ("code", "error", "interrupted"),
+}
+
+# -- the spec (spec.json) ---------------------------------------------------------------------
+WINDOW_MODES = ("steps", "time", "auto")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadSpec:
+    script: str | None  # absolute path, or None with `module`
+    module: str | None
+    args: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowSpec:
+    """When the harness runs the JAX profiler. steps: `count` steps from step `start`; time:
+    `duration` seconds from `delay` after the process start; auto: steps 2..6 when the script
+    marks steps, else the whole run. The trace goes to `dir`."""
+
+    mode: str
+    dir: str
+    start: int = 0
+    count: int = 0
+    delay: float | None = None
+    duration: float | None = None
+    step_name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessSpec:
+    events: str  # the events file
+    workload: WorkloadSpec
+    profile: WindowSpec | None = None  # None: no profiler
+    step_name: str | None = None  # count only steps of this name
+    capture_loggers: tuple[dict, ...] = ()  # {"name": logger, "level": "DEBUG"}
+    warnings_always: tuple[str, ...] = ()  # builtin warning categories never deduplicated
+    observe_pgle: bool = False  # report every execution auto PGLE profiles
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "HarnessSpec":
+        data: dict[str, Any] = json.loads(text)
+        window = data.get("profile")
+        return cls(
+            events=data["events"],
+            workload=WorkloadSpec(**{**data["workload"],
+                                     "args": tuple(data["workload"].get("args") or ())}),
+            profile=WindowSpec(**window) if window else None,
+            step_name=data.get("step_name"),
+            capture_loggers=tuple(data.get("capture_loggers") or ()),
+            warnings_always=tuple(data.get("warnings_always") or ()),
+            observe_pgle=bool(data.get("observe_pgle")))

@@ -1,0 +1,1 @@
+"""A fingerprint-keyed profile store shared by recurring jobs (`pgle store`, `--store`)."""

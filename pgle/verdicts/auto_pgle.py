@@ -1,0 +1,235 @@
+"""Verdicts of the auto-PGLE family: `auto` (was each module recompiled with a profile),
+`prewarm` (did a PGLE-optimized cache entry land on disk) and `nsys` (did the Nsight run
+load it), from the facts pgle.evidence.jax_log reads out of JAX's own log records.
+
+JAX profiles each jitted module on its first N executions (JAX_PGLE_PROFILING_RUNS) and on
+execution N+1 recompiles it with the aggregated profile (jax/_src/pjit.py,
+jax/_src/profiler.py, jax 0.10.2); cache entries are written from process 0 only
+(jax/_src/compilation_cache.py).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Mapping
+
+from pgle.errors import EXIT_NOT_VERIFIED
+from pgle.evidence import jax_log
+from pgle.report import Report
+from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
+
+STATUS_OPTIMIZED = "optimized"
+STATUS_NOT_OPTIMIZED = "not_optimized"
+STATUS_EMPTY_PROFILE = "empty_profile"
+STATUS_LOADED = "loaded_optimized"
+STATUS_FELL_BACK = "fell_back"
+STATUS_COMPILED_ANEW = "compiled_anew"
+
+
+# -- wording --------------------------------------------------------------------------
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def times(n: int) -> str:
+    return plural(n, "time")
+
+
+def count_line(modules: list[dict], ok: str, what: str) -> str:
+    n = sum(1 for m in modules if m["status"] == ok)
+    return f"{n} of {len(modules)} modules {what}"
+
+
+def empty_profile_cause(platform: str | None) -> str:
+    if platform and platform not in ("gpu", "cuda"):
+        return (f"the backend is {platform}: the JAX profiler records no device kernels there, so "
+                "every profile is empty (PGLE is an NVIDIA GPU feature)")
+    return ("CUPTI contention (Nsight Systems, DCGM or another profiler attached to the GPU), or "
+            "kernels hidden in CUDA graphs; profile with nothing else attached")
+
+
+# -- auto -----------------------------------------------------------------------------
+def auto_rows(facts: jax_log.RunFacts, runs: int, platform: str | None,
+              known_pgle_keys: set[str] = frozenset()) -> list[AutoRow]:
+    """One verdict per module: optimized / not_optimized / empty_profile, with reason and fix."""
+    out = []
+    for name in sorted(facts.modules):
+        m = facts.modules[name]
+        row = AutoRow(module=name, status=STATUS_NOT_OPTIMIZED,
+                      profiled_executions=m.profiled if facts.observed else None,
+                      runs=m.runs or runs,
+                      empty_profiles=m.empty_profiles if facts.observed else None,
+                      profile_bytes=max(m.fdo_lengths) if m.fdo_lengths else None)
+        cached_pgle = [k for k in m.hits if k in known_pgle_keys]
+        if m.fdo_lengths:
+            row.status = STATUS_OPTIMIZED
+            row.reason = (f"recompiled with a {max(m.fdo_lengths)}-byte profile after "
+                          f"{row.runs} profiled executions")
+        elif cached_pgle:
+            row.status = STATUS_OPTIMIZED
+            row.reason = "loaded its PGLE-optimized executable from the compilation cache"
+            row.from_cache = True
+        elif facts.observed and m.profiled >= row.runs and m.empty_profiles >= m.profiled:
+            row.status = STATUS_EMPTY_PROFILE
+            row.reason = (f"all {m.profiled} profiled executions gave an empty profile: "
+                          + empty_profile_cause(platform))
+            row.fix = "run on an NVIDIA GPU with no other CUPTI client attached"
+        elif facts.observed and m.profiled >= row.runs:
+            row.reason = (f"profiled {times(m.profiled)} but never executed again: auto PGLE "
+                          f"recompiles on execution {row.runs + 1}")
+            row.fix = "run more steps, or lower --runs"
+        elif facts.observed and m.profiled > 0:
+            row.reason = (f"executed {times(m.profiled)}; auto PGLE "
+                          f"needs {row.runs + 1} ({row.runs} profiled, then the recompile)")
+            row.fix = "run more steps, or lower --runs"
+        elif facts.observed:
+            row.reason = ("never profiled: compiled ahead of time (`.lower().compile()`), or "
+                          "not executed")
+        else:
+            row.reason = "no recompilation with a profile was logged"
+        out.append(row)
+    return out
+
+
+def auto_modules(facts: jax_log.RunFacts, runs: int, platform: str | None,
+                 known_pgle_keys: set[str] = frozenset()) -> list[dict]:
+    return [r.to_dict() for r in auto_rows(facts, runs, platform, known_pgle_keys)]
+
+
+def auto_status(modules: list[dict]) -> str:
+    statuses = {m["status"] for m in modules}
+    if STATUS_OPTIMIZED in statuses:
+        return STATUS_OPTIMIZED
+    if STATUS_EMPTY_PROFILE in statuses:
+        return STATUS_EMPTY_PROFILE
+    return STATUS_NOT_OPTIMIZED
+
+
+# -- prewarm --------------------------------------------------------------------------
+def prewarm_modules(facts: jax_log.RunFacts, runs: int, platform: str | None,
+                    on_disk: set[str], known_pgle_keys: set[str],
+                    writer: bool = True) -> list[dict]:
+    """Per module: did a PGLE-optimized entry land on disk (`on_disk`: the cache's keys)? With
+    the reason and fix if not.
+
+    `writer`: this is process 0 (or the only process). JAX writes cache entries from process 0
+    only, so on the other processes of a job a module counts as optimized when it was
+    recompiled with a non-empty profile; its entry is process 0's to write."""
+    base = {r.module: r for r in auto_rows(facts, runs, platform, known_pgle_keys)}
+    out = []
+    for name in sorted(facts.modules):
+        m = facts.modules[name]
+        pgle_keys = [k for k in m.pgle_keys] + [k for k in m.keys() if k in known_pgle_keys
+                                                 and k not in m.pgle_keys]
+        row = PrewarmRow(**base[name].__dict__,
+                         first_pass_keys=[k for k in m.keys() if k not in pgle_keys],
+                         pgle_optimized_keys=pgle_keys,
+                         executions_seen=((m.profiled + (1 if m.fdo_lengths else 0))
+                                          if facts.observed else None))
+        present = [k for k in pgle_keys if k in on_disk]
+        if not writer:
+            if row.status == STATUS_EMPTY_PROFILE:
+                row.status = STATUS_NOT_OPTIMIZED
+            if row.status == STATUS_OPTIMIZED:
+                row.reason = (f"{row.reason}; process 0 writes its cache entry (JAX "
+                              "writes from process 0 only)")
+        elif present:
+            row.status = STATUS_OPTIMIZED
+            row.reason = ("PGLE-optimized entry written" if any(k in m.writes for k in present)
+                          else "PGLE-optimized entry already in the cache")
+            row.fix = None
+        else:
+            row.status = STATUS_NOT_OPTIMIZED
+            if pgle_keys:  # recompiled with a profile, but nothing on disk
+                why = "; ".join(dict.fromkeys(m.not_written)) or "the entry is not on disk (evicted?)"
+                row.reason = f"recompiled with a profile but JAX did not keep it: {why}"
+                row.fix = ("host callbacks (jax.debug.print, pure_callback) keep JAX from "
+                           "caching a module" if "host callbacks" in why
+                           else "unset JAX_COMPILATION_CACHE_MAX_SIZE")
+            elif m.not_written and not m.writes:
+                row.reason = f"JAX did not write it: {m.not_written[0]}"
+        out.append(row.to_dict())
+    return out
+
+
+def prewarm_status(modules: list[dict]) -> str:
+    status = auto_status(modules) if modules else STATUS_NOT_OPTIMIZED
+    return STATUS_NOT_OPTIMIZED if status == STATUS_EMPTY_PROFILE else status
+
+
+# -- nsys -----------------------------------------------------------------------------
+def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict]:
+    """Per module: loaded its PGLE-optimized executable, fell back to the first-pass one, or was
+    compiled anew; `manifest`: the cache's pgle-manifest.json (what prewarm saw)."""
+    prewarmed = manifest.get("modules", {})
+    out = []
+    for name in sorted(facts.modules):
+        m = facts.modules[name]
+        if not (m.pgle_loaded or m.pgle_miss or m.expect_writes or m.misses):
+            continue  # a module only seen writing or hitting outside the PGLE path
+        before = prewarmed.get(name)
+        row = NsysRow(module=name, prewarm_status=(before or {}).get("status"),
+                      prewarm_executions=(before or {}).get("executions_seen"))
+        if m.pgle_loaded:
+            row.status, row.reason = STATUS_LOADED, "loaded its PGLE-optimized executable"
+        elif m.pgle_miss:
+            row.status = STATUS_FELL_BACK
+            plain = set((before or {}).get("plain_keys", []))
+            if before and plain & set(m.hits) and not before.get("first_pass_keys"):
+                row.reason = ("prewarm never ran it; an earlier EXPECT_PGLE run (e.g. `pgle nsys`) "
+                              "compiled and cached it without PGLE; loaded that")
+                row.fix = "run the same code path (and shapes) during prewarm"
+            elif before and before.get("status") == STATUS_OPTIMIZED:
+                row.reason = ("prewarm wrote its PGLE-optimized entry, but it is gone (pruned or "
+                              "evicted) or its key changed; loaded the first-pass executable")
+                row.fix = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
+            else:
+                seen = (before or {}).get("executions_seen")
+                row.reason = ("loaded the first-pass executable: prewarm executed it "
+                              + (times(seen) if seen is not None else "too few times")
+                              + ", fewer than runs+1")
+                row.fix = "run more steps in prewarm, or lower --runs"
+        else:
+            row.status = STATUS_COMPILED_ANEW
+            row.reason = ("prewarm compiled it with a different key (shapes, flags or code "
+                          "changed)" if before else "prewarm never compiled it")
+            row.fix = "run the same code path (and shapes) during prewarm"
+        out.append(row.to_dict())
+    return out
+
+
+def nsys_status(modules: list[dict]) -> str:
+    loaded = sum(1 for m in modules if m["status"] == STATUS_LOADED)
+    if modules and loaded == len(modules):
+        return STATUS_LOADED
+    return "partial" if loaded else STATUS_FELL_BACK
+
+
+# -- --require / --require-all, and the exit code -----------------------------------------
+def required_failures(modules: list[dict], *, ok: str, require_all: bool,
+                      require: tuple[str, ...]) -> list[str]:
+    """Sentences for every required module that is not `ok` (or absent)."""
+    failures = []
+    if require_all:
+        failures += [f"{m['module']} is {m['status']}" for m in modules if m["status"] != ok]
+    for pattern in require:
+        matched = [m for m in modules if fnmatch.fnmatchcase(m["module"], pattern)]
+        if not matched:
+            failures.append(f"no module matches --require {pattern}")
+        failures += [f"{m['module']} is {m['status']}" for m in matched
+                     if m["status"] != ok and f"{m['module']} is {m['status']}" not in failures]
+    return failures
+
+
+def finish_code(report: Report, workload_code: int, ok: str, require_all: bool,
+                require: tuple[str, ...]) -> int:
+    """The workload's own failure first; then --require-all / --require."""
+    if workload_code != 0:
+        report.summary.append(f"the workload exited with code {workload_code}")
+        return workload_code
+    failures = required_failures(report.modules, ok=ok, require_all=require_all, require=require)
+    if failures:
+        report.reasons += failures
+        report.summary.append("not verified: " + "; ".join(failures))
+        return EXIT_NOT_VERIFIED
+    return 0

@@ -1,0 +1,15 @@
+"""One writer process of the concurrency test: add N profiles of 3 modules to a shared store."""
+
+import sys
+
+from pgle.profiles.files import Profile
+from pgle.store.store import ProfileStore
+
+store, writer, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+st = ProfileStore(store, create=True)
+for i in range(n):
+    for m in range(3):
+        fp = f"{m:032x}"
+        st.add(fp, Profile(costs=[(f"fusion.{k}", float(writer * 1000 + i)) for k in range(50)]),
+               jax="0.10.2", jaxlib="0.10.2", device_kind="H100", device_count=8,
+               source=f"writer {writer} run {i}", policy="keep:3")

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Run pgle's current `verify` over every captured lane fixture and set its verdict beside
+what really happened (from scenarios.json, i.e. from XLA's full log, the exit status and the
+schedules), so each mismatch is listed.
+
+    python tests/xla_gpu/compare_verdicts.py [--data tests/data/xla_gpu] [--out FILE.md]
+
+Stdlib only; runs `python -m cli.main verify --json LOG` from the repository root.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# Scenarios whose profile was unreadable: the truth is `error` when XLA said so in the log.
+UNREADABLE = {"absent", "garbage-pbtxt", "garbage-pb", "fdo-garbage"}
+
+
+def truth(name: str, sc: dict, doc: dict) -> tuple[str, dict]:
+    """(overall status, {module: 'full' | 'k/n' | 'not read' | ...}) of one scenario."""
+    f = sc["facts"]
+    if f.get("truth_same_as"):
+        ref = doc["scenarios"][f["truth_same_as"]]
+        st, mods = truth(f["truth_same_as"], ref, doc)
+        return st + f" (log hides it; same run as {f['truth_same_as']})", mods
+    if f["process_aborted"]:
+        return "error (XLA aborted before compiling)", {}
+    checker_on = doc["quirks"]["has_xla_gpu_pgle_accuracy_checker"] or \
+        "--xla_gpu_enable_pgle_accuracy_checker=true" in sc["xla_flags"]
+    mods: dict[str, str] = {}
+    for m in f["log_per_module"]:
+        mod = m.get("module") or "?"
+        if not (m.get("using") or m.get("found_profile")):
+            mods[mod] = "not read"
+        elif m.get("checker_missing") is not None:
+            found = m.get("checker_found", 0)
+            mods[mod] = f"{found}/{found + m['checker_missing']}"
+        else:
+            mods[mod] = "full" if checker_on else "read (no checker)"
+    if f["compile_failed"]:
+        fm = f["failed_modules"]
+        err = (fm[0]["error"] if fm else "") or ""
+        return f"error (compile failed: {err[:90]})", mods
+    main = {k: v for k, v in mods.items() if not k.endswith("-clone")}
+    if name in UNREADABLE:
+        return ("error" if f["log_error_lines"] else "not_applied (XLA silent)"), mods
+    if not main or all(v == "not read" for v in main.values()):
+        return "not_applied", mods
+    if all(v in ("full", "read (no checker)") for v in main.values()):
+        return "applied", mods
+    if all(v == "not read" or v.startswith("0/") for v in main.values()):
+        return "not_applied (read, 0 covered)", mods
+    return "partial", mods
+
+
+def pgle_verify(log: str, extra: list[str], cwd: str | None = None) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, "-m", "cli.main", "verify", "--json", *extra, log],
+                       capture_output=True, text=True, env=env, cwd=cwd or ROOT)
+    try:
+        rep = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        return {"status": f"(no JSON, exit {p.returncode}: {p.stderr.strip()[-150:]})",
+                "modules": [], "exit": p.returncode, "stderr": p.stderr}
+    rep["exit"] = p.returncode
+    rep["stderr"] = p.stderr
+    return rep
+
+
+def fmt_modules(rep: dict) -> str:
+    out = []
+    for m in rep.get("modules") or []:
+        cov = m.get("coverage")
+        cov = "-" if cov is None else f"{cov:.0%}"
+        out.append(f"{m.get('module')}:{m.get('status')}:{cov}")
+    return ", ".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=os.path.join(ROOT, "tests", "data", "xla_gpu"))
+    ap.add_argument("--out")
+    ns = ap.parse_args()
+    lines = ["| jax | scenario | truth | truth per module | pgle status (exit) | pgle per module |",
+             "|---|---|---|---|---|---|"]
+    for v in sorted(os.listdir(ns.data), key=lambda s: [int(x) for x in s.split(".")]
+                    if s[0].isdigit() else [999]):
+        sj = os.path.join(ns.data, v, "scenarios.json")
+        if not os.path.exists(sj):
+            continue
+        doc = json.load(open(sj))
+        for name, sc in doc["scenarios"].items():
+            log = os.path.join(ns.data, v, f"{name}.log")
+            st, mods = truth(name, sc, doc)
+            extra = []
+            cwd = None
+            if name == "relative-path":
+                extra = ["--profile", "good.pbtxt"]
+                cwd = sc["cwd"] if os.path.isdir(sc["cwd"]) else None
+            rep = pgle_verify(log, extra, cwd)
+            tm = ", ".join(f"{k}:{val}" for k, val in mods.items())
+            lines.append(f"| {v} | {name} | {st} | {tm} | {rep.get('status')} ({rep['exit']}) "
+                         f"| {fmt_modules(rep)} |")
+    text = "\n".join(lines) + "\n"
+    if ns.out:
+        with open(ns.out, "w") as fh:
+            fh.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+"""Child process of the XLA:GPU deviceless lane (tests/xla_gpu/lane.py).
+
+Runs inside a virtual environment holding jax, jaxlib, jax-cuda12-plugin and
+jax-cuda12-pjrt of one version, on a machine without a GPU. It builds a compile-only
+topology of 8 H100s from a text GpuTargetConfigProto and compiles small programs with
+the real XLA:GPU pipeline (SPMD partitioner, async collectives, latency-hiding scheduler,
+PGLE estimator and accuracy checker). XLA's log goes to stderr untouched; stdout carries
+one line per compiled module, `MODULE <json>`, and a last line `RESULT <json>`.
+
+Everything it needs comes from its arguments and the environment that lane.py sets
+(JAX_PLATFORMS, TF_CPP_*, XLA_FLAGS). Options:
+  --programs a,b,c,d     which programs to compile (default all, in that order)
+  --config FILE          text GpuTargetConfigProto (default: the H100 SXM one in lane.py)
+  --dump DIR             XLA dump directory lane.py already put into XLA_FLAGS; used to
+                         read the optimized HLO where `Compiled.as_text()` is None (jax<=0.5)
+  --fdo-profile FILE     hand FILE's bytes to XLA as CompileOptions.fdo_profile (what JAX's
+                         automatic PGLE does), through compile(compiler_options=...) where
+                         this jax accepts it, else by patching jax's get_compile_options
+  --gpu-alias            map the `gpu` platform alias to `cuda` (jax 0.4.35 lowers for
+                         `gpu` and asks for a live backend to canonicalize it)
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+
+NDEV = 8
+
+
+def drop_field(cfg: str, field: str) -> str:
+    """Remove `field: value` lines and `field { ... }` blocks from a text proto."""
+    out, depth = [], 0
+    for line in cfg.splitlines():
+        t = line.strip()
+        if depth:
+            depth += t.count("{") - t.count("}")
+            continue
+        if t.startswith(field + ":") or t.startswith(field + " {") or t.startswith(field + "{"):
+            depth = t.count("{") - t.count("}")
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def build_topology(cfg: str):
+    """get_topology_desc for 1x1x8 CUDA devices; drops each field the parser rejects.
+
+    The jaxlib's text-proto parser logs `has no field named "X"` on fd 2 and the call
+    raises `Failed to parse GpuTargetConfigProto`: capture fd 2 around each try."""
+    from jax.experimental import topologies
+    dropped: list[str] = []
+    err: Exception | None = None
+    for _ in range(40):
+        tmp = tempfile.TemporaryFile()
+        saved = os.dup(2)
+        sys.stderr.flush()
+        os.dup2(tmp.fileno(), 2)
+        try:
+            topo = topologies.get_topology_desc(
+                platform="cuda", target_config=cfg, topology=f"1x1x{NDEV}")
+            return topo, dropped
+        except Exception as e:  # noqa: BLE001 - re-raised below when not a field error
+            err = e
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        captured = tmp.read().decode("utf-8", "replace")
+        m = re.search(r'has no field named "(\w+)"', captured)
+        if not m or "GpuTargetConfigProto" not in str(err):
+            sys.stderr.write(captured)
+            raise err
+        dropped.append(m.group(1))
+        cfg = drop_field(cfg, m.group(1))
+    assert err is not None
+    raise err
+
+
+# ----------------------------------------------------------------------------- HLO text
+def parse_computations(text: str) -> dict:
+    """{computation name: [instruction names in order]} and the entry's name."""
+    comps: dict[str, list[str]] = {}
+    entry = None
+    cur = None
+    for line in text.splitlines():
+        m = re.match(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
+        if m and not line.startswith(" ") and not line.startswith("HloModule"):
+            cur = m.group(2)
+            comps[cur] = []
+            if m.group(1):
+                entry = cur
+            continue
+        if line.startswith("}"):
+            cur = None
+            continue
+        if cur is not None:
+            im = re.match(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=", line)
+            if im:
+                comps[cur].append(im.group(1))
+    return {"computations": comps, "entry": entry}
+
+
+def while_bodies(text: str) -> list[str]:
+    return sorted(set(re.findall(r"\bbody=%?([\w.\-]+)", text)))
+
+
+def while_conditions(text: str) -> list[str]:
+    return sorted(set(re.findall(r"\bcondition=%?([\w.\-]+)", text)))
+
+
+def cond_branches(text: str) -> list[str]:
+    out = []
+    for m in re.finditer(r"branch_computations=\{([^}]*)\}", text):
+        out += [b.strip().lstrip("%") for b in m.group(1).split(",")]
+    for m in re.finditer(r"(?:true|false)_computation=%?([\w.\-]+)", text):
+        out.append(m.group(1))
+    return sorted(set(out))
+
+
+def module_record(name: str, text: str | None, source: str) -> dict:
+    rec: dict = {"module": name, "hlo_source": source}
+    if not text:
+        rec["fingerprint_before_lhs"] = None
+        return rec
+    fp = re.search(r'fingerprint_before_lhs="([0-9a-f]+)"', text)
+    hm = re.search(r"^HloModule\s+([\w.\-]+)", text, re.M)
+    parsed = parse_computations(text)
+    comps = parsed["computations"]
+    entry = parsed["entry"]
+    bodies = while_bodies(text)
+    rec.update({
+        "hlo_module_name": hm.group(1) if hm else None,
+        "fingerprint_before_lhs": fp.group(1) if fp else None,
+        "entry_computation": entry,
+        "entry_instructions": comps.get(entry, []) if entry else [],
+        "while_bodies": {b: comps.get(b, []) for b in bodies},
+        "while_conditions": {c: comps.get(c, []) for c in while_conditions(text)},
+        "cond_branches": {b: comps.get(b, []) for b in cond_branches(text)},
+        # Every other computation (calls, async wrappers, fusions, reducers): the accuracy
+        # checker of jax 0.5/0.6 also asks for instructions inside `call`ed computations.
+        "other_computations": {c: v for c, v in comps.items()
+                               if c != entry and c not in bodies
+                               and c not in while_conditions(text)
+                               and c not in cond_branches(text)},
+    })
+    return rec
+
+
+# ----------------------------------------------------------------------------- programs
+def programs(jax, mesh):
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    try:
+        shard_map = jax.shard_map            # jax >= 0.6
+    except AttributeError:
+        from jax.experimental.shard_map import shard_map
+
+    def sds(shape, spec):
+        return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
+
+    n = NDEV
+    # (a) sharded matmuls with all-gather, all-reduce (psum) and reduce-scatter
+    def prog_a_collectives(x, w, v):
+        def body(x, w, v):
+            g = jax.lax.all_gather(v, "x", tiled=True)          # all-gather
+            h = jnp.tanh(x @ w)                                  # independent compute
+            h = jnp.tanh(h @ w)
+            y = h @ g
+            s = jax.lax.psum(y, "x")                             # all-reduce
+            r = jax.lax.psum_scatter(h @ w, "x", scatter_dimension=0, tiled=True)  # reduce-scatter
+            return s, r
+        return shard_map(body, mesh=mesh, in_specs=(P("x"), P(), P("x")),
+                         out_specs=(P(), P("x")))(x, w, v)
+    a_args = (sds((n * 128, 512), P("x")), sds((512, 512), P()), sds((512, 512), P("x")))
+
+    # (b) lax.cond whose branch is not taken at run time (predicate is data dependent)
+    def prog_b_cond(x, w):
+        def heavy(x):
+            return jnp.tanh(x @ w) @ w
+        def light(x):
+            return x * 2.0
+        y = jax.lax.cond(jnp.sum(x) > 1e30, heavy, light, x)
+        return y @ w
+    b_args = (sds((n * 64, 256), P("x")), sds((256, 256), P()))
+
+    # (c) lax.scan (a while loop in HLO) over sharded matmuls
+    def prog_c_scan(x, ws):
+        def step(c, w):
+            c = jnp.tanh(c @ w)
+            return c, jnp.sum(c)
+        c, ys = jax.lax.scan(step, x, ws)
+        return c, ys
+    c_args = (sds((n * 64, 256), P("x")), sds((4, 256, 256), P()))
+
+    # (d) two jitted modules in one process, sharing most of their computation
+    def prog_d_train(x, w):
+        h = jnp.tanh(x @ w)
+        return jnp.mean(h * h), w - 0.1 * (x.T @ h)
+    def prog_d_eval(x, w):
+        h = jnp.tanh(x @ w)
+        return jnp.mean(h * h)
+    d_args = (sds((n * 64, 256), P("x")), sds((256, 256), P()))
+
+    return {
+        "a": [(prog_a_collectives, a_args)],
+        "b": [(prog_b_cond, b_args)],
+        "c": [(prog_c_scan, c_args)],
+        "d": [(prog_d_train, d_args), (prog_d_eval, d_args)],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--programs", default="a,b,c,d")
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--dump")
+    ap.add_argument("--fdo-profile")
+    ap.add_argument("--gpu-alias", action="store_true")
+    ns = ap.parse_args()
+    cfg = open(ns.config).read()
+
+    t0 = time.time()
+    import jax
+    result: dict = {"jax": jax.__version__, "modules": [], "ok": False}
+    try:
+        import jaxlib
+        result["jaxlib"] = getattr(jaxlib, "__version__", None)
+    except Exception:  # noqa: BLE001
+        pass
+    from jax.experimental import topologies
+
+    if ns.gpu_alias:
+        from jax._src import xla_bridge as xb
+        canon = xb.canonicalize_platform
+
+        def canonicalize_platform(platform):
+            try:
+                return canon(platform)
+            except RuntimeError:
+                if platform == "gpu":
+                    return "cuda"
+                raise
+        xb.canonicalize_platform = canonicalize_platform
+
+    fdo = open(ns.fdo_profile, "rb").read() if ns.fdo_profile else None
+    fdo_mode = None
+    if fdo is not None:
+        # Since jax 0.4.2x pxla pops "fdo_profile" out of compiler_options into
+        # CompileOptions; older ones would pass it on as an XLA debug option.
+        import inspect
+        from jax._src.interpreters import pxla
+        if 'pop("fdo_profile"' in inspect.getsource(pxla):
+            fdo_mode = "compiler_options"
+        else:
+            fdo_mode = "patched get_compile_options"
+            from jax._src import compiler as _c
+            orig = _c.get_compile_options
+
+            def with_fdo(*a, **k):
+                k["fdo_profile"] = fdo
+                return orig(*a, **k)
+            _c.get_compile_options = with_fdo
+    result["fdo_mode"] = fdo_mode
+
+    topo, dropped = build_topology(cfg)
+    result["dropped_config_fields"] = dropped
+    result["device_kind"] = topo.devices[0].device_kind
+    mesh = topologies.make_mesh(topo, (NDEV,), ("x",))
+    progs = programs(jax, mesh)
+    result["import_s"] = round(time.time() - t0, 2)
+
+    wanted = [p.strip() for p in ns.programs.split(",") if p.strip()]
+    for key in wanted:
+        for fn, args in progs[key]:
+            name = "jit_" + fn.__name__
+            rec: dict = {"program": key}
+            t1 = time.time()
+            try:
+                lowered = jax.jit(fn).lower(*args)
+                if fdo_mode == "compiler_options":
+                    compiled = lowered.compile(compiler_options={"fdo_profile": fdo})
+                else:
+                    compiled = lowered.compile()
+            except Exception as e:  # noqa: BLE001 - the failure is the observation
+                msg = str(e).splitlines()[0] if str(e) else ""
+                line = f"{type(e).__name__}: {msg}"
+                # One greppable line on stderr, the same as Python's traceback summary.
+                sys.stderr.write(f"LANE-COMPILE-FAILED {name}: {line}\n")
+                sys.stderr.flush()
+                rec.update({"module": name, "compile_failed": True, "error": line[:2000]})
+                print("MODULE " + json.dumps(rec), flush=True)
+                result["modules"].append(rec)
+                continue
+            text = compiled.as_text()
+            source = "as_text"
+            if not text and ns.dump:
+                files = sorted(glob.glob(os.path.join(ns.dump, f"*.{name}.*after_optimizations.txt")))
+                if files:
+                    text = open(files[-1]).read()
+                    source = "dump:" + os.path.basename(files[-1])
+            rec.update(module_record(name, text, source if text else "none"))
+            rec["compile_failed"] = False
+            rec["compile_s"] = round(time.time() - t1, 2)
+            print("MODULE " + json.dumps(rec), flush=True)
+            result["modules"].append(rec)
+    result["ok"] = not any(m.get("compile_failed") for m in result["modules"])
+    result["total_s"] = round(time.time() - t0, 2)
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0 if result["ok"] else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
