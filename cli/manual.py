@@ -89,7 +89,7 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         duration=duration, force=force, per_module=per_module, stat=stat, fmt=fmt,
         converter=converter, qualify=qualify, run_dir=run_dir, log=log,
         min_coverage=min_coverage, require_applied=require_applied, job_dir=job_dir,
-        gather_timeout=gather_timeout, notify=emit),
+        gather_timeout=gather_timeout, html_report=html, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 

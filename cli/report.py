@@ -7,7 +7,7 @@ import click
 from pgle.cli.output import finish
 
 
-@click.command(help="Analyse run folders: step time with spread, FLOPs and MFU, exposed vs "
+@click.command(short_help='What PGLE bought, and why: one HTML/JSON report from run folders.', help="Analyse run folders: step time with spread, FLOPs and MFU, exposed vs "
                     "hidden communication, the schedule change, memory, diagnostics. Pass a "
                     "tune run folder, or WITHOUT and WITH run folders.")
 @click.argument("run_dirs", nargs=-1, metavar="RUN_FOLDER...")

@@ -78,7 +78,7 @@ def _phase(label: str, folder: Path, dtype: str) -> dict[str, Any]:
         first = events.trace["first_step"]
         excluded = set(range(first, first + events.trace["steps"]))
     times = step_times(events.steps, excluded)
-    modules = events.of_kind("module_compiled")
+    modules = events.modules
     step_mod = throughput.step_module(modules)
     backend = events.backend or {}
     summary = throughput.summarize(times)

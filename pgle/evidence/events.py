@@ -28,6 +28,7 @@ class RunEvents:
     trace_errors: list[str]
     compiles: list[dict]
     exit: dict | None
+    modules: list[dict] = dataclasses.field(default_factory=list)  # schema.MODULE_COMPILED records
 
     @property
     def platform(self) -> str | None:
@@ -47,7 +48,7 @@ def read_events(path: Path | str) -> RunEvents:
                     continue  # a line cut short by a crash
     steps: dict[int, Step] = {}
     backend = trace = exit_ = None
-    errors, compiles = [], []
+    errors, compiles, modules = [], [], []
     for r in records:
         kind = r.get("kind")
         if kind == schema.STEP_ENTER:
@@ -62,7 +63,9 @@ def read_events(path: Path | str) -> RunEvents:
             errors.append(r.get("error", ""))
         elif kind == schema.COMPILE:
             compiles.append(r)
+        elif kind == schema.MODULE_COMPILED:
+            modules.append(r)
         elif kind == schema.EXIT:
             exit_ = r
     return RunEvents(records, [steps[i] for i in sorted(steps)], backend, trace, errors,
-                     compiles, exit_)
+                     compiles, exit_, modules)
