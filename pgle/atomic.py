@@ -1,17 +1,66 @@
-"""Atomic writes and no-clobber checks for every file pgle produces."""
+"""Atomic writes and no-clobber checks for every file pgle produces.
+
+Files get the mode of an ordinary new file under the user's umask (0644 under
+umask 022; mkstemp alone would make them 0600, unreadable to the other users
+of a shared cache or profile folder) and folders 0777 under the umask.
+A write that fails (full disk, read-only or immutable target, a folder where
+the file should go) raises one PgleError sentence and leaves nothing behind:
+the temp file is removed and the old file, if any, is untouched.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
-from pgle.errors import BadInput
+from pgle.errors import BadInput, PgleError
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    return 0o666 & ~_umask()
+
+
+def dir_mode() -> int:
+    return 0o777 & ~_umask()
+
+
+class WriteFailed(PgleError, OSError):
+    """A write pgle could not make: one sentence (PgleError, exit 1), and still an OSError
+    (with errno and strerror) for callers that handle those."""
+
+
+def write_error(path: os.PathLike | str, e: OSError, what: str = "") -> PgleError:
+    """One sentence for an OSError while writing `path`."""
+    what = f"{what} " if what else ""
+    reason = e.strerror or str(e)
+    hint = None
+    if isinstance(e, IsADirectoryError) or os.path.isdir(path):
+        reason = "it is a directory"
+        hint = "Give a file name, or remove the directory."
+    elif e.errno in (28, 122):  # ENOSPC, EDQUOT
+        hint = "Free some space and rerun; nothing was written."
+    elif isinstance(e, PermissionError):
+        hint = "Check its permissions (and `lsattr` for the immutable flag)."
+    error = WriteFailed(f"cannot write {what}{path}: {reason}.", hint=hint)
+    error.errno, error.strerror, error.filename = e.errno, reason, os.fspath(path)
+    return error
 
 
 def check_writable_target(path: os.PathLike | str, *, force: bool, what: str = "output") -> Path:
     """Refuse before any work is done if `path` exists (without force) or its folder is unusable."""
     path = Path(path)
+    if path.is_dir() and not what.endswith("directory"):
+        raise BadInput(f"cannot write {what} {path}: it is a directory.",
+                       hint="Give a file name, or remove the directory.")
     if path.exists() and not force:
         raise BadInput(f"{what} {path} already exists.", hint="Pass --force to replace it.")
     parent = path.parent if str(path.parent) else Path(".")
@@ -25,22 +74,76 @@ def check_writable_target(path: os.PathLike | str, *, force: bool, what: str = "
     return path
 
 
+def make_dirs(path: os.PathLike | str) -> None:
+    """mkdir -p with the umask's modes (Path.mkdir's default), as a PgleError on failure."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise write_error(path, e, "folder") from None
+
+
 def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> Path:
     """Write to a temp file in the same folder, fsync, then rename over `path`."""
+    return _write_atomic(path, lambda f: f.write(data))
+
+
+def write_files_atomic(items: list[tuple[os.PathLike | str, bytes]]) -> None:
+    """Write several files that belong together (a profile and its manifest): all temp
+    files are written and synced first, then renamed in order, so a full disk leaves
+    none of them, never one without the other."""
+    temps: list[tuple[str, Path]] = []
+    try:
+        for path, data in items:
+            path = Path(path)
+            make_dirs(path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+                os.fchmod(f.fileno(), file_mode())
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except OSError as e:
+        for tmp, _ in temps:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        failed = temps[-1][1] if temps else Path(items[0][0])
+        raise write_error(failed, e) from None
+
+
+def copy_file_atomic(src: os.PathLike | str, dest: os.PathLike | str) -> Path:
+    """Copy `src` to `dest` the way write_bytes_atomic writes (streamed, for big logs)."""
+    def fill(f):
+        with open(src, "rb") as s:
+            shutil.copyfileobj(s, f)
+    return _write_atomic(dest, fill)
+
+
+def _write_atomic(path: os.PathLike | str, fill) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    make_dirs(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise write_error(path, e) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
+            os.fchmod(f.fileno(), file_mode())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise write_error(path, e) from None
         raise
     return path
 
@@ -55,14 +158,18 @@ def replace_directory_atomic(path: os.PathLike | str, fill) -> Path:
     Readers (XLA) see the old directory or the new one, never a half-written mix;
     an old directory is moved aside first and removed after the swap.
     """
-    import shutil
-
     path = Path(os.path.abspath(os.fspath(path)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    make_dirs(path.parent)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    except OSError as e:
+        raise write_error(path, e) from None
     try:
         fill(tmp)
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a profile directory is shared data
+        os.chmod(tmp, dir_mode())  # mkdtemp makes it private; a profile directory is shared data
+        if path.exists() and not path.is_dir():
+            raise PgleError(f"cannot write profile directory {path}: a file is in the way.",
+                            hint="Remove it, or give another path.")
         if path.exists():
             aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
             os.replace(path, aside / path.name)
@@ -70,6 +177,8 @@ def replace_directory_atomic(path: os.PathLike | str, fill) -> Path:
             shutil.rmtree(aside, ignore_errors=True)
         else:
             os.replace(tmp, path)
+    except OSError as e:
+        raise write_error(path, e) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

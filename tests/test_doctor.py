@@ -334,6 +334,7 @@ def _read_only_dir(tmp_path: Path) -> Path:
     pytest.skip("no read-only directory available to root here")
 
 
+@pytest.mark.unprivileged
 def test_read_only_cache_dir(tmp_path):
     ro = _read_only_dir(tmp_path)
     try:

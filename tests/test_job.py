@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import random
 import subprocess
 import sys
 import time
@@ -39,7 +38,7 @@ def _rank_main(job_dir: str, rank: int, world: int, delay_s: float, exit_code: i
 def _launch(job_dir, world, *, delays=None, codes=None, silent=()):
     procs = []
     for rank in range(world):
-        delay = delays[rank] if delays else random.uniform(0.0, 0.5)
+        delay = delays[rank] if delays else 0.05 * rank  # staggered, the same every run
         code = (codes or {}).get(rank, 0)
         if rank in silent:
             continue
@@ -98,13 +97,13 @@ def test_gather_from_eight_real_processes(tmp_path):
     world = 8
     t0 = time.monotonic()
     procs = _launch(tmp_path, world)
-    reports, missing = job.gather(tmp_path, world, timeout_s=60)
+    reports, missing = job.gather(tmp_path, world, timeout_s=600)
     elapsed = time.monotonic() - t0
     _join(procs)
     assert missing == []
     assert list(reports) == list(range(world))
     assert all(reports[r]["rank"] == r for r in reports)
-    assert elapsed < 30  # returned when the last one reported, not at the timeout
+    assert elapsed < 300  # returned when the last one reported, not at the (far) timeout
 
 
 def test_a_rank_that_never_reports_is_listed_after_the_timeout(tmp_path):
@@ -117,7 +116,7 @@ def test_a_rank_that_never_reports_is_listed_after_the_timeout(tmp_path):
     elapsed = time.monotonic() - t0
     assert missing == [3]
     assert sorted(reports) == [0, 1, 2]
-    assert 1.5 <= elapsed < 4
+    assert 1.5 <= elapsed < 60  # waited the timeout, and no more than a loaded machine takes
     assert job.describe_missing(tmp_path, missing) == {3: "never started"}
 
 
@@ -186,44 +185,47 @@ def test_watchdog_caches_a_failure_and_rate_limits(tmp_path):
     assert check() == (1, 2)  # seen once, kept
 
 
-# What the lead's launcher will do on each rank: run the workload, poll the
-# watchdog every ~0.5 s, stop the workload when a peer failed.
-def _wrapper_main(job_dir: str, rank: int, argv: list[str], result_file: str) -> None:
-    info = _info(rank, 2)
-    job.mark_started(job_dir, info)
-    child = subprocess.Popen(argv)
-    check = job.watchdog(job_dir, rank)
-    stopped_for = None
-    while child.poll() is None:
-        failure = check()
-        if failure is not None:
-            stopped_for = failure.rank
-            child.terminate()
-            child.wait(10)
-            break
-        time.sleep(0.5)
-    job.mark_exit(job_dir, rank, child.returncode, stopped_for=stopped_for)
-    Path(result_file).write_text(json.dumps({"code": child.returncode, "stopped_for": stopped_for}))
-
-
 def test_a_crashing_rank_stops_its_peer_promptly(tmp_path):
+    """Two real `pgle run` ranks (PGLE_RANK/PGLE_WORLD_SIZE, no SLURM): rank 1's workload
+    exits 3; rank 0's pgle sees it through its real launcher's watchdog and stops its own
+    workload (which would sleep 300 s), and the job folder says why."""
+    from pgle.profiles.files import Profile, write_profile
+
+    write_profile(Profile(costs=[("fusion.1", 1.0)]), tmp_path / "p.pb")
     jd = tmp_path / "job"
-    survivor = SPAWN.Process(target=_wrapper_main,
-                             args=(str(jd), 0, ["sleep", "60"], str(tmp_path / "r0.json")))
-    crasher = SPAWN.Process(target=_wrapper_main,
-                            args=(str(jd), 1, [sys.executable, "-c", "import time, sys; time.sleep(0.5); sys.exit(3)"],
-                                  str(tmp_path / "r1.json")))
-    t0 = time.monotonic()
-    survivor.start()
-    crasher.start()
-    crasher.join(30)
-    survivor.join(30)
-    elapsed = time.monotonic() - t0
-    assert json.loads((tmp_path / "r1.json").read_text()) == {"code": 3, "stopped_for": None}
-    assert json.loads((tmp_path / "r0.json").read_text()) == {"code": -15, "stopped_for": 1}
-    assert elapsed < 10  # not the 60 s of the survivor's workload
+    script = tmp_path / "rank.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "open(os.environ['PIDS'] + '.tmp', 'w').write(str(os.getpid()))\n"
+        "os.rename(os.environ['PIDS'] + '.tmp', os.environ['PIDS'])\n"
+        "if os.environ['PGLE_RANK'] == '1':\n"
+        "    time.sleep(0.5)\n"
+        "    sys.exit(3)\n"
+        "time.sleep(300)\n")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("XLA_", "JAX_", "TF_CPP_", "PGLE_", "SLURM_"))}
+    procs = []
+    for rank in (0, 1):
+        renv = {**env, "JAX_PLATFORMS": "cpu", "PGLE_RANK": str(rank), "PGLE_WORLD_SIZE": "2",
+                "PGLE_JOB_ID": "peer", "PIDS": str(tmp_path / f"pid{rank}")}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "pgle", "run", "--profile", str(tmp_path / "p.pb"),
+             "--job-dir", str(jd), "--gather-timeout", "5", str(script)],
+            cwd=tmp_path, env=renv, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    try:
+        out1, err1 = procs[1].communicate(timeout=150)
+        out0, err0 = procs[0].communicate(timeout=150)  # far less than the workload's 300 s
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert procs[1].returncode == 3, err1.decode()
+    assert procs[0].returncode != 0, err0.decode()
+    workload0 = int((tmp_path / "pid0").read_text())
+    assert not os.path.exists(f"/proc/{workload0}") or \
+        open(f"/proc/{workload0}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
     assert job.peer_failure(jd, 0) == (1, 3)
-    assert "stopped because rank 1 failed" in job.describe_missing(jd, [0])[0]
+    assert json.loads(job.exit_path(jd, 0).read_text())["stopped_for"] == 1
 
 
 def test_rank_info_from_detect_feeds_the_job_folder(tmp_path):

@@ -170,6 +170,7 @@ def test_bad_text_names_line(tmp_path):
         read_profile(path)
 
 
+@pytest.mark.unprivileged
 def test_missing_unreadable_and_wrong_extension(tmp_path):
     with pytest.raises(ProfileError, match="does not exist"):
         load_profile_source(tmp_path / "nope.pb")
@@ -180,7 +181,8 @@ def test_missing_unreadable_and_wrong_extension(tmp_path):
     os.chmod(locked, 0)
     try:
         if os.access(locked, os.R_OK):
-            pytest.skip("running as root: permissions are not enforced")
+            pytest.skip("running as root: permissions are not enforced (CI reruns "
+                        "`-m unprivileged` as a non-root user)")
         with pytest.raises(ProfileError, match="not readable"):
             load_profile_source(locked)
     finally:

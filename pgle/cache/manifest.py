@@ -175,7 +175,12 @@ def _locked(cache_dir: str) -> Iterator[None]:
 
     path = os.path.join(cache_dir, LOCK_NAME)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # 0666 under the umask, like any new file; flock needs only a read fd, so a
+            # lock file another user created (0644) still locks.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:
+            fd = os.open(path, os.O_RDONLY)
     except OSError as e:
         raise PgleError(f"cannot lock the cache manifest in {cache_dir}: {e.strerror}.") from None
     try:

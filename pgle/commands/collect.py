@@ -13,7 +13,7 @@ from pgle.commands.options import DEFAULT_STAT, Extraction, Window
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
-from pgle.launch import childenv
+from pgle.launch import childenv, schema
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
@@ -220,6 +220,10 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
                     trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
     report.warnings += ex.child.warnings
+    window_warnings = [r.get("message", "") for r in ex.events.records
+                       if r.get("kind") == schema.WINDOW_WARNING]
+    report.warnings += window_warnings
+    report.reasons += window_warnings
     report.details["window"] = window_summary(ex)
     report.details["backend"] = ex.events.backend
     if ex.exit_code != 0:
@@ -265,7 +269,6 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
             return report
         report.warnings.append("the profile is empty (written because of --allow-empty): "
                                + "; ".join(report.reasons))
-    profile.write_profile(payload, output, force=opts.force)
     window = report.details["window"]
     man = manifest.build(
         workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
@@ -273,7 +276,9 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         backend=ex.events.backend, window=window, profile=report.profile,
         trace_dir=str(run_folder), converter=converter)
     man_path = manifest.manifest_path(output)
-    manifest.write(man_path, man)
+    # Both or neither: a profile without its manifest (full disk) would pass for a good one.
+    profile.write_profile(payload, output, force=opts.force,
+                          companions={man_path: manifest.text(man).encode("utf-8")})
     report.details["manifest"] = str(man_path)
     report.status = "empty" if prof.is_empty() else "collected"
     report.summary.append(

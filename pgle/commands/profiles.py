@@ -299,6 +299,16 @@ def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any 
                                "per-module profile to write.",
                                hint="Pass the run's log (--log) captured with TF_CPP_VMODULE=gpu_hlo_schedule=1.")
         written = write_profile_directory(result.profiles, out, force=force)
+    elif result.profiles[""].is_empty():
+        # An empty profile is nothing XLA can use, and an empty file at OUT would pass for
+        # one: write nothing (a CPU trace has no device plane).
+        report = Report(command="convert", status="empty", exit_code=EXIT_ERROR,
+                        trace_dir=str(run_dir), warnings=list(result.warnings),
+                        details={"trace": result.to_dict()},
+                        reasons=["the trace gave an empty profile; nothing was written."])
+        report.summary.append(f"convert failed: {run_dir} gave an empty profile (no GPU "
+                              f"instruction timings); {out} was not written")
+        return report
     else:
         written = write_profile(result.profiles[""], out, force=force)
     source = load_profile_source(written)

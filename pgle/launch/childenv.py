@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from pgle.xla import versions
+from pgle.xla import flag_probe, versions
 from pgle.xla import flags as xla_flags
 from pgle.xla.flags import XlaFlags
 
@@ -40,6 +40,7 @@ def build(
     jax_version = versions.jax_version()
     user = xla_flags.XlaFlags.parse(environ.get("XLA_FLAGS"))
     warnings = xla_flags.lint(user, jax_version)
+    warnings += flag_probe.refuse_rejected(user, environ, jax_version)
     notices: list[str] = []
     flags = user
     if xla:

@@ -6,14 +6,13 @@ Every workflow runs the workload this way; it returns what the run left behind.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 from pgle.launch import launcher
 from pgle.launch.childenv import ChildEnv
-from pgle.errors import BadInput
+from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.events import RunEvents, read_events
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.schema import HarnessSpec, WindowSpec, WorkloadSpec
@@ -67,21 +66,24 @@ def execute(
         workload=WorkloadSpec(workload.script, workload.module, tuple(workload.args)),
         profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
         warnings_always=tuple(warnings_always), observe_pgle=observe_pgle)
-    run.spec.write_text(spec.to_json(), encoding="utf-8")
+    write_text_atomic(run.spec, spec.to_json())
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
     result = launcher.launch(argv, child.env, run.log, watchdog=watchdog)
     if on_exit is not None:
         on_exit(result.exit_code)
+    if result.log_error:
+        # Every command copies child.warnings into its report.
+        child.warnings.append(
+            f"the workload log {run.log} is incomplete ({result.log_error}): the verdict saw only "
+            "the lines written before that; free space and rerun to be sure")
     if log_copy:
         copy_log(run.log, log_copy)
     return Execution(run, result, read_events(run.events), child, spec)
 
 
 def copy_log(src: Path, dest: str) -> None:
-    try:
-        Path(dest).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-    except OSError as e:
-        raise BadInput(f"cannot write log {dest}: {e.strerror}.") from None
+    # Checked writable before the launch (check_writable_target); a failure now is
+    # pgle's (exit 1), and copy_file_atomic leaves no half-written copy.
+    copy_file_atomic(src, dest)

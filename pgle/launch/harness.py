@@ -49,17 +49,27 @@ class Events:
     def __init__(self, path: str):
         self._f = open(path, "a", encoding="utf-8", buffering=1)
         self._lock = threading.Lock()
+        self.failed = False
 
     def write(self, kind: str, **fields) -> None:
         record = {"kind": kind, "t": time.time(), **fields}
         line = json.dumps(record, default=str)
         with self._lock:
-            if not self._f.closed:
+            if self._f.closed or self.failed:
+                return
+            try:
                 self._f.write(line + "\n")
+            except OSError:
+                # A full disk must not break the user's step (this runs inside it);
+                # pgle reads the events that made it and says the log is incomplete.
+                self.failed = True
 
     def close(self) -> None:
         with self._lock:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError:
+                self.failed = True
 
 
 class ProfilerWindow:
@@ -117,10 +127,37 @@ class ProfilerWindow:
                 if self.mode in ("steps", "auto") and self.steps_in_trace >= self.count:
                     self._stop()
 
-    def on_exit(self) -> None:
+    def on_exit(self, last_step: int | None, step_name: str | None,
+                other_names: list[str]) -> None:
         with self.lock:
             if self.active:
                 self._stop(reason="workload ended")
+            self._warn_window(last_step, step_name, other_names)
+
+    def _warn_window(self, last_step: int | None, step_name: str | None,
+                     other_names: list[str]) -> None:
+        """Say so when the window is not what was asked for (pgle collect copies these)."""
+        if self.mode not in ("steps", "auto"):
+            return
+        first, count = self.start_step, self.count
+        asked = f"--steps {first}:{count} (steps {first}..{first + count - 1})"
+        if last_step is None and step_name:
+            marks = (f"it marks {', '.join(repr(n) for n in other_names)}" if other_names
+                     else "it marks no step with jax.profiler.StepTraceAnnotation")
+            done = "the whole run was profiled instead" if self.mode == "auto" \
+                else "nothing was profiled"
+            self.events.write(schema.WINDOW_WARNING, message=(
+                f"--step-name {step_name!r} matched no step of the workload ({marks}); {done}"))
+        elif self.mode == "auto":
+            return  # the default window takes what the workload has
+        elif last_step is not None and last_step < first:
+            self.events.write(schema.WINDOW_WARNING, message=(
+                f"{asked} never opened: the workload marked only {last_step + 1} step(s)"))
+        elif self.first_step_in_trace is not None and self.steps_in_trace < count:
+            last = self.first_step_in_trace + self.steps_in_trace - 1
+            self.events.write(schema.WINDOW_WARNING, message=(
+                f"{asked} was cut short: the workload ended after step {last}, so the profile "
+                f"holds {self.steps_in_trace} step(s), not {count}"))
 
     # -- mechanics --------------------------------------------------------
     def _time_window(self) -> None:
@@ -163,11 +200,15 @@ class ProfilerWindow:
         import jax
 
         _wait_for_devices()
+        # The window ends once the device work is done; stop_trace's own shutdown
+        # (seconds, writing the trace) is not part of it.
+        ended = time.time()
+        seconds = ended - self.started_at
         try:
             jax.profiler.stop_trace()
         except Exception as e:
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
-        seconds = time.time() - self.started_at
+        stop_seconds = time.time() - ended
         purpose, target = self.active, self.target
         self.active = None
         if discard:
@@ -182,6 +223,7 @@ class ProfilerWindow:
         self.done = True
         self.events.write(
             schema.TRACE_STOP, dir=self.dir, purpose=purpose, seconds=seconds,
+            stop_trace_seconds=stop_seconds,
             first_step=self.first_step_in_trace,
             steps=self.steps_in_trace if purpose == "window" and self.seen_steps else None,
             reason=reason,
@@ -210,6 +252,7 @@ class Harness:
         self.window = ProfilerWindow(spec.profile, self.events)
         self.step_name = (spec.profile.step_name if spec.profile else None) or spec.step_name
         self.step_index = 0
+        self.other_step_names: list[str] = []
         self.jax_ready = False
         self.backend_recorded = False
         self.lock = threading.Lock()
@@ -273,6 +316,8 @@ class Harness:
     # -- steps --------------------------------------------------------------
     def step_enter(self, name: str, step_num) -> int | None:
         if self.step_name and name != self.step_name:
+            if name not in self.other_step_names and len(self.other_step_names) < 5:
+                self.other_step_names.append(name)  # for the warning on a mistyped --step-name
             return None
         with self.lock:
             index = self.step_index
@@ -333,7 +378,8 @@ class Harness:
 
     def _finish(self, code: int, error: str | None = None) -> None:
         try:
-            self.window.on_exit()
+            self.window.on_exit(self.step_index - 1 if self.step_index else None,
+                                self.step_name, self.other_step_names)
         except Exception as e:
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
         self.events.write(schema.EXIT, code=code, error=error)
@@ -369,14 +415,12 @@ def _step_annotation_class(base, harness: Harness):
         __doc__ = base.__doc__
 
         def __init__(self, name: str, **kwargs):
+            # The step counts (and the window may start) here, before the base class
+            # constructs its TraceMe: jaxlib's TraceMe decides at construction whether
+            # the profiler records it (jax 0.10.2), so a trace started in __enter__
+            # would miss the first step of the window.
+            self._pgle_index = harness.step_enter(name, kwargs.get("step_num"))
             super().__init__(name, **kwargs)
-            self._pgle_name = name
-            self._pgle_step = kwargs.get("step_num")
-            self._pgle_index = None
-
-        def __enter__(self):
-            self._pgle_index = harness.step_enter(self._pgle_name, self._pgle_step)
-            return super().__enter__()
 
         def __exit__(self, *exc):
             result = super().__exit__(*exc)
@@ -448,6 +492,47 @@ def _exit_code(code) -> int:
 
 
 PROCESS_START = time.time()
+_PR_SET_PDEATHSIG = 1
+
+
+def watch_parent() -> None:
+    """Kill this process group when pgle dies, even by SIGKILL (see pgle/launch/launcher.py).
+
+    The read end of a pipe whose write end only pgle holds gives EOF when pgle is
+    gone; then the workload and every child it started in its group are killed.
+    Once this watch runs, the launcher's PDEATHSIG is cleared: it would kill this
+    process first, leaving the workload's children behind.
+    """
+    fd = os.environ.pop("PGLE_PARENT_FD", None)
+    if not fd:
+        return
+    try:
+        fd = int(fd)
+        os.set_inheritable(fd, False)  # the workload's own subprocesses need not hold it
+    except (ValueError, OSError):
+        return
+
+    def wait() -> None:
+        while True:
+            try:
+                if not os.read(fd, 1):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        try:
+            os.killpg(os.getpgrp(), 9)
+        except OSError:
+            os._exit(137)
+
+    threading.Thread(target=wait, name="pgle-parent-watch", daemon=True).start()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -455,6 +540,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(argv) < 2 or argv[0] != "--spec":
         sys.stderr.write("usage: python -m pgle.launch.harness --spec SPEC.json\n")
         sys.exit(2)
+    watch_parent()
     with open(argv[1], encoding="utf-8") as f:
         spec = schema.HarnessSpec.from_json(f.read())
     Harness(spec).run()

@@ -5,11 +5,25 @@ as they arrive (progress bars included); complete lines of both also go to the
 log file, so lines of the two streams never interleave mid-line there.
 The child runs in its own process group: a Ctrl-C reaches pgle, which forwards
 it once to the whole group (as a shell would), waits, and exits 128+signal.
+
+Nothing the log file does may stop the workload: a full disk or any other
+write error ends the log (one warning line, `LaunchResult.log_error`) while
+the output keeps reaching the terminal, so the child never blocks on a pipe
+nobody drains. Output handling is linear in bytes whatever the line structure
+(100 MB without a newline, `\r` progress bars).
+
+If pgle itself dies (even by SIGKILL, which it cannot catch) the workload must
+not live on holding the GPU: the child gets PR_SET_PDEATHSIG=SIGKILL until the
+harness takes over, and the harness watches the read end of a pipe whose only
+write end pgle holds (fd in PGLE_PARENT_FD): EOF means pgle is gone, and the
+harness kills its whole process group, the workload's own children included.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import errno
 import os
 import signal
 import subprocess
@@ -23,6 +37,11 @@ from pgle.errors import PgleError
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 KILL_GRACE_S = 5.0  # after jax.distributed.initialize() SIGTERM is swallowed (XLA preemption notifier)
+PARENT_FD_VAR = "PGLE_PARENT_FD"  # read by pgle/launch/harness.py
+# A line longer than this goes to the log in pieces: whole lines keep stdout and
+# stderr from interleaving mid-line, but must not make memory grow without bound.
+MAX_HELD_LINE = 1 << 20
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclasses.dataclass
@@ -32,38 +51,79 @@ class LaunchResult:
     duration_s: float
     log_path: Path
     stopped_by_watchdog: bool = False
+    log_error: str | None = None  # why the log stopped early (it is incomplete), e.g. a full disk
 
 
 def shell_exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-class _Pump(threading.Thread):
-    """Copies one pipe to a terminal stream at once, and whole lines to the log."""
+class _Log:
+    """The log file, shared by both pumps; the first write error ends it for good."""
 
-    def __init__(self, fd: int, sink, log, log_lock: threading.Lock):
+    def __init__(self, path: Path, warn: Callable[[str], None]):
+        self.path, self.warn = path, warn
+        self.lock = threading.Lock()
+        self.error: str | None = None
+        try:
+            self.f = open(path, "ab", buffering=0)
+        except OSError as e:
+            raise PgleError(f"cannot write the workload log {path}: {e.strerror}.") from None
+
+    def write(self, data: bytes) -> None:
+        with self.lock:
+            if self.error is not None:
+                return
+            try:
+                self.f.write(data)
+            except OSError as e:
+                self.error = f"{e.strerror or e} ({errno.errorcode.get(e.errno, e.errno)})"
+                self.warn(f"pgle: warning: stopped writing {self.path}: {self.error}; the "
+                          "workload's output still reaches this terminal, the log is incomplete\n")
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+        except OSError as e:  # a full disk can surface only at close
+            if self.error is None:
+                self.error = f"{e.strerror or e}"
+
+
+class _Pump(threading.Thread):
+    """Copies one pipe to a terminal stream at once, and whole lines to the log.
+
+    Only the new chunk is searched for a newline and held bytes are kept as a
+    list, so the cost is linear in bytes even for output without newlines.
+    """
+
+    def __init__(self, fd: int, sink, log: _Log):
         super().__init__(daemon=True)
-        self.fd, self.sink, self.log, self.log_lock = fd, sink, log, log_lock
-        self.partial = b""
+        self.fd, self.sink, self.log = fd, sink, log
+        self.held: list[bytes] = []
+        self.held_bytes = 0
 
     def run(self) -> None:
         while True:
             try:
                 chunk = os.read(self.fd, 65536)
-            except OSError:
+            except OSError:  # EIO: a pseudo-terminal whose other side closed
                 break
             if not chunk:
                 break
             self._to_sink(chunk)
-            data = self.partial + chunk
-            cut = data.rfind(b"\n") + 1
-            self.partial = data[cut:]
+            cut = chunk.rfind(b"\n") + 1
             if cut:
-                with self.log_lock:
-                    self.log.write(data[:cut])
-        if self.partial:
-            with self.log_lock:
-                self.log.write(self.partial + b"\n")
+                self.log.write(b"".join([*self.held, chunk[:cut]]))
+                self.held, self.held_bytes = [], 0
+                chunk = chunk[cut:]
+            if chunk:
+                self.held.append(chunk)
+                self.held_bytes += len(chunk)
+                if self.held_bytes > MAX_HELD_LINE:
+                    self.log.write(b"".join(self.held))
+                    self.held, self.held_bytes = [], 0
+        if self.held:
+            self.log.write(b"".join(self.held) + b"\n")
 
     def _to_sink(self, chunk: bytes) -> None:
         try:
@@ -78,6 +138,26 @@ class _Pump(threading.Thread):
             pass  # a closed terminal must not stop the log or the workload
 
 
+def _die_with_parent() -> None:
+    """preexec_fn: SIGKILL this child when the thread that forked it ends (Linux only).
+
+    The harness replaces this with its pipe watch (which also reaches the
+    workload's own children); it covers the time before, and non-harness argv.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the pipe watch alone
+
+
+def _stderr_line(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def launch(
     argv: list[str],
     env: dict[str, str],
@@ -90,20 +170,26 @@ def launch(
     """Run `argv` to completion. `watchdog()` is polled; a non-None code stops the child."""
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "ab", buffering=0)
-    log_lock = threading.Lock()
+    log = _Log(log_path, _stderr_line)
     group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+    # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
+    watch_r, watch_w = os.pipe()
+    env = {**env, PARENT_FD_VAR: str(watch_r)}
     start = time.monotonic()
     try:
         child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, **group)
+                                 stderr=subprocess.PIPE, pass_fds=(watch_r,),
+                                 preexec_fn=_die_with_parent, **group)
     except OSError as e:
         log.close()
+        os.close(watch_w)
         raise PgleError(f"cannot start {argv[0]}: {e.strerror}.") from None
+    finally:
+        os.close(watch_r)
 
     pumps = [
-        _Pump(child.stdout.fileno(), sys.stdout, log, log_lock),
-        _Pump(child.stderr.fileno(), sys.stderr, log, log_lock),
+        _Pump(child.stdout.fileno(), sys.stdout, log),
+        _Pump(child.stderr.fileno(), sys.stderr, log),
     ]
     for p in pumps:
         p.start()
@@ -136,6 +222,7 @@ def launch(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        os.close(watch_w)
     for p in pumps:
         # A grandchild that inherited the pipes may keep them open; don't hang on it.
         p.join(timeout=5.0)
@@ -146,7 +233,8 @@ def launch(
     code = shell_exit_code(returncode)
     if stopped and watchdog_code is not None:
         code = watchdog_code
-    return LaunchResult(code, -returncode if returncode < 0 else None, duration, log_path, stopped)
+    return LaunchResult(code, -returncode if returncode < 0 else None, duration, log_path, stopped,
+                        log.error)
 
 
 def _signal_group(child: subprocess.Popen, signum: int) -> None:

@@ -29,6 +29,7 @@ TRACE_START = "trace_start"  # the JAX profiler started (purpose: window | whole
 TRACE_STOP = "trace_stop"  # ... and stopped: the kept trace
 TRACE_DISCARD = "trace_discard"  # a whole-run trace dropped because the script marks steps
 TRACE_ERROR = "trace_error"
+WINDOW_WARNING = "window_warning"  # the window is not what was asked (cut short, never opened)
 WARNING = "warning"  # a Python warning the workload raised
 LOG = "log"  # a record of a JAX logger named in the spec
 OBSERVE_PGLE = "observe_pgle"  # the auto-PGLE observer (pgle.launch.jax_internals) is installed
@@ -49,9 +50,12 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     STEP_ENTER: ("name", "step_num", "index"),
     STEP_EXIT: ("index",),
     TRACE_START: ("dir", "purpose"),
-    TRACE_STOP: ("dir", "purpose", "seconds", "first_step", "steps", "reason"),
+    # seconds: the window, to the device barrier; stop_trace_seconds: stop_trace's own time
+    TRACE_STOP: ("dir", "purpose", "seconds", "stop_trace_seconds", "first_step", "steps",
+                 "reason"),
     TRACE_DISCARD: ("dir",),
     TRACE_ERROR: ("error",),
+    WINDOW_WARNING: ("message",),
     WARNING: ("category", "message", "filename", "lineno"),
     LOG: ("logger", "level", "message"),
     OBSERVE_PGLE: ("installed",),

@@ -20,7 +20,8 @@ import shutil
 import tempfile
 from typing import Any, Iterable
 
-from pgle.atomic import check_writable_target, replace_directory_atomic, write_bytes_atomic
+from pgle.atomic import (check_writable_target, dir_mode, replace_directory_atomic,
+                         write_bytes_atomic, write_error, write_files_atomic)
 from pgle.errors import ProfileError
 from pgle.profiles.proto import locate_corruption, message_class
 
@@ -195,11 +196,13 @@ def read_profile(path: Any) -> Profile:
     return parse_profile(_read_bytes(path), fmt, _name_of(path))
 
 
-def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool = False) -> pathlib.Path:
+def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool = False,
+                  companions: dict[Any, bytes] | None = None) -> pathlib.Path:
     """Write atomically in the format of `path`'s extension; refuse to overwrite without `force`.
 
     Bytes are taken as a serialized *binary* profile (what jaxlib returns); they
     are validated first, so pgle never writes a file XLA would fail to parse.
+    `companions` (path -> bytes, e.g. the manifest) are written with it: all or none.
     """
     fmt = profile_format(path)
     path = pathlib.Path(path).absolute()
@@ -211,6 +214,9 @@ def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool =
             data = encode_profile(profile, fmt)
     else:
         data = encode_profile(profile_or_bytes, fmt)
+    if companions:
+        write_files_atomic([(path, data), *companions.items()])
+        return path
     return write_bytes_atomic(path, data)
 
 
@@ -400,6 +406,7 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
         for f in source.files + source.shadowed:
             data = _read_bytes(f)
             (tmp / f.name).write_bytes(data)
+        os.chmod(tmp, dir_mode())  # mkdtemp makes it private; other users run with it too
         if _directory_digest(_file_pairs(tmp)) != source.sha256:
             raise ProfileError(f"profile directory {source.path} changed while pgle was reading it.",
                                hint="Wait until it is fully written, then retry.")
@@ -415,6 +422,8 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
             if target.is_dir() and _same_directory(target, source.sha256):
                 return target
             raise
+    except OSError as e:
+        raise write_error(target, e, "profile copy") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -89,7 +89,11 @@ def module_rows(summaries, written: dict[str, str]) -> list[dict]:
 
 
 def write(path: Path, manifest: dict) -> Path:
-    return write_text_atomic(path, json.dumps(manifest, indent=2) + "\n")
+    return write_text_atomic(path, text(manifest))
+
+
+def text(manifest: dict) -> str:
+    return json.dumps(manifest, indent=2) + "\n"
 
 
 def read(path: Path) -> dict | None:

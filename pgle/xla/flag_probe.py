@@ -171,3 +171,30 @@ def parse_output(returncode: int, stdout: str, stderr: str) -> _Run:
             error = (f"jax exited with code {returncode}: "
                      f"{tail[-1] if tail else 'no output'}")
     return _Run(False, None, unknown, bad, parse_failed, error)
+
+
+def refuse_rejected(flags: XlaFlags, environ: dict[str, str] | None = None,
+                    jax_version: tuple[int, ...] | None = None) -> list[str]:
+    """Before a launch: ask the installed jaxlib about the flags pgle's table does not know.
+
+    XLA aborts the workload at backend start on a flag it does not know, and
+    the verdict could then only guess; so a rejected flag is refused here
+    (FlagError, exit 2). Costs one jax start, and only when such flags exist.
+    Returns warnings (the probe itself could not run).
+    """
+    from pgle.xla import flag_table
+
+    rows = flag_table.explain_all(flags.flags, jax_version)
+    unknown = [f for f, r in zip(flags.flags, rows) if r["status"] == "unknown"]
+    if not unknown:
+        return []
+    result = probe(" ".join(f.raw for f in unknown), environ=environ)
+    if result.error:
+        return [f"could not ask jaxlib about {' '.join(f.raw for f in unknown)}: {result.error}"]
+    rejected = result.rejected()
+    if rejected:
+        v = rejected[0]
+        raise FlagError(f"XLA_FLAGS has {v.flag}: jaxlib {result.jaxlib_version} rejects it "
+                        f"({v.message}), so XLA would abort the workload at startup.",
+                        hint="Fix or remove it; `pgle flags explain --probe` checks every flag.")
+    return []

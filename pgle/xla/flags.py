@@ -5,7 +5,9 @@ variable left to right: whitespace separates flags; `--name="v a l"` or
 `--name='v'` quote a value (backslash escapes only inside double quotes);
 `--name=''` is an empty value; parsing silently stops at the first token that
 does not start with `-`; a value that does not start with `-` at all is the
-name of a file holding the flags.
+name of a file holding the flags. A quote that is never closed makes the rest
+of the string that flag's value (the loop runs to the end), so any flag
+appended after it is silently lost: pgle refuses such a string.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Flag:
     name: str  # without leading dashes
     value: str | None  # None for a bare `--name`
     raw: str  # exactly as written by the user; pgle's own flags get a canonical form
+    unterminated: bool = False  # its quoted value runs to the end of XLA_FLAGS
 
     @classmethod
     def make(cls, name: str, value: str | None) -> "Flag":
@@ -134,9 +137,10 @@ def _parse_string(text: str) -> tuple[list[Flag], str]:
                     c = text[i]
                 value.append(c)
                 i += 1
-            if i < n:
+            closed = i < n
+            if closed:
                 i += 1  # closing quote
-            flags.append(Flag(dashed.lstrip("-"), "".join(value), text[b:i]))
+            flags.append(Flag(dashed.lstrip("-"), "".join(value), text[b:i], not closed))
             e = i
         else:
             e = _find_ws(text, e)
@@ -160,7 +164,9 @@ def _find_ws(text: str, i: int) -> int:
 
 
 def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
-    """Fail on what XLA would abort on; return warnings for what it would silently ignore."""
+    """Fail on what XLA would abort on or what would swallow pgle's flags; return warnings
+    for what it would silently ignore. Flags not in pgle's table are left to
+    `pgle.xla.flag_probe.refuse_rejected` (it asks the installed jaxlib)."""
     for flag in flags.flags:
         entry = flag_table.removed_flag(flag.name, jax_version)
         if entry is not None:
@@ -182,6 +188,10 @@ def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
                 f"{'.'.join(map(str, jax_version))} does not know (it exists since jax "
                 f"{'.'.join(map(str, info.since))}) and would abort on ('Unknown flag in "
                 f"XLA_FLAGS'){hint}.")
+    for row in flag_table.explain_all(flags.flags, jax_version):
+        if row["status"] == "error":
+            raise FlagError(f"XLA_FLAGS has {row['flag']}: {row['message']}.",
+                            hint="Fix or remove it; `pgle flags explain` shows every flag.")
     warnings = []
     old = flags.value(flag_table.OLD_ACCURACY_CHECKER)
     if old in ("true", "1") and not flag_table.removed_flag(flag_table.OLD_ACCURACY_CHECKER,
