@@ -1,10 +1,15 @@
-"""Merge 256 profiles of 20,000 instructions: pgle vs jaxlib's aggregate_profiled_instructions.
+"""`pgle merge` as a whole process against jaxlib's `aggregate_profiled_instructions` in a
+`python -c` that reads the same files, aggregates and writes the result (imports included on
+both sides), at 256 profiles x 20,000 instructions and 64 x 50,000.
 
-Both start from the same serialized profiles and end with serialized bytes, so the
-comparison includes parsing and encoding. Prints times and their ratio from one run;
-asserts only that both give the same costs.
+The anchor is the C++ of `jax._src.lib._profiler.aggregate_profiled_instructions`
+(docs/xla-facts.md section 2), the function JAX auto PGLE calls. pgle's side does what the
+command does: reads and validates every input (a corrupt file is an error, not skipped),
+checks the name overlap, merges by jaxlib's percentile rule, keeps latencies (jaxlib drops
+them), writes atomically and reads the output back for the report. Before timing, both
+outputs are checked to hold the same costs. Writes benchmarks/results/bench_merge.json.
 
-    python benchmarks/bench_merge.py [--profiles 256] [--instructions 20000] [--percentile 90]
+    python benchmarks/bench_merge.py [--pairs 5] [--sizes 256x20000,64x50000]
 """
 
 from __future__ import annotations
@@ -12,54 +17,98 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pgle.profiles.files import BINARY, Profile, encode_profile, parse_profile  # noqa: E402
-from pgle.profiles.merge import merge_profiles  # noqa: E402
+from benchmarks import harness as h  # noqa: E402
+
+JAXLIB = """
+import sys
+from jax._src.lib import _profiler  # no public API; checked with jaxlib 0.10.2
+out, pct, *paths = sys.argv[1:]
+blobs = []
+for p in paths:
+    with open(p, "rb") as f:
+        blobs.append(f.read())
+data = _profiler.aggregate_profiled_instructions(blobs, int(pct))
+with open(out, "wb") as f:
+    f.write(data)
+"""
+
+KINDS = ("fusion", "loop_add_fusion", "input_reduce_fusion", "all-reduce-start", "all-reduce-done",
+         "custom-call", "cublas-gemm", "copy-start", "wrapped_slice", "all-gather-start",
+         "reduce-scatter", "bitcast_transpose_fusion", "triton_gemm_dot")
+
+
+def realistic_names(n: int, rng: random.Random) -> list[str]:
+    """Instruction names as XLA:GPU prints them: `<kind>.<N>`, a few `.remat` ones."""
+    names = []
+    for i in range(n):
+        name = f"{KINDS[rng.randrange(len(KINDS))]}.{i}"
+        if i % 97 == 0:
+            name += ".remat2"
+        names.append(name)
+    return names
+
+
+def generate(folder: Path, count: int, instructions: int) -> list[str]:
+    from pgle.profiles.files import BINARY, Profile, encode_profile
+
+    rng = random.Random(0)
+    names = realistic_names(instructions, rng)
+    base = [rng.lognormvariate(3, 1.5) for _ in names]
+    paths = []
+    for k in range(count):
+        # Each rank's costs vary around the program's; a few ranks order names differently.
+        costs = [(n, b * rng.uniform(0.8, 1.25)) for n, b in zip(names, base)]
+        if k % 16 == 5:
+            rng.shuffle(costs)
+        p = folder / f"rank{k:03d}.pb"
+        p.write_bytes(encode_profile(Profile(costs), BINARY))
+        paths.append(str(p))
+    return paths
+
+
+def same_costs(a: Path, b: Path) -> bool:
+    from pgle.profiles.files import read_profile
+
+    return dict(read_profile(a).costs) == dict(read_profile(b).costs)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profiles", type=int, default=256)
-    ap.add_argument("--instructions", type=int, default=20_000)
+    h.pairs_arg(ap)
+    ap.add_argument("--sizes", default="256x20000,64x50000")
     ap.add_argument("--percentile", type=int, default=90)
     args = ap.parse_args()
-
-    rng = random.Random(0)
-    names = [f"fusion.{i}" for i in range(args.instructions)]
-    blobs = [encode_profile(Profile([(n, rng.random() * 100) for n in names]), BINARY)
-             for _ in range(args.profiles)]
-    mb = sum(map(len, blobs)) / 1e6
-
-    from jax._src.lib import _profiler  # no public API; checked with jaxlib 0.10.2
-
-    t0 = time.perf_counter()
-    theirs = _profiler.aggregate_profiled_instructions(blobs, args.percentile)
-    t_jaxlib = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    parsed = [parse_profile(b, BINARY, f"rank{i}") for i, b in enumerate(blobs)]
-    t_parse = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    merged = merge_profiles(parsed, percentile=args.percentile)
-    t_merge = time.perf_counter() - t1
-    t1 = time.perf_counter()
-    ours = encode_profile(merged, BINARY)
-    t_encode = time.perf_counter() - t1
-    t_pgle = time.perf_counter() - t0
-
-    same = dict(parse_profile(theirs, BINARY, "jaxlib").costs) == dict(parse_profile(ours, BINARY, "pgle").costs)
-    print(f"inputs: {args.profiles} profiles x {args.instructions} instructions ({mb:.1f} MB), "
-          f"percentile {args.percentile}")
-    print(f"jaxlib aggregate_profiled_instructions: {t_jaxlib:8.3f} s")
-    print(f"pgle parse + merge + encode:            {t_pgle:8.3f} s "
-          f"(parse {t_parse:.3f}, merge {t_merge:.3f}, encode {t_encode:.3f})")
-    print(f"ratio pgle / jaxlib: {t_pgle / t_jaxlib:.2f}x; identical costs: {same}")
-    if not same:
-        sys.exit(1)
+    rec = h.Recorder("bench_merge")
+    env = h.python_env()
+    for size in args.sizes.split(","):
+        count, instructions = map(int, size.split("x"))
+        with tempfile.TemporaryDirectory() as d:
+            paths = generate(Path(d), count, instructions)
+            ours, theirs = Path(d) / "pgle.pb", Path(d) / "jaxlib.pb"
+            jaxlib = h.Side("jaxlib aggregate_profiled_instructions",
+                            [sys.executable, "-c", JAXLIB, str(theirs), str(args.percentile), *paths],
+                            env=env)
+            pgle = h.Side("pgle merge", h.pgle_argv("merge", "-o", str(ours), "--force",
+                                                    "--percentile", str(args.percentile), *paths),
+                          env=env)
+            h.run_once(jaxlib)
+            h.run_once(pgle)
+            if not same_costs(ours, theirs):
+                raise SystemExit(f"{size}: pgle merge and jaxlib disagree")
+            res = h.compare(jaxlib, pgle, pairs=args.pairs)
+            mb = round(sum(Path(p).stat().st_size for p in paths) / 1e6, 1)
+        rec.figure(f"merge_{count}x{instructions}",
+                   what=f"`pgle merge`, {count} profiles × {instructions:,} instructions "
+                        "(whole process; latencies kept)",
+                   anchor="jaxlib `aggregate_profiled_instructions` in `python -c` (drops latencies)",
+                   goal="<= 1.0×", value=res["ratio"], met=res["ratio"]["median"] <= 1.0,
+                   details=dict(res, input_mb=mb))
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -44,3 +44,42 @@ def test_imports_alone_without_jax(module):
     assert proc.returncode == 0, proc.stderr[-2000:]
     if module not in JAX_SIDE:
         assert proc.stdout.strip() == "False", f"{module} imports jax at import time"
+
+
+HEAVY = ("etils", "google.protobuf", "numpy", "jax")
+
+
+def _imported_after(argv: list[str], tmp_path) -> set[str]:
+    """Heavy top-level packages a `pgle` command leaves in sys.modules (issue 16: start-up
+    imports only what the path needs)."""
+    code = ("import atexit, sys, json\n"
+            "out = sys.argv[1]\n"
+            "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+            "sys.argv = ['pgle'] + sys.argv[2:]\n"
+            "from pgle.cli.main import main\nmain()\n")
+    out = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", code, str(out), *argv], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import json
+    loaded = json.loads(out.read_text())
+    return {h for h in HEAVY if any(m == h or m.startswith(h + ".") for m in loaded)}
+
+
+def test_help_imports_neither_etils_nor_protobuf(tmp_path):
+    from pgle.cli.main import COMMANDS
+
+    assert _imported_after(["--help"], tmp_path) == set()
+    for command in sorted(COMMANDS):
+        assert _imported_after([command, "--help"], tmp_path) == set(), command
+
+
+def test_local_profile_commands_import_no_etils(tmp_path):
+    from pgle.profiles.files import Profile, write_profile
+
+    write_profile(Profile([("fusion.1", 1.0)]), tmp_path / "a.pbtxt")
+    write_profile(Profile([("fusion.1", 2.0)]), tmp_path / "b.pb")
+    assert _imported_after(["inspect", str(tmp_path / "a.pbtxt")], tmp_path) == set()
+    assert "etils" not in _imported_after(["diff", str(tmp_path / "a.pbtxt"), str(tmp_path / "b.pb")],
+                                          tmp_path)
+    assert "etils" not in _imported_after(["convert", str(tmp_path / "b.pb"), str(tmp_path / "c.pbtxt")],
+                                          tmp_path)

@@ -12,16 +12,13 @@ from typing import Any, Mapping, Sequence
 
 from pgle.atomic import check_writable_target
 from pgle.errors import EXIT_ERROR, BadInput, ProfileError
-from pgle.profiles.convert import convert_trace_detailed
 from pgle.profiles.files import (BINARY, SUFFIX, TEXT, Profile, ProfileSource, check_fingerprint,
                                  load_profile_source, module_view, output_kind, profile_format,
                                  qualified_fingerprints, qualify_profile, split_qualified,
                                  write_profile, write_profile_directory)
-from pgle.profiles.nsys_convert import convert_nsys
 from pgle.profiles.merge import (alias_lines, check_method, check_percentile,
                                  merge_directory_modules, merge_profiles, name_overlap,
                                  overlap_warnings)
-from pgle.profiles.stats import CATEGORIES, diff_sources, inspect_source
 from pgle.report import Report
 
 
@@ -131,6 +128,8 @@ def inspect_report(path: Any, *, top: int = 20):
     """`pgle inspect`: exit 0, or 1 when the profile is empty (so it works as a check)."""
 
     source = load_profile_source(path)
+    from pgle.profiles.stats import CATEGORIES, inspect_source
+
     data = inspect_source(source, top=top)
     report = Report(command="inspect", status="ok", profile=source.to_dict(), details={"inspect": data})
     s = report.summary
@@ -186,6 +185,8 @@ def inspect_report(path: Any, *, top: int = 20):
 def diff_report(a_path: Any, b_path: Any, *, top: int = 20):
 
     a, b = load_profile_source(a_path), load_profile_source(b_path)
+    from pgle.profiles.stats import diff_sources
+
     data = diff_sources(a, b, top=top)
     report = Report(command="diff", status="ok", profile=None,
                     details={"a": a.to_dict(), "b": b.to_dict(), "diff": data})
@@ -227,6 +228,10 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
     kind = output_kind(out)
     if kind == "file":
         check_writable_target(out, force=force, what="profile")  # refuse before reading 256 files
+    if kind == "file":
+        fast = _merge_file_columns(inputs, out, method=method, percentile=percentile, force=force)
+        if fast is not None:
+            return fast
     sources = [load_profile_source(p) for p in inputs]
     kinds = {s.kind for s in sources}
     if len(kinds) > 1:
@@ -263,6 +268,39 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         if aliases:
             _record_aliases(written, aliases)
         inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
+    return _merge_result(written, len(sources), in_kind, method, percentile, modules_report, warnings,
+                         inputs_report, aliases)
+
+
+def _merge_file_columns(inputs: Sequence[Any], out: Any, *, method: str, percentile: int,
+                        force: bool):
+    """Files of one program (the same names, costs only): merged as numpy columns. None when
+    any input is something else (a directory, text, latencies, other names): merge_report's
+    general path then reads everything as Profiles."""
+    from pgle.profiles.files import read_cost_columns
+    from pgle.profiles.merge import InputOverlap, merge_columns
+
+    columns = []
+    for p in inputs:
+        c = read_cost_columns(p, columns[0].layout if columns else None)
+        if c is None:
+            return None
+        columns.append(c)
+    merged = merge_columns([(c.names, c.costs) for c in columns], method=method, percentile=percentile)
+    if merged is None:
+        return None
+    names, costs = merged
+    written = write_profile(Profile(costs=list(zip(names.astype(str).tolist(), costs.tolist()))), out,
+                            force=force)
+    # Every input holds every name: each shares all of its names with the others.
+    inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low}
+                     for o in (InputOverlap(label=str(c.path), names=len(names), shared=1.0)
+                               for c in columns)]
+    return _merge_result(written, len(columns), "file", method, percentile, [], [], inputs_report, {})
+
+
+def _merge_result(written, n_sources: int, in_kind: str, method: str, percentile: int,
+                  modules_report, warnings, inputs_report, aliases) -> Report:
     result = load_profile_source(written)
     desc = f"percentile {percentile} (jaxlib's rule)" if method == "percentile" else method
     return Report(
@@ -270,7 +308,7 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         warnings=warnings,
         details={"method": method, "percentile": percentile if method == "percentile" else None,
                  "inputs": inputs_report, "fingerprint_aliases": aliases},
-        summary=[f"merged {len(sources)} {in_kind}s by {desc} into {written}: "
+        summary=[f"merged {n_sources} {in_kind}s by {desc} into {written}: "
                  f"{result.instruction_count} instructions, {result.latency_count} latencies"]
         + alias_lines(aliases),
     )
@@ -291,6 +329,8 @@ def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any 
     """`pgle convert RUN_DIR OUT`: a directory OUT gets one profile per module, a file OUT one file."""
 
     kind = output_kind(out)
+    from pgle.profiles.convert import convert_trace_detailed
+
     result = convert_trace_detailed(run_dir, per_module=(kind == "directory"), stat=stat,
                                     log_path=log_path, qualify=qualify)
     if kind == "directory":
@@ -332,6 +372,8 @@ def nsys_report(src: Any, out: Any, *, stat: str | None = None, skip: int | None
                 dump: Any = None, force: bool = False):
     """The Report of `pgle convert NSIGHT_INPUT OUT`: a directory OUT gets `<fingerprint>.pbtxt|.pb`."""
     kind = output_kind(out)
+    from pgle.profiles.nsys_convert import convert_nsys
+
     result = convert_nsys(src, stat=stat, skip=skip, dump=dump)
     if not result.profiles:
         raise ProfileError(f"no module in {src} could be keyed by fingerprint and costed.",

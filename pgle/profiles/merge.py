@@ -12,7 +12,9 @@ Names keep the order in which they first appear.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 import statistics
 from typing import Any, Mapping, Sequence
 
@@ -82,6 +84,52 @@ def merge_profiles(profiles: Sequence[Profile], *, method: str = "percentile",
     )
 
 
+def merge_columns(columns: Sequence[tuple[Any, Any]], *, method: str = "percentile",
+                  percentile: int = 90):
+    """The same merge as `merge_profiles` over inputs given as numpy columns (names, costs),
+    vectorized: `(names, costs)` of the result in the first input's order, or None when the
+    inputs do not all hold the same set of distinct names (then `merge_profiles` does it).
+
+    Why: 256 inputs of 20,000 instructions are 5 million values; Python lists and sorted()
+    per name took 4 s where numpy's partition takes a fraction of one (issue 16)."""
+    import numpy as np
+
+    percentile = check_percentile(percentile)
+    check_method(method, percentile)
+    ref_names = columns[0][0]
+    if not len(ref_names):
+        return None
+    order = np.argsort(ref_names, kind="stable")
+    ref_sorted = ref_names[order]
+    if (ref_sorted[1:] == ref_sorted[:-1]).any():
+        return None  # a name twice in one input: every value counts, the general path keeps them
+    matrix = np.empty((len(columns), len(ref_names)), np.float64)
+    for row, (names, costs) in zip(matrix, columns):
+        if len(names) != len(ref_names):
+            return None
+        if np.array_equal(names, ref_names):
+            row[:] = costs
+            continue
+        mine = np.argsort(names, kind="stable")
+        if not np.array_equal(names[mine], ref_sorted):
+            return None
+        row[order] = costs[mine]
+    count = len(columns)
+    if method == "percentile":
+        k = percentile_index(count, percentile)
+        merged = np.partition(matrix, k, axis=0)[k]
+    elif method == "median":
+        merged = np.median(matrix, axis=0)
+    elif method == "mean":
+        # Row by row, in input order: the same additions as merge_profiles' loop.
+        merged = np.add.reduce(matrix, axis=0) / count
+    elif method == "min":
+        merged = matrix.min(axis=0)
+    else:
+        merged = matrix.max(axis=0)
+    return ref_names, merged
+
+
 @dataclasses.dataclass
 class InputOverlap:
     label: str
@@ -95,17 +143,16 @@ class InputOverlap:
 
 def name_overlap(labelled: Sequence[tuple[str, Profile]]) -> list[InputOverlap]:
     """How much of each input's name set the other inputs also have."""
+    # Set operations, not a loop per name: 256 inputs of 20k names took 11.7 s as a loop.
     sets = [set(n for n, _ in p.costs) for _, p in labelled]
-    counts: dict[str, int] = {}
-    for s in sets:
-        for n in s:
-            counts[n] = counts.get(n, 0) + 1
+    counts = collections.Counter(itertools.chain.from_iterable(sets))
+    several = {n for n, c in counts.items() if c > 1}
     out = []
     for (label, _), s in zip(labelled, sets, strict=True):
         if len(sets) < 2 or not s:
             shared = 1.0 if s else 0.0
         else:
-            shared = sum(1 for n in s if counts[n] > 1) / len(s)
+            shared = len(s & several) / len(s)
         out.append(InputOverlap(label=label, names=len(s), shared=shared))
     return out
 
