@@ -1,12 +1,12 @@
-"""Verdict speed over a large XLA-style log, against `grep -c` on the same file.
+"""`pgle verify LOG` against `grep -c -E '<the scanner's pre-filter words>' LOG | cat`, both
+whole processes (benchmarks/harness.py), on a realistic 1 GiB XLA:GPU log.
 
-Generates a log of --size-mb (default 1024) MB: realistic noise (absl-prefixed
-INFO lines, workload prints) with PGLE evidence for 200 modules scattered
-through it, then times pgle's streaming scanner (in a child process, to read
-its peak memory) and `grep -c profile`. Prints MB/s and the ratio to grep.
-Goal: >= 200 MB/s with flat memory.
+The log: absl-prefixed INFO lines and workload prints, 1% of lines from the profiler
+(`profiler_session.cc`, `Profile collection...`: they hold the pre-filter word "profile"), and
+PGLE evidence for 200 modules scattered through it. Goals (issue 16): >= 1 GB/s, <= 2x grep,
+memory flat. Writes benchmarks/results/bench_logscan.json.
 
-    python benchmarks/bench_logscan.py [--size-mb 1024] [--keep FILE]
+    python benchmarks/bench_logscan.py [--size-mb 1024] [--pairs 5] [--keep FILE]
 """
 
 from __future__ import annotations
@@ -14,10 +14,14 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import harness as h  # noqa: E402
 
 NOISE = [
     "I1122 04:33:12.{us:06d}  {tid} pjrt_client.cc:579] PjRt-IFRT device count: total=8, addressable=8",
@@ -25,6 +29,11 @@ NOISE = [
     "W1122 04:33:12.{us:06d}  {tid} nvptx_compiler.cc:742] The NVIDIA driver's CUDA version is 12.2",
     "step {n:6d}  loss 5.8112  40.19 ms",
     "I1122 04:33:12.{us:06d}  {tid} buffer_assignment.cc:1222] Assigned {n} buffers for allocation",
+]
+# 1% of lines: the profiler's own lines, which hold the pre-filter word "profile".
+PROFILER = [
+    "I1122 04:33:12.{us:06d}  {tid} profiler_session.cc:110] Profiler session collecting data {n}",
+    "I1122 04:33:12.{us:06d}  {tid} device_tracer_cuda.cc:88] Profile collection for step {n} done",
 ]
 
 
@@ -35,7 +44,8 @@ def generate(path: str, size: int) -> None:
         while written < size:
             chunk = []
             for _ in range(20000):
-                chunk.append(rng.choice(NOISE).format(us=rng.randrange(10**6), tid=rng.randrange(100, 999),
+                pool = PROFILER if rng.random() < 0.01 else NOISE
+                chunk.append(rng.choice(pool).format(us=rng.randrange(10**6), tid=rng.randrange(100, 999),
                                                       n=rng.randrange(10**6)))
             if module < 200:
                 t = 5000 + module
@@ -53,46 +63,47 @@ def generate(path: str, size: int) -> None:
             written += len(text)
 
 
-SCAN = """
-import resource, sys, time
-from pgle.evidence.xla_log import LogScanner
-from pgle.verdicts.pgle_applied import judge
-t = time.perf_counter()
-v = judge(LogScanner().scan_file(sys.argv[1]))
-dt = time.perf_counter() - t
-print(dt, len(v.modules), v.status, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-"""
+def _verdict_given(code: int) -> None:
+    if code not in (0, 3):  # 3: a verdict other than applied is still a full scan
+        raise SystemExit(f"pgle verify failed with exit status {code}")
+
+
+PATTERN = "profile|PGLE|Fingerprint before LHS|CUPTI_ERROR|in XLA_FLAGS|latency estimator"
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mb", type=int, default=1024)
+    h.pairs_arg(ap)
     ap.add_argument("--keep", default=None, help="keep the generated log at this path")
     args = ap.parse_args()
+    rec = h.Recorder("bench_logscan")
     path = args.keep or tempfile.mktemp(suffix=".log")
     try:
         if not os.path.exists(path):
             t = time.perf_counter()
             generate(path, args.size_mb << 20)
             print(f"generated {path} in {time.perf_counter() - t:.1f} s")
-        size = os.path.getsize(path)
-        # Warm the page cache for both contenders alike.
-        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
-        t = time.perf_counter()
+        mb = os.path.getsize(path) / 1e6
         # Output to a pipe: GNU grep stops at the first match when stdout is /dev/null.
-        subprocess.run(["grep", "-c", "profile", path], stdout=subprocess.PIPE)
-        grep_s = time.perf_counter() - t
-        out = subprocess.run([sys.executable, "-c", SCAN, path], capture_output=True, text=True,
-                             check=True).stdout.split()
-        scan_s, modules, status, rss_kb = float(out[0]), int(out[1]), out[2], int(out[3])
-        mb = size / 2**20
-        print(f"log: {mb:.0f} MB, {modules} modules, verdict {status}")
-        print(f"pgle verdict: {scan_s:.2f} s = {mb / scan_s:.0f} MB/s, peak RSS {rss_kb / 1024:.0f} MB")
-        print(f"grep -c:      {grep_s:.2f} s = {mb / grep_s:.0f} MB/s")
-        print(f"ratio pgle/grep time: {scan_s / grep_s:.2f}")
+        grep = h.Side("grep -c -E | cat", f"grep -c -E '{PATTERN}' '{path}' | cat", shell=True)
+        pgle = h.Side("pgle verify", h.pgle_argv("verify", path, "--json"), env=h.python_env(),
+                      check=_verdict_given)
+        res = h.compare(grep, pgle, pairs=args.pairs)
+        rec.figure("verify_vs_grep", what=f"`pgle verify`, {mb:.0f} MB realistic log (1% profiler lines)",
+                   anchor="`grep -c -E` through a pipe", goal="<= 2×", value=res["ratio"],
+                   met=res["ratio"]["median"] <= 2.0, details=res)
+        speed = {k: mb / v for k, v in res["subject_s"].items()}
+        speed = {"min": speed["max"], "median": speed["median"], "max": speed["min"]}
+        rec.figure("verify_speed", what="`pgle verify` throughput (whole process)", anchor="–",
+                   goal=">= 1000 MB/s", unit="MB/s", value=speed, met=speed["median"] >= 1000)
+        rec.figure("verify_memory", what="`pgle verify` peak RSS on that log", anchor="–",
+                   goal="flat (independent of log size)", unit="MB", value=res["subject_rss_mb"],
+                   met=None)
     finally:
         if not args.keep and os.path.exists(path):
             os.unlink(path)
+    rec.write()
 
 
 if __name__ == "__main__":
