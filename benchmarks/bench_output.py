@@ -1,35 +1,41 @@
-"""Output pass-through: `pgle run ... | cat` against `python w.py | cat` (issue 12, case 3).
+"""Output pass-through: `pgle run ... | cat` against `python w.py | cat` (issues 12 and 16).
 
-Two workloads, each printing what made pgle quadratic before: 100 MB without a
-newline, and 10 MB of tqdm-style `\\r` progress updates (one flush per update).
-Whole processes, run in alternating order (plain first in even pairs, pgle
-first in odd ones), >= 5 pairs; prints min/median/max of the per-pair ratios.
+Three workloads: 200 MB printed in lines (what `PYTHONUNBUFFERED=1`, once forced on every
+workload, made 3x slower), 100 MB without a newline, and 10 MB of tqdm-style `\\r` updates (one
+flush per update). Whole processes through the harness (benchmarks/harness.py), a pipe to
+`cat` on both sides. Two pgle sides per workload:
+- `pgle run --profile p.pb w.py | cat`: everything the user pays, including pgle's start-up and
+  the verdict's scan of the log the workload wrote;
+- pgle's launcher alone (`launcher.launch(...)` in `python -c`: the pumps and the log, with
+  the child environment `pgle run` builds): the cost of moving the bytes and of the
+  environment pgle gives the workload.
+Writes benchmarks/results/bench_output.json.
 
-A third side isolates the output handling: `python -c "launcher.launch(...)" | cat`,
-pgle's launcher alone (pumps and log, no harness, no verdict; the log scan
-after the run is benchmarks/bench_logscan.py's business).
-
-Per workload: min/median/max of the per-pair ratios (whole wall time, pgle's
-fixed start-up included), and the seconds each side adds over its own run of
-an empty script (measured in the same alternating rounds): the cost of moving
-the bytes. pgle's start-up is benchmarks/bench_startup.py's business.
-
-    python benchmarks/bench_output.py [--pairs 5] [--mb 100] [--cr-mb 10]
+    python benchmarks/bench_output.py [--pairs 5] [--lines-mb 200] [--mb 100] [--cr-mb 10]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
+import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import harness as h  # noqa: E402
+
+LINES = """
+import sys
+line = "step {{:8d}}  loss 5.8112  grad-norm 0.9931  tokens/s 182734.2  lr 3.0e-04\\n"
+total, i = 0, 0
+while total < {mb} << 20:
+    s = line.format(i)
+    print(s, end="")
+    total += len(s)
+    i += 1
+"""
 NO_NEWLINE = """
 import sys
 chunk = b"x" * (1 << 20)
@@ -39,7 +45,7 @@ sys.stdout.buffer.flush()
 """
 CARRIAGE_RETURNS = """
 import sys
-total = {cr_bytes}
+total = {mb} << 20
 bar = 0
 i = 0
 while bar < total:
@@ -50,87 +56,64 @@ while bar < total:
     i += 1
 sys.stdout.write("\\n")
 """
-EMPTY = "pass\n"
+# The launcher with the environment `pgle run` gives the workload (pgle.launch.childenv).
 LAUNCHER = """
-import os, sys
+import sys
 sys.path.insert(0, sys.argv[1])
-from pgle.launch import launcher
-r = launcher.launch([sys.executable, sys.argv[2]], dict(os.environ), sys.argv[3])
+from pgle.launch import childenv, launcher
+env = childenv.build(info_log=True).env
+r = launcher.launch([sys.executable, sys.argv[2]], env, sys.argv[3])
 sys.exit(r.exit_code)
 """
 
 
-def wall(argv: list[str], cwd: str, env: dict[str, str]) -> float:
-    """Seconds for `argv | cat > /dev/null`, the whole pipeline."""
-    t = time.perf_counter()
-    producer = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL)
-    cat = subprocess.Popen(["cat"], stdin=producer.stdout, stdout=subprocess.DEVNULL)
-    producer.stdout.close()
-    cat.wait()
-    if producer.wait() != 0:
-        raise SystemExit(f"{argv} failed")
-    return time.perf_counter() - t
-
-
-def ratios(pairs: list[tuple[float, float]]) -> str:
-    r = [b / a for a, b in pairs]
-    return f"min {min(r):.2f}  median {statistics.median(r):.2f}  max {max(r):.2f}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pairs", type=int, default=5)
+    h.pairs_arg(ap)
+    ap.add_argument("--lines-mb", type=int, default=200)
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--cr-mb", type=int, default=10)
     args = ap.parse_args()
-    if args.pairs < 5:
-        raise SystemExit("--pairs must be at least 5")
-    sys.path.insert(0, str(REPO))
+    rec = h.Recorder("bench_output")
     from pgle.profiles.files import Profile, write_profile
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_", "TF_CPP_"))}
-    env["JAX_PLATFORMS"] = "cpu"
+    # Neither side gets a PYTHONUNBUFFERED of the caller's: the program decides its buffering.
+    env = {k: v for k, v in h.python_env(JAX_PLATFORMS="cpu").items() if k != "PYTHONUNBUFFERED"}
     with tempfile.TemporaryDirectory() as d:
         write_profile(Profile(costs=[("fusion.1", 1.0)]), Path(d) / "p.pb")
-        scripts = {
-            "empty": EMPTY,
-            f"{args.mb} MB without a newline": NO_NEWLINE.format(mb=args.mb),
-            f"{args.cr_mb} MB of \\r updates": CARRIAGE_RETURNS.format(cr_bytes=args.cr_mb << 20),
-        }
-        results: dict[str, list[tuple[float, float]]] = {name: [] for name in scripts}
-        for name, text in scripts.items():
-            path = Path(d) / f"w{len(results[name])}_{abs(hash(name))}.py"
-            path.write_text(text)
-            plain = [sys.executable, str(path)]
-            # Each run gets its own run folder (pgle refuses to reuse one).
-            for i in range(args.pairs):
-                tag = f"{abs(hash(name))}-{i}"
-                wrapped = [sys.executable, "-m", "pgle", "run", "--profile", "p.pb",
-                           "--run-dir", str(Path(d) / "runs" / tag), str(path)]
-                launcher = [sys.executable, "-c", LAUNCHER, str(REPO), str(path),
-                            str(Path(d) / f"launcher-{tag}.log")]
-                sides = [(0, plain), (1, wrapped), (2, launcher)]
-                times = {}
-                for k, argv in (sides if i % 2 == 0 else sides[::-1]):
-                    times[k] = wall(argv, d, env)
-                results[name].append((times[0], times[1], times[2]))
-        empty = results.pop("empty")
-        print(f"{'workload':30} {'plain|cat':>10} {'pgle run|cat':>13} {'launcher|cat':>13}"
-              "  (median s)")
-        for name, rows in [("empty script", empty), *results.items()]:
-            print(f"{name:30} " + " ".join(f"{statistics.median(r[k] for r in rows):{w}.2f}"
-                                          for k, w in ((0, 10), (1, 13), (2, 13))))
-        for name, rows in results.items():
-            print(f"{name}: per-pair ratios against plain python | cat")
-            for k, label in ((1, "pgle run"), (2, "launcher")):
-                print(f"    {label:9} whole: {ratios([(r[0], r[k]) for r in rows])}")
-            # Start-up dwarfs the transfer of 100 MB through a pipe (~0.03 s), so a ratio of
-            # differences is noise; the seconds each side adds over its own empty run are not.
-            for k, label in ((0, "plain"), (1, "pgle run"), (2, "launcher")):
-                extra = [r[k] - e[k] for r, e in zip(rows, empty)]
-                print(f"    {label:9} seconds over its empty run: min {min(extra):.2f}  "
-                      f"median {statistics.median(extra):.2f}  max {max(extra):.2f}")
+        run_dir, log = Path(d) / "run", Path(d) / "launcher.log"
+
+        def fresh():
+            shutil.rmtree(run_dir, ignore_errors=True)
+            log.unlink(missing_ok=True)
+
+        for key, label, text, mb in (
+            ("output_lines", "200 MB printed in lines", LINES, args.lines_mb),
+            ("output_no_newline", "100 MB without a newline", NO_NEWLINE, args.mb),
+            ("output_cr", "10 MB of `\\r` updates, flushed each", CARRIAGE_RETURNS, args.cr_mb),
+        ):
+            script = Path(d) / f"{key}.py"
+            script.write_text(text.format(mb=mb))
+            label = label.replace("200 MB", f"{args.lines_mb} MB").replace("100 MB", f"{args.mb} MB") \
+                .replace("10 MB", f"{args.cr_mb} MB")
+            plain = h.Side("python w.py | cat", f"'{sys.executable}' '{script}' | cat", shell=True,
+                           env=env, cwd=d)
+            run = " ".join(f"'{a}'" for a in h.pgle_argv("run", "--profile", "p.pb", "--run-dir",
+                                                          str(run_dir), str(script)))
+            pgle = h.Side("pgle run | cat", f"{run} 2>/dev/null | cat", shell=True, env=env, cwd=d,
+                          before=fresh)
+            launch = h.Side("launcher | cat",
+                            f"'{sys.executable}' -c '{LAUNCHER}' '{h.ROOT}' '{script}' '{log}' | cat",
+                            shell=True, env=env, cwd=d, before=fresh)
+            res = h.compare(plain, launch, pairs=args.pairs)
+            rec.figure(f"{key}_launcher", what=f"{label}: pgle's launcher and child environment",
+                       anchor="`python w.py | cat`", goal="<= 1.1×", value=res["ratio"],
+                       met=res["ratio"]["median"] <= 1.1, details=res)
+            res = h.compare(plain, pgle, pairs=args.pairs)
+            rec.figure(f"{key}_run", what=f"{label}: whole `pgle run` (start-up and verdict included)",
+                       anchor="`python w.py | cat`", goal="–", value=res["ratio"], met=None,
+                       details=res)
+    rec.write()
 
 
 if __name__ == "__main__":

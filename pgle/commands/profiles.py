@@ -16,9 +16,6 @@ from pgle.profiles.files import (BINARY, SUFFIX, TEXT, Profile, ProfileSource, c
                                  load_profile_source, module_view, output_kind, profile_format,
                                  qualified_fingerprints, qualify_profile, split_qualified,
                                  write_profile, write_profile_directory)
-from pgle.profiles.merge import (alias_lines, check_method, check_percentile,
-                                 merge_directory_modules, merge_profiles, name_overlap,
-                                 overlap_warnings)
 from pgle.report import Report
 
 
@@ -220,6 +217,8 @@ def diff_report(a_path: Any, b_path: Any, *, top: int = 20):
 def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile", percentile: int = 90,
                  force: bool = False):
     """`pgle merge`: files into one file, or per-module directories into one directory."""
+    from pgle.profiles.merge import (check_method, check_percentile, merge_directory_modules,
+                                     merge_profiles, name_overlap, overlap_warnings)
 
     if not inputs:
         raise BadInput("merge needs at least one input profile.")
@@ -301,6 +300,8 @@ def _merge_file_columns(inputs: Sequence[Any], out: Any, *, method: str, percent
 
 def _merge_result(written, n_sources: int, in_kind: str, method: str, percentile: int,
                   modules_report, warnings, inputs_report, aliases) -> Report:
+    from pgle.profiles.merge import alias_lines
+
     result = load_profile_source(written)
     desc = f"percentile {percentile} (jaxlib's rule)" if method == "percentile" else method
     return Report(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-import statistics
 from typing import Any, Mapping, Sequence
 
 from pgle.errors import BadInput
@@ -36,6 +35,8 @@ def _reducer(method: str, percentile: int):
     if method == "percentile":
         return lambda vals: sorted(vals)[percentile_index(len(vals), percentile)]
     if method == "median":
+        import statistics  # only here: its import (fractions, decimal) costs start-up
+
         return statistics.median
     if method == "mean":
         def mean(vals):

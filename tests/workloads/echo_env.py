@@ -9,6 +9,7 @@ print("ECHO " + json.dumps({
     "tf_cpp_min_log_level": os.environ.get("TF_CPP_MIN_LOG_LEVEL"),
     "path0": sys.path[0],
     "name": __name__,
+    "unbuffered": os.environ.get("PYTHONUNBUFFERED"),
 }), flush=True)
 code = int(os.environ.get("ECHO_EXIT", "0"))
 sys.exit(code)
