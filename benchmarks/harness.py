@@ -132,7 +132,7 @@ def summarize(anchor: str, subject: str, rows: Sequence[tuple[Run, Run]]) -> dic
         "anchor_s": spread(a_t), "subject_s": spread(s_t),
         "anchor_rss_mb": spread([a.max_rss_mb for a, _ in rows]),
         "subject_rss_mb": spread([s.max_rss_mb for _, s in rows]),
-        "memory_ratio": spread([s.max_rss_mb / a.max_rss_mb for a, s in rows]),
+        "memory_ratio": spread([s.max_rss_mb / a.max_rss_mb if a.max_rss_mb else 0.0 for a, s in rows]),
     }
 
 

@@ -103,6 +103,23 @@ _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_
 _modules_installed = False
 
 
+def _has_async_ops(module) -> bool:
+    """Whether an instruction is an async start/done, from the names: walking them is several
+    times cheaper than `to_string()` on a realistic module (benchmarks/bench_observe.py), and
+    most modules have none. jaxlib without `computations()`: the text decides."""
+    try:
+        computations = module.computations()
+    except AttributeError:
+        text = module.to_string()
+        return "-start" in text or "-done" in text
+    for computation in computations:
+        for instruction in computation.instructions():
+            name = instruction.name
+            if "-start" in name or "-done" in name:
+                return True
+    return False
+
+
 def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
     """Emit `write("module_compiled", module=..., flops=..., memory={...}, hlo_file=...)` per
     compiled module. The scheduled HLO text is kept (under `hlo_dir`) only for modules with
@@ -134,9 +151,9 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
             cost = cost[0] if cost else {}
         mem = executable.get_compiled_memory_stats()
         memory = {f: getattr(mem, f) for f in _MEMORY_FIELDS if hasattr(mem, f)}
-        text = module.to_string()
         hlo_file = None
-        if "-start" in text or "-done" in text:
+        if _has_async_ops(module):
+            text = module.to_string()
             counter[0] += 1
             os.makedirs(hlo_dir, exist_ok=True)
             safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in module.name)
