@@ -18,7 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from conftest import DATA, TESTS, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
 
