@@ -104,7 +104,7 @@ def main() -> None:
             mb = round(sum(Path(p).stat().st_size for p in paths) / 1e6, 1)
         rec.figure(f"merge_{count}x{instructions}",
                    what=f"`pgle merge`, {count} profiles × {instructions:,} instructions "
-                        "(whole process; latencies kept)",
+                        "(whole process; costs only, as JAX writes them)",
                    anchor="jaxlib `aggregate_profiled_instructions` in `python -c` (drops latencies)",
                    goal="<= 1.0×", value=res["ratio"], met=res["ratio"]["median"] <= 1.0,
                    details=dict(res, input_mb=mb))

@@ -52,7 +52,9 @@ def render_table(results: Path = RESULTS) -> str:
             if f.get("why"):
                 met += f": {f['why']}"
             link = f"[{name}.json](../benchmarks/results/{name}.json) `{f['key']}`"
-            rows.append(f"| {f['what']} | {f['anchor']} | {f['goal']} | {shown} | {met} | {when} | {link} |")
+            cells = [f["what"], f["anchor"], f["goal"], shown, met, when]
+            cells = [c.replace("|", "\\|") for c in cells]  # `a | cat` inside a table cell
+            rows.append("| " + " | ".join(cells) + f" | {link} |")
     return "\n".join(rows)
 
 

@@ -39,6 +39,12 @@ OLD_HEADINGS = [
 ]
 # A moved section may be trimmed a little, not rewritten.
 MIN_KEPT = 0.9
+# Sections rewritten on purpose since the split, with why (their old text was wrong).
+REWRITTEN = {
+    "Benchmarks": "issue 16: the old table described one-run scripts and stale goals; every "
+                  "benchmark now runs through benchmarks/harness.py and its figures live in "
+                  "docs/performance.md",
+}
 
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
@@ -149,6 +155,8 @@ def test_moved_sections_keep_their_text(title):
     old = sections(old_readme())[title]
     if title in {t for _, t, _ in headings(README.read_text())}:
         pytest.skip(f"{title!r} stayed in README.md")
+    if title in REWRITTEN:
+        pytest.skip(f"{title!r} was rewritten: {REWRITTEN[title]}")
     path, body = docs_sections()[title]
     # A link re-pointed from docs/ (`examples/` becomes `../../examples/`) loses nothing.
     def unlinked(line):
