@@ -85,6 +85,8 @@ def test_text_entries_agree_with_text_format(seed):
     'costs { name: "a" cost_us: 1 }\n',
     'costs {\n  name: "a\\"b"\n  cost_us: 1.0\n}\n',
     'costs {\n  cost_us: 1.0\n  name: "a"\n}\n',
+    'costs {\n  name: "a"\n  cost_us: 1.5E+3\n}\n',
+    'costs {\n  name: "a"\n  cost_us: 7\n}\ncosts {\n  name: "b"\n  cost_us: .5\n}\n',
 ])
 def test_text_outside_the_layout_goes_to_text_format(text):
     assert text_entries(text) is None

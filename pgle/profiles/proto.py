@@ -266,7 +266,9 @@ def text_entries(text: str):
     import re
 
     if _TEXT_ENTRY is None:
-        num = r"(-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|-?inf|nan)"
+        # Only what repr(float) writes (text_format prints doubles with str()): no leading zeros,
+        # a lowercase signed exponent; anything else is text_format's to read.
+        num = r"(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:e[+-]\d+)?|-?inf|nan)"
         name = r'"([^"\\\n]*)"'
         _TEXT_ENTRY = re.compile(
             r"costs \{\n(?:  name: " + name + r"\n)?(?:  cost_us: " + num + r"\n)?\}\n"
