@@ -77,8 +77,7 @@ def main() -> None:
     rec = h.Recorder("bench_output")
     from pgle.profiles.files import Profile, write_profile
 
-    # Neither side gets a PYTHONUNBUFFERED of the caller's: the program decides its buffering.
-    env = {k: v for k, v in h.python_env(JAX_PLATFORMS="cpu").items() if k != "PYTHONUNBUFFERED"}
+    env = h.python_env(JAX_PLATFORMS="cpu")  # no PYTHONUNBUFFERED: the program decides
     with tempfile.TemporaryDirectory() as d:
         write_profile(Profile(costs=[("fusion.1", 1.0)]), Path(d) / "p.pb")
         run_dir, log = Path(d) / "run", Path(d) / "launcher.log"

@@ -194,9 +194,14 @@ def percent(summary: dict) -> dict:
 
 
 def python_env(**extra: str) -> dict[str, str]:
-    """The environment for Python sides: this checkout first on the path, no JAX/XLA
-    variables from the caller (both sides get the same)."""
+    """The environment for Python sides (both get the same): this checkout first on the path,
+    no JAX/XLA variables from the caller."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_", "TF_CPP_"))}
+    # A user's install has .pyc files (pip compiles them) and block-buffered pipes: a shell
+    # that sets PYTHONDONTWRITEBYTECODE would make every run compile pgle from source, and
+    # PYTHONUNBUFFERED would change the programs' own speed, on both sides.
+    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
+        env.pop(name, None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env.update(extra)
     return env

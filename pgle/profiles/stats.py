@@ -14,6 +14,7 @@ names and costs only:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Any, Iterable
@@ -42,6 +43,7 @@ class Classified:
     pair_key: str | None = None  # name with -start/-done removed, to pair them
 
 
+@functools.lru_cache(maxsize=65536)  # inspect classifies each name twice (categories, collectives)
 def classify(name: str) -> Classified:
     """Category of one instruction name (qualifier and `.rematN` ignored)."""
     _, bare = split_qualified(name)
