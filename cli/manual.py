@@ -103,13 +103,16 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
               help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means not_applicable.")
 @click.option("--accuracy-checker-off", is_flag=True,
               help="The run had --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_OFF.")
+@click.option("--jax", default=None, metavar="VERSION",
+              help="The jax version that wrote the log [default: the installed one]; before "
+                   "0.4.36 XLA had no accuracy checker, so coverage is unverified.")
 @verdict_options
 @report_options
-def verify(log_path, profile_path, backend, accuracy_checker_off, min_coverage, require_applied,
-           json_out, report_path, debug):
+def verify(log_path, profile_path, backend, accuracy_checker_off, jax, min_coverage,
+           require_applied, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.verify(log_path, profile=profile_path, backend=backend,
-                              accuracy_checker=not accuracy_checker_off,
+                              accuracy_checker=not accuracy_checker_off, jax=jax,
                               min_coverage=min_coverage, require_applied=require_applied),
            json_out=json_out, report_path=report_path, debug=debug)

@@ -60,8 +60,8 @@ def extraction_options(f):
                      help="Single-file converter: jaxlib (default; the mean over everything "
                           "profiled) or pgle (--stat, profiled steps only).")(f)
     f = click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
-                     help="With --per-module: write <fingerprint>.pb (binary, default) or "
-                          "<fingerprint>.pbtxt (text) files.")(f)
+                     help="With --per-module: write <fingerprint>.pbtxt (text, default: what XLA "
+                          "looks up first) or <fingerprint>.pb (binary) files.")(f)
     f = click.option("--stat", default=None, metavar="STAT",
                      help="pgle's converter: each instruction's cost over the profiled steps: "
                           "median (default), mean, min, max or pNN.")(f)

@@ -117,11 +117,12 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
 
 def verify(log: str, *, profile: str | None = None, backend: str | None = None,
            accuracy_checker: bool = True, min_coverage: float = 0.9,
-           require_applied: bool = False) -> Report:
-    """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin)."""
+           require_applied: bool = False, jax: str | None = None) -> Report:
+    """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin); `jax`: the
+    version that wrote it (default: the installed one; < 0.4.36 had no accuracy checker)."""
     return verify_cmd.verify(verify_cmd.VerifyOptions(
         os.fspath(log), profile, backend, VerdictOptions(min_coverage, require_applied),
-        accuracy_checker))
+        accuracy_checker, jax))
 
 
 def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: int = 90,

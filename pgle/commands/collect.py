@@ -345,7 +345,10 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
                       report: Report, notify: Callable[[str], None]) -> Report:
     """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
     `manifest.json`; same empty-profile rules as a single file."""
-    fmt = opts.extraction.fmt or profile.BINARY
+    # Text by default: every jax (0.4.34-0.10.2) looks up <fp>.pbtxt before <fp>.pb, and with
+    # only .pb files jax >= 0.6.2 logs an ERROR "PGLE profile file does not exist:
+    # <dir>/<fp>.pbtxt" per module first (tests/data/xla_gpu/README.md).
+    fmt = opts.extraction.fmt or profile.TEXT
     conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
     log_fps = _log_fingerprint_count(ex.run.log)
     without = [m for m in conv.modules if not m.fingerprint]

@@ -79,7 +79,7 @@ class Extraction:
 
     per_module: bool = False  # a directory of <fingerprint>.pb|.pbtxt files (pgle's converter)
     stat: str | None = None  # pgle's converter: median (default) | mean | min | max | pNN
-    fmt: str | None = None  # per-module file format: binary (default) | text
+    fmt: str | None = None  # per-module file format: text (default) | binary
     converter: str | None = None  # single file: jaxlib (default) | pgle
     qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
 

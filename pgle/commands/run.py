@@ -62,12 +62,16 @@ def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource
     return source, copy
 
 
-def accuracy_checker_on(flags: XlaFlags) -> bool:
-    """The checker is on (WARN) by default since jax 0.4.36; OFF silences it."""
+def accuracy_checker_on(flags: XlaFlags, jax: tuple[int, ...] | None = None) -> bool:
+    """The checker is on (WARN) by default since jax 0.4.36; OFF silences it. Before, only
+    --xla_gpu_enable_pgle_accuracy_checker=true turned it on (strict: a miss fails the compile)."""
+    jax = versions.jax_version() if jax is None else jax
+    if not versions.at_least(jax, flag_table.ACCURACY_CHECKER_SINCE):
+        return flags.value(flag_table.OLD_ACCURACY_CHECKER) in ("true", "1")
     value = flags.value(flag_table.ACCURACY_CHECKER)
     if value is not None:
         return not value.endswith("OFF")
-    return versions.at_least(versions.jax_version(), (0, 4, 36))
+    return True
 
 
 def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
@@ -101,9 +105,11 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
 
 def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                drift_notes: list[str]) -> Report:
+    level = ex.child.env.get("TF_CPP_MIN_LOG_LEVEL", "").strip()
     verdict = judge(LogScanner().scan_file(ex.run.log), platform=ex.events.platform,
                     min_coverage=opts.verdict.min_coverage,
-                    accuracy_checker=accuracy_checker_on(ex.child.flags))
+                    accuracy_checker=accuracy_checker_on(ex.child.flags),
+                    info_log_hidden=level not in ("", "0"))
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(
