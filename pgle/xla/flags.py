@@ -175,12 +175,6 @@ def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
                 f"XLA_FLAGS has --{flag.name}, which XLA removed in jax {removed} and would abort "
                 f"on ('Unknown flag in XLA_FLAGS'): {entry.replacement}."
             )
-<<<<<<< HEAD
-    for row in flag_table.explain_all(flags.flags, jax_version):
-        if row["status"] == "error":
-            raise FlagError(f"XLA_FLAGS has {row['flag']}: {row['message']}.",
-                            hint="Fix or remove it; `pgle flags explain` shows every flag.")
-=======
     for flag in flags.flags:
         info = flag_table.flag_info(flag.name)
         if info is not None and info.since and info.since_pinned and jax_version is not None \
@@ -194,7 +188,10 @@ def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
                 f"{'.'.join(map(str, jax_version))} does not know (it exists since jax "
                 f"{'.'.join(map(str, info.since))}) and would abort on ('Unknown flag in "
                 f"XLA_FLAGS'){hint}.")
->>>>>>> main
+    for row in flag_table.explain_all(flags.flags, jax_version):
+        if row["status"] == "error":
+            raise FlagError(f"XLA_FLAGS has {row['flag']}: {row['message']}.",
+                            hint="Fix or remove it; `pgle flags explain` shows every flag.")
     warnings = []
     old = flags.value(flag_table.OLD_ACCURACY_CHECKER)
     if old in ("true", "1") and not flag_table.removed_flag(flag_table.OLD_ACCURACY_CHECKER,
