@@ -116,6 +116,12 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
             man, user_flags=ex.child.user_flags, backend=ex.events.backend)
             if d not in drift_notes]
     report = verdict_report(opts.command, verdict, ex)
+    dropped = ex.dropped_flags_reason()
+    if dropped:
+        # The verdict's own reasons (no 'Using PGLE profile' line) follow from this one.
+        report.reasons.insert(0, dropped)
+        report.summary.insert(0, dropped)
+        report.details["effective_xla_flags"] = ex.events.xla_flags_seen.get("effective")
     report.profile = source.to_dict() if source is not None else None
     if source is not None:
         report.profile["given_to_xla"] = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)

@@ -33,6 +33,28 @@ class Execution:
     def exit_code(self) -> int:
         return self.result.exit_code
 
+    def dropped_flags_reason(self) -> str | None:
+        """The workload replaced XLA_FLAGS before XLA read it (the harness compared them at
+        the first compile): which of pgle's flags XLA never saw."""
+        seen = self.events.xla_flags_seen
+        if not seen or not seen.get("missing"):
+            return None
+        expected = self.spec.expected_xla_flags or {}
+        wanted = " ".join(expected.get(n, n) for n in seen["missing"])
+        return (f"the workload replaced XLA_FLAGS before XLA read it: pgle's {wanted} never "
+                f"reached XLA (XLA saw {seen.get('effective')!r}); make the script append to "
+                "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)")
+
+
+def pgle_flags(child: ChildEnv) -> dict[str, str]:
+    """The XLA flags pgle added or changed: the harness checks they reach XLA."""
+    out = {}
+    for flag in child.flags.flags:
+        mine = child.user_flags.get(flag.name)
+        if mine is None or mine.raw != flag.raw:
+            out[flag.name] = flag.raw
+    return out
+
 
 def harness_argv(spec_path: Path) -> list[str]:
     # Run by file path: the harness needs only the standard library, and its own
@@ -65,7 +87,8 @@ def execute(
         events=str(run.events),
         workload=WorkloadSpec(workload.script, workload.module, tuple(workload.args)),
         profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
-        warnings_always=tuple(warnings_always), observe_pgle=observe_pgle)
+        warnings_always=tuple(warnings_always), observe_pgle=observe_pgle,
+        expected_xla_flags=pgle_flags(child) or None)
     write_text_atomic(run.spec, spec.to_json())
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
