@@ -75,10 +75,13 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
 @extraction_options
 @verdict_options
 @job_options
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Baseline runs (no profile) and profiled runs, alternating, each with the "
+                   "same flags; the step-time ratio gets a bootstrap interval from them.")
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
          converter, qualify, run_dir, log, min_coverage, require_applied, job_dir, gather_timeout,
-         json_out, report_path, debug):
+         repeat, json_out, report_path, debug):
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
@@ -89,7 +92,7 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         duration=duration, force=force, per_module=per_module, stat=stat, fmt=fmt,
         converter=converter, qualify=qualify, run_dir=run_dir, log=log,
         min_coverage=min_coverage, require_applied=require_applied, job_dir=job_dir,
-        gather_timeout=gather_timeout, html_report=html, notify=emit),
+        gather_timeout=gather_timeout, html_report=html, repeat=repeat, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 

@@ -101,7 +101,7 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
          converter: str | None = None, qualify: bool = False, min_coverage: float = 0.9,
          require_applied: bool = False, run_dir: str | None = None, log: str | None = None,
          job_dir: str | None = None, gather_timeout: float | None = None,
-         html_report: str | None = None, notify: Notify | None = None,
+         html_report: str | None = None, repeat: int = 3, notify: Notify | None = None,
          environ: Mapping[str, str] | None = None) -> Report:
     """`pgle tune`: collect, then run with the profile; one verdict with both phases' step
     times (the profile goes into the run folder unless `output`); `html_report`: also write
@@ -112,7 +112,7 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
         _workload(workload, module), output, window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, fmt, converter, qualify), force=force,
         run_dir=run_dir, log=log)
-    return _drive(TUNE, tune_cmd.TuneOptions(copts, verdict, html_report), job, notify, environ)
+    return _drive(TUNE, tune_cmd.TuneOptions(copts, verdict, html_report, repeat), job, notify, environ)
 
 
 def verify(log: str, *, profile: str | None = None, backend: str | None = None,

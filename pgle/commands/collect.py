@@ -171,6 +171,16 @@ def fingerprint_environment(environ: dict[str, str]) -> tuple[dict[str, str], li
     return environ, notices, warnings
 
 
+def profiling_flags(environ: dict[str, str]) -> dict[str, str | None]:
+    """The XLA flags collect adds; tune's baseline and profiled runs get the same, so its
+    phases differ only in the profile."""
+    if XlaFlags.parse(environ.get("XLA_FLAGS")).get(flag_table.COMMAND_BUFFER) is None:
+        # Kernels inside CUDA graphs are invisible to the profiler; auto PGLE turns
+        # command buffers off for its profiling compile too (jax >= 0.4.x).
+        return {flag_table.COMMAND_BUFFER: ""}
+    return {}
+
+
 def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Execution],
          notify: Callable[[str], None], environ: dict[str, str]) -> Report:
     """Profile this process's window and extract its profile to where the layout says."""
@@ -180,12 +190,7 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
         check_output(opts, plan.merged_output)  # refuse now, not after the whole job ran
     run = RunFolder.create("collect", layout.run_dir)
     output = plan.rank_output or str(run.path / ("profiles" if opts.per_module else "profile.pb"))
-    user = XlaFlags.parse(environ.get("XLA_FLAGS"))
-    xla = {}
-    if user.get(flag_table.COMMAND_BUFFER) is None:
-        # Kernels inside CUDA graphs are invisible to the profiler; auto PGLE turns
-        # command buffers off for its profiling compile too (jax >= 0.4.x).
-        xla[flag_table.COMMAND_BUFFER] = ""
+    xla = profiling_flags(environ)
     notices, warnings = [], []
     if opts.extraction.needs_fingerprints:
         environ, notices, warnings = fingerprint_environment(environ)

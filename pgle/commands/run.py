@@ -35,6 +35,7 @@ class RunOptions:
     log: str | None = None
     profile_store: str | None = None  # where content-addressed copies go
     command: str = "run"
+    xla: tuple[tuple[str, str | None], ...] = ()  # more flags (tune: the same as its collect)
 
 
 def request(opts: RunOptions) -> LayoutRequest:
@@ -78,7 +79,7 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
          notify: Callable[[str], None], environ: dict[str, str]) -> Report:
     if layout.log:
         check_writable_target(layout.log, force=True, what="log")
-    xla: dict[str, str | None] = {}
+    xla: dict[str, str | None] = dict(opts.xla)
     source = None
     if opts.profile is not None:
         source, copy = prepare_profile(layout.inputs["profile"], layout.inputs["profile_store"])
