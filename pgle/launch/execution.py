@@ -93,7 +93,8 @@ def execute(
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
-    result = launcher.launch(argv, child.env, run.log, watchdog=watchdog)
+    result = launcher.launch(argv, child.env, run.log, watchdog=watchdog,
+                             terminal_level=child.terminal_level)
     if on_exit is not None:
         on_exit(result.exit_code)
     if result.log_error:
