@@ -523,7 +523,8 @@ class Harness:
         except BaseException as e:
             self._finish(1, error=f"{type(e).__name__}: {e}")
             # As plain python prints it: the workload's frames, not the harness's or runpy's.
-            sys.excepthook(type(e), e, _workload_frames(e.__traceback__))
+            tb = _workload_frames(e.__traceback__)
+            sys.excepthook(type(e), e.with_traceback(tb), tb)
             sys.stderr.flush()
             sys.exit(1)
         self._finish(code)
@@ -582,8 +583,9 @@ def _from_jax(filename: str) -> bool:
 
 def _workload_frames(tb):
     """The traceback from the first frame outside the harness and runpy."""
-    skip = (_HERE, runpy.__file__)
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
+    skip = (_HERE, runpy.__file__, "<frozen runpy>")
+    while tb is not None and tb.tb_frame.f_code.co_filename in skip \
+            or tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
         tb = tb.tb_next
     return tb
 

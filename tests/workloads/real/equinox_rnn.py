@@ -1,6 +1,7 @@
 """An equinox RNN as equinox's examples write it: eqx.filter_jit, no step markers, and an
-early exit once the loss is low enough (`--stop-after K` forces it after K steps).
-Usage: equinox_rnn.py [--steps N] [--stop-after K]
+early exit once the loss is low enough (`--stop-after K` forces it after K steps; with
+`--crash` it raises there instead).
+Usage: equinox_rnn.py [--steps N] [--stop-after K] [--crash]
 """
 import argparse
 import sys
@@ -13,6 +14,7 @@ import optax
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=12)
 parser.add_argument("--stop-after", type=int, default=None)
+parser.add_argument("--crash", action="store_true", help="raise instead of exiting early")
 args = parser.parse_args()
 
 
@@ -55,5 +57,7 @@ for step in range(args.steps):
     value, model, opt_state = make_step(model, opt_state, xs, ys)
     print(f"step={step} loss={float(value):.4f}")
     if args.stop_after is not None and step + 1 >= args.stop_after:
+        if args.crash:
+            raise FloatingPointError(f"loss diverged at step {step}")
         print("loss is low enough, stopping early")
         sys.exit(0)
