@@ -137,3 +137,17 @@ def test_tune_on_cpu_prints_no_ratio(project, script):
     times = report_of(proc)["step_times"]
     assert times["ratio"] is None and times["caveat"]
     assert not any(re.search(r"ratio \d", l) for l in pgle_lines(proc))
+
+
+def test_pgle_folder_gitignore(project):
+    """Case 7 (hygiene): .pgle/ gets a .gitignore of `*` with the first run folder."""
+    from pgle.launch.runfolder import RunFolder
+
+    import os
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        RunFolder.create("run")
+    finally:
+        os.chdir(cwd)
+    assert (project / ".pgle" / ".gitignore").read_text().splitlines()[-1] == "*"

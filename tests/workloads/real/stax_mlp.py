@@ -42,7 +42,8 @@ opt_state = opt_init(params)
 for i in range(args.steps):
     opt_state = update(i, opt_state, (x, y))
     warnings.warn("learning rate schedule is constant", RuntimeWarning)
-    sys.stderr.write(f"\r{i + 1}/{args.steps} [{'#' * (i + 1)}{'.' * (args.steps - i - 1)}]")
+    done = 20 * (i + 1) // args.steps
+    sys.stderr.write(f"\r{i + 1}/{args.steps} [{'#' * done}{'.' * (20 - done)}]")
     sys.stderr.flush()
     if (i + 1) % 4 == 0:
         acc = accuracy(get_params(opt_state), (x, y))
