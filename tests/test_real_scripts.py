@@ -47,7 +47,7 @@ def test_flax_script_without_markers_that_assigns_xla_flags(project):
     man = _manifest(project)
     assert man["effective_xla_flags"] == "--xla_cpu_use_thunk_runtime=true"
     assert "--xla_gpu_enable_command_buffer=''" in man["child_xla_flags"]
-    assert report["conversion"].startswith("skipped: backend cpu")
+    assert report["conversion"].startswith("skipped: the trace holds no GPU plane")
 
 
 def test_a_script_that_appends_to_xla_flags_keeps_pgles(project):

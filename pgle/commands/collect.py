@@ -264,11 +264,12 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         return finish_per_module(opts, ex, run_folder, output, report, notify)
     fmt = profile.profile_format(output)
     converter = None
-    platform = ex.events.platform
-    if platform is not None and platform.lower() not in GPU_PLATFORMS:
+    if opts.extraction.converter != "pgle" and not trace.has_gpu_plane(run_folder):
         # No GPU plane: nothing to convert (jaxlib's conversion of a CPU trace only costs time
-        # and memory, 9 GB for a 621 MB trace, to give an empty profile).
-        report.details["conversion"] = f"skipped: backend {platform} records no instruction timings"
+        # and memory, 9 GB for a 621 MB trace, to give an empty profile). pgle's converter
+        # reads the planes itself and reports what it found.
+        report.details["conversion"] = (f"skipped: the trace holds no GPU plane (backend "
+                                        f"{ex.events.platform}): no instruction timings")
         prof = profile.Profile()
         payload = profile.encode_profile(prof, fmt)
     elif opts.extraction.converter == "pgle":

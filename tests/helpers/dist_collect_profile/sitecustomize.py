@@ -71,5 +71,12 @@ def _patch(module):
     module.get_profiled_instructions_proto = get_profiled_instructions_proto
 
 
+def _patch_plane_check(module):
+    # pgle skips the conversion of a trace without a GPU plane (all of them on CPU); this
+    # helper's fake conversion stands for a GPU trace, so the check must say there is one.
+    module.has_gpu_plane = lambda run_folder, *a, **k: True
+
+
 _TOOLS.patch_after_import(_TARGET, _patch)
+_TOOLS.patch_after_import("pgle.profiles.jaxlib", _patch_plane_check)
 _TOOLS.chain_next_sitecustomize(__file__)
