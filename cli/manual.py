@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from pgle.cli.options import (WORKLOAD_HELP, extraction_options, force_option, job_options,
-                              report_options, verdict_options, window_options, workload_options)
+                              report_options, store_options, verdict_options, window_options,
+                              workload_options)
 from pgle.cli.output import emit, finish
 
 
@@ -24,18 +25,20 @@ from pgle.cli.output import emit, finish
               help="Multi-process: only rank N runs the profiler and writes -o; the other ranks "
                    "run unprofiled. Default: every rank profiles, and without %r in -o rank 0 "
                    "merges the ranks' profiles into -o.")
+@store_options
 @job_options
 @report_options
 def collect(module, words, output, steps, step_name, delay, duration, force, allow_empty, run_dir,
-            log, per_module, stat, fmt, converter, qualify, only_rank, job_dir, gather_timeout,
-            json_out, report_path, debug):
+            log, per_module, stat, fmt, converter, qualify, only_rank, store, store_policy, job_dir,
+            gather_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.collect(
         *words, module=module, output=output, steps=steps, step_name=step_name, delay=delay,
         duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log,
         per_module=per_module, stat=stat, fmt=fmt, converter=converter, qualify=qualify,
-        rank=only_rank, job_dir=job_dir, gather_timeout=gather_timeout, notify=emit),
+        rank=only_rank, job_dir=job_dir, gather_timeout=gather_timeout, store=store,
+        store_policy=store_policy, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -43,22 +46,25 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
     short_help='Run a workload with a PGLE profile and verify XLA used it.',
     help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
                + WORKLOAD_HELP)
-@click.option("--profile", "profile_path", required=True,
-              help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files.")
+@click.option("--profile", "profile_path", default=None,
+              help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files "
+                   "(or --store instead).")
 @click.option("--profile-store", default=None, type=click.Path(file_okay=False),
               help="Where the content-addressed copy handed to XLA goes (default .pgle/profiles).")
 @workload_options
 @verdict_options
+@store_options
 @job_options
 @report_options
 def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
-        job_dir, gather_timeout, json_out, report_path, debug):
+        store, store_policy, job_dir, gather_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.run(
         *words, module=module, profile=profile_path, profile_store=profile_store,
         min_coverage=min_coverage, require_applied=require_applied, run_dir=run_dir, log=log,
-        job_dir=job_dir, gather_timeout=gather_timeout, notify=emit),
+        job_dir=job_dir, gather_timeout=gather_timeout, store=store, store_policy=store_policy,
+        notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -74,14 +80,15 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
 @force_option
 @extraction_options
 @verdict_options
+@store_options
 @job_options
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Baseline runs (no profile) and profiled runs, alternating, each with the "
                    "same flags; the step-time ratio gets a bootstrap interval from them.")
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
-         converter, qualify, run_dir, log, min_coverage, require_applied, job_dir, gather_timeout,
-         repeat, json_out, report_path, debug):
+         converter, qualify, run_dir, log, min_coverage, require_applied, store, store_policy,
+         job_dir, gather_timeout, repeat, json_out, report_path, debug):
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
@@ -92,7 +99,8 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         duration=duration, force=force, per_module=per_module, stat=stat, fmt=fmt,
         converter=converter, qualify=qualify, run_dir=run_dir, log=log,
         min_coverage=min_coverage, require_applied=require_applied, job_dir=job_dir,
-        gather_timeout=gather_timeout, html_report=html, repeat=repeat, notify=emit),
+        gather_timeout=gather_timeout, html_report=html, store=store, store_policy=store_policy,
+        repeat=repeat, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 

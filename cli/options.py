@@ -123,3 +123,17 @@ def auto_pgle_options(f):
     f = click.option("--runs", default=3, show_default=True, type=int,
                      help="JAX_PGLE_PROFILING_RUNS: executions profiled before the recompile.")(f)
     return f
+
+
+def store_options(f):
+    """--store and --store-policy: the fingerprint-keyed profile store (collect adds to it,
+    run serves from it; tune does both, auto serves)."""
+    f = click.option("--store-policy", default="replace", show_default=True, metavar="POLICY",
+                     help="How the store keeps a module's profiles: replace, keep:N (serve the "
+                          "newest) or merge:N[:pP] (serve the percentile P of the N newest).")(f)
+    f = click.option("--store", "store", default=None, metavar="DIR|gs://...",
+                     help="Profile store keyed by fingerprint, jax version and device kind (as "
+                          "the run reports them): collect adds each module's profile (needs "
+                          "--per-module), run hands XLA the store's profiles, tune does both, "
+                          "auto serves only.")(f)
+    return f

@@ -15,6 +15,7 @@ from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.jobs.ranks import literal
 from pgle.launch.runfolder import RunFolder
 from pgle.report import Report
+from pgle.store.store import is_remote
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 
 # Phase(name, workflow, options, run_root) -> result with .own (this process's report) and
@@ -58,6 +59,8 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
                     workload_exit_code=job_first.get("workload_exit_code"))
     report.details["phases"] = {"collect": job_first}
     report.warnings += job_first.get("warnings") or []
+    if (job_first.get("store") or {}).get("summary"):
+        notify(job_first["store"]["summary"])  # what phase 1 added to the store
     platform = (job_first.get("backend") or {}).get("platform")
     gpu = platform is not None and platform.lower() in GPU_PLATFORMS
     usable = ("collected", "partial") if job_first.get("mode") == "merge" else ("collected",)
@@ -77,14 +80,27 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     # the baseline and the profiled runs differ only in the profile.
     same = tuple(profiling_flags(environ).items())
     baselines, runs = [], []
-    if profile_path is None:
-        notify(f"phase 2/2: run without a profile: backend {platform} records none")
-        second = phase("run", run_workflow,
-                       RunOptions(copts.workload, None, verdict=opts.verdict, xla=same),
-                       str(top.path / "run")).own
+    store = opts.collect.store
+    serve = store is not None and (is_remote(store.path) or os.path.isdir(store.path))
+    if serve:
+        # The profiled runs serve what the store now holds: this collect's modules and others.
+        shown = f"the store {store.path}"
+        profiled = RunOptions(copts.workload, None, verdict=opts.verdict, xla=same,
+                              store=dataclasses.replace(store, serve=True))
+    elif profile_path is not None:
+        shown = copts.output if job_first.get("mode") == "per_rank" else \
+            job_first["profile"]["path"]
+        profiled = RunOptions(copts.workload, profile_path, verdict=opts.verdict, xla=same)
+    if not gpu or (profile_path is None and not serve):
+        # No profile can apply here (no GPU): one run, and no baseline to compare it with.
+        if serve or profile_path is not None:
+            notify(f"phase 2/2: run with {shown}")
+        else:
+            notify(f"phase 2/2: run without a profile: backend {platform} records none")
+            profiled = RunOptions(copts.workload, None, verdict=opts.verdict, xla=same)
+        second = phase("run", run_workflow, profiled, str(top.path / "run")).own
         runs.append(top.path / "run")
     else:
-        shown = copts.output if job_first.get("mode") == "per_rank" else job_first["profile"]["path"]
         second = None
         # Alternating, so that drift (thermal, other jobs) falls on both sides alike.
         for i in range(opts.repeat):
@@ -100,9 +116,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
             baselines.append(top.path / name)
             notify(f"phase 3/3: run with {shown}{tag}")
             name = "run" if i == 0 else f"run-{i + 1}"
-            own = phase(name, run_workflow,
-                        RunOptions(copts.workload, profile_path, verdict=opts.verdict, xla=same),
-                        str(top.path / name)).own
+            own = phase(name, run_workflow, profiled, str(top.path / name)).own
             second = second or own
             runs.append(top.path / name)
             if own.workload_exit_code not in (0, None):
@@ -123,7 +137,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     report.details["step_times"] = times = compare_step_times(
         job_first, top.path / "collect", baselines, runs, platform=platform)
     report.summary += second.summary
-    report.summary += step_time_lines(times, profiled=profile_path is not None)
+    report.summary += step_time_lines(times, profiled=profile_path is not None or serve)
     if opts.html_report:
         from pgle.commands.report import ReportOptions, report as analyse
 
