@@ -185,3 +185,22 @@ def test_real_nsys(warm, tmp_path: Path):
     rep = report_of(proc)
     assert rep["nsys"]["version"] and rep["nsys"]["report_exists"]
     assert {m["module"]: m["status"] for m in rep["modules"]}["jit_f"] == "loaded_optimized"
+
+
+def test_empty_profiles_in_prewarm_are_the_reason(tmp_path: Path):
+    """On CPU (no pgle_cpu_profile helper) every profile prewarm took is empty: nsys must name
+    that cause, not ask for more executions (issue 13, case 6)."""
+    project = tmp_path / "p"
+    project.mkdir()
+    cache_dir = project / "c"
+    proc = run_pgle("prewarm", "--cache-dir", str(cache_dir), "--runs", "2", FGH, "--",
+                    "--f", "3", "--g", "0", "--h", "0", cwd=project, env=pgle_env())
+    assert proc.returncode in (0, 3), proc.stderr.decode()[-3000:]
+    man = json.loads((cache_dir / "pgle-manifest.json").read_text())
+    assert man["modules"]["jit_f"]["empty_profiles"] == man["modules"]["jit_f"]["profiled_executions"] == 2
+    rep = report_of(run_pgle("nsys", "--cache-dir", str(cache_dir), "--json", "--", FGH,
+                             "--f", "1", "--g", "0", "--h", "0", cwd=project, env=fake_env(tmp_path)))
+    f = {m["module"]: m for m in rep["modules"]}["jit_f"]
+    assert f["status"] == "fell_back", f
+    assert "all 2 executions prewarm profiled gave an empty profile" in f["reason"]
+    assert "backend is cpu" in f["reason"] and "fewer than runs+1" not in f["reason"]

@@ -11,6 +11,7 @@ Layout (format 1):
      "environment": {...},          # of the latest finished prewarm: what nsys reproduces
      "modules": {"jit_step": {"first_pass_keys": [...], "pgle_optimized_keys": [...],
                               "plain_keys": [...], "executions_seen": 4, "status": "optimized",
+                              "profiled_executions": 3, "empty_profiles": 0, "reason": "...",
                               "run": "<run id>"}},
      "runs": [{"id", "state": "in_progress|finished|failed", "pid", "host", "started",
                "finished", "workload", "environment"}]}

@@ -223,7 +223,8 @@ def _close_run(cache_dir: str, run_id: str, state: str, environment: dict | None
             cache_manifest.record_keys(data, row["module"], cache_manifest.ROLE_PGLE_OPTIMIZED,
                                        row["pgle_optimized_keys"])
             entry.update(status=row["status"], executions_seen=row["executions_seen"],
-                         profiled_executions=row["profiled_executions"], reason=row["reason"],
+                         profiled_executions=row["profiled_executions"],
+                         empty_profiles=row["empty_profiles"], reason=row["reason"],
                          run=run_id)
 
     cache_manifest.update(cache_dir, change)

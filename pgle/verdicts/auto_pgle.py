@@ -211,6 +211,12 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict]:
                 row.reason = ("prewarm wrote its PGLE-optimized entry, but it is gone (pruned or "
                               "evicted) or its key changed; loaded the first-pass executable")
                 row.fix = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
+            elif before and all_profiles_empty(before):
+                row.reason = (f"loaded the first-pass executable: all {before['profiled_executions']} "
+                              "executions prewarm profiled gave an empty profile, so JAX never "
+                              "recompiled it with one: " + empty_profile_cause(
+                                  (manifest.get("environment") or {}).get("platform")))
+                row.fix = "prewarm on an NVIDIA GPU with no other CUPTI client attached"
             else:
                 seen = (before or {}).get("executions_seen")
                 row.reason = ("loaded the first-pass executable: prewarm executed it "
@@ -224,6 +230,12 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict]:
             row.fix = "run the same code path (and shapes) during prewarm"
         out.append(row.to_dict())
     return out
+
+
+def all_profiles_empty(prewarmed: Mapping) -> bool:
+    """Prewarm's manifest entry says every profiled execution gave an empty profile."""
+    profiled, empty = prewarmed.get("profiled_executions"), prewarmed.get("empty_profiles")
+    return bool(profiled) and empty is not None and empty >= profiled
 
 
 def nsys_status(modules: list[dict]) -> str:
