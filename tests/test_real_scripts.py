@@ -151,3 +151,16 @@ def test_pgle_folder_gitignore(project):
     finally:
         os.chdir(cwd)
     assert (project / ".pgle" / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_run_of_a_script_that_never_imports_jax_says_so(project, tmp_path):
+    """Case 6: the reason is the missing jax import, not XLA's INFO log."""
+    script = tmp_path / "no_jax.py"
+    script.write_text("import math\nprint(math.sqrt(4.0))\n")
+    write_profile(project / "p.pb", {"fusion.1": 10.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--json", str(script), cwd=project)
+    report = report_of(proc)
+    assert proc.returncode == 0, proc.stderr.decode()  # not_applied is a verdict, not a failure
+    assert report["status"] == "not_applied"
+    assert any("never imported jax" in r for r in report["reasons"]), report["reasons"]
+    assert not any("INFO log" in r for r in report["reasons"])

@@ -169,7 +169,8 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     verdict = judge(LogScanner().scan_file(ex.run.log), platform=ex.events.platform,
                     min_coverage=opts.verdict.min_coverage,
                     accuracy_checker=accuracy_checker_on(ex.child.flags),
-                    info_log_hidden=level not in ("", "0"))
+                    info_log_hidden=level not in ("", "0"),
+                    jax_imported=ex.events.jax_imported)
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(

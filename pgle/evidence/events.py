@@ -36,6 +36,12 @@ class RunEvents:
     def platform(self) -> str | None:
         return self.backend.get("platform") if self.backend else None
 
+    @property
+    def jax_imported(self) -> bool | None:
+        """Did the workload import jax? None when the harness left no events at all."""
+        if any(r.get("kind") == schema.JAX_IMPORTED for r in self.records):
+            return True
+        return False if self.records else None
 
 
 def read_events(path: Path | str) -> RunEvents:
