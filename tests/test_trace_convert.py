@@ -136,6 +136,18 @@ def test_real_cpu_trace_is_empty_like_jaxlib(tmp_path):
     with pytest.raises(ProfileError, match="Pass the run folder itself"):
         convert_trace(tmp_path / "tb", per_module=False)
 
+    # `pgle convert` says the trace has no GPU plane; --log would not help (issue 13, case 6).
+    from click.testing import CliRunner
+
+    from pgle.cli.main import cli
+
+    # A directory OUT: bad input (2); a file OUT: the empty-profile report (1).
+    for out, code in ((str(tmp_path / "dir") + "/", 2), (str(tmp_path / "one.pb"), 1)):
+        r = CliRunner().invoke(cli, ["convert", str(run), out])
+        assert r.exit_code == code, r.output
+        assert "has no GPU plane" in r.stderr and "--log" not in r.stderr, r.stderr
+        assert not os.path.exists(out)
+
 
 def test_per_module_separates_modules_sharing_names(tmp_path):
     run = tmp_path / "run"
