@@ -149,14 +149,14 @@ def runs_in_progress(data: dict[str, Any] | None) -> list[dict[str, Any]]:
         if run.get("state") != "in_progress":
             continue
         if run.get("host") == host:
-            if _pid_alive(run.get("pid")):
+            if pid_alive(run.get("pid")):
                 live.append(run)
         elif time.time() - float(run.get("started") or 0) < STALE_REMOTE_RUN_SECS:
             live.append(run)
     return live
 
 
-def _pid_alive(pid) -> bool:
+def pid_alive(pid) -> bool:
     try:
         os.kill(int(pid), 0)
     except (ProcessLookupError, ValueError, TypeError):
