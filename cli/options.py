@@ -63,6 +63,9 @@ def window_options(f):
 
 def extraction_options(f):
     """How collect (and tune's collect phase) turns the trace into a profile."""
+    f = click.option("--keep-trace", type=click.Choice(["yes", "no"]), default="yes",
+                     show_default=True,
+                     help="no: delete the trace (often gigabytes) once the profile is written.")(f)
     f = click.option("--qualify", is_flag=True,
                      help="With --converter pgle: prefix every name with its module's "
                           "fingerprint (<fp>::name), so one file keeps modules apart.")(f)

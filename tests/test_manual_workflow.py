@@ -42,6 +42,24 @@ def test_collect_step_window_writes_trace_and_manifest(project):
     assert manifest["environment"]["JAX_PLATFORMS"] == "cpu"
 
 
+def test_keep_trace_no_deletes_the_trace_after_extraction(project):
+    """Issue 13 case 7: --keep-trace no deletes the trace once the profile is written, and says so."""
+    proc = run_pgle("collect", TRAIN, "--steps", "2:2", "-o", "prof.pb", "--allow-empty",
+                    "--keep-trace", "no", "--json", "--", "--steps", "5", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    trace_dir = Path(report["trace_deleted"])
+    assert trace_dir.name == "trace" and not trace_dir.exists() and trace_dir.parent.is_dir()
+    assert (project / "prof.pb").exists() and (trace_dir.parent / "workload.log").exists()
+    assert any("deleted the trace" in l and "--keep-trace no" in l for l in pgle_lines(proc))
+    # A failed extraction keeps the trace: it is what is left to look at.
+    proc = run_pgle("collect", TRAIN, "--steps", "2:2", "-o", "prof2.pb", "--keep-trace", "no",
+                    "--json", "--", "--steps", "5", cwd=project)
+    assert proc.returncode == 1
+    assert "trace_deleted" not in report_of(proc)
+    assert list(Path(report_of(proc)["trace_dir"]).glob("plugins/profile/*/*.xplane.pb"))
+
+
 def test_collect_empty_profile_is_an_error_with_diagnosis(project):
     proc = run_pgle("collect", TRAIN, "--steps", "1:1", "-o", "prof.pb", "--", "--steps", "3",
                     cwd=project)

@@ -132,6 +132,20 @@ def test_diff(tmp_path):
     assert r.exit_code == 0 and "different programs" in r.stderr
 
 
+def test_inspect_and_diff_print_their_product_on_stdout(tmp_path):
+    """Issue 13 case 7: `pgle inspect p.pb > x.txt` is not empty; warnings stay on stderr."""
+    p = write_profile(sample(), tmp_path / "p.pbtxt")
+    r = run("inspect", p, "--top", "2")
+    assert r.exit_code == 0, r.output
+    assert "cublas-gemm.3" in r.stdout and "top 2:" in r.stdout and not r.stdout.startswith("pgle:")
+    assert "top 2:" not in r.stderr
+    other = write_profile(Profile([("x.1", 1.0)]), tmp_path / "c.pb")
+    r = run("diff", p, other)
+    assert r.exit_code == 0 and "only in B: x.1" in r.stdout
+    assert "pgle: warning:" in r.stderr and "different programs" in r.stderr
+    assert "different programs" not in r.stdout
+
+
 def test_module_view_follows_xla_filter():
     p = Profile([("fusion.1", 1.0), (f"{FA}::fusion.2", 2.0), (f"{FB}::fusion.2", 3.0), ("a::b::c", 4.0)],
                 [(f"{FA}::s", f"{FA}::d", 5.0), ("s", f"{FB}::d", 6.0)])

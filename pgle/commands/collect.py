@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -215,7 +216,28 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
     report = finish_collect(opts, execution, output, notify)
     if opts.store is not None:
         add_to_store(opts.store, execution, report, layout, notify)
+    if not opts.extraction.keep_trace:
+        drop_trace(execution, report, notify)
     return report
+
+
+def drop_trace(ex: Execution, report: Report, notify: Callable[[str], None]) -> None:
+    """--keep-trace no: the trace (often gigabytes) goes once the profile is written. Only
+    pgle's own trace: a trace the workload's own profiler wrote is the user's."""
+    if report.exit_code != 0 or not ex.run.trace.is_dir():
+        return  # nothing extracted: the trace is what is left to look at
+    if (ex.events.trace or {}).get("purpose") == "script":
+        notify("--keep-trace no: the trace is the workload's own (its profiler wrote it); kept")
+        return
+    size = trace_bytes(ex.run.trace)
+    try:
+        shutil.rmtree(ex.run.trace)
+    except OSError as e:
+        report.warnings.append(f"--keep-trace no: could not delete {ex.run.trace}: "
+                               f"{e.strerror or e}")
+        return
+    report.details["trace_deleted"] = str(ex.run.trace)
+    notify(f"deleted the trace {ex.run.trace} ({size / 1e6:.0f} MB): --keep-trace no")
 
 
 def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: RankLayout,

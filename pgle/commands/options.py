@@ -104,6 +104,7 @@ class Extraction:
     fmt: str | None = None  # per-module file format: text (default) | binary
     converter: str | None = None  # single file: jaxlib (default) | pgle
     qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
+    keep_trace: bool = True  # False: delete pgle's trace once the profile is written
 
     def __post_init__(self):
         if self.converter is not None and self.converter not in CONVERTERS:
