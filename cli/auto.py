@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pgle.cli.options import (WORKLOAD_HELP, auto_pgle_options, job_options, report_options,
-                              workload_options)
+                              store_options, workload_options)
 from pgle.cli.output import emit, finish
 
 
@@ -15,14 +15,15 @@ from pgle.cli.output import emit, finish
                     "recompiled with a non-empty profile.\n\n" + WORKLOAD_HELP)
 @workload_options
 @auto_pgle_options
+@store_options
 @job_options
 @report_options
-def auto(module, words, run_dir, log, runs, percentile, require_all, require, job_dir,
-         gather_timeout, json_out, report_path, debug):
+def auto(module, words, run_dir, log, runs, percentile, require_all, require, store, store_policy,
+         job_dir, gather_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.auto(
         *words, module=module, runs=runs, percentile=percentile, require_all=require_all,
         require=require, run_dir=run_dir, log=log, job_dir=job_dir,
-        gather_timeout=gather_timeout, notify=emit),
+        gather_timeout=gather_timeout, store=store, store_policy=store_policy, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)

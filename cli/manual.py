@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from pgle.cli.options import (WORKLOAD_HELP, extraction_options, force_option, job_options,
-                              report_options, verdict_options, window_options, workload_options)
+                              report_options, store_options, verdict_options, window_options,
+                              workload_options)
 from pgle.cli.output import emit, finish
 
 
@@ -24,18 +25,20 @@ from pgle.cli.output import emit, finish
               help="Multi-process: only rank N runs the profiler and writes -o; the other ranks "
                    "run unprofiled. Default: every rank profiles, and without %r in -o rank 0 "
                    "merges the ranks' profiles into -o.")
+@store_options
 @job_options
 @report_options
 def collect(module, words, output, steps, step_name, delay, duration, force, allow_empty, run_dir,
-            log, per_module, stat, fmt, converter, qualify, only_rank, job_dir, gather_timeout,
-            json_out, report_path, debug):
+            log, per_module, stat, fmt, converter, qualify, only_rank, store, store_policy, job_dir,
+            gather_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.collect(
         *words, module=module, output=output, steps=steps, step_name=step_name, delay=delay,
         duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log,
         per_module=per_module, stat=stat, fmt=fmt, converter=converter, qualify=qualify,
-        rank=only_rank, job_dir=job_dir, gather_timeout=gather_timeout, notify=emit),
+        rank=only_rank, job_dir=job_dir, gather_timeout=gather_timeout, store=store,
+        store_policy=store_policy, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -43,22 +46,25 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
     short_help='Run a workload with a PGLE profile and verify XLA used it.',
     help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
                + WORKLOAD_HELP)
-@click.option("--profile", "profile_path", required=True,
-              help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files.")
+@click.option("--profile", "profile_path", default=None,
+              help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files "
+                   "(or --store instead).")
 @click.option("--profile-store", default=None, type=click.Path(file_okay=False),
               help="Where the content-addressed copy handed to XLA goes (default .pgle/profiles).")
 @workload_options
 @verdict_options
+@store_options
 @job_options
 @report_options
 def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
-        job_dir, gather_timeout, json_out, report_path, debug):
+        store, store_policy, job_dir, gather_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.run(
         *words, module=module, profile=profile_path, profile_store=profile_store,
         min_coverage=min_coverage, require_applied=require_applied, run_dir=run_dir, log=log,
-        job_dir=job_dir, gather_timeout=gather_timeout, notify=emit),
+        job_dir=job_dir, gather_timeout=gather_timeout, store=store, store_policy=store_policy,
+        notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -74,11 +80,12 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
 @force_option
 @extraction_options
 @verdict_options
+@store_options
 @job_options
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
-         converter, qualify, run_dir, log, min_coverage, require_applied, job_dir, gather_timeout,
-         json_out, report_path, debug):
+         converter, qualify, run_dir, log, min_coverage, require_applied, store, store_policy,
+         job_dir, gather_timeout, json_out, report_path, debug):
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
@@ -89,7 +96,8 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         duration=duration, force=force, per_module=per_module, stat=stat, fmt=fmt,
         converter=converter, qualify=qualify, run_dir=run_dir, log=log,
         min_coverage=min_coverage, require_applied=require_applied, job_dir=job_dir,
-        gather_timeout=gather_timeout, html_report=html, notify=emit),
+        gather_timeout=gather_timeout, html_report=html, store=store, store_policy=store_policy,
+        notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -103,13 +111,16 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
               help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means not_applicable.")
 @click.option("--accuracy-checker-off", is_flag=True,
               help="The run had --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_OFF.")
+@click.option("--jax", default=None, metavar="VERSION",
+              help="The jax version that wrote the log [default: the installed one]; before "
+                   "0.4.36 XLA had no accuracy checker, so coverage is unverified.")
 @verdict_options
 @report_options
-def verify(log_path, profile_path, backend, accuracy_checker_off, min_coverage, require_applied,
-           json_out, report_path, debug):
+def verify(log_path, profile_path, backend, accuracy_checker_off, jax, min_coverage,
+           require_applied, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.verify(log_path, profile=profile_path, backend=backend,
-                              accuracy_checker=not accuracy_checker_off,
+                              accuracy_checker=not accuracy_checker_off, jax=jax,
                               min_coverage=min_coverage, require_applied=require_applied),
            json_out=json_out, report_path=report_path, debug=debug)

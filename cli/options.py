@@ -60,8 +60,8 @@ def extraction_options(f):
                      help="Single-file converter: jaxlib (default; the mean over everything "
                           "profiled) or pgle (--stat, profiled steps only).")(f)
     f = click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
-                     help="With --per-module: write <fingerprint>.pb (binary, default) or "
-                          "<fingerprint>.pbtxt (text) files.")(f)
+                     help="With --per-module: write <fingerprint>.pbtxt (text, default: what XLA "
+                          "looks up first) or <fingerprint>.pb (binary) files.")(f)
     f = click.option("--stat", default=None, metavar="STAT",
                      help="pgle's converter: each instruction's cost over the profiled steps: "
                           "median (default), mean, min, max or pNN.")(f)
@@ -112,4 +112,18 @@ def auto_pgle_options(f):
                      help="JAX_PGLE_AGGREGATION_PERCENTILE: which of the profiled timings to keep.")(f)
     f = click.option("--runs", default=3, show_default=True, type=int,
                      help="JAX_PGLE_PROFILING_RUNS: executions profiled before the recompile.")(f)
+    return f
+
+
+def store_options(f):
+    """--store and --store-policy: the fingerprint-keyed profile store (collect adds to it,
+    run serves from it; tune does both, auto serves)."""
+    f = click.option("--store-policy", default="replace", show_default=True, metavar="POLICY",
+                     help="How the store keeps a module's profiles: replace, keep:N (serve the "
+                          "newest) or merge:N[:pP] (serve the percentile P of the N newest).")(f)
+    f = click.option("--store", "store", default=None, metavar="DIR|gs://...",
+                     help="Profile store keyed by fingerprint, jax version and device kind (as "
+                          "the run reports them): collect adds each module's profile (needs "
+                          "--per-module), run hands XLA the store's profiles, tune does both, "
+                          "auto serves only.")(f)
     return f

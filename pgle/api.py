@@ -26,8 +26,9 @@ from pgle.commands import prewarm as prewarm_cmd
 from pgle.commands import run as run_cmd
 from pgle.commands import tune as tune_cmd
 from pgle.commands import verify as verify_cmd
-from pgle.commands.options import (AutoPgleOptions, Extraction, VerdictOptions, Window,
-                                   parse_steps)
+from pgle.commands.options import (AutoPgleOptions, Extraction, StoreOptions, VerdictOptions,
+                                   Window, parse_steps)
+from pgle.errors import BadInput
 from pgle.jobs import driver
 from pgle.jobs.layout import JobOptions
 from pgle.launch.workload import Workload
@@ -54,6 +55,15 @@ def _drive(wf: driver.Workflow, opts, job: JobOptions, notify: Notify | None,
                       environ=os.environ if environ is None else environ)
 
 
+def _store(store, policy: str | None, *, serve: bool) -> StoreOptions | None:
+    """`--store` (with `--store-policy`), checked now: a bad path exits 2 before any launch."""
+    if store is None:
+        if policy not in (None, "replace"):
+            raise BadInput("--store-policy needs --store.")
+        return None
+    return StoreOptions(os.fspath(store), policy or "replace", serve=serve)
+
+
 def _window(steps, step_name, delay, duration) -> Window:
     if isinstance(steps, str):
         steps = parse_steps(steps)
@@ -67,30 +77,38 @@ def collect(*workload: str, module: str | None = None, output: str | None = None
             fmt: str | None = None, converter: str | None = None, qualify: bool = False,
             rank: int | None = None, run_dir: str | None = None, log: str | None = None,
             job_dir: str | None = None, gather_timeout: float | None = None,
+            store: str | None = None, store_policy: str | None = None,
             notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
     """`pgle collect`: profile a window (`steps="10:5"`, or `delay`/`duration` seconds) and
-    extract the profile to `output` (default profile.pb, or profiles/ with `per_module`)."""
+    extract the profile to `output` (default profile.pb, or profiles/ with `per_module`);
+    `store`: also add each module's profile to that profile store (needs `per_module`)."""
     job = JobOptions(job_dir, gather_timeout)
     opts = collect_cmd.CollectOptions(
         _workload(workload, module),
         output if output is not None else ("profiles" if per_module else "profile.pb"),
         window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, fmt, converter, qualify), force=force,
-        allow_empty=allow_empty, run_dir=run_dir, log=log, rank=rank)
+        allow_empty=allow_empty, run_dir=run_dir, log=log, rank=rank,
+        store=_store(store, store_policy, serve=False))
     return _drive(COLLECT, opts, job, notify, environ)
 
 
-def run(*workload: str, profile: str, module: str | None = None,
+def run(*workload: str, profile: str | None = None, module: str | None = None,
         profile_store: str | None = None, min_coverage: float = 0.9,
         require_applied: bool = False, run_dir: str | None = None, log: str | None = None,
         job_dir: str | None = None, gather_timeout: float | None = None,
+        store: str | None = None, store_policy: str | None = None,
         notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
-    """`pgle run --profile P`: run with the profile and judge from XLA's log whether each module
+    """`pgle run --profile P` (or `store=DIR`: the profile store's modules for this run's jax
+    version and device kind): run with the profile and judge from XLA's log whether each module
     applied it (status applied / partial / not_applied / not_applicable / error)."""
+    if (profile is None) == (store is None):
+        raise BadInput("pgle run needs exactly one of --profile and --store.")
     job = JobOptions(job_dir, gather_timeout)
     opts = run_cmd.RunOptions(_workload(workload, module), profile,
                               verdict=VerdictOptions(min_coverage, require_applied),
-                              run_dir=run_dir, log=log, profile_store=profile_store)
+                              run_dir=run_dir, log=log, profile_store=profile_store,
+                              store=_store(store, store_policy, serve=True))
     return _drive(RUN, opts, job, notify, environ)
 
 
@@ -101,39 +119,44 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
          converter: str | None = None, qualify: bool = False, min_coverage: float = 0.9,
          require_applied: bool = False, run_dir: str | None = None, log: str | None = None,
          job_dir: str | None = None, gather_timeout: float | None = None,
-         html_report: str | None = None, notify: Notify | None = None,
+         html_report: str | None = None, store: str | None = None,
+         store_policy: str | None = None, notify: Notify | None = None,
          environ: Mapping[str, str] | None = None) -> Report:
     """`pgle tune`: collect, then run with the profile; one verdict with both phases' step
     times (the profile goes into the run folder unless `output`); `html_report`: also write
-    `pgle report`'s page of the run there."""
+    `pgle report`'s page of the run there; `store`: collect adds to it, the run serves it."""
     job = JobOptions(job_dir, gather_timeout)
     verdict = VerdictOptions(min_coverage, require_applied)
     copts = collect_cmd.CollectOptions(
         _workload(workload, module), output, window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, fmt, converter, qualify), force=force,
-        run_dir=run_dir, log=log)
+        run_dir=run_dir, log=log, store=_store(store, store_policy, serve=False))
     return _drive(TUNE, tune_cmd.TuneOptions(copts, verdict, html_report), job, notify, environ)
 
 
 def verify(log: str, *, profile: str | None = None, backend: str | None = None,
            accuracy_checker: bool = True, min_coverage: float = 0.9,
-           require_applied: bool = False) -> Report:
-    """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin)."""
+           require_applied: bool = False, jax: str | None = None) -> Report:
+    """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin); `jax`: the
+    version that wrote it (default: the installed one; < 0.4.36 had no accuracy checker)."""
     return verify_cmd.verify(verify_cmd.VerifyOptions(
         os.fspath(log), profile, backend, VerdictOptions(min_coverage, require_applied),
-        accuracy_checker))
+        accuracy_checker, jax))
 
 
 def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: int = 90,
          require_all: bool = False, require: Iterable[str] = (), run_dir: str | None = None,
          log: str | None = None, job_dir: str | None = None,
-         gather_timeout: float | None = None, notify: Notify | None = None,
+         gather_timeout: float | None = None, store: str | None = None,
+         store_policy: str | None = None, notify: Notify | None = None,
          environ: Mapping[str, str] | None = None) -> Report:
-    """`pgle auto`: one run with JAX's auto PGLE; per module, was it recompiled with a profile."""
+    """`pgle auto`: one run with JAX's auto PGLE; per module, was it recompiled with a profile.
+    `store`: XLA gets the store's view for each module's first compile (auto only serves)."""
     job = JobOptions(job_dir, gather_timeout)
     opts = auto_cmd.AutoOptions(_workload(workload, module),
                                 AutoPgleOptions(runs, percentile, require_all, tuple(require)),
-                                run_dir=run_dir, log=log)
+                                run_dir=run_dir, log=log,
+                                store=_store(store, store_policy, serve=True))
     return _drive(AUTO, opts, job, notify, environ)
 
 

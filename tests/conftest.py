@@ -62,3 +62,10 @@ try:  # the one-node SLURM cluster (tests/cluster/); absent until that lands
     from slurm_fixture import *  # noqa: F401,F403
 except ImportError:
     pass
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The live XLA:GPU lane (tests/xla_gpu/test_live.py) states which jax versions ran."""
+    line = getattr(config, "xla_gpu_lane_summary", None)
+    if line:
+        terminalreporter.write_sep("-", line)

@@ -34,6 +34,7 @@ def _deviceless(mode: str) -> dict:
     return json.loads(proc.stdout.decode().strip().splitlines()[-1])
 
 
+@pytest.mark.xla_gpu
 @pytest.mark.parametrize("mode, fmt", [("fit", "text"), ("binary", "binary")])
 def test_fdo_profile_used_by_real_xla_gpu(mode, fmt):
     v = _deviceless(mode)
@@ -43,6 +44,7 @@ def test_fdo_profile_used_by_real_xla_gpu(mode, fmt):
     assert v["modules"][0]["missing"] in (None, 0) and v["reasons"] == []
 
 
+@pytest.mark.xla_gpu
 def test_partial_profile_names_the_missing_instructions():
     v = _deviceless("partial")
     # The checker counts the instructions it costs (fusions, collectives), not parameters.
@@ -51,6 +53,7 @@ def test_partial_profile_names_the_missing_instructions():
     assert "instructions are not in the profile" in v["reasons"][0]
 
 
+@pytest.mark.xla_gpu
 def test_garbage_profile_is_reported_unparsable():
     v = _deviceless("garbage")
     assert (v["used"], v["status"]) == (False, "unparsable")

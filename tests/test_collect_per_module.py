@@ -241,11 +241,11 @@ def test_synthetic_run_folder_gives_the_directory_xla_reads(tmp_path):
     out = tmp_path / "profiles"
     report = finish_run_folder(opts_for(out, stat="max"), run)
     assert report.status == "collected" and report.exit_code == 0, report.reasons
-    # Exactly what XLA looks up: <32-hex>.pb per module with a fingerprint, from the trace's
+    # Exactly what XLA looks up first: <32-hex>.pbtxt per module with a fingerprint, from the trace's
     # module attribute (FA), its ROOT attribute (FB) and the log (FC); jit_other has none.
     src = load_profile_source(out)
     assert src.kind == "directory" and sorted(src.modules) == sorted([FA, FB, FC])
-    assert [f.name for f in src.files] == sorted(f"{fp}.pb" for fp in (FA, FB, FC))
+    assert [f.name for f in src.files] == sorted(f"{fp}.pbtxt" for fp in (FA, FB, FC))
     assert src.ignored == ["manifest.json"] and not src.shadowed
     train = dict(src.modules[FA].costs)
     assert sorted(train) == ["all-reduce-start.1", "cublas-gemm.1", "fusion.3", "fusion.7"]
@@ -263,7 +263,7 @@ def test_synthetic_run_folder_gives_the_directory_xla_reads(tmp_path):
     assert rows["jit_train(5)"] == {
         "module": "jit_train(5)", "name": "jit_train", "program_id": 5, "fingerprint": FA,
         "fingerprint_source": "hlo-module", "instruction_count": 4, "event_count": 8 * 5,
-        "file": f"{FA}.pb"}
+        "file": f"{FA}.pbtxt"}
     assert rows["jit_eval(9)"]["fingerprint_source"] == "hlo-root"
     assert rows["jit_step(6)"]["fingerprint_source"] == "log"
     assert rows["jit_other(11)"]["fingerprint"] is None and rows["jit_other(11)"]["file"] is None
@@ -277,13 +277,13 @@ def test_synthetic_run_folder_gives_the_directory_xla_reads(tmp_path):
     assert statuses["jit_other(11)"] == "no fingerprint" and statuses["jit_eval(9)"] == "written"
 
     # Again: refused without --force; with --force the directory is replaced as a whole, here
-    # by the text form.
+    # by the binary form.
     with pytest.raises(BadInput, match="not empty"):
         finish_run_folder(opts_for(out), run)
-    report = finish_run_folder(opts_for(out, fmt="text", force=True), run)
+    report = finish_run_folder(opts_for(out, fmt="binary", force=True), run)
     assert report.status == "collected"
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{fp}.pbtxt" for fp in (FA, FB, FC)] + ["manifest.json"])
+        [f"{fp}.pb" for fp in (FA, FB, FC)] + ["manifest.json"])
     src = load_profile_source(out)
     assert dict(src.modules[FA].costs)["fusion.7"] == pytest.approx(0.0030035)  # median of steps 2..5
     assert not list(tmp_path.glob(".profiles.*"))  # no temp or aside folder left behind
@@ -322,7 +322,7 @@ def test_collected_directory_round_trips_into_pgle_run(project):
     assert report["directory"] == {"found": [FA], "looked_up_missing": [FD],
                                    "unused": sorted([FB, FC])}
     given = Path(report["profile"]["given_to_xla"])
-    assert sorted(p.name for p in given.iterdir()) == sorted(f"{fp}.pb" for fp in (FA, FB, FC))
+    assert sorted(p.name for p in given.iterdir()) == sorted(f"{fp}.pbtxt" for fp in (FA, FB, FC))
     # `pgle run` read the manifest inside the directory for its drift check (collected on 2
     # devices, running on 1 CPU device now).
     assert "2 devices when collecting, 1 now" in report["warnings"]

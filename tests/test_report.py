@@ -118,6 +118,7 @@ def deviceless_schedules(tmp_path: Path) -> tuple[str, str]:
     return out[0], out[1]
 
 
+@pytest.mark.xla_gpu
 def test_schedule_change_between_cheap_and_expensive_collectives(tmp_path):
     cheap, costly = deviceless_schedules(tmp_path)
     before = {p.start: p for p in schedule.async_pairs(Path(cheap).read_text())}
@@ -158,6 +159,7 @@ def _gpu_run_folder(folder: Path, hlo: str, step_ms: list[float], exposed: bool,
     trace.write(folder / "trace" / "plugins" / "profile" / "2026_01_01_00_00_00")
 
 
+@pytest.mark.xla_gpu
 def test_report_on_gpu_style_run_folders_fills_every_section(tmp_path):
     cheap, costly = deviceless_schedules(tmp_path)
     before, after = tmp_path / "without", tmp_path / "with"

@@ -36,7 +36,7 @@ def test_add_refresh_get_prune_through_the_cli(tmp_path):
                    cwd=tmp_path)
     assert got.returncode == 0, got.stderr.decode()
     for ref in REFERENCE.glob("*.pbtxt"):
-        assert read_profile(view / f"{ref.stem}.pb").costs == read_profile(ref).costs
+        assert read_profile(view / f"{ref.stem}.pbtxt").costs == read_profile(ref).costs
     # Another device kind is not served; a clear error, nothing written.
     other = run_pgle("store", "get", str(store), str(tmp_path / "v2"), "--device-kind", "H100",
                      "--jax", "0.4.30", cwd=tmp_path)
@@ -121,4 +121,4 @@ def test_gs_store_through_etils_mock(tmp_path):
         assert profile.costs == [("all-gather-start", 12.5)]
         assert epath.Path("gs://team-bucket/pgle-store").exists()
     on_disk = bucket_root / "team-bucket" / "pgle-store" / "profiles" / FP[1]
-    assert sorted(p.suffix for p in on_disk.iterdir()) == [".json", ".pb"]
+    assert sorted(p.suffix for p in on_disk.iterdir()) == [".json", ".pbtxt"]

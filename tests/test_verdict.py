@@ -56,9 +56,12 @@ def test_old_wording_and_old_prefix():
         tsl("I", s, "PGLE profile may not applicable to the module, but will still be used : "
                     "cost name all-gather-start not in module jit_convert_element_type"),
     ])
-    assert v.status == "applied"
-    assert v.modules[0]["module"] is None
-    assert "may not apply" in v.modules[0]["notes"][0]
+    # jax <= 0.4.30 names the module and the first profile entry it lacks: the profile was not
+    # made for this module (issue 10: a real jax 0.4.25 log read as "applied, 100%").
+    assert v.status == "partial"
+    assert v.modules[0]["module"] == "jit_convert_element_type"
+    assert v.modules[0]["coverage"] is None
+    assert "all-gather-start" in v.modules[0]["notes"][0]
 
 
 def test_old_prefix_with_thread_ids():

@@ -18,7 +18,7 @@ from typing import Callable
 
 from pgle.launch.runfolder import RunFolder
 
-from pgle.commands.options import AutoPgleOptions
+from pgle.commands.options import AutoPgleOptions, StoreOptions
 from pgle.evidence import jax_log as jax_events
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
@@ -42,6 +42,17 @@ class AutoOptions:
     pgle: AutoPgleOptions = AutoPgleOptions()
     run_dir: str | None = None
     log: str | None = None
+    store: StoreOptions | None = None  # --store: serve its view to the first compile (see body)
+
+
+# Why `auto --store` serves and never adds: JAX keeps auto PGLE's aggregated profile inside
+# jax._src (pjit's per-executable PGLE profiler, jax 0.4.31-0.10.2) and hands it to XLA as
+# `fdo_profile` bytes with no module fingerprint attached; the fingerprint exists only in
+# XLA's VLOG line. Reading it would need jax internals beyond pgle/launch/jax_internals.py's
+# observer, and on CPU the profile is empty anyway. `pgle collect --store` adds instead.
+AUTO_STORE_NOTE = ("auto only serves the store (to each module's first compile; auto PGLE's "
+                   "recompile uses its own profile): JAX keeps auto PGLE's profile inside jax "
+                   "with no fingerprint; `pgle collect --per-module --store` adds to it")
 
 
 # -- before launch --------------------------------------------------------------
@@ -143,8 +154,17 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
     warnings = pre_launch_warnings(opts.workload, p.runs, p.percentile)
     for w in warnings:
         notify(f"warning: {w}")
-    child = childenv.build(environ, xla=pgle_xla_flags(),
-                           variables=pgle_variables(p.runs, p.percentile))
+    xla = pgle_xla_flags()
+    view = None
+    if opts.store is not None:
+        from pgle.commands.run import store_view
+
+        view = store_view(opts.store, None, environ, notify)
+        if view.path is not None:
+            xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
+            if versions.needs_lhs_flag(versions.jax_version()):
+                xla[flag_table.LHS] = "true"
+    child = childenv.build(environ, xla=xla, variables=pgle_variables(p.runs, p.percentile))
     for line in child.notices:
         notify(line)
     run = RunFolder.create("auto", layout.run_dir)
@@ -172,6 +192,13 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
     report.summary += module_lines(modules)
     report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
                                              p.require_all, p.require)
+    if view is not None:
+        report.details["store"] = {"path": opts.store.path, "key": dataclasses.asdict(view.key),
+                                   "view": str(view.path) if view.path else None,
+                                   "view_modules": len(view.served), "adds": False,
+                                   "note": AUTO_STORE_NOTE}
+        report.summary.append(f"store {opts.store.path} ({view.key.describe()}): a view of "
+                              f"{len(view.served)} module profile(s) given to XLA; {AUTO_STORE_NOTE}")
     return report
 
 

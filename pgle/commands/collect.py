@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from pgle.atomic import check_writable_target, replace_directory_atomic
-from pgle.commands.options import DEFAULT_STAT, Extraction, Window
+from pgle.commands.options import DEFAULT_STAT, Extraction, StoreOptions, Window
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
@@ -48,10 +48,14 @@ class CollectOptions:
     rank: int | None = None
     merge_percentile: int = DEFAULT_PERCENTILE
     default_output: str | None = None  # one process without -o: here (tune: its run folder)
+    store: StoreOptions | None = None  # --store: add each module's profile to it
 
     def __post_init__(self):
         if not 0 <= self.merge_percentile <= 100:
             raise BadInput(f"merge percentile {self.merge_percentile} is outside 0..100.")
+        if self.store is not None and not self.extraction.per_module:
+            raise BadInput("--store keeps per-module profiles (keyed by fingerprint): add "
+                           "--per-module.")
 
     @property
     def per_module(self) -> bool:
@@ -202,7 +206,47 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
     notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
     execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
                        step_name=opts.window.step_name, log_copy=layout.log)
-    return finish_collect(opts, execution, output, notify)
+    report = finish_collect(opts, execution, output, notify)
+    if opts.store is not None:
+        add_to_store(opts.store, execution, report, layout, notify)
+    return report
+
+
+def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: RankLayout,
+                 notify: Callable[[str], None]) -> None:
+    """`--store`: add the profile directory just written, module by module, under the key the
+    run itself reported (pgle.store.key). In a job only rank 0 writes (the store's
+    single-writer rule for gs://; one writer keeps local stores simple too)."""
+    from pgle.store import key as store_key
+    from pgle.store import serving
+    from pgle.store.store import ProfileStore
+
+    details = report.details.setdefault("store", {"path": store.path, "policy": store.policy})
+    if report.status != "collected":
+        details["skipped"] = f"nothing to add: collect status {report.status}"
+        report.summary.append(f"store {store.path}: nothing added ({details['skipped']})")
+        return
+    if not layout.writes_shared:
+        details["skipped"] = f"rank {layout.rank}: only rank 0 adds to the store"
+        return
+    key, why = store_key.from_events(ex.events)
+    if key is None:
+        details["skipped"] = why
+        report.warnings.append(f"--store: nothing added: {why}")
+        return
+    source = profile.load_profile_source(report.profile["path"])
+    names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
+    rows = serving.add_profiles(
+        ProfileStore(store.path, create=True), source.modules, key, policy=store.policy,
+        source=f"pgle collect {ex.run.path}", names=names)
+    details.update({"key": dataclasses.asdict(key), "modules": rows})
+    by_fp = {r["fingerprint"]: r["status"] for r in rows}
+    for row in report.modules:
+        if row.get("fingerprint") in by_fp:
+            row["store"] = by_fp[row["fingerprint"]]
+    line = serving.count_line(rows, store.path, store.policy, key)
+    details["summary"] = line
+    report.summary.append(line)
 
 
 def not_profiled_report(ex: Execution, only_rank: int) -> Report:
@@ -345,7 +389,10 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
                       report: Report, notify: Callable[[str], None]) -> Report:
     """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
     `manifest.json`; same empty-profile rules as a single file."""
-    fmt = opts.extraction.fmt or profile.BINARY
+    # Text by default: every jax (0.4.34-0.10.2) looks up <fp>.pbtxt before <fp>.pb, and with
+    # only .pb files jax >= 0.6.2 logs an ERROR "PGLE profile file does not exist:
+    # <dir>/<fp>.pbtxt" per module first (tests/data/xla_gpu/README.md).
+    fmt = opts.extraction.fmt or profile.TEXT
     conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
     log_fps = _log_fingerprint_count(ex.run.log)
     without = [m for m in conv.modules if not m.fingerprint]

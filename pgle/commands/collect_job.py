@@ -178,17 +178,14 @@ def _merge(report: Report, world_size: int, plan: OutputPlan, sources: Mapping[i
     out = plan.merged_output
     first = min(sources)
     kinds = {s.kind for s in sources.values()}
+    aliases: dict[str, list[str]] = {}
     if kinds == {"file"}:
         merged = profile_merge.merge_profiles([s.modules[""] for s in sources.values()],
                                               percentile=percentile)
         written = profile.write_profile(merged, out, force=force)
     else:
-        fps: dict[str, list] = {}
-        for s in sources.values():
-            for fp, p in s.modules.items():
-                fps.setdefault(fp, []).append(p)
-        modules = {fp: profile_merge.merge_profiles(ps, percentile=percentile)
-                   for fp, ps in fps.items()}
+        modules, aliases, _ = profile_merge.merge_directory_modules(
+            list(sources.values()), percentile=percentile)
         fmt = profile.TEXT if all(f.suffix == ".pbtxt" for s in sources.values()
                                   for f in s.files) else profile.BINARY
         written = profile.write_profile_directory(modules, out, fmt=fmt, force=force)
@@ -199,9 +196,14 @@ def _merge(report: Report, world_size: int, plan: OutputPlan, sources: Mapping[i
                       "merged_from": {r: str(s.path) for r, s in sources.items()},
                       "method": "percentile", "percentile": percentile}
     report.profile.pop("ignored", None)
+    if kinds != {"file"} and aliases:
+        report.details["fingerprint_aliases"] = aliases
+        report.summary += profile_merge.alias_lines(aliases)
     # The manifest: the first rank's, for the merged profile, with the merge recorded.
     rank_manifest = manifest.read(manifest.manifest_path(sources[first].path)) or {}
     man = {**rank_manifest, "profile": report.profile,
+           **({"fingerprint_aliases": report.details["fingerprint_aliases"]}
+              if report.details.get("fingerprint_aliases") else {}),
            "merge": {"method": "percentile", "percentile": percentile, "ranks": sorted(sources),
                      "rule": "jaxlib's aggregate_profiled_instructions",
                      "world_size": world_size}}

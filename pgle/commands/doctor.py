@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pgle.launch.probe import backend_info
 from pgle.xla import flag_probe
 from pgle.xla import flag_table
 from pgle.xla import versions
@@ -28,39 +29,12 @@ from pgle.report import Report
 from pgle.xla.flags import XlaFlags
 
 WORKFLOWS = ("manual", "auto", "prewarm", "nsys")
-BACKEND_TIMEOUT_S = 30.0
 NSYS_TIMEOUT_S = 15.0
 # pgle's own floor, not NVIDIA's: older Nsight Systems predate the CUDA 12.x
 # runtimes that jax's CUDA 12 wheels ship.
 NSYS_MIN = (2024, 1)
 CUDA_PLUGINS = ("jax-cuda12-plugin", "jax-cuda12-pjrt", "jax-cuda13-plugin", "jax-cuda13-pjrt")
 GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg")  # as jax's hardware_utils
-_MARK = "PGLE_DOCTOR_BACKEND"
-_BACKEND_CHILD = f"""
-import json
-out = {{}}
-try:
-    import jax
-    devs = jax.devices()
-    out = {{"platform": devs[0].platform, "kinds": sorted({{d.device_kind for d in devs}}),
-           "count": len(devs)}}
-    try:
-        out["platform_version"] = devs[0].client.platform_version
-    except Exception:
-        pass
-    try:
-        # No public API names why a backend failed to start (jax 0.4.31-0.10.2).
-        from jax._src import xla_bridge
-        out["backend_errors"] = dict(getattr(xla_bridge, "_backend_errors", {{}}))
-    except Exception:
-        pass
-except Exception as e:
-    lines = str(e).strip().splitlines() or [""]
-    out = {{"error": (type(e).__name__ + ": " + lines[0])[:300]}}
-print("{_MARK} " + json.dumps(out), flush=True)
-"""
-
-
 @dataclasses.dataclass
 class Check:
     check: str
@@ -189,27 +163,6 @@ def workflow_check(ctx: Context) -> Check:
 
 
 # --- backend, CUDA plugin, CUPTI, nsys -------------------------------------------
-
-def backend_info(environ: dict[str, str]) -> dict:
-    env = dict(environ)
-    # Flags are checked on their own; a removed one would abort this child.
-    env.pop("XLA_FLAGS", None)
-    # Starting a GPU client must not grab 75% of a GPU another job may be using.
-    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    try:
-        proc = subprocess.run([sys.executable, "-c", _BACKEND_CHILD], env=env,
-                              capture_output=True, text=True, errors="replace",
-                              timeout=BACKEND_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                              cwd=os.path.abspath(os.sep))  # no local jax.py shadows jax
-    except subprocess.TimeoutExpired:
-        return {"error": f"jax did not list its devices within {BACKEND_TIMEOUT_S:g} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith(_MARK):
-            return json.loads(line[len(_MARK):])
-    tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    return {"error": f"the jax process died (exit code {proc.returncode}): "
-                     f"{tail[-1][:300] if tail else 'no output'}"}
-
 
 def backend_checks(ctx: Context, info: dict) -> list[Check]:
     if "error" in info:

@@ -10,6 +10,7 @@ go to the driver, never to a workflow.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 from pgle.errors import BadInput
@@ -79,7 +80,7 @@ class Extraction:
 
     per_module: bool = False  # a directory of <fingerprint>.pb|.pbtxt files (pgle's converter)
     stat: str | None = None  # pgle's converter: median (default) | mean | min | max | pNN
-    fmt: str | None = None  # per-module file format: binary (default) | text
+    fmt: str | None = None  # per-module file format: text (default) | binary
     converter: str | None = None  # single file: jaxlib (default) | pgle
     qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
 
@@ -149,3 +150,40 @@ class AutoPgleOptions:
         if not 0 <= self.percentile <= 100:
             raise BadInput(f"--percentile {self.percentile} is outside 0..100; jaxlib would "
                            "return an empty profile and nothing would be optimized.")
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreOptions:
+    """`--store DIR|gs://...` and `--store-policy`: the profile store a workflow adds to
+    (collect) or serves from (run), checked before anything is launched. `serve`: the store
+    must exist (a run reads it); a collect creates it."""
+
+    path: str
+    policy: str = "replace"
+    serve: bool = False
+
+    def __post_init__(self):
+        from pgle.store.policy import parse_policy
+        from pgle.store.store import is_remote
+
+        parse_policy(self.policy)  # BadInput on an unknown policy
+        if not self.path or not str(self.path).strip():
+            raise BadInput("--store needs a folder or a gs:// path.")
+        if is_remote(self.path):
+            if not str(self.path).startswith("gs://") or len(str(self.path)) <= len("gs://"):
+                raise BadInput(f"--store {self.path}: remote stores are gs://bucket/path.")
+            return
+        p = Path(self.path)
+        if p.exists() and not p.is_dir():
+            raise BadInput(f"--store {self.path} exists and is not a directory.")
+        if not p.exists():
+            if self.serve:
+                raise BadInput(f"--store {self.path} does not exist.",
+                               hint="`pgle collect --store` (or `pgle store add`) creates it.")
+            parent = p.absolute().parent
+            while not parent.exists():
+                parent = parent.parent
+            if not os.access(parent, os.W_OK):
+                raise BadInput(f"--store {self.path} cannot be created: {parent} is not writable.")
+        elif not os.access(p, os.W_OK) and not self.serve:
+            raise BadInput(f"--store {self.path} is not writable.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pgle.atomic import check_writable_target
 from pgle.errors import EXIT_ERROR, BadInput, ProfileError
@@ -18,7 +18,8 @@ from pgle.profiles.files import (BINARY, SUFFIX, TEXT, Profile, ProfileSource, c
                                  qualified_fingerprints, qualify_profile, split_qualified,
                                  write_profile, write_profile_directory)
 from pgle.profiles.nsys_convert import convert_nsys
-from pgle.profiles.merge import (check_method, check_percentile, merge_profiles, name_overlap,
+from pgle.profiles.merge import (alias_lines, check_method, check_percentile,
+                                 merge_directory_modules, merge_profiles, name_overlap,
                                  overlap_warnings)
 from pgle.profiles.stats import CATEGORIES, diff_sources, inspect_source
 from pgle.report import Report
@@ -150,6 +151,8 @@ def inspect_report(path: Any, *, top: int = 20):
         s.append("collectives: " + "; ".join(
             f"{kind} {row['count']} ({row['pairs']} start/done pairs) {_us(row['cost_us'])}"
             for kind, row in coll.items()))
+    for name, fps_ in data["fingerprint_aliases"].items():
+        s.append(f"fingerprints {', '.join(fps_)} are aliases of one module ({name})")
     fps = data["fingerprints"]
     if source.kind == "directory":
         for fp, row in fps.items():
@@ -235,6 +238,7 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
                        hint="Use a .pb/.pbtxt output for files, a directory for directories.")
     warnings: list[str] = []
     modules_report = []
+    aliases: dict[str, list[str]] = {}
     if in_kind == "file":
         labelled = [(str(s.path), s.modules[""]) for s in sources]
         overlaps = name_overlap(labelled)
@@ -243,14 +247,9 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         written = write_profile(merged, out, force=force)
         inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
     else:
-        fps: dict[str, list[tuple[str, Any]]] = {}
-        for s in sources:
-            for fp, p in s.modules.items():
-                fps.setdefault(fp, []).append((str(s.path), p))
-        merged_modules = {}
+        merged_modules, aliases, fps = merge_directory_modules(sources, method=method,
+                                                               percentile=percentile)
         for fp, labelled in fps.items():
-            merged_modules[fp] = merge_profiles([p for _, p in labelled], method=method,
-                                                percentile=percentile)
             overlaps = name_overlap(labelled)
             for w in overlap_warnings(overlaps):
                 warnings.append(f"module {fp}: {w}")
@@ -261,6 +260,8 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         all_text = all(f.suffix == ".pbtxt" for s in sources for f in s.files)
         written = write_profile_directory(merged_modules, out, fmt="text" if all_text else BINARY,
                                           force=force)
+        if aliases:
+            _record_aliases(written, aliases)
         inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
     result = load_profile_source(written)
     desc = f"percentile {percentile} (jaxlib's rule)" if method == "percentile" else method
@@ -268,10 +269,21 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         command="merge", status="ok", profile=result.to_dict(), modules=modules_report,
         warnings=warnings,
         details={"method": method, "percentile": percentile if method == "percentile" else None,
-                 "inputs": inputs_report},
+                 "inputs": inputs_report, "fingerprint_aliases": aliases},
         summary=[f"merged {len(sources)} {in_kind}s by {desc} into {written}: "
-                 f"{result.instruction_count} instructions, {result.latency_count} latencies"],
+                 f"{result.instruction_count} instructions, {result.latency_count} latencies"]
+        + alias_lines(aliases),
     )
+
+
+def _record_aliases(directory: Any, aliases: Mapping[str, Sequence[str]]) -> None:
+    """Keep in the merged directory's manifest which fingerprints are one module (inspect)."""
+    from pgle.profiles import manifest
+
+    path = manifest.manifest_path(directory)
+    man = manifest.read(path) or {}
+    man["fingerprint_aliases"] = {n: list(f) for n, f in aliases.items()}
+    manifest.write(path, man)
 
 
 def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any = None,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from pgle.atomic import check_writable_target
-from pgle.commands.options import VerdictOptions
+from pgle.commands.options import StoreOptions, VerdictOptions
 from pgle.errors import EXIT_NOT_VERIFIED, ProfileError
 from pgle.evidence.steps import step_times, summarize
 from pgle.evidence.xla_log import LogScanner
@@ -33,8 +33,9 @@ class RunOptions:
     verdict: VerdictOptions = VerdictOptions()
     run_dir: str | None = None
     log: str | None = None
-    profile_store: str | None = None  # where content-addressed copies go
+    profile_store: str | None = None  # where content-addressed copies (and store views) go
     command: str = "run"
+    store: StoreOptions | None = None  # --store: XLA reads this store's view instead
 
 
 def request(opts: RunOptions) -> LayoutRequest:
@@ -62,12 +63,16 @@ def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource
     return source, copy
 
 
-def accuracy_checker_on(flags: XlaFlags) -> bool:
-    """The checker is on (WARN) by default since jax 0.4.36; OFF silences it."""
+def accuracy_checker_on(flags: XlaFlags, jax: tuple[int, ...] | None = None) -> bool:
+    """The checker is on (WARN) by default since jax 0.4.36; OFF silences it. Before, only
+    --xla_gpu_enable_pgle_accuracy_checker=true turned it on (strict: a miss fails the compile)."""
+    jax = versions.jax_version() if jax is None else jax
+    if not versions.at_least(jax, flag_table.ACCURACY_CHECKER_SINCE):
+        return flags.value(flag_table.OLD_ACCURACY_CHECKER) in ("true", "1")
     value = flags.value(flag_table.ACCURACY_CHECKER)
     if value is not None:
         return not value.endswith("OFF")
-    return versions.at_least(versions.jax_version(), (0, 4, 36))
+    return True
 
 
 def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
@@ -76,11 +81,17 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
         check_writable_target(layout.log, force=True, what="log")
     xla: dict[str, str | None] = {}
     source = None
-    if opts.profile is not None:
+    view = None
+    if opts.store is not None:
+        view = store_view(opts.store, layout.inputs["profile_store"], environ, notify)
+        if view.path is not None:
+            source = profile.load_profile_source(view.path)
+            xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
+    elif opts.profile is not None:
         source, copy = prepare_profile(layout.inputs["profile"], layout.inputs["profile_store"])
         xla[flag_table.PGLE_PROFILE_PATH] = str(copy)
-        if versions.needs_lhs_flag(versions.jax_version()):
-            xla[flag_table.LHS] = "true"
+    if xla and versions.needs_lhs_flag(versions.jax_version()):
+        xla[flag_table.LHS] = "true"
     defaults = {}
     if not versions.uses_absl_log_prefix(versions.jax_version()):
         # Before jax 0.7.2 log lines carry no thread id unless asked, and modules
@@ -96,14 +107,68 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
     run_folder = RunFolder.create(opts.command, layout.run_dir)
     notify(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
     ex = launch(opts.workload, run_folder, child, log_copy=layout.log)
-    return finish_run(opts, ex, source, man, drift_notes)
+    report = finish_run(opts, ex, source, man, drift_notes)
+    if view is not None:
+        report_store(report, view, ex)
+    return report
+
+
+@dataclasses.dataclass
+class StoreView:
+    store: StoreOptions
+    key: "object"  # pgle.store.key.StoreKey
+    path: Path | None  # None: the store holds nothing for the key
+    served: dict
+
+
+def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, str],
+               notify: Callable[[str], None]) -> StoreView:
+    """The store's view for the key this environment's jax reports (pgle.store.key: XLA
+    reads the directory at the first compile, before the harness reports the backend)."""
+    from pgle.launch.probe import backend_info
+    from pgle.store import key as store_key
+    from pgle.store import serving
+    from pgle.store.store import ProfileStore
+
+    key, why = store_key.from_probe(backend_info(environ))
+    if key is None:
+        raise ProfileError(f"--store: cannot tell which profiles to serve: {why}.")
+    path, served = serving.prepare_view(
+        ProfileStore(store.path), key, policy=store.policy,
+        views_root=views_root or Path(DEFAULT_ROOT) / "profiles")
+    if path is None:
+        notify(f"store {store.path} holds no profile for {key.describe()}: running without one")
+    else:
+        notify(f"store {store.path}: {len(served)} module profile(s) for {key.describe()} "
+               f"(view {path})")
+    return StoreView(store, key, path, served)
+
+
+def report_store(report: Report, view: StoreView, ex: Execution) -> None:
+    """Per module: which profile came from the store and how old it is; what it lacked."""
+    from pgle.store import key as store_key
+    from pgle.store import serving
+
+    actual, _ = store_key.from_events(ex.events)
+    lookups = serving.mark_modules(report.modules, view.served)
+    report.details["store"] = {
+        "path": view.store.path, "policy": view.store.policy,
+        "key": dataclasses.asdict(view.key), "view": str(view.path) if view.path else None,
+        "view_modules": len(view.served), **lookups}
+    wrong = store_key.mismatch(view.key, actual)
+    if wrong:
+        report.warnings.append(f"--store: {wrong}: the profiles served may not fit this run.")
+    report.summary += serving.summary_lines(report.modules, lookups, len(view.served),
+                                            view.store.path, view.key)
 
 
 def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                drift_notes: list[str]) -> Report:
+    level = ex.child.env.get("TF_CPP_MIN_LOG_LEVEL", "").strip()
     verdict = judge(LogScanner().scan_file(ex.run.log), platform=ex.events.platform,
                     min_coverage=opts.verdict.min_coverage,
-                    accuracy_checker=accuracy_checker_on(ex.child.flags))
+                    accuracy_checker=accuracy_checker_on(ex.child.flags),
+                    info_log_hidden=level not in ("", "0"))
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(

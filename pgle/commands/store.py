@@ -21,11 +21,9 @@ def installed_version(dist: str) -> str:
 
 
 def _age(seconds: float) -> str:
-    if seconds < 3600:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 86400:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
+    from pgle.store.serving import age_text
+
+    return age_text(seconds)
 
 
 def ls_report(store: Any, *, fingerprint: str | None = None, jax: str | None = None,
@@ -66,16 +64,13 @@ def add_report(store: Any, profile: Any, *, jax: str | None = None, jaxlib: str 
     st = ProfileStore(store, create=True)
     jax = jax or installed_version("jax")
     jaxlib = jaxlib or installed_version("jaxlib")
-    rows, skipped = [], []
-    for fp, prof in sorted(modules.items()):
-        if prof.is_empty():
-            skipped.append(fp)
-            continue
-        had = bool(st.entries(fp, jax=jax, device_kind=device_kind))
-        entry, removed = st.add(fp, prof, jax=jax, jaxlib=jaxlib, device_kind=device_kind,
-                                device_count=device_count, source=source or str(profile), policy=pol)
-        rows.append({"module": fp, "fingerprint": fp, "status": "refreshed" if had else "added",
-                     "entry": entry.entry_id, "removed": [e.entry_id for e in removed]})
+    from pgle.store import serving
+    from pgle.store.key import StoreKey
+
+    key = StoreKey(jax, device_kind, device_count, jaxlib)
+    all_rows = serving.add_profiles(st, modules, key, policy=pol, source=source or str(profile))
+    rows = [r for r in all_rows if r["status"] != serving.STATUS_EMPTY]
+    skipped = [r["fingerprint"] for r in all_rows if r["status"] == serving.STATUS_EMPTY]
     report = Report(command="store add", status="ok", modules=rows,
                     details={"store": str(store), "policy": str(pol), "jax": jax, "device_kind": device_kind})
     if skipped:

@@ -15,6 +15,7 @@ from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.jobs.ranks import literal
 from pgle.launch.runfolder import RunFolder
 from pgle.report import Report
+from pgle.store.store import is_remote
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 
 # Phase(name, workflow, options, run_root) -> result with .own (this process's report) and
@@ -54,6 +55,8 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
                     workload_exit_code=job_first.get("workload_exit_code"))
     report.details["phases"] = {"collect": job_first}
     report.warnings += job_first.get("warnings") or []
+    if (job_first.get("store") or {}).get("summary"):
+        notify(job_first["store"]["summary"])  # what phase 1 added to the store
     platform = (job_first.get("backend") or {}).get("platform")
     gpu = platform is not None and platform.lower() in GPU_PLATFORMS
     usable = ("collected", "partial") if job_first.get("mode") == "merge" else ("collected",)
@@ -69,14 +72,20 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
         # Per-rank profiles (-o with %r): each rank runs with its own; else the job's profile.
         profile_path = copts.output if job_first.get("mode") == "per_rank" else \
             literal(job_first["profile"]["path"])
-    if profile_path is None:
-        notify(f"phase 2/2: run without a profile: backend {platform} records none")
+    store = opts.collect.store
+    if store is not None and (is_remote(store.path) or os.path.isdir(store.path)):
+        # The run phase serves what the store now holds: this collect's modules and others.
+        notify(f"phase 2/2: run with the store {store.path}")
+        run_opts = RunOptions(copts.workload, None, verdict=opts.verdict,
+                              store=dataclasses.replace(store, serve=True))
     else:
-        shown = copts.output if job_first.get("mode") == "per_rank" else job_first["profile"]["path"]
-        notify(f"phase 2/2: run with {shown}")
-    second = phase("run", run_workflow,
-                   RunOptions(copts.workload, profile_path, verdict=opts.verdict),
-                   str(top.path / "run")).own
+        if profile_path is None:
+            notify(f"phase 2/2: run without a profile: backend {platform} records none")
+        else:
+            shown = copts.output if job_first.get("mode") == "per_rank" else job_first["profile"]["path"]
+            notify(f"phase 2/2: run with {shown}")
+        run_opts = RunOptions(copts.workload, profile_path, verdict=opts.verdict)
+    second = phase("run", run_workflow, run_opts, str(top.path / "run")).own
     report.details["phases"]["run"] = second.to_dict()
     report.status = second.status
     report.modules = second.modules

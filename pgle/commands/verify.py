@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from pgle.report import Report
 from pgle.verdicts.across_ranks import judge_job
 from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts.rows import module_lines
+from pgle.xla import flag_table, versions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,10 +25,17 @@ class VerifyOptions:
     platform: str | None = None
     verdict: VerdictOptions = VerdictOptions()
     accuracy_checker: bool = True
+    jax: str | None = None  # the jax version that wrote the log (default: the installed one)
 
 
 def verify(opts: VerifyOptions) -> Report:
-    source = profile.load_profile_source(opts.profile) if opts.profile else None
+    jax = versions.parse_version(opts.jax) if opts.jax else versions.jax_version()
+    if opts.jax and jax is None:
+        raise BadInput(f"--jax {opts.jax} is not a version (e.g. 0.4.34).")
+    # jax < 0.4.36 has no warn-level accuracy checker: its silence proves nothing about coverage.
+    checker = opts.accuracy_checker and versions.at_least(jax, flag_table.ACCURACY_CHECKER_SINCE)
+    absent = opts.profile is not None and not os.path.exists(opts.profile)
+    source = profile.load_profile_source(opts.profile) if opts.profile and not absent else None
     scanner = LogScanner()
     if opts.log == "-":
         evidence = scanner.scan_stream(sys.stdin.buffer)
@@ -39,7 +48,13 @@ def verify(opts: VerifyOptions) -> Report:
         except OSError as e:
             raise BadInput(f"cannot read log {opts.log}: {e.strerror}.") from None
     verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
-                    accuracy_checker=opts.accuracy_checker)
+                    accuracy_checker=checker)
+    if absent and verdict.status == "not_applied" and not evidence.reads:
+        # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
+        verdict.status = "error"
+        verdict.reasons.insert(0, f"the profile {opts.profile} does not exist, and XLA gave no sign "
+                                  "of reading any profile (jax <= 0.5.3 logs nothing for a "
+                                  "missing file).")
     report = Report("verify", verdict.status, modules=verdict.modules, reasons=verdict.reasons,
                     log_path=None if opts.log == "-" else str(Path(opts.log).absolute()))
     ranked = sorted({m["rank"] for m in verdict.modules if m.get("rank") is not None})
@@ -54,6 +69,8 @@ def verify(opts: VerifyOptions) -> Report:
         report.summary += module_lines(modules)
     else:
         report.summary += summary_lines(verdict)
+    if absent and verdict.status != "error":
+        report.warnings.append(f"the profile {opts.profile} does not exist (any more)")
     if source is not None:
         report.profile = source.to_dict()
         foreign = [p for p in dict.fromkeys(evidence.reads) if not _same_profile(p, source)]
@@ -64,12 +81,27 @@ def verify(opts: VerifyOptions) -> Report:
 
 
 def _same_profile(read_path: str, source: profile.ProfileSource) -> bool:
-    """A read matches if it is the profile itself, or pgle's content-addressed copy of it."""
+    """A read matches if it is the profile itself, or pgle's content-addressed copy of it.
+
+    XLA logs the path exactly as it was given (relative stays relative, jax 0.4.34-0.10.2):
+    a relative one is compared as the workload saw it, from its working directory, which
+    verify cannot know; so it matches when it resolves from here or ends the profile's path."""
     name = Path(read_path).name
     if read_path.startswith("fdo_profile"):
         return True
     if Path(read_path) == source.path or str(source.path) in read_path:
         return True
+    read = Path(read_path)
+    if not read.is_absolute():
+        mine = Path(os.path.abspath(source.path))
+        if Path(os.path.abspath(read)) == mine:
+            return True
+        parts = [p for p in read.parts if p != "."]
+        if parts and ".." not in parts and mine.parts[-len(parts):] == tuple(parts):
+            return True
+        if source.kind == "directory" and len(parts) > 1 \
+                and mine.parts[-(len(parts) - 1):] == tuple(parts[:-1]):
+            return any(f.name == name for f in source.files)
     if source.sha256[:16] in read_path:
         return True
     return source.kind == "directory" and any(f.name == name for f in source.files)

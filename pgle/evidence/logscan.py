@@ -4,7 +4,12 @@ Both prefix styles are understood:
 - before jax 0.7.2 (tsl): `2023-07-21 16:09:43.551741: I external/xla/.../gpu_hlo_schedule.cc:573] msg`,
   with a thread id after the severity when TF_CPP_LOG_THREAD_ID is set;
 - jax >= 0.7.2 (absl): `I0822 12:34:56.789012  12345 gpu_hlo_schedule.cc:538] msg`.
-An `srun --label` rank prefix (`3: `) is accepted in front of either.
+An `srun --label` rank prefix (`3: `) is accepted in front of either. Lines logged before absl
+is initialised carry a zero date and the epoch time (`I0000 00:00:1732377600.123456  12 f.cc:1]`;
+seen with jax >= 0.4.36). Text printed without a newline before a log line (a progress bar
+ending in `\r`, or no line end at all) does not hide it: the prefix is looked for inside the
+line too (`parse_prefix`). jax 0.4.34 logs the accuracy-checker block in absl style while its
+other lines are tsl style (tests/data/xla_gpu/0.4.34/partial-error.log).
 
 Messages are the wordings of XLA's gpu_hlo_schedule.cc and
 profile_guided_latency_estimator.cc (XLA of 2026, with older wordings noted),
@@ -22,13 +27,18 @@ _OLD = re.compile(
     rb"(?P<file>[^\s\]]+):\d+\] (?P<msg>.*)$"
 )
 _ABSL = re.compile(
-    _RANK + rb"(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+(?P<tid>\d+) "
+    _RANK + rb"(?P<sev>[IWEF])(?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+(?P<tid>\d+) "
     rb"(?P<file>[^\s\]]+):\d+\] (?P<msg>.*)$"
 )
+# The same two prefixes anywhere in a line (after a progress bar's text), without a rank.
+_INSIDE = re.compile(
+    rb"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF][\s\d]*"
+    rb"|[IWEF](?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+\d+ )[^\s\]]+:\d+\] ")
 
 # A cheap pre-filter: every line that matters holds one of these literals.
 CANDIDATES = tuple(re.compile(re.escape(lit)) for lit in (
-    b"profile", b"PGLE proto", b"Fingerprint before LHS", b"CUPTI_ERROR"))
+    b"profile", b"PGLE", b"Fingerprint before LHS", b"CUPTI_ERROR", b"in XLA_FLAGS",
+    b"latency estimator"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +55,13 @@ def parse_prefix(line: bytes) -> LogLine | None:
     line = line.rstrip(b"\r\n")
     m = _ABSL.match(line) or _OLD.match(line)
     if m is None:
-        return None
+        inside = _INSIDE.search(line, 1)
+        if inside is None:
+            return None
+        line = line[inside.start():]
+        m = _ABSL.match(line) or _OLD.match(line)
+        if m is None:
+            return None
     rank = m.group("rank")
     return LogLine(
         m.group("sev").decode(),
@@ -58,7 +74,9 @@ def parse_prefix(line: bytes) -> LogLine | None:
 
 # --- gpu_hlo_schedule.cc -------------------------------------------------------
 USING_PROFILE = re.compile(r"^Using PGLE profile from (?P<path>.+?)\s*$")
-USING_FDO = re.compile(r"^Using PGLE profile from fdo_profile \((?P<fmt>binary|text)\)")
+# jax 0.4.34 said "Using PGLE profile for module from fdo_profile (binary)".
+USING_FDO = re.compile(
+    r"^Using PGLE profile (?:for module )?from fdo_profile \((?P<fmt>binary|text)\)")
 # Current wording names the module; before jax 0.7.0 it did not.
 FOUND_PROFILE = re.compile(
     r"^Found profile(?: for module (?P<module>\S+?))?, using profile guided latency estimator")
@@ -66,10 +84,22 @@ FILE_MISSING = re.compile(r"^PGLE profile file does not exist: (?P<path>.+?)\s*$
 PARSE_FAILED = re.compile(
     r"^Tried but failed to parse PGLE proto from (?P<fmt>text|binary) file '(?P<path>.*)'\. "
     r"Error message: (?P<error>.*)$")
+# jax 0.4.34: "Unable to read PGLE text proto from P: Can't parse P as text proto".
+PARSE_FAILED_OLD = re.compile(
+    r"^Unable to read PGLE (?P<fmt>text|binary) proto from (?P<path>.+?): (?P<error>.*)$")
+# jax 0.4.34 spelled it "Unable to prase FDO profile" (sic).
 FDO_UNPARSABLE = re.compile(
-    r"^Unable to parse fdo_profile: not a valid text or binary ProfiledInstructionsProto")
-MAY_NOT_APPLY = re.compile(  # jax 0.4.16 - 0.4.30
-    r"^PGLE profile may not applicable to the module, but will still be used : (?P<why>.*)$")
+    r"^Unable to (?:parse fdo_profile|prase FDO profile): not a valid text or binary "
+    r"ProfiledInstructionsProto")
+MAY_NOT_APPLY = re.compile(  # jax 0.4.16 - 0.4.30; names the first profile entry not in M
+    r"^PGLE profile may not applicable to the module, but will still be used : (?P<why>"
+    r"cost name (?P<name>\S+) not in module (?P<module>\S+)|.*)$")
+# VLOG(1) lines of jax >= 0.10 (SOL fallback) and >= 0.7.2 (no profile for the module).
+SOL_FALLBACK = re.compile(r"^PGLE fallback: using SolLatencyEstimator")
+MISSED_COST = re.compile(r"^PGLE missed cost for: (?P<name>\S+)")
+UNIFIED_ESTIMATOR = re.compile(r"^Using unified latency estimator")
+# jax 0.5.x-0.6.x: a profile with the LHS flag unset (the scheduler then runs anyway).
+LHS_UNSET = re.compile(r"^Profile data detected but `?xla_gpu_enable_latency_hiding_scheduler`? unset")
 FINGERPRINT = re.compile(  # VLOG(1) with TF_CPP_VMODULE=gpu_hlo_schedule=1
     r"^Fingerprint before LHS for module (?P<module>\S+?)(?:\((?P<id>\d+)\))? = (?P<fp>[0-9a-f]{32})")
 
@@ -79,6 +109,11 @@ CHECK_FOUND = re.compile(r"^Found (?P<n>\d+) instructions from the profile\.")
 CHECK_MISSING = re.compile(r"^Missing (?P<n>\d+) instructions from the profile\.")
 CHECK_NAME = re.compile(r"^  (?P<name>\S+)\s*$")
 CHECK_DISCARD = re.compile(r"Found (?P<n>\d+) missing instructions\. Discarding the profile\.")
+
+# --- parse_flags_from_env.cc: XLA aborts (F) on a flag it does not know ----------
+# jax >= 0.5.3: "Unknown flag in XLA_FLAGS: --x=1"; jax 0.4.34: "Unknown flags in XLA_FLAGS:
+# --x=1  <every XLA_FLAGS entry>" (the unknown ones, two spaces, then all of them).
+UNKNOWN_FLAGS = re.compile(r"^Unknown flags? in XLA_FLAGS: (?P<flags>.*?)(?:  .*)?$")
 
 # --- the environment --------------------------------------------------------------
 CUPTI_CONTENTION = re.compile(rb"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS|CUPTI_ERROR_NOT_INITIALIZED")

@@ -10,6 +10,9 @@ from the profile.` and the missing names *only when something is missing*, in
 the compiling thread, without naming the module. So: a module whose "Found
 profile" line is followed by no checker block fitted fully (checker on, its
 default since jax 0.4.36); otherwise coverage = found / (found + missing).
+
+What the real XLA:GPU compiler of jax 0.4.34-0.10.2 prints, and how each line is read here,
+is in tests/data/xla_gpu/README.md (captured by the deviceless lane) and docs/gpu-validation.md.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ class ModuleEvidence:
     discarded: bool = False
     no_profile_file: bool = False
     note: str | None = None
+    # jax <= 0.4.30: "PGLE profile may not applicable ...: cost name X not in module M".
+    not_in_module: list[str] = dataclasses.field(default_factory=list)
+    ordinal: int | None = None  # k-th module XLA reported (naming fallback: no VLOG line)
+    missed_costs: int = 0  # "PGLE missed cost for: X" (VLOG) in this module
+    sol_fallback: bool = False  # "PGLE fallback: using SolLatencyEstimator" (jax >= 0.10)
 
 
 @dataclasses.dataclass
@@ -49,6 +57,7 @@ class _Thread:
     using: str | None = None
     current: ModuleEvidence | None = None
     expect_names: int = 0
+    sol_fallback: bool = False
 
 
 @dataclasses.dataclass
@@ -57,6 +66,12 @@ class Evidence:
     reads: list[str] = dataclasses.field(default_factory=list)  # `Using PGLE profile from`
     missing_files: list[str] = dataclasses.field(default_factory=list)
     parse_errors: list[str] = dataclasses.field(default_factory=list)
+    # "Found N missing instructions. Discarding the profile." (ERROR strictness): the compile failed.
+    discards: list[str] = dataclasses.field(default_factory=list)
+    unknown_flags: list[str] = dataclasses.field(default_factory=list)  # XLA aborted on them
+    info_lines: int = 0  # XLA INFO lines seen: none while checker lines show = INFO hidden
+    checker_lines: int = 0  # accuracy-checker lines (WARNING/ERROR: shown at level 1 too)
+    lhs_unset_warnings: int = 0
     cupti_contention: bool = False
     pgle_lines: int = 0
     bytes_scanned: int = 0
@@ -134,13 +149,18 @@ class LogScanner:
             ev.cupti_contention = True
         line = logscan.parse_prefix(raw)
         if line is None:
-            # The ERROR-level checker fails compilation; the status reaches Python's traceback.
-            if logscan.CHECK_DISCARD.search(raw.decode("utf-8", "replace")):
+            # The ERROR-level checker fails compilation; the status reaches Python's traceback
+            # (`XlaRuntimeError: INVALID_ARGUMENT: Found 7 missing instructions. Discarding ...`).
+            text = raw.decode("utf-8", "replace")
+            if m := logscan.CHECK_DISCARD.search(text):
                 ev.pgle_lines += 1
+                ev.discards.append(text[m.start():].strip())
                 last = next((m for m in reversed(ev.modules) if m.checker_missing), None)
                 if last is not None:
                     last.discarded = True
             return
+        if line.severity == "I":
+            ev.info_lines += 1
         key = (line.rank, line.thread)
         state = self._threads.get(key)
         if state is None:
@@ -163,6 +183,10 @@ class LogScanner:
         if m := logscan.FINGERPRINT.match(msg):
             state.fingerprint = (m.group("module"), m.group("fp"))
             ev.pgle_lines += 1
+        elif m := logscan.USING_FDO.match(msg):
+            state.using = f"fdo_profile ({m.group('fmt')})"
+            ev.reads.append(state.using)
+            ev.pgle_lines += 1
         elif m := logscan.USING_PROFILE.match(msg):
             state.using = m.group("path")
             ev.reads.append(state.using)
@@ -176,15 +200,19 @@ class LogScanner:
             if fp is None and state.using:
                 fm = _FINGERPRINT_FILE.match(Path(state.using).name)
                 fp = fm.group(1) if fm else None
-            state.current = ModuleEvidence(module, rank, fp, state.using, found_profile=True)
+            state.current = ModuleEvidence(module, rank, fp, state.using, found_profile=True,
+                                           ordinal=sum(1 for x in ev.modules if x.found_profile) + 1)
             ev.modules.append(state.current)
+            state.current.sol_fallback, state.sol_fallback = state.sol_fallback, False
             state.using = None
             state.fingerprint = None
         elif m := logscan.CHECK_FOUND.match(msg):
             ev.pgle_lines += 1
-            self._current(state, rank).checker_found = int(m.group("n"))
+            ev.checker_lines += 1
+            self._block_owner(state, rank).checker_found = int(m.group("n"))
         elif m := logscan.CHECK_MISSING.match(msg):
             ev.pgle_lines += 1
+            ev.checker_lines += 1
             n = int(m.group("n"))
             self._current(state, rank).checker_missing = n
             if n and not state.expect_names:
@@ -202,7 +230,7 @@ class LogScanner:
                 ev.modules.append(ModuleEvidence(module, rank, fm.group(1), path,
                                                  no_profile_file=True))
                 state.fingerprint = None
-        elif m := logscan.PARSE_FAILED.match(msg):
+        elif m := (logscan.PARSE_FAILED.match(msg) or logscan.PARSE_FAILED_OLD.match(msg)):
             ev.pgle_lines += 1
             ev.parse_errors.append(f"{m.group('path')}: {m.group('error')}")
         elif logscan.FDO_UNPARSABLE.match(msg):
@@ -211,11 +239,42 @@ class LogScanner:
         elif m := logscan.MAY_NOT_APPLY.match(msg):
             ev.pgle_lines += 1
             if state.current is not None:
-                state.current.note = f"XLA: profile may not apply: {m.group('why')}"
+                if m.group("name"):
+                    state.current.module = state.current.module or m.group("module")
+                    state.current.not_in_module.append(m.group("name"))
+                else:
+                    state.current.note = f"XLA: profile may not apply: {m.group('why')}"
+        elif m := logscan.UNKNOWN_FLAGS.match(msg):
+            ev.pgle_lines += 1
+            ev.unknown_flags += m.group("flags").split()
+        elif logscan.SOL_FALLBACK.match(msg):
+            # Logged before "Found profile for module": remember it for that module.
+            state.sol_fallback = True
+        elif m := logscan.MISSED_COST.match(msg):
+            if state.current is not None:
+                state.current.missed_costs += 1
+        elif logscan.LHS_UNSET.match(msg):
+            ev.lhs_unset_warnings += 1
+
+    def _block_owner(self, state: _Thread, rank: int | None) -> ModuleEvidence:
+        """The module a new checker block belongs to.
+
+        jax 0.4.34 logs the block in absl style (with a thread id) after tsl-style "Found
+        profile" lines (without one): it belongs to the newest thread-less module that has
+        no block yet."""
+        plain = self._threads.get((rank, None))
+        if plain is not None and plain is not state and plain.current is not None \
+                and plain.current is not state.current \
+                and plain.current.checker_found is None and plain.current.checker_missing is None:
+            state.current = plain.current
+        elif state.current is not None and state.current.checker_found is not None:
+            # A second block with no "Found profile" between (the INFO log hidden): a new module.
+            state.current = None
+        return self._current(state, rank)
 
     def _current(self, state: _Thread, rank: int | None) -> ModuleEvidence:
         if state.current is None:
-            # A checker block with no "Found profile" before it in this thread.
+            # A checker block with no "Found profile" before it (the INFO log hidden).
             state.current = ModuleEvidence(None, rank, found_profile=True)
             self.evidence.modules.append(state.current)
         return state.current

@@ -332,6 +332,11 @@ def read_log_fingerprints(log_path: Any) -> tuple[dict[tuple[str, int], str], li
                 m = FINGERPRINT_LOG_RE.search(line)
                 if not m:
                     continue
+                if m.group("name").endswith("-clone"):
+                    # jax 0.7.2/0.8.3: the collective combiner's scheduling copy; it never runs,
+                    # and a profile file under its fingerprint makes the module itself miss its
+                    # own (tests/data/xla_gpu/README.md).
+                    continue
                 key = (m.group("name"), int(m.group("id")))
                 fp = m.group("fp").lower()
                 if key in found and found[key] != fp:

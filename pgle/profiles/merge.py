@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile
@@ -121,3 +121,61 @@ def overlap_warnings(overlaps: Sequence[InputOverlap]) -> list[str]:
                 "inputs: it probably comes from another program (other flags, shapes, sharding or jax "
                 "version), and merging it mixes unrelated costs.")
     return warnings
+
+
+def module_names(source: Any) -> dict[str, str]:
+    """fingerprint -> module name of a per-module directory, from its manifest.json (written
+    by `pgle collect --per-module`); {} without one."""
+    from pgle.profiles import manifest
+
+    if getattr(source, "kind", None) != "directory":
+        return {}
+    man = manifest.read(manifest.manifest_path(source.path)) or {}
+    rows = list(man.get("modules") or [])
+    names = {r["fingerprint"]: r["module"] for r in rows
+             if isinstance(r, dict) and r.get("fingerprint") and r.get("module")}
+    for name, fps in (man.get("fingerprint_aliases") or {}).items():
+        for fp in fps:
+            names.setdefault(fp, name)
+    return names
+
+
+def fingerprint_aliases(names: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
+    """Module name -> its fingerprints, where inputs gave one module several (per-rank
+    autotuning: a real 4-process A100 run gave one rank a different fingerprint for identical
+    pre-optimisation HLO, issue 10)."""
+    by_name: dict[str, set[str]] = {}
+    for mapping in names:
+        for fp, name in mapping.items():
+            by_name.setdefault(name, set()).add(fp)
+    return {n: sorted(fps) for n, fps in sorted(by_name.items()) if len(fps) > 1}
+
+
+def merge_directory_modules(sources: Sequence[Any], *, method: str = "percentile",
+                            percentile: int = 90):
+    """Per-module directories -> (fingerprint -> merged profile, aliases, fingerprint ->
+    [(input label, profile)] merged into it).
+
+    Every fingerprint one module was seen under gets the profile merged over all of them, so
+    each rank finds a file under its own fingerprint (XLA looks up `<fp>.pbtxt` by the
+    fingerprint of the module it compiles)."""
+    by_fp: dict[str, list[tuple[str, Any]]] = {}
+    for s in sources:
+        for fp, p in s.modules.items():
+            by_fp.setdefault(fp, []).append((str(s.path), p))
+    aliases = fingerprint_aliases([module_names(s) for s in sources])
+    group = {fp: [fp] for fp in by_fp}
+    for fps in aliases.values():
+        present = [fp for fp in fps if fp in by_fp]
+        for fp in present:
+            group[fp] = present
+    labelled = {fp: [x for g in group[fp] for x in by_fp[g]] for fp in by_fp}
+    merged = {fp: merge_profiles([p for _, p in lab], method=method, percentile=percentile)
+              for fp, lab in labelled.items()}
+    return merged, aliases, labelled
+
+
+def alias_lines(aliases: Mapping[str, Sequence[str]]) -> list[str]:
+    return [f"module {name} has {len(fps)} fingerprints ({', '.join(fps)}): the same profile is "
+            "written under each (per-rank autotuning can change a module's fingerprint)"
+            for name, fps in aliases.items()]

@@ -150,7 +150,18 @@ def inspect_source(source: ProfileSource, *, top: int = 20) -> dict[str, Any]:
         "zero_costs": sum(1 for _, c in raw if c == 0),
     }
     data["fingerprints"] = _by_fingerprint(source)
+    data["fingerprint_aliases"] = _aliases(source)
     return data
+
+
+def _aliases(source: ProfileSource) -> dict[str, list[str]]:
+    """Fingerprints that are one module (recorded by merge / collect's rank merge), else the
+    module names the manifest gives several fingerprints."""
+    from pgle.profiles.merge import fingerprint_aliases, module_names
+
+    if source.kind != "directory":
+        return {}
+    return fingerprint_aliases([module_names(source)])
 
 
 def _by_fingerprint(source: ProfileSource) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 The evidence comes from pgle.evidence.xla_log (what XLA printed); this module only decides.
 Statuses, in order of strength: applied, partial, not_applied; plus not_applicable (not an
-XLA:GPU backend) and error (XLA could not read the profile). docs/reference/verdicts.md
-states the rules.
+XLA:GPU backend) and error (XLA could not read the profile, aborted on an unknown flag,
+failed the compile under ERROR strictness, or the log hides XLA's INFO lines so nothing can
+be judged). docs/reference/verdicts.md states the rules; docs/gpu-validation.md what the
+real compiler of each jax version prints.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from pgle.evidence.xla_log import Evidence, ModuleEvidence
 from pgle.verdicts.rows import AppliedRow, module_lines
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+# jax 0.7.2-0.8.3: XLA's heuristic collective combiner schedules "<module>-clone" first, to
+# decide what to combine; the clone never runs (tests/data/xla_gpu/README.md).
+CLONE_SUFFIX = "-clone"
 STATUSES = ("applied", "partial", "not_applied", "not_applicable", "error")
 
 
@@ -27,17 +32,44 @@ class Verdict:
 
 
 def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: float = 0.9,
-          accuracy_checker: bool = True) -> Verdict:
-    """Turn evidence into per-module and overall statuses (README "Verdicts")."""
-    modules = [_judge_module(m, min_coverage, accuracy_checker).to_dict()
-               for m in evidence.modules]
+          accuracy_checker: bool = True, info_log_hidden: bool = False) -> Verdict:
+    """Turn evidence into per-module and overall statuses (README "Verdicts").
+
+    `accuracy_checker`: False when the run had none (jax < 0.4.36 without the old flag, or
+    PGLE_STRICTNESS_LEVEL_OFF): a silent log then proves the profile was read, not its fit.
+    `info_log_hidden`: the run's TF_CPP_MIN_LOG_LEVEL hid XLA's INFO lines."""
+    modules = fold_clones([_judge_module(m, min_coverage, accuracy_checker).to_dict()
+                           for m in evidence.modules])
     reasons: list[str] = []
-    if evidence.parse_errors:
+    info_hidden = info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0)
+    if evidence.unknown_flags:
+        flags = " ".join(dict.fromkeys(evidence.unknown_flags))
+        reasons.append(f"XLA aborted before compiling: it does not know {flags} (\"Unknown flag in "
+                       "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`).")
+        status = "error"
+    elif evidence.discards:
+        n = len(evidence.discards)
+        reasons.append(f"the compile failed ({n} time(s)): XLA's accuracy checker at ERROR "
+                       f"strictness discarded the profile (\"{evidence.discards[0]}\"): the "
+                       "profile misses instructions of the module(s) below; collect it again or "
+                       "use PGLE_STRICTNESS_LEVEL_WARN.")
+        status = "error"
+    elif evidence.parse_errors:
         reasons += [f"XLA could not parse the profile: {e}" for e in evidence.parse_errors]
         status = "error"
     elif evidence.missing_files:
         reasons += [f"XLA found no profile file at {p}" for p in dict.fromkeys(evidence.missing_files)]
         status = "error"
+    elif info_hidden and not evidence.reads:
+        status = "error"
+        reasons.append(
+            "XLA's INFO log is hidden (TF_CPP_MIN_LOG_LEVEL is not 0), so the log cannot show "
+            "which modules used the profile"
+            + (f"; its WARNING lines show the accuracy checker ran on "
+               f"{sum(1 for m in evidence.modules if m.checker_found is not None)} module(s)"
+               if evidence.checker_lines else "")
+            + ". Rerun with TF_CPP_MIN_LOG_LEVEL=0.")
+        modules = []
     elif not modules and not evidence.reads:
         if platform and platform.lower() not in GPU_PLATFORMS:
             status = "not_applicable"
@@ -47,7 +79,8 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         else:
             status = "not_applied"
             reasons.append("no PGLE line in the log: XLA never read a profile (is the INFO log on, "
-                           "TF_CPP_MIN_LOG_LEVEL=0, and did the profile flag reach XLA?).")
+                           "TF_CPP_MIN_LOG_LEVEL=0, and did the profile flag reach XLA? jax <= "
+                           "0.5.3 logs nothing when the profile file does not exist).")
     elif not modules:
         status = "not_applied"
         reasons.append("XLA read the profile but no module reported using it.")
@@ -59,6 +92,59 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
             + (f", {counts['partial']} partially" if counts["partial"] else "")
             + (f", {counts['not_applied']} not at all" if counts["not_applied"] else "") + ".")
     return Verdict(status, modules, reasons, evidence)
+
+
+def fold_clones(rows: list[dict]) -> list[dict]:
+    """Fold each `<module>-clone` row into its module's row (as a note).
+
+    The clone is a copy XLA's heuristic collective combiner schedules and never runs, so no
+    profile of a real run covers it (a full profile leaves it 6/7-19/20 covered) and a
+    directory has no file for its fingerprint: counting it would make every fully applied
+    profile `partial`. Where XLA stopped before scheduling the module itself (ERROR
+    strictness fails on the clone first) the clone's row stands for the module."""
+    mains = {(r["module"], r["rank"]) for r in rows
+             if r["module"] and not r["module"].endswith(CLONE_SUFFIX)}
+    out: list[dict] = []
+    held: dict[tuple, list[dict]] = {}
+    for r in rows:
+        name = r["module"]
+        if not (name and name.endswith(CLONE_SUFFIX)):
+            out.append(r)
+            for clone in held.pop((name, r["rank"]), []):
+                r["notes"].append(_clone_note(clone))
+            continue
+        base = name[: -len(CLONE_SUFFIX)]
+        if (base, r["rank"]) in mains:
+            held.setdefault((base, r["rank"]), []).append(r)
+        else:
+            r = dict(r, module=base, notes=r["notes"] + [
+                f"XLA did not schedule {base} itself after its clone {name}: this row is the "
+                "clone's evidence"])
+            out.append(r)
+    return out
+
+
+def _clone_note(clone: dict) -> str:
+    if not clone["profile_found"]:
+        what = "found no file for its own fingerprint (expected)"
+    elif clone["coverage"] is None:
+        what = "read the profile"
+    else:
+        what = f"read the profile, coverage {clone['coverage']:.0%}"
+    note = (f"{clone['module']} (a copy XLA's collective combiner schedules and never runs) {what};"
+            " not counted")
+    if clone["profile_found"] and clone["profile_path"] and _is_fingerprint_file(clone["profile_path"]):
+        note += ("; a clone that reads a profile changes the module's own fingerprint: keep only "
+                 "main-module fingerprints in a profile directory (as `pgle collect --per-module` "
+                 "writes), or compile without clones "
+                 "(--xla_gpu_experimental_enable_heuristic_collective_combining=false)")
+    return note
+
+
+def _is_fingerprint_file(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    stem, _, ext = name.rpartition(".")
+    return ext in ("pb", "pbtxt") and len(stem) == 32 and all(c in "0123456789abcdef" for c in stem)
 
 
 def overall_status(module_statuses) -> str:
@@ -91,8 +177,14 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
     elif m.discarded:
         status = "not_applied"
-        notes.append("the accuracy checker (ERROR level) discarded the profile")
+        notes.append("the accuracy checker (ERROR level) discarded the profile and the compile failed")
         coverage = _ratio(found, missing)
+    elif m.not_in_module and missing is None:
+        # jax <= 0.4.30 checks the profile's names against the module and stops at the first
+        # one it lacks: the profile was not made for this module as compiled; coverage unknown.
+        status = "partial"
+        notes.append(f"XLA: the profile has entries that are not in this module (first: "
+                     f"{m.not_in_module[0]}); it is used where names match, coverage unknown")
     elif missing is not None:
         coverage = _ratio(found, missing)
         if coverage is None or coverage == 0:
@@ -106,14 +198,21 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool
         status, missing, coverage = "applied", 0, 1.0
     else:
         status = "applied"
-        notes.append("accuracy checker off: coverage unknown")
+        notes.append("coverage unverified: the run had no accuracy checker (jax < 0.4.36 has none "
+                     "by default, or PGLE_STRICTNESS_LEVEL_OFF), so the log proves the profile was "
+                     "read, not which instructions it covers")
     if m.note:
         notes.append(m.note)
+    if m.missed_costs:
+        notes.append(f"XLA's estimator found no cost for {m.missed_costs} instruction(s) "
+                     "('PGLE missed cost for')")
+    if m.module is None and m.fingerprint is None and m.ordinal:
+        notes.append("XLA did not log the module's name (set TF_CPP_VMODULE=gpu_hlo_schedule=1)")
     return AppliedRow(
         module=m.module, status=status, instructions_found=found,
         instructions_missing=missing, coverage=coverage, fingerprint=m.fingerprint,
         profile_path=m.profile_path, profile_found=not m.no_profile_file, rank=m.rank,
-        missing_instructions=m.missing_names, notes=notes)
+        missing_instructions=m.missing_names, notes=notes, ordinal=m.ordinal)
 
 
 def _ratio(found: int | None, missing: int | None) -> float | None:

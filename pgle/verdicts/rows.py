@@ -33,6 +33,8 @@ class AppliedRow:
     rank: int | None
     missing_instructions: list[str]
     notes: list[str]
+    # k: the k-th module XLA reported; names a module no log line names (no VLOG before 0.7.2).
+    ordinal: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -82,7 +84,10 @@ class NsysRow:
 
 
 def module_name(row: Mapping[str, Any]) -> str:
-    return row.get("module") or row.get("fingerprint") or UNNAMED
+    """XLA's module name, else its fingerprint, else its place among the modules XLA reported."""
+    if row.get("module") or row.get("fingerprint"):
+        return row.get("module") or row.get("fingerprint")
+    return f"unnamed module #{row['ordinal']}" if row.get("ordinal") else UNNAMED
 
 
 def module_line(row: Mapping[str, Any], *, ok: str | None = None) -> str:

@@ -65,11 +65,13 @@ def removed_flag(name: str, jax_version: tuple[int, ...] | None) -> RemovedFlag 
 
 # --- Flags that matter to PGLE --------------------------------------------------
 # Defaults are the installed jaxlib 0.10.2's (read from its DebugOptions); `since` is
-# the first jax release whose XLA knows the flag, None when it predates jax 0.4.31,
-# the oldest jax pgle supports. Where the first release is not pinned down the note
+# the first jax release whose XLA knows the flag, None when it predates jax 0.4.31.
+# pgle supports jax >= 0.4.34: the oldest whose XLA:GPU compiler the deviceless lane can drive
+# (0.4.31 and 0.4.33's CUDA plugin cannot build a topology without a GPU;
+# docs/gpu-validation.md). Where the first release is not pinned down the note
 # says so, and `pgle doctor --probe` asks the installed jaxlib instead.
 DEFAULTS_FROM = (0, 10, 2)
-OLDEST_SUPPORTED_JAX = (0, 4, 31)
+OLDEST_SUPPORTED_JAX = (0, 4, 34)
 _BOOL_TRUE = ("true", "1")
 _BOOL_FALSE = ("false", "0")
 _INT = re.compile(r"^\s*[-+]?\d+\s*$")  # absl::SimpleAtoi: no hex, no exponent
@@ -332,4 +334,8 @@ PGLE_PROFILE_PATH = "xla_gpu_pgle_profile_file_or_directory_path"
 LHS = "xla_gpu_enable_latency_hiding_scheduler"
 COMMAND_BUFFER = "xla_gpu_enable_command_buffer"
 ACCURACY_CHECKER = "xla_gpu_pgle_accuracy_checker"
+ACCURACY_CHECKER_SINCE = (0, 4, 36)
+# Its predecessor (jax <= 0.4.35): a bool, and strict only: any missing instruction fails the
+# compile (`Found N missing instructions. Discarding the profile.`; seen on jax 0.4.34).
+OLD_ACCURACY_CHECKER = "xla_gpu_enable_pgle_accuracy_checker"
 HOST_DEVICE_COUNT = "xla_force_host_platform_device_count"

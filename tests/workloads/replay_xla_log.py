@@ -5,7 +5,9 @@ lines XLA:GPU prints (exact strings from gpu_hlo_schedule.cc and
 profile_guided_latency_estimator.cc) for the profile path it actually
 received in XLA_FLAGS, for its two real jitted modules.
 
-REPLAY_SCENARIO: applied | partial | directory | parse_error | file_missing | none | old_wording | discard
+REPLAY_SCENARIO: applied | partial | directory | lookup | parse_error | file_missing | none | old_wording | discard
+  lookup: each module's fingerprint (REPLAY_FPS=name:fp,...), then XLA's directory lookup
+  (<dir>/<fp>.pbtxt, then .pb) answered from the files that really are in the directory.
 REPLAY_PREFIX: absl (jax >= 0.7.2) | tsl (older)
 """
 
@@ -77,6 +79,23 @@ elif scenario == "directory":
         line("E", SCHED, 390, f"PGLE profile file does not exist: {path}/{fp_eval}.pbtxt", T2),
         line("E", SCHED, 390, f"PGLE profile file does not exist: {path}/{fp_eval}.pb", T2),
     ]
+elif scenario == "lookup":
+    for n, item in enumerate(os.environ.get("REPLAY_FPS", "").split(",")):
+        if not item:
+            continue
+        name, fp = item.split(":")
+        tid = T1 + n
+        out.append(line("I", SCHED, 520, f"Fingerprint before LHS for module {name}(1) = {fp}", tid))
+        if path is None:
+            continue
+        for suffix in (".pbtxt", ".pb"):
+            f = f"{path}/{fp}{suffix}"
+            if os.path.isfile(f):
+                out += [line("I", SCHED, 538, f"Using PGLE profile from {f}", tid),
+                        line("I", SCHED, 612, f"Found profile for module {name}, using profile "
+                                              "guided latency estimator", tid)]
+                break
+            out.append(line("E", SCHED, 390, f"PGLE profile file does not exist: {f}", tid))
 elif scenario == "parse_error":
     out.append(line("E", SCHED, 400, f"Tried but failed to parse PGLE proto from binary file "
                                      f"'{path}'. Error message: truncated message", T1))

@@ -18,45 +18,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-# Scenarios whose profile was unreadable: the truth is `error` when XLA said so in the log.
-UNREADABLE = {"absent", "garbage-pbtxt", "garbage-pb", "fdo-garbage"}
-
-
-def truth(name: str, sc: dict, doc: dict) -> tuple[str, dict]:
-    """(overall status, {module: 'full' | 'k/n' | 'not read' | ...}) of one scenario."""
-    f = sc["facts"]
-    if f.get("truth_same_as"):
-        ref = doc["scenarios"][f["truth_same_as"]]
-        st, mods = truth(f["truth_same_as"], ref, doc)
-        return st + f" (log hides it; same run as {f['truth_same_as']})", mods
-    if f["process_aborted"]:
-        return "error (XLA aborted before compiling)", {}
-    checker_on = doc["quirks"]["has_xla_gpu_pgle_accuracy_checker"] or \
-        "--xla_gpu_enable_pgle_accuracy_checker=true" in sc["xla_flags"]
-    mods: dict[str, str] = {}
-    for m in f["log_per_module"]:
-        mod = m.get("module") or "?"
-        if not (m.get("using") or m.get("found_profile")):
-            mods[mod] = "not read"
-        elif m.get("checker_missing") is not None:
-            found = m.get("checker_found", 0)
-            mods[mod] = f"{found}/{found + m['checker_missing']}"
-        else:
-            mods[mod] = "full" if checker_on else "read (no checker)"
-    if f["compile_failed"]:
-        fm = f["failed_modules"]
-        err = (fm[0]["error"] if fm else "") or ""
-        return f"error (compile failed: {err[:90]})", mods
-    main = {k: v for k, v in mods.items() if not k.endswith("-clone")}
-    if name in UNREADABLE:
-        return ("error" if f["log_error_lines"] else "not_applied (XLA silent)"), mods
-    if not main or all(v == "not read" for v in main.values()):
-        return "not_applied", mods
-    if all(v in ("full", "read (no checker)") for v in main.values()):
-        return "applied", mods
-    if all(v == "not read" or v.startswith("0/") for v in main.values()):
-        return "not_applied (read, 0 covered)", mods
-    return "partial", mods
+sys.path.insert(0, HERE)
+from truth import truth  # noqa: E402  (the same truth the fixture tests assert against)
 
 
 def pgle_verify(log: str, extra: list[str], cwd: str | None = None) -> dict:
@@ -98,10 +61,10 @@ def main() -> int:
         for name, sc in doc["scenarios"].items():
             log = os.path.join(ns.data, v, f"{name}.log")
             st, mods = truth(name, sc, doc)
-            extra = []
+            extra = ["--jax", v]
             cwd = None
             if name == "relative-path":
-                extra = ["--profile", "good.pbtxt"]
+                extra += ["--profile", "good.pbtxt"]
                 cwd = sc["cwd"] if os.path.isdir(sc["cwd"]) else None
             rep = pgle_verify(log, extra, cwd)
             tm = ", ".join(f"{k}:{val}" for k, val in mods.items())

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# CI step after the README's test command: the XLA:GPU deviceless lane. Installs (or reuses)
+# one venv per jax version of the matrix (.ci/xla_gpu_lane.sh; wheels cached between runs in
+# $PGLE_LANE_WHEELS), then runs every test marked `xla_gpu` (deselected from the default run):
+# tests/xla_gpu/test_live.py (fresh real compiles judged by `pgle run` / `pgle verify`, per
+# version) and the other tests that need the CUDA plugin (PGLE_XLA_GPU_PYTHON: the newest
+# version's venv). PGLE_REQUIRE_XLA_GPU=1: a missing venv fails, never skips. The summary line
+# names the jax versions that ran. Measured on the 2-core project machine: see
+# docs/gpu-validation.md ("Cost").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PGLE_LANE_VENVS="${PGLE_LANE_VENVS:-$HOME/.cache/pgle-lane/venvs}"
+t0=$(date +%s)
+bash .ci/xla_gpu_lane.sh
+newest="${PGLE_LANE_VERSIONS:-0.10.2}"
+newest="${newest%% *}"
+PGLE_REQUIRE_XLA_GPU=1 PGLE_XLA_GPU_PYTHON="$PGLE_LANE_VENVS/jax-$newest/bin/python" \
+    python3 -m pytest -q -m xla_gpu -rs -p no:cacheprovider
+echo "lane: install + xla_gpu tests took $(( $(date +%s) - t0 )) s"
