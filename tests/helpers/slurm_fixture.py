@@ -1,6 +1,6 @@
 """A real one-node SLURM cluster for tests that run `srun -n 2 ...`.
 
-Use from tests/conftest.py:
+Imported by tests/conftest.py (fixtures) and the SLURM tests:
 
     from helpers.slurm_fixture import slurm_cluster, requires_slurm  # noqa: F401
 
