@@ -1,6 +1,6 @@
 """TEST-ONLY: give each rank's `pgle collect` a small non-empty profile on CPU.
 
-Loaded by tests/test_multiprocess_collect.py through `PYTHONPATH`; product code never contains
+Loaded by tests/jobs/test_multiprocess_collect.py through `PYTHONPATH`; product code never contains
 this seam. On CPU the JAX profiler records no device kernels, so jaxlib's
 `get_profiled_instructions_proto(run_folder)` (called by pgle/profiles/jaxlib.py in pgle's own process,
 after the workload's real profiled window) returns an empty profile. This helper wraps that one

@@ -1,4 +1,4 @@
-"""A flax nnx training script as the flax examples write it (tests/test_real_scripts.py).
+"""A flax nnx training script as the flax examples write it (tests/launch/test_real_scripts.py).
 
 Like flax's nnx examples it ASSIGNS XLA_FLAGS before importing jax (unless --append), marks no
 steps, runs an eval loop between train steps and prints a tqdm-style progress line (\\r).
