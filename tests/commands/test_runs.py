@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import pgle_lines, report_of, run_pgle
+from helpers.pgle_testing import pgle_lines, report_of, run_pgle
 
 DAY = 86400.0
 
