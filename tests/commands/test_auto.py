@@ -6,6 +6,7 @@ profile load tests/helpers/pgle_cpu_profile through PYTHONPATH (test-only).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,42 @@ def test_help_does_not_import_jax(command: str):
                           capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr.decode()
     assert b"Usage: " in proc.stdout
+
+
+MANY = """
+import jax, jax.numpy as jnp
+
+def a_init(x): return x + 1
+def b_init(x): return x * 2
+def e1_eval(x): return jnp.sin(x)
+def e2_eval(x): return jnp.cos(x)
+def zstep(x): return jnp.tanh(x) @ x.T
+
+x = jnp.ones((8, 8))
+for fn, n in ((a_init, 1), (b_init, 1), (e1_eval, 2), (e2_eval, 2), (zstep, 5)):
+    f = jax.jit(fn)
+    for _ in range(n):
+        f(x).block_until_ready()
+"""
+
+
+def test_module_lines_most_executed_first_one_shots_collapsed_reasons_grouped(project: Path):
+    """Issue 13 case 5: the train step leads (not the alphabet), modules executed once share one
+    line without "run more steps", identical reasons are said once; the JSON rows stay."""
+    script = project / "many.py"
+    script.write_text(MANY)
+    proc = run_pgle("auto", "--runs", "2", "--percentile", "100", str(script), cwd=project,
+                    env=helper_env())
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [l for l in pgle_lines(proc) if l.startswith("pgle:   ")]
+    assert lines[0].startswith("pgle:   jit_zstep: optimized"), lines
+    assert lines[1].startswith("pgle:   jit_e1_eval, jit_e2_eval: not_optimized (profiled 2 times")
+    # jnp.ones adds jax's own one-shot modules (jit_broadcast_in_dim, ...) to the two of the script.
+    assert re.match(r"pgle:   \d+ modules executed only once \(not_optimized;", lines[2]), lines[2]
+    assert "jit_a_init, jit_b_init" in lines[2] and "run more steps" not in lines[2]
+    assert len(lines) == 3
+    rep = report_of(run_pgle("auto", "--runs", "2", "--json", str(script), cwd=project,
+                             env=helper_env()))
+    assert {"jit_a_init", "jit_b_init", "jit_e1_eval", "jit_e2_eval", "jit_zstep"} <= {
+        m["module"] for m in rep["modules"]}
+    assert all("profiled_executions" in m and "reason" in m for m in rep["modules"])
