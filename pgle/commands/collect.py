@@ -212,7 +212,7 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
     notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
     notify(f"profiling window: {opts.window.describe()}")
     execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
-                       step_name=opts.window.step_name, log_copy=layout.log)
+                       step_name=opts.window.step_name, log_copy=layout.log, progress=notify)
     report = finish_collect(opts, execution, output, notify)
     if opts.store is not None:
         add_to_store(opts.store, execution, report, layout, notify)

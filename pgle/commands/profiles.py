@@ -294,7 +294,7 @@ def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any 
     result = convert_trace_detailed(run_dir, per_module=(kind == "directory"), stat=stat,
                                     log_path=log_path, qualify=qualify)
     no_gpu = (f"the trace in {run_dir} has no GPU plane (a CPU run, or the GPU was not "
-              "traced): there are no GPU instruction timings to convert")
+              "traced), so it gives an empty profile: no GPU instruction timings to convert")
     if kind == "directory":
         if not result.profiles and result.device_planes == 0:
             raise ProfileError(f"{no_gpu}.", hint="Collect the trace on an NVIDIA GPU.")

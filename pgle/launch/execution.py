@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 from pgle.launch import launcher
 from pgle.launch.childenv import ChildEnv
+from pgle.launch.progress import WindowProgress
 from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.events import RunEvents, read_events
 from pgle.launch.runfolder import RunFolder
@@ -77,12 +78,14 @@ def execute(
     on_exit: Callable[[int], None] | None = None,
     log_copy: str | None = None,
     observe_pgle: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
     `on_exit(code)` the moment the workload has exited (a job records them so that its peers
     stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
-    with (pgle.launch.launcher)."""
+    with (pgle.launch.launcher). `progress`: where a profiling window's progress lines go
+    (pgle.launch.progress)."""
     spec = HarnessSpec(
         events=str(run.events),
         workload=WorkloadSpec(workload.script, workload.module, tuple(workload.args)),
@@ -93,8 +96,10 @@ def execute(
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
+    ticker = (WindowProgress(run.events, progress)
+              if progress is not None and profile_window is not None else None)
     result = launcher.launch(argv, child.env, run.log, watchdog=watchdog,
-                             terminal_level=child.terminal_level)
+                             terminal_level=child.terminal_level, progress=ticker)
     if on_exit is not None:
         on_exit(result.exit_code)
     if result.log_error:

@@ -206,8 +206,10 @@ def launch(
     watchdog: Callable[[], int | None] | None = None,
     poll_s: float = 0.5,
     terminal_level: int | None = None,
+    progress: Callable[[], None] | None = None,
 ) -> LaunchResult:
-    """Run `argv` to completion. `watchdog()` is polled; a non-None code stops the child.
+    """Run `argv` to completion. `watchdog()` is polled; a non-None code stops the child;
+    `progress()` is polled too (it rate-limits itself).
     `terminal_level`: XLA log lines below this TF_CPP_MIN_LOG_LEVEL go to the log only."""
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -256,6 +258,8 @@ def launch(
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if progress is not None:
+                progress()
             if watchdog is not None and not stopped:
                 watchdog_code = watchdog()
                 if watchdog_code is not None:

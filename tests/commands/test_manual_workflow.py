@@ -218,3 +218,30 @@ def test_step_name_counts_only_those_steps(project):
     window = report_of(proc)["window"]
     # 8 train steps and 4 eval steps ran; only the train steps count.
     assert window["steps_seen"] == 8 and window["first_step"] == 2 and window["steps"] == 3
+
+
+SLOW_STEPS = """
+import time, jax, jax.numpy as jnp
+f = jax.jit(lambda x: x * 2)
+x = jnp.ones(4)
+for i in range(4):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        f(x).block_until_ready()
+        if i >= 1:
+            time.sleep(7)
+"""
+
+
+def test_collect_prints_plain_progress_lines_during_the_window(project):
+    """Issue 13 case 7: a long window says how it goes, in plain `pgle:` lines (no \\r), at
+    most one every 10 s."""
+    script = project / "slow.py"
+    script.write_text(SLOW_STEPS)
+    proc = run_pgle("collect", str(script), "--steps", "1:2", "-o", "p.pb", "--allow-empty",
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    err = proc.stderr.decode()
+    progress = [l for l in pgle_lines(proc) if "profiling window open for" in l]
+    assert progress and "step(s) entered" in progress[0], pgle_lines(proc)
+    assert len(progress) <= 3  # the window lasts about 14 s: rate-limited, not every poll
+    assert "\r" not in err
