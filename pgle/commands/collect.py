@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -344,7 +345,10 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         prof = conv.profiles[""]
         payload = profile.encode_profile(prof, fmt)
     else:
+        t0 = time.monotonic()
         data = trace.convert_with_jaxlib(run_folder)
+        if size >= LONG_CONVERSION_BYTES:
+            notify(f"converted the trace in {time.monotonic() - t0:.0f} s")
         prof = profile.parse_profile(data, "binary", str(run_folder))
         payload = data if fmt == "binary" else profile.encode_profile(prof, fmt)
     sha = hashlib.sha256(payload).hexdigest()

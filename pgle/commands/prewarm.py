@@ -161,7 +161,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
         ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
-                    warnings_always=auto.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True)
+                    warnings_always=auto.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
+                    progress=notify)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:

@@ -84,8 +84,8 @@ def execute(
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
     `on_exit(code)` the moment the workload has exited (a job records them so that its peers
     stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
-    with (pgle.launch.launcher). `progress`: where a profiling window's progress lines go
-    (pgle.launch.progress)."""
+    with (pgle.launch.launcher). `progress`: where progress lines go while it runs (the
+    profiling window's, or plain running time; pgle.launch.progress)."""
     spec = HarnessSpec(
         events=str(run.events),
         workload=WorkloadSpec(workload.script, workload.module, tuple(workload.args)),
@@ -96,8 +96,8 @@ def execute(
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
-    ticker = (WindowProgress(run.events, progress)
-              if progress is not None and profile_window is not None else None)
+    ticker = (WindowProgress(run.events, progress, window=profile_window is not None)
+              if progress is not None else None)
     result = launcher.launch(argv, child.env, run.log, watchdog=watchdog,
                              terminal_level=child.terminal_level, progress=ticker)
     if on_exit is not None:

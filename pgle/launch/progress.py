@@ -18,11 +18,16 @@ PROGRESS_EVERY_S = 10.0
 
 
 class WindowProgress:
-    """Polled by the launcher while the workload runs (cheap: reads only the new lines)."""
+    """Polled by the launcher while the workload runs (cheap: reads only the new lines).
+    `window`: the launch has a profiling window to report on; without one (prewarm, auto) the
+    lines say how long the workload has run, its steps, and what auto PGLE profiled."""
 
     def __init__(self, events: Path, notify: Callable[[str], None],
-                 every: float = PROGRESS_EVERY_S) -> None:
+                 every: float = PROGRESS_EVERY_S, *, window: bool = True) -> None:
         self.events, self.notify, self.every = Path(events), notify, every
+        self.window = window
+        self.profiled = 0  # auto PGLE's profiled executions (schema.PGLE_PROFILED)
+        self.all_steps = 0
         self.start = time.monotonic()
         self.next_at = self.start + every
         self.offset = 0
@@ -44,6 +49,10 @@ class WindowProgress:
                 kind = json.loads(line).get("kind")
             except ValueError:
                 continue
+            if kind == schema.PGLE_PROFILED:
+                self.profiled += 1
+            elif kind == schema.STEP_ENTER:
+                self.all_steps += 1
             if kind == schema.TRACE_START and self.opened is None:
                 self.opened = time.monotonic()
             elif kind == schema.STEP_ENTER and self.opened is not None and not self.closed:
@@ -58,6 +67,12 @@ class WindowProgress:
         self.next_at = now + self.every
         self._read()
         ran = f"{now - self.start:.0f} s"
+        if not self.window:
+            done = [f"{self.all_steps} step(s)"] if self.all_steps else []
+            if self.profiled:
+                done.append(f"{self.profiled} execution(s) profiled by auto PGLE")
+            self.notify(f"workload running for {ran}" + (": " + ", ".join(done) if done else ""))
+            return
         if self.closed:
             return  # the window's end is reported by the command itself
         if self.opened is None:

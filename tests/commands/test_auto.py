@@ -147,3 +147,26 @@ def test_module_lines_most_executed_first_one_shots_collapsed_reasons_grouped(pr
     assert {"jit_a_init", "jit_b_init", "jit_e1_eval", "jit_e2_eval", "jit_zstep"} <= {
         m["module"] for m in rep["modules"]}
     assert all("profiled_executions" in m and "reason" in m for m in rep["modules"])
+
+
+SLOW_AUTO = """
+import time
+import jax, jax.numpy as jnp
+f = jax.jit(lambda x: x * 2)
+x = jnp.ones(4)
+for i in range(3):
+    f(x).block_until_ready()
+    time.sleep(6)
+"""
+
+
+def test_auto_prints_plain_running_lines(project):
+    """Issue 13 case 7: a launch without a profiling window (auto, prewarm) still says how long
+    the workload has run and what auto PGLE profiled, in plain `pgle:` lines."""
+    script = project / "slow_auto.py"
+    script.write_text(SLOW_AUTO)
+    proc = run_pgle("auto", str(script), cwd=project)
+    lines = [l for l in pgle_lines(proc) if "workload running for" in l]
+    assert lines, pgle_lines(proc)
+    assert len(lines) <= 2  # about 18 s: one line every 10 s, not one per poll
+    assert "\r" not in proc.stderr.decode()
