@@ -3,7 +3,7 @@
 
 The trace has the shape xprof reads ("XLA Ops" lines with async start/done pairs on 8
 device planes; xprof cannot read raw GPU kernel-stream traces, see
-tests/test_report.py::test_xprof_finds_nothing_in_gpu_kernel_streams), so both analyse the
+tests/analysis/test_report.py::test_xprof_finds_nothing_in_gpu_kernel_streams), so both analyse the
 same bytes and must agree on the totals. Alternating order, >= 5 pairs; prints wall time
 and peak RSS of each process and min/median/max of the per-pair time ratios (pgle/xprof).
 

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "merge": ("pgle.cli.profiles", "merge", "Merge profiles of several runs or ranks (jaxlib's percentile rule)."),
     "convert": ("pgle.cli.profiles", "convert", "Convert profiles (binary/text, file/directory) or a trace."),
     "report": ("pgle.cli.report", "report", "What PGLE bought, and why: one HTML/JSON report from run folders."),
+    "runs": ("pgle.cli.runs", "runs", "List and prune the run folders under .pgle/runs (logs, traces)."),
     "store": ("pgle.cli.store", "store", "A fingerprint-keyed profile store for recurring jobs: ls, add, get, prune."),
 }
 

@@ -29,7 +29,7 @@ from pgle.cli.output import emit, finish
 @job_options
 @report_options
 def collect(module, words, output, steps, step_name, delay, duration, force, allow_empty, run_dir,
-            log, per_module, stat, fmt, converter, qualify, only_rank, store, store_policy, job_dir,
+            log, per_module, stat, fmt, converter, qualify, keep_trace, only_rank, store, store_policy, job_dir,
             gather_timeout, json_out, report_path, debug):
     from pgle import api
 
@@ -38,7 +38,7 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
         duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log,
         per_module=per_module, stat=stat, fmt=fmt, converter=converter, qualify=qualify,
         rank=only_rank, job_dir=job_dir, gather_timeout=gather_timeout, store=store,
-        store_policy=store_policy, notify=emit),
+        store_policy=store_policy, keep_trace=keep_trace == "yes", notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -82,10 +82,13 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
 @verdict_options
 @store_options
 @job_options
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Baseline runs (no profile) and profiled runs, alternating, each with the "
+                   "same flags; the step-time ratio gets a bootstrap interval from them.")
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
-         converter, qualify, run_dir, log, min_coverage, require_applied, store, store_policy,
-         job_dir, gather_timeout, json_out, report_path, debug):
+         converter, qualify, keep_trace, run_dir, log, min_coverage, require_applied, store, store_policy,
+         job_dir, gather_timeout, repeat, json_out, report_path, debug):
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
@@ -97,7 +100,7 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         converter=converter, qualify=qualify, run_dir=run_dir, log=log,
         min_coverage=min_coverage, require_applied=require_applied, job_dir=job_dir,
         gather_timeout=gather_timeout, html_report=html, store=store, store_policy=store_policy,
-        notify=emit),
+        repeat=repeat, keep_trace=keep_trace == "yes", notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 

@@ -35,7 +35,16 @@ def workload_options(f):
     f = click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [-- ARGS...]")(f)
     f = click.option("-m", "--module", "module", default=None, metavar="MODULE",
                      help="Run a module as `python -m MODULE` does.")(f)
+    f = click.option("--verbose", is_flag=True, expose_value=False, callback=_verbose,
+                     help="Show XLA's INFO/VLOG lines pgle turned on live (they always go to "
+                          "workload.log).")(f)
     return run_folder_options(f)
+
+
+def _verbose(ctx, param, value):
+    if value:  # read by pgle.launch.childenv (PGLE_VERBOSE) when it builds the child's env
+        import os
+        os.environ["PGLE_VERBOSE"] = "1"
 
 
 def window_options(f):
@@ -47,12 +56,16 @@ def window_options(f):
                      help="Count only StepTraceAnnotation steps with this name.")(f)
     f = click.option("--steps", default=None, metavar="START:COUNT",
                      help="Profile COUNT steps from step START (0-based StepTraceAnnotation steps). "
-                          "Default: steps 2..6 when the script marks steps, else the whole run.")(f)
+                          "Default: steps 2..6 when the script marks steps, else 5 executions "
+                          "of its most-executed jax.jit function after 2 (at most 30 s).")(f)
     return f
 
 
 def extraction_options(f):
     """How collect (and tune's collect phase) turns the trace into a profile."""
+    f = click.option("--keep-trace", type=click.Choice(["yes", "no"]), default="yes",
+                     show_default=True,
+                     help="no: delete the trace (often gigabytes) once the profile is written.")(f)
     f = click.option("--qualify", is_flag=True,
                      help="With --converter pgle: prefix every name with its module's "
                           "fingerprint (<fp>::name), so one file keeps modules apart.")(f)

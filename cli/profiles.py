@@ -11,6 +11,16 @@ from pgle.cli.options import report_options
 from pgle.cli.output import finish
 
 
+def _to_stdout(report, json_out: bool):
+    """inspect's and diff's lines are the command's product: stdout (`pgle inspect p.pb > x.txt`);
+    warnings and failures stay `pgle:` lines on stderr. With --json the report is the product."""
+    if not json_out and report.exit_code == 0:
+        for line in report.summary:
+            click.echo(line)
+        report.summary = []
+    return report
+
+
 @click.command("inspect", 
     short_help='Show what a profile holds: counts, top costs, categories.',
     help="Show what a profile (file or per-module directory) holds: counts, "
@@ -22,8 +32,8 @@ from pgle.cli.output import finish
 def inspect(profile, top, json_out, report_path, debug):
     from pgle.commands.profiles import inspect_report
 
-    finish(lambda: inspect_report(profile, top=top), json_out=json_out, report_path=report_path,
-           debug=debug)
+    finish(lambda: _to_stdout(inspect_report(profile, top=top), json_out), json_out=json_out,
+           report_path=report_path, debug=debug)
 
 
 @click.command("diff", 
@@ -38,7 +48,8 @@ def inspect(profile, top, json_out, report_path, debug):
 def diff(a, b, top, json_out, report_path, debug):
     from pgle.commands.profiles import diff_report
 
-    finish(lambda: diff_report(a, b, top=top), json_out=json_out, report_path=report_path, debug=debug)
+    finish(lambda: _to_stdout(diff_report(a, b, top=top), json_out), json_out=json_out,
+           report_path=report_path, debug=debug)
 
 
 @click.command("merge", 

@@ -77,7 +77,7 @@ def collect(*workload: str, module: str | None = None, output: str | None = None
             fmt: str | None = None, converter: str | None = None, qualify: bool = False,
             rank: int | None = None, run_dir: str | None = None, log: str | None = None,
             job_dir: str | None = None, gather_timeout: float | None = None,
-            store: str | None = None, store_policy: str | None = None,
+            store: str | None = None, store_policy: str | None = None, keep_trace: bool = True,
             notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
     """`pgle collect`: profile a window (`steps="10:5"`, or `delay`/`duration` seconds) and
     extract the profile to `output` (default profile.pb, or profiles/ with `per_module`);
@@ -87,7 +87,7 @@ def collect(*workload: str, module: str | None = None, output: str | None = None
         _workload(workload, module),
         output if output is not None else ("profiles" if per_module else "profile.pb"),
         window=_window(steps, step_name, delay, duration),
-        extraction=Extraction(per_module, stat, fmt, converter, qualify), force=force,
+        extraction=Extraction(per_module, stat, fmt, converter, qualify, keep_trace), force=force,
         allow_empty=allow_empty, run_dir=run_dir, log=log, rank=rank,
         store=_store(store, store_policy, serve=False))
     return _drive(COLLECT, opts, job, notify, environ)
@@ -120,7 +120,8 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
          require_applied: bool = False, run_dir: str | None = None, log: str | None = None,
          job_dir: str | None = None, gather_timeout: float | None = None,
          html_report: str | None = None, store: str | None = None,
-         store_policy: str | None = None, notify: Notify | None = None,
+         store_policy: str | None = None, repeat: int = 3, keep_trace: bool = True,
+         notify: Notify | None = None,
          environ: Mapping[str, str] | None = None) -> Report:
     """`pgle tune`: collect, then run with the profile; one verdict with both phases' step
     times (the profile goes into the run folder unless `output`); `html_report`: also write
@@ -129,9 +130,10 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
     verdict = VerdictOptions(min_coverage, require_applied)
     copts = collect_cmd.CollectOptions(
         _workload(workload, module), output, window=_window(steps, step_name, delay, duration),
-        extraction=Extraction(per_module, stat, fmt, converter, qualify), force=force,
+        extraction=Extraction(per_module, stat, fmt, converter, qualify, keep_trace), force=force,
         run_dir=run_dir, log=log, store=_store(store, store_policy, serve=False))
-    return _drive(TUNE, tune_cmd.TuneOptions(copts, verdict, html_report), job, notify, environ)
+    return _drive(TUNE, tune_cmd.TuneOptions(copts, verdict, html_report, repeat), job, notify,
+                  environ)
 
 
 def verify(log: str, *, profile: str | None = None, backend: str | None = None,

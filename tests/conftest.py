@@ -1,47 +1,13 @@
-"""Shared test helpers: run pgle as a user would, in real subprocesses."""
+"""Fixtures and hooks for every test folder; importable helpers live in
+tests/helpers/pgle_testing.py."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-TESTS = REPO / "tests"
-WORKLOADS = TESTS / "workloads"
-EXAMPLES = REPO / "examples"
-DATA = TESTS / "data"
-
-
-def pgle_env(**extra: str) -> dict[str, str]:
-    """A clean environment: no PGLE-related variables from the developer's shell."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("XLA_", "JAX_", "TF_CPP_", "PGLE_"))}
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    env.update(extra)
-    return env
-
-
-def run_pgle(*args: str, cwd: Path | str, env: dict[str, str] | None = None,
-             timeout: float = 300, input: bytes | None = None) -> subprocess.CompletedProcess:
-    """`pgle ARGS` exactly as a user runs it (the console script's module)."""
-    return subprocess.run(
-        [sys.executable, "-m", "pgle", *args], cwd=cwd, env=env or pgle_env(),
-        capture_output=True, timeout=timeout, input=input,
-    )
-
-
-def report_of(proc: subprocess.CompletedProcess) -> dict:
-    return json.loads(proc.stdout.decode())
-
-
-def pgle_lines(proc: subprocess.CompletedProcess) -> list[str]:
-    return [l for l in proc.stderr.decode().splitlines() if l.startswith("pgle:")]
-
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
@@ -51,17 +17,7 @@ def project(tmp_path: Path) -> Path:
     return d
 
 
-def write_profile(path: Path, costs: dict[str, float]) -> Path:
-    from pgle.profiles.files import Profile, write_profile as write
-
-    write(Profile(costs=list(costs.items())), path, force=True)
-    return path
-
-
-try:  # the one-node SLURM cluster (tests/cluster/); absent until that lands
-    from slurm_fixture import *  # noqa: F401,F403
-except ImportError:
-    pass
+from helpers.slurm_fixture import *  # noqa: E402,F401,F403  the one-node SLURM cluster's fixtures
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -238,6 +238,18 @@ def parse_duration(text: str) -> float:
     return sum(float(n) * _UNIT[u] for n, u in parts)
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?")
+
+
+def parse_size(text: str, option: str = "--max-size") -> int:
+    """'5G', '500M', '1.5GiB', '2048' -> bytes (binary units, as `du -h` prints them)."""
+    m = _SIZE.fullmatch(text.strip().lower())
+    if not m:
+        raise BadInput(f"{option} {text!r} is not a size.",
+                       hint="Use a number with a unit: 500M, 5G, 1T (binary units).")
+    return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " "))
+
+
 def human_bytes(n: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):

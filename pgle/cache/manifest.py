@@ -11,6 +11,7 @@ Layout (format 1):
      "environment": {...},          # of the latest finished prewarm: what nsys reproduces
      "modules": {"jit_step": {"first_pass_keys": [...], "pgle_optimized_keys": [...],
                               "plain_keys": [...], "executions_seen": 4, "status": "optimized",
+                              "profiled_executions": 3, "empty_profiles": 0, "reason": "...",
                               "run": "<run id>"}},
      "runs": [{"id", "state": "in_progress|finished|failed", "pid", "host", "started",
                "finished", "workload", "environment"}]}
@@ -148,14 +149,14 @@ def runs_in_progress(data: dict[str, Any] | None) -> list[dict[str, Any]]:
         if run.get("state") != "in_progress":
             continue
         if run.get("host") == host:
-            if _pid_alive(run.get("pid")):
+            if pid_alive(run.get("pid")):
                 live.append(run)
         elif time.time() - float(run.get("started") or 0) < STALE_REMOTE_RUN_SECS:
             live.append(run)
     return live
 
 
-def _pid_alive(pid) -> bool:
+def pid_alive(pid) -> bool:
     try:
         os.kill(int(pid), 0)
     except (ProcessLookupError, ValueError, TypeError):

@@ -171,13 +171,17 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
     notify(f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
            f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
-                warnings_always=WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True)
+                warnings_always=WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
+                progress=notify)
     facts = jax_events.summarize(ex.events.records)
+    collision = auto_pgle.profiler_collision(ex.run.log, ex.events.script_traces)
     modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform,
-                                     _known_pgle_keys(child.env))
+                                     _known_pgle_keys(child.env), collision)
     report = Report("auto", auto_pgle.auto_status(modules), workload_exit_code=ex.exit_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings
+    if collision:
+        report.reasons.append(collision)
     report.details.update({"runs": p.runs, "percentile": p.percentile,
                            "backend": ex.events.backend, "empty_traces": facts.empty_traces,
                            "observed_executions": facts.observed})

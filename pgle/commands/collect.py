@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -175,6 +177,16 @@ def fingerprint_environment(environ: dict[str, str]) -> tuple[dict[str, str], li
     return environ, notices, warnings
 
 
+def profiling_flags(environ: dict[str, str]) -> dict[str, str | None]:
+    """The XLA flags collect adds; tune's baseline and profiled runs get the same, so its
+    phases differ only in the profile."""
+    if XlaFlags.parse(environ.get("XLA_FLAGS")).get(flag_table.COMMAND_BUFFER) is None:
+        # Kernels inside CUDA graphs are invisible to the profiler; auto PGLE turns
+        # command buffers off for its profiling compile too (jax >= 0.4.x).
+        return {flag_table.COMMAND_BUFFER: ""}
+    return {}
+
+
 def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Execution],
          notify: Callable[[str], None], environ: dict[str, str]) -> Report:
     """Profile this process's window and extract its profile to where the layout says."""
@@ -184,12 +196,7 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
         check_output(opts, plan.merged_output)  # refuse now, not after the whole job ran
     run = RunFolder.create("collect", layout.run_dir)
     output = plan.rank_output or str(run.path / ("profiles" if opts.per_module else "profile.pb"))
-    user = XlaFlags.parse(environ.get("XLA_FLAGS"))
-    xla = {}
-    if user.get(flag_table.COMMAND_BUFFER) is None:
-        # Kernels inside CUDA graphs are invisible to the profiler; auto PGLE turns
-        # command buffers off for its profiling compile too (jax >= 0.4.x).
-        xla[flag_table.COMMAND_BUFFER] = ""
+    xla = profiling_flags(environ)
     notices, warnings = [], []
     if opts.extraction.needs_fingerprints:
         environ, notices, warnings = fingerprint_environment(environ)
@@ -204,12 +211,34 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
         return not_profiled_report(launch(opts.workload, run, child, log_copy=layout.log),
                                    plan.only_rank)
     notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
+    notify(f"profiling window: {opts.window.describe()}")
     execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
-                       step_name=opts.window.step_name, log_copy=layout.log)
+                       step_name=opts.window.step_name, log_copy=layout.log, progress=notify)
     report = finish_collect(opts, execution, output, notify)
     if opts.store is not None:
         add_to_store(opts.store, execution, report, layout, notify)
+    if not opts.extraction.keep_trace:
+        drop_trace(execution, report, notify)
     return report
+
+
+def drop_trace(ex: Execution, report: Report, notify: Callable[[str], None]) -> None:
+    """--keep-trace no: the trace (often gigabytes) goes once the profile is written. Only
+    pgle's own trace: a trace the workload's own profiler wrote is the user's."""
+    if report.exit_code != 0 or not ex.run.trace.is_dir():
+        return  # nothing extracted: the trace is what is left to look at
+    if (ex.events.trace or {}).get("purpose") == "script":
+        notify("--keep-trace no: the trace is the workload's own (its profiler wrote it); kept")
+        return
+    size = trace_bytes(ex.run.trace)
+    try:
+        shutil.rmtree(ex.run.trace)
+    except OSError as e:
+        report.warnings.append(f"--keep-trace no: could not delete {ex.run.trace}: "
+                               f"{e.strerror or e}")
+        return
+    report.details["trace_deleted"] = str(ex.run.trace)
+    notify(f"deleted the trace {ex.run.trace} ({size / 1e6:.0f} MB): --keep-trace no")
 
 
 def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: RankLayout,
@@ -270,29 +299,56 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     report.reasons += window_warnings
     report.details["window"] = window_summary(ex)
     report.details["backend"] = ex.events.backend
+    dropped = ex.dropped_flags_reason()
+    if dropped:
+        report.warnings.append(dropped)
+        report.reasons.append(dropped)
     if ex.exit_code != 0:
         report.exit_code = ex.exit_code
         report.reasons.append(f"the workload exited with code {ex.exit_code}; no profile written.")
         report.summary.append(f"collect failed: the workload exited with code {ex.exit_code}")
         return report
-    run_folder = trace.newest_run_folder(ex.run.trace)
+    stop = ex.events.trace or {}
+    script_trace = stop.get("purpose") == "script"
+    if script_trace:
+        # The workload ran its own profiler (pgle's window gave way): convert its trace.
+        report.details["window"]["script_trace"] = {"site": stop.get("site"), "dir": stop.get("dir")}
+        report.warnings.append(
+            f"the workload starts its own profiler at {stop.get('site')}; the profile comes "
+            f"from its trace in {stop.get('dir')}")
+    run_folder = trace.newest_run_folder(Path(stop["dir"]) if script_trace else ex.run.trace)
     if run_folder is None:
         report.exit_code = EXIT_ERROR
         report.reasons += diagnose_empty(ex) or ["the profiler wrote no trace."]
         report.summary.append("collect failed: no trace was written; " + report.reasons[0])
         return report
     notify(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
+    size = trace_bytes(run_folder)
+    report.details["window"]["trace_bytes"] = size
+    if size >= LONG_CONVERSION_BYTES:
+        notify(f"converting the trace ({size / 1e6:.0f} MB); this can take a while")
     if opts.per_module:
         return finish_per_module(opts, ex, run_folder, output, report, notify)
     fmt = profile.profile_format(output)
     converter = None
-    if opts.extraction.converter == "pgle":
+    if opts.extraction.converter != "pgle" and not trace.has_gpu_plane(run_folder):
+        # No GPU plane: nothing to convert (jaxlib's conversion of a CPU trace only costs time
+        # and memory, 9 GB for a 621 MB trace, to give an empty profile). pgle's converter
+        # reads the planes itself and reports what it found.
+        report.details["conversion"] = (f"skipped: the trace holds no GPU plane (backend "
+                                        f"{ex.events.platform}): no instruction timings")
+        prof = profile.Profile()
+        payload = profile.encode_profile(prof, fmt)
+    elif opts.extraction.converter == "pgle":
         conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=False)
         report.warnings += conv.warnings
         prof = conv.profiles[""]
         payload = profile.encode_profile(prof, fmt)
     else:
+        t0 = time.monotonic()
         data = trace.convert_with_jaxlib(run_folder)
+        if size >= LONG_CONVERSION_BYTES:
+            notify(f"converted the trace in {time.monotonic() - t0:.0f} s")
         prof = profile.parse_profile(data, "binary", str(run_folder))
         payload = data if fmt == "binary" else profile.encode_profile(prof, fmt)
     sha = hashlib.sha256(payload).hexdigest()
@@ -318,7 +374,8 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
         child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
         backend=ex.events.backend, window=window, profile=report.profile,
-        trace_dir=str(run_folder), converter=converter)
+        trace_dir=str(run_folder), converter=converter,
+        effective_flags=(ex.events.xla_flags_seen or {}).get("effective"))
     man_path = manifest.manifest_path(output)
     # Both or neither: a profile without its manifest (full disk) would pass for a good one.
     profile.write_profile(payload, output, force=opts.force,
@@ -492,7 +549,8 @@ def _per_module_manifest(opts: CollectOptions, ex: Execution, report: Report, co
         workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
         child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
         backend=ex.events.backend, window=report.details["window"], profile=report.profile,
-        trace_dir=str(run_folder), converter=converter, modules=rows)
+        trace_dir=str(run_folder), converter=converter, modules=rows,
+        effective_flags=(ex.events.xla_flags_seen or {}).get("effective"))
 
 
 def _write_empty_directory(output: str, *, force: bool) -> Path:
@@ -507,15 +565,34 @@ def _write_empty_directory(output: str, *, force: bool) -> Path:
     return replace_directory_atomic(path, lambda tmp: None)
 
 
+LONG_CONVERSION_BYTES = 100 << 20  # say the size before converting a trace this big
+
+
+def trace_bytes(run_folder: Path) -> int:
+    total = 0
+    for path in Path(run_folder).rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            pass
+    return total
+
+
 def window_summary(ex: Execution) -> dict:
     stop = ex.events.trace
-    return {
+    extra = {}
+    if stop and stop.get("purpose") == "executions":
+        extra = {"function": stop.get("function"), "first_execution": stop.get("first_execution"),
+                 "executions": stop.get("executions")}
+    return {**extra,
         "mode": ex.spec.profile.mode if ex.spec.profile else None,
         "first_step": stop.get("first_step") if stop else None,
         "steps": stop.get("steps") if stop else None,
         "seconds": round(stop["seconds"], 3) if stop and stop.get("seconds") is not None else None,
         "steps_seen": len(ex.events.steps),
         "trace_errors": ex.events.trace_errors,
+        "purpose": stop.get("purpose") if stop else None,
+        "stop_reason": stop.get("reason") if stop else None,
     }
 
 

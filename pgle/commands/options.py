@@ -19,6 +19,11 @@ from pgle.launch.schema import WindowSpec
 CONVERTERS = ("jaxlib", "pgle")
 FORMATS = ("binary", "text")
 DEFAULT_STAT = "median"
+# The default window on a script without step markers (README "Choosing the window"): skip the
+# first executions (compile, warm-up), profile a few, never longer than this.
+AUTO_WARMUP = 2
+AUTO_EXECUTIONS = 5
+AUTO_MAX_SECONDS = 30.0
 
 
 def parse_steps(text: str) -> tuple[int, int]:
@@ -70,7 +75,23 @@ class Window:
         if self.mode == "time":
             return WindowSpec("time", str(trace_dir), delay=self.delay or 0.0,
                               duration=self.duration, step_name=self.step_name)
-        return WindowSpec("auto", str(trace_dir), step_name=self.step_name)
+        return WindowSpec("auto", str(trace_dir), step_name=self.step_name, warmup=AUTO_WARMUP,
+                          executions=AUTO_EXECUTIONS, max_seconds=AUTO_MAX_SECONDS)
+
+    def describe(self) -> str:
+        """The window in words, said before the run starts."""
+        if self.steps:
+            start, count = self.steps
+            return f"steps {start}..{start + count - 1}" + (
+                f" of {self.step_name!r}" if self.step_name else "")
+        if self.mode == "time":
+            return (f"{self.duration:g} s" if self.duration else "to the end") + \
+                f" from {self.delay or 0:g} s after the start"
+        marked = f"steps named {self.step_name!r}" if self.step_name else "steps"
+        return (f"{marked} 2..6 if the script marks them (jax.profiler.StepTraceAnnotation), "
+                f"else executions {AUTO_WARMUP}..{AUTO_WARMUP + AUTO_EXECUTIONS - 1} of its "
+                f"most-executed jax.jit function; at most {AUTO_MAX_SECONDS:g} s, the rest of "
+                "the run unprofiled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +104,7 @@ class Extraction:
     fmt: str | None = None  # per-module file format: text (default) | binary
     converter: str | None = None  # single file: jaxlib (default) | pgle
     qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
+    keep_trace: bool = True  # False: delete pgle's trace once the profile is written
 
     def __post_init__(self):
         if self.converter is not None and self.converter not in CONVERTERS:

@@ -161,7 +161,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
         ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
-                    warnings_always=auto.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True)
+                    warnings_always=auto.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
+                    progress=notify)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:
@@ -223,7 +224,8 @@ def _close_run(cache_dir: str, run_id: str, state: str, environment: dict | None
             cache_manifest.record_keys(data, row["module"], cache_manifest.ROLE_PGLE_OPTIMIZED,
                                        row["pgle_optimized_keys"])
             entry.update(status=row["status"], executions_seen=row["executions_seen"],
-                         profiled_executions=row["profiled_executions"], reason=row["reason"],
+                         profiled_executions=row["profiled_executions"],
+                         empty_profiles=row["empty_profiles"], reason=row["reason"],
                          run=run_id)
 
     cache_manifest.update(cache_dir, change)

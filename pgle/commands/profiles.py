@@ -334,7 +334,11 @@ def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any 
 
     result = convert_trace_detailed(run_dir, per_module=(kind == "directory"), stat=stat,
                                     log_path=log_path, qualify=qualify)
+    no_gpu = (f"the trace in {run_dir} has no GPU plane (a CPU run, or the GPU was not "
+              "traced), so it gives an empty profile: no GPU instruction timings to convert")
     if kind == "directory":
+        if not result.profiles and result.device_planes == 0:
+            raise ProfileError(f"{no_gpu}.", hint="Collect the trace on an NVIDIA GPU.")
         if not result.profiles:
             raise ProfileError(f"no module in {run_dir} has a known fingerprint, so there is no "
                                "per-module profile to write.",
@@ -343,12 +347,13 @@ def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any 
     elif result.profiles[""].is_empty():
         # An empty profile is nothing XLA can use, and an empty file at OUT would pass for
         # one: write nothing (a CPU trace has no device plane).
+        why = (no_gpu if result.device_planes == 0 else
+               f"{run_dir} gave an empty profile (no GPU instruction timings)")
         report = Report(command="convert", status="empty", exit_code=EXIT_ERROR,
                         trace_dir=str(run_dir), warnings=list(result.warnings),
                         details={"trace": result.to_dict()},
-                        reasons=["the trace gave an empty profile; nothing was written."])
-        report.summary.append(f"convert failed: {run_dir} gave an empty profile (no GPU "
-                              f"instruction timings); {out} was not written")
+                        reasons=[f"{why}; nothing was written."])
+        report.summary.append(f"convert failed: {why}; {out} was not written")
         return report
     else:
         written = write_profile(result.profiles[""], out, force=force)

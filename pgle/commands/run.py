@@ -35,6 +35,7 @@ class RunOptions:
     log: str | None = None
     profile_store: str | None = None  # where content-addressed copies (and store views) go
     command: str = "run"
+    xla: tuple[tuple[str, str | None], ...] = ()  # more flags (tune: the same as its collect)
     store: StoreOptions | None = None  # --store: XLA reads this store's view instead
 
 
@@ -79,7 +80,7 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
          notify: Callable[[str], None], environ: dict[str, str]) -> Report:
     if layout.log:
         check_writable_target(layout.log, force=True, what="log")
-    xla: dict[str, str | None] = {}
+    xla: dict[str, str | None] = dict(opts.xla)
     source = None
     view = None
     if opts.store is not None:
@@ -168,13 +169,20 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     verdict = judge(LogScanner().scan_file(ex.run.log), platform=ex.events.platform,
                     min_coverage=opts.verdict.min_coverage,
                     accuracy_checker=accuracy_checker_on(ex.child.flags),
-                    info_log_hidden=level not in ("", "0"))
+                    info_log_hidden=level not in ("", "0"),
+                    jax_imported=ex.events.jax_imported)
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(
             man, user_flags=ex.child.user_flags, backend=ex.events.backend)
             if d not in drift_notes]
     report = verdict_report(opts.command, verdict, ex)
+    dropped = ex.dropped_flags_reason()
+    if dropped:
+        # The verdict's own reasons (no 'Using PGLE profile' line) follow from this one.
+        report.reasons.insert(0, dropped)
+        report.summary.insert(0, dropped)
+        report.details["effective_xla_flags"] = ex.events.xla_flags_seen.get("effective")
     report.profile = source.to_dict() if source is not None else None
     if source is not None:
         report.profile["given_to_xla"] = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)

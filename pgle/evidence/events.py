@@ -29,11 +29,19 @@ class RunEvents:
     compiles: list[dict]
     exit: dict | None
     modules: list[dict] = dataclasses.field(default_factory=list)  # schema.MODULE_COMPILED records
+    xla_flags_seen: dict | None = None  # schema.XLA_FLAGS_SEEN: XLA_FLAGS at the first compile
+    script_traces: list[dict] = dataclasses.field(default_factory=list)  # schema.SCRIPT_TRACE
 
     @property
     def platform(self) -> str | None:
         return self.backend.get("platform") if self.backend else None
 
+    @property
+    def jax_imported(self) -> bool | None:
+        """Did the workload import jax? None when the harness left no events at all."""
+        if any(r.get("kind") == schema.JAX_IMPORTED for r in self.records):
+            return True
+        return False if self.records else None
 
 
 def read_events(path: Path | str) -> RunEvents:
@@ -48,7 +56,8 @@ def read_events(path: Path | str) -> RunEvents:
                     continue  # a line cut short by a crash
     steps: dict[int, Step] = {}
     backend = trace = exit_ = None
-    errors, compiles, modules = [], [], []
+    errors, compiles, modules, script_traces = [], [], [], []
+    flags_seen = None
     for r in records:
         kind = r.get("kind")
         if kind == schema.STEP_ENTER:
@@ -67,5 +76,9 @@ def read_events(path: Path | str) -> RunEvents:
             modules.append(r)
         elif kind == schema.EXIT:
             exit_ = r
+        elif kind == schema.XLA_FLAGS_SEEN and flags_seen is None:
+            flags_seen = r
+        elif kind == schema.SCRIPT_TRACE:
+            script_traces.append(r)
     return RunEvents(records, [steps[i] for i in sorted(steps)], backend, trace, errors,
-                     compiles, exit_, modules)
+                     compiles, exit_, modules, flags_seen, script_traces)

@@ -116,6 +116,7 @@ class RankRun:
     stopped_for: job.PeerFailure | None = None
     host: str = dataclasses.field(default_factory=socket.gethostname)
     last_phase: Report | None = None
+    progress: Notify | None = None  # rank 0's gather progress lines (set by run)
 
     @property
     def rank(self) -> int:
@@ -130,6 +131,7 @@ class RankRun:
         """Resolve the layout, run the body with the hooks, record the report; on rank 0 gather
         and combine."""
         say = notify if self.info.is_leader else self.notices.append
+        self.progress = notify if self.info.is_leader else None
         resolved: list[RankLayout] = []
 
         def produce() -> Report:
@@ -287,7 +289,8 @@ class RankRun:
         return f"{text}; exit {report.exit_code}; report {path}"
 
     def job_report(self, own: Report, combine: Callable[[JobReports], Report]) -> Report:
-        gathered = job.gather(self.job_dir, self.world_size, self.gather_timeout_s)
+        gathered = job.gather(self.job_dir, self.world_size, self.gather_timeout_s,
+                              progress=self.progress)
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written
         missing = job.describe_missing(self.job_dir, gathered.missing)

@@ -35,7 +35,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import BadInput
@@ -249,13 +249,16 @@ def gather(
     *,
     first_poll_s: float = 0.05,
     max_poll_s: float = 0.5,
+    progress: Callable[[str], None] | None = None,
+    progress_every_s: float = 10.0,
 ) -> Gathered:
     """Collect `rank-<r>.json` of ranks 0..world_size-1, waiting up to `timeout_s`.
 
     Polls with a growing interval (first_poll_s, x1.5, capped at max_poll_s)
     and returns as soon as every rank has reported, or at the timeout with the
     ranks that never did (sorted). A report that is not a JSON object counts
-    as missing; `describe_missing` says why each rank is missing.
+    as missing; `describe_missing` says why each rank is missing. `progress`
+    gets a plain line every `progress_every_s` while ranks are still missing.
     """
     if world_size < 1:
         raise BadInput(f"world size must be at least 1, not {world_size}.")
@@ -266,6 +269,8 @@ def gather(
     reports: dict[int, dict[str, Any]] = {}
     unreadable: set[int] = set()
     interval = first_poll_s
+    started = time.monotonic()
+    next_line = started + progress_every_s
     while True:
         present = _listing(job_dir)["json"]
         for rank in sorted(present - reports.keys() - unreadable):
@@ -277,9 +282,16 @@ def gather(
                 unreadable.add(rank)
         if len(reports) == world_size:
             break
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             break
+        if progress is not None and now >= next_line:
+            next_line = now + progress_every_s
+            waiting = [r for r in range(world_size) if r not in reports]
+            shown = ", ".join(map(str, waiting[:8])) + (", ..." if len(waiting) > 8 else "")
+            progress(f"waiting for {len(waiting)} of {world_size} rank report(s) (ranks {shown}); "
+                     f"{now - started:.0f} s of the {timeout_s:.0f} s gather timeout")
         time.sleep(min(interval, left))
         interval = min(interval * 1.5, max_poll_s)
     missing = [r for r in range(world_size) if r not in reports]

@@ -13,6 +13,9 @@ from pgle.xla import flag_probe, versions
 from pgle.xla import flags as xla_flags
 from pgle.xla.flags import XlaFlags
 
+# Set in the child when pgle (not the user) turned XLA's INFO log on.
+PGLE_SET_LEVEL = "PGLE_SET_TF_CPP_MIN_LOG_LEVEL"
+JAX_DEFAULT_LOG_LEVEL = 1  # TF_CPP_MIN_LOG_LEVEL when unset under jax: INFO hidden
 # Visible to the user in the manifest and in drift checks.
 RELEVANT_PREFIXES = ("JAX_", "TF_CPP_", "XLA_", "NCCL_", "CUDA_VISIBLE_DEVICES", "NVIDIA_")
 
@@ -24,6 +27,9 @@ class ChildEnv:
     flags: XlaFlags  # what the child gets
     notices: list[str]  # one line each: flags replaced, variables set
     warnings: list[str]
+    # XLA log lines below this TF_CPP_MIN_LOG_LEVEL reach only workload.log, not the terminal:
+    # the level the user had before pgle turned the INFO log on (None: show all).
+    terminal_level: int | None = None
 
 
 def build(
@@ -66,15 +72,27 @@ def build(
                                   "pgle cannot see whether the profile was used")
         if warning:
             warnings.append(warning)
-    return ChildEnv(environ, user, flags, notices, warnings)
+    return ChildEnv(environ, user, flags, notices, warnings, terminal_level(environ))
+
+
+VERBOSE_VAR = "PGLE_VERBOSE"  # `--verbose`: show the log lines pgle turned on, live
+
+
+def terminal_level(environ: dict[str, str]) -> int | None:
+    """The level to filter the terminal at when pgle, not the user, lowered XLA's log level."""
+    if environ.get(VERBOSE_VAR, "") not in ("", "0"):
+        return None
+    return JAX_DEFAULT_LOG_LEVEL if environ.get(PGLE_SET_LEVEL) else None
 
 
 def ensure_info_log(environ: dict[str, str], lines: str, consequence: str) -> str | None:
     """Turn XLA's INFO log on (in place) unless the user chose a level; warn if theirs hides `lines`."""
     level = environ.get("TF_CPP_MIN_LOG_LEVEL")
     if level is None:
-        # JAX defaults it to 1, which hides XLA's INFO lines: the evidence.
+        # JAX defaults it to 1, which hides XLA's INFO lines: the evidence. The terminal
+        # keeps showing what the user would have seen (pgle.launch.launcher filters it).
         environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+        environ[PGLE_SET_LEVEL] = "1"
         return None
     if level.strip() in ("0", ""):
         return None

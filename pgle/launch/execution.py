@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 from pgle.launch import launcher
 from pgle.launch.childenv import ChildEnv
+from pgle.launch.progress import WindowProgress
 from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.events import RunEvents, read_events
 from pgle.launch.runfolder import RunFolder
@@ -32,6 +33,28 @@ class Execution:
     @property
     def exit_code(self) -> int:
         return self.result.exit_code
+
+    def dropped_flags_reason(self) -> str | None:
+        """The workload replaced XLA_FLAGS before XLA read it (the harness compared them at
+        the first compile): which of pgle's flags XLA never saw."""
+        seen = self.events.xla_flags_seen
+        if not seen or not seen.get("missing"):
+            return None
+        expected = self.spec.expected_xla_flags or {}
+        wanted = " ".join(expected.get(n, n) for n in seen["missing"])
+        return (f"the workload replaced XLA_FLAGS before XLA read it: pgle's {wanted} never "
+                f"reached XLA (XLA saw {seen.get('effective')!r}); make the script append to "
+                "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)")
+
+
+def pgle_flags(child: ChildEnv) -> dict[str, str]:
+    """The XLA flags pgle added or changed: the harness checks they reach XLA."""
+    out = {}
+    for flag in child.flags.flags:
+        mine = child.user_flags.get(flag.name)
+        if mine is None or mine.raw != flag.raw:
+            out[flag.name] = flag.raw
+    return out
 
 
 def harness_argv(spec_path: Path) -> list[str]:
@@ -55,22 +78,28 @@ def execute(
     on_exit: Callable[[int], None] | None = None,
     log_copy: str | None = None,
     observe_pgle: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
     `on_exit(code)` the moment the workload has exited (a job records them so that its peers
     stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
-    with (pgle.launch.launcher)."""
+    with (pgle.launch.launcher). `progress`: where progress lines go while it runs (the
+    profiling window's, or plain running time; pgle.launch.progress)."""
     spec = HarnessSpec(
         events=str(run.events),
         workload=WorkloadSpec(workload.script, workload.module, tuple(workload.args)),
         profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
-        warnings_always=tuple(warnings_always), observe_pgle=observe_pgle)
+        warnings_always=tuple(warnings_always), observe_pgle=observe_pgle,
+        expected_xla_flags=pgle_flags(child) or None)
     write_text_atomic(run.spec, spec.to_json())
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
-    result = launcher.launch(argv, child.env, run.log, watchdog=watchdog)
+    ticker = (WindowProgress(run.events, progress, window=profile_window is not None)
+              if progress is not None else None)
+    result = launcher.launch(argv, child.env, run.log, watchdog=watchdog,
+                             terminal_level=child.terminal_level, progress=ticker)
     if on_exit is not None:
         on_exit(result.exit_code)
     if result.log_error:

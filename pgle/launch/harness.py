@@ -41,6 +41,9 @@ except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was given
+# --steps on a script without markers: say so once the most-executed jax.jit function ran this
+# often without any StepTraceAnnotation (early, not after the whole run).
+NO_MARKER_EXECUTIONS = 20
 
 
 class Events:
@@ -92,6 +95,20 @@ class ProfilerWindow:
         self.seen_steps = False
         self.lock = threading.RLock()
         self._time_thread = None
+        # The execution window (auto mode, no step markers): calls of each jax.jit function.
+        self.warmup = spec.warmup if spec else 0
+        self.max_executions = spec.executions if spec else 0
+        self.max_seconds = spec.max_seconds if spec else 0.0
+        self.calls: dict[int, int] = {}
+        self.hot = None  # the jax.jit function whose executions are the steps
+        self.hot_name: str | None = None
+        self.first_execution: int | None = None
+        self.executions_in_trace = 0
+        self.counting = self.mode in ("auto", "steps")
+        self.no_marker_warned = False
+        self.script_trace: dict | None = None  # the workload's own start_trace call
+        self.target = None
+        self.stop_reason: str | None = None
 
     # -- triggers ---------------------------------------------------------
     def on_backend_up(self) -> None:
@@ -99,9 +116,7 @@ class ProfilerWindow:
             if self.backend_up:
                 return
             self.backend_up = True
-            if self.mode in ("whole", "auto") and not self.seen_steps and not self.done:
-                self._start("whole")
-            elif self.mode == "time":
+            if self.mode == "time":
                 self._time_thread = threading.Thread(target=self._time_window, daemon=True)
                 self._time_thread.start()
 
@@ -109,8 +124,8 @@ class ProfilerWindow:
         with self.lock:
             first = not self.seen_steps
             self.seen_steps = True
-            if self.mode == "auto" and first and self.active == "whole":
-                # The script marks steps after all: drop the whole-run trace and
+            if self.mode == "auto" and first and self.active == "executions":
+                # The script marks steps after all: drop the execution window's trace and
                 # profile steps 2..6 instead.
                 self._stop(discard=True)
             if self.mode in ("steps", "auto") and not self.done and self.active is None:
@@ -126,6 +141,90 @@ class ProfilerWindow:
                 self.steps_in_trace = index - self.first_step_in_trace + 1
                 if self.mode in ("steps", "auto") and self.steps_in_trace >= self.count:
                     self._stop()
+                elif self.mode == "auto" and self._over_time():
+                    self._stop(reason=f"the {self.max_seconds:g} s bound")
+
+    def _over_time(self) -> bool:
+        return bool(self.max_seconds) and time.time() - self.started_at >= self.max_seconds
+
+    # -- the execution window (no step markers) ----------------------------
+    def before_execution(self, fn, name: str) -> bool:
+        """A jax.jit function is about to run (not nested in another). True: call
+        `after_execution` when it returns."""
+        with self.lock:
+            if self.seen_steps or self.done or self.script_trace is not None:
+                if self.mode != "auto" or self.seen_steps:
+                    self.counting = False
+                return False
+            key = id(fn)
+            n = self.calls[key] = self.calls.get(key, 0) + 1
+            if self.mode == "steps":
+                if n >= NO_MARKER_EXECUTIONS and not self.no_marker_warned:
+                    self._warn_no_markers(name, n)
+                return False
+            if self.active == "executions":
+                if self._over_time():
+                    self._stop(reason=f"the {self.max_seconds:g} s bound")
+                    return False
+                return fn is self.hot
+            if self.active is None and self.hot is None and n > self.warmup and self.backend_up:
+                self.hot, self.hot_name, self.first_execution = fn, name, n - 1
+                self.events.write(schema.WINDOW_PLAN, function=name, first_execution=n - 1,
+                                  executions=self.max_executions, max_seconds=self.max_seconds)
+                self._start("executions")
+                return self.active == "executions"
+            return False
+
+    def after_execution(self, fn) -> None:
+        with self.lock:
+            if self.active != "executions" or fn is not self.hot:
+                return
+            self.executions_in_trace += 1
+            if self.executions_in_trace >= self.max_executions:
+                self._stop()
+            elif self._over_time():
+                self._stop(reason=f"the {self.max_seconds:g} s bound")
+
+    def _warn_no_markers(self, name: str, n: int) -> None:
+        self.no_marker_warned = True
+        self.counting = False
+        first, count = self.start_step, self.count
+        message = (
+            f"--steps {first}:{count} cannot be met: {name} has executed {n} times and the "
+            "workload marks no step with jax.profiler.StepTraceAnnotation; nothing will be "
+            "profiled. Drop --steps (pgle then profiles executions of the most-executed jitted "
+            "function), pass --step-name NAME if the steps have another name, use "
+            "--delay/--duration, or wrap the step: `with jax.profiler.StepTraceAnnotation("
+            "'train', step_num=i):`")
+        self.events.write(schema.WINDOW_WARNING, message=message, early=True)
+        _say(f"warning: {message}")
+
+    # -- the workload's own profiler ----------------------------------------
+    def on_script_start(self, site: str, log_dir) -> None:
+        """The workload calls jax.profiler.start_trace: pgle's window gives way to it, and
+        collect converts the workload's own trace."""
+        with self.lock:
+            if self.active:
+                self._stop(discard=True)
+            self.done = True
+            self.counting = False
+            self.script_trace = {"site": site, "dir": str(log_dir), "t": time.time()}
+            self.events.write(schema.SCRIPT_TRACE, call="start", site=site, dir=str(log_dir))
+            if self.mode is not None:
+                _say(f"the workload starts its own profiler at {site} "
+                     f"(jax.profiler.start_trace); pgle uses that trace ({log_dir}) instead of "
+                     "its own window")
+
+    def on_script_stop(self, site: str) -> None:
+        with self.lock:
+            started = self.script_trace
+            self.events.write(schema.SCRIPT_TRACE, call="stop", site=site,
+                              dir=started["dir"] if started else None)
+            if started is not None and self.mode is not None:
+                self.events.write(
+                    schema.TRACE_STOP, dir=started["dir"], purpose="script",
+                    seconds=time.time() - started["t"], stop_trace_seconds=None,
+                    first_step=None, steps=None, reason=None, site=started["site"])
 
     def on_exit(self, last_step: int | None, step_name: str | None,
                 other_names: list[str]) -> None:
@@ -137,18 +236,32 @@ class ProfilerWindow:
     def _warn_window(self, last_step: int | None, step_name: str | None,
                      other_names: list[str]) -> None:
         """Say so when the window is not what was asked for (pgle collect copies these)."""
-        if self.mode not in ("steps", "auto"):
+        if self.mode not in ("steps", "auto") or self.script_trace is not None:
             return
+        if self.no_marker_warned:
+            return  # said while it ran
         first, count = self.start_step, self.count
         asked = f"--steps {first}:{count} (steps {first}..{first + count - 1})"
         if last_step is None and step_name:
             marks = (f"it marks {', '.join(repr(n) for n in other_names)}" if other_names
                      else "it marks no step with jax.profiler.StepTraceAnnotation")
-            done = "the whole run was profiled instead" if self.mode == "auto" \
-                else "nothing was profiled"
+            done = (f"executions of {self.hot_name} were profiled instead" if self.hot_name
+                    else "nothing was profiled")
             self.events.write(schema.WINDOW_WARNING, message=(
                 f"--step-name {step_name!r} matched no step of the workload ({marks}); {done}"))
         elif self.mode == "auto":
+            if last_step is None and self.hot is None:
+                self.events.write(schema.WINDOW_WARNING, message=(
+                    "nothing was profiled: the workload marks no step with "
+                    "jax.profiler.StepTraceAnnotation and no jax.jit function executed more "
+                    f"than {self.warmup} time(s); use --delay/--duration"))
+            elif self.hot is not None and last_step is None \
+                    and self.executions_in_trace < self.max_executions \
+                    and (self.stop_reason or "").startswith("workload"):
+                self.events.write(schema.WINDOW_WARNING, message=(
+                    f"the execution window was cut short: the workload ended after "
+                    f"{self.executions_in_trace} profiled execution(s) of {self.hot_name}, "
+                    f"not {self.max_executions}"))
             return  # the default window takes what the workload has
         elif last_step is not None and last_step < first:
             self.events.write(schema.WINDOW_WARNING, message=(
@@ -178,11 +291,9 @@ class ProfilerWindow:
                     self._stop()
 
     def _start(self, purpose: str) -> None:
-        import jax
-
-        target = self.dir if purpose != "whole" or self.mode == "whole" else self._scratch()
+        target = self.dir if purpose != "executions" else self._scratch()
         try:
-            jax.profiler.start_trace(target)
+            _ORIGINAL["start_trace"](target)
         except Exception as e:  # another session (auto PGLE, the script's own) holds the profiler
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
             self.done = True
@@ -193,19 +304,17 @@ class ProfilerWindow:
         self.events.write(schema.TRACE_START, dir=target, purpose=purpose)
 
     def _scratch(self) -> str:
-        # In auto mode a whole-run trace may be dropped; keep it apart until we know.
-        return os.path.join(self.dir, ".whole-run")
+        # An execution window's trace is dropped if markers show up; keep it apart until then.
+        return os.path.join(self.dir, ".executions")
 
     def _stop(self, discard: bool = False, reason: str | None = None) -> None:
-        import jax
-
         _wait_for_devices()
         # The window ends once the device work is done; stop_trace's own shutdown
         # (seconds, writing the trace) is not part of it.
         ended = time.time()
         seconds = ended - self.started_at
         try:
-            jax.profiler.stop_trace()
+            _ORIGINAL["stop_trace"]()
         except Exception as e:
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
         stop_seconds = time.time() - ended
@@ -215,8 +324,9 @@ class ProfilerWindow:
             shutil.rmtree(target, ignore_errors=True)
             self.events.write(schema.TRACE_DISCARD, dir=target)
             return
-        if purpose == "whole" and self.mode == "auto":
-            # Nothing marked steps: the whole run is the window; move it in place.
+        self.stop_reason = reason
+        if purpose == "executions":
+            # Nothing marked steps: the execution window is the window; move it in place.
             for name in os.listdir(target):
                 shutil.move(os.path.join(target, name), os.path.join(self.dir, name))
             os.rmdir(target)
@@ -227,6 +337,9 @@ class ProfilerWindow:
             first_step=self.first_step_in_trace,
             steps=self.steps_in_trace if purpose == "window" and self.seen_steps else None,
             reason=reason,
+            function=self.hot_name if purpose == "executions" else None,
+            first_execution=self.first_execution if purpose == "executions" else None,
+            executions=self.executions_in_trace if purpose == "executions" else None,
         )
 
 
@@ -275,6 +388,9 @@ class Harness:
 
         jax.profiler.StepTraceAnnotation = _step_annotation_class(
             jax.profiler.StepTraceAnnotation, self)
+        _hook_profiler(jax.profiler, self.window)
+        if self.window.counting:
+            jax.jit = _counting_jit(jax.jit, self.window)
         jax.monitoring.register_event_duration_secs_listener(self._on_duration)
         jax.monitoring.register_event_listener(self._on_event)
         for entry in self.spec.capture_loggers:
@@ -288,12 +404,34 @@ class Harness:
         if event != BACKEND_COMPILE_EVENT:
             return
         self.events.write(schema.COMPILE, fun_name=kwargs.get("fun_name"), seconds=duration)
+        if not self.backend_recorded:
+            self._check_xla_flags()
         self._record_backend()
         self.window.on_backend_up()
 
     def _on_event(self, event: str, **kwargs) -> None:
         if event.startswith("/jax/compilation_cache/") or "pgle" in event.lower():
             self.events.write(schema.JAX_EVENT, event=event, **{k: str(v) for k, v in kwargs.items()})
+
+    def _check_xla_flags(self) -> None:
+        """XLA read XLA_FLAGS when the backend came up; a script that assigned it (instead of
+        appending) dropped pgle's flags. Say so now, while the run goes on."""
+        expected = self.spec.expected_xla_flags
+        if not expected:
+            return
+        effective = os.environ.get("XLA_FLAGS", "")
+        try:
+            from pgle.xla.flags import XlaFlags  # importable: see the schema import above
+            have = {f.name: f.raw for f in XlaFlags.parse(effective).flags}
+        except Exception:
+            have = {t.split("=", 1)[0].lstrip("-"): t for t in effective.split()}
+        missing = sorted(name for name, raw in expected.items() if have.get(name) != raw)
+        self.events.write(schema.XLA_FLAGS_SEEN, effective=effective, missing=missing)
+        if missing:
+            shown = " ".join(expected[n] for n in missing)
+            _say(f"warning: the workload replaced XLA_FLAGS before XLA read it, so pgle's "
+                 f"{shown} never reached XLA (XLA_FLAGS is now {effective!r}). Make the script "
+                 "append: os.environ['XLA_FLAGS'] = os.environ.get('XLA_FLAGS', '') + ' ...'")
 
     def _record_backend(self) -> None:
         with self.lock:
@@ -337,14 +475,26 @@ class Harness:
         original = warnings.showwarning
         events = self.events
 
+        shown: set = set()
+        forced = tuple(getattr(builtins, c, Warning) for c in self.spec.warnings_always)
+
         def showwarning(message, category, filename, lineno, file=None, line=None):
             events.write(schema.WARNING, category=category.__name__, message=str(message),
                          filename=filename, lineno=lineno)
+            if forced and issubclass(category, forced) and _from_jax(filename):
+                # Every one is recorded; the terminal shows each once, as Python's
+                # default filter would have.
+                key = (str(message), category, filename, lineno)
+                if key in shown:
+                    return None
+                shown.add(key)
             return original(message, category, filename, lineno, file, line)
 
         warnings.showwarning = showwarning
-        for category in self.spec.warnings_always:
-            warnings.filterwarnings("always", category=getattr(builtins, category, Warning))
+        for category in forced:
+            # Only JAX's own (auto PGLE's empty-profile warning): the user's warnings keep
+            # Python's default once-per-location rule.
+            warnings.filterwarnings("always", category=category, module=r"jax\.")
 
     # -- run ------------------------------------------------------------------
     def run(self) -> int:
@@ -372,7 +522,11 @@ class Harness:
             raise
         except BaseException as e:
             self._finish(1, error=f"{type(e).__name__}: {e}")
-            raise
+            # As plain python prints it: the workload's frames, not the harness's or runpy's.
+            tb = _workload_frames(e.__traceback__)
+            sys.excepthook(type(e), e.with_traceback(tb), tb)
+            sys.stderr.flush()
+            sys.exit(1)
         self._finish(code)
         return code
 
@@ -408,6 +562,134 @@ class _JaxImportHook(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_module
         return spec
+
+
+_ORIGINAL: dict = {}  # jax.profiler.start_trace/stop_trace before the hooks: pgle's own calls
+_HERE = os.path.abspath(__file__)
+
+
+def _say(text: str) -> None:
+    """A `pgle:` line on the workload's stderr (the terminal, and the log)."""
+    try:
+        sys.stderr.write(f"pgle: {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _from_jax(filename: str) -> bool:
+    return f"{os.sep}jax{os.sep}" in (filename or "")
+
+
+def _workload_frames(tb):
+    """The traceback from the first frame outside the harness and runpy."""
+    skip = (_HERE, runpy.__file__, "<frozen runpy>")
+    while tb is not None and tb.tb_frame.f_code.co_filename in skip \
+            or tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
+        tb = tb.tb_next
+    return tb
+
+
+def _call_site() -> str:
+    """file:line of the workload's call into a hooked jax.profiler function."""
+    import contextlib as _cl
+
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename in (_HERE, _cl.__file__):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _hook_profiler(profiler, window: "ProfilerWindow") -> None:
+    """The workload's own jax.profiler.start_trace/stop_trace/trace (MaxText `profiler: xplane`,
+    levanter `--profiler`) go through pgle's window: pgle gives way to the script's trace."""
+    import contextlib
+
+    if _ORIGINAL:
+        return
+    start, stop = _ORIGINAL["start_trace"], _ORIGINAL["stop_trace"] = \
+        profiler.start_trace, profiler.stop_trace
+
+    def start_trace(log_dir, *args, **kwargs):
+        window.on_script_start(_call_site(), log_dir)
+        return start(log_dir, *args, **kwargs)
+
+    def stop_trace():
+        try:
+            return stop()
+        finally:
+            window.on_script_stop(_call_site())
+
+    @contextlib.contextmanager
+    def trace(log_dir, *args, **kwargs):
+        start_trace(log_dir, *args, **kwargs)
+        try:
+            yield
+        finally:
+            stop_trace()
+
+    for name, fn in (("start_trace", start_trace), ("stop_trace", stop_trace), ("trace", trace)):
+        original = getattr(profiler, name)
+        fn.__doc__, fn.__name__ = original.__doc__, original.__name__
+        setattr(profiler, name, fn)
+
+
+_depth = threading.local()
+
+
+def _counting_jit(jit, window: "ProfilerWindow"):
+    """`jax.jit` whose functions tell the window when they execute (the top-level calls only).
+
+    No public jax hook sees executions: jitted calls take jaxlib's C++ fast path (jax 0.10.2),
+    so the count is taken around the call. Only the public `jax.jit` attribute is replaced:
+    jax's own internal jits (jax.numpy) are not counted. Once the window is over the wrapper
+    costs one attribute check per call.
+    """
+    import functools
+
+    class Jitted:
+        def __init__(self, jitted, name):
+            self._pgle_jitted, self._pgle_name = jitted, name
+            try:
+                functools.update_wrapper(self, jitted)
+            except Exception:
+                pass
+
+        def __call__(self, *args, **kwargs):
+            jitted = self._pgle_jitted
+            if not window.counting or getattr(_depth, "n", 0):
+                return jitted(*args, **kwargs)
+            _depth.n = 1
+            try:
+                tell = window.before_execution(self, self._pgle_name)
+                out = jitted(*args, **kwargs)
+            finally:
+                _depth.n = 0
+            if tell:
+                window.after_execution(self)
+            return out
+
+        def __get__(self, obj, objtype=None):  # as a method, like jax's own jitted functions
+            return self if obj is None else functools.partial(self, obj)
+
+        def __getattr__(self, name):  # lower, trace, eval_shape, clear_cache, ...
+            return getattr(self._pgle_jitted, name)
+
+        def __repr__(self):
+            return repr(self._pgle_jitted)
+
+    @functools.wraps(jit)
+    def counting_jit(*args, **kwargs):
+        fun = args[0] if args else kwargs.get("fun")
+        jitted = jit(*args, **kwargs)
+        if fun is None or not callable(jitted):
+            return jitted
+        name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", None) or repr(fun)
+        return Jitted(jitted, f"jit({name})")
+
+    return counting_jit
 
 
 def _step_annotation_class(base, harness: Harness):

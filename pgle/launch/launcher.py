@@ -25,6 +25,7 @@ import ctypes
 import dataclasses
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -96,11 +97,15 @@ class _Pump(threading.Thread):
     list, so the cost is linear in bytes even for output without newlines.
     """
 
-    def __init__(self, fd: int, sink, log: _Log):
+    def __init__(self, fd: int, sink, log: _Log, hide: Callable[[bytes], bool] | None = None):
         super().__init__(daemon=True)
         self.fd, self.sink, self.log = fd, sink, log
         self.held: list[bytes] = []
         self.held_bytes = 0
+        # `hide(line)`: a complete line that goes to the log only (XLA's INFO lines pgle
+        # turned on); everything else reaches the terminal as before.
+        self.hide = hide
+        self.pending = b""  # the start of a line that may yet turn out to be hidden
 
     def run(self) -> None:
         while True:
@@ -110,7 +115,7 @@ class _Pump(threading.Thread):
                 break
             if not chunk:
                 break
-            self._to_sink(chunk)
+            self._to_sink(chunk if self.hide is None else self._visible(chunk))
             cut = chunk.rfind(b"\n") + 1
             if cut:
                 self.log.write(b"".join([*self.held, chunk[:cut]]))
@@ -124,8 +129,24 @@ class _Pump(threading.Thread):
                     self.held, self.held_bytes = [], 0
         if self.held:
             self.log.write(b"".join(self.held) + b"\n")
+        if self.pending and not self.hide(self.pending):
+            self._to_sink(self.pending)
+
+    def _visible(self, chunk: bytes) -> bytes:
+        data, self.pending = self.pending + chunk, b""
+        lines = data.split(b"\n")
+        last = lines.pop()
+        out = [line + b"\n" for line in lines if not self.hide(line)]
+        if last:
+            if _LOG_START.match(last) and len(last) < MAX_HELD_LINE:
+                self.pending = last  # maybe an INFO line cut by the read: wait for its end
+            else:
+                out.append(last)  # a progress bar (\r): at once
+        return b"".join(out)
 
     def _to_sink(self, chunk: bytes) -> None:
+        if not chunk:
+            return
         try:
             buffer = getattr(self.sink, "buffer", None)
             if buffer is not None:
@@ -136,6 +157,24 @@ class _Pump(threading.Thread):
                 self.sink.flush()
         except (OSError, ValueError):
             pass  # a closed terminal must not stop the log or the workload
+
+
+# The start of an XLA/absl log line (pgle.evidence.logscan has the full prefixes).
+_LOG_START = re.compile(rb"^(?:\d+: )?(?:[IWEF]\d|\d{4}-\d\d-\d\d )")
+SEVERITIES = "IWEF"
+
+
+def hide_below(level: int) -> Callable[[bytes], bool]:
+    """Hides XLA log lines less severe than TF_CPP_MIN_LOG_LEVEL `level` (1: INFO and VLOG)."""
+    from pgle.evidence.logscan import parse_prefix
+
+    def hide(line: bytes) -> bool:
+        if not _LOG_START.match(line):
+            return False
+        parsed = parse_prefix(line)
+        return parsed is not None and SEVERITIES.index(parsed.severity) < level
+
+    return hide
 
 
 def _die_with_parent() -> None:
@@ -166,8 +205,12 @@ def launch(
     cwd: str | None = None,
     watchdog: Callable[[], int | None] | None = None,
     poll_s: float = 0.5,
+    terminal_level: int | None = None,
+    progress: Callable[[], None] | None = None,
 ) -> LaunchResult:
-    """Run `argv` to completion. `watchdog()` is polled; a non-None code stops the child."""
+    """Run `argv` to completion. `watchdog()` is polled; a non-None code stops the child;
+    `progress()` is polled too (it rate-limits itself).
+    `terminal_level`: XLA log lines below this TF_CPP_MIN_LOG_LEVEL go to the log only."""
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = _Log(log_path, _stderr_line)
@@ -189,7 +232,8 @@ def launch(
 
     pumps = [
         _Pump(child.stdout.fileno(), sys.stdout, log),
-        _Pump(child.stderr.fileno(), sys.stderr, log),
+        _Pump(child.stderr.fileno(), sys.stderr, log,
+              hide_below(terminal_level) if terminal_level else None),
     ]
     for p in pumps:
         p.start()
@@ -214,6 +258,8 @@ def launch(
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if progress is not None:
+                progress()
             if watchdog is not None and not stopped:
                 watchdog_code = watchdog()
                 if watchdog_code is not None:

@@ -17,6 +17,16 @@ from pgle.errors import BadInput
 DEFAULT_ROOT = ".pgle"
 
 
+def ignore_pgle_folder(root: Path) -> None:
+    """`.pgle/` holds logs and traces (gigabytes): keep it out of the user's git."""
+    marker = root / ".gitignore"
+    if not marker.exists():
+        try:
+            marker.write_text("# written by pgle: run folders and traces are not source\n*\n")
+        except OSError:
+            pass  # a read-only tree: the run folder itself was created; nothing else matters
+
+
 @dataclasses.dataclass(frozen=True)
 class RunFolder:
     path: Path
@@ -32,6 +42,8 @@ class RunFolder:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise BadInput(f"cannot create run folder {path}: {e.strerror}.") from None
+        if not run_dir:
+            ignore_pgle_folder(Path(DEFAULT_ROOT))
         if any(path.iterdir()) and run_dir:
             # Never mix two runs' logs in one folder.
             if (path / "workload.log").exists() or (path / "events.jsonl").exists():

@@ -39,6 +39,9 @@ OBSERVE_MODULES = "observe_modules"  # the per-module cost/memory/HLO observer i
 MODULE_COMPILED = "module_compiled"  # XLA's FLOPs, memory and scheduled HLO file of one module
 MODULE_ERROR = "module_error"  # describing one compiled module failed (the compile did not)
 EXIT = "exit"  # the workload's exit code (or interrupted)
+SCRIPT_TRACE = "script_trace"  # the workload called jax.profiler.start_trace/stop_trace itself
+XLA_FLAGS_SEEN = "xla_flags_seen"  # XLA_FLAGS as the workload's process had it at the first compile
+WINDOW_PLAN = "window_plan"  # the execution window chose its function (no step markers)
 
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     START: ("pid", "argv", "python"),
@@ -51,8 +54,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     STEP_EXIT: ("index",),
     TRACE_START: ("dir", "purpose"),
     # seconds: the window, to the device barrier; stop_trace_seconds: stop_trace's own time
+    # purpose: window (steps, time) | executions (no markers) | script (the workload's own)
     TRACE_STOP: ("dir", "purpose", "seconds", "stop_trace_seconds", "first_step", "steps",
-                 "reason"),
+                 "reason", "function", "first_execution", "executions", "site"),
     TRACE_DISCARD: ("dir",),
     TRACE_ERROR: ("error",),
     WINDOW_WARNING: ("message",),
@@ -65,6 +69,11 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     MODULE_COMPILED: ("module", "flops", "transcendentals", "bytes_accessed", "memory", "hlo_file"),
     MODULE_ERROR: ("error",),
     EXIT: ("code", "error", "interrupted"),
+    # call: start | stop; site: "file:line" of the workload's call; dir: its log_dir
+    SCRIPT_TRACE: ("call", "site", "dir", "error"),
+    # effective: os.environ["XLA_FLAGS"] at the first compile; missing: pgle's flags not in it
+    XLA_FLAGS_SEEN: ("effective", "missing"),
+    WINDOW_PLAN: ("function", "first_execution", "executions", "max_seconds"),
 }
 
 # -- the spec (spec.json) ---------------------------------------------------------------------
@@ -91,6 +100,11 @@ class WindowSpec:
     delay: float | None = None
     duration: float | None = None
     step_name: str | None = None
+    # auto without step markers: executions of the most-executed jax.jit function, after
+    # `warmup` of them, at most `executions` of them or `max_seconds` (also bounds a marker window)
+    warmup: int = 2
+    executions: int = 5
+    max_seconds: float = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +116,7 @@ class HarnessSpec:
     capture_loggers: tuple[dict, ...] = ()  # {"name": logger, "level": "DEBUG"}
     warnings_always: tuple[str, ...] = ()  # builtin warning categories never deduplicated
     observe_pgle: bool = False  # report every execution auto PGLE profiles
+    expected_xla_flags: dict | None = None  # {name: rendered flag} pgle set; checked at 1st compile
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -118,4 +133,5 @@ class HarnessSpec:
             step_name=data.get("step_name"),
             capture_loggers=tuple(data.get("capture_loggers") or ()),
             warnings_always=tuple(data.get("warnings_always") or ()),
-            observe_pgle=bool(data.get("observe_pgle")))
+            observe_pgle=bool(data.get("observe_pgle")),
+            expected_xla_flags=data.get("expected_xla_flags"))

@@ -34,3 +34,26 @@ def convert_with_jaxlib(run_folder: Path | str) -> bytes:
         return jax_profiler.get_profiled_instructions_proto(str(run_folder))
     except Exception as e:  # jaxlib raises XlaRuntimeError/RuntimeError on unreadable traces
         raise PgleError(f"jaxlib could not convert the trace in {run_folder}: {e}") from None
+
+
+GPU_PLANE = b"/device:GPU:"  # XPlane names of GPU devices (jax 0.4.34-0.10.2 traces)
+
+
+def has_gpu_plane(run_folder: Path, chunk: int = 1 << 24) -> bool:
+    """Whether any `*.xplane.pb` of the run folder names a GPU plane. A streaming byte search
+    (the plane name is a plain string in the proto): seconds for a trace whose conversion takes
+    minutes and gigabytes."""
+    for path in sorted(Path(run_folder).glob("*.xplane.pb")):
+        tail = b""
+        try:
+            with open(path, "rb") as f:
+                while True:
+                    block = f.read(chunk)
+                    if not block:
+                        break
+                    if GPU_PLANE in tail + block:
+                        return True
+                    tail = block[-len(GPU_PLANE):]
+        except OSError:
+            return True  # unreadable here: let the conversion report it
+    return False

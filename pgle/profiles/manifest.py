@@ -35,7 +35,7 @@ def manifest_path(profile_path: Path | str) -> Path:
 def build(*, workload_argv: list[str], user_flags: XlaFlags, child_flags: XlaFlags,
           environment: dict[str, str], backend: dict | None, window: dict | None,
           profile: dict, trace_dir: str | None, converter: dict | None = None,
-          modules: list[dict] | None = None) -> dict:
+          modules: list[dict] | None = None, effective_flags: str | None = None) -> dict:
     """`converter` (pgle's converter: stat, step window, event counts) and `modules` (the
     per-module rows, see `module_rows`) are added only when given."""
     extra = {}
@@ -43,6 +43,10 @@ def build(*, workload_argv: list[str], user_flags: XlaFlags, child_flags: XlaFla
         extra["converter"] = converter
     if modules is not None:
         extra["modules"] = modules
+    if effective_flags is not None:
+        # XLA_FLAGS as the workload's process had it at its first compile (the harness): what
+        # XLA saw, which differs from child_xla_flags when the script assigned XLA_FLAGS.
+        extra["effective_xla_flags"] = effective_flags
     return {
         "pgle_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -49,8 +49,31 @@ def empty_profile_cause(platform: str | None) -> str:
 
 
 # -- auto -----------------------------------------------------------------------------
+PROFILER_COLLISION = ("ALREADY_EXISTS", "Another profiling session active",
+                      "Profile has already been started")
+
+
+def profiler_collision(log_path, script_traces: list[dict]) -> str | None:
+    """Auto PGLE's profiler session and the workload's own (jax.profiler.start_trace) cannot
+    both run (jax 0.10.2: `ALREADY_EXISTS: Another profiling session active`)."""
+    try:
+        with open(log_path, "rb") as f:
+            text = f.read()
+    except OSError:
+        text = b""
+    said = next((m for m in PROFILER_COLLISION if m.encode() in text), None)
+    starts = [t for t in script_traces if t.get("call") == "start"]
+    if not said and not starts:
+        return None
+    where = f" at {starts[0].get('site')}" if starts else ""
+    return (f"the workload runs its own profiler (jax.profiler.start_trace{where}); auto PGLE's "
+            "profiling session collides with it (ALREADY_EXISTS: Another profiling session "
+            "active), so its executions were not profiled")
+
+
 def auto_rows(facts: jax_log.RunFacts, runs: int, platform: str | None,
-              known_pgle_keys: set[str] = frozenset()) -> list[AutoRow]:
+              known_pgle_keys: set[str] = frozenset(),
+              collision: str | None = None) -> list[AutoRow]:
     """One verdict per module: optimized / not_optimized / empty_profile, with reason and fix."""
     out = []
     for name in sorted(facts.modules):
@@ -87,13 +110,18 @@ def auto_rows(facts: jax_log.RunFacts, runs: int, platform: str | None,
                           "not executed")
         else:
             row.reason = "no recompilation with a profile was logged"
+        if collision and row.status != STATUS_OPTIMIZED:
+            # The whole cause is one reason of the report; each row names it briefly.
+            row.reason = "not profiled: the workload's own profiler held the profiling session"
+            row.fix = "turn the script's own profiler off for pgle auto"
         out.append(row)
     return out
 
 
 def auto_modules(facts: jax_log.RunFacts, runs: int, platform: str | None,
-                 known_pgle_keys: set[str] = frozenset()) -> list[dict]:
-    return [r.to_dict() for r in auto_rows(facts, runs, platform, known_pgle_keys)]
+                 known_pgle_keys: set[str] = frozenset(),
+                 collision: str | None = None) -> list[dict]:
+    return [r.to_dict() for r in auto_rows(facts, runs, platform, known_pgle_keys, collision)]
 
 
 def auto_status(modules: list[dict]) -> str:
@@ -183,6 +211,12 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict]:
                 row.reason = ("prewarm wrote its PGLE-optimized entry, but it is gone (pruned or "
                               "evicted) or its key changed; loaded the first-pass executable")
                 row.fix = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
+            elif before and all_profiles_empty(before):
+                row.reason = (f"loaded the first-pass executable: all {before['profiled_executions']} "
+                              "executions prewarm profiled gave an empty profile, so JAX never "
+                              "recompiled it with one: " + empty_profile_cause(
+                                  (manifest.get("environment") or {}).get("platform")))
+                row.fix = "prewarm on an NVIDIA GPU with no other CUPTI client attached"
             else:
                 seen = (before or {}).get("executions_seen")
                 row.reason = ("loaded the first-pass executable: prewarm executed it "
@@ -196,6 +230,12 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict]:
             row.fix = "run the same code path (and shapes) during prewarm"
         out.append(row.to_dict())
     return out
+
+
+def all_profiles_empty(prewarmed: Mapping) -> bool:
+    """Prewarm's manifest entry says every profiled execution gave an empty profile."""
+    profiled, empty = prewarmed.get("profiled_executions"), prewarmed.get("empty_profiles")
+    return bool(profiled) and empty is not None and empty >= profiled
 
 
 def nsys_status(modules: list[dict]) -> str:

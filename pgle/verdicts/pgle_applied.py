@@ -32,12 +32,15 @@ class Verdict:
 
 
 def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: float = 0.9,
-          accuracy_checker: bool = True, info_log_hidden: bool = False) -> Verdict:
+          accuracy_checker: bool = True, info_log_hidden: bool = False,
+          jax_imported: bool | None = None) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
     `accuracy_checker`: False when the run had none (jax < 0.4.36 without the old flag, or
     PGLE_STRICTNESS_LEVEL_OFF): a silent log then proves the profile was read, not its fit.
-    `info_log_hidden`: the run's TF_CPP_MIN_LOG_LEVEL hid XLA's INFO lines."""
+    `info_log_hidden`: the run's TF_CPP_MIN_LOG_LEVEL hid XLA's INFO lines.
+    `jax_imported`: False when the harness saw the workload finish without importing jax
+    (None: unknown, e.g. `verify` of a log)."""
     modules = fold_clones([_judge_module(m, min_coverage, accuracy_checker).to_dict()
                            for m in evidence.modules])
     reasons: list[str] = []
@@ -60,6 +63,11 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     elif evidence.missing_files:
         reasons += [f"XLA found no profile file at {p}" for p in dict.fromkeys(evidence.missing_files)]
         status = "error"
+    elif jax_imported is False and not modules and not evidence.reads:
+        status = "not_applied"
+        reasons.append("the workload never imported jax, so XLA compiled nothing and no profile "
+                       "could apply (is it the training script itself, not a wrapper that "
+                       "starts it in another process?).")
     elif info_hidden and not evidence.reads:
         status = "error"
         reasons.append(

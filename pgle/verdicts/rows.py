@@ -90,18 +90,19 @@ def module_name(row: Mapping[str, Any]) -> str:
     return f"unnamed module #{row['ordinal']}" if row.get("ordinal") else UNNAMED
 
 
-def module_line(row: Mapping[str, Any], *, ok: str | None = None) -> str:
-    """One indented summary line for a row of any verdict (one rank, or across ranks)."""
+def _label_and_text(row: Mapping[str, Any], ok: str | None) -> tuple[str, str]:
+    """A row's line in two parts: who (module, rank) and what (status, reason, fix)."""
     name = module_name(row)
     if "ranks" in row:  # across ranks
         uniform = len(row.get("ranks") or {}) == 1 and not row.get("absent_ranks")
-        text = (f"  {name}: {row.get('ranks_summary')}" if uniform
-                else f"  {name}: {row['status']} ({row.get('ranks_summary')})")
+        label = name
+        text = (f"{row.get('ranks_summary')}" if uniform
+                else f"{row['status']} ({row.get('ranks_summary')})")
         if row.get("reason") and uniform:
             text += f" ({row['reason']})"
     else:
-        where = f" [rank {row['rank']}]" if row.get("rank") is not None else ""
-        text = f"  {name}{where}: {row['status']}"
+        label = name + (f" [rank {row['rank']}]" if row.get("rank") is not None else "")
+        text = f"{row['status']}"
         if "coverage" in row:  # a PGLE-applied verdict
             cov = "?" if row["coverage"] is None else f"{row['coverage']:.0%}"
             missing = row.get("instructions_missing")
@@ -110,8 +111,54 @@ def module_line(row: Mapping[str, Any], *, ok: str | None = None) -> str:
             text += f" ({row['reason']})"
     if row.get("fix") and row["status"] != ok:
         text += f"; fix: {row['fix']}"
-    return text
+    return label, text
+
+
+def module_line(row: Mapping[str, Any], *, ok: str | None = None) -> str:
+    """One indented summary line for a row of any verdict (one rank, or across ranks)."""
+    label, text = _label_and_text(row, ok)
+    return f"  {label}: {text}"
+
+
+# The execution count of a row of the auto-PGLE family (auto, prewarm, nsys), by field.
+EXECUTION_FIELDS = ("executions_seen", "profiled_executions", "prewarm_executions")
+MAX_NAMES = 8  # names listed on one grouped line before "and N more"
+
+
+def executions(row: Mapping[str, Any]) -> int | None:
+    """Executions the verdict saw; an auto row's profiled executions plus the recompiled one."""
+    if row.get("executions_seen") is None and row.get("profiled_executions") is not None:
+        return row["profiled_executions"] + (1 if row.get("profile_bytes") else 0)
+    return next((row[f] for f in EXECUTION_FIELDS if row.get(f) is not None), None)
+
+
+def _names(labels: list[str]) -> str:
+    shown = ", ".join(labels[:MAX_NAMES])
+    return shown + (f" and {len(labels) - MAX_NAMES} more" if len(labels) > MAX_NAMES else "")
 
 
 def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) -> list[str]:
-    return [module_line(r, ok=ok) for r in rows]
+    """The summary lines of a verdict's rows. Rows of the auto-PGLE family (they count
+    executions) come most-executed first (the train step leads, not the alphabet); modules
+    executed once that are not `ok` (setup, eval: no number of steps re-optimizes them) share
+    one line; rows with the same status, reason and fix share one line. The JSON rows are
+    untouched."""
+    rows = list(rows)
+    if not any(any(f in r for f in EXECUTION_FIELDS) for r in rows):
+        return [module_line(r, ok=ok) for r in rows]
+    rows.sort(key=lambda r: -(executions(r) or 0))  # stable: ties keep their order
+    one_shot = [r for r in rows if executions(r) == 1 and r["status"] != ok]
+    if len(one_shot) < 2:
+        one_shot = []
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        if not any(r is o for o in one_shot):
+            label, text = _label_and_text(r, ok)
+            groups.setdefault(text, []).append(label)
+    lines = [f"  {_names(labels)}: {text}" for text, labels in groups.items()]
+    if one_shot:
+        statuses = ", ".join(dict.fromkeys(r["status"] for r in one_shot))
+        lines.append(f"  {len(one_shot)} modules executed only once ({statuses}; one-shot code "
+                     f"such as setup or eval, which auto PGLE never re-optimizes): "
+                     + _names([_label_and_text(r, ok)[0] for r in one_shot]))
+    return lines

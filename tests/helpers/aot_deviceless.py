@@ -1,4 +1,4 @@
-"""Child process for tests/test_aot.py: the real XLA:GPU compiler, deviceless, for an H100.
+"""Child process for tests/profiles/test_aot.py: the real XLA:GPU compiler, deviceless, for an H100.
 
 Run with a Python that has jax + jaxlib + jax-cuda12-plugin/pjrt (PGLE_XLA_GPU_PYTHON) and
 PYTHONPATH=<repo>, JAX_PLATFORMS=cpu, TF_CPP_MIN_LOG_LEVEL=0. argv[1] = mode:

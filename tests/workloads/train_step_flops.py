@@ -1,6 +1,6 @@
 """Run examples/train.py with jax.jit wrapped so that train_step's FLOPs are printed from
 XLA's cost analysis through the public AOT API (`jit(f).lower(*args).compile()`): an
-independent figure for tests/test_report.py to compare pgle report's FLOPs with."""
+independent figure for tests/analysis/test_report.py to compare pgle report's FLOPs with."""
 
 import runpy
 import sys

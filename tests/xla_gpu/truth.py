@@ -1,7 +1,7 @@
 """What really happened in each lane scenario, from its scenarios.json (XLA's full log, the
 child's exit status, the schedules), in the terms of a pgle verdict.
 
-Stdlib only: used by tests/test_xla_gpu_fixtures.py, tests/xla_gpu/test_live.py and
+Stdlib only: used by tests/evidence/test_xla_gpu_fixtures.py, tests/xla_gpu/test_live.py and
 tests/xla_gpu/compare_verdicts.py.
 """
 from __future__ import annotations

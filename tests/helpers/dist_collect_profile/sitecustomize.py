@@ -1,6 +1,6 @@
 """TEST-ONLY: give each rank's `pgle collect` a small non-empty profile on CPU.
 
-Loaded by tests/test_multiprocess_collect.py through `PYTHONPATH`; product code never contains
+Loaded by tests/jobs/test_multiprocess_collect.py through `PYTHONPATH`; product code never contains
 this seam. On CPU the JAX profiler records no device kernels, so jaxlib's
 `get_profiled_instructions_proto(run_folder)` (called by pgle/profiles/jaxlib.py in pgle's own process,
 after the workload's real profiled window) returns an empty profile. This helper wraps that one
@@ -71,5 +71,12 @@ def _patch(module):
     module.get_profiled_instructions_proto = get_profiled_instructions_proto
 
 
+def _patch_plane_check(module):
+    # pgle skips the conversion of a trace without a GPU plane (all of them on CPU); this
+    # helper's fake conversion stands for a GPU trace, so the check must say there is one.
+    module.has_gpu_plane = lambda run_folder, *a, **k: True
+
+
 _TOOLS.patch_after_import(_TARGET, _patch)
+_TOOLS.patch_after_import("pgle.profiles.jaxlib", _patch_plane_check)
 _TOOLS.chain_next_sitecustomize(__file__)

@@ -1,0 +1,83 @@
+"""Progress of a long launch: plain `pgle:` lines, at most one every PROGRESS_EVERY_S seconds,
+from the harness's events file (pgle.launch.schema) while the workload runs.
+
+Plain lines, never `\\r` redraws: they stay readable in a log file, under `srun` and in CI, and
+the workload's own output goes on between them unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from pgle.launch import schema
+
+PROGRESS_EVERY_S = 10.0
+
+
+class WindowProgress:
+    """Polled by the launcher while the workload runs (cheap: reads only the new lines).
+    `window`: the launch has a profiling window to report on; without one (prewarm, auto) the
+    lines say how long the workload has run, its steps, and what auto PGLE profiled."""
+
+    def __init__(self, events: Path, notify: Callable[[str], None],
+                 every: float = PROGRESS_EVERY_S, *, window: bool = True) -> None:
+        self.events, self.notify, self.every = Path(events), notify, every
+        self.window = window
+        self.profiled = 0  # auto PGLE's profiled executions (schema.PGLE_PROFILED)
+        self.all_steps = 0
+        self.start = time.monotonic()
+        self.next_at = self.start + every
+        self.offset = 0
+        self.opened: float | None = None  # monotonic time the window opened
+        self.closed = False
+        self.steps = 0  # steps entered since the window opened
+
+    def _read(self) -> None:
+        try:
+            with open(self.events, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1  # a half-written last line waits for the next poll
+        self.offset += end
+        for line in data[:end].splitlines():
+            try:
+                kind = json.loads(line).get("kind")
+            except ValueError:
+                continue
+            if kind == schema.PGLE_PROFILED:
+                self.profiled += 1
+            elif kind == schema.STEP_ENTER:
+                self.all_steps += 1
+            if kind == schema.TRACE_START and self.opened is None:
+                self.opened = time.monotonic()
+            elif kind == schema.STEP_ENTER and self.opened is not None and not self.closed:
+                self.steps += 1
+            elif kind == schema.TRACE_STOP:
+                self.closed = True
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now < self.next_at:
+            return
+        self.next_at = now + self.every
+        self._read()
+        ran = f"{now - self.start:.0f} s"
+        if not self.window:
+            done = [f"{self.all_steps} step(s)"] if self.all_steps else []
+            if self.profiled:
+                done.append(f"{self.profiled} execution(s) profiled by auto PGLE")
+            self.notify(f"workload running for {ran}" + (": " + ", ".join(done) if done else ""))
+            return
+        if self.closed:
+            return  # the window's end is reported by the command itself
+        if self.opened is None:
+            self.notify(f"workload running for {ran}; the profiling window has not opened yet")
+        else:
+            steps = f", {self.steps} step(s) entered" if self.steps else ""
+            self.notify(f"profiling window open for {now - self.opened:.0f} s{steps} "
+                        f"(workload running for {ran})")

@@ -1,0 +1,247 @@
+"""collect / run / tune end to end: real pgle, real JAX on CPU, real subprocesses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers.pgle_testing import EXAMPLES, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
+
+TRAIN = str(EXAMPLES / "train.py")
+REPLAY = str(WORKLOADS / "replay_xla_log.py")
+
+
+def test_collect_step_window_writes_trace_and_manifest(project):
+    proc = run_pgle("collect", TRAIN, "--steps", "2:3", "-o", "prof.pb", "--allow-empty", "--json",
+                    "--", "--steps", "7", cwd=project,
+                    env=pgle_env(XLA_FLAGS="--xla_gpu_enable_command_buffer=''"))
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    assert report["command"] == "collect" and report["status"] == "empty"
+    # The trace folder is kept and holds the xplane.
+    trace_dir = Path(report["trace_dir"])
+    assert list(trace_dir.glob("plugins/profile/*/*.xplane.pb"))
+    assert any("trace kept at" in l for l in pgle_lines(proc))
+    # The diagnosis names the backend.
+    assert any("backend cpu" in w for w in report["warnings"])
+    profile = project / "prof.pb"
+    assert profile.exists() and profile.read_bytes() == b""
+    manifest = json.loads((project / "prof.pb.manifest.json").read_text())
+    assert manifest["backend"] == "cpu" and manifest["device_count"] == 8
+    assert manifest["jax_version"] and manifest["jaxlib_version"]
+    assert manifest["xla_flags"] == "--xla_gpu_enable_command_buffer=''"
+    assert manifest["argv"] == [TRAIN, "--steps", "7"]
+    assert manifest["window"]["first_step"] == 2 and manifest["window"]["steps"] == 3
+    assert manifest["window"]["seconds"] > 0
+    assert manifest["profile"]["sha256"] == hashlib.sha256(b"").hexdigest()
+    assert manifest["profile"]["instructions"] == 0
+    assert manifest["environment"]["JAX_PLATFORMS"] == "cpu"
+
+
+def test_keep_trace_no_deletes_the_trace_after_extraction(project):
+    """Issue 13 case 7: --keep-trace no deletes the trace once the profile is written, and says so."""
+    proc = run_pgle("collect", TRAIN, "--steps", "2:2", "-o", "prof.pb", "--allow-empty",
+                    "--keep-trace", "no", "--json", "--", "--steps", "5", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    trace_dir = Path(report["trace_deleted"])
+    assert trace_dir.name == "trace" and not trace_dir.exists() and trace_dir.parent.is_dir()
+    assert (project / "prof.pb").exists() and (trace_dir.parent / "workload.log").exists()
+    assert any("deleted the trace" in l and "--keep-trace no" in l for l in pgle_lines(proc))
+    # A failed extraction keeps the trace: it is what is left to look at.
+    proc = run_pgle("collect", TRAIN, "--steps", "2:2", "-o", "prof2.pb", "--keep-trace", "no",
+                    "--json", "--", "--steps", "5", cwd=project)
+    assert proc.returncode == 1
+    assert "trace_deleted" not in report_of(proc)
+    assert list(Path(report_of(proc)["trace_dir"]).glob("plugins/profile/*/*.xplane.pb"))
+
+
+def test_collect_empty_profile_is_an_error_with_diagnosis(project):
+    proc = run_pgle("collect", TRAIN, "--steps", "1:1", "-o", "prof.pb", "--", "--steps", "3",
+                    cwd=project)
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
+    assert "the profile is empty" in err and "backend cpu" in err
+    assert "--allow-empty" in err
+    assert not (project / "prof.pb").exists()
+
+
+def test_collect_window_that_sees_no_step(project):
+    proc = run_pgle("collect", TRAIN, "--steps", "50:2", "-o", "prof.pb", "--json", "--",
+                    "--steps", "3", cwd=project)
+    assert proc.returncode == 1
+    report = report_of(proc)
+    assert any("never opened" in r for r in report["reasons"]), report["reasons"]
+
+
+@pytest.mark.parametrize("style", ["absl", "tsl"])
+def test_run_applied_per_module(project, style):
+    write_profile(project / "p.pb", {"fusion.1": 10.0, "all-reduce-start.2": 30.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--json", REPLAY, cwd=project,
+                    env=pgle_env(REPLAY_SCENARIO="applied", REPLAY_PREFIX=style))
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    assert report["status"] == "applied"
+    modules = {m["module"]: m for m in report["modules"]}
+    assert modules["jit_train_step"]["instructions_found"] == 38
+    assert modules["jit_train_step"]["instructions_missing"] == 2
+    assert modules["jit_train_step"]["coverage"] == pytest.approx(0.95)
+    assert modules["jit_train_step"]["missing_instructions"] == ["fusion.0", "fusion.1"]
+    assert modules["jit_eval_step"]["coverage"] == 1.0
+    assert modules["jit_eval_step"]["status"] == "applied"
+    # XLA got a content-addressed copy, not the user's path.
+    given = report["profile"]["given_to_xla"]
+    assert Path(given).name.startswith("profile-") and Path(given).read_bytes() == (project / "p.pb").read_bytes()
+    assert report["workload_exit_code"] == 0 and report["exit_code"] == 0
+    assert Path(report["log_path"]).exists()
+
+
+def test_run_partial_below_threshold_fails_require_applied(project):
+    write_profile(project / "p.pb", {"fusion.1": 10.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--require-applied", "--json", REPLAY,
+                    cwd=project, env=pgle_env(REPLAY_SCENARIO="partial"))
+    assert proc.returncode == 3
+    report = report_of(proc)
+    assert report["status"] == "partial" and report["exit_code"] == 3
+    train = next(m for m in report["modules"] if m["module"] == "jit_train_step")
+    assert train["status"] == "partial" and train["coverage"] == pytest.approx(0.25)
+    # A lower bar accepts the same evidence.
+    proc = run_pgle("run", "--profile", "p.pb", "--require-applied", "--min-coverage", "0.2",
+                    REPLAY, cwd=project, env=pgle_env(REPLAY_SCENARIO="partial"))
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("scenario,status,words", [
+    ("parse_error", "error", "could not parse"),
+    ("file_missing", "error", "no profile file"),
+    ("none", "not_applicable", "backend cpu"),
+])
+def test_run_negative_verdicts(project, scenario, status, words):
+    write_profile(project / "p.pb", {"fusion.1": 10.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--json", REPLAY, cwd=project,
+                    env=pgle_env(REPLAY_SCENARIO=scenario))
+    report = report_of(proc)
+    assert report["status"] == status
+    assert any(words in r for r in report["reasons"]), report["reasons"]
+    assert proc.returncode == 0  # only --require-applied turns a verdict into a failure
+
+
+def test_regenerated_profile_gets_a_new_path(project):
+    """A profile rewritten at the same path must never reach XLA under the same flag string."""
+    write_profile(project / "p.pb", {"fusion.1": 10.0})
+    first = report_of(run_pgle("run", "--profile", "p.pb", "--json", REPLAY, cwd=project,
+                               env=pgle_env(REPLAY_SCENARIO="none")))
+    write_profile(project / "p.pb", {"fusion.1": 99.0})
+    second = report_of(run_pgle("run", "--profile", "p.pb", "--json", REPLAY, cwd=project,
+                                env=pgle_env(REPLAY_SCENARIO="none")))
+    assert first["profile"]["given_to_xla"] != second["profile"]["given_to_xla"]
+
+
+def test_tune_on_cpu_is_not_applicable(project):
+    proc = run_pgle("tune", TRAIN, "--steps", "1:2", "--json", "--", "--steps", "7", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    assert report["status"] == "not_applicable"
+    assert any("backend cpu" in r for r in report["reasons"])
+    times = report["step_times"]
+    assert times["collect"]["count"] >= 2 and times["run"]["count"] >= 4
+    # No profile was applied on CPU: a ratio would only measure the profiler and noise.
+    assert times["ratio"] is None and "backend cpu applies no profile" in times["caveat"]
+    assert not any(re.search(r"ratio \d", l) for l in pgle_lines(proc))
+    assert set(report["phases"]) == {"collect", "run"}
+    assert any("phase 2/2: run without a profile" in l for l in pgle_lines(proc))
+
+
+def _manifest(project, name="prof.pb"):
+    return json.loads((project / f"{name}.manifest.json").read_text())
+
+
+def test_default_window_is_steps_2_to_6_when_the_script_marks_steps(project):
+    proc = run_pgle("collect", TRAIN, "-o", "prof.pb", "--allow-empty", "--", "--steps", "9",
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    window = _manifest(project)["window"]
+    assert window["mode"] == "auto" and window["first_step"] == 2 and window["steps"] == 5
+
+
+def test_default_window_without_steps_is_a_few_executions_of_the_jitted_function(project):
+    proc = run_pgle("collect", str(WORKLOADS / "no_steps.py"), "-o", "prof.pb", "--allow-empty",
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    window = _manifest(project)["window"]
+    assert window["mode"] == "auto" and window["steps"] is None
+    assert window["purpose"] == "executions" and window["function"] == "jit(<lambda>)"
+    assert window["first_execution"] == 2 and window["executions"] == 5
+    assert not list((project / ".pgle").rglob(".executions"))  # moved into place
+
+
+def test_time_window(project):
+    proc = run_pgle("collect", str(WORKLOADS / "no_steps.py"), "--delay", "0", "--duration",
+                    "0.5", "-o", "prof.pb", "--allow-empty", "--", "3", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    window = _manifest(project)["window"]
+    assert window["mode"] == "time" and 0.4 < window["seconds"] < 2.5
+
+
+def test_run_with_a_directory_verifies_per_module(project):
+    fp_train, fp_eval, fp_unused = "a" * 32, "b" * 32, "c" * 32
+    d = project / "profiles"
+    d.mkdir()
+    write_profile(d / f"{fp_train}.pb", {"fusion.1": 3.0})
+    write_profile(d / f"{fp_unused}.pb", {"fusion.9": 3.0})
+    proc = run_pgle("run", "--profile", "profiles", "--json", REPLAY, cwd=project,
+                    env=pgle_env(REPLAY_SCENARIO="directory", REPLAY_FP_TRAIN=fp_train,
+                                 REPLAY_FP_EVAL=fp_eval))
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    assert report["status"] == "partial"
+    modules = {m["module"]: m for m in report["modules"]}
+    assert modules["jit_train_step"]["status"] == "applied"
+    assert modules["jit_train_step"]["fingerprint"] == fp_train
+    assert modules["jit_eval_step"]["status"] == "not_applied"
+    assert report["directory"] == {"found": [fp_train], "looked_up_missing": [fp_eval],
+                                   "unused": [fp_unused]}
+    # XLA was given a content-addressed copy of the directory.
+    given = Path(report["profile"]["given_to_xla"])
+    assert given.is_dir() and (given / f"{fp_train}.pb").exists()
+
+
+def test_step_name_counts_only_those_steps(project):
+    proc = run_pgle("collect", str(EXAMPLES / "train_eval.py"), "--step-name", "train",
+                    "--steps", "2:3", "-o", "prof.pb", "--allow-empty", "--json", "--",
+                    "--steps", "8", "--eval-every", "2", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    window = report_of(proc)["window"]
+    # 8 train steps and 4 eval steps ran; only the train steps count.
+    assert window["steps_seen"] == 8 and window["first_step"] == 2 and window["steps"] == 3
+
+
+SLOW_STEPS = """
+import time, jax, jax.numpy as jnp
+f = jax.jit(lambda x: x * 2)
+x = jnp.ones(4)
+for i in range(4):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        f(x).block_until_ready()
+        if i >= 1:
+            time.sleep(7)
+"""
+
+
+def test_collect_prints_plain_progress_lines_during_the_window(project):
+    """Issue 13 case 7: a long window says how it goes, in plain `pgle:` lines (no \\r), at
+    most one every 10 s."""
+    script = project / "slow.py"
+    script.write_text(SLOW_STEPS)
+    proc = run_pgle("collect", str(script), "--steps", "1:2", "-o", "p.pb", "--allow-empty",
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    err = proc.stderr.decode()
+    progress = [l for l in pgle_lines(proc) if "profiling window open for" in l]
+    assert progress and "step(s) entered" in progress[0], pgle_lines(proc)
+    assert len(progress) <= 3  # the window lasts about 14 s: rate-limited, not every poll
+    assert "\r" not in err

@@ -1,0 +1,251 @@
+"""pgle's verdicts on real XLA:GPU logs: every lane fixture (tests/data/xla_gpu/<jax>/), through
+the real `pgle verify` command, against what really happened (scenarios.json).
+
+The logs come from the real XLA:GPU compiler of each jax version compiling for 8 H100s on a
+machine without a GPU (tests/xla_gpu/lane.py; tests/data/xla_gpu/README.md). The truth of each
+scenario comes from XLA's full log, the compile's exit status and the schedules, not from pgle.
+tests/data/xla_gpu/pgle-verdicts-before-fixes.md lists what pgle said before issue 10's fixes.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from helpers.pgle_testing import REPO, report_of, run_pgle
+
+sys.path.insert(0, str(REPO / "tests" / "xla_gpu"))
+import truth as lane_truth  # noqa: E402
+
+from pgle.cli.main import cli as pgle_main  # noqa: E402
+
+DATA = lane_truth.DATA
+VERSIONS = lane_truth.versions()
+CASES = [(v, name) for v in VERSIONS for name in lane_truth.load(v)["scenarios"]]
+
+
+def verify(*args: str) -> tuple[dict, int]:
+    """`pgle verify --json ARGS` in this process (the real click command)."""
+    result = CliRunner().invoke(pgle_main, ["verify", "--json", *args], catch_exceptions=False)
+    return json.loads(result.stdout), result.exit_code
+
+
+def label_lines(report: dict) -> str:
+    return "\n".join(report.get("summary") or [])
+
+
+def test_the_matrix_is_there():
+    assert VERSIONS == ["0.4.34", "0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.10.2"]
+    assert len(CASES) >= 6 * 23
+
+
+@pytest.mark.parametrize("version,name", CASES, ids=[f"{v}-{n}" for v, n in CASES])
+def test_verdict_matches_what_happened(version, name, tmp_path, monkeypatch):
+    doc = lane_truth.load(version)
+    sc = doc["scenarios"][name]
+    truth_status, truth_mods = lane_truth.truth(name, sc, doc)
+    args = ["--jax", version]
+    profile_given = False
+    if name == "relative-path":
+        # XLA logs the path as given (`Using PGLE profile from good.pbtxt`): run verify from
+        # the workload's directory with the same relative path.
+        (tmp_path / "good.pbtxt").write_text(lane_truth.good_profile_text(doc))
+        monkeypatch.chdir(tmp_path)
+        args += ["--profile", "good.pbtxt"]
+    elif name == "absent":
+        args += ["--profile", str(tmp_path / "absent.pbtxt")]
+        profile_given = True
+    report, code = verify(*args, str(DATA / version / f"{name}.log"))
+    assert code == 0, report
+    want = lane_truth.expected_status(version, name, truth_status, profile_given=profile_given)
+    reasons = " ".join(report["reasons"])
+    if want == "hidden":
+        # The INFO log is off: WARNING checker blocks may show, nothing else does.
+        has_lines = (DATA / version / f"{name}.log").read_text().strip() != ""
+        assert report["status"] == ("error" if has_lines else "not_applied"), report
+        assert "TF_CPP_MIN_LOG_LEVEL" in reasons
+        assert report["modules"] == [] or not has_lines
+        return
+    assert report["status"] == want, (truth_status, report["status"], reasons)
+    assert not report["warnings"], report["warnings"]  # relative path: no "read a different file"
+    rows = {m["module"]: m for m in report["modules"]}
+    assert not any(str(k).endswith("-clone") for k in rows), "clones are folded into their module"
+    mods = lane_truth.per_module(truth_mods)
+    if name == "no-vmodule" and None in rows:
+        # No VLOG line names the modules (jax <= 0.6.2 without TF_CPP_VMODULE): the k-th one.
+        assert len(report["modules"]) == len(mods)
+        assert [m["ordinal"] for m in report["modules"]] == list(range(1, len(mods) + 1))
+        assert "unnamed module #1:" in label_lines(report)
+        mods = {None: mods[next(iter(mods))]}
+        rows = {None: report["modules"][0]}
+    for module, fact in mods.items():
+        row = rows.get(module)
+        if fact == "not read":
+            assert row is None or not row["profile_found"] or row["status"] == "not_applied", row
+            continue
+        assert row is not None, (module, fact, report["modules"])
+        if fact == "full":
+            assert (row["status"], row["coverage"]) == ("applied", 1.0), row
+        elif fact == "read (no checker)":
+            # jax 0.4.34 without the checker flag: read, coverage unverified.
+            assert (row["status"], row["coverage"]) == ("applied", None), row
+            assert any("unverified" in n for n in row["notes"]), row["notes"]
+        else:
+            found, total = map(int, fact.split("/"))
+            assert row["coverage"] == pytest.approx(found / total), (module, fact, row)
+            assert row["instructions_missing"] == total - found
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_error_strictness_names_the_failed_compile(version):
+    report, _ = verify("--jax", version, str(DATA / version / "partial-error.log"))
+    assert report["status"] == "error"
+    assert "Found" in report["reasons"][0] and "Discarding the profile" in report["reasons"][0]
+    assert "ERROR strictness" in report["reasons"][0]
+    # 0.7.2/0.8.3 fail on the clone: the row still names the module.
+    assert report["modules"][0]["module"] == "jit_prog_a_collectives"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_unknown_flag_is_an_error_naming_it(version):
+    report, _ = verify("--jax", version, str(DATA / version / "unknown-checker-flag.log"))
+    assert report["status"] == "error"
+    flag = ("--xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_WARN" if version == "0.4.34"
+            else "--xla_gpu_enable_pgle_accuracy_checker=true")
+    assert flag in report["reasons"][0] and "aborted" in report["reasons"][0]
+    # 0.4.34 lists every XLA_FLAGS entry after the unknown ones: only the unknown one is named.
+    assert "profile_file_or_directory_path" not in report["reasons"][0]
+
+
+def test_jax_0_4_34_wordings_are_errors():
+    for name in ("garbage-pbtxt", "garbage-pb", "fdo-garbage"):
+        report, _ = verify("--jax", "0.4.34", str(DATA / "0.4.34" / f"{name}.log"))
+        assert report["status"] == "error", (name, report["reasons"])
+        assert "could not parse" in report["reasons"][0]
+    report, _ = verify("--jax", "0.4.34", str(DATA / "0.4.34" / "fdo-pb.log"))
+    assert report["status"] == "applied"
+    assert all(m["profile_path"] == "fdo_profile (binary)" for m in report["modules"])
+
+
+def test_jax_0_4_34_coverage_is_unverified_without_the_checker():
+    report, _ = verify("--jax", "0.4.34", str(DATA / "0.4.34" / "good-pbtxt.log"))
+    assert report["status"] == "applied"
+    assert [m["coverage"] for m in report["modules"]] == [None] * 5
+    assert "coverage ?" in label_lines(report)
+    # With a checker-era jax the same silence is full coverage.
+    report, _ = verify("--jax", "0.5.3", str(DATA / "0.5.3" / "good-pbtxt.log"))
+    assert [m["coverage"] for m in report["modules"]] == [1.0] * 5
+
+
+def test_absent_profile_silent_log_says_the_file_is_missing(tmp_path):
+    for version in ("0.4.34", "0.5.3"):
+        log = DATA / version / "absent.log"
+        report, _ = verify("--jax", version, str(log))
+        assert report["status"] == "not_applied"
+        assert "logs nothing when the profile file does not exist" in report["reasons"][0]
+        report, _ = verify("--jax", version, "--profile", str(tmp_path / "absent.pbtxt"), str(log))
+        assert report["status"] == "error"
+        assert "does not exist, and XLA gave no sign" in report["reasons"][0]
+
+
+def test_directory_of_pb_files_pbtxt_lookup_error_is_not_an_error():
+    # jax >= 0.6.2 logs `E ... PGLE profile file does not exist: <dir>/<fp>.pbtxt` before
+    # reading <fp>.pb: that is the normal lookup order, not a failure.
+    for version in ("0.6.2", "0.7.2", "0.8.3", "0.10.2"):
+        text = (DATA / version / "dir-pb.log").read_text()
+        assert "does not exist" in text and ".pbtxt" in text
+        report, _ = verify("--jax", version, str(DATA / version / "dir-pb.log"))
+        assert report["status"] == "applied", (version, report["reasons"])
+
+
+@pytest.mark.parametrize("version", ["0.7.2", "0.8.3"])
+def test_clones_fold_into_their_module(version):
+    report, _ = verify("--jax", version, str(DATA / version / "fdo-pbtxt.log"))
+    assert report["status"] == "applied"
+    a = report["modules"][0]
+    assert a["module"] == "jit_prog_a_collectives" and a["coverage"] == 1.0
+    assert any("jit_prog_a_collectives-clone" in n and "never runs" in n for n in a["notes"])
+    report, _ = verify("--jax", version, str(DATA / version / "dir-pbtxt-with-clones.log"))
+    assert report["status"] == "partial"
+    notes = " ".join(n for m in report["modules"] for n in m["notes"])
+    assert "changes the module's own fingerprint" in notes
+
+
+def test_missing_log_level_is_said():
+    report, _ = verify("--jax", "0.8.3", str(DATA / "0.8.3" / "no-log-level.log"))
+    assert report["status"] == "error"
+    assert "INFO log is hidden" in report["reasons"][0]
+    assert "4 module(s)" in report["reasons"][0]
+    assert report["modules"] == []
+
+
+def test_missing_vmodule_names_modules_by_order():
+    report, _ = verify("--jax", "0.6.2", str(DATA / "0.6.2" / "no-vmodule.log"))
+    lines = label_lines(report)
+    for k in range(1, 6):
+        assert f"unnamed module #{k}: applied" in lines
+    assert "None" not in lines
+
+
+def test_public_jax_0_4_25_may_not_applicable_is_not_applied():
+    log = DATA / "public" / "maxtext-jax0.4.25-h100x8-may-not-applicable.log"
+    report, _ = verify("--jax", "0.4.25", str(log))
+    assert report["status"] == "partial"
+    names = [m["module"] for m in report["modules"]]
+    assert "jit_train_step" in names and None not in names
+    train = next(m for m in report["modules"] if m["module"] == "jit_train_step")
+    assert train["status"] == "partial" and train["coverage"] is None
+    assert any("wrapped_transpose.10" in n for n in train["notes"])
+    assert "applied the profile." not in report["reasons"][0] or "0 of" in report["reasons"][0]
+
+
+def _rewrite(src: Path, dst: Path, fn) -> Path:
+    dst.write_bytes(fn(src.read_bytes()))
+    return dst
+
+
+def test_epoch_prefix_before_absl_init_parses(tmp_path):
+    # Lines logged before absl is initialised: `I0000 00:00:<epoch>.<us> <tid> file:line]`.
+    import re
+    log = _rewrite(DATA / "0.10.2" / "good-pbtxt.log", tmp_path / "epoch.log",
+                   lambda b: re.sub(rb"(?m)^([IWEF])\d{4} \d\d:\d\d:\d\d\.",
+                                    rb"\g<1>0000 00:00:1732377600.", b))
+    assert b"I0000 00:00:1732377600." in log.read_bytes()
+    report, _ = verify("--jax", "0.10.2", str(log))
+    assert report["status"] == "applied" and len(report["modules"]) == 5
+
+
+@pytest.mark.parametrize("glue", [b"\r", b""], ids=["carriage-return", "no-newline"])
+def test_progress_bar_before_log_lines_does_not_hide_them(tmp_path, glue):
+    # A progress bar (tqdm) printed without a newline just before XLA's lines (issue 12 item 5).
+    src = (DATA / "0.10.2" / "good-pbtxt.log").read_bytes()
+    out = b"".join(b"compiling 40%|####      | 2/5" + glue + line + b"\n"
+                   for line in src.splitlines())
+    log = tmp_path / "bar.log"
+    log.write_bytes(out)
+    report, code = verify("--jax", "0.10.2", "--require-applied", str(log))
+    assert (report["status"], code) == ("applied", 0)
+    assert len(report["modules"]) == 5
+    # Also for the tsl prefix of jax < 0.7.2.
+    src = (DATA / "0.5.3" / "good-pbtxt.log").read_bytes()
+    log.write_bytes(b"".join(b"step 3/10" + glue + line + b"\n" for line in src.splitlines()))
+    report, code = verify("--jax", "0.5.3", "--require-applied", str(log))
+    assert (report["status"], code) == ("applied", 0)
+
+
+def test_verify_as_a_user_runs_it_exit_codes(tmp_path):
+    # The real console entry point in a subprocess: exit 3 under --require-applied for error.
+    proc = run_pgle("verify", "--jax", "0.8.3", "--require-applied", "--json",
+                    str(DATA / "0.8.3" / "partial-error.log"), cwd=tmp_path)
+    assert proc.returncode == 3
+    assert report_of(proc)["status"] == "error"
+    proc = run_pgle("verify", "--jax", "0.8.3", "--require-applied",
+                    str(DATA / "0.8.3" / "dir-pbtxt.log"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    proc = run_pgle("verify", "--jax", "banana", str(DATA / "0.8.3" / "dir-pbtxt.log"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip().splitlines() == [
+        "pgle: error: --jax banana is not a version (e.g. 0.4.34)."]

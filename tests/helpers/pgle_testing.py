@@ -1,0 +1,50 @@
+"""Helpers every test may import (`from helpers.pgle_testing import ...`): run pgle as a user
+would, in real subprocesses, and read what it printed. pytest puts tests/ on sys.path
+(pyproject `pythonpath`), so `helpers` is importable from every test folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TESTS = REPO / "tests"
+WORKLOADS = TESTS / "workloads"
+EXAMPLES = REPO / "examples"
+DATA = TESTS / "data"
+
+
+def pgle_env(**extra: str) -> dict[str, str]:
+    """A clean environment: no PGLE-related variables from the developer's shell."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("XLA_", "JAX_", "TF_CPP_", "PGLE_"))}
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env.update(extra)
+    return env
+
+
+def run_pgle(*args: str, cwd: Path | str, env: dict[str, str] | None = None,
+             timeout: float = 300, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """`pgle ARGS` exactly as a user runs it (the console script's module)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pgle", *args], cwd=cwd, env=env or pgle_env(),
+        capture_output=True, timeout=timeout, input=input,
+    )
+
+
+def report_of(proc: subprocess.CompletedProcess) -> dict:
+    return json.loads(proc.stdout.decode())
+
+
+def pgle_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return [l for l in proc.stderr.decode().splitlines() if l.startswith("pgle:")]
+
+
+def write_profile(path: Path, costs: dict[str, float]) -> Path:
+    from pgle.profiles.files import Profile, write_profile as write
+
+    write(Profile(costs=list(costs.items())), path, force=True)
+    return path

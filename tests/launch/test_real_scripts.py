@@ -1,0 +1,166 @@
+"""pgle on scripts it did not write (issue 13): real-style workloads in the idioms of flax nnx,
+equinox, optax and jax's stax (tests/workloads/real/), real JAX on CPU, real pgle processes.
+
+Each test reproduces one case of the issue: no step markers, the script's own profiler, a
+script that assigns XLA_FLAGS, tqdm-style progress, an eval loop between train steps, an early
+exit; and what pgle printed about each.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from helpers.pgle_testing import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
+
+REAL = WORKLOADS / "real"
+FLAX = str(REAL / "flax_nnx_mlp.py")
+EQX = str(REAL / "equinox_rnn.py")
+GPT = str(REAL / "optax_gpt_profiler.py")
+STAX = str(REAL / "stax_mlp.py")
+
+
+def _manifest(project, name="p.pb"):
+    return json.loads((project / f"{name}.manifest.json").read_text())
+
+
+def test_flax_script_without_markers_that_assigns_xla_flags(project):
+    """Case 1 + 3 (+ tqdm output, eval loop): the window is 5 executions of the train step
+    after 2 (the eval step runs less often), said before the run; the assigned XLA_FLAGS
+    dropped pgle's flag: warned while it ran, a reason, the manifest has what XLA saw."""
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", FLAX, cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    err = proc.stderr.decode()
+    report = report_of(proc)
+    window = report["window"]
+    assert window["purpose"] == "executions" and "train_step" in window["function"]
+    assert (window["first_execution"], window["executions"]) == (2, 5)
+    assert "profiling window:" in err and "most-executed jax.jit function" in err
+    assert "train 12/12" in err  # (--json: the workload's \r progress passed through
+    # Said while the workload ran (before its last output), and again as a reason.
+    early = err.index("pgle: warning: the workload replaced XLA_FLAGS")
+    assert early < err.index("pgle: trace kept")
+    assert any("replaced XLA_FLAGS" in r and "--xla_gpu_enable_command_buffer" in r
+               for r in report["reasons"])
+    man = _manifest(project)
+    assert man["effective_xla_flags"] == "--xla_cpu_use_thunk_runtime=true"
+    assert "--xla_gpu_enable_command_buffer=''" in man["child_xla_flags"]
+    assert report["conversion"].startswith("skipped: the trace holds no GPU plane")
+
+
+def test_a_script_that_appends_to_xla_flags_keeps_pgles(project):
+    """Case 3's documented fix (docs/guide/real-scripts.md): append, don't assign."""
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", FLAX, "--", "--append",
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "replaced XLA_FLAGS" not in proc.stderr.decode()
+    effective = _manifest(project)["effective_xla_flags"].split()
+    assert "--xla_gpu_enable_command_buffer=''" in effective
+    assert "--xla_cpu_use_thunk_runtime=true" in effective
+
+
+def test_collect_uses_the_scripts_own_profiler_window(project):
+    """Case 2: a MaxText-style start_trace/stop_trace no longer dies on 'Profile has already
+    been started'; pgle's window gives way and the profile comes from the script's trace."""
+    own = project / "own-trace"
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", GPT, "--",
+                    "--profile-dir", str(own), cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    script = report["window"]["script_trace"]
+    assert re.search(r"optax_gpt_profiler\.py:\d+$", script["site"]) and script["dir"] == str(own)
+    assert report["trace_dir"] and list(own.rglob("*.xplane.pb"))
+    assert "step 9" in proc.stderr.decode()  # the script ran to its end (--json: on stderr)
+
+
+def test_auto_names_the_scripts_profiler_not_more_steps(project):
+    """Case 2 under auto: the collision is the reason, not 'run more steps'."""
+    proc = run_pgle("auto", "--json", GPT, "--", "--profile-dir", str(project / "own"),
+                    "--steps", "6", cwd=project)
+    report = report_of(proc)
+    assert any("its own profiler" in r and "optax_gpt_profiler.py:" in r
+               for r in report["reasons"]), report["reasons"]
+    assert not any("run more steps" in (m.get("fix") or "") for m in report["modules"])
+
+
+def test_steps_on_a_script_without_markers_says_so_early(project):
+    """Case 1: --steps cannot be met without markers; said during the run, pointing at the ways
+    out, and the run goes on unprofiled (also: stax's RuntimeWarning prints as without pgle)."""
+    proc = run_pgle("collect", "--steps", "2:3", "-o", "p.pb", "--allow-empty", "--json", STAX,
+                    "--", "--steps", "24", cwd=project)
+    assert proc.returncode == 1, proc.stderr.decode()  # nothing profiled: a pgle failure
+    err = proc.stderr.decode()
+    said = err.index("--steps 2:3 cannot be met")
+    assert said < err.index("24/24")  # before the workload finished
+    for way in ("--step-name", "--delay/--duration", "StepTraceAnnotation("):
+        assert way in err
+    assert any("cannot be met" in r for r in report_of(proc)["reasons"])
+    assert err.count("RuntimeWarning: learning rate schedule is constant") == 1
+
+
+def test_an_early_exit_cuts_the_execution_window_short_and_says_so(project):
+    """The equinox script stops after 4 steps: executions 2 and 3 were profiled, not 5."""
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", EQX, "--",
+                    "--stop-after", "4", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    assert report["window"]["executions"] == 2
+    assert any("cut short" in w and "2 profiled execution(s)" in w for w in report["warnings"])
+
+
+def test_terminal_is_quiet_log_is_complete_and_tracebacks_are_the_workloads(project):
+    """Case 5: XLA's INFO lines pgle turned on reach workload.log, not the terminal (unless
+    --verbose); a workload's traceback starts in the workload, as under plain python."""
+    write_profile(project / "p.pb", {"fusion.1": 10.0})
+    proc = run_pgle("run", "--profile", "p.pb", EQX, "--", "--stop-after", "3", "--crash",
+                    cwd=project, env=pgle_env())
+    err = proc.stderr.decode()
+    assert proc.returncode == 1
+    assert not re.search(r"^I\d{4} ", err, re.M), err[:2000]
+    log = next(project.glob(".pgle/runs/*-run-*/workload.log")).read_text()
+    assert re.search(r"^I\d{4} .*pjrt_client", log, re.M)
+    tb = err[err.index("Traceback"):]
+    assert "harness.py" not in tb and "runpy" not in tb
+    assert "equinox_rnn.py" in tb and "FloatingPointError: loss diverged at step 2" in tb
+    verbose = run_pgle("run", "--verbose", "--profile", "p.pb", EQX, "--", "--steps", "2",
+                       cwd=project, env=pgle_env())
+    assert re.search(r"^I\d{4} .*pjrt_client", verbose.stderr.decode(), re.M)
+
+
+@pytest.mark.parametrize("script", [STAX])
+def test_tune_on_cpu_prints_no_ratio(project, script):
+    """Case 4: on CPU no profile is applied; tune says so instead of printing a ratio."""
+    proc = run_pgle("tune", "--json", script, cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    times = report_of(proc)["step_times"]
+    assert times["ratio"] is None and times["caveat"]
+    assert not any(re.search(r"ratio \d", l) for l in pgle_lines(proc))
+
+
+def test_pgle_folder_gitignore(project):
+    """Case 7 (hygiene): .pgle/ gets a .gitignore of `*` with the first run folder."""
+    from pgle.launch.runfolder import RunFolder
+
+    import os
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        RunFolder.create("run")
+    finally:
+        os.chdir(cwd)
+    assert (project / ".pgle" / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_run_of_a_script_that_never_imports_jax_says_so(project, tmp_path):
+    """Case 6: the reason is the missing jax import, not XLA's INFO log."""
+    script = tmp_path / "no_jax.py"
+    script.write_text("import math\nprint(math.sqrt(4.0))\n")
+    write_profile(project / "p.pb", {"fusion.1": 10.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--json", str(script), cwd=project)
+    report = report_of(proc)
+    assert proc.returncode == 0, proc.stderr.decode()  # not_applied is a verdict, not a failure
+    assert report["status"] == "not_applied"
+    assert any("never imported jax" in r for r in report["reasons"]), report["reasons"]
+    assert not any("INFO log" in r for r in report["reasons"])
