@@ -553,6 +553,8 @@ def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_n
             if base is None:
                 continue  # internal host event
             op, module, pid, scope = base
+            # _read_stats inlined: this loop runs once per device event (millions in a large
+            # trace), and it reads interned stat names through ref_value first.
             for st in ev.stats:
                 code = codes_get(st.metadata_id)
                 if code is None:
