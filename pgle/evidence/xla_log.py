@@ -25,7 +25,6 @@ from typing import BinaryIO, Iterable
 from pgle.evidence import logscan
 
 MAX_MISSING_NAMES = 50
-MAX_WAIT_LINES = 100_000
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
 CHUNK = 8 << 20
 
@@ -83,28 +82,40 @@ class LogScanner:
     def __init__(self):
         self.evidence = Evidence()
         self._threads: dict[tuple, _Thread] = {}
-        self._expecting = 0  # threads still owed missing-instruction names
-        self._waited = 0  # lines read one by one since the last name
 
     # -- input --------------------------------------------------------------
     def scan_file(self, path: Path | str) -> Evidence:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:
             self.scan_stream(f)
         return self.evidence
 
     def scan_stream(self, f: BinaryIO) -> Evidence:
-        carry = b""
+        """Feed the lines holding a pre-filter literal (logscan.ANCHORS), in order.
+
+        One buffer is reused for the whole log (readinto: no allocation or copy of each block);
+        the unfinished last line of a block is moved to the buffer's start and completed by the
+        next read, and a line longer than the buffer grows it. Memory stays flat: CHUNK plus the
+        longest line."""
+        buf = bytearray(CHUNK)
+        kept = 0  # bytes of an unfinished line at buf[:kept]
         while True:
-            block = f.read(CHUNK)
-            if not block:
+            if kept == len(buf):
+                buf += bytes(len(buf))  # one line longer than the buffer
+            with memoryview(buf) as view:
+                n = f.readinto(view[kept:])
+            if not n:
                 break
-            self.evidence.bytes_scanned += len(block)
-            data = carry + block
-            cut = data.rfind(b"\n") + 1
-            carry = data[cut:]
-            self._scan_block(data, cut)
-        if carry:
-            self._scan_block(carry + b"\n", len(carry) + 1)
+            self.evidence.bytes_scanned += n
+            end = kept + n
+            cut = buf.rfind(b"\n", 0, end) + 1
+            if cut:
+                self._scan_block(buf, cut)
+                buf[:end - cut] = buf[cut:end]  # same length: the buffer is not resized
+                kept = end - cut
+            else:
+                kept = end
+        if kept:  # the last line, without a newline
+            self._scan_block(buf, kept)
         return self.evidence
 
     def feed_lines(self, lines: Iterable[bytes]) -> Evidence:
@@ -112,35 +123,24 @@ class LogScanner:
             self.feed(line)
         return self.evidence
 
-    def _scan_block(self, data: bytes, end: int) -> None:
-        # Jump between lines holding a candidate literal (single-literal searches
-        # run several times faster than one alternation); after a "Missing N"
-        # line, read line by line until that thread's N names have come.
-        hits = sorted({m.start() for lit in logscan.CANDIDATES for m in lit.finditer(data, 0, end)})
-        pos = 0
-        while self._expecting and pos < end:  # names owed from the previous block
-            pos = self._feed_line(data, pos, end)
-        for hit in hits:
-            if hit < pos:
-                continue
-            nl_before = data.rfind(b"\n", pos, hit)
-            start = pos if nl_before < 0 else nl_before + 1
-            pos = self._feed_line(data, start, end)
-            while self._expecting and pos < end:
-                pos = self._feed_line(data, pos, end)
+    def _scan_block(self, data: bytearray, end: int) -> None:
+        """Feed each line of data[:end] that holds an anchor literal, once, in order.
 
-    def _feed_line(self, data: bytes, start: int, end: int) -> int:
-        nl = data.find(b"\n", start, end)
-        nl = end - 1 if nl < 0 else nl
-        self.feed(data[start:nl])
-        if self._expecting:
-            self._waited += 1
-            if self._waited > MAX_WAIT_LINES:
-                # A cut log: the names will not come; stop reading line by line.
-                for state in self._threads.values():
-                    state.expect_names = 0
-                self._expecting = 0
-        return nl + 1
+        One bytes.find pass per literal (logscan.ANCHORS explains the choice); a block without
+        any costs exactly those passes and no Python work per line."""
+        starts = set()
+        for lit in logscan.ANCHORS:
+            hit = data.find(lit, 0, end)
+            while hit >= 0:
+                start = data.rfind(b"\n", 0, hit) + 1
+                starts.add(start)
+                nl = data.find(b"\n", hit, end)
+                if nl < 0:
+                    break
+                hit = data.find(lit, nl + 1, end)
+        for start in sorted(starts):
+            nl = data.find(b"\n", start, end)
+            self.feed(bytes(data[start:end if nl < 0 else nl]))
 
     # -- the state machine ------------------------------------------------------
     def feed(self, raw: bytes) -> None:
@@ -172,9 +172,6 @@ class LogScanner:
                 if state.current is not None and len(state.current.missing_names) < MAX_MISSING_NAMES:
                     state.current.missing_names.append(m.group("name"))
                 state.expect_names -= 1
-                self._waited = 0
-                if not state.expect_names:
-                    self._expecting -= 1
                 return
         self._message(msg, state, line.rank)
 
@@ -215,8 +212,6 @@ class LogScanner:
             ev.checker_lines += 1
             n = int(m.group("n"))
             self._current(state, rank).checker_missing = n
-            if n and not state.expect_names:
-                self._expecting += 1
             state.expect_names = n
         elif m := logscan.FILE_MISSING.match(msg):
             ev.pgle_lines += 1
