@@ -124,21 +124,9 @@ class LogScanner:
         return self.evidence
 
     def _scan_block(self, data: bytearray, end: int) -> None:
-        """Feed each line of data[:end] that holds an anchor literal, once, in order.
-
-        One bytes.find pass per literal (logscan.ANCHORS explains the choice); a block without
-        any costs exactly those passes and no Python work per line."""
-        starts = set()
-        for lit in logscan.ANCHORS:
-            hit = data.find(lit, 0, end)
-            while hit >= 0:
-                start = data.rfind(b"\n", 0, hit) + 1
-                starts.add(start)
-                nl = data.find(b"\n", hit, end)
-                if nl < 0:
-                    break
-                hit = data.find(lit, nl + 1, end)
-        for start in sorted(starts):
+        """Feed each line of data[:end] that holds a pre-filter literal (logscan.line_starts):
+        a block without one costs a few C-level searches and no Python work per line."""
+        for start in logscan.line_starts(data, end):
             nl = data.find(b"\n", start, end)
             self.feed(bytes(data[start:end if nl < 0 else nl]))
 
