@@ -168,3 +168,25 @@ def test_stream_and_file_agree(tmp_path):
     log.write_text("\n".join(noise(50) + APPLIED + RARE_LINES) + "\n")
     from_stream = LogScanner().scan_stream(io.BytesIO(log.read_bytes()))
     assert dataclasses.asdict(from_stream) == dataclasses.asdict(LogScanner().scan_file(log))
+
+
+def test_message_starts_cover_every_pattern_the_state_machine_reads():
+    # _message skips messages that start with none of _MESSAGE_STARTS: every pattern it tries
+    # must be among those the starts were taken from, and each start must begin real messages.
+    import inspect
+    import re
+
+    tried = set(re.findall(r"logscan\.([A-Z_]+)\.match", inspect.getsource(LogScanner._message)))
+    source = inspect.getsource(xla_log)
+    listed = set(re.findall(r"logscan\.([A-Z_]+)", source[source.index("_MESSAGE_STARTS = "):]
+                            .split("\n\n")[0]))
+    assert tried and tried <= listed
+    for msg in ["Fingerprint before LHS for module jit_m = 0123456789abcdef0123456789abcdef",
+                "Using PGLE profile from /p.pb", "Using PGLE profile from fdo_profile (binary)",
+                "Found profile, using profile guided latency estimator",
+                "Found 3 instructions from the profile.", "Missing 2 instructions from the profile.",
+                "PGLE profile file does not exist: /p.pb",
+                "Unknown flags in XLA_FLAGS: --x=1", "Unknown flag in XLA_FLAGS: --x=1",
+                "Profile data detected but xla_gpu_enable_latency_hiding_scheduler unset",
+                "Unable to prase FDO profile: not a valid text or binary ProfiledInstructionsProto"]:
+        assert msg.startswith(xla_log._MESSAGE_STARTS), msg
