@@ -120,12 +120,15 @@ class LogScanner:
         while True:
             if kept == len(buf):
                 buf += bytes(len(buf))  # one line longer than the buffer
+            end = kept
             with memoryview(buf) as view:
-                n = f.readinto(view[kept:])
-            if not n:
+                # A pipe gives 64 KiB a read: fill the buffer, so that each search pass covers
+                # a whole block and the costs per block stay negligible.
+                while end < len(buf) and (n := f.readinto(view[end:])):
+                    end += n
+            if end == kept:
                 break
-            self.evidence.bytes_scanned += n
-            end = kept + n
+            self.evidence.bytes_scanned += end - kept
             cut = buf.rfind(b"\n", 0, end) + 1
             if cut:
                 self._scan_block(buf, cut)

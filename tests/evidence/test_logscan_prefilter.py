@@ -190,3 +190,26 @@ def test_message_starts_cover_every_pattern_the_state_machine_reads():
                 "Profile data detected but xla_gpu_enable_latency_hiding_scheduler unset",
                 "Unable to prase FDO profile: not a valid text or binary ProfiledInstructionsProto"]:
         assert msg.startswith(xla_log._MESSAGE_STARTS), msg
+
+
+def test_a_pipe_that_gives_a_few_bytes_a_read():
+    # stdin (`pgle verify -`): reads return what the writer has written so far.
+    import os
+    import threading
+
+    data = ("\n".join(noise(200) + APPLIED + RARE_LINES) + "\n").encode()
+    r, w = os.pipe()
+
+    def write():
+        with os.fdopen(w, "wb", buffering=0) as out:
+            for i in range(0, len(data), 777):
+                out.write(data[i:i + 777])
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with os.fdopen(r, "rb") as stream:
+        ev = LogScanner().scan_stream(stream)
+    writer.join()
+    reference = LogScanner().feed_lines(data.split(b"\n"))
+    assert ev.bytes_scanned == len(data) and ev.unknown_flags == ["--xla_bogus=1"]
+    assert_same(ev, reference)
