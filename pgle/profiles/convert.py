@@ -25,7 +25,8 @@ frontend attribute `fingerprint_before_lhs` of the HLO proto in the
 instruction attribute (older XLA), then the VLOG line `Fingerprint before LHS
 for module <name>(<id>) = <hex>` in the run's log (`TF_CPP_VMODULE=gpu_hlo_schedule=1`).
 
-Python, protobuf and numpy: no jax import, so it works in the CLI process.
+Python, protobuf and numpy: no jax import, so it works in the CLI process. numpy is imported
+in the functions that convert: `pgle convert` of a profile file imports this module too.
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ import dataclasses
 import os
 import re
 from typing import Any
-
-import numpy as np
 
 from pgle.errors import BadInput, ProfileError
 from pgle.profiles.files import FINGERPRINT_RE, QUALIFIER, Profile
@@ -99,6 +98,8 @@ def stat_of_chunks(chunks: list, stat: str) -> float:
     """`apply_stat` over the concatenated numpy chunks, bit for bit: the mean is a left-to-right
     sum (np.cumsum is sequential, unlike np.sum's pairwise sum), the median and percentiles
     pick the same order statistics `sorted()` would."""
+    import numpy as np
+
     v = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
     n = int(v.size)
     if stat == "mean":
@@ -562,6 +563,8 @@ def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_n
     """Collect one device plane's op durations (with `merge`, one per fragment span); returns
     (events used, events outside the window). The hot loop of the converter: it avoids
     per-event allocations and reads the usual stat encodings (references, int64) directly."""
+    import numpy as np
+
     setup = _plane_stat_setup(plane)
     if setup is None:
         return 0, 0
@@ -692,6 +695,8 @@ def _scan_plane_columns(setup, lines, data, merge, durations, ops_seen, modules_
     the same events, groups, names, sample order and values, several times faster on millions of
     events. None (before touching any argument) where the plane's layout is outside what the
     column reader decodes exactly; the caller then runs `_scan_plane`."""
+    import numpy as np
+
     from pgle.profiles.xplane_columns import INT64, REF, UINT64, event_columns, small_ids
 
     codes, ref_names, md_stats = setup
