@@ -70,32 +70,29 @@ def line_ranges(plane: memoryview) -> list[tuple[int, int]]:
     return out
 
 
-def _event_spans(data: memoryview, pos: int, end: int, starts: list, lens: list) -> int:
-    """Append (start, length) of every event (XLine field 4) between pos and end; returns the
-    number found. The fast path covers the usual `22 LL` header (events under 128 bytes)."""
-    found = 0
-    add_start, add_len = starts.append, lens.append
+def _event_starts(data: memoryview, pos: int, end: int, starts: array, long: list) -> None:
+    """Append where every event (XLine field 4) between pos and end starts. The usual header
+    `22 LL` (an event under 128 bytes) is the fast path: its length is the byte before the
+    start, read later by numpy. Longer events add (index in `starts`, length) to `long`."""
+    add = starts.append
     while pos < end:
         if data[pos] == 0x22:
             n = data[pos + 1]
             if n < 0x80:
-                add_start(pos + 2)
-                add_len(n)
-                pos += 2 + n
-                found += 1
+                pos += 2
+                add(pos)
+                pos += n
                 continue
         tag_pos = pos
         key, pos = _varint(data, pos, end)
         field, wtype = key >> 3, key & 7
         if field == 4 and wtype == _LEN:
             n, pos = _varint(data, pos, end)
-            add_start(pos)
-            add_len(n)
+            long.append((len(starts), n))
+            add(pos)
             pos += n
-            found += 1
         else:
             pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
-    return found
 
 
 def _varints(buf: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -161,15 +158,21 @@ def event_columns(plane: memoryview, lines: list[int], codes: dict[int, int]) ->
 
 def _event_columns(plane: memoryview, lines: list[int], codes: dict[int, int]) -> EventColumns:
     ranges = line_ranges(plane)
-    starts, lens = array("q"), array("q")
+    starts: array = array("q")
+    long: list[tuple[int, int]] = []
     counts = []
     for i in lines:
         s, e = ranges[i]
         # The line's own fields (name, timestamp) come from protobuf; only events are walked.
-        counts.append(_event_spans(plane, s, e, starts, lens))
+        before = len(starts)
+        _event_starts(plane, s, e, starts, long)
+        counts.append(len(starts) - before)
     buf = np.frombuffer(plane, np.uint8)
     start = np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64)
-    end = start + (np.frombuffer(lens, np.int64) if lens else np.zeros(0, np.int64))
+    length = buf[start - 1].astype(np.int64)  # the one-byte length before each short event
+    for index, n in long:
+        length[index] = n
+    end = start + length
     n = start.size
     cols = EventColumns(line=np.repeat(np.arange(len(lines), dtype=np.int64), counts),
                         metadata_id=np.zeros(n, np.int64), offset_ps=np.zeros(n, np.int64),
