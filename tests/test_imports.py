@@ -75,13 +75,17 @@ def test_help_imports_neither_etils_nor_protobuf_nor_click(tmp_path):
         assert _imported_after([command, "--help"], tmp_path, heavy) == set(), command
 
 
-def test_local_profile_commands_import_no_etils(tmp_path):
+def test_local_profile_commands_import_nothing_heavy(tmp_path):
+    # Small local profiles: no etils (local paths), no protobuf (canonical.py reads and writes
+    # them), no numpy (columns only from 1 MiB), and convert skips the trace/Nsight converters.
     from pgle.profiles.files import Profile, write_profile
 
-    write_profile(Profile([("fusion.1", 1.0)]), tmp_path / "a.pbtxt")
-    write_profile(Profile([("fusion.1", 2.0)]), tmp_path / "b.pb")
+    write_profile(Profile([("fusion.1", 1.0)], [("a", "b", 2.0)]), tmp_path / "a.pbtxt")
+    write_profile(Profile([("fusion.1", 2.0), ("all-reduce-start.1", 0.5)]), tmp_path / "b.pb")
     assert _imported_after(["inspect", str(tmp_path / "a.pbtxt")], tmp_path) == set()
-    assert "etils" not in _imported_after(["diff", str(tmp_path / "a.pbtxt"), str(tmp_path / "b.pb")],
-                                          tmp_path)
-    assert "etils" not in _imported_after(["convert", str(tmp_path / "b.pb"), str(tmp_path / "c.pbtxt")],
-                                          tmp_path)
+    assert _imported_after(["inspect", str(tmp_path / "b.pb")], tmp_path) == set()
+    assert _imported_after(["diff", str(tmp_path / "a.pbtxt"), str(tmp_path / "b.pb")], tmp_path) == set()
+    converters = ("pgle.profiles.convert", "pgle.profiles.nsys_convert", "pgle.profiles.nsys")
+    assert _imported_after(["convert", str(tmp_path / "b.pb"), str(tmp_path / "c.pbtxt")], tmp_path,
+                           HEAVY + converters) == set()
+    assert (tmp_path / "c.pbtxt").read_text().startswith('costs {\n  name: "fusion.1"\n')
