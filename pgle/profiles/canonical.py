@@ -42,14 +42,23 @@ def binary_entries(data: bytes):
     try:
         while pos < end:
             key = data[pos]
-            n, body = _varint(data, pos + 1, end)
+            n = data[pos + 1]
+            if n < 0x80:
+                body = pos + 2
+            else:
+                n, body = _varint(data, pos + 1, end)
             stop = body + n
             if stop > end:
                 return None
             if key == _COSTS:
                 name, cost = "", 0.0
                 if body < stop and data[body] == _STR1:
-                    name, body = _string(data, body + 1, stop)
+                    n = data[body + 1]
+                    if n < 0x80:  # the usual one-byte length, without a call
+                        name = data[body + 2:body + 2 + n].decode("utf-8")
+                        body += 2 + n
+                    else:
+                        name, body = _string(data, body + 1, stop)
                 if body < stop and data[body] == _F64_2 and body + 9 <= stop:
                     cost = unpack(data, body + 1)[0]
                     body += 9
@@ -70,7 +79,7 @@ def binary_entries(data: bytes):
             if body != stop:
                 return None
             pos = stop
-    except (WireError, UnicodeDecodeError):
+    except (WireError, UnicodeDecodeError, IndexError):  # IndexError: cut inside a key or length
         return None
     return costs, latencies
 
@@ -79,37 +88,44 @@ def binary_entries(data: bytes):
 # to 7.x): octal for control characters, C escapes for these six.
 _ESCAPES = {i: "\\%03o" % i for i in (*range(32), 127)}
 _ESCAPES.update({9: "\\t", 10: "\\n", 13: "\\r", 34: '\\"', 39: "\\'", 92: "\\\\"})
+_NEEDS_ESCAPE = re.compile("[\\x00-\\x1f\\x7f\"'\\\\]")
 
 
 def text_bytes(costs, latencies) -> bytes | None:
     """What `text_format.MessageToString` writes for these entries, for ASCII names and float
     values; None otherwise (non-ASCII names are escaped differently across protobuf versions,
     and other value types are protobuf's to convert or reject)."""
+    strings = [n for n, _ in costs]
+    strings += [s for s, _, _ in latencies]
+    strings += [t for _, t, _ in latencies]
+    if not all(type(x) is str for x in strings):
+        return None
+    if not all(type(c) is float for _, c in costs) or not all(type(v) is float for _, _, v in latencies):
+        return None
+    joined = "".join(strings)
+    if not joined.isascii():
+        return None
+    if _NEEDS_ESCAPE.search(joined):
+        def q(x):
+            return x.translate(_ESCAPES)
+    else:
+        def q(x):
+            return x
     out = []
     add = out.append
     for name, cost in costs:
-        if type(name) is not str or type(cost) is not float or not name.isascii():
-            return None
-        add("costs {\n")
-        if name:
-            add(f'  name: "{name.translate(_ESCAPES)}"\n')
         value = repr(cost)
-        if value != "0.0":  # proto3 leaves out +0.0 only (-0.0 has other bits)
-            add(f"  cost_us: {value}\n")
-        add("}\n")
+        # proto3 leaves out an empty name and +0.0 (-0.0 has other bits, and is written).
+        if name and value != "0.0":
+            add(f'costs {{\n  name: "{q(name)}"\n  cost_us: {value}\n}}\n')
+        else:
+            add("costs {\n" + (f'  name: "{q(name)}"\n' if name else "")
+                + (f"  cost_us: {value}\n" if value != "0.0" else "") + "}\n")
     for source, target, latency in latencies:
-        if (type(source) is not str or type(target) is not str or type(latency) is not float
-                or not source.isascii() or not target.isascii()):
-            return None
-        add("latencies {\n")
-        if source:
-            add(f'  source: "{source.translate(_ESCAPES)}"\n')
-        if target:
-            add(f'  target: "{target.translate(_ESCAPES)}"\n')
         value = repr(latency)
-        if value != "0.0":
-            add(f"  latency_us: {value}\n")
-        add("}\n")
+        add("latencies {\n" + (f'  source: "{q(source)}"\n' if source else "")
+            + (f'  target: "{q(target)}"\n' if target else "")
+            + (f"  latency_us: {value}\n" if value != "0.0" else "") + "}\n")
     return "".join(out).encode("ascii")
 
 
