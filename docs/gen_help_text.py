@@ -11,7 +11,6 @@ every subcommand of a group, so tests/cli/test_help_text.py can prove it equals 
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import subprocess
@@ -27,11 +26,16 @@ COLUMNS = 80
 WIDTH = COLUMNS - 2
 
 
-def _command_paths() -> list[list[str]]:
+def _reference():
+    """docs/gen_cli_reference.py: the same command paths, and the same --check/write."""
     spec = importlib.util.spec_from_file_location("gen_cli_reference", ROOT / "docs" / "gen_cli_reference.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return [[]] + module.command_paths()
+    return module
+
+
+def _command_paths() -> list[list[str]]:
+    return [[]] + _reference().command_paths()
 
 
 # pgle's click path in a fresh process, as `pgle` runs it after deciding not to use stored text.
@@ -70,21 +74,7 @@ def render() -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the file is stale")
-    parser.add_argument("--output", type=Path, default=TARGET, help="default: cli/help_text.py")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is stale; regenerate it with: {REGENERATE}", file=sys.stderr)
-            return 1
-        return 0
-    args.output.write_text(text)
-    print(f"wrote {args.output}")
-    return 0
-
+    return _reference().generate(__doc__.splitlines()[0], render, TARGET, REGENERATE)
 
 if __name__ == "__main__":
     sys.exit(main())
