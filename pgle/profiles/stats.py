@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import heapq
 import math
 import re
 from typing import Any, Iterable
@@ -157,7 +156,8 @@ def inspect_source(source: ProfileSource, *, top: int = 20) -> dict[str, Any]:
         "collectives": collective_summary(costs, latencies),
         "duplicates": len(names) - len(set(names)) if source.kind == "file" else
         sum(p.instruction_count - len({n for n, _ in p.costs}) for p in source.modules.values()),
-        "remat_entries": sum(1 for n in names if ".remat" in n and _REMAT_RE.search(split_qualified(n)[1])),
+        "remat_entries": sum(1 for n in names
+                             if ".remat" in n and _REMAT_RE.search(split_qualified(n)[1])),
         "bad_values": sum(1 for _, c in raw if not math.isfinite(c) or c < 0),
         "zero_costs": sum(1 for _, c in raw if c == 0),
     }
@@ -208,9 +208,8 @@ def diff_sources(a: ProfileSource, b: ProfileSource, *, top: int = 20) -> dict[s
     only_a = sorted(set(ca) - set(cb))
     only_b = sorted(set(cb) - set(ca))
     common = [n for n in ca if n in cb]
-    # Tuples, and dicts only for the rows shown: building a dict per common name and sorting
-    # them all was most of `pgle diff`'s own time on 2,000 names (cProfile, issue 16).
-    # heapq.nsmallest(k, ..., key) is sorted(..., key)[:k], ties in input order included.
+    # Tuples, and dicts only for the rows shown: building a dict per common name was most of
+    # `pgle diff`'s own time on 2,000 names (cProfile, issue 16).
     changes = []
     for n in common:
         x, y = ca[n], cb[n]
@@ -225,10 +224,10 @@ def diff_sources(a: ProfileSource, b: ProfileSource, *, top: int = 20) -> dict[s
                 "category": classify(n).category}
 
     k = max(top, 0)
-    by_abs = [row(c) for c in heapq.nsmallest(k, changes, key=lambda c: (-abs(c[3]), c[0]))]
-    by_rel = [row(c) for c in heapq.nsmallest(
-        k, (c for c in changes if c[3] != 0),
-        key=lambda c: (-(abs(c[4]) if c[4] is not None else math.inf), c[0]))]
+    by_abs = [row(c) for c in sorted(changes, key=lambda c: (-abs(c[3]), c[0]))[:k]]
+    by_rel = [row(c) for c in sorted(
+        (c for c in changes if c[3] != 0),
+        key=lambda c: (-(abs(c[4]) if c[4] is not None else math.inf), c[0]))[:k]]
     cat_a, cat_b = category_totals(ca), category_totals(cb)
     categories = {cat: {"a_us": cat_a[cat]["cost_us"], "b_us": cat_b[cat]["cost_us"],
                         "delta_us": cat_b[cat]["cost_us"] - cat_a[cat]["cost_us"],
