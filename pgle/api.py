@@ -18,14 +18,7 @@ import functools
 import os
 from typing import Callable, Iterable, Mapping
 
-from pgle.commands import auto as auto_cmd
-from pgle.commands import collect as collect_cmd
-from pgle.commands import collect_job
-from pgle.commands import nsys as nsys_cmd
-from pgle.commands import prewarm as prewarm_cmd
-from pgle.commands import run as run_cmd
-from pgle.commands import tune as tune_cmd
-from pgle.commands import verify as verify_cmd
+import importlib
 from pgle.commands.options import (AutoPgleOptions, Extraction, StoreOptions, VerdictOptions,
                                    Window, parse_steps)
 from pgle.errors import BadInput
@@ -36,13 +29,23 @@ from pgle.report import Report
 
 Notify = Callable[[str], None]
 
-COLLECT = driver.Workflow("collect", collect_cmd.request, collect_cmd.body, collect_job.combine)
-RUN = driver.Workflow("run", run_cmd.request, run_cmd.body, run_cmd.combine)
-TUNE = driver.Workflow("tune", tune_cmd.request, functools.partial(
-    tune_cmd.body, collect_workflow=COLLECT, run_workflow=RUN), None)
-AUTO = driver.Workflow("auto", auto_cmd.request, auto_cmd.body, auto_cmd.combine)
-PREWARM = driver.Workflow("prewarm", prewarm_cmd.request, prewarm_cmd.body, prewarm_cmd.combine)
-NSYS = driver.Workflow("nsys", nsys_cmd.request, nsys_cmd.body, nsys_cmd.combine)
+
+def _command(name: str):
+    """pgle.commands.NAME, imported on first use: each workflow's module pulls in its own
+    heavy dependencies (auto/prewarm the cache and flag probes, nsys its reader, collect the
+    converters), and `pgle run` should not pay start-up time for the others' imports."""
+    return importlib.import_module(f"pgle.commands.{name}")
+
+
+@functools.cache
+def _workflow(name: str) -> driver.Workflow:
+    if name == "tune":
+        cmd = _command("tune")
+        return driver.Workflow("tune", cmd.request, functools.partial(
+            cmd.body, collect_workflow=_workflow("collect"), run_workflow=_workflow("run")), None)
+    cmd = _command(name)
+    combine = _command("collect_job").combine if name == "collect" else cmd.combine
+    return driver.Workflow(name, cmd.request, cmd.body, combine)
 
 
 def _workload(words: tuple[str, ...], module: str | None) -> Workload:
@@ -83,14 +86,15 @@ def collect(*workload: str, module: str | None = None, output: str | None = None
     extract the profile to `output` (default profile.pb, or profiles/ with `per_module`);
     `store`: also add each module's profile to that profile store (needs `per_module`)."""
     job = JobOptions(job_dir, gather_timeout)
-    opts = collect_cmd.CollectOptions(
+    cmd = _command("collect")
+    opts = cmd.CollectOptions(
         _workload(workload, module),
         output if output is not None else ("profiles" if per_module else "profile.pb"),
         window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, fmt, converter, qualify, keep_trace), force=force,
         allow_empty=allow_empty, run_dir=run_dir, log=log, rank=rank,
         store=_store(store, store_policy, serve=False))
-    return _drive(COLLECT, opts, job, notify, environ)
+    return _drive(_workflow("collect"), opts, job, notify, environ)
 
 
 def run(*workload: str, profile: str | None = None, module: str | None = None,
@@ -105,11 +109,12 @@ def run(*workload: str, profile: str | None = None, module: str | None = None,
     if (profile is None) == (store is None):
         raise BadInput("pgle run needs exactly one of --profile and --store.")
     job = JobOptions(job_dir, gather_timeout)
-    opts = run_cmd.RunOptions(_workload(workload, module), profile,
-                              verdict=VerdictOptions(min_coverage, require_applied),
-                              run_dir=run_dir, log=log, profile_store=profile_store,
-                              store=_store(store, store_policy, serve=True))
-    return _drive(RUN, opts, job, notify, environ)
+    cmd = _command("run")
+    opts = cmd.RunOptions(_workload(workload, module), profile,
+                          verdict=VerdictOptions(min_coverage, require_applied),
+                          run_dir=run_dir, log=log, profile_store=profile_store,
+                          store=_store(store, store_policy, serve=True))
+    return _drive(_workflow("run"), opts, job, notify, environ)
 
 
 def tune(*workload: str, module: str | None = None, output: str | None = None,
@@ -128,12 +133,13 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
     `pgle report`'s page of the run there; `store`: collect adds to it, the run serves it."""
     job = JobOptions(job_dir, gather_timeout)
     verdict = VerdictOptions(min_coverage, require_applied)
-    copts = collect_cmd.CollectOptions(
+    cmd = _command("collect")
+    copts = cmd.CollectOptions(
         _workload(workload, module), output, window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, fmt, converter, qualify, keep_trace), force=force,
         run_dir=run_dir, log=log, store=_store(store, store_policy, serve=False))
-    return _drive(TUNE, tune_cmd.TuneOptions(copts, verdict, html_report, repeat), job, notify,
-                  environ)
+    topts = _command("tune").TuneOptions(copts, verdict, html_report, repeat)
+    return _drive(_workflow("tune"), topts, job, notify, environ)
 
 
 def verify(log: str, *, profile: str | None = None, backend: str | None = None,
@@ -141,9 +147,9 @@ def verify(log: str, *, profile: str | None = None, backend: str | None = None,
            require_applied: bool = False, jax: str | None = None) -> Report:
     """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin); `jax`: the
     version that wrote it (default: the installed one; < 0.4.36 had no accuracy checker)."""
-    return verify_cmd.verify_log(log, profile=profile, backend=backend,
-                                 accuracy_checker=accuracy_checker, min_coverage=min_coverage,
-                                 require_applied=require_applied, jax=jax)
+    return _command("verify").verify_log(
+        log, profile=profile, backend=backend, accuracy_checker=accuracy_checker,
+        min_coverage=min_coverage, require_applied=require_applied, jax=jax)
 
 
 def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: int = 90,
@@ -155,11 +161,12 @@ def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: i
     """`pgle auto`: one run with JAX's auto PGLE; per module, was it recompiled with a profile.
     `store`: XLA gets the store's view for each module's first compile (auto only serves)."""
     job = JobOptions(job_dir, gather_timeout)
-    opts = auto_cmd.AutoOptions(_workload(workload, module),
-                                AutoPgleOptions(runs, percentile, require_all, tuple(require)),
-                                run_dir=run_dir, log=log,
-                                store=_store(store, store_policy, serve=True))
-    return _drive(AUTO, opts, job, notify, environ)
+    cmd = _command("auto")
+    opts = cmd.AutoOptions(_workload(workload, module),
+                           AutoPgleOptions(runs, percentile, require_all, tuple(require)),
+                           run_dir=run_dir, log=log,
+                           store=_store(store, store_policy, serve=True))
+    return _drive(_workflow("auto"), opts, job, notify, environ)
 
 
 def prewarm(*workload: str, cache_dir: str, module: str | None = None, runs: int = 3,
@@ -170,11 +177,12 @@ def prewarm(*workload: str, cache_dir: str, module: str | None = None, runs: int
     """`pgle prewarm --cache-dir DIR`: fill the compilation cache with PGLE-optimized
     executables; per module, did one land on disk."""
     job = JobOptions(job_dir, gather_timeout)
-    opts = prewarm_cmd.PrewarmOptions(
+    cmd = _command("prewarm")
+    opts = cmd.PrewarmOptions(
         _workload(workload, module), cache_dir,
         AutoPgleOptions(runs, percentile, require_all, tuple(require)),
         relocatable=relocatable, run_dir=run_dir, log=log)
-    return _drive(PREWARM, opts, job, notify, environ)
+    return _drive(_workflow("prewarm"), opts, job, notify, environ)
 
 
 def nsys(*workload: str, cache_dir: str, module: str | None = None,
@@ -187,10 +195,11 @@ def nsys(*workload: str, cache_dir: str, module: str | None = None,
     """`pgle nsys --cache-dir DIR`: the Nsight Systems run; per module, did it load its
     PGLE-optimized executable."""
     job = JobOptions(job_dir, gather_timeout)
+    cmd = _command("nsys")
     if isinstance(ranks, str):
-        ranks = nsys_cmd.parse_ranks(ranks)
-    opts = nsys_cmd.NsysOptions(
+        ranks = cmd.parse_ranks(ranks)
+    opts = cmd.NsysOptions(
         _workload(workload, module), cache_dir, nsys_options=tuple(nsys_options), nsys=nsys,
         launcher=launcher, force=force, require_all=require_all, require=tuple(require),
         run_dir=run_dir, log=log, ranks=tuple(ranks) if ranks is not None else None)
-    return _drive(NSYS, opts, job, notify, environ)
+    return _drive(_workflow("nsys"), opts, job, notify, environ)

@@ -89,3 +89,18 @@ def test_local_profile_commands_import_nothing_heavy(tmp_path):
     assert _imported_after(["convert", str(tmp_path / "b.pb"), str(tmp_path / "c.pbtxt")], tmp_path,
                            HEAVY + converters) == set()
     assert (tmp_path / "c.pbtxt").read_text().startswith('costs {\n  name: "fusion.1"\n')
+
+
+def test_run_imports_only_its_own_workflow(tmp_path):
+    # `pgle run` is the per-launch fixed cost users pay on every job (issue 16: <= 0.3 s):
+    # pgle.api imports each workflow's module on first use, so run loads none of auto's,
+    # prewarm's, nsys's or collect's imports, and a text profile needs no protobuf.
+    from pgle.profiles.files import Profile, write_profile
+
+    write_profile(Profile([("fusion.1", 1.0)]), tmp_path / "p.pbtxt")
+    (tmp_path / "w.py").write_text("print('a workload that never imports jax')\n")
+    others = tuple(f"pgle.commands.{c}" for c in ("auto", "prewarm", "nsys", "collect", "tune"))
+    loaded = _imported_after(["run", "--profile", str(tmp_path / "p.pbtxt"), "--run-dir",
+                              str(tmp_path / "runs"), str(tmp_path / "w.py")], tmp_path,
+                             HEAVY + others)
+    assert loaded == set()
