@@ -16,7 +16,7 @@ one entry per module, and a store of 10. Two figures, both through the harness
 
 Writes benchmarks/results/bench_store.json.
 
-    python benchmarks/bench_store.py [--profiles 10000] [--pairs 7]
+    python benchmarks/bench_store.py [--profiles 5000] [--pairs 7]
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def build(path: Path, n: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     h.pairs_arg(ap)
-    ap.add_argument("--profiles", type=int, default=10_000)
+    ap.add_argument("--profiles", type=int, default=5_000)
     args = ap.parse_args()
     rec = h.Recorder("bench_store")
     env = h.python_env()

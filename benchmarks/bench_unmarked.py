@@ -11,7 +11,7 @@ Both whole processes through the harness (benchmarks/harness.py): alternating pa
 ratios of wall time and of peak RSS (pgle's side: the largest of pgle and its workload).
 Writes benchmarks/results/bench_unmarked.json.
 
-    python benchmarks/bench_unmarked.py [--steps 3000] [--pairs 5]
+    python benchmarks/bench_unmarked.py [--steps 10000] [--pairs 5]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SCRIPT = str(h.ROOT / "tests" / "workloads" / "real" / "stax_mlp.py")
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=5, help="alternating pairs (>= 5)")
-    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--steps", type=int, default=10000)
     args = ap.parse_args()
     rec = h.Recorder("bench_unmarked")
     env = h.python_env(PYTHONWARNINGS="ignore")
