@@ -10,7 +10,7 @@ the same bytes; before timing, both are run once and must agree on the totals. T
 harness (benchmarks/harness.py): alternating pairs, per-pair ratios of time and of peak RSS.
 Writes benchmarks/results/bench_report.json.
 
-    python benchmarks/bench_report.py [--mb 20] [--pairs 5] [--keep DIR]
+    python benchmarks/bench_report.py [--mb 10] [--pairs 5] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def answer(side: h.Side) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mb", type=float, default=20)
+    ap.add_argument("--mb", type=float, default=10)
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--keep")
     ns = ap.parse_args()
