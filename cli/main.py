@@ -1,17 +1,16 @@
-"""The `pgle` command group.
+"""`pgle`'s entry point and its command table.
 
-Subcommands are imported only when invoked, so `pgle --help` stays fast and
-never imports jax.
+`pgle --help` and `pgle COMMAND --help` print help text stored in cli/help_text.py when
+click would render exactly that text (issue 16): importing click costs about a third of a bare
+interpreter's start-up, more than the goal leaves for it. The stored text is generated from
+click's own rendering (`python3 docs/gen_help_text.py`) and tests/cli/test_help_text.py fails
+when it differs from what click renders now. Everything else goes through click (cli/group.py).
 """
 
 from __future__ import annotations
 
-import importlib
+import os
 import sys
-
-import click
-
-from pgle import __version__
 
 # name -> (module under cli/, function, one-line help shown by `pgle --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -38,55 +37,58 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 # Commands whose trailing arguments are a workload (SCRIPT [-- ARGS]).
 WORKLOAD_COMMANDS = {"collect", "run", "tune", "auto", "prewarm", "nsys"}
+HELP_OPTIONS = ("-h", "--help")
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx):
-        return sorted(COMMANDS)
+def _click_help_width() -> int:
+    """The width click's HelpFormatter picks: min(terminal columns, 80) - 2, at least 50.
 
-    def get_command(self, ctx, name):
-        if name not in COMMANDS:
-            return None
-        module, attr, _ = COMMANDS[name]
-        return getattr(importlib.import_module(module), attr)
+    The columns as `shutil.get_terminal_size()` finds them (COLUMNS, then the terminal on
+    stdout, else 80), written out because importing shutil (bz2, lzma, fnmatch) costs more than
+    the rest of this path."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return max(min(columns, 80) - 2, 50)
 
-    def format_commands(self, ctx, formatter):
-        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
 
+def stored_help(args: list[str]) -> str | None:
+    """The help text click would print for `pgle ARGS`, when it is stored and rendered at the
+    width click would use now; None sends ARGS through click."""
+    if not args or args[-1] not in HELP_OPTIONS or any(a.startswith("-") for a in args[:-1]):
+        return None
+    from pgle.cli import help_text
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="pgle")
-def cli():
-    """Run XLA's Profile Guided Latency Estimator workflows for JAX, and prove they worked.
-
-    Arguments after `--` go to the workload untouched. pgle's own messages go to
-    stderr with a `pgle:` prefix; `--json` prints one report on stdout.
-    """
+    if _click_help_width() != help_text.WIDTH:
+        return None
+    return help_text.TEXT.get(" ".join(args[:-1]))
 
 
 def main():
-    try:
-        cli.main(prog_name="pgle", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("pgle: interrupted", err=True)
-        sys.exit(130)
-    except click.exceptions.NoArgsIsHelpError as e:
-        click.echo(e.ctx.get_help() if e.ctx else e.format_message())
+    text = stored_help(sys.argv[1:])
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
         sys.exit(0)
-    except click.UsageError as e:
-        # One line, as for every other bad input (exit 2).
-        hint = ""
-        if isinstance(e, click.NoSuchOption) and e.ctx and e.ctx.command.name in WORKLOAD_COMMANDS:
-            hint = " (arguments for the workload go after --)"
-        where = e.ctx.command_path if e.ctx else "pgle"
-        click.echo(f"pgle: error: {e.format_message()}{hint} See '{where} --help'.", err=True)
-        sys.exit(e.exit_code)
-    except click.ClickException as e:
-        click.echo(f"pgle: error: {e.format_message()}", err=True)
-        sys.exit(e.exit_code)
-    sys.exit(0)
+    from pgle.cli.group import run
+
+    run()
+
+
+def __getattr__(name: str):
+    # `from pgle.cli.main import cli` (tests, docs/gen_cli_reference.py) keeps working without
+    # this module importing click.
+    if name in ("cli", "LazyGroup"):
+        from pgle.cli import group
+
+        return getattr(group, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -10,10 +10,8 @@ alone. A --report path with a bad placeholder is refused before anything runs (e
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import traceback
 from typing import Callable, Mapping
 
 import click
@@ -45,10 +43,10 @@ def report_target(report_path: str | None, environ: Mapping[str, str] | None = N
     """Where this process writes `--report`: the path with its placeholders filled in
     (BadInput for an unknown one). In a job (`job`: a command that runs as one rank of it) a
     path without a rank placeholder is rank 0's alone."""
-    from pgle.jobs import ranks
-
     if not report_path:
         return report_path
+    from pgle.jobs import ranks
+
     environ = os.environ if environ is None else environ
     try:
         info = ranks.detect(environ)
@@ -96,18 +94,25 @@ def finish(produce: Callable[[], "object"], *, json_out: bool, report_path: str 
         emit(line)
     for w in report.warnings:
         emit(f"warning: {w}")
-    text = report.to_json()
-    if target:
-        _write_report(target, text)
-    if json_out:
-        click.echo(text)
+    if target or json_out:
+        text = report.to_json()
+        if target:
+            _write_report(target, text)
+        if json_out:
+            click.echo(text)
     sys.exit(report.exit_code)
 
 
 def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
+    # traceback and json are imported here, not at the top: a command that succeeds without
+    # --json needs neither (start-up, issue 16).
     if debug:
+        import traceback
+
         traceback.print_exc()
     emit(f"error: {e}")
+    import json
+
     text = json.dumps({"status": "error", "exit_code": e.exit_code, "error": str(e)})
     if target:
         _write_report(target, text)

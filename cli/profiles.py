@@ -106,15 +106,9 @@ def merge(inputs, output, method, percentile, force, json_out, report_path, debu
 def convert(src, out, modules, qualify, fmt, stat, skip, dump, log_path, qualify_all, force, json_out,
             report_path, debug):
     def produce():
-        from pgle.commands.profiles import convert_profile, nsys_report, trace_report
-        from pgle.profiles.convert import is_trace_run_dir
-        from pgle.profiles.nsys_convert import is_nsys_input
+        from pgle.commands.profiles import convert_report
 
-        if is_nsys_input(src):
-            return nsys_report(src, out, stat=stat, skip=skip, dump=dump, force=force)
-        if is_trace_run_dir(src):
-            return trace_report(src, out, stat=stat or "median", log_path=log_path, qualify=qualify_all,
-                                force=force)
-        return convert_profile(src, out, module=modules, qualify=qualify, fmt=fmt, force=force)
+        return convert_report(src, out, module=modules, qualify=qualify, fmt=fmt, stat=stat, skip=skip,
+                              dump=dump, log_path=log_path, qualify_all=qualify_all, force=force)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

@@ -64,22 +64,27 @@ def render() -> str:
     return "\n".join(parts)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def generate(description: str, render, target: Path, regenerate: str) -> int:
+    """`--check` (exit 1 when `target` differs from `render()`) or write it; also used by
+    docs/gen_help_text.py."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="exit 1 when the file is stale")
-    parser.add_argument("--output", type=Path, default=TARGET, help=f"default: {TARGET.name} in docs/reference/")
+    parser.add_argument("--output", type=Path, default=target, help=f"default: {target.name}")
     args = parser.parse_args()
     text = render()
     if args.check:
         current = args.output.read_text() if args.output.exists() else ""
         if current != text:
-            print(f"{args.output} is stale; regenerate it with: {REGENERATE}", file=sys.stderr)
+            print(f"{args.output} is stale; regenerate it with: {regenerate}", file=sys.stderr)
             return 1
         return 0
     args.output.write_text(text)
     print(f"wrote {args.output}")
     return 0
 
+
+def main() -> int:
+    return generate(__doc__.splitlines()[0], render, TARGET, REGENERATE)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,7 +8,6 @@ Field names are part of the JSON contract (README "Reports"): `command`,
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 
@@ -39,4 +38,6 @@ class Report:
         return d
 
     def to_json(self) -> str:
+        import json  # only --json and --report need it (start-up, issue 16)
+
         return json.dumps(self.to_dict(), indent=2, sort_keys=False, default=str)

@@ -49,7 +49,7 @@ def test_imports_alone_without_jax(module):
 HEAVY = ("etils", "google.protobuf", "numpy", "jax")
 
 
-def _imported_after(argv: list[str], tmp_path) -> set[str]:
+def _imported_after(argv: list[str], tmp_path, heavy=HEAVY) -> set[str]:
     """Heavy top-level packages a `pgle` command leaves in sys.modules (issue 16: start-up
     imports only what the path needs)."""
     code = ("import atexit, sys, json\n"
@@ -62,24 +62,30 @@ def _imported_after(argv: list[str], tmp_path) -> set[str]:
     assert proc.returncode == 0, proc.stderr[-2000:]
     import json
     loaded = json.loads(out.read_text())
-    return {h for h in HEAVY if any(m == h or m.startswith(h + ".") for m in loaded)}
+    return {h for h in heavy if any(m == h or m.startswith(h + ".") for m in loaded)}
 
 
-def test_help_imports_neither_etils_nor_protobuf(tmp_path):
+def test_help_imports_neither_etils_nor_protobuf_nor_click(tmp_path):
+    # Not a terminal, so click would render at the stored width: the stored text is printed.
     from pgle.cli.main import COMMANDS
 
-    assert _imported_after(["--help"], tmp_path) == set()
+    heavy = HEAVY + ("click",)
+    assert _imported_after(["--help"], tmp_path, heavy) == set()
     for command in sorted(COMMANDS):
-        assert _imported_after([command, "--help"], tmp_path) == set(), command
+        assert _imported_after([command, "--help"], tmp_path, heavy) == set(), command
 
 
-def test_local_profile_commands_import_no_etils(tmp_path):
+def test_local_profile_commands_import_nothing_heavy(tmp_path):
+    # Small local profiles: no etils (local paths), no protobuf (canonical.py reads and writes
+    # them), no numpy (columns only from 1 MiB), and convert skips the trace/Nsight converters.
     from pgle.profiles.files import Profile, write_profile
 
-    write_profile(Profile([("fusion.1", 1.0)]), tmp_path / "a.pbtxt")
-    write_profile(Profile([("fusion.1", 2.0)]), tmp_path / "b.pb")
+    write_profile(Profile([("fusion.1", 1.0)], [("a", "b", 2.0)]), tmp_path / "a.pbtxt")
+    write_profile(Profile([("fusion.1", 2.0), ("all-reduce-start.1", 0.5)]), tmp_path / "b.pb")
     assert _imported_after(["inspect", str(tmp_path / "a.pbtxt")], tmp_path) == set()
-    assert "etils" not in _imported_after(["diff", str(tmp_path / "a.pbtxt"), str(tmp_path / "b.pb")],
-                                          tmp_path)
-    assert "etils" not in _imported_after(["convert", str(tmp_path / "b.pb"), str(tmp_path / "c.pbtxt")],
-                                          tmp_path)
+    assert _imported_after(["inspect", str(tmp_path / "b.pb")], tmp_path) == set()
+    assert _imported_after(["diff", str(tmp_path / "a.pbtxt"), str(tmp_path / "b.pb")], tmp_path) == set()
+    converters = ("pgle.profiles.convert", "pgle.profiles.nsys_convert", "pgle.profiles.nsys")
+    assert _imported_after(["convert", str(tmp_path / "b.pb"), str(tmp_path / "c.pbtxt")], tmp_path,
+                           HEAVY + converters) == set()
+    assert (tmp_path / "c.pbtxt").read_text().startswith('costs {\n  name: "fusion.1"\n')

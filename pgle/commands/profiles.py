@@ -12,11 +12,30 @@ from typing import Any, Mapping, Sequence
 
 from pgle.atomic import check_writable_target
 from pgle.errors import EXIT_ERROR, BadInput, ProfileError
-from pgle.profiles.files import (BINARY, SUFFIX, TEXT, Profile, ProfileSource, check_fingerprint,
-                                 load_profile_source, module_view, output_kind, profile_format,
+from pgle.profiles.files import (BINARY, EXTENSIONS, SUFFIX, TEXT, Profile, ProfileSource,
+                                 check_fingerprint, load_profile_source, module_view, output_kind, profile_format,
                                  qualified_fingerprints, qualify_profile, split_qualified,
                                  write_profile, write_profile_directory)
 from pgle.report import Report
+
+
+def convert_report(src: Any, out: Any, *, module: Sequence[str] = (), qualify: str | None = None,
+                   fmt: str | None = None, stat: str | None = None, skip: int | None = None,
+                   dump: Any = None, log_path: Any = None, qualify_all: bool = False,
+                   force: bool = False):
+    """`pgle convert`: an Nsight Systems input, a trace run folder, or a profile."""
+    # A local .pb/.pbtxt file is neither of the first two, so their converters (about a fifth
+    # of a bare interpreter's start-up to import) are imported only when the input may be one.
+    if not (os.path.isfile(src) and os.path.splitext(src)[1] in EXTENSIONS):
+        from pgle.profiles.convert import is_trace_run_dir
+        from pgle.profiles.nsys_convert import is_nsys_input
+
+        if is_nsys_input(src):
+            return nsys_report(src, out, stat=stat, skip=skip, dump=dump, force=force)
+        if is_trace_run_dir(src):
+            return trace_report(src, out, stat=stat or "median", log_path=log_path,
+                                qualify=qualify_all, force=force)
+    return convert_profile(src, out, module=module, qualify=qualify, fmt=fmt, force=force)
 
 
 def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: str | None = None,

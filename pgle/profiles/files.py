@@ -23,7 +23,8 @@ from typing import Any, Iterable
 from pgle.atomic import (check_writable_target, dir_mode, replace_directory_atomic,
                          write_bytes_atomic, write_error, write_files_atomic)
 from pgle.errors import ProfileError
-from pgle.profiles.proto import binary_columns, locate_corruption, message_class, text_entries
+from pgle.profiles.canonical import binary_entries, text_bytes, text_entries
+from pgle.profiles.proto import binary_columns, locate_corruption, message_class
 
 BINARY, TEXT = "binary", "text"
 # XLA takes the extension with tsl::io::Extension (case-sensitive, after the last dot).
@@ -33,8 +34,9 @@ SUFFIX = {BINARY: ".pb", TEXT: ".pbtxt"}
 # latency-hiding scheduling, printed as 32 lowercase hex digits (absl::Hex).
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{32}$")
 QUALIFIER = "::"
-# From this size on, binary profiles are read as numpy columns (proto.binary_columns): below
-# it, importing numpy costs more than it saves.
+# From this size on, binary profiles are parsed by protobuf (upb) and read as numpy columns
+# (proto.binary_columns); below it, importing protobuf and numpy costs more than reading the
+# bytes in Python does (canonical.binary_entries; issue 16).
 COLUMNS_MIN_BYTES = 1 << 20
 
 
@@ -102,6 +104,10 @@ def _looks_like_text(data: bytes) -> bool:
 def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
     """Parse `data` in format `fmt`; ProfileError names `source` (and the byte offset, for binary)."""
     if fmt == BINARY:
+        if len(data) < COLUMNS_MIN_BYTES:
+            fast = binary_entries(data)
+            if fast is not None:
+                return Profile(costs=fast[0], latencies=fast[1])
         msg = _parse_binary(data, source)
         if len(data) >= COLUMNS_MIN_BYTES:
             cols = binary_columns(data)
@@ -164,6 +170,10 @@ def _parse_text(data: bytes, source: str):
 
 def encode_profile(profile: Profile, fmt: str) -> bytes:
     """Serialize `profile` as `fmt` ('binary' or 'text'); entries keep their order."""
+    if fmt == TEXT:
+        fast = text_bytes(profile.costs, profile.latencies)
+        if fast is not None:
+            return fast
     msg = message_class()()
     costs, latencies = msg.costs, msg.latencies
     for name, cost in profile.costs:

@@ -185,9 +185,9 @@ def locate_corruption(data: bytes) -> WireError | None:
 # Why not protobuf alone: upb parses a 20,000-entry profile in about a millisecond, but turning
 # its message objects into Python (name, cost) pairs costs ~0.5 us an entry (a merge of 256 x
 # 20k spent 2.9 s there, cProfile, issue 16), and text_format is pure Python (~100 us an
-# entry). Both fast paths read only the canonical layout that XLA, jaxlib and pgle write, run
-# after protobuf has accepted the bytes (binary) or instead of it only when the whole text is
-# that layout, and return None for anything else: the caller then takes the library's path.
+# entry). The column reader reads only the canonical layout that XLA, jaxlib and pgle write,
+# runs after protobuf has accepted the bytes, and returns None for anything else: the caller
+# then takes the library's path. Small profiles are read without protobuf (canonical.py).
 
 
 class ColumnLayout:
@@ -253,41 +253,6 @@ def binary_columns(data: bytes, like: ColumnLayout | None = None):
     work = buf.copy()
     work[cost_index] = 0
     return names, costs, ColumnLayout(n, cost_index, work.tobytes(), names)
-
-
-_TEXT_ENTRY = None
-
-
-def text_entries(text: str):
-    """`(costs, latencies)` for a text profile in the layout `text_format.MessageToString`
-    writes (two-space indent, plain quoted names, decimal numbers); None for anything else
-    (comments, escapes, other spacing or field order), which text_format then parses."""
-    global _TEXT_ENTRY
-    import re
-
-    if _TEXT_ENTRY is None:
-        # Only what repr(float) writes (text_format prints doubles with str()): no leading zeros,
-        # a lowercase signed exponent; anything else is text_format's to read.
-        num = r"(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:e[+-]\d+)?|-?inf|nan)"
-        name = r'"([^"\\\n]*)"'
-        _TEXT_ENTRY = re.compile(
-            r"costs \{\n(?:  name: " + name + r"\n)?(?:  cost_us: " + num + r"\n)?\}\n"
-            r"|latencies \{\n(?:  source: " + name + r"\n)?(?:  target: " + name + r"\n)?"
-            r"(?:  latency_us: " + num + r"\n)?\}\n")
-    costs, latencies = [], []
-    pos = 0
-    for m in _TEXT_ENTRY.finditer(text):
-        if m.start() != pos:
-            return None
-        pos = m.end()
-        name, cost, src, dst, lat = m.groups()
-        if text[m.start()] == "c":
-            costs.append((name or "", float(cost) if cost else 0.0))
-        else:
-            latencies.append((src or "", dst or "", float(lat) if lat else 0.0))
-    if pos != len(text):
-        return None
-    return costs, latencies
 
 
 # Exposed for tests that build wire bytes by hand.

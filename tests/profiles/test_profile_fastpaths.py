@@ -15,7 +15,8 @@ from google.protobuf import text_format
 from pgle.profiles import files
 from pgle.profiles.files import BINARY, TEXT, Profile, encode_profile, parse_profile
 from pgle.profiles.merge import METHODS, merge_columns, merge_profiles
-from pgle.profiles.proto import binary_columns, message_class, text_entries
+from pgle.profiles.canonical import text_entries
+from pgle.profiles.proto import binary_columns, message_class
 
 
 def _by_protobuf(data: bytes, fmt: str) -> Profile:
