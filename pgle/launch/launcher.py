@@ -10,6 +10,7 @@ size and modes (so Python line-buffers it and progress bars and colours behave
 as on the terminal, without forcing the program unbuffered, which made a
 program printing in lines several times slower; issue 16); elsewhere (a pipe, a
 file, a batch log) it is a pipe, where the program block-buffers as it would.
+
 The child runs in its own process group: a Ctrl-C reaches pgle, which forwards
 it once to the whole group (as a shell would), waits, and exits 128+signal.
 
@@ -52,6 +53,14 @@ PARENT_FD_VAR = "PGLE_PARENT_FD"  # read by pgle/launch/harness.py
 # A line longer than this goes to the log in pieces: whole lines keep stdout and
 # stderr from interleaving mid-line, but must not make memory grow without bound.
 MAX_HELD_LINE = 1 << 20
+READ_SIZE = 65536
+# On a pseudo-terminal a line-buffered program hands over one line per write; a pump that
+# forwarded each at once woke, read and wrote twice per line, and on a busy machine took the
+# CPU the program needed (`output_terminal_*` in docs/performance.md). After a small read
+# the pump waits this long and takes what arrived meanwhile in one go: invisible on a terminal
+# (a frame is ~16 ms), and a program writing fast is never held back (its reads are large).
+COALESCE_S = 0.002
+COALESCE_BELOW = 1024
 _PR_SET_PDEATHSIG = 1
 
 
@@ -107,9 +116,11 @@ class _Pump(threading.Thread):
     list, so the cost is linear in bytes even for output without newlines.
     """
 
-    def __init__(self, fd: int, sink, log: _Log, hide: Callable[[bytes], bool] | None = None):
+    def __init__(self, fd: int, sink, log: _Log, hide: Callable[[bytes], bool] | None = None,
+                 coalesce: bool = False):
         super().__init__(daemon=True)
         self.fd, self.sink, self.log = fd, sink, log
+        self.coalesce = coalesce
         self.sink_fd = _fileno(sink)
         self.held: list[bytes] = []
         self.held_bytes = 0
@@ -121,11 +132,13 @@ class _Pump(threading.Thread):
     def run(self) -> None:
         while True:
             try:
-                chunk = os.read(self.fd, 65536)
+                chunk = os.read(self.fd, READ_SIZE)
             except OSError:  # EIO: a pseudo-terminal whose other side closed
                 break
             if not chunk:
                 break
+            if self.coalesce and len(chunk) < COALESCE_BELOW:
+                chunk = self._gather(chunk)
             self._to_sink(chunk if self.hide is None else self._visible(chunk))
             cut = chunk.rfind(b"\n") + 1
             if cut:
@@ -142,6 +155,20 @@ class _Pump(threading.Thread):
             self.log.write(b"".join(self.held) + b"\n")
         if self.pending and not self.hide(self.pending):
             self._to_sink(self.pending)
+
+    def _gather(self, chunk: bytes) -> bytes:
+        time.sleep(COALESCE_S)
+        parts, size = [chunk], len(chunk)
+        while size < READ_SIZE and select.select([self.fd], [], [], 0)[0]:
+            try:
+                more = os.read(self.fd, READ_SIZE)
+            except OSError:
+                break  # EIO: the next read in run() sees it again and ends the pump
+            if not more:
+                break
+            parts.append(more)
+            size += len(more)
+        return b"".join(parts)
 
     def _visible(self, chunk: bytes) -> bytes:
         data, self.pending = self.pending + chunk, b""
@@ -232,10 +259,14 @@ class _Channel:
 
     def __init__(self, fd: int):
         self.terminal = _isatty(fd)
+        if self.terminal:
+            try:
+                self.read_fd, self.child_fd = os.openpty()  # both non-inheritable
+            except OSError:  # no pseudo-terminal left (ENOENT/EAGAIN): a pipe still works
+                self.terminal = False
         if not self.terminal:
             self.read_fd, self.child_fd = os.pipe()
             return
-        self.read_fd, self.child_fd = os.openpty()  # both non-inheritable
         try:
             attrs = termios.tcgetattr(fd)
             # The user's terminal does the output processing (\n -> \r\n and the like) when
@@ -314,9 +345,9 @@ def launch(
         err.child_started()
 
     pumps = [
-        _Pump(out.read_fd, sys.stdout, log),
+        _Pump(out.read_fd, sys.stdout, log, coalesce=out.terminal),
         _Pump(err.read_fd, sys.stderr, log,
-              hide_below(terminal_level) if terminal_level else None),
+              hide_below(terminal_level) if terminal_level else None, coalesce=err.terminal),
     ]
     for p in pumps:
         p.start()
