@@ -1,29 +1,34 @@
-"""Trace -> profile on a generated ~200 MB GPU trace: pgle's converter vs jaxlib's.
+"""Trace -> per-module profiles: `pgle convert RUN DIR/` against jaxlib's converter (issue 16).
 
-Generates one `<host>.xplane.pb` shaped like a GPU trace (8 device planes, stream
-lines of kernel events with hlo_op / hlo_module / program_id / scope_range_id
-stats, two modules sharing instruction names, a metadata plane), then runs each
-converter in its own process and reports wall time and peak memory (max RSS).
-Prints the numbers of one run; asserts only that the mean single-file outputs agree.
+Generates one `<host>.xplane.pb` shaped like a GPU trace, about 200 MB (8 device planes,
+stream lines of kernel events carrying a CUPTI-like correlation_id and hlo_op / hlo_module
+(references, as TSL writes them) / program_id / scope_range_id stats, two modules sharing
+instruction names, ~2,000 distinct instructions, the metadata plane with both modules'
+HloProtos and fingerprints, the Task Environment plane). Both sides are whole processes
+through the harness (benchmarks/harness.py): the anchor is jaxlib's
+`get_profiled_instructions_proto` in `python -c` (import included) writing its profile, the
+subject `pgle convert RUN DIR/` as a user types it (one median profile per module, fragments
+merged, written atomically, read back for the report). Before timing, `pgle convert --stat mean
+RUN one.pb` is checked to hold exactly jaxlib's costs. Time and peak RSS (`ru_maxrss`) per pair.
+Writes benchmarks/results/bench_convert.json.
 
-    python benchmarks/bench_convert.py [--mb 200] [--keep DIR]
+    python benchmarks/bench_convert.py [--pairs 5] [--mb 200] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import resource
-import subprocess
+import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+
+from benchmarks import harness as h  # noqa: E402
 
 EVENTS_PER_LINE = 50_000
 
@@ -68,67 +73,54 @@ def generate(run_dir: Path, target_mb: float) -> Path:
     return path
 
 
-def peak_rss_mb() -> float:
-    """VmHWM of this process image (ru_maxrss would include the parent's peak before exec)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def child(which: str, run_dir: str) -> None:
-    t0 = time.perf_counter()
-    if which == "jaxlib":
-        from jax.experimental.profiler import get_profiled_instructions_proto
-
-        t0 = time.perf_counter()  # import time is not conversion time
-        data = get_profiled_instructions_proto(run_dir)
-        from pgle.profiles.files import parse_profile
-
-        costs = dict(parse_profile(data, "binary", "jaxlib").costs)
-    else:
-        from pgle.profiles.convert import convert_trace
-
-        per_module = which == "pgle-per-module"
-        profiles = convert_trace(run_dir, per_module=per_module, stat="median" if per_module else "mean")
-        costs = dict(profiles[""].costs) if "" in profiles else {k: len(v.costs) for k, v in profiles.items()}
-    seconds = time.perf_counter() - t0
-    rss_mb = peak_rss_mb()
-    print(json.dumps({"seconds": seconds, "max_rss_mb": rss_mb, "costs": costs}))
-
-
-def run_child(which: str, run_dir: Path) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", which, str(run_dir)],
-                         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+JAXLIB = """
+import sys
+from jax.experimental.profiler import get_profiled_instructions_proto
+data = get_profiled_instructions_proto(sys.argv[1])
+with open(sys.argv[2], "wb") as f:
+    f.write(data)
+"""
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    h.pairs_arg(ap)
     ap.add_argument("--mb", type=float, default=200)
     ap.add_argument("--keep", type=Path, default=None, help="Write the trace here and keep it.")
-    ap.add_argument("--child", nargs=2, metavar=("WHICH", "RUN_DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
-        child(*args.child)
-        return
+    rec = h.Recorder("bench_convert")
+    env = h.python_env()
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.keep or Path(tmp) / "run"
-        t0 = time.perf_counter()
-        path = generate(run_dir, args.mb)
-        size = path.stat().st_size / 1e6
-        print(f"generated {path.name}: {size:.0f} MB in {time.perf_counter() - t0:.1f} s")
-        results = {w: run_child(w, run_dir) for w in ("jaxlib", "pgle", "pgle-per-module")}
-        j = results["jaxlib"]
-        for name, r in results.items():
-            print(f"{name:16s} {r['seconds']:8.2f} s  peak RSS {r['max_rss_mb']:8.0f} MB  "
-                  f"time ratio vs jaxlib {r['seconds'] / j['seconds']:.2f}x")
-        same = results["pgle"]["costs"] == j["costs"]
-        print(f"pgle (mean, single file) equals jaxlib: {same}; "
-              f"per-module profiles: {results['pgle-per-module']['costs']}")
-        if not same:
-            sys.exit(1)
+        trace = run_dir / "bench-host.xplane.pb"
+        if not trace.exists():
+            generate(run_dir, args.mb)
+        mb = trace.stat().st_size / 1e6
+        theirs, ours, one = Path(tmp) / "jaxlib.pb", Path(tmp) / "profiles", Path(tmp) / "mean.pb"
+        jaxlib = h.Side("jaxlib get_profiled_instructions_proto",
+                        [sys.executable, "-c", JAXLIB, str(run_dir), str(theirs)], env=env)
+        pgle = h.Side("pgle convert RUN DIR/", h.pgle_argv("convert", str(run_dir), f"{ours}/"),
+                      env=env, before=lambda: shutil.rmtree(ours, ignore_errors=True))
+        # Same costs as jaxlib where pgle computes what jaxlib computes (one file, mean, every
+        # kernel a sample): checked once before timing, through the same command.
+        h.run_once(jaxlib)
+        h.run_once(h.Side("pgle convert --stat mean", h.pgle_argv(
+            "convert", "--stat", "mean", "--force", str(run_dir), str(one)), env=env))
+        from pgle.profiles.files import read_profile
+
+        if dict(read_profile(one).costs) != dict(read_profile(theirs).costs):
+            raise SystemExit("pgle convert --stat mean and jaxlib disagree on the trace")
+        res = h.compare(jaxlib, pgle, pairs=args.pairs)
+    what = (f"`pgle convert RUN DIR/`: {mb:.0f} MB GPU trace (8 devices), per-module median "
+            "profiles (whole process)")
+    details = dict(res, trace_mb=round(mb, 1))
+    rec.figure("convert_per_module", what=what,
+               anchor="jaxlib `get_profiled_instructions_proto` in `python -c` (one pooled mean)",
+               goal="<= 1.0×", value=res["ratio"], met=res["ratio"]["median"] <= 1.0, details=details)
+    rec.figure("convert_memory", what=f"peak RSS of that conversion ({mb:.0f} MB trace)",
+               anchor="jaxlib `get_profiled_instructions_proto`", goal="<= 0.25×",
+               value=res["memory_ratio"], met=res["memory_ratio"]["median"] <= 0.25, details=details)
+    rec.write()
 
 
 if __name__ == "__main__":

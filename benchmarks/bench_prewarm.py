@@ -1,95 +1,89 @@
-"""Prewarm overhead: `pgle prewarm` vs the same run with the JAX variables set by hand.
+"""`pgle prewarm` against the same run set up by hand (issue 16: <= 3% over it).
 
-Both runs use auto PGLE (3 profiled executions) and a fresh persistent cache with
-min compile time 0 and no min entry size; on CPU both load the test-only helper
-(tests/helpers/pgle_cpu_profile) so JAX recompiles and writes PGLE-optimized
-entries as it would on a GPU. The workload is tests/workloads/auto_train.py.
-Runs alternate (by hand, pgle, by hand, ...) to spread machine noise; prints, for
-each, the median and best wall time and the median CPU time (user+sys of all
-child processes, which other load on a shared machine disturbs less), and the
-ratios. Goal: pgle within 3% of by hand.
+By hand: `python auto_train.py --steps N` with the JAX variables `pgle prewarm` sets
+(`JAX_ENABLE_PGLE`, `JAX_PGLE_PROFILING_RUNS=3`, `JAX_PGLE_AGGREGATION_PERCENTILE=90`, the
+compilation cache on, in DIR, with min compile time 0 and no min entry size), the variables
+taken from pgle's own functions so both sides run the same configuration. pgle:
+`pgle prewarm --cache-dir DIR --runs 3 auto_train.py -- --steps N`.
 
-    python benchmarks/bench_prewarm.py [--steps 1500] [--repeat 5]
+Both sides do identical work on identical state: before every run (untimed) its cache folder
+and pgle's run folder are removed, so each run starts with an empty cache, profiles 3
+executions, recompiles with the profile and writes the same cache entries. On CPU both
+workloads load the test-only helper tests/helpers/pgle_cpu_profile (PYTHONPATH on both sides)
+so JAX's auto PGLE gets a non-empty profile and recompiles and caches as it does on a GPU.
+Whole processes through the harness (benchmarks/harness.py), stdout and stderr to /dev/null on
+both. The workload is tests/workloads/auto_train.py (a jitted MLP train step).
+Writes benchmarks/results/bench_prewarm.json.
+
+    python benchmarks/bench_prewarm.py [--pairs 5] [--steps 1500]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = ROOT / "tests" / "workloads" / "auto_train.py"
-HELPER = ROOT / "tests" / "helpers" / "pgle_cpu_profile"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import harness as h  # noqa: E402
 
-def base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_", "TF_CPP_"))}
-    env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(HELPER))
-    return env
-
-
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def by_hand(cache: Path, steps: int) -> float:
-    env = base_env()
-    env.update(JAX_ENABLE_PGLE="true", JAX_PGLE_PROFILING_RUNS="3",
-               JAX_PGLE_AGGREGATION_PERCENTILE="90", JAX_ENABLE_COMPILATION_CACHE="true",
-               JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, str(WORKLOAD), "--steps", str(steps)], env=env, check=True,
-                   capture_output=True)
-    return time.perf_counter() - t0
-
-
-def with_pgle(cache: Path, steps: int, project: Path) -> float:
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pgle", "prewarm", "--cache-dir", str(cache),
-                    "--runs", "3", str(WORKLOAD), "--", "--steps", str(steps)],
-                   env=base_env(), cwd=project, check=True, capture_output=True)
-    return time.perf_counter() - t0
+WORKLOAD = h.ROOT / "tests" / "workloads" / "auto_train.py"
+HELPER = h.ROOT / "tests" / "helpers" / "pgle_cpu_profile"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    h.pairs_arg(ap)
     ap.add_argument("--steps", type=int, default=1500)
-    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    hand, pgle, hand_cpu, pgle_cpu = [], [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        for i in range(args.repeat):
-            for name in ("hand", "pgle"):
-                cache = tmp / f"{name}-{i}"
-                c0 = cpu_seconds()
-                if name == "hand":
-                    hand.append(by_hand(cache, args.steps))
-                    hand_cpu.append(cpu_seconds() - c0)
-                else:
-                    pgle.append(with_pgle(cache, args.steps, tmp))
-                    pgle_cpu.append(cpu_seconds() - c0)
-                shutil.rmtree(cache, ignore_errors=True)
-    med = statistics.median
-    print(f"auto_train.py --steps {args.steps}, {args.repeat} alternating runs each:")
-    print(f"  by hand (JAX variables set): wall median {med(hand):6.2f} s, best {min(hand):6.2f} s, "
-          f"CPU median {med(hand_cpu):6.2f} s")
-    print(f"  pgle prewarm:                wall median {med(pgle):6.2f} s, best {min(pgle):6.2f} s, "
-          f"CPU median {med(pgle_cpu):6.2f} s")
-    for what, p, h in (("wall median", med(pgle), med(hand)), ("wall best", min(pgle), min(hand)),
-                       ("CPU median", med(pgle_cpu), med(hand_cpu))):
-        print(f"  ratio pgle / by hand, {what:<11}: {p / h:.3f} ({(p / h - 1) * 100:+.1f}%)")
-    print("  goal: <= +3%")
+    rec = h.Recorder("bench_prewarm")
+    from pgle.commands.auto import pgle_variables
+    from pgle.commands.prewarm import cache_variables
+
+    runs, percentile = 3, 90
+    env = h.python_env(JAX_PLATFORMS="cpu")
+    env["PYTHONPATH"] = os.pathsep.join([str(HELPER), env["PYTHONPATH"]])
+    with tempfile.TemporaryDirectory() as d:
+        hand_cache, pgle_cache = Path(d) / "hand-cache", Path(d) / "pgle-cache"
+        run_dir = Path(d) / "run"
+
+        def fresh(*paths: Path):
+            def clear() -> None:
+                for p in paths:
+                    shutil.rmtree(p, ignore_errors=True)
+            return clear
+
+        hand_env = dict(env, **pgle_variables(runs, percentile),
+                        **cache_variables(str(hand_cache), relocatable=False))
+        hand = h.Side("by hand", [sys.executable, str(WORKLOAD), "--steps", str(args.steps)],
+                      env=hand_env, cwd=d, before=fresh(hand_cache))
+        pgle = h.Side("pgle prewarm",
+                      h.pgle_argv("prewarm", "--cache-dir", str(pgle_cache), "--runs", str(runs),
+                                  "--percentile", str(percentile), "--run-dir", str(run_dir),
+                                  str(WORKLOAD), "--", "--steps", str(args.steps)),
+                      env=env, cwd=d, before=fresh(pgle_cache, run_dir))
+        # Same work on both sides: the by-hand run fills its cache as pgle's does.
+        h.run_once(hand)
+        h.run_once(pgle)
+        hand_entries = sorted(p.name for p in hand_cache.iterdir() if not p.name.startswith("pgle-"))
+        pgle_entries = sorted(p.name for p in pgle_cache.iterdir() if not p.name.startswith("pgle-"))
+        if len(hand_entries) != len(pgle_entries):
+            raise SystemExit(f"the two sides wrote different caches: {hand_entries} vs {pgle_entries}")
+        res = h.compare(hand, pgle, pairs=args.pairs)
+    pct = h.percent(res)
+    rec.figure("prewarm_overhead",
+               what=f"`pgle prewarm` (auto PGLE, 3 profiled runs, empty cache each run; "
+                    f"auto_train.py, {args.steps} steps)",
+               anchor="the same run with the JAX variables set by hand", goal="<= +3%", unit="%",
+               value=pct, met=pct["median"] <= 3.0,
+               details=dict(res, steps=args.steps, cache_entries=len(hand_entries),
+                            anchor_median_s=statistics.median(a for a, _ in res["pairs_s"])))
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -147,6 +147,8 @@ def summarize(anchor: str, subject: str, rows: Sequence[tuple[Run, Run]]) -> dic
         "anchor_rss_mb": spread([a.max_rss_mb for a, _ in rows]),
         "subject_rss_mb": spread([s.max_rss_mb for _, s in rows]),
         "memory_ratio": spread([s.max_rss_mb / a.max_rss_mb if a.max_rss_mb else 0.0 for a, s in rows]),
+        # (anchor, subject) seconds of every pair, in order: for figures derived per pair.
+        "pairs_s": [[round(a.seconds, 4), round(s.seconds, 4)] for a, s in rows],
         "anchor_cpu_s": spread([a.cpu_seconds for a, _ in rows]),
         "subject_cpu_s": spread([s.cpu_seconds for _, s in rows]),
         **own,

@@ -141,9 +141,9 @@ def verify(log: str, *, profile: str | None = None, backend: str | None = None,
            require_applied: bool = False, jax: str | None = None) -> Report:
     """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin); `jax`: the
     version that wrote it (default: the installed one; < 0.4.36 had no accuracy checker)."""
-    return verify_cmd.verify(verify_cmd.VerifyOptions(
-        os.fspath(log), profile, backend, VerdictOptions(min_coverage, require_applied),
-        accuracy_checker, jax))
+    return verify_cmd.verify_log(log, profile=profile, backend=backend,
+                                 accuracy_checker=accuracy_checker, min_coverage=min_coverage,
+                                 require_applied=require_applied, jax=jax)
 
 
 def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: int = 90,

@@ -35,10 +35,7 @@ _INSIDE = re.compile(
     rb"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF][\s\d]*"
     rb"|[IWEF](?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+\d+ )[^\s\]]+:\d+\] ")
 
-# A cheap pre-filter: every line that matters holds one of these literals.
-CANDIDATES = tuple(re.compile(re.escape(lit)) for lit in (
-    b"profile", b"PGLE", b"Fingerprint before LHS", b"CUPTI_ERROR", b"in XLA_FLAGS",
-    b"latency estimator"))
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,3 +114,80 @@ UNKNOWN_FLAGS = re.compile(r"^Unknown flags? in XLA_FLAGS: (?P<flags>.*?)(?:  .*
 
 # --- the environment --------------------------------------------------------------
 CUPTI_CONTENTION = re.compile(rb"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS|CUPTI_ERROR_NOT_INITIALIZED")
+
+
+# --- the pre-filter ----------------------------------------------------------------
+# Every line the scanner acts on holds one of the literals below; all other lines are skipped
+# with no Python-level work (line_starts). Profiled on a 1 GB log (benchmarks/bench_logscan.py):
+# the time is all in CPython's bytes.find, one pass per literal, and the six short words used
+# before ("profile", "PGLE", ...) were slow passes whose hits included the profiler's own lines,
+# each then costing a regex. Now:
+# - MAIN: two long literals, one two-way bytes.find pass each (its skip table shifts by up to
+#   the literal's length, so long literals are the cheapest passes);
+# - RARE: three literals for rare events, each found through memchr (bytes.find of one byte,
+#   several times faster than a two-way pass) on one upper-case byte of the literal, rare in
+#   logs, then checked in place; where that byte turns out to be common (more than one hit per
+#   RARE_BUDGET bytes so far), the block's rest is searched for the literals themselves, so the
+#   worst case is the two-way pass plus a few hits.
+# Why these literals are enough:
+# - gpu_hlo_schedule.cc: the source file, in the line's prefix, of every scheduler line read
+#   here (USING_PROFILE, USING_FDO, FOUND_PROFILE, FILE_MISSING, PARSE_FAILED(_OLD),
+#   FDO_UNPARSABLE, MAY_NOT_APPLY, SOL_FALLBACK, LHS_UNSET, FINGERPRINT) in the real XLA:GPU
+#   logs of jax 0.4.34, 0.5.3, 0.6.2, 0.7.2, 0.8.3 and 0.10.2 (tests/data/xla_gpu/<jax>/) and in
+#   the public logs of jax 0.4.25 and of 2023 (tests/data/xla_gpu/public/).
+# - profile_guided_latency_estimator.cc: the source file of the accuracy checker's lines
+#   (CHECK_FOUND, CHECK_MISSING, and each missing name, logged on a line of its own: CHECK_NAME)
+#   in the same six jax versions, and of `PGLE missed cost for` (MISSED_COST, a VLOG in the
+#   estimator's NodeCost in XLA's source). Since the names carry it too, the scanner never
+#   reads the lines after `Missing N` one by one, as it did before.
+# - " in XLA_FLAGS", the two CUPTI errors, "missing instructions. Discarding the profile.": part
+#   of UNKNOWN_FLAGS, CUPTI_CONTENTION and CHECK_DISCARD themselves, so any line those match
+#   holds one, whatever printed it (the flag parser's F line, CUPTI's errors from any profiler
+#   file, the compile error in Python's traceback).
+# tests/evidence/test_logscan_prefilter.py checks, on every fixture, that the evidence from the
+# pre-filtered scan equals the evidence from feeding every line.
+MAIN = (b"gpu_hlo_schedule.cc", b"profile_guided_latency_estimator.cc")
+RARE = (  # (byte looked for with memchr, the literals holding it)
+    (b"X", (b" in XLA_FLAGS",)),
+    (b"O", tuple(CUPTI_CONTENTION.pattern.split(b"|"))),  # the O of CUPTI_ERROR_ in both
+    (b"D", (b"missing instructions. Discarding the profile.",)),
+)
+ANCHORS = MAIN + tuple(lit for _, lits in RARE for lit in lits)
+RARE_BUDGET = 1 << 13  # bytes per memchr hit, on average, below which two-way search is cheaper
+
+
+def line_starts(data: bytes | bytearray, end: int) -> list[int]:
+    """The start of each line of data[:end] that holds one of ANCHORS, once, in order."""
+    starts: set[int] = set()
+    for lit in MAIN:
+        _lines_with(data, lit, 0, end, starts)
+    for byte, lits in RARE:
+        _lines_with_rare(data, byte, lits, end, starts)
+    return sorted(starts)
+
+
+def _lines_with(data, lit: bytes, pos: int, end: int, starts: set[int]) -> None:
+    hit = data.find(lit, pos, end)
+    while hit >= 0:
+        starts.add(data.rfind(b"\n", 0, hit) + 1)
+        nl = data.find(b"\n", hit, end)
+        if nl < 0:
+            return
+        hit = data.find(lit, nl + 1, end)
+
+
+def _lines_with_rare(data, byte: bytes, lits: tuple[bytes, ...], end: int,
+                     starts: set[int]) -> None:
+    seen = 0
+    hit = data.find(byte, 0, end)
+    while hit >= 0:
+        seen += 1
+        if seen > 16 + hit // RARE_BUDGET:  # common here: the literals themselves from here on
+            for lit in lits:
+                _lines_with(data, lit, max(0, hit - len(lit)), end, starts)
+            return
+        for lit in lits:
+            at = hit - lit.index(byte)
+            if at >= 0 and data.startswith(lit, at, end):
+                starts.add(data.rfind(b"\n", 0, at) + 1)
+        hit = data.find(byte, hit + 1, end)

@@ -25,9 +25,27 @@ from typing import BinaryIO, Iterable
 from pgle.evidence import logscan
 
 MAX_MISSING_NAMES = 50
-MAX_WAIT_LINES = 100_000
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
 CHUNK = 8 << 20
+
+
+def _literal_start(pattern: re.Pattern) -> str:
+    """The text every match of an anchored pattern starts with (up to its first operator)."""
+    text = pattern.pattern.removeprefix("^")
+    for i, c in enumerate(text):
+        if c in "\\()[]?*+{|.$^":
+            return text[:i - 1] if c in "?*{" else text[:i]
+    return text
+
+
+# What every message _message acts on starts with: one C-level startswith, instead of fifteen
+# regex matches, for the scheduler's other lines, which the pre-filter keeps (jax >= 0.7.2 logs
+# `Using unified latency estimator` for every module).
+_MESSAGE_STARTS = tuple(_literal_start(p) for p in (
+    logscan.FINGERPRINT, logscan.USING_FDO, logscan.USING_PROFILE, logscan.FOUND_PROFILE,
+    logscan.CHECK_FOUND, logscan.CHECK_MISSING, logscan.FILE_MISSING, logscan.PARSE_FAILED,
+    logscan.PARSE_FAILED_OLD, logscan.FDO_UNPARSABLE, logscan.MAY_NOT_APPLY,
+    logscan.UNKNOWN_FLAGS, logscan.SOL_FALLBACK, logscan.MISSED_COST, logscan.LHS_UNSET))
 
 
 
@@ -83,28 +101,43 @@ class LogScanner:
     def __init__(self):
         self.evidence = Evidence()
         self._threads: dict[tuple, _Thread] = {}
-        self._expecting = 0  # threads still owed missing-instruction names
-        self._waited = 0  # lines read one by one since the last name
 
     # -- input --------------------------------------------------------------
     def scan_file(self, path: Path | str) -> Evidence:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:
             self.scan_stream(f)
         return self.evidence
 
     def scan_stream(self, f: BinaryIO) -> Evidence:
-        carry = b""
+        """Feed the lines holding a pre-filter literal (logscan.ANCHORS), in order.
+
+        One buffer is reused for the whole log (readinto: no allocation or copy of each block);
+        the unfinished last line of a block is moved to the buffer's start and completed by the
+        next read, and a line longer than the buffer grows it. Memory stays flat: CHUNK plus the
+        longest line."""
+        buf = bytearray(CHUNK)
+        kept = 0  # bytes of an unfinished line at buf[:kept]
         while True:
-            block = f.read(CHUNK)
-            if not block:
+            if kept == len(buf):
+                buf += bytes(len(buf))  # one line longer than the buffer
+            end = kept
+            with memoryview(buf) as view:
+                # A pipe gives 64 KiB a read: fill the buffer, so that each search pass covers
+                # a whole block and the costs per block stay negligible.
+                while end < len(buf) and (n := f.readinto(view[end:])):
+                    end += n
+            if end == kept:
                 break
-            self.evidence.bytes_scanned += len(block)
-            data = carry + block
-            cut = data.rfind(b"\n") + 1
-            carry = data[cut:]
-            self._scan_block(data, cut)
-        if carry:
-            self._scan_block(carry + b"\n", len(carry) + 1)
+            self.evidence.bytes_scanned += end - kept
+            cut = buf.rfind(b"\n", 0, end) + 1
+            if cut:
+                self._scan_block(buf, cut)
+                buf[:end - cut] = buf[cut:end]  # same length: the buffer is not resized
+                kept = end - cut
+            else:
+                kept = end
+        if kept:  # the last line, without a newline
+            self._scan_block(buf, kept)
         return self.evidence
 
     def feed_lines(self, lines: Iterable[bytes]) -> Evidence:
@@ -112,35 +145,12 @@ class LogScanner:
             self.feed(line)
         return self.evidence
 
-    def _scan_block(self, data: bytes, end: int) -> None:
-        # Jump between lines holding a candidate literal (single-literal searches
-        # run several times faster than one alternation); after a "Missing N"
-        # line, read line by line until that thread's N names have come.
-        hits = sorted({m.start() for lit in logscan.CANDIDATES for m in lit.finditer(data, 0, end)})
-        pos = 0
-        while self._expecting and pos < end:  # names owed from the previous block
-            pos = self._feed_line(data, pos, end)
-        for hit in hits:
-            if hit < pos:
-                continue
-            nl_before = data.rfind(b"\n", pos, hit)
-            start = pos if nl_before < 0 else nl_before + 1
-            pos = self._feed_line(data, start, end)
-            while self._expecting and pos < end:
-                pos = self._feed_line(data, pos, end)
-
-    def _feed_line(self, data: bytes, start: int, end: int) -> int:
-        nl = data.find(b"\n", start, end)
-        nl = end - 1 if nl < 0 else nl
-        self.feed(data[start:nl])
-        if self._expecting:
-            self._waited += 1
-            if self._waited > MAX_WAIT_LINES:
-                # A cut log: the names will not come; stop reading line by line.
-                for state in self._threads.values():
-                    state.expect_names = 0
-                self._expecting = 0
-        return nl + 1
+    def _scan_block(self, data: bytearray, end: int) -> None:
+        """Feed each line of data[:end] that holds a pre-filter literal (logscan.line_starts):
+        a block without one costs a few C-level searches and no Python work per line."""
+        for start in logscan.line_starts(data, end):
+            nl = data.find(b"\n", start, end)
+            self.feed(bytes(data[start:end if nl < 0 else nl]))
 
     # -- the state machine ------------------------------------------------------
     def feed(self, raw: bytes) -> None:
@@ -172,13 +182,12 @@ class LogScanner:
                 if state.current is not None and len(state.current.missing_names) < MAX_MISSING_NAMES:
                     state.current.missing_names.append(m.group("name"))
                 state.expect_names -= 1
-                self._waited = 0
-                if not state.expect_names:
-                    self._expecting -= 1
                 return
         self._message(msg, state, line.rank)
 
     def _message(self, msg: str, state: _Thread, rank: int | None) -> None:
+        if not msg.startswith(_MESSAGE_STARTS):
+            return  # the scheduler's other lines (`Using unified latency estimator`, ...)
         ev = self.evidence
         if m := logscan.FINGERPRINT.match(msg):
             state.fingerprint = (m.group("module"), m.group("fp"))
@@ -215,8 +224,6 @@ class LogScanner:
             ev.checker_lines += 1
             n = int(m.group("n"))
             self._current(state, rank).checker_missing = n
-            if n and not state.expect_names:
-                self._expecting += 1
             state.expect_names = n
         elif m := logscan.FILE_MISSING.match(msg):
             ev.pgle_lines += 1
