@@ -1,33 +1,32 @@
-"""Benchmark: rank 0 gathering the reports of 512 simulated ranks from the filesystem.
+"""Rank 0 gathering the reports of 512 ranks from the job folder, whole processes.
 
-    python benchmarks/bench_gather.py [--ranks 512] [--modules 200] [--dir /shared/tmp]
+The job folder holds what 512 ranks of a `pgle run` job leave (start, exit and report files;
+about 200 per-module entries per report). pgle's side is `python -c` running
+`pgle.jobs.folder.gather` over it (a listing, then each `rank-<r>.json` read and parsed); the
+anchor is a `python -c` doing the least any gather must, by hand: read and `json.loads` the
+512 report files by name. The ratio is what gather's listing, checks and bookkeeping cost on
+top. Through the harness (benchmarks/harness.py): alternating pairs, per-pair ratios of time
+and peak RSS. Writes benchmarks/results/bench_gather.json.
 
-Three measurements, printed:
-1. gather() of reports already on disk: time and peak Python memory
-   (tracemalloc) plus the process's peak RSS growth.
-2. gather() while writer processes produce the ranks' start/exit/report files
-   over about a second (the realistic case): how long after the last report
-   gather() returns.
-3. peer_failure(), which every rank polls twice a second: its cost in a job
-   folder holding every rank's files, with no failure and with one.
+What the old script also printed is gone, on purpose: gather's latency while reports arrive
+is its poll interval (a design constant, 50 ms growing to 500 ms), not a speed; and the cost of
+`peer_failure`'s poll on a local temporary folder says nothing about the shared filesystems
+(NFS, Lustre) where it matters; `--dir` still puts the job folder on one of those.
 
---dir puts the job folder on a given filesystem (e.g. NFS or Lustre, where
-the numbers that matter are); the default is a temporary folder.
+    python benchmarks/bench_gather.py [--ranks 512] [--modules 200] [--pairs 7] [--dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import resource
 import shutil
 import sys
 import tempfile
-import time
-import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import harness as h  # noqa: E402
 
 from pgle.jobs import folder as job  # noqa: E402
 from pgle.jobs.ranks import RankInfo  # noqa: E402
@@ -58,87 +57,56 @@ def info(rank: int, world: int) -> RankInfo:
                     job_id="123456", step_id="0", source="slurm")
 
 
-def write_ranks(job_dir: str, ranks: list[int], world: int, modules: int, spread_s: float) -> None:
-    t0 = time.monotonic()
-    for i, rank in enumerate(ranks):
-        # Ranks finish spread over `spread_s`, as real ones do.
-        target = t0 + spread_s * i / max(1, len(ranks))
-        time.sleep(max(0.0, target - time.monotonic()))
+def write_ranks(job_dir: str, world: int, modules: int) -> None:
+    for rank in range(world):
         job.mark_started(job_dir, info(rank, world))
         job.mark_exit(job_dir, rank, 0)
         job.write_report(job_dir, rank, fake_report(rank, modules))
 
 
-def rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+GATHER = """
+import sys
+from pgle.jobs import folder
+reports, missing = folder.gather(sys.argv[1], int(sys.argv[2]), timeout_s=60)
+assert not missing and len(reports) == int(sys.argv[2])
+"""
+BY_HAND = """
+import json, os, sys
+reports = {}
+for rank in range(int(sys.argv[2])):
+    with open(os.path.join(sys.argv[1], f"rank-{rank}.json"), "rb") as f:
+        reports[rank] = json.loads(f.read())
+assert len(reports) == int(sys.argv[2])
+"""
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    h.pairs_arg(parser)
     parser.add_argument("--ranks", type=int, default=512)
     parser.add_argument("--modules", type=int, default=200, help="per-module entries in each report")
-    parser.add_argument("--writers", type=int, default=4)
-    parser.add_argument("--dir", default=None, help="folder for the job folders (default: a temp folder)")
+    parser.add_argument("--dir", default=None, help="folder for the job folder (default: a temp folder)")
     args = parser.parse_args()
-    world = args.ranks
+    rec = h.Recorder("bench_gather")
+    env = h.python_env()
     base = Path(tempfile.mkdtemp(prefix="pgle-bench-gather-", dir=args.dir))
     try:
-        # 1. everything already on disk
-        cold = base / "cold"
-        write_ranks(str(cold), list(range(world)), world, args.modules, 0.0)
-        size = sum(p.stat().st_size for p in cold.glob("rank-*.json"))
-        rss0 = rss_mib()
-        t0 = time.perf_counter()
-        reports, missing = job.gather(cold, world, timeout_s=60)
-        seconds = time.perf_counter() - t0
-        rss_growth = rss_mib() - rss0
-        assert not missing and len(reports) == world
-        del reports
-        # Memory on a second pass: tracemalloc slows the first one down several times.
-        tracemalloc.start()
-        reports, missing = job.gather(cold, world, timeout_s=60)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        print(f"gather, all {world} reports on disk ({size / 2**20:.1f} MiB of JSON, "
-              f"{args.modules} modules each): {seconds * 1000:.0f} ms, "
-              f"peak Python memory {peak / 2**20:.1f} MiB (tracemalloc), peak RSS growth {rss_growth:.1f} MiB")
-        del reports
-
-        # 2. reports arriving while rank 0 gathers
-        live = base / "live"
-        ctx = multiprocessing.get_context("spawn")
-        chunks = [list(range(world))[i::args.writers] for i in range(args.writers)]
-        writers = [ctx.Process(target=write_ranks, args=(str(live), c, world, args.modules, 1.0)) for c in chunks]
-        for w in writers:
-            w.start()
-        t0 = time.perf_counter()
-        reports, missing = job.gather(live, world, timeout_s=120)
-        done = time.time()
-        seconds = time.perf_counter() - t0
-        for w in writers:
-            w.join()
-        assert not missing and len(reports) == world
-        last = max(job.report_path(live, r).stat().st_mtime for r in range(world))
-        print(f"gather while {args.writers} writer processes produce {world} ranks over ~1 s: "
-              f"{seconds:.2f} s in all, returned {max(0.0, done - last) * 1000:.0f} ms after the last report")
-        del reports
-
-        # 3. the watchdog's poll
-        n = 2000
-        t0 = time.perf_counter()
-        for _ in range(n):
-            assert job.peer_failure(cold, 0) is None
-        healthy = (time.perf_counter() - t0) / n
-        job.mark_exit(cold, world - 1, 3)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            assert job.peer_failure(cold, 0) == (world - 1, 3)
-        failed = (time.perf_counter() - t0) / n
-        print(f"peer_failure in a folder of {3 * world} rank files: {healthy * 1e6:.0f} us per poll "
-              f"with no failure, {failed * 1e6:.0f} us with one "
-              f"({world} ranks x 2 polls/s = {2 * world} polls/s on the shared filesystem)")
+        folder = base / "job"
+        write_ranks(str(folder), args.ranks, args.modules)
+        if not job.report_path(folder, 0).exists():
+            raise SystemExit(f"no rank-0 report where the anchor reads it: {job.report_path(folder, 0)}")
+        mb = sum(p.stat().st_size for p in folder.rglob("rank-*.json")) / 1e6
+        res = h.compare(h.Side("json.loads of each report", [sys.executable, "-c", BY_HAND, str(folder),
+                                                              str(args.ranks)], env=env),
+                        h.Side("pgle gather", [sys.executable, "-c", GATHER, str(folder), str(args.ranks)],
+                               env=env), pairs=args.pairs)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    rec.figure("gather", what=f"rank 0 gathering {args.ranks} reports ({mb:.0f} MB of JSON, "
+                              f"{args.modules} modules each; whole process)",
+               anchor="`python -c` reading and `json.loads`-ing each report by hand", goal="–",
+               value=res["ratio"], met=None, details=dict(res, reports_mb=round(mb, 1)))
+    rec.write()
     return 0
 
 

@@ -1,30 +1,33 @@
 """Exposed-communication analysis of a large trace: pgle report's reader vs xprof's own
 `analyze_async_overlap` (xprof 2.24, offline on an .xplane.pb), whole processes.
 
-The trace has the shape xprof reads ("XLA Ops" lines with async start/done pairs on 8
-device planes; xprof cannot read raw GPU kernel-stream traces, see
-tests/analysis/test_report.py::test_xprof_finds_nothing_in_gpu_kernel_streams), so both analyse the
-same bytes and must agree on the totals. Alternating order, >= 5 pairs; prints wall time
-and peak RSS of each process and min/median/max of the per-pair time ratios (pgle/xprof).
+The anchor is xprof's tool: the reference implementation of the same analysis, run as
+`python -c` the way pgle's reader is, each importing what it needs. The trace has the shape
+xprof reads ("XLA Ops" lines with async start/done pairs on 8 device planes; xprof cannot read
+raw GPU kernel-stream traces, see
+tests/analysis/test_report.py::test_xprof_finds_nothing_in_gpu_kernel_streams), so both analyse
+the same bytes; before timing, both are run once and must agree on the totals. Through the
+harness (benchmarks/harness.py): alternating pairs, per-pair ratios of time and of peak RSS.
+Writes benchmarks/results/bench_report.json.
 
-    python benchmarks/bench_report.py [--mb 60] [--pairs 5] [--keep DIR]
+    python benchmarks/bench_report.py [--mb 10] [--pairs 5] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+
+from benchmarks import harness as h  # noqa: E402
 
 PGLE = """
 import json, sys
@@ -70,40 +73,39 @@ def generate(path: Path, target_mb: float) -> Path:
     return out
 
 
-def run(code: str, trace: Path) -> tuple[float, int, dict]:
-    t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-c", code, str(trace)], stdout=subprocess.PIPE,
-                         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    elapsed = time.perf_counter() - t0
-    if p.returncode:
-        raise SystemExit(f"analysis failed ({p.returncode})")
-    return elapsed, usage.ru_maxrss * 1024, json.loads(out)
+def answer(side: h.Side) -> dict:
+    return json.loads(subprocess.run(side.argv, env=side.env, cwd=side.cwd, capture_output=True,
+                                     check=True).stdout)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mb", type=float, default=60)
+    ap.add_argument("--mb", type=float, default=10)
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--keep")
     ns = ap.parse_args()
+    rec = h.Recorder("bench_report")
     folder = Path(ns.keep or tempfile.mkdtemp(prefix="bench-report-"))
-    trace = generate(folder, ns.mb)
-    print(f"trace {trace}: {trace.stat().st_size / 1e6:.1f} MB")
-    ratios = []
-    for i in range(ns.pairs):
-        order = [("pgle", PGLE), ("xprof", XPROF)]
-        if i % 2:
-            order.reverse()
-        res = {name: run(code, trace) for name, code in order}
-        assert res["pgle"][2] == res["xprof"][2], res
-        ratios.append(res["pgle"][0] / res["xprof"][0])
-        print(" ".join(f"{n}: {res[n][0]:.2f} s {res[n][1] / 2**20:.0f} MiB" for n in ("pgle", "xprof"))
-              + f"  ratio {ratios[-1]:.2f}")
-    print(f"pgle/xprof time ratio over {len(ratios)} pairs: min {min(ratios):.2f} "
-          f"median {statistics.median(ratios):.2f} max {max(ratios):.2f}")
+    try:
+        trace = generate(folder, ns.mb)
+        mb = trace.stat().st_size / 1e6
+        env = h.python_env()
+        pgle = h.Side("pgle report reader", [sys.executable, "-c", PGLE, str(trace)], env=env, cwd=ROOT)
+        xprof = h.Side("xprof analyze_async_overlap", [sys.executable, "-c", XPROF, str(trace)],
+                       env=env, cwd=ROOT)
+        if answer(pgle) != answer(xprof):
+            raise SystemExit(f"pgle and xprof disagree: {answer(pgle)} != {answer(xprof)}")
+        res = h.compare(xprof, pgle, pairs=ns.pairs)
+    finally:
+        if not ns.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    what = f"exposed communication of a {mb:.0f} MB trace (8 devices), pgle report's reader"
+    anchor = "xprof `analyze_async_overlap` in `python -c`"
+    rec.figure("report_overlap", what=what, anchor=anchor, goal="–", value=res["ratio"], met=None,
+               details=dict(res, trace_mb=round(mb, 1)))
+    rec.figure("report_overlap_memory", what=f"{what}: peak RSS", anchor=anchor, goal="–",
+               value=res["memory_ratio"], met=None, details=dict(res, trace_mb=round(mb, 1)))
+    rec.write()
     return 0
 
 

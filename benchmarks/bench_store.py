@@ -1,39 +1,68 @@
-"""Profile-store lookup: one module's profile from a store of 10,000 vs one of 10.
+"""The profile store: `pgle store get` (the view XLA reads) and one module's lookup, whole processes.
 
-Builds two local stores (10,000 and 10 module profiles of 200 instructions, jax 0.10.2, H100),
-then times whole processes that open the store and serve one module (`ProfileStore.serve`, what
-`pgle store get --fingerprint`-style lookups and `--store` runs do per module), alternating the
-order pair by pair. Prints per-process times and the min/median/max of the per-pair ratios
-(large / small): the cost of store size on a lookup. Then times whole processes that build the
-view XLA reads (`materialize`: one listing, metadata reads, hard links) of the large store and of
-the small one, alternating, and reports min/median/max per process and per-pair ratios.
+Builds a local store of --profiles module profiles (200 instructions each, jax 0.10.2, H100),
+one entry per module, and a store of 10. Two figures, both through the harness
+(benchmarks/harness.py: alternating pairs, per-pair ratios):
 
-    python benchmarks/bench_store.py [--profiles 10000] [--pairs 7]
+- `store_get`: `pgle store get STORE OUT --device-kind H100 --jax 0.10.2 --force` against a
+  `python -c` that does the least any view of this store must do, written by hand: list
+  `profiles/`, read each entry's metadata JSON to keep the jax version and device kind asked
+  for, take the newest per module, and hard-link its profile as `OUT/<fingerprint>.pbtxt`.
+  pgle does that plus its policy, the store's checks and an atomic replace of OUT; the ratio
+  is the price of those.
+- `store_lookup`: serving one module (`ProfileStore.serve`, what a `--store` run does per
+  module) from the large store against the same lookup in the store of 10: a lookup must not
+  cost more in a larger store (the anchor is the same code, so the ratio is the cost of size).
+
+Writes benchmarks/results/bench_store.json.
+
+    python benchmarks/bench_store.py [--profiles 5000] [--pairs 7]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import statistics
-import subprocess
+import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pgle.profiles.files import Profile  # noqa: E402
-from pgle.store.store import ProfileStore  # noqa: E402
+from benchmarks import harness as h  # noqa: E402
 
-LOOKUP = ("import sys; sys.path.insert(0, {root!r}); from pgle.store.store import ProfileStore; "
-          "p, _ = ProfileStore({store!r}).serve({fp!r}, jax='0.10.2', device_kind='H100'); "
-          "assert p.instruction_count == 200")
+LOOKUP = """
+import sys
+from pgle.store.store import ProfileStore
+p, _ = ProfileStore(sys.argv[1]).serve(sys.argv[2], jax="0.10.2", device_kind="H100")
+assert p.instruction_count == 200
+"""
+BY_HAND = """
+import json, os, sys
+store, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+root = os.path.join(store, "profiles")
+for fp in os.listdir(root):
+    newest = None
+    for name in sorted(os.listdir(os.path.join(root, fp))):
+        if name.endswith(".json"):
+            with open(os.path.join(root, fp, name)) as f:
+                meta = json.load(f)
+            if meta["jax"] == "0.10.2" and meta["device_kind"] == "H100":
+                newest = name[:-5]
+    if newest:
+        dst = os.path.join(out, fp + ".pbtxt")
+        if os.path.exists(dst):
+            os.unlink(dst)
+        os.link(os.path.join(root, fp, newest + ".pbtxt"), dst)
+"""
 
 
 def build(path: Path, n: int) -> str:
+    from pgle.profiles.files import Profile
+    from pgle.store.store import ProfileStore
+
     st = ProfileStore(path, create=True)
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     for i in range(n):
@@ -42,59 +71,38 @@ def build(path: Path, n: int) -> str:
     return f"{n // 2:032x}"
 
 
-def timed(code: str) -> float:
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - t0
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profiles", type=int, default=10_000)
-    ap.add_argument("--pairs", type=int, default=7)
+    h.pairs_arg(ap)
+    ap.add_argument("--profiles", type=int, default=5_000)
     args = ap.parse_args()
+    rec = h.Recorder("bench_store")
+    env = h.python_env()
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        big_fp = build(Path(tmp) / "big", args.profiles)
-        small_fp = build(Path(tmp) / "small", 10)
-        print(f"built stores of {args.profiles} and 10 profiles in {time.perf_counter() - t0:.1f} s")
-        big = LOOKUP.format(root=str(ROOT), store=f"{tmp}/big", fp=big_fp)
-        small = LOOKUP.format(root=str(ROOT), store=f"{tmp}/small", fp=small_fp)
-        ratios, tb, ts = [], [], []
-        for i in range(args.pairs):
-            if i % 2:
-                s, b = timed(small), timed(big)
-            else:
-                b, s = timed(big), timed(small)
-            tb.append(b)
-            ts.append(s)
-            ratios.append(b / s)
-        print(f"lookup, store of {args.profiles}: median {statistics.median(tb) * 1000:.0f} ms "
-              f"(min {min(tb) * 1000:.0f}, max {max(tb) * 1000:.0f})")
-        print(f"lookup, store of 10: median {statistics.median(ts) * 1000:.0f} ms "
-              f"(min {min(ts) * 1000:.0f}, max {max(ts) * 1000:.0f})")
-        print(f"ratio large/small over {args.pairs} pairs: min {min(ratios):.2f} "
-              f"median {statistics.median(ratios):.2f} max {max(ratios):.2f}")
-        view = ("import sys; sys.path.insert(0, {root!r}); from pgle.store.store import ProfileStore; "
-                "s = ProfileStore({store!r}).materialize({out!r}, jax='0.10.2', device_kind='H100', "
-                "force=True); assert len(s) == {n}")
-        vb, vs, vr = [], [], []
-        for i in range(args.pairs):
-            big_v = view.format(root=str(ROOT), store=f"{tmp}/big", out=f"{tmp}/vb{i}", n=args.profiles)
-            small_v = view.format(root=str(ROOT), store=f"{tmp}/small", out=f"{tmp}/vs{i}", n=10)
-            if i % 2:
-                s, b = timed(small_v), timed(big_v)
-            else:
-                b, s = timed(big_v), timed(small_v)
-            vb.append(b)
-            vs.append(s)
-            vr.append(b / s)
-        print(f"view of {args.profiles} modules (whole process): median {statistics.median(vb):.2f} s "
-              f"(min {min(vb):.2f}, max {max(vb):.2f})")
-        print(f"view of 10 modules (whole process): median {statistics.median(vs):.2f} s "
-              f"(min {min(vs):.2f}, max {max(vs):.2f})")
-        print(f"view ratio large/small over {args.pairs} pairs: min {min(vr):.1f} "
-              f"median {statistics.median(vr):.1f} max {max(vr):.1f}")
+        big, small = Path(tmp) / "big", Path(tmp) / "small"
+        big_fp, small_fp = build(big, args.profiles), build(small, 10)
+        ours, theirs = Path(tmp) / "view-pgle", Path(tmp) / "view-hand"
+        pgle = h.Side("pgle store get", h.pgle_argv("store", "get", str(big), str(ours), "--device-kind",
+                                                     "H100", "--jax", "0.10.2", "--force"), env=env)
+        hand = h.Side("by hand", [sys.executable, "-c", BY_HAND, str(big), str(theirs)], env=env,
+                      before=lambda: shutil.rmtree(theirs, ignore_errors=True))
+        h.run_once(pgle)
+        h.run_once(hand)
+        if sorted(p.name for p in ours.iterdir()) != sorted(p.name for p in theirs.iterdir()):
+            raise SystemExit("pgle store get and the hand-written view disagree")
+        res = h.compare(hand, pgle, pairs=args.pairs)
+        rec.figure("store_get", what=f"`pgle store get`, a store of {args.profiles:,} modules",
+                   anchor="the same view made by hand in `python -c` (list, read metadata, hard-link)",
+                   goal="–", value=res["ratio"], met=None, details=res)
+        res = h.compare(
+            h.Side("lookup, store of 10", [sys.executable, "-c", LOOKUP, str(small), small_fp], env=env),
+            h.Side(f"lookup, store of {args.profiles}", [sys.executable, "-c", LOOKUP, str(big), big_fp],
+                   env=env), pairs=args.pairs)
+        rec.figure("store_lookup", what=f"one module's profile from a store of {args.profiles:,} "
+                                        "(`ProfileStore.serve`, whole process)",
+                   anchor="the same lookup in a store of 10", goal="–", value=res["ratio"], met=None,
+                   details=res)
+    rec.write()
 
 
 if __name__ == "__main__":

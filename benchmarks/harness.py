@@ -9,7 +9,10 @@ Method, the same for every figure:
 - the figure is the min / median / max of the PER-PAIR ratios subject / anchor (never a
   ratio of medians or minima taken at different times);
 - wall time from `time.perf_counter` around the process, peak memory from `wait4`'s
-  `ru_maxrss` (for a pipeline: the largest of its processes);
+  `ru_maxrss` (for a pipeline: the largest of its processes); where the question is the
+  speed of a program that runs under pgle (not pgle's own), each side may also report the
+  program's own run time as the program measured it (`Side.own_time`), and the per-pair
+  ratios of those come out as `own_ratio`, from the same runs;
 - the machine is recorded with the result: cores, load average at start and end,
   python, jax/jaxlib/protobuf versions and protobuf's backend.
 
@@ -51,6 +54,8 @@ class Side:
     stdout_to_null: bool = True
     before: Callable[[], None] | None = None
     check: Callable[[int], None] | None = None  # gets the exit status; raise on a bad run
+    # After each run: the program's own run time as it measured and wrote it (seconds).
+    own_time: Callable[[], float] | None = None
 
 
 @dataclasses.dataclass
@@ -58,6 +63,8 @@ class Run:
     seconds: float
     max_rss_mb: float
     status: int
+    own_seconds: float | None = None
+    cpu_seconds: float = 0.0  # user + system of the process and the children it waited for
 
 
 def run_once(side: Side) -> Run:
@@ -79,7 +86,8 @@ def run_once(side: Side) -> Run:
         side.check(code)
     elif code != 0:
         raise SystemExit(f"benchmark side {side.name!r} failed with exit status {code}: {side.argv}")
-    return Run(seconds, rss, code)
+    return Run(seconds, rss, code, side.own_time() if side.own_time else None,
+               usage.ru_utime + usage.ru_stime)
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -126,6 +134,12 @@ def compare(anchor: Side, subject: Side, *, pairs: int = 7, warmup: int = 1) -> 
 def summarize(anchor: str, subject: str, rows: Sequence[tuple[Run, Run]]) -> dict:
     a_t = [a.seconds for a, _ in rows]
     s_t = [s.seconds for _, s in rows]
+    own = {}
+    if all(a.own_seconds and s.own_seconds for a, s in rows):
+        a_o = [a.own_seconds for a, _ in rows]
+        s_o = [s.own_seconds for _, s in rows]
+        own = {"own_ratio": spread([s / a for a, s in zip(a_o, s_o)]),
+               "anchor_own_s": spread(a_o), "subject_own_s": spread(s_o)}
     return {
         "anchor": anchor, "subject": subject, "pairs": len(rows),
         "ratio": spread([s / a for a, s in zip(a_t, s_t)]),
@@ -135,6 +149,9 @@ def summarize(anchor: str, subject: str, rows: Sequence[tuple[Run, Run]]) -> dic
         "memory_ratio": spread([s.max_rss_mb / a.max_rss_mb if a.max_rss_mb else 0.0 for a, s in rows]),
         # (anchor, subject) seconds of every pair, in order: for figures derived per pair.
         "pairs_s": [[round(a.seconds, 4), round(s.seconds, 4)] for a, s in rows],
+        "anchor_cpu_s": spread([a.cpu_seconds for a, _ in rows]),
+        "subject_cpu_s": spread([s.cpu_seconds for _, s in rows]),
+        **own,
     }
 
 

@@ -45,6 +45,13 @@ REWRITTEN = {
                   "benchmark now runs through benchmarks/harness.py and its figures live in "
                   "docs/performance.md",
 }
+# Single lines of the old README that stopped being true; the rest of their section is still
+# checked. Issue 16: pgle no longer sets PYTHONUNBUFFERED (a pseudo-terminal on a terminal).
+RETIRED_LINES = {
+    "The workload's output reaches the terminal live and unchanged (pgle sets `PYTHONUNBUFFERED=1` unless",
+    "you set it, since the child writes into a pipe); pgle's own lines go to stderr with a `pgle:` "
+    "prefix. `--json` prints one report on stdout (the workload's stdout then goes to stderr),",
+}
 
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
@@ -152,7 +159,7 @@ def test_old_readme_headings_are_the_listed_ones():
 
 @pytest.mark.parametrize("title", OLD_HEADINGS)
 def test_moved_sections_keep_their_text(title):
-    old = sections(old_readme())[title]
+    old = [line for line in sections(old_readme())[title] if line not in RETIRED_LINES]
     if title in {t for _, t, _ in headings(README.read_text())}:
         pytest.skip(f"{title!r} stayed in README.md")
     if title in REWRITTEN:

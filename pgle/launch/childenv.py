@@ -59,14 +59,8 @@ def build(
         environ[key] = value
     for key, value in (defaults or {}).items():
         environ.setdefault(key, value)
-    if os.isatty(1):
-        # On a terminal the user must see output as it is printed. Python line-buffers stdout
-        # on a terminal but block-buffers it on a pipe (pgle's pump), so the child is made
-        # unbuffered (the nearest an environment variable gets to line buffering; a
-        # pseudo-terminal would need the launcher to change). When pgle's stdout is a pipe, a
-        # file or a batch job's log, the program would block-buffer without pgle too: forcing
-        # it unbuffered there made a program printing 200 MB in lines 3x slower (issue 16).
-        environ.setdefault("PYTHONUNBUFFERED", "1")
+    # No PYTHONUNBUFFERED: where pgle's output is a terminal the launcher gives the program a
+    # pseudo-terminal, so it buffers exactly as it would without pgle (pgle.launch.launcher).
     if info_log:
         warning = ensure_info_log(environ, "'Using PGLE profile', 'Found profile for module'",
                                   "pgle cannot see whether the profile was used")

@@ -3,6 +3,14 @@
 The child's stdout and stderr reach pgle's own stdout and stderr byte for byte
 as they arrive (progress bars included); complete lines of both also go to the
 log file, so lines of the two streams never interleave mid-line there.
+
+Each of the child's two streams is what it would be without pgle: where pgle's
+own stdout (stderr) is a terminal, the child's is a pseudo-terminal of the same
+size and modes (so Python line-buffers it and progress bars and colours behave
+as on the terminal, without forcing the program unbuffered, which made a
+program printing in lines several times slower; issue 16); elsewhere (a pipe, a
+file, a batch log) it is a pipe, where the program block-buffers as it would.
+
 The child runs in its own process group: a Ctrl-C reaches pgle, which forwards
 it once to the whole group (as a shell would), waits, and exits 128+signal.
 
@@ -24,11 +32,14 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import fcntl
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -42,6 +53,14 @@ PARENT_FD_VAR = "PGLE_PARENT_FD"  # read by pgle/launch/harness.py
 # A line longer than this goes to the log in pieces: whole lines keep stdout and
 # stderr from interleaving mid-line, but must not make memory grow without bound.
 MAX_HELD_LINE = 1 << 20
+READ_SIZE = 65536
+# On a pseudo-terminal a line-buffered program hands over one line per write; a pump that
+# forwarded each at once woke, read and wrote twice per line, and on a busy machine took the
+# CPU the program needed (`output_terminal_*` in docs/performance.md). After a small read
+# the pump waits this long and takes what arrived meanwhile in one go: invisible on a terminal
+# (a frame is ~16 ms), and a program writing fast is never held back (its reads are large).
+COALESCE_S = 0.002
+COALESCE_BELOW = 1024
 _PR_SET_PDEATHSIG = 1
 
 
@@ -97,9 +116,12 @@ class _Pump(threading.Thread):
     list, so the cost is linear in bytes even for output without newlines.
     """
 
-    def __init__(self, fd: int, sink, log: _Log, hide: Callable[[bytes], bool] | None = None):
+    def __init__(self, fd: int, sink, log: _Log, hide: Callable[[bytes], bool] | None = None,
+                 coalesce: bool = False):
         super().__init__(daemon=True)
         self.fd, self.sink, self.log = fd, sink, log
+        self.coalesce = coalesce
+        self.sink_fd = _fileno(sink)
         self.held: list[bytes] = []
         self.held_bytes = 0
         # `hide(line)`: a complete line that goes to the log only (XLA's INFO lines pgle
@@ -110,11 +132,13 @@ class _Pump(threading.Thread):
     def run(self) -> None:
         while True:
             try:
-                chunk = os.read(self.fd, 65536)
+                chunk = os.read(self.fd, READ_SIZE)
             except OSError:  # EIO: a pseudo-terminal whose other side closed
                 break
             if not chunk:
                 break
+            if self.coalesce and len(chunk) < COALESCE_BELOW:
+                chunk = self._gather(chunk)
             self._to_sink(chunk if self.hide is None else self._visible(chunk))
             cut = chunk.rfind(b"\n") + 1
             if cut:
@@ -132,6 +156,20 @@ class _Pump(threading.Thread):
         if self.pending and not self.hide(self.pending):
             self._to_sink(self.pending)
 
+    def _gather(self, chunk: bytes) -> bytes:
+        time.sleep(COALESCE_S)
+        parts, size = [chunk], len(chunk)
+        while size < READ_SIZE and select.select([self.fd], [], [], 0)[0]:
+            try:
+                more = os.read(self.fd, READ_SIZE)
+            except OSError:
+                break  # EIO: the next read in run() sees it again and ends the pump
+            if not more:
+                break
+            parts.append(more)
+            size += len(more)
+        return b"".join(parts)
+
     def _visible(self, chunk: bytes) -> bytes:
         data, self.pending = self.pending + chunk, b""
         lines = data.split(b"\n")
@@ -147,6 +185,9 @@ class _Pump(threading.Thread):
     def _to_sink(self, chunk: bytes) -> None:
         if not chunk:
             return
+        if self.sink_fd is not None:
+            _write_all(self.sink_fd, chunk)
+            return
         try:
             buffer = getattr(self.sink, "buffer", None)
             if buffer is not None:
@@ -157,6 +198,29 @@ class _Pump(threading.Thread):
                 self.sink.flush()
         except (OSError, ValueError):
             pass  # a closed terminal must not stop the log or the workload
+
+
+def _fileno(sink) -> int | None:
+    """The file descriptor under `sink` (pgle's stdout/stderr), flushed: the pumps write each
+    chunk to it with one os.write (no text or buffer layer per chunk). None for a stream
+    without one (an in-memory stream): written through its own methods then."""
+    try:
+        fd = sink.fileno()
+        sink.flush()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:  # a terminal the user left non-blocking: wait, lose nothing
+            select.select([], [fd], [])
+        except OSError:
+            return  # a closed terminal must not stop the log or the workload
 
 
 # The start of an XLA/absl log line (pgle.evidence.logscan has the full prefixes).
@@ -189,6 +253,51 @@ def _die_with_parent() -> None:
         pass  # not Linux: the pipe watch alone
 
 
+class _Channel:
+    """Where one of the child's output streams goes: a pipe, or a pseudo-terminal when pgle's
+    own stream (`fd`) is a terminal. `child_fd` is the child's end, `read_fd` pgle's."""
+
+    def __init__(self, fd: int):
+        self.terminal = _isatty(fd)
+        if self.terminal:
+            try:
+                self.read_fd, self.child_fd = os.openpty()  # both non-inheritable
+            except OSError:  # no pseudo-terminal left (ENOENT/EAGAIN): a pipe still works
+                self.terminal = False
+        if not self.terminal:
+            self.read_fd, self.child_fd = os.pipe()
+            return
+        try:
+            attrs = termios.tcgetattr(fd)
+            # The user's terminal does the output processing (\n -> \r\n and the like) when
+            # pgle writes the bytes to it, so the pseudo-terminal must pass them unchanged:
+            # the log then holds what the program wrote.
+            attrs[1] &= ~termios.OPOST
+            termios.tcsetattr(self.child_fd, termios.TCSANOW, attrs)
+        except termios.error:
+            pass
+        copy_window_size(fd, self.read_fd)
+
+    def child_started(self) -> None:
+        os.close(self.child_fd)  # the child's copy alone keeps it open: its exit is EOF (EIO)
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def copy_window_size(terminal: int, pty: int) -> None:
+    """The terminal's rows and columns onto the pseudo-terminal (set through its master)."""
+    try:
+        size = fcntl.ioctl(terminal, termios.TIOCGWINSZ, b"\0" * 8)
+        fcntl.ioctl(pty, termios.TIOCSWINSZ, size)
+    except OSError:
+        pass
+
+
 def _stderr_line(text: str) -> None:
     try:
         sys.stderr.write(text)
@@ -218,22 +327,27 @@ def launch(
     # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
     watch_r, watch_w = os.pipe()
     env = {**env, PARENT_FD_VAR: str(watch_r)}
+    out, err = _Channel(1), _Channel(2)
     start = time.monotonic()
     try:
-        child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, pass_fds=(watch_r,),
+        child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out.child_fd,
+                                 stderr=err.child_fd, pass_fds=(watch_r,),
                                  preexec_fn=_die_with_parent, **group)
     except OSError as e:
         log.close()
         os.close(watch_w)
+        for fd in (out.read_fd, err.read_fd):
+            os.close(fd)
         raise PgleError(f"cannot start {argv[0]}: {e.strerror}.") from None
     finally:
         os.close(watch_r)
+        out.child_started()
+        err.child_started()
 
     pumps = [
-        _Pump(child.stdout.fileno(), sys.stdout, log),
-        _Pump(child.stderr.fileno(), sys.stderr, log,
-              hide_below(terminal_level) if terminal_level else None),
+        _Pump(out.read_fd, sys.stdout, log, coalesce=out.terminal),
+        _Pump(err.read_fd, sys.stderr, log,
+              hide_below(terminal_level) if terminal_level else None, coalesce=err.terminal),
     ]
     for p in pumps:
         p.start()
@@ -244,10 +358,21 @@ def launch(
         received.append(signum)
         _signal_group(child, signum)
 
+    def resized(signum, frame):
+        # The child's pseudo-terminal is no process's controlling terminal (the child runs in
+        # its own process group), so the kernel signals nobody when its size changes: pgle
+        # copies the new size and tells the workload, as the terminal would have.
+        for fd, channel in ((1, out), (2, err)):
+            if channel.terminal:
+                copy_window_size(fd, channel.read_fd)
+        _signal_group(child, signal.SIGWINCH)
+
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED_SIGNALS:
             previous[sig] = signal.signal(sig, forward)
+        if out.terminal or err.terminal:
+            previous[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, resized)
 
     stopped = False
     watchdog_code = None
@@ -273,8 +398,8 @@ def launch(
         # A grandchild that inherited the pipes may keep them open; don't hang on it.
         p.join(timeout=5.0)
     log.close()
-    child.stdout.close()
-    child.stderr.close()
+    for fd in (out.read_fd, err.read_fd):
+        os.close(fd)
     duration = time.monotonic() - start
     code = shell_exit_code(returncode)
     if stopped and watchdog_code is not None:

@@ -248,30 +248,3 @@ def test_workload_is_not_forced_unbuffered_on_a_pipe(project):
     assert echoed(proc)["unbuffered"] is None
     mine = run_pgle("run", "--profile", "p.pb", ECHO, cwd=project, env=pgle_env(PYTHONUNBUFFERED="1"))
     assert echoed(mine)["unbuffered"] == "1"  # the user's own choice is kept
-
-
-def test_workload_is_unbuffered_when_pgle_prints_to_a_terminal(project):
-    """On a terminal the output must show as it is printed: through pgle's pipe the child is
-    made unbuffered."""
-    import pty
-
-    write_profile(project / "p.pb", {"fusion.1": 1.0})
-    master, slave = pty.openpty()
-    env = {k: v for k, v in pgle_env().items() if k != "PYTHONUNBUFFERED"}
-    proc = subprocess.Popen([sys.executable, "-m", "pgle", "run", "--profile", "p.pb", ECHO],
-                            cwd=project, env=env, stdout=slave, stderr=subprocess.PIPE)
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: every writer closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    err = proc.stderr.read()
-    assert proc.wait(timeout=300) == 0, err.decode()
-    os.close(master)
-    line = next(l for l in out.decode().splitlines() if l.startswith("ECHO "))
-    assert json.loads(line[5:])["unbuffered"] == "1"

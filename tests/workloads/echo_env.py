@@ -10,6 +10,9 @@ print("ECHO " + json.dumps({
     "path0": sys.path[0],
     "name": __name__,
     "unbuffered": os.environ.get("PYTHONUNBUFFERED"),
+    "stdout_tty": os.isatty(1),
+    "stderr_tty": os.isatty(2),
+    "size": list(os.get_terminal_size(1)) if os.isatty(1) else None,
 }), flush=True)
 code = int(os.environ.get("ECHO_EXIT", "0"))
 sys.exit(code)

@@ -1,0 +1,194 @@
+"""pgle on a terminal: the workload's streams are what they would be without pgle (issue 16).
+
+Each test gives pgle real pseudo-terminals (`os.openpty`) as its stdout and/or stderr, the way
+a shell in a terminal does, and runs `pgle run` as a whole process. Where pgle's stream is a
+terminal, the workload's is one too (same size, line-buffered by Python, never forced
+unbuffered); the bytes reach pgle's terminal unchanged and the run log keeps them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+
+from helpers.pgle_testing import WORKLOADS, pgle_env, write_profile
+
+ECHO = str(WORKLOADS / "echo_env.py")
+DEADLINE_S = 120  # generous: a loaded 2-core machine; the tests never wait this long when they pass
+
+
+class Terminal:
+    """A pseudo-terminal standing in for the user's: pgle gets `slave`, the test reads `master`.
+
+    Output processing is off (as `stty -opost`) so the test sees exactly the bytes pgle wrote;
+    everything read is kept in `data`."""
+
+    def __init__(self, rows: int = 45, cols: int = 123):
+        self.master, self.slave = os.openpty()
+        attrs = termios.tcgetattr(self.slave)
+        attrs[1] &= ~termios.OPOST
+        termios.tcsetattr(self.slave, termios.TCSANOW, attrs)
+        self.resize(rows, cols)
+        self.data = b""
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def resize(self, rows: int, cols: int) -> None:
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                return
+            if not chunk:
+                return
+            with self.lock:
+                self.data += chunk
+
+    def wait_for(self, needle: bytes, proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while needle not in self.text():
+            assert proc.poll() is None, f"pgle ended ({proc.returncode}) before {needle!r}: {self.text()!r}"
+            assert time.monotonic() < deadline, f"{needle!r} never reached the terminal: {self.text()!r}"
+            time.sleep(0.02)
+
+    def text(self) -> bytes:
+        with self.lock:
+            return self.data
+
+    def close_pgle_side(self) -> None:
+        os.close(self.slave)
+
+    def finish(self) -> bytes:
+        self.reader.join(timeout=DEADLINE_S)
+        os.close(self.master)
+        return self.data
+
+
+def start(project: Path, script: str, *, stdout, stderr, env: dict | None = None) -> subprocess.Popen:
+    write_profile(project / "p.pb", {"fusion.1": 1.0})
+    env = {k: v for k, v in (env or pgle_env()).items() if k != "PYTHONUNBUFFERED"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "pgle", "run", "--profile", "p.pb", "--run-dir", "run", script],
+        cwd=project, env=env, stdout=stdout, stderr=stderr)
+
+
+def echo_line(data: bytes) -> dict:
+    line = next(l for l in data.split(b"\n") if l.startswith(b"ECHO "))
+    return json.loads(line[5:])
+
+
+def test_the_workload_gets_a_terminal_of_the_same_size_and_is_not_unbuffered(project):
+    out, err = Terminal(rows=45, cols=123), Terminal(rows=45, cols=123)
+    proc = start(project, ECHO, stdout=out.slave, stderr=err.slave)
+    out.close_pgle_side()
+    err.close_pgle_side()
+    assert proc.wait(timeout=300) == 0
+    shown = out.finish()
+    err.finish()
+    got = echo_line(shown)
+    assert got["stdout_tty"] is True and got["stderr_tty"] is True
+    assert got["size"] == [123, 45]
+    assert got["unbuffered"] is None  # Python line-buffers a terminal by itself
+    # The bytes pass unchanged (no \r added by the workload's pseudo-terminal), and the log
+    # holds the same line.
+    line = next(l for l in shown.split(b"\n") if l.startswith(b"ECHO "))
+    assert not line.endswith(b"\r")
+    log = (project / "run" / "workload.log").read_bytes()
+    assert line + b"\n" in log
+
+
+def test_only_the_streams_that_are_terminals_become_terminals(project):
+    err = Terminal()
+    proc = start(project, ECHO, stdout=subprocess.PIPE, stderr=err.slave)
+    err.close_pgle_side()
+    stdout, _ = proc.communicate(timeout=300)
+    err.finish()
+    assert proc.returncode == 0
+    got = echo_line(stdout)
+    assert got["stdout_tty"] is False and got["stderr_tty"] is True
+    assert got["unbuffered"] is None and got["size"] is None
+
+
+LIVE = """
+import os, sys, time
+print("ready, then 50%\\r", end="")  # a progress bar without a newline: line buffering
+print("ready")                        # shows the line at its newline, no flush asked
+sys.stderr.write("to stderr\\n")
+go = os.environ["GO_FILE"]
+deadline = time.monotonic() + {deadline}
+while not os.path.exists(go):
+    if time.monotonic() > deadline:
+        sys.exit(3)
+    time.sleep(0.02)
+print("done")
+"""
+
+
+def test_output_shows_live_without_forcing_the_program_unbuffered(project):
+    """The program prints a line and waits for the test to have seen it: through a pipe
+    without PYTHONUNBUFFERED the line would sit in the program's buffer until it exits."""
+    script = project / "live.py"
+    script.write_text(LIVE.format(deadline=DEADLINE_S))
+    go = project / "go"
+    out, err = Terminal(), Terminal()
+    proc = start(project, str(script), stdout=out.slave, stderr=err.slave,
+                 env=pgle_env(GO_FILE=str(go)))
+    out.close_pgle_side()
+    err.close_pgle_side()
+    out.wait_for(b"ready\n", proc)
+    err.wait_for(b"to stderr\n", proc)
+    go.touch()
+    assert proc.wait(timeout=300) == 0
+    shown = out.finish()
+    err.finish()
+    assert shown.startswith(b"ready, then 50%\rready\ndone\n")
+    log = (project / "run" / "workload.log").read_bytes()
+    assert b"ready, then 50%\rready\n" in log and b"to stderr\n" in log and b"done\n" in log
+
+
+RESIZE = """
+import os, signal, sys, time
+def show(signum, frame):
+    c, r = os.get_terminal_size(1)
+    print(f"size {{c}}x{{r}}")
+signal.signal(signal.SIGWINCH, show)
+print("ready")
+deadline = time.monotonic() + {deadline}
+while time.monotonic() < deadline:
+    time.sleep(0.02)
+sys.exit(3)
+"""
+
+
+def test_a_resized_terminal_resizes_the_workloads_and_signals_are_kept(project):
+    script = project / "resize.py"
+    script.write_text(RESIZE.format(deadline=DEADLINE_S))
+    out, err = Terminal(rows=24, cols=80), Terminal(rows=24, cols=80)
+    proc = start(project, str(script), stdout=out.slave, stderr=err.slave)
+    out.close_pgle_side()
+    err.close_pgle_side()
+    out.wait_for(b"ready\n", proc)
+    # A terminal emulator resizes its terminal, and the kernel sends SIGWINCH to the
+    # foreground process group (pgle's); the test's terminal is no one's controlling
+    # terminal, so the test sends it itself.
+    out.resize(30, 100)
+    err.resize(30, 100)
+    proc.send_signal(signal.SIGWINCH)
+    out.wait_for(b"size 100x30\n", proc)
+    proc.send_signal(signal.SIGTERM)  # forwarded to the workload, which dies of it
+    assert proc.wait(timeout=300) == 128 + signal.SIGTERM
+    out.finish()
+    err.finish()
