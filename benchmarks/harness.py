@@ -28,6 +28,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -116,10 +117,27 @@ def machine() -> dict:
     }
 
 
+# Linux keeps a process's peak RSS across fork and exec (exec folds the old address space's
+# high-water mark into the signal struct's maxrss), so every side's `ru_maxrss` is at least
+# this process's own peak at the time it spawned the side. Above this, memory figures would
+# be the harness's, not the sides' (a 200 MB trace generated in-process made pgle's 434 MB
+# conversion read as 1.9 GB): make large inputs in a subprocess.
+OWN_PEAK_LIMIT_MB = 256
+
+
+def _check_own_peak() -> None:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if own > OWN_PEAK_LIMIT_MB:
+        raise SystemExit(f"the benchmark process itself peaked at {own:.0f} MB: every side it "
+                         "spawns would report at least that as its peak RSS; generate large "
+                         "inputs in a subprocess")
+
+
 def compare(anchor: Side, subject: Side, *, pairs: int = 7, warmup: int = 1) -> dict:
     """Alternating pairs of whole-process runs; per-pair ratios subject / anchor."""
     if pairs < MIN_PAIRS:
         raise SystemExit(f"at least {MIN_PAIRS} pairs (got {pairs})")
+    _check_own_peak()
     for _ in range(warmup):
         run_once(anchor)
         run_once(subject)
