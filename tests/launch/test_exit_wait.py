@@ -1,0 +1,53 @@
+"""How the launcher waits for the workload's exit: through a pidfd where the kernel has
+pidfd_open (the exit is noticed at once), else `Popen.wait(timeout)` as before. Both paths
+are run on real child processes; the fallback by removing `os.pidfd_open`, as on a kernel
+older than 5.3 or under a seccomp profile that refuses it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import pytest
+
+from pgle.launch import launcher
+
+
+@pytest.fixture(params=["pidfd", "no_pidfd"])
+def wait_path(request, monkeypatch):
+    if request.param == "pidfd":
+        if not hasattr(os, "pidfd_open"):
+            pytest.skip("this Python has no os.pidfd_open")
+    else:
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    return request.param
+
+
+def _launch(tmp_path, code: str, **kw) -> launcher.LaunchResult:
+    return launcher.launch([sys.executable, "-c", code], dict(os.environ), tmp_path / "w.log",
+                           poll_s=0.05, **kw)
+
+
+def test_exit_code_and_output_come_through(tmp_path, wait_path, capfd):
+    res = _launch(tmp_path, "import sys; print('line one'); sys.exit(7)")
+    assert res.exit_code == 7 and res.signal is None
+    assert "line one" in capfd.readouterr().out
+    assert "line one" in (tmp_path / "w.log").read_text()
+
+
+def test_a_signal_that_ends_the_workload_is_reported(tmp_path, wait_path):
+    res = _launch(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+    assert res.signal == signal.SIGTERM and res.exit_code == 128 + signal.SIGTERM
+
+
+def test_the_watchdog_is_still_polled_while_the_workload_runs(tmp_path, wait_path):
+    polls = []
+
+    def watchdog():
+        polls.append(1)
+        return 5 if len(polls) >= 3 else None
+
+    res = _launch(tmp_path, "import time; time.sleep(120)", watchdog=watchdog)
+    assert res.stopped_by_watchdog and res.exit_code == 5
+    assert len(polls) >= 3
