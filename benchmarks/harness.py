@@ -253,5 +253,5 @@ def pgle_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "pgle", *args]
 
 
-def pairs_arg(parser) -> None:
-    parser.add_argument("--pairs", type=int, default=7, help="alternating pairs (>= 5)")
+def pairs_arg(parser, default: int = 7) -> None:
+    parser.add_argument("--pairs", type=int, default=default, help="alternating pairs (>= 5)")
