@@ -121,11 +121,9 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
 @report_options
 def verify(log_path, profile_path, backend, accuracy_checker_off, jax, min_coverage,
            require_applied, json_out, report_path, debug):
-    # The command's module, not pgle.api: api imports every workflow (launcher, jobs, store),
-    # which was most of `pgle verify`'s start-up, and verify needs none of them.
-    from pgle.commands import verify as verify_cmd
+    from pgle import api
 
-    finish(lambda: verify_cmd.verify_log(log_path, profile=profile_path, backend=backend,
-                                         accuracy_checker=not accuracy_checker_off, jax=jax,
-                                         min_coverage=min_coverage, require_applied=require_applied),
+    finish(lambda: api.verify(log_path, profile=profile_path, backend=backend,
+                              accuracy_checker=not accuracy_checker_off, jax=jax,
+                              min_coverage=min_coverage, require_applied=require_applied),
            json_out=json_out, report_path=report_path, debug=debug)

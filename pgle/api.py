@@ -15,17 +15,19 @@ messages (default: none); `environ` replaces os.environ for the workload.
 from __future__ import annotations
 
 import functools
-import os
-from typing import Callable, Iterable, Mapping
-
 import importlib
+import os
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+
 from pgle.commands.options import (AutoPgleOptions, Extraction, StoreOptions, VerdictOptions,
                                    Window, parse_steps)
 from pgle.errors import BadInput
-from pgle.jobs import driver
 from pgle.jobs.layout import JobOptions
-from pgle.launch.workload import Workload
 from pgle.report import Report
+
+if TYPE_CHECKING:
+    from pgle.jobs import driver
+    from pgle.launch.workload import Workload
 
 Notify = Callable[[str], None]
 
@@ -33,12 +35,15 @@ Notify = Callable[[str], None]
 def _command(name: str):
     """pgle.commands.NAME, imported on first use: each workflow's module pulls in its own
     heavy dependencies (auto/prewarm the cache and flag probes, nsys its reader, collect the
-    converters), and `pgle run` should not pay start-up time for the others' imports."""
+    converters; the job driver and launcher for every workflow but verify), and no command
+    should pay start-up time for the others' imports (issue 16)."""
     return importlib.import_module(f"pgle.commands.{name}")
 
 
 @functools.cache
 def _workflow(name: str) -> driver.Workflow:
+    from pgle.jobs import driver
+
     if name == "tune":
         cmd = _command("tune")
         return driver.Workflow("tune", cmd.request, functools.partial(
@@ -49,11 +54,15 @@ def _workflow(name: str) -> driver.Workflow:
 
 
 def _workload(words: tuple[str, ...], module: str | None) -> Workload:
+    from pgle.launch.workload import Workload
+
     return Workload.from_cli(module, tuple(os.fspath(w) for w in words))
 
 
 def _drive(wf: driver.Workflow, opts, job: JobOptions, notify: Notify | None,
            environ: Mapping[str, str] | None) -> Report:
+    from pgle.jobs import driver
+
     return driver.run(wf, opts, job, notify=notify or (lambda s: None),
                       environ=os.environ if environ is None else environ)
 
@@ -147,9 +156,10 @@ def verify(log: str, *, profile: str | None = None, backend: str | None = None,
            require_applied: bool = False, jax: str | None = None) -> Report:
     """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin); `jax`: the
     version that wrote it (default: the installed one; < 0.4.36 had no accuracy checker)."""
-    return _command("verify").verify_log(
-        log, profile=profile, backend=backend, accuracy_checker=accuracy_checker,
-        min_coverage=min_coverage, require_applied=require_applied, jax=jax)
+    cmd = _command("verify")
+    return cmd.verify(cmd.VerifyOptions(os.fspath(log), profile, backend,
+                                        VerdictOptions(min_coverage, require_applied),
+                                        accuracy_checker, jax))
 
 
 def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: int = 90,

@@ -104,3 +104,13 @@ def test_run_imports_only_its_own_workflow(tmp_path):
                               str(tmp_path / "runs"), str(tmp_path / "w.py")], tmp_path,
                              HEAVY + others)
     assert loaded == set()
+
+
+def test_verify_imports_no_workflow_machinery(tmp_path):
+    # `pgle verify` reads a saved log: it goes through pgle.api like every command, and
+    # pgle.api imports the job driver, the launcher and the other workflows only on first use.
+    (tmp_path / "w.log").write_text("a log without any XLA line\n")
+    machinery = ("pgle.jobs.driver", "pgle.launch.launcher", "pgle.commands.run",
+                 "pgle.commands.collect", "pgle.commands.auto")
+    assert _imported_after(["verify", str(tmp_path / "w.log")], tmp_path,
+                           HEAVY + machinery) == set()

@@ -28,14 +28,6 @@ class VerifyOptions:
     jax: str | None = None  # the jax version that wrote the log (default: the installed one)
 
 
-def verify_log(log: str | os.PathLike, *, profile: str | None = None, backend: str | None = None,
-               accuracy_checker: bool = True, min_coverage: float = 0.9,
-               require_applied: bool = False, jax: str | None = None) -> Report:
-    """`pgle verify LOG` with the CLI's options as keywords (pgle.api.verify, the CLI)."""
-    return verify(VerifyOptions(os.fspath(log), profile, backend,
-                                VerdictOptions(min_coverage, require_applied), accuracy_checker, jax))
-
-
 def verify(opts: VerifyOptions) -> Report:
     jax = versions.parse_version(opts.jax) if opts.jax else versions.jax_version()
     if opts.jax and jax is None:
