@@ -24,7 +24,6 @@ Two codecs live here:
 from __future__ import annotations
 
 import functools
-import struct
 
 # protobuf is imported inside the functions that build messages: importing it costs about
 # as much as the interpreter's own start-up, and `pgle --help` or a text-only path never
@@ -253,23 +252,6 @@ def binary_columns(data: bytes, like: ColumnLayout | None = None):
     work = buf.copy()
     work[cost_index] = 0
     return names, costs, ColumnLayout(n, cost_index, work.tobytes(), names)
-
-
-# Exposed for tests that build wire bytes by hand.
-def encode_varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def encode_double(x: float) -> bytes:
-    return struct.pack("<d", x)
 
 
 # --- the XSpace trace format, and the slice of HLO that carries fingerprints -------------

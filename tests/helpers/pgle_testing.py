@@ -48,3 +48,23 @@ def write_profile(path: Path, costs: dict[str, float]) -> Path:
 
     write(Profile(costs=list(costs.items())), path, force=True)
     return path
+
+
+def encode_varint(n: int) -> bytes:
+    """Protobuf's base-128 varint, for tests that build profile wire bytes by hand."""
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def encode_double(x: float) -> bytes:
+    """A little-endian double (protobuf's fixed64 `double`)."""
+    import struct
+
+    return struct.pack("<d", x)

@@ -20,7 +20,8 @@ from pgle.profiles.files import (
     split_qualified,
     write_profile,
 )
-from pgle.profiles.proto import encode_double, encode_varint, locate_corruption
+from pgle.profiles.proto import locate_corruption
+from helpers.pgle_testing import encode_double, encode_varint
 
 FP_A = "0123456789abcdef0123456789abcdef"
 FP_B = "fedcba9876543210fedcba9876543210"

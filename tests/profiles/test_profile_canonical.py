@@ -17,7 +17,8 @@ from pgle.errors import ProfileError
 from pgle.profiles import files
 from pgle.profiles.canonical import binary_entries, text_bytes
 from pgle.profiles.files import BINARY, TEXT, Profile, encode_profile, parse_profile
-from pgle.profiles.proto import encode_double, encode_varint, message_class
+from pgle.profiles.proto import message_class
+from helpers.pgle_testing import encode_double, encode_varint
 
 ASCII_NAMES = ["", "fusion.1", 'quo"te', "back\\slash", "tab\there", "new\nline", "nul\x00x", "del\x7f",
                "it's", "cr\rx", "a" * 130, "%d{}", "fp0123456789abcdef0123456789abcdef::fusion.3"]
