@@ -36,8 +36,6 @@ _INSIDE = re.compile(
     rb"|[IWEF](?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+\d+ )[^\s\]]+:\d+\] ")
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class LogLine:
     severity: str  # I W E F
