@@ -12,8 +12,9 @@ Options:
   --partial-ranks R,..  these ranks replay a partial fit for jit_train_step (5 found, 15 missing);
                         the others a full one
   --crash-rank R        process R exits with --crash-code (default 7) right after initialize()
-  --orphan-rank R       process R SIGKILLs its parent (pgle) after its steps, as an OOM killer
-                        would, then exits 0: that rank's pgle never reports
+  --orphan-rank R       process R SIGKILLs its parent (pgle) after its steps and the
+                        distributed shutdown, as an OOM killer would: that rank's pgle never
+                        reports
   --sleep-rank R:S      process R sleeps S seconds before exiting
 """
 
@@ -105,13 +106,17 @@ def main() -> int:
         print("\n".join(replay(m.group(1), rank in ranks(args.partial_ranks))),
               file=sys.stderr, flush=True)
     print(f"dist_replay: rank {rank} of {jax.process_count()} psum {value}", flush=True)
-    if args.orphan_rank == rank:
-        os.kill(os.getppid(), signal.SIGKILL)
     if args.sleep_rank:
         r, s = args.sleep_rank.split(":")
         if int(r) == rank:
             time.sleep(float(s))
     jax.distributed.shutdown()
+    if args.orphan_rank == rank:
+        # After shutdown: pgle's harness kills this workload as soon as its pgle dies, and a
+        # rank that died before the shutdown barrier made rank 0's jax abort (exit 134) or not,
+        # depending on timing. The other ranks' runs are then what they would be anyway.
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(5)  # killed here by the harness's parent watch
     return 0
 
 
