@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers.pgle_testing import REPO, pgle_env, pgle_lines, report_of, run_pgle
+from helpers.pgle_testing import (REPO, pgle_env, pgle_lines, python_without, report_of,
+                                  run_pgle)
 from pgle.commands import doctor
+from pgle.errors import EXIT_USAGE, BadInput
 from pgle.xla import flag_table
 from pgle.xla import versions
 
@@ -189,16 +192,20 @@ def test_size_cap_with_and_without_filelock(tmp_path):
                               site=[site], JAX_COMPILATION_CACHE_MAX_SIZE="1000000")
     cap = rows(report, "cache size cap")[0]
     assert code == 0 and cap["status"] == "warn" and "LRU" in cap["found"]
-    if versions.installed("filelock") is not None:
-        pytest.skip("filelock is installed here: the error path needs a machine without it")
-    code, report = run_doctor(tmp_path, "--workflow", "prewarm", "--cache-dir", str(cache),
-                              JAX_COMPILATION_CACHE_MAX_SIZE="1000000")
-    assert code == 1 and status(report, "cache size cap") == "error"
+    # The same interpreter with filelock truly absent (its site-packages mirrored without it).
+    proc = subprocess.run(
+        [*python_without(tmp_path, "filelock"), "doctor", "--json", "--workflow", "prewarm",
+         "--cache-dir", str(cache)], cwd=tmp_path, capture_output=True, timeout=120,
+        env=env_for(tmp_path, JAX_COMPILATION_CACHE_MAX_SIZE="1000000"))
+    cap = rows(report_of(proc), "cache size cap")[0]
+    assert proc.returncode == 1 and cap["status"] == "error", proc.stderr.decode()[-2000:]
+    assert "without the filelock package" in cap["found"]
 
 
 def test_unknown_workflow_is_bad_input(tmp_path):
-    with pytest.raises(Exception, match="unknown workflow"):
+    with pytest.raises(BadInput, match="unknown workflow 'fast': use one of") as e:
         doctor.Context.detect("fast")
+    assert e.value.exit_code == EXIT_USAGE
 
 
 # --- in-process: checks that read only the environment -------------------------------

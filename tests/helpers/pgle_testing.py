@@ -68,3 +68,24 @@ def encode_double(x: float) -> bytes:
     import struct
 
     return struct.pack("<d", x)
+
+
+def python_without(tmp: Path, *hidden: str) -> list[str]:
+    """A command that runs `python -m pgle` on this interpreter with the named distributions
+    truly absent: site-packages is mirrored (symlinks) into `tmp` without their entries and
+    loaded as the only site dir (`-S` + site.addsitedir), so `import` and `find_spec` fail as on
+    a machine where they were never installed."""
+    import site
+
+    mirror = tmp / ("site-without-" + "-".join(hidden))
+    mirror.mkdir(parents=True, exist_ok=True)
+    names = {h.lower().replace("-", "_") for h in hidden}
+    for sp in site.getsitepackages():
+        for entry in Path(sp).iterdir():
+            stem = entry.name.split("-")[0].removesuffix(".py").lower()
+            if stem in names or (mirror / entry.name).exists():
+                continue
+            (mirror / entry.name).symlink_to(entry)
+    code = (f"import runpy, site; site.addsitedir({str(mirror)!r}); "
+            "runpy.run_module('pgle', run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-S", "-c", code]

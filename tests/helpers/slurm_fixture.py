@@ -158,14 +158,17 @@ class SlurmCluster:
         return "\n".join(parts)
 
 
-def _cpus() -> int:
+def _node() -> tuple[str, int]:
+    """The first usable node and its CPUs: "localhost" in the cluster slurm_up.sh starts, any
+    name in a cluster that was already up."""
     try:
         proc = subprocess.run(
-            ["sinfo", "-h", "-n", NODE, "-o", "%c"], capture_output=True, text=True, timeout=15
-        )
-        return int(proc.stdout.split()[0])
-    except (subprocess.TimeoutExpired, ValueError, IndexError, OSError):
-        return 0
+            ["sinfo", "-h", "-t", "idle,mixed,allocated", "-o", "%n %c"], capture_output=True,
+            text=True, timeout=15)
+        name, cpus = proc.stdout.split()[:2]
+        return name, int(cpus)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        return NODE, 0
 
 
 # The outcome is decided once per session, even if the fixture is defined
@@ -194,7 +197,8 @@ def _start() -> SlurmCluster | str:
     # .ci/slurm.sh, a developer's own): not ours to stop. (Asking sinfo first
     # instead would cost ~10 s of its retries when no slurmctld runs.)
     started_here = "already up" not in proc.stderr
-    return SlurmCluster(node=NODE, cpus=_cpus(), started_here=started_here, state_dir=state_dir)
+    node, cpus = _node()
+    return SlurmCluster(node=node, cpus=cpus, started_here=started_here, state_dir=state_dir)
 
 
 def _stop() -> None:

@@ -1,0 +1,104 @@
+"""CI's own script: `.ci/run` stops on a failed step and never shrinks the jax matrix, and
+`.ci/summary.py` fails a run that skipped a test for a reason not listed in .ci/allowed-skips.
+
+.ci/run itself runs in a copy of the checkout whose PATH starts with stand-ins for python3,
+chromium and the cluster script, which record their calls: what is tested is the real script's
+control flow (a failed install must stop it before any test runs)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.pgle_testing import REPO
+
+
+def ci_copy(tmp_path: Path, pip_rc: int) -> tuple[Path, Path]:
+    repo = tmp_path / "repo"
+    (repo / ".ci").mkdir(parents=True)
+    shutil.copy2(REPO / ".ci" / "run", repo / ".ci" / "run")
+    (repo / ".ci" / "slurm.sh").write_text("export PGLE_REQUIRE_SLURM=1\n")
+    calls = tmp_path / "calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(
+        f'#!/bin/sh\necho "python3 $*" >> "{calls}"\n'
+        f'case "$*" in *"pip install"*) exit {pip_rc};; esac\nexit 0\n')
+    (bin_dir / "chromium").write_text("#!/bin/sh\nexit 0\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    return repo, calls
+
+
+def run_ci(repo: Path, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PGLE_", "PYTEST_"))}
+    env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
+    env.update(extra)
+    return subprocess.run(["bash", str(repo / ".ci" / "run")], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_failed_install_stops_ci_before_any_test(tmp_path):
+    repo, calls = ci_copy(tmp_path, pip_rc=1)
+    proc = run_ci(repo, tmp_path)
+    assert proc.returncode != 0
+    assert "ci: FAILED: the README's test command (exit 1)" in proc.stderr
+    ran = calls.read_text().splitlines()
+    assert ran == ["python3 -m pip install -e .[test]"], ran  # no pytest, no lane, no summary
+
+
+def test_ci_refuses_a_shrunk_jax_matrix(tmp_path):
+    repo, calls = ci_copy(tmp_path, pip_rc=0)
+    proc = run_ci(repo, tmp_path, PGLE_LANE_VERSIONS="0.10.2")
+    assert proc.returncode == 1 and "PGLE_LANE_VERSIONS is set" in proc.stderr
+    assert not calls.exists()
+
+
+def junit(tmp_path: Path, body: str) -> Path:
+    test = tmp_path / "t" / "test_x.py"
+    test.parent.mkdir(exist_ok=True)
+    test.write_text("import pytest\n" + body)
+    xml = tmp_path / "x.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    f"--junitxml={xml}", str(test)], cwd=test.parent, capture_output=True,
+                   env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"})
+    return xml
+
+
+def summary(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / ".ci" / "summary.py"), *args],
+                          capture_output=True, text=True)
+
+
+def test_summary_fails_on_a_skip_ci_does_not_allow(tmp_path):
+    allowed = tmp_path / "allowed"
+    allowed.write_text("# comment\n: documented reason$\n")
+    ok = junit(tmp_path, "def test_a(): pass\n"
+                         "def test_b(): pytest.skip('documented reason')\n")
+    proc = summary(str(allowed), f"tests={ok}")
+    assert proc.returncode == 0, proc.stdout
+    assert "1 passed, 0 failed, 0 errors, 1 skipped" in proc.stdout
+    bad = junit(tmp_path, "def test_a(): pass\ndef test_b(): pytest.skip('chromium is missing')\n")
+    proc = summary(str(allowed), f"tests={bad}")
+    assert proc.returncode == 1 and "skipped (NOT ALLOWED)" in proc.stdout
+
+
+def test_summary_fails_on_a_missing_step_or_a_failure(tmp_path):
+    allowed = tmp_path / "allowed"
+    allowed.write_text("")
+    assert summary(str(allowed), f"lane={tmp_path / 'none.xml'}").returncode == 1
+    failed = junit(tmp_path, "def test_a(): pass\ndef test_b(): assert False\n")
+    proc = summary(str(allowed), f"tests={failed}")
+    assert proc.returncode == 1 and "1 failed" in proc.stdout
+
+
+def test_every_allowed_skip_is_explained_in_the_docs():
+    lines = [ln for ln in (REPO / ".ci" / "allowed-skips").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    doc = (REPO / "docs" / "development.md").read_text().split("## What CI skips, and why")[1]
+    table = doc.split("\n## ")[0]
+    assert len(lines) == sum(1 for ln in table.splitlines() if ln.startswith("| ") and
+                             not ln.startswith("| skipped in CI") and not ln.startswith("|---"))
