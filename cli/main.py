@@ -1,16 +1,12 @@
 """`pgle`'s entry point and its command table.
 
-`pgle --help` and `pgle COMMAND --help` print help text stored in cli/help_text.py when
-click would render exactly that text (issue 16): importing click costs about a third of a bare
-interpreter's start-up, more than the goal leaves for it. The stored text is generated from
-click's own rendering (`python3 docs/gen_help_text.py`) and tests/cli/test_help_text.py fails
-when it differs from what click renders now. Everything else goes through click (cli/group.py).
+Everything, `--help` included, goes through click (cli/group.py), which imports each command's
+module only when that command runs: a new command needs one row in COMMANDS and nothing else.
+(Issue 24 retired the stored `--help` text of issue 16: 30-70 ms a call was not worth a
+generated source file that silently left new commands out.)
 """
 
 from __future__ import annotations
-
-import os
-import sys
 
 # name -> (module under cli/, function, one-line help shown by `pgle --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -37,53 +33,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 # Commands whose trailing arguments are a workload (SCRIPT [-- ARGS]).
 WORKLOAD_COMMANDS = {"collect", "run", "tune", "auto", "prewarm", "nsys"}
-HELP_OPTIONS = ("-h", "--help")
 
 
-def _click_help_width() -> int:
-    """The width click's HelpFormatter picks: min(terminal columns, 80) - 2, at least 50.
-
-    The columns as `shutil.get_terminal_size()` finds them (COLUMNS, then the terminal on
-    stdout, else 80), written out because importing shutil (bz2, lzma, fnmatch) costs more than
-    the rest of this path."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
-        except (AttributeError, ValueError, OSError):
-            columns = 80
-    return max(min(columns, 80) - 2, 50)
-
-
-def stored_help(args: list[str]) -> str | None:
-    """The help text click would print for `pgle ARGS`, when it is stored and rendered at the
-    width click would use now; None sends ARGS through click."""
-    if not args or args[-1] not in HELP_OPTIONS or any(a.startswith("-") for a in args[:-1]):
-        return None
-    from pgle.cli import help_text
-
-    if _click_help_width() != help_text.WIDTH:
-        return None
-    return help_text.TEXT.get(" ".join(args[:-1]))
-
-
-def main():
-    text = stored_help(sys.argv[1:])
-    if text is not None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        sys.exit(0)
+def main() -> None:
     from pgle.cli.group import run
 
     run()
 
 
 def __getattr__(name: str):
-    # `from pgle.cli.main import cli` (tests, docs/gen_cli_reference.py) keeps working without
-    # this module importing click.
+    # `from pgle.cli.main import cli` (tests, docs/gen_cli_reference.py) without this module
+    # importing click (cli/group.py imports this module's COMMANDS).
     if name in ("cli", "LazyGroup"):
         from pgle.cli import group
 

@@ -65,8 +65,7 @@ def render() -> str:
 
 
 def generate(description: str, render, target: Path, regenerate: str) -> int:
-    """`--check` (exit 1 when `target` differs from `render()`) or write it; also used by
-    docs/gen_help_text.py."""
+    """`--check` (exit 1 when `target` differs from `render()`) or write it."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="exit 1 when the file is stale")
     parser.add_argument("--output", type=Path, default=target, help=f"default: {target.name}")
