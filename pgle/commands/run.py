@@ -187,6 +187,9 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     if source is not None:
         report.profile["given_to_xla"] = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)
     report.warnings += ex.child.warnings + drift_notes
+    newer = versions.newer_than_verified(versions.jax_version())
+    if newer:
+        report.warnings.append(newer)
     if source is not None and source.kind == "directory":
         report.details["directory"] = directory_lookups(verdict, source)
     report.details["step_times"] = summarize(step_times(ex.events.steps))

@@ -102,6 +102,9 @@ def verify(opts: VerifyOptions) -> Report:
     if given is None and (evidence.pgle_lines or evidence.modules):
         report.summary.append(f"assumed the log was written by {assumed}; pass --jax to say "
                               "which jax wrote it")
+    newer = versions.newer_than_verified(given if given is not None else inference.low)
+    if newer:
+        report.warnings.append(newer)
     if absent and verdict.status != "error":
         report.warnings.append(f"the profile {opts.profile} does not exist (any more)")
     if unreadable:

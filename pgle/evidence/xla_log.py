@@ -350,7 +350,8 @@ class LogScanner:
                     state.current.note = f"XLA: profile may not apply: {m.group('why')}"
         elif m := logscan.UNKNOWN_FLAGS.match(msg):
             ev.pgle_lines += 1
-            self._seen("unknown_flags" if msg.startswith("Unknown flags") else "unknown_flag")
+            # jax <= 0.5.0 lists the rest of XLA_FLAGS after two spaces.
+            self._seen("unknown_flags_listed" if "  " in msg.split(": ", 1)[-1] else "unknown_flag")
             ev.unknown_flags += m.group("flags").split()
         elif logscan.SOL_FALLBACK.match(msg):
             # Logged before "Found profile for module": remember it for that module.

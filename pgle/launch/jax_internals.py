@@ -29,7 +29,6 @@ from typing import Callable
 
 from pgle.launch import schema
 
-CHECKED_WITH_JAX = "0.10.2"
 EVENT_PROFILED = schema.PGLE_PROFILED
 
 _installed = False

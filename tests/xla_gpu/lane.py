@@ -648,7 +648,8 @@ def schedules(run: ChildRun) -> dict[str, list[str]]:
 SAME_AS = {"no-log-level": "good-pbtxt", "no-vmodule": "good-pbtxt"}
 
 
-def facts_of(sc: Scenario, run: ChildRun, seen: dict, quirks: Quirks, ref: dict) -> dict:
+def facts_of(sc: Scenario, run: ChildRun, seen: dict, quirks: Quirks, ref: dict,
+             expected: list[str] | None = None) -> dict:
     """What really happened in one scenario: the exit status, the child's own compile
     results, XLA's full log (not only the trimmed lines) and the schedule XLA produced,
     compared with the schedules of the no-profile and good-pbtxt runs (`ref`)."""
@@ -656,12 +657,14 @@ def facts_of(sc: Scenario, run: ChildRun, seen: dict, quirks: Quirks, ref: dict)
     failed = [m for m in run.modules if m.get("compile_failed")]
     raised = run.result is None and "Traceback (most recent call last)" in run.stderr
     if raised:
-        # --raise: the compile error ended the child; its last traceback line names it.
+        # --raise: the compile error ended the child before it printed its modules; the
+        # scenario compiles one program, whose module the traceback's error belongs to.
         last = [ln for ln in run.stderr.splitlines() if re.match(r"^[\w.]+(Error|Exception): ", ln)]
-        failed = [{"module": None, "error": last[-1] if last else "Traceback"}]
+        failed = [{"module": expected[0] if expected else None,
+                   "error": last[-1] if last else "Traceback"}]
     aborted = run.result is None and not raised
     errors = [e for m in mods for e in m.get("errors", [])]
-    user_names = {m.get("module") for m in run.modules}
+    user_names = {m.get("module") for m in run.modules} or set(expected or ())
     sched = schedules(run)
     like = {}
     for name, order in sched.items():
@@ -801,7 +804,8 @@ def run_scenarios(python: str, out: str, work: str, only: list[str] | None = Non
             "fdo_profile_passed_by": (run.result or {}).get("fdo_mode") if sc.fdo else None,
             "modules": [_module_delta(m, base_by_name.get(m.get("module"))) for m in run.modules],
             "seconds": run.seconds,
-            "facts": facts_of(sc, run, full, quirks, ref),
+            "facts": facts_of(sc, run, full, quirks, ref,
+                              [m["module"] for m in base.modules if m["program"] in sc.programs]),
         }
         for rel, content in (sc.profile or {}).get("files", {}).items():
             doc["profiles"].setdefault(rel, _show(content))
