@@ -46,6 +46,15 @@ for i in range(3):
     with jax.profiler.StepTraceAnnotation("train", step_num=i):
         train_step(x).block_until_ready()
 eval_step(x).block_until_ready()
+# Every module the replay names is really compiled (pgle's harness sees the workload's
+# compiles, and counts XLA lines only for those modules).
+for item in os.environ.get("REPLAY_FPS", "").split(","):
+    name = item.split(":")[0]
+    if name.startswith("jit_") and name not in ("jit_train_step", "jit_eval_step"):
+        def other(v):
+            return v + 1
+        other.__name__ = other.__qualname__ = name[len("jit_"):]
+        jax.jit(other)(x).block_until_ready()
 
 
 def line(sev, file, lineno, msg, tid):
