@@ -193,11 +193,16 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     if source is not None and source.kind == "directory":
         report.details["directory"] = directory_lookups(verdict, source)
     report.details["step_times"] = summarize(step_times(ex.events.steps))
-    report.exit_code = exit_code_for(report.status, ex.exit_code, opts.verdict.require_applied)
+    report.exit_code = exit_code_for(report.status, ex.exit_code, opts.verdict.require_applied,
+                                     verdict.details.get("coverage_unknown", 0))
     if ex.exit_code != 0:
         report.summary.append(f"the workload exited with code {ex.exit_code}")
     elif report.exit_code == EXIT_NOT_VERIFIED:
-        report.summary.append(f"--require-applied: status is {report.status}, not applied")
+        report.summary.append(
+            f"--require-applied: status is {report.status}, not applied" if report.status != "applied"
+            else "--require-applied: the coverage of "
+                 f"{verdict.details.get('coverage_unknown')} module(s) is unknown (this jax's WARN "
+                 "checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
     return report
 
 

@@ -112,7 +112,8 @@ def verify(opts: VerifyOptions) -> Report:
                                "on the log alone, since XLA may have read it")
     if source is not None:
         report.profile = source.to_dict()
-    report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied)
+    report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied,
+                                     verdict.details.get("coverage_unknown", 0))
     return report
 
 

@@ -156,6 +156,7 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
             + (f", {counts['not_applied']} not at all" if counts["not_applied"] else "") + ".")
     unknown = [m for m in modules if m["status"] == "applied" and m["coverage"] is None]
     if unknown and status in ("applied", "partial") and silence == SILENCE_UNKNOWN:
+        details["coverage_unknown"] = len(unknown)
         reasons.append(f"coverage unknown for {len(unknown)} module(s): this jax's WARN accuracy "
                        "checker prints nothing even when instructions are missing (jax "
                        "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit.")
@@ -268,11 +269,14 @@ def summary_lines(verdict: Verdict) -> list[str]:
     return [f"verdict: {verdict.status}: " + " ".join(verdict.reasons)] + module_lines(verdict.modules)
 
 
-def exit_code_for(status: str, workload_code: int, require_applied: bool) -> int:
-    """The workload's own failure first; then --require-applied."""
+def exit_code_for(status: str, workload_code: int, require_applied: bool,
+                  coverage_unknown: int = 0) -> int:
+    """The workload's own failure first; then --require-applied, which also fails where the
+    checker may have missed instructions without a word (`coverage_unknown` modules: jax
+    0.4.36-0.5.0 under WARN)."""
     if workload_code != 0:
         return workload_code
-    if require_applied and status != "applied":
+    if require_applied and (status != "applied" or coverage_unknown):
         return EXIT_NOT_VERIFIED
     return 0
 
