@@ -757,9 +757,9 @@ TEXT = {
         '                          line, cpu means not_applicable.\n'
         '  --accuracy-checker-off  The run had --xla_gpu_pgle_accuracy_checker=PGLE_STR\n'
         '                          ICTNESS_LEVEL_OFF.\n'
-        '  --jax VERSION           The jax version that wrote the log [default: the\n'
-        '                          installed one]; before 0.4.36 XLA had no accuracy\n'
-        '                          checker, so coverage is unverified.\n'
+        '  --jax VERSION           The jax version that wrote the log [default:\n'
+        "                          inferred from the log's wording, and said]; what the\n"
+        "                          accuracy checker's silence means depends on it.\n"
         '  --require-applied       Exit 3 unless the verdict is `applied`.\n'
         "  --min-coverage FLOAT    Share of a module's instructions the profile must\n"
         '                          cover to count as applied.  [default: 0.9]\n'
