@@ -115,8 +115,8 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
 @click.option("--accuracy-checker-off", is_flag=True,
               help="The run had --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_OFF.")
 @click.option("--jax", default=None, metavar="VERSION",
-              help="The jax version that wrote the log [default: the installed one]; before "
-                   "0.4.36 XLA had no accuracy checker, so coverage is unverified.")
+              help="The jax version that wrote the log [default: inferred from the log's "
+                   "wording, and said]; what the accuracy checker's silence means depends on it.")
 @verdict_options
 @report_options
 def verify(log_path, profile_path, backend, accuracy_checker_off, jax, min_coverage,

@@ -20,6 +20,7 @@ import subprocess
 from typing import Callable
 
 from pgle.cache import entries as cache
+from pgle.cache import key_rules
 from pgle.cache import manifest as cache_manifest
 from pgle.commands import auto, prewarm
 from pgle.errors import BadInput, PgleError
@@ -182,6 +183,10 @@ def resolve_cache_dir(given: str, manifest_env: dict) -> tuple[str, list[str]]:
             pass
     if manifest_env.get("relocatable"):
         return norm, []
+    version = versions.parse_version(manifest_env.get("jax")) or versions.jax_version()
+    caches = (manifest_env.get("jax_variables") or {}).get(key_rules.XLA_CACHES_VAR)
+    if not key_rules.key_holds_cache_dir(version, caches):
+        return norm, []  # jax 0.4.35, jax >= 0.11: the key does not hold the path
     return norm, [f"the cache was prewarmed at {recorded} and is now at {norm}: the cache key "
                   "includes the directory path (prewarm with --relocatable to allow moving it)"]
 
@@ -195,8 +200,9 @@ def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> li
             out.append(f"{package} {then} prewarmed the cache, {package} {now} runs now")
     user_flags = environ.get("XLA_FLAGS")
     if user_flags is not None and user_flags.strip():
-        then = jax_events.key_flag_words(manifest_env.get("user_XLA_FLAGS"))
-        now = jax_events.key_flag_words(user_flags)
+        version = versions.parse_version(manifest_env.get("jax")) or versions.jax_version()
+        then = jax_events.key_flag_words(manifest_env.get("user_XLA_FLAGS"), version=version)
+        now = jax_events.key_flag_words(user_flags, version=version)
         if then != now:
             out.append(f"XLA_FLAGS differ from the prewarm run: then {' '.join(then) or '(none)'}, "
                        f"now {' '.join(now) or '(none)'}")

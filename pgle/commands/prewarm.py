@@ -8,11 +8,12 @@ derived with the sentinel profile b"pgle profiled"). Nothing on disk tells them
 apart, so the keys, the executions seen and the environment that produced them
 go into `<DIR>/pgle-manifest.json` for `pgle nsys` and `pgle cache ls`.
 
-The cache key depends on the cache directory string (XLA's autotune cache
-path is in the compile options): pgle hands JAX the absolute path and records
-it; `--relocatable` sets JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES=none instead,
-so the directory can be moved or mounted elsewhere (GPU autotuning results are
-then not cached).
+On jax 0.4.36-0.10.2 the cache key depends on the cache directory string (XLA's
+autotune cache path is in the compile options): pgle hands JAX the absolute path
+and records it; `--relocatable` sets JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES=none
+there, so the directory can be moved or mounted elsewhere (GPU autotuning
+results are then not cached). jax >= 0.11 keeps the path out of the key: the
+cache moves as it is (pgle.cache.key_rules).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pgle.cache import manifest as cache_manifest
 from pgle.commands import auto
 from pgle.commands.options import AutoPgleOptions
 from pgle.errors import BadInput
+from pgle.cache import key_rules
 from pgle.evidence import jax_log as jax_events
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
@@ -74,7 +76,9 @@ def cache_variables(cache_dir: str, relocatable: bool) -> dict[str, str]:
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
     }
     if relocatable:
-        variables[jax_events.XLA_CACHES_VAR] = "none"
+        # Only where the key holds the cache path (jax 0.4.36-0.10.2): XLA's autotune cache
+        # then goes off; jax >= 0.11 keeps it (pgle.cache.key_rules).
+        variables.update(key_rules.relocatable_variables(versions.jax_version()))
     return variables
 
 

@@ -20,6 +20,8 @@ from pgle.profiles import files as profile
 from pgle.profiles import manifest
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
+from pgle.verdicts import checker
+from pgle.verdicts.origin import Origin, path_matcher
 from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_lines
 from pgle.xla import flag_table
 from pgle.xla import versions
@@ -62,18 +64,6 @@ def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource
             hint="Collect it on an NVIDIA GPU (`pgle collect`); see `pgle inspect`.")
     copy = profile.content_addressed_copy(source, store or Path(DEFAULT_ROOT) / "profiles")
     return source, copy
-
-
-def accuracy_checker_on(flags: XlaFlags, jax: tuple[int, ...] | None = None) -> bool:
-    """The checker is on (WARN) by default since jax 0.4.36; OFF silences it. Before, only
-    --xla_gpu_enable_pgle_accuracy_checker=true turned it on (strict: a miss fails the compile)."""
-    jax = versions.jax_version() if jax is None else jax
-    if not versions.at_least(jax, flag_table.ACCURACY_CHECKER_SINCE):
-        return flags.value(flag_table.OLD_ACCURACY_CHECKER) in ("true", "1")
-    value = flags.value(flag_table.ACCURACY_CHECKER)
-    if value is not None:
-        return not value.endswith("OFF")
-    return True
 
 
 def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
@@ -166,11 +156,21 @@ def report_store(report: Report, view: StoreView, ex: Execution) -> None:
 def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                drift_notes: list[str]) -> Report:
     level = ex.child.env.get("TF_CPP_MIN_LOG_LEVEL", "").strip()
+    given = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)
+    origin = Origin(
+        compile_platforms=ex.events.compile_platforms, compile_threads=ex.events.compile_threads,
+        profile_match=path_matcher(given, (str(source.path),) if source is not None else ())
+        if given else None,
+        profile_given=str(source.path) if source is not None else given)
     verdict = judge(LogScanner().scan_file(ex.run.log), platform=ex.events.platform,
                     min_coverage=opts.verdict.min_coverage,
-                    accuracy_checker=accuracy_checker_on(ex.child.flags),
+                    silence=checker.silence(
+                        versions.jax_version(), ex.child.flags.value(flag_table.ACCURACY_CHECKER),
+                        old_flag=ex.child.flags.value(flag_table.OLD_ACCURACY_CHECKER)
+                        in ("true", "1")),
                     info_log_hidden=level not in ("", "0"),
-                    jax_imported=ex.events.jax_imported)
+                    jax_imported=ex.events.jax_imported,
+                    workload_modules=ex.events.workload_modules, origin=origin)
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(
@@ -187,14 +187,22 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     if source is not None:
         report.profile["given_to_xla"] = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)
     report.warnings += ex.child.warnings + drift_notes
+    newer = versions.newer_than_verified(versions.jax_version())
+    if newer:
+        report.warnings.append(newer)
     if source is not None and source.kind == "directory":
         report.details["directory"] = directory_lookups(verdict, source)
     report.details["step_times"] = summarize(step_times(ex.events.steps))
-    report.exit_code = exit_code_for(report.status, ex.exit_code, opts.verdict.require_applied)
+    report.exit_code = exit_code_for(report.status, ex.exit_code, opts.verdict.require_applied,
+                                     verdict.details.get("coverage_unknown", 0))
     if ex.exit_code != 0:
         report.summary.append(f"the workload exited with code {ex.exit_code}")
     elif report.exit_code == EXIT_NOT_VERIFIED:
-        report.summary.append(f"--require-applied: status is {report.status}, not applied")
+        report.summary.append(
+            f"--require-applied: status is {report.status}, not applied" if report.status != "applied"
+            else "--require-applied: the coverage of "
+                 f"{verdict.details.get('coverage_unknown')} module(s) is unknown (this jax's WARN "
+                 "checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
     return report
 
 
@@ -213,5 +221,6 @@ def verdict_report(command: str, verdict: Verdict, ex: Execution) -> Report:
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=verdict.modules,
                     reasons=verdict.reasons)
     report.details["backend"] = ex.events.backend
+    report.details.update(verdict.details)
     report.summary += summary_lines(verdict)
     return report

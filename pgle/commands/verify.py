@@ -8,14 +8,18 @@ import sys
 from pathlib import Path
 
 from pgle.commands.options import VerdictOptions
-from pgle.errors import BadInput
+from pgle.errors import BadInput, PgleError
+from pgle.evidence import log_version
 from pgle.evidence.xla_log import LogScanner
+from pgle.jobs.ranks import ranks_phrase
 from pgle.profiles import files as profile
 from pgle.report import Report
 from pgle.verdicts.across_ranks import judge_job
 from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
+from pgle.verdicts import checker
+from pgle.verdicts.origin import Origin, path_matcher
 from pgle.verdicts.rows import module_lines
-from pgle.xla import flag_table, versions
+from pgle.xla import versions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,17 +29,22 @@ class VerifyOptions:
     platform: str | None = None
     verdict: VerdictOptions = VerdictOptions()
     accuracy_checker: bool = True
-    jax: str | None = None  # the jax version that wrote the log (default: the installed one)
+    jax: str | None = None  # the jax version that wrote the log (default: read from the log)
 
 
 def verify(opts: VerifyOptions) -> Report:
-    jax = versions.parse_version(opts.jax) if opts.jax else versions.jax_version()
-    if opts.jax and jax is None:
+    given = versions.parse_version(opts.jax) if opts.jax else None
+    if opts.jax and given is None:
         raise BadInput(f"--jax {opts.jax} is not a version (e.g. 0.4.34).")
-    # jax < 0.4.36 has no warn-level accuracy checker: its silence proves nothing about coverage.
-    checker = opts.accuracy_checker and versions.at_least(jax, flag_table.ACCURACY_CHECKER_SINCE)
     absent = opts.profile is not None and not os.path.exists(opts.profile)
-    source = profile.load_profile_source(opts.profile) if opts.profile and not absent else None
+    source, unreadable = None, None
+    if opts.profile and not absent:
+        try:
+            source = profile.load_profile_source(opts.profile)
+        except PgleError as e:
+            # XLA may have read what pgle cannot (a .txt on jax <= 0.5.0, an empty directory,
+            # a .pbtxt beside a good .pb): judge the log anyway.
+            unreadable = str(e).rstrip(".")
     scanner = LogScanner()
     if opts.log == "-":
         evidence = scanner.scan_stream(sys.stdin.buffer)
@@ -47,8 +56,26 @@ def verify(opts: VerifyOptions) -> Report:
             evidence = scanner.scan_file(path)
         except OSError as e:
             raise BadInput(f"cannot read log {opts.log}: {e.strerror}.") from None
+    # Which jax wrote the log: --jax, else the log's own wording (never the installed jax:
+    # the log may come from another machine).
+    if given is not None:
+        inference = log_version.Inference(given, given, (), (f"--jax {opts.jax}",))
+        assumed = f"jax {versions.version_string(given)} (--jax)"
+    else:
+        inference = log_version.infer(
+            evidence.wording, clones=any((m.sub_compile == "clone") for m in evidence.modules),
+            candidates=any(m.by == "module id" for m in evidence.sub_compiles))
+        assumed = inference.describe()
+    silence = checker.silence_of_log(inference, checker_off=not opts.accuracy_checker,
+                                     checker_lines=evidence.checker_lines,
+                                     discards=len(evidence.discards))
+    origin = None
+    if opts.profile is not None:
+        match = (lambda p: _same_profile(p, source)) if source is not None \
+            else path_matcher(opts.profile, (os.path.abspath(opts.profile),))
+        origin = Origin(profile_match=match, profile_given=opts.profile)
     verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
-                    accuracy_checker=checker)
+                    silence=silence, origin=origin)
     if absent and verdict.status == "not_applied" and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
         verdict.status = "error"
@@ -57,27 +84,57 @@ def verify(opts: VerifyOptions) -> Report:
                                   "missing file).")
     report = Report("verify", verdict.status, modules=verdict.modules, reasons=verdict.reasons,
                     log_path=None if opts.log == "-" else str(Path(opts.log).absolute()))
+    report.details.update(verdict.details)
+    report.details["jax_assumed"] = assumed
     ranked = sorted({m["rank"] for m in verdict.modules if m.get("rank") is not None})
     if ranked and verdict.status != "error" and all(m.get("rank") is not None
                                                    for m in verdict.modules):
         # An `srun --label` log: one verdict per module across the ranks that logged it.
         by_rank = {r: [m for m in verdict.modules if m["rank"] == r] for r in ranked}
         status, modules, reasons = judge_job(by_rank, {r: None for r in ranked}, {})
+        reasons = divergent_fingerprints(by_rank) + reasons
         report.status, report.modules, report.reasons = status, modules, reasons
         report.details["ranks"] = [{"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked]
         report.summary.append(f"verdict: {status}: " + " ".join(reasons[:1]))
         report.summary += module_lines(modules)
     else:
         report.summary += summary_lines(verdict)
+    if given is None and (evidence.pgle_lines or evidence.modules):
+        report.summary.append(f"assumed the log was written by {assumed}; pass --jax to say "
+                              "which jax wrote it")
+    newer = versions.newer_than_verified(given if given is not None else inference.low)
+    if newer:
+        report.warnings.append(newer)
     if absent and verdict.status != "error":
         report.warnings.append(f"the profile {opts.profile} does not exist (any more)")
+    if unreadable:
+        report.warnings.append(f"pgle cannot read the profile ({unreadable}); the verdict rests "
+                               "on the log alone, since XLA may have read it")
     if source is not None:
         report.profile = source.to_dict()
-        foreign = [p for p in dict.fromkeys(evidence.reads) if not _same_profile(p, source)]
-        for p in foreign:
-            report.warnings.append(f"the log read {p}, which is not {opts.profile}")
-    report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied)
+    report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied,
+                                     verdict.details.get("coverage_unknown", 0))
     return report
+
+
+def divergent_fingerprints(by_rank: dict[int, list[dict]]) -> list[str]:
+    """Sentences for modules whose fingerprint differs between ranks: the ranks compiled
+    different HLO (flags, per-rank autotuning), so a directory keyed by one rank's
+    fingerprints misses on the others."""
+    seen: dict[str, dict[str, list[int]]] = {}
+    for rank, rows in sorted(by_rank.items()):
+        for m in rows:
+            if m.get("module") and m.get("fingerprint"):
+                seen.setdefault(m["module"], {}).setdefault(m["fingerprint"], []).append(rank)
+    out = []
+    for module, fps in seen.items():
+        if len(fps) > 1:
+            parts = "; ".join(f"{fp} on {ranks_phrase(rs)}" for fp, rs in fps.items())
+            out.append(f"the ranks compiled different programs for {module}: its fingerprint "
+                       f"is {parts} (the HLO before scheduling differs: flags or per-rank "
+                       "autotuning), so a per-module profile keyed by one rank's fingerprint "
+                       "is not found on the others.")
+    return out
 
 
 def _same_profile(read_path: str, source: profile.ProfileSource) -> bool:

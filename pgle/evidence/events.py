@@ -31,6 +31,33 @@ class RunEvents:
     modules: list[dict] = dataclasses.field(default_factory=list)  # schema.MODULE_COMPILED records
     xla_flags_seen: dict | None = None  # schema.XLA_FLAGS_SEEN: XLA_FLAGS at the first compile
     script_traces: list[dict] = dataclasses.field(default_factory=list)  # schema.SCRIPT_TRACE
+    xla_compiles: list[dict] = dataclasses.field(default_factory=list)  # schema.XLA_COMPILE
+
+    @property
+    def compile_platforms(self) -> tuple[str, ...] | None:
+        """Platforms XLA compiled for, as the harness saw every compile; None when it could
+        not watch them (no harness, or its compile observer was not installed)."""
+        installed = [r for r in self.records if r.get("kind") == schema.OBSERVE_MODULES]
+        if not installed or not installed[-1].get("installed"):
+            return None
+        return tuple(str(r.get("platform")) for r in self.xla_compiles)
+
+    @property
+    def compile_threads(self) -> tuple[str, ...]:
+        """Native ids of the threads that called XLA's compile, and the process id (the
+        main thread's id on Linux)."""
+        ids = [str(r.get("thread")) for r in self.xla_compiles]
+        ids += [str(r.get("pid")) for r in self.xla_compiles if r.get("pid")]
+        return tuple(dict.fromkeys(ids))
+
+    @property
+    def workload_modules(self) -> set[str] | None:
+        """The modules the workload compiled (the harness's per-module records); None when
+        the records may be incomplete."""
+        if any(r.get("kind") == schema.MODULE_ERROR for r in self.records) \
+                or self.compile_platforms is None:
+            return None
+        return {str(r["module"]) for r in self.modules if r.get("module")} or None
 
     @property
     def platform(self) -> str | None:
@@ -56,7 +83,7 @@ def read_events(path: Path | str) -> RunEvents:
                     continue  # a line cut short by a crash
     steps: dict[int, Step] = {}
     backend = trace = exit_ = None
-    errors, compiles, modules, script_traces = [], [], [], []
+    errors, compiles, modules, script_traces, xla_compiles = [], [], [], [], []
     flags_seen = None
     for r in records:
         kind = r.get("kind")
@@ -80,5 +107,7 @@ def read_events(path: Path | str) -> RunEvents:
             flags_seen = r
         elif kind == schema.SCRIPT_TRACE:
             script_traces.append(r)
+        elif kind == schema.XLA_COMPILE:
+            xla_compiles.append(r)
     return RunEvents(records, [steps[i] for i in sorted(steps)], backend, trace, errors,
-                     compiles, exit_, modules, flags_seen, script_traces)
+                     compiles, exit_, modules, flags_seen, script_traces, xla_compiles)

@@ -21,9 +21,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from pgle.cache import key_rules
 from pgle.launch import schema
-
-CHECKED_WITH_JAX = "0.10.2"
 
 # -- loggers (logging.getLogger(__name__) in each module) -------------------
 LOGGER_COMPILER = "jax._src.compiler"
@@ -62,35 +61,26 @@ PGLE_SENTINEL_PROFILE = b"pgle profiled"
 FIRST_PASS_OVERRIDE = ("xla_gpu_enable_command_buffer", "")
 
 # -- what the cache key hashes (jax/_src/cache_key.py) ----------------------
-# XLA_FLAGS (and LIBTPU_INIT_ARGS) split on whitespace, sorted, plus every
-# sys.argv word starting with "--xla"; except these flags, which never change
-# the executable:
-KEY_EXCLUDED_FLAGS = frozenset(f.lstrip("-") for f in (
-    "--xla_dump_compress_protos", "--xla_dump_module_metadata", "--xla_dump_max_hlo_modules",
-    "--xla_dump_include_timestamp", "--xla_dump_hlo_pass_re", "--xla_dump_hlo_module_re",
-    "--xla_dump_hlo_snapshots", "--xla_dump_fusion_visualization", "--xla_dump_hlo_as_url",
-    "--xla_dump_hlo_as_proto", "--xla_dump_hlo_as_text", "--xla_dump_hlo_as_long_text",
-    "--xla_dump_hlo_as_html", "--xla_dump_hlo_as_dot", "--xla_dump_to",
-    "--xla_force_host_platform_device_count", "--xla_dump_disable_metadata",
-    "--xla_dump_hlo_pipeline_re", "--xla_tpu_sdc_checker_streamz_metric",
-    "--xla_tpu_sdc_checker_enable_sdc_event_callbacks",
-    "--xla_tpu_sdc_checker_enable_coresweep_ng_callbacks",
-    "--xla_tpu_sdc_checker_no_logging_if_callbacks_are_present", "--xla_gpu_cuda_data_dir",
-    "--xla_gpu_experimental_autotune_cache_mode"))
+# XLA_FLAGS (and LIBTPU_INIT_ARGS) split on whitespace, sorted, plus every sys.argv word
+# starting with "--xla"; except the flags that never change the executable, which depend on
+# the jax version (pgle.cache.key_rules).
+KEY_EXCLUDED_FLAGS = key_rules.key_excluded_flags(None)  # the newest jax's
 
 
-def key_flag_words(xla_flags: str | None, argv: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """The words of XLA_FLAGS and argv that enter the cache key, as JAX sorts them."""
+def key_flag_words(xla_flags: str | None, argv: list[str] | tuple[str, ...] = (),
+                   version: tuple[int, ...] | None = None) -> list[str]:
+    """The words of XLA_FLAGS and argv that enter the cache key of `version`, as JAX sorts
+    them (None: the newest jax's rules)."""
+    excluded = key_rules.key_excluded_flags(version)
     words = (xla_flags or "").split() + [a for a in argv if a.startswith("--xla")]
-    return sorted(w for w in words if w.split("=")[0].lstrip("-") not in KEY_EXCLUDED_FLAGS)
+    return sorted(w for w in words if w.split("=")[0].lstrip("-") not in excluded)
 
 
 # The compile options also hold `<cache dir>/xla_gpu_per_fusion_autotune_cache_dir`
-# (compiler.get_compile_options) unless JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES
-# names no XLA cache ("none"): the key then depends on the cache dir string as
-# JAX received it (a relative and an absolute spelling differ; a trailing '/'
-# does not). Seen on CPU with jax 0.10.2.
-XLA_CACHES_VAR = "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"
+# (compiler.get_compile_options) unless JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES names no XLA
+# cache ("none"); jax 0.4.36-0.10.2 hash it, jax >= 0.11 clear it from the key
+# (pgle.cache.key_rules.key_holds_cache_dir).
+XLA_CACHES_VAR = key_rules.XLA_CACHES_VAR
 
 # -- log messages (record.getMessage()) ------------------------------------
 # DEBUG, compiler.backend_compile_and_load: auto PGLE recompiles with a non-empty profile.

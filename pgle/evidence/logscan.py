@@ -24,11 +24,11 @@ import re
 _RANK = rb"(?:(?P<rank>\d+): )?"
 _OLD = re.compile(
     _RANK + rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev>[IWEF])(?:\s+(?P<tid>\d+))? "
-    rb"(?P<file>[^\s\]]+):\d+\] (?P<msg>.*)$"
+    rb"(?P<file>[^\s\]]+):(?P<lineno>\d+)\] (?P<msg>.*)$"
 )
 _ABSL = re.compile(
     _RANK + rb"(?P<sev>[IWEF])(?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+(?P<tid>\d+) "
-    rb"(?P<file>[^\s\]]+):\d+\] (?P<msg>.*)$"
+    rb"(?P<file>[^\s\]]+):(?P<lineno>\d+)\] (?P<msg>.*)$"
 )
 # The same two prefixes anywhere in a line (after a progress bar's text), without a rank.
 _INSIDE = re.compile(
@@ -43,6 +43,8 @@ class LogLine:
     file: str  # basename of the source file
     message: str
     rank: int | None
+    lineno: int = 0  # the source line in `file` that logged it (moves between XLA versions)
+    absl: bool = True  # absl prefix (jax >= 0.7.2; the 0.4.x checker block too), else tsl
 
 
 def parse_prefix(line: bytes) -> LogLine | None:
@@ -64,6 +66,8 @@ def parse_prefix(line: bytes) -> LogLine | None:
         m.group("file").decode("utf-8", "replace").rsplit("/", 1)[-1],
         m.group("msg").decode("utf-8", "replace"),
         int(rank) if rank is not None else None,
+        int(m.group("lineno")),
+        m.re is _ABSL,
     )
 
 
@@ -97,6 +101,10 @@ UNIFIED_ESTIMATOR = re.compile(r"^Using unified latency estimator")
 LHS_UNSET = re.compile(r"^Profile data detected but `?xla_gpu_enable_latency_hiding_scheduler`? unset")
 FINGERPRINT = re.compile(  # VLOG(1) with TF_CPP_VMODULE=gpu_hlo_schedule=1
     r"^Fingerprint before LHS for module (?P<module>\S+?)(?:\((?P<id>\d+)\))? = (?P<fp>[0-9a-f]{32})")
+# A WARNING per module when the checker flag is set without a profile path (JAX-Toolbox
+# issue 1135, a nightly of jax ~0.4.35; tests/data/xla_gpu/public/): harmless.
+CHECKER_WITHOUT_PATH = re.compile(
+    r"^xla_gpu_pgle_accuracy_checker is set to (?P<level>\w+), but no profile path specified")
 
 # --- profile_guided_latency_estimator.cc: the accuracy checker -----------------
 # Printed only when something is missing; the block does not name the module.

@@ -11,8 +11,16 @@ the compiling thread, without naming the module. So: a module whose "Found
 profile" line is followed by no checker block fitted fully (checker on, its
 default since jax 0.4.36); otherwise coverage = found / (found + missing).
 
-What the real XLA:GPU compiler of jax 0.4.34-0.10.2 prints, and how each line is read here,
+What the real XLA:GPU compiler of jax 0.4.35-0.12.0.1 prints, and how each line is read here,
 is in tests/data/xla_gpu/README.md (captured by the deviceless lane) and docs/gpu-validation.md.
+
+Modules XLA schedules while compiling another one are told apart from the workload's own
+(`sub_compiles`): a module in a thread whose HLO module id is larger than that of a module
+scheduled after it in the same thread was created during that later module's compile (ids
+grow as XLA creates modules; the `Fingerprint before LHS ... M(<id>)` VLOG line shows it):
+the collective combiner's `<M>-clone` (jax 0.7.2-0.8.3) and, from jax 0.11, the autotuner's
+candidate modules (`gemm_fusion_dot.2(6)`, `loop_reduce_fusion(1330)`, ...), which each get a
+profile lookup and, with one file, their own `Found profile` and checker block.
 """
 
 from __future__ import annotations
@@ -27,6 +35,13 @@ from pgle.evidence import logscan
 MAX_MISSING_NAMES = 50
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
 CHUNK = 8 << 20
+# A line longer than the read buffer (CHUNK) is read by its last MAX_LINE bytes only: what
+# ends such a line is what matters (an XLA line glued to megabytes of `\r` progress output);
+# memory stays CHUNK + MAX_LINE whatever the line's length (docs/reliability.md).
+MAX_LINE = 1 << 20
+# Module names JAX gives the modules it compiles (`jit_<fn>`, `pmap_<fn>`, ...): the fallback
+# that tells the workload's modules from XLA's own when no module id was logged.
+_JAX_MODULE_NAME = re.compile(r"^(?:jit|pjit|pmap|xmap|xla_computation|shard_map)_")
 
 
 def _literal_start(pattern: re.Pattern) -> str:
@@ -45,7 +60,8 @@ _MESSAGE_STARTS = tuple(_literal_start(p) for p in (
     logscan.FINGERPRINT, logscan.USING_FDO, logscan.USING_PROFILE, logscan.FOUND_PROFILE,
     logscan.CHECK_FOUND, logscan.CHECK_MISSING, logscan.FILE_MISSING, logscan.PARSE_FAILED,
     logscan.PARSE_FAILED_OLD, logscan.FDO_UNPARSABLE, logscan.MAY_NOT_APPLY,
-    logscan.UNKNOWN_FLAGS, logscan.SOL_FALLBACK, logscan.MISSED_COST, logscan.LHS_UNSET))
+    logscan.UNKNOWN_FLAGS, logscan.SOL_FALLBACK, logscan.MISSED_COST, logscan.LHS_UNSET,
+    logscan.CHECKER_WITHOUT_PATH, logscan.UNIFIED_ESTIMATOR))
 
 
 
@@ -67,15 +83,29 @@ class ModuleEvidence:
     ordinal: int | None = None  # k-th module XLA reported (naming fallback: no VLOG line)
     missed_costs: int = 0  # "PGLE missed cost for: X" (VLOG) in this module
     sol_fallback: bool = False  # "PGLE fallback: using SolLatencyEstimator" (jax >= 0.10)
+    module_id: int | None = None  # XLA's HloModule id, from the VLOG fingerprint line
+    thread: str | None = None  # the logging thread's id, where the prefix carries one
+    # Only the VLOG fingerprint line: XLA looked for no profile, or found none and said
+    # nothing (a directory without the module's file on jax <= 0.5.x; a missing file).
+    fingerprint_only: bool = False
+    # Scheduled while XLA compiled another module: "clone" (the collective combiner's
+    # <M>-clone, jax 0.7.2-0.8.3) or "candidate" (an autotuner candidate, jax >= 0.11);
+    # `parent`: the module whose compile it belongs to; `by`: how that was told.
+    sub_compile: str | None = None
+    parent: str | None = None
+    by: str | None = None
+    fallback_from: str | None = None  # the unreadable <fp>.pbtxt XLA fell back from to <fp>.pb
 
 
 @dataclasses.dataclass
 class _Thread:
-    fingerprint: tuple[str, str] | None = None  # (module, fingerprint) from the VLOG line
+    fingerprint: tuple[str, str, int | None] | None = None  # (module, fp, id) of the VLOG line
     using: str | None = None
     current: ModuleEvidence | None = None
     expect_names: int = 0
     sol_fallback: bool = False
+    unreadable: tuple[int, str] | None = None  # (index in parse_errors, fingerprint) of a <fp>.pbtxt
+    fallback_from: str | None = None
 
 
 @dataclasses.dataclass
@@ -93,33 +123,56 @@ class Evidence:
     cupti_contention: bool = False
     pgle_lines: int = 0
     bytes_scanned: int = 0
+    fingerprint_lines: int = 0  # VLOG on: module names and ids are logged
+    checker_without_path: int = 0  # "accuracy checker is set to WARN, but no profile path"
+    # `<fp>.pbtxt` unreadable, XLA read `<fp>.pb` instead (directory mode): not an error.
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
+    sub_compiles: list[ModuleEvidence] = dataclasses.field(default_factory=list)
+    # Thread ids on XLA:GPU scheduler and checker lines (absl prefix, or tsl with
+    # TF_CPP_LOG_THREAD_ID): which threads of which process logged them.
+    thread_ids: list[str] = dataclasses.field(default_factory=list)
+    # The log's own wording, for telling which jax wrote it (pgle.evidence.log_version):
+    # {"prefix": "tsl"|"absl"|"tsl+absl", "<message kind>": source line number, ...}.
+    wording: dict[str, object] = dataclasses.field(default_factory=dict)
+    long_lines: int = 0  # lines longer than CHUNK, read by their last MAX_LINE bytes only
 
 
 class LogScanner:
     """Feeds on log lines (bytes); keeps per-thread state, since modules compile in parallel."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.evidence = Evidence()
         self._threads: dict[tuple, _Thread] = {}
+        self._line: logscan.LogLine | None = None
+        self._finished = False
 
     # -- input --------------------------------------------------------------
     def scan_file(self, path: Path | str) -> Evidence:
         with open(path, "rb", buffering=0) as f:
-            self.scan_stream(f)
-        return self.evidence
+            return self.scan_stream(f)
 
     def scan_stream(self, f: BinaryIO) -> Evidence:
         """Feed the lines holding a pre-filter literal (logscan.ANCHORS), in order.
 
         One buffer is reused for the whole log (readinto: no allocation or copy of each block);
         the unfinished last line of a block is moved to the buffer's start and completed by the
-        next read, and a line longer than the buffer grows it. Memory stays flat: CHUNK plus the
-        longest line."""
+        next read; a line longer than the buffer grows it, up to CHUNK + MAX_LINE; a line longer
+        still is read by its last MAX_LINE bytes. Memory stays flat: at most CHUNK + MAX_LINE,
+        whatever the log holds (a 1 GiB line without a newline)."""
         buf = bytearray(CHUNK)
+        limit = CHUNK + MAX_LINE
         kept = 0  # bytes of an unfinished line at buf[:kept]
+        long_line = False
         while True:
             if kept == len(buf):
-                buf += bytes(len(buf))  # one line longer than the buffer
+                if len(buf) < limit:  # one line longer than the buffer: grow it, up to limit
+                    buf += bytes(min(len(buf), limit - len(buf)))
+                else:  # longer still: keep only the line's tail so far
+                    if not long_line:
+                        self.evidence.long_lines += 1
+                        long_line = True
+                    buf[:MAX_LINE] = buf[kept - MAX_LINE:kept]
+                    kept = MAX_LINE
             end = kept
             with memoryview(buf) as view:
                 # A pipe gives 64 KiB a read: fill the buffer, so that each search pass covers
@@ -131,6 +184,7 @@ class LogScanner:
             self.evidence.bytes_scanned += end - kept
             cut = buf.rfind(b"\n", 0, end) + 1
             if cut:
+                long_line = False
                 self._scan_block(buf, cut)
                 buf[:end - cut] = buf[cut:end]  # same length: the buffer is not resized
                 kept = end - cut
@@ -138,12 +192,12 @@ class LogScanner:
                 kept = end
         if kept:  # the last line, without a newline
             self._scan_block(buf, kept)
-        return self.evidence
+        return self.finish()
 
     def feed_lines(self, lines: Iterable[bytes]) -> Evidence:
         for line in lines:
             self.feed(line)
-        return self.evidence
+        return self.finish()
 
     def _scan_block(self, data: bytearray, end: int) -> None:
         """Feed each line of data[:end] that holds a pre-filter literal (logscan.line_starts):
@@ -165,9 +219,7 @@ class LogScanner:
             if m := logscan.CHECK_DISCARD.search(text):
                 ev.pgle_lines += 1
                 ev.discards.append(text[m.start():].strip())
-                last = next((m for m in reversed(ev.modules) if m.checker_missing), None)
-                if last is not None:
-                    last.discarded = True
+                self._mark_discarded()
             return
         if line.severity == "I":
             ev.info_lines += 1
@@ -175,6 +227,9 @@ class LogScanner:
         state = self._threads.get(key)
         if state is None:
             state = self._threads[key] = _Thread()
+        if line.thread is not None and line.thread not in ev.thread_ids \
+                and len(ev.thread_ids) < 256 and line.file in _XLA_GPU_FILES:
+            ev.thread_ids.append(line.thread)
         msg = line.message
         if state.expect_names:
             m = logscan.CHECK_NAME.match(msg)
@@ -183,68 +238,110 @@ class LogScanner:
                     state.current.missing_names.append(m.group("name"))
                 state.expect_names -= 1
                 return
+        self._line = line
         self._message(msg, state, line.rank)
+
+    def _seen(self, kind: str) -> None:
+        """The log's wording: which kind of line it printed, from which source line, and in
+        which prefix style (what tells the jax version that wrote it)."""
+        words = self.evidence.wording
+        line = self._line
+        if kind not in words:
+            words[kind] = line.lineno
+        style = "absl" if line.absl else "tsl"
+        if line.file == "gpu_hlo_schedule.cc":
+            words.setdefault("prefix", style)
+        elif kind.startswith("checker"):
+            words.setdefault("checker_prefix", style)
 
     def _message(self, msg: str, state: _Thread, rank: int | None) -> None:
         if not msg.startswith(_MESSAGE_STARTS):
-            return  # the scheduler's other lines (`Using unified latency estimator`, ...)
+            return  # the scheduler's other lines
         ev = self.evidence
+        thread = self._line.thread
         if m := logscan.FINGERPRINT.match(msg):
-            state.fingerprint = (m.group("module"), m.group("fp"))
+            self._flush_fingerprint(state, rank, thread)
+            state.fingerprint = (m.group("module"), m.group("fp"),
+                                 int(m.group("id")) if m.group("id") else None)
             ev.pgle_lines += 1
+            ev.fingerprint_lines += 1
+            self._seen("fingerprint")
         elif m := logscan.USING_FDO.match(msg):
             state.using = f"fdo_profile ({m.group('fmt')})"
             ev.reads.append(state.using)
             ev.pgle_lines += 1
+            self._seen("using_fdo_for_module" if " for module " in msg else "using_fdo")
         elif m := logscan.USING_PROFILE.match(msg):
             state.using = m.group("path")
             ev.reads.append(state.using)
             ev.pgle_lines += 1
+            self._seen("using")
+            fm = _FINGERPRINT_FILE.match(Path(state.using).name)
+            if state.unreadable and fm and fm.group(2) == "pb" and fm.group(1) == state.unreadable[1]:
+                # <fp>.pbtxt did not parse and XLA read <fp>.pb: the normal lookup order.
+                index, _ = state.unreadable
+                state.fallback_from = ev.parse_errors[index].rsplit(": ", 1)[0]
+                ev.fallbacks.append(state.fallback_from)
+                ev.parse_errors[index] = ""  # dropped in finish()
+            state.unreadable = None
         elif m := logscan.FOUND_PROFILE.match(msg):
             ev.pgle_lines += 1
-            module, fp = m.group("module"), None
+            self._seen("found_profile_named" if m.group("module") else "found_profile")
+            module, fp, module_id = m.group("module"), None, None
             if state.fingerprint:
                 module = module or state.fingerprint[0]
-                fp = state.fingerprint[1]
+                fp, module_id = state.fingerprint[1], state.fingerprint[2]
             if fp is None and state.using:
                 fm = _FINGERPRINT_FILE.match(Path(state.using).name)
                 fp = fm.group(1) if fm else None
             state.current = ModuleEvidence(module, rank, fp, state.using, found_profile=True,
-                                           ordinal=sum(1 for x in ev.modules if x.found_profile) + 1)
+                                           ordinal=sum(1 for x in ev.modules if x.found_profile) + 1,
+                                           module_id=module_id, thread=thread,
+                                           fallback_from=state.fallback_from)
             ev.modules.append(state.current)
             state.current.sol_fallback, state.sol_fallback = state.sol_fallback, False
-            state.using = None
-            state.fingerprint = None
+            state.using = state.fingerprint = state.fallback_from = None
         elif m := logscan.CHECK_FOUND.match(msg):
             ev.pgle_lines += 1
             ev.checker_lines += 1
+            self._seen("checker_found")
             self._block_owner(state, rank).checker_found = int(m.group("n"))
         elif m := logscan.CHECK_MISSING.match(msg):
             ev.pgle_lines += 1
             ev.checker_lines += 1
+            self._seen("checker_missing")
             n = int(m.group("n"))
             self._current(state, rank).checker_missing = n
             state.expect_names = n
         elif m := logscan.FILE_MISSING.match(msg):
             ev.pgle_lines += 1
+            self._seen("file_missing")
             path = m.group("path")
             fm = _FINGERPRINT_FILE.match(Path(path).name)
             if fm is None:
                 ev.missing_files.append(path)
             elif fm.group(2) == "pb":
                 # XLA looks for <fp>.pbtxt, then <fp>.pb: both gone means no profile for it.
-                module = state.fingerprint[0] if state.fingerprint else None
+                module, module_id = (state.fingerprint[0], state.fingerprint[2]) \
+                    if state.fingerprint else (None, None)
                 ev.modules.append(ModuleEvidence(module, rank, fm.group(1), path,
-                                                 no_profile_file=True))
+                                                 no_profile_file=True, module_id=module_id,
+                                                 thread=thread))
                 state.fingerprint = None
         elif m := (logscan.PARSE_FAILED.match(msg) or logscan.PARSE_FAILED_OLD.match(msg)):
             ev.pgle_lines += 1
+            self._seen("parse_failed" if msg.startswith("Tried") else "parse_failed_old")
             ev.parse_errors.append(f"{m.group('path')}: {m.group('error')}")
+            fm = _FINGERPRINT_FILE.match(Path(m.group("path")).name)
+            if fm and fm.group(2) == "pbtxt":
+                state.unreadable = (len(ev.parse_errors) - 1, fm.group(1))
         elif logscan.FDO_UNPARSABLE.match(msg):
             ev.pgle_lines += 1
+            self._seen("fdo_unparsable_old" if "prase" in msg else "fdo_unparsable")
             ev.parse_errors.append("fdo_profile: not a valid ProfiledInstructionsProto")
         elif m := logscan.MAY_NOT_APPLY.match(msg):
             ev.pgle_lines += 1
+            self._seen("may_not_apply")
             if state.current is not None:
                 if m.group("name"):
                     state.current.module = state.current.module or m.group("module")
@@ -253,15 +350,61 @@ class LogScanner:
                     state.current.note = f"XLA: profile may not apply: {m.group('why')}"
         elif m := logscan.UNKNOWN_FLAGS.match(msg):
             ev.pgle_lines += 1
+            # jax <= 0.5.0 lists the rest of XLA_FLAGS after two spaces.
+            self._seen("unknown_flags_listed" if "  " in msg.split(": ", 1)[-1] else "unknown_flag")
             ev.unknown_flags += m.group("flags").split()
         elif logscan.SOL_FALLBACK.match(msg):
             # Logged before "Found profile for module": remember it for that module.
+            self._seen("sol_fallback")
             state.sol_fallback = True
         elif m := logscan.MISSED_COST.match(msg):
             if state.current is not None:
                 state.current.missed_costs += 1
         elif logscan.LHS_UNSET.match(msg):
+            self._seen("lhs_unset")
             ev.lhs_unset_warnings += 1
+        elif logscan.CHECKER_WITHOUT_PATH.match(msg):
+            self._seen("checker_without_path")
+            ev.checker_without_path += 1
+        elif logscan.UNIFIED_ESTIMATOR.match(msg):
+            self._seen("unified_estimator")
+
+    def _flush_fingerprint(self, state: _Thread, rank: int | None, thread: str | None) -> None:
+        """The thread's previous module printed its fingerprint line and nothing else."""
+        if state.fingerprint is not None:
+            module, fp, module_id = state.fingerprint
+            self.evidence.modules.append(ModuleEvidence(
+                module, rank, fp, None, module_id=module_id, thread=thread,
+                fingerprint_only=True))
+            state.fingerprint = None
+
+    def _mark_discarded(self) -> None:
+        """The module whose compile the ERROR checker failed: the newest with a checker block
+        since the last failure; where XLA printed no block (jax 0.4.38/0.5.0), the newest
+        module that read the profile."""
+        ev = self.evidence
+        done = max((i for i, m in enumerate(ev.modules) if m.discarded), default=-1)
+        since = [m for i, m in enumerate(ev.modules) if i > done and m.found_profile]
+        last = next((m for m in reversed(since) if m.checker_missing), None)
+        if last is None and since:
+            last = since[-1]
+        if last is not None:
+            last.discarded = True
+
+    def finish(self) -> Evidence:
+        """After the last line (idempotent): modules that logged only their fingerprint,
+        fallbacks, and the modules XLA scheduled while compiling others."""
+        if self._finished:
+            return self.evidence
+        self._finished = True
+        ev = self.evidence
+        for (rank, thread), state in self._threads.items():
+            self._flush_fingerprint(state, rank, thread)
+        ev.parse_errors = [e for e in ev.parse_errors if e]
+        _classify_sub_compiles(ev)
+        ev.sub_compiles = [m for m in ev.modules if m.sub_compile == "candidate"]
+        ev.modules = [m for m in ev.modules if m.sub_compile != "candidate"]
+        return ev
 
     def _block_owner(self, state: _Thread, rank: int | None) -> ModuleEvidence:
         """The module a new checker block belongs to.
@@ -285,3 +428,39 @@ class LogScanner:
             state.current = ModuleEvidence(None, rank, found_profile=True)
             self.evidence.modules.append(state.current)
         return state.current
+
+
+_XLA_GPU_FILES = ("gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc")
+
+
+def _classify_sub_compiles(ev: Evidence) -> None:
+    """Mark the modules XLA scheduled while compiling another one (see the module's doc).
+
+    With module ids (VLOG on): per thread, a module whose id is larger than that of a module
+    scheduled after it was created during that module's compile. Without ids: where the log
+    names modules the way JAX does (`jit_<fn>`), the modules named otherwise are XLA's own;
+    `<M>-clone` is always the combiner's copy of M."""
+    threads: dict[tuple, list[ModuleEvidence]] = {}
+    for m in ev.modules:
+        threads.setdefault((m.rank, m.thread), []).append(m)
+    for seq in threads.values():
+        parent: ModuleEvidence | None = None
+        for m in reversed(seq):
+            if m.module_id is None:
+                continue
+            if parent is not None and m.module_id > parent.module_id:  # type: ignore[operator]
+                m.sub_compile, m.parent, m.by = _kind(m.module), parent.module, "module id"
+            else:
+                parent = m
+    jax_named = any(m.module and _JAX_MODULE_NAME.match(m.module) for m in ev.modules)
+    for m in ev.modules:
+        if m.sub_compile or not m.module:
+            continue
+        if m.module.endswith("-clone"):
+            m.sub_compile, m.parent, m.by = "clone", m.module[: -len("-clone")], "name"
+        elif jax_named and m.module_id is None and not _JAX_MODULE_NAME.match(m.module):
+            m.sub_compile, m.by = "candidate", "name"
+
+
+def _kind(module: str | None) -> str:
+    return "clone" if module and module.endswith("-clone") else "candidate"

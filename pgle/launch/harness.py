@@ -21,6 +21,7 @@ compilation): `jax.profiler.start_trace` initializes the backends (jax 0.10.2,
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib.abc
 import importlib.util
 import json
@@ -208,16 +209,21 @@ class ProfilerWindow:
                 self._stop(discard=True)
             self.done = True
             self.counting = False
-            self.script_trace = {"site": site, "dir": str(log_dir), "t": time.time()}
-            self.events.write(schema.SCRIPT_TRACE, call="start", site=site, dir=str(log_dir))
+            where = str(log_dir) if log_dir is not None else None
+            self.script_trace = {"site": site, "dir": where, "t": time.time()}
+            self.events.write(schema.SCRIPT_TRACE, call="start", site=site, dir=where)
             if self.mode is not None:
+                kept = where or "kept in memory; pgle exports it when it stops"
                 _say(f"the workload starts its own profiler at {site} "
-                     f"(jax.profiler.start_trace); pgle uses that trace ({log_dir}) instead of "
-                     "its own window")
+                     f"(jax.profiler); pgle uses that trace ({kept}) instead of its own window")
 
-    def on_script_stop(self, site: str) -> None:
+    def on_script_stop(self, site: str, exported_to: str | None = None) -> None:
+        """`exported_to`: where pgle wrote a session the workload kept in memory only
+        (jax >= 0.12 `ProfileSession(log_dir=None)`), so collect can convert it."""
         with self.lock:
             started = self.script_trace
+            if started is not None and exported_to:
+                started["dir"] = exported_to
             self.events.write(schema.SCRIPT_TRACE, call="stop", site=site,
                               dir=started["dir"] if started else None)
             if started is not None and self.mode is not None:
@@ -293,7 +299,8 @@ class ProfilerWindow:
     def _start(self, purpose: str) -> None:
         target = self.dir if purpose != "executions" else self._scratch()
         try:
-            _ORIGINAL["start_trace"](target)
+            with _pgle_own():
+                _ORIGINAL["start_trace"](target)
         except Exception as e:  # another session (auto PGLE, the script's own) holds the profiler
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
             self.done = True
@@ -314,7 +321,8 @@ class ProfilerWindow:
         ended = time.time()
         seconds = ended - self.started_at
         try:
-            _ORIGINAL["stop_trace"]()
+            with _pgle_own():
+                _ORIGINAL["stop_trace"]()
         except Exception as e:
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
         stop_seconds = time.time() - ended
@@ -595,22 +603,45 @@ def _call_site() -> str:
     import contextlib as _cl
 
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename in (_HERE, _cl.__file__):
-        frame = frame.f_back
+    while frame is not None and (frame.f_code.co_filename in (_HERE, _cl.__file__)
+                                 or _from_jax(frame.f_code.co_filename)):
+        frame = frame.f_back  # jax's start_trace/trace call ProfileSession.start (jax 0.12)
     if frame is None:
         return "?"
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
+_OWN = threading.local()
+
+
+@contextlib.contextmanager
+def _pgle_own():
+    """pgle's own profiler calls: the hooks below let them through unseen."""
+    _OWN.active = True
+    try:
+        yield
+    finally:
+        _OWN.active = False
+
+
 def _hook_profiler(profiler, window: "ProfilerWindow") -> None:
     """The workload's own jax.profiler.start_trace/stop_trace/trace (MaxText `profiler: xplane`,
-    levanter `--profiler`) go through pgle's window: pgle gives way to the script's trace."""
-    import contextlib
+    levanter `--profiler`) go through pgle's window: pgle gives way to the script's trace.
 
+    jax >= 0.12 has a public `jax.profiler.ProfileSession` (start_trace returns one, trace
+    yields one, scripts may start one directly; one at a time): there the session's own
+    start/stop are hooked, which sees every way in, and the public functions stay jax's own
+    (so `trace` yields the real session). Older jax: the three functions are wrapped (their
+    `trace` yields None, as jax's does)."""
     if _ORIGINAL:
         return
     start, stop = _ORIGINAL["start_trace"], _ORIGINAL["stop_trace"] = \
         profiler.start_trace, profiler.stop_trace
+    session = getattr(profiler, "ProfileSession", None)
+    if session is not None and callable(getattr(session, "start", None)) \
+            and callable(getattr(session, "stop", None)):
+        _hook_session(session, window)
+        return
 
     def start_trace(log_dir, *args, **kwargs):
         window.on_script_start(_call_site(), log_dir)
@@ -634,6 +665,43 @@ def _hook_profiler(profiler, window: "ProfilerWindow") -> None:
         original = getattr(profiler, name)
         fn.__doc__, fn.__name__ = original.__doc__, original.__name__
         setattr(profiler, name, fn)
+
+
+def _hook_session(session_cls, window: "ProfilerWindow") -> None:
+    """jax >= 0.12: `ProfileSession.start`/`stop` tell the window about the workload's own
+    sessions (not pgle's: `_pgle_own`). A session with no log_dir keeps its trace in memory;
+    once it stops, pgle exports it where its own window would have written (collect converts
+    it; `ProfileSession.export_profile_data`, jax 0.12)."""
+    original_start, original_stop = session_cls.start, session_cls.stop
+
+    def start(self):
+        if not getattr(_OWN, "active", False):
+            window.on_script_start(_call_site(), getattr(self, "log_dir", None))
+        return original_start(self)
+
+    def stop(self):
+        if getattr(_OWN, "active", False):
+            return original_stop(self)
+        site = _call_site()
+        exported = None
+        try:
+            result = original_stop(self)
+            if getattr(self, "log_dir", None) is None and window.mode is not None:
+                try:
+                    with _pgle_own():
+                        self.export_profile_data(window.dir)
+                    exported = str(window.dir)
+                except Exception as e:  # the workload's session is its own: never break it
+                    window.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
+            return result
+        finally:
+            window.on_script_stop(site, exported)
+
+    for name, fn in (("start", start), ("stop", stop)):
+        original = getattr(session_cls, name)
+        fn.__doc__, fn.__name__, fn.__qualname__ = \
+            original.__doc__, original.__name__, original.__qualname__
+        setattr(session_cls, name, fn)
 
 
 _depth = threading.local()

@@ -29,7 +29,6 @@ from typing import Callable
 
 from pgle.launch import schema
 
-CHECKED_WITH_JAX = "0.10.2"
 EVENT_PROFILED = schema.PGLE_PROFILED
 
 _installed = False
@@ -133,10 +132,21 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
     except Exception:
         return False
     import os
+    import threading
 
     counter = [0]
+    seen: set[tuple] = set()
 
     def compile_or_get_cached(*args, **kwargs):
+        # Before the compile (it may fail): which platform XLA compiles for, from which
+        # thread. A deviceless compile for a GPU topology is `gpu` too (jax 0.4.35-0.12).
+        try:
+            where = (getattr(args[0], "platform", None), str(threading.get_native_id()))
+            if where not in seen:
+                seen.add(where)
+                write(schema.XLA_COMPILE, platform=where[0], thread=where[1], pid=os.getpid())
+        except Exception:  # an observation must never break the user's compile
+            pass
         executable = original_compile(*args, **kwargs)
         try:
             _describe(executable, write, hlo_dir, counter)

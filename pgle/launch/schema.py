@@ -38,6 +38,9 @@ PGLE_PROFILED = "pgle_profiled"  # auto PGLE profiled one execution of a module
 OBSERVE_MODULES = "observe_modules"  # the per-module cost/memory/HLO observer is installed
 MODULE_COMPILED = "module_compiled"  # XLA's FLOPs, memory and scheduled HLO file of one module
 MODULE_ERROR = "module_error"  # describing one compiled module failed (the compile did not)
+# XLA was asked to compile for `platform` from thread `thread` (native id) of process `pid`;
+# once per distinct (platform, thread): whose compiles the log's XLA lines can be.
+XLA_COMPILE = "xla_compile"
 EXIT = "exit"  # the workload's exit code (or interrupted)
 SCRIPT_TRACE = "script_trace"  # the workload called jax.profiler.start_trace/stop_trace itself
 XLA_FLAGS_SEEN = "xla_flags_seen"  # XLA_FLAGS as the workload's process had it at the first compile
@@ -68,6 +71,7 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     OBSERVE_MODULES: ("installed",),
     MODULE_COMPILED: ("module", "flops", "transcendentals", "bytes_accessed", "memory", "hlo_file"),
     MODULE_ERROR: ("error",),
+    XLA_COMPILE: ("platform", "thread", "pid"),
     EXIT: ("code", "error", "interrupted"),
     # call: start | stop; site: "file:line" of the workload's call; dir: its log_dir
     SCRIPT_TRACE: ("call", "site", "dir", "error"),

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from typing import Collection
+
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
+from pgle.verdicts.origin import Origin
 from pgle.verdicts.rows import AppliedRow, module_lines
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -21,6 +24,10 @@ GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 # decide what to combine; the clone never runs (tests/data/xla_gpu/README.md).
 CLONE_SUFFIX = "-clone"
 STATUSES = ("applied", "partial", "not_applied", "not_applicable", "error")
+# What a module that read the profile and got no accuracy-checker block means:
+SILENCE_FULL = "full"  # the checker prints whenever something is missing: full coverage
+SILENCE_UNKNOWN = "unknown"  # the checker may have missed instructions without a word
+SILENCE_OFF = "off"  # no checker ran: the profile was read, its fit unverified
 
 
 @dataclasses.dataclass
@@ -29,22 +36,55 @@ class Verdict:
     modules: list[dict]
     reasons: list[str]
     evidence: Evidence
+    # For the report's details: `sub_compiles` (modules XLA scheduled while compiling the
+    # workload's, reported apart), `not_counted` (evidence inconsistent with the run).
+    details: dict = dataclasses.field(default_factory=dict)
 
 
 def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: float = 0.9,
           accuracy_checker: bool = True, info_log_hidden: bool = False,
-          jax_imported: bool | None = None) -> Verdict:
+          jax_imported: bool | None = None, silence: str | None = None,
+          workload_modules: Collection[str] | None = None,
+          origin: Origin | None = None) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
+    `silence`: what a module that read the profile and got no accuracy-checker block means
+    (SILENCE_FULL, SILENCE_UNKNOWN, SILENCE_OFF; pgle.verdicts.checker decides it per jax
+    version and strictness); default: full when `accuracy_checker`, else off.
     `accuracy_checker`: False when the run had none (jax < 0.4.36 without the old flag, or
     PGLE_STRICTNESS_LEVEL_OFF): a silent log then proves the profile was read, not its fit.
     `info_log_hidden`: the run's TF_CPP_MIN_LOG_LEVEL hid XLA's INFO lines.
     `jax_imported`: False when the harness saw the workload finish without importing jax
-    (None: unknown, e.g. `verify` of a log)."""
-    modules = fold_clones([_judge_module(m, min_coverage, accuracy_checker).to_dict()
-                           for m in evidence.modules])
+    (None: unknown, e.g. `verify` of a log).
+    `workload_modules`: the modules the harness saw the workload compile (`pgle run`): any
+    other module in the log is XLA's own. `origin`: what pgle knows about the run that wrote
+    the log; evidence inconsistent with it is not counted (pgle.verdicts.origin)."""
+    silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
+    details: dict = {}
+    if workload_modules:
+        mark_foreign_modules(evidence, set(workload_modules))
+    foreign = origin.foreign_log(evidence) if origin is not None else None
+    if foreign:
+        details["not_counted"] = {"reason": foreign, "xla_lines": evidence.pgle_lines}
+        return Verdict("not_applicable", [], [foreign], evidence, details)
+    not_counted = origin.foreign_reads(evidence) if origin is not None else {}
+    rows = []
+    for m in evidence.modules:
+        row = _judge_module(m, min_coverage, silence)
+        if m.profile_path is not None and m.profile_path in not_counted:
+            row.status, row.coverage = "not_applied", None
+            row.notes.insert(0, not_counted[m.profile_path])
+        rows.append(row.to_dict())
+    modules = fold_clones(rows)
     reasons: list[str] = []
+    if not_counted:
+        details["not_counted"] = {"reads": sorted(not_counted)}
+        reasons += list(dict.fromkeys(not_counted.values()))
+    if evidence.sub_compiles:
+        details["sub_compiles"] = [sub_compile_row(m) for m in evidence.sub_compiles]
+    looked = evidence.reads or any(not m.fingerprint_only for m in evidence.modules)
     info_hidden = info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0)
+    status = None
     if evidence.unknown_flags:
         flags = " ".join(dict.fromkeys(evidence.unknown_flags))
         reasons.append(f"XLA aborted before compiling: it does not know {flags} (\"Unknown flag in "
@@ -78,12 +118,27 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
                if evidence.checker_lines else "")
             + ". Rerun with TF_CPP_MIN_LOG_LEVEL=0.")
         modules = []
-    elif not modules and not evidence.reads:
+    elif not looked:
         if platform and platform.lower() not in GPU_PLATFORMS:
             status = "not_applicable"
             reasons.append(
                 f"backend {platform}: PGLE is an XLA:GPU feature, so no module used a profile and "
                 "none could; run on an NVIDIA GPU to apply it.")
+        elif evidence.checker_without_path:
+            status = "not_applied"
+            reasons.append(
+                "XLA says the accuracy checker is set but no profile path is "
+                "(\"xla_gpu_pgle_accuracy_checker is set to WARN, but no profile path specified\", "
+                f"{evidence.checker_without_path} time(s)): the profile flag "
+                "--xla_gpu_pgle_profile_file_or_directory_path did not reach XLA.")
+        elif modules:
+            status = "not_applied"
+            reasons.append(
+                f"XLA compiled {len(modules)} module(s) and read no profile for any (only their "
+                "fingerprints were logged): did the profile flag reach XLA? jax <= 0.5.3 logs "
+                "nothing when the profile file does not exist, jax <= 0.5.x nothing for a "
+                "directory without the module's file, and jax >= 0.5.1 ignores a file that is "
+                "not .pb/.pbtxt silently.")
         else:
             status = "not_applied"
             reasons.append("no PGLE line in the log: XLA never read a profile (is the INFO log on, "
@@ -92,14 +147,59 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     elif not modules:
         status = "not_applied"
         reasons.append("XLA read the profile but no module reported using it.")
-    else:
+    if status is None:
         counts = {s: sum(1 for m in modules if m["status"] == s) for s in STATUSES}
         status = overall_status(m["status"] for m in modules)
         reasons.append(
             f"{counts['applied']} of {len(modules)} module(s) applied the profile"
             + (f", {counts['partial']} partially" if counts["partial"] else "")
             + (f", {counts['not_applied']} not at all" if counts["not_applied"] else "") + ".")
-    return Verdict(status, modules, reasons, evidence)
+    unknown = [m for m in modules if m["status"] == "applied" and m["coverage"] is None]
+    if unknown and status in ("applied", "partial") and silence == SILENCE_UNKNOWN:
+        details["coverage_unknown"] = len(unknown)
+        reasons.append(f"coverage unknown for {len(unknown)} module(s): this jax's WARN accuracy "
+                       "checker prints nothing even when instructions are missing (jax "
+                       "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit.")
+    if evidence.sub_compiles:
+        reasons.append(sub_compile_sentence(evidence.sub_compiles))
+    if evidence.fallbacks:
+        reasons.append(f"{len(evidence.fallbacks)} <fp>.pbtxt file(s) did not parse and XLA read "
+                       "the <fp>.pb beside each instead (its lookup order): not an error, but "
+                       f"remove the broken file(s), e.g. {evidence.fallbacks[0]}.")
+    return Verdict(status, modules, reasons, evidence, details)
+
+
+def mark_foreign_modules(evidence: Evidence, workload: set[str]) -> None:
+    """Modules the harness never saw the workload compile are XLA's own (autotuner
+    candidates): moved to `sub_compiles`. `<M>-clone` rows stay (folded into M later)."""
+    keep = []
+    for m in evidence.modules:
+        if m.module and m.module not in workload and not m.module.endswith(CLONE_SUFFIX) \
+                and m.sub_compile is None:
+            m.sub_compile, m.by = "candidate", "not compiled by the workload (pgle's harness)"
+            evidence.sub_compiles.append(m)
+        else:
+            keep.append(m)
+    evidence.modules = keep
+
+
+def sub_compile_row(m: ModuleEvidence) -> dict:
+    """A module XLA scheduled while compiling the workload's: what it read, for the report."""
+    return {"module": m.module, "id": m.module_id, "fingerprint": m.fingerprint,
+            "compiled_for": m.parent, "recognised_by": m.by,
+            "read_profile": m.found_profile, "no_profile_file": m.no_profile_file,
+            "instructions_found": m.checker_found, "instructions_missing": m.checker_missing}
+
+
+def sub_compile_sentence(subs: list[ModuleEvidence]) -> str:
+    names = list(dict.fromkeys(m.module or "?" for m in subs))
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    by = "their module ids" if all(m.by == "module id" for m in subs) else \
+        "the harness" if all((m.by or "").endswith("harness)") for m in subs) else \
+        "their names (no module ids logged: TF_CPP_VMODULE=gpu_hlo_schedule=1 shows them)"
+    return (f"XLA also scheduled {len(subs)} module(s) of its own while compiling the workload's "
+            f"(autotuner candidates, jax >= 0.11: {shown}; told apart by {by}): not the "
+            "workload's modules, not counted (report details: sub_compiles).")
 
 
 def fold_clones(rows: list[dict]) -> list[dict]:
@@ -169,20 +269,29 @@ def summary_lines(verdict: Verdict) -> list[str]:
     return [f"verdict: {verdict.status}: " + " ".join(verdict.reasons)] + module_lines(verdict.modules)
 
 
-def exit_code_for(status: str, workload_code: int, require_applied: bool) -> int:
-    """The workload's own failure first; then --require-applied."""
+def exit_code_for(status: str, workload_code: int, require_applied: bool,
+                  coverage_unknown: int = 0) -> int:
+    """The workload's own failure first; then --require-applied, which also fails where the
+    checker may have missed instructions without a word (`coverage_unknown` modules: jax
+    0.4.36-0.5.0 under WARN)."""
     if workload_code != 0:
         return workload_code
-    if require_applied and status != "applied":
+    if require_applied and (status != "applied" or coverage_unknown):
         return EXIT_NOT_VERIFIED
     return 0
 
 
-def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool) -> AppliedRow:
+def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str) -> AppliedRow:
+    """One module's row. `silence`: what no checker block means (see `judge`)."""
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
     if m.no_profile_file:
         status = "not_applied"
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
+    elif m.fingerprint_only:
+        status = "not_applied"
+        notes.append("XLA read no profile for it (it logged only the module's fingerprint: "
+                     "no file for it in a profile directory, which jax <= 0.5.x does not "
+                     "report, or no profile reached XLA)")
     elif m.discarded:
         status = "not_applied"
         notes.append("the accuracy checker (ERROR level) discarded the profile and the compile failed")
@@ -201,14 +310,23 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool
             status = "applied"
         else:
             status = "partial"
-    elif accuracy_checker:
+    elif silence == SILENCE_FULL:
         # The checker is silent when nothing is missing: the profile covers the module.
         status, missing, coverage = "applied", 0, 1.0
+    elif silence == SILENCE_UNKNOWN:
+        status = "applied"
+        notes.append("coverage unknown: XLA printed no accuracy-checker block for it, and this "
+                     "jax's WARN checker prints nothing even when instructions are missing "
+                     "(jax 0.4.36-0.5.0); rerun with "
+                     "--xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_ERROR to prove the fit")
     else:
         status = "applied"
         notes.append("coverage unverified: the run had no accuracy checker (jax < 0.4.36 has none "
                      "by default, or PGLE_STRICTNESS_LEVEL_OFF), so the log proves the profile was "
                      "read, not which instructions it covers")
+    if m.fallback_from:
+        notes.append(f"XLA could not parse {m.fallback_from} and read the .pb beside it "
+                     "(its lookup order: .pbtxt, then .pb)")
     if m.note:
         notes.append(m.note)
     if m.missed_costs:

@@ -145,7 +145,7 @@ def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) ->
     untouched."""
     rows = list(rows)
     if not any(any(f in r for f in EXECUTION_FIELDS) for r in rows):
-        return [module_line(r, ok=ok) for r in rows]
+        return _applied_lines(rows, ok)
     rows.sort(key=lambda r: -(executions(r) or 0))  # stable: ties keep their order
     one_shot = [r for r in rows if executions(r) == 1 and r["status"] != ok]
     if len(one_shot) < 2:
@@ -162,3 +162,22 @@ def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) ->
                      f"such as setup or eval, which auto PGLE never re-optimizes): "
                      + _names([_label_and_text(r, ok)[0] for r in one_shot]))
     return lines
+
+
+def _applied_lines(rows: list[Mapping[str, Any]], ok: str | None) -> list[str]:
+    """Rows of a PGLE-applied verdict: one line each; a row that is not applied carries XLA's
+    own note (the first one: e.g. the profile entry the module lacks); rows whose line would
+    read the same share one line (a stale profile gives dozens of identical ones)."""
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        label, text = _label_and_text(r, ok)
+        if r.get("status") not in ("applied", None) and r.get("notes") and "coverage" in r:
+            text += f": {r['notes'][0]}"
+        groups.setdefault(text, []).append(label)
+    out = []
+    for text, labels in groups.items():
+        if len(labels) >= 3 and not text.startswith("applied"):
+            out.append(f"  {len(labels)} modules ({_names(labels)}): {text}")
+        else:
+            out += [f"  {label}: {text}" for label in labels]
+    return out

@@ -28,7 +28,10 @@ _CHILD = (
     "jax.devices()\n"
     f"print('{_OK_MARK}', jaxlib.version.__version__, flush=True)\n"
 )
-_UNKNOWN = re.compile(r"Unknown flags? in XLA_FLAGS: (.*)")
+# jax >= 0.5.1: "Unknown flag in XLA_FLAGS: --x=1"; jax <= 0.5.0: "Unknown flags in XLA_FLAGS:
+# --x=1  <the rest of XLA_FLAGS>" (the unknown ones, two spaces, then the others: seen on
+# 0.4.35, 0.4.38, 0.5.0 in the lane), read as pgle.evidence.logscan.UNKNOWN_FLAGS reads it.
+_UNKNOWN = re.compile(r"Unknown flags? in XLA_FLAGS: (.*?)(?:  .*)?$", re.M)
 _BAD_VALUE = re.compile(r"Couldn't interpret value (.*) for flag (\S+?)\.?$", re.M)
 _ILLEGAL = re.compile(r"Illegal value for --(\S+) '(.*)'", re.M)
 _NO_FILE = re.compile(r"Could not open file \"(.*)\" to read flags")

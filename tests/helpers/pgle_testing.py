@@ -23,7 +23,17 @@ def pgle_env(**extra: str) -> dict[str, str]:
            if not k.startswith(("XLA_", "JAX_", "TF_CPP_", "PGLE_"))}
     env.setdefault("JAX_PLATFORMS", "cpu")
     env.update(extra)
+    if any(k.startswith("REPLAY_") for k in extra):
+        env = replay_env(env)
     return env
+
+
+def replay_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a replay workload (tests/workloads/replay_xla_log.py, dist_replay.py), which
+    stands in for a GPU run: tests/helpers/replayed_gpu_run first on PYTHONPATH."""
+    stand_in = str(Path(__file__).resolve().parent / "replayed_gpu_run")
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (stand_in, env.get("PYTHONPATH"))
+                                                 if p)}
 
 
 def run_pgle(*args: str, cwd: Path | str, env: dict[str, str] | None = None,

@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.pgle_testing import WORKLOADS, pgle_env, report_of, run_pgle, write_profile
+from helpers.pgle_testing import (WORKLOADS, pgle_env, replay_env, report_of, run_pgle,
+                                  write_profile)
 from helpers.slurm_fixture import requires_slurm
 
 pytestmark = requires_slurm
@@ -19,7 +20,7 @@ PGLE = [sys.executable, "-m", "pgle"]
 
 
 def _srun(cluster, args, project, *, env=None, timeout=120, srun_args=()):
-    return cluster.srun([*PGLE, *args], ntasks=2, cwd=project, env=pgle_env(**(env or {})),
+    return cluster.srun([*PGLE, *args], ntasks=2, cwd=project, env=replay_env(pgle_env(**(env or {}))),
                         timeout=timeout, srun_args=srun_args)
 
 
@@ -112,7 +113,7 @@ def test_a_rank_that_never_reports_is_listed_after_the_gather_timeout(slurm_clus
 
 def test_verify_of_an_srun_label_log_aggregates_per_module_across_ranks(slurm_cluster, project):
     profile = write_profile(project / "p.pb", {"fusion.1": 1.0})
-    env = pgle_env(XLA_FLAGS=f"--xla_gpu_pgle_profile_file_or_directory_path={profile}")
+    env = replay_env(pgle_env(XLA_FLAGS=f"--xla_gpu_pgle_profile_file_or_directory_path={profile}"))
     proc = slurm_cluster.srun([sys.executable, str(DIST), "--partial-ranks", "0"], ntasks=2,
                               srun_args=["--label"], cwd=project, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -5,7 +5,8 @@ Each process calls `jax.distributed.initialize()` (gloo CPU collectives), runs a
 StepTraceAnnotation steps of a jitted psum over every device of every process, then prints, on
 stderr, the lines XLA:GPU prints while compiling with a PGLE profile (exact strings from
 gpu_hlo_schedule.cc and profile_guided_latency_estimator.cc, absl prefix) for the profile path it
-actually got in XLA_FLAGS (nothing without one), like tests/workloads/replay_xla_log.py.
+actually got in XLA_FLAGS (nothing without one), like tests/workloads/replay_xla_log.py: a
+REPLAY, counted only with tests/helpers/replayed_gpu_run (see replay_xla_log.py).
 
 Options:
   --steps N             steps to run (default 4)
@@ -33,7 +34,10 @@ def line(sev: str, file: str, lineno: int, msg: str, tid: int) -> str:
 
 def replay(path: str, partial: bool) -> list[str]:
     sched, pgle = "gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc"
-    t1, t2 = 4101, 4102
+    import threading
+
+    t1 = threading.get_native_id()  # the replay's own (compiling) thread, and a second one
+    t2 = t1 + 1
     found, missing = (5, 15) if partial else (40, 0)
     out = [
         line("I", sched, 538, f"Using PGLE profile from {path}", t1),
@@ -100,10 +104,10 @@ def main() -> int:
 
     import re
 
-    m = re.search(r"--xla_gpu_pgle_profile_file_or_directory_path=(\S+)",
+    m = re.search(r"--xla_gpu_pgle_profile_file_or_directory_path=(\"[^\"]*\"|'[^']*'|\S+)",
                   os.environ.get("XLA_FLAGS", ""))
     if m:
-        print("\n".join(replay(m.group(1), rank in ranks(args.partial_ranks))),
+        print("\n".join(replay(m.group(1).strip("\"'"), rank in ranks(args.partial_ranks))),
               file=sys.stderr, flush=True)
     print(f"dist_replay: rank {rank} of {jax.process_count()} psum {value}", flush=True)
     if args.sleep_rank:

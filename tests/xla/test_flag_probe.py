@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from helpers.pgle_testing import REPO
 from pgle.xla import flag_probe
 from pgle.xla import versions
 
@@ -101,3 +102,17 @@ def test_parse_output_reads_real_xla_lines():
                                                  "xla_gpu_all_reduce_combine_threshold_bytes"}
     run = flag_probe.parse_output(0, "PGLE_PROBE_ACCEPTED 0.10.2\n", "")
     assert run.ok and run.jaxlib_version == "0.10.2"
+
+
+def test_unknown_flag_message_of_jax_0_5_0_and_older_names_only_the_unknown_flag():
+    # jax <= 0.5.0 lists the rest of XLA_FLAGS after two spaces (real lines of the lane's
+    # unknown-checker-flag scenario): those flags are valid, the profile path included.
+    for version in ("0.4.35", "0.4.38", "0.5.0", "0.5.1", "0.12.0.1"):
+        log = REPO / "tests" / "data" / "xla_gpu" / version / "unknown-checker-flag.log"
+        line = next(ln for ln in log.read_text().splitlines() if "Unknown flag" in ln)
+        run = flag_probe.parse_output(-6, "", line + "\n")
+        unknown = "xla_gpu_pgle_accuracy_checker" if version == "0.4.35" \
+            else "xla_gpu_enable_pgle_accuracy_checker"
+        assert run.unknown == {unknown}, (version, run.unknown)
+        assert flag_probe._verdict("--x", "xla_gpu_pgle_profile_file_or_directory_path",
+                                   run).status == "accepted"

@@ -9,7 +9,8 @@ one line per compiled module, `MODULE <json>`, and a last line `RESULT <json>`.
 
 Everything it needs comes from its arguments and the environment that lane.py sets
 (JAX_PLATFORMS, TF_CPP_*, XLA_FLAGS). Options:
-  --programs a,b,c,d     which programs to compile (default all, in that order)
+  --programs a,b,c,d     which programs to compile (default a,b,c,d, in that order; e-h:
+                         ring/all-to-all/send-recv, while loop, no collectives, GSPMD)
   --config FILE          text GpuTargetConfigProto (default: the H100 SXM one in lane.py)
   --dump DIR             XLA dump directory lane.py already put into XLA_FLAGS; used to
                          read the optimized HLO where `Compiled.as_text()` is None (jax<=0.5)
@@ -18,6 +19,8 @@ Everything it needs comes from its arguments and the environment that lane.py se
                          this jax accepts it, else by patching jax's get_compile_options
   --gpu-alias            map the `gpu` platform alias to `cuda` (jax 0.4.35 lowers for
                          `gpu` and asks for a live backend to canonicalize it)
+  --threads N            compile the modules from N Python threads at once (interleaved logs)
+  --raise                let a failed compile raise: Python's own traceback ends the process
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 
 NDEV = 8
@@ -208,11 +212,68 @@ def programs(jax, mesh):
         return jnp.mean(h * h)
     d_args = (sds((n * 64, 256), P("x")), sds((256, 256), P()))
 
+    # (e) a ring: ppermute (collective-permute) and all_to_all, and a ppermute inside a
+    # fori_loop (XLA may decompose that one into send/recv)
+    def prog_e_ring(x, w):
+        def body(x, w):
+            perm = [(i, (i + 1) % n) for i in range(n)]
+            y = jax.lax.ppermute(jnp.tanh(x @ w), "x", perm)          # collective-permute
+            z = jax.lax.all_to_all(y, "x", 0, 0, tiled=True)           # all-to-all
+
+            def step(i, c):
+                return jax.lax.ppermute(jnp.tanh(c @ w), "x", perm)
+            return jax.lax.fori_loop(0, 3, step, z)
+        return shard_map(body, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))(x, w)
+    e_args = (sds((n * 64, 256), P("x")), sds((256, 256), P()))
+
+    # (f) a dynamic while loop (data-dependent trip count) with a nested scan
+    def prog_f_while(x, ws):
+        def cond(c):
+            return (c[1] < 3) & (jnp.sum(c[0]) < 1e30)
+
+        def body(c):
+            def step(h, w):
+                return jnp.tanh(h @ w), None
+            h, _ = jax.lax.scan(step, c[0], ws)
+            return h, c[1] + 1
+        return jax.lax.while_loop(cond, body, (x, 0))[0]
+    f_args = (sds((n * 64, 256), P("x")), sds((2, 256, 256), P()))
+
+    # (g) a module without collectives (replicated operands)
+    def prog_g_local(x, w):
+        return jnp.tanh(jnp.tanh(x @ w) @ w).sum(axis=0)
+    g_args = (sds((512, 256), P()), sds((256, 256), P()))
+
+    # (h) a GSPMD step (no shard_map): FSDP-sharded weights, the gradient of an MLP;
+    # XLA's SPMD partitioner inserts all-gathers and reduce-scatters itself
+    def prog_h_gspmd(x, w1, w2):
+        def loss(w1, w2):
+            return jnp.mean(jnp.tanh(jnp.tanh(x @ w1) @ w2) ** 2)
+        g1, g2 = jax.grad(loss, argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+    h_args = (sds((n * 32, 256), P("x")), sds((256, 512), P("x")), sds((512, 256), P(None, "x")))
+
+    # (i) send/recv: jax.lax.psend/precv (jax >= 0.7; absent before: no program i there)
+    def prog_i_sendrecv(x, w):
+        def body(x, w):
+            perm = [(i, i + 1) for i in range(n - 1)]  # a pipeline: XLA rejects cycles
+            h = jnp.tanh(x @ w)
+            token = jax.lax.psend(h, "x", perm)
+            got = jax.lax.precv(token, jax.ShapeDtypeStruct(h.shape, h.dtype), "x", perm)
+            return got @ w
+        return shard_map(body, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))(x, w)
+    i_args = (sds((n * 64, 256), P("x")), sds((256, 256), P()))
+
     return {
+        **({"i": [(prog_i_sendrecv, i_args)]} if hasattr(jax.lax, "psend") else {}),
         "a": [(prog_a_collectives, a_args)],
         "b": [(prog_b_cond, b_args)],
         "c": [(prog_c_scan, c_args)],
         "d": [(prog_d_train, d_args), (prog_d_eval, d_args)],
+        "e": [(prog_e_ring, e_args)],
+        "f": [(prog_f_while, f_args)],
+        "g": [(prog_g_local, g_args)],
+        "h": [(prog_h_gspmd, h_args)],
     }
 
 
@@ -223,6 +284,10 @@ def main() -> int:
     ap.add_argument("--dump")
     ap.add_argument("--fdo-profile")
     ap.add_argument("--gpu-alias", action="store_true")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="compile the modules from this many Python threads at once")
+    ap.add_argument("--raise", dest="raise_errors", action="store_true",
+                    help="let a failed compile raise (Python prints its traceback, exit 1)")
     ns = ap.parse_args()
     cfg = open(ns.config).read()
 
@@ -277,39 +342,53 @@ def main() -> int:
     result["import_s"] = round(time.time() - t0, 2)
 
     wanted = [p.strip() for p in ns.programs.split(",") if p.strip()]
-    for key in wanted:
-        for fn, args in progs[key]:
-            name = "jit_" + fn.__name__
-            rec: dict = {"program": key}
-            t1 = time.time()
-            try:
-                lowered = jax.jit(fn).lower(*args)
-                if fdo_mode == "compiler_options":
-                    compiled = lowered.compile(compiler_options={"fdo_profile": fdo})
-                else:
-                    compiled = lowered.compile()
-            except Exception as e:  # noqa: BLE001 - the failure is the observation
-                msg = str(e).splitlines()[0] if str(e) else ""
-                line = f"{type(e).__name__}: {msg}"
-                # One greppable line on stderr, the same as Python's traceback summary.
-                sys.stderr.write(f"LANE-COMPILE-FAILED {name}: {line}\n")
-                sys.stderr.flush()
-                rec.update({"module": name, "compile_failed": True, "error": line[:2000]})
-                print("MODULE " + json.dumps(rec), flush=True)
-                result["modules"].append(rec)
-                continue
-            text = compiled.as_text()
-            source = "as_text"
-            if not text and ns.dump:
-                files = sorted(glob.glob(os.path.join(ns.dump, f"*.{name}.*after_optimizations.txt")))
-                if files:
-                    text = open(files[-1]).read()
-                    source = "dump:" + os.path.basename(files[-1])
-            rec.update(module_record(name, text, source if text else "none"))
-            rec["compile_failed"] = False
-            rec["compile_s"] = round(time.time() - t1, 2)
-            print("MODULE " + json.dumps(rec), flush=True)
-            result["modules"].append(rec)
+    jobs = [(key, fn, args) for key in wanted for fn, args in progs[key]]
+
+    def compile_one(key, fn, args) -> dict:
+        name = "jit_" + fn.__name__
+        rec: dict = {"program": key}
+        t1 = time.time()
+        try:
+            lowered = jax.jit(fn).lower(*args)
+            if fdo_mode == "compiler_options":
+                compiled = lowered.compile(compiler_options={"fdo_profile": fdo})
+            else:
+                compiled = lowered.compile()
+        except Exception as e:  # noqa: BLE001 - the failure is the observation
+            if ns.raise_errors:
+                raise  # Python's own traceback, as a user's script shows it
+            msg = str(e).splitlines()[0] if str(e) else ""
+            line = f"{type(e).__name__}: {msg}"
+            # One greppable line on stderr, the same as Python's traceback summary.
+            sys.stderr.write(f"LANE-COMPILE-FAILED {name}: {line}\n")
+            sys.stderr.flush()
+            rec.update({"module": name, "compile_failed": True, "error": line[:2000]})
+            return rec
+        text = compiled.as_text()
+        source = "as_text"
+        if not text and ns.dump:
+            files = sorted(glob.glob(os.path.join(ns.dump, f"*.{name}.*after_optimizations.txt")))
+            if files:
+                text = open(files[-1]).read()
+                source = "dump:" + os.path.basename(files[-1])
+        rec.update(module_record(name, text, source if text else "none"))
+        rec["compile_failed"] = False
+        rec["compile_s"] = round(time.time() - t1, 2)
+        rec["thread"] = threading.get_native_id()
+        return rec
+
+    if ns.threads > 1:
+        # Several jitted functions compiled at once from Python threads (what a data loader
+        # thread, or `jax.jit(...).lower().compile()` from a thread pool, does): XLA compiles
+        # each in its calling thread, so the scheduler's lines interleave in the log.
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=ns.threads) as pool:
+            recs = list(pool.map(lambda job: compile_one(*job), jobs))
+    else:
+        recs = [compile_one(*job) for job in jobs]
+    for rec in recs:
+        print("MODULE " + json.dumps(rec), flush=True)
+        result["modules"].append(rec)
     result["ok"] = not any(m.get("compile_failed") for m in result["modules"])
     result["total_s"] = round(time.time() - t0, 2)
     print("RESULT " + json.dumps(result), flush=True)

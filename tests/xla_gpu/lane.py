@@ -19,6 +19,7 @@ log says and what is really true).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "compile_child.py")
-CAPTURE_DATE = "2026-11-23"
+CAPTURE_DATE = time.strftime("%Y-%m-%d")
 
 # An H100 SXM (sm_90a, 132 SMs, 80 GB HBM3): the device facts of XLA's
 # xla/backends/gpu/target_config/specs/h100_sxm.txtpb (openxla/xla), without its
@@ -204,7 +205,8 @@ BASE_ENV = {
 def run_child(python: str, xla_flags: list[str], *, work: str, quirks: Quirks,
               programs: str = "a,b,c,d", env_drop: tuple[str, ...] = (),
               env_extra: dict | None = None, fdo_profile: str | None = None,
-              cwd: str | None = None, timeout: float = 900) -> ChildRun:
+              cwd: str | None = None, timeout: float = 900, threads: int = 1,
+              raise_errors: bool = False) -> ChildRun:
     """One fresh compile process; returns its stderr (XLA's log) and module records."""
     os.makedirs(work, exist_ok=True)
     cfg = os.path.join(work, "h100_sxm.txtpb")
@@ -222,6 +224,10 @@ def run_child(python: str, xla_flags: list[str], *, work: str, quirks: Quirks,
         args.append("--gpu-alias")
     if fdo_profile:
         args += ["--fdo-profile", fdo_profile]
+    if threads > 1:
+        args += ["--threads", str(threads)]
+    if raise_errors:
+        args.append("--raise")
     set_env = {k: v for k, v in BASE_ENV.items() if k not in env_drop}
     set_env.update(env_extra or {})
     set_env["XLA_FLAGS"] = " ".join(flags)
@@ -245,7 +251,8 @@ def run_child(python: str, xla_flags: list[str], *, work: str, quirks: Quirks,
 TRIM_RE = re.compile(
     r"Fingerprint before LHS|PGLE|[Pp]rofile|Found \d+ instructions|Missing \d+ instructions"
     r"|\]   \S+\s*$|Discarding|[Pp]ars(e|ing)|prase|deviceless|autotune result|Unknown flag"
-    r"|LANE-COMPILE-FAILED|latency estimator|^F\d{4}|^\S+ \S+: F |Check failed|Aborted")
+    r"|LANE-COMPILE-FAILED|latency estimator|^F\d{4}|^\S+ \S+: F |Check failed|Aborted"
+    r"|^Traceback|^\d+: Traceback|RuntimeError: ")
 
 
 def trim_log(stderr: str) -> str:
@@ -267,53 +274,85 @@ ERROR_RE = re.compile(
     r"|may not applicable)")
 
 
+_PREFIX_RE = re.compile(
+    r"^(?:(?P<rank>\d+): )?(?:[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+(?P<tid>\d+) "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF](?:\s+(?P<tid2>\d+))? )")
+SCHED_LINE = re.compile(r"Fingerprint before LHS|Found profile|Using PGLE profile")
+
+
+def _thread_of(line: str, use_tid: bool) -> tuple:
+    m = _PREFIX_RE.match(line)
+    if not m:
+        return (None, None)
+    return (m.group("rank"), (m.group("tid") or m.group("tid2")) if use_tid else None)
+
+
 def read_log(stderr: str) -> dict:
-    """The lane's own plain reading of a log, in log order (modules compile sequentially
-    here, so each checker block belongs to the module whose lines precede it)."""
+    """The lane's own plain reading of a log, per process ("<rank>: " label) and, where the
+    scheduler's lines carry thread ids, per thread; in log order within each (a thread
+    compiles one module at a time, so a checker block belongs to the module whose lines
+    precede it in its thread)."""
+    lines = stderr.splitlines()
+    use_tid = any(_thread_of(ln, True)[1] for ln in lines if SCHED_LINE.search(ln))
     events: list[dict] = []
     fingerprints: dict[str, str] = {}
-    for line in stderr.splitlines():
+    last_missing: dict[tuple, dict] = {}
+    for line in lines:
+        key = _thread_of(line, use_tid)
         if m := FP_RE.search(line):
-            fingerprints[m.group(1)] = m.group(3)
-            events.append({"event": "fingerprint", "module": m.group(1), "fp": m.group(3)})
+            fingerprints.setdefault(m.group(1), m.group(3))
+            events.append({"event": "fingerprint", "module": m.group(1), "fp": m.group(3),
+                           "id": int(m.group(2)) if m.group(2) else None, "key": key})
         elif m := USING_RE.search(line):
-            events.append({"event": "using", "from": m.group(1)})
+            events.append({"event": "using", "from": m.group(1), "key": key})
         elif m := FOUND_PROFILE_RE.search(line):
-            events.append({"event": "found_profile", "module": m.group(1)})
+            events.append({"event": "found_profile", "module": m.group(1), "key": key})
         elif m := FOUND_N_RE.search(line):
-            events.append({"event": "checker_found", "n": int(m.group(1))})
+            events.append({"event": "checker_found", "n": int(m.group(1)), "key": key})
         elif m := MISSING_N_RE.search(line):
-            events.append({"event": "checker_missing", "n": int(m.group(1)), "names": []})
-        elif (m := MISSING_NAME_RE.search(line)) and events and \
-                events[-1]["event"] == "checker_missing":
-            events[-1]["names"].append(m.group(1))
+            ev = {"event": "checker_missing", "n": int(m.group(1)), "names": [], "key": key}
+            events.append(ev)
+            last_missing[key] = ev
+        elif (m := MISSING_NAME_RE.search(line)) and key in last_missing \
+                and len(last_missing[key]["names"]) < last_missing[key]["n"]:
+            last_missing[key]["names"].append(m.group(1))
         if ERROR_RE.search(line):
-            events.append({"event": "error", "line": re.sub(r"^.*?\] ", "", line)[:400]})
-    # Fold into per-module records: a module's lines start at its fingerprint line (VLOG
-    # on) or at the "Found profile" line that names it.
+            events.append({"event": "error", "line": re.sub(r"^.*?\] ", "", line)[:400],
+                           "key": key})
+    # Fold into per-module records, per thread: a module's lines start at its fingerprint
+    # line (VLOG on) or at the "Found profile" line that names it. jax 0.4.34/0.4.35 log the
+    # checker block in absl style (with a thread id) among tsl lines without one: without
+    # thread ids on the scheduler lines, the process is one thread.
     per_module: list[dict] = []
-    cur: dict | None = None
+    cur: dict[tuple, dict] = {}
     for ev in events:
-        e = ev["event"]
-        if e == "fingerprint" or (e == "found_profile" and (cur is None or cur.get("found_profile"))):
-            cur = {"module": ev.get("module"), "fingerprint": ev.get("fp")}
-            per_module.append(cur)
-        if cur is None:
-            cur = {"module": None, "fingerprint": None}
-            per_module.append(cur)
+        e, key = ev["event"], ev["key"]
+        c = cur.get(key)
+        if e == "fingerprint" or (e == "found_profile" and (c is None or c.get("found_profile"))):
+            c = cur[key] = {"module": ev.get("module"), "fingerprint": ev.get("fp")}
+            if ev.get("id") is not None:
+                c["id"] = ev["id"]
+            if key[0] is not None:
+                c["rank"] = int(key[0])
+            if key[1] is not None:
+                c["thread"] = int(key[1])
+            per_module.append(c)
+        if c is None:
+            c = cur[key] = {"module": None, "fingerprint": None}
+            per_module.append(c)
         if e == "using":
-            cur.setdefault("using", []).append(ev["from"])
+            c.setdefault("using", []).append(ev["from"])
         elif e == "found_profile":
-            cur["found_profile"] = True
+            c["found_profile"] = True
             if ev["module"]:
-                cur["module"] = cur["module"] or ev["module"]
+                c["module"] = c["module"] or ev["module"]
         elif e == "checker_found":
-            cur["checker_found"] = ev["n"]
+            c["checker_found"] = ev["n"]
         elif e == "checker_missing":
-            cur["checker_missing"] = ev["n"]
-            cur["missing_names"] = ev["names"]
+            c["checker_missing"] = ev["n"]
+            c["missing_names"] = ev["names"]
         elif e == "error":
-            cur.setdefault("errors", []).append(ev["line"])
+            c.setdefault("errors", []).append(ev["line"])
     return {"fingerprints": fingerprints, "modules": per_module}
 
 
@@ -327,6 +366,13 @@ class Scenario:
     env_drop: tuple[str, ...] = ()
     fdo: str | None = None               # relpath of the file handed as fdo_profile
     cwd_rel: str | None = None           # run the child there (relative-path scenario)
+    programs: str = "a,b,c,d"
+    threads: int = 1                     # compile from this many Python threads at once
+    raise_errors: bool = False           # the compile error ends the child with a traceback
+    env_extra: dict = field(default_factory=dict)
+    # Two processes ("ranks") of one job: the second adds these flags; the log is what
+    # `srun --label` prints (each line prefixed "<rank>: ", interleaved by time).
+    rank1_flags: list[str] | None = None
 
 
 def _names_of(mod: dict) -> list[str]:
@@ -382,7 +428,7 @@ def build_scenarios(base_modules: list[dict], log_fps: dict[str, str], quirks: Q
     warn = [CHECKER_WARN] if quirks.new_checker else []
     error = [CHECKER_ERROR] if quirks.new_checker else [OLD_CHECKER]
 
-    def file_s(name, intent, rel, content, flags=(), **kw):
+    def file_s(name, intent, rel, content, flags=(), **kw):  # noqa: ANN001
         return Scenario(name, intent, lhs + [PATH_FLAG + os.path.join(prof, rel)] + list(flags),
                         {"kind": "file", "path": os.path.join(prof, rel), "files": {rel: content}},
                         **kw)
@@ -457,6 +503,56 @@ def build_scenarios(base_modules: list[dict], log_fps: dict[str, str], quirks: Q
                  {"kind": "file", "path": os.path.join(prof, "good.pbtxt"),
                   "files": {"good.pbtxt": good_txt}}),
     ]
+    by_prog = {m["program"]: m for m in mods}
+    main4 = [m for m in mods if m["program"] in "abcd"]
+    # Every other name of each module: each module misses some (a checker block per module).
+    half = {m["fingerprint_before_lhs"]: [(n, cost_of(n)) for n in _names_of(m)[::2]]
+            for m in main4}
+    half_txt = profile_text([c for cs in half.values() for c in cs])
+    some = {m["fingerprint_before_lhs"]: profile_text(per_fp[m["fingerprint_before_lhs"]])
+            for m in main4 if m["program"] in "ac"}
+    s += [
+        dir_s("dir-some-missing", "directory with <fp>.pbtxt for programs a and c only "
+              "(none for b, d_train, d_eval)", "dir-some",
+              {f"{fp}.pbtxt": t for fp, t in some.items()}),
+        dir_s("dir-pbtxt-fallback", "directory where each <fp>.pbtxt is not a text proto and "
+              "<fp>.pb is the module's good binary profile (XLA falls back to the .pb)",
+              "dir-fallback",
+              {**{f"{fp}.pbtxt": "this is { not a proto\n" for fp in per_fp},
+               **{f"{fp}.pb": encode_profile(c) for fp, c in per_fp.items()}}),
+        dir_s("dir-empty", "an empty directory", "dir-empty", {}),
+        file_s("gzip-pb", "the good binary profile gzip-compressed, named .pb", "gzip.pb",
+               gzip.compress(encode_profile(all_costs), mtime=0)),
+        file_s("good-error", "the good .pbtxt under the ERROR checker (compiles only if the "
+               "profile covers every module: the proof that a silent WARN checker means full)",
+               "good.pbtxt", good_txt, error),
+        file_s("fp-other-error", "names qualified with another fingerprint, ERROR checker",
+               "fpo.pbtxt", profile_text([(f"{'0' * 32}::{n}", c) for n, c in all_costs]),
+               error),
+        file_s("threads", "every other name of each module (each misses some, WARN), the "
+               "five modules compiled at once from five Python threads; TF_CPP_LOG_THREAD_ID=1",
+               "half.pbtxt", half_txt, warn, threads=5,
+               env_extra={"TF_CPP_LOG_THREAD_ID": "1"}),
+        file_s("runtime-error", "1 name of program a under the ERROR checker; the compile "
+               "error is not caught: Python's traceback ends the process",
+               "partial.pbtxt", profile_text(partial), error, programs="a",
+               raise_errors=True),
+        file_s("collectives-all", "good .pbtxt for programs e-h (collective-permute, "
+               "all-to-all, a while loop with a nested scan, no collectives, GSPMD)",
+               "good.pbtxt", good_txt, programs="e,f,g,h"),
+        dir_s("ranks-divergent", "two processes (ranks) of one job, a directory keyed by rank "
+              "0's fingerprints (programs a, c); rank 1 adds --xla_gpu_enable_triton_gemm=false, "
+              "which changes its fingerprints; the log is what `srun --label` prints",
+              "dir-ranks", {f"{fp}.pbtxt": t for fp, t in some.items()}),
+    ]
+    s[-1].programs = "a,c"
+    s[-1].rank1_flags = ["--xla_gpu_enable_triton_gemm=false"]
+    if quirks.new_checker:
+        s.append(Scenario("checker-no-path", "the WARN checker flag without a profile path",
+                          lhs + [CHECKER_WARN], programs="a"))
+    if "i" in by_prog:
+        s.append(file_s("send-recv", "good .pbtxt for program i (jax.lax.psend/precv: send and "
+                        "recv in the HLO)", "good.pbtxt", good_txt, programs="i"))
     if clones:
         # jax 0.7.2 / 0.8.3: a <module>-clone is scheduled per compile, with its own fingerprint.
         files = {f"{fp}.pbtxt": profile_text(c) for fp, c in per_fp.items()}
@@ -481,10 +577,46 @@ def build_scenarios(base_modules: list[dict], log_fps: dict[str, str], quirks: Q
     return s
 
 
+BASE_PROGRAMS = "a,b,c,d,e,f,g,h"
+_STAMP = re.compile(r"^[IWEF](\d{4} \d\d:\d\d:\d\d\.\d+)|^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+):")
+
+
+def label_and_merge(logs: list[str]) -> str:
+    """What `srun --label` prints for several processes: each line prefixed "<rank>: ",
+    the processes' lines interleaved in time (a line without a time stamp keeps its place
+    after the line before it)."""
+    keyed = []
+    for rank, text in enumerate(logs):
+        last = ""
+        for i, line in enumerate(text.splitlines()):
+            m = _STAMP.match(line)
+            if m:
+                last = m.group(1) or m.group(2)
+            keyed.append((last, rank, i, f"{rank}: {line}"))
+    keyed.sort()
+    return "".join(k[3] + "\n" for k in keyed)
+
+
+def run_ranks(python: str, sc: Scenario, work: str, quirks: Quirks) -> ChildRun:
+    """Two processes of one job, rank 1 with extra flags; one `srun --label` log."""
+    runs = [run_child(python, sc.flags + extra, work=os.path.join(work, f"rank{r}"),
+                      quirks=quirks, programs=sc.programs)
+            for r, extra in enumerate(([], sc.rank1_flags or []))]
+    mods = [dict(m, rank=r) for r, run in enumerate(runs) for m in run.modules]
+    ok = all(run.result and run.result.get("ok") for run in runs)
+    return ChildRun(max(run.returncode for run in runs),
+                    label_and_merge([run.stderr for run in runs]), mods,
+                    {"ok": ok, "ranks": [run.result for run in runs]} if ok else None,
+                    runs[0].xla_flags + " | rank 1: " + runs[1].xla_flags, runs[0].env,
+                    round(sum(run.seconds for run in runs), 1))
+
+
 def _write_profile(work: str, sc: Scenario) -> None:
     if not sc.profile:
         return
     prof = os.path.join(work, "profiles")
+    if sc.profile["kind"] == "directory" and sc.profile["path"]:
+        os.makedirs(sc.profile["path"], exist_ok=True)  # an empty directory too
     for rel, content in sc.profile["files"].items():
         p = os.path.join(prof, rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -516,14 +648,23 @@ def schedules(run: ChildRun) -> dict[str, list[str]]:
 SAME_AS = {"no-log-level": "good-pbtxt", "no-vmodule": "good-pbtxt"}
 
 
-def facts_of(sc: Scenario, run: ChildRun, seen: dict, quirks: Quirks, ref: dict) -> dict:
+def facts_of(sc: Scenario, run: ChildRun, seen: dict, quirks: Quirks, ref: dict,
+             expected: list[str] | None = None) -> dict:
     """What really happened in one scenario: the exit status, the child's own compile
     results, XLA's full log (not only the trimmed lines) and the schedule XLA produced,
     compared with the schedules of the no-profile and good-pbtxt runs (`ref`)."""
     mods = seen["modules"]
     failed = [m for m in run.modules if m.get("compile_failed")]
-    aborted = run.result is None
+    raised = run.result is None and "Traceback (most recent call last)" in run.stderr
+    if raised:
+        # --raise: the compile error ended the child before it printed its modules; the
+        # scenario compiles one program, whose module the traceback's error belongs to.
+        last = [ln for ln in run.stderr.splitlines() if re.match(r"^[\w.]+(Error|Exception): ", ln)]
+        failed = [{"module": expected[0] if expected else None,
+                   "error": last[-1] if last else "Traceback"}]
+    aborted = run.result is None and not raised
     errors = [e for m in mods for e in m.get("errors", [])]
+    user_names = {m.get("module") for m in run.modules} or set(expected or ())
     sched = schedules(run)
     like = {}
     for name, order in sched.items():
@@ -533,14 +674,21 @@ def facts_of(sc: Scenario, run: ChildRun, seen: dict, quirks: Quirks, ref: dict)
         like[name] = tags or ["neither"]
     per_module = []
     for m in mods:
-        rec = {k: m.get(k) for k in ("module", "fingerprint", "using", "found_profile",
-                                     "checker_found", "checker_missing") if m.get(k) is not None}
+        rec = {k: m.get(k) for k in ("module", "fingerprint", "id", "rank", "thread", "using",
+                                     "found_profile", "checker_found", "checker_missing")
+               if m.get(k) is not None}
+        # The workload's own modules are those the child compiled; every other module in
+        # the log is one XLA scheduled while compiling them (jax 0.7.2/0.8.3: the collective
+        # combiner's -clone; jax >= 0.11: the autotuner's candidates).
+        if m.get("module") and user_names and m["module"] not in user_names:
+            rec["sub_compile"] = True
         if m.get("errors"):
             rec["errors"] = sorted(set(m["errors"]))[:4]
         per_module.append(rec)
     return {
         "exit_code": run.returncode,
         "process_aborted": aborted,
+        "raised_traceback": raised,
         "compile_failed": bool(failed) or aborted,
         "failed_modules": [{"module": m["module"], "error": m.get("error")} for m in failed],
         "log_shows_profile_read": any(m.get("using") or m.get("found_profile") for m in mods),
@@ -577,11 +725,17 @@ def run_scenarios(python: str, out: str, work: str, only: list[str] | None = Non
     os.makedirs(work)
     os.makedirs(out, exist_ok=True)
     log(f"lane: jax {versions['jax']}: baseline compile")
-    base = run_child(python, [LHS_FLAG], work=work, quirks=quirks)
+    base = run_child(python, [LHS_FLAG], work=work, quirks=quirks, programs=BASE_PROGRAMS)
     if base.result is None or not base.result.get("ok"):
         sys.stderr.write(base.stderr[-6000:])
         raise RuntimeError(f"jax {versions['jax']}: the baseline compile failed "
                            f"(exit {base.returncode}); see the log above")
+    # Send/recv (program i) needs jax.lax.psend/precv and a plugin that takes them.
+    send_recv = run_child(python, [LHS_FLAG], work=work, quirks=quirks, programs="i")
+    send_recv_ok = bool(send_recv.result and send_recv.result.get("ok") and send_recv.modules)
+    if send_recv_ok:
+        base.modules += send_recv.modules
+        base.stderr += send_recv.stderr
     seen = read_log(base.stderr)
     doc: dict = {
         "jax": versions["jax"], "versions": versions, "captured": CAPTURE_DATE,
@@ -604,6 +758,10 @@ def run_scenarios(python: str, out: str, work: str, only: list[str] | None = Non
              "cond_branches": sorted((m.get("cond_branches") or {}).keys()),
              "compile_s": m.get("compile_s")} for m in base.modules],
         "log_fingerprints": seen["fingerprints"],
+        "send_recv": {"reachable": send_recv_ok, "why_not": None if send_recv_ok else (
+            (send_recv.modules[0].get("error") if send_recv.modules else None)
+            or "jax.lax.psend does not exist" if not send_recv.modules
+            else send_recv.modules[0].get("error"))},
         "profiles": {},     # relpath under work_dir/profiles -> contents (abridged)
         "scenarios": {},
     }
@@ -617,10 +775,14 @@ def run_scenarios(python: str, out: str, work: str, only: list[str] | None = Non
         prof = os.path.join(work, "profiles")
         if sc.name == "no-profile":
             run = base
+        elif sc.rank1_flags is not None:
+            run = run_ranks(python, sc, work, quirks)
         else:
             run = run_child(python, sc.flags, work=work, quirks=quirks, env_drop=sc.env_drop,
                             fdo_profile=os.path.join(prof, sc.fdo) if sc.fdo else None,
-                            cwd=os.path.join(prof, sc.cwd_rel) if sc.cwd_rel else None)
+                            cwd=os.path.join(prof, sc.cwd_rel) if sc.cwd_rel else None,
+                            programs=sc.programs, threads=sc.threads,
+                            raise_errors=sc.raise_errors, env_extra=sc.env_extra)
         full = read_log(run.stderr)
         trimmed = trim_log(run.stderr)
         with open(os.path.join(out, f"{sc.name}.log"), "w") as fh:
@@ -642,7 +804,8 @@ def run_scenarios(python: str, out: str, work: str, only: list[str] | None = Non
             "fdo_profile_passed_by": (run.result or {}).get("fdo_mode") if sc.fdo else None,
             "modules": [_module_delta(m, base_by_name.get(m.get("module"))) for m in run.modules],
             "seconds": run.seconds,
-            "facts": facts_of(sc, run, full, quirks, ref),
+            "facts": facts_of(sc, run, full, quirks, ref,
+                              [m["module"] for m in base.modules if m["program"] in sc.programs]),
         }
         for rel, content in (sc.profile or {}).get("files", {}).items():
             doc["profiles"].setdefault(rel, _show(content))
