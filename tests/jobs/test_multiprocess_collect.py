@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
+from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, replay_env
 from pgle.profiles.files import read_profile
 from helpers.slurm_fixture import requires_slurm
 
@@ -25,7 +25,7 @@ PGLE = [sys.executable, "-m", "pgle"]
 
 def _srun(cluster, args, project, **env):
     return cluster.srun([*PGLE, *args], ntasks=2, cwd=project,
-                        env=pgle_env(PYTHONPATH=HELPER, **env), timeout=120)
+                        env=replay_env(pgle_env(PYTHONPATH=HELPER, **env)), timeout=120)
 
 
 def _job_dir(project: Path) -> Path:
