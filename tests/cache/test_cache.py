@@ -16,6 +16,7 @@ from pgle.cache import entries
 from pgle.commands import cache
 from pgle.cache import manifest as cache_manifest
 from pgle.errors import BadInput, PgleError
+from pgle import units
 
 H = "0123456789abcdef" * 4  # 64 hex
 
@@ -105,7 +106,7 @@ def test_prune_by_age_uses_lru_access_stamp(tmp_path: Path):
     # Written long ago, but JAX's LRU stamp says it was used an hour ago: keep it.
     make_cache(d, {key("jit_used", 3): 10}, atime=False, age=10 * 86400)
     (d / f"{key('jit_used', 3)}-atime").write_bytes(int((time.time() - 3600) * 1e9).to_bytes(8, "little"))
-    rep = cache.prune(str(d), older_than=entries.parse_duration("7d"), yes=True).to_dict()
+    rep = cache.prune(str(d), older_than=units.parse_duration("7d"), yes=True).to_dict()
     assert rep["deleted"] == [key("jit_old", 1)]
     names = set(os.listdir(d))
     assert f"{key('jit_old', 1)}-cache" not in names and f"{key('jit_old', 1)}-atime" not in names
@@ -119,7 +120,7 @@ def test_prune_needs_a_criterion_and_a_valid_duration(cdir: Path, tmp_path: Path
     assert proc.returncode == 2
     assert pgle_lines(proc) == ["pgle: error: --older-than '7 days' is not a duration. Use a number "
                                 "with a unit: 30m, 12h, 7d, 2w (or combined, 1d12h)."]
-    assert entries.parse_duration("1d12h") == 36 * 3600 and entries.parse_duration("90m") == 5400
+    assert units.parse_duration("1d12h") == 36 * 3600 and units.parse_duration("90m") == 5400
 
 
 def test_prune_refuses_while_a_prewarm_runs(cdir: Path):
