@@ -98,6 +98,7 @@ def execute(
         profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
         warnings_always=tuple(warnings_always), observe_pgle=observe_pgle,
         expected_xla_flags=pgle_flags(child) or None)
+    run.claim_files()
     write_text_atomic(run.spec, spec.to_json())
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:

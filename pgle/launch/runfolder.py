@@ -7,8 +7,9 @@
 
 The folder is made with mkdir(2), never reused: a folder of that name already there (made by
 anyone) gets the run another name. `workload.log` and `events.jsonl` are created in it with
-O_EXCL|O_NOFOLLOW before anything writes them, so no link planted in advance is ever followed
-(`--run-dir` names a folder of the user's: one that already holds a run's file is refused).
+O_EXCL|O_NOFOLLOW just before the launch (`claim_files`), so no link planted in advance is ever
+followed (`--run-dir` names a folder of the user's: one that already holds a run's file, or a
+link at one's name, is refused).
 
 `lease.json` records the host and pid of the pgle process; that process refreshes its
 modification time every LEASE_REFRESH_SECONDS while it lives. `pgle runs prune` never deletes a
@@ -129,11 +130,12 @@ class RunFolder:
             path = _new_folder(command, suffix)
             ignore_pgle_folder(Path(DEFAULT_ROOT))
         folder = cls(path.resolve())
-        folder._claim()
+        folder._lease()
         return folder
 
-    def _claim(self) -> None:
-        """Create the files others could plant links at, and the lease (module docstring)."""
+    def claim_files(self) -> None:
+        """Create the log and the events file (O_EXCL|O_NOFOLLOW) just before the launch, which
+        then appends to files pgle made: a link planted at either name is never followed."""
         for name in (LOG_NAME, EVENTS_NAME):
             try:
                 os.close(create_exclusive(self.path / name))
@@ -142,6 +144,8 @@ class RunFolder:
                                hint="Pick an empty --run-dir.") from None
             except OSError as e:
                 raise BadInput(f"cannot write in run folder {self.path}: {e.strerror}.") from None
+
+    def _lease(self) -> None:
         lease = self.path / LEASE_NAME
         try:
             fd = create_exclusive(lease)

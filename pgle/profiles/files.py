@@ -653,7 +653,7 @@ def check_directory_output(path: Any, *, force: bool, inputs: Iterable[Any] = ()
         if names and not force:
             raise ProfileError(f"{what} {p} already exists and is not empty.",
                                hint="Pass --force to replace it.")
-    check_writable_target(p, force=True, what=what)
+    check_writable_target(p, force=True, what="profile directory")  # its folder must take it
     return p
 
 
