@@ -103,7 +103,7 @@ TEXT = {
         'Commands:\n'
         "  ls     List entries: module, role (from pgle's manifest), size, time,...\n"
         '  prune  Delete entries by age and/or module.\n'
-        '  stats  Totals per role and module; flags manifest entries that are gone.\n'
+        '  stats  Totals per role and per module on stdout; flags manifest entries...\n'
     ),
     'cache ls': (
         'Usage: pgle cache ls [OPTIONS] DIR\n'
@@ -142,7 +142,8 @@ TEXT = {
     'cache stats': (
         'Usage: pgle cache stats [OPTIONS] DIR\n'
         '\n'
-        '  Totals per role and module; flags manifest entries that are gone.\n'
+        '  Totals per role and per module on stdout; flags manifest entries that are\n'
+        '  gone.\n'
         '\n'
         'Options:\n'
         '  --json         Print the JSON report on stdout.\n'
@@ -258,7 +259,8 @@ TEXT = {
         "                          LHS' lines.\n"
         '  --qualify-all           Trace input, file OUT: qualify every name with its\n'
         "                          module's fingerprint.\n"
-        '  --force                 Replace OUT if it exists.\n'
+        '  --force                 Replace OUT if it exists (a directory only if it\n'
+        '                          holds nothing but profiles and their manifest).\n'
         '  --json                  Print the JSON report on stdout.\n'
         '  --report FILE           Also write the JSON report to this file (on errors\n'
         '                          too). In a multi-process job it may hold %r; without\n'
@@ -368,7 +370,9 @@ TEXT = {
         '                                  [default: percentile]\n'
         "  --percentile INTEGER RANGE      For --method percentile (JAX auto PGLE's\n"
         '                                  default is 90).  [default: 90; 0<=x<=100]\n'
-        '  --force                         Replace OUT if it exists.\n'
+        '  --force                         Replace OUT if it exists (a directory only\n'
+        '                                  if it holds nothing but profiles and their\n'
+        '                                  manifest).\n'
         '  --json                          Print the JSON report on stdout.\n'
         '  --report FILE                   Also write the JSON report to this file (on\n'
         '                                  errors too). In a multi-process job it may\n'
@@ -586,8 +590,8 @@ TEXT = {
         '\n'
         'Commands:\n'
         '  add    Add a per-module profile (directory, or file of <fp>::name...\n'
-        '  get    Write the view XLA reads (<fingerprint>.pb per module) for one...\n'
-        '  ls     List the profiles in STORE: module, jax, device, age, source.\n'
+        '  get    Write the view XLA reads (<fingerprint>.pbtxt per module) for...\n'
+        '  ls     List the profiles in STORE on stdout: fingerprint, entry, jax,...\n'
         '  prune  Remove old profiles from STORE.\n'
     ),
     'store add': (
@@ -616,15 +620,16 @@ TEXT = {
     'store get': (
         'Usage: pgle store get [OPTIONS] STORE OUT\n'
         '\n'
-        '  Write the view XLA reads (<fingerprint>.pb per module) for one jax version\n'
-        '  and device kind to OUT.\n'
+        '  Write the view XLA reads (<fingerprint>.pbtxt per module) for one jax\n'
+        '  version and device kind to OUT.\n'
         '\n'
         'Options:\n'
         '  --device-kind KIND  [required]\n'
         '  --jax VERSION       Default: the installed jax.\n'
         '  --policy TEXT       Default keep:3. replace, keep:N (serve the newest) or\n'
         '                      merge:N[:pP] (serve the percentile P of the N newest).\n'
-        '  --force             Replace OUT if it exists.\n'
+        '  --force             Replace OUT if it is a profile directory or an earlier\n'
+        '                      view (never anything else).\n'
         '  --json              Print the JSON report on stdout.\n'
         '  --report FILE       Also write the JSON report to this file (on errors too).\n'
         '                      In a multi-process job it may hold %r; without it only\n'
@@ -635,7 +640,8 @@ TEXT = {
     'store ls': (
         'Usage: pgle store ls [OPTIONS] STORE\n'
         '\n'
-        '  List the profiles in STORE: module, jax, device, age, source.\n'
+        '  List the profiles in STORE on stdout: fingerprint, entry, jax, device,\n'
+        '  instructions, age, module, source.\n'
         '\n'
         'Options:\n'
         '  --fingerprint FP\n'
@@ -651,19 +657,20 @@ TEXT = {
     'store prune': (
         'Usage: pgle store prune [OPTIONS] STORE\n'
         '\n'
-        '  Remove old profiles from STORE.\n'
+        '  Remove old profiles from STORE. Dry run unless --yes.\n'
         '\n'
         'Options:\n'
-        '  --keep INTEGER RANGE  Keep the N newest per module.  [x>=1]\n'
-        '  --older-than DAYS     [x>=0]\n'
-        '  --jax VERSION         Remove every profile of another jax version.\n'
-        '  --dry-run\n'
-        '  --json                Print the JSON report on stdout.\n'
-        '  --report FILE         Also write the JSON report to this file (on errors\n'
-        '                        too). In a multi-process job it may hold %r; without\n'
-        '                        it only rank 0 writes it.\n'
-        '  --debug               Show a traceback on errors.\n'
-        '  -h, --help            Show this message and exit.\n'
+        '  --keep INTEGER RANGE   Keep the N newest per module.  [x>=1]\n'
+        '  --older-than DURATION  Profiles added longer ago than this: 30m, 12h, 7d,\n'
+        '                         2w.\n'
+        '  --jax VERSION          Remove every profile of another jax version.\n'
+        '  --yes                  Really remove (default: only show what would go).\n'
+        '  --json                 Print the JSON report on stdout.\n'
+        '  --report FILE          Also write the JSON report to this file (on errors\n'
+        '                         too). In a multi-process job it may hold %r; without\n'
+        '                         it only rank 0 writes it.\n'
+        '  --debug                Show a traceback on errors.\n'
+        '  -h, --help             Show this message and exit.\n'
     ),
     'tune': (
         'Usage: pgle tune [OPTIONS] SCRIPT [-- ARGS...]\n'

@@ -56,14 +56,14 @@ def test_precreated_run_folders_with_log_links_catch_nothing(project):
 def test_a_run_dir_with_a_link_at_the_log_is_refused(project):
     victim = victim_file(project)
     write_profile(project / "p.pb", {"fusion.1": 1.0})
-    for name, target in (("workload.log", victim), ("events.jsonl", project.parent / "new-file")):
+    for name, target in (("events.jsonl", project.parent / "new-file"), ("workload.log", victim)):
         run_dir = project / f"mine-{name}"
         run_dir.mkdir()
-        (run_dir / name).symlink_to(target)
+        (run_dir / name).symlink_to(target)  # dangling, then pointing at the user's file
         proc = run_pgle("run", "--profile", "p.pb", "--run-dir", str(run_dir), ECHO, cwd=project)
+        assert victim.read_text() == "precious\n" and not (project.parent / "new-file").exists()
         assert proc.returncode == 2, proc.stderr.decode()
         assert f"already holds a run ({name})" in pgle_lines(proc)[-1]
-    assert victim.read_text() == "precious\n" and not (project.parent / "new-file").exists()
 
 
 def test_a_dangling_gitignore_link_creates_nothing(project):
@@ -103,13 +103,13 @@ def test_runs_prune_never_removes_a_run_alive_on_another_host(project):
     mine_dead = make_run(root, f"20260101-000002-run-{dead}",
                          lease={"host": socket.gethostname(), "pid": int(dead)}, lease_age=5)
     ls = run_pgle("runs", "ls", cwd=project)
-    rows = {r.split()[0]: r for r in ls.stdout.decode().splitlines()}
-    assert rows[alive.name].endswith("in use on node-b.cluster")
-    assert not rows[stale.name].endswith("in use") and "in use" not in rows[mine_dead.name]
     proc = run_pgle("runs", "prune", "--keep-last", "0", "--yes", "--json", cwd=project)
     assert proc.returncode == 0, proc.stderr.decode()
-    assert sorted(report_of(proc)["deleted"]) == sorted([stale.name, mine_dead.name])
     assert alive.exists() and not stale.exists() and not mine_dead.exists()
+    assert sorted(report_of(proc)["deleted"]) == sorted([stale.name, mine_dead.name])
+    rows = {r.split()[0]: r for r in ls.stdout.decode().splitlines()}
+    assert rows[alive.name].endswith("in use on node-b.cluster")
+    assert "in use" not in rows[stale.name] and "in use" not in rows[mine_dead.name]
 
 
 def test_a_running_pgle_holds_a_lease_on_its_run_folder(project):
