@@ -106,8 +106,8 @@ def stats_cmd(cache_dir, json_out, report_path, debug):
 @report_options
 def prune_cmd(cache_dir, older_than, modules, yes, json_out, report_path, debug):
     def produce():
-        from pgle.units import parse_duration
         from pgle.commands.cache import prune
+        from pgle.units import parse_duration
 
         age = parse_duration(older_than) if older_than is not None else None
         report = prune(cache_dir, older_than=age, modules=tuple(modules), yes=yes, now=time.time())

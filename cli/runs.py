@@ -23,8 +23,8 @@ def runs():
 @report_options
 def ls_cmd(root, json_out, report_path, debug):
     def produce():
-        from pgle.units import human_bytes
         from pgle.commands.runs import ls
+        from pgle.units import human_bytes
 
         report = ls(root)
         if not json_out:  # the listing is the command's product: stdout
@@ -51,8 +51,8 @@ def ls_cmd(root, json_out, report_path, debug):
 @report_options
 def prune_cmd(root, older_than, max_size, keep_last, yes, json_out, report_path, debug):
     def produce():
-        from pgle.units import human_bytes, parse_duration, parse_size
         from pgle.commands.runs import prune
+        from pgle.units import human_bytes, parse_duration, parse_size
 
         report = prune(root, older_than=parse_duration(older_than) if older_than else None,
                        max_size=parse_size(max_size) if max_size else None,

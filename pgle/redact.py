@@ -13,7 +13,8 @@ Its value becomes `<redacted>`; the name stays, so a record still says the varia
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 REDACTED = "<redacted>"
 _ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH",

@@ -15,7 +15,7 @@ import errno
 import os
 import stat
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from pgle.errors import BadInput, PgleError
 
@@ -76,7 +76,7 @@ def read_bytes_nofollow(path: os.PathLike | str, what: str = "file",
             raise NotAFile(path, what, "not a regular file")
         if limit is not None and st.st_size > limit:
             raise NotAFile(path, what, f"larger than {limit} bytes")
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:

@@ -250,8 +250,9 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     shared = ProfileStore(store.path, create=True)
     rows = serving.add_profiles(shared, source.modules, key, policy=store.policy,
                                 source=f"pgle collect {ex.run.path}", names=names)
-    if shared.damaged_warning():
-        report.warnings.append(shared.damaged_warning())
+    damaged = shared.damaged_warning()
+    if damaged:
+        report.warnings.append(damaged)
     details.update({"key": dataclasses.asdict(key), "modules": rows})
     by_fp = {r["fingerprint"]: r["status"] for r in rows}
     for row in report.modules:

@@ -137,8 +137,9 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
     shared = ProfileStore(store.path)
     path, served = serving.prepare_view(
         shared, key, policy=store.policy, views_root=views_root or Path(DEFAULT_ROOT) / "profiles")
-    if shared.damaged_warning():
-        notify(f"warning: {shared.damaged_warning()}")
+    damaged = shared.damaged_warning()
+    if damaged:
+        notify(f"warning: {damaged}")
     if path is None:
         notify(f"store {store.path} holds no profile for {key.describe()}: running without one")
     else:

@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pgle.units import human_bytes, iso
 from pgle.cache.manifest import pid_alive
 from pgle.errors import BadInput, PgleError
 from pgle.launch.runfolder import DEFAULT_ROOT, LEASE_NAME, LEASE_TTL_SECONDS
 from pgle.report import Report
 from pgle.shared_folders import read_bytes_nofollow
+from pgle.units import human_bytes, iso
 
 DEFAULT_RUNS_ROOT = os.path.join(DEFAULT_ROOT, "runs")
 _PID = re.compile(r"-(\d+)$")

@@ -136,7 +136,7 @@ class HarnessSpec:
             observe_pgle=bool(data.get("observe_pgle")),
             expected_xla_flags=data.get("expected_xla_flags"))
 
-    def with_args_from(self, value: str | None) -> "HarnessSpec":
+    def with_args_from(self, value: str | None) -> HarnessSpec:
         """The spec with the workload's real arguments (`WORKLOAD_ARGS`'s JSON list), where
         spec.json holds them redacted."""
         if value is None:

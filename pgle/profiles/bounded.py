@@ -13,7 +13,7 @@ import io
 import lzma
 import os
 import stat
-from typing import Any, BinaryIO
+from typing import Any
 
 from pgle.errors import ProfileError
 
@@ -93,7 +93,7 @@ def xz_bytes(data: bytes, path: Any, what: str = "xz file") -> bytes:
 class _Capped(io.RawIOBase):
     """A decompressing stream that raises once it has given more than `limit` bytes."""
 
-    def __init__(self, raw: BinaryIO, limit: int, path: Any, compressed: int, what: str):
+    def __init__(self, raw: lzma.LZMAFile, limit: int, path: Any, compressed: int, what: str):
         self.raw, self.limit, self.total = raw, limit, 0
         self.path, self.compressed, self.what = path, compressed, what
 
@@ -119,5 +119,6 @@ def open_xz_text(path: Any, what: str = "xz file") -> io.TextIOWrapper:
     """An `.xz` text file (a CSV) streamed, decompressed within allowed_bytes."""
     check_regular_file(path, what)
     size = os.path.getsize(path)
-    raw = _Capped(lzma.open(path, "rb"), allowed_bytes(size), path, size, what)  # type: ignore[arg-type]
+    # The wrapper owns the LZMAFile and closes it with itself: no context manager here.
+    raw = _Capped(lzma.open(path, "rb"), allowed_bytes(size), path, size, what)  # noqa: SIM115
     return io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace", newline="")

@@ -102,11 +102,11 @@ class Entry:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_metadata(cls, data: Any, fingerprint: str, file_name: str) -> "Entry":
-        """The entry a metadata file `<folder fingerprint>/<file_name>` describes; ValueError
-        saying why when it is not one (another user wrote it: nothing in it is trusted)."""
+    def from_metadata(cls, data: Any, fingerprint: str, file_name: str) -> Entry:
+        """The entry a metadata file `<folder fingerprint>/<file_name>` describes; ValueError or
+        TypeError saying why when it is not one (another user wrote it: nothing is trusted)."""
         if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
+            raise TypeError("not a JSON object")
         names = {f.name for f in dataclasses.fields(cls)}
         fields = {k: v for k, v in data.items() if k in names}  # newer fields are ignored
         missing = [n for n in _REQUIRED if n not in fields]
@@ -115,7 +115,7 @@ class Entry:
         for name in ("fingerprint", "entry_id", "jax", "jaxlib", "device_kind", "created",
                      "source", "module"):
             if name in fields and not isinstance(fields[name], str):
-                raise ValueError(f"{name} {_shown(fields[name])} is not a string")
+                raise TypeError(f"{name} {_shown(fields[name])} is not a string")
         for name in ("device_count", "instructions"):
             value = fields.get(name, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -265,7 +265,7 @@ class ProfileStore:
             self.damaged[str(meta)] = "not UTF-8 text"
         except json.JSONDecodeError:
             self.damaged[str(meta)] = "not JSON"
-        except ValueError as e:
+        except (ValueError, TypeError) as e:
             self.damaged[str(meta)] = str(e)
         except OSError as e:
             self.damaged[str(meta)] = e.strerror or str(e)
