@@ -537,8 +537,10 @@ TEXT = {
     'runs': (
         'Usage: pgle runs [OPTIONS] COMMAND [ARGS]...\n'
         '\n'
-        "  List and prune pgle's run folders (default ROOT: .pgle/runs). A folder whose\n"
-        '  process is still running is never deleted.\n'
+        "  List and prune pgle's run folders (default ROOT: .pgle/runs). A folder in\n"
+        '  use is never deleted: its pgle still runs on this host, or refreshed the\n'
+        "  folder's lease.json less than 10 minutes ago on another host of a shared\n"
+        '  filesystem.\n'
         '\n'
         'Options:\n'
         '  -h, --help  Show this message and exit.\n'

@@ -12,8 +12,9 @@ ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pg
 
 @click.group(
     short_help="List and prune the run folders under .pgle/runs (logs, traces).",
-    help="List and prune pgle's run folders (default ROOT: .pgle/runs). A folder whose process "
-         "is still running is never deleted.")
+    help="List and prune pgle's run folders (default ROOT: .pgle/runs). A folder in use is never "
+         "deleted: its pgle still runs on this host, or refreshed the folder's lease.json less "
+         "than 10 minutes ago on another host of a shared filesystem.")
 def runs():
     pass
 

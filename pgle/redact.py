@@ -54,7 +54,9 @@ def secret_option(name: str) -> bool:
 
 def redact_text(text: str) -> str:
     """`text` with every secret value it spells out replaced."""
-    if not text or ("=" not in text and "-" not in text and "://" not in text):
+    # Most text (names, paths, numbers) holds no assignment, option or URL: no regex for it.
+    if not text or ("=" not in text and "://" not in text and " -" not in text
+                    and not text.startswith("-")):
         return text
 
     def assignment(m: re.Match[str]) -> str:

@@ -22,6 +22,7 @@ import pytest
 
 from helpers.pgle_testing import DATA, TESTS, pgle_env, pgle_lines, report_of, run_pgle
 from helpers.smallfs import fill, small_filesystem
+from helpers.users import as_user, other_user, reachable_by_others
 
 from pgle.profiles.files import Profile
 from pgle.store.store import ProfileStore
@@ -167,6 +168,31 @@ def test_a_lock_file_this_user_cannot_write_still_locks(tmp_path):
     os.chmod(store / ".lock", 0o444)  # as another user's 0644 is to this one
     proc = add(store, "--policy", "replace", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()
+
+
+def test_another_users_store_takes_this_users_profiles(tmp_path):
+    """Two accounts: root made the team's store (its lock file 0644 under umask 022); the second
+    user adds to it. flock needs only a read descriptor: the lock is taken, never skipped."""
+    user = other_user()
+    reach = as_user(user, [sys.executable, "-c", "import pgle"], cwd="/")
+    if reach.returncode != 0:
+        pytest.skip(f"the second user cannot run this interpreter ({reach.stderr.decode().strip()[-80:]}); "
+                    "CI makes it reachable")
+    store = tmp_path / "team-store"
+    old = os.umask(0o022)
+    try:
+        assert add(store, cwd=tmp_path).returncode == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((store / ".lock").stat().st_mode) == 0o644
+    for folder in [store, *(p for p in store.rglob("*") if p.is_dir())]:
+        os.chmod(folder, 0o777)  # a team folder: everyone adds (the lock file stays root's 0644)
+    reachable_by_others(str(store))
+    proc = as_user(user, [sys.executable, "-m", "pgle", "store", "add", str(store), str(REFERENCE),
+                          "--device-kind", KIND, "--jax", "0.11.0"], cwd="/", env=pgle_env())
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert {e.jax for e in ProfileStore(store).entries()} == {JAX, "0.11.0"}
 
 
 # --- 6. a bad entry, a full disk, a kill -9, a trim under a reader ------------------------------
