@@ -129,3 +129,18 @@ def test_a_running_pgle_holds_a_lease_on_its_run_folder(project):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_log_past_ulimit_f_says_to_raise_the_limit_not_to_free_space(project):
+    """EFBIG is no full disk: the report names the file size limit."""
+    script = project / "chatty.py"
+    script.write_text("for i in range(4000):\n    print('x' * 100, flush=True)\n")
+    write_profile(project / "p.pb", {"fusion.1": 1.0})
+    # 64 KiB (bash counts 1024-byte blocks); Python ignores SIGXFSZ, so the write gets EFBIG.
+    proc = subprocess.run(["bash", "-c", 'ulimit -f 64 && exec "$@"', "bash", sys.executable, "-m",
+                           "pgle", "run", "--profile", "p.pb", "--json", str(script)],
+                          cwd=project, env=pgle_env(), capture_output=True, timeout=300)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    warnings = [w for w in report_of(proc)["warnings"] if "is incomplete" in w]
+    assert len(warnings) == 1 and "File too large" in warnings[0], report_of(proc)["warnings"]
+    assert "ulimit -f" in warnings[0] and "free space" not in warnings[0]
