@@ -371,3 +371,25 @@ def test_store_prune_previews_unless_yes_and_takes_durations(tmp_path):
     assert proc.returncode == 0 and len(list(store.rglob("*.json"))) == count  # all newer
     proc = run_pgle("store", "prune", str(store), "--keep", "1", "--yes", cwd=tmp_path)
     assert proc.returncode == 0 and len(list(store.rglob("*.json"))) == count // 2
+
+
+def test_copies_never_get_wider_permissions_than_their_source(tmp_path):
+    """A store view on another filesystem is a copy, and so is a profile's content-addressed
+    copy: a private (0600) source stays private."""
+    from pgle.profiles.files import content_addressed_copy, load_profile_source
+
+    store = tmp_path / "store"
+    assert add(store, cwd=tmp_path).returncode == 0
+    for entry in store.rglob("*.pbtxt"):
+        os.chmod(entry, 0o600)
+    with small_filesystem(tmp_path / "other-fs", size_kib=2048) as fs:  # links fail across filesystems
+        proc = run_pgle("store", "get", str(store), str(fs / "view"), "--device-kind", KIND,
+                        "--jax", JAX, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode()
+        modes = {stat.S_IMODE(p.stat().st_mode) for p in (fs / "view").iterdir()}
+        assert modes == {0o600}
+    private = tmp_path / "p.pbtxt"
+    private.write_text('costs { name: "fusion.1" cost_us: 1 }\n')
+    os.chmod(private, 0o600)
+    copy = content_addressed_copy(load_profile_source(private), tmp_path / "copies")
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o600
