@@ -7,7 +7,7 @@ import time
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import emit, finish
+from pgle.cli.output import echo, emit, finish
 
 
 @click.group(
@@ -19,22 +19,46 @@ def cache():
 
 def _table(report) -> None:
     """The listing itself is the command's output: stdout, one entry per line."""
-    from pgle.cache.entries import human_bytes
-    from pgle.cache.manifest import ROLE_LABELS
+    from pgle.units import human_bytes
 
     rows = report.details["entries"]
     if not rows:
         return
     width = max(len(r["module"]) for r in rows)
-    click.echo(f"{'MODULE':<{width}}  {'ROLE':<14}  {'SIZE':>10}  {'MODIFIED':<19}  KEY")
+    echo(f"{'MODULE':<{width}}  {'ROLE':<14}  {'SIZE':>10}  {'MODIFIED':<19}  KEY")
     for r in rows:
-        click.echo(f"{r['module']:<{width}}  {r['role_label']:<14}  {human_bytes(r['size']):>10}  "
-                   f"{r['modified']:<19}  {r['key']}")
-    click.echo("")
-    click.echo(f"{'MODULE':<{width}}  {'ENTRIES':>7}  {'SIZE':>10}  ROLES")
-    for t in report.modules:
+        echo(f"{r['module']:<{width}}  {r['role_label']:<14}  {human_bytes(r['size']):>10}  "
+             f"{r['modified']:<19}  {r['key']}")
+    echo("")
+    _module_totals(report.modules)
+
+
+def _module_totals(modules: list[dict]) -> None:
+    from pgle.cache.manifest import ROLE_LABELS
+    from pgle.units import human_bytes
+
+    width = max([len("MODULE")] + [len(t["module"]) for t in modules])
+    echo(f"{'MODULE':<{width}}  {'ENTRIES':>7}  {'SIZE':>10}  {'NEWEST':<19}  ROLES")
+    for t in modules:
         roles = ", ".join(f"{n} {ROLE_LABELS[role]}" for role, n in sorted(t["roles"].items()))
-        click.echo(f"{t['module']:<{width}}  {t['entries']:>7}  {human_bytes(t['bytes']):>10}  {roles}")
+        echo(f"{t['module']:<{width}}  {t['entries']:>7}  {human_bytes(t['bytes']):>10}  "
+             f"{t['newest'] or '-':<19}  {roles}")
+
+
+def _stats(report) -> None:
+    """Totals per role, then per module: the command's product, on stdout."""
+    from pgle.cache.manifest import ROLE_LABELS
+    from pgle.units import human_bytes
+
+    roles = report.details["roles"]
+    total = report.details["total"]
+    echo(f"{'ROLE':<14}  {'ENTRIES':>7}  {'SIZE':>10}")
+    for role, r in sorted(roles.items()):
+        echo(f"{ROLE_LABELS[role]:<14}  {r['entries']:>7}  {human_bytes(r['bytes']):>10}")
+    echo(f"{'total':<14}  {total['entries']:>7}  {human_bytes(total['bytes']):>10}")
+    if report.modules:
+        echo("")
+        _module_totals(report.modules)
 
 
 @cache.command("ls", help="List entries: module, role (from pgle's manifest), size, time, key; "
@@ -55,14 +79,18 @@ def ls_cmd(cache_dir, modules, json_out, report_path, debug):
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
-@cache.command("stats", help="Totals per role and module; flags manifest entries that are gone.")
+@cache.command("stats", help="Totals per role and per module on stdout; flags manifest entries "
+                             "that are gone.")
 @click.argument("cache_dir", metavar="DIR")
 @report_options
 def stats_cmd(cache_dir, json_out, report_path, debug):
     def produce():
         from pgle.commands.cache import stats
 
-        return stats(cache_dir)
+        report = stats(cache_dir)
+        if not json_out:
+            _stats(report)
+        return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
@@ -78,8 +106,8 @@ def stats_cmd(cache_dir, json_out, report_path, debug):
 @report_options
 def prune_cmd(cache_dir, older_than, modules, yes, json_out, report_path, debug):
     def produce():
-        from pgle.cache.entries import parse_duration
         from pgle.commands.cache import prune
+        from pgle.units import parse_duration
 
         age = parse_duration(older_than) if older_than is not None else None
         report = prune(cache_dir, older_than=age, modules=tuple(modules), yes=yes, now=time.time())

@@ -18,11 +18,29 @@ import click
 
 from pgle.errors import EXIT_ERROR, BadInput, PgleError
 
+# Control characters (C0 but tab, DEL, C1) and the bidi overrides that reorder what a terminal
+# shows: text read from foreign data (a profile's names, a store entry, a log line) could move
+# the cursor, retitle the window or hide text. Shown as escapes instead (`\x1b`, `\u202e`).
+_UNPRINTABLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
+                for c in [*range(0x09), *range(0x0a, 0x20), *range(0x7f, 0xa0),
+                          *range(0x202a, 0x202f), *range(0x2066, 0x206a)]}
+
+
+def printable(text: str) -> str:
+    """`text` as it may reach a terminal: every control character shown as an escape."""
+    return str(text).translate(_UNPRINTABLE)
+
+
+def echo(line: str) -> None:
+    """One line of a command's product (a listing, inspect's lines): stdout, printable."""
+    click.echo(printable(line))
+
 
 def emit(message: str) -> None:
-    """pgle's own messages: stderr, `pgle:` prefix, never mixed into the workload's stdout."""
+    """pgle's own messages: stderr, `pgle:` prefix, never mixed into the workload's stdout;
+    one line per line of `message`, each printable."""
     for line in str(message).splitlines() or [""]:
-        click.echo(f"pgle: {line}", err=True)
+        click.echo(f"pgle: {printable(line)}", err=True)
 
 
 def quiet_stdout_for_json(json_out: bool, environ: Mapping[str, str] | None = None) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import finish
+from pgle.cli.output import echo, finish
 
 
 def _to_stdout(report, json_out: bool):
@@ -16,7 +16,7 @@ def _to_stdout(report, json_out: bool):
     warnings and failures stay `pgle:` lines on stderr. With --json the report is the product."""
     if not json_out and report.exit_code == 0:
         for line in report.summary:
-            click.echo(line)
+            echo(line)  # names come from the profile: control characters shown escaped
         report.summary = []
     return report
 
@@ -64,7 +64,8 @@ def diff(a, b, top, json_out, report_path, debug):
               default="percentile", show_default=True)
 @click.option("--percentile", type=click.IntRange(0, 100), default=90, show_default=True,
               help="For --method percentile (JAX auto PGLE's default is 90).")
-@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists (a directory only if it "
+              "holds nothing but profiles and their manifest).")
 @report_options
 def merge(inputs, output, method, percentile, force, json_out, report_path, debug):
     from pgle.commands.profiles import merge_report
@@ -101,7 +102,8 @@ def merge(inputs, output, method, percentile, force, json_out, report_path, debu
               help="Trace input: the run's log, for 'Fingerprint before LHS' lines.")
 @click.option("--qualify-all", is_flag=True,
               help="Trace input, file OUT: qualify every name with its module's fingerprint.")
-@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists (a directory only if it "
+              "holds nothing but profiles and their manifest).")
 @report_options
 def convert(src, out, modules, qualify, fmt, stat, skip, dump, log_path, qualify_all, force, json_out,
             report_path, debug):

@@ -5,15 +5,16 @@ from __future__ import annotations
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import emit, finish
+from pgle.cli.output import echo, emit, finish
 
 ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pgle/runs")
 
 
 @click.group(
     short_help="List and prune the run folders under .pgle/runs (logs, traces).",
-    help="List and prune pgle's run folders (default ROOT: .pgle/runs). A folder whose process "
-         "is still running is never deleted.")
+    help="List and prune pgle's run folders (default ROOT: .pgle/runs). A folder in use is never "
+         "deleted: its pgle still runs on this host, or refreshed the folder's lease.json less "
+         "than 10 minutes ago on another host of a shared filesystem.")
 def runs():
     pass
 
@@ -23,14 +24,17 @@ def runs():
 @report_options
 def ls_cmd(root, json_out, report_path, debug):
     def produce():
-        from pgle.cache.entries import human_bytes
         from pgle.commands.runs import ls
+        from pgle.units import human_bytes
 
         report = ls(root)
         if not json_out:  # the listing is the command's product: stdout
-            for r in report.details["runs"]:
-                click.echo(f"{r['name']}  {human_bytes(r['size']):>10}  {r['modified_iso']}"
-                           + ("  in use" if r["live"] else ""))
+            rows = report.details["runs"]
+            width = max((len(r["name"]) for r in rows), default=0)
+            for r in rows:
+                echo(f"{r['name']:<{width}}  {human_bytes(r['size']):>10}  {r['modified_iso']}"
+                     + (f"  in use on {r['host']}" if r["live"] and r.get("host") else
+                        "  in use" if r["live"] else ""))
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
@@ -48,8 +52,8 @@ def ls_cmd(root, json_out, report_path, debug):
 @report_options
 def prune_cmd(root, older_than, max_size, keep_last, yes, json_out, report_path, debug):
     def produce():
-        from pgle.cache.entries import human_bytes, parse_duration, parse_size
         from pgle.commands.runs import prune
+        from pgle.units import human_bytes, parse_duration, parse_size
 
         report = prune(root, older_than=parse_duration(older_than) if older_than else None,
                        max_size=parse_size(max_size) if max_size else None,

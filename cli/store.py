@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import finish
+from pgle.cli.output import echo, emit, finish
 
 _POLICY_HELP = "replace, keep:N (serve the newest) or merge:N[:pP] (serve the percentile P of the N newest)."
 
@@ -18,17 +18,39 @@ def store():
     pass
 
 
-@store.command("ls", help="List the profiles in STORE: module, jax, device, age, source.")
+def _table(rows: list[dict]) -> None:
+    """The listing is the command's product: stdout, one entry per line, under a header."""
+    from pgle.store.serving import age_text
+
+    if not rows:
+        return
+    cells = [("FINGERPRINT", "ENTRY", "JAX", "DEVICE", "INSTR", "AGE", "MODULE", "SOURCE")]
+    cells += [(r["fingerprint"], r["entry_id"], r["jax"], f"{r['device_kind']} x{r['device_count']}",
+               str(r["instructions"]), age_text(r["age_seconds"]), r["module"] or "-", r["source"])
+              for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]) - 1)]
+    for c in cells:
+        echo("  ".join(f"{v:>{w}}" if i == 4 else f"{v:<{w}}" for i, (v, w) in
+                       enumerate(zip(c, widths))) + f"  {c[-1]}")
+
+
+@store.command("ls", help="List the profiles in STORE on stdout: fingerprint, entry, jax, "
+               "device, instructions, age, module, source.")
 @click.argument("path", metavar="STORE")
 @click.option("--fingerprint", default=None, metavar="FP")
 @click.option("--jax", default=None, metavar="VERSION")
 @click.option("--device-kind", default=None, metavar="KIND")
 @report_options
 def ls(path, fingerprint, jax, device_kind, json_out, report_path, debug):
-    from pgle.commands.store import ls_report
+    def produce():
+        from pgle.commands.store import ls_report
 
-    finish(lambda: ls_report(path, fingerprint=fingerprint, jax=jax, device_kind=device_kind),
-           json_out=json_out, report_path=report_path, debug=debug)
+        report = ls_report(path, fingerprint=fingerprint, jax=jax, device_kind=device_kind)
+        if not json_out:
+            _table(report.modules)
+        return report
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
 @store.command("add", help="Add a per-module profile (directory, or file of <fp>::name entries) to STORE.")
@@ -49,14 +71,15 @@ def add(path, profile, device_kind, device_count, jax, jaxlib, source, policy, j
            json_out=json_out, report_path=report_path, debug=debug)
 
 
-@store.command("get", help="Write the view XLA reads (<fingerprint>.pb per module) for one jax "
-               "version and device kind to OUT.")
+@store.command("get", help="Write the view XLA reads (<fingerprint>.pbtxt per module) for one "
+               "jax version and device kind to OUT.")
 @click.argument("path", metavar="STORE")
 @click.argument("out", metavar="OUT")
 @click.option("--device-kind", required=True, metavar="KIND")
 @click.option("--jax", default=None, metavar="VERSION", help="Default: the installed jax.")
 @click.option("--policy", default=None, help=f"Default keep:3. {_POLICY_HELP}")
-@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--force", is_flag=True, help="Replace OUT if it is a profile directory or an "
+              "earlier view (never anything else).")
 @report_options
 def get(path, out, device_kind, jax, policy, force, json_out, report_path, debug):
     from pgle.commands.store import get_report
@@ -65,15 +88,26 @@ def get(path, out, device_kind, jax, policy, force, json_out, report_path, debug
            json_out=json_out, report_path=report_path, debug=debug)
 
 
-@store.command("prune", help="Remove old profiles from STORE.")
+@store.command("prune", help="Remove old profiles from STORE. Dry run unless --yes.")
 @click.argument("path", metavar="STORE")
 @click.option("--keep", type=click.IntRange(min=1), default=None, help="Keep the N newest per module.")
-@click.option("--older-than", "older_than", type=click.FloatRange(min=0), default=None, metavar="DAYS")
+@click.option("--older-than", "older_than", default=None, metavar="DURATION",
+              help="Profiles added longer ago than this: 30m, 12h, 7d, 2w.")
 @click.option("--jax", default=None, metavar="VERSION", help="Remove every profile of another jax version.")
-@click.option("--dry-run", is_flag=True)
+@click.option("--yes", is_flag=True, help="Really remove (default: only show what would go).")
+@click.option("--dry-run", is_flag=True, hidden=True)  # the default now; kept for old scripts
 @report_options
-def prune(path, keep, older_than, jax, dry_run, json_out, report_path, debug):
-    from pgle.commands.store import prune_report
+def prune(path, keep, older_than, jax, yes, dry_run, json_out, report_path, debug):
+    def produce():
+        from pgle.commands.store import prune_report
+        from pgle.units import parse_duration
 
-    finish(lambda: prune_report(path, keep=keep, older_than_days=older_than, jax=jax, dry_run=dry_run),
-           json_out=json_out, report_path=report_path, debug=debug)
+        report = prune_report(path, keep=keep, jax=jax, yes=yes and not dry_run,
+                              older_than=parse_duration(older_than) if older_than else None)
+        if not json_out:
+            for r in report.modules:
+                emit(f"{r['status']} {r['fingerprint']}/{r['entry_id']} (jax {r['jax']}, "
+                     f"{r['device_kind']}, {r['created']})")
+        return report
+
+    finish(produce, json_out=json_out, report_path=report_path, debug=debug)

@@ -10,8 +10,10 @@ the temp file is removed and the old file, if any, is untouched.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -46,8 +48,12 @@ def write_error(path: os.PathLike | str, e: OSError, what: str = "") -> PgleErro
     if isinstance(e, IsADirectoryError) or os.path.isdir(path):
         reason = "it is a directory"
         hint = "Give a file name, or remove the directory."
-    elif e.errno in (28, 122):  # ENOSPC, EDQUOT
+    elif e.errno in (errno.ENOSPC, errno.EDQUOT):
         hint = "Free some space and rerun; nothing was written."
+    elif e.errno == errno.EFBIG:  # `ulimit -f`, or the filesystem's largest file: not space
+        hint = "The file size limit was reached (see `ulimit -f`); nothing was written."
+    elif e.errno == errno.EROFS:
+        hint = "The filesystem is mounted read-only; nothing was written."
     elif isinstance(e, PermissionError):
         hint = "Check its permissions (and `lsattr` for the immutable flag)."
     error = WriteFailed(f"cannot write {what}{path}: {reason}.", hint=hint)
@@ -82,9 +88,10 @@ def make_dirs(path: os.PathLike | str) -> None:
         raise write_error(path, e, "folder") from None
 
 
-def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> Path:
-    """Write to a temp file in the same folder, fsync, then rename over `path`."""
-    return _write_atomic(path, lambda f: f.write(data))
+def write_bytes_atomic(path: os.PathLike | str, data: bytes, *, mode: int | None = None) -> Path:
+    """Write to a temp file in the same folder, fsync, then rename over `path` (which is
+    replaced, never followed, if it is a link). `mode`: at most this (a copy's source mode)."""
+    return _write_atomic(path, lambda f: f.write(data), mode)
 
 
 def write_files_atomic(items: list[tuple[os.PathLike | str, bytes]]) -> None:
@@ -116,14 +123,14 @@ def write_files_atomic(items: list[tuple[os.PathLike | str, bytes]]) -> None:
 
 
 def copy_file_atomic(src: os.PathLike | str, dest: os.PathLike | str) -> Path:
-    """Copy `src` to `dest` the way write_bytes_atomic writes (streamed, for big logs)."""
-    def fill(f):
-        with open(src, "rb") as s:
-            shutil.copyfileobj(s, f)
-    return _write_atomic(dest, fill)
+    """Copy `src` to `dest` the way write_bytes_atomic writes (streamed, for big logs); the
+    copy never gets wider permissions than `src` has."""
+    with open(src, "rb") as s:
+        return _write_atomic(dest, lambda f: shutil.copyfileobj(s, f),
+                             stat.S_IMODE(os.fstat(s.fileno()).st_mode))
 
 
-def _write_atomic(path: os.PathLike | str, fill) -> Path:
+def _write_atomic(path: os.PathLike | str, fill, mode: int | None = None) -> Path:
     path = Path(path)
     make_dirs(path.parent)
     try:
@@ -135,7 +142,7 @@ def _write_atomic(path: os.PathLike | str, fill) -> Path:
             fill(f)
             f.flush()
             os.fsync(f.fileno())
-            os.fchmod(f.fileno(), file_mode())
+            os.fchmod(f.fileno(), file_mode() if mode is None else file_mode() & mode)
         os.replace(tmp, path)
     except BaseException as e:
         try:

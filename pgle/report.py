@@ -38,6 +38,9 @@ class Report:
         return d
 
     def to_json(self) -> str:
+        """The report as written anywhere (stdout, --report, a job folder): secrets redacted."""
         import json  # only --json and --report need it (start-up, issue 16)
 
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False, default=str)
+        from pgle.redact import redact_json
+
+        return json.dumps(redact_json(self.to_dict()), indent=2, sort_keys=False, default=str)

@@ -15,13 +15,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
-import time
 from typing import Callable, Iterator
 
 from pgle.cache import manifest as cache_manifest
 from pgle.evidence import jax_log as jax_events
 from pgle.errors import BadInput
+from pgle.units import iso
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,17 +201,14 @@ def _jax_cache_lock(cache_dir: str) -> Iterator[None]:
     """Hold JAX's own `.lockfile` (filelock.FileLock = fcntl.flock) while deleting,
     so a size-capped JAX process never evicts or stamps an entry half-deleted."""
     path = os.path.join(cache_dir, jax_events.LOCKFILE)
-    if cache_manifest.is_remote(cache_dir) or not os.path.exists(path):
+    if cache_manifest.is_remote(cache_dir) or not os.path.lexists(path):
         yield
         return
-    import fcntl
+    from pgle.shared_folders import flocked
 
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    # JAX made it (pgle never creates it); a link planted there is refused, never followed.
+    with flocked(path, what="JAX cache lock file"):
         yield
-    finally:
-        os.close(fd)
 
 
 def manifest_keys_missing(manifest: dict | None, present: set[str]) -> list[dict]:
@@ -224,51 +220,12 @@ def manifest_keys_missing(manifest: dict | None, present: set[str]) -> list[dict
 
 
 # -- small helpers ------------------------------------------------------------
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_duration(text: str) -> float:
-    """'7d', '12h', '1d12h', '90m', '30s', '2w' -> seconds."""
-    s = text.strip().lower()
-    parts = _DURATION.findall(s)
-    if not s or not parts or "".join(n + u for n, u in parts) != s:
-        raise BadInput(f"--older-than {text!r} is not a duration.",
-                       hint="Use a number with a unit: 30m, 12h, 7d, 2w (or combined, 1d12h).")
-    return sum(float(n) * _UNIT[u] for n, u in parts)
-
-
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?")
-
-
-def parse_size(text: str, option: str = "--max-size") -> int:
-    """'5G', '500M', '1.5GiB', '2048' -> bytes (binary units, as `du -h` prints them)."""
-    m = _SIZE.fullmatch(text.strip().lower())
-    if not m:
-        raise BadInput(f"{option} {text!r} is not a size.",
-                       hint="Use a number with a unit: 500M, 5G, 1T (binary units).")
-    return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " "))
-
-
-def human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
-
-
 def selected(module: str, patterns: tuple[str, ...]) -> bool:
     if not patterns:
         return True
     import fnmatch
 
     return any(fnmatch.fnmatchcase(module, p) for p in patterns)
-
-
-def iso(t: float) -> str | None:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else None
 
 
 def _join(cache_dir: str, name: str) -> str:

@@ -46,6 +46,7 @@ ROLE_LABELS = {ROLE_FIRST_PASS: "first-pass", ROLE_PGLE_OPTIMIZED: "PGLE-optimiz
 _ROLE_FIELDS = {ROLE_PGLE_OPTIMIZED: "pgle_optimized_keys", ROLE_FIRST_PASS: "first_pass_keys",
                 ROLE_PLAIN: "plain_keys"}
 
+MAX_MANIFEST_BYTES = 64 << 20
 # A run on another host cannot be checked for liveness; past this age it is stale.
 STALE_REMOTE_RUN_SECS = 24 * 3600
 
@@ -172,28 +173,19 @@ def _locked(cache_dir: str) -> Iterator[None]:
     if is_remote(cache_dir):
         yield  # no advisory locks on object stores: best effort, documented above
         return
-    import fcntl
+    from pgle.shared_folders import flocked
 
-    path = os.path.join(cache_dir, LOCK_NAME)
-    try:
-        try:
-            # 0666 under the umask, like any new file; flock needs only a read fd, so a
-            # lock file another user created (0644) still locks.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        except PermissionError:
-            fd = os.open(path, os.O_RDONLY)
-    except OSError as e:
-        raise PgleError(f"cannot lock the cache manifest in {cache_dir}: {e.strerror}.") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    # 0666 under the umask, like any new file; flock needs only a read fd, so a lock file
+    # another user created (0644) still locks; a link planted there is refused, not followed.
+    with flocked(os.path.join(cache_dir, LOCK_NAME), what="cache manifest lock file"):
         yield
-    finally:
-        os.close(fd)  # closing releases the flock
 
 
 def _write(cache_dir: str, data: dict[str, Any]) -> None:
+    from pgle.redact import redact_json
+
     data = {k: v for k, v in data.items() if not k.startswith("_")}
-    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    text = json.dumps(redact_json(data), indent=1, sort_keys=True) + "\n"
     path = manifest_path(cache_dir)
     if is_remote(cache_dir):
         from etils import epath
@@ -216,8 +208,12 @@ def _read_text(path: str) -> str:
         if not p.exists():
             raise FileNotFoundError(path)
         return p.read_text()
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    from pgle.shared_folders import read_bytes_nofollow
+
+    # A shared cache: a link planted at the manifest's name is refused, never read (pgle would
+    # otherwise republish the file it points to as the cache's manifest).
+    return read_bytes_nofollow(path, what="cache manifest", limit=MAX_MANIFEST_BYTES).decode(
+        "utf-8", errors="replace")
 
 
 def _join(cache_dir: str, name: str) -> str:

@@ -7,10 +7,15 @@ import time
 from typing import Callable
 
 from pgle.cache import manifest as cache_manifest
-from pgle.cache.entries import (check_writable_dir, delete_entries, human_bytes, iso,
-                                list_entries, manifest_keys_missing, select, selected, totals)
+from pgle.cache.entries import (check_writable_dir, delete_entries, list_entries,
+                                manifest_keys_missing, select, selected, totals)
 from pgle.errors import BadInput, PgleError
 from pgle.report import Report
+from pgle.units import human_bytes, iso
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
@@ -24,8 +29,8 @@ def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
                       "entries": [e.to_dict() for e in entries],
                       "total": {"entries": len(entries), "bytes": total_bytes,
                                 "modules": len(per_module)}}
-    report.summary = [f"{len(entries)} entries, {human_bytes(total_bytes)}, "
-                      f"{len(per_module)} modules in {cache_dir}"
+    report.summary = [f"{_count(len(entries), 'entry', 'entries')}, {human_bytes(total_bytes)}, "
+                      f"{_count(len(per_module), 'module')} in {cache_dir}"
                       + ("" if manifest else " (no pgle manifest: roles unknown)")]
     return report
 
@@ -49,11 +54,10 @@ def stats(cache_dir: str) -> Report:
                       "newest": iso(max((e.mtime for e in entries), default=0.0)),
                       "manifest_keys_missing": missing,
                       "runs_in_progress": cache_manifest.runs_in_progress(manifest)}
-    report.summary = [f"{len(entries)} entries, {human_bytes(report.details['total']['bytes'])}, "
-                      f"{len(per_module)} modules"]
-    for role, r in sorted(roles.items()):
-        report.summary.append(f"  {cache_manifest.ROLE_LABELS[role]}: {r['entries']} entries, "
-                              f"{human_bytes(r['bytes'])}")
+    # The totals per role and module are the product (cli/cache.py prints them on stdout).
+    report.summary = [f"{_count(len(entries), 'entry', 'entries')}, "
+                      f"{human_bytes(report.details['total']['bytes'])}, "
+                      f"{_count(len(per_module), 'module')} in {cache_dir}"]
     if missing:
         report.warnings.append(
             f"{len(missing)} entries recorded in the manifest are gone (pruned or evicted); "

@@ -113,25 +113,7 @@ def check_directory_target(path: str, *, force: bool) -> Path:
     if p.exists() and not p.is_dir():
         raise BadInput(f"-o {path} exists and is not a directory; --per-module writes a "
                        "directory of <fingerprint>.pb files.", hint="Choose another -o.")
-    if p.is_dir():
-        entries = sorted(e.name for e in p.iterdir())
-        if entries and not force:
-            raise BadInput(f"profile directory {path} already exists and is not empty.",
-                           hint="Pass --force to replace it, or choose another -o.")
-        foreign = [e for e in entries if not _profile_directory_entry(p / e)]
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
-            raise BadInput(f"{path} holds files that are not part of a profile directory "
-                           f"({shown}); --force replaces only a directory of <fingerprint>.pb|"
-                           ".pbtxt files and its manifest.json.", hint="Choose another -o.")
-    check_writable_target(p, force=True, what="profile directory")
-    return p
-
-
-def _profile_directory_entry(path: Path) -> bool:
-    if path.is_dir() or path.is_symlink():
-        return False
-    return path.name == "manifest.json" or profile.fingerprint_file_name(path.name) is not None
+    return profile.check_directory_output(p, force=force)
 
 
 def merge_vmodule(value: str | None, module: str = FINGERPRINT_VMODULE,
@@ -265,9 +247,12 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
         return
     source = profile.load_profile_source(report.profile["path"])
     names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
-    rows = serving.add_profiles(
-        ProfileStore(store.path, create=True), source.modules, key, policy=store.policy,
-        source=f"pgle collect {ex.run.path}", names=names)
+    shared = ProfileStore(store.path, create=True)
+    rows = serving.add_profiles(shared, source.modules, key, policy=store.policy,
+                                source=f"pgle collect {ex.run.path}", names=names)
+    damaged = shared.damaged_warning()
+    if damaged:
+        report.warnings.append(damaged)
     details.update({"key": dataclasses.asdict(key), "modules": rows})
     by_fp = {r["fingerprint"]: r["status"] for r in rows}
     for row in report.modules:

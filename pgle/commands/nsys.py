@@ -29,6 +29,7 @@ from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
+from pgle.redact import REDACTED
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
@@ -212,6 +213,8 @@ def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> li
         out.append(f"the workload's --xla arguments differ: then {then_argv}, now {now_argv}")
     recorded = manifest_env.get("jax_variables") or {}
     for name in sorted(k for k in environ if k.startswith("JAX_") and k not in _NOT_IN_KEY):
+        if recorded.get(name) == REDACTED:
+            continue  # a secret the manifest never held (pgle.redact): nothing to compare
         if recorded.get(name) != environ[name]:
             then = recorded.get(name)
             out.append(f"{name}={environ[name]} is set now, "
@@ -228,7 +231,7 @@ def child_environment(manifest_env: dict, environ: dict[str, str], cache_dir: st
     variables = {**prewarm.cache_variables(cache_dir, False),
                  "JAX_COMPILATION_CACHE_EXPECT_PGLE": "true", "JAX_ENABLE_PGLE": "false"}
     defaults = {k: v for k, v in (manifest_env.get("jax_variables") or {}).items()
-                if k not in variables}
+                if k not in variables and v != REDACTED}
     return childenv.build(environ, xla=auto.pgle_xla_flags(), variables=variables,
                           defaults=defaults)
 

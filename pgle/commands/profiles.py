@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from pgle.atomic import check_writable_target
 from pgle.errors import EXIT_ERROR, BadInput, ProfileError
 from pgle.profiles.files import (BINARY, EXTENSIONS, SUFFIX, TEXT, Profile, ProfileSource,
-                                 check_fingerprint, load_profile_source, module_view, output_kind, profile_format,
+                                 check_directory_output, check_fingerprint, load_profile_source, module_view, output_kind, profile_format,
                                  qualified_fingerprints, qualify_profile, split_qualified,
                                  write_profile, write_profile_directory)
 from pgle.report import Report
@@ -51,8 +51,10 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
     - directory -> directory: re-encode (`fmt`), optionally only the `module` list.
     """
 
-    source = load_profile_source(src)
     kind = output_kind(out)
+    if kind == "directory":
+        check_directory_output(out, force=force, inputs=[src])  # before reading anything
+    source = load_profile_source(src)
     warnings: list[str] = []
     module = [check_fingerprint(fp) for fp in module]
     if qualify is not None:
@@ -91,7 +93,7 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
                 warnings.append(f"{len(malformed)} names with more than one '::' (such as {malformed[0]}) "
                                 "match no module in XLA; they were left out.")
             written = write_profile_directory(modules_out, out, fmt=fmt or profile_format(source.files[0]),
-                                              force=force)
+                                              force=force, inputs=[src])
     else:
         chosen = {fp: p for fp, p in source.modules.items() if not module or fp in module}
         missing = [fp for fp in module if fp not in source.modules]
@@ -108,10 +110,8 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
             written = write_profile(merged, out, force=force)
             modules_out = {"": merged}
         else:
-            if os.path.abspath(os.fspath(out)) == os.path.abspath(os.fspath(source.path)):
-                raise BadInput("the output directory is the input directory.")
             fmt = fmt or (TEXT if all(f.suffix == ".pbtxt" for f in source.files) else BINARY)
-            written = write_profile_directory(chosen, out, fmt=fmt, force=force)
+            written = write_profile_directory(chosen, out, fmt=fmt, force=force, inputs=[src])
             modules_out = chosen
     if source.shadowed:
         warnings.append(f"{len(source.shadowed)} .pb files in {source.path} are shadowed by .pbtxt "
@@ -246,6 +246,8 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
     kind = output_kind(out)
     if kind == "file":
         check_writable_target(out, force=force, what="profile")  # refuse before reading 256 files
+    else:
+        check_directory_output(out, force=force, inputs=inputs)
     if kind == "file":
         fast = _merge_file_columns(inputs, out, method=method, percentile=percentile, force=force)
         if fast is not None:
@@ -282,7 +284,7 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
                 warnings.append(f"module {fp} is in {len(labelled)} of {len(sources)} inputs.")
         all_text = all(f.suffix == ".pbtxt" for s in sources for f in s.files)
         written = write_profile_directory(merged_modules, out, fmt="text" if all_text else BINARY,
-                                          force=force)
+                                          force=force, inputs=inputs)
         if aliases:
             _record_aliases(written, aliases)
         inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
@@ -349,6 +351,8 @@ def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any 
     """`pgle convert RUN_DIR OUT`: a directory OUT gets one profile per module, a file OUT one file."""
 
     kind = output_kind(out)
+    if kind == "directory":  # refuse before converting
+        check_directory_output(out, force=force, inputs=[p for p in (run_dir, log_path) if p])
     from pgle.profiles.convert import convert_trace_detailed
 
     result = convert_trace_detailed(run_dir, per_module=(kind == "directory"), stat=stat,
@@ -362,7 +366,8 @@ def trace_report(run_dir: Any, out: Any, *, stat: str = "median", log_path: Any 
             raise ProfileError(f"no module in {run_dir} has a known fingerprint, so there is no "
                                "per-module profile to write.",
                                hint="Pass the run's log (--log) captured with TF_CPP_VMODULE=gpu_hlo_schedule=1.")
-        written = write_profile_directory(result.profiles, out, force=force)
+        written = write_profile_directory(result.profiles, out, force=force,
+                                          inputs=[p for p in (run_dir, log_path) if p])
     elif result.profiles[""].is_empty():
         # An empty profile is nothing XLA can use, and an empty file at OUT would pass for
         # one: write nothing (a CPU trace has no device plane).
@@ -397,6 +402,8 @@ def nsys_report(src: Any, out: Any, *, stat: str | None = None, skip: int | None
                 dump: Any = None, force: bool = False):
     """The Report of `pgle convert NSIGHT_INPUT OUT`: a directory OUT gets `<fingerprint>.pbtxt|.pb`."""
     kind = output_kind(out)
+    if kind == "directory":  # refuse before converting
+        check_directory_output(out, force=force, inputs=[p for p in (src, dump) if p])
     from pgle.profiles.nsys_convert import convert_nsys
 
     result = convert_nsys(src, stat=stat, skip=skip, dump=dump)
@@ -405,7 +412,8 @@ def nsys_report(src: Any, out: Any, *, stat: str | None = None, skip: int | None
                            hint="See the warnings above; an nsys-jax archive needs its dump/ folder.")
     if kind == "directory":
         # Text like nsys-jax's own output: one greppable <fingerprint>.pbtxt per module.
-        written = write_profile_directory(result.profiles, out, fmt=TEXT, force=force)
+        written = write_profile_directory(result.profiles, out, fmt=TEXT, force=force,
+                                          inputs=[p for p in (src, dump) if p])
     else:
         merged = Profile()
         for fp, p in result.profiles.items():

@@ -124,9 +124,12 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
     key, why = store_key.from_probe(backend_info(environ))
     if key is None:
         raise ProfileError(f"--store: cannot tell which profiles to serve: {why}.")
+    shared = ProfileStore(store.path)
     path, served = serving.prepare_view(
-        ProfileStore(store.path), key, policy=store.policy,
-        views_root=views_root or Path(DEFAULT_ROOT) / "profiles")
+        shared, key, policy=store.policy, views_root=views_root or Path(DEFAULT_ROOT) / "profiles")
+    damaged = shared.damaged_warning()
+    if damaged:
+        notify(f"warning: {damaged}")
     if path is None:
         notify(f"store {store.path} holds no profile for {key.describe()}: running without one")
     else:

@@ -1,25 +1,32 @@
 """`pgle runs ls|prune [ROOT]`: the run folders pgle leaves under `.pgle/runs/` (logs, events,
 traces: gigabytes after a few collects), listed and pruned by age, total size and count.
 
-A run folder is named `<YYYYmmdd-HHMMSS>-<command>[-suffix]-<pid>` (pgle.launch.runfolder);
-a folder whose pid is a live process on this host is in use and never deleted.
+A run folder is named `<YYYYmmdd-HHMMSS>-<command>[-suffix]-<pid>` (pgle.launch.runfolder)
+and holds `lease.json` (host and pid of the pgle process, whose mtime it refreshes while it
+runs). A folder is in use, and never deleted, when its lease is alive: on this host its process
+is running; on another host (a shared filesystem) it was refreshed less than
+LEASE_TTL_SECONDS ago. A folder without a lease (pgle before 0.2) is in use while the pid in
+its name runs on this host.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
-from pgle.cache.entries import human_bytes, iso
 from pgle.cache.manifest import pid_alive
-from pgle.errors import BadInput
-from pgle.launch.runfolder import DEFAULT_ROOT
+from pgle.errors import BadInput, PgleError
+from pgle.launch.runfolder import DEFAULT_ROOT, LEASE_NAME, LEASE_TTL_SECONDS
 from pgle.report import Report
+from pgle.shared_folders import read_bytes_nofollow
+from pgle.units import human_bytes, iso
 
 DEFAULT_RUNS_ROOT = os.path.join(DEFAULT_ROOT, "runs")
 _PID = re.compile(r"-(\d+)$")
@@ -33,6 +40,7 @@ class RunEntry:
     modified: float  # the newest file's mtime: when the run last wrote anything
     pid: int | None
     live: bool
+    host: str | None = None  # the lease's host, when it is not this one
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"modified_iso": iso(self.modified)}
@@ -61,11 +69,39 @@ def list_runs(root: str) -> list[RunEntry]:
         if child.is_symlink() or not child.is_dir():
             continue
         size, modified = _scan(child)
-        m = _PID.search(child.name)
-        pid = int(m.group(1)) if m else None
-        out.append(RunEntry(child.name, str(child), size, modified, pid,
-                            pid is not None and pid_alive(pid)))
+        out.append(_entry(child, size, modified))
     return sorted(out, key=lambda e: (e.modified, e.name), reverse=True)
+
+
+def _entry(folder: Path, size: int, modified: float, now: float | None = None) -> RunEntry:
+    """The folder's liveness from its lease (module docstring), else from its name's pid."""
+    lease = _read_lease(folder / LEASE_NAME)
+    if lease is not None:
+        info, refreshed = lease
+        pid = info.get("pid") if isinstance(info.get("pid"), int) else None
+        host = info.get("host") if isinstance(info.get("host"), str) else None
+        if host == socket.gethostname():
+            return RunEntry(folder.name, str(folder), size, modified, pid,
+                            pid is not None and pid_alive(pid))
+        age = (time.time() if now is None else now) - refreshed
+        return RunEntry(folder.name, str(folder), size, modified, pid, age < LEASE_TTL_SECONDS, host)
+    m = _PID.search(folder.name)
+    pid = int(m.group(1)) if m else None
+    return RunEntry(folder.name, str(folder), size, modified, pid, pid is not None and pid_alive(pid))
+
+
+def _read_lease(path: Path) -> tuple[dict[str, Any], float] | None:
+    """(the lease's fields, when it was last refreshed), or None where there is none. A lease
+    that cannot be read as one still counts as refreshed at its mtime: in doubt, in use."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    try:
+        info = json.loads(read_bytes_nofollow(path, what="lease", limit=1 << 16))
+    except (PgleError, OSError, ValueError):
+        info = None
+    return (info if isinstance(info, dict) else {}), st.st_mtime
 
 
 def ls(root: str = DEFAULT_RUNS_ROOT, *, now: float | None = None) -> Report:
@@ -117,7 +153,8 @@ def prune(root: str = DEFAULT_RUNS_ROOT, *, older_than: float | None = None,
     deleted, errors = [], []
     if yes:
         for r in chosen:
-            if r.pid is not None and pid_alive(r.pid):  # started since the listing
+            folder = Path(r.path)
+            if _entry(folder, r.size, r.modified).live:  # in use since the listing
                 continue
             try:
                 shutil.rmtree(r.path)
@@ -134,7 +171,7 @@ def prune(root: str = DEFAULT_RUNS_ROOT, *, older_than: float | None = None,
     report.summary = [f"{'deleted' if yes else 'would delete'} {len(gone)} of {len(runs)} run "
                       f"folders ({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes "
                                                              "to delete")]
-    live = [r.name for r in runs if r.live]
+    live = [r.name + (f" (on {r.host})" if r.host else "") for r in runs if r.live]
     if live:
         report.summary.append(f"kept {len(live)} in use by a running process: {', '.join(live)}")
     return report

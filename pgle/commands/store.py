@@ -20,24 +20,32 @@ def installed_version(dist: str) -> str:
         return "unknown"
 
 
-def _age(seconds: float) -> str:
-    from pgle.store.serving import age_text
+def _store_warnings(report: Report, st: ProfileStore) -> Report:
+    """What every store command says about the store itself: damaged entries it skipped."""
+    warning = st.damaged_warning()
+    if warning:
+        report.warnings.append(warning)
+    report.details["damaged"] = [{"file": path, "reason": why} for path, why in sorted(st.damaged.items())]
+    return report
 
-    return age_text(seconds)
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def ls_report(store: Any, *, fingerprint: str | None = None, jax: str | None = None,
               device_kind: str | None = None) -> Report:
+    """The entries as `modules` rows (cli/store.py prints them on stdout); a count line."""
     st = ProfileStore(store)
     entries = st.entries(fingerprint, jax=jax, device_kind=device_kind)
-    rows = [e.to_dict() | {"age_seconds": round(e.age_seconds(), 1)} for e in entries]
+    now = dt.datetime.now(dt.timezone.utc)
+    rows = [e.to_dict() | {"age_seconds": round(e.age_seconds(now), 1)} for e in entries]
+    modules = len({e.fingerprint for e in entries})
     report = Report(command="store ls", status="ok", modules=rows,
-                    details={"store": str(store), "fingerprints": len({e.fingerprint for e in entries})})
-    for e in entries:
-        report.summary.append(f"{e.fingerprint}  {e.entry_id}  jax {e.jax}  {e.device_kind} x{e.device_count}  "
-                              f"{e.instructions} instr  {_age(e.age_seconds())} old  {e.module or '-'}  {e.source}")
-    report.summary.append(f"{len(entries)} profiles of {len({e.fingerprint for e in entries})} modules in {store}")
-    return report
+                    details={"store": str(store), "fingerprints": modules})
+    report.summary.append(f"{_plural(len(entries), 'profile')} of {_plural(modules, 'module')} "
+                          f"in {store}")
+    return _store_warnings(report, st)
 
 
 def _modules_of(path: Any) -> dict:
@@ -72,13 +80,18 @@ def add_report(store: Any, profile: Any, *, jax: str | None = None, jaxlib: str 
     rows = [r for r in all_rows if r["status"] != serving.STATUS_EMPTY]
     skipped = [r["fingerprint"] for r in all_rows if r["status"] == serving.STATUS_EMPTY]
     report = Report(command="store add", status="ok", modules=rows,
-                    details={"store": str(store), "policy": str(pol), "jax": jax, "device_kind": device_kind})
+                    details={"store": str(store), "policy": str(pol), "jax": jax,
+                             "device_kind": device_kind, "swept": list(st.swept)})
     if skipped:
         report.warnings.append(f"{len(skipped)} empty module profiles were not stored ({skipped[0]}).")
     added = sum(r["status"] == "added" for r in rows)
-    report.summary.append(f"stored {len(rows)} module profiles in {store} ({added} new modules, "
-                          f"{len(rows) - added} refreshed; policy {pol}; jax {jax}, {device_kind})")
-    return report
+    report.summary.append(f"stored {_plural(len(rows), 'module profile')} in {store} ({added} new "
+                          f"modules, {len(rows) - added} refreshed; policy {pol}; jax {jax}, "
+                          f"{device_kind})")
+    if st.swept:
+        report.summary.append(f"removed {_plural(len(st.swept), 'file')} an interrupted writer "
+                              f"left behind ({st.swept[0]})")
+    return _store_warnings(report, st)
 
 
 def get_report(store: Any, out: Any, *, jax: str | None = None, device_kind: str,
@@ -91,20 +104,29 @@ def get_report(store: Any, out: Any, *, jax: str | None = None, device_kind: str
              "age_seconds": round(min(e.age_seconds(now) for e in es), 1)} for fp, es in served.items()]
     report = Report(command="store get", status="ok", modules=rows,
                     details={"store": str(store), "output": str(out), "jax": jax, "device_kind": device_kind})
-    report.summary.append(f"wrote {len(rows)} module profiles for jax {jax} on {device_kind} to {out}; "
-                          f"point --xla_gpu_pgle_profile_file_or_directory_path at it")
-    return report
+    report.summary.append(f"wrote {_plural(len(rows), 'module profile')} for jax {jax} on "
+                          f"{device_kind} to {out}; point "
+                          "--xla_gpu_pgle_profile_file_or_directory_path at it")
+    return _store_warnings(report, st)
 
 
-def prune_report(store: Any, *, keep: int | None = None, older_than_days: float | None = None,
-                 jax: str | None = None, dry_run: bool = False) -> Report:
-    if keep is None and older_than_days is None and jax is None:
-        raise BadInput("prune needs --keep, --older-than or --jax (what to remove).")
+def prune_report(store: Any, *, keep: int | None = None, older_than: float | None = None,
+                 jax: str | None = None, yes: bool = False) -> Report:
+    """Remove entries by count, age (`older_than` seconds) or jax version; a preview (nothing
+    removed) unless `yes`, as `pgle cache prune` and `pgle runs prune`."""
+    if keep is None and older_than is None and jax is None:
+        raise BadInput("prune needs --keep, --older-than or --jax (what to remove).",
+                       hint="e.g. `pgle store prune STORE --keep 3 --yes`.")
     st = ProfileStore(store)
-    removed = st.prune(keep=keep, older_than_days=older_than_days, jax=jax, dry_run=dry_run)
+    removed = st.prune(keep=keep, older_than=older_than, jax=jax, dry_run=not yes)
+    verb = "removed" if yes else "would remove"
     report = Report(command="store prune", status="ok",
-                    modules=[e.to_dict() | {"module": e.fingerprint, "status": "would remove" if dry_run
-                                            else "removed"} for e in removed],
-                    details={"store": str(store), "dry_run": dry_run})
-    report.summary.append(f"{'would remove' if dry_run else 'removed'} {len(removed)} profiles from {store}")
-    return report
+                    modules=[e.to_dict() | {"module": e.fingerprint, "status": verb}
+                             for e in removed],
+                    details={"store": str(store), "dry_run": not yes, "swept": list(st.swept)})
+    report.summary.append(f"{verb} {_plural(len(removed), 'profile')} from {store}"
+                          + ("" if yes else "; dry run, pass --yes to delete"))
+    if st.swept:
+        report.summary.append(f"removed {_plural(len(st.swept), 'file')} an interrupted writer "
+                              f"left behind ({st.swept[0]})")
+    return _store_warnings(report, st)

@@ -117,7 +117,9 @@ def _stamp() -> dict[str, Any]:
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> Path:
-    return write_text_atomic(path, json.dumps(data, sort_keys=True, default=str) + "\n")
+    from pgle.redact import redact_json
+
+    return write_text_atomic(path, json.dumps(redact_json(data), sort_keys=True, default=str) + "\n")
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Every workflow runs the workload this way; it returns what the run left behind.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -16,7 +17,8 @@ from pgle.launch.progress import WindowProgress
 from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.events import RunEvents, read_events
 from pgle.launch.runfolder import RunFolder
-from pgle.launch.schema import HarnessSpec, WindowSpec, WorkloadSpec
+from pgle.launch.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
+from pgle.redact import redact_args
 from pgle.launch.workload import Workload
 
 HARNESS = Path(__file__).with_name("harness.py")
@@ -86,19 +88,24 @@ def execute(
     stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
     with (pgle.launch.launcher). `progress`: where progress lines go while it runs (the
     profiling window's, or plain running time; pgle.launch.progress)."""
+    recorded = redact_args(workload.args)
+    env = child.env
+    if recorded != list(workload.args):  # the real ones go by environment, never to a file
+        env = {**env, WORKLOAD_ARGS: json.dumps(list(workload.args))}
     spec = HarnessSpec(
         events=str(run.events),
-        workload=WorkloadSpec(workload.script, workload.module, tuple(workload.args)),
+        workload=WorkloadSpec(workload.script, workload.module, tuple(recorded)),
         profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
         warnings_always=tuple(warnings_always), observe_pgle=observe_pgle,
         expected_xla_flags=pgle_flags(child) or None)
+    run.claim_files()
     write_text_atomic(run.spec, spec.to_json())
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
     ticker = (WindowProgress(run.events, progress, window=profile_window is not None)
               if progress is not None else None)
-    result = launcher.launch(argv, child.env, run.log, watchdog=watchdog,
+    result = launcher.launch(argv, env, run.log, watchdog=watchdog,
                              terminal_level=child.terminal_level, progress=ticker)
     if on_exit is not None:
         on_exit(result.exit_code)
@@ -106,10 +113,19 @@ def execute(
         # Every command copies child.warnings into its report.
         child.warnings.append(
             f"the workload log {run.log} is incomplete ({result.log_error}): the verdict saw only "
-            "the lines written before that; free space and rerun to be sure")
+            f"the lines written before that; {remedy(result.log_error)} and rerun to be sure")
     if log_copy:
         copy_log(run.log, log_copy)
     return Execution(run, result, read_events(run.events), child, spec)
+
+
+def remedy(error: str) -> str:
+    """What to do about a write error the launcher recorded (`strerror (ENAME)`)."""
+    if "EFBIG" in error:
+        return "raise the file size limit (ulimit -f)"
+    if "ENOSPC" in error or "EDQUOT" in error:
+        return "free space"
+    return "fix that"
 
 
 def copy_log(src: Path, dest: str) -> None:

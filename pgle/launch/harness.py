@@ -893,6 +893,7 @@ def main(argv: list[str] | None = None) -> None:
     watch_parent()
     with open(argv[1], encoding="utf-8") as f:
         spec = schema.HarnessSpec.from_json(f.read())
+    spec = spec.with_args_from(os.environ.pop(schema.WORKLOAD_ARGS, None))
     Harness(spec).run()
 
 

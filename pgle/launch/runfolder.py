@@ -2,29 +2,111 @@
 
 `.pgle/runs/<YYYYmmdd-HHMMSS>-<command>-<pid>/` under the current directory
 (or `--run-dir`): `workload.log` (stdout and stderr, line by line),
-`events.jsonl` (from the harness), `spec.json` (pgle.launch.schema), `trace/`.
+`events.jsonl` (from the harness), `spec.json` (pgle.launch.schema), `trace/`,
+`lease.json` (who runs in it; see below).
+
+The folder is made with mkdir(2), never reused: a folder of that name already there (made by
+anyone) gets the run another name. `workload.log` and `events.jsonl` are created in it with
+O_EXCL|O_NOFOLLOW just before the launch (`claim_files`), so no link planted in advance is ever
+followed (`--run-dir` names a folder of the user's: one that already holds a run's file, or a
+link at one's name, is refused).
+
+`lease.json` records the host and pid of the pgle process; that process refreshes its
+modification time every LEASE_REFRESH_SECONDS while it lives. `pgle runs prune` never deletes a
+folder whose lease is alive: on this host, its process is running; on another host of a shared
+filesystem, the lease was refreshed less than LEASE_TTL_SECONDS ago (docs/guide/runs.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import secrets
+import socket
+import threading
 import time
 from pathlib import Path
 
 from pgle.errors import BadInput
+from pgle.shared_folders import create_exclusive
 
 DEFAULT_ROOT = ".pgle"
+LOG_NAME, EVENTS_NAME, SPEC_NAME, TRACE_NAME = "workload.log", "events.jsonl", "spec.json", "trace"
+LEASE_NAME = "lease.json"
+# The files of one run: a --run-dir holding any of them already holds a run.
+RUN_FILES = (LOG_NAME, EVENTS_NAME, SPEC_NAME, TRACE_NAME, LEASE_NAME)
+LEASE_REFRESH_SECONDS = 60.0
+# A lease not refreshed for this long is stale: ten refreshes, so that a busy host, a slow
+# shared filesystem or clocks some minutes apart never make a live run look dead.
+LEASE_TTL_SECONDS = 600.0
 
 
 def ignore_pgle_folder(root: Path) -> None:
-    """`.pgle/` holds logs and traces (gigabytes): keep it out of the user's git."""
-    marker = root / ".gitignore"
-    if not marker.exists():
+    """`.pgle/` holds logs and traces (gigabytes): keep it out of the user's git. Created with
+    O_EXCL|O_NOFOLLOW: whatever is there already (a file, a link, dangling or not) is left."""
+    try:
+        fd = create_exclusive(root / ".gitignore")
+    except OSError:
+        return  # there already, or a read-only tree: the run folder itself was created
+    with os.fdopen(fd, "w") as f:
+        f.write("# written by pgle: run folders and traces are not source\n*\n")
+
+
+class _Heartbeat:
+    """One daemon thread per process that refreshes the mtime of every lease it holds."""
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def hold(self, path: str) -> None:
+        with self.lock:
+            self.paths.add(path)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._beat, name="pgle-lease", daemon=True)
+                self.thread.start()
+
+    def release(self, path: str) -> None:
+        with self.lock:
+            self.paths.discard(path)
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(LEASE_REFRESH_SECONDS)
+            with self.lock:
+                paths = list(self.paths)
+            for path in paths:
+                try:
+                    os.utime(path, follow_symlinks=False)
+                except OSError:
+                    self.release(path)  # the folder was removed: nothing left to hold
+
+
+_HEARTBEAT = _Heartbeat()
+
+
+def _new_folder(command: str, suffix: str) -> Path:
+    """A new folder under .pgle/runs, made by this process (mkdir fails if the name exists)."""
+    parent = Path(DEFAULT_ROOT) / "runs"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"cannot create run folder {parent}: {e.strerror}.") from None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for attempt in range(100):
+        # The pid stays last: `pgle runs` reads it from the name of a folder without a lease.
+        tag = "" if attempt == 0 else f"-{secrets.token_hex(3)}"
+        path = parent / f"{stamp}-{command}{suffix}{tag}-{os.getpid()}"
         try:
-            marker.write_text("# written by pgle: run folders and traces are not source\n*\n")
-        except OSError:
-            pass  # a read-only tree: the run folder itself was created; nothing else matters
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue  # made by someone else: never reuse it
+        except OSError as e:
+            raise BadInput(f"cannot create run folder {path}: {e.strerror}.") from None
+    raise BadInput(f"cannot create a run folder in {parent}: 100 names were taken.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,34 +117,62 @@ class RunFolder:
     def create(cls, command: str, run_dir: str | None = None, *, suffix: str = "") -> "RunFolder":
         if run_dir:
             path = Path(run_dir)
-        else:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            path = Path(DEFAULT_ROOT) / "runs" / f"{stamp}-{command}{suffix}-{os.getpid()}"
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BadInput(f"cannot create run folder {path}: {e.strerror}.") from None
-        if not run_dir:
-            ignore_pgle_folder(Path(DEFAULT_ROOT))
-        if any(path.iterdir()) and run_dir:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise BadInput(f"cannot create run folder {path}: {e.strerror}.") from None
             # Never mix two runs' logs in one folder.
-            if (path / "workload.log").exists() or (path / "events.jsonl").exists():
-                raise BadInput(f"run folder {path} already holds a run.",
+            held = [name for name in RUN_FILES if os.path.lexists(path / name)]
+            if held:
+                raise BadInput(f"run folder {path} already holds a run ({held[0]}).",
                                hint="Pick an empty --run-dir.")
-        return cls(path.resolve())
+        else:
+            path = _new_folder(command, suffix)
+            ignore_pgle_folder(Path(DEFAULT_ROOT))
+        folder = cls(path.resolve())
+        folder._lease()
+        return folder
+
+    def claim_files(self) -> None:
+        """Create the log and the events file (O_EXCL|O_NOFOLLOW) just before the launch, which
+        then appends to files pgle made: a link planted at either name is never followed."""
+        for name in (LOG_NAME, EVENTS_NAME):
+            try:
+                os.close(create_exclusive(self.path / name))
+            except FileExistsError:
+                raise BadInput(f"run folder {self.path} already holds a run ({name}).",
+                               hint="Pick an empty --run-dir.") from None
+            except OSError as e:
+                raise BadInput(f"cannot write in run folder {self.path}: {e.strerror}.") from None
+
+    def _lease(self) -> None:
+        lease = self.path / LEASE_NAME
+        try:
+            fd = create_exclusive(lease)
+        except OSError:
+            return  # not fatal: `runs prune` then falls back on the pid in the folder's name
+        with os.fdopen(fd, "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
+                       "refresh_seconds": LEASE_REFRESH_SECONDS,
+                       "ttl_seconds": LEASE_TTL_SECONDS}, f)
+        _HEARTBEAT.hold(str(lease))
 
     @property
     def log(self) -> Path:
-        return self.path / "workload.log"
+        return self.path / LOG_NAME
 
     @property
     def events(self) -> Path:
-        return self.path / "events.jsonl"
+        return self.path / EVENTS_NAME
 
     @property
     def spec(self) -> Path:
-        return self.path / "spec.json"
+        return self.path / SPEC_NAME
 
     @property
     def trace(self) -> Path:
-        return self.path / "trace"
+        return self.path / TRACE_NAME
+
+    @property
+    def lease(self) -> Path:
+        return self.path / LEASE_NAME

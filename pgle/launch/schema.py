@@ -139,3 +139,17 @@ class HarnessSpec:
             warnings_always=tuple(data.get("warnings_always") or ()),
             observe_pgle=bool(data.get("observe_pgle")),
             expected_xla_flags=data.get("expected_xla_flags"))
+
+    def with_args_from(self, value: str | None) -> HarnessSpec:
+        """The spec with the workload's real arguments (`WORKLOAD_ARGS`'s JSON list), where
+        spec.json holds them redacted."""
+        if value is None:
+            return self
+        args = tuple(str(a) for a in json.loads(value))
+        return dataclasses.replace(self, workload=dataclasses.replace(self.workload, args=args))
+
+
+# spec.json records the workload's arguments with their secrets redacted (pgle.redact); when
+# that changed any, the real ones reach the harness in this variable (a JSON list), which the
+# harness removes from its environment before the user's script runs.
+WORKLOAD_ARGS = "PGLE_WORKLOAD_ARGS"

@@ -43,8 +43,11 @@ class Workload:
         return cls(os.path.abspath(script), None, tuple(args))
 
     def describe(self) -> str:
+        """The command line as pgle shows it: secrets redacted (pgle.redact)."""
+        from pgle.redact import redact_args
+
         head = f"-m {self.module}" if self.module else self.script
-        return " ".join([head, *self.args])
+        return " ".join([head or "", *redact_args(self.args)])
 
     def argv(self) -> list[str]:
         """What `sys.argv` would hold under plain `python`."""

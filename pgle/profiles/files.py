@@ -17,6 +17,7 @@ import os
 import pathlib
 import re
 import shutil
+import stat
 import tempfile
 from typing import Any, Iterable
 
@@ -129,6 +130,29 @@ def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
     )
 
 
+# Leading bytes of files that get a profile's name by mistake (a plot, an archive, a binary).
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
+          (b"%PDF", "a PDF document"), (b"PK\x03\x04", "a zip archive"),
+          (b"\x1f\x8b", "gzip data"), (b"\xfd7zXZ\x00", "xz data"), (b"\x7fELF", "an ELF binary"),
+          (b"SQLite format 3\x00", "an SQLite database"))
+
+
+def _known_format(data: bytes) -> str | None:
+    return next((name for magic, name in _MAGIC if data.startswith(magic)), None)
+
+
+def _is_binary_profile(data: bytes) -> bool:
+    """True only when the bytes parse as a binary profile with entries: protobuf keeps the
+    unknown fields of random bytes, so "it parsed" alone says nothing."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        msg = message_class().FromString(data)
+    except (DecodeError, ValueError):
+        return False
+    return bool(len(msg.costs) or len(msg.latencies))
+
+
 def _parse_binary(data: bytes, source: str):
     from google.protobuf.message import DecodeError
 
@@ -152,8 +176,13 @@ def _parse_text(data: bytes, source: str):
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        hint = "It looks like the binary format: rename it to .pb." if b"\x00" in data[:4096] or \
-            data[:1] in (b"\n", b"\x12") else "Save it as UTF-8 text."
+        kind = _known_format(data)
+        if kind:
+            hint = f"It is {kind}, not a profile."
+        elif _is_binary_profile(data):
+            hint = "It is a binary profile: rename it to .pb."
+        else:
+            hint = "Save it as UTF-8 text, or regenerate the profile."
         raise ProfileError(
             f"profile {source} is not valid UTF-8 text: byte {e.start} cannot be decoded.", hint=hint
         ) from None
@@ -203,6 +232,17 @@ def _epath(path: Any):
 
 
 def _read_bytes(path: Any, what: str = "profile") -> bytes:
+    if not _is_remote(path):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG  # the read below says why, in its own words
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            from pgle.profiles.bounded import describe_mode
+
+            # A FIFO would block the read forever, /dev/zero never end it.
+            raise ProfileError(f"{what} {_name_of(path)} is not a regular file "
+                               f"({describe_mode(mode)}).")
     try:
         return _epath(path).read_bytes()
     except FileNotFoundError:
@@ -450,15 +490,15 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
         if hashlib.sha256(data).hexdigest() != source.sha256:
             raise ProfileError(f"profile {source.path} changed while pgle was reading it.",
                                hint="Wait until it is fully written, then retry.")
-        # Anything else at a content-addressed name is corrupt: replace it.
-        return write_bytes_atomic(target, data)
+        # Anything else at a content-addressed name is corrupt: replace it. A copy is never
+        # readable by more users than the profile it copies.
+        return write_bytes_atomic(target, data, mode=_source_mode(source.files[0]))
     if target.is_dir() and _same_directory(target, source.sha256):
         return target
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=store))
     try:
         for f in source.files + source.shadowed:
-            data = _read_bytes(f)
-            (tmp / f.name).write_bytes(data)
+            write_bytes_atomic(tmp / f.name, _read_bytes(f), mode=_source_mode(f))
         os.chmod(tmp, dir_mode())  # mkdtemp makes it private; other users run with it too
         if _directory_digest(_file_pairs(tmp)) != source.sha256:
             raise ProfileError(f"profile directory {source.path} changed while pgle was reading it.",
@@ -481,6 +521,16 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _source_mode(path: Any) -> int | None:
+    """A local file's permission bits (a copy gets no more), None for a remote one."""
+    if _is_remote(path):
+        return None
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
 
 
 def _file_pairs(directory: pathlib.Path) -> list[tuple[str, str]]:
@@ -544,12 +594,76 @@ def check_fingerprint(fp: str) -> str:
     return fp
 
 
+def own_output_entry(path: pathlib.Path) -> bool:
+    """A file pgle writes in a directory output: `<fingerprint>.pb|.pbtxt` or manifest.json,
+    a regular file (a link or a folder is someone's work)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    return path.name == "manifest.json" or fingerprint_file_name(path.name) is not None
+
+
+def _overlap(out: str, src: str) -> str | None:
+    """How the output directory `out` overlaps the input `src` (both resolved), or None."""
+    if out == src:
+        return "is"
+    if out.startswith(src.rstrip(os.sep) + os.sep):
+        return "is inside"
+    if src.startswith(out.rstrip(os.sep) + os.sep):
+        return "holds"
+    return None
+
+
+def check_directory_output(path: Any, *, force: bool, inputs: Iterable[Any] = (),
+                           what: str = "profile directory") -> pathlib.Path:
+    """Refuse, before any work, a directory output pgle must not replace (exit 2).
+
+    OUT may be new or empty; with `force`, also a directory pgle recognises as its own output
+    (nothing but `<fingerprint>.pb|.pbtxt` files and manifest.json: a profile directory, a store
+    view). Anything else is refused, naming the files that would be lost. OUT may never be an
+    input, lie inside one or hold one (`convert pm . --force`, `store get S S --force`)."""
+    p = pathlib.Path(os.path.abspath(os.fspath(path)))
+    real_out = os.path.realpath(p)
+    for src in inputs:
+        if _is_remote(src):
+            continue
+        how = _overlap(real_out, os.path.realpath(os.path.abspath(os.fspath(src))))
+        if how:
+            raise ProfileError(f"the output {_name_of(path)} {how} the input {_name_of(src)}; pgle "
+                               "never replaces a folder it reads from.",
+                               hint="Choose an output outside the inputs.")
+    if p.exists() and not p.is_dir():
+        raise ProfileError(f"{p} exists and is not a directory.",
+                           hint="Choose another output path, or end the name in .pb/.pbtxt for one file.")
+    if p.is_dir():
+        try:
+            names = sorted(os.listdir(p))
+        except OSError as e:
+            raise ProfileError(f"cannot read {what} {p}: {e.strerror or e}.") from None
+        foreign = [n for n in names if not own_output_entry(p / n)]
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f", and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise ProfileError(
+                f"{p} holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} that are not "
+                f"part of a profile directory and would be lost ({shown}); --force replaces only a "
+                "directory of <fingerprint>.pb|.pbtxt files and its manifest.json.",
+                hint="Choose another output, or move those files away.")
+        if names and not force:
+            raise ProfileError(f"{what} {p} already exists and is not empty.",
+                               hint="Pass --force to replace it.")
+    check_writable_target(p, force=True, what="profile directory")  # its folder must take it
+    return p
+
+
 def write_profile_directory(modules: dict[str, Profile], path: Any, *, fmt: str = BINARY,
-                            force: bool = False) -> pathlib.Path:
+                            force: bool = False, inputs: Iterable[Any] = ()) -> pathlib.Path:
     """Write `<fingerprint>.pb|.pbtxt` per module into `path`, atomically (temp dir + rename).
 
-    Refuses a non-empty existing `path` without `force`; with `force` the old
-    directory is replaced as a whole, so XLA never sees a half-written mix.
+    Refuses a non-empty existing `path` without `force`, and with it anything but pgle's own
+    output (check_directory_output); the old directory is replaced as a whole, so XLA never
+    sees a half-written mix. `inputs`: what the modules were read from (never replaced).
     """
     if fmt not in SUFFIX:
         raise ValueError(f"unknown profile format {fmt!r}")
@@ -558,14 +672,8 @@ def write_profile_directory(modules: dict[str, Profile], path: Any, *, fmt: str 
                            "<fingerprint> file.")
     for fp in modules:
         check_fingerprint(fp)
-    path = pathlib.Path(os.path.abspath(os.fspath(path)))
-    if path.exists() and not path.is_dir():
-        raise ProfileError(f"{path} exists and is not a directory.",
-                           hint="Choose another output path, or end the name in .pb/.pbtxt for one file.")
-    if path.is_dir() and any(path.iterdir()) and not force:
-        raise ProfileError(f"profile directory {path} already exists and is not empty.",
-                           hint="Pass --force to replace it.")
-    check_writable_target(path, force=True, what="profile directory")
+    path = check_directory_output(path, force=force, inputs=inputs)
+
     def fill(tmp: pathlib.Path) -> None:
         for fp, profile in modules.items():
             write_bytes_atomic(tmp / f"{fp}{SUFFIX[fmt]}", encode_profile(profile, fmt))

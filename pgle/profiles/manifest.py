@@ -97,7 +97,10 @@ def write(path: Path, manifest: dict) -> Path:
 
 
 def text(manifest: dict) -> str:
-    return json.dumps(manifest, indent=2) + "\n"
+    """The manifest as written: the environment's and the arguments' secrets redacted."""
+    from pgle.redact import redact_json
+
+    return json.dumps(redact_json(manifest), indent=2) + "\n"
 
 
 def read(path: Path) -> dict | None:

@@ -350,16 +350,13 @@ class DumpIndex:
 
 
 def _load_dump(path) -> HloModule:
-    import lzma
-
+    from pgle.profiles.bounded import check_regular_file, xz_bytes
     from pgle.profiles.proto import hlo_proto_class
 
+    check_regular_file(path, "HLO dump")
     data = path.read_bytes()
     if path.name.endswith(".xz"):
-        try:
-            data = lzma.decompress(data)
-        except lzma.LZMAError as e:
-            raise ProfileError(f"HLO dump {path} is not valid xz data ({e}).") from None
+        data = xz_bytes(data, path, "HLO dump")  # bounded: a small xz may expand to gigabytes
     proto = hlo_proto_class()()
     try:
         proto.ParseFromString(data)

@@ -22,8 +22,11 @@ import pathlib
 import re
 import tempfile
 import zipfile
+import zlib
+from typing import Any
 
 from pgle.errors import BadInput, ProfileError
+from pgle.profiles.bounded import check_regular_file, check_zip_members, open_xz_text
 from pgle.profiles.nsys import LAUNCHER_RE, DumpIndex, Range
 
 TRACE = "nvtx_gpu_proj_trace/trace.parquet"
@@ -46,19 +49,31 @@ def opened_archive(path):
     if p.is_dir():
         yield p
         return
+    if not p.exists():
+        raise BadInput(f"{p} does not exist.")
+    check_regular_file(p, "nsys-jax archive")
     try:
         zf = zipfile.ZipFile(p)
-    except FileNotFoundError:
-        raise BadInput(f"{p} does not exist.") from None
-    except zipfile.BadZipFile:
+    except (zipfile.BadZipFile, EOFError):
         raise ProfileError(f"{p} is not a zip file (an nsys-jax archive is one).") from None
+    except OSError as e:
+        raise ProfileError(f"cannot read nsys-jax archive {p}: {e.strerror or e}.") from None
     with zf, tempfile.TemporaryDirectory(prefix="pgle-nsys-") as tmp:
-        wanted = [m for m in zf.infolist()
-                  if m.filename in (TRACE, THREADS, *PUSHPOP) or
-                  (m.filename.startswith("dump/") and "after_optimizations.hlo.pb" in m.filename)]
+        wanted = [m for m in zf.infolist() if not m.is_dir() and (
+                  m.filename in (TRACE, THREADS, *PUSHPOP) or
+                  (m.filename.startswith("dump/") and "after_optimizations.hlo.pb" in m.filename))]
+        check_zip_members(p, wanted)  # before a byte is written (bounded.py)
         for m in wanted:
-            # zipfile.extract sanitizes names (no absolute paths or ..): safe for foreign archives.
-            zf.extract(m, tmp)
+            # zipfile.extract sanitizes names (no absolute paths or ..): safe for foreign archives;
+            # it stops each member at its declared size, which check_zip_members bounded.
+            try:
+                zf.extract(m, tmp)
+            except (zipfile.BadZipFile, zlib.error, EOFError, lzma.LZMAError,
+                    NotImplementedError) as e:
+                raise ProfileError(f"member {m.filename} of {p} is damaged ({e}).") from None
+            except OSError as e:
+                raise ProfileError(f"cannot extract {m.filename} of {p} into {tmp}: "
+                                   f"{e.strerror or e}.", hint="Free space in TMPDIR.") from None
         yield pathlib.Path(tmp)
 
 
@@ -71,6 +86,22 @@ def _pyarrow():
     return pq
 
 
+def _read_parquet(path: pathlib.Path, columns: list[str] | None = None) -> Any:
+    """A Parquet table; one ProfileError line for a file that is not one (damaged, truncated,
+    a FIFO, a device)."""
+    pq = _pyarrow()
+    import pyarrow
+
+    check_regular_file(path, "Parquet file")
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pyarrow.ArrowException, OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ProfileError(f"{path} is not a readable Parquet file ({first}).",
+                           hint="Regenerate the nsys-jax archive, or check that the copy is "
+                                "complete.") from None
+
+
 def read_ranges(folder: pathlib.Path) -> list[Range]:
     trace = folder / TRACE
     if trace.is_dir():
@@ -79,7 +110,7 @@ def read_ranges(folder: pathlib.Path) -> list[Range]:
     if not trace.exists():
         raise ProfileError(f"{folder} has no {TRACE}: not an nsys-jax archive, or one made with "
                            "nsys-jax's post-processing off.")
-    cols = _pyarrow().read_table(trace).to_pydict()
+    cols = _read_parquet(trace).to_pydict()
     names = set(cols)
     out: list[Range] = []
     if "Projected Start" in names:  # nsys 2024.x recipe output
@@ -115,7 +146,7 @@ def read_devices(folder: pathlib.Path) -> dict[tuple[int, int], int]:
     path = folder / THREADS
     if not path.exists():
         return {}
-    t = _pyarrow().read_table(path).to_pydict()
+    t = _read_parquet(path).to_pydict()
     devices = {}
     for name, pid, tid in zip(t["Name"], t["PID"], t["TID"]):
         m = LAUNCHER_RE.match(name or "")
@@ -128,10 +159,13 @@ def compiled_programs(folder: pathlib.Path) -> list[tuple[int, str]]:
     """(program id, module name) of every XlaCompileBackend range: modules compiled while profiling."""
     parquet, legacy = (folder / p for p in PUSHPOP)
     if parquet.exists():
-        names = _pyarrow().read_table(parquet, columns=["Name"]).column("Name").to_pylist()
+        names = _read_parquet(parquet, columns=["Name"]).column("Name").to_pylist()
     elif legacy.exists():
-        with lzma.open(legacy, "rt", newline="") as f:
-            names = [row["Name"] for row in csv.DictReader(f)]
+        with open_xz_text(legacy, "NVTX CSV") as f:
+            try:
+                names = [row.get("Name") for row in csv.DictReader(f)]
+            except csv.Error as e:
+                raise ProfileError(f"{legacy} is not a readable CSV file ({e}).") from None
     else:
         return []
     out = []

@@ -51,6 +51,10 @@ def convert_nsys(src: Any, *, stat: str | None = None, skip: int | None = None,
     path = pathlib.Path(src)
     if not path.exists():
         raise BadInput(f"{path} does not exist.")
+    if not path.is_dir():
+        from pgle.profiles.bounded import check_regular_file
+
+        check_regular_file(path, "Nsight input")  # a FIFO or a device would hang the read
     if nsys_archive.is_archive(path):
         with nsys_archive.opened_archive(path) as folder:
             ranges = nsys_archive.read_ranges(folder)

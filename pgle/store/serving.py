@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -73,12 +74,22 @@ def prepare_view(store: ProfileStore, key: StoreKey, *, policy: Policy | str | N
     if not served:
         return None, {}
     target = Path(os.path.abspath(os.fspath(views_root))) / view_name(served, pol)
-    if not target.is_dir():
+    if not _own_view(target):
         # Another rank may build the same view at the same time: both write the same files and
         # the atomic swap leaves one whole directory.
         store.materialize(target, jax=key.jax, device_kind=key.device_kind, policy=pol,
                           force=True)
     return target, served
+
+
+def _own_view(path: Path) -> bool:
+    """A view this user built earlier (its name changes with its content): a real directory of
+    ours. One made by anyone else, or a link, is rebuilt rather than handed to XLA."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
 
 
 def age_text(seconds: float) -> str:

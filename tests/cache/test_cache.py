@@ -16,6 +16,7 @@ from pgle.cache import entries
 from pgle.commands import cache
 from pgle.cache import manifest as cache_manifest
 from pgle.errors import BadInput, PgleError
+from pgle import units
 
 H = "0123456789abcdef" * 4  # 64 hex
 
@@ -105,7 +106,7 @@ def test_prune_by_age_uses_lru_access_stamp(tmp_path: Path):
     # Written long ago, but JAX's LRU stamp says it was used an hour ago: keep it.
     make_cache(d, {key("jit_used", 3): 10}, atime=False, age=10 * 86400)
     (d / f"{key('jit_used', 3)}-atime").write_bytes(int((time.time() - 3600) * 1e9).to_bytes(8, "little"))
-    rep = cache.prune(str(d), older_than=entries.parse_duration("7d"), yes=True).to_dict()
+    rep = cache.prune(str(d), older_than=units.parse_duration("7d"), yes=True).to_dict()
     assert rep["deleted"] == [key("jit_old", 1)]
     names = set(os.listdir(d))
     assert f"{key('jit_old', 1)}-cache" not in names and f"{key('jit_old', 1)}-atime" not in names
@@ -119,7 +120,7 @@ def test_prune_needs_a_criterion_and_a_valid_duration(cdir: Path, tmp_path: Path
     assert proc.returncode == 2
     assert pgle_lines(proc) == ["pgle: error: --older-than '7 days' is not a duration. Use a number "
                                 "with a unit: 30m, 12h, 7d, 2w (or combined, 1d12h)."]
-    assert entries.parse_duration("1d12h") == 36 * 3600 and entries.parse_duration("90m") == 5400
+    assert units.parse_duration("1d12h") == 36 * 3600 and units.parse_duration("90m") == 5400
 
 
 def test_prune_refuses_while_a_prewarm_runs(cdir: Path):
@@ -184,3 +185,55 @@ def test_concurrent_manifest_updates_lose_nothing(tmp_path: Path):
     assert data["counter"] == 160
     assert all(len(data["modules"][f"jit_{w}"]["first_pass_keys"]) == 40 for w in range(4))
     assert not [n for n in os.listdir(d) if n.endswith(".tmp")]  # no temp files left behind
+
+
+# --- a shared cache is untrusted input (issue 20) ------------------------------------------------
+
+def test_stats_prints_totals_per_role_and_module_on_stdout(cdir: Path, tmp_path: Path):
+    proc = run_pgle("cache", "stats", str(cdir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    rows = proc.stdout.decode().splitlines()
+    assert rows[0].split() == ["ROLE", "ENTRIES", "SIZE"]
+    assert any(r.split()[:2] == ["PGLE-optimized", "1"] for r in rows)
+    assert any(r.split()[:2] == ["total", "4"] for r in rows)
+    header = rows.index(next(r for r in rows if r.startswith("MODULE")))
+    modules = {r.split()[0]: r.split()[1] for r in rows[header + 1:]}
+    assert modules == {"jit_init": "1", "jit_my-fn": "1", "jit_step": "2"}
+    assert pgle_lines(proc) == [f"pgle: 4 entries, 360 B, 3 modules in {cdir}"]
+
+
+def test_a_manifest_link_is_refused_never_read_or_republished(tmp_path: Path):
+    cache_dir = tmp_path / "shared-cache"
+    make_cache(cache_dir, {key("jit_step", 1): 10})
+    private = tmp_path / "home" / "private.json"  # the victim's own file, 0600
+    private.parent.mkdir()
+    private.write_text(json.dumps(cache_manifest.empty() | {"environment": {"note": "my notes"}}))
+    os.chmod(private, 0o600)
+    (cache_dir / cache_manifest.MANIFEST_NAME).symlink_to(private)
+    proc = run_pgle("cache", "stats", str(cache_dir), cwd=tmp_path)
+    assert proc.returncode == 2 and "symbolic link" in pgle_lines(proc)[0], proc.stderr.decode()
+    assert "Traceback" not in proc.stderr.decode()
+    # What prewarm does to the manifest: refused, the link left as it is, nothing published.
+    with pytest.raises(BadInput, match="symbolic link"):
+        cache_manifest.update(str(cache_dir), lambda d: d["runs"].append({"who": "me"}))
+    assert (cache_dir / cache_manifest.MANIFEST_NAME).is_symlink()
+    assert "my notes" not in "".join(p.read_text() for p in cache_dir.iterdir()
+                                     if p.is_file() and not p.is_symlink())
+    assert json.loads(private.read_text())["runs"] == [] and \
+        (private.stat().st_mode & 0o777) == 0o600
+
+
+def test_a_dangling_lock_link_creates_nothing(tmp_path: Path):
+    cache_dir = tmp_path / "shared-cache"
+    make_cache(cache_dir, {key("jit_step", 1): 10})
+    target = tmp_path / "home" / ".profile"
+    target.parent.mkdir()
+    (cache_dir / cache_manifest.LOCK_NAME).symlink_to(target)
+    with pytest.raises(BadInput, match="symbolic link"):
+        cache_manifest.update(str(cache_dir), lambda d: None)
+    assert not target.exists() and not (cache_dir / cache_manifest.MANIFEST_NAME).exists()
+    # JAX's own lock file, taken while pruning: a link there is refused too.
+    (cache_dir / ".lockfile").symlink_to(target)
+    proc = run_pgle("cache", "prune", str(cache_dir), "--older-than", "0s", "--yes", cwd=tmp_path)
+    assert proc.returncode == 2 and "JAX cache lock file" in pgle_lines(proc)[0], proc.stderr.decode()
+    assert not target.exists() and (cache_dir / f"{key('jit_step', 1)}-cache").exists()

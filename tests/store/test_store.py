@@ -46,8 +46,13 @@ def test_add_refresh_get_prune_through_the_cli(tmp_path):
     again = run_pgle("store", "get", str(store), str(view), "--device-kind", "NVIDIA A100", "--jax", "0.4.30",
                      cwd=tmp_path)
     assert again.returncode == 2 and "--force" in again.stderr.decode()
-    pruned = report_of(run_pgle("store", "prune", str(store), "--jax", "0.10.2", "--json", cwd=tmp_path))
-    assert len(pruned["modules"]) == 6
+    # prune previews unless --yes (as `cache prune` and `runs prune` do).
+    preview = report_of(run_pgle("store", "prune", str(store), "--jax", "0.10.2", "--json", cwd=tmp_path))
+    assert len(preview["modules"]) == 6 and preview["dry_run"] is True
+    assert len(report_of(run_pgle("store", "ls", str(store), "--json", cwd=tmp_path))["modules"]) == 6
+    pruned = report_of(run_pgle("store", "prune", str(store), "--jax", "0.10.2", "--yes", "--json",
+                                cwd=tmp_path))
+    assert len(pruned["modules"]) == 6 and pruned["dry_run"] is False
     assert report_of(run_pgle("store", "ls", str(store), "--json", cwd=tmp_path))["modules"] == []
 
 

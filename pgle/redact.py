@@ -1,0 +1,103 @@
+"""Secrets are never written: what pgle records of the environment and of the workload's
+arguments (manifests, spec.json, reports, job and run folders, store metadata) passes here first.
+
+A secret is recognised by its name, never by its value:
+- an environment variable whose name holds KEY, TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE,
+  CREDENTIAL, AUTH, COOKIE or PRIVATE (`NVIDIA_API_KEY`, `HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`);
+- an option whose name has such a word (`--token=x`, `--password x`, `--api-key=x`,
+  `--hf_token x`, `wandb.api_key=x`); XLA's own flags (`--xla_...`) are never secrets;
+- the password of a URL (`https://user:pw@host`).
+Its value becomes `<redacted>`; the name stays, so a record still says the variable was set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+REDACTED = "<redacted>"
+_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH",
+              "COOKIE", "PRIVATE")
+# Options: whole words of the name (so `--keep` and `--monkey-patch` stay), or these anywhere.
+_OPTION_WORDS = {"key", "token", "secret", "password", "passwd", "passphrase", "pass", "pwd",
+                 "credential", "credentials", "auth", "cookie", "apikey"}
+_OPTION_PARTS = ("token", "secret", "password", "passwd", "credential", "apikey", "api_key",
+                 "private_key", "access_key")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# `name=value` and `--name value` inside free text, only at the start of a word (a path such as
+# /data/key=3/p.pb is not an assignment).
+_ASSIGNMENT = re.compile(r"(?:(?<=[\s'\"(\[,])|^)(?P<name>-{0,2}[A-Za-z_][\w.-]*)=(?P<value>[^\s'\",)\]]+)")
+_SPACED = re.compile(r"(?:(?<=[\s'\"(\[,])|^)(?P<name>--?[A-Za-z][\w.-]*)(?P<gap>\s+)"
+                     r"(?P<value>[^\s'\",)\]-][^\s'\",)\]]*)")
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?=@)")
+
+
+def secret_variable(name: str) -> bool:
+    """An environment variable's name that says it holds a secret."""
+    upper = name.upper()
+    return any(word in upper for word in _ENV_WORDS)
+
+
+def secret_option(name: str) -> bool:
+    """An option (`--api-key`, `-p`... without its value) or `name` of `name=value` that says
+    its value is a secret. XLA's flags never are."""
+    bare = name.lstrip("-")
+    if not bare or bare.lower().startswith("xla_"):
+        return False
+    if not name.startswith("-") and _ENV_NAME.match(bare):
+        return secret_variable(bare)
+    low = bare.lower()
+    words = set(re.split(r"[-_.]+", low))
+    return bool(words & _OPTION_WORDS) or any(part in low for part in _OPTION_PARTS)
+
+
+def redact_text(text: str) -> str:
+    """`text` with every secret value it spells out replaced."""
+    # Most text (names, paths, numbers) holds no assignment, option or URL: no regex for it.
+    if not text or ("=" not in text and "://" not in text and " -" not in text
+                    and not text.startswith("-")):
+        return text
+
+    def assignment(m: re.Match[str]) -> str:
+        return f"{m['name']}={REDACTED}" if secret_option(m["name"]) else m[0]
+
+    def spaced(m: re.Match[str]) -> str:
+        return f"{m['name']}{m['gap']}{REDACTED}" if secret_option(m["name"]) else m[0]
+
+    text = _ASSIGNMENT.sub(assignment, text)
+    text = _SPACED.sub(spaced, text)
+    return _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED, text)
+
+
+def redact_args(argv: Sequence[str]) -> list[str]:
+    """A command line with its secrets replaced: `--token=x`, `--token x`, `NAME_KEY=x`."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next and not arg.startswith("-"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = arg.startswith("-") and "=" not in arg and secret_option(arg)
+        out.append(redact_text(arg))
+    return out
+
+
+def redact_env(environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: (REDACTED if secret_variable(k) else v) for k, v in environ.items()}
+
+
+def redact_json(data: Any) -> Any:
+    """A copy of a JSON-like value (dicts, lists, strings) with every secret replaced: values
+    of environment-variable-like keys named as secrets, lists read as command lines, text."""
+    if isinstance(data, str):
+        return redact_text(data)
+    if isinstance(data, Mapping):
+        return {k: (REDACTED if isinstance(k, str) and _ENV_NAME.match(k) and secret_variable(k)
+                    and isinstance(v, str) else redact_json(v)) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        if data and all(isinstance(x, str) for x in data):
+            return redact_args(data)
+        return [redact_json(x) for x in data]
+    return data

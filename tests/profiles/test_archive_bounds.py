@@ -1,0 +1,102 @@
+"""Foreign archives and files cost a bounded amount (issue 20): a zip bomb, an xz bomb, a corrupt
+Parquet trace, a FIFO or /dev/zero given as input each end in one line and exit 2, promptly,
+with nothing extracted and the limit named; a PNG named `.pbtxt` is called a PNG."""
+
+from __future__ import annotations
+
+import lzma
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from helpers.pgle_testing import DATA, pgle_env, pgle_lines, run_pgle
+
+ARCHIVE = DATA / "nsys" / "pax_fsdp4_4proc_proc0.trimmed.zip"
+TRACE = "nvtx_gpu_proj_trace/trace.parquet"
+
+
+def one_error(proc, *words: str) -> str:
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    lines = pgle_lines(proc)
+    assert len(lines) == 1 and all(w in lines[0] for w in words), lines
+    return lines[0]
+
+
+def test_a_zip_bomb_is_refused_before_anything_is_extracted(tmp_path):
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(ARCHIVE) as real, zipfile.ZipFile(bomb, "w") as z:
+        for name in real.namelist():
+            if name != TRACE:
+                z.writestr(name, real.read(name))
+        # 200 MiB of zeros in ~200 KB: the "trace" expands 1000x.
+        z.writestr(zipfile.ZipInfo(TRACE), b"\0" * (200 << 20), compress_type=zipfile.ZIP_DEFLATED)
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    proc = run_pgle("convert", str(bomb), f"{tmp_path / 'out'}/", cwd=tmp_path,
+                    env=pgle_env(TMPDIR=str(scratch)), timeout=120)
+    one_error(proc, TRACE, "would expand to more than", "100x")
+    assert list(scratch.iterdir()) == [] and not (tmp_path / "out").exists()
+
+
+def test_an_xz_bomb_among_the_dumps_is_refused(tmp_path):
+    archive = tmp_path / "archive"
+    with zipfile.ZipFile(ARCHIVE) as z:
+        z.extractall(archive)
+    bomb = lzma.compress(b"\0" * (100 << 20), preset=0)  # 100 MiB in ~15 KB
+    dumps = sorted((archive / "dump").glob("*.hlo.pb.xz"))
+    for dump in dumps:
+        dump.write_bytes(bomb)
+    proc = run_pgle("convert", str(archive), f"{tmp_path / 'out'}/", cwd=tmp_path, timeout=120)
+    one_error(proc, "HLO dump", "would expand to more than", "64 MiB")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_corrupt_parquet_trace_is_one_line(tmp_path):
+    archive = tmp_path / "archive"
+    with zipfile.ZipFile(ARCHIVE) as z:
+        z.extractall(archive)
+    data = (archive / TRACE).read_bytes()
+    (archive / TRACE).write_bytes(data[: len(data) // 2])  # a copy cut short
+    proc = run_pgle("convert", str(archive), f"{tmp_path / 'out'}/", cwd=tmp_path, timeout=120)
+    one_error(proc, "is not a readable Parquet file")
+
+
+@pytest.mark.parametrize("name", ["fifo.pb", "fifo.pbtxt", "fifo.zip", "zero.pb", "zero.zip",
+                                  "zero.sqlite"])
+def test_a_fifo_or_a_device_as_input_is_one_line(tmp_path, name):
+    src = tmp_path / name
+    if name.startswith("fifo"):
+        os.mkfifo(src)
+    else:
+        src.symlink_to("/dev/zero")
+    for argv in (["convert", str(src), f"{tmp_path / 'out'}/"], ["inspect", str(src)]):
+        if argv[0] == "inspect" and not name.endswith((".pb", ".pbtxt")):
+            continue
+        proc = run_pgle(*argv, cwd=tmp_path, timeout=60)
+        one_error(proc, "is not a regular file", "a FIFO" if name.startswith("fifo") else "device")
+
+
+def test_a_png_named_pbtxt_is_not_told_to_become_a_pb(tmp_path):
+    png = tmp_path / "loss-curve.pbtxt"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
+    proc = run_pgle("inspect", str(png), cwd=tmp_path)
+    line = one_error(proc, "It is a PNG image, not a profile.")
+    assert "rename" not in line
+    # A binary profile named .pbtxt still gets the rename hint.
+    from pgle.profiles.files import Profile, encode_profile
+
+    real = tmp_path / "real.pbtxt"
+    real.write_bytes(encode_profile(Profile([("fusion.1", 1.0), ("fusion.2", 2.5)]), "binary"))
+    one_error(run_pgle("inspect", str(real), cwd=tmp_path), "It is a binary profile: rename it to .pb.")
+
+
+def test_the_limits_are_what_the_docs_state():
+    from pgle.profiles import bounded
+
+    doc = (Path(__file__).parents[2] / "docs" / "reliability.md").read_text()
+    assert f"{bounded.MAX_RATIO}x" in doc and f"{bounded.FLOOR_BYTES >> 20} MiB" in doc
+    assert f"{bounded.MAX_TOTAL_BYTES >> 30} GiB" in doc and f"{bounded.MAX_MEMBERS:,}" in doc
