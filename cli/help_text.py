@@ -505,6 +505,9 @@ TEXT = {
         "  --verbose                  Show XLA's INFO/VLOG lines pgle turned on live\n"
         '                             (they always go to workload.log).\n'
         '  -m, --module MODULE        Run a module as `python -m MODULE` does.\n'
+        '  --require MODULE           Exit 3 unless this module (glob, e.g.\n'
+        "                             'jit_train_step*') applied the profile, whatever\n"
+        '                             other modules did; repeatable.\n'
         '  --require-applied          Exit 3 unless the verdict is `applied`.\n'
         "  --min-coverage FLOAT       Share of a module's instructions the profile must\n"
         '                             cover to count as applied.  [default: 0.9]\n'
@@ -716,6 +719,9 @@ TEXT = {
         '                             keeps modules apart.\n'
         '  --keep-trace [yes|no]      no: delete the trace (often gigabytes) once the\n'
         '                             profile is written.  [default: yes]\n'
+        '  --require MODULE           Exit 3 unless this module (glob, e.g.\n'
+        "                             'jit_train_step*') applied the profile, whatever\n"
+        '                             other modules did; repeatable.\n'
         '  --require-applied          Exit 3 unless the verdict is `applied`.\n'
         "  --min-coverage FLOAT       Share of a module's instructions the profile must\n"
         '                             cover to count as applied.  [default: 0.9]\n'
@@ -760,6 +766,9 @@ TEXT = {
         '  --jax VERSION           The jax version that wrote the log [default: the\n'
         '                          installed one]; before 0.4.36 XLA had no accuracy\n'
         '                          checker, so coverage is unverified.\n'
+        '  --require MODULE        Exit 3 unless this module (glob, e.g.\n'
+        "                          'jit_train_step*') applied the profile, whatever\n"
+        '                          other modules did; repeatable.\n'
         '  --require-applied       Exit 3 unless the verdict is `applied`.\n'
         "  --min-coverage FLOAT    Share of a module's instructions the profile must\n"
         '                          cover to count as applied.  [default: 0.9]\n'

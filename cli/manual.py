@@ -57,13 +57,14 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
 @job_options
 @report_options
 def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
-        store, store_policy, job_dir, gather_timeout, json_out, report_path, debug):
+        require, store, store_policy, job_dir, gather_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.run(
         *words, module=module, profile=profile_path, profile_store=profile_store,
-        min_coverage=min_coverage, require_applied=require_applied, run_dir=run_dir, log=log,
-        job_dir=job_dir, gather_timeout=gather_timeout, store=store, store_policy=store_policy,
+        min_coverage=min_coverage, require_applied=require_applied, require=require,
+        run_dir=run_dir, log=log, job_dir=job_dir, gather_timeout=gather_timeout, store=store,
+        store_policy=store_policy,
         notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
@@ -87,7 +88,8 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
                    "same flags; the step-time ratio gets a bootstrap interval from them.")
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
-         converter, qualify, keep_trace, run_dir, log, min_coverage, require_applied, store, store_policy,
+         converter, qualify, keep_trace, run_dir, log, min_coverage, require_applied, require, store,
+         store_policy,
          job_dir, gather_timeout, repeat, json_out, report_path, debug):
     from pgle import api
 
@@ -98,7 +100,8 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         *words, module=module, output=output, steps=steps, step_name=step_name, delay=delay,
         duration=duration, force=force, per_module=per_module, stat=stat, fmt=fmt,
         converter=converter, qualify=qualify, run_dir=run_dir, log=log,
-        min_coverage=min_coverage, require_applied=require_applied, job_dir=job_dir,
+        min_coverage=min_coverage, require_applied=require_applied, require=require,
+        job_dir=job_dir,
         gather_timeout=gather_timeout, html_report=html, store=store, store_policy=store_policy,
         repeat=repeat, keep_trace=keep_trace == "yes", notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
@@ -120,10 +123,11 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
 @verdict_options
 @report_options
 def verify(log_path, profile_path, backend, accuracy_checker_off, jax, min_coverage,
-           require_applied, json_out, report_path, debug):
+           require_applied, require, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.verify(log_path, profile=profile_path, backend=backend,
                               accuracy_checker=not accuracy_checker_off, jax=jax,
-                              min_coverage=min_coverage, require_applied=require_applied),
+                              min_coverage=min_coverage, require_applied=require_applied,
+                              require=require),
            json_out=json_out, report_path=report_path, debug=debug)

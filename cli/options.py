@@ -94,6 +94,9 @@ def verdict_options(f):
                      help="Share of a module's instructions the profile must cover to count as applied.")(f)
     f = click.option("--require-applied", is_flag=True,
                      help="Exit 3 unless the verdict is `applied`.")(f)
+    f = click.option("--require", "require", multiple=True, metavar="MODULE",
+                     help="Exit 3 unless this module (glob, e.g. 'jit_train_step*') applied "
+                          "the profile, whatever other modules did; repeatable.")(f)
     return f
 
 

@@ -19,6 +19,7 @@ from pgle.launch.workload import Workload
 from pgle.profiles import files as profile
 from pgle.profiles import manifest
 from pgle.report import Report
+from pgle.verdicts import collectives, require
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
 from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_lines
 from pgle.xla import flag_table
@@ -45,7 +46,9 @@ def request(opts: RunOptions) -> LayoutRequest:
 
 
 def combine(opts: RunOptions, layout: RankLayout, job: JobReports) -> Report:
-    return combine_verdicts(job, require_applied=opts.verdict.require_applied)
+    report = combine_verdicts(job, require_applied=opts.verdict.require_applied)
+    require.enforce(report, opts.verdict.require)
+    return report
 
 
 def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource, Path]:
@@ -170,7 +173,10 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                     min_coverage=opts.verdict.min_coverage,
                     accuracy_checker=accuracy_checker_on(ex.child.flags),
                     info_log_hidden=level not in ("", "0"),
-                    jax_imported=ex.events.jax_imported)
+                    jax_imported=ex.events.jax_imported,
+                    sol_fallback=collectives.sol_fallback_expected(
+                        _jax_of(ex.events), (ex.events.backend or {}).get("device_kind")))
+    collectives.annotate_totals(verdict.modules, ex.events.modules)
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(
@@ -191,11 +197,19 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
         report.details["directory"] = directory_lookups(verdict, source)
     report.details["step_times"] = summarize(step_times(ex.events.steps))
     report.exit_code = exit_code_for(report.status, ex.exit_code, opts.verdict.require_applied)
+    require.enforce(report, opts.verdict.require)
     if ex.exit_code != 0:
         report.summary.append(f"the workload exited with code {ex.exit_code}")
     elif report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(f"--require-applied: status is {report.status}, not applied")
     return report
+
+
+def _jax_of(events) -> tuple[int, ...] | None:
+    """The jax version the workload imported (the harness's record), else the installed one."""
+    seen = next((r.get("version") for r in events.records if r.get("kind") == "jax_imported"),
+                None)
+    return versions.parse_version(seen) or versions.jax_version()
 
 
 def directory_lookups(verdict: Verdict, source) -> dict:

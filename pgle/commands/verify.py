@@ -12,6 +12,7 @@ from pgle.errors import BadInput
 from pgle.evidence.xla_log import LogScanner
 from pgle.profiles import files as profile
 from pgle.report import Report
+from pgle.verdicts import collectives, require
 from pgle.verdicts.across_ranks import judge_job
 from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts.rows import module_lines
@@ -48,7 +49,8 @@ def verify(opts: VerifyOptions) -> Report:
         except OSError as e:
             raise BadInput(f"cannot read log {opts.log}: {e.strerror}.") from None
     verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
-                    accuracy_checker=checker)
+                    accuracy_checker=checker,
+                    sol_fallback=collectives.sol_fallback_expected(jax, None))
     if absent and verdict.status == "not_applied" and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
         verdict.status = "error"
@@ -77,6 +79,7 @@ def verify(opts: VerifyOptions) -> Report:
         for p in foreign:
             report.warnings.append(f"the log read {p}, which is not {opts.profile}")
     report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied)
+    require.enforce(report, opts.verdict.require)
     return report
 
 

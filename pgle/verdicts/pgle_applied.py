@@ -14,6 +14,7 @@ import dataclasses
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
+from pgle.verdicts import collectives
 from pgle.verdicts.rows import AppliedRow, module_lines
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -33,15 +34,19 @@ class Verdict:
 
 def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: float = 0.9,
           accuracy_checker: bool = True, info_log_hidden: bool = False,
-          jax_imported: bool | None = None) -> Verdict:
+          jax_imported: bool | None = None, sol_fallback: bool | None = None) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
     `accuracy_checker`: False when the run had none (jax < 0.4.36 without the old flag, or
     PGLE_STRICTNESS_LEVEL_OFF): a silent log then proves the profile was read, not its fit.
     `info_log_hidden`: the run's TF_CPP_MIN_LOG_LEVEL hid XLA's INFO lines.
     `jax_imported`: False when the harness saw the workload finish without importing jax
-    (None: unknown, e.g. `verify` of a log)."""
-    modules = fold_clones([_judge_module(m, min_coverage, accuracy_checker).to_dict()
+    (None: unknown, e.g. `verify` of a log).
+    `sol_fallback`: XLA prices unprofiled instructions with its SoL model in this run
+    (pgle.verdicts.collectives.sol_fallback_expected; None: only a module's own
+    `PGLE fallback: using SolLatencyEstimator` line says so)."""
+    modules = fold_clones([_judge_module(m, min_coverage, accuracy_checker,
+                                         bool(sol_fallback)).to_dict()
                            for m in evidence.modules])
     reasons: list[str] = []
     info_hidden = info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0)
@@ -178,8 +183,10 @@ def exit_code_for(status: str, workload_code: int, require_applied: bool) -> int
     return 0
 
 
-def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool) -> AppliedRow:
+def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool,
+                  sol_fallback: bool = False) -> AppliedRow:
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
+    rule: str | None = None
     if m.no_profile_file:
         status = "not_applied"
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
@@ -194,13 +201,14 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool
         notes.append(f"XLA: the profile has entries that are not in this module (first: "
                      f"{m.not_in_module[0]}); it is used where names match, coverage unknown")
     elif missing is not None:
+        # -- the collective-aware rule (pgle.verdicts.collectives) --
         coverage = _ratio(found, missing)
-        if coverage is None or coverage == 0:
-            status = "not_applied"
-        elif coverage >= min_coverage:
-            status = "applied"
-        else:
-            status = "partial"
+        decision = collectives.decide(found, missing, m.missing_communication,
+                                      coverage=coverage, min_coverage=min_coverage,
+                                      sol_fallback=sol_fallback or m.sol_fallback)
+        status, rule = decision.status, decision.rule
+        notes += decision.notes
+        # -- end of the collective-aware rule --
     elif accuracy_checker:
         # The checker is silent when nothing is missing: the profile covers the module.
         status, missing, coverage = "applied", 0, 1.0
@@ -220,7 +228,20 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, accuracy_checker: bool
         module=m.module, status=status, instructions_found=found,
         instructions_missing=missing, coverage=coverage, fingerprint=m.fingerprint,
         profile_path=m.profile_path, profile_found=not m.no_profile_file, rank=m.rank,
-        missing_instructions=m.missing_names, notes=notes, ordinal=m.ordinal)
+        missing_instructions=m.missing_names, notes=notes, ordinal=m.ordinal,
+        rule=rule or _rule_of(status, m, accuracy_checker),
+        collectives_missing=list(m.missing_communication))
+
+
+def _rule_of(status: str, m: ModuleEvidence, accuracy_checker: bool) -> str:
+    """Which rule decided a module the checker printed nothing for (JSON `rule`)."""
+    if m.no_profile_file:
+        return "no_profile_file"
+    if m.discarded:
+        return "discarded"
+    if m.not_in_module:
+        return "not_in_module"
+    return "checker_silent" if accuracy_checker else "no_checker"
 
 
 def _ratio(found: int | None, missing: int | None) -> float | None:
