@@ -54,18 +54,21 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
 @workload_options
 @verdict_options
 @store_options
+@click.option("--trace-window", is_flag=True,
+              help="Also keep a trace of collect's default window (left out of the step "
+                   "times): the after-picture for `pgle report`.")
 @job_options
 @report_options
 def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
-        require, store, store_policy, job_dir, gather_timeout, json_out, report_path, debug):
+        require, store, store_policy, trace_window, job_dir, gather_timeout, json_out,
+        report_path, debug):
     from pgle import api
 
     finish(lambda: api.run(
         *words, module=module, profile=profile_path, profile_store=profile_store,
         min_coverage=min_coverage, require_applied=require_applied, require=require,
         run_dir=run_dir, log=log, job_dir=job_dir, gather_timeout=gather_timeout, store=store,
-        store_policy=store_policy,
-        notify=emit),
+        store_policy=store_policy, trace_window=trace_window, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -84,13 +87,17 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
 @store_options
 @job_options
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Baseline runs (no profile) and profiled runs, alternating, each with the "
-                   "same flags; the step-time ratio gets a bootstrap interval from them.")
+              help="Runs of each arm (baseline and with the profile, or each --compare arm), "
+                   "alternating, with your own flags; the step-time ratio gets a bootstrap "
+                   "interval from them.")
+@click.option("--compare", default=None, metavar="ARMS",
+              help="Compare these arms instead of baseline vs profile: default, o1 "
+                   "(JAX_OPTIMIZATION_LEVEL=O1), sol (XLA's speed-of-light estimator), pgle, and "
+                   "sums such as o1+pgle; e.g. default,o1,pgle,o1+pgle.")
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
          converter, qualify, keep_trace, run_dir, log, min_coverage, require_applied, require, store,
-         store_policy,
-         job_dir, gather_timeout, repeat, json_out, report_path, debug):
+         store_policy, job_dir, gather_timeout, repeat, compare, json_out, report_path, debug):
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
@@ -103,7 +110,7 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         min_coverage=min_coverage, require_applied=require_applied, require=require,
         job_dir=job_dir,
         gather_timeout=gather_timeout, html_report=html, store=store, store_policy=store_policy,
-        repeat=repeat, keep_trace=keep_trace == "yes", notify=emit),
+        repeat=repeat, keep_trace=keep_trace == "yes", compare=compare, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 

@@ -57,7 +57,8 @@ def window_options(f):
     f = click.option("--steps", default=None, metavar="START:COUNT",
                      help="Profile COUNT steps from step START (0-based StepTraceAnnotation steps). "
                           "Default: steps 2..6 when the script marks steps, else 5 executions "
-                          "of its most-executed jax.jit function after 2 (at most 30 s).")(f)
+                          "of its step function (the jitted function taking the most host time) "
+                          "after 2 (at most 30 s).")(f)
     return f
 
 

@@ -90,8 +90,8 @@ class Window:
         marked = f"steps named {self.step_name!r}" if self.step_name else "steps"
         return (f"{marked} 2..6 if the script marks them (jax.profiler.StepTraceAnnotation), "
                 f"else executions {AUTO_WARMUP}..{AUTO_WARMUP + AUTO_EXECUTIONS - 1} of its "
-                f"most-executed jax.jit function; at most {AUTO_MAX_SECONDS:g} s, the rest of "
-                "the run unprofiled")
+                f"step function (the jitted function that takes the most host time); at most "
+                f"{AUTO_MAX_SECONDS:g} s, the rest of the run unprofiled")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Callable
 
 from pgle.atomic import check_writable_target
-from pgle.commands.options import StoreOptions, VerdictOptions
+from pgle.commands.options import StoreOptions, VerdictOptions, Window
 from pgle.errors import EXIT_NOT_VERIFIED, ProfileError
-from pgle.evidence.steps import step_times, summarize
+from pgle.evidence import jit_steps
+from pgle.evidence.steps import summarize
 from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
@@ -36,8 +37,12 @@ class RunOptions:
     log: str | None = None
     profile_store: str | None = None  # where content-addressed copies (and store views) go
     command: str = "run"
-    xla: tuple[tuple[str, str | None], ...] = ()  # more flags (tune: the same as its collect)
+    xla: tuple[tuple[str, str | None], ...] = ()  # more flags (tune: an arm's, e.g. SoL)
     store: StoreOptions | None = None  # --store: XLA reads this store's view instead
+    env: tuple[tuple[str, str], ...] = ()  # variables set for the workload (tune: O1)
+    # `--trace-window` (tune: the first run of each arm): keep a trace of this window, whose
+    # steps are left out of the step times (the after-picture of `pgle report`).
+    trace_window: Window | None = None
 
 
 def request(opts: RunOptions) -> LayoutRequest:
@@ -101,7 +106,8 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
         # Before jax 0.7.2 log lines carry no thread id unless asked, and modules
         # compiling in parallel interleave their accuracy-checker blocks.
         defaults["TF_CPP_LOG_THREAD_ID"] = "1"
-    child = childenv.build(environ, xla=xla, defaults=defaults, info_log=True)
+    child = childenv.build(environ, xla=xla, variables=dict(opts.env), defaults=defaults,
+                           info_log=True)
     man = manifest.read(manifest.manifest_path(source.path)) if source is not None else None
     drift_notes = manifest.drift(man, user_flags=child.user_flags) if man is not None else []
     for line in child.notices:
@@ -110,7 +116,12 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
         notify(f"warning: {line} (instruction names follow the HLO: the profile may not fit)")
     run_folder = RunFolder.create(opts.command, layout.run_dir)
     notify(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
-    ex = launch(opts.workload, run_folder, child, log_copy=layout.log)
+    window = opts.trace_window
+    if window is not None:
+        notify(f"keeping a trace of {window.describe()} (left out of the step times)")
+    ex = launch(opts.workload, run_folder, child, log_copy=layout.log,
+                profile_window=window.spec(run_folder.trace) if window is not None else None,
+                step_name=window.step_name if window is not None else None)
     report = finish_run(opts, ex, source, man, drift_notes)
     if view is not None:
         report_store(report, view, ex)
@@ -177,6 +188,7 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                     sol_fallback=collectives.sol_fallback_expected(
                         _jax_of(ex.events), (ex.events.backend or {}).get("device_kind")))
     collectives.annotate_totals(verdict.modules, ex.events.modules)
+    verdict.modules = jit_steps.step_first(verdict.modules, ex.events)
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(
@@ -195,7 +207,11 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     report.warnings += ex.child.warnings + drift_notes
     if source is not None and source.kind == "directory":
         report.details["directory"] = directory_lookups(verdict, source)
-    report.details["step_times"] = summarize(step_times(ex.events.steps))
+    if ex.events.trace:
+        report.trace_dir = str(ex.run.trace)
+    steps = jit_steps.run_steps(ex.events)
+    report.details["step_times"] = summarize(steps.times)
+    report.details["steps"] = steps.to_dict()
     report.exit_code = exit_code_for(report.status, ex.exit_code, opts.verdict.require_applied)
     require.enforce(report, opts.verdict.require)
     if ex.exit_code != 0:

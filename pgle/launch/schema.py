@@ -42,6 +42,7 @@ EXIT = "exit"  # the workload's exit code (or interrupted)
 SCRIPT_TRACE = "script_trace"  # the workload called jax.profiler.start_trace/stop_trace itself
 XLA_FLAGS_SEEN = "xla_flags_seen"  # XLA_FLAGS as the workload's process had it at the first compile
 WINDOW_PLAN = "window_plan"  # the execution window chose its function (no step markers)
+JIT_FUNCTIONS = "jit_functions"  # at exit: executions per jitted function, the step, its starts
 
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     START: ("pid", "argv", "python"),
@@ -74,6 +75,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # effective: os.environ["XLA_FLAGS"] at the first compile; missing: pgle's flags not in it
     XLA_FLAGS_SEEN: ("effective", "missing"),
     WINDOW_PLAN: ("function", "first_execution", "executions", "max_seconds"),
+    # functions: [{function, module, executions, seconds}] busiest first; step/module: the one
+    # pgle.launch.step_rule picks; starts: time.time() of each of its executions
+    JIT_FUNCTIONS: ("functions", "step", "module", "starts", "rule"),
 }
 
 # -- the spec (spec.json) ---------------------------------------------------------------------
@@ -100,7 +104,7 @@ class WindowSpec:
     delay: float | None = None
     duration: float | None = None
     step_name: str | None = None
-    # auto without step markers: executions of the most-executed jax.jit function, after
+    # auto without step markers: executions of the step function (pgle.launch.step_rule), after
     # `warmup` of them, at most `executions` of them or `max_seconds` (also bounds a marker window)
     warmup: int = 2
     executions: int = 5

@@ -57,11 +57,15 @@ if scenario in ("applied", "partial", "discard", "collectives"):
     # Two modules compiling in parallel threads: their lines interleave.
     train_missing = {"applied": (38, 2), "partial": (5, 15), "discard": (5, 15),
                      "collectives": (38, 2)}[scenario]
+    found = [
+        line("I", SCHED, 612, "Found profile for module jit_train_step, using profile guided latency estimator", T1),
+        line("I", SCHED, 612, "Found profile for module jit_eval_step, using profile guided latency estimator", T2)]
+    if os.environ.get("REPLAY_EVAL_FIRST"):  # XLA finished the eval step's compile first
+        found.reverse()
     out += [
         line("I", SCHED, 538, f"Using PGLE profile from {path}", T1),
         line("I", SCHED, 538, f"Using PGLE profile from {path}", T2),
-        line("I", SCHED, 612, "Found profile for module jit_train_step, using profile guided latency estimator", T1),
-        line("I", SCHED, 612, "Found profile for module jit_eval_step, using profile guided latency estimator", T2),
+        *found,
         line("W", PGLE, 301, f"Found {train_missing[0]} instructions from the profile.", T1),
         line("W", PGLE, 303, f"Missing {train_missing[1]} instructions from the profile.", T1),
     ]
