@@ -180,6 +180,13 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
     step_name = steps.module if steps else None
     step_mod = next((m for m in reversed(modules) if step_name and m.get("module") == step_name),
                     None)
+    step_source = "the step function" if step_mod else None
+    if step_mod is None and step_name is None and not _has_jit_record(events):
+        # A run folder from before pgle recorded its jitted functions: the only evidence left
+        # is XLA's cost analysis, and the module with the most FLOPs stands in (said so).
+        step_mod = throughput.step_module(modules)
+        step_source = "the module with the most FLOPs (the run predates pgle's step detection)" \
+            if step_mod else None
     backend = events.backend or {}
     summary = summarize(times)
     phase: dict[str, Any] = {
@@ -192,6 +199,7 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
         "profiled_steps_excluded": steps.excluded if steps else 0,
         "step_module": step_mod and {k: step_mod.get(k) for k in
                                      ("module", "flops", "transcendentals", "bytes_accessed")},
+        "step_module_source": step_source,
         "modules": [{k: m.get(k) for k in ("module", "flops", "memory", "hlo_file")}
                     for m in modules],
         "throughput": throughput.throughput(summary and summary["median_s"],
@@ -211,6 +219,12 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
                                    "without per-module recording, or jax internals changed)")
     phase.update(trace_sections(first, backend.get("platform")))
     return phase
+
+
+def _has_jit_record(events: RunEvents) -> bool:
+    from pgle.launch import schema
+
+    return any(r.get("kind") == schema.JIT_FUNCTIONS for r in events.records)
 
 
 def _compile(events: RunEvents, step_module: str | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from deviceless_schedule import H100  # noqa: E402
 
 print(f"JAX_OPTIMIZATION_LEVEL={os.environ.get('JAX_OPTIMIZATION_LEVEL', '')} "
       f"jax_optimization_level={jax.config.jax_optimization_level}", flush=True)
+print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}", flush=True)
 topo = topologies.get_topology_desc(platform="cuda", target_config=H100, topology="1x1x8")
 mesh = topologies.make_mesh(topo, (8,), ("x",))
 
