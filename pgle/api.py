@@ -150,7 +150,7 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
         _workload(workload, module), output, window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, fmt, converter, qualify, keep_trace), force=force,
         run_dir=run_dir, log=log, store=_store(store, store_policy, serve=False))
-    arms = ()
+    arms: tuple = ()  # tuple[pgle.commands.arms.Arm, ...], imported only with --compare
     if compare is not None:
         from pgle.commands.arms import parse_arms
         from pgle.xla.versions import jax_version

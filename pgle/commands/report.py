@@ -59,7 +59,8 @@ def _is_run_folder(p: Path) -> bool:
 
 def _numbered(top: Path, base: str) -> list[Path]:
     """`base`, `base-2`, `base-3` ... that exist, in order."""
-    out, i = [], 1
+    out: list[Path] = []
+    i = 1
     while True:
         p = top / (base if i == 1 else f"{base}-{i}")
         if not _is_run_folder(p):
@@ -202,8 +203,8 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
         "step_module_source": step_source,
         "modules": [{k: m.get(k) for k in ("module", "flops", "memory", "hlo_file")}
                     for m in modules],
-        "throughput": throughput.throughput(summary and summary["median_s"],
-                                            step_mod and step_mod.get("flops"),
+        "throughput": throughput.throughput(summary["median_s"] if summary else None,
+                                            step_mod.get("flops") if step_mod else None,
                                             backend.get("device_kind"), backend.get("platform"),
                                             dtype),
         "compile": _compile(events, step_name),

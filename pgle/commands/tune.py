@@ -102,7 +102,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     store = opts.collect.store
     serve = store is not None and (is_remote(store.path) or os.path.isdir(store.path))
     shown = None
-    if serve:
+    if serve and store is not None:
         # The runs with a profile serve what the store now holds: this collect's modules and others.
         shown = f"the store {store.path}"
     elif profile_path is not None:
@@ -117,7 +117,8 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
             copts.workload, profile_path if with_profile and not serve else None,
             verdict=opts.verdict, xla=tuple(arm.xla.items()),
             env=tuple(arm.variables.items()),
-            store=dataclasses.replace(store, serve=True) if with_profile and serve else None,
+            store=dataclasses.replace(store, serve=True)
+            if with_profile and serve and store is not None else None,
             trace_window=copts.window if traced else None)
 
     plain = not opts.compare

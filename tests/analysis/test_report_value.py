@@ -30,10 +30,12 @@ def hidden_trace(steps: int = 4, devices: int = 2, step_us: int = 1000) -> Trace
     add_host_steps(b, [(k, s, step_us * US) for k, s in enumerate(starts)])
     for d in range(devices):
         compute, comm = b.line(d, "Stream #13(compute)"), b.line(d, "Stream #20(nccl)")
+        def ev(op: str, lo: int, hi: int, s: int) -> Event:
+            return Event(op, "jit_train_step", 7, s + lo * US, (hi - lo) * US)
+
         for s in starts:
-            ev = lambda op, lo, hi: Event(op, "jit_train_step", 7, s + lo * US, (hi - lo) * US)
-            compute += [ev("fusion.1", 0, 800)]
-            comm += [ev("all-gather-start.1", 250, 450), ev("all-reduce-start.2", 700, 800)]
+            compute += [ev("fusion.1", 0, 800, s)]
+            comm += [ev("all-gather-start.1", 250, 450, s), ev("all-reduce-start.2", 700, 800, s)]
     return b
 
 

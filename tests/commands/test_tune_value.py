@@ -21,8 +21,8 @@ STATUSES = ("not_applicable", "not_applied", "applied", "partial", "error")
 
 
 def _echo(folder: Path) -> dict:
-    line = next(l for l in (folder / "workload.log").read_text().splitlines()
-                if l.startswith("ARM "))
+    line = next(ln for ln in (folder / "workload.log").read_text().splitlines()
+                if ln.startswith("ARM "))
     return json.loads(line[4:])
 
 
@@ -66,8 +66,8 @@ def test_compare_runs_every_arm_with_its_own_settings_and_one_table(tmp_path):
     assert [r["status"] for r in table["arms"]] == [None, None, "not_applicable", "not_applicable"]
     assert table["gpu"] is False and "need an NVIDIA GPU" in table["caveat"]
     lines = pgle_lines(proc)
-    head = next(i for i, l in enumerate(lines) if l.startswith("pgle: arm "))
-    assert [l.split()[1] for l in lines[head + 1:head + 5]] == ["default", "o1", "pgle", "o1+pgle"]
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("pgle: arm "))
+    assert [ln.split()[1] for ln in lines[head + 1:head + 5]] == ["default", "o1", "pgle", "o1+pgle"]
     assert "needs a GPU" in lines[head + 2]
     # The HTML: the verdict first, then the same table, word for word.
     page = (tmp_path / "r.html").read_text()
@@ -90,7 +90,7 @@ def test_compare_sol_arm_sets_the_estimator_flag_over_the_users(tmp_path):
     assert [r["arm"] for r in arms] == ["default", "sol"]  # default added: ratios need it
     assert f"{flag}=false" in _echo(tmp_path / "t" / "arm-default")["xla_flags"]
     assert f"{flag}=true" in _echo(tmp_path / "t" / "arm-sol")["xla_flags"]
-    assert any(f"replacing your {flag}=false" in l for l in pgle_lines(proc))
+    assert any(f"replacing your {flag}=false" in ln for ln in pgle_lines(proc))
 
 
 @pytest.mark.parametrize("arms,words", [
@@ -128,8 +128,8 @@ def test_cpu_tune_report_tells_the_truth_first_with_the_terminals_numbers(tmp_pa
     assert analysis["verdict"]["status"] == "not_applicable"
     assert list(analysis)[0] == "verdict"
     # The terminal's step lines, the JSON's numbers and the page agree.
-    lines = [l.removeprefix("pgle: ") for l in pgle_lines(proc)]
-    median = next(l for l in lines if l.startswith("median step: "))
+    lines = [ln.removeprefix("pgle: ") for ln in pgle_lines(proc)]
+    median = next(ln for ln in lines if ln.startswith("median step: "))
     assert f"{times['run']['median_s'] * 1e3:.2f} ms (run)" in median
     assert f"{times['collect']['median_s'] * 1e3:.2f} ms (collect" in median
     assert median in html.unescape(page) and times["caveat"] in html.unescape(page)
@@ -142,5 +142,5 @@ def test_cpu_tune_report_tells_the_truth_first_with_the_terminals_numbers(tmp_pa
     rep = report_of(again)
     assert rep["status"] == "not_applicable" and rep["analysis"]["step_ratio"] is None
     assert pgle_lines(again)[0].startswith("pgle: verdict: not_applicable")
-    assert rep["analysis"]["tune_lines"] == [l for l in lines if l in rep["analysis"]["tune_lines"]]
+    assert rep["analysis"]["tune_lines"] == [ln for ln in lines if ln in rep["analysis"]["tune_lines"]]
     assert median in rep["analysis"]["tune_lines"]

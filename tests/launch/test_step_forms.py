@@ -16,7 +16,7 @@ FORMS = WORKLOADS / "real" / "step_forms.py"
 
 
 def _events(folder):
-    return [json.loads(l) for l in (folder / "events.jsonl").read_text().splitlines() if l.strip()]
+    return [json.loads(ln) for ln in (folder / "events.jsonl").read_text().splitlines() if ln.strip()]
 
 
 @pytest.mark.parametrize("form,function", [
