@@ -144,3 +144,19 @@ def test_cpu_tune_report_tells_the_truth_first_with_the_terminals_numbers(tmp_pa
     assert pgle_lines(again)[0].startswith("pgle: verdict: not_applicable")
     assert rep["analysis"]["tune_lines"] == [ln for ln in lines if ln in rep["analysis"]["tune_lines"]]
     assert median in rep["analysis"]["tune_lines"]
+
+
+def test_run_trace_window_keeps_a_trace_outside_the_timed_steps(tmp_path):
+    """`pgle run --trace-window`: the after-picture without tune; its steps are not timed."""
+    from helpers.pgle_testing import write_profile
+
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--trace-window", "--json", "--run-dir", "r",
+                    ARM_ECHO, cwd=tmp_path, env=pgle_env(ARM_STEPS="14"))
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    report = report_of(proc)
+    assert report["trace_dir"] and list(Path(report["trace_dir"]).rglob("*.xplane.pb"))
+    # 14 executions, 13 intervals: the compile's and the 5 traced executions' left out.
+    assert report["steps"]["source"] == "executions" and report["step_times"]["count"] == 7
+    assert report["steps"]["excluded"] == 6
+    assert any("keeping a trace of" in ln for ln in pgle_lines(proc))
