@@ -397,12 +397,14 @@ class Harness:
         jax.profiler.StepTraceAnnotation = _step_annotation_class(
             jax.profiler.StepTraceAnnotation, self)
         _hook_profiler(jax.profiler, self.window)
-        # Always counted (not only for a window): the step's executions are the step times of
-        # a script without markers, and its module leads the module lists.
-        self.window.jits = self.jits
-        jax.jit = _counting(jax.jit, "jit", self.jits, self.window)
-        jax.pmap = _counting(jax.pmap, "pmap", self.jits, self.window)
-        _hook_pjit(self.jits, self.window)
+        if self.spec.count_jits or self.window.counting:
+            # Counted in every run that reads them (not only for a window): the step's
+            # executions are the step times of a script without markers, and its module leads
+            # the module lists.
+            self.window.jits = self.jits
+            jax.jit = _counting(jax.jit, "jit", self.jits, self.window)
+            jax.pmap = _counting(jax.pmap, "pmap", self.jits, self.window)
+            _hook_pjit(self.jits, self.window)
         jax.monitoring.register_event_duration_secs_listener(self._on_duration)
         jax.monitoring.register_event_listener(self._on_event)
         for entry in self.spec.capture_loggers:

@@ -121,6 +121,9 @@ class HarnessSpec:
     warnings_always: tuple[str, ...] = ()  # builtin warning categories never deduplicated
     observe_pgle: bool = False  # report every execution auto PGLE profiles
     expected_xla_flags: dict | None = None  # {name: rendered flag} pgle set; checked at 1st compile
+    # Count the jitted functions' executions (the step rule, step times without markers; a few
+    # us per top-level call). Off where nothing reads them (auto, prewarm, the Nsight run).
+    count_jits: bool = True
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -138,4 +141,5 @@ class HarnessSpec:
             capture_loggers=tuple(data.get("capture_loggers") or ()),
             warnings_always=tuple(data.get("warnings_always") or ()),
             observe_pgle=bool(data.get("observe_pgle")),
-            expected_xla_flags=data.get("expected_xla_flags"))
+            expected_xla_flags=data.get("expected_xla_flags"),
+            count_jits=bool(data.get("count_jits", True)))

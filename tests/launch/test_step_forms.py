@@ -68,3 +68,15 @@ def test_run_times_the_executions_of_the_step_without_markers(tmp_path):
     starts = next(r for r in _events(tmp_path / "r") if r["kind"] == "jit_functions")["starts"]
     gaps = sorted(b - a for a, b in zip(starts[1:], starts[2:]))
     assert report["step_times"]["median_s"] == pytest.approx((gaps[5] + gaps[6]) / 2)
+
+
+def test_auto_does_not_pay_for_counting(tmp_path):
+    """auto (and prewarm, and the Nsight run) read no step times: the harness counts nothing
+    there (a few microseconds per top-level jitted call saved)."""
+    proc = run_pgle("auto", "--json", "--run-dir", "a", str(FORMS), "--", "--form", "decorator",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    events = _events(tmp_path / "a")
+    assert not any(r["kind"] == "jit_functions" for r in events)
+    spec = json.loads((tmp_path / "a" / "spec.json").read_text())
+    assert spec["count_jits"] is False
