@@ -747,6 +747,8 @@ class _Proxy:
         self._pgle = (wrapped, name, counter, window)
 
     def __getattr__(self, attr):
+        if attr == "_pgle":  # copy/pickle build the object without __init__
+            raise AttributeError(attr)
         return getattr(self._pgle[0], attr)
 
     def __repr__(self):
