@@ -54,17 +54,21 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
 @workload_options
 @verdict_options
 @store_options
+@click.option("--trace-window", is_flag=True,
+              help="Also keep a trace of collect's default window (left out of the step "
+                   "times): the after-picture for `pgle report`.")
 @job_options
 @report_options
 def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
-        store, store_policy, job_dir, gather_timeout, json_out, report_path, debug):
+        require, store, store_policy, trace_window, job_dir, gather_timeout, json_out,
+        report_path, debug):
     from pgle import api
 
     finish(lambda: api.run(
         *words, module=module, profile=profile_path, profile_store=profile_store,
-        min_coverage=min_coverage, require_applied=require_applied, run_dir=run_dir, log=log,
-        job_dir=job_dir, gather_timeout=gather_timeout, store=store, store_policy=store_policy,
-        notify=emit),
+        min_coverage=min_coverage, require_applied=require_applied, require=require,
+        run_dir=run_dir, log=log, job_dir=job_dir, gather_timeout=gather_timeout, store=store,
+        store_policy=store_policy, trace_window=trace_window, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -83,12 +87,17 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
 @store_options
 @job_options
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Baseline runs (no profile) and profiled runs, alternating, each with the "
-                   "same flags; the step-time ratio gets a bootstrap interval from them.")
+              help="Runs of each arm (baseline and with the profile, or each --compare arm), "
+                   "alternating, with your own flags; the step-time ratio gets a bootstrap "
+                   "interval from them.")
+@click.option("--compare", default=None, metavar="ARMS",
+              help="Compare these arms instead of baseline vs profile: default, o1 "
+                   "(JAX_OPTIMIZATION_LEVEL=O1), sol (XLA's speed-of-light estimator), pgle, and "
+                   "sums such as o1+pgle; e.g. default,o1,pgle,o1+pgle.")
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
-         converter, qualify, keep_trace, run_dir, log, min_coverage, require_applied, store, store_policy,
-         job_dir, gather_timeout, repeat, json_out, report_path, debug):
+         converter, qualify, keep_trace, run_dir, log, min_coverage, require_applied, require, store,
+         store_policy, job_dir, gather_timeout, repeat, compare, json_out, report_path, debug):
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
@@ -98,9 +107,10 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         *words, module=module, output=output, steps=steps, step_name=step_name, delay=delay,
         duration=duration, force=force, per_module=per_module, stat=stat, fmt=fmt,
         converter=converter, qualify=qualify, run_dir=run_dir, log=log,
-        min_coverage=min_coverage, require_applied=require_applied, job_dir=job_dir,
+        min_coverage=min_coverage, require_applied=require_applied, require=require,
+        job_dir=job_dir,
         gather_timeout=gather_timeout, html_report=html, store=store, store_policy=store_policy,
-        repeat=repeat, keep_trace=keep_trace == "yes", notify=emit),
+        repeat=repeat, keep_trace=keep_trace == "yes", compare=compare, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
 
@@ -120,10 +130,11 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
 @verdict_options
 @report_options
 def verify(log_path, profile_path, backend, accuracy_checker_off, jax, min_coverage,
-           require_applied, json_out, report_path, debug):
+           require_applied, require, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.verify(log_path, profile=profile_path, backend=backend,
                               accuracy_checker=not accuracy_checker_off, jax=jax,
-                              min_coverage=min_coverage, require_applied=require_applied),
+                              min_coverage=min_coverage, require_applied=require_applied,
+                              require=require),
            json_out=json_out, report_path=report_path, debug=debug)

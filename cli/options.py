@@ -57,7 +57,8 @@ def window_options(f):
     f = click.option("--steps", default=None, metavar="START:COUNT",
                      help="Profile COUNT steps from step START (0-based StepTraceAnnotation steps). "
                           "Default: steps 2..6 when the script marks steps, else 5 executions "
-                          "of its most-executed jax.jit function after 2 (at most 30 s).")(f)
+                          "of its step function (the jitted function taking the most host time) "
+                          "after 2 (at most 30 s).")(f)
     return f
 
 
@@ -94,6 +95,9 @@ def verdict_options(f):
                      help="Share of a module's instructions the profile must cover to count as applied.")(f)
     f = click.option("--require-applied", is_flag=True,
                      help="Exit 3 unless the verdict is `applied`.")(f)
+    f = click.option("--require", "require", multiple=True, metavar="MODULE",
+                     help="Exit 3 unless this module (glob, e.g. 'jit_train_step*') applied "
+                          "the profile, whatever other modules did; repeatable.")(f)
     return f
 
 

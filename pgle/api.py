@@ -108,21 +108,23 @@ def collect(*workload: str, module: str | None = None, output: str | None = None
 
 def run(*workload: str, profile: str | None = None, module: str | None = None,
         profile_store: str | None = None, min_coverage: float = 0.9,
-        require_applied: bool = False, run_dir: str | None = None, log: str | None = None,
-        job_dir: str | None = None, gather_timeout: float | None = None,
-        store: str | None = None, store_policy: str | None = None,
+        require_applied: bool = False, require: Iterable[str] = (), run_dir: str | None = None,
+        log: str | None = None, job_dir: str | None = None, gather_timeout: float | None = None,
+        store: str | None = None, store_policy: str | None = None, trace_window: bool = False,
         notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
     """`pgle run --profile P` (or `store=DIR`: the profile store's modules for this run's jax
     version and device kind): run with the profile and judge from XLA's log whether each module
-    applied it (status applied / partial / not_applied / not_applicable / error)."""
+    applied it (status applied / partial / not_applied / not_applicable / error).
+    `trace_window`: also keep a trace of collect's default window (left out of the step times)."""
     if (profile is None) == (store is None):
         raise BadInput("pgle run needs exactly one of --profile and --store.")
     job = JobOptions(job_dir, gather_timeout)
     cmd = _command("run")
     opts = cmd.RunOptions(_workload(workload, module), profile,
-                          verdict=VerdictOptions(min_coverage, require_applied),
+                          verdict=VerdictOptions(min_coverage, require_applied, tuple(require)),
                           run_dir=run_dir, log=log, profile_store=profile_store,
-                          store=_store(store, store_policy, serve=True))
+                          store=_store(store, store_policy, serve=True),
+                          trace_window=Window() if trace_window else None)
     return _drive(_workflow("run"), opts, job, notify, environ)
 
 
@@ -131,34 +133,44 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
          delay: float | None = None, duration: float | None = None, force: bool = False,
          per_module: bool = False, stat: str | None = None, fmt: str | None = None,
          converter: str | None = None, qualify: bool = False, min_coverage: float = 0.9,
-         require_applied: bool = False, run_dir: str | None = None, log: str | None = None,
-         job_dir: str | None = None, gather_timeout: float | None = None,
+         require_applied: bool = False, require: Iterable[str] = (), run_dir: str | None = None,
+         log: str | None = None, job_dir: str | None = None, gather_timeout: float | None = None,
          html_report: str | None = None, store: str | None = None,
          store_policy: str | None = None, repeat: int = 3, keep_trace: bool = True,
-         notify: Notify | None = None,
+         compare: str | Iterable[str] | None = None, notify: Notify | None = None,
          environ: Mapping[str, str] | None = None) -> Report:
     """`pgle tune`: collect, then run with the profile; one verdict with both phases' step
     times (the profile goes into the run folder unless `output`); `html_report`: also write
-    `pgle report`'s page of the run there; `store`: collect adds to it, the run serves it."""
+    `pgle report`'s page of the run there; `store`: collect adds to it, the run serves it.
+    `compare="default,o1,pgle,o1+pgle"` (or `sol`): run those arms instead, one table."""
     job = JobOptions(job_dir, gather_timeout)
-    verdict = VerdictOptions(min_coverage, require_applied)
+    verdict = VerdictOptions(min_coverage, require_applied, tuple(require))
     cmd = _command("collect")
     copts = cmd.CollectOptions(
         _workload(workload, module), output, window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, fmt, converter, qualify, keep_trace), force=force,
         run_dir=run_dir, log=log, store=_store(store, store_policy, serve=False))
-    topts = _command("tune").TuneOptions(copts, verdict, html_report, repeat)
+    arms: tuple = ()  # tuple[pgle.commands.arms.Arm, ...], imported only with --compare
+    if compare is not None:
+        from pgle.commands.arms import parse_arms
+        from pgle.xla.versions import jax_version
+
+        text = compare if isinstance(compare, str) else ",".join(compare)
+        arms = parse_arms(text, jax_version())
+    topts = _command("tune").TuneOptions(copts, verdict, html_report, repeat, arms)
     return _drive(_workflow("tune"), topts, job, notify, environ)
 
 
 def verify(log: str, *, profile: str | None = None, backend: str | None = None,
            accuracy_checker: bool = True, min_coverage: float = 0.9,
-           require_applied: bool = False, jax: str | None = None) -> Report:
+           require_applied: bool = False, require: Iterable[str] = (),
+           jax: str | None = None) -> Report:
     """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin); `jax`: the
     version that wrote it (default: the installed one; < 0.4.36 had no accuracy checker)."""
     cmd = _command("verify")
     return cmd.verify(cmd.VerifyOptions(os.fspath(log), profile, backend,
-                                        VerdictOptions(min_coverage, require_applied),
+                                        VerdictOptions(min_coverage, require_applied,
+                                                       tuple(require)),
                                         accuracy_checker, jax))
 
 

@@ -128,19 +128,32 @@ def _steps(data) -> str:
         st = p["step_time"] or {}
         rows.append([p["label"], st.get("count"), _ms(st.get("median_s")), _ms(st.get("p25_s")),
                      _ms(st.get("p75_s")), _ms(st.get("min_s")), _ms(st.get("max_s")),
-                     ", ".join(map(str, p["profiled_steps_excluded"])) or "-"])
+                     p["profiled_steps_excluded"] or "-"])
     body += _table(["phase", "steps", "median", "p25", "p75", "min", "max",
-                    "profiled steps left out"], rows)
+                    "left out (compile, profiled)"], rows)
+    if data.get("tune_lines"):
+        # What `pgle tune` printed, word for word: the same numbers as its JSON.
+        body += "<p>pgle tune said:</p><pre>" + _e("\n".join(data["tune_lines"])) + "</pre>"
     r = data.get("step_ratio")
-    if r:
+    cmp = data.get("comparison")
+    if r and cmp:
         verdict = ('<span class="ok">beyond run-to-run noise</span>' if r["beyond_noise"]
                    else "within run-to-run noise")
-        body += (f"<p>Median step ratio (with / without the profile): <b>{r['ratio']:.3f}</b>, "
-                 f"{int(r['confidence'] * 100)} % bootstrap interval {r['low']:.3f} to "
-                 f"{r['high']:.3f}: {verdict}.</p>")
+        body += (f"<p>Median step ratio ({_e(cmp['after'])} / {_e(cmp['before'])}): "
+                 f"<b>{r['ratio']:.3f}</b>, {int(r['confidence'] * 100)} % bootstrap interval "
+                 f"{r['low']:.3f} to {r['high']:.3f}: {verdict}.</p>")
+    elif data.get("step_ratio_why") and not data.get("tune_lines"):
+        body += _why(data["step_ratio_why"])
+    hows = dict.fromkeys((p.get("steps") or {}).get("how") for p in phases)
+    body += "".join(f"<p>Steps: {_e(h)}.</p>" for h in hows if h)
+    if any(p["role"] == "collect" for p in phases):
+        body += ("<p>The collect phase ran with the profiler on"
+                 + (f" ({_e('; '.join(data['collect_changed']))})" if data.get("collect_changed")
+                    else "") + ": it is shown, never compared.</p>")
     if not any(p["step_times_s"] for p in phases):
         body += _why("no step times: the workload marks no steps "
-                     "(jax.profiler.StepTraceAnnotation) or ran fewer than two")
+                     "(jax.profiler.StepTraceAnnotation) and no jitted function executed 3 "
+                     "times or more")
     return _section("step-time", "Step time", body)
 
 
@@ -158,6 +171,8 @@ def _throughput(data) -> str:
     body = _table(["phase", "step module", "FLOPs per step per device (XLA cost analysis)",
                    "achieved TFLOP/s per device", "device", f"MFU ({data['phases'][0]['throughput']['dtype']})"], rows)
     body += "".join(_why(w) for w in whys)
+    body += "".join(_why(f"{p['label']}: no step module: {p['why_no_step_module']}")
+                    for p in data["phases"] if p.get("why_no_step_module"))
     peaks = [p["throughput"].get("peak") for p in data["phases"] if p["throughput"].get("peak")]
     if peaks:
         pk = peaks[0]
@@ -191,6 +206,18 @@ def _communication(data) -> str:
                                       if s["step"] == k), None) for k in steps]) for p in with_comm]
         body += "<h3>Exposed communication per step (per device)</h3>"
         body += bar_chart([f"step {k}" for k in steps], series, _ps_ms, "exposed communication per step")
+        change = data.get("communication_change")
+        cmp = data.get("comparison")
+        if change and cmp:
+            body += (f"<h3>Per collective, before ({_e(cmp['before'])}) and after "
+                     f"({_e(cmp['after'])}), per device</h3>")
+            body += _table(["HLO op", "module", "exposed before", "hidden before",
+                            "exposed after", "hidden after"],
+                           [[c["op"], c["module"], _ps_ms(c.get("before_exposed_ps")),
+                             _ps_ms(c.get("before_hidden_ps")), _ps_ms(c.get("after_exposed_ps")),
+                             _ps_ms(c.get("after_hidden_ps"))] for c in change[:40]])
+        elif data.get("communication_change_why"):
+            body += _why(f"before/after per collective: {data['communication_change_why']}")
         for p in with_comm:
             top = p["communication"]["top_exposed"]
             if top:
@@ -224,11 +251,17 @@ def _memory(data) -> str:
     if not rows:
         return _section("memory", "Peak memory", _why("no module memory recorded"))
     top = rows[:12]
-    labels = [p["label"] for p in data["phases"]]
+    cmp = data.get("comparison")
+    labels = [cmp["before"], cmp["after"]] if cmp else [data["phases"][-1]["label"]]
     series = [(labels[0], [r["before_bytes"] for r in top])]
     if len(labels) > 1:
         series.append((labels[1], [r["after_bytes"] for r in top]))
     body = bar_chart([r["module"] for r in top], series, _bytes, "peak memory per module")
+    if not cmp:
+        body += _table(["module", "peak", "temp"],
+                       [[r["module"], _bytes(r["before_bytes"]), _bytes(r["temp_before_bytes"])]
+                        for r in top])
+        return _section("memory", "Peak memory (XLA memory analysis)", body)
     body += _table(["module", "peak without", "peak with", "temp without", "temp with", "growth"],
                    [[_e(r["module"]), _bytes(r["before_bytes"]), _bytes(r["after_bytes"]),
                      _bytes(r["temp_before_bytes"]), _bytes(r["temp_after_bytes"]),
@@ -271,15 +304,68 @@ def _diagnostics(data) -> str:
     return _section("diagnostics", "Diagnostics that defeat PGLE", body)
 
 
+def _verdict(data) -> str:
+    """The truth first: status, reason, what to do."""
+    v = data["verdict"]
+    body = (f'<p class="verdict">Verdict: <b>{_e(v["status"])}</b></p>'
+            + "".join(f"<p>{_e(r)}</p>" for r in v["reasons"])
+            + f"<p><b>What to do:</b> {_e(v['what_to_do'])}</p>")
+    return _section("verdict", "Verdict", body)
+
+
+def _compare(data) -> str:
+    """`tune --compare`: one row per arm (the same numbers as the terminal table)."""
+    t = data.get("compare")
+    if not t:
+        return ""
+    rows = []
+    for r in t["arms"]:
+        ci = r.get("interval")
+        ratio = (f"{ci['ratio']:.3f} ({ci['low']:.3f}..{ci['high']:.3f})" if ci else
+                 "1 (baseline)" if r["arm"] == t["baseline"] else
+                 ("needs a GPU" if not t["gpu"] else (r.get("why_no_ratio") or "-")))
+        comm = r.get("communication")
+        st = r.get("step_time")
+        rows.append([r["arm"], r["describe"], r.get("status") or "-",
+                     f"{st['median_s'] * 1e3:.2f} ms" if st else "-", ratio,
+                     f"{comm['exposed_ms_per_device']:.3f} ms" if comm else
+                     ("needs a GPU" if not t["gpu"] else "-"),
+                     _bytes(r.get("peak_bytes")),
+                     f"{r['compile_s']:.2f} s" if r.get("compile_s") is not None else "-"])
+    body = _table(["arm", "what differs from default", "verdict", "median step",
+                   "ratio vs default (95 % interval)", "exposed communication per device",
+                   "step module peak memory", "compile time"], rows)
+    body += _why(t.get("caveat"))
+    return _section("compare", "PGLE, O1/SoL, or nothing?", body)
+
+
+def _compile_section(data) -> str:
+    c = data.get("compile") or {}
+    rows = []
+    cmp = data.get("comparison")
+    for key, label in (("before", cmp and cmp["before"]), ("after", cmp and cmp["after"])):
+        x = c.get(key)
+        if x:
+            rows.append([label or data["phases"][-1]["label"], x["count"], f"{x['total_s']:.3f} s",
+                         "-" if x.get("step_module_s") is None else f"{x['step_module_s']:.3f} s"])
+    if not rows:
+        return _section("compile", "Compile time", _why("no compile recorded"))
+    return _section("compile", "Compile time (with and without the profile)",
+                    _table(["run", "compilations", "total", "step module"], rows))
+
+
 def render(data: dict[str, Any]) -> str:
     phases = data["phases"]
     head = _table(["phase", "folder", "platform", "device"],
                   [[p["label"], p["folder"], p["platform"], p["device_kind"]] for p in phases])
-    sections = [_steps(data), _throughput(data), _communication(data), _schedule(data),
-                _memory(data), _diagnostics(data)]
+    sections = [_verdict(data), _compare(data), _steps(data), _throughput(data),
+                _communication(data), _schedule(data), _memory(data), _compile_section(data),
+                _diagnostics(data)]
     blob = html.escape(json.dumps(data, default=str))
+    status = data["verdict"]["status"]
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<title>pgle report</title><style>" + CSS + "</style></head><body>"
-            "<h1>What PGLE bought, and why</h1>" + head + "".join(sections) +
+            f"<title>pgle report: {_e(status)}</title><style>" + CSS + "</style></head><body>"
+            f"<h1>PGLE verdict: {_e(status)}</h1>" + "".join(sections[:2]) +
+            "<h2>Runs</h2>" + head + "".join(sections[2:]) +
             f'<details><summary>JSON</summary><pre id="report-json">{blob}</pre></details>'
             "</body></html>\n")

@@ -32,6 +32,7 @@ ASYNC_ROLE_RE = re.compile(r"^(?P<base>.+)-(?P<role>start|done)(?P<n>\.\d+)?$")
 XLA_OPS_LINES = ("XLA Ops", "Sparse Core Ops")
 ASYNC_OPS_LINE = "Async XLA Ops"
 MEMCPY_RE = re.compile(r"(?i)memcpy|memset")
+PER_OP_MAX = 500  # collectives listed per trace (a step rarely runs more distinct ones)
 
 
 def collective_kind(op: str) -> str | None:
@@ -153,6 +154,12 @@ class OverlapAccumulator:
                         for k, v in sorted(self.by_kind.items(), key=lambda kv: -kv[1][2])},
             "top_exposed": [{"op": op, "module": module, "count": v[0], "span_ps": v[1],
                              "exposed_ps": v[2]} for (op, module), v in top],
+            # Every collective (HLO op, module), most exposed first: `pgle report` sets the
+            # runs without and with the profile side by side, per collective.
+            "per_op": [{"op": op, "module": module, "count": v[0], "span_ps": v[1],
+                        "exposed_ps": v[2]}
+                       for (op, module), v in sorted(self.by_op.items(),
+                                                     key=lambda kv: -kv[1][2])[:PER_OP_MAX]],
             # Per step and per device (averaged over the device planes).
             "per_step": [{"step": s, "span_ps": v[0] / n, "exposed_ps": v[1] / n}
                          for s, v in sorted(self.per_step.items())],

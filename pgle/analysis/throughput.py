@@ -74,8 +74,9 @@ def ratio_interval(before: list[float], after: list[float], *, confidence: float
 
 
 def step_module(modules: list[dict]) -> dict | None:
-    """The step module: the compiled module with the most FLOPs (a training step dwarfs the
-    initialisation and helper modules around it)."""
+    """The compiled module with the most FLOPs: only a stand-in for run folders that predate
+    pgle's step detection (pgle.launch.step_rule): a one-shot module (equinox's `jit_scan`)
+    can outweigh the train step 100-fold."""
     with_flops = [m for m in modules if m.get("flops")]
     return max(with_flops, key=lambda m: m["flops"]) if with_flops else None
 

@@ -172,7 +172,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
            f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
                 warnings_always=WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                progress=notify)
+                progress=notify, count_jits=False)
     facts = jax_events.summarize(ex.events.records)
     collision = auto_pgle.profiler_collision(ex.run.log, ex.events.script_traces)
     modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform,

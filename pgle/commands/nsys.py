@@ -306,7 +306,8 @@ def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], 
                f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
                f"(run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
-                warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=layout.log)
+                warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=layout.log,
+                count_jits=False)  # the Nsight run: no per-call work it does not need
     facts = jax_events.summarize(ex.events.records)
     modules = auto_pgle.nsys_modules(facts, manifest)
     if layout.writes_shared:  # JAX writes from process 0 only

@@ -90,8 +90,8 @@ class Window:
         marked = f"steps named {self.step_name!r}" if self.step_name else "steps"
         return (f"{marked} 2..6 if the script marks them (jax.profiler.StepTraceAnnotation), "
                 f"else executions {AUTO_WARMUP}..{AUTO_WARMUP + AUTO_EXECUTIONS - 1} of its "
-                f"most-executed jax.jit function; at most {AUTO_MAX_SECONDS:g} s, the rest of "
-                "the run unprofiled")
+                f"step function (the jitted function that takes the most host time); at most "
+                f"{AUTO_MAX_SECONDS:g} s, the rest of the run unprofiled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,12 +144,16 @@ class Extraction:
 
 @dataclasses.dataclass(frozen=True)
 class VerdictOptions:
-    """When a module counts as applied, and whether anything less fails the command."""
+    """When a module counts as applied, and whether anything less fails the command
+    (`--require-applied`: the whole verdict; `--require MODULE`: those modules)."""
 
     min_coverage: float = 0.9
     require_applied: bool = False
+    require: tuple[str, ...] = ()  # module name globs that must be applied (exit 3 otherwise)
 
     def __post_init__(self):
+        if any(not p or not p.strip() for p in self.require):
+            raise BadInput("--require needs a module name or glob (e.g. 'jit_train_step*').")
         if not 0.0 <= self.min_coverage <= 1.0:
             raise BadInput(f"--min-coverage {self.min_coverage:g} is not between 0 and 1.")
 

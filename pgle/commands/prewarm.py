@@ -166,7 +166,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
     try:
         ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
                     warnings_always=auto.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                    progress=notify)
+                    progress=notify, count_jits=False)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:

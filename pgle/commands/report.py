@@ -1,28 +1,39 @@
 """`pgle report RUN_FOLDER...`: what PGLE bought, and why, in one HTML page and one JSON report.
 
-Input: a `pgle tune` run folder (its `collect/` phase ran without the profile, its `run/`
-phase with it), or two run folders given as WITHOUT WITH, or one run folder alone. Each phase
-contributes what it kept: step events (`events.jsonl`), XLA's per-module FLOPs and memory and
-the scheduled HLO of modules with async ops (recorded by the harness), and a kept trace
-(`trace/`) for exposed communication and the trace diagnostics. A section that cannot be
-filled says why.
+The truth first: the verdict, its reason and what to do head both the JSON (`verdict`) and the
+page. Then the comparison tune made, never another one: for a `pgle tune` folder, its baseline
+runs (no profile) against its runs with the profile (tune.json names them and holds the
+numbers tune printed), or each `--compare` arm against `default`; tune's collect phase is
+shown as what it was (the profiler on, command buffers off) and never compared. Two run
+folders are WITHOUT and WITH; one run folder is shown alone. A run where no module applied
+the profile is never labelled "with profile", and there is no ratio where tune said none.
+
+Each side contributes what it kept: step times (pgle.evidence.jit_steps: markers, else the
+executions of the step function), the step module (the step function's module, not the one
+with the most FLOPs) with XLA's FLOPs and memory, compile times, the scheduled HLO, and the
+short trace of its first run (exposed vs hidden communication per collective, before and
+after). A section that cannot be filled says why.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from pgle.analysis import diagnostics, memory, overlap, schedule, throughput
 from pgle.analysis.timeline import TraceFile, find_xplane_files
+from pgle.commands import arms as arms_mod
 from pgle.errors import BadInput, EXIT_OK
 from pgle.evidence.events import RunEvents, read_events
-from pgle.evidence.steps import step_times
+from pgle.evidence.steps import summarize
+from pgle.launch.step_rule import module_of
 from pgle.report import Report
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+APPLIED = ("applied", "partial")
 
 
 @dataclasses.dataclass
@@ -33,8 +44,65 @@ class ReportOptions:
     dtype: str = "bf16"
 
 
-def resolve_phases(run_dirs: list[str]) -> list[tuple[str, Path]]:
-    """[(label, folder)]: 'without profile' / 'with profile' where that is known."""
+@dataclasses.dataclass
+class Side:
+    label: str
+    role: str  # collect | baseline | with_profile | run | arm | single
+    folders: list[Path]
+    arm: str | None = None
+    status: str | None = None  # the PGLE verdict of the side's runs, where a profile was given
+
+
+def _is_run_folder(p: Path) -> bool:
+    return (p / "events.jsonl").exists()
+
+
+def _numbered(top: Path, base: str) -> list[Path]:
+    """`base`, `base-2`, `base-3` ... that exist, in order."""
+    out: list[Path] = []
+    i = 1
+    while True:
+        p = top / (base if i == 1 else f"{base}-{i}")
+        if not _is_run_folder(p):
+            return out
+        out.append(p)
+        i += 1
+
+
+def _collect_label(changed: list[str] | None) -> str:
+    off = any("command buffers off" in c for c in changed or [])
+    return "collect (profiler on" + (", command buffers off" if off else "") + ")"
+
+
+def _profile_label(status: str | None, platform: str | None, runs: int) -> tuple[str, str]:
+    """(label, role) of the side that was given the profile: "with profile" only when a
+    module applied it."""
+    n = f", {runs} run{'s' if runs != 1 else ''}"
+    if status in APPLIED:
+        return f"with profile{n}", "with_profile"
+    if status is None:  # two folders given as WITHOUT WITH, the second without a log
+        return f"with profile (no log to judge{n})", "with_profile"
+    if platform and platform.lower() not in GPU_PLATFORMS:
+        return f"run (no profile applies on backend {platform}{n})", "run"
+    return f"run (profile {status or 'not applied'}{n})", "run"
+
+
+def _verdict_of(folder: Path) -> dict[str, Any]:
+    """The PGLE verdict of one run folder, from its log (as `pgle verify` would judge it)."""
+    from pgle.evidence.xla_log import LogScanner
+    from pgle.verdicts.pgle_applied import judge
+
+    events = read_events(folder / "events.jsonl")
+    log = folder / "workload.log"
+    if not log.exists():
+        return {"status": None, "reasons": [f"{folder} kept no workload.log"]}
+    v = judge(LogScanner().scan_file(log), platform=events.platform,
+              jax_imported=events.jax_imported)
+    return {"status": v.status, "reasons": v.reasons, "modules": v.modules}
+
+
+def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
+    """The sides to show, and tune.json when the folder is a tune folder that has one."""
     if not run_dirs:
         raise BadInput("no run folder given.", hint="Pass a .pgle/runs/<stamp>-tune-<pid>/ folder.")
     if len(run_dirs) > 2:
@@ -46,69 +114,135 @@ def resolve_phases(run_dirs: list[str]) -> list[tuple[str, Path]]:
         if not p.is_dir():
             raise BadInput(f"run folder {d} does not exist or is not a directory.")
         folders.append(p)
-    if len(folders) == 1:
-        p = folders[0]
-        if (p / "collect" / "events.jsonl").exists() and (p / "run" / "events.jsonl").exists():
-            return [("without profile", p / "collect"), (_run_label(p / "run"), p / "run")]
-        if not (p / "events.jsonl").exists():
-            raise BadInput(f"{p} is not a pgle run folder (no events.jsonl, and no collect/ and "
-                           "run/ phases).", hint="Pass a folder under .pgle/runs/.")
-        return [(p.name, p)]
-    for p in folders:
-        if not (p / "events.jsonl").exists():
-            raise BadInput(f"{p} is not a pgle run folder (no events.jsonl).",
-                           hint="Pass folders under .pgle/runs/ (a tune folder's collect/ and run/).")
-    return [("without profile", folders[0]), ("with profile", folders[1])]
+    if len(folders) == 2:
+        for p in folders:
+            if not _is_run_folder(p):
+                raise BadInput(f"{p} is not a pgle run folder (no events.jsonl).",
+                               hint="Pass folders under .pgle/runs/ (a tune folder's "
+                                    "baseline/ and run/).")
+        status = _verdict_of(folders[1])["status"]
+        label, role = _profile_label(status, read_events(folders[1] / "events.jsonl").platform, 1)
+        return [Side("without profile", "baseline", [folders[0]]),
+                Side(label, role, [folders[1]], status=status)], None
+    top = folders[0]
+    tune_file = top / arms_mod.TUNE_JSON
+    if tune_file.exists():
+        try:
+            tune = json.loads(tune_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise BadInput(f"{tune_file} is not readable JSON ({e}).") from None
+        return _tune_sides(top, tune), tune
+    if _is_run_folder(top / "collect") and _is_run_folder(top / "run"):
+        # A tune folder written before tune.json: its baseline and profiled runs by name.
+        sides = [Side(_collect_label(None), "collect", [top / "collect"])]
+        base, runs = _numbered(top, "baseline"), _numbered(top, "run")
+        status = _verdict_of(runs[0])["status"]
+        platform = read_events(runs[0] / "events.jsonl").platform
+        if base:
+            sides.append(Side(f"baseline (no profile, {len(base)} run(s))", "baseline", base))
+        label, role = _profile_label(status, platform, len(runs))
+        sides.append(Side(label, role, runs, status=status))
+        return sides, None
+    if not _is_run_folder(top):
+        raise BadInput(f"{top} is not a pgle run folder (no events.jsonl, and no collect/ and "
+                       "run/ phases).", hint="Pass a folder under .pgle/runs/.")
+    return [Side(top.name, "single", [top])], None
 
 
-def _run_label(folder: Path) -> str:
-    """A tune run phase gets the profile only when phase 1 produced one (never on CPU)."""
-    try:
-        flags = (folder / "child_env.json").read_text(encoding="utf-8")
-    except OSError:
-        flags = ""
-    return "with profile" if "pgle_profile_file_or_directory_path" in flags else \
-        "run phase (no profile: phase 1 produced none)"
+def _tune_sides(top: Path, tune: dict[str, Any]) -> list[Side]:
+    sides = [Side(_collect_label(tune.get("collect", {}).get("changed")), "collect",
+                  [top / tune.get("collect", {}).get("folder", "collect")])]
+    for arm in tune.get("arms") or []:
+        folders = [top / f for f in arm.get("folders") or [] if _is_run_folder(top / f)]
+        if not folders:
+            continue
+        status = (arm.get("statuses") or [None])[0] if arm.get("pgle") else None
+        if tune.get("plain"):
+            if arm["name"] == arms_mod.DEFAULT:
+                sides.append(Side(f"baseline (no profile, {len(folders)} run(s))", "baseline",
+                                  folders, arm["name"]))
+            else:
+                label, role = _profile_label(status, tune.get("platform"), len(folders))
+                sides.append(Side(label, role, folders, arm["name"], status))
+        else:
+            what = arm.get("describe") or arm["name"]
+            if arm.get("pgle") and status not in APPLIED:
+                what += f"; profile {status}"
+            sides.append(Side(f"arm {arm['name']} ({what})", "arm", folders, arm["name"], status))
+    return sides
 
 
-def _phase(label: str, folder: Path, dtype: str) -> dict[str, Any]:
-    events: RunEvents = read_events(folder / "events.jsonl")
-    excluded: set[int] = set()
-    if events.trace and events.trace.get("first_step") is not None and events.trace.get("steps"):
-        first = events.trace["first_step"]
-        excluded = set(range(first, first + events.trace["steps"]))
-    times = step_times(events.steps, excluded)
+# -- one side --------------------------------------------------------------------------------
+def _side(side: Side, dtype: str) -> dict[str, Any]:
+    first = side.folders[0]
+    events: RunEvents = read_events(first / "events.jsonl")
+    times, steps = arms_mod.pooled(side.folders)
     modules = events.modules
-    step_mod = throughput.step_module(modules)
+    step_name = steps.module if steps else None
+    step_mod = next((m for m in reversed(modules) if step_name and m.get("module") == step_name),
+                    None)
+    step_source = "the step function" if step_mod else None
+    if step_mod is None and step_name is None and not _has_jit_record(events):
+        # A run folder from before pgle recorded its jitted functions: the only evidence left
+        # is XLA's cost analysis, and the module with the most FLOPs stands in (said so).
+        step_mod = throughput.step_module(modules)
+        step_source = "the module with the most FLOPs (the run predates pgle's step detection)" \
+            if step_mod else None
     backend = events.backend or {}
-    summary = throughput.summarize(times)
+    summary = summarize(times)
     phase: dict[str, Any] = {
-        "label": label, "folder": str(folder), "platform": backend.get("platform"),
-        "device_kind": backend.get("device_kind"), "device_count": backend.get("device_count"),
+        "label": side.label, "role": side.role, "arm": side.arm, "status": side.status,
+        "folder": str(first), "folders": [str(f) for f in side.folders],
+        "platform": backend.get("platform"), "device_kind": backend.get("device_kind"),
+        "device_count": backend.get("device_count"),
         "step_times_s": times, "step_time": summary,
-        "profiled_steps_excluded": sorted(excluded),
+        "steps": steps.to_dict() if steps else None,
+        "profiled_steps_excluded": steps.excluded if steps else 0,
         "step_module": step_mod and {k: step_mod.get(k) for k in
                                      ("module", "flops", "transcendentals", "bytes_accessed")},
+        "step_module_source": step_source,
         "modules": [{k: m.get(k) for k in ("module", "flops", "memory", "hlo_file")}
                     for m in modules],
-        "throughput": throughput.throughput(summary and summary["median_s"],
-                                            step_mod and step_mod.get("flops"),
+        "throughput": throughput.throughput(summary["median_s"] if summary else None,
+                                            step_mod.get("flops") if step_mod else None,
                                             backend.get("device_kind"), backend.get("platform"),
                                             dtype),
+        "compile": _compile(events, step_name),
         "recompilations": diagnostics.recompilations(events.compiles, events.steps),
     }
+    if step_mod is None:
+        phase["why_no_step_module"] = (
+            "no step was found (no StepTraceAnnotation markers, no jitted function executed "
+            "3 times or more)" if not step_name else
+            f"XLA recorded no module {step_name} (run by a pgle without per-module recording)")
     if not modules:
         phase["why_no_modules"] = ("the run recorded no module_compiled events (run by a pgle "
                                    "without per-module recording, or jax internals changed)")
-    phase.update(_trace_sections(folder, backend.get("platform")))
+    phase.update(trace_sections(first, backend.get("platform")))
     return phase
 
 
-def _trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
+def _has_jit_record(events: RunEvents) -> bool:
+    from pgle.launch import schema
+
+    return any(r.get("kind") == schema.JIT_FUNCTIONS for r in events.records)
+
+
+def _compile(events: RunEvents, step_module: str | None) -> dict[str, Any]:
+    """Compile seconds of one run (jax's backend-compile events): all modules, the step's."""
+    total = sum(float(c.get("seconds") or 0) for c in events.compiles)
+    step = [float(c.get("seconds") or 0) for c in events.compiles
+            if step_module and module_of(c.get("fun_name") or "") == step_module]
+    return {"total_s": total, "count": len(events.compiles),
+            "step_module_s": sum(step) if step else None}
+
+
+def trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
+    """Exposed vs hidden communication and the trace diagnostics of a run folder's trace."""
     files = find_xplane_files(folder / "trace") if (folder / "trace").is_dir() else []
     if not files:
-        why = ("this phase kept no trace (only a profiling phase, such as tune's collect "
-               "phase, runs the profiler)")
+        why = ("this run kept no trace (tune keeps one for the first run of each side; `pgle "
+               "run --trace-window` keeps one)")
         return {"trace_files": [], "communication": None, "communication_why": why,
                 "trace_diagnostics": None, "trace_diagnostics_why": why}
     steps_all = []
@@ -123,6 +257,7 @@ def _trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
             acc.add(plane)
             over.add(plane)
         trace.planes = []
+    assert acc is not None and over is not None
     comm = acc.result()
     out: dict[str, Any] = {"trace_files": files, "trace_steps": len(steps_all)}
     if comm["device_planes"] == 0:
@@ -163,20 +298,135 @@ def _schedule(before: dict, after: dict) -> tuple[dict | None, str | None]:
     return result, None
 
 
+def communication_change(before: dict, after: dict) -> tuple[list[dict] | None, str | None]:
+    """Per collective (HLO op and module): exposed and hidden time per device, before and
+    after; the biggest exposure (either side) first."""
+    cb, ca = before.get("communication"), after.get("communication")
+    if not cb or not ca:
+        missing = [p for p in (before, after) if not p.get("communication")]
+        return None, "; ".join(f"{p['label']}: {p.get('communication_why')}" for p in missing)
+    rows: dict[tuple, dict] = {}
+    for side, c in (("before", cb), ("after", ca)):
+        n = max(c["device_planes"], 1)
+        for op in c.get("per_op") or c.get("top_exposed") or []:
+            row = rows.setdefault((op["op"], op["module"]), {"op": op["op"], "module": op["module"]})
+            row[f"{side}_exposed_ps"] = op["exposed_ps"] / n
+            row[f"{side}_hidden_ps"] = (op["span_ps"] - op["exposed_ps"]) / n
+            row[f"{side}_count"] = op["count"]
+    out = sorted(rows.values(), key=lambda r: -max(r.get("before_exposed_ps") or 0,
+                                                  r.get("after_exposed_ps") or 0))
+    return out, None
+
+
+def _verdict(sides: list[Side], tune: dict | None, data: dict[str, Any]) -> dict[str, Any]:
+    """The verdict, its reason and what to do: the page's and the JSON's first word."""
+    if tune is not None:
+        v = dict(tune.get("verdict") or {})
+    else:
+        profiled = next((s for s in sides if s.role in ("with_profile", "run")), None)
+        target = profiled or sides[-1]
+        v = _verdict_of(target.folders[0])
+        v.pop("modules", None)
+    status = v.get("status")
+    platform = next((p["platform"] for p in data["phases"] if p.get("platform")), None)
+    r = data.get("step_ratio")
+    if status == "not_applicable":
+        todo = (f"nothing to do on backend {platform}: PGLE is an XLA:GPU feature; run this "
+                "on an NVIDIA GPU to learn what it buys")
+    elif status == "applied":
+        if r is None:
+            todo = "the profile applies; " + (data.get("step_ratio_why") or "no step-time ratio")
+        elif r["beyond_noise"] and r["ratio"] < 1:
+            todo = f"keep the profile: steps are {(1 - r['ratio']) * 100:.1f} % faster with it"
+        elif r["beyond_noise"]:
+            todo = (f"the profile makes steps {(r['ratio'] - 1) * 100:.1f} % slower: run without "
+                    "it, or collect it again from a longer window")
+        else:
+            todo = ("the profile applies but the step time does not change beyond run-to-run "
+                    "noise: the schedule was already good (or the job is not communication-"
+                    "bound); PGLE is not worth its runs here")
+    elif status == "partial":
+        todo = ("collect the profile again from this exact program (same flags, shapes, "
+                "sharding, jax version); the modules below say what it misses")
+    elif status == "not_applied":
+        todo = "make sure the profile flag reaches XLA (see the reasons) and run again"
+    elif status == "error":
+        todo = "fix what the reasons say, then run again"
+    else:
+        todo = "no verdict: the run left no log to judge"
+    return {"status": status, "reasons": v.get("reasons") or [], "what_to_do": todo}
+
+
 def build(opts: ReportOptions) -> dict[str, Any]:
-    """The whole analysis as one JSON-ready dict."""
-    phases = [_phase(label, folder, opts.dtype) for label, folder in resolve_phases(opts.run_dirs)]
-    data: dict[str, Any] = {"phases": phases}
-    if len(phases) == 2:
-        before, after = phases
-        data["step_ratio"] = throughput.ratio_interval(before["step_times_s"], after["step_times_s"])
+    """The whole analysis as one JSON-ready dict, the verdict first."""
+    sides, tune = resolve(opts.run_dirs)
+    phases = [_side(s, opts.dtype) for s in sides]
+    data: dict[str, Any] = {"verdict": None, "phases": phases}
+    before = next((p for p in phases if p["role"] == "baseline"), None)
+    after = next((p for p in phases if p["role"] in ("with_profile", "run")), None)
+    if tune is not None and tune.get("compare"):
+        before = next((p for p in phases if p.get("arm") == arms_mod.DEFAULT), None)
+        after = next((p for p in phases if p["role"] == "arm" and p.get("arm") == "pgle"), None)
+        data["compare"] = tune["compare"]
+    data["collect_changed"] = (tune or {}).get("collect", {}).get("changed")
+    data["comparison"] = ({"before": before["label"], "after": after["label"]}
+                          if before and after else None)
+    data["step_ratio"], data["step_ratio_why"] = _ratio(sides, tune, before, after)
+    if before and after:
         data["memory"] = memory.compare(before["modules"], after["modules"])
         data["schedule"], data["schedule_why"] = _schedule(before, after)
+        data["communication_change"], data["communication_change_why"] = \
+            communication_change(before, after)
+        data["compile"] = {"before": before["compile"], "after": after["compile"]}
     else:
-        data["step_ratio"] = None
-        data["memory"] = memory.compare(phases[0]["modules"], [])
-        data["schedule"], data["schedule_why"] = None, "one phase only: nothing to compare"
+        only = after or before or phases[-1]
+        data["memory"] = memory.compare(only["modules"], [])
+        platform = only.get("platform")
+        data["schedule"], data["schedule_why"] = None, (
+            _schedule(only, only)[1] if platform and platform not in GPU_PLATFORMS else
+            "one side only: nothing to compare" if not tune else
+            "no baseline run to compare with (tune runs one when a profile can apply: on a GPU)")
+        data["communication_change"], data["communication_change_why"] = None, \
+            data["schedule_why"]
+        data["compile"] = {"before": None, "after": only["compile"]}
+    data["verdict"] = _verdict(sides, tune, data)
+    data["tune_lines"] = _tune_lines(tune)
     return data
+
+
+def _tune_lines(tune: dict | None) -> list[str] | None:
+    """The step-time lines `pgle tune` printed, rebuilt from its tune.json by the same code."""
+    if tune is None:
+        return None
+    if tune.get("compare"):
+        from pgle.commands.compare import table_lines
+
+        return table_lines(tune["compare"])
+    if tune.get("step_times"):
+        profiled = any(a.get("profile") for a in tune.get("arms") or [])
+        return arms_mod.step_time_lines(tune["step_times"], profiled=profiled)
+    return None
+
+
+def _ratio(sides: list[Side], tune: dict | None, before, after) -> tuple[dict | None, str]:
+    """tune's own ratio (tune.json), else the same computation on the folders."""
+    if tune is not None:
+        if tune.get("compare"):
+            row = next((r for r in tune["compare"]["arms"] if r["arm"] == "pgle"), None)
+            if row is None:
+                return None, "the compared arms hold no plain pgle arm: see the arms table"
+            return row.get("interval"), row.get("why_no_ratio") or ""
+        times = tune.get("step_times") or {}
+        return times.get("interval"), times.get("caveat") or ""
+    if before is None or after is None:
+        return None, "one side only: nothing to compare"
+    side_of = {s.label: s for s in sides}
+    b, a = side_of[before["label"]], side_of[after["label"]]
+    platform = after.get("platform") or before.get("platform")
+    times = arms_mod.compare_step_times(Path("/nonexistent"), b.folders, a.folders,
+                                        platform=platform,
+                                        applied=a.status in APPLIED or a.status is None)
+    return times.get("interval"), times.get("caveat") or ""
 
 
 def report(opts: ReportOptions) -> Report:
@@ -186,7 +436,12 @@ def report(opts: ReportOptions) -> Report:
     if opts.output:
         check_writable_target(opts.output, force=opts.force, what="report")
     data = build(opts)
-    rep = Report("report", "ok", exit_code=EXIT_OK, run_dir=", ".join(opts.run_dirs))
+    v = data["verdict"]
+    # The truth first: the JSON's status is the runs' PGLE verdict (the report itself
+    # succeeded: exit 0), with its reasons and what to do.
+    rep = Report("report", v["status"] or "unknown", exit_code=EXIT_OK,
+                 run_dir=", ".join(opts.run_dirs), reasons=list(v["reasons"]))
+    rep.details["what_to_do"] = v["what_to_do"]
     rep.details["analysis"] = data
     rep.summary += summary_lines(data)
     if opts.output:
@@ -201,7 +456,8 @@ def _ms(s):
 
 
 def summary_lines(data: dict[str, Any]) -> list[str]:
-    lines = []
+    v = data["verdict"]
+    lines = [f"verdict: {v['status']}: " + " ".join(v["reasons"][:1]), f"what to do: {v['what_to_do']}"]
     for p in data["phases"]:
         st = p["step_time"]
         tp = p["throughput"]
@@ -220,8 +476,10 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     r = data.get("step_ratio")
     if r:
         lines.append(f"step-time ratio with/without the profile {r['ratio']:.3f} "
-                     f"(95 % CI {r['low']:.3f}-{r['high']:.3f}: "
+                     f"({r['confidence']:.0%} interval {r['low']:.3f}..{r['high']:.3f}: "
                      + ("beyond run-to-run noise)" if r["beyond_noise"] else "within run-to-run noise)"))
+    elif data.get("step_ratio_why"):
+        lines.append(data["step_ratio_why"])
     s = data.get("schedule")
     if s:
         lines.append(f"schedule: {s['moved_count']} of {s['pair_count']} async pairs moved "
@@ -231,6 +489,6 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
         lines.append("peak memory grew with the profile: " + ", ".join(
             f"{m['module']} +{m['growth'] * 100:.1f} %" for m in grown[:3]))
     for p in data["phases"]:
-        for r in p["recompilations"][:3]:
-            lines.append(f"{p['label']}: {r['function']} compiled {r['count']}x after warm-up")
+        for rc in p["recompilations"][:3]:
+            lines.append(f"{p['label']}: {rc['function']} compiled {rc['count']}x after warm-up")
     return lines

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Callable
 
 from pgle.atomic import check_writable_target
-from pgle.commands.options import StoreOptions, VerdictOptions
+from pgle.commands.options import StoreOptions, VerdictOptions, Window
 from pgle.errors import EXIT_NOT_VERIFIED, ProfileError
-from pgle.evidence.steps import step_times, summarize
+from pgle.evidence import jit_steps
+from pgle.evidence.steps import summarize
 from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
@@ -19,6 +20,7 @@ from pgle.launch.workload import Workload
 from pgle.profiles import files as profile
 from pgle.profiles import manifest
 from pgle.report import Report
+from pgle.verdicts import collectives, require
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
 from pgle.verdicts import checker
 from pgle.verdicts.origin import Origin, path_matcher
@@ -37,8 +39,12 @@ class RunOptions:
     log: str | None = None
     profile_store: str | None = None  # where content-addressed copies (and store views) go
     command: str = "run"
-    xla: tuple[tuple[str, str | None], ...] = ()  # more flags (tune: the same as its collect)
+    xla: tuple[tuple[str, str | None], ...] = ()  # more flags (tune: an arm's, e.g. SoL)
     store: StoreOptions | None = None  # --store: XLA reads this store's view instead
+    env: tuple[tuple[str, str], ...] = ()  # variables set for the workload (tune: O1)
+    # `--trace-window` (tune: the first run of each arm): keep a trace of this window, whose
+    # steps are left out of the step times (the after-picture of `pgle report`).
+    trace_window: Window | None = None
 
 
 def request(opts: RunOptions) -> LayoutRequest:
@@ -47,7 +53,9 @@ def request(opts: RunOptions) -> LayoutRequest:
 
 
 def combine(opts: RunOptions, layout: RankLayout, job: JobReports) -> Report:
-    return combine_verdicts(job, require_applied=opts.verdict.require_applied)
+    report = combine_verdicts(job, require_applied=opts.verdict.require_applied)
+    require.enforce(report, opts.verdict.require)
+    return report
 
 
 def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource, Path]:
@@ -88,7 +96,8 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
         # Before jax 0.7.2 log lines carry no thread id unless asked, and modules
         # compiling in parallel interleave their accuracy-checker blocks.
         defaults["TF_CPP_LOG_THREAD_ID"] = "1"
-    child = childenv.build(environ, xla=xla, defaults=defaults, info_log=True)
+    child = childenv.build(environ, xla=xla, variables=dict(opts.env), defaults=defaults,
+                           info_log=True)
     man = manifest.read(manifest.manifest_path(source.path)) if source is not None else None
     drift_notes = manifest.drift(man, user_flags=child.user_flags) if man is not None else []
     for line in child.notices:
@@ -97,7 +106,12 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
         notify(f"warning: {line} (instruction names follow the HLO: the profile may not fit)")
     run_folder = RunFolder.create(opts.command, layout.run_dir)
     notify(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
-    ex = launch(opts.workload, run_folder, child, log_copy=layout.log)
+    window = opts.trace_window
+    if window is not None:
+        notify(f"keeping a trace of {window.describe()} (left out of the step times)")
+    ex = launch(opts.workload, run_folder, child, log_copy=layout.log,
+                profile_window=window.spec(run_folder.trace) if window is not None else None,
+                step_name=window.step_name if window is not None else None)
     report = finish_run(opts, ex, source, man, drift_notes)
     if view is not None:
         report_store(report, view, ex)
@@ -168,12 +182,16 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     verdict = judge(LogScanner().scan_file(ex.run.log), platform=ex.events.platform,
                     min_coverage=opts.verdict.min_coverage,
                     silence=checker.silence(
-                        versions.jax_version(), ex.child.flags.value(flag_table.ACCURACY_CHECKER),
+                        _jax_of(ex.events), ex.child.flags.value(flag_table.ACCURACY_CHECKER),
                         old_flag=ex.child.flags.value(flag_table.OLD_ACCURACY_CHECKER)
                         in ("true", "1")),
                     info_log_hidden=level not in ("", "0"),
                     jax_imported=ex.events.jax_imported,
-                    workload_modules=ex.events.workload_modules, origin=origin)
+                    workload_modules=ex.events.workload_modules, origin=origin,
+                    sol_fallback=collectives.sol_fallback_expected(
+                        _jax_of(ex.events), (ex.events.backend or {}).get("device_kind")))
+    collectives.annotate_totals(verdict.modules, ex.events.modules)
+    verdict.modules = jit_steps.step_first(verdict.modules, ex.events)
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(
@@ -195,9 +213,14 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
         report.warnings.append(newer)
     if source is not None and source.kind == "directory":
         report.details["directory"] = directory_lookups(verdict, source)
-    report.details["step_times"] = summarize(step_times(ex.events.steps))
+    if ex.events.trace:
+        report.trace_dir = str(ex.run.trace)
+    steps = jit_steps.run_steps(ex.events)
+    report.details["step_times"] = summarize(steps.times)
+    report.details["steps"] = steps.to_dict()
     report.exit_code = exit_code_for(report.status, ex.exit_code, opts.verdict.require_applied,
                                      verdict.details.get("coverage_unknown", 0))
+    require.enforce(report, opts.verdict.require)
     if ex.exit_code != 0:
         report.summary.append(f"the workload exited with code {ex.exit_code}")
     elif report.exit_code == EXIT_NOT_VERIFIED:
@@ -207,6 +230,13 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                  f"{verdict.details.get('coverage_unknown')} module(s) is unknown (this jax's WARN "
                  "checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
     return report
+
+
+def _jax_of(events) -> tuple[int, ...] | None:
+    """The jax version the workload imported (the harness's record), else the installed one."""
+    seen = next((r.get("version") for r in events.records if r.get("kind") == "jax_imported"),
+                None)
+    return versions.parse_version(seen) or versions.jax_version()
 
 
 def directory_lookups(verdict: Verdict, source) -> dict:

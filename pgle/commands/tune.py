@@ -1,16 +1,27 @@
-"""`pgle tune`: collect, then run with the profile; one verdict, with the step times of both."""
+"""`pgle tune`: collect, then run with the profile; one verdict, with the step times of both.
+
+Phase 1 collects the profile (the profiler on, command buffers off: the only phase that
+changes the user's setup). Then the arms run (pgle.commands.arms): plain tune alternates
+baseline runs (no profile) and runs with the profile, `--repeat` each, with the user's own
+flags; `--compare default,o1,pgle,o1+pgle` runs each named arm instead, alternating. The first
+run of each arm keeps a short trace (the collect window), whose steps are left out of the
+timing: the before/after picture of `pgle report`. tune.json in the tune folder holds what
+was compared, so `pgle report` shows the same numbers.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import Any, Callable
 
+from pgle.atomic import write_text_atomic
+from pgle.commands import arms as arms_mod
+from pgle.commands.arms import Arm
 from pgle.commands.collect import CollectOptions, profiling_flags
 from pgle.commands.options import VerdictOptions
 from pgle.commands.run import RunOptions
-from pgle.evidence.events import read_events
-from pgle.evidence.steps import step_times, summarize
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.jobs.ranks import literal
 from pgle.launch.runfolder import RunFolder
@@ -21,6 +32,7 @@ from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 # Phase(name, workflow, options, run_root) -> result with .own (this process's report) and
 # .job (the phase's job report, the same on every rank); given by pgle.jobs.driver.
 Phase = Callable[..., Any]
+APPLIED = ("applied", "partial")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +40,8 @@ class TuneOptions:
     collect: CollectOptions
     verdict: VerdictOptions = VerdictOptions()
     html_report: str | None = None  # `--report X.html`: pgle report's page of this tune run
-    repeat: int = 3  # baseline and profiled runs each (alternating), for a spread
+    repeat: int = 3  # runs of each arm (alternating), for a spread
+    compare: tuple[Arm, ...] = ()  # `--compare`: the arms; () is plain tune (default vs pgle)
 
     def __post_init__(self):
         if self.repeat < 1:
@@ -43,11 +56,19 @@ def request(opts: TuneOptions) -> LayoutRequest:
     return LayoutRequest(run_dir=opts.collect.run_dir)
 
 
+@dataclasses.dataclass
+class ArmRuns:
+    arm: Arm
+    folders: list[Path] = dataclasses.field(default_factory=list)
+    reports: list[Report] = dataclasses.field(default_factory=list)
+    profile: str | None = None  # what XLA was given (None: no profile)
+
+
 def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[str], None],
          environ: dict[str, str], *, collect_workflow, run_workflow) -> Report:
-    """Both phases, one report. In a job each phase is a job of its own
-    (`<job_dir>/collect/`, `<job_dir>/run/`): rank 0 merges the ranks' profiles after phase 1,
-    and every rank decides phase 2 from that same phase-1 job report."""
+    """Collect, then the arms, one report. In a job each phase is a job of its own
+    (`<job_dir>/collect/`, `<job_dir>/run/`, ...): rank 0 merges the ranks' profiles after
+    phase 1, and every rank decides the later phases from that same phase-1 job report."""
     top = RunFolder.create("tune", layout.run_dir)
     copts = dataclasses.replace(opts.collect, run_dir=None, default_output=literal(
         top.path / ("profiles" if opts.collect.per_module else "profile.pb")))
@@ -76,52 +97,76 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
         # Per-rank profiles (-o with %r): each rank runs with its own; else the job's profile.
         profile_path = copts.output if job_first.get("mode") == "per_rank" else \
             literal(job_first["profile"]["path"])
-    # Every later run gets collect's flags too (command buffers off unless the user chose):
-    # the baseline and the profiled runs differ only in the profile.
-    same = tuple(profiling_flags(environ).items())
-    baselines, runs = [], []
+    changed = arms_mod.collect_changes(profiling_flags(environ))
+    report.details["collect_changed"] = changed
     store = opts.collect.store
     serve = store is not None and (is_remote(store.path) or os.path.isdir(store.path))
-    if serve:
-        # The profiled runs serve what the store now holds: this collect's modules and others.
+    shown = None
+    if serve and store is not None:
+        # The runs with a profile serve what the store now holds: this collect's modules and others.
         shown = f"the store {store.path}"
-        profiled = RunOptions(copts.workload, None, verdict=opts.verdict, xla=same,
-                              store=dataclasses.replace(store, serve=True))
     elif profile_path is not None:
         shown = copts.output if job_first.get("mode") == "per_rank" else \
             job_first["profile"]["path"]
-        profiled = RunOptions(copts.workload, profile_path, verdict=opts.verdict, xla=same)
-    if not gpu or (profile_path is None and not serve):
-        # No profile can apply here (no GPU): one run, and no baseline to compare it with.
-        if serve or profile_path is not None:
+    has_profile = serve or profile_path is not None
+
+    def options(arm: Arm, traced: bool) -> RunOptions:
+        # Only what the arm's name says differs from the user's own setup (no collect flags).
+        with_profile = arm.pgle and has_profile
+        return RunOptions(
+            copts.workload, profile_path if with_profile and not serve else None,
+            verdict=opts.verdict, xla=tuple(arm.xla.items()),
+            env=tuple(arm.variables.items()),
+            store=dataclasses.replace(store, serve=True)
+            if with_profile and serve and store is not None else None,
+            trace_window=copts.window if traced else None)
+
+    plain = not opts.compare
+    runs: list[ArmRuns] = []
+    stopped = None
+    if plain and not (gpu and has_profile):
+        # No profile can apply here (no GPU, or none was made): one run, no baseline.
+        arm = arms_mod.PLAIN[1]
+        if has_profile:
             notify(f"phase 2/2: run with {shown}")
         else:
             notify(f"phase 2/2: run without a profile: backend {platform} records none")
-            profiled = RunOptions(copts.workload, None, verdict=opts.verdict, xla=same)
-        second = phase("run", run_workflow, profiled, str(top.path / "run")).own
-        runs.append(top.path / "run")
+        own = phase("run", run_workflow, options(arm, True), str(top.path / "run")).own
+        runs = [ArmRuns(arm, [top.path / "run"], [own], shown if has_profile else None)]
     else:
-        second = None
-        # Alternating, so that drift (thermal, other jobs) falls on both sides alike.
+        plan = arms_mod.PLAIN if plain else opts.compare
+        runs = [ArmRuns(a, profile=shown if a.pgle and has_profile else None) for a in plan]
+        if not plain:
+            notify("arms: " + "; ".join(f"{a.name}: {a.describe()}" for a in plan)
+                   + ("" if has_profile else f" (backend {platform} records no profile: the "
+                      "pgle arms run without one)"))
+        total = len(plan) * opts.repeat
+        k = 0
+        # Alternating, so that drift (thermal, other jobs) falls on every arm alike.
         for i in range(opts.repeat):
-            tag = f" {i + 1}/{opts.repeat}" if opts.repeat > 1 else ""
-            notify(f"phase 2/3: baseline run{tag} (no profile, the same flags)")
-            name = "baseline" if i == 0 else f"baseline-{i + 1}"
-            base = phase(name, run_workflow,
-                         RunOptions(copts.workload, None, verdict=opts.verdict, xla=same),
-                         str(top.path / name)).own
-            if base.workload_exit_code not in (0, None):
-                second = base
+            for entry in runs:
+                k += 1
+                name = entry.arm.folder(plain, i)
+                tag = f" {i + 1}/{opts.repeat}" if opts.repeat > 1 else ""
+                if plain:
+                    notify(f"phase {2 if entry.arm.name == 'default' else 3}/3: " + (
+                        f"baseline run{tag} (no profile, your flags)"
+                        if entry.arm.name == "default" else f"run with {shown}{tag}"))
+                else:
+                    notify(f"run {k}/{total}: arm {entry.arm.name}{tag}")
+                own = phase(name, run_workflow, options(entry.arm, i == 0),
+                            str(top.path / name)).own
+                entry.folders.append(top.path / name)
+                entry.reports.append(own)
+                if own.workload_exit_code not in (0, None):
+                    stopped = own
+                    break
+            if stopped is not None:
                 break
-            baselines.append(top.path / name)
-            notify(f"phase 3/3: run with {shown}{tag}")
-            name = "run" if i == 0 else f"run-{i + 1}"
-            own = phase(name, run_workflow, profiled, str(top.path / name)).own
-            second = second or own
-            runs.append(top.path / name)
-            if own.workload_exit_code not in (0, None):
-                second = own
-                break
+    # The verdict: of the first run with a profile (else the last run of any arm).
+    lead = next((e for e in runs if e.arm.pgle and e.reports), None) or \
+        next(e for e in reversed(runs) if e.reports)
+    second = stopped or lead.reports[0]
     report.details["phases"]["run"] = second.to_dict()
     report.status = second.status
     report.modules = second.modules
@@ -131,84 +176,54 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     report.exit_code = second.exit_code
     report.reasons = second.reasons
     report.warnings += [w for w in second.warnings if w not in report.warnings]
-    if profile_path is None:
+    if profile_path is None and not serve:
         report.reasons.append("phase 1 could not produce a profile: "
                               + "; ".join(job_first.get("reasons") or []))
-    report.details["step_times"] = times = compare_step_times(
-        job_first, top.path / "collect", baselines, runs, platform=platform)
     report.summary += second.summary
-    report.summary += step_time_lines(times, profiled=profile_path is not None or serve)
+    applied = report.status in APPLIED
+    if plain:
+        base = next((e for e in runs if e.arm.name == "default"), None)
+        withp = next((e for e in runs if e.arm.pgle), None)
+        report.details["step_times"] = times = arms_mod.compare_step_times(
+            top.path / "collect", base.folders if base else [],
+            withp.folders if withp else [], platform=platform, applied=applied)
+        report.summary += arms_mod.step_time_lines(times, profiled=has_profile)
+    else:
+        from pgle.commands.compare import table, table_lines
+
+        report.details["compare"] = table(runs, platform=platform)
+        report.details["step_times"] = {
+            "arms": {r["arm"]: r["step_time"] for r in report.details["compare"]["arms"]},
+            "steps": report.details["compare"]["steps"],
+            "caveat": report.details["compare"]["caveat"]}
+        report.summary += table_lines(report.details["compare"])
+    report.summary.append("collect changed: " + "; ".join(changed))
+    write_tune_json(top.path, opts, runs, report, platform, changed)
     if opts.html_report:
         from pgle.commands.report import ReportOptions, report as analyse
 
         page = analyse(ReportOptions([str(top.path)], opts.html_report, force=True))
         report.details["analysis"] = page.details["analysis"]
-        report.summary += page.summary
+        report.summary += page.summary[-1:]  # "report written to ..."
     return report
 
 
-MIN_STEPS = 5  # per side: fewer step times give no ratio worth printing
+def write_tune_json(top: Path, opts: TuneOptions, runs: list[ArmRuns], report: Report,
+                    platform: str | None, changed: list[str]) -> None:
+    """What tune compared, for `pgle report` (which shows the same verdict and numbers)."""
+    import json
 
-
-def _phase_times(folder, exclude: set[int] = frozenset()) -> tuple[list[float], bool]:
-    """(step times, whether the run had an events file) of one run folder."""
-    path = os.path.join(folder, "events.jsonl")
-    if not os.path.exists(path):
-        return [], False
-    return step_times(read_events(path).steps, exclude), True
-
-
-def compare_step_times(first: dict, collect_dir, baseline_dirs, run_dirs, *,
-                       platform: str | None) -> dict:
-    """Median and spread per phase (from the run folders' events), and the ratio of the
-    profiled runs over the baseline runs with a seeded bootstrap interval. collect's own steps
-    are shown (its profiled steps left out) but never enter the ratio: its run had the
-    profiler on. No ratio on a backend without profiles or from too few steps (`caveat`)."""
-    from pgle.analysis.throughput import ratio_interval
-
-    window = first.get("window") or {}
-    excluded = set()
-    if window.get("first_step") is not None and window.get("steps"):
-        excluded = set(range(window["first_step"], window["first_step"] + window["steps"]))
-    collect, _ = _phase_times(collect_dir, excluded)
-    before = [t for d in baseline_dirs for t in _phase_times(d)[0]]
-    after = [t for d in run_dirs for t in _phase_times(d)[0]]
-    out = {"collect": summarize(collect), "baseline": summarize(before), "run": summarize(after),
-           "runs": {"baseline": len(baseline_dirs), "run": len(run_dirs)},
-           "ratio": None, "interval": None, "caveat": None}
-    gpu = platform is not None and platform.lower() in GPU_PLATFORMS
-    if not collect and not after:
-        out["caveat"] = ("the workload marks no steps (jax.profiler.StepTraceAnnotation), so "
-                         "there are no step times to compare")
-    elif not gpu:
-        out["caveat"] = (f"no step-time ratio: backend {platform} applies no profile, so both "
-                         "phases ran the same program (and collect's ran with the profiler on)")
-    elif not baseline_dirs:
-        out["caveat"] = "no step-time ratio: there was no profile to run with"
-    elif len(before) < MIN_STEPS or len(after) < MIN_STEPS:
-        out["caveat"] = (f"no step-time ratio: {len(before)} baseline and {len(after)} profiled "
-                         f"step time(s), fewer than {MIN_STEPS} each; run more steps or "
-                         "--repeat more")
-    else:
-        ci = ratio_interval(before, after)
-        out["ratio"], out["interval"] = ci["ratio"], ci
-    return out
-
-
-def step_time_lines(times: dict, *, profiled: bool) -> list[str]:
-    def ms(side):
-        return f"{times[side]['median_s'] * 1e3:.2f} ms" if times.get(side) else "-"
-
-    if times.get("ratio") is not None:
-        ci = times["interval"]
-        noise = "beyond run-to-run noise" if ci["beyond_noise"] else "within run-to-run noise"
-        return [f"median step: {ms('baseline')} without the profile, {ms('run')} with it "
-                f"(ratio {ci['ratio']:.3f}, {ci['confidence']:.0%} interval {ci['low']:.3f}.."
-                f"{ci['high']:.3f}, {noise}; {times['runs']['run']} run(s) each)"]
-    lines = []
-    if times.get("run") or times.get("collect"):
-        lines.append(f"median step: {ms('collect')} (collect, profiled steps left out), "
-                     f"{ms('run')} ({'with the profile' if profiled else 'run'})")
-    if times.get("caveat"):
-        lines.append(times["caveat"])
-    return lines
+    doc = {
+        "plain": not opts.compare, "platform": platform, "repeat": opts.repeat,
+        "collect": {"folder": "collect", "changed": changed},
+        "arms": [{"name": e.arm.name, "describe": e.arm.describe(), "pgle": e.arm.pgle,
+                  "xla": e.arm.xla, "variables": e.arm.variables, "profile": e.profile,
+                  "folders": [f.name for f in e.folders],
+                  "statuses": [r.status for r in e.reports]} for e in runs],
+        "verdict": {"status": report.status, "reasons": report.reasons,
+                    "exit_code": report.exit_code},
+        "step_times": report.details.get("step_times"),
+        "compare": report.details.get("compare"),
+        "modules": report.modules,
+    }
+    write_text_atomic(top / arms_mod.TUNE_JSON, json.dumps(doc, indent=1, default=str) + "\n")

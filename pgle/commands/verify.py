@@ -14,6 +14,7 @@ from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.ranks import ranks_phrase
 from pgle.profiles import files as profile
 from pgle.report import Report
+from pgle.verdicts import collectives, require
 from pgle.verdicts.across_ranks import judge_job
 from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts import checker
@@ -75,7 +76,7 @@ def verify(opts: VerifyOptions) -> Report:
             else path_matcher(opts.profile, (os.path.abspath(opts.profile),))
         origin = Origin(profile_match=match, profile_given=opts.profile)
     verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
-                    silence=silence, origin=origin)
+                    silence=silence, origin=origin, sol_fallback=_sol_expected(given, inference))
     if absent and verdict.status == "not_applied" and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
         verdict.status = "error"
@@ -114,6 +115,7 @@ def verify(opts: VerifyOptions) -> Report:
         report.profile = source.to_dict()
     report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied,
                                      verdict.details.get("coverage_unknown", 0))
+    require.enforce(report, opts.verdict.require)
     return report
 
 
@@ -162,3 +164,18 @@ def _same_profile(read_path: str, source: profile.ProfileSource) -> bool:
     if source.sha256[:16] in read_path:
         return True
     return source.kind == "directory" and any(f.name == name for f in source.files)
+
+
+def _sol_expected(given: tuple[int, ...] | None, inference: log_version.Inference) -> bool | None:
+    """Whether the jax that wrote the log prices unprofiled instructions with XLA's SoL model:
+    from --jax, else only when every version the log's wording allows agrees (None: unknown,
+    and then only a module's own `PGLE fallback: using SolLatencyEstimator` line says so)."""
+    if given is not None:
+        return collectives.sol_fallback_expected(given, None)
+    if inference.low is None and inference.high is None and not inference.matches:
+        return None
+    if inference.within(collectives.SOL_FALLBACK_SINCE, None):
+        return True
+    if inference.within(None, collectives.LAST_WITHOUT_SOL_FALLBACK):
+        return False
+    return None

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable
 
 from pgle.evidence import logscan
+from pgle.xla.hlo_names import is_communication
 
 MAX_MISSING_NAMES = 50
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
@@ -95,6 +96,9 @@ class ModuleEvidence:
     parent: str | None = None
     by: str | None = None
     fallback_from: str | None = None  # the unreadable <fp>.pbtxt XLA fell back from to <fp>.pb
+    # Every missing collective / host copy, beyond the MAX_MISSING_NAMES cap of
+    # missing_names: the verdict must see each one (pgle.verdicts.collectives).
+    missing_communication: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -234,8 +238,12 @@ class LogScanner:
         if state.expect_names:
             m = logscan.CHECK_NAME.match(msg)
             if m:
-                if state.current is not None and len(state.current.missing_names) < MAX_MISSING_NAMES:
-                    state.current.missing_names.append(m.group("name"))
+                if state.current is not None:
+                    name = m.group("name")
+                    if len(state.current.missing_names) < MAX_MISSING_NAMES:
+                        state.current.missing_names.append(name)
+                    if is_communication(name):
+                        state.current.missing_communication.append(name)
                 state.expect_names -= 1
                 return
         self._line = line

@@ -81,13 +81,15 @@ def execute(
     log_copy: str | None = None,
     observe_pgle: bool = False,
     progress: Callable[[str], None] | None = None,
+    count_jits: bool = True,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
     `on_exit(code)` the moment the workload has exited (a job records them so that its peers
     stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
     with (pgle.launch.launcher). `progress`: where progress lines go while it runs (the
-    profiling window's, or plain running time; pgle.launch.progress)."""
+    profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
+    harness counts jitted executions (pgle.launch.step_rule) unless False."""
     recorded = redact_args(workload.args)
     env = child.env
     if recorded != list(workload.args):  # the real ones go by environment, never to a file
@@ -97,7 +99,7 @@ def execute(
         workload=WorkloadSpec(workload.script, workload.module, tuple(recorded)),
         profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
         warnings_always=tuple(warnings_always), observe_pgle=observe_pgle,
-        expected_xla_flags=pgle_flags(child) or None)
+        expected_xla_flags=pgle_flags(child) or None, count_jits=count_jits)
     run.claim_files()
     write_text_atomic(run.spec, spec.to_json())
     argv = [*prefix, *harness_argv(run.spec)]

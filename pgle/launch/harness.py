@@ -35,14 +35,14 @@ import time
 import warnings
 
 try:
-    from pgle.launch import schema
+    from pgle.launch import schema, step_rule
 except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from pgle.launch import schema
+    from pgle.launch import schema, step_rule
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was given
-# --steps on a script without markers: say so once the most-executed jax.jit function ran this
+# --steps on a script without markers: say so once a jitted function ran this
 # often without any StepTraceAnnotation (early, not after the whole run).
 NO_MARKER_EXECUTIONS = 20
 
@@ -100,9 +100,9 @@ class ProfilerWindow:
         self.warmup = spec.warmup if spec else 0
         self.max_executions = spec.executions if spec else 0
         self.max_seconds = spec.max_seconds if spec else 0.0
-        self.calls: dict[int, int] = {}
-        self.hot = None  # the jax.jit function whose executions are the steps
-        self.hot_name: str | None = None
+        self.jits: "JitCounter | None" = None  # set by the harness: executions and host time
+        self.hot_name: str | None = None  # the jitted function whose executions are the steps
+        self.pending: str | None = None  # the step the rule picked; the window opens at its call
         self.first_execution: int | None = None
         self.executions_in_trace = 0
         self.counting = self.mode in ("auto", "steps")
@@ -149,16 +149,14 @@ class ProfilerWindow:
         return bool(self.max_seconds) and time.time() - self.started_at >= self.max_seconds
 
     # -- the execution window (no step markers) ----------------------------
-    def before_execution(self, fn, name: str) -> bool:
-        """A jax.jit function is about to run (not nested in another). True: call
-        `after_execution` when it returns."""
+    def before_execution(self, name: str, n: int) -> bool:
+        """The jitted function `name` is about to run its n-th execution (top-level calls
+        only). True: call `after_execution` when it returns."""
         with self.lock:
             if self.seen_steps or self.done or self.script_trace is not None:
                 if self.mode != "auto" or self.seen_steps:
                     self.counting = False
                 return False
-            key = id(fn)
-            n = self.calls[key] = self.calls.get(key, 0) + 1
             if self.mode == "steps":
                 if n >= NO_MARKER_EXECUTIONS and not self.no_marker_warned:
                     self._warn_no_markers(name, n)
@@ -167,18 +165,27 @@ class ProfilerWindow:
                 if self._over_time():
                     self._stop(reason=f"the {self.max_seconds:g} s bound")
                     return False
-                return fn is self.hot
-            if self.active is None and self.hot is None and n > self.warmup and self.backend_up:
-                self.hot, self.hot_name, self.first_execution = fn, name, n - 1
-                self.events.write(schema.WINDOW_PLAN, function=name, first_execution=n - 1,
-                                  executions=self.max_executions, max_seconds=self.max_seconds)
-                self._start("executions")
-                return self.active == "executions"
+                return name == self.hot_name
+            if self.active is None and self.hot_name is None and self.backend_up:
+                if self.pending is None and n > self.warmup:
+                    # The first function past its warm-up asks the rule (pgle.launch.step_rule)
+                    # over every function with a timed execution: a helper called before the
+                    # step each iteration crosses first, the step still wins.
+                    chosen = step_rule.pick(self.jits.snapshot() if self.jits else [],
+                                            min_executions=2)
+                    self.pending = chosen["function"] if chosen else name
+                if self.pending == name:
+                    self.hot_name, self.first_execution = name, n - 1
+                    self.events.write(schema.WINDOW_PLAN, function=name, first_execution=n - 1,
+                                      executions=self.max_executions,
+                                      max_seconds=self.max_seconds)
+                    self._start("executions")
+                    return self.active == "executions"
             return False
 
-    def after_execution(self, fn) -> None:
+    def after_execution(self, name: str) -> None:
         with self.lock:
-            if self.active != "executions" or fn is not self.hot:
+            if self.active != "executions" or name != self.hot_name:
                 return
             self.executions_in_trace += 1
             if self.executions_in_trace >= self.max_executions:
@@ -256,12 +263,12 @@ class ProfilerWindow:
             self.events.write(schema.WINDOW_WARNING, message=(
                 f"--step-name {step_name!r} matched no step of the workload ({marks}); {done}"))
         elif self.mode == "auto":
-            if last_step is None and self.hot is None:
+            if last_step is None and self.hot_name is None:
                 self.events.write(schema.WINDOW_WARNING, message=(
                     "nothing was profiled: the workload marks no step with "
-                    "jax.profiler.StepTraceAnnotation and no jax.jit function executed more "
-                    f"than {self.warmup} time(s); use --delay/--duration"))
-            elif self.hot is not None and last_step is None \
+                    "jax.profiler.StepTraceAnnotation and no jitted function (jax.jit, jax.pmap, "
+                    f"pjit) executed more than {self.warmup} time(s); use --delay/--duration"))
+            elif self.hot_name is not None and last_step is None \
                     and self.executions_in_trace < self.max_executions \
                     and (self.stop_reason or "").startswith("workload"):
                 self.events.write(schema.WINDOW_WARNING, message=(
@@ -371,6 +378,7 @@ class Harness:
         self.spec = spec
         self.events = Events(spec.events)
         self.window = ProfilerWindow(spec.profile, self.events)
+        self.jits = JitCounter()
         self.step_name = (spec.profile.step_name if spec.profile else None) or spec.step_name
         self.step_index = 0
         self.other_step_names: list[str] = []
@@ -397,8 +405,14 @@ class Harness:
         jax.profiler.StepTraceAnnotation = _step_annotation_class(
             jax.profiler.StepTraceAnnotation, self)
         _hook_profiler(jax.profiler, self.window)
-        if self.window.counting:
-            jax.jit = _counting_jit(jax.jit, self.window)
+        if self.spec.count_jits or self.window.counting:
+            # Counted in every run that reads them (not only for a window): the step's
+            # executions are the step times of a script without markers, and its module leads
+            # the module lists.
+            self.window.jits = self.jits
+            jax.jit = _counting(jax.jit, "jit", self.jits, self.window)
+            jax.pmap = _counting(jax.pmap, "pmap", self.jits, self.window)
+            _hook_pjit(self.jits, self.window)
         jax.monitoring.register_event_duration_secs_listener(self._on_duration)
         jax.monitoring.register_event_listener(self._on_event)
         for entry in self.spec.capture_loggers:
@@ -412,6 +426,7 @@ class Harness:
         if event != BACKEND_COMPILE_EVENT:
             return
         self.events.write(schema.COMPILE, fun_name=kwargs.get("fun_name"), seconds=duration)
+        self.jits.compiled(getattr(_depth, "name", None), kwargs.get("fun_name"))
         if not self.backend_recorded:
             self._check_xla_flags()
         self._record_backend()
@@ -544,6 +559,10 @@ class Harness:
                                 self.step_name, self.other_step_names)
         except Exception as e:
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
+        try:
+            self.jits.record(self.events)
+        except Exception as e:  # never hide the workload's exit for a statistic
+            self.events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
         self.events.write(schema.EXIT, code=code, error=error)
         self.events.close()
 
@@ -705,59 +724,214 @@ def _hook_session(session_cls, window: "ProfilerWindow") -> None:
 
 
 _depth = threading.local()
+MAX_STARTS = 100_000  # start times kept per function (the step's go to the events file)
+TOP_FUNCTIONS = 20  # functions listed in the jit_functions event
 
 
-def _counting_jit(jit, window: "ProfilerWindow"):
-    """`jax.jit` whose functions tell the window when they execute (the top-level calls only).
+class JitCounter:
+    """Per jitted function (by the name jax gives its module): top-level executions, the host
+    time they account for, and their start times; `pgle.launch.step_rule` picks the step.
 
     No public jax hook sees executions: jitted calls take jaxlib's C++ fast path (jax 0.10.2),
-    so the count is taken around the call. Only the public `jax.jit` attribute is replaced:
-    jax's own internal jits (jax.numpy) are not counted. Once the window is over the wrapper
-    costs one attribute check per call.
-    """
+    so they are counted around the call, one lock and one clock read per top-level call."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stats: dict[str, list] = {}  # name -> [executions, seconds after the first]
+        self.starts: dict[str, list[float]] = {}
+        self.last: tuple[str, float, int] | None = None  # (name, start, execution number)
+        # name -> the module XLA compiled for it: the last compile while its first execution
+        # (or its AOT `.compile()`) ran; the eager jits its tracing runs compile before it.
+        # jax 0.10.2 compiles `jax.pmap(f)` as `jit__fun` (a jit of a shard_map), not pmap_f.
+        self.modules: dict[str, str] = {}
+
+    def compiled(self, name: str | None, fun_name: str | None) -> None:
+        """XLA compiled `fun_name` (jax's `jit(f)`) while `name` ran."""
+        if not name or not fun_name:
+            return
+        with self.lock:
+            if (self.stats.get(name) or [0])[0] <= 1:
+                self.modules[name] = step_rule.module_of(fun_name)
+
+    def begin(self, name: str) -> int:
+        """An execution of `name` starts; returns its number (1-based). The previous call's
+        host time ends here (its first execution, with the compile, is not counted)."""
+        t = time.time()
+        with self.lock:
+            row = self.stats.get(name)
+            if row is None:
+                row = self.stats[name] = [0, 0.0]
+            row[0] += 1
+            last = self.last
+            if last is not None and last[2] > 1:
+                self.stats[last[0]][1] += t - last[1]
+            self.last = (name, t, row[0])
+            starts = self.starts.setdefault(name, [])
+            if len(starts) < MAX_STARTS:
+                starts.append(t)
+            return row[0]
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return [{"function": n, "module": self.modules.get(n) or step_rule.module_of(n),
+                     "executions": r[0], "seconds": r[1]} for n, r in self.stats.items()]
+
+    def record(self, events: Events) -> None:
+        """The `jit_functions` event: the busiest functions, the step and its start times."""
+        functions = sorted(self.snapshot(), key=lambda f: (-f["seconds"], -f["executions"]))
+        if not functions:
+            return
+        step = step_rule.pick(functions)
+        with self.lock:
+            starts = list(self.starts.get(step["function"], ())) if step else []
+        events.write(schema.JIT_FUNCTIONS, functions=functions[:TOP_FUNCTIONS],
+                     step=step["function"] if step else None,
+                     module=step["module"] if step else None,
+                     starts=[round(t, 6) for t in starts], rule=step_rule.describe())
+
+
+def _run_counted(counter: JitCounter, window: "ProfilerWindow", name: str, fn, args, kwargs):
+    """Call `fn` as one execution of `name` when it is a top-level call (not nested in another
+    counted call, such as a jitted function traced inside another)."""
+    if getattr(_depth, "n", 0):
+        return fn(*args, **kwargs)
+    _depth.n, _depth.name = 1, name
+    tell = False
+    try:
+        n = counter.begin(name)
+        tell = window.counting and window.before_execution(name, n)
+        out = fn(*args, **kwargs)
+    finally:
+        _depth.n, _depth.name = 0, None
+    if tell:
+        window.after_execution(name)
+    return out
+
+
+class _Proxy:
+    """Forwards every attribute to the wrapped jax object."""
+
+    def __init__(self, wrapped, name: str, counter: JitCounter, window: "ProfilerWindow"):
+        self._pgle = (wrapped, name, counter, window)
+
+    def __getattr__(self, attr):
+        if attr == "_pgle":  # copy/pickle build the object without __init__
+            raise AttributeError(attr)
+        return getattr(self._pgle[0], attr)
+
+    def __repr__(self):
+        return repr(self._pgle[0])
+
+
+class _Compiled(_Proxy):
+    """`jit(f).lower(...).compile()`: its calls are executions of `jit(f)`."""
+
+    def __call__(self, *args, **kwargs):
+        wrapped, name, counter, window = self._pgle
+        return _run_counted(counter, window, name, wrapped, args, kwargs)
+
+
+class _Lowered(_Proxy):
+    def compile(self, *args, **kwargs):
+        wrapped, name, counter, window = self._pgle
+        outer = getattr(_depth, "name", None)
+        _depth.name = outer or name  # the compile is this function's (pgle.launch.step_rule)
+        try:
+            compiled = wrapped.compile(*args, **kwargs)
+        finally:
+            _depth.name = outer
+        return _Compiled(compiled, name, counter, window)
+
+
+class _Traced(_Proxy):
+    def lower(self, *args, **kwargs):
+        wrapped, name, counter, window = self._pgle
+        return _Lowered(wrapped.lower(*args, **kwargs), name, counter, window)
+
+
+class _Jitted(_Proxy):
+    """A jitted (or pmapped) function whose top-level calls are counted."""
+
+    def __init__(self, wrapped, name, counter, window):
+        super().__init__(wrapped, name, counter, window)
+        import functools
+
+        try:
+            functools.update_wrapper(self, wrapped)
+        except Exception:
+            pass
+
+    def __call__(self, *args, **kwargs):
+        wrapped, name, counter, window = self._pgle
+        return _run_counted(counter, window, name, wrapped, args, kwargs)
+
+    def __get__(self, obj, objtype=None):  # as a method, like jax's own jitted functions
+        import functools
+
+        return self if obj is None else functools.partial(self, obj)
+
+    def lower(self, *args, **kwargs):
+        wrapped, name, counter, window = self._pgle
+        return _Lowered(wrapped.lower(*args, **kwargs), name, counter, window)
+
+    def trace(self, *args, **kwargs):
+        wrapped, name, counter, window = self._pgle
+        return _Traced(wrapped.trace(*args, **kwargs), name, counter, window)
+
+
+def _fun_name(fun) -> str:
+    """The name jax gives the function's module (jax/_src/util.py `fun_name`, 0.10.2)."""
     import functools
 
-    class Jitted:
-        def __init__(self, jitted, name):
-            self._pgle_jitted, self._pgle_name = jitted, name
-            try:
-                functools.update_wrapper(self, jitted)
-            except Exception:
-                pass
+    name = getattr(fun, "__name__", None)
+    if name is not None:
+        return name
+    if isinstance(fun, functools.partial):
+        return _fun_name(fun.func)
+    return "<unnamed function>"
 
-        def __call__(self, *args, **kwargs):
-            jitted = self._pgle_jitted
-            if not window.counting or getattr(_depth, "n", 0):
-                return jitted(*args, **kwargs)
-            _depth.n = 1
-            try:
-                tell = window.before_execution(self, self._pgle_name)
-                out = jitted(*args, **kwargs)
-            finally:
-                _depth.n = 0
-            if tell:
-                window.after_execution(self)
-            return out
 
-        def __get__(self, obj, objtype=None):  # as a method, like jax's own jitted functions
-            return self if obj is None else functools.partial(self, obj)
+def _counting(transform, prefix: str, counter: JitCounter, window: "ProfilerWindow"):
+    """`transform` (jax.jit, jax.pmap, pjit) whose functions are counted. Every way scripts
+    write it reaches here: `@jax.jit`, `@jax.jit(donate_argnums=0)` (jax >= 0.8.1: no function
+    gives a decorator), `functools.partial(jax.jit, ...)`, `jax.jit(f).lower(x).compile()`, and
+    the wrappers that call `jax.jit` (flax `nnx.jit`, equinox `eqx.filter_jit`). Only the public
+    attributes are replaced: jax's own internal jits (jax.numpy) are not counted."""
+    import functools
 
-        def __getattr__(self, name):  # lower, trace, eval_shape, clear_cache, ...
-            return getattr(self._pgle_jitted, name)
-
-        def __repr__(self):
-            return repr(self._pgle_jitted)
-
-    @functools.wraps(jit)
-    def counting_jit(*args, **kwargs):
+    @functools.wraps(transform)
+    def counting(*args, **kwargs):
         fun = args[0] if args else kwargs.get("fun")
-        jitted = jit(*args, **kwargs)
-        if fun is None or not callable(jitted):
-            return jitted
-        name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", None) or repr(fun)
-        return Jitted(jitted, f"jit({name})")
+        result = transform(*args, **kwargs)
+        if fun is None:
+            if not callable(result):
+                return result
 
-    return counting_jit
+            @functools.wraps(result)
+            def decorate(f):  # the decorator jax returned, with pgle's count
+                return counting(f, *args, **kwargs)
+            return decorate
+        if not callable(result):
+            return result
+        return _Jitted(result, f"{prefix}({_fun_name(fun)})", counter, window)
+
+    return counting
+
+
+def _hook_pjit(counter: JitCounter, window: "ProfilerWindow") -> None:
+    """`jax.experimental.pjit.pjit` (deprecated since jax 0.8, still used): counted as jit.
+    jax 0.10.2 serves it through the module's deprecation table, whose entry is replaced
+    (so the DeprecationWarning stays); older jax has a plain attribute."""
+    try:
+        import jax.experimental.pjit as module
+    except Exception:
+        return
+    table = getattr(module, "_deprecations", None)
+    if isinstance(table, dict) and isinstance(table.get("pjit"), tuple) and callable(table["pjit"][1]):
+        message, fn = table["pjit"]
+        table["pjit"] = (message, _counting(fn, "jit", counter, window))
+    elif callable(module.__dict__.get("pjit")):
+        module.pjit = _counting(module.__dict__["pjit"], "jit", counter, window)
 
 
 def _step_annotation_class(base, harness: Harness):

@@ -45,6 +45,7 @@ EXIT = "exit"  # the workload's exit code (or interrupted)
 SCRIPT_TRACE = "script_trace"  # the workload called jax.profiler.start_trace/stop_trace itself
 XLA_FLAGS_SEEN = "xla_flags_seen"  # XLA_FLAGS as the workload's process had it at the first compile
 WINDOW_PLAN = "window_plan"  # the execution window chose its function (no step markers)
+JIT_FUNCTIONS = "jit_functions"  # at exit: executions per jitted function, the step, its starts
 
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     START: ("pid", "argv", "python"),
@@ -78,6 +79,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # effective: os.environ["XLA_FLAGS"] at the first compile; missing: pgle's flags not in it
     XLA_FLAGS_SEEN: ("effective", "missing"),
     WINDOW_PLAN: ("function", "first_execution", "executions", "max_seconds"),
+    # functions: [{function, module, executions, seconds}] busiest first; step/module: the one
+    # pgle.launch.step_rule picks; starts: time.time() of each of its executions
+    JIT_FUNCTIONS: ("functions", "step", "module", "starts", "rule"),
 }
 
 # -- the spec (spec.json) ---------------------------------------------------------------------
@@ -104,7 +108,7 @@ class WindowSpec:
     delay: float | None = None
     duration: float | None = None
     step_name: str | None = None
-    # auto without step markers: executions of the most-executed jax.jit function, after
+    # auto without step markers: executions of the step function (pgle.launch.step_rule), after
     # `warmup` of them, at most `executions` of them or `max_seconds` (also bounds a marker window)
     warmup: int = 2
     executions: int = 5
@@ -121,6 +125,9 @@ class HarnessSpec:
     warnings_always: tuple[str, ...] = ()  # builtin warning categories never deduplicated
     observe_pgle: bool = False  # report every execution auto PGLE profiles
     expected_xla_flags: dict | None = None  # {name: rendered flag} pgle set; checked at 1st compile
+    # Count the jitted functions' executions (the step rule, step times without markers; a few
+    # us per top-level call). Off where nothing reads them (auto, prewarm, the Nsight run).
+    count_jits: bool = True
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -138,7 +145,8 @@ class HarnessSpec:
             capture_loggers=tuple(data.get("capture_loggers") or ()),
             warnings_always=tuple(data.get("warnings_always") or ()),
             observe_pgle=bool(data.get("observe_pgle")),
-            expected_xla_flags=data.get("expected_xla_flags"))
+            expected_xla_flags=data.get("expected_xla_flags"),
+            count_jits=bool(data.get("count_jits", True)))
 
     def with_args_from(self, value: str | None) -> HarnessSpec:
         """The spec with the workload's real arguments (`WORKLOAD_ARGS`'s JSON list), where

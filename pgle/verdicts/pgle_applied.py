@@ -16,6 +16,7 @@ from typing import Collection
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
+from pgle.verdicts import collectives
 from pgle.verdicts.origin import Origin
 from pgle.verdicts.rows import AppliedRow, module_lines
 
@@ -45,7 +46,7 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
           accuracy_checker: bool = True, info_log_hidden: bool = False,
           jax_imported: bool | None = None, silence: str | None = None,
           workload_modules: Collection[str] | None = None,
-          origin: Origin | None = None) -> Verdict:
+          origin: Origin | None = None, sol_fallback: bool | None = None) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
     `silence`: what a module that read the profile and got no accuracy-checker block means
@@ -58,7 +59,10 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     (None: unknown, e.g. `verify` of a log).
     `workload_modules`: the modules the harness saw the workload compile (`pgle run`): any
     other module in the log is XLA's own. `origin`: what pgle knows about the run that wrote
-    the log; evidence inconsistent with it is not counted (pgle.verdicts.origin)."""
+    the log; evidence inconsistent with it is not counted (pgle.verdicts.origin).
+    `sol_fallback`: XLA prices unprofiled instructions with its SoL model in this run
+    (pgle.verdicts.collectives.sol_fallback_expected; None: only a module's own
+    `PGLE fallback: using SolLatencyEstimator` line says so)."""
     silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
     details: dict = {}
     if workload_modules:
@@ -70,7 +74,7 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     not_counted = origin.foreign_reads(evidence) if origin is not None else {}
     rows = []
     for m in evidence.modules:
-        row = _judge_module(m, min_coverage, silence)
+        row = _judge_module(m, min_coverage, silence, bool(sol_fallback))
         if m.profile_path is not None and m.profile_path in not_counted:
             row.status, row.coverage = "not_applied", None
             row.notes.insert(0, not_counted[m.profile_path])
@@ -281,9 +285,11 @@ def exit_code_for(status: str, workload_code: int, require_applied: bool,
     return 0
 
 
-def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str) -> AppliedRow:
+def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str,
+                  sol_fallback: bool = False) -> AppliedRow:
     """One module's row. `silence`: what no checker block means (see `judge`)."""
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
+    rule: str | None = None
     if m.no_profile_file:
         status = "not_applied"
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
@@ -303,13 +309,14 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str) -> Appli
         notes.append(f"XLA: the profile has entries that are not in this module (first: "
                      f"{m.not_in_module[0]}); it is used where names match, coverage unknown")
     elif missing is not None:
+        # -- the collective-aware rule (pgle.verdicts.collectives) --
         coverage = _ratio(found, missing)
-        if coverage is None or coverage == 0:
-            status = "not_applied"
-        elif coverage >= min_coverage:
-            status = "applied"
-        else:
-            status = "partial"
+        decision = collectives.decide(found, missing, m.missing_communication,
+                                      coverage=coverage, min_coverage=min_coverage,
+                                      sol_fallback=sol_fallback or m.sol_fallback)
+        status, rule = decision.status, decision.rule
+        notes += decision.notes
+        # -- end of the collective-aware rule --
     elif silence == SILENCE_FULL:
         # The checker is silent when nothing is missing: the profile covers the module.
         status, missing, coverage = "applied", 0, 1.0
@@ -338,7 +345,23 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str) -> Appli
         module=m.module, status=status, instructions_found=found,
         instructions_missing=missing, coverage=coverage, fingerprint=m.fingerprint,
         profile_path=m.profile_path, profile_found=not m.no_profile_file, rank=m.rank,
-        missing_instructions=m.missing_names, notes=notes, ordinal=m.ordinal)
+        missing_instructions=m.missing_names, notes=notes, ordinal=m.ordinal,
+        rule=rule or _rule_of(status, m, silence),
+        collectives_missing=list(m.missing_communication))
+
+
+def _rule_of(status: str, m: ModuleEvidence, silence: str) -> str:
+    """Which rule decided a module the checker printed nothing for (JSON `rule`)."""
+    if m.no_profile_file:
+        return "no_profile_file"
+    if m.discarded:
+        return "discarded"
+    if m.not_in_module:
+        return "not_in_module"
+    if m.fingerprint_only:
+        return "no_profile_read"
+    return {SILENCE_FULL: "checker_silent", SILENCE_UNKNOWN: "checker_silence_unknown"}.get(
+        silence, "no_checker")
 
 
 def _ratio(found: int | None, missing: int | None) -> float | None:

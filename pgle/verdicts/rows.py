@@ -35,6 +35,13 @@ class AppliedRow:
     notes: list[str]
     # k: the k-th module XLA reported; names a module no log line names (no VLOG before 0.7.2).
     ordinal: int | None = None
+    # Which rule decided the status (pgle.verdicts.collectives: nothing_found, collectives,
+    # sol_fallback, min_coverage; else checker_silent, no_checker, no_profile_file, ...).
+    rule: str | None = None
+    # Every collective / host copy the profile misses, and (where the run kept the module's
+    # scheduled HLO) how many the module runs: "collectives covered k/n".
+    collectives_missing: list[str] = dataclasses.field(default_factory=list)
+    collectives_total: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -106,12 +113,28 @@ def _label_and_text(row: Mapping[str, Any], ok: str | None) -> tuple[str, str]:
         if "coverage" in row:  # a PGLE-applied verdict
             cov = "?" if row["coverage"] is None else f"{row['coverage']:.0%}"
             missing = row.get("instructions_missing")
-            text += f" (coverage {cov}" + (f", {missing} missing)" if missing else ")")
+            text += f" (coverage {cov}" + (f", {missing} missing" if missing else "")
+            comm = _collectives_text(row)
+            text += (f"; {comm})" if comm else ")")
         elif row.get("reason"):
             text += f" ({row['reason']})"
     if row.get("fix") and row["status"] != ok:
         text += f"; fix: {row['fix']}"
     return label, text
+
+
+def _collectives_text(row: Mapping[str, Any]) -> str | None:
+    """'collectives covered k/n' where the module's collectives are known, else 'k
+    collective(s) missing' when some are (pgle.verdicts.collectives)."""
+    missing = row.get("collectives_missing")
+    if missing is None:
+        return None
+    total = row.get("collectives_total")
+    if total is not None and total >= len(missing):
+        return f"collectives covered {total - len(missing)}/{total}"
+    if missing:
+        return f"{len(missing)} collective(s) missing"
+    return "no collective missing" if row.get("instructions_missing") else None
 
 
 def module_line(row: Mapping[str, Any], *, ok: str | None = None) -> str:

@@ -37,7 +37,7 @@ def test_flax_script_without_markers_that_assigns_xla_flags(project):
     window = report["window"]
     assert window["purpose"] == "executions" and "train_step" in window["function"]
     assert (window["first_execution"], window["executions"]) == (2, 5)
-    assert "profiling window:" in err and "most-executed jax.jit function" in err
+    assert "profiling window:" in err and "executions 2..6 of its step function" in err
     assert "train 12/12" in err  # (--json: the workload's \r progress passed through
     # Said while the workload ran (before its last output), and again as a reason.
     early = err.index("pgle: warning: the workload replaced XLA_FLAGS")
@@ -129,14 +129,33 @@ def test_terminal_is_quiet_log_is_complete_and_tracebacks_are_the_workloads(proj
     assert re.search(r"^I\d{4} .*pjrt_client", verbose.stderr.decode(), re.M)
 
 
-@pytest.mark.parametrize("script", [STAX])
-def test_tune_on_cpu_prints_no_ratio(project, script):
-    """Case 4: on CPU no profile is applied; tune says so instead of printing a ratio."""
-    proc = run_pgle("tune", "--json", script, cwd=project)
+@pytest.mark.parametrize("script,args,function", [
+    (FLAX, ["--steps", "16"], "jit(train_step)"),
+    (EQX, ["--steps", "16"], "jit(make_step)"),
+    (GPT, ["--profile-dir", "own-trace", "--steps", "16"], "jit(train_step)"),
+    (STAX, [], None),
+])
+def test_tune_on_cpu_times_unmarked_steps_and_prints_no_ratio(project, script, args, function):
+    """Case 4, and issue 22: none of these scripts marks steps, yet tune times the steps it
+    finds (the executions of the step function), says how it found them, and on CPU prints
+    the documented caveat instead of a ratio."""
+    proc = run_pgle("tune", "--json", script, "--", *args, cwd=project)
     assert proc.returncode == 0, proc.stderr.decode()
     times = report_of(proc)["step_times"]
-    assert times["ratio"] is None and times["caveat"]
-    assert not any(re.search(r"ratio \d", l) for l in pgle_lines(proc))
+    lines = pgle_lines(proc)
+    assert times["ratio"] is None and times["caveat"].startswith("no step-time ratio: backend cpu")
+    assert not any(re.search(r"ratio \d", line) for line in lines)
+    assert any(line.startswith(f"pgle: {times['caveat']}") for line in lines)
+    steps = times["steps"]
+    assert steps["source"] in ("executions", "markers")
+    if function is not None:
+        assert steps["source"] == "executions" and steps["function"] == function
+        assert f"the steps are the 16 executions of {function}" in steps["how"]
+        assert any(line.startswith("pgle: steps: no step markers") for line in lines)
+    # The run's steps are timed with its kept trace (the after-picture) and compile left out.
+    assert times["run"]["count"] >= 5
+    median = next(line for line in lines if line.startswith("pgle: median step: "))
+    assert f"{times['run']['median_s'] * 1e3:.2f} ms (run)" in median
 
 
 def test_pgle_folder_gitignore(project):

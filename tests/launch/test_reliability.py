@@ -472,7 +472,7 @@ def test_tune_ratio_is_profiled_over_baseline_runs_and_never_uses_collect(tmp_pa
     it would be 4); collect's steps (1.0 s, the profiler on) never enter it. Real events files
     as the harness writes them, read by tune's own comparison (a GPU is needed for a real
     profiled phase)."""
-    from pgle.commands.tune import compare_step_times
+    from pgle.commands.arms import compare_step_times
 
     def folder(name, step_s):
         d = tmp_path / name
@@ -484,14 +484,19 @@ def test_tune_ratio_is_profiled_over_baseline_runs_and_never_uses_collect(tmp_pa
         (d / "events.jsonl").write_text("\n".join(lines) + "\n")
         return d
 
-    times = compare_step_times({"window": {"first_step": 2, "steps": 5}}, folder("c", 1.0),
-                               [folder("b1", 0.4), folder("b2", 0.4)],
-                               [folder("r1", 0.1), folder("r2", 0.1)], platform="gpu")
+    times = compare_step_times(folder("c", 1.0), [folder("b1", 0.4), folder("b2", 0.4)],
+                               [folder("r1", 0.1), folder("r2", 0.1)], platform="gpu",
+                               applied=True)
     assert abs(times["ratio"] - 0.25) < 1e-9
     assert times["interval"]["low"] <= times["ratio"] <= times["interval"]["high"]
     assert times["baseline"]["count"] == 12 and times["runs"] == {"baseline": 2, "run": 2}
-    few = compare_step_times({}, folder("c2", 1.0), [folder("b3", 0.4)], [], platform="gpu")
+    few = compare_step_times(folder("c2", 1.0), [folder("b3", 0.4)], [], platform="gpu",
+                             applied=True)
     assert few["ratio"] is None and "fewer than 5" in few["caveat"]
+    # Issue 22: where no module applied the profile both sides ran one schedule: no ratio.
+    same = compare_step_times(folder("c3", 1.0), [folder("b4", 0.4)], [folder("r3", 0.1)],
+                              platform="gpu", applied=False)
+    assert same["ratio"] is None and "no module applied the profile" in same["caveat"]
 
 
 def test_the_trace_holds_the_last_steps_device_work(project):

@@ -1,0 +1,138 @@
+"""`pgle tune --compare`: one table of the arms ("PGLE, O1/SoL, or nothing?").
+
+Per arm: the verdict where a profile is involved, the median step and its ratio (with a
+bootstrap interval) against `default`, exposed communication (from the arm's first run's kept
+trace), the step module's peak memory and compile time. Figures that need a GPU say so on any
+other backend instead of showing a number that means nothing there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from pgle.analysis.memory import peak_bytes
+from pgle.commands import arms as arms_mod
+from pgle.evidence.events import read_events
+from pgle.evidence.steps import summarize
+from pgle.launch.step_rule import module_of
+
+NEEDS_GPU = ("step-time ratio", "exposed communication", "verdict")
+
+
+def run_facts(folder: Path) -> dict[str, Any]:
+    """Compile time and the step module's peak memory of one run folder."""
+    events = read_events(folder / "events.jsonl")
+    steps = arms_mod.folder_steps(folder)
+    module = steps.module if steps else None
+    total = sum(float(c.get("seconds") or 0) for c in events.compiles)
+    step_compile = sum(float(c.get("seconds") or 0) for c in events.compiles
+                       if module and module_of(c.get("fun_name") or "") == module)
+    peak = None
+    for m in events.modules:
+        if module and m.get("module") == module and m.get("memory"):
+            peak = peak_bytes(m["memory"])
+    return {"step_module": module, "compile_s": total,
+            "step_compile_s": step_compile if module else None, "peak_bytes": peak}
+
+
+def _communication(folder: Path, platform: str | None) -> tuple[dict | None, str | None]:
+    from pgle.commands.report import trace_sections
+
+    sec = trace_sections(folder, platform)
+    comm = sec.get("communication")
+    if not comm:
+        return None, sec.get("communication_why")
+    n = max(comm["device_planes"], 1)
+    return {"exposed_ms_per_device": comm["exposed_ps"] / 1e9 / n,
+            "hidden_ms_per_device": comm["hidden_ps"] / 1e9 / n,
+            "hidden_fraction": comm["hidden_fraction"],
+            "collectives": comm["collectives"]}, sec.get("communication_why")
+
+
+def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
+    """The compare table (JSON): one row per arm, `default` first."""
+    gpu = platform is not None and platform.lower() in arms_mod.GPU_PLATFORMS
+    sample: dict[str, list[float]] = {}
+    rows = []
+    how = None
+    for entry in runs:
+        times, steps = arms_mod.pooled(entry.folders)
+        how = how or (steps.to_dict() if steps else None)
+        sample[entry.arm.name] = times
+        row: dict[str, Any] = {
+            "arm": entry.arm.name, "describe": entry.arm.describe(), "runs": len(entry.folders),
+            "folders": [f.name for f in entry.folders], "profile": entry.profile,
+            "status": entry.reports[0].status if entry.arm.pgle and entry.reports else None,
+            "step_time": summarize(times), "ratio": None, "interval": None, "why_no_ratio": None,
+            "communication": None, "why_no_communication": None}
+        facts = run_facts(entry.folders[0]) if entry.folders else {}
+        row.update(facts)
+        if entry.folders:
+            row["communication"], row["why_no_communication"] = _communication(
+                entry.folders[0], platform)
+        if not gpu:
+            row["why_no_communication"] = row["why_no_communication"] or "needs a GPU"
+        rows.append(row)
+    base_times = sample.get(arms_mod.DEFAULT, [])
+    for row in rows:
+        if row["arm"] == arms_mod.DEFAULT:
+            row["ratio"] = 1.0 if base_times else None
+            continue
+        if not gpu:
+            row["why_no_ratio"] = (f"needs a GPU: backend {platform} applies no profile and "
+                                   "has no latency-hiding scheduler")
+            continue
+        row["interval"], row["why_no_ratio"] = arms_mod.ratio(base_times, sample[row["arm"]])
+        row["ratio"] = row["interval"]["ratio"] if row["interval"] else None
+        if row["status"] is not None and row["status"] not in ("applied", "partial"):
+            row["why_no_ratio"] = (row["why_no_ratio"] or "") + (
+                f" (its profile was {row['status']}: the ratio measures the arm's other flags "
+                "only)").strip()
+    needs = [] if gpu else [n for n in NEEDS_GPU if n != "verdict" or any(
+        r["status"] == "not_applicable" for r in rows)]
+    caveat = None if gpu else (f"backend {platform}: the arms ran, but the "
+                               f"{', '.join(needs)} need an NVIDIA GPU")
+    return {"baseline": arms_mod.DEFAULT, "platform": platform, "gpu": gpu,
+            "needs_gpu": needs, "steps": how, "arms": rows, "caveat": caveat}
+
+
+def _ms(summary: dict | None) -> str:
+    return f"{summary['median_s'] * 1e3:.2f} ms" if summary else "-"
+
+
+def _mib(b: int | None) -> str:
+    return "-" if b is None else f"{b / 2**20:.1f} MiB"
+
+
+def table_lines(t: dict[str, Any]) -> list[str]:
+    """The compare table for the terminal (the same numbers as the JSON and the HTML)."""
+    lines = []
+    if (t.get("steps") or {}).get("source") == "executions":
+        lines.append(f"steps: {t['steps']['how']}")
+    head = ["arm", "verdict", "median step", "ratio vs default", "exposed comm",
+            "peak memory", "compile"]
+    body = []
+    for r in t["arms"]:
+        if r["interval"]:
+            ci = r["interval"]
+            ratio = f"{ci['ratio']:.3f} ({ci['low']:.3f}..{ci['high']:.3f})"
+        elif r["arm"] == t["baseline"]:
+            ratio = "1 (baseline)"
+        else:
+            ratio = "needs a GPU" if not t["gpu"] else "-"
+        comm = r.get("communication")
+        exposed = (f"{comm['exposed_ms_per_device']:.3f} ms" if comm else
+                   ("needs a GPU" if not t["gpu"] else "-"))
+        compile_s = f"{r['compile_s']:.2f} s" if r.get("compile_s") is not None else "-"
+        body.append([r["arm"], r["status"] or "-", _ms(r["step_time"]), ratio, exposed,
+                     _mib(r.get("peak_bytes")), compile_s])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    for row in [head, *body]:
+        lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+    for r in t["arms"]:
+        if r.get("why_no_ratio") and t["gpu"]:
+            lines.append(f"{r['arm']}: {r['why_no_ratio']}")
+    if t.get("caveat"):
+        lines.append(t["caveat"])
+    return lines

@@ -1,0 +1,82 @@
+"""Every way users write a training step is seen (issue 22): `@jax.jit`, `@jax.jit(...)` with
+arguments, `functools.partial(jax.jit, ...)`, `jax.pmap`, pjit, `jax.jit(f).lower().compile()`,
+flax `nnx.jit`, equinox `eqx.filter_jit`; one rule (pgle.launch.step_rule) picks the step for
+the profiling window and for the step times, although a cheaper jitted helper runs as often
+and before it (tests/workloads/real/step_forms.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.pgle_testing import WORKLOADS, report_of, run_pgle
+
+FORMS = WORKLOADS / "real" / "step_forms.py"
+
+
+def _events(folder):
+    return [json.loads(ln) for ln in (folder / "events.jsonl").read_text().splitlines() if ln.strip()]
+
+
+@pytest.mark.parametrize("form,function", [
+    ("decorator", "jit(train_step)"),
+    ("decorator-args", "jit(train_step)"),
+    ("partial", "jit(_step)"),
+    ("pmap", "pmap(_pstep)"),
+    ("pjit", "jit(_train)"),
+    ("aot", "jit(_train)"),
+    ("flax", "jit(train_step)"),
+    ("equinox", "jit(train_step)"),
+])
+def test_the_step_is_found_in_every_form(tmp_path, form, function):
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", "--run-dir", "c",
+                    str(FORMS), "--", "--form", form, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    window = report_of(proc)["window"]
+    assert window["purpose"] == "executions" and window["function"] == function
+    assert (window["first_execution"], window["executions"]) == (2, 5)
+    events = _events(tmp_path / "c")
+    jit = next(r for r in events if r["kind"] == "jit_functions")
+    assert jit["step"] == function and len(jit["starts"]) == 14
+    compiled = {r["module"] for r in events if r["kind"] == "module_compiled"}
+    # The module XLA compiled for the step (jax 0.10.2 compiles jax.pmap(f) as jit__fun).
+    assert jit["module"] in compiled
+    helper = next(f for f in jit["functions"] if f["function"] == "jit(next_batch)")
+    assert helper["executions"] == 14  # as often as the step: host time decided
+
+
+def test_a_script_whose_only_step_is_a_decorator_with_arguments_is_profiled(tmp_path):
+    # Before issue 22: "no jax.jit function executed more than 2 time(s)", exit 1.
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", str(FORMS), "--",
+                    "--form", "decorator-args", "--only-step", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    assert report_of(proc)["window"]["function"] == "jit(train_step)"
+
+
+def test_run_times_the_executions_of_the_step_without_markers(tmp_path):
+    from helpers.pgle_testing import write_profile
+
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--json", "--run-dir", "r", str(FORMS), "--",
+                    "--form", "aot", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    report = report_of(proc)
+    steps = report["steps"]
+    assert steps["source"] == "executions" and steps["function"] == "jit(_train)"
+    assert report["step_times"]["count"] == 12  # 14 executions, 13 intervals, the compile out
+    starts = next(r for r in _events(tmp_path / "r") if r["kind"] == "jit_functions")["starts"]
+    gaps = sorted(b - a for a, b in zip(starts[1:], starts[2:]))
+    assert report["step_times"]["median_s"] == pytest.approx((gaps[5] + gaps[6]) / 2)
+
+
+def test_auto_does_not_pay_for_counting(tmp_path):
+    """auto (and prewarm, and the Nsight run) read no step times: the harness counts nothing
+    there (a few microseconds per top-level jitted call saved)."""
+    proc = run_pgle("auto", "--json", "--run-dir", "a", str(FORMS), "--", "--form", "decorator",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    events = _events(tmp_path / "a")
+    assert not any(r["kind"] == "jit_functions" for r in events)
+    spec = json.loads((tmp_path / "a" / "spec.json").read_text())
+    assert spec["count_jits"] is False
