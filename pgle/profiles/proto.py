@@ -471,3 +471,8 @@ def _plane_name(data: bytes, pos: int, end: int) -> str:
             continue
         pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
     return name
+
+
+def xline_class():
+    """`tensorflow.profiler.XLine`: a plane's events are checked by protobuf a slice at a time."""
+    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine"))
