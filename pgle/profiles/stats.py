@@ -48,7 +48,9 @@ class Classified:
 _PLAIN = {cat: Classified(cat) for cat in CATEGORIES}
 
 
-@functools.lru_cache(maxsize=65536)  # inspect classifies each name twice (categories, collectives)
+# inspect and diff classify each name more than once (categories, collectives, both sides): a
+# cache smaller than the profile thrashed from 65,536 names on (superlinear, issue 25).
+@functools.lru_cache(maxsize=1 << 20)
 def classify(name: str) -> Classified:
     """Category of one instruction name (qualifier and `.rematN` ignored)."""
     _, bare = split_qualified(name)

@@ -85,21 +85,26 @@ def _fields(buf: np.ndarray, start: np.ndarray, end: np.ndarray):
         tag, p = _varints(buf, p)
         field = (tag >> np.uint64(3)).astype(np.int64)
         wtype = (tag & np.uint64(7)).astype(np.int64)
-        value = np.zeros(rows.size, np.uint64)
-        after = p.copy()
-        v = np.flatnonzero(wtype == _VARINT)
-        if v.size:
-            value[v], after[v] = _varints(buf, p[v])
-        ln = np.flatnonzero(wtype == _LEN)
-        if ln.size:
-            n, body = _varints(buf, p[ln])
-            value[ln] = n
-            p[ln] = body
-            after[ln] = body + n.astype(np.int64)
-        after[wtype == _I64] += 8
-        after[wtype == _I32] += 4
-        if np.any((wtype != _VARINT) & (wtype != _LEN) & (wtype != _I64) & (wtype != _I32)):
+        if np.any((wtype == 3) | (wtype == 4) | (wtype > 5)):
             raise _Fallback("group fields")
+        # A varint's value and a length are both one varint after the tag: decoded together
+        # (usually every row), the length then skips the body.
+        is_len = wtype == _LEN
+        has_varint = (wtype == _VARINT) | is_len
+        if has_varint.all():
+            value, after = _varints(buf, p)
+        else:
+            value = np.zeros(rows.size, np.uint64)
+            after = p.copy()
+            v = np.flatnonzero(has_varint)
+            if v.size:
+                value[v], after[v] = _varints(buf, p[v])
+            after[wtype == _I64] += 8
+            after[wtype == _I32] += 4
+        ln = np.flatnonzero(is_len)
+        if ln.size:
+            p[ln] = after[ln]
+            after[ln] += value[ln].astype(np.int64)
         yield rows, field, wtype, value, p
         if np.any(after > end[rows]):
             raise _Fallback("field past the end of its message")
