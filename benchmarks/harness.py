@@ -188,7 +188,8 @@ class Recorder:
     def figure(self, key: str, *, what: str, anchor: str, goal: str, value: dict, met: bool | None,
                unit: str = "x", why: str = "", details: dict | None = None) -> dict:
         """One row of the performance table. `value` is a min/median/max dict in `unit`
-        ('x' = ratio subject/anchor, '%' = percent over the anchor, 'MB/s', 's', 'MB')."""
+        ('x' = ratio subject/anchor over >= 5 pairs, 'x-size' = a ratio to a size, '%' = percent
+        over the anchor, 'MB/s', 's', 'MB', '' = a plain number such as an exponent)."""
         fig = {"key": key, "what": what, "anchor": anchor, "goal": goal, "unit": unit,
                "value": value, "met": met, "why": why, "details": details or {}}
         self.figures.append(fig)
@@ -225,6 +226,8 @@ def fmt(v: float, unit: str) -> str:
         return f"{v:.0f} MB"
     if unit == "":
         return f"{v:.2f}"
+    if unit == "x-size":  # a ratio to a size (memory over the input), not of two timed sides
+        return f"{v:.2f}×"
     return f"{v:.3g} {unit}"
 
 

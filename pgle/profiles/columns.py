@@ -78,6 +78,8 @@ _DFA = _number_dfa()
 _ACCEPT = np.zeros(10, bool)
 _ACCEPT[[2, 3, 5, 8]] = True
 _SPECIAL = (b"inf", b"-inf", b"nan")
+# Bytes a plain text profile holds: printable ASCII but the backslash, and newlines.
+_PLAIN = bytes(b for b in range(0x20, 0x7F) if b != ord("\\")) + b"\n"
 
 
 def _words(buf: np.ndarray) -> np.ndarray:
@@ -141,32 +143,39 @@ def text_columns(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     ok &= _at(words, p, b"}\n") & (p + 2 == end)
     if not ok.all():
         return None
+    # Names: printable ASCII without backslashes (no quote by construction): one check of the
+    # whole file (cost lines hold only such bytes too), else text_format's escapes and UTF-8.
+    if data.translate(None, _PLAIN):
+        return None
     name_len = np.where(has_name, name1 - name0, 0)
     width = int(name_len.max()) if name_len.size else 0
     if width > _NAME_WIDTH:
         return None
-    width = max(width, 1)
-    cols = name0[:, None] + np.arange(width)[None, :]
-    inside = np.arange(width)[None, :] < name_len[:, None]
-    raw = np.where(inside, buf[np.minimum(cols, n - 1)], 0).astype(np.uint8)
-    if (((raw < 0x20) | (raw >= 0x7F) | (raw == ord("\\"))) & inside).any():
-        return None  # escapes, control bytes, non-ASCII: text_format's to read
-    names = np.ascontiguousarray(raw).view(f"S{width}").ravel()
+    names = _gather(buf, name0, name_len, max(width, 1))
     num_len = np.where(has_cost, num1 - num0, 0)
-    cols = num0[:, None] + np.arange(_NUM_WIDTH)[None, :]
-    text = np.where(np.arange(_NUM_WIDTH)[None, :] < num_len[:, None],
-                    buf[np.minimum(cols, n - 1)], 0).astype(np.uint8)
+    num_width = max(int(num_len.max()) if num_len.size else 0, 1)
+    text = _gather(buf, num0, num_len, num_width)
     state = np.zeros(start.size, np.int8)
-    for column in np.ascontiguousarray(text.T)[: int(num_len.max()) if num_len.size else 0]:
+    for column in np.ascontiguousarray(text.T):
         state = _DFA[state, column]
-    numbers = np.ascontiguousarray(text).view(f"S{_NUM_WIDTH}").ravel()
-    special = np.isin(numbers, _SPECIAL)
-    if not (_ACCEPT[state] | special | ~has_cost).all():
+    numbers = text.view(f"S{num_width}").ravel()
+    if not (_ACCEPT[state] | ~has_cost).all() and \
+            not (_ACCEPT[state] | ~has_cost | np.isin(numbers, _SPECIAL)).all():
         return None
     # numpy's string-to-double cast rounds as float() does (text_format's parser); a missing
     # cost is proto3's 0.0.
-    costs = np.where(has_cost, np.where(has_cost, numbers, b"0").astype(np.float64), 0.0)
-    return names, costs
+    if has_cost.all():
+        return names.view(f"S{max(width, 1)}").ravel(), numbers.astype(np.float64)
+    costs = np.where(has_cost, numbers, b"0").astype(np.float64)
+    return names.view(f"S{max(width, 1)}").ravel(), costs
+
+
+def _gather(buf: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
+    """`buf[start:start + length]` of each row, NUL-padded to `width` bytes (rows x width)."""
+    cols = start[:, None] + np.arange(width)[None, :]
+    out = buf[np.minimum(cols, buf.size - 1)]
+    out[np.arange(width)[None, :] >= length[:, None]] = 0
+    return out
 
 
 def read_file_columns(path: Any, like: Any = None) -> FileColumns | None:

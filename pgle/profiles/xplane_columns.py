@@ -147,7 +147,7 @@ def _event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) 
     return cols
 
 
-_BATCH = 1 << 16
+_BATCH = 1 << 14  # events decoded per batch: their temporaries are ~200 bytes an event
 
 
 def _decode_events(buf, start, end, first, cols: EventColumns, codes) -> None:

@@ -29,7 +29,7 @@ from pgle.profiles.proto import WireError, _skip, _varint
 
 _VARINT, _I64, _LEN, _SGROUP, _I32 = 0, 1, 2, 3, 5
 # Protobuf parses events in slices of about this many bytes (upb objects are ~8x their bytes).
-VALIDATE_SLICE = 1 << 21
+VALIDATE_SLICE = 1 << 19
 
 
 @dataclasses.dataclass(frozen=True)
