@@ -229,11 +229,12 @@ class OverlapAccumulator:
         kind_names = _Names()
         kind = kind_names.of([_kind(name) for name in w.names])[op]
         width = len(plane.texts) + 1  # module -1 (none) .. len(texts) - 1
-        for table, keys, key_of in (
-                (self.by_kind, kind, lambda key: kind_names.list[key]),
-                (self.by_op, op * width + module + 1,
-                 lambda key: (w.names[key // width],
-                              plane.texts[key % width - 1] if key % width else None))):
+        tables: tuple[tuple[dict[Any, list[int]], Any, Any], ...] = (
+            (self.by_kind, kind, lambda key: kind_names.list[key]),
+            (self.by_op, op * width + module + 1,
+             lambda key: (w.names[key // width],
+                          plane.texts[key % width - 1] if key % width else None)))
+        for table, keys, key_of in tables:
             for key, count, sp, ex in _totals(keys, span, exposed):
                 row = table.setdefault(key_of(key), [0, 0, 0])
                 row[0] += count

@@ -41,13 +41,13 @@ class Steps(Sequence[Step]):
     """The run's step_enter events, one per index (the last written wins), in index order:
     columns, with `Step` objects made only when one is asked for."""
 
-    def __init__(self, index: Sequence[int], t_enter: Sequence[float], name: Sequence[int],
+    def __init__(self, indices: Sequence[int], t_enter: Sequence[float], name: Sequence[int],
                  names: list[str], step_num: Sequence[int], other_nums: dict[int, Any]):
-        self.index, self.t_enter, self.name, self.names = index, t_enter, name, names
+        self.indices, self.t_enter, self.name, self.names = indices, t_enter, name, names
         self.step_num, self.other_nums = step_num, other_nums
 
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.indices)
 
     @overload
     def __getitem__(self, k: int) -> Step: ...
@@ -64,7 +64,7 @@ class Steps(Sequence[Step]):
             raise IndexError(k)
         num = self.step_num[k]
         num = self.other_nums.get(k) if num == _NONE else int(num)
-        return Step(int(self.index[k]), self.names[self.name[k]], num, float(self.t_enter[k]))
+        return Step(int(self.indices[k]), self.names[self.name[k]], num, float(self.t_enter[k]))
 
     def __iter__(self) -> Iterator[Step]:
         return (self[k] for k in range(len(self)))
@@ -73,8 +73,8 @@ class Steps(Sequence[Step]):
         """The step of this index, or None."""
         import bisect
 
-        k = bisect.bisect_left(self.index, index)
-        return self[k] if k < len(self) and self.index[k] == index else None
+        k = bisect.bisect_left(self.indices, index)
+        return self[k] if k < len(self) and self.indices[k] == index else None
 
 
 class _StepLog:

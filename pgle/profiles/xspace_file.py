@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from array import array
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from pgle.profiles.proto import WireError, _skip, _varint
 
@@ -162,7 +162,8 @@ class PlaneBytes:
         except IndexError:  # a length or tag cut by the end of the plane
             raise WireError(len(view), "the plane ends inside a field") from None
 
-    def _walk(self, view: memoryview) -> bytes:
+    def _walk(self, mv: memoryview) -> bytes:
+        view = cast(bytes, mv)  # proto's walkers index and slice it as they do bytes
         pieces: list[Any] = []
         pos, end = 0, len(view)
         while pos < end:
@@ -184,7 +185,7 @@ class PlaneBytes:
                 pieces.append(view[tag_pos:pos])
         return b"".join(pieces)
 
-    def _walk_line(self, data: memoryview, pos: int, end: int) -> bytes:
+    def _walk_line(self, data: bytes, pos: int, end: int) -> bytes:
         """Record the line's events; return its other fields (name, timestamp, ...)."""
         starts, add = self.starts, self.starts.append
         before = len(starts)
