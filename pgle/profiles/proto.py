@@ -427,52 +427,6 @@ def xplane_class():
     return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XPlane"))
 
 
-def split_xspace(data: bytes) -> list[tuple[str, memoryview]]:
-    """`(plane name, serialized XPlane)` for each plane of a serialized XSpace, without parsing them.
-
-    Why: a 200 MB trace parses into well over 1 GB of message objects; walking the
-    top-level framing lets a reader parse one plane at a time. Raises WireError.
-    """
-    view = memoryview(data)
-    end = len(data)
-    pos = 0
-    planes = []
-    while pos < end:
-        tag_pos = pos
-        key, pos = _varint(data, pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 0:
-            raise WireError(tag_pos, "field number 0 (not a protobuf message)")
-        if field != 1 or wtype != _LEN:
-            pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
-            continue
-        n, body = _varint(data, pos, end)
-        if body + n > end:
-            raise WireError(tag_pos, f"plane claims {n} bytes but only {end - body} remain")
-        planes.append((_plane_name(data, body, body + n), view[body:body + n]))
-        pos = body + n
-    return planes
-
-
-def _plane_name(data: bytes, pos: int, end: int) -> str:
-    name = ""
-    while pos < end:
-        tag_pos = pos
-        key, pos = _varint(data, pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 0:
-            raise WireError(tag_pos, "field number 0 in a plane")
-        if field == 2 and wtype == _LEN:
-            n, body = _varint(data, pos, end)
-            if body + n > end:
-                raise WireError(tag_pos, "plane name runs past the plane")
-            name = bytes(data[body:body + n]).decode("utf-8", errors="replace")  # last one wins
-            pos = body + n
-            continue
-        pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
-    return name
-
-
 def xline_class():
     """`tensorflow.profiler.XLine`: a plane's events are checked by protobuf a slice at a time."""
     return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine"))

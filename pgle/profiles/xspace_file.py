@@ -103,7 +103,7 @@ class XSpaceFile:
 
 
 def _index(w: _Window, end: int) -> list[PlaneRef]:
-    """What `proto.split_xspace` finds, from the file: (name, offset, size) of each plane."""
+    """(name, offset, size) of each plane (XSpace field 1), from the file's top-level framing."""
     planes = []
     pos = 0
     while pos < end:
