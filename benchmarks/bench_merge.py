@@ -11,7 +11,8 @@ Cases (issue 25), each at 8, 80 and 800 ranks of 10,000 instructions:
   reads no text: its side aggregates each module's ranks from the same profiles in binary
   (the strictest anchor: it parses no text);
 and `same`: 256 binary files of 20,000 instructions with identical names (the case the old
-fast path covered).
+fast path covered). Costs are what pgle's converter writes (a duration in picoseconds over
+1e6), per rank within +-25% of the program's.
 
 pgle's side does what the command does: reads and validates every input (a corrupt file is
 an error, not skipped), checks the name overlap, merges by jaxlib's percentile rule, writes
@@ -77,7 +78,8 @@ def rank_profile(names, base, rng: random.Random, rank: int, renamed: float):
     for name, b in zip(names, base):
         if renamed and rng.random() < renamed:
             name = f"{name}.{rank}"
-        costs.append((name, b * rng.uniform(0.8, 1.25)))
+        # As pgle's converter writes them: a duration in picoseconds, / 1e3 / 1e3 (microseconds).
+        costs.append((name, round(b * rng.uniform(0.8, 1.25) * 1e6) / 1e3 / 1e3))
     if rank % 16 == 5:  # some ranks list their instructions in another order
         rng.shuffle(costs)
     return Profile(costs)

@@ -296,7 +296,7 @@ def _merge_columns(inputs: Sequence[Any], out: Any, kind: str, *, method: str, p
     jaxlib's speed and a fraction of the input in memory (issue 25). None when the general
     path must do it: latencies, NaN costs, layouts only protobuf reads, inputs that mix files
     and folders or do not match the output (its errors are the messages)."""
-    from pgle.profiles.columns import read_directory_columns, read_file_columns
+    from pgle.profiles.columns import read_all
     from pgle.profiles.merge import ColumnMerge, InputOverlap, overlap_warnings
 
     is_dir = [os.path.isdir(os.fspath(p)) if "://" not in os.fspath(p) else False for p in inputs]
@@ -304,12 +304,10 @@ def _merge_columns(inputs: Sequence[Any], out: Any, kind: str, *, method: str, p
         return None
     if kind == "file":
         merge = ColumnMerge()
-        labels, like = [], None
-        for p in inputs:
-            cols = read_file_columns(p, like)
+        labels = []
+        for cols in read_all(list(inputs), directories=False):
             if cols is None:
                 return None
-            like = cols.layout or like
             labels.append(str(cols.path))
             merge.add(cols.names, cols.costs)
         merged = merge.merge(method, percentile)
@@ -323,11 +321,10 @@ def _merge_columns(inputs: Sequence[Any], out: Any, kind: str, *, method: str, p
         return _merge_result(written, len(inputs), "file", method, percentile, [],
                              overlap_warnings(overlaps), inputs_report, {})
     return _merge_directory_columns(inputs, out, method=method, percentile=percentile,
-                                    force=force, read=read_directory_columns,
-                                    merge_class=ColumnMerge)
+                                    force=force, merge_class=ColumnMerge)
 
 
-def _merge_directory_columns(inputs, out, *, method, percentile, force, read, merge_class):
+def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_class):
     """Per-module folders: one ColumnMerge per module, fed folder by folder (a folder's columns
     are dropped once added: memory follows the merge, not the input). Fingerprints of one
     module (the folders' manifests) merge together, module by module as the general path
@@ -344,16 +341,15 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, read, me
     labels: dict[tuple[str, ...], list[str]] = {}
     waiting: dict[tuple[str, ...], dict[str, list]] = {}
     seen: dict[str, int] = {}  # fingerprint -> inputs holding it, in first-seen order
-    folders, likes, all_text = [], {}, True
-    for p in inputs:
-        folder = read(p, likes)
+    from pgle.profiles.columns import read_all
+
+    folders, all_text = [], True
+    for folder in read_all(list(inputs), directories=True):
         if folder is None:
             return None
         for fp, c in folder.modules.items():
             seen[fp] = seen.get(fp, 0) + 1
             all_text &= str(c.path).endswith(".pbtxt")
-            if c.layout is not None:
-                likes[fp] = c.layout
             key = key_of.get(fp, (fp,))
             if len(key) > 1:
                 waiting.setdefault(key, {}).setdefault(fp, []).append((str(folder.path), c))

@@ -122,7 +122,8 @@ def text_columns(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
         return np.zeros(0, "S1"), np.zeros(0, np.float64)
     buf = np.frombuffer(data, np.uint8)
     words = _words(buf)
-    start = np.flatnonzero(words[:n] == np.uint64(int.from_bytes(b"costs {\n", "little")))
+    c = np.flatnonzero(buf == ord("c"))
+    start = c[words[c] == np.uint64(int.from_bytes(b"costs {\n", "little"))]
     # The entries must tile the file: a name holds no newline, so no `costs {` hides in one.
     if not start.size or start[0] != 0:
         return None
@@ -171,10 +172,11 @@ def text_columns(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _gather(buf: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
-    """`buf[start:start + length]` of each row, NUL-padded to `width` bytes (rows x width)."""
-    cols = start[:, None] + np.arange(width)[None, :]
-    out = buf[np.minimum(cols, buf.size - 1)]
-    out[np.arange(width)[None, :] >= length[:, None]] = 0
+    """`buf[start:start + length]` of each row, NUL-padded to `width` bytes (rows x width).
+    int32 indices and `take(mode="clip")`: several times faster than int64 fancy indexing."""
+    cols = np.arange(width, dtype=np.int32)
+    out = np.take(buf, start.astype(np.int32)[:, None] + cols, mode="clip")
+    out[cols >= length.astype(np.int32)[:, None]] = 0
     return out
 
 
@@ -257,3 +259,59 @@ def read_directory_columns(path: Any, likes: dict[str, Any] | None = None) -> Di
         modules[fp] = cols
         size += cols.size
     return DirectoryColumns(root, modules, shadowed, ignored, size)
+
+
+# --- many inputs: read in worker processes ----------------------------------------------------
+
+_LIKES: dict[str, Any] = {}  # per process: the last binary layout of each module ("" for files)
+
+
+def _read_file(path: Any) -> FileColumns | None:
+    cols = read_file_columns(path, _LIKES.get(""))
+    if cols is not None and cols.layout is not None:
+        _LIKES[""] = cols.layout
+        cols.layout = None  # stays in this process (a worker's result crosses a pipe)
+    return cols
+
+
+def _read_directory(path: Any) -> DirectoryColumns | None:
+    folder = read_directory_columns(path, _LIKES)
+    if folder is not None:
+        for fp, c in folder.modules.items():
+            if c.layout is not None:
+                _LIKES[fp] = c.layout
+                c.layout = None
+    return folder
+
+
+def read_all(paths: list[Any], directories: bool):
+    """The inputs' columns, in order (None where one needs the general path). With many inputs
+    and several cores, files are read and parsed in worker processes, a few inputs ahead of the
+    caller (reading is most of a large merge; jaxlib's runs on one thread). Errors are the
+    reader's, raised here in input order."""
+    import collections
+
+    read = _read_directory if directories else _read_file
+    workers = min(os.cpu_count() or 1, 8)
+    if len(paths) < 16 or workers < 2 or not hasattr(os, "fork"):
+        _LIKES.clear()
+        yield from (read(p) for p in paths)
+        return
+    import concurrent.futures
+    import multiprocessing
+
+    ahead = 4 * workers  # results waiting at most: memory stays a few inputs
+    with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        pending: collections.deque = collections.deque()
+        queued = iter(paths)
+        for p in queued:
+            pending.append(pool.submit(read, p))
+            if len(pending) >= ahead:
+                break
+        while pending:
+            result = pending.popleft().result()
+            nxt = next(queued, None)
+            if nxt is not None:
+                pending.append(pool.submit(read, nxt))
+            yield result

@@ -169,3 +169,36 @@ def test_text_columns_equal_text_format(tmp_path):
                 b'latencies {\n  source: "a"\n}\n', b'costs {\n  name: "x"\n  name: "y"\n}\n',
                 b'costs {\n  cost_us: 1E5\n}\n', b' costs {\n}\n'):
         assert columns.text_columns(bad) is None, bad
+
+
+def test_many_inputs_read_in_worker_processes(tmp_path, monkeypatch):
+    """From 16 inputs on (and two cores), files and folders are read in worker processes: the
+    same bytes and report, and a corrupt input is the same one-line error, in input order."""
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: inputs are read in this process")
+    rng = random.Random(11)
+    base = [f"fusion.{i}" for i in range(500)]
+    paths = [write_profile(Profile(rank_costs(rng, base, k)), tmp_path / f"r{k:02d}{rng.choice(['.pb', '.pbtxt'])}")
+             for k in range(24)]
+    ours = columns_only(monkeypatch, paths, tmp_path / "ours.pb", force=True)
+    theirs = general(monkeypatch, paths, tmp_path / "theirs.pb", force=True)
+    assert (tmp_path / "ours.pb").read_bytes() == (tmp_path / "theirs.pb").read_bytes()
+    assert ours.warnings == theirs.warnings and ours.details["inputs"] == theirs.details["inputs"]
+    folders = []
+    for k in range(18):
+        per_module_folder(tmp_path / f"rank-{k:02d}", rng, {FPS[0]: base, FPS[1]: base[:40]}, k,
+                          ".pbtxt", None)
+        folders.append(tmp_path / f"rank-{k:02d}")
+    columns_only(monkeypatch, folders, tmp_path / "ours_dir", force=True)
+    general(monkeypatch, folders, tmp_path / "theirs_dir", force=True)
+    for f in sorted((tmp_path / "theirs_dir").iterdir()):
+        assert (tmp_path / "ours_dir" / f.name).read_bytes() == f.read_bytes()
+    from pgle.errors import ProfileError
+
+    (tmp_path / "r07.pb").write_bytes(b"\x0a\x09abc")
+    paths[7] = tmp_path / "r07.pb"
+    with pytest.raises(ProfileError, match="r07.pb is not a valid binary"):
+        merge_report(paths, tmp_path / "x.pb")
+    assert not (tmp_path / "x.pb").exists()
