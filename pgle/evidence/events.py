@@ -210,37 +210,99 @@ def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict]:
     order; the step lines it leaves arrive here as records."""
     import numpy as np
 
+    for rows, others, exits in _parsed_blocks(path):
+        steps.bulk_lines += rows.line.size + exits
+        # Steps and other lines in block order: the last record of an index wins.
+        before = np.searchsorted(rows.line, [line_no for line_no, _ in others]).tolist()
+        done = 0
+        for (_, line), upto in zip(others, before):
+            if upto > done:
+                steps.add_rows(_take(rows, done, upto))
+                done = upto
+            r = _decode(line)
+            if r is not None:
+                yield r
+        if done < rows.line.size:
+            steps.add_rows(_take(rows, done, rows.line.size))
+
+
+# From this size on, with several cores, the file's parts are parsed in worker processes
+# (the workload has exited: its cores are free; parsing is most of what a long run's verdict
+# waits for).
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _parsed_blocks(path: Path):
+    """parse_chunk's result for each block of whole lines, in file order (the last line, if
+    it lacks its newline, as a block of its own)."""
+    import os
+
+    size = path.stat().st_size
+    workers = min(os.cpu_count() or 1, 4)
+    if size < PARALLEL_MIN_BYTES or workers < 2 or not hasattr(os, "fork"):
+        yield from _parse_range(path, 0, size)
+        return
+    import concurrent.futures
+    import multiprocessing
+
+    cuts = _line_cuts(path, size, workers * 4)
+    with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        for part in pool.map(_parse_part, [(str(path), a, b) for a, b in zip(cuts, cuts[1:])]):
+            yield from part
+
+
+def _line_cuts(path: Path, size: int, parts: int) -> list[int]:
+    """Offsets that split the file into about `parts` ranges of whole lines."""
+    cuts = [0]
+    with open(path, "rb") as f:
+        for k in range(1, parts):
+            f.seek(max(k * size // parts, cuts[-1]))
+            line = f.readline()  # the rest of the line the guess fell in
+            at = f.tell()
+            if at >= size:
+                break
+            if at > cuts[-1] and line.endswith(b"\n"):
+                cuts.append(at)
+    cuts.append(size)
+    return cuts
+
+
+def _parse_part(args: tuple[str, int, int]) -> list:
+    path, start, end = args
+    return list(_parse_range(Path(path), start, end))
+
+
+def _parse_range(path: Path, start: int, end: int):
     from pgle.evidence.step_lines import parse_chunk
 
     with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
         rest = b""
-        while True:
-            block = f.read(BLOCK_BYTES)
+        while left > 0:
+            block = f.read(min(BLOCK_BYTES, left))
             if not block:
                 break
+            left -= len(block)
             block = rest + block
             cut = block.rfind(b"\n") + 1
             rest = block[cut:]
-            if not cut:
-                continue
-            rows, others, exits = parse_chunk(block[:cut])
-            steps.bulk_lines += rows.line.size + exits
-            # Steps and other lines in block order: the last record of an index wins.
-            before = np.searchsorted(rows.line, [line_no for line_no, _ in others]).tolist()
-            done = 0
-            for (_, line), upto in zip(others, before):
-                if upto > done:
-                    steps.add_rows(_take(rows, done, upto))
-                    done = upto
-                r = _decode(line)
-                if r is not None:
-                    yield r
-            if done < rows.line.size:
-                steps.add_rows(_take(rows, done, rows.line.size))
+            if cut:
+                yield parse_chunk(block[:cut])
         if rest:
-            r = _decode(rest)
-            if r is not None:
-                yield r
+            yield parse_chunk_tail(rest)
+
+
+def parse_chunk_tail(line: bytes):
+    """A last line without its newline: no step is decoded from it; it goes to json.loads."""
+    import numpy as np
+
+    from pgle.evidence.step_lines import StepRows
+
+    empty = np.zeros(0, np.int64)
+    return (StepRows(empty, empty, np.zeros(0, np.float64), empty, [], empty, np.zeros(0, bool)),
+            [(0, line)], 0)
 
 
 def _take(rows, a: int, b: int):

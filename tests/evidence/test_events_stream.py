@@ -128,7 +128,8 @@ def test_same_events_as_the_reader_that_kept_every_record(tmp_path, seed):
 
 
 def test_blocks_split_anywhere(tmp_path, monkeypatch):
-    """Lines cut by the block boundary, and blocks holding only odd lines."""
+    """Lines cut by the block boundary, and blocks holding only odd lines; parts of the file
+    parsed in worker processes (large files, several cores)."""
     from pgle.evidence import events
 
     path = tmp_path / "events.jsonl"
@@ -136,6 +137,9 @@ def test_blocks_split_anywhere(tmp_path, monkeypatch):
     for size in (64, 100, 997, 4096):
         monkeypatch.setattr(events, "BLOCK_BYTES", size)
         assert_same_as_old(path)
+        with monkeypatch.context() as m:
+            m.setattr(events, "PARALLEL_MIN_BYTES", 0)
+            assert_same_as_old(path)
 
 
 def test_bulk_parser_takes_only_exact_harness_lines():
