@@ -239,7 +239,7 @@ def _parsed_blocks(path: Path):
 
     size = path.stat().st_size
     workers = min(os.cpu_count() or 1, 4)
-    if size < PARALLEL_MIN_BYTES or workers < 2 or not hasattr(os, "fork"):
+    if size < PARALLEL_MIN_BYTES or workers < 2 or not _fork_is_safe():
         yield from _parse_range(path, 0, size)
         return
     import concurrent.futures
@@ -250,6 +250,18 @@ def _parsed_blocks(path: Path):
             workers, mp_context=multiprocessing.get_context("fork")) as pool:
         for part in pool.map(_parse_part, [(str(path), a, b) for a, b in zip(cuts, cuts[1:])]):
             yield from part
+
+
+def _fork_is_safe() -> bool:
+    """fork() only from a single-threaded process that has not loaded jax (jaxlib's threads
+    are invisible to `threading`; a forked copy of a multithreaded process can deadlock). The
+    CLI never imports jax; a notebook calling pgle's API may have."""
+    import os
+    import sys
+    import threading
+
+    return hasattr(os, "fork") and threading.active_count() == 1 and \
+        not any(name in sys.modules for name in ("jax", "jaxlib"))
 
 
 def _line_cuts(path: Path, size: int, parts: int) -> list[int]:

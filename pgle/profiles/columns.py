@@ -284,6 +284,18 @@ def _read_directory(path: Any) -> DirectoryColumns | None:
     return folder
 
 
+def _fork_is_safe() -> bool:
+    """fork() only from a single-threaded process that has not loaded jax (jaxlib's threads
+    are invisible to `threading`; a forked copy of a multithreaded process can deadlock). The
+    CLI never imports jax; a notebook calling pgle's API may have. (The same rule as
+    pgle.evidence.events, which does not import this module.)"""
+    import sys
+    import threading
+
+    return hasattr(os, "fork") and threading.active_count() == 1 and \
+        not any(name in sys.modules for name in ("jax", "jaxlib"))
+
+
 def read_all(paths: list[Any], directories: bool):
     """The inputs' columns, in order (None where one needs the general path). With many inputs
     and several cores, files are read and parsed in worker processes, a few inputs ahead of the
@@ -293,7 +305,7 @@ def read_all(paths: list[Any], directories: bool):
 
     read = _read_directory if directories else _read_file
     workers = min(os.cpu_count() or 1, 8)
-    if len(paths) < 16 or workers < 2 or not hasattr(os, "fork"):
+    if len(paths) < 16 or workers < 2 or not _fork_is_safe():
         _LIKES.clear()
         yield from (read(p) for p in paths)
         return

@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from helpers.pgle_testing import run_pgle
 from pgle.commands import profiles as commands
 from pgle.commands.profiles import merge_report
 from pgle.profiles import columns
@@ -182,23 +183,43 @@ def test_many_inputs_read_in_worker_processes(tmp_path, monkeypatch):
     base = [f"fusion.{i}" for i in range(500)]
     paths = [write_profile(Profile(rank_costs(rng, base, k)), tmp_path / f"r{k:02d}{rng.choice(['.pb', '.pbtxt'])}")
              for k in range(24)]
-    ours = columns_only(monkeypatch, paths, tmp_path / "ours.pb", force=True)
+    # The CLI (no jax loaded: fork is allowed), against the general path here.
+    ours = cli_merge(tmp_path, paths, tmp_path / "ours.pb")
     theirs = general(monkeypatch, paths, tmp_path / "theirs.pb", force=True)
     assert (tmp_path / "ours.pb").read_bytes() == (tmp_path / "theirs.pb").read_bytes()
-    assert ours.warnings == theirs.warnings and ours.details["inputs"] == theirs.details["inputs"]
+    assert ours["warnings"] == theirs.warnings
+    assert ours["inputs"] == theirs.details["inputs"]  # details sit at the top of the JSON
     folders = []
     for k in range(18):
         per_module_folder(tmp_path / f"rank-{k:02d}", rng, {FPS[0]: base, FPS[1]: base[:40]}, k,
                           ".pbtxt", None)
         folders.append(tmp_path / f"rank-{k:02d}")
-    columns_only(monkeypatch, folders, tmp_path / "ours_dir", force=True)
+    cli_merge(tmp_path, folders, tmp_path / "ours_dir")
     general(monkeypatch, folders, tmp_path / "theirs_dir", force=True)
     for f in sorted((tmp_path / "theirs_dir").iterdir()):
         assert (tmp_path / "ours_dir" / f.name).read_bytes() == f.read_bytes()
-    from pgle.errors import ProfileError
-
     (tmp_path / "r07.pb").write_bytes(b"\x0a\x09abc")
     paths[7] = tmp_path / "r07.pb"
-    with pytest.raises(ProfileError, match="r07.pb is not a valid binary"):
-        merge_report(paths, tmp_path / "x.pb")
-    assert not (tmp_path / "x.pb").exists()
+    p = run_pgle("merge", "-o", str(tmp_path / "x.pb"), *map(str, paths), cwd=tmp_path)
+    assert p.returncode == 2 and "r07.pb is not a valid binary" in p.stderr.decode()
+    assert len(p.stderr.decode().strip().splitlines()) == 1 and not (tmp_path / "x.pb").exists()
+
+
+FORK_CHECK = """
+import sys
+from pgle.profiles import columns
+assert columns._fork_is_safe(), "the CLI process would read in this process only"
+"""
+
+
+def cli_merge(tmp_path, inputs, out) -> dict:
+    """`pgle merge --json` as a user runs it (a process without jax: inputs read in workers)."""
+    import subprocess
+    import sys
+
+    from helpers.pgle_testing import pgle_env
+
+    subprocess.run([sys.executable, "-c", FORK_CHECK], check=True, env=pgle_env())
+    p = run_pgle("merge", "--json", "--force", "-o", str(out), *map(str, inputs), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
