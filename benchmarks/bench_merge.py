@@ -17,7 +17,9 @@ fast path covered). Costs are what pgle's converter writes (a duration in picose
 pgle's side does what the command does: reads and validates every input (a corrupt file is
 an error, not skipped), checks the name overlap, merges by jaxlib's percentile rule, writes
 atomically and reads the output back for the report. Before timing, both outputs must hold
-the same costs. Memory: pgle's peak RSS over the input's size at 800 ranks (goal <= 1.5x).
+the same costs. Memory: pgle's peak RSS over the input's size at 800 ranks (goal <= 1.5x);
+`wait4` gives the larger of pgle's and its reading workers' (from 16 inputs on pgle reads in
+worker processes, each holding a few inputs).
 The time exponent over 8 -> 800 ranks must stay <= 1.2 (the benchmark fails otherwise).
 Writes benchmarks/results/bench_merge.json. Runtime: ~8 minutes on 2 cores.
 
