@@ -180,6 +180,10 @@ def _gather(buf: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) 
     return out
 
 
+def _ascii(names: np.ndarray) -> bool:
+    return not names.size or bool((names.view(np.uint8) < 0x80).all())
+
+
 def read_file_columns(path: Any, like: Any = None) -> FileColumns | None:
     """A profile file as columns; None when it holds latencies (or a name with a NUL byte,
     which numpy's bytes type cannot hold): the general path reads those. Errors (missing,
@@ -189,8 +193,12 @@ def read_file_columns(path: Any, like: Any = None) -> FileColumns | None:
     layout = None
     got: tuple[np.ndarray, np.ndarray] | None = None
     if fmt == BINARY and data:
-        _parse_binary(data, _name_of(path))  # what protobuf rejects is an error here too
         cols = binary_columns(data, like)
+        # The column reader accounts for every byte of the canonical layout (entries back to
+        # back, tags, lengths); with ASCII names there is nothing left for protobuf to reject.
+        # Anything else is parsed by protobuf first: what it rejects is an error, in its words.
+        if cols is None or not _ascii(cols[0]):
+            _parse_binary(data, _name_of(path))
         if cols is not None:
             got, layout = (cols[0], cols[1]), cols[2]
     elif fmt == TEXT:

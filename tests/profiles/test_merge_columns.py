@@ -223,3 +223,19 @@ def cli_merge(tmp_path, inputs, out) -> dict:
     p = run_pgle("merge", "--json", "--force", "-o", str(out), *map(str, inputs), cwd=tmp_path)
     assert p.returncode == 0, p.stderr.decode()
     return json.loads(p.stdout)
+
+
+def test_binary_profile_protobuf_rejects_is_refused(tmp_path):
+    """The binary column reader skips protobuf's parse only where nothing is left for it to
+    reject (canonical layout, ASCII names); a name that is not UTF-8 still fails as before."""
+    from pgle.errors import ProfileError
+
+    good = encode_profile(Profile([("fusion.1", 1.0), ("fusion.2", 2.0)]), "binary")
+    bad = good.replace(b"fusion.2", b"fusion\xff2")
+    (tmp_path / "a.pb").write_bytes(good)
+    (tmp_path / "b.pb").write_bytes(bad)
+    assert columns.read_file_columns(tmp_path / "a.pb") is not None
+    with pytest.raises(ProfileError, match="b.pb is not a valid binary"):
+        columns.read_file_columns(tmp_path / "b.pb")
+    with pytest.raises(ProfileError, match="b.pb is not a valid binary"):
+        merge_report([tmp_path / "a.pb", tmp_path / "b.pb"], tmp_path / "m.pb")
