@@ -10,6 +10,7 @@ side runs as the user runs it (interpreter start-up and imports included, as `ls
 own). Both through the harness (benchmarks/harness.py): alternating pairs, per-pair ratios.
 The old script's goal, the CLI under 1 s on 10,000 entries, is kept as a second row.
 Writes benchmarks/results/bench_cache_ls.json.
+Runtime: ~1 minute on 2 cores (development estimate).
 
     python benchmarks/bench_cache_ls.py [--entries 10000] [--pairs 7] [--dir DIR]
 """

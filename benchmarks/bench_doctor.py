@@ -7,6 +7,7 @@ ldconfig look-ups and the other checks, and the JSON report. The ratio is what t
 doctor costs on top of asking jax. The old script's goal, the command under 2 s, is kept as a
 second row. Both through the harness (benchmarks/harness.py); neither side gets JAX/XLA
 variables from the caller. Writes benchmarks/results/bench_doctor.json.
+Runtime: ~2 minutes on 2 cores (development estimate).
 
     python benchmarks/bench_doctor.py [--pairs 7] [--workflow manual]
 """

@@ -12,6 +12,7 @@ What the old script also printed is gone, on purpose: gather's latency while rep
 is its poll interval (a design constant, 50 ms growing to 500 ms), not a speed; and the cost of
 `peer_failure`'s poll on a local temporary folder says nothing about the shared filesystems
 (NFS, Lustre) where it matters; `--dir` still puts the job folder on one of those.
+Runtime: ~1 minute on 2 cores (development estimate).
 
     python benchmarks/bench_gather.py [--ranks 512] [--modules 200] [--pairs 7] [--dir DIR]
 """

@@ -9,6 +9,7 @@ evidence for 200 modules scattered through it. grep looks for the six words the 
 pre-filter used before (PATTERN); grep for the scanner's present literals (pgle.evidence.logscan
 ANCHORS) was measured slower here, so the older words are the stricter anchor. Goals (issue 16):
 >= 1 GB/s, <= 2x grep, memory flat. Writes benchmarks/results/bench_logscan.json.
+Runtime: ~3 minutes on 2 cores (development estimate).
 
     python benchmarks/bench_logscan.py [--size-mb 1024] [--pairs 5] [--keep FILE]
 """

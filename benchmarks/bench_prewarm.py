@@ -14,6 +14,7 @@ so JAX's auto PGLE gets a non-empty profile and recompiles and caches as it does
 Whole processes through the harness (benchmarks/harness.py), stdout and stderr to /dev/null on
 both. The workload is tests/workloads/auto_train.py (a jitted MLP train step).
 Writes benchmarks/results/bench_prewarm.json.
+Runtime: ~4 minutes on 2 cores (development estimate).
 
     python benchmarks/bench_prewarm.py [--pairs 5] [--steps 1500]
 """

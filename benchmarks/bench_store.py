@@ -15,6 +15,7 @@ one entry per module, and a store of 10. Two figures, both through the harness
   cost more in a larger store (the anchor is the same code, so the ratio is the cost of size).
 
 Writes benchmarks/results/bench_store.json.
+Runtime: ~1 minute on 2 cores (development estimate).
 
     python benchmarks/bench_store.py [--profiles 5000] [--pairs 7]
 """

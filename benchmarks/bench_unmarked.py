@@ -10,6 +10,7 @@ The anchor is the plain run, `python stax_mlp.py --steps N`: what the user runs 
 Both whole processes through the harness (benchmarks/harness.py): alternating pairs, per-pair
 ratios of wall time and of peak RSS (pgle's side: the largest of pgle and its workload).
 Writes benchmarks/results/bench_unmarked.json.
+Runtime: ~2 minutes on 2 cores (development estimate).
 
     python benchmarks/bench_unmarked.py [--steps 10000] [--pairs 5]
 """

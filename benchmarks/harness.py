@@ -32,6 +32,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -187,7 +188,8 @@ class Recorder:
     def figure(self, key: str, *, what: str, anchor: str, goal: str, value: dict, met: bool | None,
                unit: str = "x", why: str = "", details: dict | None = None) -> dict:
         """One row of the performance table. `value` is a min/median/max dict in `unit`
-        ('x' = ratio subject/anchor, '%' = percent over the anchor, 'MB/s', 's', 'MB')."""
+        ('x' = ratio subject/anchor over >= 5 pairs, 'x-size' = a ratio to a size, '%' = percent
+        over the anchor, 'MB/s', 's', 'MB', '' = a plain number such as an exponent)."""
         fig = {"key": key, "what": what, "anchor": anchor, "goal": goal, "unit": unit,
                "value": value, "met": met, "why": why, "details": details or {}}
         self.figures.append(fig)
@@ -222,6 +224,10 @@ def fmt(v: float, unit: str) -> str:
         return f"{v:.2f} s"
     if unit == "MB":
         return f"{v:.0f} MB"
+    if unit == "":
+        return f"{v:.2f}"
+    if unit == "x-size":  # a ratio to a size (memory over the input), not of two timed sides
+        return f"{v:.2f}×"
     return f"{v:.3g} {unit}"
 
 
@@ -251,6 +257,61 @@ def pgle_argv(*args: str) -> list[str]:
     if script.exists():
         return [str(script), *args]
     return [sys.executable, "-m", "pgle", *args]
+
+
+@dataclasses.dataclass(frozen=True)
+class UserInstall:
+    """pgle installed the way users install it (`pip install pgle`): its own venv, no system
+    site-packages and no editable-install import hook, this checkout built into a wheel and
+    installed with pip (which compiles the .pyc files); pgle's dependencies pinned to this
+    environment's versions, so both sides of a comparison run the same jax and numpy."""
+
+    python: str
+    pgle: str
+    cwd: str  # outside the checkout: `python -c` puts the cwd first on sys.path
+
+    def pgle_argv(self, *args: str) -> list[str]:
+        return [self.pgle, *args]
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """No PYTHONPATH (the installed pgle, not this checkout), no JAX/XLA variables."""
+        env = python_env(**extra)
+        env.pop("PYTHONPATH", None)
+        env.update(extra)
+        return env
+
+
+USER_VENV = ROOT / "benchmarks" / ".venv-user"
+# pgle's dependencies and the anchors' (jaxlib's aggregate, its trace converter)
+USER_DEPENDENCIES = ("jax", "jaxlib", "numpy", "protobuf", "click", "filelock", "etils",
+                     "fsspec", "importlib_resources", "typing_extensions", "zipp")
+_user_install: UserInstall | None = None
+
+
+def user_install() -> UserInstall:
+    """The venv of `UserInstall` (created once; pgle reinstalled from this checkout on each
+    benchmark run, ~10 s). Needs pip to reach the package index the first time."""
+    global _user_install
+    if _user_install is not None:
+        return _user_install
+    python = USER_VENV / "bin" / "python"
+    pins = []
+    for dist in USER_DEPENDENCIES:
+        try:
+            pins.append(f"{dist}=={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    stamp = USER_VENV / "pins.txt"
+    if not python.exists() or not stamp.exists() or stamp.read_text() != "\n".join(pins):
+        base = Path(sys.base_prefix) / "bin" / "python3"
+        subprocess.run([str(base), "-m", "venv", "--clear", str(USER_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *pins, "etils[epath]"],
+                       check=True)
+        stamp.write_text("\n".join(pins))
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+                    str(ROOT)], check=True, cwd=tempfile.gettempdir())
+    _user_install = UserInstall(str(python), str(USER_VENV / "bin" / "pgle"), tempfile.gettempdir())
+    return _user_install
 
 
 def pairs_arg(parser, default: int = 7) -> None:

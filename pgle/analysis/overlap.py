@@ -18,12 +18,13 @@ fall in the previous window: per-step numbers are approximate, totals are exact)
 
 from __future__ import annotations
 
-import bisect
 import re
 from typing import Any
 
+import numpy as np
+
 from pgle.analysis.intervals import Coverage, merge
-from pgle.analysis.timeline import DevicePlane, HostStep
+from pgle.analysis.timeline import DevicePlane, HostStep, relative_ps
 
 COLLECTIVE_RE = re.compile(
     r"^%?(all-gather|all-reduce|reduce-scatter|collective-permute|all-to-all|ragged-all-to-all|"
@@ -45,48 +46,145 @@ def collective_kind(op: str) -> str | None:
     return None
 
 
+def _kind(op: str) -> str:
+    """The table key of a window's op: its collective, else the async op's base name."""
+    m = ASYNC_ROLE_RE.match(op)
+    return collective_kind(op) or (m["base"].split(".")[0] if m else op)
+
+
+def _totals(keys: np.ndarray, span: np.ndarray, exposed: np.ndarray):
+    """(key, count, span sum, exposed sum) per distinct key, keys in first-seen order, as
+    Python ints (sums in int64: exact, unlike np.bincount's float64)."""
+    distinct, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    counts = np.bincount(inverse, minlength=distinct.size)
+    span_sum = np.zeros(distinct.size, np.int64)
+    exposed_sum = np.zeros(distinct.size, np.int64)
+    np.add.at(span_sum, inverse, span)
+    np.add.at(exposed_sum, inverse, exposed)
+    return zip(distinct[order].tolist(), counts[order].tolist(), span_sum[order].tolist(),
+               exposed_sum[order].tolist())
+
+
 def _instruction(name: str) -> str:
     name = name.strip()
     return name[1:].split(" = ", 1)[0].strip() if name.startswith("%") else name
 
 
-def _windows(plane: DevicePlane) -> tuple[list[tuple], list[tuple[int, int]], str]:
-    """(communication windows (op, module, start, end), compute intervals, source)."""
-    idx = range(len(plane.ops))
-    if any(plane.lines[i] in XLA_OPS_LINES for i in idx):
-        ops = [i for i in idx if plane.lines[i] in XLA_OPS_LINES]
-        compute = [(plane.starts[i], plane.starts[i] + plane.durations[i]) for i in ops
-                   if not ASYNC_ROLE_RE.match(_instruction(plane.ops[i]))]
-        asyncs = [i for i in idx if plane.lines[i] == ASYNC_OPS_LINE]
-        if asyncs:
-            wins = [(_instruction(plane.ops[i]), plane.modules[i], plane.starts[i],
-                     plane.starts[i] + plane.durations[i]) for i in asyncs]
-            return wins, compute, ASYNC_OPS_LINE
-        open_: dict[str, list[int]] = {}
-        wins = []
-        for i in sorted(ops, key=lambda i: plane.starts[i]):
-            m = ASYNC_ROLE_RE.match(_instruction(plane.ops[i]))
-            if not m:
-                continue
-            key = m["base"] + (m["n"] or "")
-            if m["role"] == "start":
-                open_.setdefault(key, []).append(i)
-            elif open_.get(key):
-                s = open_[key].pop(0)
-                wins.append((_instruction(plane.ops[s]), plane.modules[s], plane.starts[s],
-                             plane.starts[i] + plane.durations[i]))
-        return wins, compute, "start_done_pairs"
-    wins, compute = [], []
-    for i in idx:
-        if plane.lines[i] == ASYNC_OPS_LINE:
-            continue
-        op = plane.ops[i]
-        span = (plane.starts[i], plane.starts[i] + plane.durations[i])
-        if collective_kind(op):
-            wins.append((op, plane.modules[i], *span))
-        elif not MEMCPY_RE.search(op) and not MEMCPY_RE.search(plane.lines[i]):
-            compute.append(span)
-    return wins, compute, "kernels"
+class _Windows:
+    """A plane's communication windows (in the order the per-event reading found them) and
+    its compute intervals, as columns: `op` indexes `names` (the window's op as shown)."""
+
+    def __init__(self, names: list[str], op, module, lo, hi, compute_lo, compute_hi, source: str):
+        self.names, self.op, self.module, self.lo, self.hi = names, op, module, lo, hi
+        self.compute_lo, self.compute_hi, self.source = compute_lo, compute_hi, source
+
+
+def _text_flags(texts: list[str], test) -> np.ndarray:
+    return np.array([bool(test(t)) for t in texts], bool) if texts else np.zeros(0, bool)
+
+
+def _windows(plane: DevicePlane) -> _Windows:
+    """The communication windows and compute intervals of one plane (see the module docstring)."""
+    end = plane.start + plane.duration
+    line_is = lambda names: _text_flags(plane.line_names, lambda n: n in names)[plane.line]
+    on_ops = line_is(XLA_OPS_LINES) if plane.line_names else np.zeros(len(plane), bool)
+    on_async = line_is((ASYNC_OPS_LINE,)) if plane.line_names else np.zeros(len(plane), bool)
+    if on_ops.any():
+        # Each text once: its instruction name, and whether that is an async start/done.
+        instr = [_instruction(t) for t in plane.texts]
+        role = _text_flags(instr, ASYNC_ROLE_RE.match)
+        ops = np.flatnonzero(on_ops)
+        compute = ops[~role[plane.op[ops]]]
+        names = _Names()
+        asyncs = np.flatnonzero(on_async)
+        if asyncs.size:
+            ids = names.of([instr[t] for t in range(len(plane.texts))])
+            return _Windows(names.list, ids[plane.op[asyncs]], plane.module[asyncs],
+                            plane.start[asyncs], end[asyncs], plane.start[compute], end[compute],
+                            ASYNC_OPS_LINE)
+        starts, dones = _pair_starts_and_dones(plane, ops, instr)
+        ids = names.of([instr[t] for t in range(len(plane.texts))])
+        return _Windows(names.list, ids[plane.op[starts]], plane.module[starts],
+                        plane.start[starts], end[dones], plane.start[compute], end[compute],
+                        "start_done_pairs")
+    kind = _text_flags(plane.texts, collective_kind)
+    memcpy_text = _text_flags(plane.texts, MEMCPY_RE.search)
+    memcpy_line = _text_flags(plane.line_names, MEMCPY_RE.search)
+    keep = ~on_async
+    is_win = keep & kind[plane.op]
+    is_compute = keep & ~kind[plane.op] & ~memcpy_text[plane.op] & ~memcpy_line[plane.line]
+    w = np.flatnonzero(is_win)
+    c = np.flatnonzero(is_compute)
+    return _Windows(plane.texts, plane.op[w], plane.module[w], plane.start[w], end[w],
+                    plane.start[c], end[c], "kernels")
+
+
+class _Names:
+    """Window op names, each once: `of(texts)` maps texts to their numbers."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def of(self, texts: list[str]) -> np.ndarray:
+        return np.array([self.ids.setdefault(t, len(self.ids)) for t in texts], np.int64) \
+            if texts else np.zeros(0, np.int64)
+
+    @property
+    def list(self) -> list[str]:
+        return list(self.ids)
+
+
+def _pair_starts_and_dones(plane: DevicePlane, ops: np.ndarray, instr: list[str]):
+    """Indices of (start, done) events paired as a queue per async op: in time order (ties in
+    plane order), each `-done` takes the earliest `-start` of the same op still open; a done
+    with none open is ignored. Returned in the order the dones come."""
+    key_of: dict[str, int] = {}
+    key = np.full(len(plane.texts), -1, np.int64)
+    is_start = np.zeros(len(plane.texts), bool)
+    for t, name in enumerate(instr):
+        m = ASYNC_ROLE_RE.match(name)
+        if m:
+            key[t] = key_of.setdefault(m["base"] + (m["n"] or ""), len(key_of))
+            is_start[t] = m["role"] == "start"
+    ops = ops[np.argsort(plane.start[ops], kind="stable")]
+    ops = ops[key[plane.op[ops]] >= 0]
+    if not ops.size:
+        return ops, ops
+    k = key[plane.op[ops]]
+    # Group by op, time order kept within each; rank = time-order position of the event.
+    by = np.argsort(k, kind="stable")
+    ev, kk = ops[by], k[by]
+    starts = is_start[plane.op[ev]].astype(np.int64)
+    dones = 1 - starts
+    group_first = np.flatnonzero(np.r_[True, kk[1:] != kk[:-1]])
+    group_of = np.repeat(np.arange(group_first.size), np.diff(np.r_[group_first, kk.size]))
+
+    def in_group_cumsum(x):
+        c = np.cumsum(x)
+        return c - (c - x)[group_first][group_of]
+
+    s_count = in_group_cumsum(starts)
+    d_count = in_group_cumsum(dones)
+    # Dones served after event i: M_i = min(S_i, M_{i-1} + 1) at a done, unchanged at a start;
+    # unrolled, M_i = D_i + min(0, min_{j<=i} (S_j - D_j)) (S, D: starts, dones so far).
+    slack = s_count - d_count
+    big = 2 * int(kk.size) + 2  # per-group offset: the cumulative minimum restarts per group
+    run_min = np.minimum.accumulate(slack - group_of * big) + group_of * big
+    served = d_count + np.minimum(run_min, 0)  # 0: nothing served before the group starts
+    prev = np.r_[0, served[:-1]]
+    prev[group_first] = 0
+    took = (dones == 1) & (served > prev)
+    # The n-th done served in a group takes the group's n-th start (starts are in group, then
+    # time order already).
+    start_rank = np.flatnonzero(starts == 1)
+    start_base = np.searchsorted(group_of[start_rank], np.arange(group_first.size))
+    d_idx = np.flatnonzero(took)
+    pairs_start = ev[start_rank[start_base[group_of[d_idx]] + served[d_idx] - 1]]
+    pairs_done = ev[d_idx]
+    # In the order the dones come in time.
+    when = np.argsort(by[d_idx], kind="stable")
+    return pairs_start[when], pairs_done[when]
 
 
 class OverlapAccumulator:
@@ -103,41 +201,54 @@ class OverlapAccumulator:
         self.by_op: dict[tuple[str, str | None], list[int]] = {}
         self.per_step: dict[int, list[int]] = {}
 
-    def _step_of(self, t: int) -> int | None:
-        k = bisect.bisect_right(self.step_starts, t) - 1
-        if k < 0:
-            return None
-        if k == len(self.steps) - 1 and t >= self.steps[k].end_ps:
-            return None
-        return self.steps[k].step_num
+    def _step_index(self, plane: DevicePlane, t: np.ndarray) -> np.ndarray:
+        """Index into self.steps of the step each time falls in (-1: none): the last step
+        starting at or before it, unless it is past the end of the last step."""
+        if not self.steps:
+            return np.full(t.size, -1, np.int64)
+        rel = relative_ps(self.step_starts, plane.origin_ps)
+        k = np.searchsorted(rel, t, side="right") - 1
+        last_end = relative_ps([self.steps[-1].end_ps], plane.origin_ps)[0]
+        k[(k == len(self.steps) - 1) & (t >= last_end)] = -1
+        return k
 
     def add(self, plane: DevicePlane) -> None:
-        wins, compute, source = _windows(plane)
+        w = _windows(plane)
         self.planes += 1
-        if not wins:
+        if not w.lo.size:
             return
-        self.sources.add(source)
-        cover = Coverage(merge(compute))
-        for op, module, lo, hi in wins:
-            span = hi - lo
-            if span <= 0:
-                continue
-            exposed = span - cover.covered(lo, hi)
-            kind = collective_kind(op) or (ASYNC_ROLE_RE.match(op)["base"].split(".")[0]
-                                          if ASYNC_ROLE_RE.match(op) else op)
-            self.count += 1
-            self.span += span
-            self.exposed += exposed
-            for table, key in ((self.by_kind, kind), (self.by_op, (op, module))):
-                row = table.setdefault(key, [0, 0, 0])
-                row[0] += 1
-                row[1] += span
-                row[2] += exposed
-            step = self._step_of(lo)
-            if step is not None:
-                row = self.per_step.setdefault(step, [0, 0])
-                row[0] += span
-                row[1] += exposed
+        self.sources.add(w.source)
+        span = w.hi - w.lo
+        ok = span > 0
+        op, module, lo, hi, span = w.op[ok], w.module[ok], w.lo[ok], w.hi[ok], span[ok]
+        exposed = span - Coverage(merge(w.compute_lo, w.compute_hi)).covered(lo, hi)
+        self.count += int(span.size)
+        self.span += int(span.sum())
+        self.exposed += int(exposed.sum())
+        # Each op name's kind once; tables keep the order in which their keys first appear
+        # (ties in the top lists keep it), as the per-window loop did.
+        kind_names = _Names()
+        kind = kind_names.of([_kind(name) for name in w.names])[op]
+        width = len(plane.texts) + 1  # module -1 (none) .. len(texts) - 1
+        tables: tuple[tuple[dict[Any, list[int]], Any, Any], ...] = (
+            (self.by_kind, kind, lambda key: kind_names.list[key]),
+            (self.by_op, op * width + module + 1,
+             lambda key: (w.names[key // width],
+                          plane.texts[key % width - 1] if key % width else None)))
+        for table, keys, key_of in tables:
+            for key, count, sp, ex in _totals(keys, span, exposed):
+                row = table.setdefault(key_of(key), [0, 0, 0])
+                row[0] += count
+                row[1] += sp
+                row[2] += ex
+        k = self._step_index(plane, lo)
+        has = k >= 0
+        if has.any():
+            nums = np.array([s.step_num for s in self.steps], np.int64)[k[has]]
+            for num, _, sp, ex in _totals(nums, span[has], exposed[has]):
+                row = self.per_step.setdefault(num, [0, 0])
+                row[0] += sp
+                row[1] += ex
 
     def result(self) -> dict[str, Any]:
         n = max(self.planes, 1)

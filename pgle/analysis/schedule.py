@@ -162,8 +162,10 @@ def compare(before_text: str, after_text: str) -> dict[str, Any]:
         if a and b:
             row["moved"] = a.between != b.between
             row["overlap_change"] = len(a.between) - len(b.between)
-            row["added"] = [n for n in a.between if n not in b.between]
-            row["removed"] = [n for n in b.between if n not in a.between]
+            # Sets, not list membership: one collective spanning 30k ops took seconds (issue 25).
+            in_a, in_b = set(a.between), set(b.between)
+            row["added"] = [n for n in a.between if n not in in_b]
+            row["removed"] = [n for n in b.between if n not in in_a]
         else:
             row["moved"] = True
             row["overlap_change"] = None

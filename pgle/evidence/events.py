@@ -1,28 +1,161 @@
 """Reading the harness's events file (JSON lines written by pgle/launch/harness.py; the kinds
-and their fields are in pgle/launch/schema.py)."""
+and their fields are in pgle/launch/schema.py).
+
+Streamed and summarised (issue 25): the file is read in blocks, never whole; step events, the
+only kind that grows with the run, are kept as compact columns (`Steps`: 8-byte index, time,
+step number and a name id per step, ~30 MB for a million steps where a list of records took
+1.3 GB), step_exit events are not kept (nothing reads when a step ended), and every other
+record is kept as it was written (those grow with compiles and log lines, not with steps).
+Large files parse their step lines in bulk with numpy (pgle/evidence/step_lines.py); small
+ones, and any line the bulk parser does not take, go through `json.loads`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from array import array
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, overload
 
 from pgle.launch import schema
+
+# From this size on, step lines are parsed in bulk (numpy's import costs more below it).
+BULK_MIN_BYTES = 1 << 20
+BLOCK_BYTES = 2 << 20
+_NUMPY_STEPS = 1 << 16  # from this many steps, ordering checks run in numpy
+# A step_num that is not an int (or is this value) is kept aside in `Steps.other_nums`.
+_NONE = -(1 << 63)
 
 
 @dataclasses.dataclass
 class Step:
     index: int
     name: str
-    step_num: int | None
+    step_num: Any
     t_enter: float
-    t_exit: float | None = None
+
+
+class Steps(Sequence[Step]):
+    """The run's step_enter events, one per index (the last written wins), in index order:
+    columns, with `Step` objects made only when one is asked for."""
+
+    def __init__(self, indices: Sequence[int], t_enter: Sequence[float], name: Sequence[int],
+                 names: list[str], step_num: Sequence[int], other_nums: dict[int, Any]):
+        self.indices, self.t_enter, self.name, self.names = indices, t_enter, name, names
+        self.step_num, self.other_nums = step_num, other_nums
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @overload
+    def __getitem__(self, k: int) -> Step: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Step]: ...
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        num = self.step_num[k]
+        num = self.other_nums.get(k) if num == _NONE else int(num)
+        return Step(int(self.indices[k]), self.names[self.name[k]], num, float(self.t_enter[k]))
+
+    def __iter__(self) -> Iterator[Step]:
+        return (self[k] for k in range(len(self)))
+
+    def find(self, index: int) -> Step | None:
+        """The step of this index, or None."""
+        import bisect
+
+        k = bisect.bisect_left(self.indices, index)
+        return self[k] if k < len(self) and self.indices[k] == index else None
+
+
+class _StepLog:
+    """Step_enter records in file order, as columns."""
+
+    def __init__(self) -> None:
+        self.index, self.t = array("q"), array("d")
+        self.name, self.num = array("q"), array("q")
+        self.names: dict[str, int] = {}
+        self.other_nums: dict[int, Any] = {}  # position -> step_num that is not a plain int
+        self.blocks: list[tuple[Any, ...]] = []  # numpy columns of bulk-parsed blocks
+        self.bulk_lines = 0  # step lines the bulk parser took (step_exit lines included)
+
+    def add(self, r: dict) -> None:
+        index, t = r.get("index"), r.get("t")
+        if type(index) is not int or not isinstance(t, (int, float)) or isinstance(t, bool):
+            return  # not a step the harness wrote; nothing to order it by
+        if not -(1 << 63) <= index < 1 << 63:
+            return
+        self._flush_blocks()
+        name = r.get("name", "")
+        name = name if isinstance(name, str) else str(name)
+        num = r.get("step_num")
+        if type(num) is int and _NONE < num < 1 << 63:
+            self.num.append(num)
+        else:
+            self.other_nums[len(self.num)] = num
+            self.num.append(_NONE)
+        self.index.append(index)
+        self.t.append(float(t))
+        self.name.append(self.names.setdefault(name, len(self.names)))
+
+    def add_rows(self, rows) -> None:
+        """Bulk-decoded rows (step_lines.StepRows) of one block."""
+        import numpy as np
+
+        ids = np.array([self.names.setdefault(n, len(self.names)) for n in rows.names], np.int64)
+        num = np.where(rows.num_null, _NONE, rows.step_num)
+        self.blocks.append((rows.index, rows.t, ids[rows.name] if ids.size else rows.name, num))
+
+    def _flush_blocks(self) -> None:
+        for index, t, name, num in self.blocks:
+            self.index.frombytes(index.astype("<i8").tobytes())
+            self.t.frombytes(t.astype("<f8").tobytes())
+            self.name.frombytes(name.astype("<i8").tobytes())
+            self.num.frombytes(num.astype("<i8").tobytes())
+        self.blocks = []
+
+    def steps(self) -> Steps:
+        self._flush_blocks()
+        index = self.index
+        n = len(index)
+        if n < _NUMPY_STEPS:
+            if all(index[k] < index[k + 1] for k in range(n - 1)):
+                return Steps(index, self.t, self.name, list(self.names), self.num, self.other_nums)
+            # Out of order or repeated: index order, the last record of an index winning (the
+            # old reader kept a dict by index).
+            last = {i: k for k, i in enumerate(index)}
+            keep = [last[i] for i in sorted(last)]
+        else:
+            import numpy as np
+
+            v = np.frombuffer(index, np.int64)
+            if bool((v[1:] > v[:-1]).all()):
+                return Steps(index, self.t, self.name, list(self.names), self.num, self.other_nums)
+            order = np.argsort(v, kind="stable")
+            ordered = v[order]
+            keep = order[np.append(ordered[1:] != ordered[:-1], True)].tolist()
+        moved = {k: j for j, k in enumerate(keep) if k in self.other_nums}
+
+        def pick(column: array) -> array:
+            return array(column.typecode, (column[k] for k in keep))
+
+        return Steps(pick(index), pick(self.t), pick(self.name), list(self.names), pick(self.num),
+                     {j: self.other_nums[k] for k, j in moved.items()})
 
 
 @dataclasses.dataclass
 class RunEvents:
-    records: list[dict]
-    steps: list[Step]
+    records: list[dict]  # every record but step_enter/step_exit (steps are in `steps`)
+    steps: Steps
     backend: dict | None
     trace: dict | None  # the trace_stop record of the kept trace
     trace_errors: list[str]
@@ -32,6 +165,7 @@ class RunEvents:
     xla_flags_seen: dict | None = None  # schema.XLA_FLAGS_SEEN: XLA_FLAGS at the first compile
     script_traces: list[dict] = dataclasses.field(default_factory=list)  # schema.SCRIPT_TRACE
     xla_compiles: list[dict] = dataclasses.field(default_factory=list)  # schema.XLA_COMPILE
+    lines: int = 0  # records read, step events included
 
     @property
     def compile_platforms(self) -> tuple[str, ...] | None:
@@ -68,46 +202,203 @@ class RunEvents:
         """Did the workload import jax? None when the harness left no events at all."""
         if any(r.get("kind") == schema.JAX_IMPORTED for r in self.records):
             return True
-        return False if self.records else None
+        return False if self.lines else None
 
 
-def read_events(path: Path | str) -> RunEvents:
-    records = []
+def _decode(line: bytes) -> dict | None:
+    try:
+        r = json.loads(line.decode("utf-8", errors="replace"))
+    except json.JSONDecodeError:
+        return None  # a line cut short by a crash
+    return r if isinstance(r, dict) else None
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    """The file's lines, a block at a time (the last one may lack its newline)."""
+    with open(path, "rb") as f:
+        rest = b""
+        while True:
+            block = f.read(BLOCK_BYTES)
+            if not block:
+                break
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            if cut:
+                # Split on newlines only, as the bulk parser does (json.dumps never writes a
+                # raw carriage return).
+                yield from block[:cut - 1].split(b"\n")
+        if rest:
+            yield rest
+
+
+def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict]:
+    """Every record but the step lines step_lines decodes (those go to `steps`), in file
+    order; the step lines it leaves arrive here as records."""
+    import numpy as np
+
+    for rows, others, exits in _parsed_blocks(path):
+        steps.bulk_lines += rows.line.size + exits
+        # Steps and other lines in block order: the last record of an index wins.
+        before = np.searchsorted(rows.line, [line_no for line_no, _ in others]).tolist()
+        done = 0
+        for (_, line), upto in zip(others, before):
+            if upto > done:
+                steps.add_rows(_take(rows, done, upto))
+                done = upto
+            r = _decode(line)
+            if r is not None:
+                yield r
+        if done < rows.line.size:
+            steps.add_rows(_take(rows, done, rows.line.size))
+
+
+# From this size on, with several cores, the file's parts are parsed in worker processes
+# (the workload has exited: its cores are free; parsing is most of what a long run's verdict
+# waits for).
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _parsed_blocks(path: Path):
+    """parse_chunk's result for each block of whole lines, in file order (the last line, if
+    it lacks its newline, as a block of its own)."""
+    import os
+
+    size = path.stat().st_size
+    workers = min(os.cpu_count() or 1, 4)
+    if size < PARALLEL_MIN_BYTES or workers < 2 or not _fork_is_safe():
+        yield from _parse_range(path, 0, size)
+        return
+    import concurrent.futures
+    import multiprocessing
+
+    cuts = _line_cuts(path, size, workers * 4)
+    with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        for part in pool.map(_parse_part, [(str(path), a, b) for a, b in zip(cuts, cuts[1:])]):
+            yield from part
+
+
+def _fork_is_safe() -> bool:
+    """fork() only from a single-threaded process that has not loaded jax (jaxlib's threads
+    are invisible to `threading`; a forked copy of a multithreaded process can deadlock). The
+    CLI never imports jax; a notebook calling pgle's API may have."""
+    import os
+    import sys
+    import threading
+
+    return hasattr(os, "fork") and threading.active_count() == 1 and \
+        not any(name in sys.modules for name in ("jax", "jaxlib"))
+
+
+def _line_cuts(path: Path, size: int, parts: int) -> list[int]:
+    """Offsets that split the file into about `parts` ranges of whole lines."""
+    cuts = [0]
+    with open(path, "rb") as f:
+        for k in range(1, parts):
+            f.seek(max(k * size // parts, cuts[-1]))
+            line = f.readline()  # the rest of the line the guess fell in
+            at = f.tell()
+            if at >= size:
+                break
+            if at > cuts[-1] and line.endswith(b"\n"):
+                cuts.append(at)
+    cuts.append(size)
+    return cuts
+
+
+def _parse_part(args: tuple[str, int, int]) -> list:
+    path, start, end = args
+    return list(_parse_range(Path(path), start, end))
+
+
+def _parse_range(path: Path, start: int, end: int):
+    from pgle.evidence.step_lines import parse_chunk
+
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        rest = b""
+        while left > 0:
+            block = f.read(min(BLOCK_BYTES, left))
+            if not block:
+                break
+            left -= len(block)
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            if cut:
+                yield parse_chunk(block[:cut])
+        if rest:
+            yield parse_chunk_tail(rest)
+
+
+def parse_chunk_tail(line: bytes):
+    """A last line without its newline: no step is decoded from it; it goes to json.loads."""
+    import numpy as np
+
+    from pgle.evidence.step_lines import StepRows
+
+    empty = np.zeros(0, np.int64)
+    return (StepRows(empty, empty, np.zeros(0, np.float64), empty, [], empty, np.zeros(0, bool)),
+            [(0, line)], 0)
+
+
+def _take(rows, a: int, b: int):
+    from pgle.evidence.step_lines import StepRows
+
+    return StepRows(rows.line[a:b], rows.index[a:b], rows.t[a:b], rows.name[a:b], rows.names,
+                    rows.step_num[a:b], rows.num_null[a:b])
+
+
+def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
+    """The events of a run. `bulk`: parse step lines with numpy (default: for files of
+    BULK_MIN_BYTES or more; both ways give the same events)."""
     path = Path(path)
-    if path.exists():
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a crash
-    steps: dict[int, Step] = {}
+    steps = _StepLog()
     backend = trace = exit_ = None
-    errors, compiles, modules, script_traces, xla_compiles = [], [], [], [], []
+    records: list[dict] = []
+    errors: list[str] = []
+    compiles: list[dict] = []
+    modules: list[dict] = []
+    script_traces: list[dict] = []
+    xla_compiles: list[dict] = []
     flags_seen = None
-    for r in records:
-        kind = r.get("kind")
-        if kind == schema.STEP_ENTER:
-            steps[r["index"]] = Step(r["index"], r.get("name", ""), r.get("step_num"), r["t"])
-        elif kind == schema.STEP_EXIT and r.get("index") in steps:
-            steps[r["index"]].t_exit = r["t"]
-        elif kind == schema.BACKEND and backend is None:
-            backend = r
-        elif kind == schema.TRACE_STOP:
-            trace = r
-        elif kind == schema.TRACE_ERROR:
-            errors.append(r.get("error", ""))
-        elif kind == schema.COMPILE:
-            compiles.append(r)
-        elif kind == schema.MODULE_COMPILED:
-            modules.append(r)
-        elif kind == schema.EXIT:
-            exit_ = r
-        elif kind == schema.XLA_FLAGS_SEEN and flags_seen is None:
-            flags_seen = r
-        elif kind == schema.SCRIPT_TRACE:
-            script_traces.append(r)
-        elif kind == schema.XLA_COMPILE:
-            xla_compiles.append(r)
-    return RunEvents(records, [steps[i] for i in sorted(steps)], backend, trace, errors,
-                     compiles, exit_, modules, flags_seen, script_traces, xla_compiles)
+    lines = 0
+    size = path.stat().st_size if path.exists() else 0
+    if size:
+        if bulk is None:
+            bulk = size >= BULK_MIN_BYTES
+        if bulk:
+            source: Iterator[dict] = _records_bulk(path, steps)
+        else:
+            source = (r for r in map(_decode, _lines(path)) if r is not None)
+        for r in source:
+            lines += 1
+            kind = r.get("kind")
+            if kind == schema.STEP_ENTER:
+                steps.add(r)
+                continue
+            if kind == schema.STEP_EXIT:
+                continue
+            records.append(r)
+            if kind == schema.BACKEND and backend is None:
+                backend = r
+            elif kind == schema.TRACE_STOP:
+                trace = r
+            elif kind == schema.TRACE_ERROR:
+                errors.append(r.get("error", ""))
+            elif kind == schema.COMPILE:
+                compiles.append(r)
+            elif kind == schema.MODULE_COMPILED:
+                modules.append(r)
+            elif kind == schema.EXIT:
+                exit_ = r
+            elif kind == schema.XLA_FLAGS_SEEN and flags_seen is None:
+                flags_seen = r
+            elif kind == schema.SCRIPT_TRACE:
+                script_traces.append(r)
+            elif kind == schema.XLA_COMPILE:
+                xla_compiles.append(r)
+    return RunEvents(records, steps.steps(), backend, trace, errors, compiles, exit_, modules,
+                     flags_seen, script_traces, xla_compiles, lines=lines + steps.bulk_lines)

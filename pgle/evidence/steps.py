@@ -7,12 +7,16 @@ job sees. Step 0 (compilation) and profiled steps are left out.
 
 from __future__ import annotations
 
-import statistics
+from collections.abc import Collection, Sequence
 
-from pgle.evidence.events import Step
+from pgle.evidence.events import Step, Steps
 
 
-def step_times(steps: list[Step], exclude: set[int] = frozenset()) -> list[float]:
+def step_times(steps: Sequence[Step], exclude: Collection[int] = frozenset()) -> list[float]:
+    """Start-to-start times of consecutive steps, leaving out the time after step 0 and after
+    each excluded step (the same floats whichever form `steps` has)."""
+    if isinstance(steps, Steps) and len(steps) > 1:
+        return _step_times_columns(steps, exclude)
     times = []
     for a, b in zip(steps, steps[1:]):
         if a.index == 0 or a.index in exclude:
@@ -21,19 +25,38 @@ def step_times(steps: list[Step], exclude: set[int] = frozenset()) -> list[float
     return times
 
 
+def _step_times_columns(steps: Steps, exclude: Collection[int]) -> list[float]:
+    """Columns, no Step objects: a million steps in a fraction of a second (issue 25)."""
+    index, t = steps.indices, steps.t_enter
+    if len(index) < 4096:
+        return [t[k + 1] - t[k] for k in range(len(index) - 1)
+                if index[k] != 0 and index[k] not in exclude]
+    import numpy as np
+
+    i = np.frombuffer(index, np.int64) if not isinstance(index, np.ndarray) else index
+    v = np.frombuffer(t, np.float64) if not isinstance(t, np.ndarray) else t
+    keep = i[:-1] != 0
+    if exclude:
+        keep &= ~np.isin(i[:-1], np.fromiter(exclude, np.int64, len(exclude)))
+    return (v[1:] - v[:-1])[keep].tolist()  # IEEE subtraction: the floats of the loop above
+
+
 def summarize(times: list[float]) -> dict | None:
     if not times:
         return None
     ordered = sorted(times)
+    n = len(ordered)
 
     def pct(p: float) -> float:
-        k = (len(ordered) - 1) * p
-        lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+        k = (n - 1) * p
+        lo, hi = int(k), min(int(k) + 1, n - 1)
         return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
+    mid = n // 2
     return {
-        "count": len(times),
-        "median_s": statistics.median(times),
+        "count": n,
+        # statistics.median's value, from the one sort: the middle, or the mean of the two.
+        "median_s": ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2,
         "p25_s": pct(0.25),
         "p75_s": pct(0.75),
         "min_s": ordered[0],

@@ -218,35 +218,62 @@ def find_xplane_files(run_dir: Any) -> list[str]:
 
 
 class _HostTrace:
-    """One `<host>.xplane.pb`: planes split from the bytes, each parsed only when needed."""
+    """One `<host>.xplane.pb`: where its planes lie; each plane read from the file only when
+    needed, so memory follows the largest plane, not the file (issue 25)."""
 
     def __init__(self, path: str):
-        from pgle.profiles.proto import WireError, split_xspace
+        from pgle.profiles.proto import WireError
+        from pgle.profiles.xspace_file import XSpaceFile
 
         self.path = path
         try:
-            with open(path, "rb") as f:
-                self.data = f.read()
+            self.file = XSpaceFile(path)
         except OSError as e:
             raise ProfileError(f"cannot read trace {path}: {e.strerror or e}.") from None
-        try:
-            self.planes = split_xspace(self.data)
         except WireError as e:
             raise _corrupt(path, f"at byte {e.offset} ({e.what})") from None
+        self.planes = [ref.name for ref in self.file.planes]
 
-    def parse(self, index: int):
+    def read(self, index: int) -> bytes:
+        from pgle.profiles.proto import WireError
+
+        try:
+            return self.file.read(index)
+        except OSError as e:
+            raise ProfileError(f"cannot read trace {self.path}: {e.strerror or e}.") from None
+        except WireError as e:
+            raise _corrupt(self.path, f"at byte {e.offset} ({e.what})") from None
+
+    def parse(self, index: int, data: bytes | None = None):
+        """The whole plane as a protobuf message (small planes, and the fallback path)."""
         from google.protobuf.message import DecodeError
 
         from pgle.profiles.proto import xplane_class
 
         try:
-            return xplane_class().FromString(self.planes[index][1])
+            return xplane_class().FromString(self.read(index) if data is None else data)
         except DecodeError:
-            raise _corrupt(self.path, f"in plane {self.planes[index][0]!r}") from None
+            raise _corrupt(self.path, f"in plane {self.planes[index]!r}") from None
+
+    def layout(self, index: int, data: bytes):
+        """(the plane's events walked once, its skeleton parsed: metadata and lines without
+        events), every event checked by protobuf in slices; corrupt bytes are an error here."""
+        from google.protobuf.message import DecodeError
+
+        from pgle.profiles.proto import WireError, xline_class, xplane_class
+        from pgle.profiles.xspace_file import PlaneBytes
+
+        try:
+            layout = PlaneBytes(data)
+            skeleton = xplane_class().FromString(layout.skeleton)
+            layout.validate(xline_class)
+        except (WireError, DecodeError):
+            raise _corrupt(self.path, f"in plane {self.planes[index]!r}") from None
+        return layout, skeleton
 
     def first(self, name: str):
         """The first plane with this name (tsl FindPlaneWithName), parsed, or None."""
-        for i, (n, _) in enumerate(self.planes):
+        for i, n in enumerate(self.planes):
             if n == name:
                 return self.parse(i)
         return None
@@ -254,14 +281,13 @@ class _HostTrace:
     def device_plane_indices(self) -> list[int]:
         """GPU planes, else TPU, else CUSTOM (jaxlib does not expect a mix)."""
         for prefix in (GPU_PLANE_PREFIX, TPU_PLANE_PREFIX, CUSTOM_PLANE_PREFIX):
-            found = [i for i, (n, _) in enumerate(self.planes) if n.startswith(prefix)]
+            found = [i for i, n in enumerate(self.planes) if n.startswith(prefix)]
             if found:
                 return found
         return []
 
     def close(self) -> None:
         self.planes = []
-        self.data = b""
 
 
 def _corrupt(path: str, where: str) -> ProfileError:
@@ -450,21 +476,22 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
         indices = host.device_plane_indices()
         device_planes += len(indices)
         for plane_index in indices:
-            plane = host.parse(plane_index)  # validates the bytes; metadata and lines
-            setup = _plane_stat_setup(plane)
+            data = host.read(plane_index)
+            # The plane's metadata and lines without their events, parsed; its events read as
+            # columns from the bytes (a parsed plane is ~8x its bytes: memory, issues 16, 25).
+            layout, skeleton = host.layout(plane_index, data)
+            setup = _plane_stat_setup(skeleton)
             got = (0, 0) if setup is None else None
             if setup is not None:
-                lines = [(i, line.timestamp_ns) for i, line in enumerate(plane.lines)
+                lines = [(i, line.timestamp_ns) for i, line in enumerate(skeleton.lines)
                          if (line.display_name or line.name) != ASYNC_OPS_LINE]
-                # The parsed plane is several times the size of its bytes: the column reader
-                # works from the bytes, so the message goes first (memory, issue 16).
-                plane = None
-                got = _scan_plane_columns(setup, lines, host.planes[plane_index][1], merge,
-                                          durations, ops_seen, modules_seen, window, start_ns,
-                                          namer)
+                got = _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen,
+                                          modules_seen, window, start_ns, namer)
+            skeleton = layout = None
             if got is None:  # a layout the column reader does not decode exactly
-                got = _scan_plane(host.parse(plane_index), merge, durations, ops_seen,
+                got = _scan_plane(host.parse(plane_index, data), merge, durations, ops_seen,
                                   modules_seen, window, start_ns, namer)
+            data = None
             u, o = got
             used += u
             outside += o
@@ -689,7 +716,7 @@ def _plane_stat_setup(plane):
     return codes, ref_names, md_stats
 
 
-def _scan_plane_columns(setup, lines, data, merge, durations, ops_seen, modules_seen, window,
+def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, modules_seen, window,
                         start_ns, namer) -> tuple[int, int] | None:
     """`_scan_plane` on numpy columns read from the plane's bytes (pgle.profiles.xplane_columns):
     the same events, groups, names, sample order and values, several times faster on millions of
@@ -700,7 +727,7 @@ def _scan_plane_columns(setup, lines, data, merge, durations, ops_seen, modules_
     from pgle.profiles.xplane_columns import INT64, REF, UINT64, event_columns, small_ids
 
     codes, ref_names, md_stats = setup
-    cols = event_columns(data, [i for i, _ in lines], codes)
+    cols = event_columns(layout, [i for i, _ in lines], codes)
     if cols is None:
         return None
     n = cols.metadata_id.size

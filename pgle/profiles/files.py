@@ -257,32 +257,6 @@ def _read_bytes(path: Any, what: str = "profile") -> bytes:
         raise ProfileError(f"cannot read {what} {_name_of(path)}: {e.strerror or e}.") from None
 
 
-@dataclasses.dataclass
-class CostColumns:
-    """A costs-only binary profile as numpy columns, for merging many large inputs."""
-
-    path: Any
-    names: Any  # numpy bytes (S<w>)
-    costs: Any  # numpy float64
-    layout: Any  # proto.ColumnLayout: lets the next file of the same program skip the scan
-
-
-def read_cost_columns(path: Any, like: Any = None) -> CostColumns | None:
-    """A local or remote binary profile file as columns; None for a directory, a text
-    profile, latencies, or another layout (callers then use load_profile_source). Errors are
-    load_profile_source's, word for word."""
-    if not _is_remote(path) and os.path.isdir(os.fspath(path)):
-        return None
-    if profile_format(path) != BINARY:
-        return None
-    data = _read_bytes(path)
-    _parse_binary(data, _name_of(path))  # what protobuf rejects is an error here too
-    cols = binary_columns(data, like)
-    if cols is None:
-        return None
-    return CostColumns(path=_absolute(path), names=cols[0], costs=cols[1], layout=cols[2])
-
-
 def read_profile(path: Any) -> Profile:
     """Read one profile file (format from its extension)."""
     fmt = profile_format(path)

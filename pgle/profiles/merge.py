@@ -85,52 +85,6 @@ def merge_profiles(profiles: Sequence[Profile], *, method: str = "percentile",
     )
 
 
-def merge_columns(columns: Sequence[tuple[Any, Any]], *, method: str = "percentile",
-                  percentile: int = 90):
-    """The same merge as `merge_profiles` over inputs given as numpy columns (names, costs),
-    vectorized: `(names, costs)` of the result in the first input's order, or None when the
-    inputs do not all hold the same set of distinct names (then `merge_profiles` does it).
-
-    Why: 256 inputs of 20,000 instructions are 5 million values; Python lists and sorted()
-    per name took 4 s where numpy's partition takes a fraction of one (issue 16)."""
-    import numpy as np
-
-    percentile = check_percentile(percentile)
-    check_method(method, percentile)
-    ref_names = columns[0][0]
-    if not len(ref_names):
-        return None
-    order = np.argsort(ref_names, kind="stable")
-    ref_sorted = ref_names[order]
-    if (ref_sorted[1:] == ref_sorted[:-1]).any():
-        return None  # a name twice in one input: every value counts, the general path keeps them
-    matrix = np.empty((len(columns), len(ref_names)), np.float64)
-    for row, (names, costs) in zip(matrix, columns):
-        if len(names) != len(ref_names):
-            return None
-        if np.array_equal(names, ref_names):
-            row[:] = costs
-            continue
-        mine = np.argsort(names, kind="stable")
-        if not np.array_equal(names[mine], ref_sorted):
-            return None
-        row[order] = costs[mine]
-    count = len(columns)
-    if method == "percentile":
-        k = percentile_index(count, percentile)
-        merged = np.partition(matrix, k, axis=0)[k]
-    elif method == "median":
-        merged = np.median(matrix, axis=0)
-    elif method == "mean":
-        # Row by row, in input order: the same additions as merge_profiles' loop.
-        merged = np.add.reduce(matrix, axis=0) / count
-    elif method == "min":
-        merged = matrix.min(axis=0)
-    else:
-        merged = matrix.max(axis=0)
-    return ref_names, merged
-
-
 @dataclasses.dataclass
 class InputOverlap:
     label: str
@@ -227,3 +181,186 @@ def alias_lines(aliases: Mapping[str, Sequence[str]]) -> list[str]:
     return [f"module {name} has {len(fps)} fingerprints ({', '.join(fps)}): the same profile is "
             "written under each (per-rank autotuning can change a module's fingerprint)"
             for name, fps in aliases.items()]
+
+
+# The occurrence-rank matrix of percentile/median is used while it holds at most twice the
+# values plus this many cells; sparser inputs (names in few of many inputs) sort the values.
+DENSE_SLACK = 1024
+
+
+class ColumnMerge:
+    """`merge_profiles` over inputs given as numpy columns, added one at a time (issue 25: one
+    path for ranks whose names differ, text profiles and per-module folders).
+
+    Names become ids in first-seen order (an input that matches the first one position by
+    position costs one vectorized comparison; a few renamed names a dict lookup each; any other
+    order a binary search). Each value keeps its id, its occurrence rank (the how-many-th value
+    of its name it is, over the inputs in order) and its cost: 16 bytes, where the files hold
+    30-40 bytes a value. The merge then follows `merge_profiles` exactly: the values of a name
+    in the order the inputs give them, sorted stably for percentile and median, summed left to
+    right for the mean, first of equals for min and max."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.np = np
+        self.index: dict[bytes, int] = {}
+        self.names: list[bytes] = []
+        self.ref = self.ref_ids = None
+        self.ref_unique = True
+        self.sorted_names = self.sorted_ids = None
+        self.occ = np.zeros(0, np.int64)  # values so far, per id
+        self.present = np.zeros(0, np.int64)  # inputs holding each id
+        self.inputs: list[tuple[Any, Any, Any, bool]] = []  # (ids, ranks, costs, duplicates)
+        self.nan = False
+
+    def _grow(self) -> None:
+        np = self.np
+        extra = len(self.names) - self.occ.size
+        if extra > 0:
+            self.occ = np.concatenate((self.occ, np.zeros(extra, np.int64)))
+            self.present = np.concatenate((self.present, np.zeros(extra, np.int64)))
+
+    def _ids_of(self, names) -> Any:
+        np = self.np
+        index, known = self.index, self.names
+
+        def assign(values) -> list[int]:
+            out = []
+            for name in values:
+                i = index.get(name)
+                if i is None:
+                    i = index[name] = len(known)
+                    known.append(name)
+                    self.sorted_names = None
+                out.append(i)
+            return out
+
+        if self.ref is None:
+            ids = np.array(assign(names.tolist()), np.int64)
+            self.ref, self.ref_ids = names, ids
+            self.ref_unique = len(self.names) == names.size
+            return ids
+        if names.size == self.ref.size:
+            same = names == self.ref
+            if same.all():
+                return self.ref_ids
+            wrong = np.flatnonzero(~same)
+            if wrong.size * 20 <= names.size:  # a few renamed: a dict lookup each
+                ids = self.ref_ids.copy()
+                ids[wrong] = assign(names[wrong].tolist())
+                return ids
+        # Another order: a binary search of every name among the names seen so far.
+        if not known:
+            return np.array(assign(names.tolist()), np.int64)
+        if self.sorted_names is None:
+            universe = np.array(known)
+            order = np.argsort(universe, kind="stable")
+            self.sorted_names, self.sorted_ids = universe[order], order
+        k = np.minimum(np.searchsorted(self.sorted_names, names), self.sorted_names.size - 1)
+        found = self.sorted_names[k] == names
+        ids = np.where(found, self.sorted_ids[k], -1)
+        missing = np.flatnonzero(~found)
+        if missing.size:
+            ids[missing] = assign(names[missing].tolist())
+        return ids
+
+    def add(self, names, costs) -> None:
+        np = self.np
+        if np.isnan(costs).any():
+            self.nan = True  # Python's sort and min/max order NaN their own way: general path
+        ids = self._ids_of(names)
+        self._grow()
+        unique = (ids is self.ref_ids and self.ref_unique) or \
+            (ids.size == 0 or np.bincount(ids, minlength=1).max() <= 1)
+        if unique:
+            ranks = self.occ[ids]
+            self.occ[ids] += 1
+            self.present[ids] += 1
+        else:
+            ranks = self.occ[ids] + _within(np, ids)
+            self.occ += np.bincount(ids, minlength=self.occ.size)
+            self.present[np.unique(ids)] += 1
+        self.inputs.append((ids.astype(np.int32), ranks.astype(np.int32),
+                            np.asarray(costs, np.float64), not unique))
+
+    def overlaps(self) -> list[tuple[int, float]]:
+        """(distinct names, share of them some other input holds) per input, as name_overlap."""
+        np = self.np
+        out = []
+        for ids, _, _, dups in self.inputs:
+            distinct = np.unique(ids) if dups else ids
+            if len(self.inputs) < 2 or not distinct.size:
+                out.append((int(distinct.size), 1.0 if distinct.size else 0.0))
+            else:
+                out.append((int(distinct.size),
+                            int((self.present[distinct] > 1).sum()) / int(distinct.size)))
+        return out
+
+    def merge(self, method: str, percentile: int):
+        """(names in first-seen order, merged costs); None when a cost is NaN."""
+        np = self.np
+        if self.nan:
+            return None
+        check_method(method, check_percentile(percentile))
+        n = len(self.names)
+        count = self.occ
+        names = [b.decode("utf-8") for b in self.names]
+        if method in ("mean", "min", "max"):
+            acc = np.zeros(n, np.float64)
+            for ids, ranks, costs, dups in self.inputs:
+                # Within one input, a repeated name's values in file order, one round each.
+                rounds = _rounds(np, ids) if dups else [slice(None)]
+                for sel in rounds:
+                    i, r, c = ids[sel], ranks[sel], costs[sel]
+                    if method == "mean":
+                        acc[i] += c
+                    else:
+                        cur = acc[i]
+                        take = (r == 0) | ((c < cur) if method == "min" else (c > cur))
+                        acc[i] = np.where(take, c, cur)
+            return names, (acc / np.maximum(count, 1) if method == "mean" else acc)
+        depth = int(count.max()) if n else 0
+        if method == "median":
+            lo, hi = (count - 1) // 2, count // 2
+        else:
+            k = (percentile / 100.0 * (count - 1).astype(np.float64)).astype(np.int64)
+            lo = hi = np.where(count > 1, k, 0)
+        total = sum(ids.size for ids, _, _, _ in self.inputs)
+        if depth * n <= 2 * total + DENSE_SLACK:
+            # Dense: one row per occurrence rank, sorted stably down each name's column.
+            matrix = np.full((depth, n), np.inf)
+            for ids, ranks, costs, _ in self.inputs:
+                matrix[ranks, ids] = costs
+            matrix.sort(axis=0, kind="stable")
+            cols = np.arange(n)
+            pick_lo, pick_hi = matrix[lo, cols], matrix[hi, cols]
+        else:
+            ids = np.concatenate([x[0] for x in self.inputs]).astype(np.int64)
+            costs = np.concatenate([x[2] for x in self.inputs])
+            # Stable: values of one name in occurrence order before sorting by cost.
+            order = np.lexsort((costs, ids))
+            first = np.concatenate(([0], np.cumsum(count)[:-1]))
+            sorted_costs = costs[order]
+            pick_lo, pick_hi = sorted_costs[first + lo], sorted_costs[first + hi]
+        merged = pick_lo if method == "percentile" else (pick_lo + pick_hi) / 2
+        if method == "median":
+            merged = np.where(count % 2 == 1, pick_hi, merged)
+        return names, merged
+
+
+def _within(np, ids):
+    """For each value of one input, how many values of the same name come before it there."""
+    order = np.argsort(ids, kind="stable")
+    run = np.r_[True, ids[order][1:] != ids[order][:-1]]
+    first = np.maximum.accumulate(np.where(run, np.arange(ids.size), 0))
+    within = np.empty(ids.size, np.int64)
+    within[order] = np.arange(ids.size) - first
+    return within
+
+
+def _rounds(np, ids):
+    """Index sets of one input's values, each holding a name at most once, in file order for
+    repeated names: the first of each name, then the second, ..."""
+    within = _within(np, ids)
+    return [np.flatnonzero(within == w) for w in range(int(within.max()) + 1)]

@@ -189,26 +189,34 @@ def locate_corruption(data: bytes) -> WireError | None:
 # then takes the library's path. Small profiles are read without protobuf (canonical.py).
 
 
+def _at_offsets(data, dtype: str, offsets):
+    """The 8-byte values (`dtype`: '<f8' or '<u8') starting at byte `offsets` of `data`: an
+    unaligned strided view (one gather, no per-byte index)."""
+    import numpy as np
+
+    return np.ndarray((len(data) - 7,), dtype, data, 0, (1,))[offsets]
+
+
 class ColumnLayout:
     """Where one binary profile keeps its costs, and its bytes with the costs zeroed: a file
     with the same zeroed bytes has the same names in the same places (ranks of one program
     usually do), so only its costs need reading."""
 
-    def __init__(self, size: int, cost_index, zeroed: bytes, names):
-        self.size, self.cost_index, self.zeroed, self.names = size, cost_index, zeroed, names
+    def __init__(self, size: int, cost_at, zeroed: bytes, names):
+        self.size, self.cost_at, self.zeroed, self.names = size, cost_at, zeroed, names
 
-    def read(self, data: bytes):
+    @staticmethod
+    def zeroed_bytes(data: bytes, cost_at) -> bytearray:
         import numpy as np
 
-        if len(data) != self.size:
+        work = bytearray(data)
+        np.ndarray((len(work) - 7,), "<u8", work, 0, (1,))[cost_at] = 0
+        return work
+
+    def read(self, data: bytes):
+        if len(data) != self.size or self.zeroed_bytes(data, self.cost_at) != self.zeroed:
             return None
-        buf = np.frombuffer(data, np.uint8)
-        costs = buf[self.cost_index]
-        work = buf.copy()
-        work[self.cost_index] = 0
-        if work.tobytes() != self.zeroed:
-            return None
-        return self.names, costs.view("<f8").ravel()
+        return self.names, _at_offsets(data, "<f8", self.cost_at)
 
 
 def binary_columns(data: bytes, like: ColumnLayout | None = None):
@@ -223,6 +231,7 @@ def binary_columns(data: bytes, like: ColumnLayout | None = None):
         got = like.read(data)
         if got is not None:
             return got[0], got[1], like
+    data = bytes(data)
     buf = np.frombuffer(data, np.uint8)
     n = len(buf)
     if n < 13:
@@ -241,17 +250,15 @@ def binary_columns(data: bytes, like: ColumnLayout | None = None):
     if not len(p) or p[0] != 0 or ends[-1] != n or not np.array_equal(ends[:-1], p[1:]):
         return None
     width = max(int(name_len.max()), 1)
-    cols = np.arange(width)
-    inside = cols[None, :] < name_len[:, None]
-    raw = np.where(inside, buf[np.minimum((p + 4)[:, None] + cols[None, :], n - 1)], 0).astype(np.uint8)
-    if ((raw == 0) & inside).any():  # a NUL in a name: numpy's S type would drop it
+    cols = np.arange(width, dtype=np.int32)
+    raw = np.take(buf, (p + 4).astype(np.int32)[:, None] + cols, mode="clip")
+    raw[cols >= name_len.astype(np.int32)[:, None]] = 0
+    if np.count_nonzero(raw) != int(name_len.sum()):  # a NUL in a name: numpy's S type drops it
         return None
-    names = np.ascontiguousarray(raw).view(f"S{width}").ravel()
-    cost_index = (p + 5 + name_len)[:, None] + np.arange(8)[None, :]
-    costs = buf[cost_index].view("<f8").ravel()
-    work = buf.copy()
-    work[cost_index] = 0
-    return names, costs, ColumnLayout(n, cost_index, work.tobytes(), names)
+    names = raw.view(f"S{width}").ravel()
+    cost_at = p + 5 + name_len
+    costs = _at_offsets(data, "<f8", cost_at)
+    return names, costs, ColumnLayout(n, cost_at, bytes(ColumnLayout.zeroed_bytes(data, cost_at)), names)
 
 
 # --- the XSpace trace format, and the slice of HLO that carries fingerprints -------------
@@ -427,47 +434,6 @@ def xplane_class():
     return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XPlane"))
 
 
-def split_xspace(data: bytes) -> list[tuple[str, memoryview]]:
-    """`(plane name, serialized XPlane)` for each plane of a serialized XSpace, without parsing them.
-
-    Why: a 200 MB trace parses into well over 1 GB of message objects; walking the
-    top-level framing lets a reader parse one plane at a time. Raises WireError.
-    """
-    view = memoryview(data)
-    end = len(data)
-    pos = 0
-    planes = []
-    while pos < end:
-        tag_pos = pos
-        key, pos = _varint(data, pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 0:
-            raise WireError(tag_pos, "field number 0 (not a protobuf message)")
-        if field != 1 or wtype != _LEN:
-            pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
-            continue
-        n, body = _varint(data, pos, end)
-        if body + n > end:
-            raise WireError(tag_pos, f"plane claims {n} bytes but only {end - body} remain")
-        planes.append((_plane_name(data, body, body + n), view[body:body + n]))
-        pos = body + n
-    return planes
-
-
-def _plane_name(data: bytes, pos: int, end: int) -> str:
-    name = ""
-    while pos < end:
-        tag_pos = pos
-        key, pos = _varint(data, pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 0:
-            raise WireError(tag_pos, "field number 0 in a plane")
-        if field == 2 and wtype == _LEN:
-            n, body = _varint(data, pos, end)
-            if body + n > end:
-                raise WireError(tag_pos, "plane name runs past the plane")
-            name = bytes(data[body:body + n]).decode("utf-8", errors="replace")  # last one wins
-            pos = body + n
-            continue
-        pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
-    return name
+def xline_class():
+    """`tensorflow.profiler.XLine`: a plane's events are checked by protobuf a slice at a time."""
+    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine"))

@@ -4,7 +4,7 @@ Why not through protobuf's message objects: protobuf (upb) parses a 200 MB trace
 a second, but reading millions of events back through Python objects (an event, its stats,
 each stat's oneof) cost about 8 µs an event, more than jaxlib's whole C++ conversion
 (issue 16). Here Python only finds where each event's bytes start (one cheap loop over the
-line); every field of every event is then decoded by numpy, all events of a plane at once,
+line, `pgle.profiles.xspace_file.PlaneBytes`); every field of every event is then decoded by numpy, all events of a plane at once,
 one field per pass ("lockstep"), in protobuf's own rules: varints up to 10 bytes, the last
 occurrence of a field wins, the last value of a oneof wins.
 
@@ -24,11 +24,14 @@ XStat {metadata_id = 1, double = 2, uint64 = 3, int64 = 4, str = 5, bytes = 6, r
 from __future__ import annotations
 
 import dataclasses
-from array import array
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pgle.profiles.proto import WireError, _skip, _varint
+from pgle.profiles.proto import WireError
+
+if TYPE_CHECKING:
+    from pgle.profiles.xspace_file import PlaneBytes
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 # Stat kinds in the columns (0: not set on the event).
@@ -51,48 +54,6 @@ class EventColumns:
     # per stat code: (kind, value); kind 0 where the event has no stat of that code with a
     # value, REF (value = ref id), INT64 (value as int64), UINT64 (value's bits as int64).
     stats: dict[int, tuple[np.ndarray, np.ndarray]]
-
-
-def line_ranges(plane: memoryview) -> list[tuple[int, int]]:
-    """(start, end) of each XLine's bytes in a serialized XPlane, in order."""
-    out = []
-    pos, end = 0, len(plane)
-    while pos < end:
-        tag_pos = pos
-        key, pos = _varint(plane, pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 3 and wtype == _LEN:
-            n, body = _varint(plane, pos, end)
-            out.append((body, body + n))
-            pos = body + n
-        else:
-            pos = _skip(plane, pos, end, wtype, field, tag_pos, 0)
-    return out
-
-
-def _event_starts(data: memoryview, pos: int, end: int, starts: array, long: list) -> None:
-    """Append where every event (XLine field 4) between pos and end starts. The usual header
-    `22 LL` (an event under 128 bytes) is the fast path: its length is the byte before the
-    start, read later by numpy. Longer events add (index in `starts`, length) to `long`."""
-    add = starts.append
-    while pos < end:
-        if data[pos] == 0x22:
-            n = data[pos + 1]
-            if n < 0x80:
-                pos += 2
-                add(pos)
-                pos += n
-                continue
-        tag_pos = pos
-        key, pos = _varint(data, pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 4 and wtype == _LEN:
-            n, pos = _varint(data, pos, end)
-            long.append((len(starts), n))
-            add(pos)
-            pos += n
-        else:
-            pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
 
 
 def _varints(buf: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -124,21 +85,26 @@ def _fields(buf: np.ndarray, start: np.ndarray, end: np.ndarray):
         tag, p = _varints(buf, p)
         field = (tag >> np.uint64(3)).astype(np.int64)
         wtype = (tag & np.uint64(7)).astype(np.int64)
-        value = np.zeros(rows.size, np.uint64)
-        after = p.copy()
-        v = np.flatnonzero(wtype == _VARINT)
-        if v.size:
-            value[v], after[v] = _varints(buf, p[v])
-        ln = np.flatnonzero(wtype == _LEN)
-        if ln.size:
-            n, body = _varints(buf, p[ln])
-            value[ln] = n
-            p[ln] = body
-            after[ln] = body + n.astype(np.int64)
-        after[wtype == _I64] += 8
-        after[wtype == _I32] += 4
-        if np.any((wtype != _VARINT) & (wtype != _LEN) & (wtype != _I64) & (wtype != _I32)):
+        if np.any((wtype == 3) | (wtype == 4) | (wtype > 5)):
             raise _Fallback("group fields")
+        # A varint's value and a length are both one varint after the tag: decoded together
+        # (usually every row), the length then skips the body.
+        is_len = wtype == _LEN
+        has_varint = (wtype == _VARINT) | is_len
+        if has_varint.all():
+            value, after = _varints(buf, p)
+        else:
+            value = np.zeros(rows.size, np.uint64)
+            after = p.copy()
+            v = np.flatnonzero(has_varint)
+            if v.size:
+                value[v], after[v] = _varints(buf, p[v])
+            after[wtype == _I64] += 8
+            after[wtype == _I32] += 4
+        ln = np.flatnonzero(is_len)
+        if ln.size:
+            p[ln] = after[ln]
+            after[ln] += value[ln].astype(np.int64)
         yield rows, field, wtype, value, p
         if np.any(after > end[rows]):
             raise _Fallback("field past the end of its message")
@@ -146,33 +112,28 @@ def _fields(buf: np.ndarray, start: np.ndarray, end: np.ndarray):
         rows = rows[after < end[rows]]
 
 
-def event_columns(plane: memoryview, lines: list[int], codes: dict[int, int]) -> EventColumns | None:
+def event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) -> EventColumns | None:
     """The events of the XLines at positions `lines` (indices into the plane's lines, in the
     order given) as columns, with the stats of `codes` (stat metadata id -> code); None where
-    the layout is outside what this reads exactly (see the module docstring)."""
+    the layout is outside what this reads exactly (see the module docstring). `layout` is the
+    plane walked once by `pgle.profiles.xspace_file.PlaneBytes` (where each event starts)."""
     try:
-        return _event_columns(plane, lines, codes)
+        return _event_columns(layout, lines, codes)
     except (_Fallback, WireError, IndexError):
         return None
 
 
-def _event_columns(plane: memoryview, lines: list[int], codes: dict[int, int]) -> EventColumns:
-    ranges = line_ranges(plane)
-    starts: array = array("q")
-    long: list[tuple[int, int]] = []
-    counts = []
-    for i in lines:
-        s, e = ranges[i]
-        # The line's own fields (name, timestamp) come from protobuf; only events are walked.
-        before = len(starts)
-        _event_starts(plane, s, e, starts, long)
-        counts.append(len(starts) - before)
-    buf = np.frombuffer(plane, np.uint8)
-    start = np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64)
-    length = buf[start - 1].astype(np.int64)  # the one-byte length before each short event
-    for index, n in long:
-        length[index] = n
-    end = start + length
+def _event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) -> EventColumns:
+    all_start, all_end = layout.event_bounds()
+    first = np.concatenate(([0], np.cumsum(np.array(layout.line_events, np.int64))))
+    counts = [int(first[i + 1] - first[i]) for i in lines]
+    if list(lines) == list(range(len(layout.line_events))):
+        start, end = all_start, all_end
+    else:
+        pick = np.concatenate([np.arange(first[i], first[i + 1]) for i in lines]) if lines \
+            else np.zeros(0, np.int64)
+        start, end = all_start[pick], all_end[pick]
+    buf = np.frombuffer(layout.data, np.uint8)
     n = start.size
     cols = EventColumns(line=np.repeat(np.arange(len(lines), dtype=np.int64), counts),
                         metadata_id=np.zeros(n, np.int64), offset_ps=np.zeros(n, np.int64),
@@ -186,7 +147,7 @@ def _event_columns(plane: memoryview, lines: list[int], codes: dict[int, int]) -
     return cols
 
 
-_BATCH = 1 << 16
+_BATCH = 1 << 14  # events decoded per batch: their temporaries are ~200 bytes an event
 
 
 def _decode_events(buf, start, end, first, cols: EventColumns, codes) -> None:

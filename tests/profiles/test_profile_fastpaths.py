@@ -14,7 +14,7 @@ from google.protobuf import text_format
 
 from pgle.profiles import files
 from pgle.profiles.files import BINARY, TEXT, Profile, encode_profile, parse_profile
-from pgle.profiles.merge import METHODS, merge_columns, merge_profiles
+from pgle.profiles.merge import METHODS, ColumnMerge, merge_profiles
 from pgle.profiles.canonical import text_entries
 from pgle.profiles.proto import binary_columns, message_class
 
@@ -104,7 +104,7 @@ def test_large_binary_profile_parses_through_columns_identically():
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("count", [1, 2, 5, 16])
-def test_merge_columns_equals_merge_profiles(method, count):
+def test_column_merge_equals_merge_profiles(method, count):
     rng = random.Random(count)
     names = [f"fusion.{i}" for i in range(300)]
     profiles = []
@@ -112,19 +112,15 @@ def test_merge_columns_equals_merge_profiles(method, count):
         costs = [(n, rng.random() * 50) for n in names]
         if k % 3 == 1:
             rng.shuffle(costs)
+        if k % 4 == 2:  # other names, a duplicate
+            costs = costs[:200] + [("other.1", 1.0), costs[0]]
         profiles.append(Profile(costs))
-    cols = [binary_columns(encode_profile(p, BINARY))[:2] for p in profiles]
-    got_names, got = merge_columns(cols, method=method, percentile=90)
+    merge = ColumnMerge()
+    for p in profiles:
+        merge.add(*binary_columns(encode_profile(p, BINARY))[:2])
+    got_names, got = merge.merge(method, 90)
     expected = merge_profiles(profiles, method=method, percentile=90)
-    assert list(zip([n.decode() for n in got_names.tolist()], got.tolist())) == expected.costs
-
-
-def test_merge_columns_steps_aside_for_other_name_sets_and_duplicates():
-    a = binary_columns(encode_profile(Profile([("a.1", 1.0), ("b.1", 2.0)]), BINARY))[:2]
-    b = binary_columns(encode_profile(Profile([("a.1", 1.0), ("c.1", 2.0)]), BINARY))[:2]
-    dup = binary_columns(encode_profile(Profile([("a.1", 1.0), ("a.1", 2.0)]), BINARY))[:2]
-    assert merge_columns([a, b]) is None
-    assert merge_columns([dup, dup]) is None
+    assert list(zip(got_names, got.tolist())) == expected.costs
 
 
 def test_pgle_merge_of_one_programs_ranks_equals_jaxlib(tmp_path):

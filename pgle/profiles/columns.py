@@ -1,0 +1,337 @@
+"""Profiles as numpy columns (names, costs), read in bulk: the input side of `pgle merge`.
+
+Why: merging hundreds of ranks' profiles through Python tuples cost ~9x the input in memory
+and 4x jaxlib's time once the fast path (binary files of identical names) did not apply:
+names differing by a few per rank, text profiles, per-module folders (issue 25). Here each
+file becomes two arrays, whatever its format:
+
+- binary: protobuf (upb) parses the bytes first (what it rejects is an error, with protobuf's
+  words); `proto.binary_columns` then reads the canonical layout as columns;
+- text: `text_columns` reads the layout `text_format.MessageToString` writes (what
+  `canonical.text_entries` reads, entry by entry, in Python) with numpy, all entries at once.
+
+Anything else (latencies, escapes, comments, other spacing) returns None and the caller takes
+the general path, whose results and errors are protobuf's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+
+from pgle.errors import ProfileError
+from pgle.profiles.files import (
+    BINARY,
+    TEXT,
+    _absolute,
+    _epath,
+    _is_remote,
+    _name_of,
+    _parse_binary,
+    _read_bytes,
+    fingerprint_file_name,
+    profile_format,
+)
+from pgle.profiles.proto import binary_columns
+
+_NAME_WIDTH = 512  # longer names take the general path
+_NUM_WIDTH = 32  # repr of a double is at most 24 characters
+
+
+@dataclasses.dataclass
+class FileColumns:
+    path: Any  # absolute
+    names: np.ndarray  # bytes (S<w>), UTF-8, no NUL
+    costs: np.ndarray  # float64
+    layout: Any = None  # proto.ColumnLayout of a binary file: the next rank's may reuse it
+    size: int = 0  # the file's bytes
+
+
+def _number_dfa() -> np.ndarray:
+    """Transitions for what repr(float) writes and text_format reads back
+    (`-?(0|[1-9][0-9]*)(.[0-9]+)?(e[+-][0-9]+)?`, canonical.text_entries); 9 rejects;
+    NUL (padding) keeps the state. Accepting: 2, 3, 5, 8."""
+    t = np.full((10, 256), 9, np.int8)
+    digits, nonzero = list(b"0123456789"), list(b"123456789")
+    t[0, ord("-")] = 1
+    for s in (0, 1):
+        t[s, ord("0")] = 2
+        t[s, nonzero] = 3
+    t[3, digits] = 3
+    for s in (2, 3):
+        t[s, ord(".")] = 4
+    t[4, digits] = 5
+    t[5, digits] = 5
+    for s in (2, 3, 5):
+        t[s, ord("e")] = 6
+    t[6, [ord("+"), ord("-")]] = 7
+    t[7, digits] = 8
+    t[8, digits] = 8
+    t[:, 0] = np.arange(10)
+    return t
+
+
+_DFA = _number_dfa()
+_ACCEPT = np.zeros(10, bool)
+_ACCEPT[[2, 3, 5, 8]] = True
+_SPECIAL = (b"inf", b"-inf", b"nan")
+# Bytes a plain text profile holds: printable ASCII but the backslash, and newlines.
+_PLAIN = bytes(b for b in range(0x20, 0x7F) if b != ord("\\")) + b"\n"
+
+
+def _words(buf: np.ndarray) -> np.ndarray:
+    """The 8 bytes at each position as one little-endian uint64 (zeros past the end)."""
+    padded = np.concatenate((buf, np.zeros(16, np.uint8)))
+    return np.ndarray((buf.size + 8,), "<u8", padded, 0, (1,))
+
+
+def _at(words: np.ndarray, pos: np.ndarray, literal: bytes) -> np.ndarray:
+    """Whether `literal` (at most 16 bytes) sits at each position; positions in [0, size]."""
+    ok = np.ones(pos.size, bool)
+    for k in range(0, len(literal), 8):
+        piece = literal[k:k + 8]
+        value = np.uint64(int.from_bytes(piece.ljust(8, b"\0"), "little"))
+        mask = np.uint64((1 << (8 * len(piece))) - 1)
+        ok &= (words[np.minimum(pos + k, words.size - 1)] & mask) == value
+    return ok
+
+
+def _next(positions: np.ndarray, at: np.ndarray, limit: int) -> np.ndarray:
+    """The first of `positions` (sorted) at or after each `at`; `limit` where there is none."""
+    if not positions.size:
+        return np.full(at.size, limit, np.int64)
+    k = np.searchsorted(positions, at)
+    return np.where(k < positions.size, positions[np.minimum(k, positions.size - 1)], limit)
+
+
+def text_columns(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    """(names, costs) of a text profile in text_format's own layout, costs only:
+
+        costs {
+          name: "fusion.3"
+          cost_us: 12.5
+        }
+
+    (proto3 leaves out an empty name and a zero cost: entries may lack either line); names of
+    printable ASCII without quotes or backslashes; None for anything else."""
+    n = len(data)
+    if n == 0:
+        return np.zeros(0, "S1"), np.zeros(0, np.float64)
+    buf = np.frombuffer(data, np.uint8)
+    words = _words(buf)
+    c = np.flatnonzero(buf == ord("c"))
+    start = c[words[c] == np.uint64(int.from_bytes(b"costs {\n", "little"))]
+    # The entries must tile the file: a name holds no newline, so no `costs {` hides in one.
+    if not start.size or start[0] != 0:
+        return None
+    end = np.append(start[1:], n)
+    newlines = np.flatnonzero(buf == 10)
+    quotes = np.flatnonzero(buf == ord('"'))
+    p = start + 8
+    has_name = _at(words, p, b'  name: "')
+    name0 = p + 9
+    name1 = _next(quotes, name0, n)
+    ok = ~has_name | ((name1 < end) & _at(words, name1, b'"\n'))
+    p = np.where(has_name, name1 + 2, p)
+    has_cost = _at(words, p, b"  cost_us: ")
+    num0 = p + 11
+    num1 = _next(newlines, num0, n)
+    ok &= ~has_cost | ((num1 < end) & (num1 - num0 <= _NUM_WIDTH) & (num1 > num0))
+    p = np.where(has_cost, num1 + 1, p)
+    ok &= _at(words, p, b"}\n") & (p + 2 == end)
+    if not ok.all():
+        return None
+    # Names: printable ASCII without backslashes (no quote by construction): one check of the
+    # whole file (cost lines hold only such bytes too), else text_format's escapes and UTF-8.
+    if data.translate(None, _PLAIN):
+        return None
+    name_len = np.where(has_name, name1 - name0, 0)
+    width = int(name_len.max()) if name_len.size else 0
+    if width > _NAME_WIDTH:
+        return None
+    names = _gather(buf, name0, name_len, max(width, 1))
+    num_len = np.where(has_cost, num1 - num0, 0)
+    num_width = max(int(num_len.max()) if num_len.size else 0, 1)
+    text = _gather(buf, num0, num_len, num_width)
+    state = np.zeros(start.size, np.int8)
+    for column in np.ascontiguousarray(text.T):
+        state = _DFA[state, column]
+    numbers = text.view(f"S{num_width}").ravel()
+    if not (_ACCEPT[state] | ~has_cost).all() and \
+            not (_ACCEPT[state] | ~has_cost | np.isin(numbers, _SPECIAL)).all():
+        return None
+    # numpy's string-to-double cast rounds as float() does (text_format's parser); a missing
+    # cost is proto3's 0.0.
+    if has_cost.all():
+        return names.view(f"S{max(width, 1)}").ravel(), numbers.astype(np.float64)
+    costs = np.where(has_cost, numbers, b"0").astype(np.float64)
+    return names.view(f"S{max(width, 1)}").ravel(), costs
+
+
+def _gather(buf: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
+    """`buf[start:start + length]` of each row, NUL-padded to `width` bytes (rows x width).
+    int32 indices and `take(mode="clip")`: several times faster than int64 fancy indexing."""
+    cols = np.arange(width, dtype=np.int32)
+    out = np.take(buf, start.astype(np.int32)[:, None] + cols, mode="clip")
+    out[cols >= length.astype(np.int32)[:, None]] = 0
+    return out
+
+
+def _ascii(names: np.ndarray) -> bool:
+    return not names.size or bool((names.view(np.uint8) < 0x80).all())
+
+
+def read_file_columns(path: Any, like: Any = None) -> FileColumns | None:
+    """A profile file as columns; None when it holds latencies (or a name with a NUL byte,
+    which numpy's bytes type cannot hold): the general path reads those. Errors (missing,
+    unreadable, corrupt) are load_profile_source's, word for word."""
+    fmt = profile_format(path)
+    data = _read_bytes(path)
+    layout = None
+    got: tuple[np.ndarray, np.ndarray] | None = None
+    if fmt == BINARY and data:
+        cols = binary_columns(data, like)
+        # The column reader accounts for every byte of the canonical layout (entries back to
+        # back, tags, lengths); with ASCII names there is nothing left for protobuf to reject.
+        # Anything else is parsed by protobuf first: what it rejects is an error, in its words.
+        if cols is None or not _ascii(cols[0]):
+            _parse_binary(data, _name_of(path))
+        if cols is not None:
+            got, layout = (cols[0], cols[1]), cols[2]
+    elif fmt == TEXT:
+        got = text_columns(data)
+    if got is None:
+        # Another layout (zero costs, empty names, escapes, ...): protobuf's reading, then
+        # columns of it.
+        from pgle.profiles.files import parse_profile
+
+        profile = parse_profile(data, fmt, _name_of(path))
+        if profile.latencies or any("\0" in name for name, _ in profile.costs):
+            return None
+        encoded = [name.encode("utf-8") for name, _ in profile.costs]
+        width = max((len(b) for b in encoded), default=1) or 1
+        got = (np.array(encoded, f"S{width}"), np.array([c for _, c in profile.costs], np.float64))
+    return FileColumns(_absolute(path), got[0], got[1], layout, len(data))
+
+
+@dataclasses.dataclass
+class DirectoryColumns:
+    """A per-module folder: the files XLA reads, as columns, by fingerprint."""
+
+    path: Any
+    modules: dict[str, FileColumns]
+    shadowed: list[str]
+    ignored: list[str]
+    size: int  # bytes of the files read
+
+
+def read_directory_columns(path: Any, likes: dict[str, Any] | None = None) -> DirectoryColumns | None:
+    """Every `<fp>.pbtxt|.pb` XLA would read in the folder (`.pbtxt` wins), as columns; None
+    when one of them needs the general path. `likes`: fingerprint -> a previous folder's
+    binary layout of that module (ranks of one program share it)."""
+    if _is_remote(path):
+        entries = sorted((e.name, e.is_dir()) for e in _epath(path).iterdir())
+    else:
+        try:
+            with os.scandir(os.fspath(path)) as it:
+                entries = sorted((e.name, e.is_dir()) for e in it)
+        except PermissionError:
+            raise ProfileError(f"profile directory {_name_of(path)} is not readable "
+                               "(permission denied).", hint="Fix its permissions.") from None
+    by_fp: dict[str, dict[str, str]] = {}
+    ignored = []
+    for name, is_dir in entries:
+        parsed = fingerprint_file_name(name)
+        if parsed is None or is_dir:
+            ignored.append(name + ("/" if is_dir else ""))
+            continue
+        by_fp.setdefault(parsed[0], {})[parsed[1]] = name
+    if not by_fp:
+        return None  # load_profile_source says what is wrong
+    root = _absolute(path)
+    modules, shadowed, size = {}, [], 0
+    for fp in sorted(by_fp):
+        forms = by_fp[fp]
+        fmt = TEXT if TEXT in forms else BINARY
+        for other_fmt, name in forms.items():
+            if other_fmt != fmt:
+                # XLA never reads it, but a corrupt one is an error, as when it is loaded.
+                shadowed.append(name)
+                read_file_columns(root / name)
+        cols = read_file_columns(root / forms[fmt], (likes or {}).get(fp))
+        if cols is None:
+            return None
+        modules[fp] = cols
+        size += cols.size
+    return DirectoryColumns(root, modules, shadowed, ignored, size)
+
+
+# --- many inputs: read in worker processes ----------------------------------------------------
+
+_LIKES: dict[str, Any] = {}  # per process: the last binary layout of each module ("" for files)
+
+
+def _read_file(path: Any) -> FileColumns | None:
+    cols = read_file_columns(path, _LIKES.get(""))
+    if cols is not None and cols.layout is not None:
+        _LIKES[""] = cols.layout
+        cols.layout = None  # stays in this process (a worker's result crosses a pipe)
+    return cols
+
+
+def _read_directory(path: Any) -> DirectoryColumns | None:
+    folder = read_directory_columns(path, _LIKES)
+    if folder is not None:
+        for fp, c in folder.modules.items():
+            if c.layout is not None:
+                _LIKES[fp] = c.layout
+                c.layout = None
+    return folder
+
+
+def _fork_is_safe() -> bool:
+    """fork() only from a single-threaded process that has not loaded jax (jaxlib's threads
+    are invisible to `threading`; a forked copy of a multithreaded process can deadlock). The
+    CLI never imports jax; a notebook calling pgle's API may have. (The same rule as
+    pgle.evidence.events, which does not import this module.)"""
+    import sys
+    import threading
+
+    return hasattr(os, "fork") and threading.active_count() == 1 and \
+        not any(name in sys.modules for name in ("jax", "jaxlib"))
+
+
+def read_all(paths: list[Any], directories: bool):
+    """The inputs' columns, in order (None where one needs the general path). With many inputs
+    and several cores, files are read and parsed in worker processes, a few inputs ahead of the
+    caller (reading is most of a large merge; jaxlib's runs on one thread). Errors are the
+    reader's, raised here in input order."""
+    import collections
+
+    read = _read_directory if directories else _read_file
+    workers = min(os.cpu_count() or 1, 8)
+    if len(paths) < 16 or workers < 2 or not _fork_is_safe():
+        _LIKES.clear()
+        yield from (read(p) for p in paths)
+        return
+    import concurrent.futures
+    import multiprocessing
+
+    ahead = 4 * workers  # results waiting at most: memory stays a few inputs
+    with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        pending: collections.deque = collections.deque()
+        queued = iter(paths)
+        for p in queued:
+            pending.append(pool.submit(read, p))
+            if len(pending) >= ahead:
+                break
+        while pending:
+            result = pending.popleft().result()
+            nxt = next(queued, None)
+            if nxt is not None:
+                pending.append(pool.submit(read, nxt))
+            yield result

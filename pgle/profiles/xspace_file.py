@@ -1,0 +1,266 @@
+"""A `<host>.xplane.pb` read plane by plane from the file: memory follows the largest plane.
+
+Why not `f.read()` and protobuf: a trace of 8 GPUs is 8 device planes plus host planes in one
+file, and reading the file whole, then parsing a plane into protobuf (upb) objects of about
+8 times its bytes, made `pgle convert` peak at ~2.1x and `pgle report` at ~2.8x the trace
+(issue 25). Here:
+
+- `XSpaceFile` walks the file's top-level framing through a small window (planes, and each
+  plane's name) and keeps only where each plane lies; `read(i)` reads one plane's bytes.
+- `PlaneBytes` splits one plane's bytes into a *skeleton* (the plane with its lines' events
+  left out: metadata, stat metadata, line names and timestamps, parsed by protobuf, small) and
+  the position of every event, which `pgle.profiles.xplane_columns` decodes into numpy
+  columns. `validate()` parses the events with protobuf too, in slices of whole events, so a
+  corrupt trace is still refused exactly where protobuf refuses it, without ever holding the
+  plane as objects.
+
+Schema (tsl/profiler/protobuf/xplane.proto): XSpace.planes = 1; XPlane.name = 2,
+XPlane.lines = 3; XLine.events = 4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from array import array
+from typing import Any, BinaryIO, cast
+
+from pgle.profiles.proto import WireError, _skip, _varint
+
+_VARINT, _I64, _LEN, _SGROUP, _I32 = 0, 1, 2, 3, 5
+# Protobuf parses events in slices of about this many bytes (upb objects are ~8x their bytes).
+VALIDATE_SLICE = 1 << 19
+
+
+@dataclasses.dataclass(frozen=True)
+class PlaneRef:
+    name: str
+    offset: int  # of the plane's bytes (after its tag and length) in the file
+    size: int
+
+
+class _Window:
+    """Reads a file through a small moving window: the top-level framing of a trace is a few
+    bytes every few megabytes, so only those bytes are read."""
+
+    SIZE = 1 << 16
+
+    def __init__(self, f: BinaryIO, size: int):
+        self.f, self.size = f, size
+        self.at, self.buf = 0, b""
+
+    def bytes_at(self, pos: int, n: int) -> tuple[bytes, int]:
+        """(buffer, index of `pos` in it) with at least `n` bytes from pos, or up to the end."""
+        want = min(pos + n, self.size)
+        if not (self.at <= pos and want <= self.at + len(self.buf)):
+            self.f.seek(pos)
+            self.buf = self.f.read(max(n, self.SIZE))
+            self.at = pos
+        return self.buf, pos - self.at
+
+    def varint(self, pos: int, end: int) -> tuple[int, int]:
+        buf, i = self.bytes_at(pos, 10)
+        try:
+            value, j = _varint(buf, i, min(len(buf), i + end - pos))
+        except WireError as e:
+            raise WireError(e.offset - i + pos, e.what) from None
+        return value, pos + (j - i)
+
+    def skip(self, pos: int, end: int, wtype: int, field: int, tag_pos: int) -> int:
+        """`proto._skip` on the file: past a field's value (its framing checked)."""
+        if wtype == _LEN:
+            n, body = self.varint(pos, end)
+            if body + n > end:
+                raise WireError(tag_pos, f"field {field} claims {n} bytes but only {end - body} remain")
+            return body + n
+        # Groups are never written in a trace: for one, the rest of the message is read.
+        buf, i = self.bytes_at(pos, end - pos if wtype == _SGROUP else 10)
+        try:
+            return pos + _skip(buf, i, min(len(buf), i + end - pos), wtype, field,
+                               i - (pos - tag_pos), 0) - i
+        except WireError as e:
+            raise WireError(e.offset - i + pos, e.what) from None
+
+
+class XSpaceFile:
+    """One `<host>.xplane.pb`: where its planes lie, each plane read only when asked for.
+    Raises OSError (cannot read) and WireError (not an XSpace) from the constructor."""
+
+    def __init__(self, path: str):
+        self.path = path
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            self.planes = _index(_Window(f, size), size)
+
+    def read(self, index: int) -> bytes:
+        ref = self.planes[index]
+        with open(self.path, "rb") as f:
+            f.seek(ref.offset)
+            data = f.read(ref.size)
+        if len(data) != ref.size:
+            raise WireError(ref.offset + len(data), "the file ended inside a plane (was it cut short?)")
+        return data
+
+
+def _index(w: _Window, end: int) -> list[PlaneRef]:
+    """(name, offset, size) of each plane (XSpace field 1), from the file's top-level framing."""
+    planes = []
+    pos = 0
+    while pos < end:
+        tag_pos = pos
+        key, pos = w.varint(pos, end)
+        field, wtype = key >> 3, key & 7
+        if field == 0:
+            raise WireError(tag_pos, "field number 0 (not a protobuf message)")
+        if field != 1 or wtype != _LEN:
+            pos = w.skip(pos, end, wtype, field, tag_pos)
+            continue
+        n, body = w.varint(pos, end)
+        if body + n > end:
+            raise WireError(tag_pos, f"plane claims {n} bytes but only {end - body} remain")
+        planes.append(PlaneRef(_plane_name(w, body, body + n), body, n))
+        pos = body + n
+    return planes
+
+
+def _plane_name(w: _Window, pos: int, end: int) -> str:
+    name = ""
+    while pos < end:
+        tag_pos = pos
+        key, pos = w.varint(pos, end)
+        field, wtype = key >> 3, key & 7
+        if field == 0:
+            raise WireError(tag_pos, "field number 0 in a plane")
+        if field == 2 and wtype == _LEN:
+            n, body = w.varint(pos, end)
+            if body + n > end:
+                raise WireError(tag_pos, "plane name runs past the plane")
+            buf, i = w.bytes_at(body, n)
+            name = bytes(buf[i:i + n]).decode("utf-8", errors="replace")  # last one wins
+            pos = body + n
+            continue
+        pos = w.skip(pos, end, wtype, field, tag_pos)
+    return name
+
+
+class PlaneBytes:
+    """One serialized XPlane, walked once: its skeleton (everything but the lines' events) and
+    where each event starts. Raises WireError where the framing is broken."""
+
+    def __init__(self, data: bytes | memoryview):
+        self.data = data
+        view = memoryview(data)
+        self.line_ranges: list[tuple[int, int]] = []
+        # Events of all lines, in plane order: where each event's bytes start; `line_events[k]`
+        # is the number of events of line k; `long` lists (index, length) of events of 128
+        # bytes or more (the others' one-byte length sits just before their start).
+        self.starts: array = array("q")
+        self.line_events: list[int] = []
+        self.long: list[tuple[int, int]] = []
+        try:
+            self.skeleton = self._walk(view)
+        except IndexError:  # a length or tag cut by the end of the plane
+            raise WireError(len(view), "the plane ends inside a field") from None
+
+    def _walk(self, mv: memoryview) -> bytes:
+        view = cast(bytes, mv)  # proto's walkers index and slice it as they do bytes
+        pieces: list[Any] = []
+        pos, end = 0, len(view)
+        while pos < end:
+            tag_pos = pos
+            key, pos = _varint(view, pos, end)
+            field, wtype = key >> 3, key & 7
+            if field == 0:
+                raise WireError(tag_pos, "field number 0 in a plane")
+            if field == 3 and wtype == _LEN:
+                n, body = _varint(view, pos, end)
+                if body + n > end:
+                    raise WireError(tag_pos, f"line claims {n} bytes but only {end - body} remain")
+                header = self._walk_line(view, body, body + n)
+                pieces.append(b"\x1a" + _encode_varint(len(header)) + header)
+                self.line_ranges.append((body, body + n))
+                pos = body + n
+            else:
+                pos = _skip(view, pos, end, wtype, field, tag_pos, 0)
+                pieces.append(view[tag_pos:pos])
+        return b"".join(pieces)
+
+    def _walk_line(self, data: bytes, pos: int, end: int) -> bytes:
+        """Record the line's events; return its other fields (name, timestamp, ...)."""
+        starts, add = self.starts, self.starts.append
+        before = len(starts)
+        header: list[Any] = []
+        while pos < end:
+            if data[pos] == 0x22:  # the usual `22 LL` header of an event under 128 bytes
+                n = data[pos + 1]
+                if n < 0x80:
+                    pos += 2
+                    add(pos)
+                    pos += n
+                    continue
+            tag_pos = pos
+            key, pos = _varint(data, pos, end)
+            field, wtype = key >> 3, key & 7
+            if field == 0:
+                raise WireError(tag_pos, "field number 0 in a line")
+            if field == 4 and wtype == _LEN:
+                n, pos = _varint(data, pos, end)
+                self.long.append((len(starts), n))
+                add(pos)
+                pos += n
+            else:
+                pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
+                header.append(data[tag_pos:pos])
+        if pos > end:
+            raise WireError(end, "an event runs past its line")
+        self.line_events.append(len(starts) - before)
+        return b"".join(header)
+
+    def event_bounds(self):
+        """(start, end) of every event's bytes as numpy int64 arrays, in plane order."""
+        import numpy as np
+
+        buf = np.frombuffer(self.data, np.uint8)
+        start = np.frombuffer(self.starts, np.int64) if self.starts else np.zeros(0, np.int64)
+        length = buf[start - 1].astype(np.int64)
+        for index, n in self.long:
+            length[index] = n
+        return start, start + length
+
+    def validate(self, xline_class) -> None:
+        """Parse every event with protobuf, in slices of whole events (DecodeError where
+        protobuf refuses the bytes); nothing is kept."""
+        import numpy as np
+
+        if not self.starts:
+            return
+        start, end = self.event_bounds()
+        # Each event's tag: 0x22 and its length's varint just before the start.
+        head = np.full(start.size, 2, np.int64)
+        for index, n in self.long:
+            head[index] = 1 + len(_encode_varint(n))
+        tag = start - head
+        counts = np.array(self.line_events, np.int64)
+        first = np.concatenate(([0], np.cumsum(counts)))
+        view = memoryview(self.data)
+        parse = xline_class().FromString
+        for k in range(len(counts)):
+            a, b = int(first[k]), int(first[k + 1])
+            while a < b:
+                # As many whole events as fit in one slice (at least one).
+                limit = tag[a] + VALIDATE_SLICE
+                c = max(a + 1, a + int(np.searchsorted(end[a:b], limit, side="right")))
+                parse(view[int(tag[a]):int(end[c - 1])])
+                a = c
+
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)

@@ -1,0 +1,266 @@
+"""events.jsonl read streamed and summarised (issue 25): the same steps, records and summaries
+as the reader that kept every record (tests/helpers/reference_events.py), whichever way the
+step lines are parsed (numpy in bulk, or json.loads), on real runs and on every odd line
+the file may hold; and memory that does not follow the number of steps."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from helpers import reference_events as ref
+from helpers.pgle_testing import WORKLOADS, pgle_env, run_pgle
+from pgle.evidence import step_lines
+from pgle.evidence.events import read_events
+from pgle.evidence.steps import step_times, summarize
+
+
+def as_old(events) -> dict:
+    """What a reader found, in the old reader's terms (its records without step events)."""
+    return {
+        # repr: NaN (json.loads reads the harness's NaN) equals itself only as text.
+        "steps": [(s.index, s.name, s.step_num, repr(float(s.t_enter))) for s in events.steps],
+        "records": [r for r in events.records if r.get("kind") not in ("step_enter", "step_exit")],
+        "backend": events.backend, "trace": events.trace, "errors": events.trace_errors,
+        "compiles": events.compiles, "exit": events.exit, "modules": events.modules,
+        "flags": events.xla_flags_seen, "script_traces": events.script_traces,
+        "jax_imported": events.jax_imported,
+    }
+
+
+def assert_same_as_old(path, exclude=frozenset({3})) -> None:
+    old = ref.read_events(path)
+    for bulk in (False, True):
+        new = read_events(path, bulk=bulk)
+        assert as_old(new) == as_old(old), bulk
+        # Types too: a step number stays an int, None, a string...
+        assert [type(s.step_num) for s in new.steps] == [type(s.step_num) for s in old.steps]
+        times = step_times(new.steps, exclude)
+        assert repr(times) == repr(step_times_old(old.steps, exclude))
+        assert repr(summarize(times)) == repr(summarize_old(times))
+
+
+def step_times_old(steps, exclude):
+    return [b.t_enter - a.t_enter for a, b in zip(steps, steps[1:])
+            if a.index != 0 and a.index not in exclude]
+
+
+def summarize_old(times):
+    import statistics
+
+    if not times:
+        return None
+    ordered = sorted(times)
+
+    def pct(p):
+        k = (len(ordered) - 1) * p
+        lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+    return {"count": len(times), "median_s": statistics.median(times), "p25_s": pct(0.25),
+            "p75_s": pct(0.75), "min_s": ordered[0], "max_s": ordered[-1]}
+
+
+def harness_line(record: dict) -> str:
+    """A line exactly as the harness writes it (pgle/launch/harness.py Events.write)."""
+    return json.dumps(record, default=str) + "\n"
+
+
+ODD_LINES = [
+    '{"kind": "step_enter", "t": 12.5, "name": "caf\\u00e9 \\"q\\"", "step_num": 7, "index": 7}\n',
+    '{"kind": "step_enter", "t": 13, "name": "train", "step_num": "seven", "index": 8}\n',
+    '{"kind": "step_enter", "t": 14.25, "name": "train", "step_num": 1.5, "index": 9}\n',
+    '{"kind": "step_enter", "t": 15.0, "name": "train", "step_num": true, "index": 10}\n',
+    '{"kind": "step_enter", "t": 16.0, "name": "train", "step_num": -12, "index": 11}\n',
+    '{"kind": "step_enter", "t": 17.0, "name": "train", "step_num": 123456789012345678901, "index": 12}\n',
+    '{"kind":"step_enter","t":18.0,"name":"train","step_num":13,"index":13}\n',  # other spacing
+    '{"kind": "step_enter", "t": 19.0e0, "name": "train", "step_num": 014, "index": 14}\n',  # not JSON
+    '{"kind": "step_enter", "t": 1.9E+1, "name": "", "step_num": null, "index": 15}\n',
+    '{"kind": "step_enter", "t": -0.0, "name": "a\\\\b", "step_num": 0, "index": 16}\n',
+    '{"kind": "step_enter", "t": NaN, "name": "train", "step_num": 17, "index": 17}\n',
+    '{"kind": "step_enter", "t": 21.0, "name": "train", "step_num": 5, "index": 5}\r\n',  # repeat, CRLF
+    '{"kind": "step_enter", "t": 22.0, "name": "' + "n" * 300 + '", "step_num": 18, "index": 18}\n',
+    '{"kind": "step_enter", "t": 23.0, "name": "train", "step_num": 2, "index": 2}\n',  # out of order
+    '{"kind": "step_exit", "t": 23.5, "index": 2}\n',
+    '{"kind": "step_exit", "t": 23.5, "ind\n',  # cut short
+    '\n',
+    '{"kind": "log", "t": 24.0, "logger": "jax", "level": "DEBUG", "message": "{\\"kind\\": \\"step_enter\\"}"}\n',
+    '{"kind": "warning", "t": 25.0, "category": "UserWarning", "message": "x", "filename": "f", "lineno": 1}\n',
+    '{"kind": "step_enter", "t": 1.7e9, "name": "train", "step_num": 19, "index": 19}\n',
+    '{"kind": "step_enter", "t": 26.0, "name": "train", "step_num": 20, "index": 0020}\n',  # not JSON
+]
+
+
+def odd_file(path, seed: int, steps: int = 3000) -> None:
+    """Harness lines with the odd ones scattered in, and a last line cut short."""
+    rng = random.Random(seed)
+    lines = [harness_line({"kind": "start", "t": 1.0, "pid": 1, "argv": ["a"], "python": "3"}),
+             harness_line({"kind": "jax_imported", "t": 1.1, "version": "0.10.2"}),
+             harness_line({"kind": "backend", "t": 1.2, "platform": "cpu", "device_count": 8,
+                           "device_kind": "cpu", "process_count": 1, "process_index": 0})]
+    t = 1_764_000_000.0
+    odd = list(ODD_LINES)
+    rng.shuffle(odd)
+    for i in range(steps):
+        t += rng.choice([1e-4, 2.5e-5, rng.random() * 1e-3])
+        lines.append(harness_line({"kind": "step_enter", "t": t, "name": rng.choice(["train", "train", "eval"]),
+                                   "step_num": rng.choice([i, i, None]), "index": i + 100}))
+        lines.append(harness_line({"kind": "step_exit", "t": t + 1e-5, "index": i + 100}))
+        if odd and rng.random() < 0.01:
+            lines.append(odd.pop())
+        if rng.random() < 0.002:
+            lines.append(harness_line({"kind": "compile", "t": t, "fun_name": "jit(f)", "seconds": 0.1}))
+    lines += odd
+    lines.append(harness_line({"kind": "exit", "t": t, "code": 0, "error": None, "interrupted": False}))
+    lines.append('{"kind": "step_enter", "t": 9.0, "name": "train", "step_n')
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_same_events_as_the_reader_that_kept_every_record(tmp_path, seed):
+    path = tmp_path / "events.jsonl"
+    odd_file(path, seed)
+    assert_same_as_old(path, exclude={105, 106, 107})
+
+
+PARALLEL = """
+import json, sys
+from pgle.evidence import events
+events.BLOCK_BYTES = int(sys.argv[2])
+events.PARALLEL_MIN_BYTES = 0
+assert events._fork_is_safe()
+e = events.read_events(sys.argv[1], bulk=True)
+print(json.dumps({"steps": [(s.index, s.name, s.step_num, repr(float(s.t_enter))) for s in e.steps],
+                  "records": e.records, "exit": e.exit}))
+"""
+
+
+def test_blocks_split_anywhere(tmp_path, monkeypatch):
+    """Lines cut by the block boundary, and blocks holding only odd lines; parts of the file
+    parsed in worker processes (large files, several cores)."""
+    from pgle.evidence import events
+
+    path = tmp_path / "events.jsonl"
+    odd_file(path, 1, steps=400)
+    for size in (64, 100, 997, 4096):
+        monkeypatch.setattr(events, "BLOCK_BYTES", size)
+        assert_same_as_old(path)
+        # In a fresh interpreter (no jax loaded: fork is allowed), parts in worker processes.
+        got = subprocess.run([sys.executable, "-c", PARALLEL, str(path), str(size)], env=pgle_env(),
+                             capture_output=True, text=True, check=True).stdout
+        old = as_old(ref.read_events(path))
+        assert json.loads(got) == json.loads(json.dumps({"steps": old["steps"], "records": old["records"],
+                                                         "exit": old["exit"]}))
+
+
+def test_bulk_parser_takes_only_exact_harness_lines():
+    block = "".join(ODD_LINES[:11] + ODD_LINES[12:14] + [
+        harness_line({"kind": "step_enter", "t": 3.25, "name": "train", "step_num": 4, "index": 4}),
+        harness_line({"kind": "step_enter", "t": 1764000000.0001562, "name": "x y", "step_num": None,
+                      "index": 123456789012345678}),
+        harness_line({"kind": "step_enter", "t": 5e-324, "name": "n", "step_num": -1, "index": 0}),
+    ]).encode()
+    rows, others, exits = step_lines.parse_chunk(block)
+    # Every decoded row equals json.loads of its line; every other line is handed back.
+    lines = block.split(b"\n")[:-1]
+    decoded = dict(zip(rows.line.tolist(), range(rows.line.size)))
+    for k, line in enumerate(lines):
+        if k in decoded:
+            r = json.loads(line)
+            j = decoded[k]
+            assert (r["index"], r["name"], r["step_num"], r["t"]) == (
+                rows.index[j], rows.names[rows.name[j]],
+                None if rows.num_null[j] else rows.step_num[j], rows.t[j])
+            assert type(r["step_num"]) in (int, type(None)) and type(r["t"]) is float
+    # Taken: negative step_num, `1.9E+1` with an empty name and null, and the plain ones;
+    # escapes, strings, floats, booleans, 21 digits, other spacing, `014`, NaN, long names not.
+    assert sorted(decoded) == [4, 8, 12, 13, 14, 15]
+    assert [k for k, _ in others] == [k for k in range(len(lines)) if k not in decoded]
+    assert exits == 0
+
+
+def test_t_values_bit_for_bit(tmp_path):
+    """numpy's string-to-double cast gives json.loads's double for every float the harness
+    writes (repr of time.time(), and any other double)."""
+    import struct
+
+    rng = random.Random(3)
+    values = [1_764_000_000 + rng.random() * 1e6 for _ in range(5000)]
+    values += [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(63)))[0] for _ in range(5000)]
+    values = [v for v in values if v == v and abs(v) != float("inf")]
+    block = "".join(harness_line({"kind": "step_enter", "t": v, "name": "s", "step_num": i, "index": i})
+                    for i, v in enumerate(values)).encode()
+    rows, others, _ = step_lines.parse_chunk(block)
+    assert not others and rows.t.tolist() == values
+    assert [struct.pack("<d", x) for x in rows.t.tolist()] == [struct.pack("<d", x) for x in values]
+
+
+def test_real_run_events(tmp_path):
+    """The events of a real run (20,000 marked steps under `pgle run`), both parsers, and
+    pgle run's own step summary against one recomputed from the raw file."""
+    profile = tmp_path / "p.pbtxt"
+    profile.write_text('costs {\n  name: "fusion.1"\n  cost_us: 1.0\n}\n')
+    p = run_pgle("run", "--profile", str(profile), str(WORKLOADS / "many_steps.py"), "--json",
+                 "--run-dir", str(tmp_path / "run"), "--", "20000", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    path = tmp_path / "run" / "events.jsonl"
+    assert_same_as_old(path)
+    enters = {}
+    for line in path.open():
+        r = json.loads(line)
+        if r["kind"] == "step_enter":
+            enters[r["index"]] = r["t"]
+    mine = [enters[i + 1] - enters[i] for i in sorted(enters)[:-1] if i != 0]
+    assert json.loads(p.stdout)["step_times"] == summarize_old(mine)
+    assert len(mine) == 19998
+
+
+MEASURE = """
+import resource, sys
+from pgle.evidence.events import read_events
+from pgle.evidence.steps import step_times, summarize
+import numpy  # both runs pay for the import, whatever their size
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+events = read_events(sys.argv[1])
+s = summarize(step_times(events.steps))
+print(s["count"], (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
+"""
+
+
+def test_memory_does_not_follow_the_steps(tmp_path):
+    """A real run of 200,000 marked steps and one of 20,000: reading the events, the step
+    times and their summary (what `pgle run` does at the end) costs a few MB more for ten
+    times the steps; the old reader kept ~1.3 KB a step (about 230 MB more here)."""
+    profile = tmp_path / "p.pbtxt"
+    profile.write_text('costs {\n  name: "fusion.1"\n  cost_us: 1.0\n}\n')
+    grew = {}
+    for steps in (20_000, 200_000):
+        run = tmp_path / f"run{steps}"
+        p = run_pgle("run", "--profile", str(profile), str(WORKLOADS / "many_steps.py"),
+                     "--run-dir", str(run), "--", str(steps), cwd=tmp_path, timeout=600)
+        assert p.returncode == 0, p.stderr.decode()[-2000:]
+        out = subprocess.run([sys.executable, "-c", MEASURE, str(run / "events.jsonl")],
+                             capture_output=True, text=True, check=True, env=pgle_env()).stdout.split()
+        assert int(out[0]) == steps - 2
+        grew[steps] = float(out[1])
+    # The step times themselves (a float each, twice while sorting) and the columns: ~60 bytes
+    # a step; far below what a record per step costs.
+    assert grew[200_000] - grew[20_000] < 180_000 * 150 / 2**20, grew
+
+
+def test_a_line_that_is_not_an_object_is_skipped(tmp_path):
+    """The old reader crashed on it (AttributeError: a list has no .get); a line that is not
+    a JSON object is not an event."""
+    path = tmp_path / "events.jsonl"
+    path.write_text(harness_line({"kind": "step_enter", "t": 1.0, "name": "s", "step_num": 0, "index": 0})
+                    + "[1, 2, 3]\n" + "5\n"
+                    + harness_line({"kind": "exit", "t": 2.0, "code": 0, "error": None, "interrupted": False}))
+    with pytest.raises(AttributeError):
+        ref.read_events(path)
+    for bulk in (False, True):
+        events = read_events(path, bulk=bulk)
+        assert [s.index for s in events.steps] == [0] and events.exit["code"] == 0
