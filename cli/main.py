@@ -71,11 +71,21 @@ def stored_help(args: list[str]) -> str | None:
 
 
 def main():
+    from pgle.launch.streams import reserve_standard_fds
+
+    # First: a closed stdout/stderr must not become the next file pgle opens.
+    reserve_standard_fds()
     text = stored_help(sys.argv[1:])
     if text is not None:
         sys.stdout.write(text)
         sys.stdout.flush()
         sys.exit(0)
+    try:
+        os.getcwd()
+    except OSError as e:  # deleted under the shell (ENOENT), or no longer searchable
+        sys.stderr.write(f"pgle: error: the current directory is gone or unreadable "
+                         f"({e.strerror}): cd to an existing folder and rerun.\n")
+        sys.exit(2)
     from pgle.cli.group import run
 
     run()
