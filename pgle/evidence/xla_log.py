@@ -27,6 +27,8 @@ from pgle.evidence import logscan
 MAX_MISSING_NAMES = 50
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
 CHUNK = 8 << 20
+# Of a line longer than CHUNK only its start and its last LONG_LINE_TAIL bytes are scanned.
+LONG_LINE_TAIL = 64 << 10
 
 
 def _literal_start(pattern: re.Pattern) -> str:
@@ -113,13 +115,20 @@ class LogScanner:
 
         One buffer is reused for the whole log (readinto: no allocation or copy of each block);
         the unfinished last line of a block is moved to the buffer's start and completed by the
-        next read, and a line longer than the buffer grows it. Memory stays flat: CHUNK plus the
-        longest line."""
+        next read. Memory stays CHUNK whatever the lines (issue 20: a 300 MB `\r` progress bar
+        held whole took 552 MB): a line longer than the buffer is scanned by its start, and of
+        the rest only the last LONG_LINE_TAIL bytes are kept, where an XLA line glued after a
+        progress bar starts when its newline comes (logscan.parse_prefix finds it inside)."""
         buf = bytearray(CHUNK)
         kept = 0  # bytes of an unfinished line at buf[:kept]
+        long_line = False  # buf[:kept] is the tail of a line longer than the buffer
         while True:
             if kept == len(buf):
-                buf += bytes(len(buf))  # one line longer than the buffer
+                if not long_line:
+                    self._scan_block(buf, kept)
+                    long_line = True
+                buf[:LONG_LINE_TAIL] = buf[kept - LONG_LINE_TAIL:kept]  # same length: no resize
+                kept = LONG_LINE_TAIL
             end = kept
             with memoryview(buf) as view:
                 # A pipe gives 64 KiB a read: fill the buffer, so that each search pass covers
@@ -134,6 +143,7 @@ class LogScanner:
                 self._scan_block(buf, cut)
                 buf[:end - cut] = buf[cut:end]  # same length: the buffer is not resized
                 kept = end - cut
+                long_line = False
             else:
                 kept = end
         if kept:  # the last line, without a newline

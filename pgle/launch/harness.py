@@ -863,11 +863,11 @@ def _flush_before_os_exit(events: Events) -> None:
     events are written out first. A forked child's buffer is empty (Events._forked)."""
     real_exit = os._exit
 
-    def _exit(code: int) -> NoReturn:
+    def _exit(status: int) -> NoReturn:
         try:
             events.flush()
         finally:
-            real_exit(code)
+            real_exit(status)
 
     _exit.__doc__, _exit.__wrapped__ = real_exit.__doc__, real_exit  # type: ignore[attr-defined]
     os._exit = _exit

@@ -293,7 +293,7 @@ def launch(
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = Log(log_path, _warn)
-    sinks = (Sink(sys.stdout, 1, log_path), Sink(sys.stderr, 2, log_path))
+    sinks = Sink.pair(sys.stdout, sys.stderr, log_path)
     group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
     # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
     watch_r, watch_w = os.pipe()

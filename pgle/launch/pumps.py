@@ -41,6 +41,7 @@ READ_SIZE = 1 << 20
 # Linux's default /proc/sys/fs/pipe-max-size: an unprivileged process may grow a pipe to it.
 PIPE_SIZE = 1 << 20
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_MAX_IOV = 64
 # On a pseudo-terminal a line-buffered program hands over one line per write; a pump that
 # forwarded each at once woke, read and wrote twice per line, and on a busy machine took the
 # CPU the program needed (`output_terminal_*` in docs/performance.md). After a small read
@@ -79,6 +80,8 @@ class Log:
         with self.lock:
             if self.error is not None or self.closed:
                 return
+            if len(parts) > _MAX_IOV:  # writev takes at most IOV_MAX (1024) pieces
+                parts = [b"".join(parts)]
             try:
                 total = sum(len(p) for p in parts)
                 done = os.writev(self.fd, parts)
@@ -106,7 +109,8 @@ class Log:
 class Sink:
     """pgle's stdout or stderr as the workload's output reaches it: written with one
     os.write per chunk where it has a file descriptor, through its own methods where it has
-    none (an in-memory stream), and dropped after its first failure (said once)."""
+    none (an in-memory stream), and dropped after its first failure. That failure is said
+    once, on the other sink (`other`), between two of the workload's lines there."""
 
     def __init__(self, stream: IO | None, fd: int, log_path: Path):
         self.fd = fd  # 1 or 2: which of pgle's streams this is
@@ -115,13 +119,17 @@ class Sink:
         self.log_path = log_path
         self.failed: str | None = None
         self.told = False  # the user was told on a working stream
+        self.other: Sink | None = None
+        self.lock = threading.Lock()
+        self.at_line_start = True
+        self.queued: list[bytes] = []  # pgle's lines waiting for the end of the current line
+        self.unsaid = False  # failed under the lock: to be said once it is released
         self.out_fd: int | None = None
         if stream is None or fd in streams.closed_at_start:
-            # Closed when pgle started: the output goes to the log only.
-            self.failed = "closed"
-            self.told = streams.say(
-                f"pgle: warning: pgle's {self.name} is closed; the workload's {self.name} goes "
-                f"to its log only ({log_path})", once=f"closed-{fd}")
+            self.failed = "closed"  # closed when pgle started: said by `start`
+            return
+        if fd in streams.failed:  # pgle's own lines failed on it already (2>/dev/full)
+            self.failed = streams.failed[fd]
             return
         try:
             self.out_fd = stream.fileno()
@@ -129,8 +137,63 @@ class Sink:
         except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
             self.out_fd = None
 
+    @staticmethod
+    def pair(stdout: IO | None, stderr: IO | None, log_path: Path) -> tuple["Sink", "Sink"]:
+        out, err = Sink(stdout, 1, log_path), Sink(stderr, 2, log_path)
+        out.other, err.other = err, out
+        for sink in (out, err):
+            if sink.failed is not None:
+                sink._say_failure()
+        return out, err
+
     def write(self, data) -> None:
         if self.failed is not None or not data:
+            return
+        with self.lock:
+            if not self.queued:
+                self._put(data)
+            else:  # pgle's lines go in after the last complete line of this chunk
+                cut = bytes(data).rfind(b"\n") + 1
+                if cut:
+                    view = memoryview(data)
+                    self._put(view[:cut])
+                    self._put(b"".join(self.queued))
+                    self.queued = []
+                    self._put(view[cut:])
+                else:
+                    self._put(data)
+            self.at_line_start = bytes(data[-1:]) == b"\n"
+        self._after()
+
+    def _after(self) -> None:
+        # Never with self.lock held: the other sink may be saying its own failure here.
+        if self.unsaid:
+            self.unsaid = False
+            self._say_failure()
+
+    def end(self) -> None:
+        """The stream ended: pgle's lines still waiting go out, on a line of their own."""
+        with self.lock:
+            if self.queued and self.failed is None:
+                self._put(b"\n" + b"".join(self.queued))
+            self.queued = []
+        self._after()
+
+    def line(self, text: str) -> bool:
+        """One of pgle's lines on this stream, between the workload's lines. False if failed."""
+        if self.failed is not None:
+            return False
+        data = (text.rstrip("\n") + "\n").encode("utf-8", "replace")
+        with self.lock:
+            if self.at_line_start:
+                self._put(data)
+            else:
+                self.queued.append(data)
+        self._after()
+        return self.failed is None
+
+    def _put(self, data) -> None:
+        if self.failed is not None or not len(data):
             return
         try:
             if self.out_fd is not None:
@@ -149,14 +212,30 @@ class Sink:
                 self.stream.write(bytes(data).decode("utf-8", "replace"))  # type: ignore[union-attr]
                 self.stream.flush()  # type: ignore[union-attr]
         except Exception as e:  # noqa: BLE001  never let the terminal stop the workload
-            self.fail(streams.describe(e) if isinstance(e, OSError) else f"{type(e).__name__}: {e}")
+            self.failed = streams.describe(e) if isinstance(e, OSError) else \
+                f"{type(e).__name__}: {e}"
+            self.queued = []
+            self.unsaid = True  # said by the caller once it let go of the lock
 
-    def fail(self, why: str) -> None:
-        self.failed = why
-        self.told = streams.say(
-            f"pgle: warning: cannot write the workload's {self.name} to pgle's {self.name} "
-            f"({why}); the workload runs on, and its {self.name} goes to {self.log_path} only",
-            once=f"sink-{self.fd}")
+    def _say_failure(self) -> None:
+        if self.failed == "closed":
+            text = (f"pgle: warning: pgle's {self.name} is closed; the workload's {self.name} "
+                    f"goes to its log only ({self.log_path})")
+        else:
+            text = (f"pgle: warning: cannot write the workload's {self.name} to pgle's "
+                    f"{self.name} ({self.failed}); the workload runs on, and its {self.name} "
+                    f"goes to {self.log_path} only")
+        key = f"{self.failed == 'closed'}-{self.fd}"
+        if key in streams.said:
+            self.told = True
+            return
+        other = self.other
+        if other is not None and other.failed is None:
+            self.told = other.line(text)
+        elif other is None:
+            self.told = streams.say(text)
+        if self.told:
+            streams.said.add(key)
 
     def note(self) -> str | None:
         """For the report, where no stream took the line: why this stream's output reached
@@ -213,6 +292,7 @@ class Pump(threading.Thread):
             self.log.write([*self.held, b"\n"])
         if self.pending and self.hide is not None and not self.hide(self.pending):
             self.sink.write(self.pending)
+        self.sink.end()
 
     def _to_log(self, buf: bytearray, chunk: memoryview, n: int) -> None:
         cut = buf.rfind(b"\n", 0, n) + 1

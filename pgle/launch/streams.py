@@ -20,7 +20,7 @@ STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
 # failed since (cli/output.py drops them): fd -> why.
 closed_at_start: set[int] = set()
 failed: dict[int, str] = {}
-_said: set[str] = set()
+said: set[str] = set()  # keys of lines said once per process
 
 
 def _is_open(fd: int) -> bool:
@@ -74,8 +74,8 @@ def say(text: str, *, once: str | None = None) -> bool:
     """pgle's line on stderr, or on stdout when stderr is closed or failing. `once`: a key;
     the line is said at most once per process under it. False: no stream took it."""
     if once is not None:
-        if once in _said:
+        if once in said:
             return True
-        _said.add(once)
+        said.add(once)
     line = text if text.endswith("\n") else text + "\n"
     return any(usable(fd) and write_line(fd, line) for fd in (2, 1))

@@ -1,0 +1,91 @@
+"""Starting pgle the way a shell does, and looking at processes through /proc (Linux).
+
+Every process a signal test starts gets the default disposition and an unblocked mask for the
+signals the test sends (`default_signals`): a test runner started from a script with `cmd &`
+inherits SIGINT and SIGQUIT ignored, and the test must not depend on it (issue 26)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+TEST_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
+                signal.SIGUSR2, signal.SIGTSTP, signal.SIGCONT, signal.SIGPIPE)
+
+
+def default_signals() -> None:
+    """preexec_fn: the signals tests send act as in a fresh interactive shell's job."""
+    for sig in TEST_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, TEST_SIGNALS)
+
+
+def start_pgle(*args: str, cwd: Path, env: dict[str, str], own_group: bool = False,
+               preexec: Callable[[], None] | None = None, **popen) -> subprocess.Popen:
+    """`python -m pgle ARGS` with default signal dispositions; `own_group`: in a process group
+    of its own, as a shell with job control starts a job (the terminal's signals go to it)."""
+    def setup() -> None:
+        default_signals()
+        if preexec is not None:
+            preexec()
+
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "pgle", *args], cwd=cwd, env=env,
+                            preexec_fn=setup, process_group=0 if own_group else None, **popen)
+
+
+def state(pid: int) -> str | None:
+    """The process's state letter (R, S, T for stopped, Z, ...); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+def gone(pid: int) -> bool:
+    return state(pid) in (None, "Z", "X")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def wait_until(predicate: Callable[[], bool], what: str, *, proc: subprocess.Popen | None = None,
+               timeout: float = 120.0) -> None:
+    """Poll until `predicate()`; fail naming `what` (and pgle's stderr if it ended early)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            raise AssertionError(f"pgle ended ({proc.returncode}) before {what}: {err[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def kill_all(pids) -> None:
+    for pid in pids:
+        if not gone(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
