@@ -52,7 +52,16 @@ from typing import Callable
 
 from pgle.errors import BadInput, PgleError
 from pgle.launch import streams
-from pgle.launch.pumps import Log, Pump, Sink, drained, grow_pipe, hide_below
+from pgle.launch.pumps import (
+    COALESCE_BELOW_PIPE,
+    COALESCE_BELOW_TERMINAL,
+    Log,
+    Pump,
+    Sink,
+    drained,
+    grow_pipe,
+    hide_below,
+)
 
 # What pgle does with each signal while the workload runs (module docstring).
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -127,8 +136,10 @@ class _Channel:
                 self.terminal = False
         if not self.terminal:
             self.read_fd, self.child_fd = os.pipe()
-            grow_pipe(self.read_fd)
+            # A small pipe would fill while the pump waits to gather (pgle.launch.pumps).
+            self.coalesce_below = COALESCE_BELOW_PIPE if grow_pipe(self.read_fd) else 0
             return
+        self.coalesce_below = COALESCE_BELOW_TERMINAL
         try:
             attrs = termios.tcgetattr(fd)
             # The user's terminal does the output processing (\n -> \r\n and the like) when
@@ -319,9 +330,10 @@ def launch(
     signals.attach(child)
 
     pumps = [
-        Pump(out.read_fd, sinks[0], log, coalesce=out.terminal),
+        Pump(out.read_fd, sinks[0], log, coalesce_below=out.coalesce_below),
         Pump(err.read_fd, sinks[1], log,
-             hide_below(terminal_level) if terminal_level else None, coalesce=err.terminal),
+             hide_below(terminal_level) if terminal_level else None,
+             coalesce_below=err.coalesce_below),
     ]
     for p in pumps:
         p.start()

@@ -42,23 +42,31 @@ READ_SIZE = 1 << 20
 PIPE_SIZE = 1 << 20
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _MAX_IOV = 64
-# On a pseudo-terminal a line-buffered program hands over one line per write; a pump that
-# forwarded each at once woke, read and wrote twice per line, and on a busy machine took the
-# CPU the program needed (`output_terminal_*` in docs/performance.md). After a small read
-# the pump waits this long and takes what arrived meanwhile in one go: invisible on a terminal
-# (a frame is ~16 ms), and a program writing fast is never held back (its reads are large).
+# A program that writes each line on its own (a line-buffered pseudo-terminal, Python's
+# logging, which flushes every record, `print(..., flush=True)`, PYTHONUNBUFFERED) hands over
+# one line per write; a pump that forwarded each at once woke, read and wrote three times per
+# line, and on a busy machine took the CPU the program needed (`output_*` rows in
+# docs/performance.md). After a small read the pump waits COALESCE_S and takes what arrived
+# meanwhile in one go: invisible on a terminal (a frame is ~16 ms), and a program writing fast
+# is never held back: its reads are large (no wait), and a pipe holds PIPE_SIZE, far more than
+# it can write in the wait. A pseudo-terminal holds only a few KiB: there the wait follows
+# reads below COALESCE_BELOW_TERMINAL only.
 COALESCE_S = 0.002
-COALESCE_BELOW = 1024
+COALESCE_BELOW_TERMINAL = 1024
+COALESCE_BELOW_PIPE = 64 << 10
+_F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 
 Warn = Callable[[str], None]
 
 
-def grow_pipe(fd: int) -> None:
-    """Make the pipe under `fd` PIPE_SIZE bytes (best effort: the limit may be lower)."""
+def grow_pipe(fd: int) -> bool:
+    """Make the pipe under `fd` PIPE_SIZE bytes; False where the system's limits refuse it
+    (pipe-max-size, pipe-user-pages-soft), and the pipe keeps its size."""
     try:
         fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
+        return fcntl.fcntl(fd, _F_GETPIPE_SZ) >= PIPE_SIZE
     except OSError:
-        pass
+        return False
 
 
 class Log:
@@ -256,10 +264,10 @@ class Pump(threading.Thread):
     cost is linear in bytes whatever the line structure."""
 
     def __init__(self, fd: int, sink: Sink, log: Log,
-                 hide: Callable[[bytes], bool] | None = None, coalesce: bool = False):
+                 hide: Callable[[bytes], bool] | None = None, coalesce_below: int = 0):
         super().__init__(daemon=True, name=f"pgle-pump-{sink.name}")
         self.fd, self.sink, self.log = fd, sink, log
-        self.coalesce = coalesce
+        self.coalesce_below = coalesce_below  # a read smaller than this waits for more
         self.held: list[bytes] = []
         self.held_bytes = 0
         # `hide(line)`: a complete line that goes to the log only (XLA's INFO lines pgle
@@ -279,7 +287,7 @@ class Pump(threading.Thread):
                 break
             if not n:
                 break
-            if self.coalesce and n < COALESCE_BELOW:
+            if n < self.coalesce_below:
                 n = self._gather(buf, n)
             if self.detached:
                 continue

@@ -1,7 +1,7 @@
 """Starting pgle the way a shell does, and looking at processes through /proc (Linux).
 
 Every process a signal test starts gets the default disposition and an unblocked mask for the
-signals the test sends (`default_signals`): a test runner started from a script with `cmd &`
+signals the test sends (`start_pgle`): a test runner started from a script with `cmd &`
 inherits SIGINT and SIGQUIT ignored, and the test must not depend on it (issue 26)."""
 
 from __future__ import annotations
@@ -18,26 +18,28 @@ TEST_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, si
                 signal.SIGUSR2, signal.SIGTSTP, signal.SIGCONT, signal.SIGPIPE)
 
 
-def default_signals() -> None:
-    """preexec_fn: the signals tests send act as in a fresh interactive shell's job."""
-    for sig in TEST_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, TEST_SIGNALS)
+# Started instead of a preexec_fn (which makes subprocess fork a process that may hold jax's
+# threads): a small Python resets the signals, runs the test's `setup` code, and execs pgle.
+_EXEC = """
+import os, signal, sys
+for sig in {signals}:
+    signal.signal(sig, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signals})
+exec(sys.argv[1])
+os.execv(sys.executable, [sys.executable, "-m", "pgle", *sys.argv[2:]])
+""".format(signals=tuple(int(s) for s in TEST_SIGNALS))
 
 
 def start_pgle(*args: str, cwd: Path, env: dict[str, str], own_group: bool = False,
-               preexec: Callable[[], None] | None = None, **popen) -> subprocess.Popen:
-    """`python -m pgle ARGS` with default signal dispositions; `own_group`: in a process group
-    of its own, as a shell with job control starts a job (the terminal's signals go to it)."""
-    def setup() -> None:
-        default_signals()
-        if preexec is not None:
-            preexec()
-
+               setup: str = "", **popen) -> subprocess.Popen:
+    """`python -m pgle ARGS` with default signal dispositions, after `setup` (Python code run
+    in pgle's process just before: close an fd, ignore a signal, ...); `own_group`: in a
+    process group of its own, as a shell with job control starts a job (the terminal's
+    signals go to it)."""
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen([sys.executable, "-m", "pgle", *args], cwd=cwd, env=env,
-                            preexec_fn=setup, process_group=0 if own_group else None, **popen)
+    return subprocess.Popen([sys.executable, "-c", _EXEC, setup, *args], cwd=cwd, env=env,
+                            process_group=0 if own_group else None, **popen)
 
 
 def state(pid: int) -> str | None:

@@ -91,7 +91,7 @@ def test_the_window_edges_are_on_disk_at_once(project):
                       "run", str(script), cwd=project, env=pgle_env())
     try:
         wait_until(marker.exists, "the window's end", proc=proc, timeout=240)
-        kinds = [json.loads(l)["kind"] for l in events.read_text().splitlines()]
+        kinds = [json.loads(line)["kind"] for line in events.read_text().splitlines()]
         assert "trace_start" in kinds and "trace_stop" in kinds, kinds
     finally:
         if proc.poll() is None:

@@ -18,10 +18,16 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.pgle_testing import REPO, WORKLOADS, pgle_env, write_profile
-from helpers.processes import (children, cmdline, gone, kill_all, start_pgle, state,
-                               wait_until)
+from helpers.processes import (
+    children,
+    cmdline,
+    gone,
+    kill_all,
+    start_pgle,
+    state,
+    wait_until,
+)
 
 RECORDER = str(WORKLOADS / "signal_recorder.py")
 
@@ -29,13 +35,13 @@ RECORDER = str(WORKLOADS / "signal_recorder.py")
 class Job:
     """`pgle run` of the recorder, started and ready (both processes have their handlers)."""
 
-    def __init__(self, project: Path, *, own_group: bool = False, preexec=None, **env: str):
+    def __init__(self, project: Path, *, own_group: bool = False, setup: str = "", **env: str):
         write_profile(project / "p.pb", {"fusion.1": 1.0})
         self.dir = project / "signals"
         self.dir.mkdir()
         self.proc = start_pgle("run", "--profile", "p.pb", RECORDER, cwd=project,
                                env=pgle_env(SIGNAL_DIR=str(self.dir), **env),
-                               own_group=own_group, preexec=preexec)
+                               own_group=own_group, setup=setup)
         ready = self.dir / "ready"
         wait_until(ready.exists, "the workload's handlers", proc=self.proc)
         self.workload, self.grandchild = map(int, ready.read_text().split())
@@ -93,7 +99,7 @@ def test_forwarded_signals_reach_the_whole_process_group(project, jobs, sig):
         assert job.proc.returncode == 128 + sig, err
         assert job.got("workload", sig), f"the workload never got {sig.name}"
         assert job.got("grandchild", sig), f"the workload's own child never got {sig.name}"
-        lines = [l for l in err.splitlines() if "interrupted" in l]
+        lines = [line for line in err.splitlines() if "interrupted" in line]
         assert len(lines) == 1 and f"interrupted by {sig.name}" in lines[0], err
         assert "exited with code 0" in lines[0] and "workload.log" in lines[0]
     assert "Traceback" not in err
@@ -109,8 +115,9 @@ def test_a_workload_ignoring_sigterm_is_killed_after_the_grace_period(project, j
     assert job.proc.returncode == 143, err
     wait_until(lambda: gone(job.workload) and gone(job.grandchild), "the group's end")
     assert not job.got("workload", signal.SIGTERM)  # it ignored it: only SIGKILL ended it
-    assert any("killed it (SIGKILL" in l for l in pgle_lines_of(err)), err
-    assert any("interrupted by SIGTERM" in l and "killed" in l for l in pgle_lines_of(err))
+    assert any("killed it (SIGKILL" in line for line in pgle_lines_of(err)), err
+    assert any("interrupted by SIGTERM" in line and "killed" in line
+               for line in pgle_lines_of(err))
 
 
 def test_ctrl_z_stops_the_workloads_group_with_pgle_and_fg_resumes_them(project, jobs):
@@ -137,7 +144,7 @@ def test_ctrl_z_stops_the_workloads_group_with_pgle_and_fg_resumes_them(project,
 def test_a_signal_pgle_was_started_ignoring_stays_ignored(project, jobs):
     """`nohup pgle run ...`: SIGHUP is ignored by pgle and by the workload, as by any program
     started under nohup; the run goes on to its end."""
-    job = Job(project, preexec=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    job = Job(project, setup="signal.signal(signal.SIGHUP, signal.SIG_IGN)")
     jobs.append(job)
     os.kill(job.proc.pid, signal.SIGHUP)
     time.sleep(0.5)
@@ -157,7 +164,6 @@ def test_a_signal_while_the_workload_starts_is_forwarded_not_lost(project):
     script.write_text("import time\ntime.sleep(120)\n")
     for _ in range(40):
         proc = start_pgle("run", "--profile", "p.pb", str(script), cwd=project, env=pgle_env())
-        own = cmdline(proc.pid)
         child = None
         try:
             deadline = time.monotonic() + 120
@@ -168,7 +174,8 @@ def test_a_signal_while_the_workload_starts_is_forwarded_not_lost(project):
                     os.kill(child, signal.SIGSTOP)
                     break
                 assert proc.poll() is None and time.monotonic() < deadline, "pgle never forked"
-            if cmdline(child) != own:  # the exec came first: try again
+            # Before its exec the child is a copy of pgle: the same command line.
+            if cmdline(child) != cmdline(proc.pid):  # the exec came first: try again
                 continue
             # Frozen before exec: pgle is inside Popen, no handler of the old kind yet.
             os.kill(proc.pid, signal.SIGTERM)
@@ -231,28 +238,27 @@ def test_ctrl_c_in_tune_phase_1_stops_tune_even_when_the_workload_exits_0(projec
     assert b"checkpoint saved" in out  # the workload handled it and exited 0
     assert starts.read_text() == "start\n", "a later phase started after Ctrl-C"
     assert "phase 2" not in text and "Traceback" not in text, text
-    assert [l for l in pgle_lines_of(text) if "interrupted by SIGINT (Ctrl-C)" in l], text
+    assert [line for line in pgle_lines_of(text) if "interrupted by SIGINT (Ctrl-C)" in line], text
 
 
 def test_signal_tests_do_not_depend_on_inherited_dispositions(project):
     """`pytest &` from a script starts the runner with SIGINT and SIGQUIT ignored; the signal
     tests must pass the same (they reset what they need in the processes they start)."""
-    def ignore_int_and_quit() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
-
+    ignoring = ("import os, signal, sys\n"
+                "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                "signal.signal(signal.SIGQUIT, signal.SIG_IGN)\n"
+                "os.execv(sys.executable, [sys.executable, '-m', 'pytest', *sys.argv[1:]])\n")
     ids = ["tests/launch/test_launch_contract.py::test_sigint_is_forwarded_and_exit_is_130",
            "tests/launch/test_reliability.py::test_killing_pgle_kills_the_workload_and_its_"
            "children[ctrl-backslash-run]",
            "tests/launch/test_signals.py::test_forwarded_signals_reach_the_whole_process_group"
            "[SIGINT]"]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ids],
-                          cwd=REPO, capture_output=True, preexec_fn=ignore_int_and_quit,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", ignoring, "-q", "-p", "no:cacheprovider", *ids],
+                          cwd=REPO, capture_output=True, timeout=600)
     out = proc.stdout.decode(errors="replace")
     assert proc.returncode == 0 and "3 passed" in out, out[-4000:]
 
 
 def pgle_lines_of(err: str) -> list[str]:
-    return [l for l in err.splitlines() if l.startswith("pgle:")]
+    return [line for line in err.splitlines() if line.startswith("pgle:")]
 

@@ -12,9 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from helpers.pgle_testing import pgle_env, write_profile
 from helpers.processes import gone, kill_all, start_pgle
+
 from pgle.launch import launcher
 
 # More than any pipe holds (64 KiB by default, 1 MiB as pgle makes them): a pump that stopped
@@ -29,16 +29,12 @@ print("ERR-END", file=sys.stderr, flush=True)
 """
 
 
-def closing(fd: int):
-    return lambda: os.close(fd)
+def closing(fd: int) -> str:
+    return f"os.close({fd})"
 
 
-def full(fd: int):
-    def setup() -> None:
-        dev = os.open("/dev/full", os.O_WRONLY)
-        os.dup2(dev, fd)
-        os.close(dev)
-    return setup
+def full(fd: int) -> str:
+    return f"d = os.open('/dev/full', os.O_WRONLY); os.dup2(d, {fd}); os.close(d)"
 
 
 def run_loud(project: Path, setup, *args: str) -> tuple[subprocess.Popen, bytes, bytes, Path]:
@@ -46,8 +42,7 @@ def run_loud(project: Path, setup, *args: str) -> tuple[subprocess.Popen, bytes,
     script = project / "loud.py"
     script.write_text(LOUD)
     proc = start_pgle("run", "--profile", "p.pb", "--run-dir", "run", *args, str(script),
-                      cwd=project, env=pgle_env(), preexec=setup,
-                      stdout=None if setup is None else subprocess.PIPE)
+                      cwd=project, env=pgle_env(), setup=setup)
     out, err = proc.communicate(timeout=300)
     return proc, out or b"", err or b"", project / "run" / "workload.log"
 
@@ -66,14 +61,14 @@ def test_a_closed_or_full_stream_never_stops_the_workload(project, fd, setup, sa
     assert text.count("\nout ") + text.startswith("out ") == 20000
     assert text.count("err ") == 20000
     # pgle said so once, on the stream that still works.
-    lines = [l for l in said.splitlines() if l.startswith("pgle: warning:") and stream in l
-             and ("closed" in l or "cannot write" in l)]
+    lines = [line for line in said.splitlines() if line.startswith("pgle: warning:")
+             and stream in line and ("closed" in line or "cannot write" in line)]
     assert len(lines) == 1, said[-3000:]
     assert str(log) in lines[0]
     assert "Traceback" not in said
     if fd == 2:
         # pgle's own stderr is gone: its messages are not printed on the workload's stdout.
-        assert [l for l in said.splitlines() if l.startswith("pgle:")] == lines
+        assert [line for line in said.splitlines() if line.startswith("pgle:")] == lines
 
 
 def test_json_report_and_the_run_survive_a_full_stderr(project):
@@ -83,7 +78,7 @@ def test_json_report_and_the_run_survive_a_full_stderr(project):
     script = project / "hello.py"
     script.write_text("print('hello from the workload')\n")
     proc = start_pgle("run", "--profile", "p.pb", "--json", str(script), cwd=project,
-                      env=pgle_env(), preexec=full(2))
+                      env=pgle_env(), setup=full(2))
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0
     report = json.loads(out.decode())
@@ -96,11 +91,11 @@ def test_a_json_report_that_cannot_be_written_is_one_line(project):
     script = project / "hello.py"
     script.write_text("print('hello')\n")
     proc = start_pgle("run", "--profile", "p.pb", "--json", str(script), cwd=project,
-                      env=pgle_env(), preexec=full(1))
+                      env=pgle_env(), setup=full(1))
     _, err = proc.communicate(timeout=300)
     text = err.decode(errors="replace")
     assert proc.returncode == 1, text
-    errors = [l for l in text.splitlines() if l.startswith("pgle: error:")]
+    errors = [line for line in text.splitlines() if line.startswith("pgle: error:")]
     assert len(errors) == 1 and "--json report" in errors[0] and "No space left" in errors[0]
     assert "Traceback" not in text and "Exception ignored" not in text
 
@@ -135,7 +130,7 @@ def test_a_daemon_holding_the_pipes_delays_exit_by_the_grace_at_most(project):
     text = err.decode(errors="replace")
     assert proc.returncode == 0, text
     assert b"workload done" in out and b"daemon up" in out
-    lines = [l for l in text.splitlines() if "still holds its output" in l]
+    lines = [line for line in text.splitlines() if "still holds its output" in line]
     assert len(lines) == 1, text
     assert f"stopped waiting after {launcher.PIPE_GRACE_S:g} s" in lines[0]
 
@@ -146,15 +141,12 @@ def test_a_deleted_working_directory_is_one_line(project):
     script = project / "hello.py"
     script.write_text("print('hello')\n")
 
-    def enter_and_delete() -> None:
-        os.chdir(gone_dir)
-        os.rmdir(gone_dir)
-
-    proc = start_pgle("run", str(script), cwd=project, env=pgle_env(), preexec=enter_and_delete)
+    enter_and_delete = f"os.chdir({str(gone_dir)!r}); os.rmdir({str(gone_dir)!r})"
+    proc = start_pgle("run", str(script), cwd=project, env=pgle_env(), setup=enter_and_delete)
     _, err = proc.communicate(timeout=120)
     text = err.decode(errors="replace")
     assert proc.returncode == 2, text
-    assert text.splitlines() == [l for l in text.splitlines() if l.startswith("pgle: error:")]
+    assert [line for line in text.splitlines() if not line.startswith("pgle: error:")] == []
     assert len(text.splitlines()) == 1 and "current directory" in text
 
 
@@ -210,7 +202,7 @@ def test_a_closed_stdout_is_not_taken_by_the_next_file_pgle_opens(project):
         print("to stderr", file=sys.stderr)
     """))
     proc = start_pgle("run", "--profile", "p.pb", "--run-dir", "run", str(script), cwd=project,
-                      env=pgle_env(), preexec=closing(1), stdout=None)
+                      env=pgle_env(), setup=closing(1), stdout=None)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err.decode()
     log = (project / "run" / "workload.log").read_text()
