@@ -208,3 +208,26 @@ def test_a_closed_stdout_is_not_taken_by_the_next_file_pgle_opens(project):
     log = (project / "run" / "workload.log").read_text()
     assert log.count("exactly once") == 1 and log.count("to stderr") == 1
 
+
+
+def test_the_programs_own_absl_info_lines_are_not_hidden(project):
+    """pgle turns XLA's INFO log on and hides the INFO lines the user would not have seen; a
+    line absl-py logged from the program (the same prefix, a `.py` file) is the program's own
+    and always shows. Both are in the log."""
+    write_profile(project / "p.pb", {"fusion.1": 1.0})
+    script = project / "absl_like.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        sys.stderr.write("I1125 12:00:00.000001  4242 train.py:12] step 1 loss 2.5\\n")
+        sys.stderr.write("I1125 12:00:00.000002  4242 gpu_hlo_schedule.cc:5] xla info\\n")
+        sys.stderr.write("W1125 12:00:00.000003  4242 gpu_hlo_schedule.cc:6] xla warning\\n")
+    """))
+    proc = start_pgle("run", "--profile", "p.pb", "--run-dir", "run", str(script), cwd=project,
+                      env=pgle_env())
+    _, err = proc.communicate(timeout=300)
+    text = err.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "train.py:12] step 1 loss 2.5" in text
+    assert "xla info" not in text and "xla warning" in text
+    log = (project / "run" / "workload.log").read_text()
+    assert "step 1 loss" in log and "xla info" in log and "xla warning" in log
