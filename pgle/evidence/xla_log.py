@@ -27,7 +27,8 @@ from pgle.evidence import logscan
 MAX_MISSING_NAMES = 50
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
 CHUNK = 8 << 20
-# Of a line longer than CHUNK only its start and its last LONG_LINE_TAIL bytes are scanned.
+# Of a line longer than LONG_LINE only its start and its last LONG_LINE_TAIL bytes are scanned.
+LONG_LINE = 8 << 20
 LONG_LINE_TAIL = 64 << 10
 
 
@@ -115,15 +116,18 @@ class LogScanner:
 
         One buffer is reused for the whole log (readinto: no allocation or copy of each block);
         the unfinished last line of a block is moved to the buffer's start and completed by the
-        next read. Memory stays CHUNK whatever the lines (issue 20: a 300 MB `\r` progress bar
-        held whole took 552 MB): a line longer than the buffer is scanned by its start, and of
-        the rest only the last LONG_LINE_TAIL bytes are kept, where an XLA line glued after a
-        progress bar starts when its newline comes (logscan.parse_prefix finds it inside)."""
+        next read. Memory stays max(CHUNK, LONG_LINE) whatever the lines (issue 20: a 300 MB
+        `\r` progress bar held whole took 552 MB): a line longer than LONG_LINE is scanned by
+        its start, and of the rest only the last LONG_LINE_TAIL bytes are kept, where an XLA
+        line glued after a progress bar starts when its newline comes (logscan.parse_prefix
+        finds it inside)."""
         buf = bytearray(CHUNK)
         kept = 0  # bytes of an unfinished line at buf[:kept]
         long_line = False  # buf[:kept] is the tail of a line longer than the buffer
         while True:
-            if kept == len(buf):
+            if kept == len(buf) and len(buf) < LONG_LINE:
+                buf += bytes(min(len(buf), LONG_LINE - len(buf)))  # a line longer than CHUNK
+            elif kept == len(buf):
                 if not long_line:
                     self._scan_block(buf, kept)
                     long_line = True
