@@ -91,3 +91,21 @@ def kill_all(pids) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+# Linux folds a process's address-space high-water mark into ru_maxrss at exec, and a forked
+# child's address space is a copy of the parent's: every process the test runner starts reports
+# at least the runner's own size. A small Python in between runs the command, whose ru_maxrss
+# then starts from that small Python's size.
+_PEAK = """
+import json, os, subprocess, sys
+p = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(p.pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"status": os.waitstatus_to_exitcode(status), "maxrss_kb": usage.ru_maxrss}, f)
+"""
+
+
+def peak_rss(argv: list[str], report: Path, **popen) -> subprocess.Popen:
+    """Start `argv`; once it ended, `report` holds its exit status and peak RSS (KiB)."""
+    return subprocess.Popen([sys.executable, "-c", _PEAK, str(report), *argv], **popen)

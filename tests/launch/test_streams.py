@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from helpers.pgle_testing import pgle_env, write_profile
-from helpers.processes import gone, kill_all, start_pgle
+from helpers.processes import gone, kill_all, peak_rss, start_pgle
 
 from pgle.launch import launcher
 
@@ -175,18 +176,20 @@ def test_long_lines_pass_through_in_bounded_memory(project, shape):
     script = project / "progress.py"
     script.write_text(PROGRESS)
     sink = project / "terminal"
+    report = project / "peak.json"
     with open(sink, "wb") as f:
-        proc = start_pgle("run", "--profile", "p.pb", "--run-dir", "run", str(script), "--",
-                          "64", shape, cwd=project, env=pgle_env(), stdout=f)
-        _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    assert os.waitstatus_to_exitcode(status) == 0, err
+        proc = peak_rss([sys.executable, "-m", "pgle", "run", "--profile", "p.pb", "--run-dir",
+                         "run", str(script), "--", "64", shape], report, cwd=project,
+                        env=pgle_env(), stdout=f, stderr=subprocess.PIPE)
+        _, err_bytes = proc.communicate(timeout=300)
+    err = err_bytes.decode(errors="replace")
+    peak = json.loads(report.read_text())
+    assert peak["status"] == 0, err
     size = sink.stat().st_size
     assert size == (64 * 10486 * 100 if shape == "cr" else 64 << 20) + 1
     assert (project / "run" / "workload.log").stat().st_size == size
     # ru_maxrss of pgle (and of the workload it waited for, which holds 1 MiB at most).
-    peak_mb = usage.ru_maxrss / 1024
+    peak_mb = peak["maxrss_kb"] / 1024
     assert peak_mb < 100, f"pgle peaked at {peak_mb:.0f} MB for a 64 MB line"
     assert "Traceback" not in err
 
