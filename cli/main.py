@@ -8,6 +8,9 @@ generated source file that silently left new commands out.)
 
 from __future__ import annotations
 
+import os
+import sys
+
 # name -> (module under cli/, function, one-line help shown by `pgle --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "collect": ("pgle.cli.manual", "collect", "Profile a workload and extract the PGLE profile."),
@@ -36,6 +39,16 @@ WORKLOAD_COMMANDS = {"collect", "run", "tune", "auto", "prewarm", "nsys"}
 
 
 def main() -> None:
+    from pgle.launch.streams import reserve_standard_fds
+
+    # First: a closed stdout/stderr must not become the next file pgle opens.
+    reserve_standard_fds()
+    try:
+        os.getcwd()
+    except OSError as e:  # deleted under the shell (ENOENT), or no longer searchable
+        sys.stderr.write(f"pgle: error: the current directory is gone or unreadable "
+                         f"({e.strerror}): cd to an existing folder and rerun.\n")
+        sys.exit(2)
     from pgle.cli.group import run
 
     run()

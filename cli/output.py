@@ -16,7 +16,8 @@ from typing import Callable, Mapping
 
 import click
 
-from pgle.errors import EXIT_ERROR, BadInput, PgleError
+from pgle.errors import EXIT_ERROR, BadInput, Interrupted, PgleError
+from pgle.launch import streams
 
 # Control characters (C0 but tab, DEL, C1) and the bidi overrides that reorder what a terminal
 # shows: text read from foreign data (a profile's names, a store entry, a log line) could move
@@ -38,9 +39,36 @@ def echo(line: str) -> None:
 
 def emit(message: str) -> None:
     """pgle's own messages: stderr, `pgle:` prefix, never mixed into the workload's stdout;
-    one line per line of `message`, each printable."""
+    one line per line of `message`, each printable.
+
+    A stderr that fails (`2>/dev/full`) loses pgle's messages, never the run: the command goes
+    on, and its report (--json, --report) and exit code are what they would have been."""
     for line in str(message).splitlines() or [""]:
-        click.echo(f"pgle: {printable(line)}", err=True)
+        if not _echo(f"pgle: {printable(line)}", err=True):
+            return
+
+
+def _echo(text: str, *, err: bool = False) -> bool:
+    """click.echo that survives a failing stream: False once it failed (then dropped, so that
+    nothing is left in its buffer for Python to fail on again at exit, exit status 120)."""
+    fd = 2 if err else 1
+    if fd in streams.failed:
+        return False
+    try:
+        click.echo(text, err=err)
+        return True
+    except OSError as e:
+        streams.failed[fd] = streams.describe(e)
+        _drop_stream(err)
+        return False
+
+
+def _drop_stream(err: bool) -> None:
+    null = open(os.devnull, "w")  # noqa: SIM115  pgle's stream from now on, never closed
+    if err:
+        sys.stderr = null
+    else:
+        sys.stdout = null
 
 
 def quiet_stdout_for_json(json_out: bool, environ: Mapping[str, str] | None = None) -> bool:
@@ -117,8 +145,14 @@ def finish(produce: Callable[[], "object"], *, json_out: bool, report_path: str 
         if target:
             _write_report(target, text)
         if json_out:
-            click.echo(text)
+            _print_json(text)
     sys.exit(report.exit_code)
+
+
+def _print_json(text: str) -> None:
+    if not _echo(text):
+        emit(f"error: cannot write the --json report to stdout: {streams.failed.get(1)}")
+        sys.exit(EXIT_ERROR)
 
 
 def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
@@ -128,14 +162,21 @@ def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
         import traceback
 
         traceback.print_exc()
-    emit(f"error: {e}")
     import json
 
-    text = json.dumps({"status": "error", "exit_code": e.exit_code, "error": str(e)})
+    fields = {"status": "error", "exit_code": e.exit_code, "error": str(e)}
+    if isinstance(e, Interrupted):
+        import signal
+
+        emit(str(e))  # not an error of pgle's: the user asked to stop
+        fields["signal"] = signal.Signals(e.signum).name
+    else:
+        emit(f"error: {e}")
+    text = json.dumps(fields)
     if target:
         _write_report(target, text)
     if json_out:
-        click.echo(text)
+        _print_json(text)
     sys.exit(e.exit_code)
 
 

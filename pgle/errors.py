@@ -39,3 +39,14 @@ class ProfileError(BadInput):
 
 class FlagError(BadInput):
     """XLA_FLAGS holds a flag XLA would abort on, or cannot be parsed."""
+
+
+class Interrupted(PgleError):
+    """pgle got SIGINT, SIGTERM or SIGHUP while the workload ran: it forwarded the signal, the
+    workload has exited, and the command stops there (no later phase) with 128+N, whatever
+    the workload's own exit code was."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum

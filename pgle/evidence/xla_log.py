@@ -36,10 +36,9 @@ from pgle.xla.hlo_names import is_communication
 MAX_MISSING_NAMES = 50
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
 CHUNK = 8 << 20
-# A line longer than the read buffer (CHUNK) is read by its last MAX_LINE bytes only: what
-# ends such a line is what matters (an XLA line glued to megabytes of `\r` progress output);
-# memory stays CHUNK + MAX_LINE whatever the line's length (docs/reliability.md).
-MAX_LINE = 1 << 20
+# Of a line longer than LONG_LINE only its start and its last LONG_LINE_TAIL bytes are scanned.
+LONG_LINE = 8 << 20
+LONG_LINE_TAIL = 64 << 10
 # Module names JAX gives the modules it compiles (`jit_<fn>`, `pmap_<fn>`, ...): the fallback
 # that tells the workload's modules from XLA's own when no module id was logged.
 _JAX_MODULE_NAME = re.compile(r"^(?:jit|pjit|pmap|xmap|xla_computation|shard_map)_")
@@ -138,7 +137,7 @@ class Evidence:
     # The log's own wording, for telling which jax wrote it (pgle.evidence.log_version):
     # {"prefix": "tsl"|"absl"|"tsl+absl", "<message kind>": source line number, ...}.
     wording: dict[str, object] = dataclasses.field(default_factory=dict)
-    long_lines: int = 0  # lines longer than CHUNK, read by their last MAX_LINE bytes only
+    long_lines: int = 0  # lines longer than LONG_LINE, scanned by their start and tail only
 
 
 class LogScanner:
@@ -160,23 +159,24 @@ class LogScanner:
 
         One buffer is reused for the whole log (readinto: no allocation or copy of each block);
         the unfinished last line of a block is moved to the buffer's start and completed by the
-        next read; a line longer than the buffer grows it, up to CHUNK + MAX_LINE; a line longer
-        still is read by its last MAX_LINE bytes. Memory stays flat: at most CHUNK + MAX_LINE,
-        whatever the log holds (a 1 GiB line without a newline)."""
+        next read. Memory stays max(CHUNK, LONG_LINE) whatever the lines (issue 20: a 300 MB
+        `\r` progress bar held whole took 552 MB): a line longer than LONG_LINE is scanned by
+        its start, and of the rest only the last LONG_LINE_TAIL bytes are kept, where an XLA
+        line glued after a progress bar starts when its newline comes (logscan.parse_prefix
+        finds it inside)."""
         buf = bytearray(CHUNK)
-        limit = CHUNK + MAX_LINE
         kept = 0  # bytes of an unfinished line at buf[:kept]
-        long_line = False
+        long_line = False  # buf[:kept] is the tail of a line longer than the buffer
         while True:
-            if kept == len(buf):
-                if len(buf) < limit:  # one line longer than the buffer: grow it, up to limit
-                    buf += bytes(min(len(buf), limit - len(buf)))
-                else:  # longer still: keep only the line's tail so far
-                    if not long_line:
-                        self.evidence.long_lines += 1
-                        long_line = True
-                    buf[:MAX_LINE] = buf[kept - MAX_LINE:kept]
-                    kept = MAX_LINE
+            if kept == len(buf) and len(buf) < LONG_LINE:
+                buf += bytes(min(len(buf), LONG_LINE - len(buf)))  # a line longer than CHUNK
+            elif kept == len(buf):
+                if not long_line:
+                    self.evidence.long_lines += 1
+                    self._scan_block(buf, kept)
+                    long_line = True
+                buf[:LONG_LINE_TAIL] = buf[kept - LONG_LINE_TAIL:kept]  # same length: no resize
+                kept = LONG_LINE_TAIL
             end = kept
             with memoryview(buf) as view:
                 # A pipe gives 64 KiB a read: fill the buffer, so that each search pass covers

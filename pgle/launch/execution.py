@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+from pgle.errors import Interrupted
 from pgle.launch import launcher
 from pgle.launch.childenv import ChildEnv
 from pgle.launch.progress import WindowProgress
@@ -110,7 +112,13 @@ def execute(
     result = launcher.launch(argv, env, run.log, watchdog=watchdog,
                              terminal_level=child.terminal_level, progress=ticker)
     if on_exit is not None:
-        on_exit(result.exit_code)
+        # Interrupted: the peers of a job stop too, whatever the workload's own code was.
+        on_exit(128 + result.interrupted if result.interrupted else result.exit_code)
+    if result.interrupted:
+        if log_copy:
+            copy_log(run.log, log_copy)
+        raise interrupted(result)
+    child.warnings.extend(result.stream_notes)
     if result.log_error:
         # Every command copies child.warnings into its report.
         child.warnings.append(
@@ -128,6 +136,16 @@ def remedy(error: str) -> str:
     if "ENOSPC" in error or "EDQUOT" in error:
         return "free space"
     return "fix that"
+
+
+def interrupted(result: launcher.LaunchResult) -> Interrupted:
+    """The command stops: pgle got SIGINT/SIGTERM/SIGHUP while the workload ran."""
+    signum = result.interrupted or signal.SIGINT
+    name = signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
+    how = ("ignored it and was killed (SIGKILL) after the grace period" if result.killed
+           else f"exited with code {result.exit_code}")
+    return Interrupted(signum, f"interrupted by {name}: pgle passed it to the workload, which "
+                               f"{how}; nothing more is run. Its output: {result.log_path}")
 
 
 def copy_log(src: Path, dest: str) -> None:

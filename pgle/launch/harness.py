@@ -21,6 +21,7 @@ compilation): `jax.profiler.start_trace` initializes the backends (jax 0.10.2,
 from __future__ import annotations
 
 import builtins
+import collections
 import contextlib
 import importlib.abc
 import importlib.util
@@ -33,6 +34,7 @@ import sys
 import threading
 import time
 import warnings
+from typing import NoReturn
 
 try:
     from pgle.launch import schema, step_rule
@@ -47,33 +49,108 @@ AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was 
 NO_MARKER_EXECUTIONS = 20
 
 
+# Written out as soon as they happen: the window's edges, the run's start and end, errors.
+# The frequent kinds (a step's two lines, log records, compiles) wait in the buffer.
+_BUFFERED_KINDS = frozenset({schema.STEP_ENTER, schema.STEP_EXIT, schema.LOG, schema.WARNING,
+                             schema.COMPILE, schema.JAX_EVENT, schema.PGLE_PROFILED,
+                             schema.MODULE_COMPILED})
+FLUSH_EVERY_S = 1.0  # the most a kill -9 can lose (docs/reliability.md)
+
+
 class Events:
-    """Append-only JSON lines, safe from any thread, flushed per event."""
+    """Append-only JSON lines, safe from any thread.
+
+    A marked step runs inside the user's training loop, so its two lines cost no system call
+    and no lock (issue 25: one write per line was ~36 us a step): lines wait in a deque
+    (append is atomic), written out in one `write` when a window edge, the start, the exit or
+    an error is recorded, before the process forks (the child must not inherit lines the
+    parent will write), when the workload calls os._exit, and at least every FLUSH_EVERY_S by
+    a background thread. So a kill -9 or a fatal signal loses at most the last second of
+    steps; every edge is on disk at once.
+    """
 
     def __init__(self, path: str):
-        self._f = open(path, "a", encoding="utf-8", buffering=1)
-        self._lock = threading.Lock()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        self._lines: collections.deque = collections.deque()  # lines, or a step's tuples
+        self._lock = threading.Lock()  # one writer of the file at a time
         self.failed = False
+        self.closed = False
+        self._through = False  # a forked child writes each line at once (it has no flusher)
+        self._names: dict[str, str] = {}  # step name -> its JSON text
+        threading.Thread(target=self._flusher, name="pgle-events", daemon=True).start()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(before=self.flush, after_in_child=self._forked)
 
     def write(self, kind: str, **fields) -> None:
         record = {"kind": kind, "t": time.time(), **fields}
-        line = json.dumps(record, default=str)
+        self._lines.append(json.dumps(record, default=str) + "\n")
+        if kind not in _BUFFERED_KINDS or self._through:
+            self.flush()
+
+    def step_enter(self, name: str, step_num, index: int) -> None:
+        """A step's lines are kept as tuples and formatted when written out: formatting (a
+        float's repr above all) is most of their cost, and the flusher thread does it while
+        the training loop waits on the device with the GIL released (the hot path)."""
+        quoted = self._names.get(name)
+        if quoted is None:
+            quoted = self._names[name] = json.dumps(name)
+        if type(step_num) is not int:
+            step_num = "null" if step_num is None else json.dumps(step_num, default=str)
+        self._lines.append((_now(), quoted, step_num, index))
+        if self._through:
+            self.flush()
+
+    def step_exit(self, index: int) -> None:
+        self._lines.append((_now(), index))
+        if self._through:
+            self.flush()
+
+    def flush(self) -> None:
         with self._lock:
-            if self._f.closed or self.failed:
+            lines, pop = self._lines, self._lines.popleft
+            # Only what is there now: lines appended meanwhile wait for the next flush.
+            items = [pop() for _ in range(len(lines))]
+            if not items or self.closed or self.failed:
                 return
+            out = "".join([
+                item if type(item) is str
+                else f'{_ENTER_T}{item[0]!r}, "name": {item[1]}, "step_num": {item[2]}, '
+                     f'"index": {item[3]}}}\n' if len(item) == 4
+                else f'{_EXIT_T}{item[0]!r}, "index": {item[1]}}}\n'
+                for item in items]).encode("utf-8", "replace")
             try:
-                self._f.write(line + "\n")
+                while out:
+                    out = out[os.write(self._fd, out):]
             except OSError:
                 # A full disk must not break the user's step (this runs inside it);
                 # pgle reads the events that made it and says the log is incomplete.
                 self.failed = True
 
+    def _flusher(self) -> None:
+        while not self.closed:
+            time.sleep(FLUSH_EVERY_S)
+            self.flush()
+
+    def _forked(self) -> None:
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._lines.clear()  # flushed before the fork: anything here is the parent's to write
+        self._through = True
+
     def close(self) -> None:
+        self.flush()
         with self._lock:
+            if self.closed:
+                return
+            self.closed = True
             try:
-                self._f.close()
+                os.close(self._fd)
             except OSError:
                 self.failed = True
+
+
+_now = time.time
+_ENTER_T = f'{{"kind": "{schema.STEP_ENTER}", "t": '
+_EXIT_T = f'{{"kind": "{schema.STEP_EXIT}", "t": '
 
 
 class ProfilerWindow:
@@ -122,6 +199,8 @@ class ProfilerWindow:
                 self._time_thread.start()
 
     def on_step_enter(self, index: int) -> None:
+        if self.seen_steps and self.active is None and (self.done or self.mode in (None, "time")):
+            return  # nothing left for a step to decide: no lock on every marked step (issue 25)
         with self.lock:
             first = not self.seen_steps
             self.seen_steps = True
@@ -137,6 +216,8 @@ class ProfilerWindow:
                     self.first_step_in_trace = index
 
     def on_step_exit(self, index: int) -> None:
+        if self.active is None:
+            return  # only an open window counts steps out (re-checked under the lock below)
         with self.lock:
             if self.active == "window" and self.first_step_in_trace is not None:
                 self.steps_in_trace = index - self.first_step_in_trace + 1
@@ -484,13 +565,13 @@ class Harness:
             index = self.step_index
             self.step_index += 1
         self.window.on_step_enter(index)
-        self.events.write(schema.STEP_ENTER, name=name, step_num=step_num, index=index)
+        self.events.step_enter(name, step_num, index)
         return index
 
     def step_exit(self, index: int | None) -> None:
         if index is None:
             return
-        self.events.write(schema.STEP_EXIT, index=index)
+        self.events.step_exit(index)
         self.window.on_step_exit(index)
 
     # -- warnings -----------------------------------------------------------
@@ -523,6 +604,7 @@ class Harness:
     def run(self) -> int:
         workload = self.spec.workload
         self.events.write(schema.START, pid=os.getpid(), argv=sys.argv, python=sys.version.split()[0])
+        _flush_before_os_exit(self.events)
         self.install()
         code = 0
         try:
@@ -935,6 +1017,9 @@ def _hook_pjit(counter: JitCounter, window: "ProfilerWindow") -> None:
 
 
 def _step_annotation_class(base, harness: Harness):
+    base_init, base_exit = base.__init__, base.__exit__
+    step_enter, step_exit = harness.step_enter, harness.step_exit
+
     class StepTraceAnnotation(base):
         __doc__ = base.__doc__
 
@@ -943,12 +1028,12 @@ def _step_annotation_class(base, harness: Harness):
             # constructs its TraceMe: jaxlib's TraceMe decides at construction whether
             # the profiler records it (jax 0.10.2), so a trace started in __enter__
             # would miss the first step of the window.
-            self._pgle_index = harness.step_enter(name, kwargs.get("step_num"))
-            super().__init__(name, **kwargs)
+            self._pgle_index = step_enter(name, kwargs.get("step_num"))
+            base_init(self, name, **kwargs)  # not super(): this runs every step (issue 25)
 
         def __exit__(self, *exc):
-            result = super().__exit__(*exc)
-            harness.step_exit(self._pgle_index)
+            result = base_exit(self, *exc)
+            step_exit(self._pgle_index)
             return result
 
     StepTraceAnnotation.__module__ = base.__module__
@@ -1013,6 +1098,21 @@ def _exit_code(code) -> int:
     if isinstance(code, int):
         return code
     return 1  # sys.exit("message") prints the message and exits 1
+
+
+def _flush_before_os_exit(events: Events) -> None:
+    """os._exit skips every cleanup (some distributed scripts end with it): the buffered
+    events are written out first. A forked child's buffer is empty (Events._forked)."""
+    real_exit = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        try:
+            events.flush()
+        finally:
+            real_exit(status)
+
+    _exit.__doc__, _exit.__wrapped__ = real_exit.__doc__, real_exit  # type: ignore[attr-defined]
+    os._exit = _exit
 
 
 PROCESS_START = time.time()

@@ -1,40 +1,45 @@
 """Spawn the workload, pass its output through live, keep the log, forward signals.
 
-The child's stdout and stderr reach pgle's own stdout and stderr byte for byte
-as they arrive (progress bars included); complete lines of both also go to the
-log file, so lines of the two streams never interleave mid-line there.
+The child's stdout and stderr reach pgle's own stdout and stderr byte for byte as they
+arrive (progress bars included); complete lines of both also go to the log file, so lines of
+the two streams never interleave mid-line there (pgle.launch.pumps).
 
-Each of the child's two streams is what it would be without pgle: where pgle's
-own stdout (stderr) is a terminal, the child's is a pseudo-terminal of the same
-size and modes (so Python line-buffers it and progress bars and colours behave
-as on the terminal, without forcing the program unbuffered, which made a
-program printing in lines several times slower; issue 16); elsewhere (a pipe, a
-file, a batch log) it is a pipe, where the program block-buffers as it would.
+Each of the child's two streams is what it would be without pgle: where pgle's own stdout
+(stderr) is a terminal, the child's is a pseudo-terminal of the same size and modes (so Python
+line-buffers it and progress bars and colours behave as on the terminal, without forcing the
+program unbuffered, which made a program printing in lines several times slower; issue 16);
+elsewhere (a pipe, a file, a batch log) it is a pipe, where the program block-buffers as it
+would.
 
-The child runs in its own process group: a Ctrl-C reaches pgle, which forwards
-it once to the whole group (as a shell would), waits, and exits 128+signal.
+Signals (docs/reliability.md, "Signals"): the child runs in its own process group, and pgle
+acts for it as a shell would.
+- SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 reaching pgle are forwarded to the whole group.
+  The first three also stop the command: once the workload has exited, pgle raises
+  `Interrupted` (exit 128+N) whatever the workload's exit code, so no later phase starts.
+- SIGTERM: a workload still running KILL_GRACE_S after it (after jax.distributed.initialize()
+  jax swallows SIGTERM: XLA's preemption notifier) gets SIGKILL, group and all.
+- SIGTSTP (Ctrl-Z) stops the workload's group, then pgle itself; SIGCONT resumes both.
+- The handlers are in place before the child is started: a signal that arrives meanwhile is
+  forwarded as soon as the child exists, never lost.
+- A signal pgle was started ignoring (`nohup`, `cmd &` in a script) stays ignored, by pgle and
+  by the workload, as for any program.
 
-Nothing the log file does may stop the workload: a full disk or any other
-write error ends the log (one warning line, `LaunchResult.log_error`) while
-the output keeps reaching the terminal, so the child never blocks on a pipe
-nobody drains. Output handling is linear in bytes whatever the line structure
-(100 MB without a newline, `\r` progress bars).
+Nothing the log file or pgle's own streams do may stop the workload (pgle.launch.pumps,
+pgle.launch.streams). When the workload has exited, pgle waits at most PIPE_GRACE_S for its
+streams to end: a process the workload left behind (a daemon) may hold them open.
 
-If pgle itself dies (even by SIGKILL, which it cannot catch) the workload must
-not live on holding the GPU: the child gets PR_SET_PDEATHSIG=SIGKILL until the
-harness takes over, and the harness watches the read end of a pipe whose only
-write end pgle holds (fd in PGLE_PARENT_FD): EOF means pgle is gone, and the
-harness kills its whole process group, the workload's own children included.
+If pgle itself dies (even by SIGKILL, which it cannot catch) the workload must not live on
+holding the GPU: the child gets PR_SET_PDEATHSIG=SIGKILL until the harness takes over, and the
+harness watches the read end of a pipe whose only write end pgle holds (fd in PGLE_PARENT_FD):
+EOF means pgle is gone, and the harness kills its whole process group, the workload's own
+children included.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
-import errno
-import fcntl
 import os
-import re
 import select
 import signal
 import subprocess
@@ -45,22 +50,33 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pgle.errors import PgleError
+from pgle.errors import BadInput, PgleError
+from pgle.launch import streams
+from pgle.launch.pumps import (
+    COALESCE_BELOW_PIPE,
+    COALESCE_BELOW_TERMINAL,
+    Log,
+    Pump,
+    Sink,
+    drained,
+    grow_pipe,
+    hide_below,
+)
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-KILL_GRACE_S = 5.0  # after jax.distributed.initialize() SIGTERM is swallowed (XLA preemption notifier)
+# What pgle does with each signal while the workload runs (module docstring).
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED_SIGNALS = (*STOPPING_SIGNALS, signal.SIGUSR1, signal.SIGUSR2)
+# SIGTERM -> SIGKILL: as long as SLURM's default KillWait and Kubernetes' default grace
+# period, so pgle never cuts a checkpoint-on-SIGTERM shorter than the cluster would.
+KILL_GRACE_S = 30.0
+KILL_GRACE_VAR = "PGLE_KILL_GRACE_S"
+# A rank whose peer failed: its workload is stopped (SIGTERM, SIGKILL after this), it is
+# probably waiting in a collective (docs/guide/cluster.md).
+PEER_STOP_GRACE_S = 5.0
+# The most pgle waits for the workload's streams to end after it exited (a daemon it started
+# may hold them open); docs/reliability.md states it.
+PIPE_GRACE_S = 5.0
 PARENT_FD_VAR = "PGLE_PARENT_FD"  # read by pgle/launch/harness.py
-# A line longer than this goes to the log in pieces: whole lines keep stdout and
-# stderr from interleaving mid-line, but must not make memory grow without bound.
-MAX_HELD_LINE = 1 << 20
-READ_SIZE = 65536
-# On a pseudo-terminal a line-buffered program hands over one line per write; a pump that
-# forwarded each at once woke, read and wrote twice per line, and on a busy machine took the
-# CPU the program needed (`output_terminal_*` in docs/performance.md). After a small read
-# the pump waits this long and takes what arrived meanwhile in one go: invisible on a terminal
-# (a frame is ~16 ms), and a program writing fast is never held back (its reads are large).
-COALESCE_S = 0.002
-COALESCE_BELOW = 1024
 _PR_SET_PDEATHSIG = 1
 
 
@@ -72,173 +88,27 @@ class LaunchResult:
     log_path: Path
     stopped_by_watchdog: bool = False
     log_error: str | None = None  # why the log stopped early (it is incomplete), e.g. a full disk
+    interrupted: int | None = None  # the first SIGINT/SIGTERM/SIGHUP pgle got: stop the command
+    killed: bool = False  # pgle escalated to SIGKILL
+    stream_notes: list[str] = dataclasses.field(default_factory=list)  # for the report
 
 
 def shell_exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-class _Log:
-    """The log file, shared by both pumps; the first write error ends it for good."""
-
-    def __init__(self, path: Path, warn: Callable[[str], None]):
-        self.path, self.warn = path, warn
-        self.lock = threading.Lock()
-        self.error: str | None = None
-        try:
-            self.f = open(path, "ab", buffering=0)
-        except OSError as e:
-            raise PgleError(f"cannot write the workload log {path}: {e.strerror}.") from None
-
-    def write(self, data: bytes) -> None:
-        with self.lock:
-            if self.error is not None:
-                return
-            try:
-                self.f.write(data)
-            except OSError as e:
-                self.error = f"{e.strerror or e} ({errno.errorcode.get(e.errno, e.errno)})"
-                self.warn(f"pgle: warning: stopped writing {self.path}: {self.error}; the "
-                          "workload's output still reaches this terminal, the log is incomplete\n")
-
-    def close(self) -> None:
-        try:
-            self.f.close()
-        except OSError as e:  # a full disk can surface only at close
-            if self.error is None:
-                self.error = f"{e.strerror or e}"
-
-
-class _Pump(threading.Thread):
-    """Copies one pipe to a terminal stream at once, and whole lines to the log.
-
-    Only the new chunk is searched for a newline and held bytes are kept as a
-    list, so the cost is linear in bytes even for output without newlines.
-    """
-
-    def __init__(self, fd: int, sink, log: _Log, hide: Callable[[bytes], bool] | None = None,
-                 coalesce: bool = False):
-        super().__init__(daemon=True)
-        self.fd, self.sink, self.log = fd, sink, log
-        self.coalesce = coalesce
-        self.sink_fd = _fileno(sink)
-        self.held: list[bytes] = []
-        self.held_bytes = 0
-        # `hide(line)`: a complete line that goes to the log only (XLA's INFO lines pgle
-        # turned on); everything else reaches the terminal as before.
-        self.hide = hide
-        self.pending = b""  # the start of a line that may yet turn out to be hidden
-
-    def run(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self.fd, READ_SIZE)
-            except OSError:  # EIO: a pseudo-terminal whose other side closed
-                break
-            if not chunk:
-                break
-            if self.coalesce and len(chunk) < COALESCE_BELOW:
-                chunk = self._gather(chunk)
-            self._to_sink(chunk if self.hide is None else self._visible(chunk))
-            cut = chunk.rfind(b"\n") + 1
-            if cut:
-                self.log.write(b"".join([*self.held, chunk[:cut]]))
-                self.held, self.held_bytes = [], 0
-                chunk = chunk[cut:]
-            if chunk:
-                self.held.append(chunk)
-                self.held_bytes += len(chunk)
-                if self.held_bytes > MAX_HELD_LINE:
-                    self.log.write(b"".join(self.held))
-                    self.held, self.held_bytes = [], 0
-        if self.held:
-            self.log.write(b"".join(self.held) + b"\n")
-        if self.pending and not self.hide(self.pending):
-            self._to_sink(self.pending)
-
-    def _gather(self, chunk: bytes) -> bytes:
-        time.sleep(COALESCE_S)
-        parts, size = [chunk], len(chunk)
-        while size < READ_SIZE and select.select([self.fd], [], [], 0)[0]:
-            try:
-                more = os.read(self.fd, READ_SIZE)
-            except OSError:
-                break  # EIO: the next read in run() sees it again and ends the pump
-            if not more:
-                break
-            parts.append(more)
-            size += len(more)
-        return b"".join(parts)
-
-    def _visible(self, chunk: bytes) -> bytes:
-        data, self.pending = self.pending + chunk, b""
-        lines = data.split(b"\n")
-        last = lines.pop()
-        out = [line + b"\n" for line in lines if not self.hide(line)]
-        if last:
-            if _LOG_START.match(last) and len(last) < MAX_HELD_LINE:
-                self.pending = last  # maybe an INFO line cut by the read: wait for its end
-            else:
-                out.append(last)  # a progress bar (\r): at once
-        return b"".join(out)
-
-    def _to_sink(self, chunk: bytes) -> None:
-        if not chunk:
-            return
-        if self.sink_fd is not None:
-            _write_all(self.sink_fd, chunk)
-            return
-        try:
-            buffer = getattr(self.sink, "buffer", None)
-            if buffer is not None:
-                buffer.write(chunk)
-                buffer.flush()
-            else:
-                self.sink.write(chunk.decode("utf-8", "replace"))
-                self.sink.flush()
-        except (OSError, ValueError):
-            pass  # a closed terminal must not stop the log or the workload
-
-
-def _fileno(sink) -> int | None:
-    """The file descriptor under `sink` (pgle's stdout/stderr), flushed: the pumps write each
-    chunk to it with one os.write (no text or buffer layer per chunk). None for a stream
-    without one (an in-memory stream): written through its own methods then."""
+def kill_grace(environ: dict[str, str]) -> float:
+    """Seconds between a SIGTERM pgle forwards and the SIGKILL (PGLE_KILL_GRACE_S)."""
+    raw = environ.get(KILL_GRACE_VAR, "").strip()
+    if not raw:
+        return KILL_GRACE_S
     try:
-        fd = sink.fileno()
-        sink.flush()
-    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
-        return None
-    return fd
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:  # a terminal the user left non-blocking: wait, lose nothing
-            select.select([], [fd], [])
-        except OSError:
-            return  # a closed terminal must not stop the log or the workload
-
-
-# The start of an XLA/absl log line (pgle.evidence.logscan has the full prefixes).
-_LOG_START = re.compile(rb"^(?:\d+: )?(?:[IWEF]\d|\d{4}-\d\d-\d\d )")
-SEVERITIES = "IWEF"
-
-
-def hide_below(level: int) -> Callable[[bytes], bool]:
-    """Hides XLA log lines less severe than TF_CPP_MIN_LOG_LEVEL `level` (1: INFO and VLOG)."""
-    from pgle.evidence.logscan import parse_prefix
-
-    def hide(line: bytes) -> bool:
-        if not _LOG_START.match(line):
-            return False
-        parsed = parse_prefix(line)
-        return parsed is not None and SEVERITIES.index(parsed.severity) < level
-
-    return hide
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise BadInput(f"{KILL_GRACE_VAR}={raw!r}: a number of seconds >= 0, e.g. 30.")
+    return value
 
 
 def _die_with_parent() -> None:
@@ -258,7 +128,7 @@ class _Channel:
     own stream (`fd`) is a terminal. `child_fd` is the child's end, `read_fd` pgle's."""
 
     def __init__(self, fd: int):
-        self.terminal = _isatty(fd)
+        self.terminal = fd not in streams.closed_at_start and _isatty(fd)
         if self.terminal:
             try:
                 self.read_fd, self.child_fd = os.openpty()  # both non-inheritable
@@ -266,7 +136,10 @@ class _Channel:
                 self.terminal = False
         if not self.terminal:
             self.read_fd, self.child_fd = os.pipe()
+            # A small pipe would fill while the pump waits to gather (pgle.launch.pumps).
+            self.coalesce_below = COALESCE_BELOW_PIPE if grow_pipe(self.read_fd) else 0
             return
+        self.coalesce_below = COALESCE_BELOW_TERMINAL
         try:
             attrs = termios.tcgetattr(fd)
             # The user's terminal does the output processing (\n -> \r\n and the like) when
@@ -291,6 +164,8 @@ def _isatty(fd: int) -> bool:
 
 def copy_window_size(terminal: int, pty: int) -> None:
     """The terminal's rows and columns onto the pseudo-terminal (set through its master)."""
+    import fcntl
+
     try:
         size = fcntl.ioctl(terminal, termios.TIOCGWINSZ, b"\0" * 8)
         fcntl.ioctl(pty, termios.TIOCSWINSZ, size)
@@ -298,12 +173,8 @@ def copy_window_size(terminal: int, pty: int) -> None:
         pass
 
 
-def _stderr_line(text: str) -> None:
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+def _warn(text: str) -> None:
+    streams.say(text)
 
 
 class _ExitWatch:
@@ -341,6 +212,79 @@ class _ExitWatch:
             self.fd = None
 
 
+class _Signals:
+    """pgle's signal handlers for one launch, installed before the child exists (a signal that
+    arrives while it starts is kept and forwarded once it does) and removed after it exited."""
+
+    def __init__(self, grace_s: float, channels: tuple[_Channel, _Channel]):
+        self.grace_s = grace_s
+        self.channels = channels
+        self.child: subprocess.Popen | None = None
+        self.pending: list[int] = []
+        self.interrupted: int | None = None
+        self.kill_at: float | None = None
+        self.previous: dict[int, object] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers (a library caller's thread)
+        handlers = {sig: self.forward for sig in FORWARDED_SIGNALS}
+        handlers[signal.SIGTSTP] = self.suspend
+        handlers[signal.SIGCONT] = self.resume
+        if any(c.terminal for c in channels):
+            handlers[signal.SIGWINCH] = self.resized
+        for sig, handler in handlers.items():
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # ignored when pgle started (nohup, `&`): the workload inherits it
+            self.previous[sig] = signal.signal(sig, handler)
+
+    def attach(self, child: subprocess.Popen) -> None:
+        self.child = child
+        while self.pending:
+            self._send(self.pending.pop(0))
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            # None: a handler not set from Python (an embedding program's): the default then.
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # type: ignore[arg-type]
+        self.previous = {}
+
+    def _send(self, signum: int) -> None:
+        if self.child is None:
+            self.pending.append(signum)
+        else:
+            signal_group(self.child, signum)
+
+    def forward(self, signum: int, frame) -> None:
+        if signum in STOPPING_SIGNALS and self.interrupted is None:
+            self.interrupted = signum
+        if signum == signal.SIGTERM and self.kill_at is None:
+            self.kill_at = time.monotonic() + self.grace_s
+        self._send(signum)
+
+    def suspend(self, signum: int, frame) -> None:
+        """Ctrl-Z: stop the workload's group, then pgle, as the default action would (the shell
+        sees the job stopped); resumed by SIGCONT (`fg`, `bg`), which `resume` passes on."""
+        if self.child is not None:
+            signal_group(self.child, signal.SIGTSTP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        try:
+            os.kill(os.getpid(), signal.SIGTSTP)  # stops here until SIGCONT
+        finally:
+            signal.signal(signal.SIGTSTP, self.suspend)
+
+    def resume(self, signum: int, frame) -> None:
+        if self.child is not None:
+            signal_group(self.child, signal.SIGCONT)
+
+    def resized(self, signum: int, frame) -> None:
+        # The child's pseudo-terminal is no process's controlling terminal (the child runs in
+        # its own process group), so the kernel signals nobody when its size changes: pgle
+        # copies the new size and tells the workload, as the terminal would have.
+        for fd, channel in zip((1, 2), self.channels):
+            if channel.terminal:
+                copy_window_size(fd, channel.read_fd)
+        self._send(signal.SIGWINCH)
+
+
 def launch(
     argv: list[str],
     env: dict[str, str],
@@ -355,20 +299,25 @@ def launch(
     """Run `argv` to completion. `watchdog()` is polled; a non-None code stops the child;
     `progress()` is polled too (it rate-limits itself).
     `terminal_level`: XLA log lines below this TF_CPP_MIN_LOG_LEVEL go to the log only."""
+    streams.reserve_standard_fds()  # the CLI did already; a library caller may not have
+    grace = kill_grace(env)
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = _Log(log_path, _stderr_line)
+    log = Log(log_path, _warn)
+    sinks = Sink.pair(sys.stdout, sys.stderr, log_path)
     group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
     # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
     watch_r, watch_w = os.pipe()
     env = {**env, PARENT_FD_VAR: str(watch_r)}
     out, err = _Channel(1), _Channel(2)
+    signals = _Signals(grace, (out, err))
     start = time.monotonic()
     try:
         child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out.child_fd,
                                  stderr=err.child_fd, pass_fds=(watch_r,),
                                  preexec_fn=_die_with_parent, **group)
     except OSError as e:
+        signals.restore()
         log.close()
         os.close(watch_w)
         for fd in (out.read_fd, err.read_fd):
@@ -378,72 +327,69 @@ def launch(
         os.close(watch_r)
         out.child_started()
         err.child_started()
+    signals.attach(child)
 
     pumps = [
-        _Pump(out.read_fd, sys.stdout, log, coalesce=out.terminal),
-        _Pump(err.read_fd, sys.stderr, log,
-              hide_below(terminal_level) if terminal_level else None, coalesce=err.terminal),
+        Pump(out.read_fd, sinks[0], log, coalesce_below=out.coalesce_below),
+        Pump(err.read_fd, sinks[1], log,
+             hide_below(terminal_level) if terminal_level else None,
+             coalesce_below=err.coalesce_below),
     ]
     for p in pumps:
         p.start()
 
-    received: list[int] = []
-
-    def forward(signum, frame):
-        received.append(signum)
-        _signal_group(child, signum)
-
-    def resized(signum, frame):
-        # The child's pseudo-terminal is no process's controlling terminal (the child runs in
-        # its own process group), so the kernel signals nobody when its size changes: pgle
-        # copies the new size and tells the workload, as the terminal would have.
-        for fd, channel in ((1, out), (2, err)):
-            if channel.terminal:
-                copy_window_size(fd, channel.read_fd)
-        _signal_group(child, signal.SIGWINCH)
-
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in FORWARDED_SIGNALS:
-            previous[sig] = signal.signal(sig, forward)
-        if out.terminal or err.terminal:
-            previous[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, resized)
-
-    stopped = False
+    stopped = killed = False
     watchdog_code = None
     exited = _ExitWatch(child)
     try:
         while True:
-            if exited.within(poll_s):
+            wait = poll_s
+            if signals.kill_at is not None and not killed:
+                wait = max(0.0, min(wait, signals.kill_at - time.monotonic()))
+            if exited.within(wait):
                 returncode = child.wait()
                 break
+            if signals.kill_at is not None and not killed and time.monotonic() >= signals.kill_at:
+                killed = True
+                signal_group(child, signal.SIGKILL)
+                _warn(f"pgle: the workload was still running {signals.grace_s:g} s after "
+                      f"SIGTERM: killed it (SIGKILL, its process group too; {KILL_GRACE_VAR} "
+                      "sets the grace period)")
             if progress is not None:
                 progress()
             if watchdog is not None and not stopped:
                 watchdog_code = watchdog()
                 if watchdog_code is not None:
                     stopped = True
-                    _terminate(child)
+                    signal_group(child, signal.SIGTERM)
+                    peer_kill = time.monotonic() + PEER_STOP_GRACE_S
+                    if signals.kill_at is None or peer_kill < signals.kill_at:
+                        signals.kill_at = peer_kill
     finally:
         exited.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        signals.restore()
         os.close(watch_w)
-    for p in pumps:
-        # A grandchild that inherited the pipes may keep them open; don't hang on it.
-        p.join(timeout=5.0)
+    if not drained(pumps, PIPE_GRACE_S):
+        for p in pumps:
+            p.detached = True  # drained and dropped from now on; its fd stays open until then
+        _warn(f"pgle: warning: the workload exited, but a process it started still holds its "
+              f"output open; pgle stopped waiting after {PIPE_GRACE_S:g} s: what that process "
+              f"prints from now on is neither shown nor kept in {log_path}")
     log.close()
-    for fd in (out.read_fd, err.read_fd):
-        os.close(fd)
+    for p in pumps:
+        if not p.is_alive():
+            os.close(p.fd)
     duration = time.monotonic() - start
     code = shell_exit_code(returncode)
     if stopped and watchdog_code is not None:
         code = watchdog_code
-    return LaunchResult(code, -returncode if returncode < 0 else None, duration, log_path, stopped,
-                        log.error)
+    notes = [n for n in (s.note() for s in sinks) if n]
+    return LaunchResult(code, -returncode if returncode < 0 else None, duration, log_path,
+                        stopped, log.error, signals.interrupted, killed, notes)
 
 
-def _signal_group(child: subprocess.Popen, signum: int) -> None:
+def signal_group(child: subprocess.Popen, signum: int) -> None:
+    """`signum` to the child's whole process group (the workload's own children included)."""
     try:
         os.killpg(child.pid, signum)
     except (ProcessLookupError, PermissionError):
@@ -451,11 +397,3 @@ def _signal_group(child: subprocess.Popen, signum: int) -> None:
             child.send_signal(signum)
         except ProcessLookupError:
             pass
-
-
-def _terminate(child: subprocess.Popen) -> None:
-    _signal_group(child, signal.SIGTERM)
-    try:
-        child.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        _signal_group(child, signal.SIGKILL)

@@ -15,6 +15,8 @@ from typing import Callable
 from pgle.launch import schema
 
 PROGRESS_EVERY_S = 10.0
+_STEP_ENTER = b'{"kind": "%s",' % schema.STEP_ENTER.encode()
+_STEP_EXIT = b'{"kind": "%s",' % schema.STEP_EXIT.encode()
 
 
 class WindowProgress:
@@ -39,26 +41,36 @@ class WindowProgress:
         try:
             with open(self.events, "rb") as f:
                 f.seek(self.offset)
-                data = f.read()
+                for line in f:  # line by line: memory stays flat however much is new
+                    if not line.endswith(b"\n"):
+                        break  # half-written: the next poll reads it whole
+                    self.offset += len(line)
+                    self._line(line)
         except OSError:
             return
-        end = data.rfind(b"\n") + 1  # a half-written last line waits for the next poll
-        self.offset += end
-        for line in data[:end].splitlines():
+
+    def _line(self, line: bytes) -> None:
+        # A step's lines are most of the file (a million in a long run): told apart by their
+        # start (as the harness writes them), never parsed, while the workload runs.
+        if line.startswith(_STEP_EXIT):
+            return
+        if line.startswith(_STEP_ENTER):
+            kind = schema.STEP_ENTER
+        else:
             try:
                 kind = json.loads(line).get("kind")
-            except ValueError:
-                continue
-            if kind == schema.PGLE_PROFILED:
-                self.profiled += 1
-            elif kind == schema.STEP_ENTER:
-                self.all_steps += 1
-            if kind == schema.TRACE_START and self.opened is None:
-                self.opened = time.monotonic()
-            elif kind == schema.STEP_ENTER and self.opened is not None and not self.closed:
-                self.steps += 1
-            elif kind == schema.TRACE_STOP:
-                self.closed = True
+            except (ValueError, AttributeError):
+                return
+        if kind == schema.PGLE_PROFILED:
+            self.profiled += 1
+        elif kind == schema.STEP_ENTER:
+            self.all_steps += 1
+        if kind == schema.TRACE_START and self.opened is None:
+            self.opened = time.monotonic()
+        elif kind == schema.STEP_ENTER and self.opened is not None and not self.closed:
+            self.steps += 1
+        elif kind == schema.TRACE_STOP:
+            self.closed = True
 
     def __call__(self) -> None:
         now = time.monotonic()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.pgle_testing import REPO, pgle_env, pgle_lines, run_pgle
+from helpers.processes import start_pgle
 from pgle.commands import view
 from pgle.errors import BadInput, PgleError
 
@@ -104,9 +105,9 @@ def test_folders_without_a_trace_are_bad_input(tmp_path):
 
 
 def test_cli_prints_the_url_and_stops_on_ctrl_c(run_folder, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "pgle", "view", str(run_folder),
-                             "--port", "0", "--json"], cwd=tmp_path, env=pgle_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # With SIGINT's default disposition whatever the test runner inherited (`pytest &`).
+    proc = start_pgle("view", str(run_folder), "--port", "0", "--json", cwd=tmp_path,
+                      env=pgle_env(), text=True)
     try:
         line = proc.stderr.readline()
         assert line.startswith("pgle: XProf serves ") and "(Ctrl+C to stop)" in line

@@ -153,10 +153,11 @@ def test_pre_release_versions_sort_before_their_release():
 
 
 def test_a_line_longer_than_the_buffer_is_scanned_in_bounded_memory(tmp_path, monkeypatch):
-    # The figure in docs/reliability.md: memory stays CHUNK + MAX_LINE whatever the line's
-    # length (here scaled down 64x: a 64 MiB line against a 128 KiB buffer).
+    # The figure in docs/reliability.md: memory stays max(CHUNK, LONG_LINE) whatever the line's
+    # length (here scaled down: a 64 MiB line against a 128 KiB buffer and a 256 KiB limit).
     monkeypatch.setattr(xla_log, "CHUNK", 128 << 10)
-    monkeypatch.setattr(xla_log, "MAX_LINE", 16 << 10)
+    monkeypatch.setattr(xla_log, "LONG_LINE", 256 << 10)
+    monkeypatch.setattr(xla_log, "LONG_LINE_TAIL", 16 << 10)
     found = "I0822 12:34:56.789012  7 gpu_hlo_schedule.cc:1] Found profile for module jit_m, " \
             "using profile guided latency estimator"
     log = tmp_path / "long.log"
@@ -170,4 +171,4 @@ def test_a_line_longer_than_the_buffer_is_scanned_in_bounded_memory(tmp_path, mo
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert ev.long_lines == 1 and [m.module for m in ev.modules] == ["jit_m"]
-    assert peak < 4 * ((128 << 10) + (16 << 10)), peak
+    assert peak < 4 * (256 << 10), peak

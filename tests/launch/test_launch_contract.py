@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers.pgle_testing import REPO, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
+from helpers.processes import start_pgle
 
 ECHO = str(WORKLOADS / "echo_env.py")
 
@@ -76,14 +77,48 @@ def test_child_exit_code_propagates(project):
     assert report["workload_exit_code"] == 7 and report["exit_code"] == 7
 
 
+@pytest.mark.parametrize("command", ["collect", "tune"])
+def test_collect_and_tune_exit_with_the_workloads_own_code(project, command):
+    """README "Exit codes": a workload that fails makes pgle exit with its own code (issue
+    26: collect and tune returning 1 instead passed every suite)."""
+    proc = run_pgle(command, "--json", ECHO, cwd=project, env=pgle_env(ECHO_EXIT="7"))
+    assert proc.returncode == 7, proc.stderr.decode()
+    report = report_of(proc)
+    assert report["workload_exit_code"] == 7 and report["exit_code"] == 7
+
+
+PHASED = """
+import os, sys
+import jax, jax.numpy as jnp
+counter = sys.argv[1]
+runs = int(open(counter).read()) if os.path.exists(counter) else 0
+open(counter, "w").write(str(runs + 1))
+step = jax.jit(lambda x: x * 2 + 1)
+x = jnp.ones(8)
+for i in range(8):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        x = step(x).block_until_ready()
+sys.exit(9 if runs == 1 else 0)
+"""
+
+
+def test_tune_exits_with_the_code_of_a_workload_failing_in_phase_2(project):
+    """Phase 1 succeeds (on CPU: an empty profile, and tune goes on); the next run of the
+    workload exits 9: tune stops there and exits 9."""
+    script = project / "phased.py"
+    script.write_text(PHASED)
+    proc = run_pgle("tune", "--json", str(script), "--", str(project / "runs"), cwd=project)
+    assert proc.returncode == 9, proc.stderr.decode()
+    report = report_of(proc)
+    assert report["workload_exit_code"] == 9 and report["exit_code"] == 9
+    assert (project / "runs").read_text() == "2"
+
+
 def test_sigint_is_forwarded_and_exit_is_130(project):
     write_profile(project / "p.pb", {"fusion.1": 1.0})
     ready = project / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pgle", "run", "--profile", "p.pb",
-         str(WORKLOADS / "wait_for_signal.py")],
-        cwd=project, env=pgle_env(READY_FILE=str(ready)),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = start_pgle("run", "--profile", "p.pb", str(WORKLOADS / "wait_for_signal.py"),
+                      cwd=project, env=pgle_env(READY_FILE=str(ready)))
     deadline = time.time() + 60
     while not ready.exists():
         assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() is not None else "timeout"

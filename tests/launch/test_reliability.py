@@ -21,6 +21,7 @@ import pytest
 
 from helpers.pgle_testing import REPO, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
 
+from helpers.processes import start_pgle
 from helpers.smallfs import fill, small_filesystem
 from helpers.users import as_user, other_user, reachable_by_others
 
@@ -111,9 +112,8 @@ def test_killing_pgle_kills_the_workload_and_its_children(project, command, sig)
     script = write_script(project / "orphan.py", ORPHAN)
     pids_file = project / "pids"
     extra = ["--profile", "p.pb"] if command == "run" else ["-o", "out.pb"]
-    pgle = subprocess.Popen([sys.executable, "-m", "pgle", command, *extra, script, "--",
-                             str(pids_file)], cwd=project, env=pgle_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pgle = start_pgle(command, *extra, script, "--", str(pids_file), cwd=project,
+                      env=pgle_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not pids_file.exists():

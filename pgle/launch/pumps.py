@@ -1,0 +1,386 @@
+"""The workload's two output streams: passed on to pgle's own as they arrive, and kept in the
+run log.
+
+Each pump copies one of the child's pipes (or pseudo-terminals) to pgle's stdout or stderr (the
+"sink") byte for byte, and complete lines to the log, so that lines of the two streams never
+interleave mid-line there. Neither the sink nor the log may stop the workload:
+
+- a sink that fails (`>/dev/full`, a reader that went away, a terminal that vanished) is said
+  once, on the other stream, and dropped: the workload runs on, its output still reaches the
+  log (pgle.launch.streams);
+- a log that fails (a full disk) ends the log with one warning; the output keeps reaching the
+  sink;
+- a line never ends (a progress bar, 1 GiB without a newline): at most MAX_HELD_LINE bytes of
+  it are held, then they go to the log in pieces.
+
+Cost (issue 25): reads go into one reused buffer (no allocation per read), the pipe is made
+large (the workload writes more before it waits for pgle, and pgle wakes less often), the
+log gets each read with one `writev`, and the terminal filter (`hide`) does Python work only
+on lines that look like a log line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from pgle.errors import PgleError
+from pgle.launch import streams
+
+# A line longer than this goes to the log in pieces: whole lines keep stdout and stderr from
+# interleaving mid-line, but must not make memory grow without bound.
+MAX_HELD_LINE = 1 << 20
+READ_SIZE = 1 << 20
+# Linux's default /proc/sys/fs/pipe-max-size: an unprivileged process may grow a pipe to it.
+PIPE_SIZE = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_MAX_IOV = 64
+# A program that writes each line on its own (a line-buffered pseudo-terminal, Python's
+# logging, which flushes every record, `print(..., flush=True)`, PYTHONUNBUFFERED) hands over
+# one line per write; a pump that forwarded each at once woke, read and wrote three times per
+# line, and on a busy machine took the CPU the program needed (`output_*` rows in
+# docs/performance.md). After a small read the pump waits COALESCE_S and takes what arrived
+# meanwhile in one go: invisible on a terminal (a frame is ~16 ms), and a program writing fast
+# is never held back: its reads are large (no wait), and a pipe holds PIPE_SIZE, far more than
+# it can write in the wait. A pseudo-terminal holds only a few KiB: there the wait follows
+# reads below COALESCE_BELOW_TERMINAL only.
+COALESCE_S = 0.002
+COALESCE_BELOW_TERMINAL = 1024
+COALESCE_BELOW_PIPE = 64 << 10
+_F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
+
+Warn = Callable[[str], None]
+
+
+def grow_pipe(fd: int) -> bool:
+    """Make the pipe under `fd` PIPE_SIZE bytes; False where the system's limits refuse it
+    (pipe-max-size, pipe-user-pages-soft), and the pipe keeps its size."""
+    try:
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
+        return fcntl.fcntl(fd, _F_GETPIPE_SZ) >= PIPE_SIZE
+    except OSError:
+        return False
+
+
+class Log:
+    """The run log, shared by both pumps; the first write error ends it for good."""
+
+    def __init__(self, path: Path, warn: Warn):
+        self.path, self.warn = path, warn
+        self.lock = threading.Lock()
+        self.error: str | None = None
+        self.closed = False
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            self.fd = os.open(path, flags, 0o666)
+        except OSError as e:
+            raise PgleError(f"cannot write the workload log {path}: {e.strerror}.") from None
+
+    def write(self, parts: list) -> None:
+        """Append `parts` (bytes-like) in one writev; every byte or, after an error, none."""
+        with self.lock:
+            if self.error is not None or self.closed:
+                return
+            if len(parts) > _MAX_IOV:  # writev takes at most IOV_MAX (1024) pieces
+                parts = [b"".join(parts)]
+            try:
+                total = sum(len(p) for p in parts)
+                done = os.writev(self.fd, parts)
+                if done < total:  # a short write (a signal, a nearly full disk): the rest
+                    rest = b"".join(bytes(p) for p in parts)[done:]
+                    while rest:
+                        rest = rest[os.write(self.fd, rest):]
+            except OSError as e:
+                self.error = streams.describe(e)
+                self.warn(f"pgle: warning: stopped writing {self.path}: {self.error}; the "
+                          "workload's output still reaches this terminal, the log is incomplete")
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            try:
+                os.close(self.fd)
+            except OSError as e:  # a full disk can surface only at close (NFS)
+                if self.error is None:
+                    self.error = streams.describe(e)
+
+
+class Sink:
+    """pgle's stdout or stderr as the workload's output reaches it: written with one
+    os.write per chunk where it has a file descriptor, through its own methods where it has
+    none (an in-memory stream), and dropped after its first failure. That failure is said
+    once, on the other sink (`other`), between two of the workload's lines there."""
+
+    def __init__(self, stream: IO | None, fd: int, log_path: Path):
+        self.fd = fd  # 1 or 2: which of pgle's streams this is
+        self.name = streams.STREAM_NAMES[fd]
+        self.stream = stream
+        self.log_path = log_path
+        self.failed: str | None = None
+        self.told = False  # the user was told on a working stream
+        self.other: Sink | None = None
+        self.lock = threading.Lock()
+        self.at_line_start = True
+        self.queued: list[bytes] = []  # pgle's lines waiting for the end of the current line
+        self.unsaid = False  # failed under the lock: to be said once it is released
+        self.out_fd: int | None = None
+        if stream is None or fd in streams.closed_at_start:
+            self.failed = "closed"  # closed when pgle started: said by `start`
+            return
+        if fd in streams.failed:  # pgle's own lines failed on it already (2>/dev/full)
+            self.failed = streams.failed[fd]
+            return
+        try:
+            self.out_fd = stream.fileno()
+            stream.flush()  # pgle's own earlier lines first
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+            self.out_fd = None
+
+    @staticmethod
+    def pair(stdout: IO | None, stderr: IO | None, log_path: Path) -> tuple["Sink", "Sink"]:
+        out, err = Sink(stdout, 1, log_path), Sink(stderr, 2, log_path)
+        out.other, err.other = err, out
+        for sink in (out, err):
+            if sink.failed is not None:
+                sink._say_failure()
+        return out, err
+
+    def write(self, data) -> None:
+        if self.failed is not None or not data:
+            return
+        with self.lock:
+            if not self.queued:
+                self._put(data)
+            else:  # pgle's lines go in after the last complete line of this chunk
+                cut = bytes(data).rfind(b"\n") + 1
+                if cut:
+                    view = memoryview(data)
+                    self._put(view[:cut])
+                    self._put(b"".join(self.queued))
+                    self.queued = []
+                    self._put(view[cut:])
+                else:
+                    self._put(data)
+            self.at_line_start = bytes(data[-1:]) == b"\n"
+        self._after()
+
+    def _after(self) -> None:
+        # Never with self.lock held: the other sink may be saying its own failure here.
+        if self.unsaid:
+            self.unsaid = False
+            self._say_failure()
+
+    def end(self) -> None:
+        """The stream ended: pgle's lines still waiting go out, on a line of their own."""
+        with self.lock:
+            if self.queued and self.failed is None:
+                self._put(b"\n" + b"".join(self.queued))
+            self.queued = []
+        self._after()
+
+    def line(self, text: str) -> bool:
+        """One of pgle's lines on this stream, between the workload's lines. False if failed."""
+        if self.failed is not None:
+            return False
+        data = (text.rstrip("\n") + "\n").encode("utf-8", "replace")
+        with self.lock:
+            if self.at_line_start:
+                self._put(data)
+            else:
+                self.queued.append(data)
+        self._after()
+        return self.failed is None
+
+    def _put(self, data) -> None:
+        if self.failed is not None or not len(data):
+            return
+        try:
+            if self.out_fd is not None:
+                view = memoryview(data)
+                while view:
+                    try:
+                        view = view[os.write(self.out_fd, view):]
+                    except BlockingIOError:  # a terminal the user left non-blocking: wait
+                        select.select([], [self.out_fd], [])
+                return
+            buffer = getattr(self.stream, "buffer", None)
+            if buffer is not None:
+                buffer.write(bytes(data))
+                buffer.flush()
+            else:
+                self.stream.write(bytes(data).decode("utf-8", "replace"))  # type: ignore[union-attr]
+                self.stream.flush()  # type: ignore[union-attr]
+        except Exception as e:  # noqa: BLE001  never let the terminal stop the workload
+            self.failed = streams.describe(e) if isinstance(e, OSError) else \
+                f"{type(e).__name__}: {e}"
+            self.queued = []
+            self.unsaid = True  # said by the caller once it let go of the lock
+
+    def _say_failure(self) -> None:
+        if self.failed == "closed":
+            text = (f"pgle: warning: pgle's {self.name} is closed; the workload's {self.name} "
+                    f"goes to its log only ({self.log_path})")
+        else:
+            text = (f"pgle: warning: cannot write the workload's {self.name} to pgle's "
+                    f"{self.name} ({self.failed}); the workload runs on, and its {self.name} "
+                    f"goes to {self.log_path} only")
+        key = f"{self.failed == 'closed'}-{self.fd}"
+        if key in streams.said:
+            self.told = True
+            return
+        other = self.other
+        if other is not None and other.failed is None:
+            self.told = other.line(text)
+        elif other is None:
+            self.told = streams.say(text)
+        if self.told:
+            streams.said.add(key)
+
+    def note(self) -> str | None:
+        """For the report, where no stream took the line: why this stream's output reached
+        the log only (said once either way)."""
+        if self.failed is None or self.told:
+            return None
+        if self.failed == "closed":
+            return (f"pgle's {self.name} was closed, so the workload's {self.name} is only in "
+                    f"its log {self.log_path}")
+        return (f"pgle could not write the workload's {self.name} ({self.failed}); it is "
+                f"complete in its log {self.log_path}")
+
+
+class Pump(threading.Thread):
+    """Copies one pipe to a sink at once, and whole lines to the log.
+
+    Only the new chunk is searched for a newline and held bytes are kept as a list, so the
+    cost is linear in bytes whatever the line structure."""
+
+    def __init__(self, fd: int, sink: Sink, log: Log,
+                 hide: Callable[[bytes], bool] | None = None, coalesce_below: int = 0):
+        super().__init__(daemon=True, name=f"pgle-pump-{sink.name}")
+        self.fd, self.sink, self.log = fd, sink, log
+        self.coalesce_below = coalesce_below  # a read smaller than this waits for more
+        self.held: list[bytes] = []
+        self.held_bytes = 0
+        # `hide(line)`: a complete line that goes to the log only (XLA's INFO lines pgle
+        # turned on); everything else reaches the sink as before.
+        self.hide = hide
+        self.pending = b""  # the start of a line that may yet turn out to be hidden
+        self.mid_line = False  # the last chunk ended inside a line (not held in `pending`)
+        self.detached = False  # pgle stopped waiting for this stream: drain it, keep nothing
+
+    def run(self) -> None:
+        buf = bytearray(READ_SIZE)
+        view = memoryview(buf)
+        while True:
+            try:
+                n = os.readv(self.fd, [buf])
+            except OSError:  # EIO: a pseudo-terminal whose other side closed
+                break
+            if not n:
+                break
+            if n < self.coalesce_below:
+                n = self._gather(buf, n)
+            if self.detached:
+                continue
+            chunk = view[:n]
+            self.sink.write(chunk if self.hide is None else self._visible(bytes(chunk)))
+            self._to_log(buf, chunk, n)
+        if self.detached:
+            return
+        if self.held:
+            self.log.write([*self.held, b"\n"])
+        if self.pending and self.hide is not None and not self.hide(self.pending):
+            self.sink.write(self.pending)
+        self.sink.end()
+
+    def _to_log(self, buf: bytearray, chunk: memoryview, n: int) -> None:
+        cut = buf.rfind(b"\n", 0, n) + 1
+        if cut:
+            self.log.write([*self.held, chunk[:cut]])
+            self.held, self.held_bytes = [], 0
+        if cut < n:
+            self.held.append(bytes(chunk[cut:]))  # a copy: buf is read into again
+            self.held_bytes += n - cut
+            if self.held_bytes > MAX_HELD_LINE:
+                self.log.write(self.held)
+                self.held, self.held_bytes = [], 0
+
+    def _gather(self, buf: bytearray, n: int) -> int:
+        time.sleep(COALESCE_S)
+        with memoryview(buf) as view:
+            while n < len(buf) and select.select([self.fd], [], [], 0)[0]:
+                try:
+                    more = os.readv(self.fd, [view[n:]])
+                except OSError:
+                    break  # EIO: the next read in run() sees it again and ends the pump
+                if not more:
+                    break
+                n += more
+        return n
+
+    def _visible(self, chunk: bytes) -> bytes:
+        """`chunk` less the complete lines `hide` hides. Only lines that look like a log line
+        (a C-level search finds them) cost Python work; a chunk without one passes as is."""
+        data = self.pending + chunk if self.pending else chunk
+        first = 1 if self.mid_line and not self.pending else 0  # data[0] starts no line
+        self.pending = b""
+        self.mid_line = not data.endswith(b"\n")
+        out: list[bytes] = []
+        pos = 0
+        for m in _LOG_LINE.finditer(data, first):
+            start = m.start()
+            end = data.find(b"\n", start)
+            if end < 0:
+                if len(data) - start < MAX_HELD_LINE:
+                    out.append(data[pos:start])
+                    self.pending = data[start:]  # maybe an INFO line cut by the read
+                    self.mid_line = False
+                    pos = len(data)
+                break
+            if self.hide is not None and self.hide(data[start:end]):
+                out.append(data[pos:start])
+                pos = end + 1
+        if pos == 0:
+            return data
+        out.append(data[pos:])
+        return b"".join(out)
+
+
+# The start of an XLA/absl log line (pgle.evidence.logscan has the full prefixes), at the start
+# of any line of a chunk.
+_LOG_START = rb"(?:\d+: )?(?:[IWEF]\d|\d{4}-\d\d-\d\d )"
+_LOG_LINE = re.compile(rb"(?m)^" + _LOG_START)
+SEVERITIES = "IWEF"
+
+
+def hide_below(level: int) -> Callable[[bytes], bool]:
+    """Hides XLA log lines less severe than TF_CPP_MIN_LOG_LEVEL `level` (1: INFO and VLOG).
+
+    Lines logged from Python (absl-py writes the same prefix, with a `.py` file) are the
+    program's own: TF_CPP_MIN_LOG_LEVEL never hid them, so neither does pgle."""
+    from pgle.evidence.logscan import parse_prefix
+
+    def hide(line: bytes) -> bool:
+        parsed = parse_prefix(line)
+        return (parsed is not None and SEVERITIES.index(parsed.severity) < level
+                and not parsed.file.endswith(".py"))
+
+    return hide
+
+
+def drained(pumps: list[Pump], seconds: float) -> bool:
+    """Wait for every pump to reach the end of its stream, `seconds` in all (not each)."""
+    deadline = time.monotonic() + seconds
+    for p in pumps:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    return not any(p.is_alive() for p in pumps)
+
