@@ -90,6 +90,7 @@ def _profile_label(status: str | None, platform: str | None, runs: int) -> tuple
 def _verdict_of(folder: Path) -> dict[str, Any]:
     """The PGLE verdict of one run folder, from its log (as `pgle verify` would judge it)."""
     from pgle.evidence.xla_log import LogScanner
+    from pgle.verdicts import sync_converted
     from pgle.verdicts.pgle_applied import judge
 
     events = read_events(folder / "events.jsonl")
@@ -97,7 +98,8 @@ def _verdict_of(folder: Path) -> dict[str, Any]:
     if not log.exists():
         return {"status": None, "reasons": [f"{folder} kept no workload.log"]}
     v = judge(LogScanner().scan_file(log), platform=events.platform,
-              jax_imported=events.jax_imported)
+              jax_imported=events.jax_imported,
+              executed=sync_converted.load_executed(events.modules))
     return {"status": v.status, "reasons": v.reasons, "modules": v.modules}
 
 

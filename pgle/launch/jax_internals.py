@@ -24,6 +24,7 @@ nothing: the verdict then rests on JAX's log lines alone.
 from __future__ import annotations
 
 import contextlib
+import re
 import weakref
 from typing import Callable
 
@@ -102,27 +103,46 @@ _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_
 _modules_installed = False
 
 
+# Synchronous collectives (HloOpcode names): a module whose async collectives XLA made
+# synchronous after scheduling (jax >= 0.11.1 gives them new names: all-reduce.6) has no
+# `-start`/`-done` left, and the verdict needs its executed HLO to tell that a profile cannot
+# hold them (pgle.verdicts.sync_converted).
+_SYNC_COLLECTIVE_OPCODES = frozenset({
+    "kAllReduce", "kAllGather", "kReduceScatter", "kAllToAll", "kRaggedAllToAll",
+    "kCollectivePermute", "kCollectiveBroadcast", "kSend", "kRecv"})
+_SYNC_COLLECTIVE_TEXT = re.compile(
+    r"\s(?:all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all|collective-permute"
+    r"|collective-broadcast|send|recv)\(")
+
+
 def _has_async_ops(module) -> bool:
-    """Whether an instruction is an async start/done, from the names: walking them is several
+    """Whether an instruction is an async start/done or a (synchronous) collective: the
+    modules whose scheduled HLO is kept. From the names and opcodes: walking them is several
     times cheaper than `to_string()` on a realistic module (benchmarks/bench_observe.py), and
     most modules have none. jaxlib without `computations()`: the text decides."""
     try:
         computations = module.computations()
     except AttributeError:
         text = module.to_string()
-        return "-start" in text or "-done" in text
+        return "-start" in text or "-done" in text or bool(_SYNC_COLLECTIVE_TEXT.search(text))
     for computation in computations:
         for instruction in computation.instructions():
             name = instruction.name
             if "-start" in name or "-done" in name:
                 return True
+            try:
+                if instruction.opcode.name in _SYNC_COLLECTIVE_OPCODES:
+                    return True
+            except AttributeError:  # a jaxlib whose instructions have no opcode
+                pass
     return False
 
 
 def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
     """Emit `write("module_compiled", module=..., flops=..., memory={...}, hlo_file=...)` per
     compiled module. The scheduled HLO text is kept (under `hlo_dir`) only for modules with
-    async ops: the schedule comparison needs no other. Idempotent; True when installed."""
+    async ops or collectives: the schedule comparison and the verdict's collectives need no
+    other. Idempotent; True when installed."""
     global _modules_installed
     if _modules_installed:
         return True
