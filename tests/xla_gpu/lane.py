@@ -206,7 +206,7 @@ def run_child(python: str, xla_flags: list[str], *, work: str, quirks: Quirks,
               programs: str = "a,b,c,d", env_drop: tuple[str, ...] = (),
               env_extra: dict | None = None, fdo_profile: str | None = None,
               cwd: str | None = None, timeout: float = 900, threads: int = 1,
-              raise_errors: bool = False) -> ChildRun:
+              raise_errors: bool = False, hlo_out: str | None = None) -> ChildRun:
     """One fresh compile process; returns its stderr (XLA's log) and module records."""
     os.makedirs(work, exist_ok=True)
     cfg = os.path.join(work, "h100_sxm.txtpb")
@@ -228,6 +228,8 @@ def run_child(python: str, xla_flags: list[str], *, work: str, quirks: Quirks,
         args += ["--threads", str(threads)]
     if raise_errors:
         args.append("--raise")
+    if hlo_out:
+        args += ["--hlo-out", hlo_out]
     set_env = {k: v for k, v in BASE_ENV.items() if k not in env_drop}
     set_env.update(env_extra or {})
     set_env["XLA_FLAGS"] = " ".join(flags)
