@@ -113,6 +113,25 @@ _SYNC_COLLECTIVE_OPCODES = frozenset({
 _SYNC_COLLECTIVE_TEXT = re.compile(
     r"\s(?:all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all|collective-permute"
     r"|collective-broadcast|send|recv)\(")
+# Reading an instruction's opcode costs several times its name (a pybind enum per call;
+# benchmarks/bench_observe.py's `async_check_s` is this whole walk): instructions named like
+# compute (most of them: fusions and their bodies' elementwise ops, named after the HLO opcode
+# or JAX's primitive, parameters, bitcasts) are not asked. A collective is named after its
+# opcode (all-reduce.6) or JAX's primitive (psum.3, ppermute.6.2, reduce_scatter.2), never
+# so; a name missing here only costs its opcode read.
+_COMPUTE_NAME_PREFIXES = (
+    "param", "bitcast", "get-tuple-element", "tuple", "constant", "fusion", "loop_", "input_",
+    "wrapped_", "gemm_", "fused_", "ynn_", "cublas", "triton", "custom-call", "copy", "convert",
+    "broadcast", "reshape", "transpose", "dot", "reduce_sum", "reduce_max", "reduce_min",
+    "reduce_prod", "reduce_precision", "reduce.", "dynamic", "slice", "concatenate", "select",
+    "compare", "integer_pow", "exp", "log", "tanh", "sqrt", "rsqrt")
+_COMPUTE_NAMES = frozenset({
+    "add", "mul", "multiply", "sub", "subtract", "div", "divide", "neg", "negate", "max",
+    "maximum", "min", "minimum", "abs", "pow", "power", "clamp", "and", "or", "not", "xor",
+    "iota", "pad", "gather", "scatter", "sort", "erf", "logistic", "sign", "square", "sin",
+    "cos", "floor", "ceil", "round", "rem", "remainder", "squeeze", "expand_dims", "cumsum",
+    "add_any",
+    "argmax", "argmin", "while", "conditional", "call", "cond", "x", "y"})
 
 
 def _has_async_ops(module) -> bool:
@@ -130,6 +149,9 @@ def _has_async_ops(module) -> bool:
             name = instruction.name
             if "-start" in name or "-done" in name:
                 return True
+            if name.startswith(_COMPUTE_NAME_PREFIXES) or "fusion" in name \
+                    or name.split(".", 1)[0] in _COMPUTE_NAMES:
+                continue
             try:
                 if instruction.opcode.name in _SYNC_COLLECTIVE_OPCODES:
                     return True

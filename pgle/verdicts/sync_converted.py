@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pgle.xla.hlo_names import bare, is_async_collective_start
 

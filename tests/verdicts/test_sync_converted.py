@@ -10,13 +10,12 @@ repeated with the scenario's flags, its fingerprints and checker lines equal to 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from helpers.pgle_testing import REPO
 from pgle.cli.main import cli as pgle_main
+
 from pgle.evidence.xla_log import LogScanner
 from pgle.verdicts import sync_converted
 from pgle.verdicts.pgle_applied import judge

@@ -43,11 +43,12 @@ def train_step(x):
 
 
 if os.environ.get("REPLAY_PSUM"):
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = jax.make_mesh((len(jax.devices()),), ("x",))
 
-    def train_step(x):  # noqa: F811 - the same module name, with a collective
+    def train_step(x):  # the same module name (jit_train_step), with a collective
         return jax.shard_map(lambda v: jax.lax.psum((v @ v.T).sum(), "x"), mesh=mesh,
                              in_specs=P("x"), out_specs=P())(x)
     train_step = jax.jit(train_step)

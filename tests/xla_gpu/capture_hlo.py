@@ -24,7 +24,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import lane  # noqa: E402
+import lane
 
 FP = re.compile(r"Fingerprint before LHS for module (jit_\S+?)\(\d+\) = (\w+)")
 
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--module", action="append", help="keep only these modules' HLO")
     ns = ap.parse_args(argv)
     version = lane.probe_version(ns.python)["jax"]
-    doc = json.load(open(os.path.join(ns.data, version, "scenarios.json")))
+    with open(os.path.join(ns.data, version, "scenarios.json")) as fh:
+        doc = json.load(fh)
     sc = doc["scenarios"][ns.scenario]
     quirks = lane.Quirks.for_version(version)
     flags = [f for f in sc["xla_flags"].split() if f not in quirks.base_flags]
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         hlo = os.path.join(work, "hlo")
         run = lane.run_child(ns.python, flags, work=work, quirks=quirks, programs=programs,
                              env_extra=sc.get("env_set"), hlo_out=hlo)
-        captured = open(os.path.join(ns.data, version, f"{ns.scenario}.log")).read()
+        with open(os.path.join(ns.data, version, f"{ns.scenario}.log")) as fh:
+            captured = fh.read()
         names = [ln.split("]", 1)[1] for ln in captured.splitlines() if "]   " in ln]
         again = [ln.split("]", 1)[1] for ln in lane.trim_log(run.stderr).splitlines()
                  if "]   " in ln]
