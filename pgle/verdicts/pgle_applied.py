@@ -172,6 +172,14 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         reasons.append(f"coverage unknown for {len(unknown)} module(s): this jax's WARN accuracy "
                        "checker prints nothing even when instructions are missing (jax "
                        "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit.")
+    unresolved = [m for m in modules if m.get("rule") == collectives.RULE_UNRESOLVED]
+    if unresolved and status in ("applied", "partial"):
+        reasons.append(
+            f"{len(unresolved)} module(s) ({', '.join(str(m['module']) for m in unresolved[:4])}"
+            f"{' ...' if len(unresolved) > 4 else ''}) miss only async collectives that XLA may "
+            "have made synchronous after scheduling (jax >= 0.11.1 renames those, so that no "
+            "profile can hold them); the log cannot tell: `pgle run` reads the executed HLO, or "
+            f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log.")
     if evidence.unattributed_pairs and any(m.get("collectives_unresolved") for m in modules):
         reasons.append(f"XLA logged {evidence.unattributed_pairs} `Added pair` line(s) (async "
                        "collectives it made synchronous) that pgle cannot give to a module: "

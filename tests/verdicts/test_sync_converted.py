@@ -72,6 +72,8 @@ def test_pgle_run_judges_from_the_executed_hlo():
     assert (v.status, d["rule"]) == ("partial", "collectives_unresolved")
     assert d["coverage"] == pytest.approx(20 / 21)
     assert any("pgle run" in n and sync_converted.VMODULE in n for n in d["notes"])
+    assert any("(jit_prog_d_train) miss only async collectives that XLA may have made "
+               "synchronous" in r for r in v.reasons)
 
 
 def test_a_collective_the_executed_module_runs_async_is_missing():
