@@ -39,7 +39,7 @@ print(json.dumps(out))
 
 def test_modules_with_a_synchronous_collective_keep_their_hlo():
     env = pgle_env(XLA_FLAGS="--xla_force_host_platform_device_count=8", PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, check=False,
                           timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     out = json.loads(proc.stdout.decode().strip().splitlines()[-1])
