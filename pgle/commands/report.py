@@ -90,6 +90,7 @@ def _profile_label(status: str | None, platform: str | None, runs: int) -> tuple
 def _verdict_of(folder: Path) -> dict[str, Any]:
     """The PGLE verdict of one run folder, from its log (as `pgle verify` would judge it)."""
     from pgle.evidence.xla_log import LogScanner
+    from pgle.verdicts import sync_converted
     from pgle.verdicts.pgle_applied import judge
 
     events = read_events(folder / "events.jsonl")
@@ -97,7 +98,8 @@ def _verdict_of(folder: Path) -> dict[str, Any]:
     if not log.exists():
         return {"status": None, "reasons": [f"{folder} kept no workload.log"]}
     v = judge(LogScanner().scan_file(log), platform=events.platform,
-              jax_imported=events.jax_imported)
+              jax_imported=events.jax_imported,
+              executed=sync_converted.load_executed(events.modules))
     return {"status": v.status, "reasons": v.reasons, "modules": v.modules}
 
 
@@ -282,18 +284,24 @@ def _schedule(before: dict, after: dict) -> tuple[dict | None, str | None]:
         return files[-1] if files else None
 
     b, a = hlo(before), hlo(after)
+    platform = before.get("platform") or after.get("platform")
+    synchronous = (f"the step module has no async collective on {platform}: XLA:"
+                   f"{(platform or '').upper()} runs collectives synchronously, so there is no "
+                   "start/done pair for a profile to move")
     if not b or not a:
-        platform = before.get("platform") or after.get("platform")
         if platform and platform not in GPU_PLATFORMS:
-            return None, (f"the step module has no async collective on {platform}: XLA:"
-                          f"{platform.upper()} runs collectives synchronously, so there is no "
-                          "start/done pair for a profile to move")
+            return None, synchronous
         return None, "no scheduled HLO with async ops was kept for the step module in both phases"
     for f in (a, b):
         if not os.path.exists(f):
             return None, f"the kept HLO {f} is gone"
     with open(b, encoding="utf-8") as fb, open(a, encoding="utf-8") as fa:
         result = schedule.compare(fb.read(), fa.read())
+    if not result["pair_count"]:
+        # The harness also keeps modules with only synchronous collectives (for the verdict).
+        if platform and platform not in GPU_PLATFORMS:
+            return None, synchronous
+        return None, "the step module's kept HLO has no async pair in either phase"
     result["before_file"], result["after_file"] = b, a
     return result, None
 

@@ -20,7 +20,7 @@ from pgle.launch.workload import Workload
 from pgle.profiles import files as profile
 from pgle.profiles import manifest
 from pgle.report import Report
-from pgle.verdicts import collectives, require
+from pgle.verdicts import collectives, require, sync_converted
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
 from pgle.verdicts import checker
 from pgle.verdicts.origin import Origin, path_matcher
@@ -189,7 +189,11 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                     jax_imported=ex.events.jax_imported,
                     workload_modules=ex.events.workload_modules, origin=origin,
                     sol_fallback=collectives.sol_fallback_expected(
-                        _jax_of(ex.events), (ex.events.backend or {}).get("device_kind")))
+                        _jax_of(ex.events), (ex.events.backend or {}).get("device_kind")),
+                    # The executed HLO the harness kept: which async collectives XLA made
+                    # synchronous after scheduling, so that no profile can hold them.
+                    executed=sync_converted.load_executed(ex.events.modules),
+                    renamed=sync_converted.renames(_jax_of(ex.events)))
     collectives.annotate_totals(verdict.modules, ex.events.modules)
     verdict.modules = jit_steps.step_first(verdict.modules, ex.events)
     if man is not None:

@@ -14,7 +14,7 @@ from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.ranks import ranks_phrase
 from pgle.profiles import files as profile
 from pgle.report import Report
-from pgle.verdicts import collectives, require
+from pgle.verdicts import collectives, require, sync_converted
 from pgle.verdicts.across_ranks import judge_job
 from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts import checker
@@ -76,7 +76,8 @@ def verify(opts: VerifyOptions) -> Report:
             else path_matcher(opts.profile, (os.path.abspath(opts.profile),))
         origin = Origin(profile_match=match, profile_given=opts.profile)
     verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
-                    silence=silence, origin=origin, sol_fallback=_sol_expected(given, inference))
+                    silence=silence, origin=origin, sol_fallback=_sol_expected(given, inference),
+                    renamed=_renamed(given, inference))
     if absent and verdict.status == "not_applied" and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
         verdict.status = "error"
@@ -177,5 +178,20 @@ def _sol_expected(given: tuple[int, ...] | None, inference: log_version.Inferenc
     if inference.within(collectives.SOL_FALLBACK_SINCE, None):
         return True
     if inference.within(None, collectives.LAST_WITHOUT_SOL_FALLBACK):
+        return False
+    return None
+
+
+def _renamed(given: tuple[int, ...] | None, inference: log_version.Inference) -> bool | None:
+    """Whether the jax that wrote the log renames an async collective it makes synchronous
+    after scheduling (pgle.verdicts.sync_converted): from --jax, else only when every version
+    the log's wording allows agrees (None: unknown)."""
+    if given is not None:
+        return sync_converted.renames(given)
+    if inference.low is None and inference.high is None and not inference.matches:
+        return None
+    if inference.within(sync_converted.RENAMED_SINCE, None):
+        return True
+    if inference.within(None, sync_converted.LAST_KEEPING_NAMES):
         return False
     return None

@@ -17,58 +17,85 @@ import dataclasses
 
 Version = tuple[int, ...]
 
-# Source line of each kind of line, per jax version (the lane's captures, 2026-11-23/25).
+# Source line of each kind of line, per jax version (the lane's captures, 2026-11-23/25;
+# added_pair / async_start_seen: convert_async_collectives_to_sync.cc, scenario sync-converted).
 # Kinds as pgle.evidence.xla_log records them in Evidence.wording.
 LINES: dict[str, dict[str, tuple[int, ...]]] = {
     "0.4.34": {"checker_found": (191,), "checker_missing": (193,), "fdo_unparsable_old": (352,),
         "fingerprint": (447,), "found_profile": (477,), "parse_failed_old": (374, 385,),
         "unknown_flags_listed": (224,), "using": (371, 382,), "using_fdo_for_module": (342,
         349,)},
-    "0.4.35": {"checker_found": (191,), "checker_missing": (193,), "fdo_unparsable_old": (354,),
+    "0.4.35": {
+        "added_pair": (188,), "async_start_seen": (172,),
+        "checker_found": (191,), "checker_missing": (193,), "fdo_unparsable_old": (354,),
         "fingerprint": (449,), "found_profile": (493,), "parse_failed_old": (376, 387,),
         "unknown_flags_listed": (226,), "using": (373, 384,), "using_fdo_for_module": (344,
         351,)},
-    "0.4.38": {"fdo_unparsable_old": (370,), "fingerprint": (453,), "found_profile": (479,),
+    "0.4.38": {
+        "added_pair": (188,), "async_start_seen": (172,),
+        "fdo_unparsable_old": (370,), "fingerprint": (453,), "found_profile": (479,),
         "parse_failed_old": (392, 403,), "unknown_flags_listed": (226,), "using": (389, 400,),
         "using_fdo_for_module": (360, 367,)},
-    "0.5.0": {"fdo_unparsable_old": (371,), "fingerprint": (454,), "found_profile": (480,),
+    "0.5.0": {
+        "added_pair": (187,), "async_start_seen": (171,),
+        "fdo_unparsable_old": (371,), "fingerprint": (454,), "found_profile": (480,),
         "parse_failed_old": (393, 404,), "unknown_flags_listed": (226,), "using": (390, 401,),
         "using_fdo_for_module": (361, 368,)},
-    "0.5.1": {"checker_found": (191,), "checker_missing": (193,), "fdo_unparsable": (380,),
+    "0.5.1": {
+        "added_pair": (187,), "async_start_seen": (171,),
+        "checker_found": (191,), "checker_missing": (193,), "fdo_unparsable": (380,),
         "fingerprint": (478,), "found_profile": (504,), "lhs_unset": (668,), "parse_failed":
         (397,), "unknown_flag": (233,), "using": (394,), "using_fdo": (368, 377,)},
-    "0.5.3": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (380,),
+    "0.5.3": {
+        "added_pair": (187,), "async_start_seen": (171,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (380,),
         "fingerprint": (478,), "found_profile": (504,), "lhs_unset": (672,), "parse_failed":
         (397,), "unknown_flag": (233,), "using": (394,), "using_fdo": (368, 377,)},
-    "0.6.2": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (363,),
+    "0.6.2": {
+        "added_pair": (187,), "async_start_seen": (171,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (363,),
         "file_missing": (384,), "fingerprint": (463,), "found_profile": (489,), "lhs_unset":
         (614,), "parse_failed": (380,), "unknown_flag": (234,), "using": (377,), "using_fdo":
         (351, 360,)},
-    "0.7.0": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (356,),
+    "0.7.0": {
+        "added_pair": (187,), "async_start_seen": (171,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (356,),
         "file_missing": (377,), "fingerprint": (453,), "found_profile_named": (479,),
         "lhs_unset": (626,), "parse_failed": (373,), "unknown_flag": (234,), "using": (370,),
         "using_fdo": (344, 353,)},
-    "0.7.2": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
+    "0.7.2": {
+        "added_pair": (187,), "async_start_seen": (171,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
         "file_missing": (378,), "fingerprint": (454,), "found_profile_named": (480,),
         "parse_failed": (374,), "unified_estimator": (494,), "unknown_flag": (234,), "using":
         (371,), "using_fdo": (345, 354,)},
-    "0.8.3": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
+    "0.8.3": {
+        "added_pair": (203,), "async_start_seen": (187,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
         "file_missing": (378,), "fingerprint": (454,), "found_profile_named": (480,),
         "parse_failed": (374,), "unified_estimator": (495,), "unknown_flag": (234,), "using":
         (371,), "using_fdo": (345, 354,)},
-    "0.9.2": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
+    "0.9.2": {
+        "added_pair": (203,), "async_start_seen": (187,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
         "file_missing": (378,), "fingerprint": (460,), "found_profile_named": (486,),
         "parse_failed": (374,), "unified_estimator": (501,), "unknown_flag": (234,), "using":
         (371,), "using_fdo": (345, 354,)},
-    "0.10.2": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (363,),
+    "0.10.2": {
+        "added_pair": (238,), "async_start_seen": (222,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (363,),
         "file_missing": (384,), "fingerprint": (466,), "found_profile_named": (522,),
         "parse_failed": (380,), "sol_fallback": (506,), "unified_estimator": (536,),
         "unknown_flag": (234,), "using": (377,), "using_fdo": (351, 360,)},
-    "0.11.2": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (379,),
+    "0.11.2": {
+        "added_pair": (252,), "async_start_seen": (233,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (379,),
         "file_missing": (400,), "fingerprint": (482,), "found_profile_named": (538,),
         "parse_failed": (396,), "sol_fallback": (522,), "unified_estimator": (552,),
         "unknown_flag": (234,), "using": (393,), "using_fdo": (367, 376,)},
-    "0.12.0.1": {"checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (378,),
+    "0.12.0.1": {
+        "added_pair": (75,), "async_start_seen": (56,),
+        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (378,),
         "file_missing": (399,), "fingerprint": (481,), "found_profile_named": (537,),
         "parse_failed": (395,), "sol_fallback": (521,), "unified_estimator": (551,),
         "unknown_flag": (234,), "using": (392,), "using_fdo": (366, 375,)},

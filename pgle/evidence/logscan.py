@@ -113,6 +113,17 @@ CHECK_MISSING = re.compile(r"^Missing (?P<n>\d+) instructions from the profile\.
 CHECK_NAME = re.compile(r"^  (?P<name>\S+)\s*$")
 CHECK_DISCARD = re.compile(r"Found (?P<n>\d+) missing instructions\. Discarding the profile\.")
 
+# --- convert_async_collectives_to_sync.cc: after scheduling -----------------------
+# VLOG(3) (TF_CPP_VMODULE=convert_async_collectives_to_sync=3), in the compiling thread, after
+# the module's scheduler lines: `Found async start %<name> = <the whole instruction>` for each
+# async collective the pass looks at, then `Added pair: {all-reduce-start, all-reduce-done` (no
+# closing brace) for each pair with nothing scheduled between start and done, which XLA then
+# runs synchronously. Source lines (start, pair): 222/238 on jax 0.10.2 and 0.11.0, 219/235
+# on 0.11.1, 233/252 on 0.11.2, 56/75 on 0.12.0.1 (docs/gpu-validation.md has every version);
+# what it means for a profile: pgle.verdicts.sync_converted.
+ASYNC_START_SEEN = re.compile(r"^Found async start %?(?P<start>[\w.\-]+) = ")
+ADDED_PAIR = re.compile(r"^Added pair: \{(?P<start>[^,\s{}]+), (?P<done>[^,\s{}]+)")
+
 # --- parse_flags_from_env.cc: XLA aborts (F) on a flag it does not know ----------
 # jax >= 0.5.3: "Unknown flag in XLA_FLAGS: --x=1"; jax 0.4.34: "Unknown flags in XLA_FLAGS:
 # --x=1  <every XLA_FLAGS entry>" (the unknown ones, two spaces, then all of them).
@@ -146,9 +157,10 @@ CUPTI_CONTENTION = re.compile(rb"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS|CUPTI_ERROR_NO
 #   in the same six jax versions, and of `PGLE missed cost for` (MISSED_COST, a VLOG in the
 #   estimator's NodeCost in XLA's source). Since the names carry it too, the scanner never
 #   reads the lines after `Missing N` one by one, as it did before.
-# - " in XLA_FLAGS", the two CUPTI errors, "missing instructions. Discarding the profile.": part
-#   of UNKNOWN_FLAGS, CUPTI_CONTENTION and CHECK_DISCARD themselves, so any line those match
-#   holds one, whatever printed it (the flag parser's F line, CUPTI's errors from any profiler
+# - " in XLA_FLAGS", the two CUPTI errors, "missing instructions. Discarding the profile.", and
+#   "] Added pair: {", "] Found async start %": part of UNKNOWN_FLAGS, CUPTI_CONTENTION,
+#   CHECK_DISCARD and (with the prefix's closing bracket) ADDED_PAIR and ASYNC_START_SEEN
+#   themselves, so any line those match holds one, whatever printed it (the flag parser's F line, CUPTI's errors from any profiler
 #   file, the compile error in Python's traceback).
 # tests/evidence/test_logscan_prefilter.py checks, on every fixture, that the evidence from the
 # pre-filtered scan equals the evidence from feeding every line.
@@ -157,6 +169,10 @@ RARE = (  # (byte looked for with memchr, the literals holding it)
     (b"X", (b" in XLA_FLAGS",)),
     (b"O", tuple(CUPTI_CONTENTION.pattern.split(b"|"))),  # the O of CUPTI_ERROR_ in both
     (b"D", (b"missing instructions. Discarding the profile.",)),
+    # VLOG(3) lines few runs enable; `{` and `%` are rare in a training log, and where one is
+    # common (printed dicts, progress bars) the literal's own search takes over (RARE_BUDGET).
+    (b"{", (b"] Added pair: {",)),
+    (b"%", (b"] Found async start %",)),
 )
 ANCHORS = MAIN + tuple(lit for _, lits in RARE for lit in lits)
 RARE_BUDGET = 1 << 13  # bytes per memchr hit, on average, below which two-way search is cheaper

@@ -61,7 +61,8 @@ _MESSAGE_STARTS = tuple(_literal_start(p) for p in (
     logscan.CHECK_FOUND, logscan.CHECK_MISSING, logscan.FILE_MISSING, logscan.PARSE_FAILED,
     logscan.PARSE_FAILED_OLD, logscan.FDO_UNPARSABLE, logscan.MAY_NOT_APPLY,
     logscan.UNKNOWN_FLAGS, logscan.SOL_FALLBACK, logscan.MISSED_COST, logscan.LHS_UNSET,
-    logscan.CHECKER_WITHOUT_PATH, logscan.UNIFIED_ESTIMATOR))
+    logscan.CHECKER_WITHOUT_PATH, logscan.UNIFIED_ESTIMATOR, logscan.ADDED_PAIR,
+    logscan.ASYNC_START_SEEN))
 
 
 
@@ -98,6 +99,11 @@ class ModuleEvidence:
     # Every missing collective / host copy, beyond the MAX_MISSING_NAMES cap of
     # missing_names: the verdict must see each one (pgle.verdicts.collectives).
     missing_communication: list[str] = dataclasses.field(default_factory=list)
+    # VLOG 3 of convert_async_collectives_to_sync, after this module's scheduling: the async
+    # collective starts the pass looked at (`Found async start %S = ...`) and those it made
+    # synchronous (`Added pair: {S, D`) (pgle.verdicts.sync_converted).
+    async_starts_seen: list[str] = dataclasses.field(default_factory=list)
+    converted_pairs: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -109,6 +115,12 @@ class _Thread:
     sol_fallback: bool = False
     unreadable: tuple[int, str] | None = None  # (index in parse_errors, fingerprint) of a <fp>.pbtxt
     fallback_from: str | None = None
+    # The module whose post-scheduling lines (`Added pair`) follow: the newest module of the
+    # thread, known only where the VLOG fingerprint line marks where each module begins (a
+    # module that reads no profile logs nothing else, and its pairs must not land on the
+    # previous one).
+    scheduled: ModuleEvidence | None = None
+    began: bool = False  # the newest module began with its fingerprint line
 
 
 @dataclasses.dataclass
@@ -138,6 +150,10 @@ class Evidence:
     # {"prefix": "tsl"|"absl"|"tsl+absl", "<message kind>": source line number, ...}.
     wording: dict[str, object] = dataclasses.field(default_factory=dict)
     long_lines: int = 0  # lines longer than LONG_LINE, scanned by their start and tail only
+    # `Added pair` lines (VLOG 3 of convert_async_collectives_to_sync): every one, and those
+    # that could not be given to a module (no fingerprint line told where modules begin).
+    added_pairs: int = 0
+    unattributed_pairs: int = 0
 
 
 class LogScanner:
@@ -271,6 +287,7 @@ class LogScanner:
             self._flush_fingerprint(state, rank, thread)
             state.fingerprint = (m.group("module"), m.group("fp"),
                                  int(m.group("id")) if m.group("id") else None)
+            state.scheduled, state.began = None, True
             ev.pgle_lines += 1
             ev.fingerprint_lines += 1
             self._seen("fingerprint")
@@ -308,6 +325,10 @@ class LogScanner:
                                            fallback_from=state.fallback_from)
             ev.modules.append(state.current)
             state.current.sol_fallback, state.sol_fallback = state.sol_fallback, False
+            # Where this module's own fingerprint line began it, its post-scheduling lines
+            # are its own; without one, nothing tells where the next module begins.
+            state.scheduled = state.current if state.fingerprint is not None else None
+            state.began = state.fingerprint is not None
             state.using = state.fingerprint = state.fallback_from = None
         elif m := logscan.CHECK_FOUND.match(msg):
             ev.pgle_lines += 1
@@ -376,6 +397,16 @@ class LogScanner:
             ev.checker_without_path += 1
         elif logscan.UNIFIED_ESTIMATOR.match(msg):
             self._seen("unified_estimator")
+        elif m := (logscan.ADDED_PAIR.match(msg) or logscan.ASYNC_START_SEEN.match(msg)):
+            pair = msg.startswith("Added")
+            self._seen("added_pair" if pair else "async_start_seen")
+            ev.added_pairs += pair
+            if state.scheduled is not None:
+                (state.scheduled.converted_pairs if pair
+                 else state.scheduled.async_starts_seen).append(m.group("start"))
+            elif not state.began:
+                ev.unattributed_pairs += pair
+            # else: a module that read no profile (its fingerprint line began it): no row
 
     def _flush_fingerprint(self, state: _Thread, rank: int | None, thread: str | None) -> None:
         """The thread's previous module printed its fingerprint line and nothing else."""

@@ -24,6 +24,7 @@ nothing: the verdict then rests on JAX's log lines alone.
 from __future__ import annotations
 
 import contextlib
+import re
 import weakref
 from typing import Callable
 
@@ -102,27 +103,68 @@ _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_
 _modules_installed = False
 
 
+# Synchronous collectives (HloOpcode names): a module whose async collectives XLA made
+# synchronous after scheduling (jax >= 0.11.1 gives them new names: all-reduce.6) has no
+# `-start`/`-done` left, and the verdict needs its executed HLO to tell that a profile cannot
+# hold them (pgle.verdicts.sync_converted).
+_SYNC_COLLECTIVE_OPCODES = frozenset({
+    "kAllReduce", "kAllGather", "kReduceScatter", "kAllToAll", "kRaggedAllToAll",
+    "kCollectivePermute", "kCollectiveBroadcast", "kSend", "kRecv"})
+_SYNC_COLLECTIVE_TEXT = re.compile(
+    r"\s(?:all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all|collective-permute"
+    r"|collective-broadcast|send|recv)\(")
+# Reading an instruction's opcode costs several times its name (a pybind enum per call;
+# benchmarks/bench_observe.py's `async_check_s` is this whole walk): instructions named like
+# compute (most of them: fusions and their bodies' elementwise ops, named after the HLO opcode
+# or JAX's primitive, parameters, bitcasts) are not asked. A collective is named after its
+# opcode (all-reduce.6) or JAX's primitive (psum.3, ppermute.6.2, reduce_scatter.2), never
+# so; a name missing here only costs its opcode read.
+_COMPUTE_NAME_PREFIXES = (
+    "param", "bitcast", "get-tuple-element", "tuple", "constant", "fusion", "loop_", "input_",
+    "wrapped_", "gemm_", "fused_", "ynn_", "cublas", "triton", "custom-call", "copy", "convert",
+    "broadcast", "reshape", "transpose", "dot", "reduce_sum", "reduce_max", "reduce_min",
+    "reduce_prod", "reduce_precision", "reduce.", "dynamic", "slice", "concatenate", "select",
+    "compare", "integer_pow", "exp", "log", "tanh", "sqrt", "rsqrt")
+_COMPUTE_NAMES = frozenset({
+    "add", "mul", "multiply", "sub", "subtract", "div", "divide", "neg", "negate", "max",
+    "maximum", "min", "minimum", "abs", "pow", "power", "clamp", "and", "or", "not", "xor",
+    "iota", "pad", "gather", "scatter", "sort", "erf", "logistic", "sign", "square", "sin",
+    "cos", "floor", "ceil", "round", "rem", "remainder", "squeeze", "expand_dims", "cumsum",
+    "add_any",
+    "argmax", "argmin", "while", "conditional", "call", "cond", "x", "y"})
+
+
 def _has_async_ops(module) -> bool:
-    """Whether an instruction is an async start/done, from the names: walking them is several
+    """Whether an instruction is an async start/done or a (synchronous) collective: the
+    modules whose scheduled HLO is kept. From the names and opcodes: walking them is several
     times cheaper than `to_string()` on a realistic module (benchmarks/bench_observe.py), and
     most modules have none. jaxlib without `computations()`: the text decides."""
     try:
         computations = module.computations()
     except AttributeError:
         text = module.to_string()
-        return "-start" in text or "-done" in text
+        return "-start" in text or "-done" in text or bool(_SYNC_COLLECTIVE_TEXT.search(text))
     for computation in computations:
         for instruction in computation.instructions():
             name = instruction.name
             if "-start" in name or "-done" in name:
                 return True
+            if name.startswith(_COMPUTE_NAME_PREFIXES) or "fusion" in name \
+                    or name.split(".", 1)[0] in _COMPUTE_NAMES:
+                continue
+            try:
+                if instruction.opcode.name in _SYNC_COLLECTIVE_OPCODES:
+                    return True
+            except AttributeError:  # a jaxlib whose instructions have no opcode
+                pass
     return False
 
 
 def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
     """Emit `write("module_compiled", module=..., flops=..., memory={...}, hlo_file=...)` per
     compiled module. The scheduled HLO text is kept (under `hlo_dir`) only for modules with
-    async ops: the schedule comparison needs no other. Idempotent; True when installed."""
+    async ops or collectives: the schedule comparison and the verdict's collectives need no
+    other. Idempotent; True when installed."""
     global _modules_installed
     if _modules_installed:
         return True

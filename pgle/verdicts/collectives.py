@@ -9,14 +9,21 @@ SolLatencyEstimator`, a VLOG(1) line of gpu_hlo_schedule.cc; docs/xla-facts.md).
 whose accuracy checker printed a block:
 
 1. nothing found: `not_applied` (rule `nothing_found`);
-2. a collective or host copy missing: never `applied`: `partial` (rule `collectives`);
-3. only compute missing, and XLA falls back to SoL: `applied` with a note (rule
-   `sol_fallback`);
-4. otherwise `--min-coverage` decides, as before (rule `min_coverage`).
+2. a collective or host copy missing that the executed module runs: never `applied`:
+   `partial` (rule `collectives`);
+3. an async collective missing that the log cannot tell from one XLA made synchronous after
+   scheduling (jax >= 0.11.1 renames those, so that no profile can hold them;
+   pgle.verdicts.sync_converted): `partial` (rule `collectives_unresolved`), with how to tell;
+4. only compute missing (besides such converted collectives, which are not counted, in the
+   coverage either), and XLA falls back to SoL: `applied` with a note (rule `sol_fallback`);
+   nothing but converted collectives: `applied` (rule `converted_to_sync`);
+5. otherwise `--min-coverage` decides, as before (rule `min_coverage`).
 
 The JSON row says which rule decided (`rule`) and lists every missing collective
-(`collectives_missing`); `collectives_total`, where the run kept the module's scheduled HLO,
-gives "collectives covered k/n". Names are classified by pgle.xla.hlo_names.
+(`collectives_missing`: the ones the module runs, and the unresolved ones, also in
+`collectives_unresolved`; the converted ones apart, in `collectives_converted`);
+`collectives_total`, where the run kept the module's scheduled HLO, gives "collectives covered
+k/n". Names are classified by pgle.xla.hlo_names.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import dataclasses
 import re
 from typing import Any, Iterable, Mapping
 
+from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
 from pgle.xla.hlo_names import COLLECTIVE, kind
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not
@@ -39,6 +47,11 @@ RULE_NOTHING_FOUND = "nothing_found"
 RULE_COLLECTIVES = "collectives"
 RULE_SOL_FALLBACK = "sol_fallback"
 RULE_MIN_COVERAGE = "min_coverage"
+# Every missing name is an async collective XLA made synchronous after scheduling: in no
+# profile, and none can hold it (pgle.verdicts.sync_converted).
+RULE_CONVERTED = "converted_to_sync"
+# A missing async collective the log cannot tell converted from missing: never `applied`.
+RULE_UNRESOLVED = "collectives_unresolved"
 
 
 @dataclasses.dataclass
@@ -46,6 +59,9 @@ class Decision:
     status: str
     rule: str
     notes: list[str]
+    # The coverage to report: the checker's found / (found + missing), without the async
+    # collectives no profile can hold (pgle.verdicts.sync_converted) on either side.
+    coverage: float | None = None
 
 
 def sol_fallback_expected(jax: tuple[int, ...] | None, device_kind: str | None) -> bool | None:
@@ -66,25 +82,39 @@ def _names(names: list[str]) -> str:
 
 
 def decide(found: int | None, missing: int, missing_communication: list[str], *,
-           coverage: float | None, min_coverage: float, sol_fallback: bool) -> Decision:
-    """The status of a module whose accuracy checker printed `Found f` / `Missing m`."""
+           coverage: float | None, min_coverage: float, sol_fallback: bool,
+           sync: Split | None = None) -> Decision:
+    """The status of a module whose accuracy checker printed `Found f` / `Missing m`.
+    `sync`: its missing collectives sorted by what XLA made synchronous after scheduling
+    (pgle.verdicts.sync_converted); None: every one is missing."""
     if coverage is None or coverage == 0:
-        return Decision("not_applied", RULE_NOTHING_FOUND, [])
-    if missing_communication:
-        families = sorted({kind(n)[1] or "host copy" for n in missing_communication})
+        return Decision("not_applied", RULE_NOTHING_FOUND, [], coverage)
+    sync = sync or Split(missing=list(missing_communication))
+    extra = [n for n in (converted_note(sync), unresolved_note(sync)) if n]
+    if sync.missing:
+        families = sorted({kind(n)[1] or "host copy" for n in sync.missing})
         return Decision("partial", RULE_COLLECTIVES, [
-            f"the profile misses {len(missing_communication)} collective(s)/host copies "
-            f"({', '.join(families)}: {_names(missing_communication)}): the scheduler guesses "
+            f"the profile misses {len(sync.missing)} collective(s)/host copies "
+            f"({', '.join(families)}: {_names(sync.missing)}): the scheduler guesses "
             "their cost, which is what PGLE is for; collect the profile again from a run of "
-            "this exact program"])
-    compute = missing
+            "this exact program"] + extra, coverage)
+    if sync.unresolved:
+        return Decision("partial", RULE_UNRESOLVED, extra, coverage)
+    # What is left missing is compute, plus the collectives no profile can hold: those are
+    # left out of the coverage (it counts what a profile can hold).
+    compute = missing - len(sync.converted)
+    if sync.converted and found is not None:
+        coverage = found / (found + compute) if found + compute else None
+    if compute <= 0:
+        return Decision("applied", RULE_CONVERTED, extra, coverage)
     if sol_fallback:
         return Decision("applied", RULE_SOL_FALLBACK, [
             f"{compute} compute instruction(s) are not in the profile (coverage "
             f"{coverage:.0%}), no collective is missing: XLA prices them with its speed-of-light "
-            "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply"])
-    status = "applied" if coverage >= min_coverage else "partial"
-    return Decision(status, RULE_MIN_COVERAGE, [])
+            "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply"]
+            + extra, coverage)
+    status = "applied" if coverage is not None and coverage >= min_coverage else "partial"
+    return Decision(status, RULE_MIN_COVERAGE, extra, coverage)
 
 
 def collective_names(hlo_text: str) -> list[str]:

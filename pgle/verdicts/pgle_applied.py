@@ -16,7 +16,7 @@ from typing import Collection
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
-from pgle.verdicts import collectives
+from pgle.verdicts import collectives, sync_converted
 from pgle.verdicts.origin import Origin
 from pgle.verdicts.rows import AppliedRow, module_lines
 
@@ -46,7 +46,9 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
           accuracy_checker: bool = True, info_log_hidden: bool = False,
           jax_imported: bool | None = None, silence: str | None = None,
           workload_modules: Collection[str] | None = None,
-          origin: Origin | None = None, sol_fallback: bool | None = None) -> Verdict:
+          origin: Origin | None = None, sol_fallback: bool | None = None,
+          executed: sync_converted.ExecutedModules | None = None,
+          renamed: bool | None = None) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
     `silence`: what a module that read the profile and got no accuracy-checker block means
@@ -62,7 +64,12 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     the log; evidence inconsistent with it is not counted (pgle.verdicts.origin).
     `sol_fallback`: XLA prices unprofiled instructions with its SoL model in this run
     (pgle.verdicts.collectives.sol_fallback_expected; None: only a module's own
-    `PGLE fallback: using SolLatencyEstimator` line says so)."""
+    `PGLE fallback: using SolLatencyEstimator` line says so).
+    `executed`: the executed HLO of the modules the run kept (`pgle run`): exact evidence of
+    the async collectives XLA made synchronous after scheduling; `renamed`: whether the jax
+    that wrote the log renames those (sync_converted.renames; None: unknown). Both tell a
+    missing async collective no profile can hold from one the profile lacks
+    (pgle.verdicts.sync_converted)."""
     silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
     details: dict = {}
     if workload_modules:
@@ -74,7 +81,8 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     not_counted = origin.foreign_reads(evidence) if origin is not None else {}
     rows = []
     for m in evidence.modules:
-        row = _judge_module(m, min_coverage, silence, bool(sol_fallback))
+        row = _judge_module(m, min_coverage, silence, bool(sol_fallback),
+                            executed.find(m.module, m.fingerprint) if executed else None, renamed)
         if m.profile_path is not None and m.profile_path in not_counted:
             row.status, row.coverage = "not_applied", None
             row.notes.insert(0, not_counted[m.profile_path])
@@ -164,6 +172,19 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         reasons.append(f"coverage unknown for {len(unknown)} module(s): this jax's WARN accuracy "
                        "checker prints nothing even when instructions are missing (jax "
                        "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit.")
+    unresolved = [m for m in modules if m.get("rule") == collectives.RULE_UNRESOLVED]
+    if unresolved and status in ("applied", "partial"):
+        reasons.append(
+            f"{len(unresolved)} module(s) ({', '.join(str(m['module']) for m in unresolved[:4])}"
+            f"{' ...' if len(unresolved) > 4 else ''}) miss only async collectives that XLA may "
+            "have made synchronous after scheduling (jax >= 0.11.1 renames those, so that no "
+            "profile can hold them); the log cannot tell: `pgle run` reads the executed HLO, or "
+            f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log.")
+    if evidence.unattributed_pairs and any(m.get("collectives_unresolved") for m in modules):
+        reasons.append(f"XLA logged {evidence.unattributed_pairs} `Added pair` line(s) (async "
+                       "collectives it made synchronous) that pgle cannot give to a module: "
+                       "without the VLOG fingerprint lines nothing shows where each module's "
+                       f"compile begins; rerun with TF_CPP_VMODULE={sync_converted.VMODULE}.")
     if evidence.sub_compiles:
         reasons.append(sub_compile_sentence(evidence.sub_compiles))
     if evidence.fallbacks:
@@ -286,10 +307,13 @@ def exit_code_for(status: str, workload_code: int, require_applied: bool,
 
 
 def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str,
-                  sol_fallback: bool = False) -> AppliedRow:
-    """One module's row. `silence`: what no checker block means (see `judge`)."""
+                  sol_fallback: bool = False, executed: sync_converted.Executed | None = None,
+                  renamed: bool | None = None) -> AppliedRow:
+    """One module's row. `silence`: what no checker block means (see `judge`); `executed`:
+    the module's executed HLO, where the run kept it; `renamed`: see `judge`."""
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
     rule: str | None = None
+    sync = sync_converted.Split(missing=list(m.missing_communication))
     if m.no_profile_file:
         status = "not_applied"
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
@@ -311,10 +335,13 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str,
     elif missing is not None:
         # -- the collective-aware rule (pgle.verdicts.collectives) --
         coverage = _ratio(found, missing)
+        sync = sync_converted.split(m.missing_communication, executed=executed,
+                                    seen=m.async_starts_seen, added_pairs=m.converted_pairs,
+                                    renamed=renamed)
         decision = collectives.decide(found, missing, m.missing_communication,
                                       coverage=coverage, min_coverage=min_coverage,
-                                      sol_fallback=sol_fallback or m.sol_fallback)
-        status, rule = decision.status, decision.rule
+                                      sol_fallback=sol_fallback or m.sol_fallback, sync=sync)
+        status, rule, coverage = decision.status, decision.rule, decision.coverage
         notes += decision.notes
         # -- end of the collective-aware rule --
     elif silence == SILENCE_FULL:
@@ -347,7 +374,9 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str,
         profile_path=m.profile_path, profile_found=not m.no_profile_file, rank=m.rank,
         missing_instructions=m.missing_names, notes=notes, ordinal=m.ordinal,
         rule=rule or _rule_of(status, m, silence),
-        collectives_missing=list(m.missing_communication))
+        collectives_missing=sync.missing + sync.unresolved,
+        collectives_converted=[{"scheduled": n, "executed": e} for n, e in sync.converted],
+        collectives_unresolved=list(sync.unresolved))
 
 
 def _rule_of(status: str, m: ModuleEvidence, silence: str) -> str:

@@ -42,6 +42,13 @@ class AppliedRow:
     # scheduled HLO) how many the module runs: "collectives covered k/n".
     collectives_missing: list[str] = dataclasses.field(default_factory=list)
     collectives_total: int | None = None
+    # Async collectives the checker lists that XLA made synchronous after scheduling under a
+    # new name, so that no profile can hold them: {"scheduled": <name the scheduler asked
+    # for>, "executed": <the synchronous instruction's name, or None where unknown>}; not in
+    # collectives_missing, not counted. And those of collectives_missing the log cannot tell
+    # from such (pgle.verdicts.sync_converted).
+    collectives_converted: list[dict[str, str | None]] = dataclasses.field(default_factory=list)
+    collectives_unresolved: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -112,9 +119,10 @@ def _label_and_text(row: Mapping[str, Any], ok: str | None) -> tuple[str, str]:
         text = f"{row['status']}"
         if "coverage" in row:  # a PGLE-applied verdict
             cov = "?" if row["coverage"] is None else f"{row['coverage']:.0%}"
-            missing = row.get("instructions_missing")
-            text += f" (coverage {cov}" + (f", {missing} missing" if missing else "")
-            comm = _collectives_text(row)
+            converted = len(row.get("collectives_converted") or ())
+            missing = (row.get("instructions_missing") or 0) - converted
+            text += f" (coverage {cov}" + (f", {missing} missing" if missing > 0 else "")
+            comm = "; ".join(t for t in (_collectives_text(row), _converted_text(row)) if t)
             text += (f"; {comm})" if comm else ")")
         elif row.get("reason"):
             text += f" ({row['reason']})"
@@ -134,7 +142,21 @@ def _collectives_text(row: Mapping[str, Any]) -> str | None:
         return f"collectives covered {total - len(missing)}/{total}"
     if missing:
         return f"{len(missing)} collective(s) missing"
-    return "no collective missing" if row.get("instructions_missing") else None
+    converted = len(row.get("collectives_converted") or ())
+    return "no collective missing" if (row.get("instructions_missing") or 0) > converted else None
+
+
+def _converted_text(row: Mapping[str, Any]) -> str | None:
+    """The async collectives XLA made synchronous after scheduling (in no profile, not
+    counted) and those the log cannot tell from such (pgle.verdicts.sync_converted)."""
+    parts = []
+    if row.get("collectives_unresolved"):
+        parts.append(f"{len(row['collectives_unresolved'])} of them maybe made synchronous "
+                     "by XLA (the log cannot tell)")
+    if row.get("collectives_converted"):
+        parts.append(f"{len(row['collectives_converted'])} async collective(s) made "
+                     "synchronous by XLA, in no profile: not counted")
+    return "; ".join(parts) or None
 
 
 def module_line(row: Mapping[str, Any], *, ok: str | None = None) -> str:

@@ -24,8 +24,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "ragged-all-to-all": ("ragged-all-to-all", "ragged_all_to_all"),
     "collective-permute": ("collective-permute", "ppermute", "collective_permute"),
     "collective-broadcast": ("collective-broadcast", "pbroadcast", "collective_broadcast"),
-    "send": ("send",),
-    "recv": ("recv",),
+    # jax >= 0.8 names the instructions of jax.lax.psend/precv after the primitive (`psend.10`,
+    # `precv.11`: opcodes send, send-done, recv, recv-done; the lane's program i).
+    "send": ("send", "psend"),
+    "recv": ("recv", "precv"),
 }
 # Longest spelling first, so `ragged-all-to-all` is not read as `all-to-all`.
 _SPELLINGS = sorted(((s, fam) for fam, ss in FAMILIES.items() for s in ss),
@@ -61,3 +63,16 @@ def kind(name: str) -> tuple[str, str | None]:
 def is_communication(name: str) -> bool:
     """A collective or a host copy: what the latency-hiding scheduler overlaps."""
     return kind(name)[0] != COMPUTE
+
+
+def is_async_collective_start(name: str) -> bool:
+    """The start of an async collective (`all-reduce-start`, `all-gather-start.12`,
+    `collective-permute-start.1`, with or without a `<fp>::` qualifier): what XLA may turn
+    into a synchronous instruction after scheduling (pgle.verdicts.collectives)."""
+    m = _FAMILY_RE.match(_QUALIFIER_RE.sub("", name.strip()))
+    return bool(m and m.group("phase") in ("-start", "_start"))
+
+
+def bare(name: str) -> str:
+    """The instruction name without a `<fingerprint>::` qualifier."""
+    return _QUALIFIER_RE.sub("", name.strip())

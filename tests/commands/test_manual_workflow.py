@@ -134,6 +134,33 @@ def test_run_a_missing_collective_is_never_applied_and_require_names_the_module(
     assert any("jit_train_step is partial" in r for r in report_of(proc)["reasons"])
 
 
+def test_run_reads_the_executed_hlo_for_collectives_xla_made_synchronous(project):
+    # jax >= 0.11.1 turns an async collective nothing overlaps into a new synchronous
+    # instruction after scheduling (all-reduce-start -> all-reduce.6): the accuracy checker
+    # lists all-reduce-start, which no profile can hold. `pgle run` keeps the executed HLO of
+    # every module with a collective (here the train step's psum over 8 CPU devices, a
+    # synchronous all-reduce) and sees the module does not run all-reduce-start: not counted.
+    write_profile(project / "p.pb", {"fusion.1": 10.0})
+    flags = "--xla_force_host_platform_device_count=8"
+    proc = run_pgle("run", "--profile", "p.pb", "--json", "--require-applied", REPLAY,
+                    cwd=project, env=pgle_env(REPLAY_SCENARIO="sync_converted", REPLAY_PSUM="1",
+                                              XLA_FLAGS=flags))
+    report = report_of(proc)
+    assert (report["status"], proc.returncode) == ("applied", 0), proc.stderr.decode()
+    train = next(m for m in report["modules"] if m["module"] == "jit_train_step")
+    assert train["collectives_converted"] == [{"scheduled": "all-reduce-start", "executed": None}]
+    assert train["collectives_missing"] == [] and train["coverage"] == pytest.approx(38 / 39)
+    assert any("not in the executed module" in n and "executed HLO" in n for n in train["notes"])
+    # The same log where the executed module kept no HLO (no collective: nothing shows what
+    # it ran): this jax (0.10.2) keeps the name of a pair it makes synchronous, so a profile of
+    # the run would hold all-reduce-start: missing, partial.
+    proc = run_pgle("run", "--profile", "p.pb", "--json", REPLAY, cwd=project,
+                    env=pgle_env(REPLAY_SCENARIO="sync_converted", XLA_FLAGS=flags))
+    train = next(m for m in report_of(proc)["modules"] if m["module"] == "jit_train_step")
+    assert (train["status"], train["rule"]) == ("partial", "collectives"), train
+    assert train["collectives_missing"] == ["all-reduce-start"]
+
+
 def test_run_lists_the_step_module_first_whatever_order_xla_logged(project):
     # Issue 22: XLA logged the eval step first; the train step (executed 3 times, eval once)
     # is the step, and leads the JSON rows and the summary lines.

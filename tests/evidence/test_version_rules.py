@@ -54,15 +54,35 @@ def test_without_jax_the_version_comes_from_the_log_and_is_said():
 @pytest.mark.parametrize("version", ["0.11.2", "0.12.0.1"])
 def test_autotuner_candidates_are_not_the_workloads_modules(version):
     report, code = verify("--require-applied", str(DATA / version / "dir-pbtxt.log"))
-    assert (report["status"], code) == ("applied", 0), report["reasons"]
-    assert {m["module"] for m in report["modules"]} == {
+    rows = {m["module"]: m for m in report["modules"]}
+    assert set(rows) == {
         "jit_prog_a_collectives", "jit_prog_b_cond", "jit_prog_c_scan", "jit_prog_d_train",
         "jit_prog_d_eval"}
     subs = report["sub_compiles"]
     assert subs and all(s["recognised_by"] == "module id" for s in subs)
-    assert {s["compiled_for"] for s in subs} <= {m["module"] for m in report["modules"]}
+    assert {s["compiled_for"] for s in subs} <= set(rows)
     assert "gemm_fusion_dot" in " ".join(s["module"] for s in subs)
     assert any("autotuner candidates" in r for r in report["reasons"])
+    # The candidates count for nothing: every module is applied but jit_prog_d_train, whose
+    # all-reduce-start XLA turned into the synchronous all-reduce.6 after scheduling (the
+    # compile's own HLO, scenarios.json; jax >= 0.11.1), so that no profile can hold it. This
+    # log (without convert_async_collectives_to_sync=3 in TF_CPP_VMODULE) cannot show that:
+    # partial, and how to tell (issue 22: never applied while a collective may be missing).
+    assert {k for k, m in rows.items() if m["status"] != "applied"} == {"jit_prog_d_train"}
+    d = rows["jit_prog_d_train"]
+    assert (d["status"], d["rule"], d["collectives_unresolved"]) == (
+        "partial", "collectives_unresolved", ["all-reduce-start"])
+    assert (report["status"], code) == ("partial", 3)
+    # The same directory, its log showing the pass's lines (scenario sync-converted): the
+    # per-module directory holding the user's modules is applied, candidates apart.
+    report, code = verify("--require-applied", str(DATA / version / "sync-converted.log"))
+    assert (report["status"], code) == ("applied", 0), report["reasons"]
+    rows = {m["module"]: m for m in report["modules"]}
+    assert set(rows) == {"jit_prog_a_collectives", "jit_prog_d_train", "jit_prog_d_eval",
+                         "jit_prog_e_ring", "jit_prog_h_gspmd"}
+    assert report["sub_compiles"] and all(m["coverage"] == 1.0 for m in rows.values())
+    assert rows["jit_prog_d_train"]["collectives_converted"] == [
+        {"scheduled": "all-reduce-start", "executed": None}]
     # Without module ids (no VLOG): told apart by their names, and said so.
     report, _ = verify(str(DATA / version / "no-vmodule.log"))
     assert len(report["modules"]) == 5 and report["sub_compiles"]
@@ -82,7 +102,13 @@ def test_a_directory_with_files_for_some_modules_is_partial(version):
 @pytest.mark.parametrize("version", ["0.4.35", "0.5.1", "0.7.2", "0.12.0.1"])
 def test_pbtxt_to_pb_fallback_is_not_an_error(version):
     report, _ = verify(str(DATA / version / "dir-pbtxt-fallback.log"))
-    assert report["status"] == "applied", report["reasons"]
+    rows = {m["module"]: m for m in report["modules"]}
+    # jax >= 0.11.1: jit_prog_d_train's all-reduce-start runs as the synchronous all-reduce.6
+    # (the compile's own HLO), which this log cannot show: that module alone is unresolved.
+    unresolved = {"jit_prog_d_train"} if parse_version(version) >= (0, 11, 1) else set()
+    assert {k for k, m in rows.items() if m["rule"] == "collectives_unresolved"} == unresolved
+    assert all(m["status"] == "applied" for k, m in rows.items() if k not in unresolved)
+    assert report["status"] == ("partial" if unresolved else "applied"), report["reasons"]
     assert any("read the .pb beside it" in n for m in report["modules"] for n in m["notes"])
     assert any("did not parse and XLA read the <fp>.pb" in r for r in report["reasons"])
 

@@ -3,8 +3,21 @@ the real `pgle verify` command, against what really happened (scenarios.json).
 
 The logs come from the real XLA:GPU compiler of each jax version compiling for 8 H100s on a
 machine without a GPU (tests/xla_gpu/lane.py; tests/data/xla_gpu/README.md). The truth of each
-scenario comes from XLA's full log, the compile's exit status and the schedules, not from pgle.
+scenario comes from XLA's full log, the compile's exit status, the schedules and the compiled
+modules' own instruction names, not from pgle (tests/xla_gpu/truth.py).
 tests/data/xla_gpu/pgle-verdicts-before-fixes.md lists what pgle said before issue 10's fixes.
+
+`pgle verify` holds only the log, so it is held to the truth as the log shows it
+(`truth.log_view`): on jax >= 0.11.1 XLA turns an async collective nothing overlaps into a new
+synchronous instruction after scheduling (program d's train step: `all-reduce-start` ->
+`all-reduce.6`; program e's ring: `collective-permute-start.1` -> `ppermute.6.2`; seen in the
+compile's own HLO, scenarios.json), so that no profile can hold the name the accuracy checker
+asks for. The truth counts such a module `applied`; a log without XLA's `Added pair` lines
+cannot tell it from a profile lacking that collective, and verify must say `partial`, rule
+`collectives_unresolved`, with how to tell (issue 22's rule: never `applied` while a
+collective the module may run is missing). The scenario `sync-converted` (captured with
+TF_CPP_VMODULE=...,convert_async_collectives_to_sync=3) shows the lines, and there verify
+must say `applied`.
 """
 from __future__ import annotations
 
@@ -53,7 +66,17 @@ def test_the_matrix_is_there():
 def test_verdict_matches_what_happened(version, name, tmp_path, monkeypatch):
     doc = lane_truth.load(version)
     sc = doc["scenarios"][name]
-    truth_status, truth_mods = lane_truth.truth(name, sc, doc)
+    exact_status, exact_mods = lane_truth.truth(name, sc, doc)
+    truth_status, truth_mods = lane_truth.log_view(name, sc, doc)
+    if (truth_status, truth_mods) != (exact_status, exact_mods):
+        # Only a conversion the log does not show, only where XLA renames (jax >= 0.11.1).
+        assert lane_truth.version_tuple(version) >= lane_truth.RENAMED_SINCE
+        assert truth_status == exact_status or (
+            exact_status.startswith("applied") and truth_status.startswith("partial"))
+        for k, fact in truth_mods.items():
+            assert fact == exact_mods[k] or "unresolved=" in fact, (k, fact, exact_mods[k])
+    else:
+        assert "unresolved=" not in " ".join(map(str, truth_mods.values()))
     args = ["--jax", version]
     profile_given = False
     if name == "relative-path":
@@ -128,9 +151,24 @@ def test_verdict_matches_what_happened(version, name, tmp_path, monkeypatch):
             assert (row["status"], row["coverage"]) == ("applied", None), row
             assert any("coverage unknown" in n for n in row["notes"]), row["notes"]
         else:
-            found, total = map(int, fact.split("/"))
-            assert row["coverage"] == pytest.approx(found / total), (module, fact, row)
-            assert row["instructions_missing"] == total - found
+            f = lane_truth.parse_fact(fact)
+            assert row["coverage"] == pytest.approx(lane_truth.coverage(f)), (module, fact, row)
+            assert row["instructions_missing"] == f["total"] - f["found"]
+            if row["rule"] == "discarded":
+                continue  # the compile failed (ERROR strictness): no rule of coverage decides
+            assert [c["scheduled"] for c in row["collectives_converted"]] == f["converted"], row
+            assert row["collectives_unresolved"] == f["unresolved"], row
+            assert sorted(row["collectives_missing"]) == sorted(f["unresolved"] + f["collectives"])
+            if f["found"] == 0:
+                assert (row["status"], row["rule"]) == ("not_applied", "nothing_found"), row
+            elif f["collectives"]:
+                assert (row["status"], row["rule"]) == ("partial", "collectives"), row
+            elif f["unresolved"]:
+                assert (row["status"], row["rule"]) == ("partial", "collectives_unresolved")
+                assert any("convert_async_collectives_to_sync=3" in n for n in row["notes"])
+            elif f["converted"] and not f["collectives"]:
+                assert row["status"] == "applied", row
+                assert any("cannot be" in n and "synchronous" in n for n in row["notes"]), row
 
 
 @pytest.mark.parametrize("version", VERSIONS)

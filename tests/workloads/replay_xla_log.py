@@ -11,8 +11,13 @@ tests/data/xla_gpu/ and judged by tests/evidence/; pgle counts these lines only 
 test runs it with tests/helpers/replayed_gpu_run (tests/helpers/pgle_testing.pgle_env adds
 it for REPLAY_* variables): a CPU run printing XLA:GPU lines is otherwise not_applicable.
 
-REPLAY_SCENARIO: applied | partial | collectives | directory | lookup | parse_error | file_missing | none | old_wording | discard
+REPLAY_SCENARIO: applied | partial | collectives | sync_converted | directory | lookup | parse_error | file_missing | none | old_wording | discard
   collectives: the train step misses 1 fusion and 1 all-gather of 40 (coverage 95 %).
+  sync_converted: the train step misses 1 fusion and `all-reduce-start` of 40, as on jax >=
+    0.11.1 where XLA made the all-reduce synchronous after scheduling under a new name; with
+    REPLAY_PSUM=1 the train step really runs a (synchronous) psum over the CPU devices
+    (XLA_FLAGS=--xla_force_host_platform_device_count=8), so the executed module pgle's
+    harness keeps holds an all-reduce and no `all-reduce-start`.
   lookup: each module's fingerprint (REPLAY_FPS=name:fp,...), then XLA's directory lookup
   (<dir>/<fp>.pbtxt, then .pb) answered from the files that really are in the directory.
 REPLAY_PREFIX: absl (jax >= 0.7.2) | tsl (older)
@@ -37,12 +42,26 @@ def train_step(x):
     return (x @ x.T).sum()
 
 
+if os.environ.get("REPLAY_PSUM"):
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((len(jax.devices()),), ("x",))
+
+    def train_step(x):  # the same module name (jit_train_step), with a collective
+        return jax.shard_map(lambda v: jax.lax.psum((v @ v.T).sum(), "x"), mesh=mesh,
+                             in_specs=P("x"), out_specs=P())(x)
+    train_step = jax.jit(train_step)
+
+
 @jax.jit
 def eval_step(x):
     return jnp.tanh(x).mean()
 
 
 x = jnp.ones((16, 16))
+if os.environ.get("REPLAY_PSUM"):
+    x = jax.device_put(x, NamedSharding(mesh, P("x")))
 for i in range(3):
     with jax.profiler.StepTraceAnnotation("train", step_num=i):
         train_step(x).block_until_ready()
@@ -72,10 +91,10 @@ SCHED, PGLE = "gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc"
 T1 = threading.get_native_id()
 T2 = T1 + 1
 out = []
-if scenario in ("applied", "partial", "discard", "collectives"):
+if scenario in ("applied", "partial", "discard", "collectives", "sync_converted"):
     # Two modules compiling in parallel threads: their lines interleave.
     train_missing = {"applied": (38, 2), "partial": (5, 15), "discard": (5, 15),
-                     "collectives": (38, 2)}[scenario]
+                     "collectives": (38, 2), "sync_converted": (38, 2)}[scenario]
     found = [
         line("I", SCHED, 612, "Found profile for module jit_train_step, using profile guided latency estimator", T1),
         line("I", SCHED, 612, "Found profile for module jit_eval_step, using profile guided latency estimator", T2)]
@@ -91,6 +110,8 @@ if scenario in ("applied", "partial", "discard", "collectives"):
     names = [f"fusion.{i}" for i in range(train_missing[1])]
     if scenario == "collectives":
         names[-1] = "all-gather-start.1"
+    elif scenario == "sync_converted":
+        names[-1] = "all-reduce-start"
     out += [line("W", PGLE, 305, f"  {name}", T1) for name in names]
     if scenario == "discard":
         out.append("jaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: Found 15 missing "

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 sys.path.insert(0, HERE)
-from truth import truth  # noqa: E402  (the same truth the fixture tests assert against)
+from truth import log_view, truth  # noqa: E402  (the same truth the fixture tests assert against)
 
 
 def pgle_verify(log: str, extra: list[str], cwd: str | None = None) -> dict:
@@ -61,6 +61,9 @@ def main() -> int:
         for name, sc in doc["scenarios"].items():
             log = os.path.join(ns.data, v, f"{name}.log")
             st, mods = truth(name, sc, doc)
+            seen, _ = log_view(name, sc, doc)
+            if seen != st:  # what a log alone can show (truth.log_view)
+                st += f" (log shows: {seen})"
             extra = ["--jax", v]
             cwd = None
             if name == "relative-path":

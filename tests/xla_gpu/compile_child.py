@@ -21,6 +21,8 @@ Everything it needs comes from its arguments and the environment that lane.py se
                          `gpu` and asks for a live backend to canonicalize it)
   --threads N            compile the modules from N Python threads at once (interleaved logs)
   --raise                let a failed compile raise: Python's own traceback ends the process
+  --hlo-out DIR          also write each compiled module's optimized, scheduled HLO text (the
+                         executed module: what a trace of it names) to DIR/<module>.txt
 """
 from __future__ import annotations
 
@@ -288,6 +290,7 @@ def main() -> int:
                     help="compile the modules from this many Python threads at once")
     ap.add_argument("--raise", dest="raise_errors", action="store_true",
                     help="let a failed compile raise (Python prints its traceback, exit 1)")
+    ap.add_argument("--hlo-out", help="write each module's scheduled HLO text to DIR/<module>.txt")
     ns = ap.parse_args()
     cfg = open(ns.config).read()
 
@@ -372,6 +375,10 @@ def main() -> int:
                 text = open(files[-1]).read()
                 source = "dump:" + os.path.basename(files[-1])
         rec.update(module_record(name, text, source if text else "none"))
+        if ns.hlo_out and text:
+            os.makedirs(ns.hlo_out, exist_ok=True)
+            with open(os.path.join(ns.hlo_out, f"{name}.txt"), "w") as fh:
+                fh.write(text)
         rec["compile_failed"] = False
         rec["compile_s"] = round(time.time() - t1, 2)
         rec["thread"] = threading.get_native_id()

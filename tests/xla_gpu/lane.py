@@ -206,7 +206,7 @@ def run_child(python: str, xla_flags: list[str], *, work: str, quirks: Quirks,
               programs: str = "a,b,c,d", env_drop: tuple[str, ...] = (),
               env_extra: dict | None = None, fdo_profile: str | None = None,
               cwd: str | None = None, timeout: float = 900, threads: int = 1,
-              raise_errors: bool = False) -> ChildRun:
+              raise_errors: bool = False, hlo_out: str | None = None) -> ChildRun:
     """One fresh compile process; returns its stderr (XLA's log) and module records."""
     os.makedirs(work, exist_ok=True)
     cfg = os.path.join(work, "h100_sxm.txtpb")
@@ -228,6 +228,8 @@ def run_child(python: str, xla_flags: list[str], *, work: str, quirks: Quirks,
         args += ["--threads", str(threads)]
     if raise_errors:
         args.append("--raise")
+    if hlo_out:
+        args += ["--hlo-out", hlo_out]
     set_env = {k: v for k, v in BASE_ENV.items() if k not in env_drop}
     set_env.update(env_extra or {})
     set_env["XLA_FLAGS"] = " ".join(flags)
@@ -252,6 +254,7 @@ TRIM_RE = re.compile(
     r"Fingerprint before LHS|PGLE|[Pp]rofile|Found \d+ instructions|Missing \d+ instructions"
     r"|\]   \S+\s*$|Discarding|[Pp]ars(e|ing)|prase|deviceless|autotune result|Unknown flag"
     r"|LANE-COMPILE-FAILED|latency estimator|^F\d{4}|^\S+ \S+: F |Check failed|Aborted"
+    r"|\] Added pair: \{|\] Found async start %"
     r"|^Traceback|^\d+: Traceback|RuntimeError: ")
 
 
@@ -547,6 +550,27 @@ def build_scenarios(base_modules: list[dict], log_fps: dict[str, str], quirks: Q
     ]
     s[-1].programs = "a,c"
     s[-1].rank1_flags = ["--xla_gpu_enable_triton_gemm=false"]
+    # After scheduling, XLA makes an async collective nothing overlaps synchronous; jax >=
+    # 0.11.1 gives it a new name (all-reduce-start -> all-reduce.6), so that no profile can hold
+    # the name the accuracy checker asks for. The pass's VLOG 3 lines (`Found async start %S`,
+    # `Added pair: {S, D`) show which it converted: programs d (all-reduce), e (a
+    # collective-permute), h (all-gather, reduce-scatter); a keeps its collectives async.
+    sync_env = {"TF_CPP_VMODULE": "gpu_hlo_schedule=1,convert_async_collectives_to_sync=3"}
+    a_fp = by_prog["a"]["fingerprint_before_lhs"]
+    gather = next((n for n, _ in per_fp[a_fp] if n.startswith("all-gather-start")), None)
+    less = {fp: [(n, c) for n, c in cs if not (fp == a_fp and n == gather)]
+            for fp, cs in per_fp.items() if fp in {m["fingerprint_before_lhs"] for m in mods
+                                                   if m["program"] in "ad"}}
+    s += [
+        dir_s("sync-converted", "directory with <fp>.pbtxt for each module (as dir-pbtxt), "
+              "programs a, d, e, h, with convert_async_collectives_to_sync=3 in TF_CPP_VMODULE",
+              "dir-pbtxt", {f"{fp}.pbtxt": profile_text(c) for fp, c in per_fp.items()}),
+        dir_s("sync-converted-missing", f"as sync-converted for programs a and d, program a's "
+              f"file without {gather} (an async collective XLA keeps async)", "dir-sync-missing",
+              {f"{fp}.pbtxt": profile_text(c) for fp, c in less.items()}),
+    ]
+    s[-2].programs, s[-2].env_extra = "a,d,e,h", dict(sync_env)
+    s[-1].programs, s[-1].env_extra = "a,d", dict(sync_env)
     if quirks.new_checker:
         s.append(Scenario("checker-no-path", "the WARN checker flag without a profile path",
                           lhs + [CHECKER_WARN], programs="a"))
@@ -797,6 +821,9 @@ def run_scenarios(python: str, out: str, work: str, only: list[str] | None = Non
             "intent": sc.intent,
             "xla_flags": run.xla_flags,
             "env_unset": [k for k in BASE_ENV if k not in run.env],
+            **({"env_set": extra} if (extra := {k: v for k, v in run.env.items()
+                                                 if k != "XLA_FLAGS" and BASE_ENV.get(k) != v})
+               else {}),
             "cwd": os.path.join(prof, sc.cwd_rel) if sc.cwd_rel else work,
             "profile": None if not sc.profile else {
                 "kind": sc.profile["kind"], "path": sc.profile["path"],
@@ -829,13 +856,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", action="append", help="run only these (repeatable)")
     ap.add_argument("--keep-full-logs", action="store_true",
                     help="also keep each child's whole stderr under OUT/full/")
+    ap.add_argument("--merge-into", metavar="DIR",
+                    help="add the scenarios run (--scenario) to the capture in DIR (its "
+                    "scenarios.json and logs), once this run's baseline compile is shown to "
+                    "be the same as DIR's (same modules, fingerprints and instruction names)")
     ns = ap.parse_args(argv)
     version = probe_version(ns.python)["jax"]
     work = ns.work or os.path.join("/tmp/pgle-lane", version)
     t0 = time.time()
-    run_scenarios(ns.python, ns.out, work, ns.scenario, ns.keep_full_logs)
-    print(f"lane: jax {version}: done in {time.time() - t0:.0f} s -> {ns.out}")
+    doc = run_scenarios(ns.python, ns.out, work, ns.scenario, ns.keep_full_logs)
+    if ns.merge_into:
+        merge_into(doc, ns.out, ns.merge_into)
+    print(f"lane: jax {version}: done in {time.time() - t0:.0f} s -> {ns.merge_into or ns.out}")
     return 0
+
+
+def merge_into(doc: dict, out: str, target: str) -> None:
+    """Add the scenarios of `doc` (run into `out`) to the capture in `target`: refused unless
+    this run's baseline compile equals the captured one (XLA compiles deterministically, so the
+    new scenarios belong to the same modules); each added scenario records its own date."""
+    path = os.path.join(target, "scenarios.json")
+    with open(path) as fh:
+        old = json.load(fh)
+    def same(d: dict) -> list:
+        return [(m["module"], m.get("fingerprint_before_lhs"), m.get("entry_instructions"),
+                 m.get("while_bodies")) for m in d["modules"]]
+    if same(old) != same(doc) or old["jax"] != doc["jax"]:
+        raise SystemExit(f"lane: {target}: the baseline compile differs from the captured "
+                         "one; capture the whole version again instead")
+    for name, entry in doc["scenarios"].items():
+        if name == "no-profile":
+            continue
+        old["scenarios"][name] = dict(entry, captured=doc["captured"])
+        shutil.copyfile(os.path.join(out, f"{name}.log"), os.path.join(target, f"{name}.log"))
+    for rel, shown in doc["profiles"].items():
+        old["profiles"].setdefault(rel, shown)
+    with open(path, "w") as fh:
+        json.dump(old, fh, indent=1, sort_keys=False)
+        fh.write("\n")
 
 
 if __name__ == "__main__":

@@ -136,8 +136,9 @@ class Lane:
         env["XLA_FLAGS"] = " ".join(flags)
         return env
 
-    def workload(self) -> list[str]:
-        args = [lane.CHILD, "--", "--config", str(self.config), "--programs", PROGRAMS]
+    def workload(self, programs: str = "") -> list[str]:
+        args = [lane.CHILD, "--", "--config", str(self.config), "--programs",
+                programs or PROGRAMS]
         if self.quirks.dump:
             args += ["--dump", str(self.work / "dump")]
         if self.quirks.gpu_alias:
@@ -148,14 +149,15 @@ class Lane:
         return subprocess.run([self.python, "-c", BOOT, str(REPO), _dep_paths(), *args],
                               env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
 
-    def run(self, profile: Path, *, flags: list[str] = (), name: str) -> tuple[dict, int, Path]:
+    def run(self, profile: Path, *, flags: list[str] = (), name: str, programs: str = "",
+            env: dict | None = None) -> tuple[dict, int, Path]:
         """`pgle run --profile P --json --log L COMPILE_CHILD ...`: (report, exit code, log)."""
         cwd = self.work / name
         cwd.mkdir(parents=True, exist_ok=True)
         log = cwd / "xla.log"
         p = self.pgle("run", "--profile", str(profile), "--json", "--log", str(log),
-                      "--require-applied", *self.workload(),
-                      env=self.workload_env(flags), cwd=cwd)
+                      "--require-applied", *self.workload(programs),
+                      env={**self.workload_env(flags), **(env or {})}, cwd=cwd)
         try:
             report = json.loads(p.stdout)
         except json.JSONDecodeError:
@@ -247,6 +249,52 @@ def test_partial_profile(jax_lane):
         # jax 0.4.34 has no warn-level checker: read, coverage unverified (what its log shows).
         assert report["status"] == "applied" and code == 0
         assert all(m["coverage"] is None for m in report["modules"])
+
+
+def test_collectives_xla_made_synchronous_are_not_counted(jax_lane):
+    """Program d's train step: XLA makes its all-reduce synchronous after scheduling (nothing
+    overlaps it), and from jax 0.11.1 under a new name (all-reduce-start -> all-reduce.6), so
+    that the accuracy checker asks for a name no profile can hold. A per-module directory
+    built from the names the compiled modules run (what a real profile holds) is applied:
+    `pgle run` reads the executed HLO; `pgle verify` of its log cannot tell (partial, rule
+    collectives_unresolved) unless XLA's pass logged its lines (convert_async_collectives_to_
+    sync=3 in TF_CPP_VMODULE)."""
+    lane_ = jax_lane
+    base = lane.run_child(lane_.python, [lane.LHS_FLAG], work=str(lane_.work / "base-d"),
+                          quirks=lane_.quirks, programs="d")
+    assert base.returncode == 0, base.stderr[-3000:]
+    d = lane_.work / "per-module-d"
+    mods = [m for m in base.modules if m.get("fingerprint_before_lhs")]
+    for m in mods:
+        lane_.write_profile(d / f"{m['fingerprint_before_lhs']}.pbtxt", lane_.names(m))
+    renames = lane.vtuple(lane_.version) >= (0, 11, 1)
+    names = {m["module"]: lane_.names(m) for m in mods}
+    assert ("all-reduce-start" in names["jit_prog_d_train"]) is not renames
+    unknown = lane_.quirks.new_checker and lane.vtuple(lane_.version) < (0, 5, 1)
+    report, code, log = lane_.run(d, name="dir-d", programs="d")
+    assert (report["status"], code) == ("applied", 3 if unknown else 0), (
+        report["reasons"], report["modules"])
+    train = next(m for m in report["modules"] if m["module"] == "jit_prog_d_train")
+    if renames:
+        assert train["collectives_converted"] == [
+            {"scheduled": "all-reduce-start", "executed": "all-reduce.6"}], train
+        assert train["coverage"] == 1.0 and train["rule"] == "converted_to_sync"
+    else:
+        assert train["collectives_converted"] == [] and train["collectives_missing"] == []
+    again = lane_.verify(log)
+    if renames:
+        row = next(m for m in again["modules"] if m["module"] == "jit_prog_d_train")
+        assert (again["status"], row["rule"]) == ("partial", "collectives_unresolved")
+    else:
+        assert again["status"] == "applied" and _statuses(again) == _statuses(report)
+    # The pass's own lines in the log: verify reads what run read from the HLO.
+    vmodule = {"TF_CPP_VMODULE": "gpu_hlo_schedule=1,convert_async_collectives_to_sync=3"}
+    report, code, log = lane_.run(d, name="dir-d-vlog", programs="d", env=vmodule)
+    assert report["status"] == "applied", report["reasons"]
+    assert "Added pair: {all-reduce-start" in log.read_text()
+    again = lane_.verify(log)
+    assert again["status"] == "applied" and _statuses(again) == _statuses(report)
+    RAN.setdefault(lane_.version, []).append("collectives made synchronous")
 
 
 def test_error_strictness_fails_the_compile_and_says_so(jax_lane):

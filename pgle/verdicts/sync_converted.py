@@ -1,0 +1,218 @@
+"""Async collectives XLA makes synchronous after scheduling: missing from a profile, and
+rightly so.
+
+After the latency-hiding scheduler, XLA:GPU's `gpu-convert-async-collectives-to-sync` pass
+(pipeline `async-to-sync-converter`; every jax 0.4.35-0.12.0.1) makes each async collective
+pair with nothing scheduled between its start and done synchronous. Up to jax 0.11.0 it marks
+the pair `is_sync` and keeps its names: the executed module still runs `all-reduce-start`, a
+trace shows it, a profile can hold it. From jax 0.11.1 it replaces the pair with a new
+synchronous instruction (`all-reduce-start`/`-done` -> `all-reduce.6`, whose metadata keeps
+`scheduling_name="all-reduce-start"`): the executed module, every trace of it and every
+profile made from one (jaxlib's converter and pgle's key a cost by the executed name) hold
+`all-reduce.6`, while the scheduler asks the profile for `all-reduce-start`. The accuracy
+checker then lists `all-reduce-start` as missing on every run, however the profile was
+collected. Seen with the real XLA:GPU compiler (docs/xla-facts.md, "Async collectives made
+synchronous").
+
+So, per async collective start the checker lists as missing (pgle.verdicts.collectives
+decides what follows):
+- converted: the executed module does not run it under that name: its HLO (kept by `pgle
+  run`) has the synchronous instruction whose `scheduling_name` is that start, or no
+  instruction of that name at all; or the log says XLA made the pair synchronous (`Added pair:
+  {start, done`, VLOG 3 of convert_async_collectives_to_sync) and the jax renames such pairs.
+  No profile can hold it: not counted.
+- missing: the executed module runs it under that name: its HLO has it, or the jax keeps the
+  names, or the log shows XLA's pass looking at it (`Found async start %start`) and keeping
+  it async (no `Added pair`). A profile of the run holds it; this one lacks it.
+- unresolved: only a log, which cannot show whether XLA converted it (a jax that renames, or
+  an unknown jax, without the pass's VLOG lines).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pgle.xla.hlo_names import bare, is_async_collective_start
+
+# jax 0.11.0 keeps the names of a pair it makes synchronous; 0.11.1, 0.11.2 and 0.12.0.1
+# replace the pair with a new synchronous instruction (the real compiler, deviceless H100).
+RENAMED_SINCE = (0, 11, 1)
+LAST_KEEPING_NAMES = (0, 11, 0)
+VMODULE = "gpu_hlo_schedule=1,convert_async_collectives_to_sync=3"
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s")
+_SCHEDULING_NAME = re.compile(r'\bscheduling_name="([^"]+)"')
+_FINGERPRINT = re.compile(r'\bfingerprint_before_lhs="([0-9a-f]{32})"')
+
+
+def renames(jax: tuple[int, ...] | None) -> bool | None:
+    """Whether this jax renames a pair it makes synchronous (None: unknown jax)."""
+    if jax is None:
+        return None
+    return jax >= RENAMED_SINCE
+
+
+@dataclasses.dataclass(frozen=True)
+class Executed:
+    """What one module ran, from its executed (optimized, scheduled) HLO text."""
+
+    names: frozenset[str]
+    # scheduling_name -> the executed instruction's name, where the two differ: the names
+    # the scheduler knew that the module runs under another name (jax >= 0.11.1).
+    renamed: Mapping[str, str]
+    fingerprint: str | None = None
+
+
+def executed_of(hlo_text: str) -> Executed:
+    """The instruction names of every computation, and the renamed ones, of an HLO text as
+    `compiled.as_text()` (or XLA's `*after_optimizations.txt` dump) prints it."""
+    names: set[str] = set()
+    renamed: dict[str, str] = {}
+    for line in hlo_text.splitlines():
+        m = _INSTRUCTION.match(line)
+        if not m:
+            continue
+        name = m.group(1)
+        names.add(name)
+        s = _SCHEDULING_NAME.search(line)
+        if s and s.group(1) != name:
+            renamed.setdefault(s.group(1), name)
+    fp = _FINGERPRINT.search(hlo_text)
+    return Executed(frozenset(names), renamed, fp.group(1) if fp else None)
+
+
+class ExecutedModules:
+    """The executed HLO of the modules a run kept, found by fingerprint (what the log gives a
+    module with VLOG on) or, without one, by a module name compiled once."""
+
+    def __init__(self, modules: Iterable[Executed | tuple[str, Executed]] = ()) -> None:
+        self._by_fp: dict[str, Executed] = {}
+        self._by_name: dict[str, list[Executed]] = {}
+        for item in modules:
+            name, ex = item if isinstance(item, tuple) else (None, item)
+            if ex.fingerprint:
+                self._by_fp[ex.fingerprint] = ex
+            if name:
+                self._by_name.setdefault(name, []).append(ex)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_name.values()) or len(self._by_fp)
+
+    def find(self, module: str | None, fingerprint: str | None) -> Executed | None:
+        if fingerprint and self._by_fp:
+            # Another compile of the same name (other shapes, another rank) is another module.
+            return self._by_fp.get(fingerprint)
+        same = self._by_name.get(module or "") or []
+        return same[0] if len(same) == 1 else None
+
+
+def load_executed(modules: Iterable[Mapping[str, Any]]) -> ExecutedModules:
+    """From the harness's `module_compiled` events: each kept `hlo_file` (pgle's own run
+    folder). Unreadable files are skipped: those modules fall back to the log."""
+    found: list[tuple[str, Executed]] = []
+    for m in modules:
+        path = m.get("hlo_file")
+        if not (m.get("module") and path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                found.append((m["module"], executed_of(f.read())))
+        except (OSError, ValueError):
+            continue
+    return ExecutedModules(found)
+
+
+@dataclasses.dataclass
+class Split:
+    """The missing collectives / host copies of one module, by what the evidence shows."""
+
+    missing: list[str] = dataclasses.field(default_factory=list)
+    # (the name the scheduler asked for, the executed instruction's name or None)
+    converted: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)
+    unresolved: list[str] = dataclasses.field(default_factory=list)
+    by: str | None = None  # what showed the conversion: "hlo" | "log"
+    # Why the unresolved ones are: "no_lines" (no `Added pair` line for them) or
+    # "version" (XLA made them synchronous, the jax that wrote the log is unknown).
+    why_unresolved: str | None = None
+
+
+def split(missing_communication: Iterable[str], *, executed: Executed | None = None,
+          seen: Iterable[str] = (), added_pairs: Iterable[str] = (),
+          renamed: bool | None = None) -> Split:
+    """Sort a module's missing collectives (see the module's doc). `executed`: its executed
+    HLO, where the run kept it (exact); `seen` / `added_pairs`: the async starts its log says
+    XLA's pass looked at / made synchronous (VLOG 3); `renamed`: whether the jax that
+    compiled it renames such pairs (None: unknown)."""
+    out = Split()
+    looked = {bare(p) for p in seen}
+    pairs = {bare(p) for p in added_pairs}
+    for name in missing_communication:
+        b = bare(name)
+        if not is_async_collective_start(b):
+            out.missing.append(name)  # a synchronous collective or a host copy: it runs so
+        elif executed is not None:
+            if b in executed.renamed:
+                out.converted.append((name, executed.renamed[b]))
+                out.by = "hlo"
+            elif b not in executed.names:
+                out.converted.append((name, None))
+                out.by = "hlo"
+            else:
+                out.missing.append(name)
+        elif renamed is False:
+            out.missing.append(name)  # kept its name, even if made synchronous
+        elif b in pairs:
+            if renamed:
+                out.converted.append((name, None))
+                out.by = out.by or "log"
+            else:
+                out.unresolved.append(name)
+                out.why_unresolved = "version"
+        elif b in looked:
+            out.missing.append(name)  # XLA's pass looked at it and kept it async
+        else:
+            out.unresolved.append(name)
+            out.why_unresolved = out.why_unresolved or "no_lines"
+    return out
+
+
+def converted_note(s: Split) -> str | None:
+    if not s.converted:
+        return None
+    if s.by == "hlo":
+        shown = ", ".join(f"{n} ran as the synchronous {e}" if e else
+                          f"{n} is not in the executed module" for n, e in s.converted[:8])
+        how = "read from the executed HLO"
+    else:
+        shown = ", ".join(n for n, _ in s.converted[:8])
+        how = ("the log's `Added pair` lines: XLA made them synchronous after scheduling, and "
+               "jax >= 0.11.1 renames such a pair")
+    more = f" and {len(s.converted) - 8} more" if len(s.converted) > 8 else ""
+    return (f"{len(s.converted)} async collective(s) the scheduler asked for are in no profile "
+            f"and cannot be: {shown}{more} ({how}). Nothing was scheduled to overlap them, so "
+            "XLA turned them into new synchronous instructions after scheduling (jax >= "
+            "0.11.1); a trace of the module, and any profile made from one, names those. Not "
+            "counted, and collecting again would not change it.")
+
+
+def unresolved_note(s: Split) -> str | None:
+    if not s.unresolved:
+        return None
+    names = ", ".join(s.unresolved[:8]) + (
+        f" and {len(s.unresolved) - 8} more" if len(s.unresolved) > 8 else "")
+    if s.why_unresolved == "version":
+        return (f"{names}: not in the profile; the log says XLA made it synchronous after "
+                "scheduling (`Added pair`), and whether that renamed it (so that no profile "
+                "can hold it) depends on the jax version (jax >= 0.11.1 renames, <= 0.11.0 "
+                "keeps the name), which the log does not show: pass --jax.")
+    return (f"{names}: not in the profile. Either the profile lacks a collective the module "
+            "runs (the scheduler guessed its cost), or XLA made it synchronous after "
+            "scheduling, which jax >= 0.11.1 does to an async collective nothing overlaps, "
+            "renaming it (all-reduce-start -> all-reduce.N) so that no profile can hold it. "
+            "This log cannot tell which. To tell: run the workload under `pgle run` (it reads "
+            f"the executed HLO), or rerun it with TF_CPP_VMODULE={VMODULE} and verify that "
+            "log (XLA then logs `Added pair: {<start>, <done>` for each pair it makes "
+            "synchronous).")
