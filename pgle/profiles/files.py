@@ -460,22 +460,22 @@ def _load_directory(path: Any) -> ProfileSource:
     pairs: list[tuple[str, str]] = []
     for fp in sorted(by_fp):
         forms = by_fp[fp]
-        parsed: dict[str, Profile] = {}
+        readable: dict[str, Profile] = {}
         failed: dict[str, ProfileError] = {}
         for form, entry in forms.items():
             data = _read_bytes(entry)
             pairs.append((entry.name, hashlib.sha256(data).hexdigest()))
             try:
-                parsed[form] = parse_profile(data, form, _name_of(entry))
+                readable[form] = parse_profile(data, form, _name_of(entry))
             except ProfileError as e:
                 failed[form] = e
         # XLA tries <fp>.pbtxt first and reads <fp>.pb when the text file is missing or does
         # not parse (it logs the parse error first; seen on every jax 0.4.35-0.12.0.1 in the
         # XLA:GPU lane, scenario dir-pbtxt-fallback).
-        fmt = TEXT if TEXT in parsed else BINARY
-        if fmt not in parsed:  # nothing XLA could read for this module: the user must know
+        fmt = TEXT if TEXT in readable else BINARY
+        if fmt not in readable:  # nothing XLA could read for this module: the user must know
             raise failed[TEXT if TEXT in failed and BINARY not in forms else BINARY]
-        modules[fp] = parsed[fmt]
+        modules[fp] = readable[fmt]
         files.append(root / forms[fmt].name)
         for form, entry in forms.items():
             if form == fmt:

@@ -152,12 +152,12 @@ FLAGS: dict[str, FlagInfo] = {f.name: f for f in (
        older_defaults=(((0, 5, 3), "FUSION,CUBLAS,CUSTOM_CALL,CUDNN"),
                        ((0, 6, 0), "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL"),
                        ((0, 8, 2), "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN"),
-                       ((0, 9, 0), "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,"
-                                   "DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION"),
-                       ((0, 10, 2), "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,"
-                                    "DYNAMIC_SLICE_FUSION"),
-                       ((0, 12, 0), "CONDITIONAL,CUBLAS,CUBLASLT,CUDNN,CUSTOM_CALL,"
-                                    "DYNAMIC_SLICE_FUSION,FUSION")),
+                       ((0, 9, 0), ("FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,"
+                                    "DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION")),
+                       ((0, 10, 2), ("FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,"
+                                     "DYNAMIC_SLICE_FUSION")),
+                       ((0, 12, 0), ("CONDITIONAL,CUBLAS,CUBLASLT,CUDNN,CUSTOM_CALL,"
+                                     "DYNAMIC_SLICE_FUSION,FUSION"))),
        value_since=(("CONDITIONAL", (0, 4, 36)), ("WHILE", (0, 4, 36)),
                     ("DYNAMIC_SLICE_FUSION", (0, 4, 36)), ("CONVOLUTION", (0, 10, 1)),
                     ("HOST_EXECUTE", (0, 12, 0)), ("COLLECTIVES_KERNEL", (0, 12, 0))),

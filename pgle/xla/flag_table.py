@@ -11,8 +11,16 @@ import fnmatch
 import os
 import re
 
-from pgle.xla.flag_data import (CHECKED_THROUGH, DEFAULTS_FROM, FLAGS, OLDEST_SUPPORTED_JAX,
-                                REMOVED_FLAGS, FlagInfo, RemovedFlag, Version)
+from pgle.xla.flag_data import (
+    CHECKED_THROUGH,
+    DEFAULTS_FROM,
+    FLAGS,
+    OLDEST_SUPPORTED_JAX,
+    REMOVED_FLAGS,
+    FlagInfo,
+    RemovedFlag,
+    Version,
+)
 
 __all__ = ["CHECKED_THROUGH", "DEFAULTS_FROM", "FLAGS", "OLDEST_SUPPORTED_JAX", "REMOVED_FLAGS",
            "FlagInfo", "RemovedFlag", "default_in", "exists_in", "explain_all", "explain_flag",
@@ -29,9 +37,9 @@ def removed_flag(name: str, jax_version: Version | None) -> RemovedFlag | None:
     An unknown jax version counts as new: pgle targets current jax.
     """
     for entry in REMOVED_FLAGS:
-        if fnmatch.fnmatchcase(name, entry.pattern):
-            if jax_version is None or jax_version >= entry.removed_in:
-                return entry
+        if fnmatch.fnmatchcase(name, entry.pattern) and (
+                jax_version is None or jax_version >= entry.removed_in):
+            return entry
     return None
 
 
@@ -77,7 +85,8 @@ def _same(info: FlagInfo, a: str, b: str) -> bool:
     return a.casefold() == b.casefold() if info.ignore_case else a == b
 
 
-def value_error(info: FlagInfo, value: str | None, jax_version: Version | None = None) -> str | None:
+def value_error(info: FlagInfo, value: str | None,
+                jax_version: Version | None = None) -> str | None:
     """Why XLA would reject `value` for this flag (it aborts: 'Flag parsing failed'), or None.
 
     Bools take true/false (any case), 1 or 0, or no value; ints take decimal only; enums
@@ -157,7 +166,7 @@ def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | 
     if info is None:
         return verdict("unknown", "not in pgle's table; `--probe` asks the installed jaxlib")
     if not exists_in(info, jax):
-        return verdict("error", f"needs jax >= {_v(info.since)}: this jax "
+        return verdict("error", f"needs jax >= {_v(info.since or OLDEST_SUPPORTED_JAX)}: this jax "
                                 f"aborts on it ('Unknown flag in XLA_FLAGS')")
     bad = value_error(info, value, jax)
     if bad:
@@ -174,6 +183,7 @@ def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | 
 
 def _flag_hazard(name: str, value: str | None, jax: Version | None) -> str:
     """Values XLA accepts that quietly defeat PGLE or pgle's verdict."""
+    value = value or ""
     if name == ACCURACY_CHECKER and value.endswith("_OFF"):
         return "OFF hides the 'Missing <N> instructions' lines: pgle cannot tell whether the " \
                "profile fits"

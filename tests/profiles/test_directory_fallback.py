@@ -11,10 +11,15 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from helpers.pgle_testing import DATA, report_of, run_pgle
+
 from pgle.errors import ProfileError
-from pgle.profiles.files import Profile, content_addressed_copy, load_profile_source, write_profile
+from pgle.profiles.files import (
+    Profile,
+    content_addressed_copy,
+    load_profile_source,
+    write_profile,
+)
 
 FP_A = "fe8bd59d0f5f8ed3e9de8db97e1ec5eb"  # jit_prog_a_collectives, jax 0.10.2's lane log
 FP_C = "5b555cdb08fb9a8f6afa7168fd9efe6c"  # jit_prog_c_scan
@@ -36,7 +41,7 @@ def test_the_lane_proves_xla_falls_back_to_the_pb():
         text = log.read_text()
         failed = re.findall(r"failed to parse PGLE proto from text file '.*/(\w+)\.pbtxt'|"
                             r"Unable to read PGLE text proto from .*/(\w+)\.pbtxt", text)
-        used = set(re.findall(r"Using PGLE profile from .*/(\w+)\.pb\s*$", text, re.M))
+        used = set(re.findall(r"Using PGLE profile from .*/(\w+)\.pb\s*$", text, re.MULTILINE))
         assert failed and {a or b for a, b in failed} <= used, log
 
 

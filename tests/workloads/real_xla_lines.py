@@ -25,7 +25,8 @@ _TSL = re.compile(r"^(?P<head>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev>[IWEF
                   r"(?:\s+(?P<tid>\d+))? (?P<src>\S+:\d+)\] (?P<msg>.*)$")
 
 # Messages, with their variable fields as named groups (what `fill` replaces).
-FINGERPRINT = r"^Fingerprint before LHS for module (?P<module>\S+?)\((?P<id>\d+)\) = (?P<fp>[0-9a-f]+)$"
+FINGERPRINT = (r"^Fingerprint before LHS for module (?P<module>\S+?)\((?P<id>\d+)\) = "
+               r"(?P<fp>[0-9a-f]+)$")
 USING = r"^Using PGLE profile from (?P<path>.+?)\s*$"
 FALLBACK = r"^PGLE fallback: using SolLatencyEstimator"
 FOUND_PROFILE = r"^Found profile(?: for module (?P<module>\S+?))?, using profile guided latency"
@@ -51,7 +52,7 @@ class Line:
     msg: str
     origin: str  # <jax>/<scenario>.log, for the reader of a replayed log
 
-    def fill(self, pattern: str, **values: object) -> "Line":
+    def fill(self, pattern: str, **values: object) -> Line:
         """This line with the named groups of `pattern` in its message set to `values`."""
         m = re.search(pattern, self.msg)
         if m is None:
@@ -120,15 +121,22 @@ class Captured:
         raise LookupError(f"{self.version}/{scenario}.log has no line matching {pattern!r}")
 
     def module_block(self, scenario: str, index: int = 0) -> list[Line]:
-        """The scheduler's lines for one module (the `index`-th), from its `Fingerprint before
-        LHS` line to the next module's (single-threaded scenarios), without the deviceless
-        compiler's own lines."""
+        """The scheduler's lines for one of the program's modules (the `index`-th `jit_*`),
+        from its `Fingerprint before LHS` line to the next module's (single-threaded
+        scenarios), without the deviceless compiler's own lines and without the modules XLA
+        schedules on its own (jax >= 0.11's autotuner candidates, 0.7.2/0.8.3's clones)."""
         blocks: list[list[Line]] = []
+        current: list[Line] | None = None
         for line in self.lines(scenario):
-            if re.search(FINGERPRINT, line.msg):
-                blocks.append([])
-            if blocks and line.style != "raw" and "deviceless" not in line.msg:
-                blocks[-1].append(line)
+            m = re.search(FINGERPRINT, line.msg)
+            if m:
+                own = m.group("module").startswith("jit_") and \
+                    not m.group("module").endswith("-clone")
+                current = [] if own else None
+                if current is not None:
+                    blocks.append(current)
+            if current is not None and line.style != "raw" and "deviceless" not in line.msg:
+                current.append(line)
         return blocks[index]
 
 
@@ -156,31 +164,39 @@ def module_read(cap: Captured, *, path: str, module: str, module_id: int, fp: st
 
 def directory_lookup(cap: Captured, *, directory: str, module: str, module_id: int, fp: str,
                      exists) -> list[Line]:
-    """XLA's lookup of `<directory>/<fp>.pbtxt`, then `.pb` (jax >= 0.6.1 logs each miss);
-    `exists(path)` answers from the files really there. A hit: the captured dir-pb.log
-    block; a miss: dir-some-missing.log's block of a module without a file."""
+    """XLA's lookup of `<directory>/<fp>.pbtxt`, then `.pb`; `exists(path)` answers from the
+    files really there. A hit: the captured good-profile block for that file; a miss: the
+    lines dir-some-missing.log has for a module without a file (jax >= 0.6.1 logs each miss;
+    older ones print nothing)."""
     fpl = cap.first("good-pbtxt", FINGERPRINT).fill(FINGERPRINT, module=module, id=module_id,
                                                     fp=fp)
     out = [fpl]
-    missing_line = cap.first("dir-some-missing", NOT_EXIST)
+    missed = _block_without_a_file(cap)
+    missing_line = next((ln for ln in missed if re.search(NOT_EXIST, ln.msg)), None)
     for suffix in (".pbtxt", ".pb"):
         f = f"{directory}/{fp}{suffix}"
         if exists(f):
             read = module_read(cap, path=f, module=module, module_id=module_id, fp=fp)
             return out + read[1:]  # its own Fingerprint line is the one above
-        out.append(missing_line.fill(NOT_EXIST, path=f))
+        if missing_line is not None:
+            out.append(missing_line.fill(NOT_EXIST, path=f))
     # After two misses XLA goes on without a profile (0.7.2+: `Using unified latency
     # estimator`): the lines after the misses in the captured block.
-    block = cap.module_block("dir-some-missing", _block_with_two_misses(cap))
-    after = [ln for ln in block[1:] if not re.search(NOT_EXIST, ln.msg)]
-    return out + after
+    return out + [ln for ln in missed[1:] if not re.search(NOT_EXIST, ln.msg)]
 
 
-def _block_with_two_misses(cap: Captured) -> int:
+def _block_without_a_file(cap: Captured) -> list[Line]:
+    """The lines of the first module dir-some-missing.log has no file for (program b)."""
+    blocks = []
     for i in range(64):
-        if sum(bool(re.search(NOT_EXIST, ln.msg)) for ln in cap.module_block("dir-some-missing", i)) == 2:
-            return i
-    raise LookupError(f"{cap.version}/dir-some-missing.log has no module that missed both files")
+        try:
+            blocks.append(cap.module_block("dir-some-missing", i))
+        except IndexError:
+            break
+    for block in blocks:
+        if not any(re.search(USING, ln.msg) for ln in block):
+            return block
+    raise LookupError(f"{cap.version}/dir-some-missing.log has no module without a file")
 
 
 def literal(cap: Captured, scenario: str, pattern: str, old: str, new: str) -> Line:

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import real_xla_lines  # noqa: E402
+import real_xla_lines
 
 scenario = os.environ.get("REPLAY_SCENARIO", "applied")
 style = os.environ.get("REPLAY_PREFIX", "absl")

@@ -14,14 +14,19 @@ import re
 import sys
 
 import pytest
-
 from helpers.pgle_testing import DATA, TESTS
+
 from pgle.xla import flag_table
-from pgle.xla.flag_table import CHECKED_THROUGH, FLAGS, OLDEST_SUPPORTED_JAX, REMOVED_FLAGS
+from pgle.xla.flag_table import (
+    CHECKED_THROUGH,
+    FLAGS,
+    OLDEST_SUPPORTED_JAX,
+    REMOVED_FLAGS,
+)
 from pgle.xla.versions import parse_version
 
 sys.path.insert(0, str(TESTS / "xla_gpu"))
-import flag_inventory  # noqa: E402
+import flag_inventory
 
 FLAG_DATA = DATA / "xla_gpu" / "flags"
 INVENTORY = {parse_version(p.stem): flag_inventory.read_inventory(p)
@@ -51,7 +56,7 @@ def test_every_supported_release_was_inventoried():
 def test_two_ways_of_asking_agree():
     """The probed names equal the names in XLA's own flag listing (usage text)."""
     for usage in FLAG_DATA.glob("*.usage.txt"):
-        listed = set(re.findall(r"^\t--(\w+)=", usage.read_text(), re.M))
+        listed = set(re.findall(r"^\t--(\w+)=", usage.read_text(), re.MULTILINE))
         assert listed == set(INVENTORY[parse_version(usage.name[:-len(".usage.txt")])]), usage
 
 

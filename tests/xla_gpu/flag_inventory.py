@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Which XLA_FLAGS names a jaxlib's XLA accepts: asked of the jaxlib itself.
 
-Stdlib and protobuf (pgle's own dependency). Importable (Prober, candidates, write_inventory, read_inventory) and runnable:
+Stdlib and protobuf (pgle's own dependency). Importable (Prober, candidates, write_inventory,
+read_inventory) and runnable:
 
     python tests/xla_gpu/flag_inventory.py --target VENV/bin/python[:DIR] [--target ...]
         [--also FILE ...] --out DIR
@@ -17,12 +18,14 @@ longer honours (`"X" is no longer supported ...`) are recorded as deprecated. Th
 backend parses every DebugOptions flag (GPU flags included), and it is started in every jax
 process, so its answer is what decides whether XLA aborts a GPU job too.
 
-DIR/<jaxlib version>.txt: a provenance header (`#` lines), then one accepted name a line
-(`name  # deprecated: <XLA's words>` where XLA warns). `--also FILE` adds names to probe (other
-inventories); every target is asked about every target's candidates, so a name one version
-dropped is asked of the others too. `PYTHON:DIR` puts a jax/jaxlib unpacked there (`pip download --no-deps jax==V
-jaxlib==V`, unzipped) before the interpreter's own: how releases the lane has no venv for
-were inventoried (tests/data/xla_gpu/flags/README.md).
+DIR/<jaxlib version>.txt: a provenance header (`#` lines), then one accepted flag a line,
+tab-separated: name, kind, enum values, default (from the jaxlib's own DebugOptions declaration
+and default values), and XLA's deprecation warning where it prints one. `--usage` also writes
+DIR/<version>.usage.txt, XLA's own flag listing (needs gdb). `--also FILE` adds names to probe
+(other inventories); every target is asked about every target's candidates, so a name one
+version dropped is asked of the others too. `PYTHON:DIR` puts a jax/jaxlib unpacked in DIR
+(`pip download --no-deps jax==V jaxlib==V`, unzipped) before the interpreter's own: how
+releases the lane has no venv for were inventoried (tests/data/xla_gpu/flags/README.md).
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ _CHILD = ("import jax, jaxlib.version\n"
           f"print('{_OK}', jaxlib.version.__version__, flush=True)\n")
 # jax >= 0.5.1: "Unknown flag in XLA_FLAGS: --a=1 --b=1"; <= 0.5.0: "Unknown flags in
 # XLA_FLAGS: --a=1 --b=1  <leftover argv>" (two spaces, then junk: seen on 0.4.35).
-_UNKNOWN = re.compile(r"Unknown flags? in XLA_FLAGS: (.*?)(?:  .*)?$", re.M)
+_UNKNOWN = re.compile(r"Unknown flags? in XLA_FLAGS: (.*?)(?:  .*)?$", re.MULTILINE)
 _BAD = (re.compile(r"Couldn't interpret value .* for flag (xla_\w+)"),
         re.compile(r"Illegal value for --(xla_\w+)"))
 _PARSE_FAILED = "Flag parsing failed"
@@ -95,7 +98,7 @@ class Prober:
         self.runs += 1
         with tempfile.TemporaryDirectory(prefix="pgle-flags-") as cwd:
             p = subprocess.run([self.python, "-c", _CHILD], cwd=cwd, capture_output=True,
-                               text=True, errors="replace", timeout=300,
+                               text=True, errors="replace", timeout=300, check=False,
                                env=_env(" ".join(f"--{n}={value}" for n in names),
                                         self.pythonpath))
         for m in _DEPRECATED.finditer(p.stderr):
@@ -209,27 +212,34 @@ def debug_options_descriptor(data: bytes):
 
     key = b"\n\rxla/xla.proto"
     for m in re.finditer(re.escape(key), data):
-        i = m.start()
-        try:
-            while i < len(data):
-                tag, j = _varint(data, i)
-                if not 1 <= tag >> 3 <= 15 or tag & 7 not in (0, 2):
-                    break
-                if tag & 7 == 2:
-                    n, j = _varint(data, j)
-                    j += n
-                else:
-                    _, j = _varint(data, j)
-                if j > len(data):
-                    break
-                i = j
-            fd = descriptor_pb2.FileDescriptorProto.FromString(data[m.start():i])
-        except Exception:  # noqa: BLE001  not the descriptor after all: look further
-            continue
-        for msg in fd.message_type:
+        fd = _file_descriptor_at(data, m.start(), descriptor_pb2)
+        for msg in fd.message_type if fd is not None else ():
             if msg.name == "DebugOptions":
                 return msg
     return None
+
+
+def _file_descriptor_at(data: bytes, start: int, descriptor_pb2):
+    """The FileDescriptorProto that starts at `start`, or None (not one after all)."""
+    i = start
+    while i < len(data):
+        tag, j = _varint(data, i)
+        if not 1 <= tag >> 3 <= 15 or tag & 7 not in (0, 2):
+            break
+        if tag & 7 == 2:
+            n, j = _varint(data, j)
+            j += n
+        else:
+            _, j = _varint(data, j)
+        if j > len(data):
+            break
+        i = j
+    from google.protobuf.message import DecodeError
+
+    try:
+        return descriptor_pb2.FileDescriptorProto.FromString(data[start:i])
+    except DecodeError:
+        return None
 
 
 def describe(python: str, pythonpath: list[str]) -> dict[str, Entry]:
@@ -292,7 +302,7 @@ def usage(python: str, pythonpath: list[str]) -> str:
         subprocess.run(["gdb", "-batch", "-q", "-ex", "set pagination off", "-ex",
                         "catch syscall exit_group", "-ex", "run", "-ex",
                         f"generate-core-file {core}", "--args", python, "-c", _CHILD],
-                       cwd=tmp, env=env, capture_output=True, timeout=600)
+                       cwd=tmp, env=env, capture_output=True, timeout=600, check=False)
         data = Path(core).read_bytes()
     best = b""
     for m in re.finditer(rb"usage: [^\n]*\nFlags:\n", data):
@@ -321,13 +331,13 @@ def write_inventory(out_dir: str | Path, target: tuple[str, list[str]], names: s
     out = Path(out_dir) / f"{jaxlib}.txt"
     out.parent.mkdir(parents=True, exist_ok=True)
     lines = header or [
-        f"# XLA_FLAGS names jaxlib {jaxlib} accepts (Python {pyver}), asked of it by "
-        f"tests/xla_gpu/flag_inventory.py on {time.strftime('%Y-%m-%d')}",
-        f"# {len(known)} of {len(names)} candidate names; {runs} probe runs"
-        + (f"; jax/jaxlib from {' '.join(pythonpath)}" if pythonpath else "")]
+        (f"# XLA_FLAGS names jaxlib {jaxlib} accepts (Python {pyver}), asked of it by "
+         f"tests/xla_gpu/flag_inventory.py on {time.strftime('%Y-%m-%d')}"),
+        (f"# {len(known)} of {len(names)} candidate names; {runs} probe runs"
+         + (f"; jax/jaxlib from {' '.join(pythonpath)}" if pythonpath else ""))]
     lines = [ln for ln in lines if not ln.startswith("# columns")] + [
-             "# columns (tab-separated): name, kind, enum values, default (XLA's default "
-             "DebugOptions; - unknown), XLA's deprecation warning"]
+             ("# columns (tab-separated): name, kind, enum values, default (XLA's default "
+              "DebugOptions; - unknown), XLA's deprecation warning")]
     for name in sorted(known):
         entry = dataclasses.replace(fields.get(name, Entry(name)), name=name,
                                     note=(deprecated or {}).get(name, ""))
