@@ -52,6 +52,9 @@ RETIRED_LINES = {
     "The workload's output reaches the terminal live and unchanged (pgle sets `PYTHONUNBUFFERED=1` unless",
     "you set it, since the child writes into a pipe); pgle's own lines go to stderr with a `pgle:` "
     "prefix. `--json` prints one report on stdout (the workload's stdout then goes to stderr),",
+    # Issue 21: the flag table now has every jax's defaults; the replays print captured lines.
+    "in pgle's table), why, its meaning, its default (as jaxlib 0.10.2 has it) and the jax versions that",
+    "lines (exact strings from XLA's source, both prefix styles) from a real JAX workload's stderr.",
 }
 
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")

@@ -55,7 +55,7 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
     if kind == "directory":
         check_directory_output(out, force=force, inputs=[src])  # before reading anything
     source = load_profile_source(src)
-    warnings: list[str] = []
+    warnings: list[str] = list(source.warnings)
     module = [check_fingerprint(fp) for fp in module]
     if qualify is not None:
         check_fingerprint(qualify)
@@ -147,7 +147,8 @@ def inspect_report(path: Any, *, top: int = 20):
     from pgle.profiles.stats import CATEGORIES, inspect_source
 
     data = inspect_source(source, top=top)
-    report = Report(command="inspect", status="ok", profile=source.to_dict(), details={"inspect": data})
+    report = Report(command="inspect", status="ok", profile=source.to_dict(), details={"inspect": data},
+                    warnings=list(source.warnings))
     s = report.summary
     s.append(f"{_describe(source)}: {data['instruction_count']} instructions, "
              f"{data['latency_count']} latencies, total {_us(data['total_cost_us'])}")
@@ -260,7 +261,7 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
     if in_kind != kind:
         raise BadInput(f"the inputs are {in_kind}s but the output {out} is a {kind}.",
                        hint="Use a .pb/.pbtxt output for files, a directory for directories.")
-    warnings: list[str] = []
+    warnings: list[str] = [w for s in sources for w in s.warnings]
     modules_report = []
     aliases: dict[str, list[str]] = {}
     if in_kind == "file":

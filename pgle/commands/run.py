@@ -91,13 +91,7 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
         xla[flag_table.PGLE_PROFILE_PATH] = str(copy)
     if xla and versions.needs_lhs_flag(versions.jax_version()):
         xla[flag_table.LHS] = "true"
-    defaults = {}
-    if not versions.uses_absl_log_prefix(versions.jax_version()):
-        # Before jax 0.7.2 log lines carry no thread id unless asked, and modules
-        # compiling in parallel interleave their accuracy-checker blocks.
-        defaults["TF_CPP_LOG_THREAD_ID"] = "1"
-    child = childenv.build(environ, xla=xla, variables=dict(opts.env), defaults=defaults,
-                           info_log=True)
+    child = childenv.build(environ, xla=xla, variables=dict(opts.env), info_log=True)
     man = manifest.read(manifest.manifest_path(source.path)) if source is not None else None
     drift_notes = manifest.drift(man, user_flags=child.user_flags) if man is not None else []
     for line in child.notices:

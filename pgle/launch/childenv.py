@@ -62,6 +62,10 @@ def build(
     # No PYTHONUNBUFFERED: where pgle's output is a terminal the launcher gives the program a
     # pseudo-terminal, so it buffers exactly as it would without pgle (pgle.launch.launcher).
     if info_log:
+        # tsl's log prefix (jax < 0.7.2) names the logging thread only when asked; modules
+        # compiling in parallel threads interleave their checker blocks, and the thread id is
+        # how pgle tells them apart (jax >= 0.7.2's absl prefix always has it, and ignores this).
+        environ.setdefault("TF_CPP_LOG_THREAD_ID", "1")
         warning = ensure_info_log(environ, "'Using PGLE profile', 'Found profile for module'",
                                   "pgle cannot see whether the profile was used")
         if warning:

@@ -305,6 +305,23 @@ class ProfileSource:
     # and names that are not `<32 lowercase hex>.pb|.pbtxt` (XLA never looks them up).
     shadowed: list[pathlib.Path] = dataclasses.field(default_factory=list)
     ignored: list[str] = dataclasses.field(default_factory=list)
+    # Directory only: files that do not parse but that XLA gets past, as (path, why): a
+    # `<fp>.pbtxt` it logs a parse error for and then reads `<fp>.pb` instead, or a shadowed
+    # `<fp>.pb` it never reads.
+    unreadable: list[tuple[pathlib.Path, str]] = dataclasses.field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line per file XLA gets past without reading it (`unreadable`)."""
+        out = []
+        for path, why in self.unreadable:
+            if path.suffix == ".pbtxt":
+                out.append(f"{path} {why}; XLA logs a parse error for it and reads "
+                           f"{path.stem}.pb instead, and so does pgle.")
+            else:
+                out.append(f"{path} {why}; XLA never reads it, since {path.stem}.pbtxt is "
+                           "read first.")
+        return out
 
     @property
     def empty_modules(self) -> list[str]:
@@ -326,6 +343,7 @@ class ProfileSource:
                              "latency_count": p.latency_count} for fp, p in self.modules.items()},
             "shadowed": [str(f) for f in self.shadowed],
             "ignored": list(self.ignored),
+            "unreadable": [{"path": str(f), "error": why} for f, why in self.unreadable],
         }
 
 
@@ -412,27 +430,47 @@ def _load_directory(path: Any) -> ProfileSource:
     modules: dict[str, Profile] = {}
     files: list[pathlib.Path] = []
     shadowed: list[pathlib.Path] = []
+    unreadable: list[tuple[pathlib.Path, str]] = []
     pairs: list[tuple[str, str]] = []
     for fp in sorted(by_fp):
         forms = by_fp[fp]
-        # XLA tries <fp>.pbtxt first and reads <fp>.pb only if the text file is missing.
-        fmt = TEXT if TEXT in forms else BINARY
-        for other_fmt, entry in forms.items():
+        readable: dict[str, Profile] = {}
+        failed: dict[str, ProfileError] = {}
+        for form, entry in forms.items():
             data = _read_bytes(entry)
-            profile = parse_profile(data, other_fmt, _name_of(entry))
             pairs.append((entry.name, hashlib.sha256(data).hexdigest()))
-            entry_path = root / entry.name
-            if other_fmt == fmt:
-                modules[fp] = profile
-                files.append(entry_path)
-            else:
-                shadowed.append(entry_path)
+            try:
+                readable[form] = parse_profile(data, form, _name_of(entry))
+            except ProfileError as e:
+                failed[form] = e
+        # XLA tries <fp>.pbtxt first and reads <fp>.pb when the text file is missing or does
+        # not parse (it logs the parse error first; seen on every jax 0.4.35-0.12.0.1 in the
+        # XLA:GPU lane, scenario dir-pbtxt-fallback).
+        fmt = TEXT if TEXT in readable else BINARY
+        if fmt not in readable:  # nothing XLA could read for this module: the user must know
+            raise failed[TEXT if TEXT in failed and BINARY not in forms else BINARY]
+        modules[fp] = readable[fmt]
+        files.append(root / forms[fmt].name)
+        for form, entry in forms.items():
+            if form == fmt:
+                continue
+            if form == BINARY:
+                shadowed.append(root / entry.name)
+            if form in failed:
+                unreadable.append((root / entry.name,
+                                   _parse_reason(failed[form], _name_of(entry))))
     return ProfileSource(
         path=root, kind="directory", files=files,
         instruction_count=sum(p.instruction_count for p in modules.values()),
         latency_count=sum(p.latency_count for p in modules.values()),
         sha256=_directory_digest(pairs), modules=modules, shadowed=shadowed, ignored=ignored,
+        unreadable=unreadable,
     )
+
+
+def _parse_reason(error: ProfileError, source: str) -> str:
+    """What a parse error says about the file, without its name and the final period."""
+    return error.message.removeprefix(f"profile {source} ").rstrip(".")
 
 
 # --- content-addressed copies ----------------------------------------------------------------
@@ -471,7 +509,10 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
         return target
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=store))
     try:
-        for f in source.files + source.shadowed:
+        # Every file pgle read (the digest covers them all): the copy reads the way the
+        # original does, an unparsable <fp>.pbtxt included.
+        for f in dict.fromkeys(source.files + source.shadowed
+                               + [p for p, _ in source.unreadable]):
             write_bytes_atomic(tmp / f.name, _read_bytes(f), mode=_source_mode(f))
         os.chmod(tmp, dir_mode())  # mkdtemp makes it private; other users run with it too
         if _directory_digest(_file_pairs(tmp)) != source.sha256:

@@ -177,7 +177,7 @@ def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
             )
     for flag in flags.flags:
         info = flag_table.flag_info(flag.name)
-        if info is not None and info.since and info.since_pinned and jax_version is not None \
+        if info is not None and info.since and jax_version is not None \
                 and jax_version < info.since:
             hint = ""
             if flag.name == flag_table.ACCURACY_CHECKER:

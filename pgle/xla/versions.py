@@ -103,11 +103,6 @@ def supports_expect_pgle(version: tuple[int, ...] | None) -> bool:
     return at_least(version, (0, 5, 1))
 
 
-def uses_absl_log_prefix(version: tuple[int, ...] | None) -> bool:
-    """jax >= 0.7.2 logs through absl (`I0822 12:34:56.789012  123 file.cc:1] msg`)."""
-    return at_least(version, (0, 7, 2))
-
-
 def version_string(version: tuple[int, ...] | None) -> str:
     if version is None:
         return "unknown"

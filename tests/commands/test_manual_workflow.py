@@ -80,11 +80,21 @@ def test_collect_window_that_sees_no_step(project):
 
 @pytest.mark.parametrize("style", ["absl", "tsl"])
 def test_run_applied_per_module(project, style):
+    """The replay prints real captured lines (jax 0.10.2 absl, jax 0.6.2 tsl) of two modules
+    compiling in parallel threads. jax < 0.7.0 names a module only in the VLOG fingerprint
+    line (so the tsl case asks for it, as the lane does); its tsl prefix has thread ids only
+    with TF_CPP_LOG_THREAD_ID, which `pgle run` sets: without it the interleaved checker
+    block would be given to the wrong module."""
     write_profile(project / "p.pb", {"fusion.1": 10.0, "all-reduce-start.2": 30.0})
+    extra = {"TF_CPP_VMODULE": "gpu_hlo_schedule=1"} if style == "tsl" else {}
     proc = run_pgle("run", "--profile", "p.pb", "--json", REPLAY, cwd=project,
-                    env=pgle_env(REPLAY_SCENARIO="applied", REPLAY_PREFIX=style))
+                    env=pgle_env(REPLAY_SCENARIO="applied", REPLAY_PREFIX=style, **extra))
     assert proc.returncode == 0, proc.stderr.decode()
     report = report_of(proc)
+    log = Path(report["log_path"]).read_text()
+    if style == "tsl":
+        assert re.search(r"^\d{4}-\d\d-\d\d [\d:.]+: W +\d+ external/xla/xla/service/"
+                         r"profile_guided_latency_estimator\.cc:\d+\] Missing 2 ", log, re.M)
     assert report["status"] == "applied"
     modules = {m["module"]: m for m in report["modules"]}
     assert modules["jit_train_step"]["instructions_found"] == 38
@@ -256,9 +266,10 @@ def test_run_with_a_directory_verifies_per_module(project):
     d.mkdir()
     write_profile(d / f"{fp_train}.pb", {"fusion.1": 3.0})
     write_profile(d / f"{fp_unused}.pb", {"fusion.9": 3.0})
+    # XLA names a module whose file is missing only in its VLOG fingerprint line.
     proc = run_pgle("run", "--profile", "profiles", "--json", REPLAY, cwd=project,
                     env=pgle_env(REPLAY_SCENARIO="directory", REPLAY_FP_TRAIN=fp_train,
-                                 REPLAY_FP_EVAL=fp_eval))
+                                 REPLAY_FP_EVAL=fp_eval, TF_CPP_VMODULE="gpu_hlo_schedule=1"))
     assert proc.returncode == 0, proc.stderr.decode()
     report = report_of(proc)
     assert report["status"] == "partial"

@@ -114,7 +114,10 @@ def test_a_rank_that_never_reports_is_listed_after_the_gather_timeout(slurm_clus
 def test_verify_of_an_srun_label_log_aggregates_per_module_across_ranks(slurm_cluster, project):
     profile = write_profile(project / "p.pb", {"fusion.1": 1.0})
     # Quoted: the path has a space, and XLA (tsl parse_flags_from_env) splits flags on spaces.
-    env = replay_env(pgle_env(XLA_FLAGS=f'--xla_gpu_pgle_profile_file_or_directory_path="{profile}"'))
+    # TF_CPP_MIN_LOG_LEVEL=0: the user turned XLA's INFO log on (the replay, like XLA, hides
+    # its INFO lines otherwise).
+    env = replay_env(pgle_env(XLA_FLAGS=f'--xla_gpu_pgle_profile_file_or_directory_path="{profile}"',
+                              TF_CPP_MIN_LOG_LEVEL="0"))
     proc = slurm_cluster.srun([sys.executable, str(DIST), "--partial-ranks", "0"], ntasks=2,
                               srun_args=["--label"], cwd=project, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -273,6 +273,17 @@ def test_users_log_level_is_kept_with_a_warning(project):
     assert any("TF_CPP_MIN_LOG_LEVEL=1 hides" in w for w in report_of(proc)["warnings"])
 
 
+@pytest.mark.parametrize("user", [None, "0"])
+def test_run_asks_for_thread_ids_unless_the_user_chose(project, user):
+    """jax < 0.7.2 (tsl prefix) logs thread ids only with TF_CPP_LOG_THREAD_ID: `pgle run` sets
+    it, so the checker blocks of parallel compiles can be told apart; a user's value stays."""
+    write_profile(project / "p.pb", {"fusion.1": 1.0})
+    extra = {} if user is None else {"TF_CPP_LOG_THREAD_ID": user}
+    proc = run_pgle("run", "--profile", "p.pb", ECHO, cwd=project, env=pgle_env(**extra))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert echoed(proc)["tf_cpp_log_thread_id"] == (user or "1")
+
+
 def test_workload_is_not_forced_unbuffered_on_a_pipe(project):
     """Piped or logged, a Python program block-buffers without pgle; pgle leaves it so (forcing
     PYTHONUNBUFFERED made a program printing in lines 3x slower, issue 16)."""

@@ -75,6 +75,31 @@ def test_collect_uses_the_scripts_own_profiler_window(project):
     assert "step 9" in proc.stderr.decode()  # the script ran to its end (--json: on stderr)
 
 
+def test_the_scripts_trace_context_yields_what_jax_yields(project):
+    """`with jax.profiler.trace(d) as s:` under pgle's window: the script gets what jax gives
+    it without pgle (jax >= 0.12: its ProfileSession; older: None), the trace lands in d, and
+    the call site is the script's `trace(` line. The ProfileSession API itself (jax >= 0.12)
+    is tested on the lane's jax 0.12 (tests/xla_gpu/test_profile_session.py)."""
+    import subprocess
+    import sys
+
+    script = str(REAL / "profile_session_script.py")
+    plain = subprocess.run([sys.executable, script, "--mode", "trace", "--profile-dir",
+                            str(project / "plain")], cwd=project, capture_output=True,
+                           text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    yielded = re.search(r"trace yielded: .*", plain.stdout).group(0)
+    own = project / "own"
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", script, "--",
+                    "--mode", "trace", "--profile-dir", str(own), cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert yielded in proc.stderr.decode()
+    site = report_of(proc)["window"]["script_trace"]["site"]
+    line = int(site.rsplit(":", 1)[1])
+    assert "jax.profiler.trace(" in open(script).read().splitlines()[line - 1]
+    assert list(own.rglob("*.xplane.pb"))
+
+
 def test_auto_names_the_scripts_profiler_not_more_steps(project):
     """Case 2 under auto: the collision is the reason, not 'run more steps'."""
     proc = run_pgle("auto", "--json", GPT, "--", "--profile-dir", str(project / "own"),

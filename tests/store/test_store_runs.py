@@ -33,8 +33,10 @@ REFERENCE = DATA / "nsys" / "pgle_costs_reference"
 
 
 def env_for(fps: str, cost: float) -> dict[str, str]:
+    # TF_CPP_VMODULE: XLA names a module (and its fingerprint) only at VLOG 1; the replay, like
+    # XLA, prints that line only when asked (collect --per-module asks by itself, run does not).
     return pgle_env(PYTHONPATH=HELPER, REPLAY_SCENARIO="lookup", REPLAY_FPS=fps,
-                    PGLE_TEST_STORE_COST=str(cost))
+                    PGLE_TEST_STORE_COST=str(cost), TF_CPP_VMODULE="gpu_hlo_schedule=1")
 
 
 def jax_version() -> str:

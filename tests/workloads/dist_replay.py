@@ -3,8 +3,8 @@
 Run under a launcher, through pgle: `srun -n 2 pgle run --profile p.pb dist_replay.py -- ...`.
 Each process calls `jax.distributed.initialize()` (gloo CPU collectives), runs a few
 StepTraceAnnotation steps of a jitted psum over every device of every process, then prints, on
-stderr, the lines XLA:GPU prints while compiling with a PGLE profile (exact strings from
-gpu_hlo_schedule.cc and profile_guided_latency_estimator.cc, absl prefix) for the profile path it
+stderr, the lines XLA:GPU prints while compiling with a PGLE profile (real lines the lane
+captured from jax 0.10.2's compiler, tests/workloads/real_xla_lines.py) for the profile path it
 actually got in XLA_FLAGS (nothing without one), like tests/workloads/replay_xla_log.py: a
 REPLAY, counted only with tests/helpers/replayed_gpu_run (see replay_xla_log.py).
 
@@ -28,30 +28,27 @@ import sys
 import time
 
 
-def line(sev: str, file: str, lineno: int, msg: str, tid: int) -> str:
-    return f"{sev}1122 04:33:12.{lineno:06d}  {tid} {file}:{lineno}] {msg}"
-
-
 def replay(path: str, partial: bool) -> list[str]:
-    sched, pgle = "gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc"
+    """The real lines of tests/workloads/real_xla_lines.py (jax 0.10.2's, as captured by the
+    XLA:GPU lane) for this process's two modules, from two threads."""
     import threading
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import real_xla_lines
+
+    cap = real_xla_lines.Captured("0.10.2")
     t1 = threading.get_native_id()  # the replay's own (compiling) thread, and a second one
     t2 = t1 + 1
-    found, missing = (5, 15) if partial else (40, 0)
-    out = [
-        line("I", sched, 538, f"Using PGLE profile from {path}", t1),
-        line("I", sched, 538, f"Using PGLE profile from {path}", t2),
-        line("I", sched, 612, "Found profile for module jit_train_step, using profile guided "
-                              "latency estimator", t1),
-        line("I", sched, 612, "Found profile for module jit_eval_step, using profile guided "
-                              "latency estimator", t2),
-    ]
-    if missing:
-        out += [line("W", pgle, 301, f"Found {found} instructions from the profile.", t1),
-                line("W", pgle, 303, f"Missing {missing} instructions from the profile.", t1)]
-        out += [line("W", pgle, 305, f"  fusion.{i}", t1) for i in range(missing)]
-    return out
+    missing = [f"fusion.{i}" for i in range(15)] if partial else []
+    train = real_xla_lines.module_read(cap, path=path, module="jit_train_step", module_id=1,
+                                       fp="fe8bd59d0f5f8ed3e9de8db97e1ec5eb", found=5,
+                                       missing=missing)
+    evals = real_xla_lines.module_read(cap, path=path, module="jit_eval_step", module_id=2,
+                                       fp="5b555cdb08fb9a8f6afa7168fd9efe6c")
+    out = []
+    for i in range(max(len(train), len(evals))):
+        out += [(t1, ln) for ln in train[i:i + 1]] + [(t2, ln) for ln in evals[i:i + 1]]
+    return [text for text in (ln.render(tid) for tid, ln in out) if text is not None]
 
 
 def ranks(text: str | None) -> set[int]:

@@ -7,6 +7,7 @@ print("ECHO " + json.dumps({
     "argv": sys.argv,
     "xla_flags": os.environ.get("XLA_FLAGS"),
     "tf_cpp_min_log_level": os.environ.get("TF_CPP_MIN_LOG_LEVEL"),
+    "tf_cpp_log_thread_id": os.environ.get("TF_CPP_LOG_THREAD_ID"),
     "path0": sys.path[0],
     "name": __name__,
     "unbuffered": os.environ.get("PYTHONUNBUFFERED"),

@@ -69,8 +69,11 @@ def test_versions_text():
     assert flag_table.versions_text("xla_gpu_graph_level") == "removed in jax 0.7.2"
     assert flag_table.versions_text(flag_table.ACCURACY_CHECKER) == "jax >= 0.4.36"
     assert "every jax pgle supports" in flag_table.versions_text(flag_table.LHS)
-    assert "not pinned down" in flag_table.versions_text(
-        "xla_gpu_experimental_pipeline_parallelism_opt_level")
+    assert flag_table.versions_text(
+        "xla_gpu_experimental_pipeline_parallelism_opt_level") == "jax >= 0.5.1"
+    assert flag_table.versions_text("xla_gpu_enable_cupti_multi_subscriber") == "jax >= 0.11.1"
+    assert flag_table.versions_text("xla_gpu_experimental_ragged_all_to_all_use_barrier") == \
+        "added in jax 0.9.1; removed in jax 0.11.1"
     assert flag_table.versions_text("xla_no_such_flag") == "not in pgle's table"
 
 
@@ -80,19 +83,19 @@ def test_exists_in():
     assert flag_table.exists_in(info, (0, 4, 36)) and flag_table.exists_in(info, None)
 
 
-def _sample(info):
+def _sample(info, jax):
     if info.kind == "bool":
         return "true"
     if info.kind == "enum":
-        return info.values[-1]
+        return flag_table.values_in(info, jax)[-1]
     if info.kind == "enum_list":
-        return info.values[1]
+        return flag_table.values_in(info, jax)[1]
     return info.default or "1" if info.kind == "int" else "/tmp/pgle-x"
 
 
 def test_installed_jaxlib_accepts_every_flag_in_the_table():
     jax = versions.jax_version()
-    text = " ".join(render_flag(i.name, _sample(i)) for i in FLAGS.values()
+    text = " ".join(render_flag(i.name, _sample(i, jax)) for i in FLAGS.values()
                     if flag_table.exists_in(i, jax))
     result = flag_probe.probe(text)
     assert result.accepted, [(v.flag, v.status, v.message) for v in result.rejected()]
@@ -106,3 +109,76 @@ def test_installed_jaxlib_rejects_every_removed_flag():
     result = flag_probe.probe(" ".join(f"--{n}=true" for n in names))
     assert not result.accepted
     assert {v.name: v.status for v in result.verdicts} == {n: "unknown" for n in names}
+
+
+def test_values_and_defaults_follow_the_jax_release():
+    cb = FLAGS[flag_table.COMMAND_BUFFER]
+    # jax 0.12.0 added COLLECTIVES_KERNEL (to the values and the default list); 0.10.2 dropped
+    # DYNAMIC_SLICE_COPY_FUSION; 0.4.34/0.4.35 spelled CONDITIONAL "CONDITIONALS".
+    assert flag_table.value_error(cb, "+COLLECTIVES_KERNEL", (0, 12, 0, 1)) is None
+    assert "needs jax >= 0.12.0" in flag_table.value_error(cb, "+COLLECTIVES_KERNEL", (0, 10, 2))
+    assert "removed in jax 0.10.2" in flag_table.value_error(cb, "DYNAMIC_SLICE_COPY_FUSION",
+                                                             (0, 10, 2))
+    assert flag_table.value_error(cb, "DYNAMIC_SLICE_COPY_FUSION", (0, 9, 2)) is None
+    assert flag_table.value_error(cb, "CONDITIONALS", (0, 4, 34)) is None
+    assert "COLLECTIVES_KERNEL" in flag_table.default_in(cb, (0, 12, 0))
+    assert "COLLECTIVES_KERNEL" not in flag_table.default_in(cb, (0, 10, 2))
+    assert flag_table.default_in(FLAGS["xla_gpu_all_reduce_combine_threshold_bytes"],
+                                 (0, 4, 34)) == "31457280"
+    pipeline = FLAGS["xla_gpu_pipeline_all_reduce"]
+    assert flag_table.value_error(pipeline, "OFF", None) is None  # XLA ignores case here
+    assert flag_table.value_error(pipeline, "true", None) is not None
+
+
+def test_an_enum_value_this_jax_lacks_is_refused_before_launch():
+    from pgle.errors import FlagError
+    from pgle.xla.flags import XlaFlags, lint
+
+    flags = XlaFlags.parse("--xla_gpu_enable_command_buffer=+COLLECTIVES_KERNEL")
+    assert lint(flags, (0, 12, 0, 1)) == []
+    with pytest.raises(FlagError, match="needs jax >= 0.12.0"):
+        lint(flags, (0, 10, 2))
+    # A jax newer than the table's: a warning at most, never a refusal.
+    assert flag_table.explain_all(flags.flags, (0, 13))[0]["status"] == "ok"
+
+
+@pytest.mark.parametrize("name, removed", [
+    ("xla_gpu_experimental_ragged_all_to_all_use_barrier", "0.11.1"),
+    ("xla_gpu_experimental_enable_nvshmem", "0.11.0"),
+    ("xla_gpu_experimental_autotuner_cache_dir", "0.11.1"),
+])
+def test_flags_removed_after_jax_0_10_2_are_refused_before_launch(name, removed):
+    from pgle.errors import FlagError
+    from pgle.xla.flags import XlaFlags, lint
+
+    flags = XlaFlags.parse(f"--{name}=true")
+    with pytest.raises(FlagError, match=f"removed in jax {removed}"):
+        lint(flags, (0, 12, 0, 1))
+    assert lint(flags, (0, 10, 2)) == []  # still there
+
+
+def test_pipelined_false_is_no_longer_off_from_jax_0_11_1():
+    row = flag_table.explain_flag("xla_gpu_enable_pipelined_all_gather", "false",
+                                  "--xla_gpu_enable_pipelined_all_gather=false", (0, 11, 1))
+    assert row["status"] == "warn" and "--xla_gpu_pipeline_all_gather=off" in row["message"]
+    row = flag_table.explain_flag("xla_gpu_enable_pipelined_all_gather", "false",
+                                  "--xla_gpu_enable_pipelined_all_gather=false", (0, 10, 2))
+    assert row["status"] == "ok"
+
+
+def test_flags_explain_knows_the_flags_of_jax_0_12(tmp_path):
+    """`pgle flags explain` on this machine's jax: a 0.11/0.12 flag is not `[unknown]` but an
+    error naming the release that added it (tests/xla_gpu/test_live.py runs it on jax 0.12)."""
+    from helpers.pgle_testing import report_of, run_pgle
+
+    jax = versions.jax_version()
+    proc = run_pgle("flags", "explain", "--json",
+                    "--xla_gpu_enable_cupti_multi_subscriber=true "
+                    "--xla_gpu_experimental_scheduler_memory_fencing_threshold_bytes=0",
+                    cwd=tmp_path)
+    rows = report_of(proc)["flags"]
+    assert [r["versions"] for r in rows] == ["jax >= 0.11.1", "jax >= 0.11.1"]
+    if jax is not None and jax < (0, 11, 1):
+        assert proc.returncode == 1 and all("needs jax >= 0.11.1" in r["message"] for r in rows)
+    else:
+        assert proc.returncode == 0 and [r["status"] for r in rows] == ["ok", "ok"]

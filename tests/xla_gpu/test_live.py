@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from pgle.evidence import logscan
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -150,13 +153,13 @@ class Lane:
                               env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
 
     def run(self, profile: Path, *, flags: list[str] = (), name: str, programs: str = "",
-            env: dict | None = None) -> tuple[dict, int, Path]:
+            env: dict | None = None, workload_args: list[str] = ()) -> tuple[dict, int, Path]:
         """`pgle run --profile P --json --log L COMPILE_CHILD ...`: (report, exit code, log)."""
         cwd = self.work / name
         cwd.mkdir(parents=True, exist_ok=True)
         log = cwd / "xla.log"
         p = self.pgle("run", "--profile", str(profile), "--json", "--log", str(log),
-                      "--require-applied", *self.workload(programs),
+                      "--require-applied", *self.workload(programs), *workload_args,
                       env={**self.workload_env(flags), **(env or {})}, cwd=cwd)
         try:
             report = json.loads(p.stdout)
@@ -365,3 +368,103 @@ def test_clones_jax_0_7_2_and_0_8_3(jax_lane):
     assert not [fp for name, fp in {m.group(1): m.group(3) for m in
                                     lane.FP_RE.finditer(log.read_text())}.items()
                 if name.endswith("-clone")]
+
+
+def test_parallel_compiles_are_told_apart_by_thread_id(jax_lane):
+    """Modules compiled at once from two Python threads, each missing part of the profile:
+    their checker blocks interleave. `pgle run` sets TF_CPP_LOG_THREAD_ID=1 (the workload's
+    environment here has none), so on jax < 0.7.2 the tsl prefix carries the thread id too
+    (absl's always does); pgle's log scanner reads it from every scheduler line, and each
+    module's coverage is what the lane reads per thread from the same log."""
+    lane_ = jax_lane
+    half = [n for m in lane_.modules for n in lane_.names(m)[::2]]
+    profile = lane_.write_profile(lane_.work / "half.pbtxt", half)
+    report, _, log = lane_.run(profile, name="threads", workload_args=["--threads", "2"])
+    text = log.read_text()
+    sched = [ln for ln in text.splitlines()
+             if "gpu_hlo_schedule.cc" in ln or "profile_guided_latency_estimator.cc" in ln]
+    parsed = [logscan.parse_prefix(ln.encode()) for ln in sched]
+    assert sched and all(p is not None and p.thread for p in parsed), sched[:5]
+    if lane.vtuple(lane_.version) < (0, 7, 2):  # the tsl prefix, with the thread id
+        assert all(re.match(r"\d{4}-\d\d-\d\d [\d:.]+: [IWEF] +\d+ external/", ln)
+                   for ln in sched), sched[:3]
+    truth = lane.read_log(text)
+    mine = {m["module"]: m for m in truth["modules"] if m.get("module") in MODULES}
+    assert set(mine) == set(MODULES)
+    assert len({m["thread"] for m in mine.values()}) == 2  # two compiling threads
+    if not lane_.quirks.new_checker or lane.vtuple(lane_.version) < (0, 5, 1):
+        # No checker (0.4.35) or a silent one (0.4.38, 0.5.0): coverage stays unknown.
+        assert all(m["coverage"] is None for m in report["modules"])
+        return
+    want = {name: m["checker_found"] / (m["checker_found"] + m["checker_missing"])
+            for name, m in mine.items()}
+    got = {m["module"]: m["coverage"] for m in report["modules"]}
+    assert got == pytest.approx(want), (got, want)
+
+
+def test_flag_table_matches_this_jaxlib(jax_lane):
+    """pgle's flag table, asked of this version's real XLA: every flag it says exists here is
+    accepted with every value it allows here (enum values one run each, enum lists whole),
+    and every flag it says is gone (removed, or newer than this jax) is an unknown flag."""
+    from pgle.xla import flag_probe, flag_table
+    from pgle.xla.flags import render_flag
+    from pgle.xla.versions import parse_version
+
+    lane_ = jax_lane
+    jax = parse_version(lane_.version)
+    env = {k: v for k, v in lane_.workload_env().items() if k != "XLA_FLAGS"}
+    here = [i for i in flag_table.FLAGS.values()
+            if flag_table.exists_in(i, jax) and not flag_table.removed_flag(i.name, jax)]
+
+    def sample(info, k: int) -> str:
+        values = flag_table.values_in(info, jax)
+        if info.kind == "enum":
+            return values[k % len(values)]
+        if info.kind == "enum_list":
+            return ",".join(values)
+        if info.kind == "bool":
+            return ("true", "false")[k % 2]
+        return flag_table.default_in(info, jax)
+
+    runs = max((len(flag_table.values_in(i, jax)) for i in here if i.kind == "enum"), default=1)
+    for k in range(max(runs, 2)):
+        text = " ".join(render_flag(i.name, sample(i, k)) for i in here)
+        result = flag_probe.probe(text, environ=env, python=lane_.python)
+        assert result.accepted, [(v.flag, v.status, v.message) for v in result.rejected()]
+    gone = [i.name for i in flag_table.FLAGS.values() if i.name not in {h.name for h in here}]
+    gone += [r.pattern for r in flag_table.REMOVED_FLAGS if "*" not in r.pattern
+             and (jax >= r.removed_in or (r.since is not None and jax < r.since))]
+    result = flag_probe.probe(" ".join(f"--{n}=true" for n in gone), environ=env,
+                              python=lane_.python)
+    assert {v.name: v.status for v in result.verdicts} == {n: "unknown" for n in gone}
+    RAN.setdefault(lane_.version, []).append(f"flag table ({len(here)} here, {len(gone)} gone)")
+
+
+def test_flags_of_the_newest_jax_under_pgle(jax_lane):
+    """pgle running on this jax: `flags explain` knows the flags jax 0.11/0.12 added (ok where
+    they exist, an error naming the release elsewhere), and `pgle run` refuses a flag removed
+    after jax 0.10.2 before launch, as XLA would abort on it."""
+    from pgle.xla.versions import parse_version
+
+    lane_ = jax_lane
+    jax = parse_version(lane_.version)
+    new = ("--xla_gpu_enable_cupti_multi_subscriber=true "
+           "--xla_gpu_experimental_scheduler_memory_fencing_threshold_bytes=0 "
+           "--xla_gpu_experimental_scheduler_memory_fencing_slack_windows=2")
+    p = lane_.pgle("flags", "explain", "--json", new, env=lane_.workload_env(), cwd=lane_.work)
+    rows = json.loads(p.stdout)["flags"]
+    if jax >= (0, 11, 1):
+        assert p.returncode == 0 and [r["status"] for r in rows] == ["ok"] * 3, rows
+    else:
+        assert p.returncode == 1 and all("needs jax >= 0.11.1" in r["message"] for r in rows)
+    gone = "--xla_gpu_experimental_ragged_all_to_all_use_barrier=true"
+    profile = lane_.write_profile(lane_.work / "any.pbtxt", ["fusion"])
+    p = lane_.pgle("run", "--profile", str(profile), *lane_.workload(),
+                   env=lane_.workload_env([gone]), cwd=lane_.work)
+    if jax >= (0, 11, 1) or jax < (0, 9, 1):
+        assert p.returncode == 2, p.stderr[-2000:]
+        assert p.stderr.strip().splitlines()[-1].startswith(
+            "pgle: error: XLA_FLAGS has --xla_gpu_experimental_ragged_all_to_all_use_barrier")
+    else:  # 0.9.1-0.11.0 have it
+        assert p.returncode == 0, p.stderr[-2000:]
+    RAN.setdefault(lane_.version, []).append("flags under pgle")
