@@ -123,6 +123,7 @@ class RankRun:
     stall_timeout_s: float | None = None  # pgle.launch.stall (None: derived, 0: off)
     gather: str = "folder"  # folder | kv (pgle.jobs.kv)
     held: execution.Execution | None = None  # --gather kv: the workload waits for the exchange
+    exchange: kv.HeldExchange | None = None  # ... and the exchange with it
     kv_errors: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -218,8 +219,7 @@ class RankRun:
                 "jax.distributed client (it failed first, or never called "
                 "jax.distributed.initialize()), so its files could not travel")
             return
-        exchange = kv.HeldExchange(ex)
-        self._exchange = exchange
+        exchange = self.exchange = kv.HeldExchange(ex)
         if self.info.is_leader:
             keys = {self._key(f"rank-{r}"): r for r in range(1, self.world_size)}
             fetched, errors = exchange.round({}, list(keys), final=False,
@@ -236,18 +236,19 @@ class RankRun:
                                          [self._key("job")], final=True,
                                          timeout_s=self.gather_timeout_s)
         self.kv_errors += errors
-        raw = fetched.get(self._key("job"))
-        if raw is not None:
+        job_bundle = fetched.get(self._key("job"))
+        if job_bundle is not None:
             plan = layout.output if layout is not None else None
             try:
-                kv.write_job_files(self.job_dir, raw, plan.merged_output if plan else None)
+                kv.write_job_files(self.job_dir, job_bundle,
+                                   plan.merged_output if plan else None)
             except (ValueError, OSError) as e:
                 self.kv_errors.append(f"rank 0's job files: unreadable bundle ({e})")
 
     def _kv_publish_job(self) -> None:
         """Rank 0: the job report (and the job's profile) to every rank; also when it failed,
         so that no rank waits for it in vain."""
-        exchange = getattr(self, "_exchange", None)
+        exchange = self.exchange
         if not self.info.is_leader or exchange is None or exchange.done:
             return
         path = self.job_dir / JOB_REPORT
@@ -265,11 +266,11 @@ class RankRun:
         ex, self.held = self.held, None
         if ex is None:
             return
-        exchange = getattr(self, "_exchange", None)
+        exchange = self.exchange
         if exchange is None or exchange.execution is not ex:
             exchange = kv.HeldExchange(ex)
         exchange.release()
-        self._exchange = None
+        self.exchange = None
         ex.resume()
 
     def mark_started(self) -> None:

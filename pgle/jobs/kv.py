@@ -162,7 +162,7 @@ def write_job_files(job_dir: Path, raw: bytes, own_profile: str | None) -> dict 
     it: its own -o) or at the same place in its own job folder, and job.json with the paths of
     what came along mapped to this rank's. Returns the job report."""
     sender_dir, files, extra = unbundle(raw)
-    sent_profile = extra.get("profile")
+    sent_profile = str(extra.get("profile") or "")
     paths: dict[str, str] = {os.path.join(sender_dir, "job.json"): str(job_dir / "job.json")}
     target = None
     if sent_profile:
@@ -182,12 +182,11 @@ def write_job_files(job_dir: Path, raw: bytes, own_profile: str | None) -> dict 
             if directory:
                 dest = base / name
                 paths[str(sent / name)] = str(dest)
-            else:
-                dest = base if name == sent.name else base.with_name(
-                    base.name + name[len(sent.name):]) if name.startswith(sent.name) else None
-                if dest is None:
-                    continue
+            elif name.startswith(sent.name):  # the profile, or its `.manifest.json`
+                dest = base.with_name(base.name + name[len(sent.name):])
                 paths[str(sent.with_name(name))] = str(dest)
+            else:
+                continue
             dest.parent.mkdir(parents=True, exist_ok=True)
             write_bytes_atomic(dest, data)
     report = _mapped(json.loads(files.get("job.json", b"{}") or b"{}"), paths)

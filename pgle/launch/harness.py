@@ -1248,11 +1248,11 @@ def watch_parent(*, for_children: bool = False) -> None:
     its group are killed. `for_children` (command mode): the descriptor and its variable stay
     for the Python processes the command starts below this one, which watch it too.
     """
-    fd = os.environ.get("PGLE_PARENT_FD") if for_children else os.environ.pop("PGLE_PARENT_FD", None)
-    if not fd:
+    raw = os.environ.get("PGLE_PARENT_FD") if for_children else os.environ.pop("PGLE_PARENT_FD", None)
+    if not raw:
         return
     try:
-        fd = int(fd)
+        fd = int(raw)
         if not for_children:
             os.set_inheritable(fd, False)  # the workload's own subprocesses need not hold it
         os.fstat(fd)
@@ -1349,7 +1349,7 @@ def _watch_exit_code() -> None:
     exception (1), Ctrl-C (130). (`raise SystemExit(n)` is not seen: 0.)"""
     real_exit, previous_hook = sys.exit, sys.excepthook
 
-    def exit(code: object = None) -> NoReturn:
+    def exit(code: "str | int | None" = None) -> NoReturn:
         _EXIT_CODE[0] = _exit_code(code)
         real_exit(code)
 

@@ -301,7 +301,7 @@ def defer_distributed_shutdown() -> bool:
             _shutdown["asked"] = True
 
     _shutdown.update(real=real, state=state, released=False, asked=False)
-    state.shutdown = shutdown  # the instance's: jax calls global_state.shutdown()
+    setattr(state, "shutdown", shutdown)  # the instance's: jax calls global_state.shutdown()
     return True
 
 

@@ -111,7 +111,7 @@ class StallReport:
 class StallWatch:
     """Polled by the launcher (pgle.launch.launcher.Stall); reads only what is new."""
 
-    def __init__(self, run_path: Path, bound_s: float | None, say: Callable[[str], None],
+    def __init__(self, run_path: Path, bound_s: float | None, say: Callable[[str], object],
                  *, clock: Callable[[], float] = time.monotonic):
         self.run = Path(run_path)
         self.bound_s = bound_s  # None: derived

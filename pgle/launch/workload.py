@@ -110,8 +110,8 @@ def _interpreter(path: str) -> list[str] | None:
         words = line.split()
         if not words:
             return None
-        names = [os.path.basename(w) for w in words[:2]]
-        if any(n.startswith("python") for n in names):
+        # `#!/usr/bin/python3`, `#!/usr/bin/env python3`, `#!/usr/bin/env -S python3 -u`
+        if any(os.path.basename(w).startswith("python") for w in words):
             return None  # a Python script: the harness runs it in-process
         return [path] if executable else [*words, path]
     if head.startswith(b"\x7fELF"):

@@ -126,6 +126,29 @@ def test_ranks_without_a_distributed_client_are_named(tmp_path):
     assert any("jax.distributed.initialize()" in w for w in job["warnings"]), job["warnings"]
 
 
+def test_a_bundle_writes_only_the_senders_own_files(tmp_path):
+    """What comes through the store is foreign data, as a shared job folder is: rank 1's
+    bundle may only land as rank 1's files, inside this rank's job folder."""
+    from pgle.jobs import kv
+
+    sender = tmp_path / "sender"
+    files = {"rank-1.json": json.dumps({"profile": {"path": str(sender / "profiles/rank-1.pb")},
+                                        "log_path": "/elsewhere/workload.log"}).encode(),
+             "profiles/rank-1.pb": b"\n\x02ok",
+             "../escape": b"x", "rank-0.json": b"{}", "profiles/rank-2.pb": b"x",
+             "profiles/rank-1/../../../escape": b"x", "job.json": b"{}", "notes.txt": b"x"}
+    raw = kv.bundle(sender, files)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    written = kv.write_rank_files(mine, 1, raw)
+    assert sorted(written) == ["profiles/rank-1.pb", "rank-1.json"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
+                  if p.is_file()) == ["mine/profiles/rank-1.pb", "mine/rank-1.json"]
+    report = json.loads((mine / "rank-1.json").read_text())
+    assert report["profile"]["path"] == str(mine / "profiles" / "rank-1.pb")  # it came along
+    assert report["log_path"] == "/elsewhere/workload.log"  # the sender's own storage
+
+
 def _profile(folder: Path) -> Path:
     path = folder / "p.pbtxt"
     path.write_text('costs { name: "fusion.1" cost_us: 1.0 }\n')
