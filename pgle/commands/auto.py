@@ -21,7 +21,7 @@ from pgle.errors import PgleError
 from pgle.commands.options import AutoPgleOptions, StoreOptions
 from pgle.evidence import jax_log as jax_events
 from pgle.jobs.layout import LayoutRequest, RankLayout
-from pgle.launch import childenv
+from pgle.launch import childenv, schema
 from pgle.launch.workload import Workload
 from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
@@ -92,8 +92,9 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
                 warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
                 progress=notify, count_jits=False)
     facts = jax_events.summarize(ex.events.records)
-    collision = auto_pgle.profiler_collision(ex.run.log, ex.events.records,
-                                             ex.events.script_traces)
+    collision = auto_pgle.profiler_collision(
+        ex.run.log, [r for r in ex.events.records if r.get("kind") == schema.PGLE_SESSION_ERROR],
+        ex.events.script_traces)
     known, unreadable = _known_pgle_keys(child.env)
     modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform, known, collision)
     report = Report("auto", auto_pgle.auto_status(modules), workload_exit_code=ex.exit_code,
@@ -115,6 +116,8 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
     report.summary.append(f"auto PGLE: {report.status}: "
                           + auto_pgle.count_line(modules, STATUS_OPTIMIZED, "optimized"))
     report.summary += module_lines(modules)
+    if collision:  # the per-module rows say "not profiled"; this says why, once, with the fix
+        report.summary.append(collision.text)
     report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
                                              p.require_all, p.require,
         exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -70,6 +71,9 @@ def observe_pgle(write: Callable[..., None],
     runs: "weakref.WeakKeyDictionary[object, int]" = weakref.WeakKeyDictionary()
     # thread native id -> the module whose profiled execution it runs now
     profiling: dict[int, str | None] = {}
+    # thread native id -> (module, monotonic end) of its last profiled execution: the holder
+    # may finish between the failed start and this thread's handler seeing the error
+    finished: dict[int, tuple[str | None, float]] = {}
 
     def compile_or_get_cached(backend, computation, *args, **kwargs):
         runner = kwargs.get("pgle_profiler", args[4] if len(args) > 4 else None)
@@ -96,6 +100,7 @@ def observe_pgle(write: Callable[..., None],
         before = getattr(runner, "called_times", None)
         me = threading.get_native_id()
         profiled = will_profile(runner)
+        began = time.monotonic()
         if profiled:
             profiling[me] = names.get(runner)
         try:
@@ -103,7 +108,8 @@ def observe_pgle(write: Callable[..., None],
                 yield
         except Exception as e:
             if profiled and "ALREADY_EXISTS" in str(e):
-                holders = [(t, m) for t, m in list(profiling.items()) if t != me]
+                holders = [(t, m) for t, m in list(profiling.items()) if t != me] or [
+                    (t, m) for t, (m, end) in list(finished.items()) if t != me and end >= began]
                 write(schema.PGLE_SESSION_ERROR, module=names.get(runner), thread=me,
                       error=str(e).splitlines()[0][:200],
                       holder_module=holders[0][1] if holders else None,
@@ -111,7 +117,7 @@ def observe_pgle(write: Callable[..., None],
             raise
         finally:
             if profiled:
-                profiling.pop(me, None)
+                finished[me] = (profiling.pop(me, None), time.monotonic())
         if runner is not None and before is not None and runner.called_times > before:
             try:
                 size = len(runner.fdo_profiles[-1])

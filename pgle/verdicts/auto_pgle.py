@@ -16,7 +16,6 @@ from typing import Mapping
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence import jax_log
-from pgle.launch import schema
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
 
@@ -76,15 +75,15 @@ SCRIPT_FIX = ("turn the script's own profiler off for pgle auto, or start it aft
               "profiled executions (--runs)")
 
 
-def profiler_collision(log_path, records: list[dict],
+def profiler_collision(log_path, session_errors: list[dict],
                        script_traces: list[dict]) -> Collision | None:
     """Did auto PGLE's profiling collide with another profiling session, and whose?
 
     Only a failure that happened counts: the harness's `pgle_session_error` records
-    (pgle.launch.jax_internals: the failing module, its thread, and the module another thread
-    was profiling then), else JAX's ALREADY_EXISTS in the log. A script that starts its own
-    profiler when auto PGLE has finished profiling collides with nothing."""
-    errors = [r for r in records if r.get("kind") == schema.PGLE_SESSION_ERROR]
+    (`session_errors`; pgle.launch.jax_internals: the failing module, its thread, and the
+    module another thread was profiling then), else JAX's ALREADY_EXISTS in the log. A script
+    that starts its own profiler when auto PGLE has finished profiling collides with nothing."""
+    errors = list(session_errors)
     said = bool(errors)
     if not said:
         try:
