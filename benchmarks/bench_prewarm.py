@@ -43,8 +43,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1500)
     args = ap.parse_args()
     rec = h.Recorder("bench_prewarm")
-    from pgle.commands.auto import pgle_variables
-    from pgle.commands.prewarm import cache_variables
+    from pgle.commands.auto_env import pgle_variables
+    from pgle.commands.auto_env import cache_variables
 
     runs, percentile = 3, 90
     env = h.python_env(JAX_PLATFORMS="cpu")

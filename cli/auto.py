@@ -19,11 +19,11 @@ from pgle.cli.output import emit, finish
 @job_options
 @report_options
 def auto(module, words, run_dir, log, runs, percentile, require_all, require, store, store_policy,
-         job_dir, gather_timeout, json_out, report_path, debug):
+         job_dir, gather_timeout, gather, stall_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.auto(
         *words, module=module, runs=runs, percentile=percentile, require_all=require_all,
         require=require, run_dir=run_dir, log=log, job_dir=job_dir,
-        gather_timeout=gather_timeout, store=store, store_policy=store_policy, notify=emit),
+        gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, store=store, store_policy=store_policy, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)

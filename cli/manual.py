@@ -30,14 +30,14 @@ from pgle.cli.output import emit, finish
 @report_options
 def collect(module, words, output, steps, step_name, delay, duration, force, allow_empty, run_dir,
             log, per_module, stat, fmt, converter, qualify, keep_trace, only_rank, store, store_policy, job_dir,
-            gather_timeout, json_out, report_path, debug):
+            gather_timeout, gather, stall_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.collect(
         *words, module=module, output=output, steps=steps, step_name=step_name, delay=delay,
         duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log,
         per_module=per_module, stat=stat, fmt=fmt, converter=converter, qualify=qualify,
-        rank=only_rank, job_dir=job_dir, gather_timeout=gather_timeout, store=store,
+        rank=only_rank, job_dir=job_dir, gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, store=store,
         store_policy=store_policy, keep_trace=keep_trace == "yes", notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
@@ -60,14 +60,14 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
 @job_options
 @report_options
 def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
-        require, store, store_policy, trace_window, job_dir, gather_timeout, json_out,
+        require, store, store_policy, trace_window, job_dir, gather_timeout, gather, stall_timeout, json_out,
         report_path, debug):
     from pgle import api
 
     finish(lambda: api.run(
         *words, module=module, profile=profile_path, profile_store=profile_store,
         min_coverage=min_coverage, require_applied=require_applied, require=require,
-        run_dir=run_dir, log=log, job_dir=job_dir, gather_timeout=gather_timeout, store=store,
+        run_dir=run_dir, log=log, job_dir=job_dir, gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, store=store,
         store_policy=store_policy, trace_window=trace_window, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 
@@ -97,7 +97,7 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
 @report_options
 def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
          converter, qualify, keep_trace, run_dir, log, min_coverage, require_applied, require, store,
-         store_policy, job_dir, gather_timeout, repeat, compare, json_out, report_path, debug):
+         store_policy, job_dir, gather_timeout, gather, stall_timeout, repeat, compare, json_out, report_path, debug):
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
@@ -109,7 +109,7 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
         converter=converter, qualify=qualify, run_dir=run_dir, log=log,
         min_coverage=min_coverage, require_applied=require_applied, require=require,
         job_dir=job_dir,
-        gather_timeout=gather_timeout, html_report=html, store=store, store_policy=store_policy,
+        gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, html_report=html, store=store, store_policy=store_policy,
         repeat=repeat, keep_trace=keep_trace == "yes", compare=compare, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)
 

@@ -30,7 +30,8 @@ class _SplitAtDashes(click.Command):
     help="Run the workload under Nsight Systems with JAX_COMPILATION_CACHE_EXPECT_PGLE and the "
          "environment `pgle prewarm` recorded in DIR, and report per module whether it loaded its "
          "PGLE-optimized executable, fell back, or was compiled anew.\n\n"
-         "pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] (or -- -m MODULE [ARGS]). "
+         "pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] (or -- -m MODULE [ARGS], or "
+         "-- COMMAND [ARGS]: bash run.sh, python -m pkg). "
          "Options pgle does not know go to `nsys profile` as they are.",
 )
 @click.option("--cache-dir", required=True, metavar="DIR", help="The cache `pgle prewarm` filled.")
@@ -57,7 +58,7 @@ class _SplitAtDashes(click.Command):
 @report_options
 @click.pass_context
 def nsys(ctx, cache_dir, nsys_path, launcher, force, require_all, require, run_dir, log,
-         ranks_text, job_dir, gather_timeout, nsys_options, json_out, report_path, debug):
+         ranks_text, job_dir, gather_timeout, gather, stall_timeout, nsys_options, json_out, report_path, debug):
     words = ctx.meta.get("pgle_workload")
 
     def produce():
@@ -66,12 +67,12 @@ def nsys(ctx, cache_dir, nsys_path, launcher, force, require_all, require, run_d
 
         if not words:
             raise BadInput("no workload after `--`.",
-                           hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS].")
-        module, rest = (words[1], words[2:]) if words[0] == "-m" and len(words) > 1 else (None, words)
-        return api.nsys(*rest, module=module, cache_dir=cache_dir,
+                           hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] "
+                                "(or -- -m MODULE [ARGS], or -- COMMAND [ARGS]).")
+        return api.nsys(*words, cache_dir=cache_dir,
                         nsys_options=tuple(nsys_options), nsys=nsys_path, launcher=launcher,
                         force=force, require_all=require_all, require=require, run_dir=run_dir,
                         log=log, ranks=ranks_text, job_dir=job_dir,
-                        gather_timeout=gather_timeout, notify=emit)
+                        gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, notify=emit)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug, job=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-WORKLOAD_HELP = "SCRIPT [-- ARGS] or -m MODULE [-- ARGS]; arguments after -- reach the workload untouched."
+WORKLOAD_HELP = ("SCRIPT [-- ARGS], -m MODULE [-- ARGS], or -- COMMAND [ARGS] (any launcher: "
+                 "bash run.sh, python -m pkg, torchrun ...; pgle reaches every Python process "
+                 "below it that imports jax); arguments after -- reach the workload untouched.")
 
 
 def report_options(f):
@@ -102,7 +104,19 @@ def verdict_options(f):
 
 
 def job_options(f):
-    """Multi-process jobs (srun, mpirun, JobSet): the shared job folder and rank 0's wait."""
+    """Multi-process jobs (srun, mpirun, JobSet): the shared job folder and rank 0's wait; and
+    the stall watchdog of every launch."""
+    f = click.option("--stall-timeout", default=None, metavar="DURATION",
+                     help="Stop the workload after this long without progress (output, steps, "
+                          "executions, compiles), after writing every process's Python stacks "
+                          "to the run folder; exit 124. e.g. 30m, 2h, off [default: derived "
+                          "from the step time, at least 10 min; 1 h while XLA compiles].")(f)
+    f = click.option("--gather", type=click.Choice(["folder", "kv"]), default="folder",
+                     show_default=True,
+                     help="Multi-process: how rank reports and profiles reach rank 0: the "
+                          "shared job folder, or kv: jax.distributed's key-value store (no "
+                          "shared storage needed; the workload must call "
+                          "jax.distributed.initialize()).")(f)
     f = click.option("--gather-timeout", type=float, default=None, metavar="SECONDS",
                      help="Multi-process: how long rank 0 waits for every rank's report "
                           "[default: 600]; ranks that never reported are listed, exit 1.")(f)

@@ -164,12 +164,19 @@ def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
         traceback.print_exc()
     import json
 
-    fields = {"status": "error", "exit_code": e.exit_code, "error": str(e)}
+    fields: dict = {"status": "error", "exit_code": e.exit_code, "error": str(e),
+                    "exit_code_from": "pgle"}
+    stall = getattr(getattr(e, "execution", None), "stall", None)
+    if stall is not None:  # pgle.errors.Stalled: what the watchdog found, and where
+        fields["stall"] = stall.to_dict()
+        fields["run_dir"] = str(e.execution.run.path)  # type: ignore[attr-defined]
+        fields["log_path"] = str(e.execution.run.log)  # type: ignore[attr-defined]
     if isinstance(e, Interrupted):
         import signal
 
         emit(str(e))  # not an error of pgle's: the user asked to stop
         fields["signal"] = signal.Signals(e.signum).name
+        fields["exit_code_from"] = "signal"
     else:
         emit(f"error: {e}")
     text = json.dumps(fields)

@@ -25,11 +25,11 @@ from pgle.cli.output import emit, finish
 @job_options
 @report_options
 def prewarm(cache_dir, relocatable, module, words, run_dir, log, runs, percentile, require_all,
-            require, job_dir, gather_timeout, json_out, report_path, debug):
+            require, job_dir, gather_timeout, gather, stall_timeout, json_out, report_path, debug):
     from pgle import api
 
     finish(lambda: api.prewarm(
         *words, module=module, cache_dir=cache_dir, relocatable=relocatable, runs=runs,
         percentile=percentile, require_all=require_all, require=require, run_dir=run_dir,
-        log=log, job_dir=job_dir, gather_timeout=gather_timeout, notify=emit),
+        log=log, job_dir=job_dir, gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, notify=emit),
         json_out=json_out, report_path=report_path, debug=debug, job=True)

@@ -1,11 +1,15 @@
 """pgle's workflows as Python functions: what `pgle COMMAND` runs, with the same options.
 
-Each function takes the workload (`SCRIPT, *ARGS`, or `module=` and `*ARGS`) and keyword
+Each function takes the workload (`SCRIPT, *ARGS`, `module=` and `*ARGS`, or any command:
+`"bash", "run.sh"`, `"python", "-m", "pkg"`, pgle.launch.workload) and keyword
 options named as the CLI's (`--min-coverage` -> `min_coverage`), builds the options (a bad
 value raises pgle.errors.BadInput before anything is launched), runs the workflow through
 the job driver (pgle.jobs.driver: alone, or as one rank of a job when the environment says
 so) and returns its `Report`, the same one `--json` prints. `notify` receives pgle's progress
-messages (default: none); `environ` replaces os.environ for the workload.
+messages (default: none); `environ` replaces os.environ for the workload. Every workflow that
+launches takes `stall_timeout` (`"30m"`, seconds, `"off"`; default: derived from the run,
+pgle.launch.stall) and, for a multi-process job, `gather` (`"folder"`, or `"kv"`:
+jax.distributed's key-value store, pgle.jobs.kv).
 
     import pgle
     report = pgle.run("train.py", "--batch", "64", profile="profile.pb")
@@ -17,6 +21,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from pgle.commands.options import (AutoPgleOptions, Extraction, StoreOptions, VerdictOptions,
@@ -64,7 +69,19 @@ def _drive(wf: driver.Workflow, opts, job: JobOptions, notify: Notify | None,
     from pgle.jobs import driver
 
     return driver.run(wf, opts, job, notify=notify or (lambda s: None),
-                      environ=os.environ if environ is None else environ)
+                      environ=_caller_environ() if environ is None else environ)
+
+
+def _caller_environ() -> dict[str, str]:
+    """os.environ, as the workload would get it from a shell. A caller that imported jax (a
+    notebook) has TF_CPP_MIN_LOG_LEVEL=1 in it: `import jax` sets that default in its own
+    process (jax/__init__.py, jax 0.4-0.12); it is jax's, not the user's choice, and would hide
+    the INFO lines the verdict reads. pgle treats it as unset (the terminal still shows what
+    level 1 shows: pgle.launch.childenv)."""
+    environ = dict(os.environ)
+    if "jax" in sys.modules and environ.get("TF_CPP_MIN_LOG_LEVEL") == "1":
+        del environ["TF_CPP_MIN_LOG_LEVEL"]
+    return environ
 
 
 def _store(store, policy: str | None, *, serve: bool) -> StoreOptions | None:
@@ -89,12 +106,13 @@ def collect(*workload: str, module: str | None = None, output: str | None = None
             fmt: str | None = None, converter: str | None = None, qualify: bool = False,
             rank: int | None = None, run_dir: str | None = None, log: str | None = None,
             job_dir: str | None = None, gather_timeout: float | None = None,
+            gather: str = "folder", stall_timeout: float | str | None = None,
             store: str | None = None, store_policy: str | None = None, keep_trace: bool = True,
             notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
     """`pgle collect`: profile a window (`steps="10:5"`, or `delay`/`duration` seconds) and
     extract the profile to `output` (default profile.pb, or profiles/ with `per_module`);
     `store`: also add each module's profile to that profile store (needs `per_module`)."""
-    job = JobOptions(job_dir, gather_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("collect")
     opts = cmd.CollectOptions(
         _workload(workload, module),
@@ -110,6 +128,7 @@ def run(*workload: str, profile: str | None = None, module: str | None = None,
         profile_store: str | None = None, min_coverage: float = 0.9,
         require_applied: bool = False, require: Iterable[str] = (), run_dir: str | None = None,
         log: str | None = None, job_dir: str | None = None, gather_timeout: float | None = None,
+        gather: str = "folder", stall_timeout: float | str | None = None,
         store: str | None = None, store_policy: str | None = None, trace_window: bool = False,
         notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
     """`pgle run --profile P` (or `store=DIR`: the profile store's modules for this run's jax
@@ -118,7 +137,7 @@ def run(*workload: str, profile: str | None = None, module: str | None = None,
     `trace_window`: also keep a trace of collect's default window (left out of the step times)."""
     if (profile is None) == (store is None):
         raise BadInput("pgle run needs exactly one of --profile and --store.")
-    job = JobOptions(job_dir, gather_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("run")
     opts = cmd.RunOptions(_workload(workload, module), profile,
                           verdict=VerdictOptions(min_coverage, require_applied, tuple(require)),
@@ -135,6 +154,7 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
          converter: str | None = None, qualify: bool = False, min_coverage: float = 0.9,
          require_applied: bool = False, require: Iterable[str] = (), run_dir: str | None = None,
          log: str | None = None, job_dir: str | None = None, gather_timeout: float | None = None,
+         gather: str = "folder", stall_timeout: float | str | None = None,
          html_report: str | None = None, store: str | None = None,
          store_policy: str | None = None, repeat: int = 3, keep_trace: bool = True,
          compare: str | Iterable[str] | None = None, notify: Notify | None = None,
@@ -143,7 +163,7 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
     times (the profile goes into the run folder unless `output`); `html_report`: also write
     `pgle report`'s page of the run there; `store`: collect adds to it, the run serves it.
     `compare="default,o1,pgle,o1+pgle"` (or `sol`): run those arms instead, one table."""
-    job = JobOptions(job_dir, gather_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     verdict = VerdictOptions(min_coverage, require_applied, tuple(require))
     cmd = _command("collect")
     copts = cmd.CollectOptions(
@@ -177,12 +197,13 @@ def verify(log: str, *, profile: str | None = None, backend: str | None = None,
 def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: int = 90,
          require_all: bool = False, require: Iterable[str] = (), run_dir: str | None = None,
          log: str | None = None, job_dir: str | None = None,
-         gather_timeout: float | None = None, store: str | None = None,
+         gather_timeout: float | None = None, gather: str = "folder",
+         stall_timeout: float | str | None = None, store: str | None = None,
          store_policy: str | None = None, notify: Notify | None = None,
          environ: Mapping[str, str] | None = None) -> Report:
     """`pgle auto`: one run with JAX's auto PGLE; per module, was it recompiled with a profile.
     `store`: XLA gets the store's view for each module's first compile (auto only serves)."""
-    job = JobOptions(job_dir, gather_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("auto")
     opts = cmd.AutoOptions(_workload(workload, module),
                            AutoPgleOptions(runs, percentile, require_all, tuple(require)),
@@ -195,10 +216,11 @@ def prewarm(*workload: str, cache_dir: str, module: str | None = None, runs: int
             percentile: int = 90, relocatable: bool = False, require_all: bool = False,
             require: Iterable[str] = (), run_dir: str | None = None, log: str | None = None,
             job_dir: str | None = None, gather_timeout: float | None = None,
+            gather: str = "folder", stall_timeout: float | str | None = None,
             notify: Notify | None = None, environ: Mapping[str, str] | None = None) -> Report:
     """`pgle prewarm --cache-dir DIR`: fill the compilation cache with PGLE-optimized
     executables; per module, did one land on disk."""
-    job = JobOptions(job_dir, gather_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("prewarm")
     opts = cmd.PrewarmOptions(
         _workload(workload, module), cache_dir,
@@ -212,11 +234,12 @@ def nsys(*workload: str, cache_dir: str, module: str | None = None,
          force: bool = False, require_all: bool = False, require: Iterable[str] = (),
          run_dir: str | None = None, log: str | None = None,
          ranks: str | tuple[int, ...] | None = None, job_dir: str | None = None,
-         gather_timeout: float | None = None, notify: Notify | None = None,
+         gather_timeout: float | None = None, gather: str = "folder",
+         stall_timeout: float | str | None = None, notify: Notify | None = None,
          environ: Mapping[str, str] | None = None) -> Report:
     """`pgle nsys --cache-dir DIR`: the Nsight Systems run; per module, did it load its
     PGLE-optimized executable."""
-    job = JobOptions(job_dir, gather_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("nsys")
     if isinstance(ranks, str):
         ranks = cmd.parse_ranks(ranks)

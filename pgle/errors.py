@@ -10,6 +10,9 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # pgle could not do its job (empty profile, missing tool, ...)
 EXIT_USAGE = 2  # bad input: options, missing files, corrupt profiles, bad flags
 EXIT_NOT_VERIFIED = 3  # the workload succeeded but the evidence did not meet --require-*
+# The stall watchdog stopped a workload that made no progress for too long (pgle.launch.stall);
+# 124 as GNU timeout(1) exits when its time limit stopped a command.
+EXIT_STALLED = 124
 # (a verdict, not an exception: the command sets Report.exit_code and still prints its report)
 
 
@@ -50,3 +53,14 @@ class Interrupted(PgleError):
         super().__init__(message)
         self.signum = signum
         self.exit_code = 128 + signum
+
+
+class Stalled(PgleError):
+    """The workload made no progress for longer than its bound: pgle had every process write
+    its Python stacks into the run folder, then stopped it (pgle.launch.stall)."""
+
+    exit_code = EXIT_STALLED
+
+    def __init__(self, message: str, execution: object = None):
+        super().__init__(message)
+        self.execution = execution  # pgle.launch.execution.Execution: what the run left

@@ -30,9 +30,20 @@ class Report:
     # One-line summary for humans; cli prints it, JSON keeps it too.
     summary: list[str] = dataclasses.field(default_factory=list)
 
+    @property
+    def exit_code_from(self) -> str | None:
+        """Whose code `exit_code` is: "workload" (its own non-zero exit, passed through: a
+        workload's 2 is not pgle's bad input), "pgle" (pgle's own conclusion), None for 0."""
+        if not self.exit_code:
+            return None
+        if self.workload_exit_code not in (None, 0) and self.exit_code == self.workload_exit_code:
+            return "workload"
+        return "pgle"
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         details = d.pop("details")
+        d["exit_code_from"] = self.exit_code_from
         for key, value in details.items():
             d.setdefault(key, value)
         return d

@@ -9,6 +9,22 @@ from pathlib import Path
 
 import pytest
 
+# `import jax` runs os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1") (jax 0.4-0.12), so once
+# any test imports jax in this process every later child would inherit a level the user never
+# set (and pgle would rightly refuse to call the hidden INFO log evidence). Each test starts
+# from the environment pytest started with.
+_LOG_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_jax_log_level():
+    if _LOG_LEVEL is None:
+        os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    else:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = _LOG_LEVEL
+    yield
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """An empty folder to run pgle in (its .pgle/ run folders land here)."""

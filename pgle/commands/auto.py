@@ -12,17 +12,18 @@ user's terminal with DEBUG logs.
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
 from typing import Callable
 
 from pgle.launch.runfolder import RunFolder
 
+from pgle.commands import auto_env
+from pgle.errors import PgleError
 from pgle.commands.options import AutoPgleOptions, StoreOptions
 from pgle.evidence import jax_log as jax_events
 from pgle.jobs.layout import LayoutRequest, RankLayout
-from pgle.launch import childenv
+from pgle.launch import childenv, schema
 from pgle.launch.workload import Workload
+from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
@@ -30,11 +31,6 @@ from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED, plural
 from pgle.verdicts.rows import module_lines
 from pgle.xla import flag_table
 from pgle.xla import versions
-
-# What the harness must capture for the verdicts of auto, prewarm and nsys.
-CAPTURE_LOGGERS = list(jax_events.CAPTURE_LOGGERS)
-WARNINGS_ALWAYS = list(jax_events.WARNING_CATEGORIES)
-
 
 @dataclasses.dataclass(frozen=True)
 class AutoOptions:
@@ -55,84 +51,6 @@ AUTO_STORE_NOTE = ("auto only serves the store (to each module's first compile; 
                    "with no fingerprint; `pgle collect --per-module --store` adds to it")
 
 
-# -- before launch --------------------------------------------------------------
-def percentile_index(runs: int, percentile: int) -> int:
-    """The sorted position jaxlib's aggregate_profiled_instructions picks: int(p/100*(n-1))."""
-    return int(percentile / 100 * (runs - 1))
-
-
-def check_pgle_params(runs: int, percentile: int) -> list[str]:
-    """Refuse values JAX would silently turn into no PGLE (AutoPgleOptions); warn on
-    degenerate ones."""
-    AutoPgleOptions(runs, percentile)
-    warnings = []
-    index = percentile_index(runs, percentile)
-    if runs >= 2 and index == 0 and percentile > 0:
-        warnings.append(
-            f"with --runs {runs}, --percentile {percentile} picks the fastest of the {runs} "
-            f"profiled executions for every instruction (index int({percentile}/100*{runs - 1}) = 0); "
-            f"use --runs {_runs_for(percentile)} or more, or --percentile 100, for a real percentile.")
-    return warnings
-
-
-def _runs_for(percentile: int) -> int:
-    n = 2
-    while percentile > 0 and percentile_index(n, percentile) == 0 and n < 100:
-        n += 1
-    return n
-
-
-_AOT_LOWER = re.compile(r"\.lower\(")
-_AOT_COMPILE = re.compile(r"\.compile\(")
-_AOT_DESERIALIZE = re.compile(r"deserialize_and_load|deserialize_executable")
-
-
-def aot_sites(workload: Workload) -> list[str]:
-    """Lines of the script that compile ahead of time (auto PGLE never re-optimizes those).
-
-    A plain-text scan of the script only (never importing the user's code).
-    """
-    path = workload.script
-    if path is None and workload.module and "." not in workload.module:
-        candidate = os.path.join(os.getcwd(), workload.module + ".py")
-        path = candidate if os.path.isfile(candidate) else None
-    if not path:
-        return []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return []
-    text = "\n".join(lines)
-    sites = []
-    if _AOT_LOWER.search(text):
-        sites += [f"{os.path.basename(path)}:{i}: {line.strip()}" for i, line in enumerate(lines, 1)
-                  if _AOT_COMPILE.search(line) and not line.lstrip().startswith("#")]
-    sites += [f"{os.path.basename(path)}:{i}: {line.strip()}" for i, line in enumerate(lines, 1)
-              if _AOT_DESERIALIZE.search(line) and not line.lstrip().startswith("#")]
-    return sites
-
-
-def pgle_variables(runs: int, percentile: int) -> dict[str, str]:
-    return {"JAX_ENABLE_PGLE": "true", "JAX_PGLE_PROFILING_RUNS": str(runs),
-            "JAX_PGLE_AGGREGATION_PERCENTILE": str(percentile)}
-
-
-def pgle_xla_flags() -> dict[str, str | None]:
-    """jax <= 0.5.0 runs the latency-hiding scheduler only when asked, profile or not."""
-    return {flag_table.LHS: "true"} if versions.needs_lhs_flag(versions.jax_version()) else {}
-
-
-def pre_launch_warnings(workload: Workload, runs: int, percentile: int) -> list[str]:
-    warnings = check_pgle_params(runs, percentile)
-    sites = aot_sites(workload)
-    if sites:
-        warnings.append("the workload compiles ahead of time (`.lower(...).compile()` or a "
-                        "deserialized executable); auto PGLE never profiles or re-optimizes those "
-                        "executables: " + "; ".join(sites[:3]) + (" ..." if len(sites) > 3 else ""))
-    return warnings
-
-
 # -- the workflow -------------------------------------------------------------------
 def request(opts) -> LayoutRequest:
     return LayoutRequest(run_dir=opts.run_dir, log=opts.log)
@@ -151,10 +69,10 @@ def combine(opts: AutoOptions, layout: RankLayout, job: JobReports) -> Report:
 def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], None],
          environ: dict[str, str]) -> Report:
     p = opts.pgle
-    warnings = pre_launch_warnings(opts.workload, p.runs, p.percentile)
+    warnings = auto_env.pre_launch_warnings(opts.workload, p.runs, p.percentile)
     for w in warnings:
         notify(f"warning: {w}")
-    xla = pgle_xla_flags()
+    xla = auto_env.pgle_xla_flags()
     view = None
     if opts.store is not None:
         from pgle.commands.run import store_view
@@ -164,24 +82,28 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
             if versions.needs_lhs_flag(versions.jax_version()):
                 xla[flag_table.LHS] = "true"
-    child = childenv.build(environ, xla=xla, variables=pgle_variables(p.runs, p.percentile))
+    child = childenv.build(environ, xla=xla, variables=auto_env.pgle_variables(p.runs, p.percentile))
     for line in child.notices:
         notify(line)
     run = RunFolder.create("auto", layout.run_dir)
     notify(f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
            f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})")
-    ex = launch(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
-                warnings_always=WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
+    ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
+                warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
                 progress=notify, count_jits=False)
     facts = jax_events.summarize(ex.events.records)
-    collision = auto_pgle.profiler_collision(ex.run.log, ex.events.script_traces)
-    modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform,
-                                     _known_pgle_keys(child.env), collision)
+    collision = auto_pgle.profiler_collision(
+        ex.run.log, [r for r in ex.events.records if r.get("kind") == schema.PGLE_SESSION_ERROR],
+        ex.events.script_traces)
+    known, unreadable = _known_pgle_keys(child.env)
+    modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform, known, collision)
     report = Report("auto", auto_pgle.auto_status(modules), workload_exit_code=ex.exit_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
-    report.warnings += warnings + child.warnings
+    report.warnings += warnings + child.warnings + ([unreadable] if unreadable else [])
     if collision:
-        report.reasons.append(collision)
+        report.reasons.append(collision.text)
+        report.details["collision"] = {"kind": collision.kind,
+                                       "modules": sorted(collision.modules)}
     report.details.update({"runs": p.runs, "percentile": p.percentile,
                            "backend": ex.events.backend, "empty_traces": facts.empty_traces,
                            "observed_executions": facts.observed})
@@ -194,8 +116,11 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
     report.summary.append(f"auto PGLE: {report.status}: "
                           + auto_pgle.count_line(modules, STATUS_OPTIMIZED, "optimized"))
     report.summary += module_lines(modules)
+    if collision:  # the per-module rows say "not profiled"; this says why, once, with the fix
+        report.summary.append(collision.text)
     report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
-                                             p.require_all, p.require)
+                                             p.require_all, p.require,
+        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))
     if view is not None:
         report.details["store"] = {"path": opts.store.path, "key": dataclasses.asdict(view.key),
                                    "view": str(view.path) if view.path else None,
@@ -206,16 +131,20 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
     return report
 
 
-def _known_pgle_keys(env: dict[str, str]) -> set[str]:
+def _known_pgle_keys(env: dict[str, str]) -> tuple[set[str], str | None]:
     """With the user's own persistent cache, a module may load a PGLE-optimized executable
-    that an earlier `pgle prewarm` recorded; without a readable manifest there is no telling."""
+    that an earlier `pgle prewarm` recorded. Returns those keys, and a warning when the
+    manifest that lists them cannot be read (there is then no telling)."""
     from pgle.cache import manifest as cache_manifest
 
     cache_dir = env.get("JAX_COMPILATION_CACHE_DIR")
     if not cache_dir:
-        return set()
+        return set(), None
     try:
         data = cache_manifest.load(cache_dir) or {}
-    except Exception:
-        return set()
-    return {k for m in data.get("modules", {}).values() for k in m.get("pgle_optimized_keys", [])}
+    except (PgleError, OSError) as e:
+        return set(), (f"cannot read the manifest of JAX_COMPILATION_CACHE_DIR={cache_dir} "
+                       f"({e}): a module that loaded a PGLE-optimized executable from the cache "
+                       "is counted as not optimized")
+    return ({k for m in data.get("modules", {}).values()
+             for k in m.get("pgle_optimized_keys", [])}, None)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
+import shlex
 import shutil
-import time
 from pathlib import Path
 from typing import Callable
 
-from pgle.atomic import check_writable_target, replace_directory_atomic
-from pgle.commands.options import DEFAULT_STAT, Extraction, StoreOptions, Window
-from pgle.errors import BadInput, EXIT_ERROR
-from pgle.evidence.xla_log import LogScanner
+from pgle.atomic import check_writable_target
+from pgle.commands.extract import (check_directory_target, diagnose_empty, extract, trace_bytes,
+                                   window_summary)
+from pgle.commands.options import Extraction, StoreOptions, Window
+from pgle.errors import BadInput, EXIT_ERROR, Stalled
+from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
 from pgle.launch import childenv, schema
 from pgle.launch.execution import Execution
@@ -23,7 +24,6 @@ from pgle.profiles import files as profile
 from pgle.profiles import jaxlib as trace
 from pgle.profiles import manifest
 from pgle.report import Report
-from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 from pgle.xla import env as env_rule
 from pgle.xla import flag_table
 from pgle.xla.flags import XlaFlags
@@ -99,21 +99,6 @@ def check_output(opts: CollectOptions, output: str) -> None:
     profile.profile_format(output)
     check_writable_target(output, force=opts.force, what="profile")
     check_writable_target(manifest.manifest_path(output), force=opts.force, what="manifest")
-
-
-def check_directory_target(path: str, *, force: bool) -> Path:
-    """`-o` with --per-module: a new or empty directory; a non-empty one only with --force,
-    and only when it holds nothing but a profile directory's files (never the user's work)."""
-    p = Path(path)
-    name = str(path).rstrip("/" + os.sep)
-    if os.path.splitext(name)[1] in profile.EXTENSIONS and not p.is_dir():
-        raise BadInput(f"--per-module writes a directory of <fingerprint>.pb files, but -o {path} "
-                       "names a single profile file.",
-                       hint="Give a directory, e.g. -o profiles/, or drop --per-module.")
-    if p.exists() and not p.is_dir():
-        raise BadInput(f"-o {path} exists and is not a directory; --per-module writes a "
-                       "directory of <fingerprint>.pb files.", hint="Choose another -o.")
-    return profile.check_directory_output(p, force=force)
 
 
 def merge_vmodule(value: str | None, module: str = FINGERPRINT_VMODULE,
@@ -194,9 +179,18 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
                                    plan.only_rank)
     notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
     notify(f"profiling window: {opts.window.describe()}")
-    execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
-                       step_name=opts.window.step_name, log_copy=layout.log, progress=notify)
-    report = finish_collect(opts, execution, output, notify)
+    stall = None
+    try:
+        execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
+                           step_name=opts.window.step_name, log_copy=layout.log,
+                           progress=notify)
+    except Stalled as e:
+        # A stall after the window closed loses nothing that was collected.
+        execution = e.execution  # type: ignore[assignment]
+        if not isinstance(execution, Execution) or closed_window(execution) is None:
+            raise
+        stall = str(e)
+    report = finish_collect(opts, execution, output, notify, stall=stall)
     if opts.store is not None:
         add_to_store(opts.store, execution, report, layout, notify)
     if not opts.extraction.keep_trace:
@@ -273,8 +267,74 @@ def not_profiled_report(ex: Execution, only_rank: int) -> Report:
     return report
 
 
+def closed_window(ex: Execution) -> Path | None:
+    """The run folder of the trace the profiling window left, when the window closed cleanly:
+    its trace_stop is recorded, with no profiler error after it, and the trace is on disk.
+    Whatever the workload does afterwards (a segfault in cuptiFinalize at exit, seen on
+    8xH100; a hang) cannot spoil it."""
+    stop = ex.events.trace
+    if not stop:
+        return None
+    errors_after = [r for r in ex.events.records if r.get("kind") == schema.TRACE_ERROR
+                    and float(r.get("t") or 0) >= float(stop.get("t") or 0)]
+    if errors_after:
+        return None
+    return trace_run_folder(ex, stop)
+
+
+def trace_run_folder(ex: Execution, stop: dict) -> Path | None:
+    """Where the kept trace is: the workload's own (its profiler's folder), pgle's window's,
+    or, for a command whose several Python processes each profiled their window, one folder
+    pooling their traces (jaxlib's converter pools hosts' traces the same way)."""
+    if stop.get("purpose") == "script":
+        return trace.newest_run_folder(Path(stop["dir"]))
+    folders = [trace.newest_run_folder(ex.run.trace)]
+    folders += [trace.newest_run_folder(Path(p["dir"]) / "trace")
+                for p in ex.events.processes[1:] if p.get("dir")]
+    found = [f for f in folders if f is not None]
+    if len(found) <= 1:
+        return found[0] if found else None
+    pooled = ex.run.path / "trace-pooled" / "plugins" / "profile" / found[0].name
+    pooled.mkdir(parents=True, exist_ok=True)
+    for i, folder in enumerate(found):
+        for src in folder.glob("*.xplane.pb"):
+            dest = pooled / f"p{i}-{src.name}"
+            if not dest.exists():
+                try:
+                    os.link(src, dest)
+                except OSError:
+                    shutil.copyfile(src, dest)
+    return pooled
+
+
+def crash_reasons(ex: Execution, output: str) -> list[str]:
+    """Why nothing was kept from a workload that failed before its window closed, and how to
+    recover what the profiler left."""
+    code = ex.exit_code
+    first = workload_exit_phrase(code, ex.events, command=ex.spec.command_mode)
+    if not ex.events.jax_imported:
+        return [first + "; nothing was profiled."]
+    started = [r for r in ex.events.records if r.get("kind") == schema.TRACE_START]
+    if not started:
+        return [f"{first} before the profiling window opened "
+                f"({len(ex.events.steps)} step(s) seen); nothing was profiled."]
+    left = trace.newest_run_folder(Path(started[-1].get("dir") or ex.run.trace))
+    if left is not None:
+        return [f"{first} inside the profiling window, so pgle did not convert the trace it "
+                f"left in {left} (it may be incomplete). To recover it: "
+                f"`pgle convert {shlex.quote(str(left))} {shlex.quote(output)} --log "
+                f"{shlex.quote(str(ex.run.log))}` "
+                f"(`pgle inspect` then shows what it holds)."]
+    return [f"{first} inside the profiling window, before the profiler wrote its trace (JAX "
+            f"writes it at stop_trace): nothing can be recovered from {ex.run.trace}. Profile "
+            "an earlier window (--steps START:COUNT), or fix the crash (its output: "
+            f"{ex.run.log})."]
+
+
 def finish_collect(opts: CollectOptions, ex: Execution, output: str,
-                   notify: Callable[[str], None]) -> Report:
+                   notify: Callable[[str], None], stall: str | None = None) -> Report:
+    """The report of a profiled run: the profile extracted from the window's trace, kept
+    whenever the window closed cleanly (the workload's own exit code is pgle's then)."""
     report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
                     trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
     report.warnings += ex.child.warnings
@@ -284,15 +344,39 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     report.reasons += window_warnings
     report.details["window"] = window_summary(ex)
     report.details["backend"] = ex.events.backend
+    if ex.events.processes:
+        report.details["processes"] = ex.events.processes
     dropped = ex.dropped_flags_reason()
     if dropped:
         report.warnings.append(dropped)
         report.reasons.append(dropped)
+    failed_after = None
     if ex.exit_code != 0:
+        kept = closed_window(ex)
+        if kept is None:
+            report.exit_code = ex.exit_code
+            report.reasons += crash_reasons(ex, output)
+            report.summary.append("collect failed: " + report.reasons[-1])
+            return report
+        failed_after = stall or workload_exit_phrase(ex.exit_code, ex.events,
+                                                     command=ex.spec.command_mode)
+        report.details["after_window"] = {"exit_code": ex.exit_code, "what": failed_after}
+        notify(f"the profiling window closed cleanly before the workload failed: keeping "
+               f"what it collected ({failed_after})")
+    report = _extract_window(opts, ex, output, report, notify)
+    if failed_after is not None:
+        # The profile (if any) is written; the command still fails as the workload did.
         report.exit_code = ex.exit_code
-        report.reasons.append(f"the workload exited with code {ex.exit_code}; no profile written.")
-        report.summary.append(f"collect failed: the workload exited with code {ex.exit_code}")
-        return report
+        kept = "kept the profile" if report.status == "collected" else "nothing to keep"
+        line = (f"{failed_after} after the profiling window closed cleanly: {kept}; pgle exits "
+                f"with the workload's code {ex.exit_code}")
+        report.reasons.append(line)
+        report.summary.append(line)
+    return report
+
+
+def _extract_window(opts: CollectOptions, ex: Execution, output: str, report: Report,
+                    notify: Callable[[str], None]) -> Report:
     stop = ex.events.trace or {}
     script_trace = stop.get("purpose") == "script"
     if script_trace:
@@ -301,307 +385,13 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         report.warnings.append(
             f"the workload starts its own profiler at {stop.get('site')}; the profile comes "
             f"from its trace in {stop.get('dir')}")
-    run_folder = trace.newest_run_folder(Path(stop["dir"]) if script_trace else ex.run.trace)
+    run_folder = trace_run_folder(ex, stop) if stop else trace.newest_run_folder(ex.run.trace)
     if run_folder is None:
         report.exit_code = EXIT_ERROR
         report.reasons += diagnose_empty(ex) or ["the profiler wrote no trace."]
         report.summary.append("collect failed: no trace was written; " + report.reasons[0])
         return report
     notify(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
-    size = trace_bytes(run_folder)
-    report.details["window"]["trace_bytes"] = size
-    if size >= LONG_CONVERSION_BYTES:
-        notify(f"converting the trace ({size / 1e6:.0f} MB); this can take a while")
-    if opts.per_module:
-        return finish_per_module(opts, ex, run_folder, output, report, notify)
-    fmt = profile.profile_format(output)
-    converter = None
-    if opts.extraction.converter != "pgle" and not trace.has_gpu_plane(run_folder):
-        # No GPU plane: nothing to convert (jaxlib's conversion of a CPU trace only costs time
-        # and memory, 9 GB for a 621 MB trace, to give an empty profile). pgle's converter
-        # reads the planes itself and reports what it found.
-        report.details["conversion"] = (f"skipped: the trace holds no GPU plane (backend "
-                                        f"{ex.events.platform}): no instruction timings")
-        prof = profile.Profile()
-        payload = profile.encode_profile(prof, fmt)
-    elif opts.extraction.converter == "pgle":
-        conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=False)
-        report.warnings += conv.warnings
-        prof = conv.profiles[""]
-        payload = profile.encode_profile(prof, fmt)
-    else:
-        t0 = time.monotonic()
-        data = trace.convert_with_jaxlib(run_folder)
-        if size >= LONG_CONVERSION_BYTES:
-            notify(f"converted the trace in {time.monotonic() - t0:.0f} s")
-        prof = profile.parse_profile(data, "binary", str(run_folder))
-        payload = data if fmt == "binary" else profile.encode_profile(prof, fmt)
-    sha = hashlib.sha256(payload).hexdigest()
-    report.profile = {"path": str(Path(output).absolute()), "sha256": sha,
-                      "instructions": prof.instruction_count, "latencies": prof.latency_count,
-                      "format": fmt, "converter": opts.extraction.converter or "jaxlib"}
-    if converter is not None:
-        report.details["converter"] = converter
-        report.details["window"]["steps_window"] = converter["steps_window"]
-    if prof.is_empty():
-        report.reasons += diagnose_empty(ex)
-        if not opts.allow_empty:
-            report.status = "empty"
-            report.exit_code = EXIT_ERROR
-            report.profile["path"] = None
-            report.summary.append("collect failed: the profile is empty: " + "; ".join(report.reasons))
-            report.summary.append("pass --allow-empty to write it anyway")
-            return report
-        report.warnings.append("the profile is empty (written because of --allow-empty): "
-                               + "; ".join(report.reasons))
-    window = report.details["window"]
-    man = manifest.build(
-        workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
-        child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
-        backend=ex.events.backend, window=window, profile=report.profile,
-        trace_dir=str(run_folder), converter=converter,
-        effective_flags=(ex.events.xla_flags_seen or {}).get("effective"))
-    man_path = manifest.manifest_path(output)
-    # Both or neither: a profile without its manifest (full disk) would pass for a good one.
-    profile.write_profile(payload, output, force=opts.force,
-                          companions={man_path: manifest.text(man).encode("utf-8")})
-    report.details["manifest"] = str(man_path)
-    report.status = "empty" if prof.is_empty() else "collected"
-    report.summary.append(
-        f"wrote {output}: {prof.instruction_count} instructions, {prof.latency_count} latencies"
-        f" (sha256 {sha[:12]}), manifest {man_path}")
-    return report
-
-
-# --- pgle's converter: per module, steady-state window ------------------------------------------
-
-
-def steps_window(events, mode: str | None = None) -> dict | None:
-    """The steady-state window of a step-window trace, in Unix-epoch nanoseconds: from the
-    first profiled step's entry (earlier work, warm-up and compilation included, lies outside)
-    to the trace stop (the harness waits for the devices before stopping, so the last step's
-    device work is inside). None for a time window (`mode` 'time') or a whole-run trace: all
-    of it counts."""
-    stop = events.trace
-    if mode == "time" or not stop or stop.get("purpose") != "window" \
-            or stop.get("first_step") is None:
-        return None
-    first = next((s for s in events.steps if s.index == stop["first_step"]), None)
-    if first is None or stop.get("t") is None:
-        return None
-    start_ns, end_ns = int(first.t_enter * 1e9), int(stop["t"] * 1e9)
-    if end_ns < start_ns:
-        return None
-    return {"start_ns": start_ns, "end_ns": end_ns, "first_step": stop["first_step"],
-            "steps": stop.get("steps"),
-            "rule": "first profiled step's entry to the trace stop (events.jsonl)"}
-
-
-def _convert_with_pgle(opts: CollectOptions, ex: Execution, run_folder: Path, *,
-                       per_module: bool):
-    """pgle's converter on the kept trace, with the run's log and its steady-state window."""
-    from pgle.profiles.convert import convert_trace_detailed
-
-    window = steps_window(ex.events, ex.spec.profile.mode if ex.spec.profile else None)
-    conv = convert_trace_detailed(
-        run_folder, per_module=per_module, stat=opts.extraction.stat or DEFAULT_STAT, log_path=ex.run.log,
-        steps_window=(window["start_ns"], window["end_ns"]) if window else None,
-        qualify=opts.extraction.qualify and not per_module)
-    summary = {
-        "name": "pgle", "per_module": per_module, "stat": conv.stat,
-        "qualify": bool(opts.extraction.qualify and not per_module),
-        "steps_window": window, "log": str(ex.run.log),
-        "xplane_files": [os.path.basename(f) for f in conv.xplane_files],
-        "device_planes": conv.device_planes, "events_used": conv.events_used,
-        "events_outside_window": conv.events_outside_window,
-    }
-    return conv, summary
-
-
-def _log_fingerprint_count(log: Path) -> int:
-    from pgle.profiles.convert import read_log_fingerprints
-
-    try:
-        return len(read_log_fingerprints(log)[0])
-    except BadInput:
-        return 0
-
-
-def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
-                      report: Report, notify: Callable[[str], None]) -> Report:
-    """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
-    `manifest.json`; same empty-profile rules as a single file."""
-    # Text by default: every jax (0.4.34-0.10.2) looks up <fp>.pbtxt before <fp>.pb, and with
-    # only .pb files jax >= 0.6.2 logs an ERROR "PGLE profile file does not exist:
-    # <dir>/<fp>.pbtxt" per module first (tests/data/xla_gpu/README.md).
-    fmt = opts.extraction.fmt or profile.TEXT
-    conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
-    log_fps = _log_fingerprint_count(ex.run.log)
-    without = [m for m in conv.modules if not m.fingerprint]
-    converter["fingerprints"] = {
-        "log_lines": log_fps,
-        "modules": len(conv.modules),
-        "with_fingerprint": len(conv.modules) - len(without),
-        "sources": sorted({m.fingerprint_source for m in conv.modules if m.fingerprint_source}),
-    }
-    report.details["converter"] = converter
-    report.details["window"]["steps_window"] = converter["steps_window"]
-    # The converter's own advice for modules without a fingerprint (rerun with TF_CPP_VMODULE)
-    # does not fit here: this run had it. Say which modules and why instead.
-    report.warnings += [w for w in conv.warnings if "has no fingerprint" not in w]
-    if without:
-        names = ", ".join(m.label for m in without[:10]) + (", ..." if len(without) > 10 else "")
-        why = ("the log holds no 'Fingerprint before LHS' line" if log_fps == 0 else
-               "neither the trace's HLO protos nor the log name their fingerprint")
-        report.warnings.append(f"{len(without)} module(s) get no profile file: {names} ({why}).")
-    suffix = profile.SUFFIX[fmt]
-    written = {fp: f"{fp}{suffix}" for fp in conv.profiles}
-    report.modules = [
-        {**row, "status": "written" if row["file"] else "no fingerprint"}
-        for row in manifest.module_rows(conv.modules, written)]
-
-    empty = not conv.profiles or all(p.is_empty() for p in conv.profiles.values())
-    if empty:
-        reasons = diagnose_empty(ex)
-        if conv.modules and len(without) == len(conv.modules):
-            reasons.append(f"none of the {len(conv.modules)} module(s) in the trace has a "
-                           "fingerprint, so none gets a file")
-        elif conv.device_planes and conv.events_used == 0 and conv.events_outside_window:
-            reasons.append(f"all {conv.events_outside_window} device events lie outside the "
-                           "profiled steps")
-        if log_fps == 0 and not conv.modules:
-            reasons.append("no module fingerprint was found (the log holds no 'Fingerprint "
-                           "before LHS' line)")
-        report.reasons += reasons or ["the trace holds no device events of any module"]
-        report.profile = {"path": str(Path(output).absolute()), "kind": "directory",
-                          "format": fmt, "instructions": 0, "latencies": 0, "modules": {},
-                          "files": [], "sha256": None, "converter": "pgle"}
-        if not opts.allow_empty:
-            report.status = "empty"
-            report.exit_code = EXIT_ERROR
-            report.profile["path"] = None
-            report.summary.append("collect failed: the per-module profile is empty: "
-                                  + "; ".join(report.reasons))
-            report.summary.append("pass --allow-empty to write it anyway")
-            return report
-        report.warnings.append("the profile is empty (an empty directory written because of "
-                               "--allow-empty): " + "; ".join(report.reasons))
-        check_directory_target(output, force=opts.force)
-        target = _write_empty_directory(output, force=opts.force)
-        man_path = manifest.manifest_path(target)
-        manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
-        report.details["manifest"] = str(man_path)
-        report.status = "empty"
-        report.summary.append(f"wrote {output}: no module profile (empty directory), "
-                              f"manifest {man_path}")
-        return report
-
-    check_directory_target(output, force=opts.force)  # again: the run took a while
-    target = profile.write_profile_directory(conv.profiles, output, fmt=fmt, force=opts.force)
-    # Read back exactly as XLA (and `pgle run --profile DIR`) will: <32-hex>.pb|.pbtxt files.
-    source = profile.load_profile_source(target)
-    report.profile = {
-        **source.to_dict(),
-        "format": fmt, "converter": "pgle", "stat": conv.stat,
-        "instructions": source.instruction_count, "latencies": source.latency_count,
-    }
-    report.profile.pop("ignored", None)
-    man_path = manifest.manifest_path(target)
-    manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
-    report.details["manifest"] = str(man_path)
-    report.status = "collected"
-    window = converter["steps_window"]
-    where = (f"steps {window['first_step']}..{window['first_step'] + (window['steps'] or 1) - 1}"
-             if window else "the whole trace")
-    report.summary.append(
-        f"wrote {output}: {len(source.modules)} module profile(s), "
-        f"{source.instruction_count} instructions (stat {conv.stat}, {where}), manifest {man_path}")
-    for row in report.modules[:20]:
-        fp = row["fingerprint"] or "-"
-        report.summary.append(
-            f"  {row['module']}: {row['status']}, fingerprint {fp}"
-            + (f" ({row['fingerprint_source']})" if row["fingerprint_source"] else "")
-            + f", {row['instruction_count']} instructions, {row['event_count']} events")
-    if len(report.modules) > 20:
-        report.summary.append(f"  ... {len(report.modules) - 20} more (see --json)")
-    return report
-
-
-def _per_module_manifest(opts: CollectOptions, ex: Execution, report: Report, converter: dict,
-                         run_folder: Path) -> dict:
-    rows = [{k: v for k, v in m.items() if k != "status"} for m in report.modules]
-    return manifest.build(
-        workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
-        child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
-        backend=ex.events.backend, window=report.details["window"], profile=report.profile,
-        trace_dir=str(run_folder), converter=converter, modules=rows,
-        effective_flags=(ex.events.xla_flags_seen or {}).get("effective"))
-
-
-def _write_empty_directory(output: str, *, force: bool) -> Path:
-    """An empty profile directory (for --allow-empty), swapped in atomically like
-    `profile.write_profile_directory` does; its manifest is written next."""
-    path = Path(os.path.abspath(output))
-    if path.is_dir() and any(path.iterdir()) and not force:
-        raise BadInput(f"profile directory {path} already exists and is not empty.",
-                       hint="Pass --force to replace it.")
-    if path.is_dir() and not any(path.iterdir()):
-        return path
-    return replace_directory_atomic(path, lambda tmp: None)
-
-
-LONG_CONVERSION_BYTES = 100 << 20  # say the size before converting a trace this big
-
-
-def trace_bytes(run_folder: Path) -> int:
-    total = 0
-    for path in Path(run_folder).rglob("*"):
-        try:
-            total += path.stat().st_size if path.is_file() else 0
-        except OSError:
-            pass
-    return total
-
-
-def window_summary(ex: Execution) -> dict:
-    stop = ex.events.trace
-    extra = {}
-    if stop and stop.get("purpose") == "executions":
-        extra = {"function": stop.get("function"), "first_execution": stop.get("first_execution"),
-                 "executions": stop.get("executions")}
-    return {**extra,
-        "mode": ex.spec.profile.mode if ex.spec.profile else None,
-        "first_step": stop.get("first_step") if stop else None,
-        "steps": stop.get("steps") if stop else None,
-        "seconds": round(stop["seconds"], 3) if stop and stop.get("seconds") is not None else None,
-        "steps_seen": len(ex.events.steps),
-        "trace_errors": ex.events.trace_errors,
-        "purpose": stop.get("purpose") if stop else None,
-        "stop_reason": stop.get("reason") if stop else None,
-    }
-
-
-def diagnose_empty(ex: Execution) -> list[str]:
-    """Why a profile came out empty, most likely cause first."""
-    reasons = []
-    platform = ex.events.platform
-    if platform and platform.lower() not in GPU_PLATFORMS:
-        reasons.append(f"backend {platform}: XLA records instruction timings only on NVIDIA GPUs")
-    elif platform is None:
-        reasons.append("the workload never compiled anything with JAX")
-    evidence = LogScanner().scan_file(ex.run.log)
-    if evidence.cupti_contention or ex.child.env.get("NSYS_PROFILING_SESSION_ID"):
-        reasons.append("CUPTI is held by another tool (Nsight Systems, DCGM: "
-                       "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS); stop it while collecting")
-    stop = ex.events.trace
-    if stop is None:
-        reasons.append("the profiling window never opened: the run ended before its first step "
-                       f"({len(ex.events.steps)} step(s) seen)")
-    elif stop.get("steps") == 0:
-        reasons.append("the profiling window saw no step")
-    cb = ex.child.flags.get(flag_table.COMMAND_BUFFER)
-    if cb is not None and cb.value not in ("", None) and platform in GPU_PLATFORMS:
-        reasons.append(f"command buffers are on ({cb.raw}): kernels inside CUDA graphs are "
-                       "invisible to the profiler; set --xla_gpu_enable_command_buffer=''")
-    reasons += [f"profiler error: {e}" for e in ex.events.trace_errors]
-    return reasons
+    if len(ex.events.processes) > 1:
+        report.details["window"]["processes_pooled"] = len(ex.events.processes)
+    return extract(opts, ex, run_folder, output, report, notify)

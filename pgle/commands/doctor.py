@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pgle.launch.probe import backend_info
+from pgle.launch.probe import backend_info, cupti_trace
 from pgle.xla import flag_probe
 from pgle.xla import flag_table
 from pgle.xla import versions
@@ -90,10 +90,15 @@ def doctor(workflow: str = "manual", cache_dir: str | None = None, probe: bool =
             if probe and environ.get("XLA_FLAGS") else None
         checks = [python_check(), *jax_checks(ctx), workflow_check(ctx)]
         flags, hazards, cache = flag_checks(ctx), hazard_checks(ctx), cache_checks(ctx)
-        checks += [*backend_checks(ctx, backend.result()), cuda_plugin_check(ctx),
+        info = backend.result()
+        # --probe: a one-second trace, only where a GPU backend could be traced.
+        traced = pool.submit(cupti_trace, environ) \
+            if probe and info.get("platform") in ("gpu", "cuda") else None
+        checks += [*backend_checks(ctx, info), cuda_plugin_check(ctx),
                    cupti_check(ctx), nsys_check(ctx, nsys.result()), *flags]
         if probe:
             checks += probe_checks(probed.result() if probed else None)
+            checks.append(cupti_trace_check(info, traced.result() if traced else None))
         checks += [*hazards, *cache]
     return _report("doctor", checks, {"workflow": workflow})
 
@@ -261,6 +266,33 @@ def cupti_check(ctx: Context) -> Check:
     if ctx.plugins or ctx.gpu_visible:
         return _error("cupti", f"{what}: the JAX profiler cannot time GPU kernels", todo)
     return _warn("cupti", f"{what} (needed on GPU nodes only)", todo)
+
+
+def cupti_trace_check(backend: dict, traced: dict | None) -> Check:
+    """`--probe`: did a one-second JAX trace of this GPU hold device events PGLE can use
+    (pgle.launch.probe.cupti_trace)? Another CUPTI client (DCGM's profiling module, Nsight,
+    another profiler) makes every trace come back empty."""
+    name = "cupti trace"
+    platform = backend.get("platform")
+    if traced is None:
+        why = (f"backend {platform}" if platform else
+               f"no jax backend ({backend.get('error') or 'unknown'})")
+        return _ok(name, f"not applicable: {why}: CUPTI traces NVIDIA GPUs only; the JAX "
+                         "profiler records no device events here, so there is nothing to probe")
+    if traced.get("error"):
+        return _error(name, f"the one-second trace failed: {traced['error']}",
+                      "run `pgle doctor --probe` on a GPU node with nothing else attached")
+    lines = traced.get("cupti_lines") or []
+    if traced.get("profile_bytes"):
+        return _ok(name, f"a one-second trace of {traced.get('executions')} matmuls held device "
+                         f"events ({traced['profile_bytes']}-byte PGLE profile)")
+    said = f" (XLA: {lines[0]})" if lines else ""
+    return _error(name, f"a one-second trace of {traced.get('executions')} matmuls held no "
+                        f"device events{said}: another CUPTI client holds the GPU (DCGM's "
+                        "profiling module, Nsight Systems/Compute, another profiler), so every "
+                        "PGLE profile will be empty",
+                  "stop it for the profiled run (e.g. `dcgmi profile --pause`; exit nsys), "
+                  "then rerun `pgle doctor --probe`")
 
 
 def nsys_info(environ: dict[str, str]) -> dict:

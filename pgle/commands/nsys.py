@@ -22,14 +22,14 @@ from typing import Callable
 from pgle.cache import entries as cache
 from pgle.cache import key_rules
 from pgle.cache import manifest as cache_manifest
-from pgle.commands import auto, prewarm
+from pgle.commands import auto_env
 from pgle.errors import BadInput, PgleError
 from pgle.evidence import jax_log as jax_events
 from pgle.jobs.layout import LayoutRequest, RankLayout
-from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
+from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
@@ -49,7 +49,7 @@ _NOT_IN_KEY = frozenset({
     "JAX_TRACEBACK_FILTERING", "JAX_COMPILATION_CACHE_MAX_SIZE", "JAX_COMPILATION_CACHE_DIR",
     "JAX_ENABLE_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "JAX_RAISE_PERSISTENT_CACHE_ERRORS",
-}) | prewarm.PHASE_VARIABLES
+}) | auto_env.PHASE_VARIABLES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +173,7 @@ def command_prefix(tool: str, opts: NsysOptions, run_path: str) -> tuple[list[st
 def resolve_cache_dir(given: str, manifest_env: dict) -> tuple[str, list[str]]:
     """The cache dir string to hand JAX, and drift sentences about it."""
     recorded = manifest_env.get("cache_path")
-    norm = prewarm.normalize_cache_dir(given)
+    norm = auto_env.normalize_cache_dir(given)
     if not recorded or norm == recorded:
         return norm, []
     if not cache_manifest.is_remote(norm) and not cache_manifest.is_remote(recorded):
@@ -223,19 +223,6 @@ def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> li
     return out
 
 
-def child_environment(manifest_env: dict, environ: dict[str, str], cache_dir: str):
-    """The prewarm environment replayed, with EXPECT_PGLE on and auto PGLE off."""
-    environ = dict(environ)
-    if not (environ.get("XLA_FLAGS") or "").strip() and manifest_env.get("user_XLA_FLAGS"):
-        environ["XLA_FLAGS"] = manifest_env["user_XLA_FLAGS"]
-    variables = {**prewarm.cache_variables(cache_dir, False),
-                 "JAX_COMPILATION_CACHE_EXPECT_PGLE": "true", "JAX_ENABLE_PGLE": "false"}
-    defaults = {k: v for k, v in (manifest_env.get("jax_variables") or {}).items()
-                if k not in variables and v != REDACTED}
-    return childenv.build(environ, xla=auto.pgle_xla_flags(), variables=variables,
-                          defaults=defaults)
-
-
 # -- the workflow ---------------------------------------------------------------------
 def request(opts: NsysOptions) -> LayoutRequest:
     return LayoutRequest(run_dir=opts.run_dir, log=opts.log, inputs={"cache_dir": opts.cache_dir},
@@ -265,7 +252,7 @@ def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], 
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1); upgrade jax.")
     given_cache = layout.inputs["cache_dir"]
-    manifest = cache_manifest.load(prewarm.normalize_cache_dir(given_cache))
+    manifest = cache_manifest.load(auto_env.normalize_cache_dir(given_cache))
     if manifest is None or not manifest.get("environment"):
         raise BadInput(f"{given_cache} holds no finished `pgle prewarm` (no "
                        f"{cache_manifest.MANIFEST_NAME} with an environment).",
@@ -289,10 +276,10 @@ def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], 
     if missing:
         warnings.append("PGLE-optimized entries recorded by prewarm are gone (pruned or evicted): "
                         + ", ".join(sorted({m["module"] for m in missing})))
-    warnings += prewarm.size_cap_warnings(environ)
+    warnings += auto_env.size_cap_warnings(environ)
     for w in warnings:
         notify(f"warning: {w}")
-    child = child_environment(menv, environ, cache_dir)
+    child = auto_env.nsys_environment(menv, environ, cache_dir)
     for line in child.notices:
         notify(line)
     run = RunFolder.create("nsys", layout.run_dir)
@@ -305,8 +292,8 @@ def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], 
         notify(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
                f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
                f"(run folder {run.path})")
-    ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
-                warnings_always=auto.WARNINGS_ALWAYS, prefix=prefix, log_copy=layout.log,
+    ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
+                warnings_always=auto_env.WARNINGS_ALWAYS, prefix=prefix, log_copy=layout.log,
                 count_jits=False)  # the Nsight run: no per-call work it does not need
     facts = jax_events.summarize(ex.events.records)
     modules = auto_pgle.nsys_modules(facts, manifest)
@@ -332,7 +319,8 @@ def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], 
     if report_path:
         report.summary.append(f"Nsight Systems report: {report_path}")
     report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_LOADED, opts.require_all,
-                                             opts.require)
+                                             opts.require,
+        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))
     return report
 
 

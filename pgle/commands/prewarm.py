@@ -19,22 +19,20 @@ cache moves as it is (pgle.cache.key_rules).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import os
 import time
 from typing import Callable
 
 from pgle.cache import entries as cache
 from pgle.cache import manifest as cache_manifest
-from pgle.commands import auto
+from pgle.commands import auto_env
 from pgle.commands.options import AutoPgleOptions
 from pgle.errors import BadInput
-from pgle.cache import key_rules
 from pgle.evidence import jax_log as jax_events
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
+from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
@@ -44,11 +42,6 @@ from pgle.xla import versions
 
 KEEP_RUNS = 20  # finished runs the manifest remembers
 
-# Variables pgle sets differently in the Nsight run; never part of the replayed environment.
-PHASE_VARIABLES = frozenset({"JAX_ENABLE_PGLE", "JAX_PGLE_PROFILING_RUNS",
-                             "JAX_PGLE_AGGREGATION_PERCENTILE", "JAX_COMPILATION_CACHE_EXPECT_PGLE"})
-
-
 @dataclasses.dataclass(frozen=True)
 class PrewarmOptions:
     workload: Workload
@@ -57,64 +50,6 @@ class PrewarmOptions:
     relocatable: bool = False
     run_dir: str | None = None
     log: str | None = None
-
-
-def normalize_cache_dir(path: str) -> str:
-    """The exact string JAX gets: absolute, user-expanded, no trailing '/'; URLs untouched."""
-    if cache_manifest.is_remote(path):
-        return path.rstrip("/")
-    return os.path.abspath(os.path.expanduser(path))
-
-
-def cache_variables(cache_dir: str, relocatable: bool) -> dict[str, str]:
-    variables = {
-        "JAX_ENABLE_COMPILATION_CACHE": "true",
-        "JAX_COMPILATION_CACHE_DIR": cache_dir,
-        # Write every module, however fast it compiled or small it is (defaults: 1 s, and
-        # a filesystem-dependent minimum size; -1 also stops JAX overriding it).
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
-    }
-    if relocatable:
-        # Only where the key holds the cache path (jax 0.4.36-0.10.2): XLA's autotune cache
-        # then goes off; jax >= 0.11 keeps it (pgle.cache.key_rules).
-        variables.update(key_rules.relocatable_variables(versions.jax_version()))
-    return variables
-
-
-def size_cap_warnings(environ: dict[str, str]) -> list[str]:
-    cap = environ.get("JAX_COMPILATION_CACHE_MAX_SIZE", "").strip()
-    if not cap or cap == "-1":
-        return []
-    out = [f"JAX_COMPILATION_CACHE_MAX_SIZE={cap} caps the cache: JAX evicts the least recently "
-           "used entries, PGLE-optimized ones included, so they may be gone before the Nsight run; "
-           "unset it (or -1) for the prewarm and Nsight runs."]
-    if cap == "0":
-        out.append("JAX_COMPILATION_CACHE_MAX_SIZE=0 disables the cache: nothing will be written.")
-    if importlib.util.find_spec("filelock") is None:
-        out.append("a size-capped cache needs the `filelock` package, which is not installed: JAX "
-                   "warns once and then uses no cache at all (pip install filelock).")
-    return out
-
-
-def replay_environment(child_env: dict[str, str], user_env: dict[str, str], cache_dir: str,
-                       workload: Workload, relocatable: bool) -> dict:
-    """What `pgle nsys` must reproduce for every cache key to match."""
-    jax_vars = {k: v for k, v in sorted(child_env.items())
-                if k.startswith("JAX_") and k not in PHASE_VARIABLES}
-    return {
-        "XLA_FLAGS": child_env.get("XLA_FLAGS", ""),
-        "user_XLA_FLAGS": user_env.get("XLA_FLAGS", ""),
-        "jax_variables": jax_vars,
-        "user_jax_variables": {k: v for k, v in sorted(user_env.items()) if k.startswith("JAX_")},
-        "argv_xla_flags": [a for a in workload.args if a.startswith("--xla")],
-        "LIBTPU_INIT_ARGS": child_env.get("LIBTPU_INIT_ARGS"),
-        "jax": versions.installed("jax"),
-        "jaxlib": versions.installed("jaxlib"),
-        "cache_path": cache_dir,
-        "relocatable": relocatable,
-        "device_kind": None, "device_count": None, "platform": None, "process_count": None,
-    }
 
 
 def request(opts: PrewarmOptions) -> LayoutRequest:
@@ -139,22 +74,22 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
     if not versions.supports_expect_pgle(versions.jax_version()):
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax.")
-    cache_dir = normalize_cache_dir(layout.inputs["cache_dir"])
+    cache_dir = auto_env.normalize_cache_dir(layout.inputs["cache_dir"])
     cache.check_writable_dir(cache_dir, create=True, what="write to")
     previous = cache_manifest.load(cache_dir)  # a corrupt manifest stops us before the run
     known = {k for m in (previous or {}).get("modules", {}).values()
              for k in m.get("pgle_optimized_keys", [])}
     writes = layout.writes_shared
-    warnings = auto.pre_launch_warnings(opts.workload, p.runs, p.percentile)
-    warnings += size_cap_warnings(environ)
+    warnings = auto_env.pre_launch_warnings(opts.workload, p.runs, p.percentile)
+    warnings += auto_env.size_cap_warnings(environ)
     for w in warnings:
         notify(f"warning: {w}")
-    variables = {**auto.pgle_variables(p.runs, p.percentile),
-                 **cache_variables(cache_dir, opts.relocatable)}
-    child = childenv.build(environ, xla=auto.pgle_xla_flags(), variables=variables)
+    variables = {**auto_env.pgle_variables(p.runs, p.percentile),
+                 **auto_env.cache_variables(cache_dir, opts.relocatable)}
+    child = childenv.build(environ, xla=auto_env.pgle_xla_flags(), variables=variables)
     for line in child.notices:
         notify(line)
-    environment = replay_environment(child.env, environ, cache_dir, opts.workload, opts.relocatable)
+    environment = auto_env.replay_environment(child.env, environ, cache_dir, opts.workload, opts.relocatable)
     run_record = cache_manifest.new_run(opts.workload.describe(), environment)
     if writes:
         cache_manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
@@ -164,8 +99,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
            f"({auto_pgle.plural(p.runs, 'profiled execution')}): "
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
-        ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
-                    warnings_always=auto.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
+        ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
+                    warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
                     progress=notify, count_jits=False)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
@@ -203,7 +138,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
                           + f" in {cache_dir}")
     report.summary += module_lines(modules)
     report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
-                                             p.require_all, p.require)
+                                             p.require_all, p.require,
+        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))
     return report
 
 

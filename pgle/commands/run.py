@@ -19,6 +19,7 @@ from pgle.launch.runfolder import DEFAULT_ROOT, RunFolder
 from pgle.launch.workload import Workload
 from pgle.profiles import files as profile
 from pgle.profiles import manifest
+from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import collectives, require, sync_converted
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
@@ -220,7 +221,8 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                                      verdict.details.get("coverage_unknown", 0))
     require.enforce(report, opts.verdict.require)
     if ex.exit_code != 0:
-        report.summary.append(f"the workload exited with code {ex.exit_code}")
+        report.summary.append(workload_exit_phrase(ex.exit_code, ex.events,
+                                                   command=ex.spec.command_mode))
     elif report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(
             f"--require-applied: status is {report.status}, not applied" if report.status != "applied"

@@ -166,6 +166,9 @@ class RunEvents:
     script_traces: list[dict] = dataclasses.field(default_factory=list)  # schema.SCRIPT_TRACE
     xla_compiles: list[dict] = dataclasses.field(default_factory=list)  # schema.XLA_COMPILE
     lines: int = 0  # records read, step events included
+    # A command with several Python processes importing jax (command mode): one row each,
+    # this one (the first to import jax) first; empty for one process.
+    processes: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def compile_platforms(self) -> tuple[str, ...] | None:
@@ -402,3 +405,59 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
                 xla_compiles.append(r)
     return RunEvents(records, steps.steps(), backend, trace, errors, compiles, exit_, modules,
                      flags_seen, script_traces, xla_compiles, lines=lines + steps.bulk_lines)
+
+
+def _process_row(home: Path, ev: RunEvents) -> dict:
+    start = next((r for r in ev.records if r.get("kind") == schema.START), None) or {}
+    backend = ev.backend or {}
+    return {"pid": start.get("pid"), "argv": start.get("argv"), "dir": str(home),
+            "process_index": backend.get("process_index"),
+            "process_count": backend.get("process_count"),
+            "exit_code": (ev.exit or {}).get("code"), "steps": len(ev.steps),
+            "trace": bool(ev.trace)}
+
+
+def read_run_events(path: Path | str) -> RunEvents:
+    """The events of a run folder: its events file and, for a command whose several Python
+    processes imported jax, every other process's (procs/<pid>/events.jsonl). The run's
+    events are the first process's; the others add their compiles (whose log lines are the
+    run's own: pgle.verdicts.origin) and a row each in `processes`."""
+    path = Path(path)
+    primary = read_events(path)
+    procs = path.parent / schema.PROCS_DIR
+    try:
+        homes = sorted((p for p in procs.iterdir() if p.is_dir()),
+                       key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0))
+    except OSError:
+        return primary
+    others = [(home, read_events(home / path.name)) for home in homes]
+    others = [(home, ev) for home, ev in others if ev.lines]
+    if not others:
+        return primary
+    for _, ev in others:
+        primary.xla_compiles += ev.xla_compiles
+        primary.modules += ev.modules
+    primary.processes = [_process_row(path.parent, primary)] + \
+        [_process_row(home, ev) for home, ev in others]
+    return primary
+
+
+def workload_exit_phrase(code: int, events: RunEvents, *, command: bool = False) -> str:
+    """How a report names the workload's non-zero exit: whose code it is (the workload's,
+    passed through: pgle's own bad-input code is 2 too) and how far it got."""
+    if command and not events.lines:
+        return (f"the command exited with code {code} (its own code, passed through) and no "
+                "Python process of it imported jax under pgle's harness (it travels by "
+                "PYTHONPATH: a python started with -I, -E or -S does not read it)")
+    killed = ""
+    if 128 < code < 160:
+        import signal
+
+        try:
+            killed = f", killed by {signal.Signals(code - 128).name}"
+        except ValueError:
+            pass
+    if events.jax_imported is False:
+        return (f"the workload exited with code {code}{killed} before importing jax (its own "
+                "code, passed through; not pgle's exit 2 for bad input)")
+    return f"the workload exited with code {code}{killed}"

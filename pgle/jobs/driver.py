@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, PgleError
 from pgle.jobs import folder as job
+from pgle.jobs import kv
 from pgle.jobs import layout as layouts
 from pgle.jobs import ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
@@ -84,7 +85,8 @@ def run(wf: Workflow, opts, job_opts: JobOptions | None = None, *,
     info = ranks.detect(environ)
     if not info.is_multiprocess:
         return _alone(wf, opts, info, notify, environ, job_opts)
-    rank = RankRun(wf.command, info, layouts.job_dir(info, job_opts), job_opts.gather_timeout_s)
+    rank = RankRun(wf.command, info, layouts.job_dir(info, job_opts), job_opts.gather_timeout_s,
+                   stall_timeout_s=job_opts.stall_timeout_s, gather=job_opts.gather)
     return rank.run(wf, opts, notify, environ)
 
 
@@ -100,7 +102,8 @@ def _alone(wf: Workflow, opts, info: RankInfo, notify: Notify, environ: dict,
             return PhaseResult(own, own.to_dict())
 
         return wf.body(opts, lay, phase, notify, environ)
-    return wf.body(opts, lay, execution.execute, notify, environ)
+    launch = functools.partial(execution.execute, stall_timeout=job_opts.stall_timeout_s)
+    return wf.body(opts, lay, launch, notify, environ)
 
 
 # -- one rank of a job --------------------------------------------------------------------------
@@ -117,6 +120,11 @@ class RankRun:
     host: str = dataclasses.field(default_factory=socket.gethostname)
     last_phase: Report | None = None
     progress: Notify | None = None  # rank 0's gather progress lines (set by run)
+    stall_timeout_s: float | None = None  # pgle.launch.stall (None: derived, 0: off)
+    gather: str = "folder"  # folder | kv (pgle.jobs.kv)
+    held: execution.Execution | None = None  # --gather kv: the workload waits for the exchange
+    exchange: kv.HeldExchange | None = None  # ... and the exchange with it
+    kv_errors: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def rank(self) -> int:
@@ -148,21 +156,30 @@ class RankRun:
         if wf.combine is None:
             # Each phase records its own start, exit, report and failure in its own folder.
             return self._finish_phases(produce())
-        report = self._guarded(produce)
-        self.annotate(report)
-        self.mark_exit(report.workload_exit_code or 0)
-        job.write_report(self.job_dir, self.rank, report)
-        if not self.info.is_leader:
-            return QuietReport.of(report, self.summary_line(report))
         try:
-            return self.job_report(report, functools.partial(wf.combine, opts, resolved[0]))
-        except PgleError as e:
-            # Ranks waiting on the job report (tune) learn at once that there will be none.
-            self._write_job_error(e.exit_code, str(e))
-            raise
-        except BaseException as e:
-            self._write_job_error(EXIT_ERROR, f"{type(e).__name__}: {e}")
-            raise
+            report = self._guarded(produce)
+            self.annotate(report)
+            self.mark_exit(report.workload_exit_code or 0)
+            job.write_report(self.job_dir, self.rank, report)
+            if self.gather == "kv":
+                self._kv_send(resolved[0] if resolved else None)
+            if not self.info.is_leader:
+                return QuietReport.of(report, self.summary_line(report))
+            try:
+                job_report = self.job_report(report,
+                                             functools.partial(wf.combine, opts, resolved[0]))
+            except PgleError as e:
+                # Ranks waiting on the job report (tune) learn at once that there will be none.
+                self._write_job_error(e.exit_code, str(e))
+                raise
+            except BaseException as e:
+                self._write_job_error(EXIT_ERROR, f"{type(e).__name__}: {e}")
+                raise
+            return job_report
+        finally:
+            if self.gather == "kv":
+                self._kv_publish_job()
+            self._release()
 
     def _guarded(self, produce: Callable[[], Report]) -> Report:
         try:
@@ -180,8 +197,81 @@ class RankRun:
 
     # -- the launch hooks --
     def launch(self, workload, run, child, **kwargs):
-        return execution.execute(workload, run, child, on_start=self.mark_started,
-                                 on_exit=self.mark_exit, watchdog=self.watchdog(), **kwargs)
+        self._release()  # a body that launches again: the earlier workload ends first
+        ex = execution.execute(workload, run, child, on_start=self.mark_started,
+                               on_exit=self.mark_exit, watchdog=self.watchdog(),
+                               stall_timeout=self.stall_timeout_s, hold=self.gather == "kv",
+                               hold_timeout_s=self.gather_timeout_s + 300.0, **kwargs)
+        if ex.held:
+            self.held = ex
+        return ex
+
+    # -- --gather kv: the job's files through jax.distributed's key-value store --
+    def _key(self, what: str) -> str:
+        return f"pgle/{self.command}/{what}"
+
+    def _kv_send(self, layout: RankLayout | None) -> None:
+        """Rank r sends its files and takes the job's; rank 0 takes every rank's files."""
+        ex = self.held
+        if ex is None:
+            self.kv_errors.append(
+                f"--gather kv: rank {self.rank}'s workload did not wait at its end with a "
+                "jax.distributed client (it failed first, or never called "
+                "jax.distributed.initialize()), so its files could not travel")
+            return
+        exchange = self.exchange = kv.HeldExchange(ex)
+        if self.info.is_leader:
+            keys = {self._key(f"rank-{r}"): r for r in range(1, self.world_size)}
+            fetched, errors = exchange.round({}, list(keys), final=False,
+                                             timeout_s=self.gather_timeout_s)
+            for key, raw in fetched.items():
+                try:
+                    kv.write_rank_files(self.job_dir, keys[key], raw)
+                except (ValueError, OSError) as e:
+                    errors.append(f"rank {keys[key]}: unreadable bundle ({e})")
+            self.kv_errors += errors
+            return
+        own = kv.bundle(self.job_dir, kv.rank_files(self.job_dir, self.rank))
+        fetched, errors = exchange.round({self._key(f"rank-{self.rank}"): own},
+                                         [self._key("job")], final=True,
+                                         timeout_s=self.gather_timeout_s)
+        self.kv_errors += errors
+        job_bundle = fetched.get(self._key("job"))
+        if job_bundle is not None:
+            plan = layout.output if layout is not None else None
+            try:
+                kv.write_job_files(self.job_dir, job_bundle,
+                                   plan.merged_output if plan else None)
+            except (ValueError, OSError) as e:
+                self.kv_errors.append(f"rank 0's job files: unreadable bundle ({e})")
+
+    def _kv_publish_job(self) -> None:
+        """Rank 0: the job report (and the job's profile) to every rank; also when it failed,
+        so that no rank waits for it in vain."""
+        exchange = self.exchange
+        if not self.info.is_leader or exchange is None or exchange.done:
+            return
+        path = self.job_dir / JOB_REPORT
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            files, extra = kv.job_files(self.job_dir, data)
+            payload = {self._key("job"): kv.bundle(self.job_dir, files, extra)}
+        except (OSError, ValueError, PgleError):
+            payload = {}
+        _, errors = exchange.round(payload, [], final=True, timeout_s=30.0)
+        self.kv_errors += errors
+
+    def _release(self) -> None:
+        """A held workload goes on to its end."""
+        ex, self.held = self.held, None
+        if ex is None:
+            return
+        exchange = self.exchange
+        if exchange is None or exchange.execution is not ex:
+            exchange = kv.HeldExchange(ex)
+        exchange.release()
+        self.exchange = None
+        ex.resume()
 
     def mark_started(self) -> None:
         job.mark_started(self.job_dir, self.info)
@@ -209,7 +299,8 @@ class RankRun:
     def phase(self, notify: Notify, environ: dict, name: str, sub: Workflow, sub_opts,
               run_root: str) -> PhaseResult:
         phase = RankRun(f"{self.command}:{name}", self.info, self.job_dir / name,
-                        self.gather_timeout_s, host=self.host)
+                        self.gather_timeout_s, host=self.host,
+                        stall_timeout_s=self.stall_timeout_s, gather=self.gather)
         own = phase.run(sub, sub_opts, notify, environ, run_root=run_root)
         self.last_phase = own
         return PhaseResult(own, own.to_dict() if self.info.is_leader
@@ -294,12 +385,16 @@ class RankRun:
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written
         missing = job.describe_missing(self.job_dir, gathered.missing)
+        if self.gather == "kv":
+            missing = {r: f"{why} (--gather kv: its files never came through jax.distributed's "
+                          "key-value store)" for r, why in missing.items()}
         report = combine(JobReports(self.command.split(":")[-1], self.world_size, reports,
                                     missing))
         self._job_details(report, reports, missing)
         self._job_exit_code(report, reports, missing)
         report.warnings = list(dict.fromkeys(report.warnings
-                                             + grouped(reports, "warnings", self.world_size)))
+                                             + grouped(reports, "warnings", self.world_size)
+                                             + self.kv_errors))
         write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
         return report
 

@@ -29,20 +29,59 @@ from pgle.jobs.ranks import RankInfo
 
 DEFAULT_GATHER_TIMEOUT_S = 600.0
 PROFILE_EXTENSIONS = (".pb", ".pbtxt")
+GATHER_MODES = ("folder", "kv")
+
+
+def parse_stall_timeout(value: float | str | None) -> float | None:
+    """`--stall-timeout`: a duration (`90s`, `30m`, `2h`, or seconds), `off` (0), or `auto`
+    (None: the bound pgle derives from the run, pgle.launch.stall)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise BadInput(f"--stall-timeout {value:g} is negative.")
+        return float(value)
+    text = str(value).strip().lower()
+    if text in ("auto", ""):
+        return None
+    if text in ("off", "0", "none", "no"):
+        return 0.0
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from pgle.units import parse_duration
+
+    return parse_duration(text, "--stall-timeout")
 
 
 @dataclasses.dataclass(frozen=True)
 class JobOptions:
-    """Multi-process options (`--job-dir`, `--gather-timeout`), checked on construction."""
+    """How the driver runs a workflow's launches, checked on construction: the multi-process
+    options (`--job-dir`, `--gather-timeout`, `--gather`) and the stall watchdog's bound
+    (`--stall-timeout`: seconds, "off", or None for the bound derived from the run)."""
 
     job_dir: str | None = None
     gather_timeout: float | None = None  # None: DEFAULT_GATHER_TIMEOUT_S
+    gather: str = "folder"  # folder (a shared job folder) | kv (jax.distributed's store)
+    stall_timeout: float | str | None = None
 
     def __post_init__(self):
         if self.gather_timeout is not None and self.gather_timeout < 0:
             raise BadInput(f"--gather-timeout {self.gather_timeout:g} is negative.")
         if self.job_dir is not None:
             ranks.validate_template(self.job_dir)
+        if self.gather not in GATHER_MODES:
+            raise BadInput(f"--gather {self.gather!r}: use one of {', '.join(GATHER_MODES)}.")
+        if self.gather == "kv" and self.job_dir is not None and "://" in str(self.job_dir):
+            raise BadInput("--gather kv keeps each rank's job folder local: drop the URL "
+                           "--job-dir, or drop --gather kv.")
+        object.__setattr__(self, "stall_timeout", parse_stall_timeout(self.stall_timeout))
+
+    @property
+    def stall_timeout_s(self) -> float | None:
+        """The stall watchdog's bound: seconds, 0 for off, None for the derived bound."""
+        return self.stall_timeout  # type: ignore[return-value]
 
     @property
     def gather_timeout_s(self) -> float:

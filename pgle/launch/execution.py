@@ -7,23 +7,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pgle.errors import Interrupted
-from pgle.launch import launcher
+from pgle.errors import Interrupted, Stalled
+from pgle.launch import launcher, schema
 from pgle.launch.childenv import ChildEnv
 from pgle.launch.progress import WindowProgress
 from pgle.atomic import copy_file_atomic, write_text_atomic
-from pgle.evidence.events import RunEvents, read_events
+from pgle.evidence.events import RunEvents, read_run_events
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
+from pgle.launch.stall import StallReport, StallWatch
+from pgle.launch import streams
 from pgle.redact import redact_args
 from pgle.launch.workload import Workload
 
 HARNESS = Path(__file__).with_name("harness.py")
+# Command mode: the folder put first on the command's PYTHONPATH; its sitecustomize.py starts
+# the harness in every Python process of the command (pgle/launch/boot/sitecustomize.py).
+BOOT = Path(__file__).with_name("boot")
+PGLE_ROOT_VAR = "PGLE_HARNESS_ROOT"  # the folder holding pgle's package, for that harness
 
 
 @dataclasses.dataclass
@@ -33,10 +40,25 @@ class Execution:
     events: RunEvents
     child: ChildEnv
     spec: HarnessSpec  # what the harness was asked to do
+    stall: StallReport | None = None  # the stall watchdog stopped the workload
 
     @property
     def exit_code(self) -> int:
         return self.result.exit_code
+
+    @property
+    def held(self) -> bool:
+        """The workload has finished and waits for pgle (pgle.launch.handoff)."""
+        return self.result.pending is not None
+
+    def resume(self) -> None:
+        """A held workload goes on to its real end (after pgle's last handoff request)."""
+        pending = self.result.pending
+        if pending is None:
+            return
+        final = pending.resume()
+        self.result = dataclasses.replace(final, exit_code=final.exit_code
+                                          if final.exit_code != 0 else self.result.exit_code)
 
     def dropped_flags_reason(self) -> str | None:
         """The workload replaced XLA_FLAGS before XLA read it (the harness compared them at
@@ -67,6 +89,52 @@ def harness_argv(spec_path: Path) -> list[str]:
     return [sys.executable, str(HARNESS), "--spec", str(spec_path)]
 
 
+def command_environment(env: dict[str, str], spec_path: Path) -> dict[str, str]:
+    """Command mode: the harness travels by environment into every Python process below the
+    command (a sitecustomize first on PYTHONPATH, which chains to the one it shadows)."""
+    path = env.get("PYTHONPATH")
+    return {**env, schema.SPEC_VAR: str(spec_path),
+            PGLE_ROOT_VAR: str(Path(__file__).resolve().parents[2]),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(BOOT), path) if p)}
+
+
+def _held(run: RunFolder) -> Callable[[], int | None]:
+    """The launcher's poll of a held workload: its exit code, once the harness holds."""
+    folder = run.path / schema.HANDOFF_DIR
+
+    def poll() -> int | None:
+        if not folder.is_dir():
+            return None
+        code = None
+        held = False
+        for r in _tail_records(run.events):
+            if r.get("kind") == schema.EXIT:
+                code = r.get("code")
+            elif r.get("kind") == schema.HOLD:
+                held = True
+        return int(code or 0) if held else None
+
+    return poll
+
+
+def _tail_records(path: Path, size: int = 65536) -> list[dict]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - size))
+            data = f.read()
+    except OSError:
+        return []
+    out = []
+    for line in data.splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict):
+            out.append(r)
+    return out
+
+
 def execute(
     workload: Workload,
     run: RunFolder,
@@ -84,6 +152,9 @@ def execute(
     observe_pgle: bool = False,
     progress: Callable[[str], None] | None = None,
     count_jits: bool = True,
+    stall_timeout: float | None = None,
+    hold: bool = False,
+    hold_timeout_s: float = 900.0,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
@@ -91,29 +162,42 @@ def execute(
     stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
     with (pgle.launch.launcher). `progress`: where progress lines go while it runs (the
     profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
-    harness counts jitted executions (pgle.launch.step_rule) unless False."""
+    harness counts jitted executions (pgle.launch.step_rule) unless False.
+    `stall_timeout`: the stall watchdog's bound in seconds (None: derived from the run; 0:
+    off; pgle.launch.stall); a stalled workload raises Stalled. `hold`: the workload waits at
+    its end for pgle's exchange through jax.distributed (pgle.launch.handoff): the Execution
+    then comes back while it waits (`held`), and `resume()` lets it end."""
     recorded = redact_args(workload.args)
     env = child.env
-    if recorded != list(workload.args):  # the real ones go by environment, never to a file
-        env = {**env, WORKLOAD_ARGS: json.dumps(list(workload.args))}
+    if recorded != list(workload.args) and not workload.command:
+        env = {**env, WORKLOAD_ARGS: json.dumps(list(workload.args))}  # never to a file
+    command = tuple(redact_args(list(workload.command))) if workload.command else ()
     spec = HarnessSpec(
         events=str(run.events),
-        workload=WorkloadSpec(workload.script, workload.module, tuple(recorded)),
+        workload=WorkloadSpec(workload.script, workload.module, tuple(recorded), command),
         profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
         warnings_always=tuple(warnings_always), observe_pgle=observe_pgle,
-        expected_xla_flags=pgle_flags(child) or None, count_jits=count_jits)
+        expected_xla_flags=pgle_flags(child) or None, count_jits=count_jits,
+        hold=hold, hold_timeout_s=hold_timeout_s)
     run.claim_files()
     write_text_atomic(run.spec, spec.to_json())
-    argv = [*prefix, *harness_argv(run.spec)]
+    if workload.command:
+        argv = [*prefix, *workload.command]
+        env = command_environment(env, run.spec)
+    else:
+        argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
     ticker = (WindowProgress(run.events, progress, window=profile_window is not None)
               if progress is not None else None)
+    stall = StallWatch(run.path, stall_timeout, streams.say) if stall_timeout != 0 else None
     result = launcher.launch(argv, env, run.log, watchdog=watchdog,
-                             terminal_level=child.terminal_level, progress=ticker)
+                             terminal_level=child.terminal_level, progress=ticker, stall=stall,
+                             held=_held(run) if hold else None)
     if on_exit is not None:
         # Interrupted: the peers of a job stop too, whatever the workload's own code was.
         on_exit(128 + result.interrupted if result.interrupted else result.exit_code)
+    _drop_empty_stacks(run)
     if result.interrupted:
         if log_copy:
             copy_log(run.log, log_copy)
@@ -126,7 +210,23 @@ def execute(
             f"the lines written before that; {remedy(result.log_error)} and rerun to be sure")
     if log_copy:
         copy_log(run.log, log_copy)
-    return Execution(run, result, read_events(run.events), child, spec)
+    ex = Execution(run, result, read_run_events(run.events), child, spec,
+                   stall.report if stall is not None else None)
+    if ex.stall is not None:
+        raise Stalled(ex.stall.message(), ex)
+    return ex
+
+
+def _drop_empty_stacks(run: RunFolder) -> None:
+    """Every harnessed process keeps a stacks file open for its dump; one never written is
+    clutter (a dump pgle asked for stays)."""
+    for home in [run.path, *sorted((run.path / schema.PROCS_DIR).glob("*"))]:
+        path = home / schema.STACKS_NAME
+        try:
+            if path.stat().st_size == 0 and not path.is_symlink():
+                path.unlink()
+        except OSError:
+            pass
 
 
 def remedy(error: str) -> str:

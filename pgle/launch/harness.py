@@ -23,6 +23,7 @@ from __future__ import annotations
 import builtins
 import collections
 import contextlib
+import dataclasses
 import importlib.abc
 import importlib.util
 import json
@@ -37,10 +38,10 @@ import warnings
 from typing import NoReturn
 
 try:
-    from pgle.launch import schema, step_rule
+    from pgle.launch import schema, step_rule, tracebacks
 except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from pgle.launch import schema, step_rule
+    from pgle.launch import schema, step_rule, tracebacks
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was given
@@ -77,6 +78,7 @@ class Events:
         self.closed = False
         self._through = False  # a forked child writes each line at once (it has no flusher)
         self._names: dict[str, str] = {}  # step name -> its JSON text
+        self.on_tick: list = []  # called by the flusher thread every FLUSH_EVERY_S
         threading.Thread(target=self._flusher, name="pgle-events", daemon=True).start()
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(before=self.flush, after_in_child=self._forked)
@@ -130,6 +132,11 @@ class Events:
         while not self.closed:
             time.sleep(FLUSH_EVERY_S)
             self.flush()
+            for tick in self.on_tick:
+                try:
+                    tick()
+                except Exception:
+                    pass
 
     def _forked(self) -> None:
         self._lock = threading.Lock()  # another thread may have held it at the fork
@@ -455,9 +462,21 @@ def _wait_for_devices() -> None:
 
 
 class Harness:
-    def __init__(self, spec: "schema.HarnessSpec"):
+    """One harnessed process of the workload. `home`: the folder of its events, stacks and
+    trace (the run folder; in command mode, procs/<pid>/ for every process but the first to
+    import jax)."""
+
+    def __init__(self, spec: "schema.HarnessSpec", home: str | None = None):
+        default = os.path.dirname(os.path.abspath(spec.events))
+        self.home = home or default
+        if home is not None and os.path.abspath(home) != default and spec.profile is not None:
+            spec = dataclasses.replace(spec, profile=dataclasses.replace(
+                spec.profile, dir=os.path.join(home, "trace")))
         self.spec = spec
-        self.events = Events(spec.events)
+        events = spec.events if home is None else os.path.join(home, os.path.basename(spec.events))
+        self.events = Events(events)
+        self.beacon = _Beacon(self.home)
+        self.events.on_tick.append(self.beacon.tick)
         self.window = ProfilerWindow(spec.profile, self.events)
         self.jits = JitCounter()
         self.step_name = (spec.profile.step_name if spec.profile else None) or spec.step_name
@@ -466,13 +485,23 @@ class Harness:
         self.jax_ready = False
         self.backend_recorded = False
         self.lock = threading.Lock()
+        self.pid = os.getpid()
+        self.finished = False
+
+    def start(self) -> None:
+        """Before the workload's code (script mode), or at its `import jax` (command mode)."""
+        self.events.write(schema.START, pid=os.getpid(), argv=sys.argv,
+                          python=sys.version.split()[0], ppid=os.getppid())
+        _flush_before_os_exit(self)
+        tracebacks.install()
+        _register_stack_dump(self.home, self.events)
 
     # -- jax hooks ----------------------------------------------------------
     def install(self) -> None:
         if "jax" in sys.modules and hasattr(sys.modules["jax"], "profiler"):
             self.on_jax_imported()
         else:
-            sys.meta_path.insert(0, _JaxImportHook(self))
+            sys.meta_path.insert(0, _JaxImportHook(self.on_jax_imported))
         self._capture_warnings()
 
     def on_jax_imported(self) -> None:
@@ -500,7 +529,12 @@ class Harness:
             _capture_logger(entry["name"], entry.get("level", "DEBUG"), self.events)
         if self.spec.observe_pgle:
             _observe_pgle(self.events)
-        _observe_modules(self.events, os.path.join(os.path.dirname(self.spec.events), "hlo"))
+        _observe_modules(self.events, os.path.join(self.home, "hlo"))
+        if self.spec.hold:
+            from pgle.launch import jax_internals  # importable: see the schema import above
+
+            jax_internals.defer_distributed_shutdown()
+        _exclude_own_frames()
         self.events.write(schema.JAX_IMPORTED, version=getattr(jax, "__version__", None))
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
@@ -602,9 +636,9 @@ class Harness:
 
     # -- run ------------------------------------------------------------------
     def run(self) -> int:
+        """Script mode: the workload's script or module, through runpy."""
         workload = self.spec.workload
-        self.events.write(schema.START, pid=os.getpid(), argv=sys.argv, python=sys.version.split()[0])
-        _flush_before_os_exit(self.events)
+        self.start()
         self.install()
         code = 0
         try:
@@ -622,23 +656,33 @@ class Harness:
             self._finish(code)
             raise
         except KeyboardInterrupt:
+            # Python prints it (without pgle's frames: pgle.launch.tracebacks) and ends the
+            # process by SIGINT, as it would without pgle.
+            self.finished = True
             self.events.write(schema.EXIT, code=130, interrupted=True)
             self.events.close()
             raise
         except BaseException as e:
+            # As plain python prints it: the workload's frames, not the harness's or runpy's;
+            # before the exit record, so that the log holds it when pgle reads it.
+            sys.excepthook(type(e), e, e.__traceback__)
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
             self._finish(1, error=f"{type(e).__name__}: {e}")
-            # As plain python prints it: the workload's frames, not the harness's or runpy's.
-            tb = _workload_frames(e.__traceback__)
-            sys.excepthook(type(e), e.with_traceback(tb), tb)
-            sys.stderr.flush()
             sys.exit(1)
         self._finish(code)
         return code
 
     def _finish(self, code: int, error: str | None = None) -> None:
+        if self.finished or os.getpid() != self.pid:
+            return  # once, and never in a forked child (it has the parent's harness)
+        self.finished = True
         try:
-            self.window.on_exit(self.step_index - 1 if self.step_index else None,
-                                self.step_name, self.other_step_names)
+            if self.jax_ready:  # before jax, no window could open: nothing to say about it
+                self.window.on_exit(self.step_index - 1 if self.step_index else None,
+                                    self.step_name, self.other_step_names)
         except Exception as e:
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
         try:
@@ -646,14 +690,96 @@ class Harness:
         except Exception as e:  # never hide the workload's exit for a statistic
             self.events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
         self.events.write(schema.EXIT, code=code, error=error)
+        if self.spec.hold and self.jax_ready:
+            try:
+                from pgle.launch import handoff  # importable: see the schema import above
+
+                if not handoff.hold(self.home, self.events.write, self.events.flush,
+                                    self.spec.hold_timeout_s):
+                    self.events.write(schema.RELEASED,
+                                      error="no jax.distributed client in this process")
+            except KeyboardInterrupt:
+                self.events.close()
+                raise
+            except Exception as e:
+                self.events.write(schema.RELEASED, error=f"{type(e).__name__}: {e}")
         self.events.close()
 
 
-class _JaxImportHook(importlib.abc.MetaPathFinder):
-    """Calls the harness right after the workload's own `import jax` completes."""
+class _Beacon:
+    """The `progress` file: the count of the workload's executions, rewritten (by the events
+    flusher, at most once a second) when it changed, so the stall watchdog sees executions
+    that leave no event (pgle.launch.stall)."""
 
-    def __init__(self, harness: Harness):
-        self.harness = harness
+    def __init__(self, home: str):
+        self.written = 0
+        try:
+            self.fd: int | None = os.open(
+                os.path.join(home, schema.PROGRESS_NAME),
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except OSError:
+            self.fd = None
+
+    def tick(self) -> None:
+        n = _EXECUTIONS[0]
+        if n == self.written or self.fd is None:
+            return
+        self.written = n
+        try:
+            os.pwrite(self.fd, b"%d\n" % n, 0)
+        except OSError:
+            self.fd = None
+
+
+# Executions of jitted functions so far (counted around the call, or by auto PGLE's observer).
+_EXECUTIONS = [0]
+
+
+def _count_execution() -> None:
+    _EXECUTIONS[0] += 1
+
+
+_STACK_FILES: list = []  # kept open: faulthandler writes to them from its signal handler
+
+
+def _register_stack_dump(home: str, events: Events) -> None:
+    """pgle's dump signal makes faulthandler write every thread's Python stack to
+    <home>/stacks.txt (the stall watchdog, pgle.launch.stall); C code, so it answers while
+    the workload's threads are blocked in jax or XLA."""
+    try:
+        import faulthandler
+        import signal as signals
+
+        sig = getattr(signals, schema.DUMP_SIGNAL)
+        path = os.path.join(home, schema.STACKS_NAME)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o666)
+        stream = os.fdopen(fd, "w")
+        faulthandler.register(sig, file=stream, all_threads=True, chain=False)
+        _STACK_FILES.append(stream)
+        events.write(schema.STACKS, file=path, signal=int(sig),
+                     main_thread=hex(threading.main_thread().ident or 0))
+    except (OSError, ValueError, RuntimeError, AttributeError) as e:
+        events.write(schema.OBSERVE_ERROR, error=f"stack dump: {type(e).__name__}: {e}")
+
+
+def _exclude_own_frames() -> None:
+    """jax's traceback filter drops pgle's wrappers too (pgle.launch.jax_internals)."""
+    try:
+        from pgle.launch import jax_internals  # importable: see the schema import above
+
+        here = os.path.dirname(_HERE)
+        jax_internals.exclude_from_jax_tracebacks(
+            [_HERE, os.path.join(here, "jax_internals.py"), os.path.join(here, "boot")])
+    except Exception:
+        pass
+
+
+class _JaxImportHook(importlib.abc.MetaPathFinder):
+    """Calls `on_import()` right after the workload's own `import jax` completes."""
+
+    def __init__(self, on_import):
+        self.on_import = on_import
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "jax":
@@ -662,12 +788,12 @@ class _JaxImportHook(importlib.abc.MetaPathFinder):
         spec = importlib.util.find_spec("jax")
         if spec is None or spec.loader is None:
             return spec
-        loader, harness = spec.loader, self.harness
+        loader, on_import = spec.loader, self.on_import
         original = loader.exec_module
 
         def exec_module(module):
             original(module)
-            harness.on_jax_imported()
+            on_import()
 
         loader.exec_module = exec_module
         return spec
@@ -688,15 +814,6 @@ def _say(text: str) -> None:
 
 def _from_jax(filename: str) -> bool:
     return f"{os.sep}jax{os.sep}" in (filename or "")
-
-
-def _workload_frames(tb):
-    """The traceback from the first frame outside the harness and runpy."""
-    skip = (_HERE, runpy.__file__, "<frozen runpy>")
-    while tb is not None and tb.tb_frame.f_code.co_filename in skip \
-            or tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
-        tb = tb.tb_next
-    return tb
 
 
 def _call_site() -> str:
@@ -877,6 +994,7 @@ def _run_counted(counter: JitCounter, window: "ProfilerWindow", name: str, fn, a
     counted call, such as a jitted function traced inside another)."""
     if getattr(_depth, "n", 0):
         return fn(*args, **kwargs)
+    _EXECUTIONS[0] += 1
     _depth.n, _depth.name = 1, name
     tell = False
     try:
@@ -1056,7 +1174,7 @@ def _observe_pgle(events: Events) -> None:
     """Per-execution auto PGLE events (pgle/launch/jax_internals.py); the verdict works without them."""
     try:
         from pgle.launch import jax_internals  # importable: see the schema import above
-        ok = jax_internals.observe_pgle(events.write)
+        ok = jax_internals.observe_pgle(events.write, _count_execution)
     except Exception as e:  # never break the user's run for a diagnostic
         events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
         ok = False
@@ -1100,14 +1218,18 @@ def _exit_code(code) -> int:
     return 1  # sys.exit("message") prints the message and exits 1
 
 
-def _flush_before_os_exit(events: Events) -> None:
-    """os._exit skips every cleanup (some distributed scripts end with it): the buffered
-    events are written out first. A forked child's buffer is empty (Events._forked)."""
+def _flush_before_os_exit(harness: "Harness") -> None:
+    """os._exit skips every cleanup (some distributed scripts end with it): the harness
+    finishes first (the exit record, the job's exchange when one is asked). A forked child's
+    buffer is empty (Events._forked) and its os._exit finishes nothing (Harness._finish)."""
     real_exit = os._exit
 
     def _exit(status: int) -> NoReturn:
         try:
-            events.flush()
+            if os.getpid() == harness.pid and not harness.finished:
+                harness._finish(status)
+            else:
+                harness.events.flush()
         finally:
             real_exit(status)
 
@@ -1116,23 +1238,24 @@ def _flush_before_os_exit(events: Events) -> None:
 
 
 PROCESS_START = time.time()
-_PR_SET_PDEATHSIG = 1
 
 
-def watch_parent() -> None:
+def watch_parent(*, for_children: bool = False) -> None:
     """Kill this process group when pgle dies, even by SIGKILL (see pgle/launch/launcher.py).
 
-    The read end of a pipe whose write end only pgle holds gives EOF when pgle is
-    gone; then the workload and every child it started in its group are killed.
-    Once this watch runs, the launcher's PDEATHSIG is cleared: it would kill this
-    process first, leaving the workload's children behind.
+    The read end of a pipe whose write end only pgle holds gives EOF when pgle is gone
+    (at once, if it died before this ran); then the workload and every child it started in
+    its group are killed. `for_children` (command mode): the descriptor and its variable stay
+    for the Python processes the command starts below this one, which watch it too.
     """
-    fd = os.environ.pop("PGLE_PARENT_FD", None)
-    if not fd:
+    raw = os.environ.get("PGLE_PARENT_FD") if for_children else os.environ.pop("PGLE_PARENT_FD", None)
+    if not raw:
         return
     try:
-        fd = int(fd)
-        os.set_inheritable(fd, False)  # the workload's own subprocesses need not hold it
+        fd = int(raw)
+        if not for_children:
+            os.set_inheritable(fd, False)  # the workload's own subprocesses need not hold it
+        os.fstat(fd)
     except (ValueError, OSError):
         return
 
@@ -1151,24 +1274,92 @@ def watch_parent() -> None:
             os._exit(137)
 
     threading.Thread(target=wait, name="pgle-parent-watch", daemon=True).start()
-    try:
-        import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+
+def _load_spec(path: str) -> "schema.HarnessSpec":
+    with open(path, encoding="utf-8") as f:
+        return schema.HarnessSpec.from_json(f.read())
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Script mode: `python harness.py --spec SPEC.json` runs the workload's script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 2 or argv[0] != "--spec":
         sys.stderr.write("usage: python -m pgle.launch.harness --spec SPEC.json\n")
         sys.exit(2)
     watch_parent()
-    with open(argv[1], encoding="utf-8") as f:
-        spec = schema.HarnessSpec.from_json(f.read())
+    spec = _load_spec(argv[1])
     spec = spec.with_args_from(os.environ.pop(schema.WORKLOAD_ARGS, None))
     Harness(spec).run()
+
+
+# -- command mode: the harness travels by environment ---------------------------------------
+
+def activate(spec_path: str) -> None:
+    """Command mode, in every Python process of the command (pgle/launch/boot/sitecustomize.py):
+    watch pgle, and harness this process once it imports jax (a process that never does, a
+    shell tool or a launcher such as torchrun, is left alone)."""
+    watch_parent(for_children=True)
+    try:
+        spec = _load_spec(spec_path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # a spec that is gone (the run folder was removed): run unobserved
+    if "jax" in sys.modules:
+        _attach(spec)
+    else:
+        sys.meta_path.insert(0, _JaxImportHook(lambda: _attach(spec)))
+
+
+def _claim_home(spec: "schema.HarnessSpec") -> str:
+    """The first process of the command to import jax writes beside the spec (the run folder
+    looks as in script mode); every other one in procs/<pid>/."""
+    run = os.path.dirname(os.path.abspath(spec.events))
+    try:
+        os.close(os.open(os.path.join(run, schema.PRIMARY_CLAIM),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
+        return run
+    except OSError:
+        home = os.path.join(run, schema.PROCS_DIR, str(os.getpid()))
+        os.makedirs(home, exist_ok=True)
+        return home
+
+
+_EXIT_CODE = [0]
+_ATTACHED: list[bool] = []
+
+
+def _attach(spec: "schema.HarnessSpec") -> None:
+    import atexit
+
+    if _ATTACHED:
+        return
+    _ATTACHED.append(True)
+    harness = Harness(spec, _claim_home(spec))
+    harness.start()
+    harness._capture_warnings()
+    harness.on_jax_imported()
+    _watch_exit_code()
+    # Registered after jax's own (jax/_src/api.py `clean_up`, at import): runs before it, so
+    # the job's exchange (spec.hold) happens while jax.distributed is still up.
+    atexit.register(lambda: harness._finish(_EXIT_CODE[0]))
+
+
+def _watch_exit_code() -> None:
+    """What the process will exit with, as far as Python shows it: `sys.exit(n)`, an uncaught
+    exception (1), Ctrl-C (130). (`raise SystemExit(n)` is not seen: 0.)"""
+    real_exit, previous_hook = sys.exit, sys.excepthook
+
+    def exit(code: "str | int | None" = None) -> NoReturn:
+        _EXIT_CODE[0] = _exit_code(code)
+        real_exit(code)
+
+    def excepthook(kind, value, tb) -> None:
+        _EXIT_CODE[0] = 130 if issubclass(kind, KeyboardInterrupt) else 1
+        previous_hook(kind, value, tb)
+
+    exit.__doc__ = real_exit.__doc__
+    sys.exit = exit
+    sys.excepthook = excepthook
 
 
 if __name__ == "__main__":

@@ -19,14 +19,24 @@ Checked against jax/jaxlib 0.10.2:
   increments `called_times` and appends its FDO profile to `fdo_profiles`.
 Anything missing or renamed makes `observe_pgle` return False and change
 nothing: the verdict then rests on JAX's log lines alone.
+
+JAX profiles one execution at a time per process: `PGLEProfiler.trace` starts a
+`_profiler.ProfilerSession` with `raise_error_on_start_failure=True`, so a second session
+(another thread's profiled execution, or the workload's own `jax.profiler.start_trace`)
+raises `ALREADY_EXISTS: Another profiling session active` out of the jitted call (jax
+0.10.2). The observer records which session held it (`pgle_session_error`), so the verdict
+can tell threads from the script's own profiler.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import threading
+import time
 import weakref
-from typing import Callable
+from typing import Any, Callable
 
 from pgle.launch import schema
 
@@ -35,9 +45,13 @@ EVENT_PROFILED = schema.PGLE_PROFILED
 _installed = False
 
 
-def observe_pgle(write: Callable[..., None]) -> bool:
+def observe_pgle(write: Callable[..., None],
+                 on_execution: Callable[[], None] | None = None) -> bool:
     """Emit `write("pgle_profiled", module=..., index=..., runs=..., profile_bytes=...)`
-    for every execution auto PGLE profiles. Idempotent; True when installed."""
+    for every execution auto PGLE profiles, and `pgle_session_error` when one could not start
+    its profiler session; `on_execution()` is called for every execution JAX dispatches
+    (`ExecuteReplicated.__call__` goes through `PGLEProfiler.trace` each time, profiled or
+    not). Idempotent; True when installed."""
     global _installed
     if _installed:
         return True
@@ -56,6 +70,11 @@ def observe_pgle(write: Callable[..., None]) -> bool:
 
     names: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
     runs: "weakref.WeakKeyDictionary[object, int]" = weakref.WeakKeyDictionary()
+    # thread native id -> the module whose profiled execution it runs now
+    profiling: dict[int, str | None] = {}
+    # thread native id -> (module, monotonic end) of its last profiled execution: the holder
+    # may finish between the failed start and this thread's handler seeing the error
+    finished: dict[int, tuple[str | None, float]] = {}
 
     def compile_or_get_cached(backend, computation, *args, **kwargs):
         runner = kwargs.get("pgle_profiler", args[4] if len(args) > 4 else None)
@@ -67,18 +86,46 @@ def observe_pgle(write: Callable[..., None]) -> bool:
                 pass
         return original_compile(backend, computation, *args, **kwargs)
 
+    def will_profile(runner) -> bool:
+        # PGLEProfiler.trace's own test (jax 0.10.2): this execution starts a session.
+        try:
+            return runner is not None and not runner.is_running() and runner.is_enabled() \
+                and not runner.is_fdo_consumed()
+        except Exception:
+            return False
+
     @contextlib.contextmanager
     def trace(runner):
+        if on_execution is not None:
+            on_execution()
         before = getattr(runner, "called_times", None)
-        with original_trace(runner):
-            yield
+        me = threading.get_native_id()
+        profiled = will_profile(runner)
+        began = time.monotonic()
+        if profiled:
+            profiling[me] = names.get(runner)
+        try:
+            with original_trace(runner):
+                yield
+        except Exception as e:
+            if profiled and "ALREADY_EXISTS" in str(e):
+                holders = [(t, m) for t, m in list(profiling.items()) if t != me] or [
+                    (t, m) for t, (m, end) in list(finished.items()) if t != me and end >= began]
+                write(schema.PGLE_SESSION_ERROR, module=names.get(runner), thread=me,
+                      error=str(e).splitlines()[0][:200],
+                      holder_module=holders[0][1] if holders else None,
+                      holder_thread=holders[0][0] if holders else None)
+            raise
+        finally:
+            if profiled:
+                finished[me] = (profiling.pop(me, None), time.monotonic())
         if runner is not None and before is not None and runner.called_times > before:
             try:
                 size = len(runner.fdo_profiles[-1])
             except Exception:
                 size = None
             write(EVENT_PROFILED, module=names.get(runner), index=runner.called_times,
-                  runs=runs.get(runner, runner.retries), profile_bytes=size)
+                  runs=runs.get(runner, runner.retries), profile_bytes=size, thread=me)
 
     compiler.compile_or_get_cached = compile_or_get_cached
     PGLEProfiler.trace = staticmethod(trace)
@@ -134,6 +181,25 @@ _COMPUTE_NAMES = frozenset({
     "argmax", "argmin", "while", "conditional", "call", "cond", "x", "y"})
 
 
+def _module_name(computation: Any) -> str | None:
+    """The module's name (`sym_name` of the MLIR module jax hands to compile_or_get_cached)."""
+    try:
+        from jax._src.lib.mlir import ir
+
+        return ir.StringAttr(computation.operation.attributes["sym_name"]).value
+    except Exception:
+        return None
+
+
+def _has_fdo_profile(compile_options: Any) -> bool:
+    """Whether XLA is handed a profile (auto PGLE's recompile, jax 0.4.31-0.12: pjit puts the
+    aggregated profile in `executable_build_options.fdo_profile`)."""
+    try:
+        return bool(len(compile_options.executable_build_options.fdo_profile or b""))
+    except Exception:
+        return False
+
+
 def _has_async_ops(module) -> bool:
     """Whether an instruction is an async start/done or a (synchronous) collective: the
     modules whose scheduled HLO is kept. From the names and opcodes: walking them is several
@@ -173,23 +239,30 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
         original_compile = compiler.compile_or_get_cached
     except Exception:
         return False
-    import os
-    import threading
-
     counter = [0]
     seen: set[tuple] = set()
 
     def compile_or_get_cached(*args, **kwargs):
         # Before the compile (it may fail): which platform XLA compiles for, from which
         # thread. A deviceless compile for a GPU topology is `gpu` too (jax 0.4.35-0.12).
+        module = None
         try:
             where = (getattr(args[0], "platform", None), str(threading.get_native_id()))
             if where not in seen:
                 seen.add(where)
                 write(schema.XLA_COMPILE, platform=where[0], thread=where[1], pid=os.getpid())
+            module = _module_name(args[1] if len(args) > 1 else kwargs.get("computation"))
+            write(schema.COMPILE_BEGIN, module=module, thread=where[1],
+                  fdo=_has_fdo_profile(args[3] if len(args) > 3
+                                       else kwargs.get("compile_options")))
         except Exception:  # an observation must never break the user's compile
             pass
-        executable = original_compile(*args, **kwargs)
+        try:
+            executable = original_compile(*args, **kwargs)
+        except BaseException:
+            write(schema.COMPILE_END, module=module, ok=False)
+            raise
+        write(schema.COMPILE_END, module=module, ok=True)
         try:
             _describe(executable, write, hlo_dir, counter)
         except Exception as e:  # an observation must never break the user's compile
@@ -225,3 +298,78 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
     compiler.compile_or_get_cached = compile_or_get_cached
     _modules_installed = True
     return True
+
+
+# --- the job's key-value store, for pgle.launch.handoff ---------------------------------------
+#
+# `jax.distributed.initialize()` starts a coordination service (process 0) and one client per
+# process; the client is `jax._src.distributed.global_state.client`, a
+# `jaxlib._jax.DistributedRuntimeClient` with `key_value_set_bytes(key, value)` and
+# `blocking_key_value_get_bytes(key, timeout_ms)` (jax 0.4.35-0.12; jax's own
+# `_share_fdo_profiles` uses exactly these to hand auto PGLE's profile between processes).
+# `jax.distributed.shutdown()` and jax's atexit `clean_up` call `global_state.shutdown()`.
+
+def kv_client() -> tuple[Any, int, int] | None:
+    """(client, process_id, num_processes) when this process called
+    `jax.distributed.initialize()`; None otherwise or when jax's internals differ."""
+    try:
+        from jax._src import distributed
+
+        state = distributed.global_state
+        client = state.client
+        if client is None or not callable(getattr(client, "key_value_set_bytes", None)) \
+                or not callable(getattr(client, "blocking_key_value_get_bytes", None)):
+            return None
+        return client, int(state.process_id), int(state.num_processes)
+    except Exception:
+        return None
+
+
+_shutdown: dict[str, Any] = {}
+
+
+def defer_distributed_shutdown() -> bool:
+    """Until `release_distributed_shutdown()`, `jax.distributed.shutdown()` (the workload's own,
+    or jax's atexit) only records that it was asked: the key-value store must outlive the
+    workload's last line for pgle's exchange. True when deferred."""
+    try:
+        from jax._src import distributed
+
+        state = distributed.global_state
+        real = state.shutdown
+    except Exception:
+        return False
+    if _shutdown:
+        return True
+
+    def shutdown() -> None:
+        if _shutdown.get("released"):
+            real()
+        else:
+            _shutdown["asked"] = True
+
+    _shutdown.update(real=real, state=state, released=False, asked=False)
+    setattr(state, "shutdown", shutdown)  # the instance's: jax calls global_state.shutdown()
+    return True
+
+
+def release_distributed_shutdown() -> None:
+    """Let shutdown through again, and do the one the workload asked for meanwhile."""
+    if not _shutdown or _shutdown.get("released"):
+        return
+    _shutdown["released"] = True
+    if _shutdown.get("asked"):
+        _shutdown["real"]()
+
+
+def exclude_from_jax_tracebacks(paths: list[str]) -> None:
+    """jax removes its own frames from the tracebacks of errors raised through its API
+    (`jax._src.traceback_util.register_exclusion`, jax 0.4.x-0.12); pgle's wrappers around
+    jax's functions are dropped the same way."""
+    try:
+        from jax._src import traceback_util
+
+        for path in paths:
+            traceback_util.register_exclusion(path)
+    except Exception:
+        pass

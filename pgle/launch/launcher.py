@@ -29,15 +29,17 @@ pgle.launch.streams). When the workload has exited, pgle waits at most PIPE_GRAC
 streams to end: a process the workload left behind (a daemon) may hold them open.
 
 If pgle itself dies (even by SIGKILL, which it cannot catch) the workload must not live on
-holding the GPU: the child gets PR_SET_PDEATHSIG=SIGKILL until the harness takes over, and the
-harness watches the read end of a pipe whose only write end pgle holds (fd in PGLE_PARENT_FD):
-EOF means pgle is gone, and the harness kills its whole process group, the workload's own
-children included.
+holding the GPU: the harness watches the read end of a pipe whose only write end pgle holds (fd
+in PGLE_PARENT_FD): EOF means pgle is gone, and the harness kills its whole process group, the
+workload's own children included. EOF stays: a harness that starts after pgle died sees it at
+once, so no `preexec_fn` (PR_SET_PDEATHSIG) is needed for the time before it runs. None is
+used: a `preexec_fn` makes subprocess run Python's at-fork handlers, and a process that already
+uses JAX (a notebook calling `pgle.run`) then prints JAX's `os.fork()` deadlock warning (and
+may deadlock); without one, CPython starts the child with vfork/exec and no Python in between.
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import select
@@ -48,7 +50,7 @@ import termios
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from pgle.errors import BadInput, PgleError
 from pgle.launch import streams
@@ -77,7 +79,6 @@ PEER_STOP_GRACE_S = 5.0
 # may hold them open); docs/reliability.md states it.
 PIPE_GRACE_S = 5.0
 PARENT_FD_VAR = "PGLE_PARENT_FD"  # read by pgle/launch/harness.py
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclasses.dataclass
@@ -91,6 +92,9 @@ class LaunchResult:
     interrupted: int | None = None  # the first SIGINT/SIGTERM/SIGHUP pgle got: stop the command
     killed: bool = False  # pgle escalated to SIGKILL
     stream_notes: list[str] = dataclasses.field(default_factory=list)  # for the report
+    # The workload has finished and waits for pgle (pgle.launch.handoff); `pending.resume()`
+    # waits for its real exit. `exit_code` is then the one the harness recorded.
+    pending: "Running | None" = None
 
 
 def shell_exit_code(returncode: int) -> int:
@@ -109,18 +113,6 @@ def kill_grace(environ: dict[str, str]) -> float:
     if not 0 <= value < float("inf"):
         raise BadInput(f"{KILL_GRACE_VAR}={raw!r}: a number of seconds >= 0, e.g. 30.")
     return value
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL this child when the thread that forked it ends (Linux only).
-
-    The harness replaces this with its pipe watch (which also reaches the
-    workload's own children); it covers the time before, and non-harness argv.
-    """
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the pipe watch alone
 
 
 class _Channel:
@@ -285,6 +277,17 @@ class _Signals:
         self._send(signal.SIGWINCH)
 
 
+class Stall(Protocol):
+    """What the launcher asks of a stall watchdog (pgle.launch.stall)."""
+
+    def poll(self, output_at: float) -> int | None:
+        """None, or the exit code to stop the workload with: it made no progress (its output,
+        last at `output_at` (time.monotonic()), counts) for longer than its bound."""
+
+    def dump(self, why: str) -> None:
+        """Have every process of the workload write its Python stacks (before pgle stops it)."""
+
+
 def launch(
     argv: list[str],
     env: dict[str, str],
@@ -295,97 +298,164 @@ def launch(
     poll_s: float = 0.5,
     terminal_level: int | None = None,
     progress: Callable[[], None] | None = None,
+    stall: Stall | None = None,
+    held: Callable[[], int | None] | None = None,
 ) -> LaunchResult:
     """Run `argv` to completion. `watchdog()` is polled; a non-None code stops the child;
-    `progress()` is polled too (it rate-limits itself).
-    `terminal_level`: XLA log lines below this TF_CPP_MIN_LOG_LEVEL go to the log only."""
-    streams.reserve_standard_fds()  # the CLI did already; a library caller may not have
-    grace = kill_grace(env)
-    log_path = Path(log_path)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = Log(log_path, _warn)
-    sinks = Sink.pair(sys.stdout, sys.stderr, log_path)
-    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
-    # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
-    watch_r, watch_w = os.pipe()
-    env = {**env, PARENT_FD_VAR: str(watch_r)}
-    out, err = _Channel(1), _Channel(2)
-    signals = _Signals(grace, (out, err))
-    start = time.monotonic()
-    try:
-        child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out.child_fd,
-                                 stderr=err.child_fd, pass_fds=(watch_r,),
-                                 preexec_fn=_die_with_parent, **group)
-    except OSError as e:
-        signals.restore()
+    `progress()` is polled too (it rate-limits itself); `stall` stops a workload that made no
+    progress for too long, after it dumped its stacks.
+    `terminal_level`: XLA log lines below this TF_CPP_MIN_LOG_LEVEL go to the log only.
+    `held()`: polled; an exit code once the workload has finished and waits for pgle
+    (pgle.launch.handoff): the result then comes at once, `pending` set, and
+    `pending.resume()` later waits for the real exit."""
+    running = Running(argv, env, log_path, cwd=cwd, terminal_level=terminal_level)
+    return running.wait(watchdog=watchdog, poll_s=poll_s, progress=progress, stall=stall,
+                        held=held)
+
+
+class Running:
+    """One started workload: its channels, pumps, log and pgle's signal handlers."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *,
+                 cwd: str | None, terminal_level: int | None):
+        streams.reserve_standard_fds()  # the CLI did already; a library caller may not have
+        self.grace = kill_grace(env)
+        self.log_path = log_path = Path(log_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = Log(log_path, _warn)
+        self.sinks = Sink.pair(sys.stdout, sys.stderr, log_path)
+        group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+        # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
+        watch_r, self.watch_w = os.pipe()
+        env = {**env, PARENT_FD_VAR: str(watch_r)}
+        out, err = _Channel(1), _Channel(2)
+        self.signals = _Signals(self.grace, (out, err))
+        self.start = time.monotonic()
+        try:
+            self.child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out.child_fd,
+                                          stderr=err.child_fd, pass_fds=(watch_r,), **group)
+        except OSError as e:
+            self.signals.restore()
+            self.log.close()
+            os.close(self.watch_w)
+            for fd in (out.read_fd, err.read_fd):
+                os.close(fd)
+            raise PgleError(f"cannot start {argv[0]}: {e.strerror}.") from None
+        finally:
+            os.close(watch_r)
+            out.child_started()
+            err.child_started()
+        self.signals.attach(self.child)
+        self.pumps = [
+            Pump(out.read_fd, self.sinks[0], self.log, coalesce_below=out.coalesce_below),
+            Pump(err.read_fd, self.sinks[1], self.log,
+                 hide_below(terminal_level) if terminal_level else None,
+                 coalesce_below=err.coalesce_below),
+        ]
+        for p in self.pumps:
+            p.start()
+        self.stopped = self.killed = False
+        self.stopped_code: int | None = None
+        self.exited = _ExitWatch(self.child)
+
+    def output_at(self) -> float:
+        """When the workload last wrote anything (time.monotonic(); its start before that)."""
+        return max([self.start, *(p.last_read for p in self.pumps)])
+
+    def _stop(self, code: int) -> None:
+        self.stopped, self.stopped_code = True, code
+        signal_group(self.child, signal.SIGTERM)
+        peer_kill = time.monotonic() + PEER_STOP_GRACE_S
+        if self.signals.kill_at is None or peer_kill < self.signals.kill_at:
+            self.signals.kill_at = peer_kill
+
+    def wait(self, *, watchdog: Callable[[], int | None] | None = None, poll_s: float = 0.5,
+             progress: Callable[[], None] | None = None, stall: Stall | None = None,
+             held: Callable[[], int | None] | None = None) -> LaunchResult:
+        signals = self.signals
+        try:
+            while True:
+                wait = poll_s
+                if signals.kill_at is not None and not self.killed:
+                    wait = max(0.0, min(wait, signals.kill_at - time.monotonic()))
+                if self.exited.within(wait):
+                    returncode = self.child.wait()
+                    break
+                if signals.kill_at is not None and not self.killed \
+                        and time.monotonic() >= signals.kill_at:
+                    self.killed = True
+                    signal_group(self.child, signal.SIGKILL)
+                    if not self.stopped:
+                        _warn(f"pgle: the workload was still running {signals.grace_s:g} s after "
+                              f"SIGTERM: killed it (SIGKILL, its process group too; "
+                              f"{KILL_GRACE_VAR} sets the grace period)")
+                if progress is not None:
+                    progress()
+                if self.stopped:
+                    continue
+                if watchdog is not None:
+                    code = watchdog()
+                    if code is not None:
+                        if stall is not None:  # every rank's stacks, this one's too
+                            stall.dump("a peer failed")
+                        self._stop(code)
+                        continue
+                if stall is not None:
+                    code = stall.poll(self.output_at())
+                    if code is not None:
+                        self._stop(code)
+                        continue
+                if held is not None and not signals.interrupted:
+                    code = held()
+                    if code is not None and self._caught_up():
+                        return LaunchResult(code, None, time.monotonic() - self.start,
+                                            self.log_path, log_error=self.log.error,
+                                            pending=self)
+        except BaseException:
+            self._close()
+            raise
+        return self._finish(returncode)
+
+    def _caught_up(self) -> bool:
+        """The pumps hold everything the workload wrote so far (at most a moment's wait)."""
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if all(p.caught_up() for p in self.pumps):
+                return True
+        return True  # a workload still writing: its later lines are in the log after resume
+
+    def resume(self, poll_s: float = 0.5) -> LaunchResult:
+        """Wait for the real exit of a workload that was held (`wait(held=...)`)."""
+        return self.wait(poll_s=poll_s)
+
+    def _close(self) -> None:
+        self.exited.close()
+        self.signals.restore()
+        try:
+            os.close(self.watch_w)
+        except OSError:
+            pass
+
+    def _finish(self, returncode: int) -> LaunchResult:
+        self._close()
+        pumps, log, log_path = self.pumps, self.log, self.log_path
+        if not drained(pumps, PIPE_GRACE_S):
+            for p in pumps:
+                p.detached = True  # drained and dropped from now on; its fd stays open until then
+            _warn(f"pgle: warning: the workload exited, but a process it started still holds its "
+                  f"output open; pgle stopped waiting after {PIPE_GRACE_S:g} s: what that process "
+                  f"prints from now on is neither shown nor kept in {log_path}")
         log.close()
-        os.close(watch_w)
-        for fd in (out.read_fd, err.read_fd):
-            os.close(fd)
-        raise PgleError(f"cannot start {argv[0]}: {e.strerror}.") from None
-    finally:
-        os.close(watch_r)
-        out.child_started()
-        err.child_started()
-    signals.attach(child)
-
-    pumps = [
-        Pump(out.read_fd, sinks[0], log, coalesce_below=out.coalesce_below),
-        Pump(err.read_fd, sinks[1], log,
-             hide_below(terminal_level) if terminal_level else None,
-             coalesce_below=err.coalesce_below),
-    ]
-    for p in pumps:
-        p.start()
-
-    stopped = killed = False
-    watchdog_code = None
-    exited = _ExitWatch(child)
-    try:
-        while True:
-            wait = poll_s
-            if signals.kill_at is not None and not killed:
-                wait = max(0.0, min(wait, signals.kill_at - time.monotonic()))
-            if exited.within(wait):
-                returncode = child.wait()
-                break
-            if signals.kill_at is not None and not killed and time.monotonic() >= signals.kill_at:
-                killed = True
-                signal_group(child, signal.SIGKILL)
-                _warn(f"pgle: the workload was still running {signals.grace_s:g} s after "
-                      f"SIGTERM: killed it (SIGKILL, its process group too; {KILL_GRACE_VAR} "
-                      "sets the grace period)")
-            if progress is not None:
-                progress()
-            if watchdog is not None and not stopped:
-                watchdog_code = watchdog()
-                if watchdog_code is not None:
-                    stopped = True
-                    signal_group(child, signal.SIGTERM)
-                    peer_kill = time.monotonic() + PEER_STOP_GRACE_S
-                    if signals.kill_at is None or peer_kill < signals.kill_at:
-                        signals.kill_at = peer_kill
-    finally:
-        exited.close()
-        signals.restore()
-        os.close(watch_w)
-    if not drained(pumps, PIPE_GRACE_S):
         for p in pumps:
-            p.detached = True  # drained and dropped from now on; its fd stays open until then
-        _warn(f"pgle: warning: the workload exited, but a process it started still holds its "
-              f"output open; pgle stopped waiting after {PIPE_GRACE_S:g} s: what that process "
-              f"prints from now on is neither shown nor kept in {log_path}")
-    log.close()
-    for p in pumps:
-        if not p.is_alive():
-            os.close(p.fd)
-    duration = time.monotonic() - start
-    code = shell_exit_code(returncode)
-    if stopped and watchdog_code is not None:
-        code = watchdog_code
-    notes = [n for n in (s.note() for s in sinks) if n]
-    return LaunchResult(code, -returncode if returncode < 0 else None, duration, log_path,
-                        stopped, log.error, signals.interrupted, killed, notes)
+            if not p.is_alive():
+                os.close(p.fd)
+        duration = time.monotonic() - self.start
+        code = shell_exit_code(returncode)
+        if self.stopped and self.stopped_code is not None:
+            code = self.stopped_code
+        notes = [n for n in (s.note() for s in self.sinks) if n]
+        return LaunchResult(code, -returncode if returncode < 0 else None, duration, log_path,
+                            self.stopped, log.error, self.signals.interrupted, self.killed, notes)
 
 
 def signal_group(child: subprocess.Popen, signum: int) -> None:

@@ -59,3 +59,71 @@ def backend_info(environ: dict[str, str]) -> dict:
     tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return {"error": f"the jax process died (exit code {proc.returncode}): "
                      f"{tail[-1][:300] if tail else 'no output'}"}
+
+
+# -- `pgle doctor --probe`: can the JAX profiler trace this GPU? ------------------------------
+#
+# CUPTI admits one subscriber per process and, with some drivers, per GPU: a DCGM profiling
+# module or another profiler attached to the GPU makes every trace come back without kernels
+# (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED in XLA's log), so `pgle collect` and auto
+# PGLE get empty profiles on every host, found only after the job. The probe traces a jitted
+# matmul for about a second in a child, as `pgle collect` does, and asks jaxlib for the PGLE
+# profile of that trace (jax.experimental.profiler.get_profiled_instructions_proto): non-empty
+# means the trace held device events PGLE can use.
+CUPTI_TIMEOUT_S = 120.0
+CUPTI_TRACE_S = 1.0
+_CUPTI_MARK = "PGLE_CUPTI_PROBE"
+_CUPTI_CHILD = f"""
+import glob, json, os, sys, tempfile, time
+out = {{}}
+try:
+    import jax, jax.numpy as jnp
+    from jax.experimental import profiler as jax_profiler
+    out["platform"] = jax.devices()[0].platform
+    if out["platform"] in ("gpu", "cuda"):
+        f = jax.jit(lambda a: a @ a)
+        x = jnp.ones((1024, 1024), jnp.float32)
+        f(x).block_until_ready()
+        folder = tempfile.mkdtemp(prefix="pgle-cupti-")
+        jax.profiler.start_trace(folder)
+        t0 = time.time()
+        n = 0
+        while time.time() - t0 < {CUPTI_TRACE_S}:
+            f(x).block_until_ready()
+            n += 1
+        jax.profiler.stop_trace()
+        runs = sorted(glob.glob(os.path.join(folder, "plugins", "profile", "*")))
+        out["executions"] = n
+        out["trace"] = runs[-1] if runs else None
+        out["profile_bytes"] = len(jax_profiler.get_profiled_instructions_proto(runs[-1])) \\
+            if runs else 0
+except Exception as e:
+    lines = str(e).strip().splitlines() or [""]
+    out["error"] = (type(e).__name__ + ": " + lines[0])[:300]
+print("{_CUPTI_MARK} " + json.dumps(out), flush=True)
+"""
+CUPTI_ERRORS = ("CUPTI_ERROR", "cupti", "CUPTI")
+
+
+def cupti_trace(environ: dict[str, str]) -> dict:
+    """{platform, executions, profile_bytes, trace, cupti_lines} from a one-second trace in a
+    child, or {error}."""
+    env = dict(environ)
+    env.pop("XLA_FLAGS", None)
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    env.pop("JAX_ENABLE_PGLE", None)  # auto PGLE's session would collide with the probe's
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CUPTI_CHILD], env=env,
+                              capture_output=True, text=True, errors="replace",
+                              timeout=CUPTI_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                              cwd=os.path.abspath(os.sep))
+    except subprocess.TimeoutExpired:
+        return {"error": f"the one-second trace did not finish within {CUPTI_TIMEOUT_S:g} s"}
+    cupti = [ln.strip()[:300] for ln in proc.stderr.splitlines()
+             if any(m in ln for m in CUPTI_ERRORS)]
+    for line in proc.stdout.splitlines():
+        if line.startswith(_CUPTI_MARK):
+            return {**json.loads(line[len(_CUPTI_MARK):]), "cupti_lines": cupti[:5]}
+    tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    return {"error": f"the tracing process died (exit code {proc.returncode}): "
+                     f"{tail[-1][:300] if tail else 'no output'}", "cupti_lines": cupti[:5]}

@@ -276,6 +276,25 @@ class Pump(threading.Thread):
         self.pending = b""  # the start of a line that may yet turn out to be hidden
         self.mid_line = False  # the last chunk ended inside a line (not held in `pending`)
         self.detached = False  # pgle stopped waiting for this stream: drain it, keep nothing
+        self.last_read = 0.0  # time.monotonic() of the last bytes read (the stall watchdog)
+        self.chunks = 0  # chunks handled so far
+
+    def caught_up(self, settle_s: float = 0.02) -> bool:
+        """Nothing waits in the pipe and nothing is being handled: what the workload wrote
+        before now is in the log (but an unfinished line)."""
+        import fcntl
+        import struct
+        import termios
+
+        before = self.chunks
+        try:
+            waiting = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0" * 4))[0]
+        except OSError:
+            return not self.is_alive()
+        if waiting:
+            return False
+        time.sleep(settle_s)
+        return self.chunks == before
 
     def run(self) -> None:
         buf = bytearray(READ_SIZE)
@@ -287,13 +306,16 @@ class Pump(threading.Thread):
                 break
             if not n:
                 break
+            self.last_read = time.monotonic()
             if n < self.coalesce_below:
                 n = self._gather(buf, n)
             if self.detached:
+                self.chunks += 1
                 continue
             chunk = view[:n]
             self.sink.write(chunk if self.hide is None else self._visible(bytes(chunk)))
             self._to_log(buf, chunk, n)
+            self.chunks += 1
         if self.detached:
             return
         if self.held:

@@ -35,6 +35,9 @@ LOG = "log"  # a record of a JAX logger named in the spec
 OBSERVE_PGLE = "observe_pgle"  # the auto-PGLE observer (pgle.launch.jax_internals) is installed
 OBSERVE_ERROR = "observe_error"
 PGLE_PROFILED = "pgle_profiled"  # auto PGLE profiled one execution of a module
+# auto PGLE could not start a module's profiler session: another session held the profiler
+# (`holder_*`: another thread's profiled execution, if one was running)
+PGLE_SESSION_ERROR = "pgle_session_error"
 OBSERVE_MODULES = "observe_modules"  # the per-module cost/memory/HLO observer is installed
 MODULE_COMPILED = "module_compiled"  # XLA's FLOPs, memory and scheduled HLO file of one module
 MODULE_ERROR = "module_error"  # describing one compiled module failed (the compile did not)
@@ -46,6 +49,18 @@ SCRIPT_TRACE = "script_trace"  # the workload called jax.profiler.start_trace/st
 XLA_FLAGS_SEEN = "xla_flags_seen"  # XLA_FLAGS as the workload's process had it at the first compile
 WINDOW_PLAN = "window_plan"  # the execution window chose its function (no step markers)
 JIT_FUNCTIONS = "jit_functions"  # at exit: executions per jitted function, the step, its starts
+# XLA's compile of `module` started / ended (`fdo`: it was handed a profile: auto PGLE's
+# recompile); what the stall watchdog names when a process stops making progress
+COMPILE_BEGIN = "compile_begin"
+COMPILE_END = "compile_end"
+# The process registered its stack dump: the signal pgle sends makes faulthandler write every
+# thread's Python stack to `file` (pgle.launch.stall)
+STACKS = "stacks"
+# The workload has finished (its exit code is in the exit record) and waits, before jax's own
+# teardown, for pgle to exchange the job's files through jax.distributed's key-value store
+# (pgle.launch.handoff); `released` when it goes on
+HOLD = "hold"
+RELEASED = "released"
 
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     START: ("pid", "argv", "python"),
@@ -68,7 +83,8 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     LOG: ("logger", "level", "message"),
     OBSERVE_PGLE: ("installed",),
     OBSERVE_ERROR: ("error",),
-    PGLE_PROFILED: ("module", "index", "runs", "profile_bytes"),
+    PGLE_PROFILED: ("module", "index", "runs", "profile_bytes", "thread"),
+    PGLE_SESSION_ERROR: ("module", "thread", "error", "holder_module", "holder_thread"),
     OBSERVE_MODULES: ("installed",),
     MODULE_COMPILED: ("module", "flops", "transcendentals", "bytes_accessed", "memory", "hlo_file"),
     MODULE_ERROR: ("error",),
@@ -82,7 +98,28 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # functions: [{function, module, executions, seconds}] busiest first; step/module: the one
     # pgle.launch.step_rule picks; starts: time.time() of each of its executions
     JIT_FUNCTIONS: ("functions", "step", "module", "starts", "rule"),
+    COMPILE_BEGIN: ("module", "fdo", "thread"),
+    COMPILE_END: ("module", "ok"),
+    STACKS: ("file", "signal", "main_thread"),
+    HOLD: ("process_index", "process_count", "dir"),
+    RELEASED: ("error",),
 }
+
+# -- files beside the events file (the run folder of one process) ---------------------------
+STACKS_NAME = "stacks.txt"  # faulthandler's dump of every thread, on pgle's signal
+PROGRESS_NAME = "progress"  # the count of executions so far, rewritten when it changes
+HANDOFF_DIR = "handoff"  # pgle.launch.handoff's requests and answers
+# A command that starts several Python processes importing jax (`-- bash run.sh`, torchrun):
+# the first to import jax writes beside the events file; each other one in procs/<pid>/.
+PROCS_DIR = "procs"
+PRIMARY_CLAIM = ".harness-primary"
+# The signal that makes a harnessed process dump its stacks: ignored by default, so a process
+# of the workload that has no harness (a shell, a launcher) is never hurt by it.
+DUMP_SIGNAL = "SIGURG"
+# Command mode: the spec's path, for the harness that travels by environment
+# (pgle/launch/boot/sitecustomize.py).
+SPEC_VAR = "PGLE_HARNESS_SPEC"
+
 
 # -- the spec (spec.json) ---------------------------------------------------------------------
 WINDOW_MODES = ("steps", "time", "auto")
@@ -90,9 +127,12 @@ WINDOW_MODES = ("steps", "time", "auto")
 
 @dataclasses.dataclass(frozen=True)
 class WorkloadSpec:
-    script: str | None  # absolute path, or None with `module`
+    script: str | None  # absolute path, or None with `module` or `command`
     module: str | None
     args: tuple[str, ...] = ()
+    # Command mode: the argv pgle starts (`bash run.sh ...`); the harness then travels by
+    # environment into every Python process below it that imports jax.
+    command: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +168,15 @@ class HarnessSpec:
     # Count the jitted functions' executions (the step rule, step times without markers; a few
     # us per top-level call). Off where nothing reads them (auto, prewarm, the Nsight run).
     count_jits: bool = True
+    # Wait at the workload's end, before jax's teardown, for pgle to exchange the job's files
+    # through jax.distributed's key-value store (`--gather kv`; pgle.launch.handoff).
+    hold: bool = False
+    # The longest the harness waits there for pgle (pgle's gather timeout and some).
+    hold_timeout_s: float = 900.0
+
+    @property
+    def command_mode(self) -> bool:
+        return bool(self.workload.command)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -139,14 +188,17 @@ class HarnessSpec:
         return cls(
             events=data["events"],
             workload=WorkloadSpec(**{**data["workload"],
-                                     "args": tuple(data["workload"].get("args") or ())}),
+                                     "args": tuple(data["workload"].get("args") or ()),
+                                     "command": tuple(data["workload"].get("command") or ())}),
             profile=WindowSpec(**window) if window else None,
             step_name=data.get("step_name"),
             capture_loggers=tuple(data.get("capture_loggers") or ()),
             warnings_always=tuple(data.get("warnings_always") or ()),
             observe_pgle=bool(data.get("observe_pgle")),
             expected_xla_flags=data.get("expected_xla_flags"),
-            count_jits=bool(data.get("count_jits", True)))
+            count_jits=bool(data.get("count_jits", True)),
+            hold=bool(data.get("hold")),
+            hold_timeout_s=float(data.get("hold_timeout_s") or 900.0))
 
     def with_args_from(self, value: str | None) -> HarnessSpec:
         """The spec with the workload's real arguments (`WORKLOAD_ARGS`'s JSON list), where

@@ -10,6 +10,7 @@ jax/_src/profiler.py, jax 0.10.2); cache entries are written from process 0 only
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from typing import Mapping
 
@@ -53,27 +54,102 @@ PROFILER_COLLISION = ("ALREADY_EXISTS", "Another profiling session active",
                       "Profile has already been started")
 
 
-def profiler_collision(log_path, script_traces: list[dict]) -> str | None:
-    """Auto PGLE's profiler session and the workload's own (jax.profiler.start_trace) cannot
-    both run (jax 0.10.2: `ALREADY_EXISTS: Another profiling session active`)."""
-    try:
-        with open(log_path, "rb") as f:
-            text = f.read()
-    except OSError:
-        text = b""
-    said = next((m for m in PROFILER_COLLISION if m.encode() in text), None)
-    starts = [t for t in script_traces if t.get("call") == "start"]
-    if not said and not starts:
+@dataclasses.dataclass(frozen=True)
+class Collision:
+    """Auto PGLE's profiling session could not start: another one held the profiler (jax
+    0.10.2 runs one per process: `ALREADY_EXISTS: Another profiling session active`, raised
+    out of the jitted call)."""
+
+    kind: str  # threads | script | other
+    text: str  # the report's reason
+    row: str  # each affected module's reason, briefly
+    fix: str
+    modules: frozenset[str]  # the modules whose session failed (empty: unknown, log only)
+
+
+THREADS_FIX = ("profile with manual PGLE instead (`pgle tune`, or `pgle collect` then `pgle run`: "
+               "one window covers every thread), or keep auto PGLE out of the worker threads "
+               "(compile their functions ahead of time, `jax.jit(f).lower(...).compile()`, "
+               "which auto PGLE never profiles)")
+SCRIPT_FIX = ("turn the script's own profiler off for pgle auto, or start it after auto PGLE's "
+              "profiled executions (--runs)")
+
+
+def profiler_collision(log_path, session_errors: list[dict],
+                       script_traces: list[dict]) -> Collision | None:
+    """Did auto PGLE's profiling collide with another profiling session, and whose?
+
+    Only a failure that happened counts: the harness's `pgle_session_error` records
+    (`session_errors`; pgle.launch.jax_internals: the failing module, its thread, and the
+    module another thread was profiling then), else JAX's ALREADY_EXISTS in the log. A script
+    that starts its own profiler when auto PGLE has finished profiling collides with nothing."""
+    errors = list(session_errors)
+    said = bool(errors)
+    if not said:
+        try:
+            with open(log_path, "rb") as f:
+                text = f.read()
+        except OSError:
+            text = b""
+        said = any(m.encode() in text for m in PROFILER_COLLISION)
+    if not said:
         return None
-    where = f" at {starts[0].get('site')}" if starts else ""
-    return (f"the workload runs its own profiler (jax.profiler.start_trace{where}); auto PGLE's "
-            "profiling session collides with it (ALREADY_EXISTS: Another profiling session "
-            "active), so its executions were not profiled")
+    failed = frozenset(str(r["module"]) for r in errors if r.get("module"))
+    count = f"{plural(len(errors), 'profiling session')} failed" if errors else ""
+    threads = [r for r in errors if r.get("holder_thread") is not None]
+    if threads:
+        r = threads[0]
+        pairs = {(str(e.get("module")), str(e.get("holder_module"))) for e in threads}
+        return Collision(
+            "threads",
+            f"jitted functions ran at once in several threads, and auto PGLE profiles one "
+            f"execution at a time per process: {r.get('module')} (thread {r.get('thread')}) "
+            f"could not start its profiling session while {r.get('holder_module')} (thread "
+            f"{r.get('holder_thread')}) was profiled (ALREADY_EXISTS: Another profiling "
+            f"session active); {count}"
+            + (f", {len(pairs)} pairs of modules" if len(pairs) > 1 else "")
+            + f". Fix: {THREADS_FIX}",
+            "not profiled: another thread's profiling session held the profiler",
+            THREADS_FIX, failed)
+    starts = [t for t in script_traces if t.get("call") == "start"]
+    active = _script_trace_active(script_traces, errors) if errors else (starts[0] if starts else None)
+    if active is not None:
+        where = f" at {active.get('site')}" if active.get("site") else ""
+        return Collision(
+            "script",
+            f"the workload runs its own profiler (jax.profiler.start_trace{where}) while auto "
+            "PGLE profiles; auto PGLE's profiling session collides with it (ALREADY_EXISTS: "
+            "Another profiling session active), so its executions were not profiled"
+            + (f" ({count})" if count else "") + f". Fix: {SCRIPT_FIX}",
+            "not profiled: the workload's own profiler held the profiling session",
+            SCRIPT_FIX, failed)
+    return Collision(
+        "other",
+        "auto PGLE could not start its profiling session: another session held the profiler "
+        "(ALREADY_EXISTS: Another profiling session active), not one pgle saw start (a profiler "
+        "server, a library's own trace)" + (f"; {count}" if count else ""),
+        "not profiled: another profiling session held the profiler",
+        "find what else starts the JAX profiler in the workload and keep it off while auto PGLE "
+        "profiles", failed)
+
+
+def _script_trace_active(script_traces: list[dict], errors: list[dict]) -> dict | None:
+    """The workload's own trace that was running when a session failed, if any."""
+    for e in errors:
+        t = float(e.get("t") or 0)
+        open_: dict | None = None
+        for r in script_traces:
+            if float(r.get("t") or 0) > t:
+                break
+            open_ = r if r.get("call") == "start" else None
+        if open_ is not None:
+            return open_
+    return None
 
 
 def auto_rows(facts: jax_log.RunFacts, runs: int, platform: str | None,
               known_pgle_keys: set[str] = frozenset(),
-              collision: str | None = None) -> list[AutoRow]:
+              collision: Collision | None = None) -> list[AutoRow]:
     """One verdict per module: optimized / not_optimized / empty_profile, with reason and fix."""
     out = []
     for name in sorted(facts.modules):
@@ -110,17 +186,18 @@ def auto_rows(facts: jax_log.RunFacts, runs: int, platform: str | None,
                           "not executed")
         else:
             row.reason = "no recompilation with a profile was logged"
-        if collision and row.status != STATUS_OPTIMIZED:
+        hit = collision is not None and row.status != STATUS_OPTIMIZED and (
+            name in collision.modules if collision.modules else True)
+        if hit and collision is not None:
             # The whole cause is one reason of the report; each row names it briefly.
-            row.reason = "not profiled: the workload's own profiler held the profiling session"
-            row.fix = "turn the script's own profiler off for pgle auto"
+            row.reason, row.fix, row.collision = collision.row, collision.fix, collision.kind
         out.append(row)
     return out
 
 
 def auto_modules(facts: jax_log.RunFacts, runs: int, platform: str | None,
                  known_pgle_keys: set[str] = frozenset(),
-                 collision: str | None = None) -> list[dict]:
+                 collision: Collision | None = None) -> list[dict]:
     return [r.to_dict() for r in auto_rows(facts, runs, platform, known_pgle_keys, collision)]
 
 
@@ -262,10 +339,11 @@ def required_failures(modules: list[dict], *, ok: str, require_all: bool,
 
 
 def finish_code(report: Report, workload_code: int, ok: str, require_all: bool,
-                require: tuple[str, ...]) -> int:
-    """The workload's own failure first; then --require-all / --require."""
+                require: tuple[str, ...], exit_phrase: str | None = None) -> int:
+    """The workload's own failure first (`exit_phrase`: how to say it,
+    pgle.evidence.events.workload_exit_phrase); then --require-all / --require."""
     if workload_code != 0:
-        report.summary.append(f"the workload exited with code {workload_code}")
+        report.summary.append(exit_phrase or f"the workload exited with code {workload_code}")
         return workload_code
     failures = required_failures(report.modules, ok=ok, require_all=require_all, require=require)
     if failures:

@@ -118,8 +118,9 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     elif jax_imported is False and not modules and not evidence.reads:
         status = "not_applied"
         reasons.append("the workload never imported jax, so XLA compiled nothing and no profile "
-                       "could apply (is it the training script itself, not a wrapper that "
-                       "starts it in another process?).")
+                       "could apply (a wrapper that starts the training script in another "
+                       "process? give it as `-- COMMAND ARGS`: pgle then reaches every Python "
+                       "process below it).")
     elif info_hidden and not evidence.reads:
         status = "error"
         reasons.append(

@@ -67,11 +67,16 @@ class AutoRow:
     reason: str | None = None
     fix: str | None = None
     from_cache: bool = False  # in the JSON only when true
+    # Its profiling session collided with another (threads | script | other): in the JSON only
+    # when set; such a module is never lumped with one-shot code.
+    collision: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = _plain(self)
         if not self.from_cache:
             d.pop("from_cache")
+        if self.collision is None:
+            d.pop("collision")
         return d
 
 
@@ -192,7 +197,8 @@ def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) ->
     if not any(any(f in r for f in EXECUTION_FIELDS) for r in rows):
         return _applied_lines(rows, ok)
     rows.sort(key=lambda r: -(executions(r) or 0))  # stable: ties keep their order
-    one_shot = [r for r in rows if executions(r) == 1 and r["status"] != ok]
+    one_shot = [r for r in rows if executions(r) == 1 and r["status"] != ok
+                and not r.get("collision")]
     if len(one_shot) < 2:
         one_shot = []
     groups: dict[str, list[str]] = {}

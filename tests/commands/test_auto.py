@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.pgle_testing import REPO, TESTS, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
-from pgle.commands import auto
+from pgle.commands import auto_env
 from pgle.errors import BadInput
 from pgle.launch.workload import Workload
 
@@ -84,19 +84,19 @@ def test_bad_parameters_fail_before_launch(project: Path):
 
 
 def test_degenerate_percentile_and_aot_warnings(tmp_path: Path):
-    assert auto.percentile_index(2, 90) == 0 and auto.percentile_index(3, 90) == 1
-    (w,) = auto.check_pgle_params(2, 90)
+    assert auto_env.percentile_index(2, 90) == 0 and auto_env.percentile_index(3, 90) == 1
+    (w,) = auto_env.check_pgle_params(2, 90)
     assert "picks the fastest" in w and "--runs 3" in w
-    assert auto.check_pgle_params(3, 90) == [] and auto.check_pgle_params(2, 100) == []
-    assert auto.check_pgle_params(1, 90) == []
+    assert auto_env.check_pgle_params(3, 90) == [] and auto_env.check_pgle_params(2, 100) == []
+    assert auto_env.check_pgle_params(1, 90) == []
     with pytest.raises(BadInput):
-        auto.check_pgle_params(3, -1)
+        auto_env.check_pgle_params(3, -1)
     script = tmp_path / "aot.py"
     script.write_text("import jax\nf = jax.jit(g)\n# x.compile()\nexe = f.lower(x).compile()\n")
-    sites = auto.aot_sites(Workload(str(script), None, ()))
+    sites = auto_env.aot_sites(Workload(str(script), None, ()))
     assert sites == ["aot.py:4: exe = f.lower(x).compile()"]
     script.write_text("import jax\nf = jax.jit(g)\n")
-    assert auto.aot_sites(Workload(str(script), None, ())) == []
+    assert auto_env.aot_sites(Workload(str(script), None, ())) == []
 
 
 @pytest.mark.parametrize("command", ["auto", "prewarm", "nsys", "cache"])

@@ -11,7 +11,8 @@ import pytest
 
 from helpers.pgle_testing import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
 from pgle.commands import collect as collect_mod
-from pgle.commands.collect import CollectOptions, merge_vmodule, steps_window
+from pgle.commands.collect import CollectOptions, merge_vmodule
+from pgle.commands.extract import steps_window
 from pgle.commands.options import Extraction
 from pgle.errors import BadInput
 from pgle.evidence.events import read_events

@@ -183,6 +183,46 @@ def test_probe_asks_jaxlib(tmp_path):
     assert rows(report, "probe")[0]["status"] == "ok"
 
 
+def test_probe_traces_the_gpu_or_says_why_it_does_not_apply(tmp_path):
+    """`doctor --probe`'s CUPTI preflight (issue 23, case 5): on CPU the row says why there is
+    nothing to trace; without --probe there is no row."""
+    code, report = run_doctor(tmp_path, "--probe")
+    (row,) = rows(report, "cupti trace")
+    assert row["status"] == "ok", row
+    assert row["found"].startswith("not applicable: backend cpu")
+    assert "CUPTI traces NVIDIA GPUs only" in row["found"]
+    _, plain = run_doctor(tmp_path)
+    assert rows(plain, "cupti trace") == []
+
+
+def test_the_trace_probe_child_reports_its_backend(tmp_path):
+    """The child `doctor --probe` traces in: a real jax process; on CPU it traces nothing."""
+    from pgle.launch.probe import cupti_trace
+
+    result = cupti_trace(env_for(tmp_path))
+    assert result["platform"] == "cpu" and "error" not in result, result
+    assert "profile_bytes" not in result
+
+
+def test_cupti_trace_rows_for_a_gpu_trace_with_and_without_device_events():
+    """What the row says for the child's findings on a GPU (shapes of real results: a trace
+    whose PGLE profile is non-empty, one held by another CUPTI client, a failed trace)."""
+    gpu = {"platform": "gpu"}
+    ok = doctor.cupti_trace_check(gpu, {"platform": "gpu", "executions": 812,
+                                        "profile_bytes": 96, "cupti_lines": []})
+    assert ok.status == "ok" and "812 matmuls held device events" in ok.found
+    held = doctor.cupti_trace_check(gpu, {
+        "platform": "gpu", "executions": 790, "profile_bytes": 0,
+        "cupti_lines": ["E1125 cupti_tracer.cc:1204] function cupti_interface_->Subscribe( "
+                        "&subscriber_, ...)failed with error "
+                        "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"]})
+    assert held.status == "error" and "no device events" in held.found
+    assert "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" in held.found
+    assert "DCGM" in held.found and "dcgmi profile --pause" in held.todo
+    failed = doctor.cupti_trace_check(gpu, {"error": "RuntimeError: boom", "cupti_lines": []})
+    assert failed.status == "error" and "boom" in failed.found
+
+
 def test_size_cap_with_and_without_filelock(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
 from pgle.cache import manifest as cache_manifest
-from pgle.commands import prewarm
+from pgle.commands import auto_env
 
 FGH = str(WORKLOADS / "auto_fgh.py")
 HELPER = str(TESTS / "helpers" / "pgle_cpu_profile")
@@ -68,9 +68,9 @@ def test_unwritable_cache_dir_and_corrupt_manifest_fail_before_launch(project: P
 
 
 def test_size_cap_warnings():
-    assert prewarm.size_cap_warnings({}) == []
-    assert prewarm.size_cap_warnings({"JAX_COMPILATION_CACHE_MAX_SIZE": "-1"}) == []
-    warnings = prewarm.size_cap_warnings({"JAX_COMPILATION_CACHE_MAX_SIZE": "1000000"})
+    assert auto_env.size_cap_warnings({}) == []
+    assert auto_env.size_cap_warnings({"JAX_COMPILATION_CACHE_MAX_SIZE": "-1"}) == []
+    warnings = auto_env.size_cap_warnings({"JAX_COMPILATION_CACHE_MAX_SIZE": "1000000"})
     assert "evicts" in warnings[0]
     has_filelock = importlib.util.find_spec("filelock") is not None
     assert any("filelock" in w for w in warnings) != has_filelock

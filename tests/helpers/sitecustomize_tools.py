@@ -46,8 +46,11 @@ def patch_after_import(target: str, patch) -> None:
 
 def chain_next_sitecustomize(this_file: str) -> None:
     """Run the sitecustomize `this_file` shadows, if any, so the environment stays as it was."""
+    # Only the entries after this one: two helpers on PYTHONPATH would otherwise chain to
+    # each other forever (RecursionError in every process).
     here = os.path.dirname(os.path.abspath(this_file))
-    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    entries = [os.path.abspath(p or ".") for p in sys.path]
+    rest = sys.path[entries.index(here) + 1:] if here in entries else sys.path
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is not None and spec.loader is not None and spec.origin != os.path.abspath(this_file):
         module = importlib.util.module_from_spec(spec)

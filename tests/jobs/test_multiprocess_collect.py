@@ -108,9 +108,10 @@ def test_tune_merges_then_runs_every_rank_with_the_merged_profile(slurm_cluster,
     proc = _srun(slurm_cluster, ["tune", "--json", "--steps", "1:2", DIST, "--",
                                  "--partial-ranks", "1"], project)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "sitecustomize" not in proc.stderr, proc.stderr[:3000]
     job = json.loads(proc.stdout)
     jd = _job_dir(project)
-    assert job["command"] == "tune" and job["status"] == "partial"
+    assert job["command"] == "tune" and job["status"] == "partial", proc.stderr[-3000:]
     assert job["profile"]["path"] == str(jd / "collect" / "profile.pb")
     mods = {m["module"]: m for m in job["modules"]}
     assert mods["jit_train_step"]["ranks"] == {"applied": [0], "partial": [1]}

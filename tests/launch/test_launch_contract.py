@@ -223,7 +223,7 @@ def test_debug_shows_traceback(project):
 def test_json_error_report(project):
     proc = run_pgle("collect", "nope.py", "--json", cwd=project)
     assert proc.returncode == 2
-    assert report_of(proc) == {"status": "error", "exit_code": 2,
+    assert report_of(proc) == {"status": "error", "exit_code": 2, "exit_code_from": "pgle",
                                "error": "script nope.py does not exist."}
 
 

@@ -100,14 +100,35 @@ def test_the_scripts_trace_context_yields_what_jax_yields(project):
     assert list(own.rglob("*.xplane.pb"))
 
 
-def test_auto_names_the_scripts_profiler_not_more_steps(project):
-    """Case 2 under auto: the collision is the reason, not 'run more steps'."""
+def test_auto_claims_no_collision_when_the_scripts_profiler_ran_after_profiling(project):
+    """Case 2 under auto, the script's trace from step 3 on: auto PGLE had profiled train_step
+    3 times by then, so nothing collided, and pgle claims nothing (issue 23: it used to)."""
     proc = run_pgle("auto", "--json", GPT, "--", "--profile-dir", str(project / "own"),
                     "--steps", "6", cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = report_of(proc)
+    assert not any("profiler" in r for r in report["reasons"]), report["reasons"]
+    step = next(m for m in report["modules"] if m["module"] == "jit_train_step")
+    assert step["profiled_executions"] == 3 and "collision" not in step
+    assert "collision" not in report
+
+
+def test_auto_names_the_scripts_profiler_when_it_held_the_session(project):
+    """The script's trace from step 0 on holds the profiler when auto PGLE profiles
+    train_step: that collision is the reason (where the script starts it, and the fix),
+    train_step carries it and is not lumped with one-shot code; setup modules keep theirs."""
+    proc = run_pgle("auto", "--json", GPT, "--", "--profile-dir", str(project / "own"),
+                    "--steps", "6", "--profile-start", "0", cwd=project)
     report = report_of(proc)
     assert any("its own profiler" in r and "optax_gpt_profiler.py:" in r
                for r in report["reasons"]), report["reasons"]
-    assert not any("run more steps" in (m.get("fix") or "") for m in report["modules"])
+    assert report["collision"]["kind"] == "script"
+    rows = {m["module"]: m for m in report["modules"]}
+    assert rows["jit_train_step"]["collision"] == "script"
+    assert "run more steps" not in (rows["jit_train_step"].get("fix") or "")
+    assert "collision" not in rows["jit__randint"]
+    one_shot = next(s for s in report["summary"] if "executed only once" in s)
+    assert "jit_train_step" not in one_shot
 
 
 def test_steps_on_a_script_without_markers_says_so_early(project):

@@ -1,0 +1,126 @@
+"""Inside the workload: the job's files travel through jax.distributed's key-value store.
+
+A multi-process job whose ranks share no folder (`--gather kv`) still needs rank 0 to see
+every rank's report and profile, and every rank to see the job's report and merged profile
+(pgle.jobs.kv). The only channel every rank has is the one the workload itself opened:
+`jax.distributed.initialize()`'s coordination service. It lives as long as the workload's
+processes, so the harness keeps each process alive at its very end, after the workload's
+last line and its exit record but before jax's own teardown (`jax.distributed.shutdown()`,
+the workload's or jax's atexit, is deferred until then; pgle.launch.jax_internals), and
+does what this rank's pgle asks, in rounds:
+
+    <home>/handoff/request-<n>.json   pgle: {"publish": {key: file}, "fetch": [{"key", "to"}],
+                                              "timeout_s": T, "final": bool}
+    <home>/handoff/answer-<n>.json    harness: {"fetched": {key: file}, "errors": [...]}
+
+Publishing is `key_value_set_bytes`, fetching `blocking_key_value_get_bytes` (which waits for
+the key, at most T). After the final round the process goes on and ends as it would have.
+pgle's own death ends the wait (the parent watch kills the process group), and so does
+`hold_timeout_s` without a request.
+
+Standard library only, plus jax (already imported by the workload).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from pgle.launch import schema
+
+POLL_S = 0.02
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _wait_for(path: str, deadline: float) -> dict[str, Any] | None:
+    while time.monotonic() < deadline:
+        try:
+            with open(path, "rb") as f:
+                data = json.loads(f.read())
+            return data if isinstance(data, dict) else None
+        except FileNotFoundError:
+            time.sleep(POLL_S)
+        except (OSError, ValueError):
+            time.sleep(POLL_S)  # being written (it is renamed into place): read again
+    return None
+
+
+def hold(home: str, write: Callable[..., None], flush: Callable[[], None],
+         timeout_s: float) -> bool:
+    """Wait for pgle's requests and serve them; False when the process has no jax.distributed
+    client (nothing can travel: pgle says so)."""
+    from pgle.launch import jax_internals
+
+    found = jax_internals.kv_client()
+    if found is None:
+        return False
+    client, process_id, process_count = found
+    folder = os.path.join(home, schema.HANDOFF_DIR)
+    os.makedirs(folder, exist_ok=True)
+    _flush_streams()
+    write(schema.HOLD, process_index=process_id, process_count=process_count, dir=folder)
+    flush()
+    error = None
+    deadline = time.monotonic() + timeout_s
+    n = 0
+    try:
+        while True:
+            request = _wait_for(os.path.join(folder, f"request-{n}.json"), deadline)
+            if request is None:
+                error = f"pgle asked nothing within {timeout_s:g} s"
+                break
+            answer = _serve(client, request)
+            _write_atomic(os.path.join(folder, f"answer-{n}.json"),
+                          json.dumps(answer).encode())
+            if request.get("final"):
+                break
+            n += 1
+            deadline = time.monotonic() + timeout_s
+    except KeyboardInterrupt:
+        error = "interrupted"
+        raise
+    finally:
+        write(schema.RELEASED, error=error)
+        flush()
+        jax_internals.release_distributed_shutdown()
+    return True
+
+
+def _serve(client: Any, request: dict[str, Any]) -> dict[str, Any]:
+    errors: list[str] = []
+    fetched: dict[str, str] = {}
+    for key, path in (request.get("publish") or {}).items():
+        try:
+            with open(path, "rb") as f:
+                client.key_value_set_bytes(str(key), f.read())
+        except Exception as e:  # the coordinator gone, a key set twice: pgle reports it
+            errors.append(f"publish {key}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    deadline = time.monotonic() + float(request.get("timeout_s") or 60.0)
+    for item in request.get("fetch") or []:
+        key, to = str(item["key"]), str(item["to"])
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        try:
+            data = client.blocking_key_value_get_bytes(key, left_ms)
+        except Exception as e:
+            errors.append(f"fetch {key}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            continue
+        _write_atomic(to, bytes(data))
+        fetched[key] = to
+    return {"fetched": fetched, "errors": errors}

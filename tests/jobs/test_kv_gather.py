@@ -1,0 +1,200 @@
+"""`--gather kv` (issue 23, case 3): a multi-process job whose ranks share no folder. Rank
+reports and profiles travel through the key-value store of the jax.distributed service the
+workload starts itself; each rank keeps its own job folder in storage only it sees.
+
+Real processes: two pgle ranks (PGLE_RANK / PGLE_WORLD_SIZE, each in a private folder), two
+JAX processes joined by jax.distributed on localhost; and the same under the CI's SLURM.
+tests/helpers/dist_collect_profile stands in for a GPU trace's conversion (rank-dependent
+numbers), as in the shared-folder tests.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
+from helpers.slurm_fixture import slurm_test
+
+DIST = WORKLOADS / "dist_steps.py"
+FAKE_GPU_CONVERSION = str(TESTS / "helpers" / "dist_collect_profile")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_ranks(base: Path, *args: str, job: str = "kv-job", timeout: float = 300,
+               workload: tuple[str, ...] = ()) -> list[tuple[int, dict | None, str, Path]]:
+    """`pgle ARGS DIST [-- WORKLOAD]` as ranks 0 and 1, each in its own folder."""
+    port = _free_port()
+    procs = []
+    for rank in (0, 1):
+        home = base / f"rank{rank}"
+        home.mkdir()
+        env = pgle_env(PGLE_RANK=str(rank), PGLE_WORLD_SIZE="2", PGLE_JOB_ID=job,
+                       SLURM_PROCID=str(rank), DIST_PORT=str(port),
+                       PYTHONPATH=FAKE_GPU_CONVERSION)
+        argv = [sys.executable, "-m", "pgle", *args, "--json", str(DIST)]
+        if workload:
+            argv += ["--", *workload]
+        procs.append((home, subprocess.Popen(argv, cwd=home, env=env, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE)))
+    out = []
+    for home, proc in procs:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        text = stdout.decode().strip()
+        out.append((proc.returncode, json.loads(text) if text.startswith("{") else None,
+                    stderr.decode(), home))
+    return out
+
+
+def test_collect_merges_every_ranks_profile_without_a_shared_folder(tmp_path):
+    (code0, job, err0, home0), (code1, own1, err1, home1) = _two_ranks(
+        tmp_path, "collect", "--gather", "kv", "-o", "profile.pb")
+    assert (code0, code1) == (0, 0), err0[-3000:] + err1[-3000:]
+    assert job["status"] == "collected" and job["job"]["reported"] == [0, 1]
+    assert job["job"]["missing"] == []
+    jd0 = home0 / ".pgle" / "jobs" / "kv-job"
+    jd1 = home1 / ".pgle" / "jobs" / "kv-job"
+    # Rank 1's profile and report came to rank 0's own job folder through the store...
+    assert (jd0 / "profiles" / "rank-1.pb").read_bytes() == \
+        (jd1 / "profiles" / "rank-1.pb").read_bytes()
+    rank1 = json.loads((jd0 / "rank-1.json").read_text())
+    assert rank1["profile"]["path"] == str(jd0 / "profiles" / "rank-1.pb")
+    assert rank1["run_dir"] == str(jd1 / "rank-1")  # where it ran: rank 1's storage
+    assert set(job["profile"]["merged_from"]) == {"0", "1"}
+    assert (home0 / "profile.pb").stat().st_size > 0
+    # ...and the job's report and profile went back to rank 1.
+    assert (home1 / "profile.pb").read_bytes() == (home0 / "profile.pb").read_bytes()
+    back = json.loads((jd1 / "job.json").read_text())
+    assert back["profile"]["path"] == str(home1 / "profile.pb")
+    assert back["job"]["reported"] == [0, 1]
+    assert "rank 1 of 2: collected" in err1
+
+
+def test_tune_runs_rank_1_with_the_profile_rank_0_merged(tmp_path):
+    (code0, report, err0, home0), (code1, _, err1, home1) = _two_ranks(
+        tmp_path, "tune", "--gather", "kv", "-o", "merged.pb")
+    assert (code0, code1) == (0, 0), err0[-3000:] + err1[-3000:]
+    assert report["phases"]["collect"]["job"]["reported"] == [0, 1]
+    jd1 = home1 / ".pgle" / "jobs" / "kv-job"
+    collect_job = json.loads((jd1 / "collect" / "job.json").read_text())
+    assert collect_job["profile"]["path"] == str(home1 / "merged.pb")
+    assert (home1 / "merged.pb").read_bytes() == (home0 / "merged.pb").read_bytes()
+    # Rank 1's run phase read the merged profile from its own storage.
+    run1 = json.loads((jd1 / "run" / "rank-1.json").read_text())
+    assert run1["profile"]["path"] == str(home1 / "merged.pb")
+    assert run1["profile"]["sha256"] == collect_job["profile"]["sha256"]
+
+
+def test_the_workloads_own_shutdown_waits_for_the_exchange(tmp_path):
+    """A script that calls jax.distributed.shutdown() itself: pgle defers it to the end."""
+    (code0, job, err0, _), (code1, _, err1, _) = _two_ranks(
+        tmp_path, "collect", "--gather", "kv", "-o", "profile.pb", workload=("--shutdown",))
+    assert (code0, code1) == (0, 0), err0[-3000:] + err1[-3000:]
+    assert job["job"]["reported"] == [0, 1]
+
+
+def test_ranks_without_a_distributed_client_are_named(tmp_path):
+    """Nothing can travel without jax.distributed: rank 0 says so, and rank 1 is missing."""
+    no_dist = tmp_path / "single.py"
+    no_dist.write_text("import jax, jax.numpy as jnp\nprint(jnp.ones(3).sum())\n")
+    base = tmp_path / "job"
+    base.mkdir()
+    port = _free_port()
+    procs = []
+    for rank in (0, 1):
+        home = base / f"rank{rank}"
+        home.mkdir()
+        env = pgle_env(PGLE_RANK=str(rank), PGLE_WORLD_SIZE="2", PGLE_JOB_ID="nodist",
+                       DIST_PORT=str(port))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "pgle", "run", "--profile", str(_profile(tmp_path)),
+             "--gather", "kv", "--gather-timeout", "20", "--json", str(no_dist)],
+            cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    (out0, err0), _ = [p.communicate(timeout=200) for p in procs]
+    assert procs[0].returncode == 1, err0.decode()[-2000:]
+    job = json.loads(out0)
+    assert job["job"]["missing"][0]["rank"] == 1
+    assert "key-value store" in job["job"]["missing"][0]["why"]
+    assert any("jax.distributed.initialize()" in w for w in job["warnings"]), job["warnings"]
+
+
+def test_a_bundle_writes_only_the_senders_own_files(tmp_path):
+    """What comes through the store is foreign data, as a shared job folder is: rank 1's
+    bundle may only land as rank 1's files, inside this rank's job folder."""
+    from pgle.jobs import kv
+
+    sender = tmp_path / "sender"
+    files = {"rank-1.json": json.dumps({"profile": {"path": str(sender / "profiles/rank-1.pb")},
+                                        "log_path": "/elsewhere/workload.log"}).encode(),
+             "profiles/rank-1.pb": b"\n\x02ok",
+             "../escape": b"x", "rank-0.json": b"{}", "profiles/rank-2.pb": b"x",
+             "profiles/rank-1/../../../escape": b"x", "job.json": b"{}", "notes.txt": b"x"}
+    raw = kv.bundle(sender, files)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    written = kv.write_rank_files(mine, 1, raw)
+    assert sorted(written) == ["profiles/rank-1.pb", "rank-1.json"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
+                  if p.is_file()) == ["mine/profiles/rank-1.pb", "mine/rank-1.json"]
+    report = json.loads((mine / "rank-1.json").read_text())
+    assert report["profile"]["path"] == str(mine / "profiles" / "rank-1.pb")  # it came along
+    assert report["log_path"] == "/elsewhere/workload.log"  # the sender's own storage
+
+
+def _profile(folder: Path) -> Path:
+    path = folder / "p.pbtxt"
+    path.write_text('costs { name: "fusion.1" cost_us: 1.0 }\n')
+    return path
+
+
+# -- under SLURM: per-rank private folders ------------------------------------------------------
+
+PRIVATE = """
+set -e
+home="$1/rank$SLURM_PROCID"; shift
+mkdir -p "$home" && cd "$home"
+exec "$@"
+"""
+
+
+@slurm_test
+def test_srun_collect_gathers_through_the_store_with_private_folders(slurm_cluster, tmp_path):
+    wrapper = tmp_path / "private.sh"
+    wrapper.write_text(PRIVATE)
+    proc = slurm_cluster.srun(
+        ["bash", str(wrapper), str(tmp_path), sys.executable, "-m", "pgle", "collect",
+         "--gather", "kv", "-o", "profile.pb", "--json", str(DIST)],
+        ntasks=2, cwd=tmp_path, env=pgle_env(PYTHONPATH=FAKE_GPU_CONVERSION), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:] + slurm_cluster.logs()
+    job = json.loads(proc.stdout)
+    assert job["status"] == "collected" and job["job"]["reported"] == [0, 1]
+    assert job["job"]["source"] == "slurm"
+    (jd0,) = (tmp_path / "rank0" / ".pgle" / "jobs").iterdir()
+    (jd1,) = (tmp_path / "rank1" / ".pgle" / "jobs").iterdir()
+    assert (jd0 / "profiles" / "rank-1.pb").read_bytes() == \
+        (jd1 / "profiles" / "rank-1.pb").read_bytes()
+    assert (tmp_path / "rank1" / "profile.pb").read_bytes() == \
+        (tmp_path / "rank0" / "profile.pb").read_bytes()
+
+
+@slurm_test
+def test_srun_stall_leaves_every_ranks_stacks(slurm_cluster, tmp_path):
+    """Rank 1 never joins the barrier: both ranks stop with 124 and their stacks."""
+    proc = slurm_cluster.srun(
+        [sys.executable, "-m", "pgle", "run", "--profile", str(_profile(tmp_path)),
+         "--stall-timeout", "10s", str(DIST), "--", "--hang", "barrier", "1"],
+        ntasks=2, cwd=tmp_path, env=pgle_env(), timeout=300)
+    assert proc.returncode == 124, proc.stderr[-3000:]
+    (jd,) = (tmp_path / ".pgle" / "jobs").iterdir()
+    for rank in (0, 1):
+        dump = (jd / f"rank-{rank}" / "stacks.txt").read_text()
+        assert "dist_steps.py" in dump, dump
+    assert "no progress for" in proc.stderr

@@ -1,0 +1,151 @@
+"""The stall watchdog (issue 23, case 2): a workload that makes no progress for longer than
+its bound has every Python process write its stacks into the run folder, the phase named,
+and is stopped with exit 124. Real hangs on CPU: a host callback waiting on an Event, and a
+rank that never joins a jax.distributed barrier (two real processes, a real coordinator)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.pgle_testing import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
+
+from pgle.evidence import stacks
+from pgle.launch.stall import COMPILE_FLOOR_S, FLOOR_S, STEP_FACTOR, StallWatch
+
+DIST = WORKLOADS / "dist_steps.py"
+
+CALLBACK = """
+import threading
+import jax, jax.numpy as jnp
+
+gate = threading.Event()
+
+def host_side(x):
+    gate.wait()
+    return x
+
+@jax.jit
+def step(x):
+    return jax.pure_callback(host_side, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1
+
+print("calling the callback", flush=True)
+print(step(jnp.ones(3)))
+"""
+
+
+def test_a_blocked_host_callback_is_stopped_with_its_stacks(project):
+    script = project / "blocked.py"
+    script.write_text(CALLBACK)
+    proc = run_pgle("run", "--profile", str(_profile(project)), "--stall-timeout", "4s",
+                    "--json", str(script), cwd=project, timeout=120)
+    assert proc.returncode == 124, proc.stderr.decode()
+    err = proc.stderr.decode()
+    assert "Traceback" not in err
+    error = report_of(proc)
+    assert error["exit_code"] == 124 and error["exit_code_from"] == "pgle"
+    (process,) = error["stall"]["processes"]
+    assert process["phase"] == "host_callback"
+    assert "blocked.py:8 (host_side)" in process["what"] and "gate.wait()" in process["what"]
+    dump = Path(process["stacks"]).read_text()
+    assert 'blocked.py", line 8 in host_side' in dump and "jax/_src/callback.py" in dump
+    assert Path(process["stacks"]).parent == Path(error["run_dir"])
+    (line,) = [x for x in pgle_lines(proc) if x.startswith("pgle: error:")]
+    assert "no progress for" in line and "host callback" in line and "stacks.txt" in line
+
+
+def test_a_run_that_only_executes_is_not_stopped(project):
+    """No output, no step markers, no compile after the first: its executions are progress."""
+    script = project / "quiet.py"
+    script.write_text("import time, jax, jax.numpy as jnp\n"
+                      "f = jax.jit(lambda x: x * 2.0)\nx = jnp.ones(3)\n"
+                      "t = time.time()\n"
+                      "while time.time() - t < 10:\n"
+                      "    x = f(x) / 2.0\n    x.block_until_ready()\n    time.sleep(0.05)\n")
+    proc = run_pgle("run", "--profile", str(_profile(project)), "--stall-timeout", "4s",
+                    "--json", str(script), cwd=project, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "no progress" not in proc.stderr.decode()
+
+
+def test_stall_timeout_is_checked_before_the_launch(project):
+    proc = run_pgle("run", "--profile", str(_profile(project)), "--stall-timeout", "soon",
+                    "x.py", cwd=project)
+    assert proc.returncode == 2 and b"--stall-timeout 'soon' is not a duration" in proc.stderr
+
+
+def test_every_rank_writes_its_stacks_when_a_peer_never_joins_the_barrier(project):
+    """Two ranks (pgle each, jax.distributed on localhost): rank 1 blocks in its own code, rank
+    0 waits in sync_global_devices. Both are stopped, each rank's stacks are in its run folder,
+    and each names its phase."""
+    port = _free_port()
+    procs = []
+    for rank in (0, 1):
+        env = pgle_env(PGLE_RANK=str(rank), PGLE_WORLD_SIZE="2", PGLE_JOB_ID="stall-test",
+                       DIST_PORT=str(port))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "pgle", "run", "--profile", str(_profile(project)),
+             "--stall-timeout", "10s", "--json", str(DIST), "--", "--hang", "barrier", "1"],
+            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outs = [p.communicate(timeout=240) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert all(c == 124 for c in codes), [o[1].decode()[-2000:] for o in outs]
+    job = next((project / ".pgle" / "jobs").iterdir())
+    phases = {}
+    for rank in (0, 1):
+        dump = (job / f"rank-{rank}" / "stacks.txt").read_text()
+        assert "dist_steps.py" in dump, dump
+        threads = stacks.parse(dump)
+        phases[rank] = stacks.phase(threads).name
+    assert phases[1] == "user_code"  # blocked in its own code, before the barrier
+    assert phases[0] in ("barrier", "collective")
+    errors = [json.loads(o[0]) for o in outs if o[0].strip()]
+    assert any(e.get("stall") for e in errors), errors
+
+
+def test_the_bound_follows_the_steps_and_the_compiles(tmp_path):
+    """The derived bound: the floor, STEP_FACTOR x the median step, and while XLA compiles
+    (auto PGLE's FDO recompile included) the compile floor or 5x the longest compile."""
+    now = [1000.0]
+    watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: now[0])
+    events = tmp_path / "events.jsonl"
+
+    def write(*records: dict) -> None:
+        with open(events, "a") as f:
+            for r in records:
+                f.write(json.dumps(r) + "\n")
+
+    events.touch()
+    assert watch.bound()[0] == FLOOR_S
+    write(*({"kind": "step_enter", "t": 100.0 * i, "name": "train", "step_num": i, "index": i}
+            for i in range(5)))
+    assert watch.poll(0.0) is None
+    assert watch.bound()[0] == STEP_FACTOR * 100.0
+    write({"kind": "compile_begin", "t": 600.0, "module": "jit_step", "fdo": False, "thread": "1"},
+          {"kind": "compile_end", "t": 1600.0, "module": "jit_step", "ok": True},
+          {"kind": "compile_begin", "t": 1700.0, "module": "jit_step", "fdo": True, "thread": "1"})
+    assert watch.poll(0.0) is None
+    bound, rule = watch.bound()
+    assert bound == max(COMPILE_FLOOR_S, 5 * 1000.0) and "longest compile" in rule
+    write({"kind": "compile_end", "t": 1800.0, "module": "jit_step", "ok": True})
+    watch.poll(0.0)
+    assert watch.bound()[0] == STEP_FACTOR * 100.0  # no compile in flight: the steps again
+    # No progress for longer than the bound: stopped (no process to dump in this folder).
+    now[0] += watch.bound()[0] + 1
+    assert watch.poll(0.0) == 124
+    assert watch.report is not None and watch.report.bound_s == watch.bound()[0]
+
+
+def _profile(project: Path) -> Path:
+    path = project / "p.pbtxt"
+    path.write_text('costs { name: "fusion.1" cost_us: 1.0 }\n')
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
