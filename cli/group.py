@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from pgle import __version__
+from pgle.version import __version__
 from pgle.cli.main import COMMANDS, WORKLOAD_COMMANDS
 
 

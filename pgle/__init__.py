@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from pgle.version import __version__
 
 _API = {
     "collect": "pgle.api", "run": "pgle.api", "tune": "pgle.api", "verify": "pgle.api",

@@ -19,7 +19,7 @@ from typing import Callable
 from pgle.launch.runfolder import RunFolder
 
 from pgle.commands.options import AutoPgleOptions, StoreOptions
-from pgle.evidence import jax_log as jax_events
+from pgle.evidence import jax_log
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.workload import Workload
@@ -32,8 +32,8 @@ from pgle.xla import flag_table
 from pgle.xla import versions
 
 # What the harness must capture for the verdicts of auto, prewarm and nsys.
-CAPTURE_LOGGERS = list(jax_events.CAPTURE_LOGGERS)
-WARNINGS_ALWAYS = list(jax_events.WARNING_CATEGORIES)
+CAPTURE_LOGGERS = list(jax_log.CAPTURE_LOGGERS)
+WARNINGS_ALWAYS = list(jax_log.WARNING_CATEGORIES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +173,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
     ex = launch(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
                 warnings_always=WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
                 progress=notify, count_jits=False)
-    facts = jax_events.summarize(ex.events.records)
+    facts = jax_log.summarize(ex.events.records)
     collision = auto_pgle.profiler_collision(ex.run.log, ex.events.script_traces)
     modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform,
                                      _known_pgle_keys(child.env), collision)
@@ -209,13 +209,13 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
 def _known_pgle_keys(env: dict[str, str]) -> set[str]:
     """With the user's own persistent cache, a module may load a PGLE-optimized executable
     that an earlier `pgle prewarm` recorded; without a readable manifest there is no telling."""
-    from pgle.cache import manifest as cache_manifest
+    from pgle.cache import manifest
 
     cache_dir = env.get("JAX_COMPILATION_CACHE_DIR")
     if not cache_dir:
         return set()
     try:
-        data = cache_manifest.load(cache_dir) or {}
+        data = manifest.load(cache_dir) or {}
     except Exception:
         return set()
     return {k for m in data.get("modules", {}).values() for k in m.get("pgle_optimized_keys", [])}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from pgle.cache import manifest as cache_manifest
+from pgle.cache.manifest import load, local_form, runs_in_progress
 from pgle.cache.entries import (check_writable_dir, delete_entries, list_entries,
                                 manifest_keys_missing, select, selected, totals)
 from pgle.errors import BadInput, PgleError
@@ -19,8 +19,8 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 
 def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
-    cache_dir = cache_manifest.local_form(cache_dir)
-    manifest = cache_manifest.load(cache_dir)
+    cache_dir = local_form(cache_dir)
+    manifest = load(cache_dir)
     entries = [e for e in list_entries(cache_dir, manifest) if selected(e.module, modules)]
     per_module = totals(entries)
     total_bytes = sum(e.size for e in entries)
@@ -36,8 +36,8 @@ def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
 
 
 def stats(cache_dir: str) -> Report:
-    cache_dir = cache_manifest.local_form(cache_dir)
-    manifest = cache_manifest.load(cache_dir)
+    cache_dir = local_form(cache_dir)
+    manifest = load(cache_dir)
     entries = list_entries(cache_dir, manifest)
     per_module = totals(entries)
     roles: dict[str, dict] = {}
@@ -53,7 +53,7 @@ def stats(cache_dir: str) -> Report:
                       "oldest": iso(min((e.mtime for e in entries), default=0.0)),
                       "newest": iso(max((e.mtime for e in entries), default=0.0)),
                       "manifest_keys_missing": missing,
-                      "runs_in_progress": cache_manifest.runs_in_progress(manifest)}
+                      "runs_in_progress": runs_in_progress(manifest)}
     # The totals per role and module are the product (cli/cache.py prints them on stdout).
     report.summary = [f"{_count(len(entries), 'entry', 'entries')}, "
                       f"{human_bytes(report.details['total']['bytes'])}, "
@@ -73,14 +73,14 @@ def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str
     Dry run unless `yes`. Needs at least one criterion, so a bare `prune` can
     never empty a cache.
     """
-    cache_dir = cache_manifest.local_form(cache_dir)
+    cache_dir = local_form(cache_dir)
     if older_than is None and not modules:
         raise BadInput("prune needs --older-than DURATION and/or --module NAME.",
                        hint="e.g. `pgle cache prune DIR --older-than 7d`.")
     if yes:
         check_writable_dir(cache_dir, create=False, what="prune")
-    manifest = cache_manifest.load(cache_dir)
-    busy = cache_manifest.runs_in_progress(manifest)
+    manifest = load(cache_dir)
+    busy = runs_in_progress(manifest)
     if busy and yes:
         run = busy[0]
         raise PgleError(

@@ -15,16 +15,17 @@ from pgle.commands.options import DEFAULT_STAT, Extraction, StoreOptions, Window
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
-from pgle.launch import childenv, schema
+from pgle.evidence import schema
+from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
-from pgle.profiles import files as profile
-from pgle.profiles import jaxlib as trace
+from pgle.profiles import files
+from pgle.profiles import jaxlib
 from pgle.profiles import manifest
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
-from pgle.xla import env as env_rule
+from pgle.xla import env
 from pgle.xla import flag_table
 from pgle.xla.flags import XlaFlags
 
@@ -74,8 +75,8 @@ def preflight(opts: CollectOptions, output: str | None, log: str | None,
               environ: dict[str, str]) -> None:
     """Everything that can be refused before a launch."""
     try:
-        pgle_on = env_rule.bool_env(environ, "JAX_ENABLE_PGLE")
-    except env_rule.NotABoolean as e:
+        pgle_on = env.bool_env(environ, "JAX_ENABLE_PGLE")
+    except env.NotABoolean as e:
         raise BadInput(f"JAX_ENABLE_PGLE={str(e)!r} is not a boolean: jax fails at import.",
                        hint="Unset it.") from None
     if pgle_on:
@@ -96,7 +97,7 @@ def check_output(opts: CollectOptions, output: str) -> None:
     if opts.per_module:
         check_directory_target(output, force=opts.force)
         return
-    profile.profile_format(output)
+    files.profile_format(output)
     check_writable_target(output, force=opts.force, what="profile")
     check_writable_target(manifest.manifest_path(output), force=opts.force, what="manifest")
 
@@ -106,14 +107,14 @@ def check_directory_target(path: str, *, force: bool) -> Path:
     and only when it holds nothing but a profile directory's files (never the user's work)."""
     p = Path(path)
     name = str(path).rstrip("/" + os.sep)
-    if os.path.splitext(name)[1] in profile.EXTENSIONS and not p.is_dir():
+    if os.path.splitext(name)[1] in files.EXTENSIONS and not p.is_dir():
         raise BadInput(f"--per-module writes a directory of <fingerprint>.pb files, but -o {path} "
                        "names a single profile file.",
                        hint="Give a directory, e.g. -o profiles/, or drop --per-module.")
     if p.exists() and not p.is_dir():
         raise BadInput(f"-o {path} exists and is not a directory; --per-module writes a "
                        "directory of <fingerprint>.pb files.", hint="Choose another -o.")
-    return profile.check_directory_output(p, force=force)
+    return files.check_directory_output(p, force=force)
 
 
 def merge_vmodule(value: str | None, module: str = FINGERPRINT_VMODULE,
@@ -228,7 +229,7 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     """`--store`: add the profile directory just written, module by module, under the key the
     run itself reported (pgle.store.key). In a job only rank 0 writes (the store's
     single-writer rule for gs://; one writer keeps local stores simple too)."""
-    from pgle.store import key as store_key
+    from pgle.store.key import from_events
     from pgle.store import serving
     from pgle.store.store import ProfileStore
 
@@ -240,12 +241,12 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     if not layout.writes_shared:
         details["skipped"] = f"rank {layout.rank}: only rank 0 adds to the store"
         return
-    key, why = store_key.from_events(ex.events)
+    key, why = from_events(ex.events)
     if key is None:
         details["skipped"] = why
         report.warnings.append(f"--store: nothing added: {why}")
         return
-    source = profile.load_profile_source(report.profile["path"])
+    source = files.load_profile_source(report.profile["path"])
     names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
     shared = ProfileStore(store.path, create=True)
     rows = serving.add_profiles(shared, source.modules, key, policy=store.policy,
@@ -301,7 +302,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         report.warnings.append(
             f"the workload starts its own profiler at {stop.get('site')}; the profile comes "
             f"from its trace in {stop.get('dir')}")
-    run_folder = trace.newest_run_folder(Path(stop["dir"]) if script_trace else ex.run.trace)
+    run_folder = jaxlib.newest_run_folder(Path(stop["dir"]) if script_trace else ex.run.trace)
     if run_folder is None:
         report.exit_code = EXIT_ERROR
         report.reasons += diagnose_empty(ex) or ["the profiler wrote no trace."]
@@ -314,28 +315,28 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         notify(f"converting the trace ({size / 1e6:.0f} MB); this can take a while")
     if opts.per_module:
         return finish_per_module(opts, ex, run_folder, output, report, notify)
-    fmt = profile.profile_format(output)
+    fmt = files.profile_format(output)
     converter = None
-    if opts.extraction.converter != "pgle" and not trace.has_gpu_plane(run_folder):
+    if opts.extraction.converter != "pgle" and not jaxlib.has_gpu_plane(run_folder):
         # No GPU plane: nothing to convert (jaxlib's conversion of a CPU trace only costs time
         # and memory, 9 GB for a 621 MB trace, to give an empty profile). pgle's converter
         # reads the planes itself and reports what it found.
         report.details["conversion"] = (f"skipped: the trace holds no GPU plane (backend "
                                         f"{ex.events.platform}): no instruction timings")
-        prof = profile.Profile()
-        payload = profile.encode_profile(prof, fmt)
+        prof = files.Profile()
+        payload = files.encode_profile(prof, fmt)
     elif opts.extraction.converter == "pgle":
         conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=False)
         report.warnings += conv.warnings
         prof = conv.profiles[""]
-        payload = profile.encode_profile(prof, fmt)
+        payload = files.encode_profile(prof, fmt)
     else:
         t0 = time.monotonic()
-        data = trace.convert_with_jaxlib(run_folder)
+        data = jaxlib.convert_with_jaxlib(run_folder)
         if size >= LONG_CONVERSION_BYTES:
             notify(f"converted the trace in {time.monotonic() - t0:.0f} s")
-        prof = profile.parse_profile(data, "binary", str(run_folder))
-        payload = data if fmt == "binary" else profile.encode_profile(prof, fmt)
+        prof = files.parse_profile(data, "binary", str(run_folder))
+        payload = data if fmt == "binary" else files.encode_profile(prof, fmt)
     sha = hashlib.sha256(payload).hexdigest()
     report.profile = {"path": str(Path(output).absolute()), "sha256": sha,
                       "instructions": prof.instruction_count, "latencies": prof.latency_count,
@@ -363,7 +364,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         effective_flags=(ex.events.xla_flags_seen or {}).get("effective"))
     man_path = manifest.manifest_path(output)
     # Both or neither: a profile without its manifest (full disk) would pass for a good one.
-    profile.write_profile(payload, output, force=opts.force,
+    files.write_profile(payload, output, force=opts.force,
                           companions={man_path: manifest.text(man).encode("utf-8")})
     report.details["manifest"] = str(man_path)
     report.status = "empty" if prof.is_empty() else "collected"
@@ -434,7 +435,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     # Text by default: every jax (0.4.34-0.10.2) looks up <fp>.pbtxt before <fp>.pb, and with
     # only .pb files jax >= 0.6.2 logs an ERROR "PGLE profile file does not exist:
     # <dir>/<fp>.pbtxt" per module first (tests/data/xla_gpu/README.md).
-    fmt = opts.extraction.fmt or profile.TEXT
+    fmt = opts.extraction.fmt or files.TEXT
     conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
     log_fps = _log_fingerprint_count(ex.run.log)
     without = [m for m in conv.modules if not m.fingerprint]
@@ -454,7 +455,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
         why = ("the log holds no 'Fingerprint before LHS' line" if log_fps == 0 else
                "neither the trace's HLO protos nor the log name their fingerprint")
         report.warnings.append(f"{len(without)} module(s) get no profile file: {names} ({why}).")
-    suffix = profile.SUFFIX[fmt]
+    suffix = files.SUFFIX[fmt]
     written = {fp: f"{fp}{suffix}" for fp in conv.profiles}
     report.modules = [
         {**row, "status": "written" if row["file"] else "no fingerprint"}
@@ -497,9 +498,9 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
         return report
 
     check_directory_target(output, force=opts.force)  # again: the run took a while
-    target = profile.write_profile_directory(conv.profiles, output, fmt=fmt, force=opts.force)
+    target = files.write_profile_directory(conv.profiles, output, fmt=fmt, force=opts.force)
     # Read back exactly as XLA (and `pgle run --profile DIR`) will: <32-hex>.pb|.pbtxt files.
-    source = profile.load_profile_source(target)
+    source = files.load_profile_source(target)
     report.profile = {
         **source.to_dict(),
         "format": fmt, "converter": "pgle", "stat": conv.stat,

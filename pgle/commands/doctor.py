@@ -23,7 +23,7 @@ from pgle.launch.probe import backend_info
 from pgle.xla import flag_probe
 from pgle.xla import flag_table
 from pgle.xla import versions
-from pgle.xla import env as env_rule
+from pgle.xla.env import NotABoolean, bool_env
 from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.report import Report
 from pgle.xla.flags import XlaFlags
@@ -402,8 +402,8 @@ def _bool_env(environ: dict[str, str], name: str) -> bool | None | str:
     """True/False as jax reads the variable (pgle.xla.env), None when unset, the text when jax
     rejects it."""
     try:
-        return env_rule.bool_env(environ, name)
-    except env_rule.NotABoolean as e:
+        return bool_env(environ, name)
+    except NotABoolean as e:
         return str(e)
 
 
@@ -558,11 +558,11 @@ def _writable(path: Path) -> bool:
 
 def _manifest(cache_dir: Path) -> Check:
     """The manifest `pgle prewarm` writes (format: pgle/cache/manifest.py)."""
-    from pgle.cache import manifest as cache_manifest
+    from pgle.cache import manifest
 
-    name = cache_manifest.MANIFEST_NAME
+    name = manifest.MANIFEST_NAME
     try:
-        data = cache_manifest.load(str(cache_dir))
+        data = manifest.load(str(cache_dir))
     except PgleError as e:  # corrupt, not a pgle manifest, other format
         return _error("cache manifest", e.message, e.hint or "rerun `pgle prewarm`")
     if data is None:

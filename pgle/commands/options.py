@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from pgle.errors import BadInput
-from pgle.launch.schema import WindowSpec
+from pgle.evidence.schema import WindowSpec
 
 CONVERTERS = ("jaxlib", "pgle")
 FORMATS = ("binary", "text")

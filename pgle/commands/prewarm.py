@@ -24,13 +24,13 @@ import os
 import time
 from typing import Callable
 
-from pgle.cache import entries as cache
-from pgle.cache import manifest as cache_manifest
+from pgle.cache import entries
+from pgle.cache import manifest
 from pgle.commands import auto
 from pgle.commands.options import AutoPgleOptions
 from pgle.errors import BadInput
 from pgle.cache import key_rules
-from pgle.evidence import jax_log as jax_events
+from pgle.evidence import jax_log
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
@@ -61,7 +61,7 @@ class PrewarmOptions:
 
 def normalize_cache_dir(path: str) -> str:
     """The exact string JAX gets: absolute, user-expanded, no trailing '/'; URLs untouched."""
-    if cache_manifest.is_remote(path):
+    if manifest.is_remote(path):
         return path.rstrip("/")
     return os.path.abspath(os.path.expanduser(path))
 
@@ -140,8 +140,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax.")
     cache_dir = normalize_cache_dir(layout.inputs["cache_dir"])
-    cache.check_writable_dir(cache_dir, create=True, what="write to")
-    previous = cache_manifest.load(cache_dir)  # a corrupt manifest stops us before the run
+    entries.check_writable_dir(cache_dir, create=True, what="write to")
+    previous = manifest.load(cache_dir)  # a corrupt manifest stops us before the run
     known = {k for m in (previous or {}).get("modules", {}).values()
              for k in m.get("pgle_optimized_keys", [])}
     writes = layout.writes_shared
@@ -155,9 +155,9 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
     for line in child.notices:
         notify(line)
     environment = replay_environment(child.env, environ, cache_dir, opts.workload, opts.relocatable)
-    run_record = cache_manifest.new_run(opts.workload.describe(), environment)
+    run_record = manifest.new_run(opts.workload.describe(), environment)
     if writes:
-        cache_manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
+        manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
 
     run = RunFolder.create("prewarm", layout.run_dir)
     notify(f"prewarming {cache_dir} with auto PGLE "
@@ -173,12 +173,12 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
             _close_run(cache_dir, run_record["id"], "failed", None, [])
         raise
     state = "finished" if ex.exit_code == 0 else "failed"
-    facts = jax_events.summarize(ex.events.records)
+    facts = jax_log.summarize(ex.events.records)
     backend = ex.events.backend or {}
     # JAX writes cache entries from process 0 only; the other processes' view of the cache
     # is partial, so only process 0 records modules in the manifest.
     writer = writes and backend.get("process_index") in (None, 0)
-    on_disk = {e.key for e in cache.list_entries(cache_dir)}
+    on_disk = {e.key for e in entries.list_entries(cache_dir)}
     modules = auto_pgle.prewarm_modules(facts, p.runs, ex.events.platform, on_disk, known,
                                         writer=writer)
     environment.update(platform=backend.get("platform"), device_kind=backend.get("device_kind"),
@@ -193,7 +193,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
     report.warnings += warnings + child.warnings
     if facts.filelock_missing:
         report.warnings.append("JAX used no cache: the size cap needs `filelock` (pip install filelock).")
-    report.details.update({"cache_dir": cache_dir, "manifest": cache_manifest.manifest_path(cache_dir),
+    report.details.update({"cache_dir": cache_dir, "manifest": manifest.manifest_path(cache_dir),
                            "environment": environment, "runs": p.runs,
                            "percentile": p.percentile, "backend": ex.events.backend,
                            "empty_traces": facts.empty_traces, "cache_writer": writer})
@@ -223,13 +223,13 @@ def _close_run(cache_dir: str, run_id: str, state: str, environment: dict | None
         data["runs"] = [r for r in data["runs"]
                         if r.get("state") == "in_progress" or r in done[-KEEP_RUNS:]]
         for row in modules:
-            entry = cache_manifest.record_keys(data, row["module"], cache_manifest.ROLE_FIRST_PASS,
+            entry = manifest.record_keys(data, row["module"], manifest.ROLE_FIRST_PASS,
                                                row["first_pass_keys"])
-            cache_manifest.record_keys(data, row["module"], cache_manifest.ROLE_PGLE_OPTIMIZED,
+            manifest.record_keys(data, row["module"], manifest.ROLE_PGLE_OPTIMIZED,
                                        row["pgle_optimized_keys"])
             entry.update(status=row["status"], executions_seen=row["executions_seen"],
                          profiled_executions=row["profiled_executions"],
                          empty_profiles=row["empty_profiles"], reason=row["reason"],
                          run=run_id)
 
-    cache_manifest.update(cache_dir, change)
+    manifest.update(cache_dir, change)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pgle.atomic import check_writable_target
 from pgle.commands.options import StoreOptions, VerdictOptions, Window
@@ -17,7 +17,7 @@ from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import DEFAULT_ROOT, RunFolder
 from pgle.launch.workload import Workload
-from pgle.profiles import files as profile
+from pgle.profiles import files
 from pgle.profiles import manifest
 from pgle.report import Report
 from pgle.verdicts import collectives, require
@@ -28,6 +28,9 @@ from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_li
 from pgle.xla import flag_table
 from pgle.xla import versions
 from pgle.xla.flags import XlaFlags
+
+if TYPE_CHECKING:  # the store is imported only by runs that use one
+    from pgle.store.key import StoreKey
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,19 +61,19 @@ def combine(opts: RunOptions, layout: RankLayout, job: JobReports) -> Report:
     return report
 
 
-def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource, Path]:
+def prepare_profile(path: str, store: str | None) -> tuple[files.ProfileSource, Path]:
     """Validate the profile and hand XLA a content-addressed copy of it.
 
     XLA's compilation-cache key hashes the flag string, not the file: a profile
     regenerated at the same path would hit a stale executable. A path that
     names the content cannot.
     """
-    source = profile.load_profile_source(path)
+    source = files.load_profile_source(path)
     if source.is_empty():
         raise ProfileError(
             f"profile {path} is empty: XLA would have nothing to use.",
             hint="Collect it on an NVIDIA GPU (`pgle collect`); see `pgle inspect`.")
-    copy = profile.content_addressed_copy(source, store or Path(DEFAULT_ROOT) / "profiles")
+    copy = files.content_addressed_copy(source, store or Path(DEFAULT_ROOT) / "profiles")
     return source, copy
 
 
@@ -84,7 +87,7 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
     if opts.store is not None:
         view = store_view(opts.store, layout.inputs["profile_store"], environ, notify)
         if view.path is not None:
-            source = profile.load_profile_source(view.path)
+            source = files.load_profile_source(view.path)
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
     elif opts.profile is not None:
         source, copy = prepare_profile(layout.inputs["profile"], layout.inputs["profile_store"])
@@ -121,7 +124,7 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
 @dataclasses.dataclass
 class StoreView:
     store: StoreOptions
-    key: "object"  # pgle.store.key.StoreKey
+    key: StoreKey
     path: Path | None  # None: the store holds nothing for the key
     served: dict
 
@@ -131,11 +134,11 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
     """The store's view for the key this environment's jax reports (pgle.store.key: XLA
     reads the directory at the first compile, before the harness reports the backend)."""
     from pgle.launch.probe import backend_info
-    from pgle.store import key as store_key
     from pgle.store import serving
+    from pgle.store.key import from_probe
     from pgle.store.store import ProfileStore
 
-    key, why = store_key.from_probe(backend_info(environ))
+    key, why = from_probe(backend_info(environ))
     if key is None:
         raise ProfileError(f"--store: cannot tell which profiles to serve: {why}.")
     shared = ProfileStore(store.path)
@@ -154,16 +157,16 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
 
 def report_store(report: Report, view: StoreView, ex: Execution) -> None:
     """Per module: which profile came from the store and how old it is; what it lacked."""
-    from pgle.store import key as store_key
     from pgle.store import serving
+    from pgle.store.key import from_events, mismatch
 
-    actual, _ = store_key.from_events(ex.events)
+    actual, _ = from_events(ex.events)
     lookups = serving.mark_modules(report.modules, view.served)
     report.details["store"] = {
         "path": view.store.path, "policy": view.store.policy,
         "key": dataclasses.asdict(view.key), "view": str(view.path) if view.path else None,
         "view_modules": len(view.served), **lookups}
-    wrong = store_key.mismatch(view.key, actual)
+    wrong = mismatch(view.key, actual)
     if wrong:
         report.warnings.append(f"--store: {wrong}: the profiles served may not fit this run.")
     report.summary += serving.summary_lines(report.modules, lookups, len(view.served),

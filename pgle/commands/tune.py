@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pgle.atomic import write_text_atomic
-from pgle.commands import arms as arms_mod
+from pgle.commands import arms
 from pgle.commands.arms import Arm
 from pgle.commands.collect import CollectOptions, profiling_flags
 from pgle.commands.options import VerdictOptions
@@ -97,7 +97,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
         # Per-rank profiles (-o with %r): each rank runs with its own; else the job's profile.
         profile_path = copts.output if job_first.get("mode") == "per_rank" else \
             literal(job_first["profile"]["path"])
-    changed = arms_mod.collect_changes(profiling_flags(environ))
+    changed = arms.collect_changes(profiling_flags(environ))
     report.details["collect_changed"] = changed
     store = opts.collect.store
     serve = store is not None and (is_remote(store.path) or os.path.isdir(store.path))
@@ -126,7 +126,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     stopped = None
     if plain and not (gpu and has_profile):
         # No profile can apply here (no GPU, or none was made): one run, no baseline.
-        arm = arms_mod.PLAIN[1]
+        arm = arms.PLAIN[1]
         if has_profile:
             notify(f"phase 2/2: run with {shown}")
         else:
@@ -134,7 +134,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
         own = phase("run", run_workflow, options(arm, True), str(top.path / "run")).own
         runs = [ArmRuns(arm, [top.path / "run"], [own], shown if has_profile else None)]
     else:
-        plan = arms_mod.PLAIN if plain else opts.compare
+        plan = arms.PLAIN if plain else opts.compare
         runs = [ArmRuns(a, profile=shown if a.pgle and has_profile else None) for a in plan]
         if not plain:
             notify("arms: " + "; ".join(f"{a.name}: {a.describe()}" for a in plan)
@@ -184,10 +184,10 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     if plain:
         base = next((e for e in runs if e.arm.name == "default"), None)
         withp = next((e for e in runs if e.arm.pgle), None)
-        report.details["step_times"] = times = arms_mod.compare_step_times(
+        report.details["step_times"] = times = arms.compare_step_times(
             top.path / "collect", base.folders if base else [],
             withp.folders if withp else [], platform=platform, applied=applied)
-        report.summary += arms_mod.step_time_lines(times, profiled=has_profile)
+        report.summary += arms.step_time_lines(times, profiled=has_profile)
     else:
         from pgle.commands.compare import table, table_lines
 
@@ -200,9 +200,10 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     report.summary.append("collect changed: " + "; ".join(changed))
     write_tune_json(top.path, opts, runs, report, platform, changed)
     if opts.html_report:
-        from pgle.commands.report import ReportOptions, report as analyse
+        import pgle.commands.report  # `report` is this function's Report
 
-        page = analyse(ReportOptions([str(top.path)], opts.html_report, force=True))
+        page = pgle.commands.report.report(
+            pgle.commands.report.ReportOptions([str(top.path)], opts.html_report, force=True))
         report.details["analysis"] = page.details["analysis"]
         report.summary += page.summary[-1:]  # "report written to ..."
     return report
@@ -226,4 +227,4 @@ def write_tune_json(top: Path, opts: TuneOptions, runs: list[ArmRuns], report: R
         "compare": report.details.get("compare"),
         "modules": report.modules,
     }
-    write_text_atomic(top / arms_mod.TUNE_JSON, json.dumps(doc, indent=1, default=str) + "\n")
+    write_text_atomic(top / arms.TUNE_JSON, json.dumps(doc, indent=1, default=str) + "\n")

@@ -38,11 +38,12 @@ from typing import Any, Callable, Mapping
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, PgleError
-from pgle.jobs import folder as job
-from pgle.jobs import layout as layouts
+from pgle.jobs import folder
+from pgle.jobs import layout
 from pgle.jobs import ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
-from pgle.jobs.ranks import RankInfo, ranks_phrase
+from pgle.jobs.ranks import RankInfo
+from pgle.phrases import ranks_phrase
 from pgle.launch import execution
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, grouped
@@ -84,7 +85,7 @@ def run(wf: Workflow, opts, job_opts: JobOptions | None = None, *,
     info = ranks.detect(environ)
     if not info.is_multiprocess:
         return _alone(wf, opts, info, notify, environ, job_opts)
-    rank = RankRun(wf.command, info, layouts.job_dir(info, job_opts), job_opts.gather_timeout_s)
+    rank = RankRun(wf.command, info, layout.job_dir(info, job_opts), job_opts.gather_timeout_s)
     return rank.run(wf, opts, notify, environ)
 
 
@@ -93,7 +94,7 @@ def _alone(wf: Workflow, opts, info: RankInfo, notify: Notify, environ: dict,
     request = wf.request(opts)
     if run_root is not None:
         request = dataclasses.replace(request, run_root=run_root)
-    lay = layouts.resolve(request, info, None)
+    lay = layout.resolve(request, info, None)
     if wf.combine is None:
         def phase(name: str, sub: Workflow, sub_opts, run_root: str) -> PhaseResult:
             own = _alone(sub, sub_opts, info, notify, environ, job_opts, run_root)
@@ -110,10 +111,10 @@ class RankRun:
     command: str
     info: RankInfo
     job_dir: Path
-    gather_timeout_s: float = layouts.DEFAULT_GATHER_TIMEOUT_S
+    gather_timeout_s: float = layout.DEFAULT_GATHER_TIMEOUT_S
     notices: list[str] = dataclasses.field(default_factory=list)
     exited: bool = False
-    stopped_for: job.PeerFailure | None = None
+    stopped_for: folder.PeerFailure | None = None
     host: str = dataclasses.field(default_factory=socket.gethostname)
     last_phase: Report | None = None
     progress: Notify | None = None  # rank 0's gather progress lines (set by run)
@@ -138,7 +139,7 @@ class RankRun:
             request = wf.request(opts)
             if run_root is not None:
                 request = dataclasses.replace(request, run_root=run_root)
-            lay = layouts.resolve(request, self.info, self.job_dir)
+            lay = layout.resolve(request, self.info, self.job_dir)
             resolved.append(lay)
             if wf.combine is None:
                 return wf.body(opts, lay, functools.partial(self.phase, notify, environ), say,
@@ -151,7 +152,7 @@ class RankRun:
         report = self._guarded(produce)
         self.annotate(report)
         self.mark_exit(report.workload_exit_code or 0)
-        job.write_report(self.job_dir, self.rank, report)
+        folder.write_report(self.job_dir, self.rank, report)
         if not self.info.is_leader:
             return QuietReport.of(report, self.summary_line(report))
         try:
@@ -184,10 +185,10 @@ class RankRun:
                                  on_exit=self.mark_exit, watchdog=self.watchdog(), **kwargs)
 
     def mark_started(self) -> None:
-        job.mark_started(self.job_dir, self.info)
+        folder.mark_started(self.job_dir, self.info)
 
     def watchdog(self) -> Callable[[], int | None]:
-        check = job.watchdog(self.job_dir, self.rank)
+        check = folder.watchdog(self.job_dir, self.rank)
 
         def poll() -> int | None:
             failure = check()
@@ -202,7 +203,7 @@ class RankRun:
         if self.exited:
             return
         self.exited = True
-        job.mark_exit(self.job_dir, self.rank, code,
+        folder.mark_exit(self.job_dir, self.rank, code,
                       stopped_for=self.stopped_for.rank if self.stopped_for else None)
 
     # -- phases (tune): each a job of its own in <job_dir>/<name>/ --
@@ -255,7 +256,7 @@ class RankRun:
                             reasons=[f"pgle failed on rank {self.rank}: {message}"])
             report.details["pgle_error"] = message
             self.annotate(report)
-            job.write_report(self.job_dir, self.rank, report)
+            folder.write_report(self.job_dir, self.rank, report)
         except (OSError, PgleError):
             pass
 
@@ -276,7 +277,7 @@ class RankRun:
                 report.reasons.append(why)
 
     def summary_line(self, report: Report) -> str:
-        path = job.report_path(self.job_dir, self.rank)
+        path = folder.report_path(self.job_dir, self.rank)
         text = f"rank {self.rank} of {self.world_size}: {report.status}"
         counts = Counter(m.get("status") for m in report.modules)
         if counts:
@@ -289,11 +290,11 @@ class RankRun:
         return f"{text}; exit {report.exit_code}; report {path}"
 
     def job_report(self, own: Report, combine: Callable[[JobReports], Report]) -> Report:
-        gathered = job.gather(self.job_dir, self.world_size, self.gather_timeout_s,
+        gathered = folder.gather(self.job_dir, self.world_size, self.gather_timeout_s,
                               progress=self.progress)
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written
-        missing = job.describe_missing(self.job_dir, gathered.missing)
+        missing = folder.describe_missing(self.job_dir, gathered.missing)
         report = combine(JobReports(self.command.split(":")[-1], self.world_size, reports,
                                     missing))
         self._job_details(report, reports, missing)
@@ -319,7 +320,7 @@ class RankRun:
                          "workload_exit_code": rep.get("workload_exit_code"),
                          "host": rank_info.get("host"), "run_dir": rep.get("run_dir"),
                          "log_path": rep.get("log_path"), "stopped_for": rep.get("stopped_for"),
-                         "report": str(job.report_path(self.job_dir, r))})
+                         "report": str(folder.report_path(self.job_dir, r))})
         report.details["ranks"] = rows
         line = f"{len(reports)} of {self.world_size} ranks reported (job folder {self.job_dir})"
         report.summary.append(line)
@@ -328,7 +329,7 @@ class RankRun:
 
     def _job_exit_code(self, report: Report, reports: Mapping[int, dict],
                        missing: Mapping[int, str]) -> None:
-        failure = job.peer_failure(self.job_dir, -1)
+        failure = folder.peer_failure(self.job_dir, -1)
         if failure is not None:
             # The first rank whose workload (or pgle, before launching it) failed on its own.
             report.workload_exit_code = failure.exit_code
@@ -368,9 +369,9 @@ class RankRun:
                     return json.load(f)
             except (FileNotFoundError, ValueError):
                 pass
-            if job.failed_path(self.job_dir, 0).exists():
+            if folder.failed_path(self.job_dir, 0).exists():
                 try:
-                    with open(job.report_path(self.job_dir, 0), encoding="utf-8") as f:
+                    with open(folder.report_path(self.job_dir, 0), encoding="utf-8") as f:
                         why = json.load(f).get("pgle_error")
                 except (OSError, ValueError):
                     why = None

@@ -19,7 +19,7 @@ from pgle.launch.progress import WindowProgress
 from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.events import RunEvents, read_events
 from pgle.launch.runfolder import RunFolder
-from pgle.launch.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
+from pgle.evidence.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
 from pgle.redact import redact_args
 from pgle.launch.workload import Workload
 

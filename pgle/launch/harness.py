@@ -37,10 +37,12 @@ import warnings
 from typing import NoReturn
 
 try:
-    from pgle.launch import schema, step_rule
+    from pgle.evidence import schema
+    from pgle.launch import step_rule
 except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from pgle.launch import schema, step_rule
+    from pgle.evidence import schema
+    from pgle.launch import step_rule
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was given

@@ -27,7 +27,7 @@ import contextlib
 import weakref
 from typing import Callable
 
-from pgle.launch import schema
+from pgle.evidence import schema
 
 EVENT_PROFILED = schema.PGLE_PROFILED
 

@@ -1,5 +1,5 @@
 """Progress of a long launch: plain `pgle:` lines, at most one every PROGRESS_EVERY_S seconds,
-from the harness's events file (pgle.launch.schema) while the workload runs.
+from the harness's events file (pgle.evidence.schema) while the workload runs.
 
 Plain lines, never `\\r` redraws: they stay readable in a log file, under `srun` and in CI, and
 the workload's own output goes on between them unchanged.
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pgle.launch import schema
+from pgle.evidence import schema
 
 PROGRESS_EVERY_S = 10.0
 _STEP_ENTER = b'{"kind": "%s",' % schema.STEP_ENTER.encode()

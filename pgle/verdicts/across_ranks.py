@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pgle.errors import EXIT_NOT_VERIFIED
-from pgle.jobs.ranks import ranks_phrase
+from pgle.phrases import ranks_phrase
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import overall_status
 from pgle.verdicts.rows import module_lines, module_name

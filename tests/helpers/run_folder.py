@@ -12,7 +12,7 @@ from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.launcher import LaunchResult
 from pgle.launch.runfolder import RunFolder
-from pgle.launch.schema import HarnessSpec, WorkloadSpec
+from pgle.evidence.schema import HarnessSpec, WorkloadSpec
 from pgle.xla.flags import XlaFlags
 
 

@@ -20,7 +20,7 @@ from pgle.jobs import folder as job
 from pgle.jobs import layout
 from pgle.jobs import ranks as jobrun
 from pgle.jobs.layout import JobOptions, LayoutRequest, OutputRequest
-from pgle.jobs.ranks import rank_ranges
+from pgle.phrases import rank_ranges, ranks_phrase
 from pgle.launch.workload import Workload
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, aggregate_modules, combine_verdicts, judge_job
@@ -58,7 +58,7 @@ def mod(name, status, coverage=None, missing=None, fp=None):
 
 def test_rank_ranges():
     assert rank_ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
-    assert jobrun.ranks_phrase([3]) == "rank 3" and jobrun.ranks_phrase(range(4)) == "ranks 0-3"
+    assert ranks_phrase([3]) == "rank 3" and ranks_phrase(range(4)) == "ranks 0-3"
 
 
 def test_aggregate_per_module_across_ranks():
