@@ -42,6 +42,9 @@ def cli():
 
 
 def run() -> None:
+    from pgle.cli.output import show_log_lines
+
+    show_log_lines()
     try:
         cli.main(prog_name="pgle", standalone_mode=False)
     except click.exceptions.Abort:

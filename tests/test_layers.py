@@ -15,12 +15,17 @@ REPO = Path(__file__).resolve().parent.parent
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 FLOOR_LINE = re.compile(r"^\s*(\d+)\s+(pgle[\w. ]*)$")
 
-# What cli/ may import of pgle besides pgle.api and itself: the surface's own needs, no work.
+# What cli/ may import of pgle besides pgle.api and itself: what printing needs, never a
+# command's work.
 CLI_SURFACE = {
     "pgle.api",  # every command's work
     "pgle.errors",  # the exception family and exit codes it maps
     "pgle.report",  # the Report it renders
     "pgle.version",  # --version
+    "pgle.units",  # sizes as tables print them
+    "pgle.atomic",  # --report, written atomically
+    "pgle.jobs.ranks",  # in a job: which rank prints --json, --report's rank placeholders
+    "pgle.launch.streams",  # pgle's own stdout/stderr (closed or failing), as the launcher's
 }
 
 

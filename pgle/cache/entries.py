@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import os
 import re
-from typing import Callable, Iterator
+from typing import Iterator
 
 from pgle.cache import manifest
 from pgle.errors import BadInput
@@ -145,8 +145,7 @@ def select(cache_dir: str, entries: list[Entry], *, older_than: float | None = N
     return chosen
 
 
-def delete_entries(cache_dir: str, chosen: list[Entry],
-                   notify: Callable[[str], None] | None = None) -> tuple[list[Entry], list[str]]:
+def delete_entries(cache_dir: str, chosen: list[Entry]) -> tuple[list[Entry], list[str]]:
     """Delete `chosen` under JAX's own cache lock: (deleted, one error sentence per failure)."""
     deleted, errors = [], []
     with _jax_cache_lock(cache_dir):
@@ -156,8 +155,6 @@ def delete_entries(cache_dir: str, chosen: list[Entry],
                 deleted.append(e)
             except OSError as err:
                 errors.append(f"{e.key}: {err.strerror or err}")
-            if notify:
-                notify(f"deleted {e.key}")
     return deleted, errors
 
 

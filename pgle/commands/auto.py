@@ -12,9 +12,9 @@ user's terminal with DEBUG logs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
-from typing import Callable
 
 from pgle.launch.runfolder import RunFolder
 
@@ -26,10 +26,13 @@ from pgle.launch.workload import Workload
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
-from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED, plural
+from pgle.phrases import plural
+from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 from pgle.verdicts.rows import module_lines
 from pgle.xla import flag_table
 from pgle.xla import versions
+
+log = logging.getLogger(__name__)
 
 # What the harness must capture for the verdicts of auto, prewarm and nsys.
 CAPTURE_LOGGERS = list(jax_log.CAPTURE_LOGGERS)
@@ -148,31 +151,31 @@ def combine(opts: AutoOptions, layout: RankLayout, job: JobReports) -> Report:
             require=opts.pgle.require))
 
 
-def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+def body(opts: AutoOptions, layout: RankLayout, launch,
          environ: dict[str, str]) -> Report:
     p = opts.pgle
     warnings = pre_launch_warnings(opts.workload, p.runs, p.percentile)
     for w in warnings:
-        notify(f"warning: {w}")
+        log.warning(w)
     xla = pgle_xla_flags()
     view = None
     if opts.store is not None:
         from pgle.commands.run import store_view
 
-        view = store_view(opts.store, None, environ, notify)
+        view = store_view(opts.store, None, environ)
         if view.path is not None:
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
             if versions.needs_lhs_flag(versions.jax_version()):
                 xla[flag_table.LHS] = "true"
     child = childenv.build(environ, xla=xla, variables=pgle_variables(p.runs, p.percentile))
     for line in child.notices:
-        notify(line)
+        log.info(line)
     run = RunFolder.create("auto", layout.run_dir)
-    notify(f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
+    log.info(f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
            f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=CAPTURE_LOGGERS,
                 warnings_always=WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                progress=notify, count_jits=False)
+                progress=True, count_jits=False)
     facts = jax_log.summarize(ex.events.records)
     collision = auto_pgle.profiler_collision(ex.run.log, ex.events.script_traces)
     modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform,
@@ -202,7 +205,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
                                    "view_modules": len(view.served), "adds": False,
                                    "note": AUTO_STORE_NOTE}
         report.summary.append(f"store {opts.store.path} ({view.key.describe()}): a view of "
-                              f"{len(view.served)} module profile(s) given to XLA; {AUTO_STORE_NOTE}")
+                              f"{plural(len(view.served), 'module profile')} given to XLA; {AUTO_STORE_NOTE}")
     return report
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import shutil
 import time
@@ -11,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from pgle.atomic import check_writable_target, replace_directory_atomic
-from pgle.commands.options import DEFAULT_STAT, Extraction, StoreOptions, Window
+from pgle.commands.options import (DEFAULT_STAT, PER_MODULE_FORMAT, Extraction, StoreOptions,
+                                   Window)
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
@@ -20,6 +22,7 @@ from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
+from pgle.phrases import plural
 from pgle.profiles import files
 from pgle.profiles import jaxlib
 from pgle.profiles import manifest
@@ -28,6 +31,8 @@ from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 from pgle.xla import env
 from pgle.xla import flag_table
 from pgle.xla.flags import XlaFlags
+
+log = logging.getLogger(__name__)
 
 # XLA prints `Fingerprint before LHS for module <name>(<id>) = <hex>` at VLOG(1) of this file.
 FINGERPRINT_VMODULE = "gpu_hlo_schedule"
@@ -108,12 +113,12 @@ def check_directory_target(path: str, *, force: bool) -> Path:
     p = Path(path)
     name = str(path).rstrip("/" + os.sep)
     if os.path.splitext(name)[1] in files.EXTENSIONS and not p.is_dir():
-        raise BadInput(f"--per-module writes a directory of <fingerprint>.pb files, but -o {path} "
-                       "names a single profile file.",
+        raise BadInput(f"--per-module writes a directory of <fingerprint>.pbtxt files, but "
+                       f"-o {path} names a single profile file.",
                        hint="Give a directory, e.g. -o profiles/, or drop --per-module.")
     if p.exists() and not p.is_dir():
         raise BadInput(f"-o {path} exists and is not a directory; --per-module writes a "
-                       "directory of <fingerprint>.pb files.", hint="Choose another -o.")
+                       "directory of <fingerprint>.pbtxt files.", hint="Choose another -o.")
     return files.check_directory_output(p, force=force)
 
 
@@ -171,7 +176,7 @@ def profiling_flags(environ: dict[str, str]) -> dict[str, str | None]:
 
 
 def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Execution],
-         notify: Callable[[str], None], environ: dict[str, str]) -> Report:
+         environ: dict[str, str]) -> Report:
     """Profile this process's window and extract its profile to where the layout says."""
     plan = layout.output
     preflight(opts, plan.rank_output, layout.log, environ)
@@ -187,31 +192,31 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
     child.notices += notices
     child.warnings += warnings
     for line in child.notices:
-        notify(line)
+        log.info(line)
     if not plan.profiled:
-        notify(f"running without the profiler (--rank {plan.only_rank}): "
+        log.info(f"running without the profiler (--rank {plan.only_rank}): "
                f"{opts.workload.describe()} (run folder {run.path})")
         return not_profiled_report(launch(opts.workload, run, child, log_copy=layout.log),
                                    plan.only_rank)
-    notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
-    notify(f"profiling window: {opts.window.describe()}")
+    log.info(f"collecting: {opts.workload.describe()} (run folder {run.path})")
+    log.info(f"profiling window: {opts.window.describe()}")
     execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
-                       step_name=opts.window.step_name, log_copy=layout.log, progress=notify)
-    report = finish_collect(opts, execution, output, notify)
+                       step_name=opts.window.step_name, log_copy=layout.log, progress=True)
+    report = finish_collect(opts, execution, output)
     if opts.store is not None:
-        add_to_store(opts.store, execution, report, layout, notify)
+        add_to_store(opts.store, execution, report, layout)
     if not opts.extraction.keep_trace:
-        drop_trace(execution, report, notify)
+        drop_trace(execution, report)
     return report
 
 
-def drop_trace(ex: Execution, report: Report, notify: Callable[[str], None]) -> None:
+def drop_trace(ex: Execution, report: Report) -> None:
     """--keep-trace no: the trace (often gigabytes) goes once the profile is written. Only
     pgle's own trace: a trace the workload's own profiler wrote is the user's."""
     if report.exit_code != 0 or not ex.run.trace.is_dir():
         return  # nothing extracted: the trace is what is left to look at
     if (ex.events.trace or {}).get("purpose") == "script":
-        notify("--keep-trace no: the trace is the workload's own (its profiler wrote it); kept")
+        log.info("--keep-trace no: the trace is the workload's own (its profiler wrote it); kept")
         return
     size = trace_bytes(ex.run.trace)
     try:
@@ -221,11 +226,10 @@ def drop_trace(ex: Execution, report: Report, notify: Callable[[str], None]) -> 
                                f"{e.strerror or e}")
         return
     report.details["trace_deleted"] = str(ex.run.trace)
-    notify(f"deleted the trace {ex.run.trace} ({size / 1e6:.0f} MB): --keep-trace no")
+    log.info(f"deleted the trace {ex.run.trace} ({size / 1e6:.0f} MB): --keep-trace no")
 
 
-def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: RankLayout,
-                 notify: Callable[[str], None]) -> None:
+def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: RankLayout) -> None:
     """`--store`: add the profile directory just written, module by module, under the key the
     run itself reported (pgle.store.key). In a job only rank 0 writes (the store's
     single-writer rule for gs://; one writer keeps local stores simple too)."""
@@ -274,8 +278,7 @@ def not_profiled_report(ex: Execution, only_rank: int) -> Report:
     return report
 
 
-def finish_collect(opts: CollectOptions, ex: Execution, output: str,
-                   notify: Callable[[str], None]) -> Report:
+def finish_collect(opts: CollectOptions, ex: Execution, output: str) -> Report:
     report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
                     trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
     report.warnings += ex.child.warnings
@@ -308,13 +311,13 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         report.reasons += diagnose_empty(ex) or ["the profiler wrote no trace."]
         report.summary.append("collect failed: no trace was written; " + report.reasons[0])
         return report
-    notify(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
+    log.info(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
     size = trace_bytes(run_folder)
     report.details["window"]["trace_bytes"] = size
     if size >= LONG_CONVERSION_BYTES:
-        notify(f"converting the trace ({size / 1e6:.0f} MB); this can take a while")
+        log.info(f"converting the trace ({size / 1e6:.0f} MB); this can take a while")
     if opts.per_module:
-        return finish_per_module(opts, ex, run_folder, output, report, notify)
+        return finish_per_module(opts, ex, run_folder, output, report)
     fmt = files.profile_format(output)
     converter = None
     if opts.extraction.converter != "pgle" and not jaxlib.has_gpu_plane(run_folder):
@@ -334,7 +337,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         t0 = time.monotonic()
         data = jaxlib.convert_with_jaxlib(run_folder)
         if size >= LONG_CONVERSION_BYTES:
-            notify(f"converted the trace in {time.monotonic() - t0:.0f} s")
+            log.info(f"converted the trace in {time.monotonic() - t0:.0f} s")
         prof = files.parse_profile(data, "binary", str(run_folder))
         payload = data if fmt == "binary" else files.encode_profile(prof, fmt)
     sha = hashlib.sha256(payload).hexdigest()
@@ -429,13 +432,13 @@ def _log_fingerprint_count(log: Path) -> int:
 
 
 def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
-                      report: Report, notify: Callable[[str], None]) -> Report:
+                      report: Report) -> Report:
     """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
     `manifest.json`; same empty-profile rules as a single file."""
     # Text by default: every jax (0.4.34-0.10.2) looks up <fp>.pbtxt before <fp>.pb, and with
     # only .pb files jax >= 0.6.2 logs an ERROR "PGLE profile file does not exist:
     # <dir>/<fp>.pbtxt" per module first (tests/data/xla_gpu/README.md).
-    fmt = opts.extraction.fmt or files.TEXT
+    fmt = opts.extraction.fmt or PER_MODULE_FORMAT
     conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
     log_fps = _log_fingerprint_count(ex.run.log)
     without = [m for m in conv.modules if not m.fingerprint]
@@ -454,7 +457,8 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
         names = ", ".join(m.label for m in without[:10]) + (", ..." if len(without) > 10 else "")
         why = ("the log holds no 'Fingerprint before LHS' line" if log_fps == 0 else
                "neither the trace's HLO protos nor the log name their fingerprint")
-        report.warnings.append(f"{len(without)} module(s) get no profile file: {names} ({why}).")
+        report.warnings.append(f"no profile file for {plural(len(without), 'module')}: {names} "
+                               f"({why}).")
     suffix = files.SUFFIX[fmt]
     written = {fp: f"{fp}{suffix}" for fp in conv.profiles}
     report.modules = [
@@ -465,8 +469,8 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     if empty:
         reasons = diagnose_empty(ex)
         if conv.modules and len(without) == len(conv.modules):
-            reasons.append(f"none of the {len(conv.modules)} module(s) in the trace has a "
-                           "fingerprint, so none gets a file")
+            reasons.append("no module in the trace has a fingerprint "
+                           f"({plural(len(conv.modules), 'module')}), so none gets a file")
         elif conv.device_planes and conv.events_used == 0 and conv.events_outside_window:
             reasons.append(f"all {conv.events_outside_window} device events lie outside the "
                            "profiled steps")
@@ -515,7 +519,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     where = (f"steps {window['first_step']}..{window['first_step'] + (window['steps'] or 1) - 1}"
              if window else "the whole trace")
     report.summary.append(
-        f"wrote {output}: {len(source.modules)} module profile(s), "
+        f"wrote {output}: {plural(len(source.modules), 'module profile')}, "
         f"{source.instruction_count} instructions (stat {conv.stat}, {where}), manifest {man_path}")
     for row in report.modules[:20]:
         fp = row["fingerprint"] or "-"
@@ -597,7 +601,7 @@ def diagnose_empty(ex: Execution) -> list[str]:
     stop = ex.events.trace
     if stop is None:
         reasons.append("the profiling window never opened: the run ended before its first step "
-                       f"({len(ex.events.steps)} step(s) seen)")
+                       f"({plural(len(ex.events.steps), 'step')} seen)")
     elif stop.get("steps") == 0:
         reasons.append("the profiling window saw no step")
     cb = ex.child.flags.get(flag_table.COMMAND_BUFFER)

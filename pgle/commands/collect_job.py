@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from pgle.commands.collect import STATUS_NOT_PROFILED, CollectOptions
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.jobs.layout import OutputPlan, RankLayout
-from pgle.phrases import ranks_phrase
+from pgle.phrases import plural, ranks_phrase
 from pgle.profiles import files
 from pgle.profiles import manifest
 from pgle.profiles import merge
@@ -81,7 +81,7 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
                        if (rep.get("profile") or {}).get("path")}
             if plan.mode == "per_rank" and written:
                 report.profile = {"ranks": written}
-                report.summary.append(f"{len(written)} rank profile(s) written, all empty "
+                report.summary.append(f"{plural(len(written), 'rank profile')} written, all empty "
                                       "(--allow-empty)")
                 return report
         report.summary.append(f"collect failed: no rank produced a profile "
@@ -95,7 +95,7 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
     if plan.mode == "per_rank":
         report.profile = {"ranks": {r: collected[r].get("profile") for r in sources}}
         total = sum((collected[r].get("profile") or {}).get("instructions") or 0 for r in sources)
-        report.summary.append(f"{len(sources)} rank profile(s) written "
+        report.summary.append(f"{plural(len(sources), 'rank profile')} written "
                               f"({total} instructions in all); merge them with `pgle merge`")
         return report
     return _merge(report, job.world_size, plan, sources, force=force, percentile=percentile)
@@ -211,7 +211,7 @@ def _merge(report: Report, world_size: int, plan: OutputPlan, sources: Mapping[i
     manifest.write(man_path, man)
     report.details["manifest"] = str(man_path)
     report.summary.append(
-        f"merged {len(sources)} rank profile(s) ({ranks_phrase(sources)}; percentile "
+        f"merged {plural(len(sources), 'rank profile')} ({ranks_phrase(sources)}; percentile "
         f"{percentile}, jaxlib's rule) into {out}: {result.instruction_count} instructions, "
         f"{result.latency_count} latencies (sha256 {sha[:12]}), manifest {man_path}")
     return report

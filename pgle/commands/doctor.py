@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from pgle.launch.probe import backend_info
+from pgle.phrases import plural
 from pgle.xla import flag_probe
 from pgle.xla import flag_table
 from pgle.xla import versions
@@ -106,23 +107,9 @@ def _report(command: str, checks: list[Check], details: dict) -> Report:
     report.details["checks"] = [dataclasses.asdict(c) for c in checks]
     report.reasons = [f"{c.check}: {c.found}" for c in checks if c.status == "error"]
     label = f"{command} ({details['workflow']})" if "workflow" in details else command
-    report.summary = [f"{label}: {counts['ok']} ok, {counts['warn']} warning(s), "
-                      f"{counts['error']} error(s)"]
+    report.summary = [f"{label}: {counts['ok']} ok, {plural(counts['warn'], 'warning')}, "
+                      f"{plural(counts['error'], 'error')}"]
     return report
-
-
-def format_checks(checks: list[dict]) -> str:
-    """The human table: CHECK, STATUS, FOUND, WHAT TO DO (one line per check)."""
-    rows = [("CHECK", "STATUS", "FOUND", "WHAT TO DO")] + [
-        (c["check"], c["status"].upper() if c["status"] != "ok" else "ok", c["found"],
-         c.get("todo", "")) for c in checks]
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    lines = []
-    for check, status, found, todo in rows:
-        line = f"{check:<{w0}}  {status:<{w1}}  {found}"
-        lines.append(line + (f"  -> {todo}" if todo and check != "CHECK" else ""))
-    return "\n".join(lines)
 
 
 # --- python, jax, workflows ----------------------------------------------------
@@ -332,25 +319,10 @@ def explain_flags(text: str | None, *, probe: bool = False,
         report.reasons = [f"{r['flag']}: {r['message']}" for r in errors]
     elif report.warnings or any(r["status"] == "warn" for r in rows):
         report.status = "warn"
-    report.summary = [f"{len(rows)} flag(s): {len(errors)} error(s), "
-                      f"{sum(r['status'] == 'warn' for r in rows)} warning(s), "
+    report.summary = [f"{plural(len(rows), 'flag')}: {plural(len(errors), 'error')}, "
+                      f"{plural(sum(r['status'] == 'warn' for r in rows), 'warning')}, "
                       f"{sum(r['status'] == 'unknown' for r in rows)} not in pgle's table"]
     return report
-
-
-def format_flags(rows: list[dict]) -> str:
-    """The human form of `pgle flags explain`: one block per flag."""
-    out = []
-    for r in rows:
-        out.append(f"{r['flag']}  [{r['status']}]")
-        if r["message"]:
-            out.append(f"    {r['message']}")
-        if r["meaning"]:
-            out.append(f"    meaning: {r['meaning']}")
-            out.append(f"    default: {r['default']!r}   ({r['versions']})")
-        if r["pgle"]:
-            out.append(f"    PGLE: {r['pgle']}")
-    return "\n".join(out)
 
 
 def flag_checks(ctx: Context) -> list[Check]:
@@ -376,7 +348,7 @@ def flag_checks(ctx: Context) -> list[Check]:
     unknown = sum(r["status"] == "unknown" for r in rows)
     src = f" (from file {flags.source_file})" if flags.source_file else ""
     if not checks:
-        found = f"{len(rows)} flag(s){src}"
+        found = f"{plural(len(rows), 'flag')}{src}"
         found += f", {unknown} not in pgle's table" if unknown else ""
         checks.append(_ok("XLA_FLAGS", found,
                           "`pgle doctor --probe` asks jaxlib about the rest" if unknown else ""))
@@ -391,7 +363,7 @@ def probe_checks(result: flag_probe.ProbeResult | None) -> list[Check]:
     rejected = result.rejected()
     if not rejected:
         return [_ok("probe", f"jaxlib {result.jaxlib_version} accepted all "
-                             f"{len(result.verdicts)} flag(s)")]
+                             f"{plural(len(result.verdicts), 'flag')}")]
     return [_error("probe", f"jaxlib {result.jaxlib_version} rejects {v.flag}: {v.message}",
                    "remove or fix it: every process of the job would abort") for v in rejected]
 
@@ -579,5 +551,5 @@ def _manifest(cache_dir: Path) -> Check:
                           "cache keys differ, nothing would load",
                           f"rerun `pgle prewarm` with {package} {now}")
     optimized = sum(m.get("status") == "optimized" for m in data["modules"].values())
-    return _ok("cache manifest", f"jax {env.get('jax')}; {len(data['modules'])} module(s), "
+    return _ok("cache manifest", f"jax {env.get('jax')}; {plural(len(data['modules']), 'module')}, "
                f"{optimized} PGLE-optimized")

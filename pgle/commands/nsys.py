@@ -14,10 +14,10 @@ to the first-pass executable, which also has command buffers off), or
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import subprocess
-from typing import Callable
 
 import pgle.cache.manifest  # `manifest`: the prewarm run's, read from it
 from pgle.cache import entries
@@ -37,6 +37,8 @@ from pgle.verdicts.across_ranks import JobReports, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_LOADED
 from pgle.verdicts.rows import module_lines
 from pgle.xla import versions
+
+log = logging.getLogger(__name__)
 
 INSTALL_HINT = ("Install NVIDIA Nsight Systems (it ships with the CUDA toolkit, and as the "
                 "`nsight-systems-cli` package in NVIDIA's CUDA/devtools apt and yum repositories; "
@@ -258,7 +260,7 @@ def combine(opts: NsysOptions, layout: RankLayout, job: JobReports) -> Report:
     return report
 
 
-def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+def body(opts: NsysOptions, layout: RankLayout, launch,
          environ: dict[str, str]) -> Report:
     """The Nsight run and its verdict. In a job the ranks in --ranks (all by default) run under
     nsys (layout.selected), the others in the very same environment without it."""
@@ -292,18 +294,18 @@ def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], 
                         + ", ".join(sorted({m["module"] for m in missing})))
     warnings += prewarm.size_cap_warnings(environ)
     for w in warnings:
-        notify(f"warning: {w}")
+        log.warning(w)
     child = child_environment(menv, environ, cache_dir)
     for line in child.notices:
-        notify(line)
+        log.info(line)
     run = RunFolder.create("nsys", layout.run_dir)
     if profiled:
         prefix, report_path = command_prefix(tool, opts, str(run.path))
-        notify(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
+        log.info(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
                f"{opts.workload.describe()} (run folder {run.path})")
     else:
         prefix, report_path = [], None
-        notify(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
+        log.info(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
                f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
                f"(run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import logging
 import os
 import time
-from typing import Callable
 
 from pgle.cache import entries
 from pgle.cache import manifest
@@ -35,12 +35,15 @@ from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 from pgle.verdicts.rows import module_lines
 from pgle.xla import versions
+
+log = logging.getLogger(__name__)
 
 KEEP_RUNS = 20  # finished runs the manifest remembers
 
@@ -131,7 +134,7 @@ def combine(opts: PrewarmOptions, layout: RankLayout, job: JobReports) -> Report
             require=opts.pgle.require))
 
 
-def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+def body(opts: PrewarmOptions, layout: RankLayout, launch,
          environ: dict[str, str]) -> Report:
     """Fill the cache, a verdict per module. JAX writes cache entries from process 0 only, so
     only the process that `writes_shared` records the run and its modules in the manifest."""
@@ -148,25 +151,25 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
     warnings = auto.pre_launch_warnings(opts.workload, p.runs, p.percentile)
     warnings += size_cap_warnings(environ)
     for w in warnings:
-        notify(f"warning: {w}")
+        log.warning(w)
     variables = {**auto.pgle_variables(p.runs, p.percentile),
                  **cache_variables(cache_dir, opts.relocatable)}
     child = childenv.build(environ, xla=auto.pgle_xla_flags(), variables=variables)
     for line in child.notices:
-        notify(line)
+        log.info(line)
     environment = replay_environment(child.env, environ, cache_dir, opts.workload, opts.relocatable)
     run_record = manifest.new_run(opts.workload.describe(), environment)
     if writes:
         manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
 
     run = RunFolder.create("prewarm", layout.run_dir)
-    notify(f"prewarming {cache_dir} with auto PGLE "
-           f"({auto_pgle.plural(p.runs, 'profiled execution')}): "
+    log.info(f"prewarming {cache_dir} with auto PGLE "
+           f"({plural(p.runs, 'profiled execution')}): "
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
         ex = launch(opts.workload, run, child, capture_loggers=auto.CAPTURE_LOGGERS,
                     warnings_always=auto.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                    progress=notify, count_jits=False)
+                    progress=True, count_jits=False)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:

@@ -30,6 +30,7 @@ from pgle.errors import BadInput, EXIT_OK
 from pgle.evidence.events import RunEvents, read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
+from pgle.phrases import plural
 from pgle.report import Report
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -139,7 +140,7 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
         status = _verdict_of(runs[0])["status"]
         platform = read_events(runs[0] / "events.jsonl").platform
         if base:
-            sides.append(Side(f"baseline (no profile, {len(base)} run(s))", "baseline", base))
+            sides.append(Side(f"baseline (no profile, {plural(len(base), 'run')})", "baseline", base))
         label, role = _profile_label(status, platform, len(runs))
         sides.append(Side(label, role, runs, status=status))
         return sides, None
@@ -159,7 +160,7 @@ def _tune_sides(top: Path, tune: dict[str, Any]) -> list[Side]:
         status = (arm.get("statuses") or [None])[0] if arm.get("pgle") else None
         if tune.get("plain"):
             if arm["name"] == arms.DEFAULT:
-                sides.append(Side(f"baseline (no profile, {len(folders)} run(s))", "baseline",
+                sides.append(Side(f"baseline (no profile, {plural(len(folders), 'run')})", "baseline",
                                   folders, arm["name"]))
             else:
                 label, role = _profile_label(status, tune.get("platform"), len(folders))

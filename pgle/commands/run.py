@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -17,6 +18,7 @@ from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import DEFAULT_ROOT, RunFolder
 from pgle.launch.workload import Workload
+from pgle.phrases import plural
 from pgle.profiles import files
 from pgle.profiles import manifest
 from pgle.report import Report
@@ -28,6 +30,8 @@ from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_li
 from pgle.xla import flag_table
 from pgle.xla import versions
 from pgle.xla.flags import XlaFlags
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the store is imported only by runs that use one
     from pgle.store.key import StoreKey
@@ -78,14 +82,14 @@ def prepare_profile(path: str, store: str | None) -> tuple[files.ProfileSource, 
 
 
 def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
-         notify: Callable[[str], None], environ: dict[str, str]) -> Report:
+         environ: dict[str, str]) -> Report:
     if layout.log:
         check_writable_target(layout.log, force=True, what="log")
     xla: dict[str, str | None] = dict(opts.xla)
     source = None
     view = None
     if opts.store is not None:
-        view = store_view(opts.store, layout.inputs["profile_store"], environ, notify)
+        view = store_view(opts.store, layout.inputs["profile_store"], environ)
         if view.path is not None:
             source = files.load_profile_source(view.path)
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
@@ -104,14 +108,14 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
     man = manifest.read(manifest.manifest_path(source.path)) if source is not None else None
     drift_notes = manifest.drift(man, user_flags=child.user_flags) if man is not None else []
     for line in child.notices:
-        notify(line)
+        log.info(line)
     for line in drift_notes:
-        notify(f"warning: {line} (instruction names follow the HLO: the profile may not fit)")
+        log.warning(f"{line} (instruction names follow the HLO: the profile may not fit)")
     run_folder = RunFolder.create(opts.command, layout.run_dir)
-    notify(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
+    log.info(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
     window = opts.trace_window
     if window is not None:
-        notify(f"keeping a trace of {window.describe()} (left out of the step times)")
+        log.info(f"keeping a trace of {window.describe()} (left out of the step times)")
     ex = launch(opts.workload, run_folder, child, log_copy=layout.log,
                 profile_window=window.spec(run_folder.trace) if window is not None else None,
                 step_name=window.step_name if window is not None else None)
@@ -129,8 +133,7 @@ class StoreView:
     served: dict
 
 
-def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, str],
-               notify: Callable[[str], None]) -> StoreView:
+def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, str]) -> StoreView:
     """The store's view for the key this environment's jax reports (pgle.store.key: XLA
     reads the directory at the first compile, before the harness reports the backend)."""
     from pgle.launch.probe import backend_info
@@ -146,11 +149,11 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
         shared, key, policy=store.policy, views_root=views_root or Path(DEFAULT_ROOT) / "profiles")
     damaged = shared.damaged_warning()
     if damaged:
-        notify(f"warning: {damaged}")
+        log.warning(damaged)
     if path is None:
-        notify(f"store {store.path} holds no profile for {key.describe()}: running without one")
+        log.info(f"store {store.path} holds no profile for {key.describe()}: running without one")
     else:
-        notify(f"store {store.path}: {len(served)} module profile(s) for {key.describe()} "
+        log.info(f"store {store.path}: {plural(len(served), 'module profile')} for {key.describe()} "
                f"(view {path})")
     return StoreView(store, key, path, served)
 
@@ -229,9 +232,9 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     elif report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(
             f"--require-applied: status is {report.status}, not applied" if report.status != "applied"
-            else "--require-applied: the coverage of "
-                 f"{verdict.details.get('coverage_unknown')} module(s) is unknown (this jax's WARN "
-                 "checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
+            else "--require-applied: the coverage is unknown for "
+                 f"{plural(verdict.details.get('coverage_unknown') or 0, 'module')} (this jax's "
+                 "WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
     return report
 
 

@@ -12,6 +12,7 @@ was compared, so `pgle report` shows the same numbers.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -28,6 +29,8 @@ from pgle.launch.runfolder import RunFolder
 from pgle.report import Report
 from pgle.store.store import is_remote
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
+
+log = logging.getLogger(__name__)
 
 # Phase(name, workflow, options, run_root) -> result with .own (this process's report) and
 # .job (the phase's job report, the same on every rank); given by pgle.jobs.driver.
@@ -64,7 +67,7 @@ class ArmRuns:
     profile: str | None = None  # what XLA was given (None: no profile)
 
 
-def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[str], None],
+def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
          environ: dict[str, str], *, collect_workflow, run_workflow) -> Report:
     """Collect, then the arms, one report. In a job each phase is a job of its own
     (`<job_dir>/collect/`, `<job_dir>/run/`, ...): rank 0 merges the ranks' profiles after
@@ -72,7 +75,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     top = RunFolder.create("tune", layout.run_dir)
     copts = dataclasses.replace(opts.collect, run_dir=None, default_output=literal(
         top.path / ("profiles" if opts.collect.per_module else "profile.pb")))
-    notify("phase 1: collect")
+    log.info("phase 1: collect")
     first = phase("collect", collect_workflow, copts, str(top.path / "collect"))
     job_first = first.job
     report = Report("tune", job_first.get("status"), run_dir=str(top.path),
@@ -81,7 +84,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     report.details["phases"] = {"collect": job_first}
     report.warnings += job_first.get("warnings") or []
     if (job_first.get("store") or {}).get("summary"):
-        notify(job_first["store"]["summary"])  # what phase 1 added to the store
+        log.info(job_first["store"]["summary"])  # what phase 1 added to the store
     platform = (job_first.get("backend") or {}).get("platform")
     gpu = platform is not None and platform.lower() in GPU_PLATFORMS
     usable = ("collected", "partial") if job_first.get("mode") == "merge" else ("collected",)
@@ -128,16 +131,16 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
         # No profile can apply here (no GPU, or none was made): one run, no baseline.
         arm = arms.PLAIN[1]
         if has_profile:
-            notify(f"phase 2/2: run with {shown}")
+            log.info(f"phase 2/2: run with {shown}")
         else:
-            notify(f"phase 2/2: run without a profile: backend {platform} records none")
+            log.info(f"phase 2/2: run without a profile: backend {platform} records none")
         own = phase("run", run_workflow, options(arm, True), str(top.path / "run")).own
         runs = [ArmRuns(arm, [top.path / "run"], [own], shown if has_profile else None)]
     else:
         plan = arms.PLAIN if plain else opts.compare
         runs = [ArmRuns(a, profile=shown if a.pgle and has_profile else None) for a in plan]
         if not plain:
-            notify("arms: " + "; ".join(f"{a.name}: {a.describe()}" for a in plan)
+            log.info("arms: " + "; ".join(f"{a.name}: {a.describe()}" for a in plan)
                    + ("" if has_profile else f" (backend {platform} records no profile: the "
                       "pgle arms run without one)"))
         total = len(plan) * opts.repeat
@@ -149,11 +152,11 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
                 name = entry.arm.folder(plain, i)
                 tag = f" {i + 1}/{opts.repeat}" if opts.repeat > 1 else ""
                 if plain:
-                    notify(f"phase {2 if entry.arm.name == 'default' else 3}/3: " + (
+                    log.info(f"phase {2 if entry.arm.name == 'default' else 3}/3: " + (
                         f"baseline run{tag} (no profile, your flags)"
                         if entry.arm.name == "default" else f"run with {shown}{tag}"))
                 else:
-                    notify(f"run {k}/{total}: arm {entry.arm.name}{tag}")
+                    log.info(f"run {k}/{total}: arm {entry.arm.name}{tag}")
                 own = phase(name, run_workflow, options(entry.arm, i == 0),
                             str(top.path / name)).own
                 entry.folders.append(top.path / name)

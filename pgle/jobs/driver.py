@@ -27,14 +27,17 @@ was stopped, or its own verdict's).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
+import logging
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, PgleError
@@ -50,7 +53,6 @@ from pgle.verdicts.across_ranks import JobReports, grouped
 
 JOB_REPORT = "job.json"
 
-Notify = Callable[[str], None]
 Launch = Callable[..., "execution.Execution"]
 
 
@@ -59,7 +61,8 @@ class Workflow:
     """A workflow as the driver sees it.
 
     request(opts) -> LayoutRequest: the paths to resolve for this process.
-    body(opts, layout, launch, notify, environ) -> Report: this process's part.
+    body(opts, layout, launch, environ) -> Report: this process's part (its progress and
+        notices go to the `pgle` logger).
     combine(opts, layout, job_reports) -> Report: rank 0's job report (None: a workflow of phases,
         whose body runs sub-workflows through the `phase` function it is given instead of
         `launch`).
@@ -77,19 +80,47 @@ class PhaseResult:
     job: dict  # the phase's job report, the same on every rank (one process: `own`)
 
 
-def run(wf: Workflow, opts, job_opts: JobOptions | None = None, *,
-        notify: Notify = lambda s: None, environ: Mapping[str, str]) -> Report:
+def run(wf: Workflow, opts: Any, job_opts: JobOptions | None = None, *,
+        environ: Mapping[str, str]) -> Report:
     """Run `wf` in this process: alone, or as one rank of the job the environment describes."""
     job_opts = job_opts or JobOptions()
     environ = dict(environ)
     info = ranks.detect(environ)
     if not info.is_multiprocess:
-        return _alone(wf, opts, info, notify, environ, job_opts)
+        return _alone(wf, opts, info, environ, job_opts)
     rank = RankRun(wf.command, info, layout.job_dir(info, job_opts), job_opts.gather_timeout_s)
-    return rank.run(wf, opts, notify, environ)
+    return rank.run(wf, opts, environ)
 
 
-def _alone(wf: Workflow, opts, info: RankInfo, notify: Notify, environ: dict,
+class _Notices(logging.Handler):
+    def __init__(self, notices: list[str]) -> None:
+        super().__init__()
+        self.notices = notices
+
+    def emit(self, record: logging.LogRecord) -> None:
+        prefix = "warning: " if record.levelno >= logging.WARNING else ""
+        self.notices.append(prefix + record.getMessage())
+
+
+@contextlib.contextmanager
+def _kept(notices: list[str]) -> Iterator[None]:
+    """On a rank other than 0, pgle's log records go into `notices` (the rank's report,
+    `details.notices`) instead of the terminal: only rank 0 talks, the others print one line."""
+    logger = logging.getLogger("pgle")
+    handlers, propagate, level = logger.handlers[:], logger.propagate, logger.level
+    logger.handlers[:] = [_Notices(notices)]
+    logger.propagate = False
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+        logger.setLevel(level)
+
+
+def _alone(wf: Workflow, opts: Any, info: RankInfo, environ: dict[str, str],
            job_opts: JobOptions, run_root: str | None = None) -> Report:
     request = wf.request(opts)
     if run_root is not None:
@@ -97,11 +128,11 @@ def _alone(wf: Workflow, opts, info: RankInfo, notify: Notify, environ: dict,
     lay = layout.resolve(request, info, None)
     if wf.combine is None:
         def phase(name: str, sub: Workflow, sub_opts, run_root: str) -> PhaseResult:
-            own = _alone(sub, sub_opts, info, notify, environ, job_opts, run_root)
+            own = _alone(sub, sub_opts, info, environ, job_opts, run_root)
             return PhaseResult(own, own.to_dict())
 
-        return wf.body(opts, lay, phase, notify, environ)
-    return wf.body(opts, lay, execution.execute, notify, environ)
+        return wf.body(opts, lay, phase, environ)
+    return wf.body(opts, lay, execution.execute, environ)
 
 
 # -- one rank of a job --------------------------------------------------------------------------
@@ -117,7 +148,6 @@ class RankRun:
     stopped_for: folder.PeerFailure | None = None
     host: str = dataclasses.field(default_factory=socket.gethostname)
     last_phase: Report | None = None
-    progress: Notify | None = None  # rank 0's gather progress lines (set by run)
 
     @property
     def rank(self) -> int:
@@ -127,12 +157,15 @@ class RankRun:
     def world_size(self) -> int:
         return self.info.world_size
 
-    def run(self, wf: Workflow, opts, notify: Notify, environ: dict,
+    def run(self, wf: Workflow, opts: Any, environ: dict[str, str],
             run_root: str | None = None) -> Report:
         """Resolve the layout, run the body with the hooks, record the report; on rank 0 gather
-        and combine."""
-        say = notify if self.info.is_leader else self.notices.append
-        self.progress = notify if self.info.is_leader else None
+        and combine. On another rank pgle's log records become the report's notices."""
+        with contextlib.nullcontext() if self.info.is_leader else _kept(self.notices):
+            return self._run(wf, opts, environ, run_root)
+
+    def _run(self, wf: Workflow, opts: Any, environ: dict[str, str],
+             run_root: str | None) -> Report:
         resolved: list[RankLayout] = []
 
         def produce() -> Report:
@@ -142,9 +175,8 @@ class RankRun:
             lay = layout.resolve(request, self.info, self.job_dir)
             resolved.append(lay)
             if wf.combine is None:
-                return wf.body(opts, lay, functools.partial(self.phase, notify, environ), say,
-                               environ)
-            return wf.body(opts, lay, self.launch, say, environ)
+                return wf.body(opts, lay, functools.partial(self.phase, environ), environ)
+            return wf.body(opts, lay, self.launch, environ)
 
         if wf.combine is None:
             # Each phase records its own start, exit, report and failure in its own folder.
@@ -207,11 +239,11 @@ class RankRun:
                       stopped_for=self.stopped_for.rank if self.stopped_for else None)
 
     # -- phases (tune): each a job of its own in <job_dir>/<name>/ --
-    def phase(self, notify: Notify, environ: dict, name: str, sub: Workflow, sub_opts,
+    def phase(self, environ: dict[str, str], name: str, sub: Workflow, sub_opts: Any,
               run_root: str) -> PhaseResult:
         phase = RankRun(f"{self.command}:{name}", self.info, self.job_dir / name,
                         self.gather_timeout_s, host=self.host)
-        own = phase.run(sub, sub_opts, notify, environ, run_root=run_root)
+        own = phase.run(sub, sub_opts, environ, run_root=run_root)
         self.last_phase = own
         return PhaseResult(own, own.to_dict() if self.info.is_leader
                            else phase.wait_for_job_report())
@@ -290,8 +322,7 @@ class RankRun:
         return f"{text}; exit {report.exit_code}; report {path}"
 
     def job_report(self, own: Report, combine: Callable[[JobReports], Report]) -> Report:
-        gathered = folder.gather(self.job_dir, self.world_size, self.gather_timeout_s,
-                              progress=self.progress)
+        gathered = folder.gather(self.job_dir, self.world_size, self.gather_timeout_s)
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written
         missing = folder.describe_missing(self.job_dir, gathered.missing)

@@ -82,14 +82,14 @@ def execute(
     on_exit: Callable[[int], None] | None = None,
     log_copy: str | None = None,
     observe_pgle: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: bool = False,
     count_jits: bool = True,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
     `on_exit(code)` the moment the workload has exited (a job records them so that its peers
     stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
-    with (pgle.launch.launcher). `progress`: where progress lines go while it runs (the
+    with (pgle.launch.launcher). `progress`: log progress lines while it runs (the
     profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
     harness counts jitted executions (pgle.launch.step_rule) unless False."""
     recorded = redact_args(workload.args)
@@ -107,8 +107,7 @@ def execute(
     argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
-    ticker = (WindowProgress(run.events, progress, window=profile_window is not None)
-              if progress is not None else None)
+    ticker = WindowProgress(run.events, window=profile_window is not None) if progress else None
     result = launcher.launch(argv, env, run.log, watchdog=watchdog,
                              terminal_level=child.terminal_level, progress=ticker)
     if on_exit is not None:

@@ -25,6 +25,7 @@ import dataclasses
 import re
 from typing import Any, Iterable, Mapping
 
+from pgle.phrases import plural
 from pgle.xla.hlo_names import COLLECTIVE, kind
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not
@@ -72,15 +73,16 @@ def decide(found: int | None, missing: int, missing_communication: list[str], *,
         return Decision("not_applied", RULE_NOTHING_FOUND, [])
     if missing_communication:
         families = sorted({kind(n)[1] or "host copy" for n in missing_communication})
+        missed = plural(len(missing_communication), "collective or host copy",
+                        "collectives or host copies")
         return Decision("partial", RULE_COLLECTIVES, [
-            f"the profile misses {len(missing_communication)} collective(s)/host copies "
-            f"({', '.join(families)}: {_names(missing_communication)}): the scheduler guesses "
+            f"the profile misses {missed} ({', '.join(families)}: {_names(missing_communication)}): the scheduler guesses "
             "their cost, which is what PGLE is for; collect the profile again from a run of "
             "this exact program"])
     compute = missing
     if sol_fallback:
         return Decision("applied", RULE_SOL_FALLBACK, [
-            f"{compute} compute instruction(s) are not in the profile (coverage "
+            f"{plural(compute, 'compute instruction')} not in the profile (coverage "
             f"{coverage:.0%}), no collective is missing: XLA prices them with its speed-of-light "
             "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply"])
     status = "applied" if coverage >= min_coverage else "partial"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping
 
+from pgle.phrases import plural
+
 UNNAMED = "(module name not logged)"
 
 
@@ -133,7 +135,7 @@ def _collectives_text(row: Mapping[str, Any]) -> str | None:
     if total is not None and total >= len(missing):
         return f"collectives covered {total - len(missing)}/{total}"
     if missing:
-        return f"{len(missing)} collective(s) missing"
+        return f"{plural(len(missing), 'collective')} missing"
     return "no collective missing" if row.get("instructions_missing") else None
 
 

@@ -38,4 +38,4 @@ def finish_run_folder(opts: collect.CollectOptions, run_dir: str | Path) -> "obj
     ex = execution_from_run_folder(run_dir)
     output = opts.output or str(ex.run.path / ("profiles" if opts.per_module else "profile.pb"))
     collect.check_output(opts, output)
-    return collect.finish_collect(opts, ex, output, lambda s: None)
+    return collect.finish_collect(opts, ex, output)
