@@ -4,8 +4,8 @@
     python3 docs/gen_api_reference.py --check    # exit 1 when the file is stale
 
 Like the CLI reference (docs/gen_cli_reference.py), the page is the code's own text, so it
-cannot drift from it: the functions of `pgle.api.__all__` in that order, grouped under the
-section comments of pgle/api.py (`# -- title ---`), each with its keywords, their types and
+cannot drift from it: the functions of `pgle.api.__all__` in the order of pgle/api.py, grouped
+under its section comments (`# -- title ---`), each with its keywords, their types and
 defaults, and the flag each keyword is.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pgle.cli.main import cli
 
 from pgle import api
-from pgle.cli.main import cli
 
 DOCS = Path(__file__).resolve().parent
 TARGET = DOCS / "reference" / "api.md"
@@ -51,7 +51,7 @@ def _generate() -> Callable[..., int]:
 
 
 def sections() -> dict[str, str]:
-    """Function name -> the title of the section comment above it in pgle/api.py."""
+    """Function name -> the title of the section comment above it, in pgle/api.py's order."""
     source = Path(inspect.getfile(api)).read_text()
     marks = [(number, m.group(1)) for number, line in enumerate(source.splitlines(), 1)
              if (m := SECTION.match(line))]
@@ -136,7 +136,7 @@ def render() -> str:
     titles = sections()
     parts = [HEADER, "## The module\n", inspect.cleandoc(api.__doc__ or "") + "\n"]
     current = None
-    for name in api.__all__:
+    for name in [n for n in titles if n in api.__all__]:
         if titles.get(name) != current:
             current = titles.get(name)
             parts.append(f"## {current[0].upper() + current[1:]}\n" if current else "")

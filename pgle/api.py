@@ -47,10 +47,10 @@ if TYPE_CHECKING:
     from pgle.jobs import driver
     from pgle.launch.workload import Workload
 
-__all__ = ["collect", "run", "tune", "auto", "prewarm", "nsys", "verify", "report", "view",
-           "doctor", "flags_explain", "inspect", "diff", "merge", "convert", "cache_ls",
-           "cache_stats", "cache_prune", "store_ls", "store_add", "store_get", "store_prune",
-           "runs_ls", "runs_prune"]
+__all__ = ["auto", "cache_ls", "cache_prune", "cache_stats", "collect", "convert", "diff",
+           "doctor", "flags_explain", "inspect", "merge", "nsys", "prewarm", "report", "run",
+           "runs_ls", "runs_prune", "store_add", "store_get", "store_ls", "store_prune", "tune",
+           "verify", "view"]
 
 F = TypeVar("F", bound=Callable[..., Report])
 
@@ -177,9 +177,9 @@ def _store(store: str | None, policy: str | None, *, serve: bool) -> StoreOption
 
 def _window(steps: str | tuple[int, int] | None, step_name: str | None, delay: float | None,
             duration: float | None) -> Window:
-    if isinstance(steps, str):
-        steps = parse_steps(steps)
-    return Window(tuple(steps) if steps is not None else None, step_name, delay, duration)
+    parsed = parse_steps(steps) if isinstance(steps, str) else steps
+    return Window((parsed[0], parsed[1]) if parsed is not None else None, step_name, delay,
+                  duration)
 
 
 def _keep(keep_trace: bool | Literal["yes", "no"]) -> bool:

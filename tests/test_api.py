@@ -12,10 +12,10 @@ import warnings
 
 import click
 import pytest
-
 from helpers.pgle_testing import pgle_lines, run_pgle
-from pgle import api
 from pgle.cli.main import COMMANDS, cli
+
+from pgle import api
 from pgle.errors import BadInput, PgleError
 from pgle.profiles.files import Profile, write_profile
 
@@ -165,4 +165,4 @@ def test_progress_goes_to_the_pgle_logger(tmp_path, caplog):
     logged = [r.getMessage() for r in caplog.records if r.name.startswith("pgle.")]
     assert any(m.startswith("running: ") for m in logged)
     assert any(m.startswith("running: ") for m in got)
-    assert all(not h.__class__.__name__ == "Forward" for h in logging.getLogger("pgle").handlers)
+    assert all(h.__class__.__name__ != "Forward" for h in logging.getLogger("pgle").handlers)

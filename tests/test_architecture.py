@@ -123,25 +123,25 @@ def test_a_command_added_by_the_recipe_works(tmp_path):
 
     def pgle(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pgle", *args], capture_output=True,
-                              text=True, cwd=tmp_path, env=env, timeout=120)
+                              text=True, cwd=tmp_path, env=env, timeout=120, check=False)
 
     listed = pgle("--help")
     assert listed.returncode == 0, listed.stderr
-    assert re.search(r"^\s+hello\s+Say hello\.$", listed.stdout, re.M), listed.stdout
+    assert re.search(r"^\s+hello\s+Say hello\.$", listed.stdout, re.MULTILINE), listed.stdout
     said = pgle("hello", "world", "--shout")
     assert said.returncode == 0 and said.stderr == "pgle: HELLO, WORLD\n", said.stderr
     report = json.loads(pgle("hello", "world", "--json").stdout)
     assert report["command"] == "hello" and report["summary"] == ["hello, world"]
     refused = pgle("hello", "")
     assert refused.returncode == 2 and refused.stderr == "pgle: error: --name is empty.\n"
-    python = subprocess.run(
-        [sys.executable, "-c", "import pgle.api\ntry:\n    pgle.api.hello('')\n"
-         "except pgle.errors.BadInput as e:\n    print(e)\n"],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    code = ("import pgle.api\ntry:\n    pgle.api.hello('')\n"
+            "except pgle.errors.BadInput as e:\n    print(e)\n")
+    python = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=tmp_path, env=env, timeout=120, check=False)
     assert python.stdout == "name is empty.\n", python.stderr
     assert str(copy) in subprocess.run(  # the copy ran, not the installed package
         [sys.executable, "-c", "import pgle; print(pgle.__file__)"], capture_output=True,
-        text=True, cwd=tmp_path, env=env).stdout
+        text=True, cwd=tmp_path, env=env, check=True).stdout
 
 
 # -- a converter, added as the recipe says ----------------------------------------------------

@@ -4,6 +4,7 @@ code writes it, in the help and on every page."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from pathlib import Path
@@ -11,8 +12,8 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-
 from pgle.cli.main import COMMANDS, cli
+
 from pgle.commands.options import PER_MODULE_FORMAT
 from pgle.profiles.files import SUFFIX
 
@@ -98,12 +99,10 @@ def help_text(path: tuple[str, ...]) -> str:
     return result.output
 
 
-def help_flags(path: tuple[str, ...], cache: dict[tuple[str, ...], set[str]] = {}) -> set[str]:
-    if path not in cache:
-        cache[path] = set(FLAG.findall(help_text(path)))
-        if path == ("nsys",):
-            cache[path] |= NSYS_PROFILE_OPTIONS
-    return cache[path]
+@functools.cache
+def help_flags(path: tuple[str, ...]) -> frozenset[str]:
+    flags = set(FLAG.findall(help_text(path)))
+    return frozenset(flags | NSYS_PROFILE_OPTIONS if path == ("nsys",) else flags)
 
 
 def documented() -> list[tuple[Path, int, tuple[tuple[str, ...], ...], str]]:
@@ -140,7 +139,8 @@ def test_every_documented_option_is_in_its_commands_help():
 
 def test_the_scan_catches_a_wrong_option():
     [(path, flags)] = invocations("pgle cache prune DIR --older-then 7d --yes")
-    assert path == ("cache", "prune") and "--older-then" not in help_flags(path)
+    assert path == ("cache", "prune") and flags == ["--older-then", "--yes"]
+    assert "--older-then" not in help_flags(path)
     assert invocations("srun pgle tune train.py -- --steps 30") == [(("tune",), [])]
     assert invocations("pgle run --profile p.pb --xla_gpu_foo=1 x.py") == [(("run",), ["--profile"])]
 
