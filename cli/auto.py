@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from pgle.cli.options import (WORKLOAD_HELP, auto_pgle_options, job_options, report_options,
                               store_options, workload_options)
-from pgle.cli.output import emit, finish
+from pgle.cli.output import finish
 
 
 @click.command(
@@ -18,12 +20,9 @@ from pgle.cli.output import emit, finish
 @store_options
 @job_options
 @report_options
-def auto(module, words, run_dir, log, runs, percentile, require_all, require, store, store_policy,
-         job_dir, gather_timeout, gather, stall_timeout, json_out, report_path, debug):
+def auto(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
+         **options: Any) -> None:
     from pgle import api
 
-    finish(lambda: api.auto(
-        *words, module=module, runs=runs, percentile=percentile, require_all=require_all,
-        require=require, run_dir=run_dir, log=log, job_dir=job_dir,
-        gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, store=store, store_policy=store_policy, notify=emit),
-        json_out=json_out, report_path=report_path, debug=debug, job=True)
+    finish(lambda: api.auto(*words, **options), json_out=json_out, report_path=report_path,
+           debug=debug, job=True)

@@ -2,78 +2,74 @@
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import echo, emit, finish
+from pgle.cli.output import echo, emit, finish, table
+from pgle.report import Report
+from pgle.units import human_bytes
 
 
 @click.group(
     short_help='List, total and prune a JAX persistent compilation cache.',
     help="Inspect and prune a JAX persistent compilation cache directory.")
-def cache():
+def cache() -> None:
     pass
 
 
-def _table(report) -> None:
-    """The listing itself is the command's output: stdout, one entry per line."""
-    from pgle.units import human_bytes
-
+def _entries(report: Report) -> None:
+    """The listing itself is the command's product: stdout, one entry per line."""
     rows = report.details["entries"]
     if not rows:
         return
-    width = max(len(r["module"]) for r in rows)
-    echo(f"{'MODULE':<{width}}  {'ROLE':<14}  {'SIZE':>10}  {'MODIFIED':<19}  KEY")
-    for r in rows:
-        echo(f"{r['module']:<{width}}  {r['role_label']:<14}  {human_bytes(r['size']):>10}  "
-             f"{r['modified']:<19}  {r['key']}")
+    for line in table(("MODULE", "ROLE", ">SIZE", "MODIFIED", "KEY"),
+                      [(r["module"], r["role_label"], human_bytes(r["size"]), r["modified"],
+                        r["key"]) for r in rows]):
+        echo(line)
     echo("")
-    _module_totals(report.modules)
+    _module_totals(report)
 
 
-def _module_totals(modules: list[dict]) -> None:
-    from pgle.cache.manifest import ROLE_LABELS
-    from pgle.units import human_bytes
-
-    width = max([len("MODULE")] + [len(t["module"]) for t in modules])
-    echo(f"{'MODULE':<{width}}  {'ENTRIES':>7}  {'SIZE':>10}  {'NEWEST':<19}  ROLES")
-    for t in modules:
-        roles = ", ".join(f"{n} {ROLE_LABELS[role]}" for role, n in sorted(t["roles"].items()))
-        echo(f"{t['module']:<{width}}  {t['entries']:>7}  {human_bytes(t['bytes']):>10}  "
-             f"{t['newest'] or '-':<19}  {roles}")
+def _module_totals(report: Report) -> None:
+    labels = report.details["role_labels"]
+    for line in table(("MODULE", ">ENTRIES", ">SIZE", "NEWEST", "ROLES"),
+                      [(t["module"], str(t["entries"]), human_bytes(t["bytes"]),
+                        t["newest"] or "-",
+                        ", ".join(f"{n} {labels[role]}" for role, n in sorted(t["roles"].items())))
+                       for t in report.modules]):
+        echo(line)
 
 
-def _stats(report) -> None:
+def _stats(report: Report) -> None:
     """Totals per role, then per module: the command's product, on stdout."""
-    from pgle.cache.manifest import ROLE_LABELS
-    from pgle.units import human_bytes
-
-    roles = report.details["roles"]
+    labels = report.details["role_labels"]
     total = report.details["total"]
-    echo(f"{'ROLE':<14}  {'ENTRIES':>7}  {'SIZE':>10}")
-    for role, r in sorted(roles.items()):
-        echo(f"{ROLE_LABELS[role]:<14}  {r['entries']:>7}  {human_bytes(r['bytes']):>10}")
-    echo(f"{'total':<14}  {total['entries']:>7}  {human_bytes(total['bytes']):>10}")
+    rows = [(labels[role], str(r["entries"]), human_bytes(r["bytes"]))
+            for role, r in sorted(report.details["roles"].items())]
+    rows.append(("total", str(total["entries"]), human_bytes(total["bytes"])))
+    for line in table(("ROLE", ">ENTRIES", ">SIZE"), rows):
+        echo(line)
     if report.modules:
         echo("")
-        _module_totals(report.modules)
+        _module_totals(report)
 
 
 @cache.command("ls", help="List entries: module, role (from pgle's manifest), size, time, key; "
                           "then totals per module.")
 @click.argument("cache_dir", metavar="DIR")
-@click.option("--module", "modules", multiple=True, metavar="NAME",
+@click.option("--module", multiple=True, metavar="NAME",
               help="Only this module (glob patterns allowed; repeatable).")
 @report_options
-def ls_cmd(cache_dir, modules, json_out, report_path, debug):
-    def produce():
-        from pgle.commands.cache import ls
+def ls_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bool,
+           **options: Any) -> None:
+    def produce() -> Report:
+        from pgle import api
 
-        report = ls(cache_dir, modules=tuple(modules))
+        report = api.cache_ls(cache_dir, **options)
         if not json_out:
-            _table(report)
+            _entries(report)
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
@@ -83,11 +79,11 @@ def ls_cmd(cache_dir, modules, json_out, report_path, debug):
                              "that are gone.")
 @click.argument("cache_dir", metavar="DIR")
 @report_options
-def stats_cmd(cache_dir, json_out, report_path, debug):
-    def produce():
-        from pgle.commands.cache import stats
+def stats_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bool) -> None:
+    def produce() -> Report:
+        from pgle import api
 
-        report = stats(cache_dir)
+        report = api.cache_stats(cache_dir)
         if not json_out:
             _stats(report)
         return report
@@ -100,21 +96,20 @@ def stats_cmd(cache_dir, json_out, report_path, debug):
 @click.argument("cache_dir", metavar="DIR")
 @click.option("--older-than", default=None, metavar="DURATION",
               help="Entries last used longer ago than this: 30m, 12h, 7d, 2w.")
-@click.option("--module", "modules", multiple=True, metavar="NAME",
+@click.option("--module", multiple=True, metavar="NAME",
               help="Entries of this module (glob patterns allowed; repeatable).")
 @click.option("--yes", is_flag=True, help="Really delete (default: only show what would go).")
 @report_options
-def prune_cmd(cache_dir, older_than, modules, yes, json_out, report_path, debug):
-    def produce():
-        from pgle.commands.cache import prune
-        from pgle.units import parse_duration
+def prune_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bool,
+              **options: Any) -> None:
+    def produce() -> Report:
+        from pgle import api
 
-        age = parse_duration(older_than) if older_than is not None else None
-        report = prune(cache_dir, older_than=age, modules=tuple(modules), yes=yes, now=time.time())
+        report = api.cache_prune(cache_dir, **options)
         if not json_out:
+            verb = "delete" if options["yes"] else "would delete"
             for r in report.details["selected"]:
-                emit(f"{'delete' if yes else 'would delete'} {r['key']} ({r['role_label']}, "
-                     f"{r['modified']})")
+                emit(f"{verb} {r['key']} ({r['role_label']}, {r['modified']})")
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import finish
+from pgle.cli.output import echo, finish, table
+from pgle.report import Report
 
 
 @click.command("doctor",
@@ -19,18 +22,27 @@ from pgle.cli.output import finish
               help="Also start jax with your XLA_FLAGS to see which flags jaxlib rejects "
                    "(a few seconds).")
 @report_options
-def doctor(workflow, cache_dir, probe, json_out, report_path, debug):
+def doctor(json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
     """Check python, jax, the backend, CUPTI, nsys, XLA_FLAGS, the environment and the cache.
 
     Prints one line per check (ok, WARN, ERROR, with what to do); exits 1 when
     any check is an error.
     """
-    from pgle.commands import doctor as doc
+    def produce() -> Report:
+        from pgle import api
 
-    def produce():
-        report = doc.doctor(workflow=workflow, cache_dir=cache_dir, probe=probe)
+        report = api.doctor(**options)
         if not json_out:
-            click.echo(doc.format_checks(report.details["checks"]))
+            for line in checks_table(report.details["checks"]):
+                echo(line)
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+
+
+def checks_table(checks: list[dict[str, Any]]) -> list[str]:
+    """CHECK, STATUS, FOUND -> WHAT TO DO: one line per check, the columns aligned."""
+    return table(("CHECK", "STATUS", "FOUND -> WHAT TO DO"),
+                 [(c["check"], c["status"].upper() if c["status"] != "ok" else "ok",
+                   c["found"] + (f"  -> {c['todo']}" if c.get("todo") else ""))
+                  for c in checks])

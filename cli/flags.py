@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import os
+from typing import Any
 
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import finish
+from pgle.cli.output import echo, finish
+from pgle.report import Report
 
 
 @click.group("flags", short_help='Explain an XLA_FLAGS string: meaning, defaults, status.')
-def flags():
+def flags() -> None:
     """Explain XLA flags."""
 
 
@@ -20,38 +21,36 @@ def flags():
 @click.option("--probe", is_flag=True,
               help="Also ask the installed jaxlib (starts jax on CPU; a few seconds).")
 @report_options
-def explain(xla_flags, probe, json_out, report_path, debug):
+def explain(xla_flags: tuple[str, ...], probe: bool, json_out: bool, report_path: str | None,
+            debug: bool) -> None:
     """Print each flag's meaning, default, jax versions and status (default: $XLA_FLAGS).
 
     Exits 1 when XLA would abort on a flag (removed, unknown to jaxlib with
     --probe, or a value it cannot read).
     """
-    from pgle.commands import doctor as doc
+    def produce() -> Report:
+        from pgle import api
 
-    text = os.environ.get("XLA_FLAGS", "") if not xla_flags else _join(xla_flags)
-
-    def produce():
-        report = doc.explain_flags(text, probe=probe)
+        report = api.flags_explain(*xla_flags, probe=probe)
         if not json_out:
             rows = report.details["flags"]
-            click.echo(doc.format_flags(rows) if rows else "no flags")
+            for line in flag_blocks(rows) if rows else ["no flags"]:
+                echo(line)
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
-def _join(tokens: tuple[str, ...]) -> str:
-    """One argument is the XLA_FLAGS string itself; several are one flag each, as the shell
-    split them (a value with spaces gets quoted again)."""
-    if len(tokens) == 1:
-        return tokens[0]
-    from pgle.xla.flags import render_flag
-
+def flag_blocks(rows: list[dict[str, Any]]) -> list[str]:
+    """One block per flag: the flag and its status, then what pgle knows of it."""
     out = []
-    for token in tokens:
-        name, sep, value = token.partition("=")
-        if sep and token.startswith("-") and any(c.isspace() for c in value):
-            dashes = name[:len(name) - len(name.lstrip("-"))]  # keep them: one dash is an error
-            token = dashes + render_flag(name.lstrip("-"), value)[2:]
-        out.append(token)
-    return " ".join(out)
+    for r in rows:
+        out.append(f"{r['flag']}  [{r['status']}]")
+        if r["message"]:
+            out.append(f"    {r['message']}")
+        if r["meaning"]:
+            out.append(f"    meaning: {r['meaning']}")
+            out.append(f"    default: {r['default']!r}   ({r['versions']})")
+        if r["pgle"]:
+            out.append(f"    PGLE: {r['pgle']}")
+    return out

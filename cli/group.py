@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from pgle import __version__
+from pgle.version import __version__
 from pgle.cli.main import COMMANDS, WORKLOAD_COMMANDS
 
 
@@ -42,6 +42,9 @@ def cli():
 
 
 def run() -> None:
+    from pgle.cli.output import show_log_lines
+
+    show_log_lines()
     try:
         cli.main(prog_name="pgle", standalone_mode=False)
     except click.exceptions.Abort:

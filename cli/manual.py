@@ -1,13 +1,19 @@
-"""The manual PGLE workflow: collect, run, tune, verify."""
+"""The manual PGLE workflow: collect, run, tune, verify.
+
+Each option's parameter name is the keyword of its pgle.api function (`--min-coverage` ->
+`min_coverage`), so a command passes its options on as they are.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 from pgle.cli.options import (WORKLOAD_HELP, extraction_options, force_option, job_options,
                               report_options, store_options, verdict_options, window_options,
                               workload_options)
-from pgle.cli.output import emit, finish
+from pgle.cli.output import finish
 
 
 @click.command(
@@ -21,32 +27,26 @@ from pgle.cli.output import emit, finish
 @force_option
 @click.option("--allow-empty", is_flag=True, help="Write the profile even when it is empty.")
 @extraction_options
-@click.option("--rank", "only_rank", type=int, default=None, metavar="N",
+@click.option("--rank", type=int, default=None, metavar="N",
               help="Multi-process: only rank N runs the profiler and writes -o; the other ranks "
                    "run unprofiled. Default: every rank profiles, and without %r in -o rank 0 "
                    "merges the ranks' profiles into -o.")
 @store_options
 @job_options
 @report_options
-def collect(module, words, output, steps, step_name, delay, duration, force, allow_empty, run_dir,
-            log, per_module, stat, fmt, converter, qualify, keep_trace, only_rank, store, store_policy, job_dir,
-            gather_timeout, gather, stall_timeout, json_out, report_path, debug):
+def collect(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
+            **options: Any) -> None:
     from pgle import api
 
-    finish(lambda: api.collect(
-        *words, module=module, output=output, steps=steps, step_name=step_name, delay=delay,
-        duration=duration, force=force, allow_empty=allow_empty, run_dir=run_dir, log=log,
-        per_module=per_module, stat=stat, fmt=fmt, converter=converter, qualify=qualify,
-        rank=only_rank, job_dir=job_dir, gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, store=store,
-        store_policy=store_policy, keep_trace=keep_trace == "yes", notify=emit),
-        json_out=json_out, report_path=report_path, debug=debug, job=True)
+    finish(lambda: api.collect(*words, **options), json_out=json_out, report_path=report_path,
+           debug=debug, job=True)
 
 
 @click.command(
     short_help='Run a workload with a PGLE profile and verify XLA used it.',
     help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
                + WORKLOAD_HELP)
-@click.option("--profile", "profile_path", default=None,
+@click.option("--profile", default=None,
               help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files "
                    "(or --store instead).")
 @click.option("--profile-store", default=None, type=click.Path(file_okay=False),
@@ -59,17 +59,12 @@ def collect(module, words, output, steps, step_name, delay, duration, force, all
                    "times): the after-picture for `pgle report`.")
 @job_options
 @report_options
-def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, require_applied,
-        require, store, store_policy, trace_window, job_dir, gather_timeout, gather, stall_timeout, json_out,
-        report_path, debug):
+def run(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
+        **options: Any) -> None:
     from pgle import api
 
-    finish(lambda: api.run(
-        *words, module=module, profile=profile_path, profile_store=profile_store,
-        min_coverage=min_coverage, require_applied=require_applied, require=require,
-        run_dir=run_dir, log=log, job_dir=job_dir, gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, store=store,
-        store_policy=store_policy, trace_window=trace_window, notify=emit),
-        json_out=json_out, report_path=report_path, debug=debug, job=True)
+    finish(lambda: api.run(*words, **options), json_out=json_out, report_path=report_path,
+           debug=debug, job=True)
 
 
 @click.command(
@@ -95,30 +90,21 @@ def run(profile_path, profile_store, module, words, run_dir, log, min_coverage, 
                    "(JAX_OPTIMIZATION_LEVEL=O1), sol (XLA's speed-of-light estimator), pgle, and "
                    "sums such as o1+pgle; e.g. default,o1,pgle,o1+pgle.")
 @report_options
-def tune(module, words, output, steps, step_name, delay, duration, force, per_module, stat, fmt,
-         converter, qualify, keep_trace, run_dir, log, min_coverage, require_applied, require, store,
-         store_policy, job_dir, gather_timeout, gather, stall_timeout, repeat, compare, json_out, report_path, debug):
+def tune(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
+         **options: Any) -> None:
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
     html = report_path if report_path and report_path.lower().endswith((".html", ".htm")) else None
-    report_path = None if html else report_path
-    finish(lambda: api.tune(
-        *words, module=module, output=output, steps=steps, step_name=step_name, delay=delay,
-        duration=duration, force=force, per_module=per_module, stat=stat, fmt=fmt,
-        converter=converter, qualify=qualify, run_dir=run_dir, log=log,
-        min_coverage=min_coverage, require_applied=require_applied, require=require,
-        job_dir=job_dir,
-        gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, html_report=html, store=store, store_policy=store_policy,
-        repeat=repeat, keep_trace=keep_trace == "yes", compare=compare, notify=emit),
-        json_out=json_out, report_path=report_path, debug=debug, job=True)
+    finish(lambda: api.tune(*words, report=html, **options), json_out=json_out,
+           report_path=None if html else report_path, debug=debug, job=True)
 
 
 @click.command(
     short_help='Build the PGLE verdict from a saved log.',
     help="Build the PGLE verdict from a saved log (`-` for stdin).")
-@click.argument("log_path", metavar="LOG")
-@click.option("--profile", "profile_path", default=None,
+@click.argument("log", metavar="LOG")
+@click.option("--profile", default=None,
               help="The profile the run was given: checked against what the log read.")
 @click.option("--backend", default=None,
               help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means not_applicable.")
@@ -129,12 +115,9 @@ def tune(module, words, output, steps, step_name, delay, duration, force, per_mo
                    "wording, and said]; what the accuracy checker's silence means depends on it.")
 @verdict_options
 @report_options
-def verify(log_path, profile_path, backend, accuracy_checker_off, jax, min_coverage,
-           require_applied, require, json_out, report_path, debug):
+def verify(log: str, json_out: bool, report_path: str | None, debug: bool,
+           **options: Any) -> None:
     from pgle import api
 
-    finish(lambda: api.verify(log_path, profile=profile_path, backend=backend,
-                              accuracy_checker=not accuracy_checker_off, jax=jax,
-                              min_coverage=min_coverage, require_applied=require_applied,
-                              require=require),
-           json_out=json_out, report_path=report_path, debug=debug)
+    finish(lambda: api.verify(log, **options), json_out=json_out, report_path=report_path,
+           debug=debug)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from pgle.cli.options import job_options, report_options
-from pgle.cli.output import emit, finish
+from pgle.cli.output import finish
+from pgle.errors import BadInput
+from pgle.report import Report
 
 
 class _SplitAtDashes(click.Command):
@@ -35,7 +39,7 @@ class _SplitAtDashes(click.Command):
          "Options pgle does not know go to `nsys profile` as they are.",
 )
 @click.option("--cache-dir", required=True, metavar="DIR", help="The cache `pgle prewarm` filled.")
-@click.option("--nsys", "nsys_path", default=None, metavar="PATH",
+@click.option("--nsys", default=None, metavar="PATH",
               help="The nsys executable (default: nsys on PATH).")
 @click.option("--launcher", default=None, metavar="CMD",
               help="Another wrapper instead of `nsys profile`, e.g. nsys-jax: run as "
@@ -50,29 +54,24 @@ class _SplitAtDashes(click.Command):
               help="Run folder (default .pgle/runs/<stamp>-nsys-<pid>).")
 @click.option("--log", default=None, type=click.Path(dir_okay=False),
               help="Also copy the workload's full log here.")
-@click.option("--ranks", "ranks_text", default=None, metavar="LIST",
+@click.option("--ranks", default=None, metavar="LIST",
               help="Multi-process: only these ranks (e.g. 0,8 or 0-3) run under nsys; the others "
                    "run the same environment without it. Default: every rank.")
 @job_options
 @click.argument("nsys_options", nargs=-1, type=click.UNPROCESSED)
 @report_options
 @click.pass_context
-def nsys(ctx, cache_dir, nsys_path, launcher, force, require_all, require, run_dir, log,
-         ranks_text, job_dir, gather_timeout, gather, stall_timeout, nsys_options, json_out, report_path, debug):
+def nsys(ctx: click.Context, json_out: bool, report_path: str | None, debug: bool,
+         **options: Any) -> None:
     words = ctx.meta.get("pgle_workload")
 
-    def produce():
+    def produce() -> Report:
         from pgle import api
-        from pgle.errors import BadInput
 
         if not words:
             raise BadInput("no workload after `--`.",
                            hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] "
                                 "(or -- -m MODULE [ARGS], or -- COMMAND [ARGS]).")
-        return api.nsys(*words, cache_dir=cache_dir,
-                        nsys_options=tuple(nsys_options), nsys=nsys_path, launcher=launcher,
-                        force=force, require_all=require_all, require=require, run_dir=run_dir,
-                        log=log, ranks=ranks_text, job_dir=job_dir,
-                        gather_timeout=gather_timeout, gather=gather, stall_timeout=stall_timeout, notify=emit)
+        return api.nsys(*words, **options)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug, job=True)

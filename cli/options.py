@@ -75,15 +75,16 @@ def extraction_options(f):
     f = click.option("--converter", type=click.Choice(["jaxlib", "pgle"]), default=None,
                      help="Single-file converter: jaxlib (default; the mean over everything "
                           "profiled) or pgle (--stat, profiled steps only).")(f)
-    f = click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
+    f = click.option("--format", type=click.Choice(["binary", "text"]), default=None,
                      help="With --per-module: write <fingerprint>.pbtxt (text, default: what XLA "
                           "looks up first) or <fingerprint>.pb (binary) files.")(f)
     f = click.option("--stat", default=None, metavar="STAT",
                      help="pgle's converter: each instruction's cost over the profiled steps: "
                           "median (default), mean, min, max or pNN.")(f)
     f = click.option("--per-module", is_flag=True,
-                     help="Write a directory of <fingerprint>.pb files, one per module (what XLA "
-                          "reads as is), plus manifest.json; -o names the directory.")(f)
+                     help="Write a directory of <fingerprint>.pbtxt files (--format binary: "
+                          "<fingerprint>.pb), one per module (what XLA reads as is), plus "
+                          "manifest.json; -o names the directory.")(f)
     return f
 
 

@@ -10,14 +10,16 @@ alone. A --report path with a bad placeholder is refused before anything runs (e
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from typing import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import click
 
 from pgle.errors import EXIT_ERROR, BadInput, Interrupted, PgleError
 from pgle.launch import streams
+from pgle.report import Report
 
 # Control characters (C0 but tab, DEL, C1) and the bidi overrides that reorder what a terminal
 # shows: text read from foreign data (a profile's names, a store entry, a log line) could move
@@ -37,6 +39,23 @@ def echo(line: str) -> None:
     click.echo(printable(line))
 
 
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """The lines of a table whose columns line up: each as wide as its widest cell (as
+    printed: control characters escaped); a header that starts with `>` is right-aligned
+    (sizes, counts); the last column is not padded."""
+    right = [h.startswith(">") for h in header]
+    cells = [[h.lstrip(">") for h in header]] + [[printable(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        padded = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)]
+        if not right[-1]:
+            padded[-1] = row[-1]
+        return "  ".join(padded)
+
+    return [line(row) for row in cells]
+
+
 def emit(message: str) -> None:
     """pgle's own messages: stderr, `pgle:` prefix, never mixed into the workload's stdout;
     one line per line of `message`, each printable.
@@ -46,6 +65,26 @@ def emit(message: str) -> None:
     for line in str(message).splitlines() or [""]:
         if not _echo(f"pgle: {printable(line)}", err=True):
             return
+
+
+class TerminalLines(logging.Handler):
+    """pgle's log records (progress, notices) as its terminal lines: `pgle: message`, and
+    `pgle: warning: message` from WARNING up, on stderr (`emit`). The one handler of the `pgle`
+    logger on the command line; a library user's program configures logging its own way."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        level = ("error: " if record.levelno >= logging.ERROR else
+                 "warning: " if record.levelno >= logging.WARNING else "")
+        emit(level + record.getMessage())
+
+
+def show_log_lines() -> None:
+    """Route pgle's log records to the terminal (once per process)."""
+    logger = logging.getLogger("pgle")
+    if not any(isinstance(h, TerminalLines) for h in logger.handlers):
+        logger.addHandler(TerminalLines())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def _echo(text: str, *, err: bool = False) -> bool:
@@ -108,7 +147,7 @@ def report_target(report_path: str | None, environ: Mapping[str, str] | None = N
     return expanded
 
 
-def finish(produce: Callable[[], "object"], *, json_out: bool, report_path: str | None,
+def finish(produce: Callable[[], Report], *, json_out: bool, report_path: str | None,
            debug: bool, job: bool = False) -> None:
     """Run `produce()` (returns a Report), render it, and exit with its code.
 
@@ -164,8 +203,11 @@ def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
         traceback.print_exc()
     import json
 
-    fields: dict = {"status": "error", "exit_code": e.exit_code, "error": str(e),
-                    "exit_code_from": "pgle"}
+    # The message as the command line spells options (`--min-coverage`), not as pgle.api
+    # names them to Python callers (`min_coverage`).
+    message = e.text(flags=True)
+    fields: dict[str, object] = {"status": "error", "exit_code": e.exit_code, "error": message,
+                                 "exit_code_from": "pgle"}
     stall = getattr(getattr(e, "execution", None), "stall", None)
     if stall is not None:  # pgle.errors.Stalled: what the watchdog found, and where
         fields["stall"] = stall.to_dict()
@@ -174,11 +216,11 @@ def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
     if isinstance(e, Interrupted):
         import signal
 
-        emit(str(e))  # not an error of pgle's: the user asked to stop
+        emit(message)  # not an error of pgle's: the user asked to stop
         fields["signal"] = signal.Signals(e.signum).name
         fields["exit_code_from"] = "signal"
     else:
-        emit(f"error: {e}")
+        emit(f"error: {message}")
     text = json.dumps(fields)
     if target:
         _write_report(target, text)

@@ -1,17 +1,17 @@
-"""`pgle inspect`, `pgle diff`, `pgle merge`, `pgle convert`: profiles as data.
-
-Thin click commands: each calls one pgle function that returns a Report.
-"""
+"""`pgle inspect`, `pgle diff`, `pgle merge`, `pgle convert`: profiles as data."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 from pgle.cli.options import report_options
 from pgle.cli.output import echo, finish
+from pgle.report import Report
 
 
-def _to_stdout(report, json_out: bool):
+def _to_stdout(report: Report, json_out: bool) -> Report:
     """inspect's and diff's lines are the command's product: stdout (`pgle inspect p.pb > x.txt`);
     warnings and failures stay `pgle:` lines on stderr. With --json the report is the product."""
     if not json_out and report.exit_code == 0:
@@ -21,44 +21,45 @@ def _to_stdout(report, json_out: bool):
     return report
 
 
-@click.command("inspect", 
-    short_help='Show what a profile holds: counts, top costs, categories.',
-    help="Show what a profile (file or per-module directory) holds: counts, "
-               "total and top costs, cost by category, collectives, modules. Exit 1 if it is empty.")
+@click.command(
+    "inspect", short_help='Show what a profile holds: counts, top costs, categories.',
+    help="Show what a profile (file or per-module directory) holds: counts, total and top costs, "
+         "cost by category, collectives, modules. Exit 1 if it is empty.")
 @click.argument("profile", metavar="PROFILE")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many of the costliest instructions to list.")
 @report_options
-def inspect(profile, top, json_out, report_path, debug):
-    from pgle.commands.profiles import inspect_report
+def inspect(profile: str, top: int, json_out: bool, report_path: str | None,
+            debug: bool) -> None:
+    from pgle import api
 
-    finish(lambda: _to_stdout(inspect_report(profile, top=top), json_out), json_out=json_out,
+    finish(lambda: _to_stdout(api.inspect(profile, top=top), json_out), json_out=json_out,
            report_path=report_path, debug=debug)
 
 
-@click.command("diff", 
-    short_help='Compare two profiles: missing instructions, largest changes.',
-    help="Compare two profiles: instructions only in A or B, the largest cost "
-               "changes (absolute and relative) and the shift per category.")
+@click.command(
+    "diff", short_help='Compare two profiles: missing instructions, largest changes.',
+    help="Compare two profiles: instructions only in A or B, the largest cost changes (absolute "
+         "and relative) and the shift per category.")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many of the largest changes to list.")
 @report_options
-def diff(a, b, top, json_out, report_path, debug):
-    from pgle.commands.profiles import diff_report
+def diff(a: str, b: str, top: int, json_out: bool, report_path: str | None, debug: bool) -> None:
+    from pgle import api
 
-    finish(lambda: _to_stdout(diff_report(a, b, top=top), json_out), json_out=json_out,
+    finish(lambda: _to_stdout(api.diff(a, b, top=top), json_out), json_out=json_out,
            report_path=report_path, debug=debug)
 
 
-@click.command("merge", 
-    short_help="Merge profiles of several runs or ranks (jaxlib's percentile rule).",
-    help="Merge profiles of several runs or ranks into one. The default equals "
-               "jaxlib's aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the "
-               "sorted costs); unlike jaxlib, latencies are kept. Directories merge per module.")
-@click.argument("inputs", nargs=-1, required=True, metavar="PROFILE...")
-@click.option("-o", "--output", "output", required=True, metavar="OUT",
+@click.command(
+    "merge", short_help="Merge profiles of several runs or ranks (jaxlib's percentile rule).",
+    help="Merge profiles of several runs or ranks into one. The default equals jaxlib's "
+         "aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the sorted "
+         "costs); unlike jaxlib, latencies are kept. Directories merge per module.")
+@click.argument("profiles", nargs=-1, required=True, metavar="PROFILE...")
+@click.option("-o", "--output", required=True, metavar="OUT",
               help="Output .pb/.pbtxt file, or directory for directory inputs.")
 @click.option("--method", type=click.Choice(["percentile", "median", "mean", "min", "max"]),
               default="percentile", show_default=True)
@@ -67,50 +68,48 @@ def diff(a, b, top, json_out, report_path, debug):
 @click.option("--force", is_flag=True, help="Replace OUT if it exists (a directory only if it "
               "holds nothing but profiles and their manifest).")
 @report_options
-def merge(inputs, output, method, percentile, force, json_out, report_path, debug):
-    from pgle.commands.profiles import merge_report
+def merge(profiles: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
+          **options: Any) -> None:
+    from pgle import api
 
-    finish(lambda: merge_report(list(inputs), output, method=method, percentile=percentile, force=force),
-           json_out=json_out, report_path=report_path, debug=debug)
+    finish(lambda: api.merge(*profiles, **options), json_out=json_out, report_path=report_path,
+           debug=debug)
 
 
 @click.command(
     "convert", short_help='Convert profiles (binary/text, file/directory) or a trace.',
     help="Convert a profile: binary <-> text (by extension), single file <-> "
-               "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
-               "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>), an Nsight "
-               "Systems report (.nsys-rep, exported with the nsys on PATH), its SQLite export or an "
-               "nsys-jax archive (.zip): a directory OUT then gets one profile per module.")
+         "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
+         "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>), an Nsight "
+         "Systems report (.nsys-rep, exported with the nsys on PATH), its SQLite export or an "
+         "nsys-jax archive (.zip): a directory OUT then gets one profile per module.")
 @click.argument("src", metavar="IN")
 @click.argument("out", metavar="OUT")
-@click.option("--module", "modules", multiple=True, metavar="FP",
+@click.option("--module", multiple=True, metavar="FP",
               help="Module fingerprint(s): the modules to write (XLA's view of each).")
 @click.option("--qualify", metavar="FP", default=None,
               help="File to file: prefix every bare name with FP:: so it applies to module FP only.")
-@click.option("--format", "fmt", type=click.Choice(["binary", "text"]), default=None,
+@click.option("--format", type=click.Choice(["binary", "text"]), default=None,
               help="File format inside a directory OUT (default: the input's).")
 @click.option("--stat", default=None,
               help="Trace input: statistic per instruction (median, mean, min, max, pNN; default "
                    "median). Nsight input: default min-compute-max-comm (nsys-jax's rule).")
-@click.option("--skip", "skip", type=click.IntRange(min=0), default=None,
+@click.option("--skip", type=click.IntRange(min=0), default=None,
               help="Nsight input: drop the first N executions of every module (default: nsys-jax's "
                    "warm-up rule).")
-@click.option("--dump", "dump", default=None, metavar="DIR",
+@click.option("--dump", default=None, metavar="DIR",
               help="Nsight input: XLA dump folder (--xla_dump_to with --xla_dump_hlo_as_proto); "
                    "needed for a SQLite export, optional for an nsys-jax archive.")
-@click.option("--log", "log_path", default=None, metavar="LOG",
+@click.option("--log", default=None, metavar="LOG",
               help="Trace input: the run's log, for 'Fingerprint before LHS' lines.")
 @click.option("--qualify-all", is_flag=True,
               help="Trace input, file OUT: qualify every name with its module's fingerprint.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists (a directory only if it "
               "holds nothing but profiles and their manifest).")
 @report_options
-def convert(src, out, modules, qualify, fmt, stat, skip, dump, log_path, qualify_all, force, json_out,
-            report_path, debug):
-    def produce():
-        from pgle.commands.profiles import convert_report
+def convert(src: str, out: str, json_out: bool, report_path: str | None, debug: bool,
+            **options: Any) -> None:
+    from pgle import api
 
-        return convert_report(src, out, module=modules, qualify=qualify, fmt=fmt, stat=stat, skip=skip,
-                              dump=dump, log_path=log_path, qualify_all=qualify_all, force=force)
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    finish(lambda: api.convert(src, out, **options), json_out=json_out, report_path=report_path,
+           debug=debug)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import echo, emit, finish
+from pgle.cli.output import echo, emit, finish, table
+from pgle.report import Report
+from pgle.units import human_bytes
 
 ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pgle/runs")
 
@@ -15,26 +19,30 @@ ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pg
     help="List and prune pgle's run folders (default ROOT: .pgle/runs). A folder in use is never "
          "deleted: its pgle still runs on this host, or refreshed the folder's lease.json less "
          "than 10 minutes ago on another host of a shared filesystem.")
-def runs():
+def runs() -> None:
     pass
+
+
+def _in_use(r: dict[str, Any]) -> str:
+    if not r["live"]:
+        return ""
+    return f"in use on {r['host']}" if r.get("host") else "in use"
 
 
 @runs.command("ls", help="List run folders, newest first: size, last write, in use or not.")
 @ROOT_ARG
 @report_options
-def ls_cmd(root, json_out, report_path, debug):
-    def produce():
-        from pgle.commands.runs import ls
-        from pgle.units import human_bytes
+def ls_cmd(root: str, json_out: bool, report_path: str | None, debug: bool) -> None:
+    def produce() -> Report:
+        from pgle import api
 
-        report = ls(root)
-        if not json_out:  # the listing is the command's product: stdout
-            rows = report.details["runs"]
-            width = max((len(r["name"]) for r in rows), default=0)
-            for r in rows:
-                echo(f"{r['name']:<{width}}  {human_bytes(r['size']):>10}  {r['modified_iso']}"
-                     + (f"  in use on {r['host']}" if r["live"] and r.get("host") else
-                        "  in use" if r["live"] else ""))
+        report = api.runs_ls(root)
+        rows = report.details["runs"]
+        if not json_out and rows:  # the listing is the command's product: stdout
+            for line in table(("RUN", ">SIZE", "MODIFIED", "IN USE"),
+                              [(r["name"], human_bytes(r["size"]), r["modified_iso"] or "-",
+                                _in_use(r)) for r in rows]):
+                echo(line.rstrip())
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
@@ -50,18 +58,16 @@ def ls_cmd(root, json_out, report_path, debug):
               help="Never delete the newest N (alone: delete all the others).")
 @click.option("--yes", is_flag=True, help="Really delete (default: only show what would go).")
 @report_options
-def prune_cmd(root, older_than, max_size, keep_last, yes, json_out, report_path, debug):
-    def produce():
-        from pgle.commands.runs import prune
-        from pgle.units import human_bytes, parse_duration, parse_size
+def prune_cmd(root: str, json_out: bool, report_path: str | None, debug: bool,
+              **options: Any) -> None:
+    def produce() -> Report:
+        from pgle import api
 
-        report = prune(root, older_than=parse_duration(older_than) if older_than else None,
-                       max_size=parse_size(max_size) if max_size else None,
-                       keep_last=keep_last, yes=yes)
+        report = api.runs_prune(root, **options)
         if not json_out:
+            verb = "delete" if options["yes"] else "would delete"
             for r in report.details["selected"]:
-                emit(f"{'delete' if yes else 'would delete'} {r['name']} "
-                     f"({human_bytes(r['size'])}, {r['modified_iso']})")
+                emit(f"{verb} {r['name']} ({human_bytes(r['size'])}, {r['modified_iso']})")
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import echo, emit, finish
+from pgle.cli.output import echo, emit, finish, table
+from pgle.report import Report
 
 _POLICY_HELP = "replace, keep:N (serve the newest) or merge:N[:pP] (serve the percentile P of the N newest)."
 
@@ -14,38 +17,34 @@ _POLICY_HELP = "replace, keep:N (serve the newest) or merge:N[:pP] (serve the pe
              short_help="A fingerprint-keyed profile store for recurring jobs: ls, add, get, prune.",
              help="A profile store: per-module profiles keyed by fingerprint, jax version "
              "and device kind, shared by recurring jobs (a folder or gs://bucket/path).")
-def store():
+def store() -> None:
     pass
 
 
-def _table(rows: list[dict]) -> None:
+def _table(rows: list[dict[str, Any]]) -> None:
     """The listing is the command's product: stdout, one entry per line, under a header."""
-    from pgle.store.serving import age_text
-
     if not rows:
         return
-    cells = [("FINGERPRINT", "ENTRY", "JAX", "DEVICE", "INSTR", "AGE", "MODULE", "SOURCE")]
-    cells += [(r["fingerprint"], r["entry_id"], r["jax"], f"{r['device_kind']} x{r['device_count']}",
-               str(r["instructions"]), age_text(r["age_seconds"]), r["module"] or "-", r["source"])
-              for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]) - 1)]
-    for c in cells:
-        echo("  ".join(f"{v:>{w}}" if i == 4 else f"{v:<{w}}" for i, (v, w) in
-                       enumerate(zip(c, widths))) + f"  {c[-1]}")
+    for line in table(("FINGERPRINT", "ENTRY", "JAX", "DEVICE", ">INSTR", ">AGE", "MODULE", "SOURCE"),
+                      [(r["fingerprint"], r["entry_id"], r["jax"],
+                        f"{r['device_kind']} x{r['device_count']}", str(r["instructions"]),
+                        r["age"], r["module"] or "-", r["source"]) for r in rows]):
+        echo(line)
 
 
 @store.command("ls", help="List the profiles in STORE on stdout: fingerprint, entry, jax, "
                "device, instructions, age, module, source.")
-@click.argument("path", metavar="STORE")
+@click.argument("store", metavar="STORE")
 @click.option("--fingerprint", default=None, metavar="FP")
 @click.option("--jax", default=None, metavar="VERSION")
 @click.option("--device-kind", default=None, metavar="KIND")
 @report_options
-def ls(path, fingerprint, jax, device_kind, json_out, report_path, debug):
-    def produce():
-        from pgle.commands.store import ls_report
+def ls(store: str, json_out: bool, report_path: str | None, debug: bool,
+       **options: Any) -> None:
+    def produce() -> Report:
+        from pgle import api
 
-        report = ls_report(path, fingerprint=fingerprint, jax=jax, device_kind=device_kind)
+        report = api.store_ls(store, **options)
         if not json_out:
             _table(report.modules)
         return report
@@ -54,7 +53,7 @@ def ls(path, fingerprint, jax, device_kind, json_out, report_path, debug):
 
 
 @store.command("add", help="Add a per-module profile (directory, or file of <fp>::name entries) to STORE.")
-@click.argument("path", metavar="STORE")
+@click.argument("store", metavar="STORE")
 @click.argument("profile", metavar="PROFILE")
 @click.option("--device-kind", required=True, metavar="KIND", help="Device kind it was collected on (e.g. 'NVIDIA H100 80GB HBM3').")
 @click.option("--device-count", type=click.IntRange(min=1), default=1, show_default=True)
@@ -63,17 +62,17 @@ def ls(path, fingerprint, jax, device_kind, json_out, report_path, debug):
 @click.option("--source", default=None, help="Provenance text (default: the PROFILE path).")
 @click.option("--policy", default=None, help=f"Default keep:3. {_POLICY_HELP}")
 @report_options
-def add(path, profile, device_kind, device_count, jax, jaxlib, source, policy, json_out, report_path, debug):
-    from pgle.commands.store import add_report
+def add(store: str, profile: str, json_out: bool, report_path: str | None, debug: bool,
+        **options: Any) -> None:
+    from pgle import api
 
-    finish(lambda: add_report(path, profile, jax=jax, jaxlib=jaxlib, device_kind=device_kind,
-                              device_count=device_count, source=source, policy=policy),
-           json_out=json_out, report_path=report_path, debug=debug)
+    finish(lambda: api.store_add(store, profile, **options), json_out=json_out,
+           report_path=report_path, debug=debug)
 
 
 @store.command("get", help="Write the view XLA reads (<fingerprint>.pbtxt per module) for one "
                "jax version and device kind to OUT.")
-@click.argument("path", metavar="STORE")
+@click.argument("store", metavar="STORE")
 @click.argument("out", metavar="OUT")
 @click.option("--device-kind", required=True, metavar="KIND")
 @click.option("--jax", default=None, metavar="VERSION", help="Default: the installed jax.")
@@ -81,29 +80,29 @@ def add(path, profile, device_kind, device_count, jax, jaxlib, source, policy, j
 @click.option("--force", is_flag=True, help="Replace OUT if it is a profile directory or an "
               "earlier view (never anything else).")
 @report_options
-def get(path, out, device_kind, jax, policy, force, json_out, report_path, debug):
-    from pgle.commands.store import get_report
+def get(store: str, out: str, json_out: bool, report_path: str | None, debug: bool,
+        **options: Any) -> None:
+    from pgle import api
 
-    finish(lambda: get_report(path, out, jax=jax, device_kind=device_kind, policy=policy, force=force),
-           json_out=json_out, report_path=report_path, debug=debug)
+    finish(lambda: api.store_get(store, out, **options), json_out=json_out,
+           report_path=report_path, debug=debug)
 
 
 @store.command("prune", help="Remove old profiles from STORE. Dry run unless --yes.")
-@click.argument("path", metavar="STORE")
+@click.argument("store", metavar="STORE")
 @click.option("--keep", type=click.IntRange(min=1), default=None, help="Keep the N newest per module.")
-@click.option("--older-than", "older_than", default=None, metavar="DURATION",
+@click.option("--older-than", default=None, metavar="DURATION",
               help="Profiles added longer ago than this: 30m, 12h, 7d, 2w.")
 @click.option("--jax", default=None, metavar="VERSION", help="Remove every profile of another jax version.")
 @click.option("--yes", is_flag=True, help="Really remove (default: only show what would go).")
 @click.option("--dry-run", is_flag=True, hidden=True)  # the default now; kept for old scripts
 @report_options
-def prune(path, keep, older_than, jax, yes, dry_run, json_out, report_path, debug):
-    def produce():
-        from pgle.commands.store import prune_report
-        from pgle.units import parse_duration
+def prune(store: str, yes: bool, dry_run: bool, json_out: bool, report_path: str | None,
+          debug: bool, **options: Any) -> None:
+    def produce() -> Report:
+        from pgle import api
 
-        report = prune_report(path, keep=keep, jax=jax, yes=yes and not dry_run,
-                              older_than=parse_duration(older_than) if older_than else None)
+        report = api.store_prune(store, yes=yes and not dry_run, **options)
         if not json_out:
             for r in report.modules:
                 emit(f"{r['status']} {r['fingerprint']}/{r['entry_id']} (jax {r['jax']}, "

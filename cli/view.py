@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import signal
+from types import FrameType
+from typing import Any
 
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import emit, finish
+from pgle.cli.output import finish
+from pgle.report import Report
 
 
 @click.command("view", short_help="Open a run folder's kept trace in XProf.")
@@ -17,34 +20,21 @@ from pgle.cli.output import emit, finish
 @click.option("--port", type=int, default=8791, show_default=True,
               help="Port to listen on; 0 picks a free one.")
 @report_options
-def view(run_folder, host, port, json_out, report_path, debug):
+def view(run_folder: str, json_out: bool, report_path: str | None, debug: bool,
+         **options: Any) -> None:
     """Serve RUN_FOLDER's trace (RUN_FOLDER/trace, or RUN_FOLDER itself) with XProf until Ctrl+C.
 
     Needs the xprof extra: pip install 'pgle[xprof]'.
     """
-    from pgle.commands import view as v
-    from pgle.report import Report
+    def produce() -> Report:
+        from pgle import api
 
-    def produce():
-        server = v.start(run_folder, host=host, port=port)
         # `kill` (SIGTERM) stops XProf as cleanly as Ctrl+C does.
         signal.signal(signal.SIGTERM, _interrupt)
-        emit(f"XProf serves {server.logdir} at {server.url} (Ctrl+C to stop)")
-        try:
-            code = server.wait()
-        except KeyboardInterrupt:
-            code = 0
-        finally:
-            server.stop()
-        report = Report("view", "ok" if code in (0, -15) else "error", trace_dir=str(server.logdir))
-        report.details["url"] = server.url
-        if report.status == "error":
-            report.exit_code = 1
-            report.reasons.append(f"XProf exited with code {code}")
-        return report
+        return api.view(run_folder, **options)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt

@@ -2,7 +2,17 @@
 
 The CLI turns a PgleError into one `pgle: <message>` line and its exit code;
 anything else is a bug and shows a traceback.
+
+Messages name options as the command line spells them (`--min-coverage 2 is not between 0 and
+1.`). pgle.api sets `keywords` on an error it raises to a Python caller, and `str(error)` then
+names the keyword instead (`min_coverage 2 ...`, `force=True`); the CLI prints
+`error.text(flags=True)`. A command quoted in backticks (`pgle collect --per-module`) keeps
+its flags: it is a command to type.
 """
+
+from __future__ import annotations
+
+import re
 
 # Documented exit codes (README "Exit codes"). A workload that fails makes pgle
 # exit with the workload's own code; these are pgle's own.
@@ -21,13 +31,34 @@ class PgleError(Exception):
 
     exit_code = EXIT_ERROR
 
-    def __init__(self, message: str, *, hint: str | None = None):
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # A flag in the message -> how the caller names that option (set by pgle.api).
+        self.keywords: dict[str, str] = {}
+
+    def text(self, *, flags: bool = False) -> str:
+        """The message and its hint; `flags`: options as the command line spells them, else
+        as the caller named them (`keywords`)."""
+        text = f"{self.message} {self.hint}" if self.hint else self.message
+        return text if flags or not self.keywords else keyword_names(text, self.keywords)
 
     def __str__(self) -> str:
-        return f"{self.message} {self.hint}" if self.hint else self.message
+        return self.text()
+
+
+# A command in backticks (kept as it is), or a flag: `--name` or `-x`, not part of a longer word.
+_FLAG_OR_QUOTE = re.compile(r"`[^`]*`|(?<![\w-])(--?[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?![\w-])")
+
+
+def keyword_names(text: str, keywords: dict[str, str]) -> str:
+    """`text` with each flag that `keywords` knows replaced by its keyword."""
+    def name(m: re.Match[str]) -> str:
+        flag = m.group(1)
+        return keywords.get(flag, flag) if flag else m.group(0)
+
+    return _FLAG_OR_QUOTE.sub(name, text)
 
 
 class BadInput(PgleError):
@@ -49,7 +80,7 @@ class Interrupted(PgleError):
     workload has exited, and the command stops there (no later phase) with 128+N, whatever
     the workload's own exit code was."""
 
-    def __init__(self, signum: int, message: str):
+    def __init__(self, signum: int, message: str) -> None:
         super().__init__(message)
         self.signum = signum
         self.exit_code = 128 + signum

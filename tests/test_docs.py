@@ -274,3 +274,41 @@ def test_exit_codes_are_documented():
             if line.startswith("| ")}
     codes = {str(getattr(errors, name)) for name in dir(errors) if name.startswith("EXIT_")}
     assert codes <= rows, f"exit codes without a row in docs/reference/exit-codes.md: {codes - rows}"
+
+
+def gen_api_reference():
+    spec = importlib.util.spec_from_file_location("gen_api_reference", DOCS / "gen_api_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_api_reference_is_current():
+    gen = gen_api_reference()
+    current = gen.TARGET.read_text() if gen.TARGET.exists() else ""
+    assert current == gen.render(), (
+        f"docs/reference/api.md no longer matches pgle/api.py; regenerate it with: "
+        f"{gen.REGENERATE}")
+
+
+def test_api_reference_covers_every_function_and_is_linked():
+    from pgle import api
+
+    text = (DOCS / "reference" / "api.md").read_text()
+    titles = {t for _, t, _ in headings(text)}
+    assert not [n for n in api.__all__ if f"`pgle.api.{n}`" not in titles]
+    assert "docs/reference/api.md" in {t for p, t in relative_links() if p == README}
+
+
+def test_api_reference_check_fails_on_a_stale_file(tmp_path):
+    gen = DOCS / "gen_api_reference.py"
+    stale = tmp_path / "api.md"
+    stale.write_text(gen_api_reference().render().replace("min_coverage", "min_cover"))
+    proc = subprocess.run([sys.executable, str(gen), "--check", "--output", str(stale)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "regenerate it with: python3 docs/gen_api_reference.py" in proc.stderr
+    subprocess.run([sys.executable, str(gen), "--output", str(stale)], check=True, capture_output=True)
+    ok = subprocess.run([sys.executable, str(gen), "--check", "--output", str(stale)],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr

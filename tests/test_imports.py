@@ -31,7 +31,7 @@ def test_every_package_folder_is_found():
     for pkg in ("pgle.cli.main", "pgle.commands.collect", "pgle.evidence.xla_log",
                 "pgle.verdicts.pgle_applied", "pgle.jobs.driver", "pgle.launch.harness",
                 "pgle.profiles.files", "pgle.cache.entries", "pgle.xla.flags", "pgle.api",
-                "pgle.jobs.layout", "pgle.launch.schema", "pgle.verdicts.across_ranks",
+                "pgle.jobs.layout", "pgle.evidence.schema", "pgle.verdicts.across_ranks",
                 "pgle.verdicts.auto_pgle", "pgle.cli.options", "pgle.cli.output"):
         assert pkg in mods
 

@@ -15,12 +15,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from typing import Callable, Iterator
+import re
+from typing import Iterator
 
-from pgle.cache import manifest as cache_manifest
-from pgle.evidence import jax_log as jax_events
+from pgle.cache import manifest
 from pgle.errors import BadInput
 from pgle.units import iso
+
+# Entry files (jax/_src/lru_cache.py, jax 0.4.31-0.12): `<key>-cache`, and `<key>-atime` only
+# with JAX_COMPILATION_CACHE_MAX_SIZE != -1; cache_key.get() makes the key
+# "<module name>-<sha256 hex>" (module names may hold '-').
+CACHE_SUFFIX = "-cache"
+ATIME_SUFFIX = "-atime"
+LOCKFILE = ".lockfile"  # filelock.FileLock (fcntl.flock on POSIX) while evicting
+ENTRY_FILE = re.compile(r"^(?P<key>(?P<module>.+)-(?P<hash>[0-9a-f]{64}))-(?P<kind>cache|atime)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,13 +43,13 @@ class Entry:
     def to_dict(self) -> dict:
         return {"module": self.module, "key": self.key, "size": self.size, "mtime": self.mtime,
                 "modified": iso(self.mtime), "role": self.role,
-                "role_label": cache_manifest.ROLE_LABELS[self.role], "atime_file": self.atime_file}
+                "role_label": manifest.ROLE_LABELS[self.role], "atime_file": self.atime_file}
 
 
 # -- reading ------------------------------------------------------------------
 def _scan(cache_dir: str) -> Iterator[tuple[str, int, float]]:
     """(name, size, mtime) of every plain file in the directory."""
-    if cache_manifest.is_remote(cache_dir):
+    if manifest.is_remote(cache_dir):
         from etils import epath
 
         root = epath.Path(cache_dir)
@@ -50,7 +58,7 @@ def _scan(cache_dir: str) -> Iterator[tuple[str, int, float]]:
         except Exception as e:  # epath backends raise their own types
             raise BadInput(f"cannot list cache dir {cache_dir}: {e}.") from None
         for child in children:
-            if jax_events.ENTRY_FILE.match(child.name):
+            if ENTRY_FILE.match(child.name):
                 st = child.stat()
                 yield child.name, int(getattr(st, "length", 0)), float(getattr(st, "mtime", 0.0))
         return
@@ -76,21 +84,22 @@ def _scan(cache_dir: str) -> Iterator[tuple[str, int, float]]:
             yield de.name, st.st_size, st.st_mtime
 
 
-def list_entries(cache_dir: str, manifest: dict | None = None) -> list[Entry]:
-    """Every cache entry, sorted by module then newest first."""
-    cache_dir = cache_manifest.local_form(cache_dir)
+def list_entries(cache_dir: str, recorded: dict | None = None) -> list[Entry]:
+    """Every cache entry, sorted by module then newest first; roles from `recorded` (the
+    cache's pgle manifest)."""
+    cache_dir = manifest.local_form(cache_dir)
     caches: dict[str, tuple[str, int, float]] = {}
     atimes: set[str] = set()
     for name, size, mtime in _scan(cache_dir):
-        m = jax_events.ENTRY_FILE.match(name)
+        m = ENTRY_FILE.match(name)
         if not m:
             continue
         if m["kind"] == "cache":
             caches[m["key"]] = (m["module"], size, mtime)
         else:
             atimes.add(m["key"])
-    index = cache_manifest.key_roles(manifest) if manifest else {}
-    entries = [Entry(module, key, size, mtime, key in atimes, index.get(key, cache_manifest.ROLE_UNKNOWN))
+    index = manifest.key_roles(recorded) if recorded else {}
+    entries = [Entry(module, key, size, mtime, key in atimes, index.get(key, manifest.ROLE_UNKNOWN))
                for key, (module, size, mtime) in caches.items()]
     entries.sort(key=lambda e: (e.module, -e.mtime, e.key))
     return entries
@@ -116,11 +125,11 @@ def totals(entries: list[Entry]) -> list[dict]:
 
 def _module_status(roles: dict[str, int]) -> str:
     """The most useful role a module has in the cache (report `modules[].status`)."""
-    for role in (cache_manifest.ROLE_PGLE_OPTIMIZED, cache_manifest.ROLE_FIRST_PASS,
-                 cache_manifest.ROLE_PLAIN):
+    for role in (manifest.ROLE_PGLE_OPTIMIZED, manifest.ROLE_FIRST_PASS,
+                 manifest.ROLE_PLAIN):
         if roles.get(role):
             return role
-    return cache_manifest.ROLE_UNKNOWN
+    return manifest.ROLE_UNKNOWN
 
 
 def select(cache_dir: str, entries: list[Entry], *, older_than: float | None = None,
@@ -136,8 +145,7 @@ def select(cache_dir: str, entries: list[Entry], *, older_than: float | None = N
     return chosen
 
 
-def delete_entries(cache_dir: str, chosen: list[Entry],
-                   notify: Callable[[str], None] | None = None) -> tuple[list[Entry], list[str]]:
+def delete_entries(cache_dir: str, chosen: list[Entry]) -> tuple[list[Entry], list[str]]:
     """Delete `chosen` under JAX's own cache lock: (deleted, one error sentence per failure)."""
     deleted, errors = [], []
     with _jax_cache_lock(cache_dir):
@@ -147,14 +155,12 @@ def delete_entries(cache_dir: str, chosen: list[Entry],
                 deleted.append(e)
             except OSError as err:
                 errors.append(f"{e.key}: {err.strerror or err}")
-            if notify:
-                notify(f"deleted {e.key}")
     return deleted, errors
 
 
 def check_writable_dir(cache_dir: str, *, create: bool, what: str = "use") -> str:
     """Prove the directory takes new files (root ignores permission bits, so try it)."""
-    if cache_manifest.is_remote(cache_dir):
+    if manifest.is_remote(cache_dir):
         return cache_dir
     try:
         if create:
@@ -177,7 +183,7 @@ def last_used(cache_dir: str, e: Entry) -> float:
     if not e.atime_file:
         return e.mtime
     try:
-        raw = _read_bytes(_join(cache_dir, e.key + jax_events.ATIME_SUFFIX))
+        raw = _read_bytes(manifest.join(cache_dir, e.key + ATIME_SUFFIX))
         return max(e.mtime, int.from_bytes(raw[:8], "little") / 1e9)
     except (OSError, ValueError):
         return e.mtime
@@ -186,9 +192,9 @@ def last_used(cache_dir: str, e: Entry) -> float:
 def _delete_entry(cache_dir: str, e: Entry) -> None:
     # The -cache file first: JAX's eviction reads the -atime of every -cache it
     # finds, so a -cache without its -atime would break JAX; the reverse is harmless.
-    for suffix in (jax_events.CACHE_SUFFIX, jax_events.ATIME_SUFFIX):
-        path = _join(cache_dir, e.key + suffix)
-        if not jax_events.ENTRY_FILE.match(os.path.basename(path)):
+    for suffix in (CACHE_SUFFIX, ATIME_SUFFIX):
+        path = manifest.join(cache_dir, e.key + suffix)
+        if not ENTRY_FILE.match(os.path.basename(path)):
             raise AssertionError(path)  # never delete anything else
         try:
             _unlink(path)
@@ -200,8 +206,8 @@ def _delete_entry(cache_dir: str, e: Entry) -> None:
 def _jax_cache_lock(cache_dir: str) -> Iterator[None]:
     """Hold JAX's own `.lockfile` (filelock.FileLock = fcntl.flock) while deleting,
     so a size-capped JAX process never evicts or stamps an entry half-deleted."""
-    path = os.path.join(cache_dir, jax_events.LOCKFILE)
-    if cache_manifest.is_remote(cache_dir) or not os.path.lexists(path):
+    path = os.path.join(cache_dir, LOCKFILE)
+    if manifest.is_remote(cache_dir) or not os.path.lexists(path):
         yield
         return
     from pgle.shared_folders import flocked
@@ -211,11 +217,12 @@ def _jax_cache_lock(cache_dir: str) -> Iterator[None]:
         yield
 
 
-def manifest_keys_missing(manifest: dict | None, present: set[str]) -> list[dict]:
-    if not manifest:
+def manifest_keys_missing(recorded: dict | None, present: set[str]) -> list[dict]:
+    """The PGLE-optimized keys the manifest `recorded` that are not `present` on disk."""
+    if not recorded:
         return []
     return [{"module": module, "key": key}
-            for module, info in sorted(manifest.get("modules", {}).items())
+            for module, info in sorted(recorded.get("modules", {}).items())
             for key in info.get("pgle_optimized_keys", []) if key not in present]
 
 
@@ -228,12 +235,8 @@ def selected(module: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(module, p) for p in patterns)
 
 
-def _join(cache_dir: str, name: str) -> str:
-    return cache_manifest._join(cache_dir, name)
-
-
 def _read_bytes(path: str) -> bytes:
-    if cache_manifest.is_remote(path):
+    if manifest.is_remote(path):
         from etils import epath
 
         return epath.Path(path).read_bytes()
@@ -242,7 +245,7 @@ def _read_bytes(path: str) -> bytes:
 
 
 def _unlink(path: str) -> None:
-    if cache_manifest.is_remote(path):
+    if manifest.is_remote(path):
         from etils import epath
 
         p = epath.Path(path)

@@ -66,7 +66,7 @@ def local_form(path: str) -> str:
 
 
 def manifest_path(cache_dir: str) -> str:
-    return _join(local_form(cache_dir), MANIFEST_NAME)
+    return join(local_form(cache_dir), MANIFEST_NAME)
 
 
 def empty() -> dict[str, Any]:
@@ -216,5 +216,6 @@ def _read_text(path: str) -> str:
         "utf-8", errors="replace")
 
 
-def _join(cache_dir: str, name: str) -> str:
+def join(cache_dir: str, name: str) -> str:
+    """`name` inside `cache_dir`, a local folder or a URL."""
     return f"{str(cache_dir).rstrip('/')}/{name}" if is_remote(cache_dir) else os.path.join(cache_dir, name)

@@ -26,6 +26,7 @@ from pgle.errors import BadInput
 from pgle.evidence.events import read_events
 from pgle.evidence.jit_steps import RunSteps, run_steps
 from pgle.evidence.steps import summarize
+from pgle.phrases import plural
 from pgle.xla import flag_table, versions
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -143,7 +144,7 @@ def ratio(before: Sequence[float], after: Sequence[float]) -> tuple[dict | None,
     from pgle.analysis.throughput import ratio_interval
 
     if len(before) < MIN_STEPS or len(after) < MIN_STEPS:
-        return None, (f"no step-time ratio: {len(before)} and {len(after)} step time(s), fewer "
+        return None, (f"no step-time ratio: {len(before)} and {plural(len(after), 'step time')}, fewer "
                       f"than {MIN_STEPS} each; run more steps or --repeat more")
     return ratio_interval(list(before), list(after)), None
 
@@ -200,7 +201,7 @@ def step_time_lines(times: dict[str, Any], *, profiled: bool) -> list[str]:
         return lines + [
             f"median step: {_ms(times['baseline'])} without the profile, {_ms(times['run'])} "
             f"with it (ratio {ci['ratio']:.3f}, {ci['confidence']:.0%} interval "
-            f"{ci['low']:.3f}..{ci['high']:.3f}, {noise}; {times['runs']['run']} run(s) each)"]
+            f"{ci['low']:.3f}..{ci['high']:.3f}, {noise}; {plural(times['runs']['run'], 'run')} each)"]
     if times.get("run") or times.get("collect") or times.get("baseline"):
         parts = [f"{_ms(times.get('collect'))} (collect, profiled steps left out)"]
         if times.get("baseline"):

@@ -12,25 +12,30 @@ user's terminal with DEBUG logs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import logging
 
 from pgle.launch.runfolder import RunFolder
 
 from pgle.commands import auto_env
 from pgle.errors import PgleError
 from pgle.commands.options import AutoPgleOptions, StoreOptions
-from pgle.evidence import jax_log as jax_events
+from pgle.evidence import jax_log
 from pgle.jobs.layout import LayoutRequest, RankLayout
-from pgle.launch import childenv, schema
+from pgle.evidence import schema
+from pgle.launch import childenv
 from pgle.launch.workload import Workload
 from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
-from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED, plural
+from pgle.phrases import plural
+from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 from pgle.verdicts.rows import module_lines
 from pgle.xla import flag_table
 from pgle.xla import versions
+
+log = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass(frozen=True)
 class AutoOptions:
@@ -66,32 +71,32 @@ def combine(opts: AutoOptions, layout: RankLayout, job: JobReports) -> Report:
             require=opts.pgle.require))
 
 
-def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+def body(opts: AutoOptions, layout: RankLayout, launch,
          environ: dict[str, str]) -> Report:
     p = opts.pgle
     warnings = auto_env.pre_launch_warnings(opts.workload, p.runs, p.percentile)
     for w in warnings:
-        notify(f"warning: {w}")
+        log.warning(w)
     xla = auto_env.pgle_xla_flags()
     view = None
     if opts.store is not None:
         from pgle.commands.run import store_view
 
-        view = store_view(opts.store, None, environ, notify)
+        view = store_view(opts.store, None, environ)
         if view.path is not None:
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
             if versions.needs_lhs_flag(versions.jax_version()):
                 xla[flag_table.LHS] = "true"
     child = childenv.build(environ, xla=xla, variables=auto_env.pgle_variables(p.runs, p.percentile))
     for line in child.notices:
-        notify(line)
+        log.info(line)
     run = RunFolder.create("auto", layout.run_dir)
-    notify(f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
+    log.info(f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
            f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
                 warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                progress=notify, count_jits=False)
-    facts = jax_events.summarize(ex.events.records)
+                progress=True, count_jits=False)
+    facts = jax_log.summarize(ex.events.records)
     collision = auto_pgle.profiler_collision(
         ex.run.log, [r for r in ex.events.records if r.get("kind") == schema.PGLE_SESSION_ERROR],
         ex.events.script_traces)
@@ -127,7 +132,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch, notify: Callable[[str], 
                                    "view_modules": len(view.served), "adds": False,
                                    "note": AUTO_STORE_NOTE}
         report.summary.append(f"store {opts.store.path} ({view.key.describe()}): a view of "
-                              f"{len(view.served)} module profile(s) given to XLA; {AUTO_STORE_NOTE}")
+                              f"{plural(len(view.served), 'module profile')} given to XLA; {AUTO_STORE_NOTE}")
     return report
 
 

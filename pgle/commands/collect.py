@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shlex
 import shutil
@@ -16,17 +17,21 @@ from pgle.commands.options import Extraction, StoreOptions, Window
 from pgle.errors import BadInput, EXIT_ERROR, Stalled
 from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
-from pgle.launch import childenv, schema
+from pgle.evidence import schema
+from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
-from pgle.profiles import files as profile
-from pgle.profiles import jaxlib as trace
+from pgle.phrases import plural
+from pgle.profiles import files
+from pgle.profiles import jaxlib
 from pgle.profiles import manifest
 from pgle.report import Report
-from pgle.xla import env as env_rule
+from pgle.xla import env
 from pgle.xla import flag_table
 from pgle.xla.flags import XlaFlags
+
+log = logging.getLogger(__name__)
 
 # XLA prints `Fingerprint before LHS for module <name>(<id>) = <hex>` at VLOG(1) of this file.
 FINGERPRINT_VMODULE = "gpu_hlo_schedule"
@@ -74,8 +79,8 @@ def preflight(opts: CollectOptions, output: str | None, log: str | None,
               environ: dict[str, str]) -> None:
     """Everything that can be refused before a launch."""
     try:
-        pgle_on = env_rule.bool_env(environ, "JAX_ENABLE_PGLE")
-    except env_rule.NotABoolean as e:
+        pgle_on = env.bool_env(environ, "JAX_ENABLE_PGLE")
+    except env.NotABoolean as e:
         raise BadInput(f"JAX_ENABLE_PGLE={str(e)!r} is not a boolean: jax fails at import.",
                        hint="Unset it.") from None
     if pgle_on:
@@ -96,7 +101,7 @@ def check_output(opts: CollectOptions, output: str) -> None:
     if opts.per_module:
         check_directory_target(output, force=opts.force)
         return
-    profile.profile_format(output)
+    files.profile_format(output)
     check_writable_target(output, force=opts.force, what="profile")
     check_writable_target(manifest.manifest_path(output), force=opts.force, what="manifest")
 
@@ -155,7 +160,7 @@ def profiling_flags(environ: dict[str, str]) -> dict[str, str | None]:
 
 
 def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Execution],
-         notify: Callable[[str], None], environ: dict[str, str]) -> Report:
+         environ: dict[str, str]) -> Report:
     """Profile this process's window and extract its profile to where the layout says."""
     plan = layout.output
     preflight(opts, plan.rank_output, layout.log, environ)
@@ -171,40 +176,40 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
     child.notices += notices
     child.warnings += warnings
     for line in child.notices:
-        notify(line)
+        log.info(line)
     if not plan.profiled:
-        notify(f"running without the profiler (--rank {plan.only_rank}): "
+        log.info(f"running without the profiler (--rank {plan.only_rank}): "
                f"{opts.workload.describe()} (run folder {run.path})")
         return not_profiled_report(launch(opts.workload, run, child, log_copy=layout.log),
                                    plan.only_rank)
-    notify(f"collecting: {opts.workload.describe()} (run folder {run.path})")
-    notify(f"profiling window: {opts.window.describe()}")
+    log.info(f"collecting: {opts.workload.describe()} (run folder {run.path})")
+    log.info(f"profiling window: {opts.window.describe()}")
     stall = None
     try:
         execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
                            step_name=opts.window.step_name, log_copy=layout.log,
-                           progress=notify)
+                           progress=True)
     except Stalled as e:
         # A stall after the window closed loses nothing that was collected.
         execution = e.execution  # type: ignore[assignment]
         if not isinstance(execution, Execution) or closed_window(execution) is None:
             raise
         stall = str(e)
-    report = finish_collect(opts, execution, output, notify, stall=stall)
+    report = finish_collect(opts, execution, output, stall=stall)
     if opts.store is not None:
-        add_to_store(opts.store, execution, report, layout, notify)
+        add_to_store(opts.store, execution, report, layout)
     if not opts.extraction.keep_trace:
-        drop_trace(execution, report, notify)
+        drop_trace(execution, report)
     return report
 
 
-def drop_trace(ex: Execution, report: Report, notify: Callable[[str], None]) -> None:
+def drop_trace(ex: Execution, report: Report) -> None:
     """--keep-trace no: the trace (often gigabytes) goes once the profile is written. Only
     pgle's own trace: a trace the workload's own profiler wrote is the user's."""
     if report.exit_code != 0 or not ex.run.trace.is_dir():
         return  # nothing extracted: the trace is what is left to look at
     if (ex.events.trace or {}).get("purpose") == "script":
-        notify("--keep-trace no: the trace is the workload's own (its profiler wrote it); kept")
+        log.info("--keep-trace no: the trace is the workload's own (its profiler wrote it); kept")
         return
     size = trace_bytes(ex.run.trace)
     try:
@@ -214,15 +219,14 @@ def drop_trace(ex: Execution, report: Report, notify: Callable[[str], None]) -> 
                                f"{e.strerror or e}")
         return
     report.details["trace_deleted"] = str(ex.run.trace)
-    notify(f"deleted the trace {ex.run.trace} ({size / 1e6:.0f} MB): --keep-trace no")
+    log.info(f"deleted the trace {ex.run.trace} ({size / 1e6:.0f} MB): --keep-trace no")
 
 
-def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: RankLayout,
-                 notify: Callable[[str], None]) -> None:
+def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: RankLayout) -> None:
     """`--store`: add the profile directory just written, module by module, under the key the
     run itself reported (pgle.store.key). In a job only rank 0 writes (the store's
     single-writer rule for gs://; one writer keeps local stores simple too)."""
-    from pgle.store import key as store_key
+    from pgle.store.key import from_events
     from pgle.store import serving
     from pgle.store.store import ProfileStore
 
@@ -234,12 +238,12 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     if not layout.writes_shared:
         details["skipped"] = f"rank {layout.rank}: only rank 0 adds to the store"
         return
-    key, why = store_key.from_events(ex.events)
+    key, why = from_events(ex.events)
     if key is None:
         details["skipped"] = why
         report.warnings.append(f"--store: nothing added: {why}")
         return
-    source = profile.load_profile_source(report.profile["path"])
+    source = files.load_profile_source(report.profile["path"])
     names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
     shared = ProfileStore(store.path, create=True)
     rows = serving.add_profiles(shared, source.modules, key, policy=store.policy,
@@ -287,9 +291,9 @@ def trace_run_folder(ex: Execution, stop: dict) -> Path | None:
     or, for a command whose several Python processes each profiled their window, one folder
     pooling their traces (jaxlib's converter pools hosts' traces the same way)."""
     if stop.get("purpose") == "script":
-        return trace.newest_run_folder(Path(stop["dir"]))
-    folders = [trace.newest_run_folder(ex.run.trace)]
-    folders += [trace.newest_run_folder(Path(p["dir"]) / "trace")
+        return jaxlib.newest_run_folder(Path(stop["dir"]))
+    folders = [jaxlib.newest_run_folder(ex.run.trace)]
+    folders += [jaxlib.newest_run_folder(Path(p["dir"]) / "trace")
                 for p in ex.events.processes[1:] if p.get("dir")]
     found = [f for f in folders if f is not None]
     if len(found) <= 1:
@@ -318,7 +322,7 @@ def crash_reasons(ex: Execution, output: str) -> list[str]:
     if not started:
         return [f"{first} before the profiling window opened "
                 f"({len(ex.events.steps)} step(s) seen); nothing was profiled."]
-    left = trace.newest_run_folder(Path(started[-1].get("dir") or ex.run.trace))
+    left = jaxlib.newest_run_folder(Path(started[-1].get("dir") or ex.run.trace))
     if left is not None:
         return [f"{first} inside the profiling window, so pgle did not convert the trace it "
                 f"left in {left} (it may be incomplete). To recover it: "
@@ -332,7 +336,7 @@ def crash_reasons(ex: Execution, output: str) -> list[str]:
 
 
 def finish_collect(opts: CollectOptions, ex: Execution, output: str,
-                   notify: Callable[[str], None], stall: str | None = None) -> Report:
+                   stall: str | None = None) -> Report:
     """The report of a profiled run: the profile extracted from the window's trace, kept
     whenever the window closed cleanly (the workload's own exit code is pgle's then)."""
     report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
@@ -361,9 +365,9 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
         failed_after = stall or workload_exit_phrase(ex.exit_code, ex.events,
                                                      command=ex.spec.command_mode)
         report.details["after_window"] = {"exit_code": ex.exit_code, "what": failed_after}
-        notify(f"the profiling window closed cleanly before the workload failed: keeping "
+        log.info(f"the profiling window closed cleanly before the workload failed: keeping "
                f"what it collected ({failed_after})")
-    report = _extract_window(opts, ex, output, report, notify)
+    report = _extract_window(opts, ex, output, report)
     if failed_after is not None:
         # The profile (if any) is written; the command still fails as the workload did.
         report.exit_code = ex.exit_code
@@ -375,8 +379,8 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     return report
 
 
-def _extract_window(opts: CollectOptions, ex: Execution, output: str, report: Report,
-                    notify: Callable[[str], None]) -> Report:
+def _extract_window(opts: CollectOptions, ex: Execution, output: str,
+                    report: Report) -> Report:
     stop = ex.events.trace or {}
     script_trace = stop.get("purpose") == "script"
     if script_trace:
@@ -385,13 +389,13 @@ def _extract_window(opts: CollectOptions, ex: Execution, output: str, report: Re
         report.warnings.append(
             f"the workload starts its own profiler at {stop.get('site')}; the profile comes "
             f"from its trace in {stop.get('dir')}")
-    run_folder = trace_run_folder(ex, stop) if stop else trace.newest_run_folder(ex.run.trace)
+    run_folder = trace_run_folder(ex, stop) if stop else jaxlib.newest_run_folder(ex.run.trace)
     if run_folder is None:
         report.exit_code = EXIT_ERROR
         report.reasons += diagnose_empty(ex) or ["the profiler wrote no trace."]
         report.summary.append("collect failed: no trace was written; " + report.reasons[0])
         return report
-    notify(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
+    log.info(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
     if len(ex.events.processes) > 1:
         report.details["window"]["processes_pooled"] = len(ex.events.processes)
-    return extract(opts, ex, run_folder, output, report, notify)
+    return extract(opts, ex, run_folder, output, report)

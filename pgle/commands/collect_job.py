@@ -24,10 +24,10 @@ from typing import Any, Mapping
 from pgle.commands.collect import STATUS_NOT_PROFILED, CollectOptions
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.jobs.layout import OutputPlan, RankLayout
-from pgle.jobs.ranks import ranks_phrase
-from pgle.profiles import files as profile
+from pgle.phrases import plural, ranks_phrase
+from pgle.profiles import files
 from pgle.profiles import manifest
-from pgle.profiles import merge as profile_merge
+from pgle.profiles import merge
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, aggregate_modules
 
@@ -81,7 +81,7 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
                        if (rep.get("profile") or {}).get("path")}
             if plan.mode == "per_rank" and written:
                 report.profile = {"ranks": written}
-                report.summary.append(f"{len(written)} rank profile(s) written, all empty "
+                report.summary.append(f"{plural(len(written), 'rank profile')} written, all empty "
                                       "(--allow-empty)")
                 return report
         report.summary.append(f"collect failed: no rank produced a profile "
@@ -95,7 +95,7 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
     if plan.mode == "per_rank":
         report.profile = {"ranks": {r: collected[r].get("profile") for r in sources}}
         total = sum((collected[r].get("profile") or {}).get("instructions") or 0 for r in sources)
-        report.summary.append(f"{len(sources)} rank profile(s) written "
+        report.summary.append(f"{plural(len(sources), 'rank profile')} written "
                               f"({total} instructions in all); merge them with `pgle merge`")
         return report
     return _merge(report, job.world_size, plan, sources, force=force, percentile=percentile)
@@ -132,7 +132,7 @@ def _load_rank_profiles(collected: Mapping[int, dict], report: Report) -> dict[i
     for r, rep in collected.items():
         path = (rep.get("profile") or {}).get("path")
         try:
-            source = profile.load_profile_source(path)
+            source = files.load_profile_source(path)
         except BadInput as e:
             report.warnings.append(f"rank {r}: its profile {path} cannot be read: {e}")
             continue
@@ -151,7 +151,7 @@ def _overlap_warnings(sources: Mapping[int, Any]) -> list[str]:
     fps = sorted({fp for s in sources.values() for fp in s.modules})
     for fp in fps:
         labelled = [(str(r), s.modules[fp]) for r, s in sources.items() if fp in s.modules]
-        low = [o for o in profile_merge.name_overlap(labelled) if o.low]
+        low = [o for o in merge.name_overlap(labelled) if o.low]
         for o in low:
             where = f" in module {fp}" if fp else ""
             out.append(f"rank {o.label}'s profile shares only {o.shared:.0%} of its {o.names} "
@@ -180,16 +180,16 @@ def _merge(report: Report, world_size: int, plan: OutputPlan, sources: Mapping[i
     kinds = {s.kind for s in sources.values()}
     aliases: dict[str, list[str]] = {}
     if kinds == {"file"}:
-        merged = profile_merge.merge_profiles([s.modules[""] for s in sources.values()],
+        merged = merge.merge_profiles([s.modules[""] for s in sources.values()],
                                               percentile=percentile)
-        written = profile.write_profile(merged, out, force=force)
+        written = files.write_profile(merged, out, force=force)
     else:
-        modules, aliases, _ = profile_merge.merge_directory_modules(
+        modules, aliases, _ = merge.merge_directory_modules(
             list(sources.values()), percentile=percentile)
-        fmt = profile.TEXT if all(f.suffix == ".pbtxt" for s in sources.values()
-                                  for f in s.files) else profile.BINARY
-        written = profile.write_profile_directory(modules, out, fmt=fmt, force=force)
-    result = profile.load_profile_source(written)
+        fmt = files.TEXT if all(f.suffix == ".pbtxt" for s in sources.values()
+                                  for f in s.files) else files.BINARY
+        written = files.write_profile_directory(modules, out, fmt=fmt, force=force)
+    result = files.load_profile_source(written)
     sha = result.sha256
     report.profile = {**result.to_dict(), "sha256": sha, "instructions": result.instruction_count,
                       "latencies": result.latency_count,
@@ -198,7 +198,7 @@ def _merge(report: Report, world_size: int, plan: OutputPlan, sources: Mapping[i
     report.profile.pop("ignored", None)
     if kinds != {"file"} and aliases:
         report.details["fingerprint_aliases"] = aliases
-        report.summary += profile_merge.alias_lines(aliases)
+        report.summary += merge.alias_lines(aliases)
     # The manifest: the first rank's, for the merged profile, with the merge recorded.
     rank_manifest = manifest.read(manifest.manifest_path(sources[first].path)) or {}
     man = {**rank_manifest, "profile": report.profile,
@@ -211,7 +211,7 @@ def _merge(report: Report, world_size: int, plan: OutputPlan, sources: Mapping[i
     manifest.write(man_path, man)
     report.details["manifest"] = str(man_path)
     report.summary.append(
-        f"merged {len(sources)} rank profile(s) ({ranks_phrase(sources)}; percentile "
+        f"merged {plural(len(sources), 'rank profile')} ({ranks_phrase(sources)}; percentile "
         f"{percentile}, jaxlib's rule) into {out}: {result.instruction_count} instructions, "
         f"{result.latency_count} latencies (sha256 {sha[:12]}), manifest {man_path}")
     return report

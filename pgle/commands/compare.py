@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pgle.analysis.memory import peak_bytes
-from pgle.commands import arms as arms_mod
+from pgle.commands import arms
 from pgle.evidence.events import read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
@@ -23,7 +23,7 @@ NEEDS_GPU = ("step-time ratio", "exposed communication", "verdict")
 def run_facts(folder: Path) -> dict[str, Any]:
     """Compile time and the step module's peak memory of one run folder."""
     events = read_events(folder / "events.jsonl")
-    steps = arms_mod.folder_steps(folder)
+    steps = arms.folder_steps(folder)
     module = steps.module if steps else None
     total = sum(float(c.get("seconds") or 0) for c in events.compiles)
     step_compile = sum(float(c.get("seconds") or 0) for c in events.compiles
@@ -52,12 +52,12 @@ def _communication(folder: Path, platform: str | None) -> tuple[dict | None, str
 
 def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
     """The compare table (JSON): one row per arm, `default` first."""
-    gpu = platform is not None and platform.lower() in arms_mod.GPU_PLATFORMS
+    gpu = platform is not None and platform.lower() in arms.GPU_PLATFORMS
     sample: dict[str, list[float]] = {}
     rows = []
     how = None
     for entry in runs:
-        times, steps = arms_mod.pooled(entry.folders)
+        times, steps = arms.pooled(entry.folders)
         how = how or (steps.to_dict() if steps else None)
         sample[entry.arm.name] = times
         row: dict[str, Any] = {
@@ -74,16 +74,16 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
         if not gpu:
             row["why_no_communication"] = row["why_no_communication"] or "needs a GPU"
         rows.append(row)
-    base_times = sample.get(arms_mod.DEFAULT, [])
+    base_times = sample.get(arms.DEFAULT, [])
     for row in rows:
-        if row["arm"] == arms_mod.DEFAULT:
+        if row["arm"] == arms.DEFAULT:
             row["ratio"] = 1.0 if base_times else None
             continue
         if not gpu:
             row["why_no_ratio"] = (f"needs a GPU: backend {platform} applies no profile and "
                                    "has no latency-hiding scheduler")
             continue
-        row["interval"], row["why_no_ratio"] = arms_mod.ratio(base_times, sample[row["arm"]])
+        row["interval"], row["why_no_ratio"] = arms.ratio(base_times, sample[row["arm"]])
         row["ratio"] = row["interval"]["ratio"] if row["interval"] else None
         if row["status"] is not None and row["status"] not in ("applied", "partial"):
             row["why_no_ratio"] = (row["why_no_ratio"] or "") + (
@@ -93,7 +93,7 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
         r["status"] == "not_applicable" for r in rows)]
     caveat = None if gpu else (f"backend {platform}: the arms ran, but the "
                                f"{', '.join(needs)} need an NVIDIA GPU")
-    return {"baseline": arms_mod.DEFAULT, "platform": platform, "gpu": gpu,
+    return {"baseline": arms.DEFAULT, "platform": platform, "gpu": gpu,
             "needs_gpu": needs, "steps": how, "arms": rows, "caveat": caveat}
 
 

@@ -20,10 +20,11 @@ import sys
 from pathlib import Path
 
 from pgle.launch.probe import backend_info, cupti_trace
+from pgle.phrases import plural
 from pgle.xla import flag_probe
 from pgle.xla import flag_table
 from pgle.xla import versions
-from pgle.xla import env as env_rule
+from pgle.xla.env import NotABoolean, bool_env
 from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.report import Report
 from pgle.xla.flags import XlaFlags
@@ -111,23 +112,9 @@ def _report(command: str, checks: list[Check], details: dict) -> Report:
     report.details["checks"] = [dataclasses.asdict(c) for c in checks]
     report.reasons = [f"{c.check}: {c.found}" for c in checks if c.status == "error"]
     label = f"{command} ({details['workflow']})" if "workflow" in details else command
-    report.summary = [f"{label}: {counts['ok']} ok, {counts['warn']} warning(s), "
-                      f"{counts['error']} error(s)"]
+    report.summary = [f"{label}: {counts['ok']} ok, {plural(counts['warn'], 'warning')}, "
+                      f"{plural(counts['error'], 'error')}"]
     return report
-
-
-def format_checks(checks: list[dict]) -> str:
-    """The human table: CHECK, STATUS, FOUND, WHAT TO DO (one line per check)."""
-    rows = [("CHECK", "STATUS", "FOUND", "WHAT TO DO")] + [
-        (c["check"], c["status"].upper() if c["status"] != "ok" else "ok", c["found"],
-         c.get("todo", "")) for c in checks]
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    lines = []
-    for check, status, found, todo in rows:
-        line = f"{check:<{w0}}  {status:<{w1}}  {found}"
-        lines.append(line + (f"  -> {todo}" if todo and check != "CHECK" else ""))
-    return "\n".join(lines)
 
 
 # --- python, jax, workflows ----------------------------------------------------
@@ -364,25 +351,10 @@ def explain_flags(text: str | None, *, probe: bool = False,
         report.reasons = [f"{r['flag']}: {r['message']}" for r in errors]
     elif report.warnings or any(r["status"] == "warn" for r in rows):
         report.status = "warn"
-    report.summary = [f"{len(rows)} flag(s): {len(errors)} error(s), "
-                      f"{sum(r['status'] == 'warn' for r in rows)} warning(s), "
+    report.summary = [f"{plural(len(rows), 'flag')}: {plural(len(errors), 'error')}, "
+                      f"{plural(sum(r['status'] == 'warn' for r in rows), 'warning')}, "
                       f"{sum(r['status'] == 'unknown' for r in rows)} not in pgle's table"]
     return report
-
-
-def format_flags(rows: list[dict]) -> str:
-    """The human form of `pgle flags explain`: one block per flag."""
-    out = []
-    for r in rows:
-        out.append(f"{r['flag']}  [{r['status']}]")
-        if r["message"]:
-            out.append(f"    {r['message']}")
-        if r["meaning"]:
-            out.append(f"    meaning: {r['meaning']}")
-            out.append(f"    default: {r['default']!r}   ({r['versions']})")
-        if r["pgle"]:
-            out.append(f"    PGLE: {r['pgle']}")
-    return "\n".join(out)
 
 
 def flag_checks(ctx: Context) -> list[Check]:
@@ -408,7 +380,7 @@ def flag_checks(ctx: Context) -> list[Check]:
     unknown = sum(r["status"] == "unknown" for r in rows)
     src = f" (from file {flags.source_file})" if flags.source_file else ""
     if not checks:
-        found = f"{len(rows)} flag(s){src}"
+        found = f"{plural(len(rows), 'flag')}{src}"
         found += f", {unknown} not in pgle's table" if unknown else ""
         checks.append(_ok("XLA_FLAGS", found,
                           "`pgle doctor --probe` asks jaxlib about the rest" if unknown else ""))
@@ -423,7 +395,7 @@ def probe_checks(result: flag_probe.ProbeResult | None) -> list[Check]:
     rejected = result.rejected()
     if not rejected:
         return [_ok("probe", f"jaxlib {result.jaxlib_version} accepted all "
-                             f"{len(result.verdicts)} flag(s)")]
+                             f"{plural(len(result.verdicts), 'flag')}")]
     return [_error("probe", f"jaxlib {result.jaxlib_version} rejects {v.flag}: {v.message}",
                    "remove or fix it: every process of the job would abort") for v in rejected]
 
@@ -434,8 +406,8 @@ def _bool_env(environ: dict[str, str], name: str) -> bool | None | str:
     """True/False as jax reads the variable (pgle.xla.env), None when unset, the text when jax
     rejects it."""
     try:
-        return env_rule.bool_env(environ, name)
-    except env_rule.NotABoolean as e:
+        return bool_env(environ, name)
+    except NotABoolean as e:
         return str(e)
 
 
@@ -590,11 +562,11 @@ def _writable(path: Path) -> bool:
 
 def _manifest(cache_dir: Path) -> Check:
     """The manifest `pgle prewarm` writes (format: pgle/cache/manifest.py)."""
-    from pgle.cache import manifest as cache_manifest
+    from pgle.cache import manifest
 
-    name = cache_manifest.MANIFEST_NAME
+    name = manifest.MANIFEST_NAME
     try:
-        data = cache_manifest.load(str(cache_dir))
+        data = manifest.load(str(cache_dir))
     except PgleError as e:  # corrupt, not a pgle manifest, other format
         return _error("cache manifest", e.message, e.hint or "rerun `pgle prewarm`")
     if data is None:
@@ -611,5 +583,5 @@ def _manifest(cache_dir: Path) -> Check:
                           "cache keys differ, nothing would load",
                           f"rerun `pgle prewarm` with {package} {now}")
     optimized = sum(m.get("status") == "optimized" for m in data["modules"].values())
-    return _ok("cache manifest", f"jax {env.get('jax')}; {len(data['modules'])} module(s), "
+    return _ok("cache manifest", f"jax {env.get('jax')}; {plural(len(data['modules']), 'module')}, "
                f"{optimized} PGLE-optimized")

@@ -14,17 +14,18 @@ to the first-pass executable, which also has command buffers off), or
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import subprocess
-from typing import Callable
 
-from pgle.cache import entries as cache
+import pgle.cache.manifest  # `manifest`: the prewarm run's, read from it
+from pgle.cache import entries
 from pgle.cache import key_rules
-from pgle.cache import manifest as cache_manifest
+from pgle.cache.manifest import MANIFEST_NAME, ROLE_PLAIN, is_remote, record_keys
 from pgle.commands import auto_env
 from pgle.errors import BadInput, PgleError
-from pgle.evidence import jax_log as jax_events
+from pgle.evidence import jax_log
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
@@ -36,6 +37,8 @@ from pgle.verdicts.across_ranks import JobReports, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_LOADED
 from pgle.verdicts.rows import module_lines
 from pgle.xla import versions
+
+log = logging.getLogger(__name__)
 
 INSTALL_HINT = ("Install NVIDIA Nsight Systems (it ships with the CUDA toolkit, and as the "
                 "`nsight-systems-cli` package in NVIDIA's CUDA/devtools apt and yum repositories; "
@@ -176,7 +179,7 @@ def resolve_cache_dir(given: str, manifest_env: dict) -> tuple[str, list[str]]:
     norm = auto_env.normalize_cache_dir(given)
     if not recorded or norm == recorded:
         return norm, []
-    if not cache_manifest.is_remote(norm) and not cache_manifest.is_remote(recorded):
+    if not is_remote(norm) and not is_remote(recorded):
         try:
             if os.path.samefile(norm, recorded):
                 return recorded, []  # same directory, other spelling: use the recorded string
@@ -202,8 +205,8 @@ def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> li
     user_flags = environ.get("XLA_FLAGS")
     if user_flags is not None and user_flags.strip():
         version = versions.parse_version(manifest_env.get("jax")) or versions.jax_version()
-        then = jax_events.key_flag_words(manifest_env.get("user_XLA_FLAGS"), version=version)
-        now = jax_events.key_flag_words(user_flags, version=version)
+        then = jax_log.key_flag_words(manifest_env.get("user_XLA_FLAGS"), version=version)
+        now = jax_log.key_flag_words(user_flags, version=version)
         if then != now:
             out.append(f"XLA_FLAGS differ from the prewarm run: then {' '.join(then) or '(none)'}, "
                        f"now {' '.join(now) or '(none)'}")
@@ -244,7 +247,7 @@ def combine(opts: NsysOptions, layout: RankLayout, job: JobReports) -> Report:
     return report
 
 
-def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+def body(opts: NsysOptions, layout: RankLayout, launch,
          environ: dict[str, str]) -> Report:
     """The Nsight run and its verdict. In a job the ranks in --ranks (all by default) run under
     nsys (layout.selected), the others in the very same environment without it."""
@@ -252,10 +255,10 @@ def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], 
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1); upgrade jax.")
     given_cache = layout.inputs["cache_dir"]
-    manifest = cache_manifest.load(auto_env.normalize_cache_dir(given_cache))
+    manifest = pgle.cache.manifest.load(auto_env.normalize_cache_dir(given_cache))
     if manifest is None or not manifest.get("environment"):
         raise BadInput(f"{given_cache} holds no finished `pgle prewarm` (no "
-                       f"{cache_manifest.MANIFEST_NAME} with an environment).",
+                       f"{MANIFEST_NAME} with an environment).",
                        hint=f"Run `pgle prewarm --cache-dir {given_cache} SCRIPT` first.")
     profiled = layout.selected
     menv = manifest["environment"]
@@ -272,30 +275,30 @@ def body(opts: NsysOptions, layout: RankLayout, launch, notify: Callable[[str], 
                        "differ): " + "; ".join(drifted) + ".",
                        hint="Restore the prewarm environment, prewarm again, or pass --force.")
     warnings = [f"drift (--force): {d}" for d in drifted]
-    missing = cache.manifest_keys_missing(manifest, {e.key for e in cache.list_entries(cache_dir)})
+    missing = entries.manifest_keys_missing(manifest, {e.key for e in entries.list_entries(cache_dir)})
     if missing:
         warnings.append("PGLE-optimized entries recorded by prewarm are gone (pruned or evicted): "
                         + ", ".join(sorted({m["module"] for m in missing})))
     warnings += auto_env.size_cap_warnings(environ)
     for w in warnings:
-        notify(f"warning: {w}")
+        log.warning(w)
     child = auto_env.nsys_environment(menv, environ, cache_dir)
     for line in child.notices:
-        notify(line)
+        log.info(line)
     run = RunFolder.create("nsys", layout.run_dir)
     if profiled:
         prefix, report_path = command_prefix(tool, opts, str(run.path))
-        notify(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
+        log.info(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
                f"{opts.workload.describe()} (run folder {run.path})")
     else:
         prefix, report_path = [], None
-        notify(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
+        log.info(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
                f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
                f"(run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
                 warnings_always=auto_env.WARNINGS_ALWAYS, prefix=prefix, log_copy=layout.log,
                 count_jits=False)  # the Nsight run: no per-call work it does not need
-    facts = jax_events.summarize(ex.events.records)
+    facts = jax_log.summarize(ex.events.records)
     modules = auto_pgle.nsys_modules(facts, manifest)
     if layout.writes_shared:  # JAX writes from process 0 only
         _record_plain_writes(cache_dir, facts)
@@ -335,7 +338,7 @@ def _backend_drift(menv: dict, backend: dict | None) -> list[str]:
     return out
 
 
-def _record_plain_writes(cache_dir: str, facts: jax_events.RunFacts) -> None:
+def _record_plain_writes(cache_dir: str, facts: jax_log.RunFacts) -> None:
     """Entries JAX wrote in this run were compiled without PGLE: `pgle cache ls` shows them as plain."""
     written = {name: m.writes for name, m in facts.modules.items() if m.writes}
     if not written:
@@ -343,6 +346,6 @@ def _record_plain_writes(cache_dir: str, facts: jax_events.RunFacts) -> None:
 
     def change(data: dict) -> None:
         for name, keys in written.items():
-            cache_manifest.record_keys(data, name, cache_manifest.ROLE_PLAIN, keys)
+            record_keys(data, name, ROLE_PLAIN, keys)
 
-    cache_manifest.update(cache_dir, change)
+    pgle.cache.manifest.update(cache_dir, change)

@@ -14,10 +14,13 @@ import os
 from pathlib import Path
 
 from pgle.errors import BadInput
-from pgle.launch.schema import WindowSpec
+from pgle.evidence.schema import WindowSpec
 
 CONVERTERS = ("jaxlib", "pgle")
 FORMATS = ("binary", "text")
+# --per-module's files: text (<fingerprint>.pbtxt) unless --format binary: XLA looks up
+# <fp>.pbtxt before <fp>.pb (docs/xla-facts.md, section 3).
+PER_MODULE_FORMAT = "text"
 DEFAULT_STAT = "median"
 # The default window on a script without step markers (README "Choosing the window"): skip the
 # first executions (compile, warm-up), profile a few, never longer than this.
@@ -99,9 +102,9 @@ class Extraction:
     """How collect turns the trace into a profile (`--per-module`, `--stat`, `--format`,
     `--converter`, `--qualify`), checked together."""
 
-    per_module: bool = False  # a directory of <fingerprint>.pb|.pbtxt files (pgle's converter)
+    per_module: bool = False  # a directory of <fingerprint>.pbtxt|.pb files (pgle's converter)
     stat: str | None = None  # pgle's converter: median (default) | mean | min | max | pNN
-    fmt: str | None = None  # per-module file format: text (default) | binary
+    fmt: str | None = None  # per-module file format: PER_MODULE_FORMAT (default) | the other
     converter: str | None = None  # single file: jaxlib (default) | pgle
     qualify: bool = False  # pgle's single-file converter: <fingerprint>::name for every entry
     keep_trace: bool = True  # False: delete pgle's trace once the profile is written

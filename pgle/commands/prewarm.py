@@ -19,26 +19,29 @@ cache moves as it is (pgle.cache.key_rules).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
-from typing import Callable
 
-from pgle.cache import entries as cache
-from pgle.cache import manifest as cache_manifest
+from pgle.cache import entries
+from pgle.cache import manifest
 from pgle.commands import auto_env
 from pgle.commands.options import AutoPgleOptions
 from pgle.errors import BadInput
-from pgle.evidence import jax_log as jax_events
+from pgle.evidence import jax_log
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
 from pgle.evidence.events import workload_exit_phrase
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 from pgle.verdicts.rows import module_lines
 from pgle.xla import versions
+
+log = logging.getLogger(__name__)
 
 KEEP_RUNS = 20  # finished runs the manifest remembers
 
@@ -66,7 +69,7 @@ def combine(opts: PrewarmOptions, layout: RankLayout, job: JobReports) -> Report
             require=opts.pgle.require))
 
 
-def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str], None],
+def body(opts: PrewarmOptions, layout: RankLayout, launch,
          environ: dict[str, str]) -> Report:
     """Fill the cache, a verdict per module. JAX writes cache entries from process 0 only, so
     only the process that `writes_shared` records the run and its modules in the manifest."""
@@ -75,45 +78,45 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax.")
     cache_dir = auto_env.normalize_cache_dir(layout.inputs["cache_dir"])
-    cache.check_writable_dir(cache_dir, create=True, what="write to")
-    previous = cache_manifest.load(cache_dir)  # a corrupt manifest stops us before the run
+    entries.check_writable_dir(cache_dir, create=True, what="write to")
+    previous = manifest.load(cache_dir)  # a corrupt manifest stops us before the run
     known = {k for m in (previous or {}).get("modules", {}).values()
              for k in m.get("pgle_optimized_keys", [])}
     writes = layout.writes_shared
     warnings = auto_env.pre_launch_warnings(opts.workload, p.runs, p.percentile)
     warnings += auto_env.size_cap_warnings(environ)
     for w in warnings:
-        notify(f"warning: {w}")
+        log.warning(w)
     variables = {**auto_env.pgle_variables(p.runs, p.percentile),
                  **auto_env.cache_variables(cache_dir, opts.relocatable)}
     child = childenv.build(environ, xla=auto_env.pgle_xla_flags(), variables=variables)
     for line in child.notices:
-        notify(line)
+        log.info(line)
     environment = auto_env.replay_environment(child.env, environ, cache_dir, opts.workload, opts.relocatable)
-    run_record = cache_manifest.new_run(opts.workload.describe(), environment)
+    run_record = manifest.new_run(opts.workload.describe(), environment)
     if writes:
-        cache_manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
+        manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
 
     run = RunFolder.create("prewarm", layout.run_dir)
-    notify(f"prewarming {cache_dir} with auto PGLE "
-           f"({auto_pgle.plural(p.runs, 'profiled execution')}): "
+    log.info(f"prewarming {cache_dir} with auto PGLE "
+           f"({plural(p.runs, 'profiled execution')}): "
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
         ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
                     warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                    progress=notify, count_jits=False)
+                    progress=True, count_jits=False)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:
             _close_run(cache_dir, run_record["id"], "failed", None, [])
         raise
     state = "finished" if ex.exit_code == 0 else "failed"
-    facts = jax_events.summarize(ex.events.records)
+    facts = jax_log.summarize(ex.events.records)
     backend = ex.events.backend or {}
     # JAX writes cache entries from process 0 only; the other processes' view of the cache
     # is partial, so only process 0 records modules in the manifest.
     writer = writes and backend.get("process_index") in (None, 0)
-    on_disk = {e.key for e in cache.list_entries(cache_dir)}
+    on_disk = {e.key for e in entries.list_entries(cache_dir)}
     modules = auto_pgle.prewarm_modules(facts, p.runs, ex.events.platform, on_disk, known,
                                         writer=writer)
     environment.update(platform=backend.get("platform"), device_kind=backend.get("device_kind"),
@@ -128,7 +131,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, notify: Callable[[str
     report.warnings += warnings + child.warnings
     if facts.filelock_missing:
         report.warnings.append("JAX used no cache: the size cap needs `filelock` (pip install filelock).")
-    report.details.update({"cache_dir": cache_dir, "manifest": cache_manifest.manifest_path(cache_dir),
+    report.details.update({"cache_dir": cache_dir, "manifest": manifest.manifest_path(cache_dir),
                            "environment": environment, "runs": p.runs,
                            "percentile": p.percentile, "backend": ex.events.backend,
                            "empty_traces": facts.empty_traces, "cache_writer": writer})
@@ -159,13 +162,13 @@ def _close_run(cache_dir: str, run_id: str, state: str, environment: dict | None
         data["runs"] = [r for r in data["runs"]
                         if r.get("state") == "in_progress" or r in done[-KEEP_RUNS:]]
         for row in modules:
-            entry = cache_manifest.record_keys(data, row["module"], cache_manifest.ROLE_FIRST_PASS,
+            entry = manifest.record_keys(data, row["module"], manifest.ROLE_FIRST_PASS,
                                                row["first_pass_keys"])
-            cache_manifest.record_keys(data, row["module"], cache_manifest.ROLE_PGLE_OPTIMIZED,
+            manifest.record_keys(data, row["module"], manifest.ROLE_PGLE_OPTIMIZED,
                                        row["pgle_optimized_keys"])
             entry.update(status=row["status"], executions_seen=row["executions_seen"],
                          profiled_executions=row["profiled_executions"],
                          empty_profiles=row["empty_profiles"], reason=row["reason"],
                          run=run_id)
 
-    cache_manifest.update(cache_dir, change)
+    manifest.update(cache_dir, change)

@@ -25,11 +25,12 @@ from typing import Any
 
 from pgle.analysis import diagnostics, memory, overlap, schedule, throughput
 from pgle.analysis.timeline import TraceFile, find_xplane_files
-from pgle.commands import arms as arms_mod
+from pgle.commands import arms
 from pgle.errors import BadInput, EXIT_OK
 from pgle.evidence.events import RunEvents, read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
+from pgle.phrases import plural
 from pgle.report import Report
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -127,7 +128,7 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
         return [Side("without profile", "baseline", [folders[0]]),
                 Side(label, role, [folders[1]], status=status)], None
     top = folders[0]
-    tune_file = top / arms_mod.TUNE_JSON
+    tune_file = top / arms.TUNE_JSON
     if tune_file.exists():
         try:
             tune = json.loads(tune_file.read_text(encoding="utf-8"))
@@ -141,7 +142,7 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
         status = _verdict_of(runs[0])["status"]
         platform = read_events(runs[0] / "events.jsonl").platform
         if base:
-            sides.append(Side(f"baseline (no profile, {len(base)} run(s))", "baseline", base))
+            sides.append(Side(f"baseline (no profile, {plural(len(base), 'run')})", "baseline", base))
         label, role = _profile_label(status, platform, len(runs))
         sides.append(Side(label, role, runs, status=status))
         return sides, None
@@ -160,8 +161,8 @@ def _tune_sides(top: Path, tune: dict[str, Any]) -> list[Side]:
             continue
         status = (arm.get("statuses") or [None])[0] if arm.get("pgle") else None
         if tune.get("plain"):
-            if arm["name"] == arms_mod.DEFAULT:
-                sides.append(Side(f"baseline (no profile, {len(folders)} run(s))", "baseline",
+            if arm["name"] == arms.DEFAULT:
+                sides.append(Side(f"baseline (no profile, {plural(len(folders), 'run')})", "baseline",
                                   folders, arm["name"]))
             else:
                 label, role = _profile_label(status, tune.get("platform"), len(folders))
@@ -178,7 +179,7 @@ def _tune_sides(top: Path, tune: dict[str, Any]) -> list[Side]:
 def _side(side: Side, dtype: str) -> dict[str, Any]:
     first = side.folders[0]
     events: RunEvents = read_events(first / "events.jsonl")
-    times, steps = arms_mod.pooled(side.folders)
+    times, steps = arms.pooled(side.folders)
     modules = events.modules
     step_name = steps.module if steps else None
     step_mod = next((m for m in reversed(modules) if step_name and m.get("module") == step_name),
@@ -225,7 +226,7 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
 
 
 def _has_jit_record(events: RunEvents) -> bool:
-    from pgle.launch import schema
+    from pgle.evidence import schema
 
     return any(r.get("kind") == schema.JIT_FUNCTIONS for r in events.records)
 
@@ -373,7 +374,7 @@ def build(opts: ReportOptions) -> dict[str, Any]:
     before = next((p for p in phases if p["role"] == "baseline"), None)
     after = next((p for p in phases if p["role"] in ("with_profile", "run")), None)
     if tune is not None and tune.get("compare"):
-        before = next((p for p in phases if p.get("arm") == arms_mod.DEFAULT), None)
+        before = next((p for p in phases if p.get("arm") == arms.DEFAULT), None)
         after = next((p for p in phases if p["role"] == "arm" and p.get("arm") == "pgle"), None)
         data["compare"] = tune["compare"]
     data["collect_changed"] = (tune or {}).get("collect", {}).get("changed")
@@ -412,7 +413,7 @@ def _tune_lines(tune: dict | None) -> list[str] | None:
         return table_lines(tune["compare"])
     if tune.get("step_times"):
         profiled = any(a.get("profile") for a in tune.get("arms") or [])
-        return arms_mod.step_time_lines(tune["step_times"], profiled=profiled)
+        return arms.step_time_lines(tune["step_times"], profiled=profiled)
     return None
 
 
@@ -431,7 +432,7 @@ def _ratio(sides: list[Side], tune: dict | None, before, after) -> tuple[dict | 
     side_of = {s.label: s for s in sides}
     b, a = side_of[before["label"]], side_of[after["label"]]
     platform = after.get("platform") or before.get("platform")
-    times = arms_mod.compare_step_times(Path("/nonexistent"), b.folders, a.folders,
+    times = arms.compare_step_times(Path("/nonexistent"), b.folders, a.folders,
                                         platform=platform,
                                         applied=a.status in APPLIED or a.status is None)
     return times.get("interval"), times.get("caveat") or ""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pgle.atomic import check_writable_target
 from pgle.commands.options import StoreOptions, VerdictOptions, Window
@@ -17,7 +18,8 @@ from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import DEFAULT_ROOT, RunFolder
 from pgle.launch.workload import Workload
-from pgle.profiles import files as profile
+from pgle.phrases import plural
+from pgle.profiles import files
 from pgle.profiles import manifest
 from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
@@ -29,6 +31,11 @@ from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_li
 from pgle.xla import flag_table
 from pgle.xla import versions
 from pgle.xla.flags import XlaFlags
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # the store is imported only by runs that use one
+    from pgle.store.key import StoreKey
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,33 +66,33 @@ def combine(opts: RunOptions, layout: RankLayout, job: JobReports) -> Report:
     return report
 
 
-def prepare_profile(path: str, store: str | None) -> tuple[profile.ProfileSource, Path]:
+def prepare_profile(path: str, store: str | None) -> tuple[files.ProfileSource, Path]:
     """Validate the profile and hand XLA a content-addressed copy of it.
 
     XLA's compilation-cache key hashes the flag string, not the file: a profile
     regenerated at the same path would hit a stale executable. A path that
     names the content cannot.
     """
-    source = profile.load_profile_source(path)
+    source = files.load_profile_source(path)
     if source.is_empty():
         raise ProfileError(
             f"profile {path} is empty: XLA would have nothing to use.",
             hint="Collect it on an NVIDIA GPU (`pgle collect`); see `pgle inspect`.")
-    copy = profile.content_addressed_copy(source, store or Path(DEFAULT_ROOT) / "profiles")
+    copy = files.content_addressed_copy(source, store or Path(DEFAULT_ROOT) / "profiles")
     return source, copy
 
 
 def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
-         notify: Callable[[str], None], environ: dict[str, str]) -> Report:
+         environ: dict[str, str]) -> Report:
     if layout.log:
         check_writable_target(layout.log, force=True, what="log")
     xla: dict[str, str | None] = dict(opts.xla)
     source = None
     view = None
     if opts.store is not None:
-        view = store_view(opts.store, layout.inputs["profile_store"], environ, notify)
+        view = store_view(opts.store, layout.inputs["profile_store"], environ)
         if view.path is not None:
-            source = profile.load_profile_source(view.path)
+            source = files.load_profile_source(view.path)
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
     elif opts.profile is not None:
         source, copy = prepare_profile(layout.inputs["profile"], layout.inputs["profile_store"])
@@ -96,14 +103,14 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
     man = manifest.read(manifest.manifest_path(source.path)) if source is not None else None
     drift_notes = manifest.drift(man, user_flags=child.user_flags) if man is not None else []
     for line in child.notices:
-        notify(line)
+        log.info(line)
     for line in drift_notes:
-        notify(f"warning: {line} (instruction names follow the HLO: the profile may not fit)")
+        log.warning(f"{line} (instruction names follow the HLO: the profile may not fit)")
     run_folder = RunFolder.create(opts.command, layout.run_dir)
-    notify(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
+    log.info(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
     window = opts.trace_window
     if window is not None:
-        notify(f"keeping a trace of {window.describe()} (left out of the step times)")
+        log.info(f"keeping a trace of {window.describe()} (left out of the step times)")
     ex = launch(opts.workload, run_folder, child, log_copy=layout.log,
                 profile_window=window.spec(run_folder.trace) if window is not None else None,
                 step_name=window.step_name if window is not None else None)
@@ -116,21 +123,20 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
 @dataclasses.dataclass
 class StoreView:
     store: StoreOptions
-    key: "object"  # pgle.store.key.StoreKey
+    key: StoreKey
     path: Path | None  # None: the store holds nothing for the key
     served: dict
 
 
-def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, str],
-               notify: Callable[[str], None]) -> StoreView:
+def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, str]) -> StoreView:
     """The store's view for the key this environment's jax reports (pgle.store.key: XLA
     reads the directory at the first compile, before the harness reports the backend)."""
     from pgle.launch.probe import backend_info
-    from pgle.store import key as store_key
     from pgle.store import serving
+    from pgle.store.key import from_probe
     from pgle.store.store import ProfileStore
 
-    key, why = store_key.from_probe(backend_info(environ))
+    key, why = from_probe(backend_info(environ))
     if key is None:
         raise ProfileError(f"--store: cannot tell which profiles to serve: {why}.")
     shared = ProfileStore(store.path)
@@ -138,27 +144,27 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
         shared, key, policy=store.policy, views_root=views_root or Path(DEFAULT_ROOT) / "profiles")
     damaged = shared.damaged_warning()
     if damaged:
-        notify(f"warning: {damaged}")
+        log.warning(damaged)
     if path is None:
-        notify(f"store {store.path} holds no profile for {key.describe()}: running without one")
+        log.info(f"store {store.path} holds no profile for {key.describe()}: running without one")
     else:
-        notify(f"store {store.path}: {len(served)} module profile(s) for {key.describe()} "
+        log.info(f"store {store.path}: {plural(len(served), 'module profile')} for {key.describe()} "
                f"(view {path})")
     return StoreView(store, key, path, served)
 
 
 def report_store(report: Report, view: StoreView, ex: Execution) -> None:
     """Per module: which profile came from the store and how old it is; what it lacked."""
-    from pgle.store import key as store_key
     from pgle.store import serving
+    from pgle.store.key import from_events, mismatch
 
-    actual, _ = store_key.from_events(ex.events)
+    actual, _ = from_events(ex.events)
     lookups = serving.mark_modules(report.modules, view.served)
     report.details["store"] = {
         "path": view.store.path, "policy": view.store.policy,
         "key": dataclasses.asdict(view.key), "view": str(view.path) if view.path else None,
         "view_modules": len(view.served), **lookups}
-    wrong = store_key.mismatch(view.key, actual)
+    wrong = mismatch(view.key, actual)
     if wrong:
         report.warnings.append(f"--store: {wrong}: the profiles served may not fit this run.")
     report.summary += serving.summary_lines(report.modules, lookups, len(view.served),
@@ -226,9 +232,9 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     elif report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(
             f"--require-applied: status is {report.status}, not applied" if report.status != "applied"
-            else "--require-applied: the coverage of "
-                 f"{verdict.details.get('coverage_unknown')} module(s) is unknown (this jax's WARN "
-                 "checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
+            else "--require-applied: the coverage is unknown for "
+                 f"{plural(verdict.details.get('coverage_unknown') or 0, 'module')} (this jax's "
+                 "WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
     return report
 
 

@@ -7,6 +7,7 @@ import importlib.metadata
 from typing import Any
 
 from pgle.errors import BadInput, ProfileError
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.store.policy import parse_policy
 from pgle.store.store import ProfileStore
@@ -29,21 +30,20 @@ def _store_warnings(report: Report, st: ProfileStore) -> Report:
     return report
 
 
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
-
-
 def ls_report(store: Any, *, fingerprint: str | None = None, jax: str | None = None,
               device_kind: str | None = None) -> Report:
     """The entries as `modules` rows (cli/store.py prints them on stdout); a count line."""
     st = ProfileStore(store)
     entries = st.entries(fingerprint, jax=jax, device_kind=device_kind)
     now = dt.datetime.now(dt.timezone.utc)
-    rows = [e.to_dict() | {"age_seconds": round(e.age_seconds(now), 1)} for e in entries]
+    from pgle.store.serving import age_text
+
+    rows = [e.to_dict() | {"age_seconds": round(e.age_seconds(now), 1),
+                           "age": age_text(e.age_seconds(now))} for e in entries]
     modules = len({e.fingerprint for e in entries})
     report = Report(command="store ls", status="ok", modules=rows,
                     details={"store": str(store), "fingerprints": modules})
-    report.summary.append(f"{_plural(len(entries), 'profile')} of {_plural(modules, 'module')} "
+    report.summary.append(f"{plural(len(entries), 'profile')} of {plural(modules, 'module')} "
                           f"in {store}")
     return _store_warnings(report, st)
 
@@ -83,13 +83,14 @@ def add_report(store: Any, profile: Any, *, jax: str | None = None, jaxlib: str 
                     details={"store": str(store), "policy": str(pol), "jax": jax,
                              "device_kind": device_kind, "swept": list(st.swept)})
     if skipped:
-        report.warnings.append(f"{len(skipped)} empty module profiles were not stored ({skipped[0]}).")
+        report.warnings.append(f"{plural(len(skipped), 'empty module profile')} "
+                               f"{'was' if len(skipped) == 1 else 'were'} not stored ({skipped[0]}).")
     added = sum(r["status"] == "added" for r in rows)
-    report.summary.append(f"stored {_plural(len(rows), 'module profile')} in {store} ({added} new "
-                          f"modules, {len(rows) - added} refreshed; policy {pol}; jax {jax}, "
+    report.summary.append(f"stored {plural(len(rows), 'module profile')} in {store} ({added} new, "
+                          f"{len(rows) - added} refreshed; policy {pol}; jax {jax}, "
                           f"{device_kind})")
     if st.swept:
-        report.summary.append(f"removed {_plural(len(st.swept), 'file')} an interrupted writer "
+        report.summary.append(f"removed {plural(len(st.swept), 'file')} an interrupted writer "
                               f"left behind ({st.swept[0]})")
     return _store_warnings(report, st)
 
@@ -104,7 +105,7 @@ def get_report(store: Any, out: Any, *, jax: str | None = None, device_kind: str
              "age_seconds": round(min(e.age_seconds(now) for e in es), 1)} for fp, es in served.items()]
     report = Report(command="store get", status="ok", modules=rows,
                     details={"store": str(store), "output": str(out), "jax": jax, "device_kind": device_kind})
-    report.summary.append(f"wrote {_plural(len(rows), 'module profile')} for jax {jax} on "
+    report.summary.append(f"wrote {plural(len(rows), 'module profile')} for jax {jax} on "
                           f"{device_kind} to {out}; point "
                           "--xla_gpu_pgle_profile_file_or_directory_path at it")
     return _store_warnings(report, st)
@@ -124,9 +125,9 @@ def prune_report(store: Any, *, keep: int | None = None, older_than: float | Non
                     modules=[e.to_dict() | {"module": e.fingerprint, "status": verb}
                              for e in removed],
                     details={"store": str(store), "dry_run": not yes, "swept": list(st.swept)})
-    report.summary.append(f"{verb} {_plural(len(removed), 'profile')} from {store}"
+    report.summary.append(f"{verb} {plural(len(removed), 'profile')} from {store}"
                           + ("" if yes else "; dry run, pass --yes to delete"))
     if st.swept:
-        report.summary.append(f"removed {_plural(len(st.swept), 'file')} an interrupted writer "
+        report.summary.append(f"removed {plural(len(st.swept), 'file')} an interrupted writer "
                               f"left behind ({st.swept[0]})")
     return _store_warnings(report, st)

@@ -12,12 +12,13 @@ was compared, so `pgle report` shows the same numbers.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable
 
 from pgle.atomic import write_text_atomic
-from pgle.commands import arms as arms_mod
+from pgle.commands import arms
 from pgle.commands.arms import Arm
 from pgle.commands.collect import CollectOptions, profiling_flags
 from pgle.commands.options import VerdictOptions
@@ -28,6 +29,8 @@ from pgle.launch.runfolder import RunFolder
 from pgle.report import Report
 from pgle.store.store import is_remote
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
+
+log = logging.getLogger(__name__)
 
 # Phase(name, workflow, options, run_root) -> result with .own (this process's report) and
 # .job (the phase's job report, the same on every rank); given by pgle.jobs.driver.
@@ -64,7 +67,7 @@ class ArmRuns:
     profile: str | None = None  # what XLA was given (None: no profile)
 
 
-def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[str], None],
+def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
          environ: dict[str, str], *, collect_workflow, run_workflow) -> Report:
     """Collect, then the arms, one report. In a job each phase is a job of its own
     (`<job_dir>/collect/`, `<job_dir>/run/`, ...): rank 0 merges the ranks' profiles after
@@ -72,7 +75,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     top = RunFolder.create("tune", layout.run_dir)
     copts = dataclasses.replace(opts.collect, run_dir=None, default_output=literal(
         top.path / ("profiles" if opts.collect.per_module else "profile.pb")))
-    notify("phase 1: collect")
+    log.info("phase 1: collect")
     first = phase("collect", collect_workflow, copts, str(top.path / "collect"))
     job_first = first.job
     report = Report("tune", job_first.get("status"), run_dir=str(top.path),
@@ -81,7 +84,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     report.details["phases"] = {"collect": job_first}
     report.warnings += job_first.get("warnings") or []
     if (job_first.get("store") or {}).get("summary"):
-        notify(job_first["store"]["summary"])  # what phase 1 added to the store
+        log.info(job_first["store"]["summary"])  # what phase 1 added to the store
     platform = (job_first.get("backend") or {}).get("platform")
     gpu = platform is not None and platform.lower() in GPU_PLATFORMS
     usable = ("collected", "partial") if job_first.get("mode") == "merge" else ("collected",)
@@ -97,7 +100,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
         # Per-rank profiles (-o with %r): each rank runs with its own; else the job's profile.
         profile_path = copts.output if job_first.get("mode") == "per_rank" else \
             literal(job_first["profile"]["path"])
-    changed = arms_mod.collect_changes(profiling_flags(environ))
+    changed = arms.collect_changes(profiling_flags(environ))
     report.details["collect_changed"] = changed
     store = opts.collect.store
     serve = store is not None and (is_remote(store.path) or os.path.isdir(store.path))
@@ -126,18 +129,18 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     stopped = None
     if plain and not (gpu and has_profile):
         # No profile can apply here (no GPU, or none was made): one run, no baseline.
-        arm = arms_mod.PLAIN[1]
+        arm = arms.PLAIN[1]
         if has_profile:
-            notify(f"phase 2/2: run with {shown}")
+            log.info(f"phase 2/2: run with {shown}")
         else:
-            notify(f"phase 2/2: run without a profile: backend {platform} records none")
+            log.info(f"phase 2/2: run without a profile: backend {platform} records none")
         own = phase("run", run_workflow, options(arm, True), str(top.path / "run")).own
         runs = [ArmRuns(arm, [top.path / "run"], [own], shown if has_profile else None)]
     else:
-        plan = arms_mod.PLAIN if plain else opts.compare
+        plan = arms.PLAIN if plain else opts.compare
         runs = [ArmRuns(a, profile=shown if a.pgle and has_profile else None) for a in plan]
         if not plain:
-            notify("arms: " + "; ".join(f"{a.name}: {a.describe()}" for a in plan)
+            log.info("arms: " + "; ".join(f"{a.name}: {a.describe()}" for a in plan)
                    + ("" if has_profile else f" (backend {platform} records no profile: the "
                       "pgle arms run without one)"))
         total = len(plan) * opts.repeat
@@ -149,11 +152,11 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
                 name = entry.arm.folder(plain, i)
                 tag = f" {i + 1}/{opts.repeat}" if opts.repeat > 1 else ""
                 if plain:
-                    notify(f"phase {2 if entry.arm.name == 'default' else 3}/3: " + (
+                    log.info(f"phase {2 if entry.arm.name == 'default' else 3}/3: " + (
                         f"baseline run{tag} (no profile, your flags)"
                         if entry.arm.name == "default" else f"run with {shown}{tag}"))
                 else:
-                    notify(f"run {k}/{total}: arm {entry.arm.name}{tag}")
+                    log.info(f"run {k}/{total}: arm {entry.arm.name}{tag}")
                 own = phase(name, run_workflow, options(entry.arm, i == 0),
                             str(top.path / name)).own
                 entry.folders.append(top.path / name)
@@ -184,10 +187,10 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     if plain:
         base = next((e for e in runs if e.arm.name == "default"), None)
         withp = next((e for e in runs if e.arm.pgle), None)
-        report.details["step_times"] = times = arms_mod.compare_step_times(
+        report.details["step_times"] = times = arms.compare_step_times(
             top.path / "collect", base.folders if base else [],
             withp.folders if withp else [], platform=platform, applied=applied)
-        report.summary += arms_mod.step_time_lines(times, profiled=has_profile)
+        report.summary += arms.step_time_lines(times, profiled=has_profile)
     else:
         from pgle.commands.compare import table, table_lines
 
@@ -200,9 +203,10 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase, notify: Callable[[
     report.summary.append("collect changed: " + "; ".join(changed))
     write_tune_json(top.path, opts, runs, report, platform, changed)
     if opts.html_report:
-        from pgle.commands.report import ReportOptions, report as analyse
+        import pgle.commands.report  # `report` is this function's Report
 
-        page = analyse(ReportOptions([str(top.path)], opts.html_report, force=True))
+        page = pgle.commands.report.report(
+            pgle.commands.report.ReportOptions([str(top.path)], opts.html_report, force=True))
         report.details["analysis"] = page.details["analysis"]
         report.summary += page.summary[-1:]  # "report written to ..."
     return report
@@ -226,4 +230,4 @@ def write_tune_json(top: Path, opts: TuneOptions, runs: list[ArmRuns], report: R
         "compare": report.details.get("compare"),
         "modules": report.modules,
     }
-    write_text_atomic(top / arms_mod.TUNE_JSON, json.dumps(doc, indent=1, default=str) + "\n")
+    write_text_atomic(top / arms.TUNE_JSON, json.dumps(doc, indent=1, default=str) + "\n")

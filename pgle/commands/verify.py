@@ -11,8 +11,8 @@ from pgle.commands.options import VerdictOptions
 from pgle.errors import BadInput, PgleError
 from pgle.evidence import log_version
 from pgle.evidence.xla_log import LogScanner
-from pgle.jobs.ranks import ranks_phrase
-from pgle.profiles import files as profile
+from pgle.phrases import ranks_phrase
+from pgle.profiles import files
 from pgle.report import Report
 from pgle.verdicts import collectives, require, sync_converted
 from pgle.verdicts.across_ranks import judge_job
@@ -41,7 +41,7 @@ def verify(opts: VerifyOptions) -> Report:
     source, unreadable = None, None
     if opts.profile and not absent:
         try:
-            source = profile.load_profile_source(opts.profile)
+            source = files.load_profile_source(opts.profile)
         except PgleError as e:
             # XLA may have read what pgle cannot (a .txt on jax <= 0.5.0, an empty directory,
             # a .pbtxt beside a good .pb): judge the log anyway.
@@ -140,7 +140,7 @@ def divergent_fingerprints(by_rank: dict[int, list[dict]]) -> list[str]:
     return out
 
 
-def _same_profile(read_path: str, source: profile.ProfileSource) -> bool:
+def _same_profile(read_path: str, source: files.ProfileSource) -> bool:
     """A read matches if it is the profile itself, or pgle's content-addressed copy of it.
 
     XLA logs the path exactly as it was given (relative stays relative, jax 0.4.34-0.10.2):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import logging
 import importlib.util
 import os
 import subprocess
@@ -19,6 +20,9 @@ import threading
 from pathlib import Path
 
 from pgle.errors import BadInput, PgleError
+from pgle.report import Report
+
+log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8791  # XProf's own default
@@ -105,6 +109,26 @@ def start(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST, port: int 
     raise PgleError(f"XProf did not start on {host}:{port}: {detail}",
                     hint="Pick another --port (0 = any free port)."
                     if "in use" in detail.lower() else None)
+
+
+def serve(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST,
+          port: int = DEFAULT_PORT) -> Report:
+    """Serve the run folder's trace until XProf exits or KeyboardInterrupt (Ctrl+C; the CLI
+    turns SIGTERM into one too); status `error` (exit code 1) when XProf failed."""
+    server = start(run_folder, host=host, port=port)
+    log.info(f"XProf serves {server.logdir} at {server.url} (Ctrl+C to stop)")
+    try:
+        code = server.wait()
+    except KeyboardInterrupt:
+        code = 0
+    finally:
+        server.stop()
+    report = Report("view", "ok" if code in (0, -15) else "error", trace_dir=str(server.logdir))
+    report.details["url"] = server.url
+    if report.status == "error":
+        report.exit_code = 1
+        report.reasons.append(f"XProf exited with code {code}")
+    return report
 
 
 def _first_line(proc: subprocess.Popen, timeout: float) -> str:

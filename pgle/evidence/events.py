@@ -1,5 +1,5 @@
 """Reading the harness's events file (JSON lines written by pgle/launch/harness.py; the kinds
-and their fields are in pgle/launch/schema.py).
+and their fields are in pgle/evidence/schema.py).
 
 Streamed and summarised (issue 25): the file is read in blocks, never whole; step events, the
 only kind that grows with the run, are kept as compact columns (`Steps`: 8-byte index, time,
@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
-from pgle.launch import schema
+from pgle.evidence import schema
 
 # From this size on, step lines are parsed in bulk (numpy's import costs more below it).
 BULK_MIN_BYTES = 1 << 20

@@ -13,7 +13,6 @@ Sources (jax 0.10.2):
 - jax/_src/compilation_cache.py: `put_executable_and_time` (Writing ..., the
   EXPECT_PGLE write warning, size threshold);
 - jax/_src/profiler.py: `PGLEProfiler.trace` (empty trace RuntimeWarning);
-- jax/_src/lru_cache.py: entry file names, `.lockfile`, filelock requirement.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import dataclasses
 import re
 
 from pgle.cache import key_rules
-from pgle.launch import schema
+from pgle.evidence import schema
 
 # -- loggers (logging.getLogger(__name__) in each module) -------------------
 LOGGER_COMPILER = "jax._src.compiler"
@@ -48,12 +47,8 @@ EVENT_CACHE_RETRIEVAL_TIME = "/jax/compilation_cache/cache_retrieval_time_sec"
 # Duration event with kwarg fun_name=<module name>, once per backend compile.
 EVENT_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 
-# -- cache entries on disk (lru_cache.py) -----------------------------------
-CACHE_SUFFIX = "-cache"
-ATIME_SUFFIX = "-atime"  # only with JAX_COMPILATION_CACHE_MAX_SIZE != -1
-LOCKFILE = ".lockfile"  # filelock.FileLock (fcntl.flock on POSIX) while evicting
-# cache_key.get(): "<module name>-<sha256 hex>"; module names may hold '-'.
-ENTRY_FILE = re.compile(r"^(?P<key>(?P<module>.+)-(?P<hash>[0-9a-f]{64}))-(?P<kind>cache|atime)$")
+# -- cache keys (cache_key.get(): "<module name>-<sha256 hex>"; module names may hold '-';
+# the entry files themselves: pgle.cache.entries) ------------------------------------------
 CACHE_KEY = re.compile(r"^(?P<module>.+)-(?P<hash>[0-9a-f]{64})$")
 # The fdo_profile JAX substitutes to derive the PGLE-optimized key (compiler.py).
 PGLE_SENTINEL_PROFILE = b"pgle profiled"

@@ -15,7 +15,7 @@ from typing import Any
 
 from pgle.evidence.events import RunEvents
 from pgle.evidence.steps import step_times
-from pgle.launch import schema
+from pgle.evidence import schema
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ driver calls them, always downward:
    watchdog that stops this rank's workload as soon as a peer's workload failed;
 3. the rank's report lands in the job folder; rank 0 gathers every rank's report (up to
    `--gather-timeout`), calls the workflow's combine step (pgle.verdicts.across_ranks for the
-   verdicts), names the ranks that never reported and writes `<job_dir>/job.json`; the other
+   verdicts), names the ranks that never reported and writes `<job_dir>/folder.json`; the other
    ranks print one line.
 
 In one process none of this happens: the body runs with the plain layout and the plain
@@ -27,30 +27,33 @@ was stopped, or its own verdict's).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
+import logging
 import socket
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, PgleError
-from pgle.jobs import folder as job
+from pgle.jobs import folder
 from pgle.jobs import kv
-from pgle.jobs import layout as layouts
+from pgle.jobs import layout
 from pgle.jobs import ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
-from pgle.jobs.ranks import RankInfo, ranks_phrase
+from pgle.jobs.ranks import RankInfo
+from pgle.phrases import ranks_phrase
 from pgle.launch import execution
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, grouped
 
-JOB_REPORT = "job.json"
+JOB_REPORT = "folder.json"
 
-Notify = Callable[[str], None]
 Launch = Callable[..., "execution.Execution"]
 
 
@@ -59,7 +62,8 @@ class Workflow:
     """A workflow as the driver sees it.
 
     request(opts) -> LayoutRequest: the paths to resolve for this process.
-    body(opts, layout, launch, notify, environ) -> Report: this process's part.
+    body(opts, layout, launch, environ) -> Report: this process's part (its progress and
+        notices go to the `pgle` logger).
     combine(opts, layout, job_reports) -> Report: rank 0's job report (None: a workflow of phases,
         whose body runs sub-workflows through the `phase` function it is given instead of
         `launch`).
@@ -78,32 +82,60 @@ class PhaseResult:
 
 
 def run(wf: Workflow, opts, job_opts: JobOptions | None = None, *,
-        notify: Notify = lambda s: None, environ: Mapping[str, str]) -> Report:
+        environ: Mapping[str, str]) -> Report:
     """Run `wf` in this process: alone, or as one rank of the job the environment describes."""
     job_opts = job_opts or JobOptions()
     environ = dict(environ)
     info = ranks.detect(environ)
     if not info.is_multiprocess:
-        return _alone(wf, opts, info, notify, environ, job_opts)
-    rank = RankRun(wf.command, info, layouts.job_dir(info, job_opts), job_opts.gather_timeout_s,
+        return _alone(wf, opts, info, environ, job_opts)
+    rank = RankRun(wf.command, info, layout.job_dir(info, job_opts), job_opts.gather_timeout_s,
                    stall_timeout_s=job_opts.stall_timeout_s, gather=job_opts.gather)
-    return rank.run(wf, opts, notify, environ)
+    return rank.run(wf, opts, environ)
 
 
-def _alone(wf: Workflow, opts, info: RankInfo, notify: Notify, environ: dict,
+class _Notices(logging.Handler):
+    def __init__(self, notices: list[str]) -> None:
+        super().__init__()
+        self.notices = notices
+
+    def emit(self, record: logging.LogRecord) -> None:
+        prefix = "warning: " if record.levelno >= logging.WARNING else ""
+        self.notices.append(prefix + record.getMessage())
+
+
+@contextlib.contextmanager
+def _kept(notices: list[str]) -> Iterator[None]:
+    """On a rank other than 0, pgle's log records go into `notices` (the rank's report,
+    `details.notices`) instead of the terminal: only rank 0 talks, the others print one line."""
+    logger = logging.getLogger("pgle")
+    handlers, propagate, level = logger.handlers[:], logger.propagate, logger.level
+    logger.handlers[:] = [_Notices(notices)]
+    logger.propagate = False
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+        logger.setLevel(level)
+
+
+def _alone(wf: Workflow, opts: Any, info: RankInfo, environ: dict[str, str],
            job_opts: JobOptions, run_root: str | None = None) -> Report:
     request = wf.request(opts)
     if run_root is not None:
         request = dataclasses.replace(request, run_root=run_root)
-    lay = layouts.resolve(request, info, None)
+    lay = layout.resolve(request, info, None)
     if wf.combine is None:
         def phase(name: str, sub: Workflow, sub_opts, run_root: str) -> PhaseResult:
-            own = _alone(sub, sub_opts, info, notify, environ, job_opts, run_root)
+            own = _alone(sub, sub_opts, info, environ, job_opts, run_root)
             return PhaseResult(own, own.to_dict())
 
-        return wf.body(opts, lay, phase, notify, environ)
+        return wf.body(opts, lay, phase, environ)
     launch = functools.partial(execution.execute, stall_timeout=job_opts.stall_timeout_s)
-    return wf.body(opts, lay, launch, notify, environ)
+    return wf.body(opts, lay, launch, environ)
 
 
 # -- one rank of a job --------------------------------------------------------------------------
@@ -113,13 +145,12 @@ class RankRun:
     command: str
     info: RankInfo
     job_dir: Path
-    gather_timeout_s: float = layouts.DEFAULT_GATHER_TIMEOUT_S
+    gather_timeout_s: float = layout.DEFAULT_GATHER_TIMEOUT_S
     notices: list[str] = dataclasses.field(default_factory=list)
     exited: bool = False
-    stopped_for: job.PeerFailure | None = None
+    stopped_for: folder.PeerFailure | None = None
     host: str = dataclasses.field(default_factory=socket.gethostname)
     last_phase: Report | None = None
-    progress: Notify | None = None  # rank 0's gather progress lines (set by run)
     stall_timeout_s: float | None = None  # pgle.launch.stall (None: derived, 0: off)
     gather: str = "folder"  # folder | kv (pgle.jobs.kv)
     held: execution.Execution | None = None  # --gather kv: the workload waits for the exchange
@@ -134,24 +165,26 @@ class RankRun:
     def world_size(self) -> int:
         return self.info.world_size
 
-    def run(self, wf: Workflow, opts, notify: Notify, environ: dict,
+    def run(self, wf: Workflow, opts: Any, environ: dict[str, str],
             run_root: str | None = None) -> Report:
         """Resolve the layout, run the body with the hooks, record the report; on rank 0 gather
-        and combine."""
-        say = notify if self.info.is_leader else self.notices.append
-        self.progress = notify if self.info.is_leader else None
+        and combine. On another rank pgle's log records become the report's notices."""
+        with contextlib.nullcontext() if self.info.is_leader else _kept(self.notices):
+            return self._run(wf, opts, environ, run_root)
+
+    def _run(self, wf: Workflow, opts: Any, environ: dict[str, str],
+             run_root: str | None) -> Report:
         resolved: list[RankLayout] = []
 
         def produce() -> Report:
             request = wf.request(opts)
             if run_root is not None:
                 request = dataclasses.replace(request, run_root=run_root)
-            lay = layouts.resolve(request, self.info, self.job_dir)
+            lay = layout.resolve(request, self.info, self.job_dir)
             resolved.append(lay)
             if wf.combine is None:
-                return wf.body(opts, lay, functools.partial(self.phase, notify, environ), say,
-                               environ)
-            return wf.body(opts, lay, self.launch, say, environ)
+                return wf.body(opts, lay, functools.partial(self.phase, environ), environ)
+            return wf.body(opts, lay, self.launch, environ)
 
         if wf.combine is None:
             # Each phase records its own start, exit, report and failure in its own folder.
@@ -160,7 +193,7 @@ class RankRun:
             report = self._guarded(produce)
             self.annotate(report)
             self.mark_exit(report.workload_exit_code or 0)
-            job.write_report(self.job_dir, self.rank, report)
+            folder.write_report(self.job_dir, self.rank, report)
             if self.gather == "kv":
                 self._kv_send(resolved[0] if resolved else None)
             if not self.info.is_leader:
@@ -210,7 +243,7 @@ class RankRun:
     def _key(self, what: str) -> str:
         return f"pgle/{self.command}/{what}"
 
-    def _kv_send(self, layout: RankLayout | None) -> None:
+    def _kv_send(self, lay: RankLayout | None) -> None:
         """Rank r sends its files and takes the job's; rank 0 takes every rank's files."""
         ex = self.held
         if ex is None:
@@ -238,7 +271,7 @@ class RankRun:
         self.kv_errors += errors
         job_bundle = fetched.get(self._key("job"))
         if job_bundle is not None:
-            plan = layout.output if layout is not None else None
+            plan = lay.output if lay is not None else None
             try:
                 kv.write_job_files(self.job_dir, job_bundle,
                                    plan.merged_output if plan else None)
@@ -274,10 +307,10 @@ class RankRun:
         ex.resume()
 
     def mark_started(self) -> None:
-        job.mark_started(self.job_dir, self.info)
+        folder.mark_started(self.job_dir, self.info)
 
     def watchdog(self) -> Callable[[], int | None]:
-        check = job.watchdog(self.job_dir, self.rank)
+        check = folder.watchdog(self.job_dir, self.rank)
 
         def poll() -> int | None:
             failure = check()
@@ -292,16 +325,16 @@ class RankRun:
         if self.exited:
             return
         self.exited = True
-        job.mark_exit(self.job_dir, self.rank, code,
+        folder.mark_exit(self.job_dir, self.rank, code,
                       stopped_for=self.stopped_for.rank if self.stopped_for else None)
 
     # -- phases (tune): each a job of its own in <job_dir>/<name>/ --
-    def phase(self, notify: Notify, environ: dict, name: str, sub: Workflow, sub_opts,
+    def phase(self, environ: dict[str, str], name: str, sub: Workflow, sub_opts: Any,
               run_root: str) -> PhaseResult:
         phase = RankRun(f"{self.command}:{name}", self.info, self.job_dir / name,
                         self.gather_timeout_s, host=self.host,
                         stall_timeout_s=self.stall_timeout_s, gather=self.gather)
-        own = phase.run(sub, sub_opts, notify, environ, run_root=run_root)
+        own = phase.run(sub, sub_opts, environ, run_root=run_root)
         self.last_phase = own
         return PhaseResult(own, own.to_dict() if self.info.is_leader
                            else phase.wait_for_job_report())
@@ -346,7 +379,7 @@ class RankRun:
                             reasons=[f"pgle failed on rank {self.rank}: {message}"])
             report.details["pgle_error"] = message
             self.annotate(report)
-            job.write_report(self.job_dir, self.rank, report)
+            folder.write_report(self.job_dir, self.rank, report)
         except (OSError, PgleError):
             pass
 
@@ -367,7 +400,7 @@ class RankRun:
                 report.reasons.append(why)
 
     def summary_line(self, report: Report) -> str:
-        path = job.report_path(self.job_dir, self.rank)
+        path = folder.report_path(self.job_dir, self.rank)
         text = f"rank {self.rank} of {self.world_size}: {report.status}"
         counts = Counter(m.get("status") for m in report.modules)
         if counts:
@@ -380,11 +413,11 @@ class RankRun:
         return f"{text}; exit {report.exit_code}; report {path}"
 
     def job_report(self, own: Report, combine: Callable[[JobReports], Report]) -> Report:
-        gathered = job.gather(self.job_dir, self.world_size, self.gather_timeout_s,
-                              progress=self.progress)
+        gathered = folder.gather(self.job_dir, self.world_size, self.gather_timeout_s,
+)
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written
-        missing = job.describe_missing(self.job_dir, gathered.missing)
+        missing = folder.describe_missing(self.job_dir, gathered.missing)
         if self.gather == "kv":
             missing = {r: f"{why} (--gather kv: its files never came through jax.distributed's "
                           "key-value store)" for r, why in missing.items()}
@@ -414,7 +447,7 @@ class RankRun:
                          "workload_exit_code": rep.get("workload_exit_code"),
                          "host": rank_info.get("host"), "run_dir": rep.get("run_dir"),
                          "log_path": rep.get("log_path"), "stopped_for": rep.get("stopped_for"),
-                         "report": str(job.report_path(self.job_dir, r))})
+                         "report": str(folder.report_path(self.job_dir, r))})
         report.details["ranks"] = rows
         line = f"{len(reports)} of {self.world_size} ranks reported (job folder {self.job_dir})"
         report.summary.append(line)
@@ -423,7 +456,7 @@ class RankRun:
 
     def _job_exit_code(self, report: Report, reports: Mapping[int, dict],
                        missing: Mapping[int, str]) -> None:
-        failure = job.peer_failure(self.job_dir, -1)
+        failure = folder.peer_failure(self.job_dir, -1)
         if failure is not None:
             # The first rank whose workload (or pgle, before launching it) failed on its own.
             report.workload_exit_code = failure.exit_code
@@ -463,9 +496,9 @@ class RankRun:
                     return json.load(f)
             except (FileNotFoundError, ValueError):
                 pass
-            if job.failed_path(self.job_dir, 0).exists():
+            if folder.failed_path(self.job_dir, 0).exists():
                 try:
-                    with open(job.report_path(self.job_dir, 0), encoding="utf-8") as f:
+                    with open(folder.report_path(self.job_dir, 0), encoding="utf-8") as f:
                         why = json.load(f).get("pgle_error")
                 except (OSError, ValueError):
                     why = None

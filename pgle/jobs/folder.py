@@ -29,6 +29,7 @@ Gathering timeouts should allow for that.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
@@ -40,6 +41,9 @@ from typing import Any, Callable, NamedTuple
 from pgle.atomic import write_text_atomic
 from pgle.errors import BadInput
 from pgle.jobs.ranks import RankInfo, expand_path, fields_in
+from pgle.phrases import plural, ranks_phrase
+
+log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = ".pgle/jobs"
 FAILED = "failed"
@@ -251,7 +255,6 @@ def gather(
     *,
     first_poll_s: float = 0.05,
     max_poll_s: float = 0.5,
-    progress: Callable[[str], None] | None = None,
     progress_every_s: float = 10.0,
 ) -> Gathered:
     """Collect `rank-<r>.json` of ranks 0..world_size-1, waiting up to `timeout_s`.
@@ -259,8 +262,8 @@ def gather(
     Polls with a growing interval (first_poll_s, x1.5, capped at max_poll_s)
     and returns as soon as every rank has reported, or at the timeout with the
     ranks that never did (sorted). A report that is not a JSON object counts
-    as missing; `describe_missing` says why each rank is missing. `progress`
-    gets a plain line every `progress_every_s` while ranks are still missing.
+    as missing; `describe_missing` says why each rank is missing. While ranks are still
+    missing, a line every `progress_every_s` goes to the log (INFO).
     """
     if world_size < 1:
         raise BadInput(f"world size must be at least 1, not {world_size}.")
@@ -288,11 +291,11 @@ def gather(
         left = deadline - now
         if left <= 0:
             break
-        if progress is not None and now >= next_line:
+        if now >= next_line:
             next_line = now + progress_every_s
             waiting = [r for r in range(world_size) if r not in reports]
-            shown = ", ".join(map(str, waiting[:8])) + (", ..." if len(waiting) > 8 else "")
-            progress(f"waiting for {len(waiting)} of {world_size} rank report(s) (ranks {shown}); "
+            log.info(f"waiting for {len(waiting)} of {plural(world_size, 'rank report')} "
+                     f"({ranks_phrase(waiting[:8])}{', ...' if len(waiting) > 8 else ''}); "
                      f"{now - started:.0f} s of the {timeout_s:.0f} s gather timeout")
         time.sleep(min(interval, left))
         interval = min(interval * 1.5, max_poll_s)

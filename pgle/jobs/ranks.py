@@ -291,28 +291,6 @@ def validate_template(template: str) -> None:
     _placeholders(template)
 
 
-# -- naming ranks in sentences -------------------------------------------------------------
-
-def rank_ranges(numbers) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
-    nums = sorted(set(numbers))
-    parts: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    return ", ".join(parts)
-
-
-def ranks_phrase(numbers) -> str:
-    """'rank 3' or 'ranks 0-2, 5'."""
-    nums = sorted(set(numbers))
-    return f"rank{'' if len(nums) == 1 else 's'} {rank_ranges(nums)}"
-
-
 def literal(path) -> str:
     """`path` with %, { and } escaped, so that placeholder expansion gives it back unchanged."""
     import os

@@ -10,8 +10,7 @@ import dataclasses
 import os
 
 from pgle.xla import flag_probe, versions
-from pgle.xla import flags as xla_flags
-from pgle.xla.flags import XlaFlags
+from pgle.xla.flags import XlaFlags, lint
 
 # Set in the child when pgle (not the user) turned XLA's INFO log on.
 PGLE_SET_LEVEL = "PGLE_SET_TF_CPP_MIN_LOG_LEVEL"
@@ -44,8 +43,8 @@ def build(
     `defaults`: set only where the user has not."""
     environ = dict(os.environ if environ is None else environ)
     jax_version = versions.jax_version()
-    user = xla_flags.XlaFlags.parse(environ.get("XLA_FLAGS"))
-    warnings = xla_flags.lint(user, jax_version)
+    user = XlaFlags.parse(environ.get("XLA_FLAGS"))
+    warnings = lint(user, jax_version)
     warnings += flag_probe.refuse_rejected(user, environ, jax_version)
     notices: list[str] = []
     flags = user

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from pgle.errors import Interrupted, Stalled
-from pgle.launch import launcher, schema
+from pgle.evidence import schema
+from pgle.launch import launcher
 from pgle.launch.childenv import ChildEnv
 from pgle.launch.progress import WindowProgress
 from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.events import RunEvents, read_run_events
 from pgle.launch.runfolder import RunFolder
-from pgle.launch.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
+from pgle.evidence.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
 from pgle.launch.stall import StallReport, StallWatch
 from pgle.launch import streams
 from pgle.redact import redact_args
@@ -150,7 +151,7 @@ def execute(
     on_exit: Callable[[int], None] | None = None,
     log_copy: str | None = None,
     observe_pgle: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: bool = False,
     count_jits: bool = True,
     stall_timeout: float | None = None,
     hold: bool = False,
@@ -160,7 +161,7 @@ def execute(
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
     `on_exit(code)` the moment the workload has exited (a job records them so that its peers
     stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
-    with (pgle.launch.launcher). `progress`: where progress lines go while it runs (the
+    with (pgle.launch.launcher). `progress`: log progress lines while it runs (the
     profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
     harness counts jitted executions (pgle.launch.step_rule) unless False.
     `stall_timeout`: the stall watchdog's bound in seconds (None: derived from the run; 0:
@@ -188,8 +189,7 @@ def execute(
         argv = [*prefix, *harness_argv(run.spec)]
     if on_start is not None:
         on_start()
-    ticker = (WindowProgress(run.events, progress, window=profile_window is not None)
-              if progress is not None else None)
+    ticker = WindowProgress(run.events, window=profile_window is not None) if progress else None
     stall = StallWatch(run.path, stall_timeout, streams.say) if stall_timeout != 0 else None
     result = launcher.launch(argv, env, run.log, watchdog=watchdog,
                              terminal_level=child.terminal_level, progress=ticker, stall=stall,

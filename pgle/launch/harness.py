@@ -38,10 +38,14 @@ import warnings
 from typing import NoReturn
 
 try:
-    from pgle.launch import schema, step_rule, tracebacks
+    from pgle.evidence import schema
+    from pgle.launch import step_rule, tracebacks
+    from pgle.phrases import plural
 except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from pgle.launch import schema, step_rule, tracebacks
+    from pgle.evidence import schema
+    from pgle.launch import step_rule, tracebacks
+    from pgle.phrases import plural
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was given
@@ -355,23 +359,23 @@ class ProfilerWindow:
                 self.events.write(schema.WINDOW_WARNING, message=(
                     "nothing was profiled: the workload marks no step with "
                     "jax.profiler.StepTraceAnnotation and no jitted function (jax.jit, jax.pmap, "
-                    f"pjit) executed more than {self.warmup} time(s); use --delay/--duration"))
+                    f"pjit) executed more than {plural(self.warmup, 'time')}; use --delay/--duration"))
             elif self.hot_name is not None and last_step is None \
                     and self.executions_in_trace < self.max_executions \
                     and (self.stop_reason or "").startswith("workload"):
                 self.events.write(schema.WINDOW_WARNING, message=(
                     f"the execution window was cut short: the workload ended after "
-                    f"{self.executions_in_trace} profiled execution(s) of {self.hot_name}, "
+                    f"{plural(self.executions_in_trace, 'profiled execution')} of {self.hot_name}, "
                     f"not {self.max_executions}"))
             return  # the default window takes what the workload has
         elif last_step is not None and last_step < first:
             self.events.write(schema.WINDOW_WARNING, message=(
-                f"{asked} never opened: the workload marked only {last_step + 1} step(s)"))
+                f"{asked} never opened: the workload marked only {plural(last_step + 1, 'step')}"))
         elif self.first_step_in_trace is not None and self.steps_in_trace < count:
             last = self.first_step_in_trace + self.steps_in_trace - 1
             self.events.write(schema.WINDOW_WARNING, message=(
                 f"{asked} was cut short: the workload ended after step {last}, so the profile "
-                f"holds {self.steps_in_trace} step(s), not {count}"))
+                f"holds {plural(self.steps_in_trace, 'step')}, not {count}"))
 
     # -- mechanics --------------------------------------------------------
     def _time_window(self) -> None:

@@ -38,7 +38,7 @@ import time
 import weakref
 from typing import Any, Callable
 
-from pgle.launch import schema
+from pgle.evidence import schema
 
 EVENT_PROFILED = schema.PGLE_PROFILED
 

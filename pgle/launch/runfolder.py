@@ -2,7 +2,7 @@
 
 `.pgle/runs/<YYYYmmdd-HHMMSS>-<command>-<pid>/` under the current directory
 (or `--run-dir`): `workload.log` (stdout and stderr, line by line),
-`events.jsonl` (from the harness), `spec.json` (pgle.launch.schema), `trace/`,
+`events.jsonl` (from the harness), `spec.json` (pgle.evidence.schema), `trace/`,
 `lease.json` (who runs in it; see below).
 
 The folder is made with mkdir(2), never reused: a folder of that name already there (made by

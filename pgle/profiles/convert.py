@@ -186,12 +186,13 @@ def convert_trace(run_dir: Any, *, per_module: bool, stat: str = "median", log_p
 # --- reading ---------------------------------------------------------------------------------
 
 
-def is_trace_run_dir(path: Any) -> bool:
-    """True for a folder holding `*.xplane.pb` files (a trace run folder)."""
+def trace_files(path: Any) -> list[str] | None:
+    """The `*.xplane.pb` files of a trace run folder; None when `path` is not one."""
     try:
-        return os.path.isdir(path) and any(n.endswith("xplane.pb") for n in os.listdir(path))
-    except OSError:
-        return False
+        files = find_xplane_files(path) if os.path.isdir(path) else []
+    except (OSError, ProfileError):
+        return None
+    return files or None
 
 
 def find_xplane_files(run_dir: Any) -> list[str]:
@@ -436,11 +437,13 @@ def _profile_start_ns(plane) -> int | None:
 
 def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "median",
                            log_path: Any = None, steps_window: Any = None,
-                           qualify: bool = False, merge_fragments: bool | None = None) -> TraceConversion:
+                           qualify: bool = False, merge_fragments: bool | None = None,
+                           files: list[str] | None = None) -> TraceConversion:
+    """`files`: the folder's `*.xplane.pb` files, when the caller already listed them."""
     stat = parse_stat(stat)
     merge = per_module if merge_fragments is None else merge_fragments
     window = _normalize_window(steps_window)
-    files = find_xplane_files(run_dir)
+    files = find_xplane_files(run_dir) if files is None else files
     log_fps: dict[tuple[str, int], str] = {}
     warnings: list[str] = []
     if log_path is not None:

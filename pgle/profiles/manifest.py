@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from pgle import __version__
+from pgle.version import __version__
 from pgle.xla import flag_table
 from pgle.xla import versions
 from pgle.atomic import write_text_atomic

@@ -21,11 +21,17 @@ REPORT_SUFFIX = ".nsys-rep"
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
-def is_nsys_input(path: Any) -> bool:
+def nsight_kind(path: Any) -> str | None:
+    """What Nsight input `path` is: "archive" (an nsys-jax .zip or its extracted folder),
+    "report" (.nsys-rep), "sqlite" (its SQLite export); None: none of them."""
     from pgle.profiles.nsys_archive import is_archive
 
     name = os.fspath(path)
-    return name.endswith(REPORT_SUFFIX) or name.endswith(SQLITE_SUFFIXES) or is_archive(name)
+    if name.endswith(REPORT_SUFFIX):
+        return "report"
+    if name.endswith(SQLITE_SUFFIXES):
+        return "sqlite"
+    return "archive" if is_archive(name) else None
 
 
 def _export_sqlite(report: pathlib.Path, tmp: pathlib.Path) -> pathlib.Path:
@@ -43,9 +49,10 @@ def _export_sqlite(report: pathlib.Path, tmp: pathlib.Path) -> pathlib.Path:
     return out
 
 
-def convert_nsys(src: Any, *, stat: str | None = None, skip: int | None = None,
-                 dump: Any = None) -> NsysConversion:
-    """Any Nsight input -> per-module profiles keyed by fingerprint."""
+def convert_nsys(src: Any, *, kind: str | None = None, stat: str | None = None,
+                 skip: int | None = None, dump: Any = None) -> NsysConversion:
+    """Any Nsight input -> per-module profiles keyed by fingerprint. `kind`: what
+    `nsight_kind(src)` said, when the caller already asked."""
     from pgle.profiles import nsys_archive
 
     path = pathlib.Path(src)
@@ -55,7 +62,8 @@ def convert_nsys(src: Any, *, stat: str | None = None, skip: int | None = None,
         from pgle.profiles.bounded import check_regular_file
 
         check_regular_file(path, "Nsight input")  # a FIFO or a device would hang the read
-    if nsys_archive.is_archive(path):
+    kind = kind or nsight_kind(path)
+    if kind == "archive":
         with nsys_archive.opened_archive(path) as folder:
             ranges = nsys_archive.read_ranges(folder)
             devices = nsys_archive.read_devices(folder)
@@ -65,9 +73,9 @@ def convert_nsys(src: Any, *, stat: str | None = None, skip: int | None = None,
             return per_module_costs(ranges, devices=devices, module_lookup=index.lookup,
                                     compiled=compiled, stat=stat, skip=skip)
     with tempfile.TemporaryDirectory(prefix="pgle-nsys-") as tmp:
-        if path.name.endswith(REPORT_SUFFIX):
+        if kind == "report":
             path = _export_sqlite(path, pathlib.Path(tmp))
-        elif not path.name.endswith(SQLITE_SUFFIXES):
+        elif kind != "sqlite":
             raise BadInput(f"{path} is not an Nsight input pgle reads.",
                            hint="Give a .nsys-rep report, its SQLite export (.sqlite) or an nsys-jax .zip archive.")
         if dump is None:

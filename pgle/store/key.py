@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pgle.launch import schema
+from pgle.evidence import schema
 
 
 @dataclasses.dataclass(frozen=True)

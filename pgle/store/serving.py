@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping
 
+from pgle.phrases import plural
 from pgle.profiles.files import Profile
 from pgle.store.key import StoreKey
 from pgle.store.policy import Policy, parse_policy
@@ -50,7 +51,7 @@ def count_line(rows: list[dict], store: Any, pol: Policy | str | None, key: Stor
     refreshed = sum(r["status"] == STATUS_REFRESHED for r in rows)
     empty = sum(r["status"] == STATUS_EMPTY for r in rows)
     pol = pol if isinstance(pol, Policy) else parse_policy(pol)
-    return (f"store {store}: {added} module(s) added, {refreshed} refreshed"
+    return (f"store {store}: {plural(added, 'module')} added, {refreshed} refreshed"
             + (f", {empty} empty not stored" if empty else "")
             + f" (policy {pol}; {key.describe()})")
 
@@ -130,19 +131,19 @@ def summary_lines(modules: list[dict], lookups: dict, view_size: int, store: Any
     lines = []
     shown = [r for r in modules if r.get("store")]
     if shown:
-        lines.append(f"store {store} ({key.describe()}): {len(lookups['served'])} module(s) "
+        lines.append(f"store {store} ({key.describe()}): {plural(len(lookups['served']), 'module')} "
                      f"served from a view of {view_size}:")
         lines += [f"  {r.get('module')}: {r['fingerprint']}, {age_text(r['store_age_seconds'])} old "
                   f"({r['store']['source']})" for r in shown[:20]]
         if len(shown) > 20:
             lines.append(f"  ... {len(shown) - 20} more (see --json)")
     else:
-        lines.append(f"store {store} ({key.describe()}): a view of {view_size} module profile(s); "
+        lines.append(f"store {store} ({key.describe()}): a view of {plural(view_size, 'module profile')}; "
                      "no module of this run was matched to it"
                      + ("" if modules else " (the log names no module fingerprint)"))
     lacking = [r for r in modules if r.get("fingerprint") and r.get("store") is None]
     if lacking:
         names = ", ".join(f"{r.get('module')} ({r['fingerprint']})" for r in lacking[:10])
-        lines.append(f"not in the store: {len(lacking)} module(s): {names}"
+        lines.append(f"not in the store: {plural(len(lacking), 'module')}: {names}"
                      + (", ..." if len(lacking) > 10 else ""))
     return lines

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pgle.errors import EXIT_NOT_VERIFIED
-from pgle.jobs.ranks import ranks_phrase
+from pgle.phrases import plural, ranks_phrase
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import overall_status
 from pgle.verdicts.rows import module_lines, module_name
@@ -164,7 +164,7 @@ def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
         counts = Counter(m["status"] for m in modules)
         status = overall_status(m["status"] for m in modules)
         mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
-        text = (f"{counts['applied']} of {len(modules)} module(s) applied the profile on every "
+        text = (f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile on every "
                 f"rank that reported ({ranks_phrase(rank_status)})")
         if counts["partial"]:
             text += f", {counts['partial']} partially"

@@ -15,6 +15,7 @@ import fnmatch
 from typing import Mapping
 
 from pgle.errors import EXIT_NOT_VERIFIED
+from pgle.phrases import plural
 from pgle.evidence import jax_log
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
@@ -28,17 +29,13 @@ STATUS_COMPILED_ANEW = "compiled_anew"
 
 
 # -- wording --------------------------------------------------------------------------
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def times(n: int) -> str:
     return plural(n, "time")
 
 
 def count_line(modules: list[dict], ok: str, what: str) -> str:
     n = sum(1 for m in modules if m["status"] == ok)
-    return f"{n} of {len(modules)} modules {what}"
+    return f"{n} of {plural(len(modules), 'module')} {what}"
 
 
 def empty_profile_cause(platform: str | None) -> str:

@@ -33,6 +33,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
+from pgle.phrases import plural
 from pgle.xla.hlo_names import COLLECTIVE, kind
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not
@@ -93,9 +94,11 @@ def decide(found: int | None, missing: int, missing_communication: list[str], *,
     extra = [n for n in (converted_note(sync), unresolved_note(sync)) if n]
     if sync.missing:
         families = sorted({kind(n)[1] or "host copy" for n in sync.missing})
+        missed = plural(len(sync.missing), "collective or host copy",
+                        "collectives or host copies")
         return Decision("partial", RULE_COLLECTIVES, [
-            f"the profile misses {len(sync.missing)} collective(s)/host copies "
-            f"({', '.join(families)}: {_names(sync.missing)}): the scheduler guesses "
+            f"the profile misses {missed} ({', '.join(families)}: {_names(sync.missing)}): "
+            "the scheduler guesses "
             "their cost, which is what PGLE is for; collect the profile again from a run of "
             "this exact program"] + extra, coverage)
     if sync.unresolved:
@@ -109,7 +112,7 @@ def decide(found: int | None, missing: int, missing_communication: list[str], *,
         return Decision("applied", RULE_CONVERTED, extra, coverage)
     if sol_fallback:
         return Decision("applied", RULE_SOL_FALLBACK, [
-            f"{compute} compute instruction(s) are not in the profile (coverage "
+            f"{plural(compute, 'compute instruction')} not in the profile (coverage "
             f"{coverage:.0%}), no collective is missing: XLA prices them with its speed-of-light "
             "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply"]
             + extra, coverage)

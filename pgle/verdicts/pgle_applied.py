@@ -11,11 +11,13 @@ real compiler of each jax version prints.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 from typing import Collection
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
+from pgle.phrases import plural
 from pgle.verdicts import collectives, sync_converted
 from pgle.verdicts.origin import Origin
 from pgle.verdicts.rows import AppliedRow, module_lines
@@ -104,13 +106,15 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         status = "error"
     elif evidence.discards:
         n = len(evidence.discards)
-        reasons.append(f"the compile failed ({n} time(s)): XLA's accuracy checker at ERROR "
+        reasons.append(f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
                        f"strictness discarded the profile (\"{evidence.discards[0]}\"): the "
-                       "profile misses instructions of the module(s) below; collect it again or "
+                       "profile misses instructions of the modules below; collect it again or "
                        "use PGLE_STRICTNESS_LEVEL_WARN.")
         status = "error"
     elif evidence.parse_errors:
-        reasons += [f"XLA could not parse the profile: {e}" for e in evidence.parse_errors]
+        # One line per compile that tried (every module, every clone): each error said once.
+        reasons += [f"XLA could not parse the profile: {e}" + (f" ({n} compiles)" if n > 1 else "")
+                    for e, n in Counter(evidence.parse_errors).items()]
         status = "error"
     elif evidence.missing_files:
         reasons += [f"XLA found no profile file at {p}" for p in dict.fromkeys(evidence.missing_files)]
@@ -126,8 +130,8 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         reasons.append(
             "XLA's INFO log is hidden (TF_CPP_MIN_LOG_LEVEL is not 0), so the log cannot show "
             "which modules used the profile"
-            + (f"; its WARNING lines show the accuracy checker ran on "
-               f"{sum(1 for m in evidence.modules if m.checker_found is not None)} module(s)"
+            + ("; its WARNING lines show the accuracy checker ran on " + plural(
+                sum(1 for m in evidence.modules if m.checker_found is not None), "module")
                if evidence.checker_lines else "")
             + ". Rerun with TF_CPP_MIN_LOG_LEVEL=0.")
         modules = []
@@ -142,13 +146,13 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
             reasons.append(
                 "XLA says the accuracy checker is set but no profile path is "
                 "(\"xla_gpu_pgle_accuracy_checker is set to WARN, but no profile path specified\", "
-                f"{evidence.checker_without_path} time(s)): the profile flag "
+                f"{plural(evidence.checker_without_path, 'time')}): the profile flag "
                 "--xla_gpu_pgle_profile_file_or_directory_path did not reach XLA.")
         elif modules:
             status = "not_applied"
             reasons.append(
-                f"XLA compiled {len(modules)} module(s) and read no profile for any (only their "
-                "fingerprints were logged): did the profile flag reach XLA? jax <= 0.5.3 logs "
+                f"XLA compiled {plural(len(modules), 'module')} and read no profile for any "
+                "(only their fingerprints were logged): did the profile flag reach XLA? jax <= 0.5.3 logs "
                 "nothing when the profile file does not exist, jax <= 0.5.x nothing for a "
                 "directory without the module's file, and jax >= 0.5.1 ignores a file that is "
                 "not .pb/.pbtxt silently.")
@@ -164,14 +168,14 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         counts = {s: sum(1 for m in modules if m["status"] == s) for s in STATUSES}
         status = overall_status(m["status"] for m in modules)
         reasons.append(
-            f"{counts['applied']} of {len(modules)} module(s) applied the profile"
+            f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile"
             + (f", {counts['partial']} partially" if counts["partial"] else "")
             + (f", {counts['not_applied']} not at all" if counts["not_applied"] else "") + ".")
     unknown = [m for m in modules if m["status"] == "applied" and m["coverage"] is None]
     if unknown and status in ("applied", "partial") and silence == SILENCE_UNKNOWN:
         details["coverage_unknown"] = len(unknown)
-        reasons.append(f"coverage unknown for {len(unknown)} module(s): this jax's WARN accuracy "
-                       "checker prints nothing even when instructions are missing (jax "
+        reasons.append(f"coverage unknown for {plural(len(unknown), 'module')}: this jax's WARN "
+                       "accuracy checker prints nothing even when instructions are missing (jax "
                        "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit.")
     unresolved = [m for m in modules if m.get("rule") == collectives.RULE_UNRESOLVED]
     if unresolved and status in ("applied", "partial"):
@@ -189,9 +193,19 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     if evidence.sub_compiles:
         reasons.append(sub_compile_sentence(evidence.sub_compiles))
     if evidence.fallbacks:
-        reasons.append(f"{len(evidence.fallbacks)} <fp>.pbtxt file(s) did not parse and XLA read "
-                       "the <fp>.pb beside each instead (its lookup order): not an error, but "
-                       f"remove the broken file(s), e.g. {evidence.fallbacks[0]}.")
+        n = len(evidence.fallbacks)
+        reasons.append(f"{plural(n, '<fp>.pbtxt file')} did not parse and XLA read the <fp>.pb "
+                       f"beside {'it' if n == 1 else 'each'} instead (its lookup order): not an "
+                       f"error, but remove the broken {'file' if n == 1 else 'files'}, e.g. "
+                       f"{evidence.fallbacks[0]}.")
+    if evidence.lhs_unset_warnings:
+        # docs/gpu-validation.md ("no LHS flag"): jax 0.4.34 ignores a profile without the
+        # flag; 0.5.x-0.6.x read it and warn; 0.7.2 and later read it silently.
+        details["lhs_unset"] = evidence.lhs_unset_warnings
+        reasons.append("XLA warned that --xla_gpu_enable_latency_hiding_scheduler is unset "
+                       f"({plural(evidence.lhs_unset_warnings, 'time')}): this jax schedules "
+                       "with the profile anyway, but jax 0.4.34 ignores a profile without the "
+                       "flag; set it to true to keep the run's flags portable.")
     return Verdict(status, modules, reasons, evidence, details)
 
 
@@ -223,7 +237,7 @@ def sub_compile_sentence(subs: list[ModuleEvidence]) -> str:
     by = "their module ids" if all(m.by == "module id" for m in subs) else \
         "the harness" if all((m.by or "").endswith("harness)") for m in subs) else \
         "their names (no module ids logged: TF_CPP_VMODULE=gpu_hlo_schedule=1 shows them)"
-    return (f"XLA also scheduled {len(subs)} module(s) of its own while compiling the workload's "
+    return (f"XLA also scheduled {plural(len(subs), 'module')} of its own while compiling the workload's "
             f"(autotuner candidates, jax >= 0.11: {shown}; told apart by {by}): not the "
             "workload's modules, not counted (report details: sub_compiles).")
 
@@ -365,7 +379,7 @@ def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str,
     if m.note:
         notes.append(m.note)
     if m.missed_costs:
-        notes.append(f"XLA's estimator found no cost for {m.missed_costs} instruction(s) "
+        notes.append(f"XLA's estimator found no cost for {plural(m.missed_costs, 'instruction')} "
                      "('PGLE missed cost for')")
     if m.module is None and m.fingerprint is None and m.ordinal:
         notes.append("XLA did not log the module's name (set TF_CPP_VMODULE=gpu_hlo_schedule=1)")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping
 
+from pgle.phrases import plural
+
 UNNAMED = "(module name not logged)"
 
 
@@ -146,7 +148,7 @@ def _collectives_text(row: Mapping[str, Any]) -> str | None:
     if total is not None and total >= len(missing):
         return f"collectives covered {total - len(missing)}/{total}"
     if missing:
-        return f"{len(missing)} collective(s) missing"
+        return f"{plural(len(missing), 'collective')} missing"
     converted = len(row.get("collectives_converted") or ())
     return "no collective missing" if (row.get("instructions_missing") or 0) > converted else None
 
@@ -159,7 +161,7 @@ def _converted_text(row: Mapping[str, Any]) -> str | None:
         parts.append(f"{len(row['collectives_unresolved'])} of them maybe made synchronous "
                      "by XLA (the log cannot tell)")
     if row.get("collectives_converted"):
-        parts.append(f"{len(row['collectives_converted'])} async collective(s) made "
+        parts.append(f"{plural(len(row['collectives_converted']), 'async collective')} made "
                      "synchronous by XLA, in no profile: not counted")
     return "; ".join(parts) or None
 

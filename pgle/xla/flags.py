@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 
 from pgle.xla import flag_table
 from pgle.errors import FlagError
@@ -43,6 +44,21 @@ def render_flag(name: str, value: str | None) -> str:
         escaped = value.replace("\\", "\\\\").replace('"', '\\"')
         return f'--{name}="{escaped}"'
     return f"--{name}={value}"
+
+
+def join_words(words: Sequence[str]) -> str:
+    """XLA_FLAGS text from words: one word is the string itself; several are one flag each, as a
+    shell split them (a value with spaces is quoted again, `--name="a b"`)."""
+    if len(words) == 1:
+        return words[0]
+    out = []
+    for word in words:
+        name, sep, value = word.partition("=")
+        if sep and word.startswith("-") and any(c.isspace() for c in value):
+            dashes = name[:len(name) - len(name.lstrip("-"))]  # kept: one dash is an error
+            word = dashes + render_flag(name.lstrip("-"), value)[2:]
+        out.append(word)
+    return " ".join(out)
 
 
 @dataclasses.dataclass

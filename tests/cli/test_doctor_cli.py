@@ -20,7 +20,7 @@ def test_explain_prints_meaning_default_and_versions(tmp_path):
     assert "--xla_gpu_enable_latency_hiding_scheduler=true  [ok]" in out
     assert "default: '31457287'" in out and "256" in out  # the guide's wrong default, named
     assert "--xla_mine=1  [unknown]" in out and "--probe" in out
-    assert pgle_lines(proc) == ["pgle: 3 flag(s): 0 error(s), 0 warning(s), 1 not in pgle's table"]
+    assert pgle_lines(proc) == ["pgle: 3 flags: 0 errors, 0 warnings, 1 not in pgle's table"]
 
 
 def test_explain_defaults_to_the_environment_and_fails_on_removed_flags(tmp_path):

@@ -253,7 +253,7 @@ def test_synthetic_run_folder_gives_the_directory_xla_reads(tmp_path):
     assert dict(src.modules[FB].costs) == {"fusion.3": pytest.approx(0.002)}
     assert dict(src.modules[FC].costs) == {"fusion.5": pytest.approx(0.006)}
     assert report.details["converter"]["events_outside_window"] > 0
-    assert any("1 module(s) get no profile file: jit_other(11)" in w for w in report.warnings)
+    assert any("no profile file for 1 module: jit_other(11)" in w for w in report.warnings)
 
     man = json.loads((out / "manifest.json").read_text())
     rows = {r["module"]: r for r in man["modules"]}
@@ -299,7 +299,7 @@ def test_synthetic_run_folder_without_any_fingerprint_is_empty(tmp_path):
     out = tmp_path / "profiles"
     report = finish_run_folder(opts_for(out), run)
     assert report.status == "empty" and report.exit_code == 1
-    assert any("none of the 1 module(s) in the trace has a fingerprint" in r
+    assert any("no module in the trace has a fingerprint (1 module)" in r
                for r in report.reasons)
     assert any("jit_step(6)" in w and "no 'Fingerprint before LHS' line" in w
                for w in report.warnings)

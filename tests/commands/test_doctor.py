@@ -84,7 +84,7 @@ def test_clean_cpu_machine_passes_with_a_table_and_a_report(tmp_path):
     proc = run_pgle("doctor", "--report", str(tmp_path / "r.json"), cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr.decode()
     table = proc.stdout.decode().splitlines()
-    assert table[0].split() == ["CHECK", "STATUS", "FOUND"]
+    assert table[0].split() == ["CHECK", "STATUS", "FOUND", "->", "WHAT", "TO", "DO"]
     assert pgle_lines(proc) == [next(l for l in pgle_lines(proc) if "doctor (manual)" in l)]
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["command"] == "doctor" and report["exit_code"] == 0 and report["modules"] == []
@@ -429,7 +429,7 @@ def test_nsys_cache_manifest(tmp_path, content, expected):
     if content is None:
         assert "run `pgle prewarm" in found[0]["todo"]
     if expected == "ok":
-        assert found[0]["found"] == f"jax {JAX}; 2 module(s), 1 PGLE-optimized"
+        assert found[0]["found"] == f"jax {JAX}; 2 modules, 1 PGLE-optimized"
 
 
 def test_explain_flag_versions_and_hazards():

@@ -49,7 +49,8 @@ def test_ls_lists_newest_first_on_stdout(tree):
     project, root, names, live_name = tree
     proc = run_pgle("runs", "ls", cwd=project)
     assert proc.returncode == 0, proc.stderr.decode()
-    rows = proc.stdout.decode().splitlines()
+    header, *rows = proc.stdout.decode().splitlines()
+    assert header.split() == ["RUN", "SIZE", "MODIFIED", "IN", "USE"]
     assert [r.split()[0] for r in rows] == names[::-1] + [live_name]
     assert rows[-1].endswith("in use") and not rows[0].endswith("in use")
     rep = report_of(run_pgle("runs", "ls", "--json", str(root), cwd=project))

@@ -251,7 +251,7 @@ def test_missing_log_level_is_said():
     report, _ = verify("--jax", "0.8.3", str(DATA / "0.8.3" / "no-log-level.log"))
     assert report["status"] == "error"
     assert "INFO log is hidden" in report["reasons"][0]
-    assert "4 module(s)" in report["reasons"][0]
+    assert "4 modules" in report["reasons"][0]
     assert report["modules"] == []
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from pgle.launch import schema
+from pgle.evidence import schema
 
 
 @dataclasses.dataclass

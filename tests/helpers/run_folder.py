@@ -12,7 +12,7 @@ from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.launcher import LaunchResult
 from pgle.launch.runfolder import RunFolder
-from pgle.launch.schema import HarnessSpec, WorkloadSpec
+from pgle.evidence.schema import HarnessSpec, WorkloadSpec
 from pgle.xla.flags import XlaFlags
 
 
@@ -38,4 +38,4 @@ def finish_run_folder(opts: collect.CollectOptions, run_dir: str | Path) -> "obj
     ex = execution_from_run_folder(run_dir)
     output = opts.output or str(ex.run.path / ("profiles" if opts.per_module else "profile.pb"))
     collect.check_output(opts, output)
-    return collect.finish_collect(opts, ex, output, lambda s: None)
+    return collect.finish_collect(opts, ex, output)

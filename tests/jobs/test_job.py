@@ -233,19 +233,19 @@ def test_rank_info_from_detect_feeds_the_job_folder(tmp_path):
     assert job.job_dir_for(detect(env), root=tmp_path) == tmp_path / "55.2"
 
 
-def test_gather_says_which_ranks_it_still_waits_for(tmp_path):
-    """Issue 13 case 7: rank 0's wait for the ranks' reports prints plain progress lines that
+def test_gather_says_which_ranks_it_still_waits_for(tmp_path, caplog):
+    """Issue 13 case 7: rank 0's wait for the ranks' reports logs plain progress lines that
     name the missing ranks, rate-limited, and none once every rank has reported."""
     job.write_report(tmp_path, 0, {"ok": 1})
     job.write_report(tmp_path, 2, {"ok": 1})
-    lines: list[str] = []
-    reports, missing = job.gather(tmp_path, 4, timeout_s=0.6, progress=lines.append,
-                                  progress_every_s=0.2)
+    caplog.set_level("INFO", logger="pgle")
+    reports, missing = job.gather(tmp_path, 4, timeout_s=0.6, progress_every_s=0.2)
+    lines = [r.getMessage() for r in caplog.records]
     assert missing == [1, 3]
-    assert lines and all("waiting for 2 of 4 rank report(s) (ranks 1, 3)" in l for l in lines)
+    assert lines and all("waiting for 2 of 4 rank reports (ranks 1, 3)" in l for l in lines)
     assert len(lines) <= 3  # one every 0.2 s over a 0.6 s wait, not one per poll
-    done: list[str] = []
+    caplog.clear()
     job.write_report(tmp_path, 1, {"ok": 1})
     job.write_report(tmp_path, 3, {"ok": 1})
-    job.gather(tmp_path, 4, timeout_s=5, progress=done.append, progress_every_s=0)
-    assert done == []  # everyone reported at the first look: nothing to wait for
+    job.gather(tmp_path, 4, timeout_s=5, progress_every_s=0)
+    assert caplog.records == []  # everyone reported at the first look: nothing to wait for

@@ -59,7 +59,7 @@ def test_every_rank_profiles_the_same_steps_and_rank_0_merges_them(slurm_cluster
     assert [r["status"] for r in job["rank_profiles"]] == ["collected", "collected"]
     lines = [x for x in proc.stderr.splitlines() if x.startswith("pgle:")]
     assert sum("rank 1 of 2: collected" in x for x in lines) == 1
-    assert any(x.startswith("pgle: merged 2 rank profile(s) (ranks 0-1; percentile 90")
+    assert any(x.startswith("pgle: merged 2 rank profiles (ranks 0-1; percentile 90")
                for x in lines)
 
 

@@ -5,6 +5,7 @@ PGLE_WORLD_SIZE and files written into a real job folder."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from pgle.jobs import folder as job
 from pgle.jobs import layout
 from pgle.jobs import ranks as jobrun
 from pgle.jobs.layout import JobOptions, LayoutRequest, OutputRequest
-from pgle.jobs.ranks import rank_ranges
+from pgle.phrases import rank_ranges, ranks_phrase
 from pgle.launch.workload import Workload
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, aggregate_modules, combine_verdicts, judge_job
@@ -37,12 +38,14 @@ def start(command, environ, job_dir=None, gather_timeout_s=None) -> driver.RankR
     return driver.RankRun(command, info, layout.job_dir(info, job_opts), job_opts.gather_timeout_s)
 
 
-def complete(rank_run, produce, notify=lambda s: None):
-    """Run `produce(say)` as the workflow body; rank 0 combines with run's verdict."""
+def complete(rank_run, produce):
+    """Run `produce(say)` as the workflow body (`say`: a notice, to pgle's logger); rank 0
+    combines with run's verdict."""
+    say = logging.getLogger("pgle.commands.run").info
     wf = driver.Workflow("run", lambda opts: LayoutRequest(),
-                         lambda opts, lay, launch, say, environ: produce(say),
+                         lambda opts, lay, launch, environ: produce(say),
                          lambda opts, lay, job_reports: combine_verdicts(job_reports))
-    return rank_run.run(wf, None, notify, {})
+    return rank_run.run(wf, None, {})
 
 
 def paths(environ, job_dir=None, **request):
@@ -58,7 +61,7 @@ def mod(name, status, coverage=None, missing=None, fp=None):
 
 def test_rank_ranges():
     assert rank_ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
-    assert jobrun.ranks_phrase([3]) == "rank 3" and jobrun.ranks_phrase(range(4)) == "ranks 0-3"
+    assert ranks_phrase([3]) == "rank 3" and ranks_phrase(range(4)) == "ranks 0-3"
 
 
 def test_aggregate_per_module_across_ranks():
@@ -100,7 +103,7 @@ def test_judge_job_statuses():
     assert st == "error" and reasons == ["rank 1: XLA could not parse the profile"]
     st, _, reasons = judge_job({0: [mod("a", "applied")], 1: [mod("a", "applied")]},
                                {0: "applied", 1: "applied"}, {})
-    assert st == "applied" and reasons[0].startswith("1 of 1 module(s) applied the profile on every")
+    assert st == "applied" and reasons[0].startswith("1 of 1 module applied the profile on every")
 
 
 def _rank1_reports(jd: Path, status="partial", code=0, **details):
@@ -165,7 +168,23 @@ def test_non_leaders_return_one_line_but_keep_the_full_report(tmp_path):
         say("running: ...")
         return full
 
-    out = complete(jr, produce, notify=lambda s: pytest.fail("rank 1 must not print " + s))
+    printed = []
+
+    class Terminal(logging.Handler):  # what the CLI's handler would print
+        def emit(self, record):
+            printed.append(record.getMessage())
+
+    logger = logging.getLogger("pgle")
+    terminal = Terminal()
+    logger.addHandler(terminal)
+    logger.setLevel(logging.INFO)
+    try:
+        out = complete(jr, produce)
+        assert terminal in logger.handlers  # the terminal again, once the rank's part is done
+    finally:
+        logger.removeHandler(terminal)
+        logger.setLevel(logging.NOTSET)
+    assert printed == []  # rank 1 prints nothing but its one line
     assert out.summary == [f"rank 1 of 2: partial (1 partial); exit 0; report "
                            f"{jr.job_dir / 'rank-1.json'}"]
     assert out.warnings == []

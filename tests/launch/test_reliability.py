@@ -435,7 +435,7 @@ THREE_STEPS = JAX_STEPS.replace("range(4)", "range(3)")
 
 @pytest.mark.parametrize("args, says", [
     (["--steps", "2:5"], "--steps 2:5 (steps 2..6) was cut short: the workload ended after step 2"),
-    (["--steps", "5:2"], "never opened: the workload marked only 3 step(s)"),
+    (["--steps", "5:2"], "never opened: the workload marked only 3 steps"),
     (["--steps", "1:2", "--step-name", "trian"], "--step-name 'trian' matched no step"),
     (["--step-name", "trian"], "it marks 'train'"),
 ], ids=["cut-short", "never-opened", "mistyped-step-name", "mistyped-step-name-auto"])

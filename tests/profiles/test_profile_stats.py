@@ -18,7 +18,8 @@ from pgle.profiles.files import (
     read_profile,
     write_profile,
 )
-from pgle.commands.profiles import convert_profile, inspect_report
+from pgle.commands.convert import convert_profile
+from pgle.commands.profiles import inspect_report
 from pgle.profiles.stats import classify, diff_sources, inspect_source
 
 FA, FB = "a" * 32, "b" * 32

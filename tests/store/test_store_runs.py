@@ -84,7 +84,7 @@ def test_recurring_job_three_launches_serve_add_refresh(tmp_path):
     assert rows[FA]["store"] and rows[FB]["store"] and rows[FC]["store"] is None
     assert second["store"]["served"] == [FA, FB] and second["store"]["missing"] == [FC]
     assert rows[FA]["store_age_seconds"] >= served[FA]["store_age_seconds"]
-    assert any(f"not in the store: 1 module(s): jit_new_step ({FC})" in s for s in second["summary"])
+    assert any(f"not in the store: 1 module: jit_new_step ({FC})" in s for s in second["summary"])
     assert any("old (pgle collect" in s for s in second["summary"])
     # Same store content, same view path: the compilation cache key stays valid.
     assert second["store"]["view"] == str(view)

@@ -69,7 +69,7 @@ def test_missing_collectives_make_a_module_partial_however_high_its_coverage(tmp
                                           "ragged-all-to-all.5.1"]
     assert any("ragged-all-to-all" in n and "collective" in n for n in mod["notes"])
     shown = "\n".join(pgle_lines(proc))
-    assert "jit_train_step: partial (coverage 99%, 3 missing; 3 collective(s) missing)" in shown
+    assert "jit_train_step: partial (coverage 99%, 3 missing; 3 collectives missing)" in shown
 
 
 def test_missing_fusions_only_are_a_note_where_xla_falls_back_to_sol(tmp_path):

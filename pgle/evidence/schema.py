@@ -2,7 +2,9 @@
 `spec.json`, and the kinds of the records the harness appends to `events.jsonl`.
 
 Both sides import this module: pgle.launch.execution writes the spec, pgle.launch.harness
-reads it and writes events, pgle.evidence.events (and pgle.evidence.jax_log) read them. It
+reads it and writes events, pgle.evidence.events (and pgle.evidence.jax_log) read them; it
+lives with the readers so that pgle/evidence/ never imports pgle/launch/ (the floors,
+docs/architecture.md). It
 runs inside the workload's process before the user's script, so it uses the standard
 library only and imports nothing heavy.
 
@@ -25,9 +27,9 @@ COMPILE = "compile"  # a backend compile finished (jax.monitoring duration event
 JAX_EVENT = "jax_event"  # another jax.monitoring event
 STEP_ENTER = "step_enter"  # a jax.profiler.StepTraceAnnotation opened
 STEP_EXIT = "step_exit"  # ... and closed
-TRACE_START = "trace_start"  # the JAX profiler started (purpose: window | whole)
+TRACE_START = "trace_start"  # pgle started the JAX profiler (purpose: window | executions)
 TRACE_STOP = "trace_stop"  # ... and stopped: the kept trace
-TRACE_DISCARD = "trace_discard"  # a whole-run trace dropped because the script marks steps
+TRACE_DISCARD = "trace_discard"  # pgle dropped its trace: steps came after all, or a script trace
 TRACE_ERROR = "trace_error"
 WINDOW_WARNING = "window_warning"  # the window is not what was asked (cut short, never opened)
 WARNING = "warning"  # a Python warning the workload raised
