@@ -22,7 +22,6 @@ from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
-from pgle.phrases import plural
 from pgle.profiles import files
 from pgle.profiles import jaxlib
 from pgle.profiles import manifest

@@ -139,7 +139,7 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
     if kind == "directory":
         check_directory_output(out, force=force, inputs=[src])  # before reading anything
     source = load_profile_source(src)
-    warnings: list[str] = []
+    warnings: list[str] = list(source.warnings)
     module = [check_fingerprint(fp) for fp in module]
     if qualify is not None:
         check_fingerprint(qualify)

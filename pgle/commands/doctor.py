@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import importlib.util
-import json
 import os
 import re
 import shutil

@@ -1,4 +1,4 @@
-"""`pgle collect`'s extraction: the kept trace -> the PGLE profile.
+"""`pgle collect`'s extraction: the kept trace -> the PGLE files.
 
 One file (jaxlib's converter, the mean over everything profiled; or pgle's, `--stat` over the
 profiled steps only) or a directory of `<fingerprint>.pb|.pbtxt` files (`--per-module`), each
@@ -9,20 +9,22 @@ cause first). The run itself (window, launch, crashes, the store) is pgle.comman
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from pgle.atomic import replace_directory_atomic
-from pgle.commands.options import DEFAULT_STAT
+from pgle.commands.options import DEFAULT_STAT, PER_MODULE_FORMAT
 from pgle.errors import BadInput, EXIT_ERROR
 from pgle.evidence.xla_log import LogScanner
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
-from pgle.profiles import files as profile
-from pgle.profiles import jaxlib as trace
+from pgle.profiles import files
+from pgle.profiles import jaxlib
 from pgle.profiles import manifest
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 from pgle.xla import flag_table
@@ -30,40 +32,42 @@ from pgle.xla import flag_table
 if TYPE_CHECKING:
     from pgle.commands.collect import CollectOptions
 
+log = logging.getLogger(__name__)
+
 LONG_CONVERSION_BYTES = 100 << 20  # say the size before converting a trace this big
 
 
 def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
-            report: Report, notify: Callable[[str], None]) -> Report:
+            report: Report) -> Report:
     """The trace in `run_folder` -> the profile at `output` (and its manifest), into `report`."""
     size = trace_bytes(run_folder)
     report.details["window"]["trace_bytes"] = size
     if size >= LONG_CONVERSION_BYTES:
-        notify(f"converting the trace ({size / 1e6:.0f} MB); this can take a while")
+        log.info(f"converting the trace ({size / 1e6:.0f} MB); this can take a while")
     if opts.per_module:
-        return finish_per_module(opts, ex, run_folder, output, report, notify)
-    fmt = profile.profile_format(output)
+        return finish_per_module(opts, ex, run_folder, output, report)
+    fmt = files.profile_format(output)
     converter = None
-    if opts.extraction.converter != "pgle" and not trace.has_gpu_plane(run_folder):
+    if opts.extraction.converter != "pgle" and not jaxlib.has_gpu_plane(run_folder):
         # No GPU plane: nothing to convert (jaxlib's conversion of a CPU trace only costs time
         # and memory, 9 GB for a 621 MB trace, to give an empty profile). pgle's converter
         # reads the planes itself and reports what it found.
         report.details["conversion"] = (f"skipped: the trace holds no GPU plane (backend "
                                         f"{ex.events.platform}): no instruction timings")
-        prof = profile.Profile()
-        payload = profile.encode_profile(prof, fmt)
+        prof = files.Profile()
+        payload = files.encode_profile(prof, fmt)
     elif opts.extraction.converter == "pgle":
         conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=False)
         report.warnings += conv.warnings
         prof = conv.profiles[""]
-        payload = profile.encode_profile(prof, fmt)
+        payload = files.encode_profile(prof, fmt)
     else:
         t0 = time.monotonic()
-        data = trace.convert_with_jaxlib(run_folder)
+        data = jaxlib.convert_with_jaxlib(run_folder)
         if size >= LONG_CONVERSION_BYTES:
-            notify(f"converted the trace in {time.monotonic() - t0:.0f} s")
-        prof = profile.parse_profile(data, "binary", str(run_folder))
-        payload = data if fmt == "binary" else profile.encode_profile(prof, fmt)
+            log.info(f"converted the trace in {time.monotonic() - t0:.0f} s")
+        prof = files.parse_profile(data, "binary", str(run_folder))
+        payload = data if fmt == "binary" else files.encode_profile(prof, fmt)
     sha = hashlib.sha256(payload).hexdigest()
     report.profile = {"path": str(Path(output).absolute()), "sha256": sha,
                       "instructions": prof.instruction_count, "latencies": prof.latency_count,
@@ -91,7 +95,7 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
         effective_flags=(ex.events.xla_flags_seen or {}).get("effective"))
     man_path = manifest.manifest_path(output)
     # Both or neither: a profile without its manifest (full disk) would pass for a good one.
-    profile.write_profile(payload, output, force=opts.force,
+    files.write_profile(payload, output, force=opts.force,
                           companions={man_path: manifest.text(man).encode("utf-8")})
     report.details["manifest"] = str(man_path)
     report.status = "empty" if prof.is_empty() else "collected"
@@ -107,14 +111,14 @@ def check_directory_target(path: str, *, force: bool) -> Path:
     and only when it holds nothing but a profile directory's files (never the user's work)."""
     p = Path(path)
     name = str(path).rstrip("/" + os.sep)
-    if os.path.splitext(name)[1] in profile.EXTENSIONS and not p.is_dir():
-        raise BadInput(f"--per-module writes a directory of <fingerprint>.pb files, but -o {path} "
-                       "names a single profile file.",
+    if os.path.splitext(name)[1] in files.EXTENSIONS and not p.is_dir():
+        raise BadInput(f"--per-module writes a directory of <fingerprint>.pbtxt files, but "
+                       f"-o {path} names a single profile file.",
                        hint="Give a directory, e.g. -o profiles/, or drop --per-module.")
     if p.exists() and not p.is_dir():
         raise BadInput(f"-o {path} exists and is not a directory; --per-module writes a "
-                       "directory of <fingerprint>.pb files.", hint="Choose another -o.")
-    return profile.check_directory_output(p, force=force)
+                       "directory of <fingerprint>.pbtxt files.", hint="Choose another -o.")
+    return files.check_directory_output(p, force=force)
 
 
 def steps_window(events, mode: str | None = None) -> dict | None:
@@ -169,13 +173,13 @@ def _log_fingerprint_count(log: Path) -> int:
 
 
 def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
-                      report: Report, notify: Callable[[str], None]) -> Report:
+                      report: Report) -> Report:
     """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
     `manifest.json`; same empty-profile rules as a single file."""
     # Text by default: every jax (0.4.34-0.10.2) looks up <fp>.pbtxt before <fp>.pb, and with
     # only .pb files jax >= 0.6.2 logs an ERROR "PGLE profile file does not exist:
     # <dir>/<fp>.pbtxt" per module first (tests/data/xla_gpu/README.md).
-    fmt = opts.extraction.fmt or profile.TEXT
+    fmt = opts.extraction.fmt or PER_MODULE_FORMAT
     conv, converter = _convert_with_pgle(opts, ex, run_folder, per_module=True)
     log_fps = _log_fingerprint_count(ex.run.log)
     without = [m for m in conv.modules if not m.fingerprint]
@@ -194,8 +198,9 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
         names = ", ".join(m.label for m in without[:10]) + (", ..." if len(without) > 10 else "")
         why = ("the log holds no 'Fingerprint before LHS' line" if log_fps == 0 else
                "neither the trace's HLO protos nor the log name their fingerprint")
-        report.warnings.append(f"{len(without)} module(s) get no profile file: {names} ({why}).")
-    suffix = profile.SUFFIX[fmt]
+        report.warnings.append(f"no profile file for {plural(len(without), 'module')}: {names} "
+                               f"({why}).")
+    suffix = files.SUFFIX[fmt]
     written = {fp: f"{fp}{suffix}" for fp in conv.profiles}
     report.modules = [
         {**row, "status": "written" if row["file"] else "no fingerprint"}
@@ -205,8 +210,8 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     if empty:
         reasons = diagnose_empty(ex)
         if conv.modules and len(without) == len(conv.modules):
-            reasons.append(f"none of the {len(conv.modules)} module(s) in the trace has a "
-                           "fingerprint, so none gets a file")
+            reasons.append("no module in the trace has a fingerprint "
+                           f"({plural(len(conv.modules), 'module')}), so none gets a file")
         elif conv.device_planes and conv.events_used == 0 and conv.events_outside_window:
             reasons.append(f"all {conv.events_outside_window} device events lie outside the "
                            "profiled steps")
@@ -238,9 +243,9 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
         return report
 
     check_directory_target(output, force=opts.force)  # again: the run took a while
-    target = profile.write_profile_directory(conv.profiles, output, fmt=fmt, force=opts.force)
+    target = files.write_profile_directory(conv.profiles, output, fmt=fmt, force=opts.force)
     # Read back exactly as XLA (and `pgle run --profile DIR`) will: <32-hex>.pb|.pbtxt files.
-    source = profile.load_profile_source(target)
+    source = files.load_profile_source(target)
     report.profile = {
         **source.to_dict(),
         "format": fmt, "converter": "pgle", "stat": conv.stat,
@@ -255,7 +260,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     where = (f"steps {window['first_step']}..{window['first_step'] + (window['steps'] or 1) - 1}"
              if window else "the whole trace")
     report.summary.append(
-        f"wrote {output}: {len(source.modules)} module profile(s), "
+        f"wrote {output}: {plural(len(source.modules), 'module profile')}, "
         f"{source.instruction_count} instructions (stat {conv.stat}, {where}), manifest {man_path}")
     for row in report.modules[:20]:
         fp = row["fingerprint"] or "-"
@@ -281,7 +286,7 @@ def _per_module_manifest(opts: CollectOptions, ex: Execution, report: Report, co
 
 def _write_empty_directory(output: str, *, force: bool) -> Path:
     """An empty profile directory (for --allow-empty), swapped in atomically like
-    `profile.write_profile_directory` does; its manifest is written next."""
+    `files.write_profile_directory` does; its manifest is written next."""
     path = Path(os.path.abspath(output))
     if path.is_dir() and any(path.iterdir()) and not force:
         raise BadInput(f"profile directory {path} already exists and is not empty.",
@@ -334,7 +339,7 @@ def diagnose_empty(ex: Execution) -> list[str]:
     stop = ex.events.trace
     if stop is None:
         reasons.append("the profiling window never opened: the run ended before its first step "
-                       f"({len(ex.events.steps)} step(s) seen)")
+                       f"({plural(len(ex.events.steps), 'step')} seen)")
     elif stop.get("steps") == 0:
         reasons.append("the profiling window saw no step")
     cb = ex.child.flags.get(flag_table.COMMAND_BUFFER)

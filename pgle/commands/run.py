@@ -30,7 +30,6 @@ from pgle.verdicts.origin import Origin, path_matcher
 from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_lines
 from pgle.xla import flag_table
 from pgle.xla import versions
-from pgle.xla.flags import XlaFlags
 
 log = logging.getLogger(__name__)
 

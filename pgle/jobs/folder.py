@@ -36,7 +36,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import BadInput

@@ -31,7 +31,7 @@ from typing import Any
 
 from pgle.atomic import write_bytes_atomic
 from pgle.errors import PgleError
-from pgle.launch import schema
+from pgle.evidence import schema
 
 MAX_BUNDLE_BYTES = 1 << 30  # a profile directory of a huge model is tens of MB
 _RANK_FILE = re.compile(r"^(?:rank-(\d+)\.(?:start|exit|json)|failed/rank-(\d+)|"

@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from pgle.launch import schema
+from pgle.evidence import schema
 
 POLL_S = 0.02
 

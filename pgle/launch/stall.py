@@ -39,7 +39,7 @@ from typing import Callable
 
 from pgle.errors import EXIT_STALLED
 from pgle.evidence import stacks as stack_text
-from pgle.launch import schema
+from pgle.evidence import schema
 
 FLOOR_S = 600.0  # 10 min: no progress of any kind outside a compile
 STEP_FACTOR = 20.0  # x the median step time, when it is longer than FLOOR_S / 20
