@@ -140,13 +140,13 @@ def _known_pgle_keys(env: dict[str, str]) -> tuple[set[str], str | None]:
     """With the user's own persistent cache, a module may load a PGLE-optimized executable
     that an earlier `pgle prewarm` recorded. Returns those keys, and a warning when the
     manifest that lists them cannot be read (there is then no telling)."""
-    from pgle.cache import manifest as cache_manifest
+    from pgle.cache import manifest
 
     cache_dir = env.get("JAX_COMPILATION_CACHE_DIR")
     if not cache_dir:
         return set(), None
     try:
-        data = cache_manifest.load(cache_dir) or {}
+        data = manifest.load(cache_dir) or {}
     except (PgleError, OSError) as e:
         return set(), (f"cannot read the manifest of JAX_COMPILATION_CACHE_DIR={cache_dir} "
                        f"({e}): a module that loaded a PGLE-optimized executable from the cache "

@@ -11,9 +11,9 @@ import os
 import re
 
 from pgle.cache import key_rules
-from pgle.cache import manifest as cache_manifest
+from pgle.cache import manifest
 from pgle.commands.options import AutoPgleOptions
-from pgle.evidence import jax_log as jax_events
+from pgle.evidence import jax_log
 from pgle.launch import childenv
 from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
@@ -21,8 +21,8 @@ from pgle.xla import flag_table
 from pgle.xla import versions
 
 # What the harness must capture for the verdicts of auto, prewarm and nsys.
-CAPTURE_LOGGERS = list(jax_events.CAPTURE_LOGGERS)
-WARNINGS_ALWAYS = list(jax_events.WARNING_CATEGORIES)
+CAPTURE_LOGGERS = list(jax_log.CAPTURE_LOGGERS)
+WARNINGS_ALWAYS = list(jax_log.WARNING_CATEGORIES)
 
 # Variables pgle sets differently in the Nsight run; never part of the replayed environment.
 PHASE_VARIABLES = frozenset({"JAX_ENABLE_PGLE", "JAX_PGLE_PROFILING_RUNS",
@@ -109,7 +109,7 @@ def pre_launch_warnings(workload: Workload, runs: int, percentile: int) -> list[
 # -- the cache (prewarm, nsys) ---------------------------------------------------------
 def normalize_cache_dir(path: str) -> str:
     """The exact string JAX gets: absolute, user-expanded, no trailing '/'; URLs untouched."""
-    if cache_manifest.is_remote(path):
+    if manifest.is_remote(path):
         return path.rstrip("/")
     return os.path.abspath(os.path.expanduser(path))
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from pgle.errors import EXIT_STALLED
-from pgle.evidence import stacks as stack_text
+from pgle.evidence import stacks
 from pgle.evidence import schema
 
 FLOOR_S = 600.0  # 10 min: no progress of any kind outside a compile
@@ -286,7 +286,7 @@ class StallWatch:
             if proc.pid is None or proc.pid not in self.dumped:
                 continue
             compiling = next(iter(proc.compiling.values()), None)
-            found = stack_text.phase(stack_text.parse(self.dumped[proc.pid]), proc.main_thread,
+            found = stacks.phase(stacks.parse(self.dumped[proc.pid]), proc.main_thread,
                                      compiling)
             phases[proc.pid], names[proc.pid] = found.text, found.name
             files[proc.pid] = str(proc.stacks)

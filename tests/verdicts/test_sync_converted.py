@@ -158,9 +158,9 @@ def test_pass_lines_without_fingerprint_lines_are_given_to_no_module(tmp_path):
 def test_rows_say_what_was_not_counted():
     report, _ = verify(str(V12 / "sync-converted.log"))
     lines = "\n".join(report["summary"])
-    assert ("jit_prog_d_train: applied (coverage 100%; 1 async collective(s) made synchronous "
+    assert ("jit_prog_d_train: applied (coverage 100%; 1 async collective made synchronous "
             "by XLA, in no profile: not counted)") in lines
     report, _ = verify(str(V12 / "dir-pbtxt.log"))
     lines = "\n".join(report["summary"])
-    assert "jit_prog_d_train: partial (coverage 95%, 1 missing; 1 collective(s) missing; 1 of " \
+    assert "jit_prog_d_train: partial (coverage 95%, 1 missing; 1 collective missing; 1 of " \
            "them maybe made synchronous by XLA (the log cannot tell))" in lines
