@@ -65,12 +65,12 @@ class Execution:
         """The workload replaced XLA_FLAGS before XLA read it (the harness compared them at
         the first compile): which of pgle's flags XLA never saw."""
         seen = self.events.xla_flags_seen
-        if not seen or not seen.get("missing"):
+        if not seen or not seen.missing:
             return None
         expected = self.spec.expected_xla_flags or {}
-        wanted = " ".join(expected.get(n, n) for n in seen["missing"])
+        wanted = " ".join(expected.get(n, n) for n in seen.missing)
         return (f"the workload replaced XLA_FLAGS before XLA read it: pgle's {wanted} never "
-                f"reached XLA (XLA saw {seen.get('effective')!r}); make the script append to "
+                f"reached XLA (XLA saw {seen.effective!r}); make the script append to "
                 "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)")
 
 
