@@ -253,8 +253,10 @@ class RunEvents:
 def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         r = json.loads(line.decode("utf-8", errors="replace"))
-    except json.JSONDecodeError:
-        return None  # a line cut short by a crash
+    except (ValueError, RecursionError):
+        # A line cut short by a crash; or, in another user's run folder, anything (nesting
+        # deeper than json's recursion limit raises RecursionError, not a decode error).
+        return None
     return r if isinstance(r, dict) else None
 
 

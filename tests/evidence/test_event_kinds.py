@@ -147,7 +147,7 @@ def test_a_hostile_events_file_is_read_without_a_crash(tmp_path: Path) -> None:
              "steps": 3, "seconds": 1.5}]
     text = "".join(json.dumps(r) + "\n" for r in [good[0], *HOSTILE, good[1]])
     text += "[1, 2]\n\"a string\"\n{\"kind\": \"exit\", \"t\": 1e999, \"code\": 0}\n"
-    text += "{" * 100_000 + "\n"  # deeper than json.loads recurses
+    text += "[" * 100_000 + "]" * 100_000 + "\n"  # deeper than json.loads recurses
     text += "\x00\xff garbage\n{\"kind\": \"exit\", \"t\": 9, \"code\":"
     path = tmp_path / "events.jsonl"
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
