@@ -13,11 +13,12 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pgle.atomic import replace_directory_atomic
 from pgle.commands.options import DEFAULT_STAT, PER_MODULE_FORMAT
 from pgle.errors import BadInput, EXIT_ERROR
+from pgle.evidence.events import RunEvents
 from pgle.evidence.xla_log import LogScanner
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
@@ -121,7 +122,7 @@ def check_directory_target(path: str, *, force: bool) -> Path:
     return files.check_directory_output(p, force=force)
 
 
-def steps_window(events, mode: str | None = None) -> dict | None:
+def steps_window(events: RunEvents, mode: str | None = None) -> dict[str, Any] | None:
     """The steady-state window of a step-window trace, in Unix-epoch nanoseconds: from the
     first profiled step's entry (earlier work, warm-up and compilation included, lies outside)
     to the trace stop (the harness waits for the devices before stopping, so the last step's

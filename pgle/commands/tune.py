@@ -24,7 +24,7 @@ from pgle.commands.arms import Arm
 from pgle.commands.collect import CollectOptions, profiling_flags
 from pgle.commands.options import VerdictOptions
 from pgle.commands.run import RunOptions
-from pgle.jobs.driver import Workflow
+from pgle.jobs.driver import PhaseResult, Workflow
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.jobs.ranks import literal
 from pgle.launch.runfolder import RunFolder
@@ -34,9 +34,9 @@ from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 
 log = logging.getLogger(__name__)
 
-# Phase(name, workflow, options, run_root) -> result with .own (this process's report) and
-# .job (the phase's job report, the same on every rank); given by pgle.jobs.driver.
-Phase = Callable[..., Any]
+# Phase(name, workflow, options, run_root) -> .own (this process's report) and .job (the
+# phase's job report, the same on every rank); given by pgle.jobs.driver.
+Phase = Callable[[str, Workflow, Any, str], PhaseResult]
 APPLIED = ("applied", "partial")
 
 
