@@ -7,12 +7,15 @@ import itertools
 import math
 import re
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pgle.analysis.intervals import merge
 from pgle.analysis.timeline import DevicePlane, HostStep, relative_ps
+from pgle.evidence.event_kinds import Compile
+from pgle.evidence.events import Step
 
 HOST_COPY_RE = re.compile(r"(?i)memcpy.?(h2d|d2h|htod|dtoh)|(h2d|d2h|htod|dtoh).?memcpy|"
                           r"memcpy.*(host.?to.?device|device.?to.?host)")
@@ -20,7 +23,7 @@ HOST_COPY_RE = re.compile(r"(?i)memcpy.?(h2d|d2h|htod|dtoh)|(h2d|d2h|htod|dtoh).
 IDLE_FRACTION = 0.05
 
 
-def recompilations(compiles: list[dict], steps: list) -> list[dict[str, Any]]:
+def recompilations(compiles: Sequence[Compile], steps: Sequence[Step]) -> list[dict[str, Any]]:
     """Compilations that happened after the first step finished warming up (step 1 began):
     every step from then on should reuse compiled executables; one that compiles again has
     unstable shapes, retraces, or changed static arguments, and loses its PGLE schedule."""
@@ -29,11 +32,11 @@ def recompilations(compiles: list[dict], steps: list) -> list[dict[str, Any]]:
     warm = steps[1].t_enter
     late: dict[str, dict[str, Any]] = {}
     for c in compiles:
-        if c.get("t", 0) >= warm:
-            row = late.setdefault(c.get("fun_name") or "?", {"function": c.get("fun_name"),
-                                                            "count": 0, "seconds": 0.0})
+        if c.t >= warm:
+            row = late.setdefault(c.fun_name or "?", {"function": c.fun_name,
+                                                      "count": 0, "seconds": 0.0})
             row["count"] += 1
-            row["seconds"] += c.get("seconds") or 0.0
+            row["seconds"] += c.seconds or 0.0
     return sorted(late.values(), key=lambda r: -r["seconds"])
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Sequence
 from typing import Any
+
+from pgle.evidence.event_kinds import ModuleCompiled
 
 # Dense (no structured sparsity) tensor-core peaks in TFLOP/s per GPU. NVIDIA's datasheets
 # print the with-sparsity figure for Hopper/Blackwell; dense is half of it.
@@ -115,12 +118,12 @@ def _medians(ordered, ranks):
     return (ordered[order_stat(mid - 1)] + ordered[order_stat(mid)]) / 2
 
 
-def step_module(modules: list[dict]) -> dict | None:
+def step_module(modules: Sequence[ModuleCompiled]) -> ModuleCompiled | None:
     """The compiled module with the most FLOPs: only a stand-in for run folders that predate
     pgle's step detection (pgle.launch.step_rule): a one-shot module (equinox's `jit_scan`)
     can outweigh the train step 100-fold."""
-    with_flops = [m for m in modules if m.get("flops")]
-    return max(with_flops, key=lambda m: m["flops"]) if with_flops else None
+    with_flops = [m for m in modules if m.flops]
+    return max(with_flops, key=lambda m: m.flops or 0.0) if with_flops else None
 
 
 def throughput(step_s: float | None, flops: float | None, device_kind: str | None,

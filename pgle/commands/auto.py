@@ -21,9 +21,9 @@ from pgle.errors import PgleError
 from pgle.commands.options import AutoPgleOptions, StoreOptions
 from pgle.evidence import jax_log
 from pgle.jobs.layout import LayoutRequest, RankLayout
-from pgle.evidence import schema
 from pgle.launch import childenv
 from pgle.launch.workload import Workload
+from pgle.evidence.event_kinds import PgleSessionError
 from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
@@ -98,7 +98,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch,
                 progress=True, count_jits=False)
     facts = jax_log.summarize(ex.events.records)
     collision = auto_pgle.profiler_collision(
-        ex.run.log, [r for r in ex.events.records if r.get("kind") == schema.PGLE_SESSION_ERROR],
+        ex.run.log, ex.events.of(PgleSessionError),
         ex.events.script_traces)
     known, unreadable = _known_pgle_keys(child.env)
     modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform, known, collision)
@@ -110,7 +110,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch,
         report.details["collision"] = {"kind": collision.kind,
                                        "modules": sorted(collision.modules)}
     report.details.update({"runs": p.runs, "percentile": p.percentile,
-                           "backend": ex.events.backend, "empty_traces": facts.empty_traces,
+                           "backend": ex.events.backend_record, "empty_traces": facts.empty_traces,
                            "observed_executions": facts.observed})
     if facts.empty_traces and not facts.observed:
         report.reasons.append(f"{facts.empty_traces} profiled executions gave an empty trace: "

@@ -17,7 +17,7 @@ from pgle.commands.options import Extraction, StoreOptions, Window
 from pgle.errors import BadInput, EXIT_ERROR, Stalled
 from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
-from pgle.evidence import schema
+from pgle.evidence.event_kinds import TraceError, TraceStart, TraceStop, WindowWarning
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
@@ -207,7 +207,7 @@ def drop_trace(ex: Execution, report: Report) -> None:
     pgle's own trace: a trace the workload's own profiler wrote is the user's."""
     if report.exit_code != 0 or not ex.run.trace.is_dir():
         return  # nothing extracted: the trace is what is left to look at
-    if (ex.events.trace or {}).get("purpose") == "script":
+    if ex.events.trace is not None and ex.events.trace.purpose == "script":
         log.info("--keep-trace no: the trace is the workload's own (its profiler wrote it); kept")
         return
     size = trace_bytes(ex.run.trace)
@@ -264,7 +264,7 @@ def not_profiled_report(ex: Execution, only_rank: int) -> Report:
     report = Report("collect", STATUS_NOT_PROFILED, log_path=str(ex.run.log),
                     run_dir=str(ex.run.path), workload_exit_code=ex.exit_code,
                     exit_code=ex.exit_code)
-    report.details["backend"] = ex.events.backend
+    report.details["backend"] = ex.events.backend_record
     report.reasons.append(f"--rank {only_rank}: only rank {only_rank} runs the profiler.")
     report.summary.append(f"ran without the profiler (--rank {only_rank})")
     return report
@@ -278,19 +278,18 @@ def closed_window(ex: Execution) -> Path | None:
     stop = ex.events.trace
     if not stop:
         return None
-    errors_after = [r for r in ex.events.records if r.get("kind") == schema.TRACE_ERROR
-                    and float(r.get("t") or 0) >= float(stop.get("t") or 0)]
+    errors_after = [r for r in ex.events.of(TraceError) if r.t >= stop.t]
     if errors_after:
         return None
     return trace_run_folder(ex, stop)
 
 
-def trace_run_folder(ex: Execution, stop: dict) -> Path | None:
+def trace_run_folder(ex: Execution, stop: TraceStop) -> Path | None:
     """Where the kept trace is: the workload's own (its profiler's folder), pgle's window's,
     or, for a command whose several Python processes each profiled their window, one folder
     pooling their traces (jaxlib's converter pools hosts' traces the same way)."""
-    if stop.get("purpose") == "script":
-        return jaxlib.newest_run_folder(Path(stop["dir"]))
+    if stop.purpose == "script":
+        return jaxlib.newest_run_folder(Path(stop.dir)) if stop.dir else None
     folders = [jaxlib.newest_run_folder(ex.run.trace)]
     folders += [jaxlib.newest_run_folder(Path(p["dir"]) / "trace")
                 for p in ex.events.processes[1:] if p.get("dir")]
@@ -317,11 +316,11 @@ def crash_reasons(ex: Execution, output: str) -> list[str]:
     first = workload_exit_phrase(code, ex.events, command=ex.spec.command_mode)
     if not ex.events.jax_imported:
         return [first + "; nothing was profiled."]
-    started = [r for r in ex.events.records if r.get("kind") == schema.TRACE_START]
+    started = ex.events.of(TraceStart)
     if not started:
         return [f"{first} before the profiling window opened "
                 f"({len(ex.events.steps)} step(s) seen); nothing was profiled."]
-    left = jaxlib.newest_run_folder(Path(started[-1].get("dir") or ex.run.trace))
+    left = jaxlib.newest_run_folder(Path(started[-1].dir or ex.run.trace))
     if left is not None:
         return [f"{first} inside the profiling window, so pgle did not convert the trace it "
                 f"left in {left} (it may be incomplete). To recover it: "
@@ -341,12 +340,11 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
                     trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
     report.warnings += ex.child.warnings
-    window_warnings = [r.get("message", "") for r in ex.events.records
-                       if r.get("kind") == schema.WINDOW_WARNING]
+    window_warnings = [r.message for r in ex.events.of(WindowWarning)]
     report.warnings += window_warnings
     report.reasons += window_warnings
     report.details["window"] = window_summary(ex)
-    report.details["backend"] = ex.events.backend
+    report.details["backend"] = ex.events.backend_record
     if ex.events.processes:
         report.details["processes"] = ex.events.processes
     dropped = ex.dropped_flags_reason()
@@ -380,14 +378,14 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
 
 def _extract_window(opts: CollectOptions, ex: Execution, output: str,
                     report: Report) -> Report:
-    stop = ex.events.trace or {}
-    script_trace = stop.get("purpose") == "script"
-    if script_trace:
+    stop = ex.events.trace
+    script_trace = stop is not None and stop.purpose == "script"
+    if stop is not None and script_trace:
         # The workload ran its own profiler (pgle's window gave way): convert its trace.
-        report.details["window"]["script_trace"] = {"site": stop.get("site"), "dir": stop.get("dir")}
+        report.details["window"]["script_trace"] = {"site": stop.site, "dir": stop.dir}
         report.warnings.append(
-            f"the workload starts its own profiler at {stop.get('site')}; the profile comes "
-            f"from its trace in {stop.get('dir')}")
+            f"the workload starts its own profiler at {stop.site}; the profile comes "
+            f"from its trace in {stop.dir}")
     run_folder = trace_run_folder(ex, stop) if stop else jaxlib.newest_run_folder(ex.run.trace)
     if run_folder is None:
         report.exit_code = EXIT_ERROR

@@ -25,13 +25,13 @@ def run_facts(folder: Path) -> dict[str, Any]:
     events = read_events(folder / "events.jsonl")
     steps = arms.folder_steps(folder)
     module = steps.module if steps else None
-    total = sum(float(c.get("seconds") or 0) for c in events.compiles)
-    step_compile = sum(float(c.get("seconds") or 0) for c in events.compiles
-                       if module and module_of(c.get("fun_name") or "") == module)
+    total = sum(float(c.seconds or 0.0) for c in events.compiles)
+    step_compile = sum(float(c.seconds or 0.0) for c in events.compiles
+                       if module and module_of(c.fun_name or "") == module)
     peak = None
     for m in events.modules:
-        if module and m.get("module") == module and m.get("memory"):
-            peak = peak_bytes(m["memory"])
+        if module and m.module == module and m.memory:
+            peak = peak_bytes(m.memory)
     return {"step_module": module, "compile_s": total,
             "step_compile_s": step_compile if module else None, "peak_bytes": peak}
 

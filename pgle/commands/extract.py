@@ -13,11 +13,12 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pgle.atomic import replace_directory_atomic
 from pgle.commands.options import DEFAULT_STAT, PER_MODULE_FORMAT
 from pgle.errors import BadInput, EXIT_ERROR
+from pgle.evidence.events import RunEvents
 from pgle.evidence.xla_log import LogScanner
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
@@ -90,9 +91,9 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
     man = manifest.build(
         workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
         child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
-        backend=ex.events.backend, window=window, profile=report.profile,
+        backend=ex.events.backend_record, window=window, profile=report.profile,
         trace_dir=str(run_folder), converter=converter,
-        effective_flags=(ex.events.xla_flags_seen or {}).get("effective"))
+        effective_flags=ex.events.xla_flags_seen.effective if ex.events.xla_flags_seen else None)
     man_path = manifest.manifest_path(output)
     # Both or neither: a profile without its manifest (full disk) would pass for a good one.
     files.write_profile(payload, output, force=opts.force,
@@ -121,24 +122,23 @@ def check_directory_target(path: str, *, force: bool) -> Path:
     return files.check_directory_output(p, force=force)
 
 
-def steps_window(events, mode: str | None = None) -> dict | None:
+def steps_window(events: RunEvents, mode: str | None = None) -> dict[str, Any] | None:
     """The steady-state window of a step-window trace, in Unix-epoch nanoseconds: from the
     first profiled step's entry (earlier work, warm-up and compilation included, lies outside)
     to the trace stop (the harness waits for the devices before stopping, so the last step's
     device work is inside). None for a time window (`mode` 'time') or a whole-run trace: all
     of it counts."""
     stop = events.trace
-    if mode == "time" or not stop or stop.get("purpose") != "window" \
-            or stop.get("first_step") is None:
+    if mode == "time" or not stop or stop.purpose != "window" or stop.first_step is None:
         return None
-    first = next((s for s in events.steps if s.index == stop["first_step"]), None)
-    if first is None or stop.get("t") is None:
+    first = next((s for s in events.steps if s.index == stop.first_step), None)
+    if first is None:
         return None
-    start_ns, end_ns = int(first.t_enter * 1e9), int(stop["t"] * 1e9)
+    start_ns, end_ns = int(first.t_enter * 1e9), int(stop.t * 1e9)
     if end_ns < start_ns:
         return None
-    return {"start_ns": start_ns, "end_ns": end_ns, "first_step": stop["first_step"],
-            "steps": stop.get("steps"),
+    return {"start_ns": start_ns, "end_ns": end_ns, "first_step": stop.first_step,
+            "steps": stop.steps,
             "rule": "first profiled step's entry to the trace stop (events.jsonl)"}
 
 
@@ -279,9 +279,9 @@ def _per_module_manifest(opts: CollectOptions, ex: Execution, report: Report, co
     return manifest.build(
         workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
         child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
-        backend=ex.events.backend, window=report.details["window"], profile=report.profile,
+        backend=ex.events.backend_record, window=report.details["window"], profile=report.profile,
         trace_dir=str(run_folder), converter=converter, modules=rows,
-        effective_flags=(ex.events.xla_flags_seen or {}).get("effective"))
+        effective_flags=ex.events.xla_flags_seen.effective if ex.events.xla_flags_seen else None)
 
 
 def _write_empty_directory(output: str, *, force: bool) -> Path:
@@ -309,18 +309,18 @@ def trace_bytes(run_folder: Path) -> int:
 def window_summary(ex: Execution) -> dict:
     stop = ex.events.trace
     extra = {}
-    if stop and stop.get("purpose") == "executions":
-        extra = {"function": stop.get("function"), "first_execution": stop.get("first_execution"),
-                 "executions": stop.get("executions")}
+    if stop and stop.purpose == "executions":
+        extra = {"function": stop.function, "first_execution": stop.first_execution,
+                 "executions": stop.executions}
     return {**extra,
         "mode": ex.spec.profile.mode if ex.spec.profile else None,
-        "first_step": stop.get("first_step") if stop else None,
-        "steps": stop.get("steps") if stop else None,
-        "seconds": round(stop["seconds"], 3) if stop and stop.get("seconds") is not None else None,
+        "first_step": stop.first_step if stop else None,
+        "steps": stop.steps if stop else None,
+        "seconds": round(stop.seconds, 3) if stop and stop.seconds is not None else None,
         "steps_seen": len(ex.events.steps),
         "trace_errors": ex.events.trace_errors,
-        "purpose": stop.get("purpose") if stop else None,
-        "stop_reason": stop.get("reason") if stop else None,
+        "purpose": stop.purpose if stop else None,
+        "stop_reason": stop.reason if stop else None,
     }
 
 
@@ -340,7 +340,7 @@ def diagnose_empty(ex: Execution) -> list[str]:
     if stop is None:
         reasons.append("the profiling window never opened: the run ended before its first step "
                        f"({plural(len(ex.events.steps), 'step')} seen)")
-    elif stop.get("steps") == 0:
+    elif stop.steps == 0:
         reasons.append("the profiling window saw no step")
     cb = ex.child.flags.get(flag_table.COMMAND_BUFFER)
     if cb is not None and cb.value not in ("", None) and platform in GPU_PLATFORMS:

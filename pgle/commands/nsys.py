@@ -303,16 +303,16 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
     if layout.writes_shared:  # JAX writes from process 0 only
         _record_plain_writes(cache_dir, facts)
     # nsys returns the application's code; the harness saw the workload's own.
-    workload_code = (ex.events.exit or {}).get("code", ex.exit_code)
+    workload_code = ex.events.exit.code if ex.events.exit else ex.exit_code
     report = Report("nsys", auto_pgle.nsys_status(modules), workload_exit_code=workload_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
-    report.warnings += warnings + child.warnings + _backend_drift(menv, ex.events.backend)
+    report.warnings += warnings + child.warnings + _backend_drift(menv, ex.events.backend_record)
     report.details.update({
         "cache_dir": cache_dir, "nsys": {"path": tool, "version": version, "launcher": opts.launcher,
                                          "argv": prefix, "exit_code": ex.exit_code,
                                          "report": report_path, "profiled": profiled,
                                          "report_exists": bool(report_path) and os.path.exists(report_path)},
-        "drift": drifted, "backend": ex.events.backend})
+        "drift": drifted, "backend": ex.events.backend_record})
     if not modules:
         report.reasons.append("no module went through the compilation cache: is the workload using "
                               "jax.jit, and did the harness start under the launcher?")

@@ -112,7 +112,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
         raise
     state = "finished" if ex.exit_code == 0 else "failed"
     facts = jax_log.summarize(ex.events.records)
-    backend = ex.events.backend or {}
+    backend = ex.events.backend_record or {}
     # JAX writes cache entries from process 0 only; the other processes' view of the cache
     # is partial, so only process 0 records modules in the manifest.
     writer = writes and backend.get("process_index") in (None, 0)
@@ -133,7 +133,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
         report.warnings.append("JAX used no cache: the size cap needs `filelock` (pip install filelock).")
     report.details.update({"cache_dir": cache_dir, "manifest": manifest.manifest_path(cache_dir),
                            "environment": environment, "runs": p.runs,
-                           "percentile": p.percentile, "backend": ex.events.backend,
+                           "percentile": p.percentile, "backend": ex.events.backend_record,
                            "empty_traces": facts.empty_traces, "cache_writer": writer})
     report.summary.append(f"prewarm: {report.status}: "
                           + auto_pgle.count_line(modules, STATUS_OPTIMIZED,

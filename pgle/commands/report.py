@@ -27,6 +27,7 @@ from pgle.analysis import diagnostics, memory, overlap, schedule, throughput
 from pgle.analysis.timeline import TraceFile, find_xplane_files
 from pgle.commands import arms
 from pgle.errors import BadInput, EXIT_OK
+from pgle.evidence.event_kinds import JitFunctions
 from pgle.evidence.events import RunEvents, read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
@@ -182,7 +183,7 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
     times, steps = arms.pooled(side.folders)
     modules = events.modules
     step_name = steps.module if steps else None
-    step_mod = next((m for m in reversed(modules) if step_name and m.get("module") == step_name),
+    step_mod = next((m for m in reversed(modules) if step_name and m.module == step_name),
                     None)
     step_source = "the step function" if step_mod else None
     if step_mod is None and step_name is None and not _has_jit_record(events):
@@ -191,24 +192,27 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
         step_mod = throughput.step_module(modules)
         step_source = "the module with the most FLOPs (the run predates pgle's step detection)" \
             if step_mod else None
-    backend = events.backend or {}
+    backend = events.backend
     summary = summarize(times)
     phase: dict[str, Any] = {
         "label": side.label, "role": side.role, "arm": side.arm, "status": side.status,
         "folder": str(first), "folders": [str(f) for f in side.folders],
-        "platform": backend.get("platform"), "device_kind": backend.get("device_kind"),
-        "device_count": backend.get("device_count"),
+        "platform": events.platform, "device_kind": backend.device_kind if backend else None,
+        "device_count": backend.device_count if backend else None,
         "step_times_s": times, "step_time": summary,
         "steps": steps.to_dict() if steps else None,
         "profiled_steps_excluded": steps.excluded if steps else 0,
-        "step_module": step_mod and {k: step_mod.get(k) for k in
-                                     ("module", "flops", "transcendentals", "bytes_accessed")},
+        "step_module": step_mod and {
+            "module": step_mod.module, "flops": step_mod.flops,
+            "transcendentals": step_mod.transcendentals,
+            "bytes_accessed": step_mod.bytes_accessed},
         "step_module_source": step_source,
-        "modules": [{k: m.get(k) for k in ("module", "flops", "memory", "hlo_file")}
-                    for m in modules],
+        "modules": [{"module": m.module, "flops": m.flops, "memory": m.memory,
+                     "hlo_file": m.hlo_file} for m in modules],
         "throughput": throughput.throughput(summary["median_s"] if summary else None,
-                                            step_mod.get("flops") if step_mod else None,
-                                            backend.get("device_kind"), backend.get("platform"),
+                                            step_mod.flops if step_mod else None,
+                                            backend.device_kind if backend else None,
+                                            events.platform,
                                             dtype),
         "compile": _compile(events, step_name),
         "recompilations": diagnostics.recompilations(events.compiles, events.steps),
@@ -221,21 +225,19 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
     if not modules:
         phase["why_no_modules"] = ("the run recorded no module_compiled events (run by a pgle "
                                    "without per-module recording, or jax internals changed)")
-    phase.update(trace_sections(first, backend.get("platform")))
+    phase.update(trace_sections(first, events.platform))
     return phase
 
 
 def _has_jit_record(events: RunEvents) -> bool:
-    from pgle.evidence import schema
-
-    return any(r.get("kind") == schema.JIT_FUNCTIONS for r in events.records)
+    return bool(events.of(JitFunctions))
 
 
 def _compile(events: RunEvents, step_module: str | None) -> dict[str, Any]:
     """Compile seconds of one run (jax's backend-compile events): all modules, the step's."""
-    total = sum(float(c.get("seconds") or 0) for c in events.compiles)
-    step = [float(c.get("seconds") or 0) for c in events.compiles
-            if step_module and module_of(c.get("fun_name") or "") == step_module]
+    total = sum(float(c.seconds or 0.0) for c in events.compiles)
+    step = [float(c.seconds or 0.0) for c in events.compiles
+            if step_module and module_of(c.fun_name or "") == step_module]
     return {"total_s": total, "count": len(events.compiles),
             "step_module_s": sum(step) if step else None}
 

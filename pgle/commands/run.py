@@ -21,7 +21,7 @@ from pgle.launch.workload import Workload
 from pgle.phrases import plural
 from pgle.profiles import files
 from pgle.profiles import manifest
-from pgle.evidence.events import workload_exit_phrase
+from pgle.evidence.events import RunEvents, workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import collectives, require, sync_converted
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
@@ -189,7 +189,7 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                     jax_imported=ex.events.jax_imported,
                     workload_modules=ex.events.workload_modules, origin=origin,
                     sol_fallback=collectives.sol_fallback_expected(
-                        _jax_of(ex.events), (ex.events.backend or {}).get("device_kind")),
+                        _jax_of(ex.events), ex.events.backend.device_kind if ex.events.backend else None),
                     # The executed HLO the harness kept: which async collectives XLA made
                     # synchronous after scheduling, so that no profile can hold them.
                     executed=sync_converted.load_executed(ex.events.modules),
@@ -199,7 +199,7 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
         drift_notes = drift_notes + [d for d in manifest.drift(
-            man, user_flags=ex.child.user_flags, backend=ex.events.backend)
+            man, user_flags=ex.child.user_flags, backend=ex.events.backend_record)
             if d not in drift_notes]
     report = verdict_report(opts.command, verdict, ex)
     dropped = ex.dropped_flags_reason()
@@ -207,7 +207,8 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
         # The verdict's own reasons (no 'Using PGLE profile' line) follow from this one.
         report.reasons.insert(0, dropped)
         report.summary.insert(0, dropped)
-        report.details["effective_xla_flags"] = ex.events.xla_flags_seen.get("effective")
+        seen = ex.events.xla_flags_seen
+        report.details["effective_xla_flags"] = seen.effective if seen else None
     report.profile = source.to_dict() if source is not None else None
     if source is not None:
         report.profile["given_to_xla"] = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)
@@ -237,11 +238,9 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     return report
 
 
-def _jax_of(events) -> tuple[int, ...] | None:
+def _jax_of(events: RunEvents) -> tuple[int, ...] | None:
     """The jax version the workload imported (the harness's record), else the installed one."""
-    seen = next((r.get("version") for r in events.records if r.get("kind") == "jax_imported"),
-                None)
-    return versions.parse_version(seen) or versions.jax_version()
+    return versions.parse_version(events.jax_version) or versions.jax_version()
 
 
 def directory_lookups(verdict: Verdict, source) -> dict:
@@ -258,7 +257,7 @@ def verdict_report(command: str, verdict: Verdict, ex: Execution) -> Report:
     report = Report(command, verdict.status, workload_exit_code=ex.exit_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=verdict.modules,
                     reasons=verdict.reasons)
-    report.details["backend"] = ex.events.backend
+    report.details["backend"] = ex.events.backend_record
     report.details.update(verdict.details)
     report.summary += summary_lines(verdict)
     return report

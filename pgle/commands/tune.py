@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pgle.atomic import write_text_atomic
 from pgle.commands import arms
@@ -23,6 +24,7 @@ from pgle.commands.arms import Arm
 from pgle.commands.collect import CollectOptions, profiling_flags
 from pgle.commands.options import VerdictOptions
 from pgle.commands.run import RunOptions
+from pgle.jobs.driver import PhaseResult, Workflow
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.jobs.ranks import literal
 from pgle.launch.runfolder import RunFolder
@@ -32,21 +34,21 @@ from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 
 log = logging.getLogger(__name__)
 
-# Phase(name, workflow, options, run_root) -> result with .own (this process's report) and
-# .job (the phase's job report, the same on every rank); given by pgle.jobs.driver.
-Phase = Callable[..., Any]
+# Phase(name, workflow, options, run_root) -> .own (this process's report) and .job (the
+# phase's job report, the same on every rank); given by pgle.jobs.driver.
+Phase = Callable[[str, Workflow, Any, str], PhaseResult]
 APPLIED = ("applied", "partial")
 
 
 @dataclasses.dataclass(frozen=True)
 class TuneOptions:
     collect: CollectOptions
-    verdict: VerdictOptions = VerdictOptions()
+    verdict: VerdictOptions = dataclasses.field(default_factory=VerdictOptions)
     html_report: str | None = None  # `--report X.html`: pgle report's page of this tune run
     repeat: int = 3  # runs of each arm (alternating), for a spread
     compare: tuple[Arm, ...] = ()  # `--compare`: the arms; () is plain tune (default vs pgle)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.repeat < 1:
             from pgle.errors import BadInput
             raise BadInput(f"--repeat {self.repeat}: at least 1 run per phase.")
@@ -67,8 +69,64 @@ class ArmRuns:
     profile: str | None = None  # what XLA was given (None: no profile)
 
 
+@dataclasses.dataclass(frozen=True)
+class CollectPhase:
+    """Phase 1 as tune reads it: the collect job's report (the same on every rank), read once.
+    `job` is that report as it was written: what `to_dict` gives the tune report's
+    `phases.collect`, unchanged."""
+
+    job: Mapping[str, Any]
+    status: str
+    exit_code: int
+    workload_exit_code: int | None
+    mode: str | None  # merge | per_rank (a job's profiles), None in one process
+    platform: str | None  # the backend the workload ran on
+    profile: Mapping[str, Any] | None  # the report's profile record
+    profile_written: str | None  # where the job's profile is (`profile.path`)
+    log_path: str | None
+    trace_dir: str | None
+    store_summary: str | None  # what phase 1 added to the store
+    warnings: tuple[str, ...]
+    reasons: tuple[str, ...]
+    summary: tuple[str, ...]
+
+    @classmethod
+    def from_job(cls, job: Mapping[str, Any]) -> CollectPhase:
+        profile = job.get("profile")
+        return cls(
+            job=job, status=str(job.get("status") or "error"), exit_code=job.get("exit_code") or 1,
+            workload_exit_code=job.get("workload_exit_code"), mode=job.get("mode"),
+            platform=(job.get("backend") or {}).get("platform"), profile=profile,
+            profile_written=(profile or {}).get("path"), log_path=job.get("log_path"),
+            trace_dir=job.get("trace_dir"),
+            store_summary=(job.get("store") or {}).get("summary"),
+            warnings=tuple(job.get("warnings") or ()), reasons=tuple(job.get("reasons") or ()),
+            summary=tuple(job.get("summary") or ()))
+
+    @property
+    def gpu(self) -> bool:
+        return self.platform is not None and self.platform.lower() in GPU_PLATFORMS
+
+    @property
+    def made_profile(self) -> bool:
+        """A profile the later phases can use: collected (a merged job's partial one too)."""
+        return self.status in (("collected", "partial") if self.mode == "merge"
+                               else ("collected",))
+
+    @property
+    def failed(self) -> bool:
+        """The workload failed, or no profile where one was due (an empty one is expected
+        only off a GPU)."""
+        return self.workload_exit_code not in (0, None) or (
+            not self.made_profile and (self.gpu or self.status != "empty"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.job)
+
+
 def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
-         environ: dict[str, str], *, collect_workflow, run_workflow) -> Report:
+         environ: dict[str, str], *, collect_workflow: Workflow,
+         run_workflow: Workflow) -> Report:
     """Collect, then the arms, one report. In a job each phase is a job of its own
     (`<job_dir>/collect/`, `<job_dir>/run/`, ...): rank 0 merges the ranks' profiles after
     phase 1, and every rank decides the later phases from that same phase-1 job report."""
@@ -76,30 +134,26 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
     copts = dataclasses.replace(opts.collect, run_dir=None, default_output=literal(
         top.path / ("profiles" if opts.collect.per_module else "profile.pb")))
     log.info("phase 1: collect")
-    first = phase("collect", collect_workflow, copts, str(top.path / "collect"))
-    job_first = first.job
-    report = Report("tune", job_first.get("status"), run_dir=str(top.path),
-                    log_path=job_first.get("log_path"), trace_dir=job_first.get("trace_dir"),
-                    workload_exit_code=job_first.get("workload_exit_code"))
-    report.details["phases"] = {"collect": job_first}
-    report.warnings += job_first.get("warnings") or []
-    if (job_first.get("store") or {}).get("summary"):
-        log.info(job_first["store"]["summary"])  # what phase 1 added to the store
-    platform = (job_first.get("backend") or {}).get("platform")
-    gpu = platform is not None and platform.lower() in GPU_PLATFORMS
-    usable = ("collected", "partial") if job_first.get("mode") == "merge" else ("collected",)
-    if job_first.get("workload_exit_code") not in (0, None) or (
-            job_first.get("status") not in usable and (gpu or job_first.get("status") != "empty")):
+    first = CollectPhase.from_job(
+        phase("collect", collect_workflow, copts, str(top.path / "collect")).job)
+    report = Report("tune", first.status, run_dir=str(top.path), log_path=first.log_path,
+                    trace_dir=first.trace_dir, workload_exit_code=first.workload_exit_code)
+    report.details["phases"] = {"collect": first.to_dict()}
+    report.warnings += list(first.warnings)
+    if first.store_summary:
+        log.info(first.store_summary)  # what phase 1 added to the store
+    platform, gpu = first.platform, first.gpu
+    if first.failed:
         report.status = "error"
-        report.exit_code = job_first.get("exit_code") or 1
-        report.reasons = job_first.get("reasons") or []
-        report.summary += job_first.get("summary") or []
+        report.exit_code = first.exit_code
+        report.reasons = list(first.reasons)
+        report.summary += list(first.summary)
         return report
     profile_path = None
-    if job_first.get("status") in usable:
+    if first.made_profile:
         # Per-rank profiles (-o with %r): each rank runs with its own; else the job's profile.
-        profile_path = copts.output if job_first.get("mode") == "per_rank" else \
-            literal(job_first["profile"]["path"])
+        profile_path = copts.output if first.mode == "per_rank" else \
+            literal(first.profile_written or "")
     changed = arms.collect_changes(profiling_flags(environ))
     report.details["collect_changed"] = changed
     store = opts.collect.store
@@ -109,8 +163,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
         # The runs with a profile serve what the store now holds: this collect's modules and others.
         shown = f"the store {store.path}"
     elif profile_path is not None:
-        shown = copts.output if job_first.get("mode") == "per_rank" else \
-            job_first["profile"]["path"]
+        shown = copts.output if first.mode == "per_rank" else first.profile_written
     has_profile = serve or profile_path is not None
 
     def options(arm: Arm, traced: bool) -> RunOptions:
@@ -173,7 +226,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
     report.details["phases"]["run"] = second.to_dict()
     report.status = second.status
     report.modules = second.modules
-    report.profile = job_first.get("profile")
+    report.profile = dict(first.profile) if first.profile is not None else None
     report.log_path = second.log_path
     report.workload_exit_code = second.workload_exit_code
     report.exit_code = second.exit_code
@@ -181,7 +234,7 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
     report.warnings += [w for w in second.warnings if w not in report.warnings]
     if profile_path is None and not serve:
         report.reasons.append("phase 1 could not produce a profile: "
-                              + "; ".join(job_first.get("reasons") or []))
+                              + "; ".join(first.reasons))
     report.summary += second.summary
     applied = report.status in APPLIED
     if plain:

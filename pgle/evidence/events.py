@@ -13,13 +13,31 @@ ones, and any line the bulk parser does not take, go through `json.loads`.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pgle.evidence import schema
+from pgle.evidence.event_kinds import (
+    Backend,
+    Compile,
+    Event,
+    Exit,
+    JaxImported,
+    ModuleCompiled,
+    ModuleError,
+    ObserveModules,
+    ScriptTrace,
+    Start,
+    TraceError,
+    TraceStop,
+    XlaCompile,
+    XlaFlagsSeen,
+    parse,
+)
 
 # From this size on, step lines are parsed in bulk (numpy's import costs more below it).
 BULK_MIN_BYTES = 1 << 20
@@ -27,6 +45,13 @@ BLOCK_BYTES = 2 << 20
 _NUMPY_STEPS = 1 << 16  # from this many steps, ordering checks run in numpy
 # A step_num that is not an int (or is this value) is kept aside in `Steps.other_nums`.
 _NONE = -(1 << 63)
+E = TypeVar("E", bound=Event)
+
+if TYPE_CHECKING:  # numpy is imported only for large files
+    from pgle.evidence.step_lines import StepRows
+
+    # step_lines.parse_chunk's result: the block's steps, its other lines, step_exits dropped
+    Chunk = tuple[StepRows, list[tuple[int, bytes]], int]
 
 
 @dataclasses.dataclass
@@ -55,15 +80,15 @@ class Steps(Sequence[Step]):
     @overload
     def __getitem__(self, k: slice) -> list[Step]: ...
 
-    def __getitem__(self, k):
+    def __getitem__(self, k: int | slice) -> Step | list[Step]:
         if isinstance(k, slice):
             return [self[i] for i in range(*k.indices(len(self)))]
         if k < 0:
             k += len(self)
         if not 0 <= k < len(self):
             raise IndexError(k)
-        num = self.step_num[k]
-        num = self.other_nums.get(k) if num == _NONE else int(num)
+        raw = self.step_num[k]
+        num: Any = self.other_nums.get(k) if raw == _NONE else int(raw)
         return Step(int(self.indices[k]), self.names[self.name[k]], num, float(self.t_enter[k]))
 
     def __iter__(self) -> Iterator[Step]:
@@ -88,7 +113,7 @@ class _StepLog:
         self.blocks: list[tuple[Any, ...]] = []  # numpy columns of bulk-parsed blocks
         self.bulk_lines = 0  # step lines the bulk parser took (step_exit lines included)
 
-    def add(self, r: dict) -> None:
+    def add(self, r: dict[str, Any]) -> None:
         index, t = r.get("index"), r.get("t")
         if type(index) is not int or not isinstance(t, (int, float)) or isinstance(t, bool):
             return  # not a step the harness wrote; nothing to order it by
@@ -107,7 +132,7 @@ class _StepLog:
         self.t.append(float(t))
         self.name.append(self.names.setdefault(name, len(self.names)))
 
-    def add_rows(self, rows) -> None:
+    def add_rows(self, rows: StepRows) -> None:
         """Bulk-decoded rows (step_lines.StepRows) of one block."""
         import numpy as np
 
@@ -145,7 +170,7 @@ class _StepLog:
             keep = order[np.append(ordered[1:] != ordered[:-1], True)].tolist()
         moved = {k: j for j, k in enumerate(keep) if k in self.other_nums}
 
-        def pick(column: array) -> array:
+        def pick(column: array[Any]) -> array[Any]:
             return array(column.typecode, (column[k] for k in keep))
 
         return Steps(pick(index), pick(self.t), pick(self.name), list(self.names), pick(self.num),
@@ -154,65 +179,84 @@ class _StepLog:
 
 @dataclasses.dataclass
 class RunEvents:
-    records: list[dict]  # every record but step_enter/step_exit (steps are in `steps`)
+    """A run's events, typed (pgle.evidence.event_kinds), the often-read kinds picked out."""
+
+    records: list[Event]  # every event but step_enter/step_exit (steps are in `steps`)
     steps: Steps
-    backend: dict | None
-    trace: dict | None  # the trace_stop record of the kept trace
+    backend: Backend | None
+    trace: TraceStop | None  # the kept trace
     trace_errors: list[str]
-    compiles: list[dict]
-    exit: dict | None
-    modules: list[dict] = dataclasses.field(default_factory=list)  # schema.MODULE_COMPILED records
-    xla_flags_seen: dict | None = None  # schema.XLA_FLAGS_SEEN: XLA_FLAGS at the first compile
-    script_traces: list[dict] = dataclasses.field(default_factory=list)  # schema.SCRIPT_TRACE
-    xla_compiles: list[dict] = dataclasses.field(default_factory=list)  # schema.XLA_COMPILE
+    compiles: list[Compile]
+    exit: Exit | None
+    modules: list[ModuleCompiled] = dataclasses.field(default_factory=list)
+    xla_flags_seen: XlaFlagsSeen | None = None  # XLA_FLAGS at the first compile
+    script_traces: list[ScriptTrace] = dataclasses.field(default_factory=list)
+    xla_compiles: list[XlaCompile] = dataclasses.field(default_factory=list)
     lines: int = 0  # records read, step events included
     # A command with several Python processes importing jax (command mode): one row each,
     # this one (the first to import jax) first; empty for one process.
-    processes: list[dict] = dataclasses.field(default_factory=list)
+    processes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Lines that were no event the harness writes (a run folder is untrusted input): skipped.
+    rejected: int = 0
+
+    def of(self, cls: type[E]) -> list[E]:
+        """The events of one kind, in file order."""
+        return [r for r in self.records if isinstance(r, cls)]
 
     @property
     def compile_platforms(self) -> tuple[str, ...] | None:
         """Platforms XLA compiled for, as the harness saw every compile; None when it could
         not watch them (no harness, or its compile observer was not installed)."""
-        installed = [r for r in self.records if r.get("kind") == schema.OBSERVE_MODULES]
-        if not installed or not installed[-1].get("installed"):
+        installed = self.of(ObserveModules)
+        if not installed or not installed[-1].installed:
             return None
-        return tuple(str(r.get("platform")) for r in self.xla_compiles)
+        return tuple(str(r.platform) for r in self.xla_compiles)
 
     @property
     def compile_threads(self) -> tuple[str, ...]:
         """Native ids of the threads that called XLA's compile, and the process id (the
         main thread's id on Linux)."""
-        ids = [str(r.get("thread")) for r in self.xla_compiles]
-        ids += [str(r.get("pid")) for r in self.xla_compiles if r.get("pid")]
+        ids = [str(r.thread) for r in self.xla_compiles]
+        ids += [str(r.pid) for r in self.xla_compiles if r.pid]
         return tuple(dict.fromkeys(ids))
 
     @property
     def workload_modules(self) -> set[str] | None:
         """The modules the workload compiled (the harness's per-module records); None when
         the records may be incomplete."""
-        if any(r.get("kind") == schema.MODULE_ERROR for r in self.records) \
-                or self.compile_platforms is None:
+        if self.of(ModuleError) or self.compile_platforms is None:
             return None
-        return {str(r["module"]) for r in self.modules if r.get("module")} or None
+        return {r.module for r in self.modules if r.module} or None
 
     @property
     def platform(self) -> str | None:
-        return self.backend.get("platform") if self.backend else None
+        return self.backend.platform if self.backend else None
+
+    @property
+    def backend_record(self) -> dict[str, Any] | None:
+        """The backend record as written (what reports show as `backend`)."""
+        return self.backend.to_dict() if self.backend else None
+
+    @property
+    def jax_version(self) -> str | None:
+        """The jax the workload imported, as it said."""
+        return next((r.version for r in self.of(JaxImported)), None)
 
     @property
     def jax_imported(self) -> bool | None:
         """Did the workload import jax? None when the harness left no events at all."""
-        if any(r.get("kind") == schema.JAX_IMPORTED for r in self.records):
+        if self.of(JaxImported):
             return True
         return False if self.lines else None
 
 
-def _decode(line: bytes) -> dict | None:
+def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         r = json.loads(line.decode("utf-8", errors="replace"))
-    except json.JSONDecodeError:
-        return None  # a line cut short by a crash
+    except (ValueError, RecursionError):
+        # A line cut short by a crash; or, in another user's run folder, anything (nesting
+        # deeper than json's recursion limit raises RecursionError, not a decode error).
+        return None
     return r if isinstance(r, dict) else None
 
 
@@ -235,7 +279,7 @@ def _lines(path: Path) -> Iterator[bytes]:
             yield rest
 
 
-def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict]:
+def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict[str, Any]]:
     """Every record but the step lines step_lines decodes (those go to `steps`), in file
     order; the step lines it leaves arrive here as records."""
     import numpy as np
@@ -262,7 +306,7 @@ def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict]:
 PARALLEL_MIN_BYTES = 32 << 20
 
 
-def _parsed_blocks(path: Path):
+def _parsed_blocks(path: Path) -> Iterator[Chunk]:
     """parse_chunk's result for each block of whole lines, in file order (the last line, if
     it lacks its newline, as a block of its own)."""
     import os
@@ -278,7 +322,7 @@ def _parsed_blocks(path: Path):
     cuts = _line_cuts(path, size, workers * 4)
     with concurrent.futures.ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        for part in pool.map(_parse_part, [(str(path), a, b) for a, b in zip(cuts, cuts[1:])]):
+        for part in pool.map(_parse_part, [(str(path), a, b) for a, b in itertools.pairwise(cuts)]):
             yield from part
 
 
@@ -310,12 +354,12 @@ def _line_cuts(path: Path, size: int, parts: int) -> list[int]:
     return cuts
 
 
-def _parse_part(args: tuple[str, int, int]) -> list:
+def _parse_part(args: tuple[str, int, int]) -> list[Chunk]:
     path, start, end = args
     return list(_parse_range(Path(path), start, end))
 
 
-def _parse_range(path: Path, start: int, end: int):
+def _parse_range(path: Path, start: int, end: int) -> Iterator[Chunk]:
     from pgle.evidence.step_lines import parse_chunk
 
     with open(path, "rb") as f:
@@ -336,7 +380,7 @@ def _parse_range(path: Path, start: int, end: int):
             yield parse_chunk_tail(rest)
 
 
-def parse_chunk_tail(line: bytes):
+def parse_chunk_tail(line: bytes) -> Chunk:
     """A last line without its newline: no step is decoded from it; it goes to json.loads."""
     import numpy as np
 
@@ -347,7 +391,7 @@ def parse_chunk_tail(line: bytes):
             [(0, line)], 0)
 
 
-def _take(rows, a: int, b: int):
+def _take(rows: StepRows, a: int, b: int) -> StepRows:
     from pgle.evidence.step_lines import StepRows
 
     return StepRows(rows.line[a:b], rows.index[a:b], rows.t[a:b], rows.name[a:b], rows.names,
@@ -359,61 +403,69 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
     BULK_MIN_BYTES or more; both ways give the same events)."""
     path = Path(path)
     steps = _StepLog()
-    backend = trace = exit_ = None
-    records: list[dict] = []
+    backend: Backend | None = None
+    trace: TraceStop | None = None
+    exit_: Exit | None = None
+    records: list[Event] = []
     errors: list[str] = []
-    compiles: list[dict] = []
-    modules: list[dict] = []
-    script_traces: list[dict] = []
-    xla_compiles: list[dict] = []
-    flags_seen = None
-    lines = 0
+    compiles: list[Compile] = []
+    modules: list[ModuleCompiled] = []
+    script_traces: list[ScriptTrace] = []
+    xla_compiles: list[XlaCompile] = []
+    flags_seen: XlaFlagsSeen | None = None
+    lines = rejected = 0
     size = path.stat().st_size if path.exists() else 0
     if size:
         if bulk is None:
             bulk = size >= BULK_MIN_BYTES
         if bulk:
-            source: Iterator[dict] = _records_bulk(path, steps)
+            source: Iterator[dict[str, Any]] = _records_bulk(path, steps)
         else:
             source = (r for r in map(_decode, _lines(path)) if r is not None)
         for r in source:
             lines += 1
             kind = r.get("kind")
             if kind == schema.STEP_ENTER:
-                steps.add(r)
+                steps.add(r)  # as columns (the one kind that grows with the run)
                 continue
             if kind == schema.STEP_EXIT:
                 continue
-            records.append(r)
-            if kind == schema.BACKEND and backend is None:
-                backend = r
-            elif kind == schema.TRACE_STOP:
-                trace = r
-            elif kind == schema.TRACE_ERROR:
-                errors.append(r.get("error", ""))
-            elif kind == schema.COMPILE:
-                compiles.append(r)
-            elif kind == schema.MODULE_COMPILED:
-                modules.append(r)
-            elif kind == schema.EXIT:
-                exit_ = r
-            elif kind == schema.XLA_FLAGS_SEEN and flags_seen is None:
-                flags_seen = r
-            elif kind == schema.SCRIPT_TRACE:
-                script_traces.append(r)
-            elif kind == schema.XLA_COMPILE:
-                xla_compiles.append(r)
+            event = parse(r)
+            if event is None:
+                rejected += 1
+                continue
+            records.append(event)
+            if isinstance(event, Backend):
+                backend = backend or event
+            elif isinstance(event, TraceStop):
+                trace = event
+            elif isinstance(event, TraceError):
+                errors.append(event.error)
+            elif isinstance(event, Compile):
+                compiles.append(event)
+            elif isinstance(event, ModuleCompiled):
+                modules.append(event)
+            elif isinstance(event, Exit):
+                exit_ = event
+            elif isinstance(event, XlaFlagsSeen):
+                flags_seen = flags_seen or event
+            elif isinstance(event, ScriptTrace):
+                script_traces.append(event)
+            elif isinstance(event, XlaCompile):
+                xla_compiles.append(event)
     return RunEvents(records, steps.steps(), backend, trace, errors, compiles, exit_, modules,
-                     flags_seen, script_traces, xla_compiles, lines=lines + steps.bulk_lines)
+                     flags_seen, script_traces, xla_compiles, lines=lines + steps.bulk_lines,
+                     rejected=rejected)
 
 
-def _process_row(home: Path, ev: RunEvents) -> dict:
-    start = next((r for r in ev.records if r.get("kind") == schema.START), None) or {}
-    backend = ev.backend or {}
-    return {"pid": start.get("pid"), "argv": start.get("argv"), "dir": str(home),
-            "process_index": backend.get("process_index"),
-            "process_count": backend.get("process_count"),
-            "exit_code": (ev.exit or {}).get("code"), "steps": len(ev.steps),
+def _process_row(home: Path, ev: RunEvents) -> dict[str, Any]:
+    start = next(iter(ev.of(Start)), None)
+    backend = ev.backend
+    return {"pid": start.pid if start else None, "argv": start.argv if start else None,
+            "dir": str(home),
+            "process_index": backend.process_index if backend else None,
+            "process_count": backend.process_count if backend else None,
+            "exit_code": ev.exit.code if ev.exit else None, "steps": len(ev.steps),
             "trace": bool(ev.trace)}
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 
 from pgle.cache import key_rules
-from pgle.evidence import schema
+from pgle.evidence.event_kinds import Event, Log, PgleProfiled, PythonWarning
 
 # -- loggers (logging.getLogger(__name__) in each module) -------------------
 LOGGER_COMPILER = "jax._src.compiler"
@@ -233,7 +234,7 @@ class RunFacts:
     over_cap: list[str] = dataclasses.field(default_factory=list)
 
 
-def summarize(records: list[dict]) -> RunFacts:
+def summarize(records: Sequence[Event]) -> RunFacts:
     """Fold harness records (`log`, `warning`, `pgle_profiled`) into per-module facts.
 
     A key is PGLE-optimized when the module's "Compiling module ... with FDO
@@ -251,21 +252,20 @@ def summarize(records: list[dict]) -> RunFacts:
         return facts.modules.setdefault(name, ModuleFacts(name))
 
     for r in records:
-        kind = r.get("kind")
-        if kind == schema.PGLE_PROFILED:
+        if isinstance(r, PgleProfiled):
             facts.observed = True
-            m = mod(r.get("module"))
+            m = mod(r.module)
             if m is None:
                 continue
-            m.profiled = max(m.profiled + 1, int(r.get("index") or 0))
-            m.runs = r.get("runs", m.runs)
-            if r.get("profile_bytes") == 0:
+            m.profiled = max(m.profiled + 1, r.index or 0)
+            m.runs = r.runs if "runs" in r.raw else m.runs
+            if r.profile_bytes == 0:
                 m.empty_profiles += 1
             continue
-        if kind == schema.LOG:
-            ev = classify_log(str(r.get("message", "")))
-        elif kind == schema.WARNING:
-            ev = classify_warning(str(r.get("message", "")))
+        if isinstance(r, Log):
+            ev = classify_log(r.message)
+        elif isinstance(r, PythonWarning):
+            ev = classify_warning(r.message)
         else:
             continue
         if ev is None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pgle.evidence.events import RunEvents
 from pgle.evidence.steps import step_times
-from pgle.evidence import schema
+from pgle.evidence.event_kinds import JitFunctions, ScriptTrace, TraceStart, TraceStop
 
 
 @dataclasses.dataclass
@@ -32,23 +32,20 @@ class RunSteps:
                 "how": self.how, "count": len(self.times), "excluded": self.excluded}
 
 
-def step_function(events: RunEvents) -> dict | None:
+def step_function(events: RunEvents) -> JitFunctions | None:
     """The harness's `jit_functions` record (functions by host time, the step, its starts)."""
-    return next((r for r in reversed(events.records) if r.get("kind") == schema.JIT_FUNCTIONS),
-                None)
+    return next(reversed(events.of(JitFunctions)), None)
 
 
 def _trace_span(events: RunEvents) -> tuple[float, float] | None:
     """(start, stop) of the kept trace, pgle's window or the workload's own start_trace /
     stop_trace, in the events' clock (a run still tracing at exit: to its end)."""
-    start = next((r["t"] for r in events.records if (
-        r.get("kind") == schema.TRACE_START and r.get("purpose") in ("window", "executions"))
-        or (r.get("kind") == schema.SCRIPT_TRACE and r.get("call") == "start")), None)
+    start = next((r.t for r in events.records if isinstance(r, TraceStart)
+                  or (isinstance(r, ScriptTrace) and r.call == "start")), None)
     if start is None:
         return None
-    stop = next((r["t"] for r in events.records if r["t"] >= start and (
-        r.get("kind") == schema.TRACE_STOP
-        or (r.get("kind") == schema.SCRIPT_TRACE and r.get("call") == "stop"))), None)
+    stop = next((r.t for r in events.records if r.t >= start and (
+        isinstance(r, TraceStop) or (isinstance(r, ScriptTrace) and r.call == "stop"))), None)
     return start, float("inf") if stop is None else stop
 
 
@@ -56,14 +53,13 @@ def run_steps(events: RunEvents) -> RunSteps:
     """The step times of one run: by its markers when it has them, else by the executions of
     its step function; profiled steps (a kept trace) left out either way."""
     jit = step_function(events)
-    function = jit.get("step") if jit else None
-    module = jit.get("module") if jit else None
+    function = jit.step if jit else None
+    module = jit.module if jit else None
     if events.steps:
         excluded: set[int] = set()
-        if events.trace and events.trace.get("first_step") is not None \
-                and events.trace.get("steps"):
-            first = events.trace["first_step"]
-            excluded = set(range(first, first + events.trace["steps"]))
+        trace = events.trace
+        if trace and trace.first_step is not None and trace.steps:
+            excluded = set(range(trace.first_step, trace.first_step + trace.steps))
         times = step_times(events.steps, excluded)
         name = events.steps[0].name
         return RunSteps(times, "markers", function, module,
@@ -72,7 +68,7 @@ def run_steps(events: RunEvents) -> RunSteps:
     if not jit or not function:
         return RunSteps([], None, how="the workload marks no steps and no jitted function "
                                       "executed at least 3 times")
-    starts = jit.get("starts") or []
+    starts = jit.starts or []
     span = _trace_span(events)
     times, left_out = [], 0
     for i, (a, b) in enumerate(zip(starts, starts[1:])):
@@ -80,10 +76,10 @@ def run_steps(events: RunEvents) -> RunSteps:
             left_out += 1  # the compile, or the profiler's window
             continue
         times.append(b - a)
-    execs = next((f["executions"] for f in jit.get("functions") or []
+    execs = next((f["executions"] for f in jit.functions or []
                   if f.get("function") == function), len(starts))
     how = (f"no step markers: the steps are the {execs} executions of {function}, "
-           f"{jit.get('rule') or 'the busiest jitted function'}")
+           f"{jit.rule or 'the busiest jitted function'}")
     return RunSteps(times, "executions", function, module, how, left_out)
 
 
@@ -92,7 +88,7 @@ def executions_by_module(events: RunEvents) -> dict[str, int]:
     that compiled them (functions of one module are added up)."""
     jit = step_function(events)
     out: dict[str, int] = {}
-    for f in (jit or {}).get("functions") or []:
+    for f in (jit.functions if jit else None) or []:
         if f.get("module"):
             out[f["module"]] = out.get(f["module"], 0) + int(f.get("executions") or 0)
     return out
@@ -104,7 +100,7 @@ def step_first(rows: list[dict], events: RunEvents) -> list[dict]:
     `executions` where known."""
     counts = executions_by_module(events)
     jit = step_function(events)
-    step = jit.get("module") if jit else None
+    step = jit.module if jit else None
     for row in rows:
         if row.get("module") in counts:
             row["executions"] = counts[row["module"]]

@@ -19,6 +19,7 @@ from pgle.launch import launcher
 from pgle.launch.childenv import ChildEnv
 from pgle.launch.progress import WindowProgress
 from pgle.atomic import copy_file_atomic, write_text_atomic
+from pgle.evidence.event_kinds import Event, Exit, Hold, parse
 from pgle.evidence.events import RunEvents, read_run_events
 from pgle.launch.runfolder import RunFolder
 from pgle.evidence.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
@@ -65,12 +66,12 @@ class Execution:
         """The workload replaced XLA_FLAGS before XLA read it (the harness compared them at
         the first compile): which of pgle's flags XLA never saw."""
         seen = self.events.xla_flags_seen
-        if not seen or not seen.get("missing"):
+        if not seen or not seen.missing:
             return None
         expected = self.spec.expected_xla_flags or {}
-        wanted = " ".join(expected.get(n, n) for n in seen["missing"])
+        wanted = " ".join(expected.get(n, n) for n in seen.missing)
         return (f"the workload replaced XLA_FLAGS before XLA read it: pgle's {wanted} never "
-                f"reached XLA (XLA saw {seen.get('effective')!r}); make the script append to "
+                f"reached XLA (XLA saw {seen.effective!r}); make the script append to "
                 "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)")
 
 
@@ -108,17 +109,18 @@ def _held(run: RunFolder) -> Callable[[], int | None]:
             return None
         code = None
         held = False
-        for r in _tail_records(run.events):
-            if r.get("kind") == schema.EXIT:
-                code = r.get("code")
-            elif r.get("kind") == schema.HOLD:
+        for r in _tail_events(run.events):
+            if isinstance(r, Exit):
+                code = r.code
+            elif isinstance(r, Hold):
                 held = True
         return int(code or 0) if held else None
 
     return poll
 
 
-def _tail_records(path: Path, size: int = 65536) -> list[dict]:
+def _tail_events(path: Path, size: int = 65536) -> list[Event]:
+    """The events of the file's last `size` bytes (a line cut by the seek is no event)."""
     try:
         with open(path, "rb") as f:
             f.seek(max(0, f.seek(0, 2) - size))
@@ -128,11 +130,11 @@ def _tail_records(path: Path, size: int = 65536) -> list[dict]:
     out = []
     for line in data.splitlines():
         try:
-            r = json.loads(line)
-        except ValueError:
+            event = parse(json.loads(line))
+        except (ValueError, RecursionError):
             continue
-        if isinstance(r, dict):
-            out.append(r)
+        if event is not None:
+            out.append(event)
     return out
 
 

@@ -35,7 +35,8 @@ import sys
 import threading
 import time
 import warnings
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 try:
     from pgle.evidence import schema
@@ -164,12 +165,57 @@ _ENTER_T = f'{{"kind": "{schema.STEP_ENTER}", "t": '
 _EXIT_T = f'{{"kind": "{schema.STEP_EXIT}", "t": '
 
 
-class ProfilerWindow:
-    """Decides when the JAX profiler runs, from step and compile events."""
+# What --delay counts from: the harness's import, before the workload's code (script mode), on
+# the monotonic clock ProfilerCalls.clock reads by default.
+PROCESS_START = time.monotonic()
 
-    def __init__(self, spec: "schema.WindowSpec | None", events: Events):
+
+def _start_jax_trace(target: str) -> None:
+    with _pgle_own():
+        _ORIGINAL["start_trace"](target)
+
+
+def _stop_jax_trace() -> None:
+    with _pgle_own():
+        _ORIGINAL["stop_trace"]()
+
+
+def _settle_devices() -> None:
+    _wait_for_devices()
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfilerCalls:
+    """What the window acts through: the profiler and the clock. In the workload these are
+    jax.profiler's own start_trace/stop_trace (as they were before pgle's hooks) and the
+    monotonic clock; `settle` finishes queued device work before a stop; `origin` is what
+    `--delay` counts from (the process start, on `clock`)."""
+
+    start: Callable[[str], None] = _start_jax_trace
+    stop: Callable[[], None] = _stop_jax_trace
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    settle: Callable[[], None] = _settle_devices
+    origin: float = PROCESS_START
+
+
+class ProfilerWindow:
+    """Decides when the JAX profiler runs, from step and compile events.
+
+    Steps (`--steps START:COUNT`): the trace starts as marked step START is entered (the
+    step's index counts the steps pgle counts, from 0) and stops as the COUNT-th step from
+    there exits: steps START..START+COUNT-1, both ends included. Time (`--delay D
+    --duration S`): it starts D seconds after `calls.origin` (the process start), never
+    before the backend is up, and stops S seconds later. Auto: steps 2..6 of a script that
+    marks steps, else executions of the step function. A start or stop that raises is
+    recorded (`trace_error`) and ends the window: it never retries. The workload's own
+    start_trace ends pgle's window for good (its trace is the one collect converts)."""
+
+    def __init__(self, spec: "schema.WindowSpec | None", events: Events,
+                 calls: ProfilerCalls | None = None):
         self.spec = spec
         self.events = events
+        self.calls = calls or ProfilerCalls()
         self.mode = spec.mode if spec else None  # None | steps | time | auto
         self.start_step, self.count = (spec.start, spec.count) if spec else (0, 0)
         if self.mode == "auto":
@@ -183,7 +229,7 @@ class ProfilerWindow:
         self.backend_up = False
         self.seen_steps = False
         self.lock = threading.RLock()
-        self._time_thread = None
+        self._time_thread: threading.Thread | None = None
         # The execution window (auto mode, no step markers): calls of each jax.jit function.
         self.warmup = spec.warmup if spec else 0
         self.max_executions = spec.executions if spec else 0
@@ -195,8 +241,8 @@ class ProfilerWindow:
         self.executions_in_trace = 0
         self.counting = self.mode in ("auto", "steps")
         self.no_marker_warned = False
-        self.script_trace: dict | None = None  # the workload's own start_trace call
-        self.target = None
+        self.script_trace: dict[str, Any] | None = None  # the workload's own start_trace call
+        self.target: str | None = None
         self.stop_reason: str | None = None
 
     # -- triggers ---------------------------------------------------------
@@ -238,7 +284,8 @@ class ProfilerWindow:
                     self._stop(reason=f"the {self.max_seconds:g} s bound")
 
     def _over_time(self) -> bool:
-        return bool(self.max_seconds) and time.time() - self.started_at >= self.max_seconds
+        return bool(self.max_seconds) and \
+            self.calls.clock() - self.started_at >= self.max_seconds
 
     # -- the execution window (no step markers) ----------------------------
     def before_execution(self, name: str, n: int) -> bool:
@@ -309,7 +356,7 @@ class ProfilerWindow:
             self.done = True
             self.counting = False
             where = str(log_dir) if log_dir is not None else None
-            self.script_trace = {"site": site, "dir": where, "t": time.time()}
+            self.script_trace = {"site": site, "dir": where, "t": self.calls.clock()}
             self.events.write(schema.SCRIPT_TRACE, call="start", site=site, dir=where)
             if self.mode is not None:
                 kept = where or "kept in memory; pgle exports it when it stops"
@@ -328,7 +375,7 @@ class ProfilerWindow:
             if started is not None and self.mode is not None:
                 self.events.write(
                     schema.TRACE_STOP, dir=started["dir"], purpose="script",
-                    seconds=time.time() - started["t"], stop_trace_seconds=None,
+                    seconds=self.calls.clock() - started["t"], stop_trace_seconds=None,
                     first_step=None, steps=None, reason=None, site=started["site"])
 
     def on_exit(self, last_step: int | None, step_name: str | None,
@@ -379,60 +426,64 @@ class ProfilerWindow:
 
     # -- mechanics --------------------------------------------------------
     def _time_window(self) -> None:
-        delay = float(self.spec.delay or 0.0)
-        duration = float(self.spec.duration or 0.0)
-        # The delay counts from process start; the trace never starts before the backend.
-        wait = PROCESS_START + delay - time.time()
+        spec = self.spec
+        delay = float(spec.delay or 0.0) if spec else 0.0
+        duration = float(spec.duration or 0.0) if spec else 0.0
+        # The delay counts from process start; the trace never starts before the backend
+        # (this runs once the backend is up).
+        wait = self.calls.origin + delay - self.calls.clock()
         if wait > 0:
-            time.sleep(wait)
+            self.calls.sleep(wait)
         with self.lock:
             if self.done or self.active:
                 return
             self._start("window")
         if duration > 0:
-            time.sleep(duration)
+            self.calls.sleep(duration)
             with self.lock:
                 if self.active:
                     self._stop()
 
     def _start(self, purpose: str) -> None:
         target = self.dir if purpose != "executions" else self._scratch()
+        if target is None:  # no spec: nothing asked for a trace
+            return
         try:
-            with _pgle_own():
-                _ORIGINAL["start_trace"](target)
+            self.calls.start(target)
         except Exception as e:  # another session (auto PGLE, the script's own) holds the profiler
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
             self.done = True
             return
         self.active = purpose
         self.target = target
-        self.started_at = time.time()
+        self.started_at = self.calls.clock()
         self.events.write(schema.TRACE_START, dir=target, purpose=purpose)
 
-    def _scratch(self) -> str:
+    def _scratch(self) -> str | None:
         # An execution window's trace is dropped if markers show up; keep it apart until then.
-        return os.path.join(self.dir, ".executions")
+        return os.path.join(self.dir, ".executions") if self.dir else None
 
     def _stop(self, discard: bool = False, reason: str | None = None) -> None:
-        _wait_for_devices()
+        self.calls.settle()
         # The window ends once the device work is done; stop_trace's own shutdown
         # (seconds, writing the trace) is not part of it.
-        ended = time.time()
+        ended = self.calls.clock()
         seconds = ended - self.started_at
         try:
-            with _pgle_own():
-                _ORIGINAL["stop_trace"]()
+            self.calls.stop()
         except Exception as e:
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
-        stop_seconds = time.time() - ended
+        stop_seconds = self.calls.clock() - ended
         purpose, target = self.active, self.target
         self.active = None
         if discard:
-            shutil.rmtree(target, ignore_errors=True)
+            if target is not None:
+                shutil.rmtree(target, ignore_errors=True)
             self.events.write(schema.TRACE_DISCARD, dir=target)
             return
         self.stop_reason = reason
-        if purpose == "executions":
+        if purpose == "executions" and target is not None and self.dir is not None \
+                and os.path.isdir(target):  # absent when stop_trace failed before writing
             # Nothing marked steps: the execution window is the window; move it in place.
             for name in os.listdir(target):
                 shutil.move(os.path.join(target, name), os.path.join(self.dir, name))
@@ -470,7 +521,8 @@ class Harness:
     trace (the run folder; in command mode, procs/<pid>/ for every process but the first to
     import jax)."""
 
-    def __init__(self, spec: "schema.HarnessSpec", home: str | None = None):
+    def __init__(self, spec: "schema.HarnessSpec", home: str | None = None,
+                 calls: ProfilerCalls | None = None):
         default = os.path.dirname(os.path.abspath(spec.events))
         self.home = home or default
         if home is not None and os.path.abspath(home) != default and spec.profile is not None:
@@ -481,7 +533,7 @@ class Harness:
         self.events = Events(events)
         self.beacon = _Beacon(self.home)
         self.events.on_tick.append(self.beacon.tick)
-        self.window = ProfilerWindow(spec.profile, self.events)
+        self.window = ProfilerWindow(spec.profile, self.events, calls)
         self.jits = JitCounter()
         self.step_name = (spec.profile.step_name if spec.profile else None) or spec.step_name
         self.step_index = 0
@@ -1240,8 +1292,6 @@ def _flush_before_os_exit(harness: "Harness") -> None:
     _exit.__doc__, _exit.__wrapped__ = real_exit.__doc__, real_exit  # type: ignore[attr-defined]
     os._exit = _exit
 
-
-PROCESS_START = time.time()
 
 
 def watch_parent(*, for_children: bool = False) -> None:

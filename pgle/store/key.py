@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pgle.evidence import schema
+from pgle.evidence.event_kinds import JaxImported
+from pgle.evidence.events import RunEvents
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,20 +29,19 @@ class StoreKey:
         return f"jax {self.jax} on {self.device_kind}"
 
 
-def from_events(events) -> tuple[StoreKey | None, str | None]:
+def from_events(events: RunEvents) -> tuple[StoreKey | None, str | None]:
     """(key, None) from a run's events, or (None, why not)."""
     from pgle.xla.versions import installed
 
-    version = next((r.get("version") for r in events.records
-                    if r.get("kind") == schema.JAX_IMPORTED and r.get("version")), None)
-    backend = events.backend or {}
+    version = next((r.version for r in events.of(JaxImported) if r.version), None)
+    backend = events.backend
     if version is None:
         return None, "the run never imported jax (no jax_imported event)"
-    if not backend.get("device_kind"):
+    if backend is None or not backend.device_kind:
         return None, "the run reported no backend (it compiled nothing with JAX)"
     # jaxlib has no event of its own; the harness runs under pgle's interpreter
     # (pgle/launch/execution.py: sys.executable), so its installed jaxlib is the run's.
-    return StoreKey(version, backend["device_kind"], backend.get("device_count"),
+    return StoreKey(version, backend.device_kind, backend.device_count,
                     installed("jaxlib")), None
 
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import os
+from collections.abc import Sequence
 from typing import Mapping
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.phrases import plural
 from pgle.evidence import jax_log
+from pgle.evidence.event_kinds import PgleSessionError, ScriptTrace
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
 
@@ -72,8 +75,9 @@ SCRIPT_FIX = ("turn the script's own profiler off for pgle auto, or start it aft
               "profiled executions (--runs)")
 
 
-def profiler_collision(log_path, session_errors: list[dict],
-                       script_traces: list[dict]) -> Collision | None:
+def profiler_collision(log_path: str | os.PathLike[str],
+                       session_errors: Sequence[PgleSessionError],
+                       script_traces: Sequence[ScriptTrace]) -> Collision | None:
     """Did auto PGLE's profiling collide with another profiling session, and whose?
 
     Only a failure that happened counts: the harness's `pgle_session_error` records
@@ -91,27 +95,27 @@ def profiler_collision(log_path, session_errors: list[dict],
         said = any(m.encode() in text for m in PROFILER_COLLISION)
     if not said:
         return None
-    failed = frozenset(str(r["module"]) for r in errors if r.get("module"))
+    failed = frozenset(str(r.module) for r in errors if r.module)
     count = f"{plural(len(errors), 'profiling session')} failed" if errors else ""
-    threads = [r for r in errors if r.get("holder_thread") is not None]
+    threads = [r for r in errors if r.holder_thread is not None]
     if threads:
         r = threads[0]
-        pairs = {(str(e.get("module")), str(e.get("holder_module"))) for e in threads}
+        pairs = {(str(e.module), str(e.holder_module)) for e in threads}
         return Collision(
             "threads",
             f"jitted functions ran at once in several threads, and auto PGLE profiles one "
-            f"execution at a time per process: {r.get('module')} (thread {r.get('thread')}) "
-            f"could not start its profiling session while {r.get('holder_module')} (thread "
-            f"{r.get('holder_thread')}) was profiled (ALREADY_EXISTS: Another profiling "
+            f"execution at a time per process: {r.module} (thread {r.thread}) "
+            f"could not start its profiling session while {r.holder_module} (thread "
+            f"{r.holder_thread}) was profiled (ALREADY_EXISTS: Another profiling "
             f"session active); {count}"
             + (f", {len(pairs)} pairs of modules" if len(pairs) > 1 else "")
             + f". Fix: {THREADS_FIX}",
             "not profiled: another thread's profiling session held the profiler",
             THREADS_FIX, failed)
-    starts = [t for t in script_traces if t.get("call") == "start"]
+    starts = [t for t in script_traces if t.call == "start"]
     active = _script_trace_active(script_traces, errors) if errors else (starts[0] if starts else None)
     if active is not None:
-        where = f" at {active.get('site')}" if active.get("site") else ""
+        where = f" at {active.site}" if active.site else ""
         return Collision(
             "script",
             f"the workload runs its own profiler (jax.profiler.start_trace{where}) while auto "
@@ -130,15 +134,15 @@ def profiler_collision(log_path, session_errors: list[dict],
         "profiles", failed)
 
 
-def _script_trace_active(script_traces: list[dict], errors: list[dict]) -> dict | None:
+def _script_trace_active(script_traces: Sequence[ScriptTrace],
+                         errors: Sequence[PgleSessionError]) -> ScriptTrace | None:
     """The workload's own trace that was running when a session failed, if any."""
     for e in errors:
-        t = float(e.get("t") or 0)
-        open_: dict | None = None
+        open_: ScriptTrace | None = None
         for r in script_traces:
-            if float(r.get("t") or 0) > t:
+            if r.t > e.t:
                 break
-            open_ = r if r.get("call") == "start" else None
+            open_ = r if r.call == "start" else None
         if open_ is not None:
             return open_
     return None

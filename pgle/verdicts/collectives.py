@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Iterable, Mapping
+from typing import Iterable
 
+from pgle.evidence.event_kinds import ModuleCompiled
 from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
 from pgle.phrases import plural
 from pgle.xla.hlo_names import COLLECTIVE, kind
@@ -143,14 +144,14 @@ def collective_names(hlo_text: str) -> list[str]:
     return names
 
 
-def annotate_totals(rows: list[dict], modules: Iterable[Mapping[str, Any]]) -> None:
+def annotate_totals(rows: list[dict], modules: Iterable[ModuleCompiled]) -> None:
     """Give each row the number of collectives its module runs (`collectives_total`), from
     the scheduled HLO the harness kept (module_compiled events with `hlo_file`), so the
     summary can say "collectives covered k/n". Rows whose module kept no HLO keep None."""
     files: dict[str, str] = {}
     for m in modules:
-        if m.get("module") and m.get("hlo_file"):
-            files[m["module"]] = m["hlo_file"]  # the last compile of a name wins
+        if m.module and m.hlo_file:
+            files[m.module] = m.hlo_file  # the last compile of a name wins
     for row in rows:
         path = files.get(row.get("module") or "")
         if not path:

@@ -33,8 +33,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 
+from pgle.evidence.event_kinds import ModuleCompiled
 from pgle.xla.hlo_names import bare, is_async_collective_start
 
 # jax 0.11.0 keeps the names of a pair it makes synchronous; 0.11.1, 0.11.2 and 0.12.0.1
@@ -109,17 +109,17 @@ class ExecutedModules:
         return same[0] if len(same) == 1 else None
 
 
-def load_executed(modules: Iterable[Mapping[str, Any]]) -> ExecutedModules:
+def load_executed(modules: Iterable[ModuleCompiled]) -> ExecutedModules:
     """From the harness's `module_compiled` events: each kept `hlo_file` (pgle's own run
     folder). Unreadable files are skipped: those modules fall back to the log."""
     found: list[tuple[str, Executed]] = []
     for m in modules:
-        path = m.get("hlo_file")
-        if not (m.get("module") and path):
+        path = m.hlo_file
+        if not (m.module and path):
             continue
         try:
             with open(path, encoding="utf-8") as f:
-                found.append((m["module"], executed_of(f.read())))
+                found.append((m.module, executed_of(f.read())))
         except (OSError, ValueError):
             continue
     return ExecutedModules(found)

@@ -15,19 +15,37 @@ import pytest
 from helpers import reference_events as ref
 from helpers.pgle_testing import WORKLOADS, pgle_env, run_pgle
 from pgle.evidence import step_lines
+from pgle.evidence.event_kinds import Event, parse
 from pgle.evidence.events import read_events
 from pgle.evidence.steps import step_times, summarize
 
 
+def _record(r):
+    """A record as written: the old reader kept dicts, the new one typed events (which keep the
+    record they were read from)."""
+    return r.to_dict() if isinstance(r, Event) else r
+
+
+def _records(records) -> list:
+    """The old reader kept every object; the typed one only what the harness could have
+    written (pgle.evidence.event_kinds.parse): the old one's records, filtered the same way."""
+    return [_record(r) for r in records if isinstance(r, Event) or (
+        r.get("kind") not in ("step_enter", "step_exit") and parse(r) is not None)]
+
+
 def as_old(events) -> dict:
     """What a reader found, in the old reader's terms (its records without step events)."""
+    def one(r):
+        return None if r is None else _record(r)
+
     return {
         # repr: NaN (json.loads reads the harness's NaN) equals itself only as text.
         "steps": [(s.index, s.name, s.step_num, repr(float(s.t_enter))) for s in events.steps],
-        "records": [r for r in events.records if r.get("kind") not in ("step_enter", "step_exit")],
-        "backend": events.backend, "trace": events.trace, "errors": events.trace_errors,
-        "compiles": events.compiles, "exit": events.exit, "modules": events.modules,
-        "flags": events.xla_flags_seen, "script_traces": events.script_traces,
+        "records": _records(events.records),
+        "backend": one(events.backend), "trace": one(events.trace),
+        "errors": events.trace_errors, "compiles": _records(events.compiles),
+        "exit": one(events.exit), "modules": _records(events.modules),
+        "flags": one(events.xla_flags_seen), "script_traces": _records(events.script_traces),
         "jax_imported": events.jax_imported,
     }
 
@@ -135,7 +153,7 @@ events.PARALLEL_MIN_BYTES = 0
 assert events._fork_is_safe()
 e = events.read_events(sys.argv[1], bulk=True)
 print(json.dumps({"steps": [(s.index, s.name, s.step_num, repr(float(s.t_enter))) for s in e.steps],
-                  "records": e.records, "exit": e.exit}))
+                  "records": [r.to_dict() for r in e.records], "exit": e.exit.to_dict()}))
 """
 
 
@@ -263,4 +281,4 @@ def test_a_line_that_is_not_an_object_is_skipped(tmp_path):
         ref.read_events(path)
     for bulk in (False, True):
         events = read_events(path, bulk=bulk)
-        assert [s.index for s in events.steps] == [0] and events.exit["code"] == 0
+        assert [s.index for s in events.steps] == [0] and events.exit.code == 0

@@ -24,7 +24,7 @@ def execution_from_run_folder(run_dir: str | Path) -> Execution:
     events = read_events(run.events)
     if not events.records:
         raise BadInput(f"run folder {run_dir} holds no events.jsonl from a pgle run.")
-    code = (events.exit or {}).get("code")
+    code = events.exit.code if events.exit else None
     result = LaunchResult(exit_code=0 if code is None else int(code), signal=None,
                           duration_s=0.0, log_path=run.log)
     child = childenv.ChildEnv(env={}, user_flags=XlaFlags.parse(""), flags=XlaFlags.parse(""),

@@ -1,0 +1,62 @@
+"""tune reads phase 1 as a typed result (pgle.commands.tune.CollectPhase); its --json report
+keeps the keys it had when phase 1 was a dict, on the way through and on the way out at a
+failed collect. Real tune runs of real JAX workloads on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.pgle_testing import EXAMPLES, report_of, run_pgle
+
+TRAIN = str(EXAMPLES / "train.py")
+
+# The tune report's keys (pgle 0.x as of issue 24): scripts read them.
+TUNE_KEYS = {"collect_changed", "command", "exit_code", "exit_code_from", "log_path", "modules",
+             "phases", "profile", "reasons", "run_dir", "status", "step_times", "summary",
+             "trace_dir", "warnings", "workload_exit_code"}
+COLLECT_KEYS = {"backend", "command", "conversion", "exit_code", "exit_code_from", "log_path",
+                "modules", "profile", "reasons", "run_dir", "status", "summary", "trace_dir",
+                "warnings", "window", "workload_exit_code"}
+RUN_KEYS = {"backend", "command", "exit_code", "exit_code_from", "log_path", "modules",
+            "profile", "reasons", "run_dir", "status", "step_times", "steps", "summary",
+            "trace_dir", "warnings", "workload_exit_code"}
+
+FAILS_AFTER_A_COMPILE = """
+import jax, jax.numpy as jnp
+jax.jit(lambda a: a * 2)(jnp.ones(3)).block_until_ready()
+raise SystemExit(3)
+"""
+
+
+def test_tune_json_keeps_its_keys(tmp_path: Path) -> None:
+    proc = run_pgle("tune", TRAIN, "--steps", "1:2", "--json", "--", "--steps", "7",
+                    cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    report = report_of(proc)
+    assert set(report) == TUNE_KEYS
+    assert set(report["phases"]) == {"collect", "run"}
+    collect = report["phases"]["collect"]
+    assert set(collect) == COLLECT_KEYS and set(report["phases"]["run"]) == RUN_KEYS
+    # phase 1's report as collect wrote it, and the tune report's fields taken from it
+    assert collect["command"] == "collect" and collect["status"] == "empty"
+    assert collect["backend"]["platform"] == "cpu"
+    assert report["profile"] == collect["profile"]
+    assert all(w in report["warnings"] for w in collect["warnings"])
+    assert any(r.startswith("phase 1 could not produce a profile: ") for r in report["reasons"])
+
+
+def test_tune_json_at_a_failed_collect_keeps_its_keys(tmp_path: Path) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text(FAILS_AFTER_A_COMPILE)
+    proc = run_pgle("tune", str(script), "--json", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 3, proc.stderr.decode()[-3000:]
+    report = report_of(proc)
+    assert set(report) == TUNE_KEYS - {"collect_changed", "step_times"}
+    assert set(report["phases"]) == {"collect"}
+    collect = report["phases"]["collect"]
+    assert set(collect) == COLLECT_KEYS - {"conversion"}
+    assert (report["status"], report["exit_code"], report["workload_exit_code"]) == \
+        ("error", 3, 3)
+    assert report["reasons"] == collect["reasons"] and report["reasons"]
+    assert report["log_path"] == collect["log_path"] and Path(report["log_path"]).is_file()
+    assert report["summary"][:len(collect["summary"])] == collect["summary"]

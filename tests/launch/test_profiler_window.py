@@ -1,0 +1,374 @@
+"""pgle.launch.harness.ProfilerWindow on its own: the window's rules, driven step by step with
+a recorded profiler (start/stop calls kept, a stop writes a trace file as jax's does) and a
+clock the test moves. The events are the real events file the harness writes."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pgle.evidence import schema
+from pgle.launch.harness import Events, Harness, ProfilerCalls, ProfilerWindow
+
+
+class FakeClock:
+    """Seconds on a clock only the test (and the window's sleeps) move."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class RecordedProfiler:
+    """start_trace/stop_trace as calls kept in order, with the clock's time; a stop writes a
+    trace file into the folder of the last start, as jax's profiler does."""
+
+    def __init__(self, clock: FakeClock, *, fail_start: bool = False,
+                 fail_stop: bool = False) -> None:
+        self.clock = clock
+        self.calls: list[tuple[str, str | None, float]] = []
+        self.fail_start, self.fail_stop = fail_start, fail_stop
+        self.target: str | None = None
+
+    def start(self, target: str) -> None:
+        self.calls.append(("start", target, self.clock()))
+        if self.fail_start:
+            raise RuntimeError("Profile has already been started")
+        self.target = target
+
+    def stop(self) -> None:
+        self.calls.append(("stop", None, self.clock()))
+        if self.fail_stop:
+            raise RuntimeError("No profile started")
+        assert self.target is not None
+        os.makedirs(os.path.join(self.target, "plugins"), exist_ok=True)
+        Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"trace")
+
+    def kinds(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+def calls_for(profiler: RecordedProfiler, clock: FakeClock, origin: float = 0.0) -> ProfilerCalls:
+    return ProfilerCalls(start=profiler.start, stop=profiler.stop, clock=clock,
+                         sleep=clock.sleep, settle=lambda: None, origin=origin)
+
+
+def events_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def of_kind(path: Path, kind: str) -> list[dict[str, Any]]:
+    return [e for e in events_of(path) if e["kind"] == kind]
+
+
+class Setup:
+    def __init__(self, tmp_path: Path, spec: schema.WindowSpec, *, origin: float = 0.0,
+                 now: float = 100.0, **failures: bool) -> None:
+        self.path = tmp_path / "events.jsonl"
+        self.clock = FakeClock(now)
+        self.profiler = RecordedProfiler(self.clock, **failures)
+        self.events = Events(str(self.path))
+        self.window = ProfilerWindow(spec, self.events, calls_for(self.profiler, self.clock,
+                                                                    origin))
+
+    def steps(self, indices: range) -> list[list[str]]:
+        """Enter and exit each step; the profiler calls seen after each entry and exit."""
+        seen = []
+        for i in indices:
+            self.window.on_step_enter(i)
+            seen.append(self.profiler.kinds())
+            self.clock.now += 1.0
+            self.window.on_step_exit(i)
+            seen.append(self.profiler.kinds())
+        return seen
+
+    def written(self, kind: str) -> list[dict[str, Any]]:
+        self.events.flush()
+        return of_kind(self.path, kind)
+
+    def close(self) -> None:
+        self.events.close()
+
+
+Make = Callable[..., Setup]
+
+
+@pytest.fixture
+def made(tmp_path: Path) -> Iterator[Make]:
+    made: list[Setup] = []
+
+    def make(spec: schema.WindowSpec, **kwargs: Any) -> Setup:
+        setup = Setup(tmp_path, spec, **kwargs)
+        made.append(setup)
+        return setup
+
+    yield make
+    for setup in made:
+        setup.close()
+
+
+def test_steps_window_opens_at_start_steps_entry_and_holds_count_steps(made: Make, tmp_path: Path) -> None:
+    """--steps 3:2 profiles steps 3 and 4: start as step 3 is entered (not at step 2's exit,
+    not at step 4), stop as step 4 exits, nothing more."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=3, count=2))
+    seen = s.steps(range(8))
+    # seen[2*i]: after step i's entry; seen[2*i+1]: after its exit
+    assert seen[5] == []  # step 2 exited: not yet
+    assert seen[6] == ["start"]  # step 3 entered: open
+    assert seen[7] == ["start"]  # step 3 exited: one of two steps
+    assert seen[8] == ["start"]  # step 4 entered
+    assert seen[9] == ["start", "stop"]  # step 4 exited: the second step, closed
+    assert seen[-1] == ["start", "stop"]  # never reopens
+    (start,) = s.written(schema.TRACE_START)
+    assert start["purpose"] == "window" and start["dir"] == str(tmp_path / "trace")
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["first_step"], stop["steps"], stop["purpose"]) == (3, 2, "window")
+    assert stop["seconds"] == 2.0  # two steps of one second each, on the window's clock
+
+
+def test_steps_window_of_one_step_closes_at_that_steps_exit(made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=0, count=1))
+    seen = s.steps(range(3))
+    assert seen[0] == ["start"] and seen[1] == ["start", "stop"]
+    assert s.written(schema.TRACE_STOP)[0]["steps"] == 1
+
+
+def test_steps_window_that_never_opens_says_so(made: Make, tmp_path: Path) -> None:
+    """--steps 5:2 on a workload of three steps: no trace at all, and a warning naming the
+    steps asked and the steps marked."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=5, count=2))
+    s.steps(range(3))
+    s.window.on_exit(2, None, [])
+    assert s.profiler.calls == []
+    (warning,) = s.written(schema.WINDOW_WARNING)
+    assert warning["message"] == ("--steps 5:2 (steps 5..6) never opened: the workload "
+                                  "marked only 3 steps")
+    assert s.written(schema.TRACE_STOP) == []
+
+
+def test_steps_window_cut_short_by_the_workloads_end(made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=1, count=5))
+    s.steps(range(3))
+    s.window.on_exit(2, None, [])
+    assert s.profiler.kinds() == ["start", "stop"]
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["first_step"], stop["steps"], stop["reason"]) == (1, 2, "workload ended")
+    (warning,) = s.written(schema.WINDOW_WARNING)
+    assert "cut short: the workload ended after step 2" in warning["message"]
+    assert "holds 2 steps, not 5" in warning["message"]
+
+
+def test_delay_counts_from_process_start_not_from_the_backend(made: Make, tmp_path: Path) -> None:
+    """--delay 10 --duration 5 with the process started at 100 and the backend up at 104:
+    the trace starts at 110 (6 s after the backend), stops at 115."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=5.0),
+             origin=100.0, now=104.0)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.clock.slept == [6.0, 5.0]
+    assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 110.0), ("stop", 115.0)]
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert stop["seconds"] == 5.0 and stop["purpose"] == "window"
+
+
+def test_delay_already_past_when_the_backend_comes_up_starts_at_once(made: Make, tmp_path: Path) -> None:
+    """The trace never starts before the backend: a backend up at 130 (past the 110 the delay
+    asked) starts it at 130, with no wait."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=5.0),
+             origin=100.0, now=130.0)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.clock.slept == [5.0]
+    assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 130.0), ("stop", 135.0)]
+
+
+def test_time_window_does_not_start_before_the_backend(made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=0.0, duration=5.0))
+    s.steps(range(5))  # steps before the first compile: no backend yet
+    assert s.profiler.calls == [] and s.window._time_thread is None
+
+
+def test_executions_window_without_markers(made: Make, tmp_path: Path) -> None:
+    """auto on a script without markers: after `warmup` executions of the step function the
+    next `executions` ones are profiled; another function's executions do not count; the
+    trace, kept apart while markers could still come, ends in the window's folder."""
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("auto", str(trace), warmup=2, executions=3))
+    s.window.on_backend_up()
+    told = [s.window.before_execution("train_step", n) for n in (1, 2)]
+    assert told == [False, False] and s.profiler.calls == []
+    assert s.window.before_execution("train_step", 3) is True
+    assert s.profiler.calls[0][:2] == ("start", str(trace / ".executions"))
+    for _ in range(2):
+        s.window.after_execution("train_step")
+        s.window.after_execution("eval_step")  # not the step: not counted
+    assert s.profiler.kinds() == ["start"]
+    s.window.after_execution("train_step")
+    assert s.profiler.kinds() == ["start", "stop"]
+    assert (trace / "plugins" / "host.xplane.pb").read_bytes() == b"trace"
+    assert not (trace / ".executions").exists()
+    (plan,) = s.written(schema.WINDOW_PLAN)
+    assert (plan["function"], plan["first_execution"], plan["executions"]) == \
+        ("train_step", 2, 3)
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["purpose"], stop["function"], stop["first_execution"], stop["executions"]) == \
+        ("executions", "train_step", 2, 3)
+
+
+def test_executions_window_bounded_by_max_seconds(made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("auto", str(tmp_path / "trace"), warmup=0, executions=100,
+                               max_seconds=30.0))
+    s.window.on_backend_up()
+    assert s.window.before_execution("step", 1)
+    s.clock.now += 31.0
+    s.window.after_execution("step")
+    assert s.profiler.kinds() == ["start", "stop"]
+    assert s.written(schema.TRACE_STOP)[0]["reason"] == "the 30 s bound"
+
+
+def test_markers_after_an_executions_window_drop_it_for_steps_2_to_6(made: Make, tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("auto", str(trace), warmup=0, executions=100))
+    s.window.on_backend_up()
+    assert s.window.before_execution("step", 1)
+    s.steps(range(7))
+    assert [c[:2] for c in s.profiler.calls] == [
+        ("start", str(trace / ".executions")), ("stop", None), ("start", str(trace)),
+        ("stop", None)]
+    assert not (trace / ".executions").exists()
+    (discard,) = s.written(schema.TRACE_DISCARD)
+    assert discard["dir"] == str(trace / ".executions")
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["first_step"], stop["steps"]) == (2, 5)
+
+
+def test_step_name_filter_counts_only_the_named_steps(tmp_path: Path) -> None:
+    """--step-name train: eval steps between train steps neither open nor close the window
+    nor count toward START."""
+    spec = schema.HarnessSpec(
+        events=str(tmp_path / "events.jsonl"), workload=schema.WorkloadSpec("w.py", None),
+        profile=schema.WindowSpec("steps", str(tmp_path / "trace"), start=2, count=2,
+                                  step_name="train"))
+    clock = FakeClock(0.0)
+    profiler = RecordedProfiler(clock)
+    harness = Harness(spec, calls=calls_for(profiler, clock))
+    try:
+        seen = []
+        for i in range(5):
+            for name in ("eval", "train", "eval"):
+                index = harness.step_enter(name, i)
+                harness.step_exit(index)
+                seen.append((name, i, profiler.kinds()))
+        # train step 2 (the third train step) opened it, train step 3 closed it
+        assert seen[6] == ("eval", 2, [])
+        assert seen[7] == ("train", 2, ["start"])
+        assert seen[10] == ("train", 3, ["start", "stop"])
+        harness.events.flush()
+        steps = of_kind(tmp_path / "events.jsonl", schema.STEP_ENTER)
+        assert {e["name"] for e in steps} == {"train"} and len(steps) == 5
+        (stop,) = of_kind(tmp_path / "events.jsonl", schema.TRACE_STOP)
+        assert (stop["first_step"], stop["steps"]) == (2, 2)
+    finally:
+        harness.events.close()
+
+
+def test_a_step_name_that_matches_nothing_is_named_with_the_names_seen(tmp_path: Path) -> None:
+    spec = schema.HarnessSpec(
+        events=str(tmp_path / "events.jsonl"), workload=schema.WorkloadSpec("w.py", None),
+        profile=schema.WindowSpec("steps", str(tmp_path / "trace"), start=0, count=2,
+                                  step_name="trian"))
+    clock = FakeClock(0.0)
+    profiler = RecordedProfiler(clock)
+    harness = Harness(spec, calls=calls_for(profiler, clock))
+    try:
+        for i in range(4):
+            harness.step_exit(harness.step_enter("train", i))
+        harness.window.on_exit(None, harness.step_name, harness.other_step_names)
+        assert profiler.calls == []
+        harness.events.flush()
+        (warning,) = of_kind(tmp_path / "events.jsonl", schema.WINDOW_WARNING)
+        assert warning["message"] == ("--step-name 'trian' matched no step of the workload "
+                                      "(it marks 'train'); nothing was profiled")
+    finally:
+        harness.events.close()
+
+
+def test_a_start_that_raises_is_recorded_and_ends_the_window(made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=1, count=2),
+             fail_start=True)
+    s.steps(range(6))
+    s.window.on_exit(5, None, [])
+    assert s.profiler.kinds() == ["start"]  # tried once, never again, never stopped
+    assert s.window.active is None and s.window.done
+    (error,) = s.written(schema.TRACE_ERROR)
+    assert error["error"] == "RuntimeError: Profile has already been started"
+    assert s.written(schema.TRACE_START) == [] and s.written(schema.TRACE_STOP) == []
+
+
+def test_a_stop_that_raises_is_recorded_and_closes_the_window(made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=0, count=1),
+             fail_stop=True)
+    s.steps(range(4))
+    s.window.on_exit(3, None, [])
+    assert s.profiler.kinds() == ["start", "stop"]  # not stopped again at the exit
+    assert s.window.active is None and s.window.done
+    (error,) = s.written(schema.TRACE_ERROR)
+    assert error["error"] == "RuntimeError: No profile started"
+
+
+def test_a_stop_that_raises_in_an_executions_window_does_not_break_the_workload(made: Make,
+                                                                                tmp_path: Path) -> None:
+    """No trace folder was written: nothing to move into place, and the call the workload's
+    execution made returns."""
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("auto", str(trace), warmup=0, executions=1), fail_stop=True)
+    s.window.on_backend_up()
+    assert s.window.before_execution("step", 1)
+    s.window.after_execution("step")
+    assert s.window.active is None and s.window.done
+    assert [e["error"] for e in s.written(schema.TRACE_ERROR)] == [
+        "RuntimeError: No profile started"]
+
+
+def test_the_scripts_own_trace_ends_an_open_window(made: Make, tmp_path: Path) -> None:
+    """The workload calls jax.profiler.start_trace while pgle's window is open: pgle's trace is
+    dropped, the window never reopens, and the script's trace is the one recorded."""
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("steps", str(trace), start=1, count=3))
+    s.steps(range(2))
+    assert s.profiler.kinds() == ["start"]
+    s.window.on_script_start("train.py:12", "/tmp/mine")
+    assert s.profiler.kinds() == ["start", "stop"]
+    (discard,) = s.written(schema.TRACE_DISCARD)
+    assert discard["dir"] == str(trace)
+    s.steps(range(2, 8))
+    s.clock.now += 4.0
+    s.window.on_script_stop("train.py:20")
+    s.window.on_exit(7, None, [])
+    assert s.profiler.kinds() == ["start", "stop"]
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["purpose"], stop["dir"], stop["site"]) == ("script", "/tmp/mine", "train.py:12")
+    assert stop["seconds"] == 10.0  # 6 steps of 1 s and 4 s more, on the window's clock
+    assert [e["call"] for e in s.written(schema.SCRIPT_TRACE)] == ["start", "stop"]
+    assert s.written(schema.WINDOW_WARNING) == []  # the script's window: nothing to warn
+
+
+def test_the_scripts_own_trace_before_the_window_keeps_it_shut(made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=2, count=2))
+    s.window.on_script_start("train.py:3", None)
+    s.steps(range(6))
+    assert s.profiler.calls == []
