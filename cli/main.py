@@ -49,7 +49,7 @@ def main() -> None:
         sys.stderr.write(f"pgle: error: the current directory is gone or unreadable "
                          f"({e.strerror}): cd to an existing folder and rerun.\n")
         sys.exit(2)
-    from pgle.cli.group import run
+    from .group import run
 
     run()
 
@@ -58,7 +58,7 @@ def __getattr__(name: str):
     # `from pgle.cli.main import cli` (tests, docs/gen_cli_reference.py) without this module
     # importing click (cli/group.py imports this module's COMMANDS).
     if name in ("cli", "LazyGroup"):
-        from pgle.cli import group
+        from . import group
 
         return getattr(group, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,10 +10,18 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import (WORKLOAD_HELP, extraction_options, force_option, job_options,
-                              report_options, store_options, verdict_options, window_options,
-                              workload_options)
-from pgle.cli.output import finish
+from .options import (
+    WORKLOAD_HELP,
+    extraction_options,
+    force_option,
+    job_options,
+    report_options,
+    store_options,
+    verdict_options,
+    window_options,
+    workload_options,
+)
+from .output import finish
 
 
 @click.command(

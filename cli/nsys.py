@@ -6,10 +6,11 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import job_options, report_options
-from pgle.cli.output import finish
 from pgle.errors import BadInput
 from pgle.report import Report
+
+from .options import job_options, report_options
+from .output import finish
 
 
 class _SplitAtDashes(click.Command):

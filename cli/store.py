@@ -6,9 +6,10 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import report_options
-from pgle.cli.output import echo, emit, finish, table
 from pgle.report import Report
+
+from .options import report_options
+from .output import echo, emit, finish, table
 
 _POLICY_HELP = "replace, keep:N (serve the newest) or merge:N[:pP] (serve the percentile P of the N newest)."
 

@@ -126,9 +126,9 @@ def collect_fdo_profile(jitted: Any, *args: Any, runs: int = 5, warmup: int = 1,
     Raises ProfileError when the trace gives nothing for the function (always on CPU, where XLA
     records no device events; also under Nsight, which holds CUPTI).
     """
-    import jax
-
     import glob
+
+    import jax
 
     from pgle.profiles.convert import convert_trace_detailed, parse_stat
     from pgle.profiles.files import BINARY, encode_profile

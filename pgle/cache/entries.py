@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from pgle.cache import manifest
 from pgle.errors import BadInput

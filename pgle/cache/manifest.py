@@ -29,7 +29,8 @@ import json
 import os
 import socket
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from pgle.errors import BadInput, PgleError
 

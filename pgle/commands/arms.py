@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pgle.errors import BadInput
 from pgle.evidence.events import read_events

@@ -14,25 +14,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from pgle.launch.runfolder import RunFolder
-
 from pgle.commands import auto_env
-from pgle.errors import PgleError
 from pgle.commands.options import AutoPgleOptions, StoreOptions
-from pgle.evidence import jax_log
-from pgle.jobs.layout import LayoutRequest, RankLayout
-from pgle.evidence import schema
-from pgle.launch import childenv
-from pgle.launch.workload import Workload
+from pgle.errors import PgleError
+from pgle.evidence import jax_log, schema
 from pgle.evidence.events import workload_exit_phrase
+from pgle.jobs.layout import LayoutRequest, RankLayout
+from pgle.launch import childenv
+from pgle.launch.runfolder import RunFolder
+from pgle.launch.workload import Workload
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
-from pgle.phrases import plural
 from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 from pgle.verdicts.rows import module_lines
-from pgle.xla import flag_table
-from pgle.xla import versions
+from pgle.xla import flag_table, versions
 
 log = logging.getLogger(__name__)
 

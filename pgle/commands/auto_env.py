@@ -17,8 +17,7 @@ from pgle.evidence import jax_log as jax_events
 from pgle.launch import childenv
 from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
-from pgle.xla import flag_table
-from pgle.xla import versions
+from pgle.xla import flag_table, versions
 
 # What the harness must capture for the verdicts of auto, prewarm and nsys.
 CAPTURE_LOGGERS = list(jax_events.CAPTURE_LOGGERS)

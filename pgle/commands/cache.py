@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import time
 
+from pgle.cache.entries import (
+    check_writable_dir,
+    delete_entries,
+    list_entries,
+    manifest_keys_missing,
+    select,
+    selected,
+    totals,
+)
 from pgle.cache.manifest import ROLE_LABELS, load, local_form, runs_in_progress
-from pgle.cache.entries import (check_writable_dir, delete_entries, list_entries,
-                                manifest_keys_missing, select, selected, totals)
 from pgle.errors import BadInput, PgleError
 from pgle.phrases import plural
 from pgle.report import Report

@@ -7,27 +7,29 @@ import logging
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pgle.atomic import check_writable_target
-from pgle.commands.extract import (check_directory_target, diagnose_empty, extract, trace_bytes,
-                                   window_summary)
+from pgle.commands.extract import (
+    check_directory_target,
+    diagnose_empty,
+    extract,
+    trace_bytes,
+    window_summary,
+)
 from pgle.commands.options import Extraction, StoreOptions, Window
-from pgle.errors import BadInput, EXIT_ERROR, Stalled
+from pgle.errors import EXIT_ERROR, BadInput, Stalled
+from pgle.evidence import schema
 from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
-from pgle.evidence import schema
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
-from pgle.profiles import files
-from pgle.profiles import jaxlib
-from pgle.profiles import manifest
+from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
-from pgle.xla import env
-from pgle.xla import flag_table
+from pgle.xla import env, flag_table
 from pgle.xla.flags import XlaFlags
 
 log = logging.getLogger(__name__)
@@ -225,8 +227,8 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     """`--store`: add the profile directory just written, module by module, under the key the
     run itself reported (pgle.store.key). In a job only rank 0 writes (the store's
     single-writer rule for gs://; one writer keeps local stores simple too)."""
-    from pgle.store.key import from_events
     from pgle.store import serving
+    from pgle.store.key import from_events
     from pgle.store.store import ProfileStore
 
     details = report.details.setdefault("store", {"path": store.path, "policy": store.policy})

@@ -19,15 +19,14 @@ legitimately compile different programs, and their union is what XLA looks names
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pgle.commands.collect import STATUS_NOT_PROFILED, CollectOptions
-from pgle.errors import BadInput, EXIT_ERROR
+from pgle.errors import EXIT_ERROR, BadInput
 from pgle.jobs.layout import OutputPlan, RankLayout
 from pgle.phrases import plural, ranks_phrase
-from pgle.profiles import files
-from pgle.profiles import manifest
-from pgle.profiles import merge
+from pgle.profiles import files, manifest, merge
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, aggregate_modules
 

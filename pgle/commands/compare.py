@@ -8,8 +8,9 @@ other backend instead of showing a number that means nothing there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pgle.analysis.memory import peak_bytes
 from pgle.commands import arms

@@ -18,14 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.launch.probe import backend_info, cupti_trace
 from pgle.phrases import plural
-from pgle.xla import flag_probe
-from pgle.xla import flag_table
-from pgle.xla import versions
-from pgle.xla.env import NotABoolean, bool_env
-from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.report import Report
+from pgle.xla import flag_probe, flag_table, versions
+from pgle.xla.env import NotABoolean, bool_env
 from pgle.xla.flags import XlaFlags
 
 WORKFLOWS = ("manual", "auto", "prewarm", "nsys")
@@ -68,7 +66,7 @@ class Context:
 
     @classmethod
     def detect(cls, workflow: str = "manual", environ: dict[str, str] | None = None,
-               cache_dir: str | None = None) -> "Context":
+               cache_dir: str | None = None) -> Context:
         if workflow not in WORKFLOWS:
             from pgle.errors import BadInput
 

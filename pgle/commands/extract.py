@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING
 
 from pgle.atomic import replace_directory_atomic
 from pgle.commands.options import DEFAULT_STAT, PER_MODULE_FORMAT
-from pgle.errors import BadInput, EXIT_ERROR
+from pgle.errors import EXIT_ERROR, BadInput
 from pgle.evidence.xla_log import LogScanner
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
-from pgle.profiles import files
-from pgle.profiles import jaxlib
-from pgle.profiles import manifest
 from pgle.phrases import plural
+from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 from pgle.xla import flag_table

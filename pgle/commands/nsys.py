@@ -20,17 +20,16 @@ import shutil
 import subprocess
 
 import pgle.cache.manifest  # `manifest`: the prewarm run's, read from it
-from pgle.cache import entries
-from pgle.cache import key_rules
+from pgle.cache import entries, key_rules
 from pgle.cache.manifest import MANIFEST_NAME, ROLE_PLAIN, is_remote, record_keys
 from pgle.commands import auto_env
 from pgle.errors import BadInput, PgleError
 from pgle.evidence import jax_log
+from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
-from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules

@@ -22,17 +22,16 @@ import dataclasses
 import logging
 import time
 
-from pgle.cache import entries
-from pgle.cache import manifest
+from pgle.cache import entries, manifest
 from pgle.commands import auto_env
 from pgle.commands.options import AutoPgleOptions
 from pgle.errors import BadInput
 from pgle.evidence import jax_log
+from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
-from pgle.evidence.events import workload_exit_phrase
 from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts import auto_pgle

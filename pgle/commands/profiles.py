@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pgle.atomic import check_writable_target
 from pgle.errors import EXIT_ERROR, BadInput
-from pgle.profiles.files import (BINARY, Profile, ProfileSource,
-                                 check_directory_output, load_profile_source, output_kind, write_profile, write_profile_directory)
+from pgle.profiles.files import (
+    BINARY,
+    Profile,
+    ProfileSource,
+    check_directory_output,
+    load_profile_source,
+    output_kind,
+    write_profile,
+    write_profile_directory,
+)
 from pgle.report import Report
 
 
@@ -125,8 +134,14 @@ def diff_report(a_path: Any, b_path: Any, *, top: int = 20):
 def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile", percentile: int = 90,
                  force: bool = False):
     """`pgle merge`: files into one file, or per-module directories into one directory."""
-    from pgle.profiles.merge import (check_method, check_percentile, merge_directory_modules,
-                                     merge_profiles, name_overlap, overlap_warnings)
+    from pgle.profiles.merge import (
+        check_method,
+        check_percentile,
+        merge_directory_modules,
+        merge_profiles,
+        name_overlap,
+        overlap_warnings,
+    )
 
     if not inputs:
         raise BadInput("merge needs at least one input profile.")
@@ -222,8 +237,12 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
     orders them; only their columns wait until every folder is read."""
     from types import SimpleNamespace
 
-    from pgle.profiles.merge import (InputOverlap, fingerprint_aliases, module_names,
-                                     overlap_warnings)
+    from pgle.profiles.merge import (
+        InputOverlap,
+        fingerprint_aliases,
+        module_names,
+        overlap_warnings,
+    )
 
     aliases = fingerprint_aliases([module_names(SimpleNamespace(kind="directory", path=p))
                                    for p in inputs])

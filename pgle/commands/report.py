@@ -26,7 +26,7 @@ from typing import Any
 from pgle.analysis import diagnostics, memory, overlap, schedule, throughput
 from pgle.analysis.timeline import TraceFile, find_xplane_files
 from pgle.commands import arms
-from pgle.errors import BadInput, EXIT_OK
+from pgle.errors import EXIT_OK, BadInput
 from pgle.evidence.events import RunEvents, read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of

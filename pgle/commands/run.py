@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from pgle.atomic import check_writable_target
 from pgle.commands.options import StoreOptions, VerdictOptions, Window
 from pgle.errors import EXIT_NOT_VERIFIED, ProfileError
 from pgle.evidence import jit_steps
+from pgle.evidence.events import workload_exit_phrase
 from pgle.evidence.steps import summarize
 from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.layout import LayoutRequest, RankLayout
@@ -19,17 +21,13 @@ from pgle.launch.execution import Execution
 from pgle.launch.runfolder import DEFAULT_ROOT, RunFolder
 from pgle.launch.workload import Workload
 from pgle.phrases import plural
-from pgle.profiles import files
-from pgle.profiles import manifest
-from pgle.evidence.events import workload_exit_phrase
+from pgle.profiles import files, manifest
 from pgle.report import Report
-from pgle.verdicts import collectives, require, sync_converted
+from pgle.verdicts import checker, collectives, require, sync_converted
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
-from pgle.verdicts import checker
 from pgle.verdicts.origin import Origin, path_matcher
 from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_lines
-from pgle.xla import flag_table
-from pgle.xla import versions
+from pgle.xla import flag_table, versions
 
 log = logging.getLogger(__name__)
 

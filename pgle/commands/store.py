@@ -35,7 +35,7 @@ def ls_report(store: Any, *, fingerprint: str | None = None, jax: str | None = N
     """The entries as `modules` rows (cli/store.py prints them on stdout); a count line."""
     st = ProfileStore(store)
     entries = st.entries(fingerprint, jax=jax, device_kind=device_kind)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     from pgle.store.serving import age_text
 
     rows = [e.to_dict() | {"age_seconds": round(e.age_seconds(now), 1),
@@ -100,7 +100,7 @@ def get_report(store: Any, out: Any, *, jax: str | None = None, device_kind: str
     st = ProfileStore(store)
     jax = jax or installed_version("jax")
     served = st.materialize(out, jax=jax, device_kind=device_kind, policy=policy, force=force)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     rows = [{"module": fp, "fingerprint": fp, "status": "served", "entries": [e.entry_id for e in es],
              "age_seconds": round(min(e.age_seconds(now) for e in es), 1)} for fp, es in served.items()]
     report = Report(command="store get", status="ok", modules=rows,

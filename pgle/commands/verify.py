@@ -14,11 +14,10 @@ from pgle.evidence.xla_log import LogScanner
 from pgle.phrases import ranks_phrase
 from pgle.profiles import files
 from pgle.report import Report
-from pgle.verdicts import collectives, require, sync_converted
+from pgle.verdicts import checker, collectives, require, sync_converted
 from pgle.verdicts.across_ranks import judge_job
-from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
-from pgle.verdicts import checker
 from pgle.verdicts.origin import Origin, path_matcher
+from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts.rows import module_lines
 from pgle.xla import versions
 

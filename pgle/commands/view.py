@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import logging
 import importlib.util
+import logging
 import os
 import subprocess
 import sys

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pgle.evidence import schema
 from pgle.evidence.events import RunEvents
 from pgle.evidence.steps import step_times
-from pgle.evidence import schema
 
 
 @dataclasses.dataclass

@@ -184,7 +184,7 @@ class HarnessSpec:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "HarnessSpec":
+    def from_json(cls, text: str) -> HarnessSpec:
         data: dict[str, Any] = json.loads(text)
         window = data.get("profile")
         return cls(

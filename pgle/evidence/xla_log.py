@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import BinaryIO
 
 from pgle.evidence import logscan
 from pgle.xla.hlo_names import is_communication

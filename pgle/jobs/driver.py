@@ -35,20 +35,17 @@ import logging
 import socket
 import time
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, PgleError
-from pgle.jobs import folder
-from pgle.jobs import kv
-from pgle.jobs import layout
-from pgle.jobs import ranks
+from pgle.jobs import folder, kv, layout, ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
 from pgle.jobs.ranks import RankInfo
-from pgle.phrases import ranks_phrase
 from pgle.launch import execution
+from pgle.phrases import ranks_phrase
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, grouped
 
@@ -522,7 +519,7 @@ class QuietReport(Report):
     full: dict | None = None
 
     @classmethod
-    def of(cls, report: Report, line: str) -> "QuietReport":
+    def of(cls, report: Report, line: str) -> QuietReport:
         return cls(report.command, report.status, exit_code=report.exit_code,
                    workload_exit_code=report.workload_exit_code, profile=report.profile,
                    log_path=report.log_path, trace_dir=report.trace_dir, run_dir=report.run_dir,

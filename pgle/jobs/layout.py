@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pgle.errors import BadInput
 from pgle.jobs import ranks

@@ -10,22 +10,21 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
+from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.errors import Interrupted, Stalled
 from pgle.evidence import schema
-from pgle.launch import launcher
+from pgle.evidence.events import RunEvents, read_run_events
+from pgle.evidence.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
+from pgle.launch import launcher, streams
 from pgle.launch.childenv import ChildEnv
 from pgle.launch.progress import WindowProgress
-from pgle.atomic import copy_file_atomic, write_text_atomic
-from pgle.evidence.events import RunEvents, read_run_events
 from pgle.launch.runfolder import RunFolder
-from pgle.evidence.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
 from pgle.launch.stall import StallReport, StallWatch
-from pgle.launch import streams
-from pgle.redact import redact_args
 from pgle.launch.workload import Workload
+from pgle.redact import redact_args
 
 HARNESS = Path(__file__).with_name("harness.py")
 # Command mode: the folder put first on the command's PYTHONPATH; its sitecustomize.py starts

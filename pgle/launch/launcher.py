@@ -49,8 +49,9 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from pgle.errors import BadInput, PgleError
 from pgle.launch import streams
@@ -94,7 +95,7 @@ class LaunchResult:
     stream_notes: list[str] = dataclasses.field(default_factory=list)  # for the report
     # The workload has finished and waits for pgle (pgle.launch.handoff); `pending.resume()`
     # waits for its real exit. `exit_code` is then the one the harness recorded.
-    pending: "Running | None" = None
+    pending: Running | None = None
 
 
 def shell_exit_code(returncode: int) -> int:

@@ -34,12 +34,12 @@ import signal
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pgle.errors import EXIT_STALLED
-from pgle.evidence import stacks as stack_text
 from pgle.evidence import schema
+from pgle.evidence import stacks as stack_text
 
 FLOOR_S = 600.0  # 10 min: no progress of any kind outside a compile
 STEP_FACTOR = 20.0  # x the median step time, when it is longer than FLOOR_S / 20

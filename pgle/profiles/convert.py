@@ -377,7 +377,7 @@ def read_log_fingerprints(log_path: Any) -> tuple[dict[tuple[str, int], str], li
     found: dict[tuple[str, int], str] = {}
     conflicts: set[tuple[str, int]] = set()
     try:
-        with open(os.fspath(log_path), "r", encoding="utf-8", errors="replace") as f:
+        with open(os.fspath(log_path), encoding="utf-8", errors="replace") as f:
             for line in f:
                 if "Fingerprint before LHS" not in line:
                     continue

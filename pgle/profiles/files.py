@@ -19,10 +19,17 @@ import re
 import shutil
 import stat
 import tempfile
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from pgle.atomic import (check_writable_target, dir_mode, replace_directory_atomic,
-                         write_bytes_atomic, write_error, write_files_atomic)
+from pgle.atomic import (
+    check_writable_target,
+    dir_mode,
+    replace_directory_atomic,
+    write_bytes_atomic,
+    write_error,
+    write_files_atomic,
+)
 from pgle.errors import ProfileError
 from pgle.profiles.canonical import binary_entries, text_bytes, text_entries
 from pgle.profiles.proto import binary_columns, locate_corruption, message_class
@@ -360,7 +367,7 @@ def _absolute(path: Any):
 def _directory_digest(pairs: Iterable[tuple[str, str]]) -> str:
     h = hashlib.sha256()
     for name, sha in sorted(pairs):
-        h.update(f"{name}\0{sha}\n".encode("utf-8"))
+        h.update(f"{name}\0{sha}\n".encode())
     return h.hexdigest()
 
 

@@ -12,10 +12,9 @@ import os
 import time
 from pathlib import Path
 
-from pgle.version import __version__
-from pgle.xla import flag_table
-from pgle.xla import versions
 from pgle.atomic import write_text_atomic
+from pgle.version import __version__
+from pgle.xla import flag_table, versions
 from pgle.xla.flags import XlaFlags
 
 # Flags that pgle itself manages between phases: never drift.

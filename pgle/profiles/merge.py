@@ -15,7 +15,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from pgle.errors import ProfileError
 from pgle.profiles.files import Profile

@@ -18,7 +18,8 @@ import functools
 import heapq
 import math
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pgle.profiles.files import Profile, ProfileSource, split_qualified
 

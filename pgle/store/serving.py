@@ -10,8 +10,9 @@ import datetime as dt
 import hashlib
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pgle.phrases import plural
 from pgle.profiles.files import Profile
@@ -105,7 +106,7 @@ def mark_modules(modules: list[dict], served: Mapping[str, list[Entry]],
                  now: dt.datetime | None = None) -> dict:
     """Add `store` (the entry served, or None) and `store_age_seconds` to each module row that
     has a fingerprint; returns {'served': [...], 'missing': [...]} by fingerprint."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     hit, missing = [], []
     for row in modules:
         fp = row.get("fingerprint")

@@ -46,11 +46,20 @@ import os
 import re
 import stat
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pgle.errors import BadInput, PgleError, ProfileError
-from pgle.profiles.files import (BINARY, FINGERPRINT_RE, SUFFIX, TEXT, Profile, check_fingerprint,
-                                 encode_profile, parse_profile)
+from pgle.profiles.files import (
+    BINARY,
+    FINGERPRINT_RE,
+    SUFFIX,
+    TEXT,
+    Profile,
+    check_fingerprint,
+    encode_profile,
+    parse_profile,
+)
 from pgle.shared_folders import LinkRefused, NotAFile, check_inside, read_bytes_nofollow
 from pgle.store.policy import Policy, parse_policy
 
@@ -95,7 +104,7 @@ class Entry:
         return dt.datetime.fromisoformat(self.created)
 
     def age_seconds(self, now: dt.datetime | None = None) -> float:
-        now = now or dt.datetime.now(dt.timezone.utc)
+        now = now or dt.datetime.now(dt.UTC)
         return (now - self.created_at).total_seconds()
 
     def to_dict(self) -> dict[str, Any]:
@@ -417,7 +426,7 @@ class ProfileStore:
             raise ProfileError(f"refusing to store an empty profile for module {fingerprint}.")
         policy = policy if isinstance(policy, Policy) else parse_policy(policy)
         data = encode_profile(profile, TEXT)
-        now = now or dt.datetime.now(dt.timezone.utc)
+        now = now or dt.datetime.now(dt.UTC)
         from pgle.redact import redact_text
 
         entry = Entry(fingerprint=fingerprint,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.phrases import plural, ranks_phrase

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from typing import Mapping
+from collections.abc import Mapping
 
 from pgle.errors import EXIT_NOT_VERIFIED
-from pgle.phrases import plural
 from pgle.evidence import jax_log
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
 

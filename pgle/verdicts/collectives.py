@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
 from pgle.phrases import plural
+from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
 from pgle.xla.hlo_names import COLLECTIVE, kind
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not

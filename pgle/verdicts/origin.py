@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from pgle.evidence.xla_log import Evidence
 from pgle.phrases import plural

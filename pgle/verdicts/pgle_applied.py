@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-
-from typing import Collection
+from collections.abc import Collection
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence

@@ -4,7 +4,8 @@ eval or init module at 0 % no longer decides a job whose train step applied it).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.report import Report

@@ -9,7 +9,8 @@ row and add `ranks`, `absent_ranks`, `ranks_summary` and `per_rank`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pgle.phrases import plural
 

@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 
-from pgle.xla import versions
 from pgle.errors import FlagError
+from pgle.xla import versions
 from pgle.xla.flags import XlaFlags
 
 _OK_MARK = "PGLE_PROBE_ACCEPTED"

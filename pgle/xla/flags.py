@@ -16,8 +16,8 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from pgle.xla import flag_table
 from pgle.errors import FlagError
+from pgle.xla import flag_table
 
 _WS = " \t\r\n"
 _NAME_CHARS = re.compile(r"[-_A-Za-z0-9]*")
@@ -31,7 +31,7 @@ class Flag:
     unterminated: bool = False  # its quoted value runs to the end of XLA_FLAGS
 
     @classmethod
-    def make(cls, name: str, value: str | None) -> "Flag":
+    def make(cls, name: str, value: str | None) -> Flag:
         return cls(name, value, render_flag(name, value))
 
 
@@ -70,7 +70,7 @@ class XlaFlags:
     source_file: str | None = None
 
     @classmethod
-    def parse(cls, text: str | None) -> "XlaFlags":
+    def parse(cls, text: str | None) -> XlaFlags:
         if not text:
             return cls([])
         # Whitespace alone is not empty to XLA: it reads it as a file name too.
@@ -110,7 +110,7 @@ class XlaFlags:
         # anything placed after it would be ignored too.
         return " ".join([f.raw for f in self.flags] + ([self.ignored_tail] if self.ignored_tail else []))
 
-    def merged(self, updates: dict[str, str | None]) -> tuple["XlaFlags", list[str]]:
+    def merged(self, updates: dict[str, str | None]) -> tuple[XlaFlags, list[str]]:
         """pgle's flags merged into the user's: theirs keep their order and text.
 
         A user flag that pgle must set differently is replaced in place; the
@@ -130,7 +130,7 @@ class XlaFlags:
                     flags[i] = new
         return XlaFlags(flags, self.ignored_tail, self.source_file), notices
 
-    def without(self, names: set[str]) -> "XlaFlags":
+    def without(self, names: set[str]) -> XlaFlags:
         return XlaFlags([f for f in self.flags if f.name not in names], self.ignored_tail,
                         self.source_file)
 

@@ -6,8 +6,8 @@ Feature gates name the jax release where the behaviour changed (docs/xla-facts.m
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from importlib import metadata
-from typing import Iterable
 
 
 class Version(tuple):
@@ -18,7 +18,7 @@ class Version(tuple):
 
     pre: bool
 
-    def __new__(cls, parts: Iterable[int], pre: bool = False) -> "Version":
+    def __new__(cls, parts: Iterable[int], pre: bool = False) -> Version:
         obj = super().__new__(cls, tuple(parts))
         obj.pre = pre
         return obj
