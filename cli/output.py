@@ -48,7 +48,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
 
     def line(row: list[str]) -> str:
-        padded = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)]
+        padded = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=False)]
         if not right[-1]:
             padded[-1] = row[-1]
         return "  ".join(padded)

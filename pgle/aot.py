@@ -92,9 +92,9 @@ def verdict_from_log(text: str) -> AotVerdict:
                           ["XLA could not parse the fdo_profile (not a ProfiledInstructionsProto)."], text)
     if fmt is None:
         return AotVerdict(False, "unknown", None, modules,
-                          ["XLA printed no 'Using PGLE profile from fdo_profile' line: set "
+                          [("XLA printed no 'Using PGLE profile from fdo_profile' line: set "
                            "TF_CPP_MIN_LOG_LEVEL=0 before importing jax, and compile for a GPU "
-                           "(XLA:CPU never reads PGLE profiles)."], text)
+                           "(XLA:CPU never reads PGLE profiles).")], text)
     for m in modules:
         if m["missing"]:
             reasons.append(f"module {m['module']}: {m['missing']} instructions are not in the profile "

@@ -64,9 +64,10 @@ def strip_plot(series: list[tuple[str, list[float]]], unit_scale: float = 1e3,
     lo, hi = lo - 0.05 * span, hi + 0.05 * span
     w, left, row_h = 760, 150, 40
     h = row_h * len(series) + 40
-    x = lambda v: left + (v - lo) / (hi - lo) * (w - left - 20)
-    parts = [f'<svg role="img" aria-label="step time distribution" width="{w}" height="{h}" '
-             f'xmlns="http://www.w3.org/2000/svg">']
+    def x(v):
+        return left + (v - lo) / (hi - lo) * (w - left - 20)
+    parts = [(f'<svg role="img" aria-label="step time distribution" width="{w}" height="{h}" '
+             f'xmlns="http://www.w3.org/2000/svg">')]
     for i, (label, vs) in enumerate(series):
         y = 25 + i * row_h
         c = COLORS[i % len(COLORS)]
@@ -95,8 +96,8 @@ def bar_chart(groups: list[str], series: list[tuple[str, list[float | None]]], f
     w, left, bar_h = 760, 180, 12
     group_h = bar_h * len(series) + 8
     h = group_h * len(groups) + 30
-    parts = [f'<svg role="img" aria-label="{_e(label)}" width="{w}" height="{h}" '
-             f'xmlns="http://www.w3.org/2000/svg">']
+    parts = [(f'<svg role="img" aria-label="{_e(label)}" width="{w}" height="{h}" '
+             f'xmlns="http://www.w3.org/2000/svg">')]
     for i, g in enumerate(groups):
         y0 = 10 + i * group_h
         parts.append(f'<text x="5" y="{y0 + bar_h}" font-size="11">{_e(g)[:28]}</text>')
@@ -237,7 +238,8 @@ def _schedule(data) -> str:
     rows = []
     for r in s["pairs"]:
         mark = '<span class="flag">moved</span>' if r["moved"] else "same"
-        lst = lambda v: "-" if v is None else (", ".join(_e(x) for x in v) or "(nothing)")
+        def lst(v):
+            return "-" if v is None else (", ".join(_e(x) for x in v) or "(nothing)")
         rows.append([_e(r["start"]), _e(r["kind"]), _e(r["computation"]), lst(r["before"]),
                      lst(r["after"]), mark])
     body += _table(["async start", "kind", "computation", "between start and done: without profile",

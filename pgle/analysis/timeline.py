@@ -337,10 +337,10 @@ def _host_steps_columns(layout: PlaneBytes, plane) -> list[HostStep] | None:
     out = []
     bases = [line.timestamp_ns * 1000 for line in plane.lines]
     names: dict[int, str] = {}
-    for i, k, v, line, mid, offset, duration in zip(
+    for _, k, v, line, mid, offset, duration in zip(
             hit.tolist(), kind[hit].tolist(), value[hit].tolist(), cols.line[hit].tolist(),
             cols.metadata_id[hit].tolist(), cols.offset_ps[hit].tolist(),
-            cols.duration_ps[hit].tolist()):
+            cols.duration_ps[hit].tolist(), strict=False):
         if k == REF:
             try:
                 num = int(ref_names.get(v & 0xFFFFFFFFFFFFFFFF, ""))

@@ -200,9 +200,9 @@ def step_time_lines(times: dict[str, Any], *, profiled: bool) -> list[str]:
         ci = times["interval"]
         noise = "beyond run-to-run noise" if ci["beyond_noise"] else "within run-to-run noise"
         return lines + [
-            f"median step: {_ms(times['baseline'])} without the profile, {_ms(times['run'])} "
+            (f"median step: {_ms(times['baseline'])} without the profile, {_ms(times['run'])} "
             f"with it (ratio {ci['ratio']:.3f}, {ci['confidence']:.0%} interval "
-            f"{ci['low']:.3f}..{ci['high']:.3f}, {noise}; {plural(times['runs']['run'], 'run')} each)"]
+            f"{ci['low']:.3f}..{ci['high']:.3f}, {noise}; {plural(times['runs']['run'], 'run')} each)")]
     if times.get("run") or times.get("collect") or times.get("baseline"):
         parts = [f"{_ms(times.get('collect'))} (collect, profiled steps left out)"]
         if times.get("baseline"):

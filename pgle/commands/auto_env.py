@@ -133,9 +133,9 @@ def size_cap_warnings(environ: dict[str, str]) -> list[str]:
     cap = environ.get("JAX_COMPILATION_CACHE_MAX_SIZE", "").strip()
     if not cap or cap == "-1":
         return []
-    out = [f"JAX_COMPILATION_CACHE_MAX_SIZE={cap} caps the cache: JAX evicts the least recently "
+    out = [(f"JAX_COMPILATION_CACHE_MAX_SIZE={cap} caps the cache: JAX evicts the least recently "
            "used entries, PGLE-optimized ones included, so they may be gone before the Nsight run; "
-           "unset it (or -1) for the prewarm and Nsight runs."]
+           "unset it (or -1) for the prewarm and Nsight runs.")]
     if cap == "0":
         out.append("JAX_COMPILATION_CACHE_MAX_SIZE=0 disables the cache: nothing will be written.")
     if importlib.util.find_spec("filelock") is None:

@@ -59,9 +59,9 @@ def stats(cache_dir: str) -> Report:
                       "manifest_keys_missing": missing,
                       "runs_in_progress": runs_in_progress(manifest)}
     # The totals per role and module are the product (cli/cache.py prints them on stdout).
-    report.summary = [f"{plural(len(entries), 'entry')}, "
+    report.summary = [(f"{plural(len(entries), 'entry')}, "
                       f"{human_bytes(report.details['total']['bytes'])}, "
-                      f"{plural(len(per_module), 'module')} in {cache_dir}"]
+                      f"{plural(len(per_module), 'module')} in {cache_dir}")]
     if missing:
         report.warnings.append(
             f"{plural(len(missing), 'entry')} recorded in the manifest "

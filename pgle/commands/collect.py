@@ -321,19 +321,19 @@ def crash_reasons(ex: Execution, output: str) -> list[str]:
         return [first + "; nothing was profiled."]
     started = [r for r in ex.events.records if r.get("kind") == schema.TRACE_START]
     if not started:
-        return [f"{first} before the profiling window opened "
-                f"({len(ex.events.steps)} step(s) seen); nothing was profiled."]
+        return [(f"{first} before the profiling window opened "
+                f"({len(ex.events.steps)} step(s) seen); nothing was profiled.")]
     left = jaxlib.newest_run_folder(Path(started[-1].get("dir") or ex.run.trace))
     if left is not None:
-        return [f"{first} inside the profiling window, so pgle did not convert the trace it "
+        return [(f"{first} inside the profiling window, so pgle did not convert the trace it "
                 f"left in {left} (it may be incomplete). To recover it: "
                 f"`pgle convert {shlex.quote(str(left))} {shlex.quote(output)} --log "
                 f"{shlex.quote(str(ex.run.log))}` "
-                f"(`pgle inspect` then shows what it holds)."]
-    return [f"{first} inside the profiling window, before the profiler wrote its trace (JAX "
+                f"(`pgle inspect` then shows what it holds).")]
+    return [(f"{first} inside the profiling window, before the profiler wrote its trace (JAX "
             f"writes it at stop_trace): nothing can be recovered from {ex.run.trace}. Profile "
             "an earlier window (--steps START:COUNT), or fix the crash (its output: "
-            f"{ex.run.log})."]
+            f"{ex.run.log}).")]
 
 
 def finish_collect(opts: CollectOptions, ex: Execution, output: str,

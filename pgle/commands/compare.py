@@ -128,9 +128,9 @@ def table_lines(t: dict[str, Any]) -> list[str]:
         compile_s = f"{r['compile_s']:.2f} s" if r.get("compile_s") is not None else "-"
         body.append([r["arm"], r["status"] or "-", _ms(r["step_time"]), ratio, exposed,
                      _mib(r.get("peak_bytes")), compile_s])
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=False)]
     for row in [head, *body]:
-        lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)).rstrip())
     for r in t["arms"]:
         if r.get("why_no_ratio") and t["gpu"]:
             lines.append(f"{r['arm']}: {r['why_no_ratio']}")

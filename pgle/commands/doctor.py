@@ -109,8 +109,8 @@ def _report(command: str, checks: list[Check], details: dict) -> Report:
     report.details["checks"] = [dataclasses.asdict(c) for c in checks]
     report.reasons = [f"{c.check}: {c.found}" for c in checks if c.status == "error"]
     label = f"{command} ({details['workflow']})" if "workflow" in details else command
-    report.summary = [f"{label}: {counts['ok']} ok, {plural(counts['warn'], 'warning')}, "
-                      f"{plural(counts['error'], 'error')}"]
+    report.summary = [(f"{label}: {counts['ok']} ok, {plural(counts['warn'], 'warning')}, "
+                      f"{plural(counts['error'], 'error')}")]
     return report
 
 
@@ -118,8 +118,6 @@ def _report(command: str, checks: list[Check], details: dict) -> Report:
 
 def python_check() -> Check:
     v = sys.version.split()[0]
-    if sys.version_info < (3, 10):
-        return _error("python", f"{v} ({sys.executable})", "pgle needs Python >= 3.10")
     return _ok("python", f"{v} ({sys.executable})")
 
 
@@ -348,9 +346,9 @@ def explain_flags(text: str | None, *, probe: bool = False,
         report.reasons = [f"{r['flag']}: {r['message']}" for r in errors]
     elif report.warnings or any(r["status"] == "warn" for r in rows):
         report.status = "warn"
-    report.summary = [f"{plural(len(rows), 'flag')}: {plural(len(errors), 'error')}, "
+    report.summary = [(f"{plural(len(rows), 'flag')}: {plural(len(errors), 'error')}, "
                       f"{plural(sum(r['status'] == 'warn' for r in rows), 'warning')}, "
-                      f"{sum(r['status'] == 'unknown' for r in rows)} not in pgle's table"]
+                      f"{sum(r['status'] == 'unknown' for r in rows)} not in pgle's table")]
     return report
 
 

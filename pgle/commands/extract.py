@@ -8,6 +8,7 @@ cause first). The run itself (window, launch, crashes, the store) is pgle.comman
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -297,10 +298,8 @@ def _write_empty_directory(output: str, *, force: bool) -> Path:
 def trace_bytes(run_folder: Path) -> int:
     total = 0
     for path in Path(run_folder).rglob("*"):
-        try:
+        with contextlib.suppress(OSError):
             total += path.stat().st_size if path.is_file() else 0
-        except OSError:
-            pass
     return total
 
 

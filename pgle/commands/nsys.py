@@ -190,8 +190,8 @@ def resolve_cache_dir(given: str, manifest_env: dict) -> tuple[str, list[str]]:
     caches = (manifest_env.get("jax_variables") or {}).get(key_rules.XLA_CACHES_VAR)
     if not key_rules.key_holds_cache_dir(version, caches):
         return norm, []  # jax 0.4.35, jax >= 0.11: the key does not hold the path
-    return norm, [f"the cache was prewarmed at {recorded} and is now at {norm}: the cache key "
-                  "includes the directory path (prewarm with --relocatable to allow moving it)"]
+    return norm, [(f"the cache was prewarmed at {recorded} and is now at {norm}: the cache key "
+                  "includes the directory path (prewarm with --relocatable to allow moving it)")]
 
 
 def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> list[str]:

@@ -220,9 +220,9 @@ def _merge_columns(inputs: Sequence[Any], out: Any, kind: str, *, method: str, p
         if merged is None:
             return None
         names, costs = merged
-        written = write_profile(Profile(costs=list(zip(names, costs.tolist()))), out, force=force)
+        written = write_profile(Profile(costs=list(zip(names, costs.tolist(), strict=False))), out, force=force)
         overlaps = [InputOverlap(label=label, names=count, shared=shared)
-                    for label, (count, shared) in zip(labels, merge.overlaps())]
+                    for label, (count, shared) in zip(labels, merge.overlaps(), strict=False)]
         inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
         return _merge_result(written, len(inputs), "file", method, percentile, [],
                              overlap_warnings(overlaps), inputs_report, {})
@@ -279,9 +279,9 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
         result = merge.merge(method, percentile)
         if result is None:
             return None
-        done[key] = (Profile(costs=list(zip(result[0], result[1].tolist()))),
+        done[key] = (Profile(costs=list(zip(result[0], result[1].tolist(), strict=False))),
                      [InputOverlap(label=label, names=count, shared=shared)
-                      for label, (count, shared) in zip(labels[key], merge.overlaps())])
+                      for label, (count, shared) in zip(labels[key], merge.overlaps(), strict=False)])
     merged_modules: dict[str, Profile] = {}
     warnings: list[str] = []
     modules_report = []
@@ -314,8 +314,8 @@ def _merge_result(written, n_sources: int, in_kind: str, method: str, percentile
         warnings=warnings,
         details={"method": method, "percentile": percentile if method == "percentile" else None,
                  "inputs": inputs_report, "fingerprint_aliases": aliases},
-        summary=[f"merged {n_sources} {in_kind}s by {desc} into {written}: "
-                 f"{result.instruction_count} instructions, {result.latency_count} latencies"]
+        summary=[(f"merged {n_sources} {in_kind}s by {desc} into {written}: "
+                 f"{result.instruction_count} instructions, {result.latency_count} latencies")]
         + alias_lines(aliases),
     )
 

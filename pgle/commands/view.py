@@ -8,6 +8,7 @@ worker when everything is local.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import importlib.util
@@ -77,10 +78,8 @@ class ViewServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.log_path)
-        except OSError:
-            pass
 
 
 def start(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,

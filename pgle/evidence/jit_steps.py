@@ -75,7 +75,7 @@ def run_steps(events: RunEvents) -> RunSteps:
     starts = jit.get("starts") or []
     span = _trace_span(events)
     times, left_out = [], 0
-    for i, (a, b) in enumerate(zip(starts, starts[1:])):
+    for i, (a, b) in enumerate(zip(starts, starts[1:], strict=False)):
         if i == 0 or (span is not None and a < span[1] and b > span[0]):
             left_out += 1  # the compile, or the profiler's window
             continue

@@ -18,7 +18,7 @@ def step_times(steps: Sequence[Step], exclude: Collection[int] = frozenset()) ->
     if isinstance(steps, Steps) and len(steps) > 1:
         return _step_times_columns(steps, exclude)
     times = []
-    for a, b in zip(steps, steps[1:]):
+    for a, b in zip(steps, steps[1:], strict=False):
         if a.index == 0 or a.index in exclude:
             continue
         times.append(b.t_enter - a.t_enter)

@@ -362,10 +362,8 @@ class RankRun:
         report = Report(self.command.split(":")[-1], "error", exit_code=code,
                         reasons=[f"rank 0 could not build the job report: {message}"])
         report.details["pgle_error"] = message
-        try:
+        with contextlib.suppress(OSError):
             write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
-        except OSError:
-            pass
 
     def _record_failure(self, code: int, message: str) -> None:
         """A rank that fails in pgle itself still tells its peers (they stop their workloads

@@ -27,6 +27,7 @@ SIGKILL) with EXIT_STALLED. A rank stopped because a peer failed dumps its stack
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -47,7 +48,7 @@ COMPILE_FLOOR_S = 3600.0  # 1 h: big models compile for many minutes
 COMPILE_FACTOR = 5.0  # x the longest compile so far
 DUMP_WAIT_S = 5.0  # the most pgle waits for the processes to write their stacks
 STEP_WINDOW = 50  # steps whose times give the median
-_STEP_ENTER = ('{"kind": "%s", "t": ' % schema.STEP_ENTER).encode()
+_STEP_ENTER = (f'{{"kind": "{schema.STEP_ENTER}", "t": ').encode()
 
 
 def describe_seconds(seconds: float) -> str:
@@ -184,7 +185,7 @@ class StallWatch:
                 bound = COMPILE_FACTOR * longest
                 rule = f"{COMPILE_FACTOR:g}x the longest compile so far"
             return bound, rule
-        times = [b - a for p in self.processes.values() for a, b in zip(p.steps, list(p.steps)[1:])]
+        times = [b - a for p in self.processes.values() for a, b in zip(p.steps, list(p.steps)[1:], strict=False)]
         if times:
             median = statistics.median(times)
             if STEP_FACTOR * median > FLOOR_S:
@@ -195,10 +196,8 @@ class StallWatch:
     def _homes(self) -> list[Path]:
         homes = [self.run]
         procs = self.run / schema.PROCS_DIR
-        try:
+        with contextlib.suppress(OSError):
             homes += sorted(p for p in procs.iterdir() if p.is_dir())
-        except OSError:
-            pass
         return homes
 
     def _read(self) -> bool:
@@ -241,10 +240,8 @@ class StallWatch:
         proc.offset += cut
         for line in data[:cut].splitlines():
             if line.startswith(_STEP_ENTER):
-                try:
+                with contextlib.suppress(ValueError):
                     proc.steps.append(float(line[len(_STEP_ENTER):].split(b",", 1)[0]))
-                except ValueError:
-                    pass
                 continue
             if b'"kind": "step_exit"' in line[:30]:
                 continue

@@ -86,7 +86,7 @@ def binary_entries(data: bytes):
 
 # text_format's escapes for ASCII (google/protobuf/text_encoding.py, the same in protobuf 4.21
 # to 7.x): octal for control characters, C escapes for these six.
-_ESCAPES = {i: "\\%03o" % i for i in (*range(32), 127)}
+_ESCAPES = {i: f"\\{i:03o}" for i in (*range(32), 127)}
 _ESCAPES.update({9: "\\t", 10: "\\n", 13: "\\r", 34: '\\"', 39: "\\'", 92: "\\\\"})
 _NEEDS_ESCAPE = re.compile("[\\x00-\\x1f\\x7f\"'\\\\]")
 

@@ -656,11 +656,8 @@ def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_n
             group = groups_get(gkey)
             if group is None:
                 mkey = (module, None if pid is None else _as_int(pid))
-                if namer is None:
-                    name = (op, mkey)
-                else:
-                    # jaxlib keys by its name string: modules it cannot tell apart pool.
-                    name = namer.name(op, module, pid, mkey)
+                # jaxlib keys by its name string: modules it cannot tell apart pool.
+                name = (op, mkey) if namer is None else namer.name(op, module, pid, mkey)
                 ops_seen.add((op, mkey))
                 if merge:
                     values = {}
@@ -876,7 +873,7 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
         bounds = np.searchsorted(per_event[by], np.arange(len(name_ids) + 1))
         chunks = [(j, values[bounds[j]:bounds[j + 1]]) for j in range(len(name_ids))]
 
-    for op_text, mkey, name, count in groups:
+    for op_text, mkey, _, count in groups:
         ops_seen.add((op_text, mkey))
         modules_seen[mkey] = modules_seen.get(mkey, 0) + count
     if merge:

@@ -120,7 +120,7 @@ def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
         if len(data) >= COLUMNS_MIN_BYTES:
             cols = binary_columns(data)
             if cols is not None:
-                return Profile(costs=list(zip(cols[0].astype(str).tolist(), cols[1].tolist())))
+                return Profile(costs=list(zip(cols[0].astype(str).tolist(), cols[1].tolist(), strict=False)))
     elif fmt == TEXT:
         try:
             fast = text_entries(data.decode("utf-8"))
@@ -133,7 +133,7 @@ def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
         raise ValueError(f"unknown profile format {fmt!r}")
     return Profile(
         costs=[(c.name, c.cost_us) for c in msg.costs],
-        latencies=[(l.source, l.target, l.latency_us) for l in msg.latencies],
+        latencies=[(lat.source, lat.target, lat.latency_us) for lat in msg.latencies],
     )
 
 

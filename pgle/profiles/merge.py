@@ -105,10 +105,7 @@ def name_overlap(labelled: Sequence[tuple[str, Profile]]) -> list[InputOverlap]:
     several = {n for n, c in counts.items() if c > 1}
     out = []
     for (label, _), s in zip(labelled, sets, strict=True):
-        if len(sets) < 2 or not s:
-            shared = 1.0 if s else 0.0
-        else:
-            shared = len(s & several) / len(s)
+        shared = (1.0 if s else 0.0) if len(sets) < 2 or not s else len(s & several) / len(s)
         out.append(InputOverlap(label=label, names=len(s), shared=shared))
     return out
 

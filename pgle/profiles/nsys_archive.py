@@ -148,7 +148,7 @@ def read_devices(folder: pathlib.Path) -> dict[tuple[int, int], int]:
         return {}
     t = _read_parquet(path).to_pydict()
     devices = {}
-    for name, pid, tid in zip(t["Name"], t["PID"], t["TID"]):
+    for name, pid, tid in zip(t["Name"], t["PID"], t["TID"], strict=False):
         m = LAUNCHER_RE.match(name or "")
         if m:
             devices[(int(pid), int(tid))] = int(m.group(1))

@@ -293,60 +293,60 @@ def _xplane_file_descriptor():
             m.options.map_entry = True
         return m
 
-    O, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
     msg("XSpace",
         ("planes", 1, F.TYPE_MESSAGE, R, P + "XPlane", None),
         ("errors", 2, F.TYPE_STRING, R, None, None),
         ("warnings", 3, F.TYPE_STRING, R, None, None),
         ("hostnames", 4, F.TYPE_STRING, R, None, None))
     plane = msg("XPlane",
-                ("id", 1, F.TYPE_INT64, O, None, None),
-                ("name", 2, F.TYPE_STRING, O, None, None),
+                ("id", 1, F.TYPE_INT64, S, None, None),
+                ("name", 2, F.TYPE_STRING, S, None, None),
                 ("lines", 3, F.TYPE_MESSAGE, R, P + "XLine", None),
                 ("event_metadata", 4, F.TYPE_MESSAGE, R, P + "XPlane.EventMetadataEntry", None),
                 ("stat_metadata", 5, F.TYPE_MESSAGE, R, P + "XPlane.StatMetadataEntry", None),
                 ("stats", 6, F.TYPE_MESSAGE, R, P + "XStat", None))
     msg("EventMetadataEntry",
-        ("key", 1, F.TYPE_INT64, O, None, None),
-        ("value", 2, F.TYPE_MESSAGE, O, P + "XEventMetadata", None), nested=plane, options=True)
+        ("key", 1, F.TYPE_INT64, S, None, None),
+        ("value", 2, F.TYPE_MESSAGE, S, P + "XEventMetadata", None), nested=plane, options=True)
     msg("StatMetadataEntry",
-        ("key", 1, F.TYPE_INT64, O, None, None),
-        ("value", 2, F.TYPE_MESSAGE, O, P + "XStatMetadata", None), nested=plane, options=True)
+        ("key", 1, F.TYPE_INT64, S, None, None),
+        ("value", 2, F.TYPE_MESSAGE, S, P + "XStatMetadata", None), nested=plane, options=True)
     msg("XLine",
-        ("id", 1, F.TYPE_INT64, O, None, None),
-        ("name", 2, F.TYPE_STRING, O, None, None),
-        ("timestamp_ns", 3, F.TYPE_INT64, O, None, None),
+        ("id", 1, F.TYPE_INT64, S, None, None),
+        ("name", 2, F.TYPE_STRING, S, None, None),
+        ("timestamp_ns", 3, F.TYPE_INT64, S, None, None),
         ("events", 4, F.TYPE_MESSAGE, R, P + "XEvent", None),
-        ("duration_ps", 9, F.TYPE_INT64, O, None, None),
-        ("display_id", 10, F.TYPE_INT64, O, None, None),
-        ("display_name", 11, F.TYPE_STRING, O, None, None))
+        ("duration_ps", 9, F.TYPE_INT64, S, None, None),
+        ("display_id", 10, F.TYPE_INT64, S, None, None),
+        ("display_name", 11, F.TYPE_STRING, S, None, None))
     ev = msg("XEvent",
-             ("metadata_id", 1, F.TYPE_INT64, O, None, None),
-             ("offset_ps", 2, F.TYPE_INT64, O, None, 0),
-             ("duration_ps", 3, F.TYPE_INT64, O, None, None),
+             ("metadata_id", 1, F.TYPE_INT64, S, None, None),
+             ("offset_ps", 2, F.TYPE_INT64, S, None, 0),
+             ("duration_ps", 3, F.TYPE_INT64, S, None, None),
              ("stats", 4, F.TYPE_MESSAGE, R, P + "XStat", None),
-             ("num_occurrences", 5, F.TYPE_INT64, O, None, 0))
+             ("num_occurrences", 5, F.TYPE_INT64, S, None, 0))
     ev.oneof_decl.add(name="data")
     st = msg("XStat",
-             ("metadata_id", 1, F.TYPE_INT64, O, None, None),
-             ("double_value", 2, F.TYPE_DOUBLE, O, None, 0),
-             ("uint64_value", 3, F.TYPE_UINT64, O, None, 0),
-             ("int64_value", 4, F.TYPE_INT64, O, None, 0),
-             ("str_value", 5, F.TYPE_STRING, O, None, 0),
-             ("bytes_value", 6, F.TYPE_BYTES, O, None, 0),
-             ("ref_value", 7, F.TYPE_UINT64, O, None, 0))
+             ("metadata_id", 1, F.TYPE_INT64, S, None, None),
+             ("double_value", 2, F.TYPE_DOUBLE, S, None, 0),
+             ("uint64_value", 3, F.TYPE_UINT64, S, None, 0),
+             ("int64_value", 4, F.TYPE_INT64, S, None, 0),
+             ("str_value", 5, F.TYPE_STRING, S, None, 0),
+             ("bytes_value", 6, F.TYPE_BYTES, S, None, 0),
+             ("ref_value", 7, F.TYPE_UINT64, S, None, 0))
     st.oneof_decl.add(name="value")
     msg("XEventMetadata",
-        ("id", 1, F.TYPE_INT64, O, None, None),
-        ("name", 2, F.TYPE_STRING, O, None, None),
-        ("metadata", 3, F.TYPE_BYTES, O, None, None),
-        ("display_name", 4, F.TYPE_STRING, O, None, None),
+        ("id", 1, F.TYPE_INT64, S, None, None),
+        ("name", 2, F.TYPE_STRING, S, None, None),
+        ("metadata", 3, F.TYPE_BYTES, S, None, None),
+        ("display_name", 4, F.TYPE_STRING, S, None, None),
         ("stats", 5, F.TYPE_MESSAGE, R, P + "XStat", None),
         ("child_id", 6, F.TYPE_INT64, R, None, None))
     msg("XStatMetadata",
-        ("id", 1, F.TYPE_INT64, O, None, None),
-        ("name", 2, F.TYPE_STRING, O, None, None),
-        ("description", 3, F.TYPE_STRING, O, None, None))
+        ("id", 1, F.TYPE_INT64, S, None, None),
+        ("name", 2, F.TYPE_STRING, S, None, None),
+        ("description", 3, F.TYPE_STRING, S, None, None))
     return fdp
 
 
@@ -355,50 +355,50 @@ def _hlo_file_descriptor():
 
     """HloProto -> HloModuleProto -> computations -> instructions, frontend attributes only."""
     F = descriptor_pb2.FieldDescriptorProto
-    O, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
     fdp = descriptor_pb2.FileDescriptorProto(name=_HLO_FILE, package="xla", syntax="proto3")
     fa = fdp.message_type.add(name="FrontendAttributes")
     fa.field.add(name="map", number=1, type=F.TYPE_MESSAGE, label=R,
                  type_name=".xla.FrontendAttributes.MapEntry")
     entry = fa.nested_type.add(name="MapEntry")
     entry.options.map_entry = True
-    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=O)
-    entry.field.add(name="value", number=2, type=F.TYPE_STRING, label=O)
+    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=S)
+    entry.field.add(name="value", number=2, type=F.TYPE_STRING, label=S)
     # Layout memory space, OpMetadata.scheduling_name (xla_data.proto; added to XLA in 2025),
     # operands and called computations: what the Nsight converter needs (pgle/profiles/nsys*.py).
     lay = fdp.message_type.add(name="LayoutProto")
-    lay.field.add(name="memory_space", number=8, type=F.TYPE_INT64, label=O)
+    lay.field.add(name="memory_space", number=8, type=F.TYPE_INT64, label=S)
     shp = fdp.message_type.add(name="ShapeProto")
-    shp.field.add(name="layout", number=5, type=F.TYPE_MESSAGE, label=O, type_name=".xla.LayoutProto")
+    shp.field.add(name="layout", number=5, type=F.TYPE_MESSAGE, label=S, type_name=".xla.LayoutProto")
     md = fdp.message_type.add(name="OpMetadata")
-    md.field.add(name="scheduling_name", number=16, type=F.TYPE_STRING, label=O)
+    md.field.add(name="scheduling_name", number=16, type=F.TYPE_STRING, label=S)
     ins = fdp.message_type.add(name="HloInstructionProto")
-    ins.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
-    ins.field.add(name="opcode", number=2, type=F.TYPE_STRING, label=O)
-    ins.field.add(name="shape", number=3, type=F.TYPE_MESSAGE, label=O, type_name=".xla.ShapeProto")
-    ins.field.add(name="metadata", number=7, type=F.TYPE_MESSAGE, label=O, type_name=".xla.OpMetadata")
-    ins.field.add(name="id", number=35, type=F.TYPE_INT64, label=O)
+    ins.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
+    ins.field.add(name="opcode", number=2, type=F.TYPE_STRING, label=S)
+    ins.field.add(name="shape", number=3, type=F.TYPE_MESSAGE, label=S, type_name=".xla.ShapeProto")
+    ins.field.add(name="metadata", number=7, type=F.TYPE_MESSAGE, label=S, type_name=".xla.OpMetadata")
+    ins.field.add(name="id", number=35, type=F.TYPE_INT64, label=S)
     ins.field.add(name="operand_ids", number=36, type=F.TYPE_INT64, label=R)
     ins.field.add(name="called_computation_ids", number=38, type=F.TYPE_INT64, label=R)
-    ins.field.add(name="frontend_attributes", number=68, type=F.TYPE_MESSAGE, label=O,
+    ins.field.add(name="frontend_attributes", number=68, type=F.TYPE_MESSAGE, label=S,
                   type_name=".xla.FrontendAttributes")
     comp = fdp.message_type.add(name="HloComputationProto")
-    comp.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
+    comp.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
     comp.field.add(name="instructions", number=2, type=F.TYPE_MESSAGE, label=R,
                    type_name=".xla.HloInstructionProto")
-    comp.field.add(name="id", number=5, type=F.TYPE_INT64, label=O)
-    comp.field.add(name="root_id", number=6, type=F.TYPE_INT64, label=O)
+    comp.field.add(name="id", number=5, type=F.TYPE_INT64, label=S)
+    comp.field.add(name="root_id", number=6, type=F.TYPE_INT64, label=S)
     mod = fdp.message_type.add(name="HloModuleProto")
-    mod.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
-    mod.field.add(name="entry_computation_name", number=2, type=F.TYPE_STRING, label=O)
+    mod.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
+    mod.field.add(name="entry_computation_name", number=2, type=F.TYPE_STRING, label=S)
     mod.field.add(name="computations", number=3, type=F.TYPE_MESSAGE, label=R,
                   type_name=".xla.HloComputationProto")
-    mod.field.add(name="id", number=5, type=F.TYPE_INT64, label=O)
-    mod.field.add(name="entry_computation_id", number=6, type=F.TYPE_INT64, label=O)
-    mod.field.add(name="frontend_attributes", number=19, type=F.TYPE_MESSAGE, label=O,
+    mod.field.add(name="id", number=5, type=F.TYPE_INT64, label=S)
+    mod.field.add(name="entry_computation_id", number=6, type=F.TYPE_INT64, label=S)
+    mod.field.add(name="frontend_attributes", number=19, type=F.TYPE_MESSAGE, label=S,
                   type_name=".xla.FrontendAttributes")
     hp = fdp.message_type.add(name="HloProto")
-    hp.field.add(name="hlo_module", number=1, type=F.TYPE_MESSAGE, label=O,
+    hp.field.add(name="hlo_module", number=1, type=F.TYPE_MESSAGE, label=S,
                  type_name=".xla.HloModuleProto")
     return fdp
 

@@ -221,10 +221,10 @@ def prewarm_modules(facts: jax_log.RunFacts, runs: int, platform: str | None,
     out = []
     for name in sorted(facts.modules):
         m = facts.modules[name]
-        pgle_keys = [k for k in m.pgle_keys] + [k for k in m.keys() if k in known_pgle_keys
+        pgle_keys = [k for k in m.pgle_keys] + [k for k in m if k in known_pgle_keys
                                                  and k not in m.pgle_keys]
         row = PrewarmRow(**base[name].__dict__,
-                         first_pass_keys=[k for k in m.keys() if k not in pgle_keys],
+                         first_pass_keys=[k for k in m if k not in pgle_keys],
                          pgle_optimized_keys=pgle_keys,
                          executions_seen=((m.profiled + (1 if m.fdo_lengths else 0))
                                           if facts.observed else None))

@@ -98,10 +98,10 @@ def decide(found: int | None, missing: int, missing_communication: list[str], *,
         missed = plural(len(sync.missing), "collective or host copy",
                         "collectives or host copies")
         return Decision("partial", RULE_COLLECTIVES, [
-            f"the profile misses {missed} ({', '.join(families)}: {_names(sync.missing)}): "
+            (f"the profile misses {missed} ({', '.join(families)}: {_names(sync.missing)}): "
             "the scheduler guesses "
             "their cost, which is what PGLE is for; collect the profile again from a run of "
-            "this exact program"] + extra, coverage)
+            "this exact program")] + extra, coverage)
     if sync.unresolved:
         return Decision("partial", RULE_UNRESOLVED, extra, coverage)
     # What is left missing is compute, plus the collectives no profile can hold: those are
@@ -113,9 +113,9 @@ def decide(found: int | None, missing: int, missing_communication: list[str], *,
         return Decision("applied", RULE_CONVERTED, extra, coverage)
     if sol_fallback:
         return Decision("applied", RULE_SOL_FALLBACK, [
-            f"{plural(compute, 'compute instruction')} not in the profile (coverage "
+            (f"{plural(compute, 'compute instruction')} not in the profile (coverage "
             f"{coverage:.0%}), no collective is missing: XLA prices them with its speed-of-light "
-            "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply"]
+            "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply")]
             + extra, coverage)
     status = "applied" if coverage is not None and coverage >= min_coverage else "partial"
     return Decision(status, RULE_MIN_COVERAGE, extra, coverage)

@@ -265,8 +265,8 @@ def fold_clones(rows: list[dict]) -> list[dict]:
             held.setdefault((base, r["rank"]), []).append(r)
         else:
             r = dict(r, module=base, notes=r["notes"] + [
-                f"XLA did not schedule {base} itself after its clone {name}: this row is the "
-                "clone's evidence"])
+                (f"XLA did not schedule {base} itself after its clone {name}: this row is the "
+                "clone's evidence")])
             out.append(r)
     return out
 
