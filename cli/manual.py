@@ -116,16 +116,23 @@ def tune(words: tuple[str, ...], json_out: bool, report_path: str | None, debug:
               help="The profile the run was given: checked against what the log read.")
 @click.option("--backend", default=None,
               help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means not_applicable.")
-@click.option("--accuracy-checker-off", is_flag=True,
-              help="The run had --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_OFF.")
-@click.option("--jax", default=None, metavar="VERSION",
-              help="The jax version that wrote the log [default: inferred from the log's "
-                   "wording, and said]; what the accuracy checker's silence means depends on it.")
+@click.option(
+    "--accuracy-checker-off",
+    is_flag=True,
+    help="The run had --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_OFF.",
+)
+@click.option(
+    "--jax",
+    default=None,
+    metavar="VERSION",
+    help="The jax version that wrote the log [default: inferred from the log's "
+    "wording, and said]; what the accuracy checker's silence means depends on it.",
+)
 @verdict_options
 @report_options
-def verify(log: str, json_out: bool, report_path: str | None, debug: bool,
-           **options: Any) -> None:
+def verify(log: str, json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
     from pgle import api
 
-    finish(lambda: api.verify(log, **options), json_out=json_out, report_path=report_path,
-           debug=debug)
+    finish(
+        lambda: api.verify(log, **options), json_out=json_out, report_path=report_path, debug=debug
+    )

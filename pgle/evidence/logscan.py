@@ -33,7 +33,8 @@ _ABSL = re.compile(
 # The same two prefixes anywhere in a line (after a progress bar's text), without a rank.
 _INSIDE = re.compile(
     rb"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF][\s\d]*"
-    rb"|[IWEF](?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+\d+ )[^\s\]]+:\d+\] ")
+    rb"|[IWEF](?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+\d+ )[^\s\]]+:\d+\] "
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +56,7 @@ def parse_prefix(line: bytes) -> LogLine | None:
         inside = _INSIDE.search(line, 1)
         if inside is None:
             return None
-        line = line[inside.start():]
+        line = line[inside.start() :]
         m = _ABSL.match(line) or _OLD.match(line)
         if m is None:
             return None
@@ -75,36 +76,46 @@ def parse_prefix(line: bytes) -> LogLine | None:
 USING_PROFILE = re.compile(r"^Using PGLE profile from (?P<path>.+?)\s*$")
 # jax 0.4.34 said "Using PGLE profile for module from fdo_profile (binary)".
 USING_FDO = re.compile(
-    r"^Using PGLE profile (?:for module )?from fdo_profile \((?P<fmt>binary|text)\)")
+    r"^Using PGLE profile (?:for module )?from fdo_profile \((?P<fmt>binary|text)\)"
+)
 # Current wording names the module; before jax 0.7.0 it did not.
 FOUND_PROFILE = re.compile(
-    r"^Found profile(?: for module (?P<module>\S+?))?, using profile guided latency estimator")
+    r"^Found profile(?: for module (?P<module>\S+?))?, using profile guided latency estimator"
+)
 FILE_MISSING = re.compile(r"^PGLE profile file does not exist: (?P<path>.+?)\s*$")
 PARSE_FAILED = re.compile(
     r"^Tried but failed to parse PGLE proto from (?P<fmt>text|binary) file '(?P<path>.*)'\. "
-    r"Error message: (?P<error>.*)$")
+    r"Error message: (?P<error>.*)$"
+)
 # jax 0.4.34: "Unable to read PGLE text proto from P: Can't parse P as text proto".
 PARSE_FAILED_OLD = re.compile(
-    r"^Unable to read PGLE (?P<fmt>text|binary) proto from (?P<path>.+?): (?P<error>.*)$")
+    r"^Unable to read PGLE (?P<fmt>text|binary) proto from (?P<path>.+?): (?P<error>.*)$"
+)
 # jax 0.4.34 spelled it "Unable to prase FDO profile" (sic).
 FDO_UNPARSABLE = re.compile(
     r"^Unable to (?:parse fdo_profile|prase FDO profile): not a valid text or binary "
-    r"ProfiledInstructionsProto")
+    r"ProfiledInstructionsProto"
+)
 MAY_NOT_APPLY = re.compile(  # jax 0.4.16 - 0.4.30; names the first profile entry not in M
     r"^PGLE profile may not applicable to the module, but will still be used : (?P<why>"
-    r"cost name (?P<name>\S+) not in module (?P<module>\S+)|.*)$")
+    r"cost name (?P<name>\S+) not in module (?P<module>\S+)|.*)$"
+)
 # VLOG(1) lines of jax >= 0.10 (SOL fallback) and >= 0.7.2 (no profile for the module).
 SOL_FALLBACK = re.compile(r"^PGLE fallback: using SolLatencyEstimator")
 MISSED_COST = re.compile(r"^PGLE missed cost for: (?P<name>\S+)")
 UNIFIED_ESTIMATOR = re.compile(r"^Using unified latency estimator")
 # jax 0.5.x-0.6.x: a profile with the LHS flag unset (the scheduler then runs anyway).
-LHS_UNSET = re.compile(r"^Profile data detected but `?xla_gpu_enable_latency_hiding_scheduler`? unset")
+LHS_UNSET = re.compile(
+    r"^Profile data detected but `?xla_gpu_enable_latency_hiding_scheduler`? unset"
+)
 FINGERPRINT = re.compile(  # VLOG(1) with TF_CPP_VMODULE=gpu_hlo_schedule=1
-    r"^Fingerprint before LHS for module (?P<module>\S+?)(?:\((?P<id>\d+)\))? = (?P<fp>[0-9a-f]{32})")
+    r"^Fingerprint before LHS for module (?P<module>\S+?)(?:\((?P<id>\d+)\))? = (?P<fp>[0-9a-f]{32})"
+)
 # A WARNING per module when the checker flag is set without a profile path (JAX-Toolbox
 # issue 1135, a nightly of jax ~0.4.35; tests/data/xla_gpu/public/): harmless.
 CHECKER_WITHOUT_PATH = re.compile(
-    r"^xla_gpu_pgle_accuracy_checker is set to (?P<level>\w+), but no profile path specified")
+    r"^xla_gpu_pgle_accuracy_checker is set to (?P<level>\w+), but no profile path specified"
+)
 
 # --- profile_guided_latency_estimator.cc: the accuracy checker -----------------
 # Printed only when something is missing; the block does not name the module.
@@ -198,8 +209,9 @@ def _lines_with(data, lit: bytes, pos: int, end: int, starts: set[int]) -> None:
         hit = data.find(lit, nl + 1, end)
 
 
-def _lines_with_rare(data, byte: bytes, lits: tuple[bytes, ...], end: int,
-                     starts: set[int]) -> None:
+def _lines_with_rare(
+    data, byte: bytes, lits: tuple[bytes, ...], end: int, starts: set[int]
+) -> None:
     seen = 0
     hit = data.find(byte, 0, end)
     while hit >= 0:

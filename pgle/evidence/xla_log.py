@@ -114,7 +114,7 @@ class _Thread:
     current: ModuleEvidence | None = None
     expect_names: int = 0
     sol_fallback: bool = False
-    unreadable: tuple[int, str] | None = None  # (index in parse_errors, fingerprint) of a <fp>.pbtxt
+    unreadable: tuple[int, str] | None = None
     fallback_from: str | None = None
     # The module whose post-scheduling lines (`Added pair`) follow: the newest module of the
     # thread, known only where the VLOG fingerprint line marks where each module begins (a
@@ -192,7 +192,7 @@ class LogScanner:
                     self.evidence.long_lines += 1
                     self._scan_block(buf, kept)
                     long_line = True
-                buf[:LONG_LINE_TAIL] = buf[kept - LONG_LINE_TAIL:kept]  # same length: no resize
+                buf[:LONG_LINE_TAIL] = buf[kept - LONG_LINE_TAIL : kept]  # same length: no resize
                 kept = LONG_LINE_TAIL
             end = kept
             with memoryview(buf) as view:
@@ -207,7 +207,7 @@ class LogScanner:
             if cut:
                 long_line = False
                 self._scan_block(buf, cut)
-                buf[:end - cut] = buf[cut:end]  # same length: the buffer is not resized
+                buf[: end - cut] = buf[cut:end]  # same length: the buffer is not resized
                 kept = end - cut
             else:
                 kept = end
@@ -225,7 +225,7 @@ class LogScanner:
         a block without one costs a few C-level searches and no Python work per line."""
         for start in logscan.line_starts(data, end):
             nl = data.find(b"\n", start, end)
-            self.feed(bytes(data[start:end if nl < 0 else nl]))
+            self.feed(bytes(data[start : end if nl < 0 else nl]))
 
     # -- the state machine ------------------------------------------------------
     def feed(self, raw: bytes) -> None:
@@ -239,7 +239,7 @@ class LogScanner:
             text = raw.decode("utf-8", "replace")
             if m := logscan.CHECK_DISCARD.search(text):
                 ev.pgle_lines += 1
-                ev.discards.append(text[m.start():].strip())
+                ev.discards.append(text[m.start() :].strip())
                 self._mark_discarded()
             return
         if line.severity == "I":
@@ -248,8 +248,12 @@ class LogScanner:
         state = self._threads.get(key)
         if state is None:
             state = self._threads[key] = _Thread()
-        if line.thread is not None and line.thread not in ev.thread_ids \
-                and len(ev.thread_ids) < 256 and line.file in _XLA_GPU_FILES:
+        if (
+            line.thread is not None
+            and line.thread not in ev.thread_ids
+            and len(ev.thread_ids) < 256
+            and line.file in _XLA_GPU_FILES
+        ):
             ev.thread_ids.append(line.thread)
         msg = line.message
         if state.expect_names:
@@ -286,8 +290,11 @@ class LogScanner:
         thread = self._line.thread
         if m := logscan.FINGERPRINT.match(msg):
             self._flush_fingerprint(state, rank, thread)
-            state.fingerprint = (m.group("module"), m.group("fp"),
-                                 int(m.group("id")) if m.group("id") else None)
+            state.fingerprint = (
+                m.group("module"),
+                m.group("fp"),
+                int(m.group("id")) if m.group("id") else None,
+            )
             state.scheduled, state.began = None, True
             ev.pgle_lines += 1
             ev.fingerprint_lines += 1
@@ -303,7 +310,12 @@ class LogScanner:
             ev.pgle_lines += 1
             self._seen("using")
             fm = _FINGERPRINT_FILE.match(Path(state.using).name)
-            if state.unreadable and fm and fm.group(2) == "pb" and fm.group(1) == state.unreadable[1]:
+            if (
+                state.unreadable
+                and fm
+                and fm.group(2) == "pb"
+                and fm.group(1) == state.unreadable[1]
+            ):
                 # <fp>.pbtxt did not parse and XLA read <fp>.pb: the normal lookup order.
                 index, _ = state.unreadable
                 state.fallback_from = ev.parse_errors[index].rsplit(": ", 1)[0]
@@ -320,10 +332,17 @@ class LogScanner:
             if fp is None and state.using:
                 fm = _FINGERPRINT_FILE.match(Path(state.using).name)
                 fp = fm.group(1) if fm else None
-            state.current = ModuleEvidence(module, rank, fp, state.using, found_profile=True,
-                                           ordinal=sum(1 for x in ev.modules if x.found_profile) + 1,
-                                           module_id=module_id, thread=thread,
-                                           fallback_from=state.fallback_from)
+            state.current = ModuleEvidence(
+                module,
+                rank,
+                fp,
+                state.using,
+                found_profile=True,
+                ordinal=sum(1 for x in ev.modules if x.found_profile) + 1,
+                module_id=module_id,
+                thread=thread,
+                fallback_from=state.fallback_from,
+            )
             ev.modules.append(state.current)
             state.current.sol_fallback, state.sol_fallback = state.sol_fallback, False
             # Where this module's own fingerprint line began it, its post-scheduling lines
@@ -352,11 +371,22 @@ class LogScanner:
                 ev.missing_files.append(path)
             elif fm.group(2) == "pb":
                 # XLA looks for <fp>.pbtxt, then <fp>.pb: both gone means no profile for it.
-                module, module_id = (state.fingerprint[0], state.fingerprint[2]) \
-                    if state.fingerprint else (None, None)
-                ev.modules.append(ModuleEvidence(module, rank, fm.group(1), path,
-                                                 no_profile_file=True, module_id=module_id,
-                                                 thread=thread))
+                module, module_id = (
+                    (state.fingerprint[0], state.fingerprint[2])
+                    if state.fingerprint
+                    else (None, None)
+                )
+                ev.modules.append(
+                    ModuleEvidence(
+                        module,
+                        rank,
+                        fm.group(1),
+                        path,
+                        no_profile_file=True,
+                        module_id=module_id,
+                        thread=thread,
+                    )
+                )
                 state.fingerprint = None
         elif m := (logscan.PARSE_FAILED.match(msg) or logscan.PARSE_FAILED_OLD.match(msg)):
             ev.pgle_lines += 1
@@ -403,8 +433,9 @@ class LogScanner:
             self._seen("added_pair" if pair else "async_start_seen")
             ev.added_pairs += pair
             if state.scheduled is not None:
-                (state.scheduled.converted_pairs if pair
-                 else state.scheduled.async_starts_seen).append(m.group("start"))
+                (
+                    state.scheduled.converted_pairs if pair else state.scheduled.async_starts_seen
+                ).append(m.group("start"))
             elif not state.began:
                 ev.unattributed_pairs += pair
             # else: a module that read no profile (its fingerprint line began it): no row
@@ -413,9 +444,17 @@ class LogScanner:
         """The thread's previous module printed its fingerprint line and nothing else."""
         if state.fingerprint is not None:
             module, fp, module_id = state.fingerprint
-            self.evidence.modules.append(ModuleEvidence(
-                module, rank, fp, None, module_id=module_id, thread=thread,
-                fingerprint_only=True))
+            self.evidence.modules.append(
+                ModuleEvidence(
+                    module,
+                    rank,
+                    fp,
+                    None,
+                    module_id=module_id,
+                    thread=thread,
+                    fingerprint_only=True,
+                )
+            )
             state.fingerprint = None
 
     def _mark_discarded(self) -> None:
@@ -453,9 +492,14 @@ class LogScanner:
         profile" lines (without one): it belongs to the newest thread-less module that has
         no block yet."""
         plain = self._threads.get((rank, None))
-        if plain is not None and plain is not state and plain.current is not None \
-                and plain.current is not state.current \
-                and plain.current.checker_found is None and plain.current.checker_missing is None:
+        if (
+            plain is not None
+            and plain is not state
+            and plain.current is not None
+            and plain.current is not state.current
+            and plain.current.checker_found is None
+            and plain.current.checker_missing is None
+        ):
             state.current = plain.current
         elif state.current is not None and state.current.checker_found is not None:
             # A second block with no "Found profile" between (the INFO log hidden): a new module.

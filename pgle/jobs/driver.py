@@ -474,8 +474,10 @@ class RankRun:
             return
         if missing:
             report.exit_code = EXIT_ERROR
-            text = (f"{ranks_phrase(missing)} never reported within --gather-timeout "
-                    f"{self.gather_timeout_s:g} s: the job verdict covers the other ranks only")
+            text = (
+                f"{ranks_phrase(missing)} never reported within --gather-timeout "
+                f"{self.gather_timeout_s:g} s: the job verdict covers the other ranks only"
+            )
             report.reasons.append(text + ".")
             report.summary.append(text)
 
@@ -501,13 +503,16 @@ class RankRun:
                     raise PgleError(f"rank 0 failed, so there is no job report: {why}")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise PgleError(f"rank 0 wrote no job report {path} within --gather-timeout "
-                                f"{self.gather_timeout_s:g} s.")
+                raise PgleError(
+                    f"rank 0 wrote no job report {path} within --gather-timeout "
+                    f"{self.gather_timeout_s:g} s."
+                )
             time.sleep(min(interval, left))
             interval = min(interval * 1.5, 0.5)
 
 
 # -- a non-leader's report -------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class QuietReport(Report):
@@ -518,11 +523,20 @@ class QuietReport(Report):
 
     @classmethod
     def of(cls, report: Report, line: str) -> QuietReport:
-        return cls(report.command, report.status, exit_code=report.exit_code,
-                   workload_exit_code=report.workload_exit_code, profile=report.profile,
-                   log_path=report.log_path, trace_dir=report.trace_dir, run_dir=report.run_dir,
-                   modules=report.modules, reasons=report.reasons, summary=[line],
-                   full=json.loads(report.to_json()))
+        return cls(
+            report.command,
+            report.status,
+            exit_code=report.exit_code,
+            workload_exit_code=report.workload_exit_code,
+            profile=report.profile,
+            log_path=report.log_path,
+            trace_dir=report.trace_dir,
+            run_dir=report.run_dir,
+            modules=report.modules,
+            reasons=report.reasons,
+            summary=[line],
+            full=json.loads(report.to_json()),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.full or {})

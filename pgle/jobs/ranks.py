@@ -232,14 +232,18 @@ def _placeholders(template: str) -> list[tuple[str, str | None]]:
             if not key:
                 raise BadInput(f"output path {template!r} ends in a lone %.", hint=_HELP)
             if key not in PERCENT_PLACEHOLDERS:
-                raise BadInput(f"unknown placeholder {token} in output path {template!r}.", hint=_HELP)
+                raise BadInput(
+                    f"unknown placeholder {token} in output path {template!r}.", hint=_HELP
+                )
             out.append((token, PERCENT_PLACEHOLDERS[key]))
         elif token in ("{{", "}}"):
             out.append((token[0], None))
         elif token.startswith("{") and len(token) > 1:
             name = token[1:-1]
             if name not in BRACE_PLACEHOLDERS:
-                raise BadInput(f"unknown placeholder {token} in output path {template!r}.", hint=_HELP)
+                raise BadInput(
+                    f"unknown placeholder {token} in output path {template!r}.", hint=_HELP
+                )
             out.append((token, name))
         elif token in ("{", "}"):
             raise BadInput(f"unmatched {token!r} in output path {template!r}.", hint=_HELP)

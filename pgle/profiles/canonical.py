@@ -100,17 +100,22 @@ def text_bytes(costs, latencies) -> bytes | None:
     strings += [t for _, t, _ in latencies]
     if not all(type(x) is str for x in strings):
         return None
-    if not all(type(c) is float for _, c in costs) or not all(type(v) is float for _, _, v in latencies):
+    if not all(type(c) is float for _, c in costs) or not all(
+        type(v) is float for _, _, v in latencies
+    ):
         return None
     joined = "".join(strings)
     if not joined.isascii():
         return None
     if _NEEDS_ESCAPE.search(joined):
+
         def q(x):
             return x.translate(_ESCAPES)
     else:
+
         def q(x):
             return x
+
     out = []
     add = out.append
     for name, cost in costs:
@@ -119,13 +124,21 @@ def text_bytes(costs, latencies) -> bytes | None:
         if name and value != "0.0":
             add(f'costs {{\n  name: "{q(name)}"\n  cost_us: {value}\n}}\n')
         else:
-            add("costs {\n" + (f'  name: "{q(name)}"\n' if name else "")
-                + (f"  cost_us: {value}\n" if value != "0.0" else "") + "}\n")
+            add(
+                "costs {\n"
+                + (f'  name: "{q(name)}"\n' if name else "")
+                + (f"  cost_us: {value}\n" if value != "0.0" else "")
+                + "}\n"
+            )
     for source, target, latency in latencies:
         value = repr(latency)
-        add("latencies {\n" + (f'  source: "{q(source)}"\n' if source else "")
+        add(
+            "latencies {\n"
+            + (f'  source: "{q(source)}"\n' if source else "")
             + (f'  target: "{q(target)}"\n' if target else "")
-            + (f"  latency_us: {value}\n" if value != "0.0" else "") + "}\n")
+            + (f"  latency_us: {value}\n" if value != "0.0" else "")
+            + "}\n"
+        )
     return "".join(out).encode("ascii")
 
 
@@ -145,7 +158,8 @@ def text_entries(text: str):
         _TEXT_ENTRY = re.compile(
             r"costs \{\n(?:  name: " + name + r"\n)?(?:  cost_us: " + num + r"\n)?\}\n"
             r"|latencies \{\n(?:  source: " + name + r"\n)?(?:  target: " + name + r"\n)?"
-            r"(?:  latency_us: " + num + r"\n)?\}\n")
+            r"(?:  latency_us: " + num + r"\n)?\}\n"
+        )
     costs, latencies = [], []
     pos = 0
     for m in _TEXT_ENTRY.finditer(text):

@@ -239,8 +239,10 @@ def read_directory_columns(path: Any, likes: dict[str, Any] | None = None) -> Di
             with os.scandir(os.fspath(path)) as it:
                 entries = sorted((e.name, e.is_dir()) for e in it)
         except PermissionError:
-            raise ProfileError(f"profile directory {_name_of(path)} is not readable "
-                               "(permission denied).", hint="Fix its permissions.") from None
+            raise ProfileError(
+                f"profile directory {_name_of(path)} is not readable (permission denied).",
+                hint="Fix its permissions.",
+            ) from None
     by_fp: dict[str, dict[str, str]] = {}
     ignored = []
     for name, is_dir in entries:
@@ -300,8 +302,11 @@ def _fork_is_safe() -> bool:
     import sys
     import threading
 
-    return hasattr(os, "fork") and threading.active_count() == 1 and \
-        not any(name in sys.modules for name in ("jax", "jaxlib"))
+    return (
+        hasattr(os, "fork")
+        and threading.active_count() == 1
+        and not any(name in sys.modules for name in ("jax", "jaxlib"))
+    )
 
 
 def read_all(paths: list[Any], directories: bool):
@@ -322,7 +327,8 @@ def read_all(paths: list[Any], directories: bool):
 
     ahead = 4 * workers  # results waiting at most: memory stays a few inputs
     with concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        workers, mp_context=multiprocessing.get_context("fork")
+    ) as pool:
         pending: collections.deque = collections.deque()
         queued = iter(paths)
         for p in queued:

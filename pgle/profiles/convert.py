@@ -160,14 +160,23 @@ class TraceConversion:
             "events_used": self.events_used,
             "events_outside_window": self.events_outside_window,
             "modules": [m.to_dict() for m in self.modules],
-            "profiles": {fp: {"instruction_count": p.instruction_count} for fp, p in self.profiles.items()},
+            "profiles": {
+                fp: {"instruction_count": p.instruction_count} for fp, p in self.profiles.items()
+            },
             "warnings": list(self.warnings),
         }
 
 
-def convert_trace(run_dir: Any, *, per_module: bool, stat: str = "median", log_path: Any = None,
-                  steps_window: Any = None, qualify: bool = False,
-                  merge_fragments: bool | None = None) -> dict[str, Profile]:
+def convert_trace(
+    run_dir: Any,
+    *,
+    per_module: bool,
+    stat: str = "median",
+    log_path: Any = None,
+    steps_window: Any = None,
+    qualify: bool = False,
+    merge_fragments: bool | None = None,
+) -> dict[str, Profile]:
     """Profiles from a trace run folder: `{fingerprint: Profile}` per module, else `{'': Profile}`.
 
     `steps_window`: one `(start_ns, end_ns)` pair or a list of them, in Unix-epoch
@@ -178,9 +187,15 @@ def convert_trace(run_dir: Any, *, per_module: bool, stat: str = "median", log_p
     kernels of one op execution (same `scope_range_id` on one device) as one span,
     as XLA main does since 2025; jaxlib 0.10.2 counts each kernel separately.
     """
-    return convert_trace_detailed(run_dir, per_module=per_module, stat=stat, log_path=log_path,
-                                  steps_window=steps_window, qualify=qualify,
-                                  merge_fragments=merge_fragments).profiles
+    return convert_trace_detailed(
+        run_dir,
+        per_module=per_module,
+        stat=stat,
+        log_path=log_path,
+        steps_window=steps_window,
+        qualify=qualify,
+        merge_fragments=merge_fragments,
+    ).profiles
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -292,8 +307,10 @@ class _HostTrace:
 
 
 def _corrupt(path: str, where: str) -> ProfileError:
-    return ProfileError(f"trace {path} is not a valid XSpace protobuf: parsing failed {where}.",
-                        hint="Capture the trace again; make sure the profiler was stopped cleanly.")
+    return ProfileError(
+        f"trace {path} is not a valid XSpace protobuf: parsing failed {where}.",
+        hint="Capture the trace again; make sure the profiler was stopped cleanly.",
+    )
 
 
 def _stat_str(stat, ref_names: dict[int, str]) -> str | None:
@@ -351,10 +368,14 @@ def _hlo_modules(plane) -> list[_HloModuleInfo]:
                 continue
             if not module.computations:
                 continue
-            out.append(_HloModuleInfo(
-                name=module.name, id=module.id,
-                module_fp=module.frontend_attributes.map.get(FINGERPRINT_ATTR) or None,
-                root_fp=_root_fingerprint(module)))
+            out.append(
+                _HloModuleInfo(
+                    name=module.name,
+                    id=module.id,
+                    module_fp=module.frontend_attributes.map.get(FINGERPRINT_ATTR) or None,
+                    root_fp=_root_fingerprint(module),
+                )
+            )
     return out
 
 
@@ -362,7 +383,8 @@ def _root_fingerprint(module) -> str | None:
     entry = None
     for comp in module.computations:
         if comp.id == module.entry_computation_id or (
-                module.entry_computation_name and comp.name == module.entry_computation_name):
+            module.entry_computation_name and comp.name == module.entry_computation_name
+        ):
             entry = comp
     if entry is None:
         entry = module.computations[-1]  # callees come before callers; the entry is last
@@ -401,8 +423,10 @@ def read_log_fingerprints(log_path: Any) -> tuple[dict[tuple[str, int], str], li
     warnings = []
     for key in sorted(conflicts):
         found.pop(key)
-        warnings.append(f"the log gives module {key[0]}({key[1]}) more than one fingerprint "
-                        "(several processes?); it is left out.")
+        warnings.append(
+            f"the log gives module {key[0]}({key[1]}) more than one fingerprint "
+            "(several processes?); it is left out."
+        )
     return found, warnings
 
 
@@ -435,10 +459,17 @@ def _profile_start_ns(plane) -> int | None:
 # --- conversion --------------------------------------------------------------------------------
 
 
-def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "median",
-                           log_path: Any = None, steps_window: Any = None,
-                           qualify: bool = False, merge_fragments: bool | None = None,
-                           files: list[str] | None = None) -> TraceConversion:
+def convert_trace_detailed(
+    run_dir: Any,
+    *,
+    per_module: bool,
+    stat: str = "median",
+    log_path: Any = None,
+    steps_window: Any = None,
+    qualify: bool = False,
+    merge_fragments: bool | None = None,
+    files: list[str] | None = None,
+) -> TraceConversion:
     """`files`: the folder's `*.xplane.pb` files, when the caller already listed them."""
     stat = parse_stat(stat)
     merge = per_module if merge_fragments is None else merge_fragments
@@ -474,8 +505,10 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
             namer.add_host_modules(infos)
         start_ns = _profile_start_ns(host.first(TASK_ENV_PLANE))
         if window is not None and start_ns is None:
-            warnings.append(f"{os.path.basename(path)} has no profile start time; "
-                            "its timestamps are taken as Unix-epoch nanoseconds for the step window.")
+            warnings.append(
+                f"{os.path.basename(path)} has no profile start time; "
+                "its timestamps are taken as Unix-epoch nanoseconds for the step window."
+            )
         indices = host.device_plane_indices()
         device_planes += len(indices)
         for plane_index in indices:
@@ -486,14 +519,35 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
             setup = _plane_stat_setup(skeleton)
             got = (0, 0) if setup is None else None
             if setup is not None:
-                lines = [(i, line.timestamp_ns) for i, line in enumerate(skeleton.lines)
-                         if (line.display_name or line.name) != ASYNC_OPS_LINE]
-                got = _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen,
-                                          modules_seen, window, start_ns, namer)
+                lines = [
+                    (i, line.timestamp_ns)
+                    for i, line in enumerate(skeleton.lines)
+                    if (line.display_name or line.name) != ASYNC_OPS_LINE
+                ]
+                got = _scan_plane_columns(
+                    setup,
+                    lines,
+                    layout,
+                    merge,
+                    durations,
+                    ops_seen,
+                    modules_seen,
+                    window,
+                    start_ns,
+                    namer,
+                )
             skeleton = layout = None
             if got is None:  # a layout the column reader does not decode exactly
-                got = _scan_plane(host.parse(plane_index, data), merge, durations, ops_seen,
-                                  modules_seen, window, start_ns, namer)
+                got = _scan_plane(
+                    host.parse(plane_index, data),
+                    merge,
+                    durations,
+                    ops_seen,
+                    modules_seen,
+                    window,
+                    start_ns,
+                    namer,
+                )
             data = None
             u, o = got
             used += u
@@ -503,29 +557,49 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
     summaries = []
     for mkey, count in modules_seen.items():
         fp, source = resolver.lookup(mkey) or (None, None)
-        summaries.append(ModuleSummary(
-            name=mkey[0], program_id=mkey[1], fingerprint=fp, fingerprint_source=source,
-            event_count=count, instruction_count=sum(1 for _, m in ops_seen if m == mkey)))
+        summaries.append(
+            ModuleSummary(
+                name=mkey[0],
+                program_id=mkey[1],
+                fingerprint=fp,
+                fingerprint_source=source,
+                event_count=count,
+                instruction_count=sum(1 for _, m in ops_seen if m == mkey),
+            )
+        )
 
     if per_module:
         profiles = _per_module_profiles(durations, stat, resolver, warnings)
     else:
-        profiles = {"": Profile(costs=[(name, stat_of_chunks(v, stat)) for name, v in durations.items()])}
+        profiles = {
+            "": Profile(costs=[(name, stat_of_chunks(v, stat)) for name, v in durations.items()])
+        }
 
     if device_planes == 0:
-        warnings.append("the trace holds no /device:GPU (or TPU) plane, so the profile is empty: "
-                        "PGLE profiles come from NVIDIA GPU runs.")
+        warnings.append(
+            "the trace holds no /device:GPU (or TPU) plane, so the profile is empty: "
+            "PGLE profiles come from NVIDIA GPU runs."
+        )
     elif used == 0 and outside:
         warnings.append(f"all {outside} device events lie outside the step window.")
-    return TraceConversion(profiles=profiles, modules=summaries, xplane_files=files,
-                           device_planes=device_planes, events_used=used,
-                           events_outside_window=outside, stat=stat, warnings=warnings)
+    return TraceConversion(
+        profiles=profiles,
+        modules=summaries,
+        xplane_files=files,
+        device_planes=device_planes,
+        events_used=used,
+        events_outside_window=outside,
+        stat=stat,
+        warnings=warnings,
+    )
 
 
 class _FingerprintResolver:
     """(module name, program id) -> (fingerprint, source), from the HLO protos, then the log."""
 
-    def __init__(self, hlo: dict[tuple[str, int], _HloModuleInfo], log_fps: dict[tuple[str, int], str]):
+    def __init__(
+        self, hlo: dict[tuple[str, int], _HloModuleInfo], log_fps: dict[tuple[str, int], str]
+    ):
         self.hlo = hlo
         self.log_fps = log_fps
         self.by_name: dict[str, set[tuple[str, int]]] = {}
@@ -588,8 +662,9 @@ def _as_int(value) -> int:
     return value[1] if isinstance(value, tuple) else value
 
 
-def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_ns,
-                namer) -> tuple[int, int]:
+def _scan_plane(
+    plane, merge, durations, ops_seen, modules_seen, window, start_ns, namer
+) -> tuple[int, int]:
     """Collect one device plane's op durations (with `merge`, one per fragment span); returns
     (events used, events outside the window). The hot loop of the converter: it avoids
     per-event allocations and reads the usual stat encodings (references, int64) directly."""
@@ -689,7 +764,8 @@ def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_n
         modules_seen[mkey] = modules_seen.get(mkey, 0) + count
         if merge:
             durations.setdefault(name, []).append(
-                np.array([(end - start) / 1e3 / 1e3 for start, end in values.values()], np.float64))
+                np.array([(end - start) / 1e3 / 1e3 for start, end in values.values()], np.float64)
+            )
     for name, values in plane_values.items():
         durations.setdefault(name, []).append(np.array(values, np.float64))
     return used, outside
@@ -702,7 +778,9 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 def _plane_stat_setup(plane):
     """(stat codes, reference names, metadata-level stats) of a device plane; None when the
     plane has no hlo_op / hlo_module stat (nothing to read)."""
-    codes = {k: _STAT_CODES[v.name] for k, v in plane.stat_metadata.items() if v.name in _STAT_CODES}
+    codes = {
+        k: _STAT_CODES[v.name] for k, v in plane.stat_metadata.items() if v.name in _STAT_CODES
+    }
     if not {_OP, _MODULE} <= set(codes.values()):
         return None
     ref_names = {k: v.name for k, v in plane.stat_metadata.items()}
@@ -716,8 +794,9 @@ def _plane_stat_setup(plane):
     return codes, ref_names, md_stats
 
 
-def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, modules_seen, window,
-                        start_ns, namer) -> tuple[int, int] | None:
+def _scan_plane_columns(
+    setup, lines, layout, merge, durations, ops_seen, modules_seen, window, start_ns, namer
+) -> tuple[int, int] | None:
     """`_scan_plane` on numpy columns read from the plane's bytes (pgle.profiles.xplane_columns):
     the same events, groups, names, sample order and values, several times faster on millions of
     events. None (before touching any argument) where the plane's layout is outside what the
@@ -773,8 +852,10 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
         is_ref = np.flatnonzero(kind == REF)
         if is_ref.size:
             refs, rinv = small_ids(value[is_ref])
-            sid = np.array([intern(ref_names.get(int(r) & 0xFFFFFFFFFFFFFFFF, "")) for r in refs.tolist()],
-                           np.int64)
+            sid = np.array(
+                [intern(ref_names.get(int(r) & 0xFFFFFFFFFFFFFFFF, "")) for r in refs.tolist()],
+                np.int64,
+            )
             out[is_ref] = sid[rinv]
         return out
 
@@ -843,8 +924,11 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
         line_ts = [ts for _, ts in lines]
         base_ns = min(line_ts)
         line_ps = [(ts - base_ns) * 1000 for ts in line_ts]
-        extent = max(abs(x) for x in line_ps) + int(np.abs(cols.offset_ps).max()) \
+        extent = (
+            max(abs(x) for x in line_ps)
+            + int(np.abs(cols.offset_ps).max())
             + int(np.abs(cols.duration_ps).max())
+        )
         if extent >= 1 << 62:
             return None
         ts = np.array(line_ps, np.int64)[cols.line[e]] + cols.offset_ps[e]
@@ -861,17 +945,18 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
         seq = np.lexsort((span_first, span_group))
         values = (span_end[seq] - span_start[seq]) / 1e3 / 1e3
         bounds = np.searchsorted(span_group[seq], np.arange(order.size + 1))
-        chunks = [(g, values[bounds[g]:bounds[g + 1]]) for g in range(order.size)]
+        chunks = [(g, values[bounds[g] : bounds[g + 1]]) for g in range(order.size)]
     else:
         # Every event one sample, in event order per name (groups may share a name).
         name_ids: dict[Any, int] = {}
-        group_name = np.array([name_ids.setdefault(name, len(name_ids)) for _, _, name, _ in groups],
-                              np.int64)
+        group_name = np.array(
+            [name_ids.setdefault(name, len(name_ids)) for _, _, name, _ in groups], np.int64
+        )
         per_event = group_name[group]
         by = np.argsort(per_event, kind="stable")
         values = cols.duration_ps[e][by] / 1e3 / 1e3
         bounds = np.searchsorted(per_event[by], np.arange(len(name_ids) + 1))
-        chunks = [(j, values[bounds[j]:bounds[j + 1]]) for j in range(len(name_ids))]
+        chunks = [(j, values[bounds[j] : bounds[j + 1]]) for j in range(len(name_ids))]
 
     for op_text, mkey, _, count in groups:
         ops_seen.add((op_text, mkey))
@@ -911,7 +996,9 @@ def _read_stats(stats, codes, ref_names, base):
     return op, module, pid, scope
 
 
-def _per_module_profiles(durations, stat, resolver: _FingerprintResolver, warnings) -> dict[str, Profile]:
+def _per_module_profiles(
+    durations, stat, resolver: _FingerprintResolver, warnings
+) -> dict[str, Profile]:
     per_fp: dict[str, dict[str, list[float]]] = {}
     missing: set[tuple[str, int | None]] = set()
     for (op, mkey), values in durations.items():
@@ -925,6 +1012,9 @@ def _per_module_profiles(durations, stat, resolver: _FingerprintResolver, warnin
         label = mkey[0] if mkey[1] is None else f"{mkey[0]}({mkey[1]})"
         warnings.append(
             f"module {label} has no fingerprint in the trace or the log, so it gets no per-module "
-            "profile; rerun with TF_CPP_VMODULE=gpu_hlo_schedule=1 and pass the log.")
-    return {fp: Profile(costs=[(op, stat_of_chunks(v, stat)) for op, v in ops.items()])
-            for fp, ops in per_fp.items()}
+            "profile; rerun with TF_CPP_VMODULE=gpu_hlo_schedule=1 and pass the log."
+        )
+    return {
+        fp: Profile(costs=[(op, stat_of_chunks(v, stat)) for op, v in ops.items()])
+        for fp, ops in per_fp.items()
+    }

@@ -59,13 +59,18 @@ def check_method(method: str, percentile: int) -> None:
 
 
 def check_percentile(percentile) -> int:
-    if isinstance(percentile, bool) or not isinstance(percentile, int) or not 0 <= percentile <= 100:
+    if (
+        isinstance(percentile, bool)
+        or not isinstance(percentile, int)
+        or not 0 <= percentile <= 100
+    ):
         raise BadInput(f"percentile {percentile!r} is not a whole number from 0 to 100.")
     return percentile
 
 
-def merge_profiles(profiles: Sequence[Profile], *, method: str = "percentile",
-                   percentile: int = 90) -> Profile:
+def merge_profiles(
+    profiles: Sequence[Profile], *, method: str = "percentile", percentile: int = 90
+) -> Profile:
     """One profile whose every cost (and latency) is `method` over all inputs' values."""
     percentile = check_percentile(percentile)
     reduce = _reducer(method, percentile)
@@ -119,7 +124,8 @@ def overlap_warnings(overlaps: Sequence[InputOverlap]) -> list[str]:
             warnings.append(
                 f"{o.label} shares only {o.shared:.0%} of its {o.names} instruction names with the other "
                 "inputs: it probably comes from another program (other flags, shapes, sharding or jax "
-                "version), and merging it mixes unrelated costs.")
+                "version), and merging it mixes unrelated costs."
+            )
     return warnings
 
 
@@ -132,8 +138,11 @@ def module_names(source: Any) -> dict[str, str]:
         return {}
     man = manifest.read(manifest.manifest_path(source.path)) or {}
     rows = list(man.get("modules") or [])
-    names = {r["fingerprint"]: r["module"] for r in rows
-             if isinstance(r, dict) and r.get("fingerprint") and r.get("module")}
+    names = {
+        r["fingerprint"]: r["module"]
+        for r in rows
+        if isinstance(r, dict) and r.get("fingerprint") and r.get("module")
+    }
     for name, fps in (man.get("fingerprint_aliases") or {}).items():
         for fp in fps:
             names.setdefault(fp, name)
@@ -151,8 +160,9 @@ def fingerprint_aliases(names: Sequence[Mapping[str, str]]) -> dict[str, list[st
     return {n: sorted(fps) for n, fps in sorted(by_name.items()) if len(fps) > 1}
 
 
-def merge_directory_modules(sources: Sequence[Any], *, method: str = "percentile",
-                            percentile: int = 90):
+def merge_directory_modules(
+    sources: Sequence[Any], *, method: str = "percentile", percentile: int = 90
+):
     """Per-module directories -> (fingerprint -> merged profile, aliases, fingerprint ->
     [(input label, profile)] merged into it).
 
@@ -170,15 +180,19 @@ def merge_directory_modules(sources: Sequence[Any], *, method: str = "percentile
         for fp in present:
             group[fp] = present
     labelled = {fp: [x for g in group[fp] for x in by_fp[g]] for fp in by_fp}
-    merged = {fp: merge_profiles([p for _, p in lab], method=method, percentile=percentile)
-              for fp, lab in labelled.items()}
+    merged = {
+        fp: merge_profiles([p for _, p in lab], method=method, percentile=percentile)
+        for fp, lab in labelled.items()
+    }
     return merged, aliases, labelled
 
 
 def alias_lines(aliases: Mapping[str, Sequence[str]]) -> list[str]:
-    return [f"module {name} has {len(fps)} fingerprints ({', '.join(fps)}): the same profile is "
-            "written under each (per-rank autotuning can change a module's fingerprint)"
-            for name, fps in aliases.items()]
+    return [
+        f"module {name} has {len(fps)} fingerprints ({', '.join(fps)}): the same profile is "
+        "written under each (per-rank autotuning can change a module's fingerprint)"
+        for name, fps in aliases.items()
+    ]
 
 
 # The occurrence-rank matrix of percentile/median is used while it holds at most twice the
@@ -269,8 +283,9 @@ class ColumnMerge:
             self.nan = True  # Python's sort and min/max order NaN their own way: general path
         ids = self._ids_of(names)
         self._grow()
-        unique = (ids is self.ref_ids and self.ref_unique) or \
-            (ids.size == 0 or np.bincount(ids, minlength=1).max() <= 1)
+        unique = (ids is self.ref_ids and self.ref_unique) or (
+            ids.size == 0 or np.bincount(ids, minlength=1).max() <= 1
+        )
         if unique:
             ranks = self.occ[ids]
             self.occ[ids] += 1
@@ -279,8 +294,14 @@ class ColumnMerge:
             ranks = self.occ[ids] + _within(np, ids)
             self.occ += np.bincount(ids, minlength=self.occ.size)
             self.present[np.unique(ids)] += 1
-        self.inputs.append((ids.astype(np.int32), ranks.astype(np.int32),
-                            np.asarray(costs, np.float64), not unique))
+        self.inputs.append(
+            (
+                ids.astype(np.int32),
+                ranks.astype(np.int32),
+                np.asarray(costs, np.float64),
+                not unique,
+            )
+        )
 
     def overlaps(self) -> list[tuple[int, float]]:
         """(distinct names, share of them some other input holds) per input, as name_overlap."""
@@ -291,8 +312,12 @@ class ColumnMerge:
             if len(self.inputs) < 2 or not distinct.size:
                 out.append((int(distinct.size), 1.0 if distinct.size else 0.0))
             else:
-                out.append((int(distinct.size),
-                            int((self.present[distinct] > 1).sum()) / int(distinct.size)))
+                out.append(
+                    (
+                        int(distinct.size),
+                        int((self.present[distinct] > 1).sum()) / int(distinct.size),
+                    )
+                )
         return out
 
     def merge(self, method: str, percentile: int):

@@ -38,9 +38,13 @@ from pgle.profiles.files import Profile
 
 MIN_COMPUTE_MAX_COMM = "min-compute-max-comm"
 
-MODULE_RE = re.compile(r"^(?:TSL:)?XlaModule:#(?:prefix=(.*?),|)hlo_module=([a-z0-9._-]+)(?:,program_id=(\d+)|)#$")
+MODULE_RE = re.compile(
+    r"^(?:TSL:)?XlaModule:#(?:prefix=(.*?),|)hlo_module=([a-z0-9._-]+)(?:,program_id=(\d+)|)#$"
+)
 THUNK_RE = re.compile(r"^(?:TSL:)?Thunk:#(?:name=.*?,|)hlo_op=([a-z0-9._-]+)#$")
-LAUNCHER_RE = re.compile(r"^XlaLauncher:#global=(\d+),local=(\d+),process=(\d+),(?:partition|slice)=(\d+)#$")
+LAUNCHER_RE = re.compile(
+    r"^XlaLauncher:#global=(\d+),local=(\d+),process=(\d+),(?:partition|slice)=(\d+)#$"
+)
 
 
 @dataclasses.dataclass
@@ -95,8 +99,11 @@ class NsysConversion:
     thunks_used: int
 
     def to_dict(self):
-        return {"stat": self.stat, "thunks_used": self.thunks_used,
-                "modules": [m.to_dict() for m in self.modules]}
+        return {
+            "stat": self.stat,
+            "thunks_used": self.thunks_used,
+            "modules": [m.to_dict() for m in self.modules],
+        }
 
 
 def parse_nsys_stat(stat: str | None) -> str:
@@ -115,10 +122,15 @@ def _std_cut(values: list[int]) -> float:
     return mean - math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
-def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int],
-                     module_lookup: Callable[[int, str], HloModule | None],
-                     compiled: set[str], stat: str | None = None,
-                     skip: int | None = None) -> NsysConversion:
+def per_module_costs(
+    ranges: list[Range],
+    *,
+    devices: dict[tuple[int, int], int],
+    module_lookup: Callable[[int, str], HloModule | None],
+    compiled: set[str],
+    stat: str | None = None,
+    skip: int | None = None,
+) -> NsysConversion:
     """The projected ranges of one process -> `{fingerprint: Profile}` (see the module docstring)."""
     stat = parse_nsys_stat(stat)
     warnings: list[str] = []
@@ -130,13 +142,20 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
             r.parent = by_id[r.parent].parent
     for rid in nccl:
         del by_id[rid]
-    is_thunk = {rid for rid, r in by_id.items() if THUNK_RE.match(r.name) or r.name.startswith(("TSL:Thunk:#", "Thunk:#"))}
-    is_module = {rid for rid, r in by_id.items() if r.name.startswith(("TSL:XlaModule:", "XlaModule:"))}
+    is_thunk = {
+        rid
+        for rid, r in by_id.items()
+        if THUNK_RE.match(r.name) or r.name.startswith(("TSL:Thunk:#", "Thunk:#"))
+    }
+    is_module = {
+        rid for rid, r in by_id.items() if r.name.startswith(("TSL:XlaModule:", "XlaModule:"))
+    }
     if not is_module:
-        raise ProfileError("the Nsight trace has no XlaModule ranges, so no XLA module ran while it "
-                           "was recorded (or XLA's NVTX annotations were off).",
-                           hint="Profile with nsys's NVTX tracing on (-t cuda,nvtx) while the jitted "
-                                "steps run.")
+        raise ProfileError(
+            "the Nsight trace has no XlaModule ranges, so no XLA module ran while it "
+            "was recorded (or XLA's NVTX annotations were off).",
+            hint="Profile with nsys's NVTX tracing on (-t cuda,nvtx) while the jitted steps run.",
+        )
     first_module = min(by_id[m].start for m in is_module)
     thunks = [rid for rid in sorted(is_thunk) if by_id[rid].start >= first_module]
     # Innermost thunk of a nest, attributed to its closest XlaModule ancestor.
@@ -162,8 +181,10 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
             ops = [by_id[m].gpu_ops for m in ms]
             if ops[-1] < _std_cut(ops[:-1]):
                 dropped_modules.add(ms[-1])
-                warnings.append(f"dropped the last execution of {name}: {ops[-1]} GPU operations "
-                                f"against {sum(ops[:-1]) / len(ops[:-1]):.1f} before (profile ended inside it).")
+                warnings.append(
+                    f"dropped the last execution of {name}: {ops[-1]} GPU operations "
+                    f"against {sum(ops[:-1]) / len(ops[:-1]):.1f} before (profile ended inside it)."
+                )
     mod_ids = [m for m in mod_ids if m not in dropped_modules]
     thunks = [t for t in thunks if module_of[t] not in dropped_modules]
 
@@ -184,10 +205,13 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
             unresolved[f"{match.group(2)}({match.group(3)})"] = match.group(2)
 
     zeroth = min(devices.values()) if devices else 0
+
     def device(r: Range) -> int:
         return devices.get((r.pid, r.tid), zeroth)
 
-    key_of = {m: (module_info[m].fingerprint if module_info[m] else f"?{names[m]}") for m in mod_ids}
+    key_of = {
+        m: (module_info[m].fingerprint if module_info[m] else f"?{names[m]}") for m in mod_ids
+    }
     execution: dict[int, int] = {}
     counters: dict[tuple[int, str], int] = {}
     for m in mod_ids:
@@ -203,13 +227,17 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
 
     any_comm = any((i := inst(t)[2]) is not None and i.communication for t in thunks)
     if skip is None:
-        threshold = {m: (1 if key_of[m] in compiled else 0) + (1 if any_comm else 0) for m in mod_ids}
+        threshold = {
+            m: (1 if key_of[m] in compiled else 0) + (1 if any_comm else 0) for m in mod_ids
+        }
     else:
         threshold = {m: skip for m in mod_ids}
     steady = [t for t in thunks if execution[module_of[t]] >= threshold[module_of[t]]]
     if thunks and not steady:
-        warnings.append("the warm-up rule left no steady-state execution, so every execution counts; "
-                        "profile more steps.")
+        warnings.append(
+            "the warm-up rule left no steady-state execution, so every execution counts; "
+            "profile more steps."
+        )
         steady = thunks
 
     durations: dict[str, dict[str, list[int]]] = {}
@@ -225,11 +253,15 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
         durations.setdefault(info.fingerprint, {}).setdefault(op, []).append(by_id[t].duration)
         comm[(info.fingerprint, op)] = hinst.communication
     for fp, ops in missing_ops.items():
-        warnings.append(f"module {fp}: {len(ops)} thunk names are not instructions of its HLO dump "
-                        f"(such as {sorted(ops)[0]}); they were left out.")
+        warnings.append(
+            f"module {fp}: {len(ops)} thunk names are not instructions of its HLO dump "
+            f"(such as {sorted(ops)[0]}); they were left out."
+        )
     for label in sorted(unresolved):
-        warnings.append(f"module {label} has no after-optimizations HLO dump in the input, so its "
-                        "fingerprint is unknown and it gets no profile.")
+        warnings.append(
+            f"module {label} has no after-optimizations HLO dump in the input, so its "
+            "fingerprint is unknown and it gets no profile."
+        )
 
     from pgle.profiles.convert import apply_stat
 
@@ -252,24 +284,49 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
         key = key_of[m]
         row = rows.get(key)
         if row is None:
-            status = ("written" if info and info.fingerprint in profiles else
-                      "autotuning (no program id)" if MODULE_RE.match(by_id[m].name) and
-                      MODULE_RE.match(by_id[m].name).group(3) is None else
-                      "no HLO dump" if info is None else "no steady-state thunks")
-            row = rows[key] = ModuleCosts(name=names[m], fingerprint=info.fingerprint if info else None,
-                                          executions=0, steady_executions=0,
-                                          instructions=len(profiles[info.fingerprint].costs)
-                                          if info and info.fingerprint in profiles else 0, status=status)
+            status = (
+                "written"
+                if info and info.fingerprint in profiles
+                else "autotuning (no program id)"
+                if MODULE_RE.match(by_id[m].name)
+                and MODULE_RE.match(by_id[m].name).group(3) is None
+                else "no HLO dump"
+                if info is None
+                else "no steady-state thunks"
+            )
+            row = rows[key] = ModuleCosts(
+                name=names[m],
+                fingerprint=info.fingerprint if info else None,
+                executions=0,
+                steady_executions=0,
+                instructions=len(profiles[info.fingerprint].costs)
+                if info and info.fingerprint in profiles
+                else 0,
+                status=status,
+            )
         row.executions += 1
         row.steady_executions += execution[m] >= threshold[m]
-    return NsysConversion(profiles=profiles, modules=sorted(rows.values(), key=lambda r: r.name),
-                          warnings=warnings, stat=stat, thunks_used=len(steady))
+    return NsysConversion(
+        profiles=profiles,
+        modules=sorted(rows.values(), key=lambda r: r.name),
+        warnings=warnings,
+        stat=stat,
+        thunks_used=len(steady),
+    )
 
 
 # --- HLO dumps --------------------------------------------------------------------------------
 
-_COMM = frozenset({"all-gather", "all-reduce", "all-to-all", "collective-broadcast",
-                   "collective-permute", "reduce-scatter"})
+_COMM = frozenset(
+    {
+        "all-gather",
+        "all-reduce",
+        "all-to-all",
+        "collective-broadcast",
+        "collective-permute",
+        "reduce-scatter",
+    }
+)
 _COMM_START = frozenset({"all-gather-start", "all-reduce-start", "collective-permute-start"})
 _HOST_MEMORY_SPACE = 5  # xla::Layout::kHostMemorySpace
 
@@ -339,8 +396,10 @@ class DumpIndex:
         if key not in self._cache:
             files = self._files.get(key, [])
             if len(files) > 1:
-                raise ProfileError(f"several after-optimizations dumps for module {name}({program_id}): "
-                                   f"{', '.join(f.name for f in files)}.")
+                raise ProfileError(
+                    f"several after-optimizations dumps for module {name}({program_id}): "
+                    f"{', '.join(f.name for f in files)}."
+                )
             self._cache[key] = _load_dump(files[0]) if files else None
         return self._cache[key]
 
@@ -364,6 +423,8 @@ def _load_dump(path) -> HloModule:
         raise ProfileError(f"HLO dump {path} is not a valid xla.HloProto.") from None
     info = hlo_module_from_proto(proto)
     if not info.fingerprint:
-        raise ProfileError(f"HLO dump {path} has no fingerprint_before_lhs attribute (XLA before "
-                           "jax 0.4.24 did not record it), so its module cannot be keyed.")
+        raise ProfileError(
+            f"HLO dump {path} has no fingerprint_before_lhs attribute (XLA before "
+            "jax 0.4.24 did not record it), so its module cannot be keyed."
+        )
     return info

@@ -157,7 +157,7 @@ def _walk(data: bytes, pos: int, end: int, schema: dict[int, tuple[int, object]]
             raise WireError(tag_pos, f"field {field} claims {n} bytes but only {end - body} remain")
         if kind == "string":
             try:
-                data[body:body + n].decode("utf-8")
+                data[body : body + n].decode("utf-8")
             except UnicodeDecodeError as e:
                 raise WireError(body + e.start, f"invalid UTF-8 in string field {field}") from None
         else:
@@ -239,7 +239,7 @@ def binary_columns(data: bytes, like: ColumnLayout | None = None):
     # Every entry start p has buf[p] = buf[p+2] = 0x0a, L = N + 11, and the 0x11 tag after
     # the name. Candidates are found for all p at once; the chain check below proves that the
     # candidates are exactly the entries, back to back, from byte 0 to the end.
-    p = np.flatnonzero((buf[:n - 3] == 0x0A) & (buf[2:n - 1] == 0x0A))
+    p = np.flatnonzero((buf[: n - 3] == 0x0A) & (buf[2 : n - 1] == 0x0A))
     length = buf[p + 1].astype(np.int64)
     name_len = buf[p + 3].astype(np.int64)
     ok = (length == name_len + 11) & (length < 128) & (p + 2 + length <= n)
@@ -258,7 +258,11 @@ def binary_columns(data: bytes, like: ColumnLayout | None = None):
     names = raw.view(f"S{width}").ravel()
     cost_at = p + 5 + name_len
     costs = _at_offsets(data, "<f8", cost_at)
-    return names, costs, ColumnLayout(n, cost_at, bytes(ColumnLayout.zeroed_bytes(data, cost_at)), names)
+    return (
+        names,
+        costs,
+        ColumnLayout(n, cost_at, bytes(ColumnLayout.zeroed_bytes(data, cost_at)), names),
+    )
 
 
 # --- the XSpace trace format, and the slice of HLO that carries fingerprints -------------
@@ -277,8 +281,9 @@ def _xplane_file_descriptor():
     from google.protobuf import descriptor_pb2
 
     F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(name=_XPLANE_FILE, package=XSPACE_PACKAGE,
-                                             syntax="proto3")
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name=_XPLANE_FILE, package=XSPACE_PACKAGE, syntax="proto3"
+    )
     P = f".{XSPACE_PACKAGE}."
 
     def msg(name, *fields, nested=None, options=None):
@@ -294,59 +299,81 @@ def _xplane_file_descriptor():
         return m
 
     S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
-    msg("XSpace",
+    msg(
+        "XSpace",
         ("planes", 1, F.TYPE_MESSAGE, R, P + "XPlane", None),
         ("errors", 2, F.TYPE_STRING, R, None, None),
         ("warnings", 3, F.TYPE_STRING, R, None, None),
-        ("hostnames", 4, F.TYPE_STRING, R, None, None))
-    plane = msg("XPlane",
-                ("id", 1, F.TYPE_INT64, S, None, None),
-                ("name", 2, F.TYPE_STRING, S, None, None),
-                ("lines", 3, F.TYPE_MESSAGE, R, P + "XLine", None),
-                ("event_metadata", 4, F.TYPE_MESSAGE, R, P + "XPlane.EventMetadataEntry", None),
-                ("stat_metadata", 5, F.TYPE_MESSAGE, R, P + "XPlane.StatMetadataEntry", None),
-                ("stats", 6, F.TYPE_MESSAGE, R, P + "XStat", None))
-    msg("EventMetadataEntry",
+        ("hostnames", 4, F.TYPE_STRING, R, None, None),
+    )
+    plane = msg(
+        "XPlane",
+        ("id", 1, F.TYPE_INT64, S, None, None),
+        ("name", 2, F.TYPE_STRING, S, None, None),
+        ("lines", 3, F.TYPE_MESSAGE, R, P + "XLine", None),
+        ("event_metadata", 4, F.TYPE_MESSAGE, R, P + "XPlane.EventMetadataEntry", None),
+        ("stat_metadata", 5, F.TYPE_MESSAGE, R, P + "XPlane.StatMetadataEntry", None),
+        ("stats", 6, F.TYPE_MESSAGE, R, P + "XStat", None),
+    )
+    msg(
+        "EventMetadataEntry",
         ("key", 1, F.TYPE_INT64, S, None, None),
-        ("value", 2, F.TYPE_MESSAGE, S, P + "XEventMetadata", None), nested=plane, options=True)
-    msg("StatMetadataEntry",
+        ("value", 2, F.TYPE_MESSAGE, S, P + "XEventMetadata", None),
+        nested=plane,
+        options=True,
+    )
+    msg(
+        "StatMetadataEntry",
         ("key", 1, F.TYPE_INT64, S, None, None),
-        ("value", 2, F.TYPE_MESSAGE, S, P + "XStatMetadata", None), nested=plane, options=True)
-    msg("XLine",
+        ("value", 2, F.TYPE_MESSAGE, S, P + "XStatMetadata", None),
+        nested=plane,
+        options=True,
+    )
+    msg(
+        "XLine",
         ("id", 1, F.TYPE_INT64, S, None, None),
         ("name", 2, F.TYPE_STRING, S, None, None),
         ("timestamp_ns", 3, F.TYPE_INT64, S, None, None),
         ("events", 4, F.TYPE_MESSAGE, R, P + "XEvent", None),
         ("duration_ps", 9, F.TYPE_INT64, S, None, None),
         ("display_id", 10, F.TYPE_INT64, S, None, None),
-        ("display_name", 11, F.TYPE_STRING, S, None, None))
-    ev = msg("XEvent",
-             ("metadata_id", 1, F.TYPE_INT64, S, None, None),
-             ("offset_ps", 2, F.TYPE_INT64, S, None, 0),
-             ("duration_ps", 3, F.TYPE_INT64, S, None, None),
-             ("stats", 4, F.TYPE_MESSAGE, R, P + "XStat", None),
-             ("num_occurrences", 5, F.TYPE_INT64, S, None, 0))
+        ("display_name", 11, F.TYPE_STRING, S, None, None),
+    )
+    ev = msg(
+        "XEvent",
+        ("metadata_id", 1, F.TYPE_INT64, S, None, None),
+        ("offset_ps", 2, F.TYPE_INT64, S, None, 0),
+        ("duration_ps", 3, F.TYPE_INT64, S, None, None),
+        ("stats", 4, F.TYPE_MESSAGE, R, P + "XStat", None),
+        ("num_occurrences", 5, F.TYPE_INT64, S, None, 0),
+    )
     ev.oneof_decl.add(name="data")
-    st = msg("XStat",
-             ("metadata_id", 1, F.TYPE_INT64, S, None, None),
-             ("double_value", 2, F.TYPE_DOUBLE, S, None, 0),
-             ("uint64_value", 3, F.TYPE_UINT64, S, None, 0),
-             ("int64_value", 4, F.TYPE_INT64, S, None, 0),
-             ("str_value", 5, F.TYPE_STRING, S, None, 0),
-             ("bytes_value", 6, F.TYPE_BYTES, S, None, 0),
-             ("ref_value", 7, F.TYPE_UINT64, S, None, 0))
+    st = msg(
+        "XStat",
+        ("metadata_id", 1, F.TYPE_INT64, S, None, None),
+        ("double_value", 2, F.TYPE_DOUBLE, S, None, 0),
+        ("uint64_value", 3, F.TYPE_UINT64, S, None, 0),
+        ("int64_value", 4, F.TYPE_INT64, S, None, 0),
+        ("str_value", 5, F.TYPE_STRING, S, None, 0),
+        ("bytes_value", 6, F.TYPE_BYTES, S, None, 0),
+        ("ref_value", 7, F.TYPE_UINT64, S, None, 0),
+    )
     st.oneof_decl.add(name="value")
-    msg("XEventMetadata",
+    msg(
+        "XEventMetadata",
         ("id", 1, F.TYPE_INT64, S, None, None),
         ("name", 2, F.TYPE_STRING, S, None, None),
         ("metadata", 3, F.TYPE_BYTES, S, None, None),
         ("display_name", 4, F.TYPE_STRING, S, None, None),
         ("stats", 5, F.TYPE_MESSAGE, R, P + "XStat", None),
-        ("child_id", 6, F.TYPE_INT64, R, None, None))
-    msg("XStatMetadata",
+        ("child_id", 6, F.TYPE_INT64, R, None, None),
+    )
+    msg(
+        "XStatMetadata",
         ("id", 1, F.TYPE_INT64, S, None, None),
         ("name", 2, F.TYPE_STRING, S, None, None),
-        ("description", 3, F.TYPE_STRING, S, None, None))
+        ("description", 3, F.TYPE_STRING, S, None, None),
+    )
     return fdp
 
 
@@ -358,8 +385,13 @@ def _hlo_file_descriptor():
     S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
     fdp = descriptor_pb2.FileDescriptorProto(name=_HLO_FILE, package="xla", syntax="proto3")
     fa = fdp.message_type.add(name="FrontendAttributes")
-    fa.field.add(name="map", number=1, type=F.TYPE_MESSAGE, label=R,
-                 type_name=".xla.FrontendAttributes.MapEntry")
+    fa.field.add(
+        name="map",
+        number=1,
+        type=F.TYPE_MESSAGE,
+        label=R,
+        type_name=".xla.FrontendAttributes.MapEntry",
+    )
     entry = fa.nested_type.add(name="MapEntry")
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=S)
@@ -369,37 +401,62 @@ def _hlo_file_descriptor():
     lay = fdp.message_type.add(name="LayoutProto")
     lay.field.add(name="memory_space", number=8, type=F.TYPE_INT64, label=S)
     shp = fdp.message_type.add(name="ShapeProto")
-    shp.field.add(name="layout", number=5, type=F.TYPE_MESSAGE, label=S, type_name=".xla.LayoutProto")
+    shp.field.add(
+        name="layout", number=5, type=F.TYPE_MESSAGE, label=S, type_name=".xla.LayoutProto"
+    )
     md = fdp.message_type.add(name="OpMetadata")
     md.field.add(name="scheduling_name", number=16, type=F.TYPE_STRING, label=S)
     ins = fdp.message_type.add(name="HloInstructionProto")
     ins.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
     ins.field.add(name="opcode", number=2, type=F.TYPE_STRING, label=S)
     ins.field.add(name="shape", number=3, type=F.TYPE_MESSAGE, label=S, type_name=".xla.ShapeProto")
-    ins.field.add(name="metadata", number=7, type=F.TYPE_MESSAGE, label=S, type_name=".xla.OpMetadata")
+    ins.field.add(
+        name="metadata", number=7, type=F.TYPE_MESSAGE, label=S, type_name=".xla.OpMetadata"
+    )
     ins.field.add(name="id", number=35, type=F.TYPE_INT64, label=S)
     ins.field.add(name="operand_ids", number=36, type=F.TYPE_INT64, label=R)
     ins.field.add(name="called_computation_ids", number=38, type=F.TYPE_INT64, label=R)
-    ins.field.add(name="frontend_attributes", number=68, type=F.TYPE_MESSAGE, label=S,
-                  type_name=".xla.FrontendAttributes")
+    ins.field.add(
+        name="frontend_attributes",
+        number=68,
+        type=F.TYPE_MESSAGE,
+        label=S,
+        type_name=".xla.FrontendAttributes",
+    )
     comp = fdp.message_type.add(name="HloComputationProto")
     comp.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
-    comp.field.add(name="instructions", number=2, type=F.TYPE_MESSAGE, label=R,
-                   type_name=".xla.HloInstructionProto")
+    comp.field.add(
+        name="instructions",
+        number=2,
+        type=F.TYPE_MESSAGE,
+        label=R,
+        type_name=".xla.HloInstructionProto",
+    )
     comp.field.add(name="id", number=5, type=F.TYPE_INT64, label=S)
     comp.field.add(name="root_id", number=6, type=F.TYPE_INT64, label=S)
     mod = fdp.message_type.add(name="HloModuleProto")
     mod.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
     mod.field.add(name="entry_computation_name", number=2, type=F.TYPE_STRING, label=S)
-    mod.field.add(name="computations", number=3, type=F.TYPE_MESSAGE, label=R,
-                  type_name=".xla.HloComputationProto")
+    mod.field.add(
+        name="computations",
+        number=3,
+        type=F.TYPE_MESSAGE,
+        label=R,
+        type_name=".xla.HloComputationProto",
+    )
     mod.field.add(name="id", number=5, type=F.TYPE_INT64, label=S)
     mod.field.add(name="entry_computation_id", number=6, type=F.TYPE_INT64, label=S)
-    mod.field.add(name="frontend_attributes", number=19, type=F.TYPE_MESSAGE, label=S,
-                  type_name=".xla.FrontendAttributes")
+    mod.field.add(
+        name="frontend_attributes",
+        number=19,
+        type=F.TYPE_MESSAGE,
+        label=S,
+        type_name=".xla.FrontendAttributes",
+    )
     hp = fdp.message_type.add(name="HloProto")
-    hp.field.add(name="hlo_module", number=1, type=F.TYPE_MESSAGE, label=S,
-                 type_name=".xla.HloModuleProto")
+    hp.field.add(
+        name="hlo_module", number=1, type=F.TYPE_MESSAGE, label=S, type_name=".xla.HloModuleProto"
+    )
     return fdp
 
 
@@ -421,7 +478,9 @@ def _message_factory():
 
 def xspace_class():
     """`tensorflow.profiler.XSpace` (the `<host>.xplane.pb` of a trace run folder)."""
-    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XSpace"))
+    return _message_factory().GetMessageClass(
+        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XSpace")
+    )
 
 
 def hlo_proto_class():
@@ -431,9 +490,13 @@ def hlo_proto_class():
 
 def xplane_class():
     """`tensorflow.profiler.XPlane`: device planes are parsed one at a time to bound memory."""
-    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XPlane"))
+    return _message_factory().GetMessageClass(
+        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XPlane")
+    )
 
 
 def xline_class():
     """`tensorflow.profiler.XLine`: a plane's events are checked by protobuf a slice at a time."""
-    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine"))
+    return _message_factory().GetMessageClass(
+        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine")
+    )

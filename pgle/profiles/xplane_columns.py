@@ -47,10 +47,10 @@ class _Fallback(Exception):
 class EventColumns:
     """One row per event of the selected lines, in plane order."""
 
-    line: np.ndarray          # index into the `lines` argument's order (int64)
-    metadata_id: np.ndarray   # int64
-    offset_ps: np.ndarray     # int64
-    duration_ps: np.ndarray   # int64
+    line: np.ndarray  # index into the `lines` argument's order (int64)
+    metadata_id: np.ndarray  # int64
+    offset_ps: np.ndarray  # int64
+    duration_ps: np.ndarray  # int64
     # per stat code: (kind, value); kind 0 where the event has no stat of that code with a
     # value, REF (value = ref id), INT64 (value as int64), UINT64 (value's bits as int64).
     stats: dict[int, tuple[np.ndarray, np.ndarray]]
@@ -112,7 +112,9 @@ def _fields(buf: np.ndarray, start: np.ndarray, end: np.ndarray):
         rows = rows[after < end[rows]]
 
 
-def event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) -> EventColumns | None:
+def event_columns(
+    layout: PlaneBytes, lines: list[int], codes: dict[int, int]
+) -> EventColumns | None:
     """The events of the XLines at positions `lines` (indices into the plane's lines, in the
     order given) as columns, with the stats of `codes` (stat metadata id -> code); None where
     the layout is outside what this reads exactly (see the module docstring). `layout` is the
@@ -130,16 +132,21 @@ def _event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) 
     if list(lines) == list(range(len(layout.line_events))):
         start, end = all_start, all_end
     else:
-        pick = np.concatenate([np.arange(first[i], first[i + 1]) for i in lines]) if lines \
+        pick = (
+            np.concatenate([np.arange(first[i], first[i + 1]) for i in lines])
+            if lines
             else np.zeros(0, np.int64)
+        )
         start, end = all_start[pick], all_end[pick]
     buf = np.frombuffer(layout.data, np.uint8)
     n = start.size
-    cols = EventColumns(line=np.repeat(np.arange(len(lines), dtype=np.int64), counts),
-                        metadata_id=np.zeros(n, np.int64), offset_ps=np.zeros(n, np.int64),
-                        duration_ps=np.zeros(n, np.int64),
-                        stats={code: (np.zeros(n, np.int8), np.zeros(n, np.int64))
-                               for code in set(codes.values())})
+    cols = EventColumns(
+        line=np.repeat(np.arange(len(lines), dtype=np.int64), counts),
+        metadata_id=np.zeros(n, np.int64),
+        offset_ps=np.zeros(n, np.int64),
+        duration_ps=np.zeros(n, np.int64),
+        stats={code: (np.zeros(n, np.int8), np.zeros(n, np.int64)) for code in set(codes.values())},
+    )
     # In batches: the temporaries of one batch, not of the whole plane (memory, issue 16).
     for a in range(0, n, _BATCH):
         b = min(a + _BATCH, n)
@@ -165,8 +172,9 @@ def _decode_events(buf, start, end, first, cols: EventColumns, codes) -> None:
         if st.any():
             # Each event appears once per pass, and passes follow the stats' order in their
             # events: assigning pass after pass lets the last stat of a code win.
-            _decode_stats(buf, rows[st] + first, body[st], body[st] + value[st].astype(np.int64),
-                          cols, codes)
+            _decode_stats(
+                buf, rows[st] + first, body[st], body[st] + value[st].astype(np.int64), cols, codes
+            )
 
 
 def small_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -71,13 +71,18 @@ class _Window:
         if wtype == _LEN:
             n, body = self.varint(pos, end)
             if body + n > end:
-                raise WireError(tag_pos, f"field {field} claims {n} bytes but only {end - body} remain")
+                raise WireError(
+                    tag_pos, f"field {field} claims {n} bytes but only {end - body} remain"
+                )
             return body + n
         # Groups are never written in a trace: for one, the rest of the message is read.
         buf, i = self.bytes_at(pos, end - pos if wtype == _SGROUP else 10)
         try:
-            return pos + _skip(buf, i, min(len(buf), i + end - pos), wtype, field,
-                               i - (pos - tag_pos), 0) - i
+            return (
+                pos
+                + _skip(buf, i, min(len(buf), i + end - pos), wtype, field, i - (pos - tag_pos), 0)
+                - i
+            )
         except WireError as e:
             raise WireError(e.offset - i + pos, e.what) from None
 
@@ -98,7 +103,9 @@ class XSpaceFile:
             f.seek(ref.offset)
             data = f.read(ref.size)
         if len(data) != ref.size:
-            raise WireError(ref.offset + len(data), "the file ended inside a plane (was it cut short?)")
+            raise WireError(
+                ref.offset + len(data), "the file ended inside a plane (was it cut short?)"
+            )
         return data
 
 
@@ -136,7 +143,7 @@ def _plane_name(w: _Window, pos: int, end: int) -> str:
             if body + n > end:
                 raise WireError(tag_pos, "plane name runs past the plane")
             buf, i = w.bytes_at(body, n)
-            name = bytes(buf[i:i + n]).decode("utf-8", errors="replace")  # last one wins
+            name = bytes(buf[i : i + n]).decode("utf-8", errors="replace")  # last one wins
             pos = body + n
             continue
         pos = w.skip(pos, end, wtype, field, tag_pos)
@@ -250,7 +257,7 @@ class PlaneBytes:
                 # As many whole events as fit in one slice (at least one).
                 limit = tag[a] + VALIDATE_SLICE
                 c = max(a + 1, a + int(np.searchsorted(end[a:b], limit, side="right")))
-                parse(view[int(tag[a]):int(end[c - 1])])
+                parse(view[int(tag[a]) : int(end[c - 1])])
                 a = c
 
 

@@ -132,19 +132,28 @@ def summary_lines(modules: list[dict], lookups: dict, view_size: int, store: Any
     lines = []
     shown = [r for r in modules if r.get("store")]
     if shown:
-        lines.append(f"store {store} ({key.describe()}): {plural(len(lookups['served']), 'module')} "
-                     f"served from a view of {view_size}:")
-        lines += [f"  {r.get('module')}: {r['fingerprint']}, {age_text(r['store_age_seconds'])} old "
-                  f"({r['store']['source']})" for r in shown[:20]]
+        lines.append(
+            f"store {store} ({key.describe()}): {plural(len(lookups['served']), 'module')} "
+            f"served from a view of {view_size}:"
+        )
+        lines += [
+            f"  {r.get('module')}: {r['fingerprint']}, {age_text(r['store_age_seconds'])} old "
+            f"({r['store']['source']})"
+            for r in shown[:20]
+        ]
         if len(shown) > 20:
             lines.append(f"  ... {len(shown) - 20} more (see --json)")
     else:
-        lines.append(f"store {store} ({key.describe()}): a view of {plural(view_size, 'module profile')}; "
-                     "no module of this run was matched to it"
-                     + ("" if modules else " (the log names no module fingerprint)"))
+        lines.append(
+            f"store {store} ({key.describe()}): a view of {plural(view_size, 'module profile')}; "
+            "no module of this run was matched to it"
+            + ("" if modules else " (the log names no module fingerprint)")
+        )
     lacking = [r for r in modules if r.get("fingerprint") and r.get("store") is None]
     if lacking:
         names = ", ".join(f"{r.get('module')} ({r['fingerprint']})" for r in lacking[:10])
-        lines.append(f"not in the store: {plural(len(lacking), 'module')}: {names}"
-                     + (", ..." if len(lacking) > 10 else ""))
+        lines.append(
+            f"not in the store: {plural(len(lacking), 'module')}: {names}"
+            + (", ..." if len(lacking) > 10 else "")
+        )
     return lines

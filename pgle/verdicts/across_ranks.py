@@ -143,9 +143,12 @@ def grouped(reports: Mapping[int, dict], field: str, world_size: int) -> list[st
 
 # -- the job verdict of run / verify ---------------------------------------------------------------
 
-def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
-              rank_status: Mapping[int, str | None],
-              rank_reasons: Mapping[int, Sequence[str]]) -> tuple[str, list[dict], list[str]]:
+
+def judge_job(
+    by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
+    rank_status: Mapping[int, str | None],
+    rank_reasons: Mapping[int, Sequence[str]],
+) -> tuple[str, list[dict], list[str]]:
     """(status, modules, reasons) of a job from each rank's verdict modules and status (README
     "Verdicts", over ranks). Ranks are those in `rank_status`."""
     expected = [r for r, s in rank_status.items() if s != "not_applicable"]
@@ -155,8 +158,9 @@ def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
     errors = sorted(r for r, s in rank_status.items() if s == "error")
     if errors:
         status = "error"
-        reasons += grouped({r: {"reasons": rank_reasons.get(r, [])} for r in errors}, "reasons",
-                            world)
+        reasons += grouped(
+            {r: {"reasons": rank_reasons.get(r, [])} for r in errors}, "reasons", world
+        )
     elif not modules:
         statuses = set(rank_status.values())
         status = "not_applicable" if statuses == {"not_applicable"} else "not_applied"
@@ -165,8 +169,10 @@ def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
         counts = Counter(m["status"] for m in modules)
         status = overall_status(m["status"] for m in modules)
         mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
-        text = (f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile on every "
-                f"rank that reported ({ranks_phrase(rank_status)})")
+        text = (
+            f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile on every "
+            f"rank that reported ({ranks_phrase(rank_status)})"
+        )
         if counts["partial"]:
             text += f", {counts['partial']} partially"
             if mixed:
@@ -184,12 +190,20 @@ def combine_verdicts(job: JobReports, *, require_applied: bool = False) -> Repor
     reports = job.reports
     by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
     status, modules, reasons = judge_job(
-        by_rank, {r: rep.get("status") for r, rep in reports.items()},
-        {r: rep.get("reasons") or [] for r, rep in reports.items()})
+        by_rank,
+        {r: rep.get("status") for r, rep in reports.items()},
+        {r: rep.get("reasons") or [] for r, rep in reports.items()},
+    )
     own = job.own
-    report = Report(own.get("command") or job.command, status, modules=modules, reasons=reasons,
-                    profile=own.get("profile"), log_path=own.get("log_path"),
-                    workload_exit_code=own.get("workload_exit_code"))
+    report = Report(
+        own.get("command") or job.command,
+        status,
+        modules=modules,
+        reasons=reasons,
+        profile=own.get("profile"),
+        log_path=own.get("log_path"),
+        workload_exit_code=own.get("workload_exit_code"),
+    )
     report.details["step_times"] = {r: rep.get("step_times") for r, rep in sorted(reports.items())}
     report.details["backend"] = own.get("backend")
     report.summary.append(f"job verdict: {status}: " + " ".join(reasons[:1]))
@@ -202,9 +216,17 @@ def combine_verdicts(job: JobReports, *, require_applied: bool = False) -> Repor
 
 # -- the job verdict of auto / prewarm / nsys -------------------------------------------------------
 
-def combine_modules(job: JobReports, *, ok: str, overall: Callable[[list[dict]], str], headline: str, what: str,
-                    required: Callable[[list[dict]], list[str]] = lambda modules: [],
-                    keep: Sequence[str] = ()) -> Report:
+
+def combine_modules(
+    job: JobReports,
+    *,
+    ok: str,
+    overall: Callable[[list[dict]], str],
+    headline: str,
+    what: str,
+    required: Callable[[list[dict]], list[str]] = lambda modules: [],
+    keep: Sequence[str] = (),
+) -> Report:
     """The job report of a workflow whose modules have one `ok` status (auto: optimized, prewarm:
     optimized, nsys: loaded_optimized): per module across the ranks; `overall` (the workflow's
     own rule) on the aggregated modules, and `partial` when a module is `ok` on some ranks
@@ -217,15 +239,22 @@ def combine_modules(job: JobReports, *, ok: str, overall: Callable[[list[dict]],
     if any(m["status"] == "partial" for m in modules):
         status = "partial"  # a module `ok` on some ranks only: the ranks run different programs
     own = job.own
-    report = Report(own.get("command") or job.command, status, modules=modules,
-                    log_path=own.get("log_path"), workload_exit_code=own.get("workload_exit_code"))
+    report = Report(
+        own.get("command") or job.command,
+        status,
+        modules=modules,
+        log_path=own.get("log_path"),
+        workload_exit_code=own.get("workload_exit_code"),
+    )
     for key in ("backend", *keep):
         if key in own:
             report.details[key] = own[key]
     mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
     n_ok = sum(1 for m in modules if m["status"] == ok)
-    head = f"{n_ok} of {len(modules)} modules {what} on every rank that reported " \
-           f"({ranks_phrase(reports)})"
+    head = (
+        f"{n_ok} of {len(modules)} modules {what} on every rank that reported "
+        f"({ranks_phrase(reports)})"
+    )
     if mixed:
         head += f"; {len(mixed)} on some ranks only"
     report.reasons.append(head + ".")

@@ -131,8 +131,9 @@ class XlaFlags:
         return XlaFlags(flags, self.ignored_tail, self.source_file), notices
 
     def without(self, names: set[str]) -> XlaFlags:
-        return XlaFlags([f for f in self.flags if f.name not in names], self.ignored_tail,
-                        self.source_file)
+        return XlaFlags(
+            [f for f in self.flags if f.name not in names], self.ignored_tail, self.source_file
+        )
 
 
 def _parse_string(text: str) -> tuple[list[Flag], str]:
@@ -193,35 +194,47 @@ def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
             )
     for flag in flags.flags:
         info = flag_table.flag_info(flag.name)
-        if info is not None and info.since and jax_version is not None \
-                and jax_version < info.since:
+        if info is not None and info.since and jax_version is not None and jax_version < info.since:
             hint = ""
             if flag.name == flag_table.ACCURACY_CHECKER:
-                hint = (f"; before jax 0.4.36 use --{flag_table.OLD_ACCURACY_CHECKER}=true (strict: "
-                        "any missing instruction fails the compile) or leave it out")
+                hint = (
+                    f"; before jax 0.4.36 use --{flag_table.OLD_ACCURACY_CHECKER}=true (strict: "
+                    "any missing instruction fails the compile) or leave it out"
+                )
             raise FlagError(
                 f"XLA_FLAGS has --{flag.name}, which XLA of jax "
                 f"{'.'.join(map(str, jax_version))} does not know (it exists since jax "
                 f"{'.'.join(map(str, info.since))}) and would abort on ('Unknown flag in "
-                f"XLA_FLAGS'){hint}.")
+                f"XLA_FLAGS'){hint}."
+            )
     for row in flag_table.explain_all(flags.flags, jax_version):
         if row["status"] == "error":
-            raise FlagError(f"XLA_FLAGS has {row['flag']}: {row['message']}.",
-                            hint="Fix or remove it; `pgle flags explain` shows every flag.")
+            raise FlagError(
+                f"XLA_FLAGS has {row['flag']}: {row['message']}.",
+                hint="Fix or remove it; `pgle flags explain` shows every flag.",
+            )
     warnings = []
     old = flags.value(flag_table.OLD_ACCURACY_CHECKER)
-    if old in ("true", "1") and not flag_table.removed_flag(flag_table.OLD_ACCURACY_CHECKER,
-                                                             jax_version):
+    if old in ("true", "1") and not flag_table.removed_flag(
+        flag_table.OLD_ACCURACY_CHECKER, jax_version
+    ):
         warnings.append(
             f"--{flag_table.OLD_ACCURACY_CHECKER}=true is strict: the compile of any module the "
             "profile does not fully cover fails ('Found N missing instructions. Discarding the "
-            "profile.'); jax < 0.4.36 has no warn-only checker.")
+            "profile.'); jax < 0.4.36 has no warn-only checker."
+        )
     path = flags.value(flag_table.PGLE_PROFILE_PATH)
-    if path and jax_version is not None and jax_version >= (0, 5, 1) \
-            and "." in path.rsplit("/", 1)[-1] and not path.endswith((".pb", ".pbtxt")):
+    if (
+        path
+        and jax_version is not None
+        and jax_version >= (0, 5, 1)
+        and "." in path.rsplit("/", 1)[-1]
+        and not path.endswith((".pb", ".pbtxt"))
+    ):
         warnings.append(
             f"--{flag_table.PGLE_PROFILE_PATH}={path}: XLA of jax >= 0.5.1 reads only .pb and "
-            ".pbtxt files and silently ignores any other extension (jax 0.4.x read it).")
+            ".pbtxt files and silently ignores any other extension (jax 0.4.x read it)."
+        )
     if flags.ignored_tail:
         warnings.append(
             f"XLA stops reading XLA_FLAGS at {flags.ignored_tail.split()[0]!r}: everything from "
