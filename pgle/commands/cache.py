@@ -89,23 +89,37 @@ def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str
         run = busy[0]
         raise PgleError(
             f"a pgle prewarm (pid {run.get('pid')} on {run.get('host')}) is writing to {cache_dir}; "
-            "prune after it finishes.")
+            "prune after it finishes."
+        )
     now = time.time() if now is None else now
     entries = list_entries(cache_dir, manifest)
     chosen = select(cache_dir, entries, older_than=older_than, modules=modules, now=now)
     deleted, errors = delete_entries(cache_dir, chosen) if yes else ([], [])
     freed = sum(e.size for e in (deleted if yes else chosen))
-    report = Report(command="cache prune", status="ok" if not errors else "error",
-                    exit_code=0 if not errors else 1, modules=totals(chosen))
-    report.details = {"cache_dir": cache_dir, "dry_run": not yes,
-                      "selected": [e.to_dict() for e in chosen],
-                      "deleted": [e.key for e in deleted], "bytes": freed, "errors": errors}
+    report = Report(
+        command="cache prune",
+        status="ok" if not errors else "error",
+        exit_code=0 if not errors else 1,
+        modules=totals(chosen),
+    )
+    report.details = {
+        "cache_dir": cache_dir,
+        "dry_run": not yes,
+        "selected": [e.to_dict() for e in chosen],
+        "deleted": [e.key for e in deleted],
+        "bytes": freed,
+        "errors": errors,
+    }
     verb = "deleted" if yes else "would delete"
-    report.summary = [f"{verb} {len(deleted) if yes else len(chosen)} of "
-                      f"{plural(len(entries), 'entry')} "
-                      f"({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes to delete")]
+    report.summary = [
+        f"{verb} {len(deleted) if yes else len(chosen)} of "
+        f"{plural(len(entries), 'entry')} "
+        f"({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes to delete")
+    ]
     if busy and not yes:
-        report.warnings.append(f"a pgle prewarm (pid {busy[0].get('pid')}) is writing to this cache; "
-                               "--yes will refuse until it finishes.")
+        report.warnings.append(
+            f"a pgle prewarm (pid {busy[0].get('pid')}) is writing to this cache; "
+            "--yes will refuse until it finishes."
+        )
     report.reasons += errors
     return report
