@@ -115,7 +115,8 @@ def tune(words: tuple[str, ...], json_out: bool, report_path: str | None, debug:
 @click.option("--profile", default=None,
               help="The profile the run was given: checked against what the log read.")
 @click.option("--backend", default=None,
-              help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means not_applicable.")
+              help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means "
+                   "not_applicable.")
 @click.option(
     "--accuracy-checker-off",
     is_flag=True,

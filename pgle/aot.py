@@ -131,7 +131,8 @@ def verdict_from_log(text: str) -> AotVerdict:
 
 
 def compile_with_profile(jitted: Any, *args: Any, profile: Any, **kwargs: Any):
-    """`jitted.lower(*args, **kwargs).compile(compiler_options={"fdo_profile": ...})` and its verdict.
+    """`jitted.lower(*args, **kwargs).compile(compiler_options={"fdo_profile": ...})`, and its
+    verdict.
 
     `profile`: bytes (binary or text proto), a pgle Profile, or a .pb/.pbtxt path.
     """

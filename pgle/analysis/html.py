@@ -391,7 +391,8 @@ def _schedule(data) -> str:
         rows,
         raw=True,
     )
-    body += f"<p>From <code>{_e(s.get('before_file'))}</code> and <code>{_e(s.get('after_file'))}</code>.</p>"
+    before, after = _e(s.get("before_file")), _e(s.get("after_file"))
+    body += f"<p>From <code>{before}</code> and <code>{after}</code>.</p>"
     return _section("schedule", "Schedule change", body)
 
 

@@ -232,7 +232,7 @@ def _device_plane_columns(layout: PlaneBytes, plane, name: str, host: str) -> De
                 op = _stat_value(st, ref_names)
             elif st.metadata_id in module_ids:
                 module = _stat_value(st, ref_names)
-        if op is not None and not isinstance(op, str) or module is not None and not isinstance(module, str):
+        if any(v is not None and not isinstance(v, str) for v in (op, module)):
             return None  # a number-valued op or module: the protobuf path
         if op:  # "" falls back to the event's name, as None does
             md_op[j] = texts(op)

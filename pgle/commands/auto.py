@@ -84,7 +84,8 @@ def body(opts: AutoOptions, layout: RankLayout, launch,
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
             if versions.needs_lhs_flag(versions.jax_version()):
                 xla[flag_table.LHS] = "true"
-    child = childenv.build(environ, xla=xla, variables=auto_env.pgle_variables(p.runs, p.percentile))
+    child = childenv.build(environ, xla=xla,
+                           variables=auto_env.pgle_variables(p.runs, p.percentile))
     for line in child.notices:
         log.info(line)
     run = RunFolder.create("auto", layout.run_dir)
@@ -129,7 +130,8 @@ def body(opts: AutoOptions, layout: RankLayout, launch,
                                    "view_modules": len(view.served), "adds": False,
                                    "note": AUTO_STORE_NOTE}
         report.summary.append(f"store {opts.store.path} ({view.key.describe()}): a view of "
-                              f"{plural(len(view.served), 'module profile')} given to XLA; {AUTO_STORE_NOTE}")
+                              f"{plural(len(view.served), 'module profile')} given to XLA; "
+                              f"{AUTO_STORE_NOTE}")
     return report
 
 

@@ -25,7 +25,8 @@ WARNINGS_ALWAYS = list(jax_events.WARNING_CATEGORIES)
 
 # Variables pgle sets differently in the Nsight run; never part of the replayed environment.
 PHASE_VARIABLES = frozenset({"JAX_ENABLE_PGLE", "JAX_PGLE_PROFILING_RUNS",
-                             "JAX_PGLE_AGGREGATION_PERCENTILE", "JAX_COMPILATION_CACHE_EXPECT_PGLE"})
+                             "JAX_PGLE_AGGREGATION_PERCENTILE",
+                             "JAX_COMPILATION_CACHE_EXPECT_PGLE"})
 
 
 def percentile_index(runs: int, percentile: int) -> int:
@@ -42,8 +43,9 @@ def check_pgle_params(runs: int, percentile: int) -> list[str]:
     if runs >= 2 and index == 0 and percentile > 0:
         warnings.append(
             f"with --runs {runs}, --percentile {percentile} picks the fastest of the {runs} "
-            f"profiled executions for every instruction (index int({percentile}/100*{runs - 1}) = 0); "
-            f"use --runs {_runs_for(percentile)} or more, or --percentile 100, for a real percentile.")
+            f"profiled executions for every instruction "
+            f"(index int({percentile}/100*{runs - 1}) = 0); use --runs {_runs_for(percentile)} "
+            "or more, or --percentile 100, for a real percentile.")
     return warnings
 
 

@@ -88,8 +88,8 @@ def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str
     if busy and yes:
         run = busy[0]
         raise PgleError(
-            f"a pgle prewarm (pid {run.get('pid')} on {run.get('host')}) is writing to {cache_dir}; "
-            "prune after it finishes."
+            f"a pgle prewarm (pid {run.get('pid')} on {run.get('host')}) is writing to "
+            f"{cache_dir}; prune after it finishes."
         )
     now = time.time() if now is None else now
     entries = list_entries(cache_dir, manifest)

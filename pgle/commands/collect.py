@@ -386,7 +386,8 @@ def _extract_window(opts: CollectOptions, ex: Execution, output: str,
     script_trace = stop.get("purpose") == "script"
     if script_trace:
         # The workload ran its own profiler (pgle's window gave way): convert its trace.
-        report.details["window"]["script_trace"] = {"site": stop.get("site"), "dir": stop.get("dir")}
+        report.details["window"]["script_trace"] = {"site": stop.get("site"),
+                                                     "dir": stop.get("dir")}
         report.warnings.append(
             f"the workload starts its own profiler at {stop.get('site')}; the profile comes "
             f"from its trace in {stop.get('dir')}")

@@ -167,10 +167,10 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
             fps = module or qualified_fingerprints(profile)
             if not fps:
                 raise ProfileError(
-                    f"profile {source.path} has no <fingerprint>::name entries, so it does not say which "
-                    "module each cost belongs to.",
-                    hint="Pass --module FP for each module that should get this profile, or collect "
-                    "per-module profiles with `pgle collect --per-module`.",
+                    f"profile {source.path} has no <fingerprint>::name entries, so it does not "
+                    "say which module each cost belongs to.",
+                    hint="Pass --module FP for each module that should get this profile, or "
+                    "collect per-module profiles with `pgle collect --per-module`.",
                 )
             modules_out = {fp: module_view(profile, fp) for fp in fps}
             malformed = [n for n, _ in profile.costs if split_qualified(n)[0] == ""]
@@ -240,7 +240,8 @@ def trace_report(
     qualify: bool = False,
     force: bool = False,
 ) -> Report:
-    """`pgle convert RUN_DIR OUT`: a directory OUT gets one profile per module, a file OUT one file."""
+    """`pgle convert RUN_DIR OUT`: a directory OUT gets one profile per module, a file OUT one
+    file."""
 
     kind = output_kind(out)
     if kind == "directory":  # refuse before converting
@@ -332,7 +333,8 @@ def nsys_report(
     dump: Any = None,
     force: bool = False,
 ) -> Report:
-    """The Report of `pgle convert NSIGHT_INPUT OUT`: a directory OUT gets `<fingerprint>.pbtxt|.pb`."""
+    """The Report of `pgle convert NSIGHT_INPUT OUT`: a directory OUT gets
+    `<fingerprint>.pbtxt|.pb`."""
     kind = output_kind(out)
     if kind == "directory":  # refuse before converting
         check_directory_output(out, force=force, inputs=[p for p in (src, dump) if p])

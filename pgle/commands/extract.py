@@ -80,7 +80,8 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
             report.status = "empty"
             report.exit_code = EXIT_ERROR
             report.profile["path"] = None
-            report.summary.append("collect failed: the profile is empty: " + "; ".join(report.reasons))
+            report.summary.append("collect failed: the profile is empty: "
+                                  + "; ".join(report.reasons))
             report.summary.append("pass --allow-empty to write it anyway")
             return report
         report.warnings.append("the profile is empty (written because of --allow-empty): "
@@ -148,7 +149,8 @@ def _convert_with_pgle(opts: CollectOptions, ex: Execution, run_folder: Path, *,
 
     window = steps_window(ex.events, ex.spec.profile.mode if ex.spec.profile else None)
     conv = convert_trace_detailed(
-        run_folder, per_module=per_module, stat=opts.extraction.stat or DEFAULT_STAT, log_path=ex.run.log,
+        run_folder, per_module=per_module, stat=opts.extraction.stat or DEFAULT_STAT,
+        log_path=ex.run.log,
         steps_window=(window["start_ns"], window["end_ns"]) if window else None,
         qualify=opts.extraction.qualify and not per_module)
     summary = {

@@ -274,7 +274,8 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
                        "differ): " + "; ".join(drifted) + ".",
                        hint="Restore the prewarm environment, prewarm again, or pass --force.")
     warnings = [f"drift (--force): {d}" for d in drifted]
-    missing = entries.manifest_keys_missing(manifest, {e.key for e in entries.list_entries(cache_dir)})
+    present = {e.key for e in entries.list_entries(cache_dir)}
+    missing = entries.manifest_keys_missing(manifest, present)
     if missing:
         warnings.append("PGLE-optimized entries recorded by prewarm are gone (pruned or evicted): "
                         + ", ".join(sorted({m["module"] for m in missing})))
@@ -307,10 +308,11 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings + _backend_drift(menv, ex.events.backend)
     report.details.update({
-        "cache_dir": cache_dir, "nsys": {"path": tool, "version": version, "launcher": opts.launcher,
-                                         "argv": prefix, "exit_code": ex.exit_code,
-                                         "report": report_path, "profiled": profiled,
-                                         "report_exists": bool(report_path) and os.path.exists(report_path)},
+        "cache_dir": cache_dir,
+        "nsys": {"path": tool, "version": version, "launcher": opts.launcher,
+                 "argv": prefix, "exit_code": ex.exit_code,
+                 "report": report_path, "profiled": profiled,
+                 "report_exists": bool(report_path) and os.path.exists(report_path)},
         "drift": drifted, "backend": ex.events.backend})
     if not modules:
         report.reasons.append("no module went through the compilation cache: is the workload using "
@@ -338,7 +340,8 @@ def _backend_drift(menv: dict, backend: dict | None) -> list[str]:
 
 
 def _record_plain_writes(cache_dir: str, facts: jax_log.RunFacts) -> None:
-    """Entries JAX wrote in this run were compiled without PGLE: `pgle cache ls` shows them as plain."""
+    """Entries JAX wrote in this run were compiled without PGLE: `pgle cache ls` shows them as
+    plain."""
     written = {name: m.writes for name, m in facts.modules.items() if m.writes}
     if not written:
         return

@@ -91,7 +91,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
     child = childenv.build(environ, xla=auto_env.pgle_xla_flags(), variables=variables)
     for line in child.notices:
         log.info(line)
-    environment = auto_env.replay_environment(child.env, environ, cache_dir, opts.workload, opts.relocatable)
+    environment = auto_env.replay_environment(child.env, environ, cache_dir, opts.workload,
+                                              opts.relocatable)
     run_record = manifest.new_run(opts.workload.describe(), environment)
     if writes:
         manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
@@ -102,8 +103,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
         ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
-                    warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                    progress=True, count_jits=False)
+                    warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log,
+                    observe_pgle=True, progress=True, count_jits=False)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:
@@ -129,7 +130,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings
     if facts.filelock_missing:
-        report.warnings.append("JAX used no cache: the size cap needs `filelock` (pip install filelock).")
+        report.warnings.append("JAX used no cache: the size cap needs `filelock` "
+                               "(pip install filelock).")
     report.details.update({"cache_dir": cache_dir, "manifest": manifest.manifest_path(cache_dir),
                            "environment": environment, "runs": p.runs,
                            "percentile": p.percentile, "backend": ex.events.backend,

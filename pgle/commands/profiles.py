@@ -145,8 +145,8 @@ def diff_report(a_path: Any, b_path: Any, *, top: int = 20):
     s.append(f"A {_describe(a)}: {data['a_count']} instructions")
     s.append(f"B {_describe(b)}: {data['b_count']} instructions")
     s.append(
-        f"common {data['common']} ({data['overlap']:.0%} of all names); only in A {len(data['only_in_a'])}"
-        f"; only in B {len(data['only_in_b'])}"
+        f"common {data['common']} ({data['overlap']:.0%} of all names); "
+        f"only in A {len(data['only_in_a'])}; only in B {len(data['only_in_b'])}"
     )
     for label, names in (("only in A", data["only_in_a"]), ("only in B", data["only_in_b"])):
         if names:

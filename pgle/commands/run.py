@@ -145,8 +145,8 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
     if path is None:
         log.info(f"store {store.path} holds no profile for {key.describe()}: running without one")
     else:
-        log.info(f"store {store.path}: {plural(len(served), 'module profile')} for {key.describe()} "
-               f"(view {path})")
+        log.info(f"store {store.path}: {plural(len(served), 'module profile')} for "
+                 f"{key.describe()} (view {path})")
     return StoreView(store, key, path, served)
 
 
@@ -228,8 +228,8 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
                                                    command=ex.spec.command_mode))
     elif report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(
-            f"--require-applied: status is {report.status}, not applied" if report.status != "applied"
-            else "--require-applied: the coverage is unknown for "
+            f"--require-applied: status is {report.status}, not applied"
+            if report.status != "applied" else "--require-applied: the coverage is unknown for "
                  f"{plural(verdict.details.get('coverage_unknown') or 0, 'module')} (this jax's "
                  "WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
     return report
@@ -243,7 +243,8 @@ def _jax_of(events) -> tuple[int, ...] | None:
 
 
 def directory_lookups(verdict: Verdict, source) -> dict:
-    """Which per-module files XLA found, which fingerprints it looked for in vain, which it never used."""
+    """Which per-module files XLA found, which fingerprints it looked for in vain, which it
+    never used."""
     found = sorted({m["fingerprint"] for m in verdict.modules
                     if m["fingerprint"] and m["profile_found"]})
     missing = sorted({m["fingerprint"] for m in verdict.modules

@@ -80,8 +80,8 @@ def verify(opts: VerifyOptions) -> Report:
     if absent and verdict.status == "not_applied" and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
         verdict.status = "error"
-        verdict.reasons.insert(0, f"the profile {opts.profile} does not exist, and XLA gave no sign "
-                                  "of reading any profile (jax <= 0.5.3 logs nothing for a "
+        verdict.reasons.insert(0, f"the profile {opts.profile} does not exist, and XLA gave no "
+                                  "sign of reading any profile (jax <= 0.5.3 logs nothing for a "
                                   "missing file).")
     report = Report("verify", verdict.status, modules=verdict.modules, reasons=verdict.reasons,
                     log_path=None if opts.log == "-" else str(Path(opts.log).absolute()))
@@ -95,7 +95,8 @@ def verify(opts: VerifyOptions) -> Report:
         status, modules, reasons = judge_job(by_rank, {r: None for r in ranked}, {})
         reasons = divergent_fingerprints(by_rank) + reasons
         report.status, report.modules, report.reasons = status, modules, reasons
-        report.details["ranks"] = [{"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked]
+        report.details["ranks"] = [
+            {"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked]
         report.summary.append(f"verdict: {status}: " + " ".join(reasons[:1]))
         report.summary += module_lines(modules)
     else:

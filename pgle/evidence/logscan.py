@@ -1,8 +1,9 @@
 """XLA and JAX log lines that tell whether PGLE was used.
 
 Both prefix styles are understood:
-- before jax 0.7.2 (tsl): `2023-07-21 16:09:43.551741: I external/xla/.../gpu_hlo_schedule.cc:573] msg`,
-  with a thread id after the severity when TF_CPP_LOG_THREAD_ID is set;
+- before jax 0.7.2 (tsl):
+  `2023-07-21 16:09:43.551741: I external/xla/.../gpu_hlo_schedule.cc:573] msg`, with a thread
+  id after the severity when TF_CPP_LOG_THREAD_ID is set;
 - jax >= 0.7.2 (absl): `I0822 12:34:56.789012  12345 gpu_hlo_schedule.cc:538] msg`.
 An `srun --label` rank prefix (`3: `) is accepted in front of either. Lines logged before absl
 is initialised carry a zero date and the epoch time (`I0000 00:00:1732377600.123456  12 f.cc:1]`;
@@ -109,7 +110,8 @@ LHS_UNSET = re.compile(
     r"^Profile data detected but `?xla_gpu_enable_latency_hiding_scheduler`? unset"
 )
 FINGERPRINT = re.compile(  # VLOG(1) with TF_CPP_VMODULE=gpu_hlo_schedule=1
-    r"^Fingerprint before LHS for module (?P<module>\S+?)(?:\((?P<id>\d+)\))? = (?P<fp>[0-9a-f]{32})"
+    r"^Fingerprint before LHS for module (?P<module>\S+?)(?:\((?P<id>\d+)\))? "
+    r"= (?P<fp>[0-9a-f]{32})"
 )
 # A WARNING per module when the checker flag is set without a profile path (JAX-Toolbox
 # issue 1135, a nightly of jax ~0.4.35; tests/data/xla_gpu/public/): harmless.
@@ -171,8 +173,8 @@ CUPTI_CONTENTION = re.compile(rb"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS|CUPTI_ERROR_NO
 # - " in XLA_FLAGS", the two CUPTI errors, "missing instructions. Discarding the profile.", and
 #   "] Added pair: {", "] Found async start %": part of UNKNOWN_FLAGS, CUPTI_CONTENTION,
 #   CHECK_DISCARD and (with the prefix's closing bracket) ADDED_PAIR and ASYNC_START_SEEN
-#   themselves, so any line those match holds one, whatever printed it (the flag parser's F line, CUPTI's errors from any profiler
-#   file, the compile error in Python's traceback).
+#   themselves, so any line those match holds one, whatever printed it (the flag parser's F
+#   line, CUPTI's errors from any profiler file, the compile error in Python's traceback).
 # tests/evidence/test_logscan_prefilter.py checks, on every fixture, that the evidence from the
 # pre-filtered scan equals the evidence from feeding every line.
 MAIN = (b"gpu_hlo_schedule.cc", b"profile_guided_latency_estimator.cc")

@@ -130,7 +130,8 @@ class Evidence:
     reads: list[str] = dataclasses.field(default_factory=list)  # `Using PGLE profile from`
     missing_files: list[str] = dataclasses.field(default_factory=list)
     parse_errors: list[str] = dataclasses.field(default_factory=list)
-    # "Found N missing instructions. Discarding the profile." (ERROR strictness): the compile failed.
+    # "Found N missing instructions. Discarding the profile." (ERROR strictness): the compile
+    # failed.
     discards: list[str] = dataclasses.field(default_factory=list)
     unknown_flags: list[str] = dataclasses.field(default_factory=list)  # XLA aborted on them
     info_lines: int = 0  # XLA INFO lines seen: none while checker lines show = INFO hidden

@@ -468,7 +468,8 @@ class RankRun:
         if errors:
             r, rep = errors[0]
             report.exit_code = int(rep["exit_code"])
-            text = f"pgle failed on {ranks_phrase(x for x, _ in errors)} (rank {r}: exit {rep['exit_code']})"
+            failed = ranks_phrase(x for x, _ in errors)
+            text = f"pgle failed on {failed} (rank {r}: exit {rep['exit_code']})"
             report.reasons.append(text + ".")
             report.summary.append(text)
             return

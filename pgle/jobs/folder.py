@@ -123,7 +123,8 @@ def _stamp() -> dict[str, Any]:
 def _write_json(path: Path, data: Mapping[str, Any]) -> Path:
     from pgle.redact import redact_json
 
-    return write_text_atomic(path, json.dumps(redact_json(data), sort_keys=True, default=str) + "\n")
+    text = json.dumps(redact_json(data), sort_keys=True, default=str)
+    return write_text_atomic(path, text + "\n")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -187,7 +188,8 @@ def mark_exit(
 
 
 def write_report(job_dir: os.PathLike | str, rank: int, report: Any) -> Path:
-    """Write this rank's report: a JSON-able dict, or an object with to_dict() (pgle.report.Report)."""
+    """Write this rank's report: a JSON-able dict, or an object with to_dict()
+    (pgle.report.Report)."""
     data = report.to_dict() if hasattr(report, "to_dict") else dict(report)
     return _write_json(report_path(job_dir, rank), data)
 
@@ -343,7 +345,8 @@ def describe_missing(job_dir: os.PathLike | str, ranks: list[int]) -> dict[int, 
                     else ""
                 )
                 out[rank] = (
-                    f"workload exited with code {data.get('exit_code')} on {data.get('host')}{why}; no report"
+                    f"workload exited with code {data.get('exit_code')} on {data.get('host')}"
+                    f"{why}; no report"
                 )
             except (OSError, ValueError):
                 out[rank] = "workload exited; no report"
@@ -351,7 +354,8 @@ def describe_missing(job_dir: os.PathLike | str, ranks: list[int]) -> dict[int, 
             try:
                 data = _read_json(start_path(job_dir, rank))
                 out[rank] = (
-                    f"started on {data.get('host')} (pid {data.get('pid')}); its workload has not exited"
+                    f"started on {data.get('host')} (pid {data.get('pid')}); "
+                    "its workload has not exited"
                 )
             except (OSError, ValueError):
                 out[rank] = "started; its workload has not exited"

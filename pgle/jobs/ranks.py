@@ -216,7 +216,8 @@ BRACE_PLACEHOLDERS = ("rank", "local_rank", "world_size", "job_id")
 # brace, or a run of ordinary characters.
 _TOKEN = re.compile(r"%.?|\{\{|\}\}|\{[^{}]*\}|[{}]|[^%{}]+", re.DOTALL)
 
-_HELP = "Placeholders: %r or {rank}, %l or {local_rank}, %n or {world_size}, %j or {job_id}; %% for %, {{ and }} for braces."
+_HELP = ("Placeholders: %r or {rank}, %l or {local_rank}, %n or {world_size}, %j or {job_id}; "
+         "%% for %, {{ and }} for braces.")
 
 
 def _placeholders(template: str) -> list[tuple[str, str | None]]:
@@ -276,7 +277,8 @@ def expand_path(template: str, info: RankInfo) -> str:
 
 
 def fields_in(template: str) -> set[str]:
-    """The RankInfo fields `template` uses ("rank", "job_id", ...); BadInput on an unknown placeholder."""
+    """The RankInfo fields `template` uses ("rank", "job_id", ...); BadInput on an unknown
+    placeholder."""
     return {field for _, field in _placeholders(template) if field is not None}
 
 

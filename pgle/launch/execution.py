@@ -157,11 +157,11 @@ def execute(
     hold_timeout_s: float = 900.0,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
-    harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
-    `on_exit(code)` the moment the workload has exited (a job records them so that its peers
-    stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
-    with (pgle.launch.launcher). `progress`: log progress lines while it runs (the
-    profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
+    harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just
+    before the launch and `on_exit(code)` the moment the workload has exited (a job records them
+    so that its peers stop promptly); `watchdog()` is polled while it runs and returns an exit
+    code to stop it with (pgle.launch.launcher). `progress`: log progress lines while it runs
+    (the profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
     harness counts jitted executions (pgle.launch.step_rule) unless False.
     `stall_timeout`: the stall watchdog's bound in seconds (None: derived from the run; 0:
     off; pgle.launch.stall); a stalled workload raises Stalled. `hold`: the workload waits at

@@ -180,12 +180,14 @@ class StallWatch:
         in_flight = [(p, c) for p in self.processes.values() for c in p.compiling.values()]
         if in_flight:
             longest = max((p.longest_compile for p in self.processes.values()), default=0.0)
-            bound, rule = COMPILE_FLOOR_S, f"the bound while XLA compiles: {describe_seconds(COMPILE_FLOOR_S)}"
+            bound = COMPILE_FLOOR_S
+            rule = f"the bound while XLA compiles: {describe_seconds(COMPILE_FLOOR_S)}"
             if COMPILE_FACTOR * longest > bound:
                 bound = COMPILE_FACTOR * longest
                 rule = f"{COMPILE_FACTOR:g}x the longest compile so far"
             return bound, rule
-        times = [b - a for p in self.processes.values() for a, b in zip(p.steps, list(p.steps)[1:], strict=False)]
+        times = [b - a for p in self.processes.values()
+                 for a, b in zip(p.steps, list(p.steps)[1:], strict=False)]
         if times:
             median = statistics.median(times)
             if STEP_FACTOR * median > FLOOR_S:

@@ -228,7 +228,9 @@ class DirectoryColumns:
     size: int  # bytes of the files read
 
 
-def read_directory_columns(path: Any, likes: dict[str, Any] | None = None) -> DirectoryColumns | None:
+def read_directory_columns(
+    path: Any, likes: dict[str, Any] | None = None
+) -> DirectoryColumns | None:
     """Every `<fp>.pbtxt|.pb` XLA would read in the folder (`.pbtxt` wins), as columns; None
     when one of them needs the general path. `likes`: fingerprint -> a previous folder's
     binary layout of that module (ranks of one program share it)."""

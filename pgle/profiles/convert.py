@@ -446,7 +446,8 @@ def _normalize_window(steps_window: Any) -> list[tuple[int, int]] | None:
 
 
 def _profile_start_ns(plane) -> int | None:
-    """`profile_start_time` of the "Task Environment" plane: TSL stores event times relative to it."""
+    """`profile_start_time` of the "Task Environment" plane: TSL stores event times relative to
+    it."""
     if plane is None:
         return None
     for st in plane.stats:

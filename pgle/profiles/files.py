@@ -110,7 +110,8 @@ def _looks_like_text(data: bytes) -> bool:
 
 
 def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
-    """Parse `data` in format `fmt`; ProfileError names `source` (and the byte offset, for binary)."""
+    """Parse `data` in format `fmt`; ProfileError names `source` (and the byte offset, for
+    binary)."""
     if fmt == BINARY:
         if len(data) < COLUMNS_MIN_BYTES:
             fast = binary_entries(data)
@@ -180,7 +181,8 @@ def _parse_binary(data: bytes, source: str):
         if _looks_like_text(data):
             hint = "It looks like the text format: rename it to .pbtxt."
         raise ProfileError(
-            f"profile {source} is not a valid binary ProfiledInstructionsProto: parsing failed {where}.",
+            f"profile {source} is not a valid binary ProfiledInstructionsProto: "
+            f"parsing failed {where}.",
             hint=hint,
         ) from None
 
@@ -467,8 +469,8 @@ def _load_directory(path: Any) -> ProfileSource:
             else " (it is empty)"
         )
         raise ProfileError(
-            f"profile directory {_name_of(path)} holds no <fingerprint>.pb or <fingerprint>.pbtxt file"
-            f"{seen}; XLA looks up each module by its 32-hex fingerprint.",
+            f"profile directory {_name_of(path)} holds no <fingerprint>.pb or "
+            f"<fingerprint>.pbtxt file{seen}; XLA looks up each module by its 32-hex fingerprint.",
             hint="Collect one with `pgle collect --per-module`, or pass a single profile file.",
         )
     modules: dict[str, Profile] = {}
@@ -779,7 +781,8 @@ def write_profile_directory(
 
 
 def output_kind(path: Any) -> str:
-    """'file' for a .pb/.pbtxt name, 'directory' for an existing folder, a trailing slash or no extension."""
+    """'file' for a .pb/.pbtxt name, 'directory' for an existing folder, a trailing slash or no
+    extension."""
     name = os.fspath(path)
     if os.path.isdir(name) or name.endswith(("/", os.sep)) or not os.path.splitext(name)[1]:
         return "directory"

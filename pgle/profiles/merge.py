@@ -122,9 +122,9 @@ def overlap_warnings(overlaps: Sequence[InputOverlap]) -> list[str]:
             warnings.append(f"{o.label} is empty: it adds nothing to the merge.")
         elif o.low:
             warnings.append(
-                f"{o.label} shares only {o.shared:.0%} of its {o.names} instruction names with the other "
-                "inputs: it probably comes from another program (other flags, shapes, sharding or jax "
-                "version), and merging it mixes unrelated costs."
+                f"{o.label} shares only {o.shared:.0%} of its {o.names} instruction names with the "
+                "other inputs: it probably comes from another program (other flags, shapes, "
+                "sharding or jax version), and merging it mixes unrelated costs."
             )
     return warnings
 

@@ -131,7 +131,8 @@ def per_module_costs(
     stat: str | None = None,
     skip: int | None = None,
 ) -> NsysConversion:
-    """The projected ranges of one process -> `{fingerprint: Profile}` (see the module docstring)."""
+    """The projected ranges of one process -> `{fingerprint: Profile}` (see the module
+    docstring)."""
     stat = parse_nsys_stat(stat)
     warnings: list[str] = []
     by_id = {r.rid: r for r in ranges}

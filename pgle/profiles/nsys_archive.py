@@ -1,4 +1,5 @@
-"""nsys-jax archives (the `.zip` that `nsys-jax` writes, or its extracted folder) -> projected ranges.
+"""nsys-jax archives (the `.zip` that `nsys-jax` writes, or its extracted folder) -> projected
+ranges.
 
 What a real archive holds (JAX-Toolbox test archives, 2024): `nvtx_gpu_proj_trace/trace.parquet`
 (nsys's `nvtx_gpu_proj_trace` recipe output: one row per NVTX range with its projected GPU span),
@@ -199,7 +200,8 @@ def read_devices(folder: pathlib.Path) -> dict[tuple[int, int], int]:
 
 
 def compiled_programs(folder: pathlib.Path) -> list[tuple[int, str]]:
-    """(program id, module name) of every XlaCompileBackend range: modules compiled while profiling."""
+    """(program id, module name) of every XlaCompileBackend range: modules compiled while
+    profiling."""
     parquet, legacy = (folder / p for p in PUSHPOP)
     if parquet.exists():
         names = _read_parquet(parquet, columns=["Name"]).column("Name").to_pylist()

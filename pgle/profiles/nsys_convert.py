@@ -110,7 +110,8 @@ def convert_nsys(
         elif kind != "sqlite":
             raise BadInput(
                 f"{path} is not an Nsight input pgle reads.",
-                hint="Give a .nsys-rep report, its SQLite export (.sqlite) or an nsys-jax .zip archive.",
+                hint="Give a .nsys-rep report, its SQLite export (.sqlite) or an nsys-jax .zip "
+                "archive.",
             )
         if dump is None:
             raise BadInput(

@@ -74,7 +74,8 @@ def read_export(path: pathlib.Path) -> SqliteExport:
         cpu = list(
             db.execute(
                 f"SELECT e.start, e.end, e.globalTid, e.domainId, {text} FROM NVTX_EVENTS e {join} "
-                "WHERE e.eventType = ? AND e.end IS NOT NULL ORDER BY e.globalTid, e.start, e.end DESC",
+                "WHERE e.eventType = ? AND e.end IS NOT NULL "
+                "ORDER BY e.globalTid, e.start, e.end DESC",
                 (PUSHPOP,),
             )
         )
@@ -88,7 +89,8 @@ def read_export(path: pathlib.Path) -> SqliteExport:
             for tid, launch, g0, g1 in db.execute(
                 f"SELECT r.globalTid, r.start, g.start, g.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
                 f"JOIN ({gpu_union}) g ON g.correlationId = r.correlationId "
-                f"AND g.globalPid = (r.globalTid - (r.globalTid & {_TID_BITS})) ORDER BY r.globalTid, r.start"
+                f"AND g.globalPid = (r.globalTid - (r.globalTid & {_TID_BITS})) "
+                "ORDER BY r.globalTid, r.start"
             ):
                 launches.setdefault(tid, []).append((launch, g0, g1))
         devices: dict[tuple[int, int], int] = {}

@@ -130,7 +130,9 @@ def _skip(data: bytes, pos: int, end: int, wtype: int, field: int, tag_pos: int,
     raise WireError(tag_pos, f"invalid wire type {wtype} for field {field}")
 
 
-def _walk(data: bytes, pos: int, end: int, schema: dict[int, tuple[int, object]], depth: int) -> None:
+def _walk(
+    data: bytes, pos: int, end: int, schema: dict[int, tuple[int, object]], depth: int
+) -> None:
     """Walk one message: schema maps field number -> (expected wire type, sub-schema or kind)."""
     while pos < end:
         tag_pos = pos

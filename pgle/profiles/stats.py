@@ -5,7 +5,8 @@ async collectives are `<kind>-start.N` / `<kind>-done.N`), since a profile holds
 names and costs only:
 - collective: all-reduce, all-gather, reduce-scatter, all-to-all, ragged-all-to-all,
   collective-permute, collective-broadcast, send/recv (by kind, with start/done pairs)
-- gemm: cuBLAS/cuBLASLt GEMMs, Triton GEMM fusions, cuDNN calls, convolutions, dots and other custom calls
+- gemm: cuBLAS/cuBLASLt GEMMs, Triton GEMM fusions, cuDNN calls, convolutions, dots and other
+  custom calls
 - fusion: every other fusion
 - copy: copy, copy-start/done, memcpy/memset-like ops
 - other

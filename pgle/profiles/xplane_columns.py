@@ -4,9 +4,9 @@ Why not through protobuf's message objects: protobuf (upb) parses a 200 MB trace
 a second, but reading millions of events back through Python objects (an event, its stats,
 each stat's oneof) cost about 8 µs an event, more than jaxlib's whole C++ conversion
 (issue 16). Here Python only finds where each event's bytes start (one cheap loop over the
-line, `pgle.profiles.xspace_file.PlaneBytes`); every field of every event is then decoded by numpy, all events of a plane at once,
-one field per pass ("lockstep"), in protobuf's own rules: varints up to 10 bytes, the last
-occurrence of a field wins, the last value of a oneof wins.
+line, `pgle.profiles.xspace_file.PlaneBytes`); every field of every event is then decoded by
+numpy, all events of a plane at once, one field per pass ("lockstep"), in protobuf's own rules:
+varints up to 10 bytes, the last occurrence of a field wins, the last value of a oneof wins.
 
 Only what the converter reads is decoded: XEvent metadata_id / offset_ps / duration_ps and
 the XStats whose metadata id is one of `codes` (the others are skipped whatever they hold).

@@ -123,7 +123,7 @@ def _ranks_summary(per_rank, by_status: Mapping[str, list[int]], absent: Sequenc
         covs = [per_rank[r].get("coverage") for r in rs if per_rank[r].get("coverage") is not None]
         if covs and min(covs) < 1.0:
             low = min(covs)
-            text += f" (coverage {low:.0%}" if len(set(covs)) == 1 else f" (coverage down to {low:.0%}"
+            text += f" (coverage {'' if len(set(covs)) == 1 else 'down to '}{low:.0%}"
             miss = [per_rank[r].get("instructions_missing") or 0 for r in rs]
             text += f", {max(miss)} missing)" if max(miss) else ")"
         parts.append(text)
@@ -214,7 +214,7 @@ def combine_verdicts(job: JobReports, *, require_applied: bool = False) -> Repor
     return report
 
 
-# -- the job verdict of auto / prewarm / nsys -------------------------------------------------------
+# -- the job verdict of auto / prewarm / nsys ----------------------------------------------------
 
 
 def combine_modules(

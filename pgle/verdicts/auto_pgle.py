@@ -109,7 +109,10 @@ def profiler_collision(log_path, session_errors: list[dict],
             "not profiled: another thread's profiling session held the profiler",
             THREADS_FIX, failed)
     starts = [t for t in script_traces if t.get("call") == "start"]
-    active = _script_trace_active(script_traces, errors) if errors else (starts[0] if starts else None)
+    if errors:
+        active = _script_trace_active(script_traces, errors)
+    else:
+        active = starts[0] if starts else None
     if active is not None:
         where = f" at {active.get('site')}" if active.get("site") else ""
         return Collision(

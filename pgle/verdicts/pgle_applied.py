@@ -116,7 +116,8 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
                     for e, n in Counter(evidence.parse_errors).items()]
         status = "error"
     elif evidence.missing_files:
-        reasons += [f"XLA found no profile file at {p}" for p in dict.fromkeys(evidence.missing_files)]
+        missing = dict.fromkeys(evidence.missing_files)  # each once, in order
+        reasons += [f"XLA found no profile file at {p}" for p in missing]
         status = "error"
     elif jax_imported is False and not modules and not evidence.reads:
         status = "not_applied"
@@ -159,10 +160,10 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
             status = "not_applied"
             reasons.append(
                 f"XLA compiled {plural(len(modules), 'module')} and read no profile for any "
-                "(only their fingerprints were logged): did the profile flag reach XLA? jax <= 0.5.3 logs "
-                "nothing when the profile file does not exist, jax <= 0.5.x nothing for a "
-                "directory without the module's file, and jax >= 0.5.1 ignores a file that is "
-                "not .pb/.pbtxt silently."
+                "(only their fingerprints were logged): did the profile flag reach XLA? "
+                "jax <= 0.5.3 logs nothing when the profile file does not exist, jax <= 0.5.x "
+                "nothing for a directory without the module's file, and jax >= 0.5.1 ignores a "
+                "file that is not .pb/.pbtxt silently."
             )
         else:
             status = "not_applied"
@@ -274,8 +275,8 @@ def sub_compile_sentence(subs: list[ModuleEvidence]) -> str:
         else "their names (no module ids logged: TF_CPP_VMODULE=gpu_hlo_schedule=1 shows them)"
     )
     return (
-        f"XLA also scheduled {plural(len(subs), 'module')} of its own while compiling the workload's "
-        f"(autotuner candidates, jax >= 0.11: {shown}; told apart by {by}): not the "
+        f"XLA also scheduled {plural(len(subs), 'module')} of its own while compiling the "
+        f"workload's (autotuner candidates, jax >= 0.11: {shown}; told apart by {by}): not the "
         "workload's modules, not counted (report details: sub_compiles)."
     )
 
@@ -312,8 +313,8 @@ def fold_clones(rows: list[dict]) -> list[dict]:
                 notes=r["notes"]
                 + [
                     (
-                        f"XLA did not schedule {base} itself after its clone {name}: this row is the "
-                        "clone's evidence"
+                        f"XLA did not schedule {base} itself after its clone {name}: this row "
+                        "is the clone's evidence"
                     )
                 ],
             )

@@ -108,7 +108,8 @@ class XlaFlags:
     def render(self) -> str:
         # The unreadable tail stays last: XLA ignores it either way, and
         # anything placed after it would be ignored too.
-        return " ".join([f.raw for f in self.flags] + ([self.ignored_tail] if self.ignored_tail else []))
+        tail = [self.ignored_tail] if self.ignored_tail else []
+        return " ".join([f.raw for f in self.flags] + tail)
 
     def merged(self, updates: dict[str, str | None]) -> tuple[XlaFlags, list[str]]:
         """pgle's flags merged into the user's: theirs keep their order and text.

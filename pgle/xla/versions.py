@@ -106,4 +106,5 @@ def supports_expect_pgle(version: tuple[int, ...] | None) -> bool:
 def version_string(version: tuple[int, ...] | None) -> str:
     if version is None:
         return "unknown"
-    return ".".join(map(str, version)) + (" (pre-release)" if getattr(version, "pre", False) else "")
+    pre = " (pre-release)" if getattr(version, "pre", False) else ""
+    return ".".join(map(str, version)) + pre
