@@ -111,20 +111,20 @@ def verdict_from_log(text: str) -> AotVerdict:
             ],
             text,
         )
-    for m in modules:
-        if m["missing"]:
+    for mod in modules:
+        if mod["missing"]:
             reasons.append(
-                f"module {m['module']}: {m['missing']} instructions are not in the profile "
-                f"(such as {', '.join(m['missing_names'][:3])})."
+                f"module {mod['module']}: {mod['missing']} instructions are not in the profile "
+                f"(such as {', '.join(mod['missing_names'][:3])})."
             )
-        if m["discarded"]:
+        if mod["discarded"]:
             return AotVerdict(
                 False,
                 "not used",
                 fmt,
                 modules,
                 reasons
-                + [f"XLA discarded the profile for {m['module']} (accuracy checker at ERROR)."],
+                + [f"XLA discarded the profile for {mod['module']} (accuracy checker at ERROR)."],
                 text,
             )
     return AotVerdict(True, "used", fmt, modules, reasons, text)

@@ -32,7 +32,7 @@ def _ps_ms(ps: float | None) -> str:
     return "-" if ps is None else f"{ps / 1e9:.3f} ms"
 
 
-def _bytes(b: int | None) -> str:
+def _bytes(b: float | None) -> str:
     if b is None:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB"):

@@ -140,7 +140,9 @@ def serve(
 
 def _first_line(proc: subprocess.Popen, timeout: float) -> str:
     out: list[str] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)
+    stdout = proc.stdout
+    assert stdout is not None  # started with stdout=PIPE
+    reader = threading.Thread(target=lambda: out.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout)
     if not out:

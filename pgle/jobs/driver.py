@@ -86,7 +86,8 @@ def run(wf: Workflow, opts, job_opts: JobOptions | None = None, *,
     info = ranks.detect(environ)
     if not info.is_multiprocess:
         return _alone(wf, opts, info, environ, job_opts)
-    rank = RankRun(wf.command, info, layout.job_dir(info, job_opts), job_opts.gather_timeout_s,
+    rank = RankRun(wf.command, info, folder.job_dir_for(info, explicit=job_opts.job_dir),
+                   job_opts.gather_timeout_s,
                    stall_timeout_s=job_opts.stall_timeout_s, gather=job_opts.gather)
     return rank.run(wf, opts, environ)
 

@@ -163,7 +163,7 @@ def resolve(request: LayoutRequest, info: RankInfo, job_dir: Path | None) -> Ran
     elif request.run_root is not None:
         run_dir = request.run_root
     else:
-        run_dir = str(job_dir / f"rank-{info.rank}") if multi else None
+        run_dir = str(job_dir / f"rank-{info.rank}") if job_dir is not None else None
     selected, n_selected = True, info.world_size if multi else 1
     if request.selected_ranks is not None:
         if max(request.selected_ranks) >= info.world_size:
@@ -226,8 +226,8 @@ def _output_plan(req: OutputRequest, info: RankInfo, job_dir: Path | None) -> Ou
             only,
         )
     if only is not None:
-        mine = info.rank == only
-        return OutputPlan("one_rank", mine, expanded if mine else None, None, only)
+        is_mine = info.rank == only
+        return OutputPlan("one_rank", is_mine, expanded if is_mine else None, None, only)
     if req.output is not None and ranks.has_rank_placeholder(req.output):
         return OutputPlan("per_rank", True, expanded, None, None)
     if req.per_module:

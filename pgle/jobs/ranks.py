@@ -99,6 +99,14 @@ def _int(env: Mapping[str, str], *names: str, minimum: int = 0) -> int | None:
     return number
 
 
+def _set_int(env: Mapping[str, str], *names: str, minimum: int = 0) -> int:
+    """`_int` of a variable the caller saw set."""
+    number = _int(env, *names, minimum=minimum)
+    if number is None:
+        raise BadInput(f"environment variable {names[0]} is not set.")
+    return number
+
+
 def _check(info: RankInfo, rank_var: str, size_var: str) -> RankInfo:
     if not 0 <= info.rank < info.world_size:
         raise BadInput(
@@ -143,7 +151,7 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
                 "PGLE_WORLD_SIZE is set but PGLE_RANK is not.",
                 hint="Set PGLE_RANK to this process's rank (0 to PGLE_WORLD_SIZE-1).",
             )
-        rank = _int(env, found[0])
+        rank = _set_int(env, found[0])
         explicit_job = (_first(env, "PGLE_JOB_ID") or (None, None))[1]
         info = RankInfo(
             rank=rank,
@@ -163,9 +171,9 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
 
     if _first(env, "OMPI_COMM_WORLD_RANK") and _first(env, "OMPI_COMM_WORLD_SIZE"):
         info = RankInfo(
-            rank=_int(env, "OMPI_COMM_WORLD_RANK"),
+            rank=_set_int(env, "OMPI_COMM_WORLD_RANK"),
             local_rank=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK") or 0,
-            world_size=_int(env, "OMPI_COMM_WORLD_SIZE", minimum=1),
+            world_size=_set_int(env, "OMPI_COMM_WORLD_SIZE", minimum=1),
             job_id=slurm_job or _ompi_job_id(env),
             step_id=slurm_step if slurm_job else None,
             source="ompi",
@@ -179,9 +187,9 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
         and _first(env, "SLURM_NTASKS", "SLURM_NPROCS")
     ):
         info = RankInfo(
-            rank=_int(env, "SLURM_PROCID"),
+            rank=_set_int(env, "SLURM_PROCID"),
             local_rank=_int(env, "SLURM_LOCALID") or 0,
-            world_size=_int(env, "SLURM_NTASKS", "SLURM_NPROCS", minimum=1),
+            world_size=_set_int(env, "SLURM_NTASKS", "SLURM_NPROCS", minimum=1),
             node_id=_int(env, "SLURM_NODEID"),
             job_id=slurm_job,
             step_id=slurm_step,
@@ -192,9 +200,9 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
 
     if _first(env, "PMI_RANK") and _first(env, "PMI_SIZE"):
         info = RankInfo(
-            rank=_int(env, "PMI_RANK"),
+            rank=_set_int(env, "PMI_RANK"),
             local_rank=_int(env, "MPI_LOCALRANKID", "PMI_LOCAL_RANK") or 0,
-            world_size=_int(env, "PMI_SIZE", minimum=1),
+            world_size=_set_int(env, "PMI_SIZE", minimum=1),
             job_id=slurm_job,
             step_id=slurm_step if slurm_job else None,
             source="pmi",

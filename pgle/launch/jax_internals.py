@@ -129,7 +129,8 @@ def observe_pgle(write: Callable[..., None],
                   runs=runs.get(runner, runner.retries), profile_bytes=size, thread=me)
 
     compiler.compile_or_get_cached = compile_or_get_cached
-    PGLEProfiler.trace = staticmethod(trace)
+    # Patching jax's method is this module's purpose (see the docstring).
+    PGLEProfiler.trace = staticmethod(trace)  # type: ignore[method-assign]
     _installed = True
     return True
 
@@ -350,7 +351,8 @@ def defer_distributed_shutdown() -> bool:
             _shutdown["asked"] = True
 
     _shutdown.update(real=real, state=state, released=False, asked=False)
-    state.shutdown = shutdown  # the instance's: jax calls global_state.shutdown()
+    # The instance's: jax calls global_state.shutdown().
+    state.shutdown = shutdown  # type: ignore[method-assign]
     return True
 
 

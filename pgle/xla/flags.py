@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from typing import overload
 
 from pgle.errors import FlagError
 from pgle.xla import flag_table
@@ -96,6 +97,10 @@ class XlaFlags:
                 return flag
         return None
 
+    @overload
+    def value(self, name: str, default: str) -> str: ...
+    @overload
+    def value(self, name: str, default: None = None) -> str | None: ...
     def value(self, name: str, default: str | None = None) -> str | None:
         flag = self.get(name)
         if flag is None:
@@ -142,23 +147,25 @@ def _parse_string(text: str) -> tuple[list[Flag], str]:
     n = len(text)
     b = _skip_ws(text, 0)
     while b < n and text[b] == "-":
-        e = _NAME_CHARS.match(text, b).end()
+        name_end = _NAME_CHARS.match(text, b)
+        assert name_end is not None  # `*`: it matches the empty string too
+        e = name_end.end()
         dashed = text[b:e]
         if e + 1 < n and text[e] == "=" and text[e + 1] in "'\"":
             quote = text[e + 1]
             i = e + 2
-            value = []
+            chars: list[str] = []
             while i < n and text[i] != quote:
                 c = text[i]
                 if quote == '"' and c == "\\" and i + 1 < n:
                     i += 1
                     c = text[i]
-                value.append(c)
+                chars.append(c)
                 i += 1
             closed = i < n
             if closed:
                 i += 1  # closing quote
-            flags.append(Flag(dashed.lstrip("-"), "".join(value), text[b:i], not closed))
+            flags.append(Flag(dashed.lstrip("-"), "".join(chars), text[b:i], not closed))
             e = i
         else:
             e = _find_ws(text, e)
