@@ -83,7 +83,7 @@ def verdict_from_log(text: str) -> AotVerdict:
         if m:
             fmt = m.group("fmt")
     evidence = LogScanner().feed_lines(line.encode() for line in text.splitlines())
-    modules = [{"module": m.module, "found_profile": m.found_profile, "found": m.checker_found,
+    modules: list[dict[str, Any]] = [{"module": m.module, "found_profile": m.found_profile, "found": m.checker_found,
                 "missing": m.checker_missing, "missing_names": m.missing_names[:20],
                 "discarded": m.discarded} for m in evidence.modules]
     reasons: list[str] = []

@@ -7,6 +7,7 @@ import itertools
 import math
 import re
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ HOST_COPY_RE = re.compile(r"(?i)memcpy.?(h2d|d2h|htod|dtoh)|(h2d|d2h|htod|dtoh).
 IDLE_FRACTION = 0.05
 
 
-def recompilations(compiles: list[dict], steps: list) -> list[dict[str, Any]]:
+def recompilations(compiles: list[dict], steps: Sequence[Any]) -> list[dict[str, Any]]:
     """Compilations that happened after the first step finished warming up (step 1 began):
     every step from then on should reuse compiled executables; one that compiles again has
     unstable shapes, retraces, or changed static arguments, and loses its PGLE schedule."""

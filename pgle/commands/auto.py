@@ -124,7 +124,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch,
     report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
                                              p.require_all, p.require,
         exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))
-    if view is not None:
+    if view is not None and opts.store is not None:
         report.details["store"] = {"path": opts.store.path, "key": dataclasses.asdict(view.key),
                                    "view": str(view.path) if view.path else None,
                                    "view_modules": len(view.served), "adds": False,

@@ -163,14 +163,16 @@ def profiling_flags(environ: dict[str, str]) -> dict[str, str | None]:
 def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Execution],
          environ: dict[str, str]) -> Report:
     """Profile this process's window and extract its profile to where the layout says."""
-    plan = layout.output
+    plan = layout.plan
     preflight(opts, plan.rank_output, layout.log, environ)
     if plan.merges_here:
+        assert plan.merged_output is not None  # merges_here: mode merge, which has one
         check_output(opts, plan.merged_output)  # refuse now, not after the whole job ran
     run = RunFolder.create("collect", layout.run_dir)
     output = plan.rank_output or str(run.path / ("profiles" if opts.per_module else "profile.pb"))
     xla = profiling_flags(environ)
-    notices, warnings = [], []
+    notices: list[str] = []
+    warnings: list[str] = []
     if opts.extraction.needs_fingerprints:
         environ, notices, warnings = fingerprint_environment(environ)
     child = childenv.build(environ, xla=xla)
@@ -181,6 +183,7 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
     if not plan.profiled:
         log.info(f"running without the profiler (--rank {plan.only_rank}): "
                f"{opts.workload.describe()} (run folder {run.path})")
+        assert plan.only_rank is not None  # only --rank N leaves a process unprofiled
         return not_profiled_report(launch(opts.workload, run, child, log_copy=layout.log),
                                    plan.only_rank)
     log.info(f"collecting: {opts.workload.describe()} (run folder {run.path})")
@@ -244,6 +247,7 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
         details["skipped"] = why
         report.warnings.append(f"--store: nothing added: {why}")
         return
+    assert report.profile is not None  # status collected: a profile was written
     source = files.load_profile_source(report.profile["path"])
     names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
     shared = ProfileStore(store.path, create=True)
@@ -372,8 +376,8 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     if failed_after is not None:
         # The profile (if any) is written; the command still fails as the workload did.
         report.exit_code = ex.exit_code
-        kept = "kept the profile" if report.status == "collected" else "nothing to keep"
-        line = (f"{failed_after} after the profiling window closed cleanly: {kept}; pgle exits "
+        outcome = "kept the profile" if report.status == "collected" else "nothing to keep"
+        line = (f"{failed_after} after the profiling window closed cleanly: {outcome}; pgle exits "
                 f"with the workload's code {ex.exit_code}")
         report.reasons.append(line)
         report.summary.append(line)

@@ -34,7 +34,7 @@ from pgle.verdicts.across_ranks import JobReports, aggregate_modules
 
 def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report:
     """The job report of `pgle collect`, and for a merge the merged profile itself."""
-    plan, reports = layout.output, job.reports
+    plan, reports = layout.plan, job.reports
     force, allow_empty, percentile = opts.force, opts.allow_empty, opts.merge_percentile
     collected = {r: rep for r, rep in sorted(reports.items()) if rep.get("status") == "collected"}
     profiled = {r: rep for r, rep in sorted(reports.items())
@@ -54,6 +54,7 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
         report.modules = aggregate_modules(by_rank, ok="written")
 
     if plan.mode == "one_rank":
+        assert plan.only_rank is not None  # mode one_rank is --rank N
         return _one_rank(report, plan.only_rank, reports)
 
     sources = _load_rank_profiles(collected, report)
@@ -71,7 +72,7 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
     if not sources:
         statuses = {rep.get("status") for rep in not_collected.values()}
         report.status = "empty" if statuses == {"empty"} else "failed"
-        report.exit_code = next((rep.get("exit_code") for rep in not_collected.values()
+        report.exit_code = next((int(rep["exit_code"]) for rep in not_collected.values()
                                  if rep.get("exit_code")), EXIT_ERROR)
         if allow_empty and report.status == "empty":
             # --allow-empty: an empty profile is a result, as in one process (exit 0).
@@ -107,7 +108,7 @@ def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
         report.exit_code = EXIT_ERROR
         report.reasons.append(f"rank {only}, the one profiled (--rank {only}), never reported.")
         return report
-    report.status = rep.get("status")
+    report.status = rep.get("status") or "failed"
     report.exit_code = rep.get("exit_code") or 0
     report.profile = rep.get("profile")
     report.trace_dir = rep.get("trace_dir")

@@ -204,11 +204,12 @@ def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> li
     user_flags = environ.get("XLA_FLAGS")
     if user_flags is not None and user_flags.strip():
         version = versions.parse_version(manifest_env.get("jax")) or versions.jax_version()
-        then = jax_log.key_flag_words(manifest_env.get("user_XLA_FLAGS"), version=version)
-        now = jax_log.key_flag_words(user_flags, version=version)
-        if then != now:
-            out.append(f"XLA_FLAGS differ from the prewarm run: then {' '.join(then) or '(none)'}, "
-                       f"now {' '.join(now) or '(none)'}")
+        then_words = jax_log.key_flag_words(manifest_env.get("user_XLA_FLAGS"), version=version)
+        now_words = jax_log.key_flag_words(user_flags, version=version)
+        if then_words != now_words:
+            out.append("XLA_FLAGS differ from the prewarm run: "
+                       f"then {' '.join(then_words) or '(none)'}, "
+                       f"now {' '.join(now_words) or '(none)'}")
     then_argv = sorted(manifest_env.get("argv_xla_flags") or [])
     now_argv = sorted(a for a in workload.args if a.startswith("--xla"))
     if then_argv != now_argv:
@@ -253,7 +254,7 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
     if not versions.supports_expect_pgle(versions.jax_version()):
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1); upgrade jax.")
-    given_cache = layout.inputs["cache_dir"]
+    given_cache = layout.input("cache_dir")
     manifest = pgle.cache.manifest.load(auto_env.normalize_cache_dir(given_cache))
     if manifest is None or not manifest.get("environment"):
         raise BadInput(f"{given_cache} holds no finished `pgle prewarm` (no "
@@ -286,13 +287,13 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
     for line in child.notices:
         log.info(line)
     run = RunFolder.create("nsys", layout.run_dir)
-    if profiled:
+    if tool is not None:  # found for the profiled ranks only
         prefix, report_path = command_prefix(tool, opts, str(run.path))
         log.info(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
                f"{opts.workload.describe()} (run folder {run.path})")
     else:
         prefix, report_path = [], None
-        log.info(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
+        log.info(f"running without nsys (--ranks {','.join(map(str, opts.ranks or ()))}) with "
                f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
                f"(run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
@@ -312,7 +313,7 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
         "nsys": {"path": tool, "version": version, "launcher": opts.launcher,
                  "argv": prefix, "exit_code": ex.exit_code,
                  "report": report_path, "profiled": profiled,
-                 "report_exists": bool(report_path) and os.path.exists(report_path)},
+                 "report_exists": report_path is not None and os.path.exists(report_path)},
         "drift": drifted, "backend": ex.events.backend})
     if not modules:
         report.reasons.append("no module went through the compilation cache: is the workload using "

@@ -76,7 +76,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
     if not versions.supports_expect_pgle(versions.jax_version()):
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax.")
-    cache_dir = auto_env.normalize_cache_dir(layout.inputs["cache_dir"])
+    cache_dir = auto_env.normalize_cache_dir(layout.input("cache_dir"))
     entries.check_writable_dir(cache_dir, create=True, what="write to")
     previous = manifest.load(cache_dir)  # a corrupt manifest stops us before the run
     known = {k for m in (previous or {}).get("modules", {}).values()

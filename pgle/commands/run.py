@@ -92,7 +92,7 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
             source = files.load_profile_source(view.path)
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
     elif opts.profile is not None:
-        source, copy = prepare_profile(layout.inputs["profile"], layout.inputs["profile_store"])
+        source, copy = prepare_profile(layout.input("profile"), layout.inputs["profile_store"])
         xla[flag_table.PGLE_PROFILE_PATH] = str(copy)
     if xla and versions.needs_lhs_flag(versions.jax_version()):
         xla[flag_table.LHS] = "true"
@@ -205,9 +205,10 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
         # The verdict's own reasons (no 'Using PGLE profile' line) follow from this one.
         report.reasons.insert(0, dropped)
         report.summary.insert(0, dropped)
-        report.details["effective_xla_flags"] = ex.events.xla_flags_seen.get("effective")
-    report.profile = source.to_dict() if source is not None else None
+        report.details["effective_xla_flags"] = (ex.events.xla_flags_seen or {}).get("effective")
+    report.profile = None
     if source is not None:
+        report.profile = source.to_dict()
         report.profile["given_to_xla"] = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)
     report.warnings += ex.child.warnings + drift_notes
     newer = versions.newer_than_verified(versions.jax_version())

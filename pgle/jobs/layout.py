@@ -105,9 +105,8 @@ class LayoutRequest:
     run_dir: str | None = None  # --run-dir (per rank in a job: must hold %r)
     run_root: str | None = None  # the run folder when --run-dir is not given (tune's phases)
     log: str | None = None  # --log (per rank in a job: must hold %r)
-    inputs: Mapping[str, str | None] = dataclasses.field(
-        default_factory=dict
-    )  # placeholders filled
+    # placeholders filled
+    inputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
     output: OutputRequest | None = None
     selected_ranks: tuple[int, ...] | None = None  # nsys --ranks (None: every rank)
 
@@ -142,6 +141,20 @@ class RankLayout:
     @property
     def rank(self) -> int:
         return self.info.rank
+
+    def input(self, name: str) -> str:
+        """Input `name`, placeholders filled, for a command that requires it."""
+        value = self.inputs.get(name)
+        if value is None:
+            raise BadInput(f"{name} is required but was not given.")
+        return value
+
+    @property
+    def plan(self) -> OutputPlan:
+        """The output plan of a command that writes a profile (collect)."""
+        if self.output is None:
+            raise RuntimeError("this command's layout has no output plan")
+        return self.output
 
     @property
     def world_size(self) -> int:

@@ -143,7 +143,7 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
     slurm_step = (_first(env, "SLURM_STEP_ID", "SLURM_STEPID") or (None, None))[1]
 
     if _first(env, "PGLE_WORLD_SIZE"):
-        size = _int(env, "PGLE_WORLD_SIZE", minimum=1)
+        size = _set_int(env, "PGLE_WORLD_SIZE", minimum=1)
         rank_vars = ("PGLE_RANK", "JOB_COMPLETION_INDEX")
         found = _first(env, *rank_vars)
         if found is None:

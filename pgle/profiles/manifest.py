@@ -33,7 +33,7 @@ def manifest_path(profile_path: Path | str) -> Path:
 
 def build(*, workload_argv: list[str], user_flags: XlaFlags, child_flags: XlaFlags,
           environment: dict[str, str], backend: dict | None, window: dict | None,
-          profile: dict, trace_dir: str | None, converter: dict | None = None,
+          profile: dict | None, trace_dir: str | None, converter: dict | None = None,
           modules: list[dict] | None = None, effective_flags: str | None = None) -> dict:
     """`converter` (pgle's converter: stat, step window, event counts) and `modules` (the
     per-module rows, see `module_rows`) are added only when given."""

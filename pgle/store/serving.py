@@ -30,7 +30,7 @@ def add_profiles(store: ProfileStore, modules: Mapping[str, Profile], key: Store
     the store for this key), refreshed (older entries exist; `removed` lists what the policy
     trimmed) or empty (not stored)."""
     pol = policy if isinstance(policy, Policy) else parse_policy(policy)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for fp, prof in sorted(modules.items()):
         name = (names or {}).get(fp, "")
         if prof.is_empty():
