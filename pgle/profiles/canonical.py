@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Sequence
+from typing import TypeAlias
 
 from pgle.profiles.proto import WireError, _varint
+
+Costs: TypeAlias = list[tuple[str, float]]
+Latencies: TypeAlias = list[tuple[str, str, float]]
 
 _DOUBLE = struct.Struct("<d")
 # Wire keys (field number << 3 | wire type) in the one-byte form protobuf writes.
@@ -29,7 +34,7 @@ def _string(data: bytes, pos: int, stop: int) -> tuple[str, int]:
     return data[body:body + n].decode("utf-8"), body + n
 
 
-def binary_entries(data: bytes):
+def binary_entries(data: bytes) -> tuple[Costs, Latencies] | None:
     """`(costs, latencies)` of a binary profile that holds only known fields, each entry's
     fields once and in field order (as protobuf, XLA and jaxlib write them); None for anything
     else (unknown fields, repeated or reordered fields, other key encodings, invalid UTF-8,
@@ -91,7 +96,8 @@ _ESCAPES.update({9: "\\t", 10: "\\n", 13: "\\r", 34: '\\"', 39: "\\'", 92: "\\\\
 _NEEDS_ESCAPE = re.compile("[\\x00-\\x1f\\x7f\"'\\\\]")
 
 
-def text_bytes(costs, latencies) -> bytes | None:
+def text_bytes(costs: Sequence[tuple[str, float]],
+               latencies: Sequence[tuple[str, str, float]]) -> bytes | None:
     """What `text_format.MessageToString` writes for these entries, for ASCII names and float
     values; None otherwise (non-ASCII names are escaped differently across protobuf versions,
     and other value types are protobuf's to convert or reject)."""
@@ -109,14 +115,14 @@ def text_bytes(costs, latencies) -> bytes | None:
         return None
     if _NEEDS_ESCAPE.search(joined):
 
-        def q(x):
+        def q(x: str) -> str:
             return x.translate(_ESCAPES)
     else:
 
-        def q(x):
+        def q(x: str) -> str:
             return x
 
-    out = []
+    out: list[str] = []
     add = out.append
     for name, cost in costs:
         value = repr(cost)
@@ -142,10 +148,10 @@ def text_bytes(costs, latencies) -> bytes | None:
     return "".join(out).encode("ascii")
 
 
-_TEXT_ENTRY = None
+_TEXT_ENTRY: re.Pattern[str] | None = None
 
 
-def text_entries(text: str):
+def text_entries(text: str) -> tuple[Costs, Latencies] | None:
     """`(costs, latencies)` for a text profile in the layout `text_format.MessageToString`
     writes (two-space indent, plain quoted names, decimal numbers); None for anything else
     (comments, escapes, other spacing or field order), which text_format then parses."""

@@ -24,6 +24,16 @@ Two codecs live here:
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+# protobuf ships no type information: its descriptors and generated classes are Any here.
+Descriptor: TypeAlias = Any
+MessageClass: TypeAlias = Any
 
 # protobuf is imported inside the functions that build messages: importing it costs about
 # as much as the interpreter's own start-up, and `pgle --help` or a text-only path never
@@ -36,7 +46,7 @@ FULL_NAME = f"{PACKAGE}.ProfiledInstructionsProto"
 _FILE_NAME = "pgle/profiled_instructions.proto"
 
 
-def _file_descriptor():
+def _file_descriptor() -> Descriptor:
     from google.protobuf import descriptor_pb2
 
     F = descriptor_pb2.FieldDescriptorProto
@@ -57,7 +67,7 @@ def _file_descriptor():
 
 
 @functools.cache
-def message_class():
+def message_class() -> MessageClass:
     """The generated message class (a private pool: never clashes with tsl's own)."""
     from google.protobuf import descriptor_pool, message_factory
 
@@ -131,7 +141,7 @@ def _skip(data: bytes, pos: int, end: int, wtype: int, field: int, tag_pos: int,
 
 
 def _walk(
-    data: bytes, pos: int, end: int, schema: dict[int, tuple[int, object]], depth: int
+    data: bytes, pos: int, end: int, schema: Schema, depth: int
 ) -> None:
     """Walk one message: schema maps field number -> (expected wire type, sub-schema or kind)."""
     while pos < end:
@@ -163,13 +173,16 @@ def _walk(
             except UnicodeDecodeError as e:
                 raise WireError(body + e.start, f"invalid UTF-8 in string field {field}") from None
         else:
+            assert not isinstance(kind, str)  # only "string" and "double" are leaves
             _walk(data, body, body + n, kind, depth + 1)
         pos = body + n
 
 
-_COST = {1: (_LEN, "string"), 2: (_I64, "double")}
-_LATENCY = {1: (_LEN, "string"), 2: (_LEN, "string"), 3: (_I64, "double")}
-_TOP = {1: (_LEN, _COST), 2: (_LEN, _LATENCY)}
+# field number -> (wire type, "string" | "double" | the sub-message's schema)
+Schema: TypeAlias = Mapping[int, tuple[int, "str | Schema"]]
+_COST: Schema = {1: (_LEN, "string"), 2: (_I64, "double")}
+_LATENCY: Schema = {1: (_LEN, "string"), 2: (_LEN, "string"), 3: (_I64, "double")}
+_TOP: Schema = {1: (_LEN, _COST), 2: (_LEN, _LATENCY)}
 
 
 def locate_corruption(data: bytes) -> WireError | None:
@@ -191,7 +204,8 @@ def locate_corruption(data: bytes) -> WireError | None:
 # then takes the library's path. Small profiles are read without protobuf (canonical.py).
 
 
-def _at_offsets(data, dtype: str, offsets):
+def _at_offsets(data: bytes | bytearray, dtype: str, offsets: npt.NDArray[np.int64]
+                ) -> npt.NDArray[Any]:
     """The 8-byte values (`dtype`: '<f8' or '<u8') starting at byte `offsets` of `data`: an
     unaligned strided view (one gather, no per-byte index)."""
     import numpy as np
@@ -204,24 +218,28 @@ class ColumnLayout:
     with the same zeroed bytes has the same names in the same places (ranks of one program
     usually do), so only its costs need reading."""
 
-    def __init__(self, size: int, cost_at, zeroed: bytes, names):
+    def __init__(self, size: int, cost_at: npt.NDArray[np.int64], zeroed: bytes,
+                 names: npt.NDArray[np.bytes_]) -> None:
         self.size, self.cost_at, self.zeroed, self.names = size, cost_at, zeroed, names
 
     @staticmethod
-    def zeroed_bytes(data: bytes, cost_at) -> bytearray:
+    def zeroed_bytes(data: bytes, cost_at: npt.NDArray[np.int64]) -> bytearray:
         import numpy as np
 
         work = bytearray(data)
         np.ndarray((len(work) - 7,), "<u8", work, 0, (1,))[cost_at] = 0
         return work
 
-    def read(self, data: bytes):
+    def read(self, data: bytes) -> tuple[npt.NDArray[np.bytes_], npt.NDArray[Any]] | None:
         if len(data) != self.size or self.zeroed_bytes(data, self.cost_at) != self.zeroed:
             return None
         return self.names, _at_offsets(data, "<f8", self.cost_at)
 
 
-def binary_columns(data: bytes, like: ColumnLayout | None = None):
+BinaryColumns: TypeAlias = "tuple[npt.NDArray[np.bytes_], npt.NDArray[Any], ColumnLayout]"
+
+
+def binary_columns(data: bytes, like: ColumnLayout | None = None) -> BinaryColumns | None:
     """`(names, costs, layout)` as numpy arrays (bytes `S<w>`, float64) for a binary profile
     that holds costs only, every entry `0a L 0a N <name> 11 <double>` with one-byte lengths
     (names under 117 bytes, no NUL, cost present); None for any other layout. `like`: the
@@ -279,7 +297,7 @@ _XPLANE_FILE = "pgle/xplane.proto"
 _HLO_FILE = "pgle/hlo_subset.proto"
 
 
-def _xplane_file_descriptor():
+def _xplane_file_descriptor() -> Descriptor:
     from google.protobuf import descriptor_pb2
 
     F = descriptor_pb2.FieldDescriptorProto
@@ -288,7 +306,8 @@ def _xplane_file_descriptor():
     )
     P = f".{XSPACE_PACKAGE}."
 
-    def msg(name, *fields, nested=None, options=None):
+    def msg(name: str, *fields: tuple[str, int, int, int, str | None, int | None],
+            nested: Any = None, options: bool | None = None) -> Any:
         m = fdp.message_type.add(name=name) if nested is None else nested.nested_type.add(name=name)
         for fname, number, ftype, label, type_name, oneof in fields:
             f = m.field.add(name=fname, number=number, type=ftype, label=label)
@@ -379,7 +398,7 @@ def _xplane_file_descriptor():
     return fdp
 
 
-def _hlo_file_descriptor():
+def _hlo_file_descriptor() -> Descriptor:
     from google.protobuf import descriptor_pb2
 
     """HloProto -> HloModuleProto -> computations -> instructions, frontend attributes only."""
@@ -463,7 +482,7 @@ def _hlo_file_descriptor():
 
 
 @functools.cache
-def _trace_pool():
+def _trace_pool() -> Any:
     from google.protobuf import descriptor_pool
 
     pool = descriptor_pool.DescriptorPool()
@@ -472,32 +491,32 @@ def _trace_pool():
     return pool
 
 
-def _message_factory():
+def _message_factory() -> Any:
     from google.protobuf import message_factory
 
     return message_factory
 
 
-def xspace_class():
+def xspace_class() -> MessageClass:
     """`tensorflow.profiler.XSpace` (the `<host>.xplane.pb` of a trace run folder)."""
     return _message_factory().GetMessageClass(
         _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XSpace")
     )
 
 
-def hlo_proto_class():
+def hlo_proto_class() -> MessageClass:
     """`xla.HloProto`, reduced to names, ids and frontend attributes."""
     return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName("xla.HloProto"))
 
 
-def xplane_class():
+def xplane_class() -> MessageClass:
     """`tensorflow.profiler.XPlane`: device planes are parsed one at a time to bound memory."""
     return _message_factory().GetMessageClass(
         _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XPlane")
     )
 
 
-def xline_class():
+def xline_class() -> MessageClass:
     """`tensorflow.profiler.XLine`: a plane's events are checked by protobuf a slice at a time."""
     return _message_factory().GetMessageClass(
         _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine")
