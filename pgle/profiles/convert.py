@@ -34,11 +34,31 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pgle.errors import BadInput, ProfileError
 from pgle.profiles.files import FINGERPRINT_RE, QUALIFIER, Profile
 from pgle.profiles.proto import hlo_proto_class
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from pgle.profiles.xspace_file import PlaneBytes
+
+# protobuf ships no type information: parsed XSpace/HLO messages are Any here.
+Message: TypeAlias = Any
+# A stat integer as `_stat_int` reads it: int64 as an int, uint64 kept apart as ("u", value)
+# (jaxlib's IntValue() reads only int64_value, so it sees 0 there).
+StatInt: TypeAlias = "int | tuple[Literal['u'], int]"
+ModuleKey: TypeAlias = tuple[str, "int | None"]  # (module name, program id)
+# What a converted op's durations are keyed by: (op, module key), or jaxlib's name string.
+NameKey: TypeAlias = "str | tuple[str, ModuleKey]"
+Durations: TypeAlias = "dict[NameKey, list[npt.NDArray[np.float64]]]"
+# (op, module, program id, scope range id) of one event, from its metadata and its own stats.
+EventStats: TypeAlias = "tuple[str | None, str | None, StatInt | None, StatInt | None]"
+# (stat metadata id -> code, reference names, metadata id -> its stats or None when internal)
+StatSetup: TypeAlias = "tuple[dict[int, int], dict[int, str], dict[int, EventStats | None]]"
 
 # tsl/profiler/utils/xplane_schema.h
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -94,7 +114,7 @@ def apply_stat(values: list[float], stat: str) -> float:
     return ordered[int(p / 100.0 * (n - 1))]
 
 
-def stat_of_chunks(chunks: list, stat: str) -> float:
+def stat_of_chunks(chunks: list[npt.NDArray[np.float64]], stat: str) -> float:
     """`apply_stat` over the concatenated numpy chunks, bit for bit: the mean is a left-to-right
     sum (np.cumsum is sequential, unlike np.sum's pairwise sum), the median and percentiles
     pick the same order statistics `sorted()` would."""
@@ -260,7 +280,7 @@ class _HostTrace:
         except WireError as e:
             raise _corrupt(self.path, f"at byte {e.offset} ({e.what})") from None
 
-    def parse(self, index: int, data: bytes | None = None):
+    def parse(self, index: int, data: bytes | None = None) -> Message:
         """The whole plane as a protobuf message (small planes, and the fallback path)."""
         from google.protobuf.message import DecodeError
 
@@ -271,7 +291,7 @@ class _HostTrace:
         except DecodeError:
             raise _corrupt(self.path, f"in plane {self.planes[index]!r}") from None
 
-    def layout(self, index: int, data: bytes):
+    def layout(self, index: int, data: bytes) -> tuple[PlaneBytes, Message]:
         """(the plane's events walked once, its skeleton parsed: metadata and lines without
         events), every event checked by protobuf in slices; corrupt bytes are an error here."""
         from google.protobuf.message import DecodeError
@@ -287,7 +307,7 @@ class _HostTrace:
             raise _corrupt(self.path, f"in plane {self.planes[index]!r}") from None
         return layout, skeleton
 
-    def first(self, name: str):
+    def first(self, name: str) -> Message | None:
         """The first plane with this name (tsl FindPlaneWithName), parsed, or None."""
         for i, n in enumerate(self.planes):
             if n == name:
@@ -313,13 +333,13 @@ def _corrupt(path: str, where: str) -> ProfileError:
     )
 
 
-def _stat_str(stat, ref_names: dict[int, str]) -> str | None:
+def _stat_str(stat: Message, ref_names: dict[int, str]) -> str | None:
     """tsl XStatVisitor::ToString(); None when no value is set (jaxlib skips those)."""
     kind = stat.WhichOneof("value")
     if kind is None:
         return None
     if kind == "str_value":
-        return stat.str_value
+        return str(stat.str_value)
     if kind == "ref_value":
         return ref_names.get(stat.ref_value, "")
     if kind == "int64_value":
@@ -331,15 +351,15 @@ def _stat_str(stat, ref_names: dict[int, str]) -> str | None:
     return "<opaque bytes>"
 
 
-def _stat_int(stat) -> int | None:
+def _stat_int(stat: Message) -> StatInt | None:
     """The stat as an integer; a uint64 comes back as `("u", value)`, kept apart because
     jaxlib's IntValue() reads only int64_value (so it sees 0 there). None when not set."""
     kind = stat.WhichOneof("value")
     if kind is None:
         return None
     if kind == "uint64_value":
-        return ("u", stat.uint64_value)
-    return stat.int64_value
+        return ("u", int(stat.uint64_value))
+    return int(stat.int64_value)
 
 
 @dataclasses.dataclass
@@ -350,11 +370,11 @@ class _HloModuleInfo:
     root_fp: str | None
 
 
-def _hlo_modules(plane) -> list[_HloModuleInfo]:
+def _hlo_modules(plane: Message | None) -> list[_HloModuleInfo]:
     """Modules whose HloProto is in the metadata plane (any bytes stat that parses as one)."""
     from google.protobuf.message import DecodeError
 
-    out = []
+    out: list[_HloModuleInfo] = []
     if plane is None:
         return out
     HloProto = hlo_proto_class()
@@ -379,7 +399,7 @@ def _hlo_modules(plane) -> list[_HloModuleInfo]:
     return out
 
 
-def _root_fingerprint(module) -> str | None:
+def _root_fingerprint(module: Message) -> str | None:
     entry = None
     for comp in module.computations:
         if comp.id == module.entry_computation_id or (
@@ -445,7 +465,7 @@ def _normalize_window(steps_window: Any) -> list[tuple[int, int]] | None:
     return out
 
 
-def _profile_start_ns(plane) -> int | None:
+def _profile_start_ns(plane: Message | None) -> int | None:
     """`profile_start_time` of the "Task Environment" plane: TSL stores event times relative to
     it."""
     if plane is None:
@@ -453,7 +473,7 @@ def _profile_start_ns(plane) -> int | None:
     for st in plane.stats:
         md = plane.stat_metadata.get(st.metadata_id)
         if md is not None and md.name == "profile_start_time":
-            return st.uint64_value or st.int64_value or None
+            return int(st.uint64_value or st.int64_value) or None
     return None
 
 
@@ -496,7 +516,7 @@ def convert_trace_detailed(
     resolver = _FingerprintResolver(hlo, log_fps)
     namer = None if per_module else _SingleFileNamer(resolver, qualify)
 
-    durations: dict[Any, list[float]] = {}
+    durations: Durations = {}
     ops_seen: set[tuple[str, tuple[str, int | None]]] = set()
     modules_seen: dict[tuple[str, int | None], int] = {}
     device_planes = used = outside = 0
@@ -537,7 +557,7 @@ def convert_trace_detailed(
                     start_ns,
                     namer,
                 )
-            skeleton = layout = None
+            del skeleton, layout  # the parsed skeleton is large: free it before a fallback parse
             if got is None:  # a layout the column reader does not decode exactly
                 got = _scan_plane(
                     host.parse(plane_index, data),
@@ -549,7 +569,7 @@ def convert_trace_detailed(
                     start_ns,
                     namer,
                 )
-            data = None
+            del data
             u, o = got
             used += u
             outside += o
@@ -572,9 +592,11 @@ def convert_trace_detailed(
     if per_module:
         profiles = _per_module_profiles(durations, stat, resolver, warnings)
     else:
-        profiles = {
-            "": Profile(costs=[(name, stat_of_chunks(v, stat)) for name, v in durations.items()])
-        }
+        costs: list[tuple[str, float]] = []
+        for name, v in durations.items():
+            assert isinstance(name, str)  # one file: the namer's name strings, as jaxlib's
+            costs.append((name, stat_of_chunks(v, stat)))
+        profiles = {"": Profile(costs=costs)}
 
     if device_planes == 0:
         warnings.append(
@@ -644,7 +666,7 @@ class _SingleFileNamer:
             if i.root_fp:
                 self.jax_root[f"{i.name}({i.id})"] = i.root_fp
 
-    def name(self, op: str, module: str, pid, mkey) -> str:
+    def name(self, op: str, module: str, pid: StatInt | None, mkey: ModuleKey) -> str:
         if self.qualify:
             fp = self.resolver.lookup(mkey)
         else:
@@ -658,13 +680,20 @@ _OP, _MODULE, _PID, _SCOPE = range(4)
 _STAT_CODES = {"hlo_op": _OP, "hlo_module": _MODULE, "program_id": _PID, "scope_range_id": _SCOPE}
 
 
-def _as_int(value) -> int:
+def _as_int(value: StatInt) -> int:
     """A stat integer as read by `_stat_int` (plain int, or `("u", value)` for a uint64)."""
     return value[1] if isinstance(value, tuple) else value
 
 
 def _scan_plane(
-    plane, merge, durations, ops_seen, modules_seen, window, start_ns, namer
+    plane: Message,
+    merge: bool,
+    durations: Durations,
+    ops_seen: set[tuple[str, ModuleKey]],
+    modules_seen: dict[ModuleKey, int],
+    window: list[tuple[int, int]] | None,
+    start_ns: int | None,
+    namer: _SingleFileNamer | None,
 ) -> tuple[int, int]:
     """Collect one device plane's op durations (with `merge`, one per fragment span); returns
     (events used, events outside the window). The hot loop of the converter: it avoids
@@ -678,7 +707,8 @@ def _scan_plane(
     offset_ns = 0 if start_ns is None else start_ns
     single = window[0] if window is not None and len(window) == 1 else None
     # (op, module, program id) -> [name key, module key, event count, durations]
-    groups: dict[tuple, list] = {}
+    # (a heterogeneous row, mutated in the hot loop: a dataclass costs an attribute lookup)
+    groups: dict[tuple[str, str, StatInt | None], list[Any]] = {}
     plane_values: dict[Any, list[float]] = {}  # name -> durations, in event order (no merge)
     used = outside = 0
     codes_get, md_get, groups_get = codes.get, md_stats.get, groups.get
@@ -700,21 +730,21 @@ def _scan_plane(
                     continue
                 if code <= _MODULE:
                     ref = st.ref_value
-                    value = ref_names.get(ref, "") if ref else _stat_str(st, ref_names)
-                    if value is None:
+                    text = ref_names.get(ref, "") if ref else _stat_str(st, ref_names)
+                    if text is None:
                         continue
                     if code == _OP:
-                        op = value
+                        op = text
                     else:
-                        module = value
+                        module = text
                 else:
-                    value = st.int64_value or _stat_int(st)
-                    if value is None:
+                    number = st.int64_value or _stat_int(st)
+                    if number is None:
                         continue
                     if code == _PID:
-                        pid = value
+                        pid = number
                     else:
-                        scope = value
+                        scope = number
             if op is None or module is None:
                 continue
             ts = line_ps + ev.offset_ps
@@ -735,12 +765,14 @@ def _scan_plane(
                 # jaxlib keys by its name string: modules it cannot tell apart pool.
                 name = (op, mkey) if namer is None else namer.name(op, module, pid, mkey)
                 ops_seen.add((op, mkey))
+                values: dict[Any, list[int]] | list[float]  # spans (merge), or durations
                 if merge:
                     values = {}
                 else:
-                    values = plane_values.get(name)
-                    if values is None:
-                        values = plane_values[name] = []
+                    found = plane_values.get(name)
+                    if found is None:
+                        found = plane_values[name] = []
+                    values = found
                 group = groups[gkey] = [name, mkey, 0, values]
             group[2] += 1
             if not merge:
@@ -761,11 +793,11 @@ def _scan_plane(
                     span[0] = ts
                 if end > span[1]:
                     span[1] = end
-    for name, mkey, count, values in groups.values():
+    for name, mkey, count, spans in groups.values():
         modules_seen[mkey] = modules_seen.get(mkey, 0) + count
         if merge:
             durations.setdefault(name, []).append(
-                np.array([(end - start) / 1e3 / 1e3 for start, end in values.values()], np.float64)
+                np.array([(end - start) / 1e3 / 1e3 for start, end in spans.values()], np.float64)
             )
     for name, values in plane_values.items():
         durations.setdefault(name, []).append(np.array(values, np.float64))
@@ -776,7 +808,7 @@ _NO_STATS = (None, None, None, None)
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _plane_stat_setup(plane):
+def _plane_stat_setup(plane: Message) -> StatSetup | None:
     """(stat codes, reference names, metadata-level stats) of a device plane; None when the
     plane has no hlo_op / hlo_module stat (nothing to read)."""
     codes = {
@@ -786,7 +818,7 @@ def _plane_stat_setup(plane):
         return None
     ref_names = {k: v.name for k, v in plane.stat_metadata.items()}
     # Metadata-level stats apply to every event of that metadata (and events override them).
-    md_stats: dict[int, tuple | None] = {}
+    md_stats: dict[int, EventStats | None] = {}
     for mid, md in plane.event_metadata.items():
         if md.name in INTERNAL_EVENTS:
             md_stats[mid] = None
@@ -796,7 +828,16 @@ def _plane_stat_setup(plane):
 
 
 def _scan_plane_columns(
-    setup, lines, layout, merge, durations, ops_seen, modules_seen, window, start_ns, namer
+    setup: StatSetup,
+    lines: list[tuple[int, int]],
+    layout: PlaneBytes,
+    merge: bool,
+    durations: Durations,
+    ops_seen: set[tuple[str, ModuleKey]],
+    modules_seen: dict[ModuleKey, int],
+    window: list[tuple[int, int]] | None,
+    start_ns: int | None,
+    namer: _SingleFileNamer | None,
 ) -> tuple[int, int] | None:
     """`_scan_plane` on numpy columns read from the plane's bytes (pgle.profiles.xplane_columns):
     the same events, groups, names, sample order and values, several times faster on millions of
@@ -819,7 +860,8 @@ def _scan_plane_columns(
             return None  # a string-valued op, a non-integer id: the protobuf path reads those
 
     strings: dict[str, int] = {}
-    intern = lambda text: strings.setdefault(text, len(strings))  # noqa: E731
+    def intern(text: str) -> int:
+        return strings.setdefault(text, len(strings))
 
     # Metadata-level stats, one row per distinct metadata id of the events.
     ids, inv = small_ids(cols.metadata_id)
@@ -828,26 +870,26 @@ def _scan_plane_columns(
     base = {c: (np.zeros(m, np.int8), np.zeros(m, np.int64)) for c in (_PID, _SCOPE)}
     base_op, base_module = np.full(m, -1, np.int64), np.full(m, -1, np.int64)
     for j, mid in enumerate(ids.tolist()):
-        b = md_stats.get(mid, _NO_STATS)
-        if b is None:
+        row = md_stats.get(mid, _NO_STATS)
+        if row is None:
             internal[j] = True
             continue
-        op, module, pid, scope = b
-        if op is not None:
-            base_op[j] = intern(op)
-        if module is not None:
-            base_module[j] = intern(module)
-        for code, value in ((_PID, pid), (_SCOPE, scope)):
-            if value is None:
+        md_op, md_module, md_pid, md_scope = row
+        if md_op is not None:
+            base_op[j] = intern(md_op)
+        if md_module is not None:
+            base_module[j] = intern(md_module)
+        for code, number in ((_PID, md_pid), (_SCOPE, md_scope)):
+            if number is None:
                 continue
-            if isinstance(value, tuple):  # ("u", uint64)
-                base[code][0][j], base[code][1][j] = UINT64, np.uint64(value[1]).view(np.int64)
-            elif _I64_MIN <= value <= _I64_MAX:
-                base[code][0][j], base[code][1][j] = INT64, value
+            if isinstance(number, tuple):  # ("u", uint64)
+                base[code][0][j], base[code][1][j] = UINT64, np.uint64(number[1]).view(np.int64)
+            elif _I64_MIN <= number <= _I64_MAX:
+                base[code][0][j], base[code][1][j] = INT64, number
             else:
                 return None
 
-    def text_column(code, base_col):
+    def text_column(code: int, base_col: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         kind, value = ev[code]
         out = base_col[inv]
         is_ref = np.flatnonzero(kind == REF)
@@ -860,18 +902,18 @@ def _scan_plane_columns(
             out[is_ref] = sid[rinv]
         return out
 
-    def int_column(code):
+    def int_column(code: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         kind, value = ev[code]
         bk, bv = base[code]
         k, v = bk[inv], bv[inv]
         on_event = kind != 0
         return np.where(on_event, kind, k), np.where(on_event, value, v)
 
-    op = text_column(_OP, base_op)
-    module = text_column(_MODULE, base_module)
+    op_col = text_column(_OP, base_op)
+    module_col = text_column(_MODULE, base_module)
     pid_k, pid_v = int_column(_PID)
     scope_k, scope_v = int_column(_SCOPE)
-    keep = ~internal[inv] & (op >= 0) & (module >= 0)
+    keep = ~internal[inv] & (op_col >= 0) & (module_col >= 0)
 
     outside = 0
     if window is not None:
@@ -897,7 +939,7 @@ def _scan_plane_columns(
     s_count, p_count = len(strings), pv_unique.size * 4
     if s_count * s_count * p_count >= 1 << 62:
         return None
-    key = (op[e] * s_count + module[e]) * p_count + pv_idx.astype(np.int64) * 4 + pid_k[e]
+    key = (op_col[e] * s_count + module_col[e]) * p_count + pv_idx.astype(np.int64) * 4 + pid_k[e]
     _, first, ginv = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
@@ -909,8 +951,10 @@ def _scan_plane_columns(
     for g in range(order.size):
         i = e[first[order[g]]]
         k, v = int(pid_k[i]), int(pid_v[i])
-        pid = None if k == 0 else (v if k == INT64 else ("u", v & 0xFFFFFFFFFFFFFFFF))
-        op_text, module_text = names_text[op[i]], names_text[module[i]]
+        pid: StatInt | None = None
+        if k != 0:
+            pid = v if k == INT64 else ("u", v & 0xFFFFFFFFFFFFFFFF)
+        op_text, module_text = names_text[op_col[i]], names_text[module_col[i]]
         mkey = (module_text, None if pid is None else _as_int(pid))
         name = (op_text, mkey) if namer is None else namer.name(op_text, module_text, pid, mkey)
         groups.append((op_text, mkey, name, int(counts[g])))
@@ -972,37 +1016,40 @@ def _scan_plane_columns(
     return used, outside
 
 
-def _read_stats(stats, codes, ref_names, base):
+def _read_stats(stats: Any, codes: dict[int, int], ref_names: dict[int, str],
+                base: EventStats) -> EventStats:
     op, module, pid, scope = base
     for st in stats:
         code = codes.get(st.metadata_id)
         if code is None:
             continue
         if code <= _MODULE:
-            value = _stat_str(st, ref_names)
-            if value is None:
+            text = _stat_str(st, ref_names)
+            if text is None:
                 continue
             if code == _OP:
-                op = value
+                op = text
             else:
-                module = value
+                module = text
         else:
-            value = _stat_int(st)
-            if value is None:
+            number = _stat_int(st)
+            if number is None:
                 continue
             if code == _PID:
-                pid = value
+                pid = number
             else:
-                scope = value
+                scope = number
     return op, module, pid, scope
 
 
 def _per_module_profiles(
-    durations, stat, resolver: _FingerprintResolver, warnings
+    durations: Durations, stat: str, resolver: _FingerprintResolver, warnings: list[str]
 ) -> dict[str, Profile]:
-    per_fp: dict[str, dict[str, list[float]]] = {}
+    per_fp: dict[str, dict[str, list[npt.NDArray[np.float64]]]] = {}
     missing: set[tuple[str, int | None]] = set()
-    for (op, mkey), values in durations.items():
+    for key, values in durations.items():
+        assert not isinstance(key, str)  # per module: keyed by (op, module key), no namer
+        op, mkey = key
         fp = resolver.lookup(mkey)
         if fp is None:
             missing.add(mkey)
