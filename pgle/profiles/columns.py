@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -311,7 +312,15 @@ def _fork_is_safe() -> bool:
     )
 
 
-def read_all(paths: list[Any], directories: bool):
+@overload
+def read_all(paths: list[Any], directories: Literal[False]) -> Iterator[FileColumns | None]: ...
+@overload
+def read_all(
+    paths: list[Any], directories: Literal[True]
+) -> Iterator[DirectoryColumns | None]: ...
+def read_all(
+    paths: list[Any], directories: bool
+) -> Iterator[FileColumns | DirectoryColumns | None]:
     """The inputs' columns, in order (None where one needs the general path). With many inputs
     and several cores, files are read and parsed in worker processes, a few inputs ahead of the
     caller (reading is most of a large merge; jaxlib's runs on one thread). Errors are the
@@ -331,7 +340,7 @@ def read_all(paths: list[Any], directories: bool):
     with concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("fork")
     ) as pool:
-        pending: collections.deque = collections.deque()
+        pending: collections.deque[Any] = collections.deque()
         queued = iter(paths)
         for p in queued:
             pending.append(pool.submit(read, p))

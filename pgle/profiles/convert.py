@@ -891,7 +891,7 @@ def _scan_plane_columns(
 
     def text_column(code: int, base_col: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         kind, value = ev[code]
-        out = base_col[inv]
+        out: npt.NDArray[np.int64] = base_col[inv]
         is_ref = np.flatnonzero(kind == REF)
         if is_ref.size:
             refs, rinv = small_ids(value[is_ref])

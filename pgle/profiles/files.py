@@ -169,7 +169,7 @@ def _is_binary_profile(data: bytes) -> bool:
     return bool(len(msg.costs) or len(msg.latencies))
 
 
-def _parse_binary(data: bytes, source: str):
+def _parse_binary(data: bytes, source: str) -> Any:  # a ProfiledInstructionsProto
     from google.protobuf.message import DecodeError
 
     try:
@@ -187,7 +187,7 @@ def _parse_binary(data: bytes, source: str):
         ) from None
 
 
-def _parse_text(data: bytes, source: str):
+def _parse_text(data: bytes, source: str) -> Any:  # a ProfiledInstructionsProto
     from google.protobuf import text_format
 
     try:
@@ -228,18 +228,18 @@ def encode_profile(profile: Profile, fmt: str) -> bytes:
     for src, dst, lat in profile.latencies:
         latencies.add(source=src, target=dst, latency_us=lat)
     if fmt == BINARY:
-        return msg.SerializeToString(deterministic=True)
+        return bytes(msg.SerializeToString(deterministic=True))
     if fmt == TEXT:
         from google.protobuf import text_format
 
-        return text_format.MessageToString(msg).encode("utf-8")
+        return str(text_format.MessageToString(msg)).encode("utf-8")
     raise ValueError(f"unknown profile format {fmt!r}")
 
 
 # --- files ---------------------------------------------------------------------------
 
 
-def _epath(path: Any):
+def _epath(path: Any) -> Any:  # an etils.epath.Path or a pathlib.Path
     """etils.epath for URLs (gs://, ...), pathlib for local paths: importing etils.epath
     costs ~0.1 s, more than a local inspect/diff/convert does otherwise (issue 16)."""
     if not _is_remote(path):
@@ -263,7 +263,8 @@ def _read_bytes(path: Any, what: str = "profile") -> bytes:
                 f"{what} {_name_of(path)} is not a regular file ({describe_mode(mode)})."
             )
     try:
-        return _epath(path).read_bytes()
+        data: bytes = _epath(path).read_bytes()
+        return data
     except FileNotFoundError:
         raise ProfileError(
             f"{what} {_name_of(path)} does not exist.",
@@ -300,8 +301,8 @@ def write_profile(
     `companions` (path -> bytes, e.g. the manifest) are written with it: all or none.
     """
     fmt = profile_format(path)
-    path = pathlib.Path(path).absolute()
-    check_writable_target(path, force=force, what="profile")
+    target = pathlib.Path(path).absolute()
+    check_writable_target(target, force=force, what="profile")
     if isinstance(profile_or_bytes, (bytes, bytearray, memoryview)):
         data = bytes(profile_or_bytes)
         profile = parse_profile(data, BINARY, "<bytes to write>")
@@ -310,9 +311,9 @@ def write_profile(
     else:
         data = encode_profile(profile_or_bytes, fmt)
     if companions:
-        write_files_atomic([(path, data), *companions.items()])
-        return path
-    return write_bytes_atomic(path, data)
+        write_files_atomic([(target, data), *companions.items()])
+        return target
+    return write_bytes_atomic(target, data)
 
 
 # --- sources: a file or a per-module directory ---------------------------------------------
@@ -384,7 +385,7 @@ def _is_remote(path: Any) -> bool:
     return "://" in _name_of(path)
 
 
-def _absolute(path: Any):
+def _absolute(path: Any) -> Any:  # an etils.epath.Path or a pathlib.Path
     if _is_remote(path):
         return _epath(path)
     return pathlib.Path(os.path.abspath(os.fspath(path)))

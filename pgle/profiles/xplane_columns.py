@@ -24,7 +24,8 @@ XStat {metadata_id = 1, double = 2, uint64 = 3, int64 = 4, str = 5, bytes = 6, r
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -32,6 +33,8 @@ from pgle.profiles.proto import WireError
 
 if TYPE_CHECKING:
     from pgle.profiles.xspace_file import PlaneBytes
+
+Array: TypeAlias = "np.ndarray[Any, Any]"
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 # Stat kinds in the columns (0: not set on the event).
@@ -75,7 +78,9 @@ def _varints(buf: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return val, p
 
 
-def _fields(buf: np.ndarray, start: np.ndarray, end: np.ndarray):
+def _fields(
+    buf: Array, start: Array, end: Array
+) -> Iterator[tuple[Array, Array, Array, Array, Array]]:
     """Yield, pass by pass, (rows, field, wire type, value or length, body position) for the next
     field of every message [start, end) not yet finished; `rows` index the messages."""
     pos = start.copy()
@@ -157,7 +162,8 @@ def _event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) 
 _BATCH = 1 << 14  # events decoded per batch: their temporaries are ~200 bytes an event
 
 
-def _decode_events(buf, start, end, first, cols: EventColumns, codes) -> None:
+def _decode_events(buf: Array, start: Array, end: Array, first: int, cols: EventColumns,
+                   codes: dict[int, int]) -> None:
     """Decode events [first, first + len(start)) into `cols`."""
     columns = ((1, cols.metadata_id), (2, cols.offset_ps), (3, cols.duration_ps))
     for rows, field, wtype, value, body in _fields(buf, start, end):
@@ -190,7 +196,8 @@ def small_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(ids, return_inverse=True)
 
 
-def _decode_stats(buf, owner, start, end, cols: EventColumns, codes) -> None:
+def _decode_stats(buf: Array, owner: Array, start: Array, end: Array, cols: EventColumns,
+                  codes: dict[int, int]) -> None:
     """Stats [start, end) of the events `owner` (each at most once): those of a known code
     with a value set override the event's column."""
     n = start.size

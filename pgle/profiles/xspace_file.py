@@ -23,9 +23,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from array import array
-from typing import Any, BinaryIO, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from pgle.profiles.proto import WireError, _skip, _varint
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _VARINT, _I64, _LEN, _SGROUP, _I32 = 0, 1, 2, 3, 5
 # Protobuf parses events in slices of about this many bytes (upb objects are ~8x their bytes).
@@ -161,7 +165,7 @@ class PlaneBytes:
         # Events of all lines, in plane order: where each event's bytes start; `line_events[k]`
         # is the number of events of line k; `long` lists (index, length) of events of 128
         # bytes or more (the others' one-byte length sits just before their start).
-        self.starts: array = array("q")
+        self.starts: array[int] = array("q")
         self.line_events: list[int] = []
         self.long: list[tuple[int, int]] = []
         try:
@@ -223,7 +227,7 @@ class PlaneBytes:
         self.line_events.append(len(starts) - before)
         return b"".join(header)
 
-    def event_bounds(self):
+    def event_bounds(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """(start, end) of every event's bytes as numpy int64 arrays, in plane order."""
         import numpy as np
 
@@ -234,7 +238,7 @@ class PlaneBytes:
             length[index] = n
         return start, start + length
 
-    def validate(self, xline_class) -> None:
+    def validate(self, xline_class: Callable[[], Any]) -> None:
         """Parse every event with protobuf, in slices of whole events (DecodeError where
         protobuf refuses the bytes); nothing is kept."""
         import numpy as np
