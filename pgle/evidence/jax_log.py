@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from pgle.cache import key_rules
 from pgle.evidence import schema
@@ -238,7 +239,7 @@ class ModuleFacts:
                 out.append(k)
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -252,7 +253,7 @@ class RunFacts:
     over_cap: list[str] = dataclasses.field(default_factory=list)
 
 
-def summarize(records: list[dict]) -> RunFacts:
+def summarize(records: list[dict[str, Any]]) -> RunFacts:
     """Fold harness records (`log`, `warning`, `pgle_profiled`) into per-module facts.
 
     A key is PGLE-optimized when the module's "Compiling module ... with FDO

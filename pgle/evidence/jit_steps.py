@@ -32,7 +32,7 @@ class RunSteps:
                 "how": self.how, "count": len(self.times), "excluded": self.excluded}
 
 
-def step_function(events: RunEvents) -> dict | None:
+def step_function(events: RunEvents) -> dict[str, Any] | None:
     """The harness's `jit_functions` record (functions by host time, the step, its starts)."""
     return next((r for r in reversed(events.records) if r.get("kind") == schema.JIT_FUNCTIONS),
                 None)
@@ -98,7 +98,7 @@ def executions_by_module(events: RunEvents) -> dict[str, int]:
     return out
 
 
-def step_first(rows: list[dict], events: RunEvents) -> list[dict]:
+def step_first(rows: list[dict[str, Any]], events: RunEvents) -> list[dict[str, Any]]:
     """Module rows with the step's module first, then by executions (most first; rows of
     modules the harness never saw execute keep their order at the end). Each row gets
     `executions` where known."""

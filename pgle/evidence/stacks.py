@@ -34,6 +34,7 @@ import linecache
 import os
 import re
 import sysconfig
+from typing import Any
 
 _THREAD = re.compile(
     r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[[^\]]*\])? \(most recent call first\):"
@@ -175,7 +176,9 @@ class Phase:
     text: str  # the phrase for the message
 
 
-def phase(threads: list[Thread], main: str | None = None, compiling: dict | None = None) -> Phase:
+def phase(
+    threads: list[Thread], main: str | None = None, compiling: dict[str, Any] | None = None
+) -> Phase:
     """Name what one process was doing. `main`: the main thread's ident (hex); `compiling`:
     the compile the events show in flight ({module, fdo}), if any."""
     for t in threads:

@@ -8,6 +8,7 @@ job sees. Step 0 (compilation) and profiled steps are left out.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from pgle.evidence.events import Step, Steps
 
@@ -41,7 +42,7 @@ def _step_times_columns(steps: Steps, exclude: Collection[int]) -> list[float]:
     return (v[1:] - v[:-1])[keep].tolist()  # IEEE subtraction: the floats of the loop above
 
 
-def summarize(times: list[float]) -> dict | None:
+def summarize(times: list[float]) -> dict[str, Any] | None:
     if not times:
         return None
     ordered = sorted(times)

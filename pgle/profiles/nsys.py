@@ -32,6 +32,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from pgle.errors import ProfileError
 from pgle.profiles.files import Profile
@@ -381,8 +382,8 @@ DUMP_RE = re.compile(r"^module_(\d+)\.(.+?)\.(.+)\.hlo\.pb(\.xz)?$")
 class DumpIndex:
     """After-optimizations HLO dumps (`module_<id>.<name>.*after_optimizations.hlo.pb[.xz]`)."""
 
-    def __init__(self, files: Iterable):
-        self._files: dict[tuple[int, str], list] = {}
+    def __init__(self, files: Iterable[Any]):
+        self._files: dict[tuple[int, str], list[Any]] = {}
         for f in files:
             m = DUMP_RE.match(f.name)
             if m and m.group(3).endswith("after_optimizations"):

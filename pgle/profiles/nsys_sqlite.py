@@ -22,6 +22,7 @@ import bisect
 import dataclasses
 import pathlib
 import sqlite3
+from typing import Any
 
 from pgle.errors import ProfileError
 from pgle.profiles.nsys import LAUNCHER_RE, Range
@@ -127,7 +128,7 @@ def _full_name(row, domains) -> str:
 def _project(cpu, domains, launches) -> list[Range]:
     out: list[Range] = []
     rid = 0
-    by_thread: dict[int, list] = {}
+    by_thread: dict[int, list[Any]] = {}
     for row in cpu:
         by_thread.setdefault(row[2], []).append(row)
     for gtid, rows in by_thread.items():

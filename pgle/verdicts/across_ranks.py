@@ -28,11 +28,11 @@ class JobReports:
 
     command: str
     world_size: int
-    reports: Mapping[int, dict]
+    reports: Mapping[int, dict[str, Any]]
     missing: Mapping[int, str] = dataclasses.field(default_factory=dict)
 
     @property
-    def own(self) -> dict:
+    def own(self) -> dict[str, Any]:
         """Rank 0's report (the one that builds the job report)."""
         return self.reports.get(0) or {}
 
@@ -41,7 +41,7 @@ class JobReports:
 
 def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok: str = "applied",
                       partial: str = "partial",
-                      expected: Iterable[int] | None = None) -> list[dict]:
+                      expected: Iterable[int] | None = None) -> list[dict[str, Any]]:
     """One row per module over the ranks. A module with one status on every expected rank keeps
     it; one that is `ok` (or `partial`) on some ranks only is `partial`, and so is one `ok`
     everywhere it was seen but absent on other ranks; anything else takes the status most
@@ -69,7 +69,7 @@ def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok:
 
 
 def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: str,
-                   expected: Sequence[int]) -> dict:
+                   expected: Sequence[int]) -> dict[str, Any]:
     by_status: dict[str, list[int]] = {}
     for r in sorted(per_rank):
         by_status.setdefault(per_rank[r].get("status"), []).append(r)
@@ -132,7 +132,7 @@ def _ranks_summary(per_rank, by_status: Mapping[str, list[int]], absent: Sequenc
     return "; ".join(parts)
 
 
-def grouped(reports: Mapping[int, dict], field: str, world_size: int) -> list[str]:
+def grouped(reports: Mapping[int, dict[str, Any]], field: str, world_size: int) -> list[str]:
     """Each distinct sentence of `field` across ranks, prefixed with its ranks unless all."""
     by_text: dict[str, list[int]] = {}
     for r, rep in sorted(reports.items()):
@@ -148,7 +148,7 @@ def judge_job(
     by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
     rank_status: Mapping[int, str | None],
     rank_reasons: Mapping[int, Sequence[str]],
-) -> tuple[str, list[dict], list[str]]:
+) -> tuple[str, list[dict[str, Any]], list[str]]:
     """(status, modules, reasons) of a job from each rank's verdict modules and status (README
     "Verdicts", over ranks). Ranks are those in `rank_status`."""
     expected = [r for r, s in rank_status.items() if s != "not_applicable"]
@@ -221,10 +221,10 @@ def combine_modules(
     job: JobReports,
     *,
     ok: str,
-    overall: Callable[[list[dict]], str],
+    overall: Callable[[list[dict[str, Any]]], str],
     headline: str,
     what: str,
-    required: Callable[[list[dict]], list[str]] = lambda modules: [],
+    required: Callable[[list[dict[str, Any]]], list[str]] = lambda modules: [],
     keep: Sequence[str] = (),
 ) -> Report:
     """The job report of a workflow whose modules have one `ok` status (auto: optimized, prewarm:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 from collections.abc import Mapping
+from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence import jax_log
@@ -33,7 +34,7 @@ def times(n: int) -> str:
     return plural(n, "time")
 
 
-def count_line(modules: list[dict], ok: str, what: str) -> str:
+def count_line(modules: list[dict[str, Any]], ok: str, what: str) -> str:
     n = sum(1 for m in modules if m["status"] == ok)
     return f"{n} of {plural(len(modules), 'module')} {what}"
 
@@ -72,8 +73,8 @@ SCRIPT_FIX = ("turn the script's own profiler off for pgle auto, or start it aft
               "profiled executions (--runs)")
 
 
-def profiler_collision(log_path, session_errors: list[dict],
-                       script_traces: list[dict]) -> Collision | None:
+def profiler_collision(log_path, session_errors: list[dict[str, Any]],
+                       script_traces: list[dict[str, Any]]) -> Collision | None:
     """Did auto PGLE's profiling collide with another profiling session, and whose?
 
     Only a failure that happened counts: the harness's `pgle_session_error` records
@@ -138,11 +139,13 @@ def profiler_collision(log_path, session_errors: list[dict],
     )
 
 
-def _script_trace_active(script_traces: list[dict], errors: list[dict]) -> dict | None:
+def _script_trace_active(
+    script_traces: list[dict[str, Any]], errors: list[dict[str, Any]]
+) -> dict[str, Any] | None:
     """The workload's own trace that was running when a session failed, if any."""
     for e in errors:
         t = float(e.get("t") or 0)
-        open_: dict | None = None
+        open_: dict[str, Any] | None = None
         for r in script_traces:
             if float(r.get("t") or 0) > t:
                 break
@@ -225,11 +228,11 @@ def auto_modules(
     platform: str | None,
     known_pgle_keys: set[str] = frozenset(),
     collision: Collision | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     return [r.to_dict() for r in auto_rows(facts, runs, platform, known_pgle_keys, collision)]
 
 
-def auto_status(modules: list[dict]) -> str:
+def auto_status(modules: list[dict[str, Any]]) -> str:
     statuses = {m["status"] for m in modules}
     if STATUS_OPTIMIZED in statuses:
         return STATUS_OPTIMIZED
@@ -246,7 +249,7 @@ def prewarm_modules(
     on_disk: set[str],
     known_pgle_keys: set[str],
     writer: bool = True,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Per module: did a PGLE-optimized entry land on disk (`on_disk`: the cache's keys)? With
     the reason and fix if not.
 
@@ -303,13 +306,13 @@ def prewarm_modules(
     return out
 
 
-def prewarm_status(modules: list[dict]) -> str:
+def prewarm_status(modules: list[dict[str, Any]]) -> str:
     status = auto_status(modules) if modules else STATUS_NOT_OPTIMIZED
     return STATUS_NOT_OPTIMIZED if status == STATUS_EMPTY_PROFILE else status
 
 
 # -- nsys -----------------------------------------------------------------------------
-def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict]:
+def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict[str, Any]]:
     """Per module: loaded its PGLE-optimized executable, fell back to the first-pass one, or was
     compiled anew; `manifest`: the cache's pgle-manifest.json (what prewarm saw)."""
     prewarmed = manifest.get("modules", {})
@@ -375,7 +378,7 @@ def all_profiles_empty(prewarmed: Mapping) -> bool:
     return bool(profiled) and empty is not None and empty >= profiled
 
 
-def nsys_status(modules: list[dict]) -> str:
+def nsys_status(modules: list[dict[str, Any]]) -> str:
     loaded = sum(1 for m in modules if m["status"] == STATUS_LOADED)
     if modules and loaded == len(modules):
         return STATUS_LOADED
@@ -384,7 +387,7 @@ def nsys_status(modules: list[dict]) -> str:
 
 # -- --require / --require-all, and the exit code -----------------------------------------
 def required_failures(
-    modules: list[dict], *, ok: str, require_all: bool, require: tuple[str, ...]
+    modules: list[dict[str, Any]], *, ok: str, require_all: bool, require: tuple[str, ...]
 ) -> list[str]:
     """Sentences for every required module that is not `ok` (or absent)."""
     failures = []

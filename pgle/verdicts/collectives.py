@@ -144,7 +144,7 @@ def collective_names(hlo_text: str) -> list[str]:
     return names
 
 
-def annotate_totals(rows: list[dict], modules: Iterable[Mapping[str, Any]]) -> None:
+def annotate_totals(rows: list[dict[str, Any]], modules: Iterable[Mapping[str, Any]]) -> None:
     """Give each row the number of collectives its module runs (`collectives_total`), from
     the scheduled HLO the harness kept (module_compiled events with `hlo_file`), so the
     summary can say "collectives covered k/n". Rows whose module kept no HLO keep None."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Collection
+from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
@@ -35,12 +36,12 @@ SILENCE_OFF = "off"  # no checker ran: the profile was read, its fit unverified
 @dataclasses.dataclass
 class Verdict:
     status: str
-    modules: list[dict]
+    modules: list[dict[str, Any]]
     reasons: list[str]
     evidence: Evidence
     # For the report's details: `sub_compiles` (modules XLA scheduled while compiling the
     # workload's, reported apart), `not_counted` (evidence inconsistent with the run).
-    details: dict = dataclasses.field(default_factory=dict)
+    details: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
 
 
 def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: float = 0.9,
@@ -72,7 +73,7 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     missing async collective no profile can hold from one the profile lacks
     (pgle.verdicts.sync_converted)."""
     silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
-    details: dict = {}
+    details: dict[str, Any] = {}
     if workload_modules:
         mark_foreign_modules(evidence, set(workload_modules))
     foreign = origin.foreign_log(evidence) if origin is not None else None
@@ -249,7 +250,7 @@ def mark_foreign_modules(evidence: Evidence, workload: set[str]) -> None:
     evidence.modules = keep
 
 
-def sub_compile_row(m: ModuleEvidence) -> dict:
+def sub_compile_row(m: ModuleEvidence) -> dict[str, Any]:
     """A module XLA scheduled while compiling the workload's: what it read, for the report."""
     return {
         "module": m.module,
@@ -281,7 +282,7 @@ def sub_compile_sentence(subs: list[ModuleEvidence]) -> str:
     )
 
 
-def fold_clones(rows: list[dict]) -> list[dict]:
+def fold_clones(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Fold each `<module>-clone` row into its module's row (as a note).
 
     The clone is a copy XLA's heuristic collective combiner schedules and never runs, so no
@@ -294,8 +295,8 @@ def fold_clones(rows: list[dict]) -> list[dict]:
         for r in rows
         if r["module"] and not r["module"].endswith(CLONE_SUFFIX)
     }
-    out: list[dict] = []
-    held: dict[tuple, list[dict]] = {}
+    out: list[dict[str, Any]] = []
+    held: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
         name = r["module"]
         if not (name and name.endswith(CLONE_SUFFIX)):
@@ -322,7 +323,7 @@ def fold_clones(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _clone_note(clone: dict) -> str:
+def _clone_note(clone: dict[str, Any]) -> str:
     if not clone["profile_found"]:
         what = "found no file for its own fingerprint (expected)"
     elif clone["coverage"] is None:
