@@ -45,7 +45,7 @@ LONG_LINE_TAIL = 64 << 10
 _JAX_MODULE_NAME = re.compile(r"^(?:jit|pjit|pmap|xmap|xla_computation|shard_map)_")
 
 
-def _literal_start(pattern: re.Pattern) -> str:
+def _literal_start(pattern: re.Pattern[bytes]) -> str:
     """The text every match of an anchored pattern starts with (up to its first operator)."""
     text = pattern.pattern.removeprefix("^")
     for i, c in enumerate(text):
@@ -163,7 +163,8 @@ class LogScanner:
 
     def __init__(self) -> None:
         self.evidence = Evidence()
-        self._threads: dict[tuple, _Thread] = {}
+        # (rank, thread id) -> that thread's state
+        self._threads: dict[tuple[int | None, str | None], _Thread] = {}
         self._line: logscan.LogLine | None = None
         self._finished = False
 
@@ -525,7 +526,7 @@ def _classify_sub_compiles(ev: Evidence) -> None:
     scheduled after it was created during that module's compile. Without ids: where the log
     names modules the way JAX does (`jit_<fn>`), the modules named otherwise are XLA's own;
     `<M>-clone` is always the combiner's copy of M."""
-    threads: dict[tuple, list[ModuleEvidence]] = {}
+    threads: dict[tuple[int | None, str | None], list[ModuleEvidence]] = {}
     for m in ev.modules:
         threads.setdefault((m.rank, m.thread), []).append(m)
     for seq in threads.values():

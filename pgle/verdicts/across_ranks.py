@@ -53,9 +53,10 @@ def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok:
     matches its n-th compile on the other ranks.
     """
     expected_ranks = sorted(set(by_rank) if expected is None else set(expected))
-    rows: dict[tuple, dict[int, Mapping[str, Any]]] = {}
+    # (name, fingerprint, n-th compile) -> rank -> that rank's row
+    rows: dict[tuple[str, Any, int], dict[int, Mapping[str, Any]]] = {}
     for rank in sorted(by_rank):
-        seen: Counter = Counter()
+        seen: Counter[tuple[str, Any]] = Counter()
         for m in by_rank[rank]:
             name = module_name(m)
             base = (name, m.get("fingerprint"))

@@ -312,7 +312,7 @@ def prewarm_status(modules: list[dict[str, Any]]) -> str:
 
 
 # -- nsys -----------------------------------------------------------------------------
-def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict[str, Any]]:
+def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per module: loaded its PGLE-optimized executable, fell back to the first-pass one, or was
     compiled anew; `manifest`: the cache's pgle-manifest.json (what prewarm saw)."""
     prewarmed = manifest.get("modules", {})
@@ -372,7 +372,7 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict[str, A
     return out
 
 
-def all_profiles_empty(prewarmed: Mapping) -> bool:
+def all_profiles_empty(prewarmed: Mapping[str, Any]) -> bool:
     """Prewarm's manifest entry says every profiled execution gave an empty profile."""
     profiled, empty = prewarmed.get("profiled_executions"), prewarmed.get("empty_profiles")
     return bool(profiled) and empty is not None and empty >= profiled

@@ -296,7 +296,7 @@ def fold_clones(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r["module"] and not r["module"].endswith(CLONE_SUFFIX)
     }
     out: list[dict[str, Any]] = []
-    held: dict[tuple, list[dict[str, Any]]] = {}
+    held: dict[tuple[str, Any], list[dict[str, Any]]] = {}  # (module, rank) -> its clones' rows
     for r in rows:
         name = r["module"]
         if not (name and name.endswith(CLONE_SUFFIX)):
