@@ -15,8 +15,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+# A merge method over one name's values (all inputs), in input order.
+Reducer: TypeAlias = Callable[[list[float]], float]
 
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile
@@ -32,7 +35,7 @@ def percentile_index(n: int, percentile: int) -> int:
     return int(percentile / 100.0 * (n - 1)) if n > 1 else 0
 
 
-def _reducer(method: str, percentile: int):
+def _reducer(method: str, percentile: int) -> Reducer:
     if method == "percentile":
         return lambda vals: sorted(vals)[percentile_index(len(vals), percentile)]
     if method == "median":
@@ -40,7 +43,7 @@ def _reducer(method: str, percentile: int):
 
         return statistics.median
     if method == "mean":
-        def mean(vals):
+        def mean(vals: list[float]) -> float:
             total = 0.0
             for v in vals:
                 total += v
@@ -58,7 +61,7 @@ def check_method(method: str, percentile: int) -> None:
     _reducer(method, percentile)
 
 
-def check_percentile(percentile) -> int:
+def check_percentile(percentile: object) -> int:
     if (
         isinstance(percentile, bool)
         or not isinstance(percentile, int)
@@ -162,7 +165,7 @@ def fingerprint_aliases(names: Sequence[Mapping[str, str]]) -> dict[str, list[st
 
 def merge_directory_modules(
     sources: Sequence[Any], *, method: str = "percentile", percentile: int = 90
-):
+) -> tuple[dict[str, Profile], dict[str, list[str]], dict[str, list[tuple[str, Any]]]]:
     """Per-module directories -> (fingerprint -> merged profile, aliases, fingerprint ->
     [(input label, profile)] merged into it).
 
@@ -233,12 +236,12 @@ class ColumnMerge:
             self.occ = np.concatenate((self.occ, np.zeros(extra, np.int64)))
             self.present = np.concatenate((self.present, np.zeros(extra, np.int64)))
 
-    def _ids_of(self, names) -> Any:
+    def _ids_of(self, names: Any) -> Any:  # numpy arrays (numpy is imported lazily)
         np = self.np
         index, known = self.index, self.names
 
-        def assign(values) -> list[int]:
-            out = []
+        def assign(values: Any) -> list[int]:
+            out: list[int] = []
             for name in values:
                 i = index.get(name)
                 if i is None:
@@ -277,7 +280,7 @@ class ColumnMerge:
             ids[missing] = assign(names[missing].tolist())
         return ids
 
-    def add(self, names, costs) -> None:
+    def add(self, names: Any, costs: Any) -> None:
         np = self.np
         if np.isnan(costs).any():
             self.nan = True  # Python's sort and min/max order NaN their own way: general path
@@ -320,7 +323,7 @@ class ColumnMerge:
                 )
         return out
 
-    def merge(self, method: str, percentile: int):
+    def merge(self, method: str, percentile: int) -> tuple[Any, Any] | None:
         """(names in first-seen order, merged costs); None when a cost is NaN."""
         np = self.np
         if self.nan:
@@ -372,7 +375,7 @@ class ColumnMerge:
         return names, merged
 
 
-def _within(np, ids):
+def _within(np: Any, ids: Any) -> Any:  # np: the numpy module, imported lazily
     """For each value of one input, how many values of the same name come before it there."""
     order = np.argsort(ids, kind="stable")
     run = np.r_[True, ids[order][1:] != ids[order][:-1]]
@@ -382,7 +385,7 @@ def _within(np, ids):
     return within
 
 
-def _rounds(np, ids):
+def _rounds(np: Any, ids: Any) -> list[Any]:
     """Index sets of one input's values, each holding a name at most once, in file order for
     repeated names: the first of each name, then the second, ..."""
     within = _within(np, ids)

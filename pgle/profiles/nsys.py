@@ -87,7 +87,7 @@ class ModuleCosts:
     instructions: int
     status: str
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -99,7 +99,7 @@ class NsysConversion:
     stat: str
     thunks_used: int
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return {
             "stat": self.stat,
             "thunks_used": self.thunks_used,
@@ -180,12 +180,13 @@ def per_module_costs(
         for m in mod_ids:
             by_name.setdefault(by_id[m].name, []).append(m)
         for name, ms in by_name.items():
-            ops = [by_id[m].gpu_ops for m in ms]
-            if ops[-1] < _std_cut(ops[:-1]):
+            # every gpu_ops is set (checked above)
+            counts = [n for m in ms if (n := by_id[m].gpu_ops) is not None]
+            if counts[-1] < _std_cut(counts[:-1]):
                 dropped_modules.add(ms[-1])
                 warnings.append(
-                    f"dropped the last execution of {name}: {ops[-1]} GPU operations "
-                    f"against {sum(ops[:-1]) / len(ops[:-1]):.1f} before (profile ended inside it)."
+                    f"dropped the last execution of {name}: {counts[-1]} GPU operations against "
+                    f"{sum(counts[:-1]) / len(counts[:-1]):.1f} before (profile ended inside it)."
                 )
     mod_ids = [m for m in mod_ids if m not in dropped_modules]
     thunks = [t for t in thunks if module_of[t] not in dropped_modules]
@@ -212,7 +213,7 @@ def per_module_costs(
         return devices.get((r.pid, r.tid), zeroth)
 
     key_of = {
-        m: (module_info[m].fingerprint if module_info[m] else f"?{names[m]}") for m in mod_ids
+        m: (info.fingerprint if (info := module_info[m]) else f"?{names[m]}") for m in mod_ids
     }
     execution: dict[int, int] = {}
     counters: dict[tuple[int, str], int] = {}
@@ -254,10 +255,10 @@ def per_module_costs(
             continue
         durations.setdefault(info.fingerprint, {}).setdefault(op, []).append(by_id[t].duration)
         comm[(info.fingerprint, op)] = hinst.communication
-    for fp, ops in missing_ops.items():
+    for fp, unknown in missing_ops.items():
         warnings.append(
-            f"module {fp}: {len(ops)} thunk names are not instructions of its HLO dump "
-            f"(such as {sorted(ops)[0]}); they were left out."
+            f"module {fp}: {len(unknown)} thunk names are not instructions of its HLO dump "
+            f"(such as {sorted(unknown)[0]}); they were left out."
         )
     for label in sorted(unresolved):
         warnings.append(
@@ -269,10 +270,11 @@ def per_module_costs(
 
     profiles: dict[str, Profile] = {}
     infos = {i.fingerprint: i for i in module_info.values() if i is not None}
-    for fp, ops in durations.items():
+    for fp, by_op in durations.items():
         costs = []
-        for op in sorted(ops):  # nsys-jax writes in groupby (sorted) order
-            values = ops[op]
+        for op in sorted(by_op):  # nsys-jax writes in groupby (sorted) order
+            values = by_op[op]
+            ns: float
             if stat == MIN_COMPUTE_MAX_COMM:
                 ns = max(values) if comm[(fp, op)] else min(values)
             else:
@@ -290,8 +292,7 @@ def per_module_costs(
                 "written"
                 if info and info.fingerprint in profiles
                 else "autotuning (no program id)"
-                if MODULE_RE.match(by_id[m].name)
-                and MODULE_RE.match(by_id[m].name).group(3) is None
+                if (named := MODULE_RE.match(by_id[m].name)) and named.group(3) is None
                 else "no HLO dump"
                 if info is None
                 else "no steady-state thunks"
@@ -333,17 +334,17 @@ _COMM_START = frozenset({"all-gather-start", "all-reduce-start", "collective-per
 _HOST_MEMORY_SPACE = 5  # xla::Layout::kHostMemorySpace
 
 
-def hlo_module_from_proto(proto) -> HloModule:
+def hlo_module_from_proto(proto: Any) -> HloModule:  # an xla.HloProto (protobuf: untyped)
     """Index an `xla.HloProto` (after optimizations): scheduling names and communication flags."""
     mod = proto.hlo_module
     fp = mod.frontend_attributes.map.get("fingerprint_before_lhs", "")
     computations = {c.id: c for c in mod.computations}
     by_id = {i.id: i for c in mod.computations for i in c.instructions}
 
-    def host(inst) -> bool:
-        return inst.shape.layout.memory_space == _HOST_MEMORY_SPACE
+    def host(inst: Any) -> bool:
+        return bool(inst.shape.layout.memory_space == _HOST_MEMORY_SPACE)
 
-    def offloading(inst) -> bool:
+    def offloading(inst: Any) -> bool:
         # nsys-jax counts host<->device copies for memory offloading as communication.
         ops = [by_id.get(o) for o in inst.operand_ids]
         if inst.opcode == "dynamic-slice" and ops and ops[0] is not None:
@@ -390,7 +391,7 @@ class DumpIndex:
                 self._files.setdefault((int(m.group(1)), m.group(2)), []).append(f)
         self._cache: dict[tuple[int, str], HloModule | None] = {}
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._files)
 
     def lookup(self, program_id: int, name: str) -> HloModule | None:
@@ -410,7 +411,7 @@ class DumpIndex:
         return info.fingerprint if info else None
 
 
-def _load_dump(path) -> HloModule:
+def _load_dump(path: Any) -> HloModule:
     from pgle.profiles.bounded import check_regular_file, xz_bytes
     from pgle.profiles.proto import hlo_proto_class
 
