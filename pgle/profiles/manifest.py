@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def build(
 ) -> dict[str, Any]:
     """`converter` (pgle's converter: stat, step window, event counts) and `modules` (the
     per-module rows, see `module_rows`) are added only when given."""
-    extra = {}
+    extra: dict[str, Any] = {}
     if converter is not None:
         extra["converter"] = converter
     if modules is not None:
@@ -78,7 +79,7 @@ def build(
     }
 
 
-def module_rows(summaries, written: dict[str, str]) -> list[dict[str, Any]]:
+def module_rows(summaries: Iterable[Any], written: dict[str, str]) -> list[dict[str, Any]]:
     """One row per HLO module seen in the trace, for a per-module profile directory.
 
     `summaries`: `pgle.profiles.convert.ModuleSummary` objects (or dicts of their fields);
@@ -117,9 +118,10 @@ def text(manifest: dict[str, Any]) -> str:
 
 def read(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def comparable_flags(flags: XlaFlags) -> dict[str, str | None]:

@@ -24,6 +24,7 @@ import re
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from pgle.errors import BadInput, ProfileError
@@ -36,7 +37,7 @@ PUSHPOP = ("report_nvtx_pushpop_trace.parquet", "report_nvtx_pushpop_trace.csv.x
 BACKEND_RE = re.compile(r"^TSL:XlaCompileBackend:#module=(.*?),program_id=(\d+)#$")
 
 
-def is_archive(path) -> bool:
+def is_archive(path: Any) -> bool:
     p = pathlib.Path(path)
     if p.is_dir():
         return (p / TRACE).exists()
@@ -44,7 +45,7 @@ def is_archive(path) -> bool:
 
 
 @contextlib.contextmanager
-def opened_archive(path):
+def opened_archive(path: Any) -> Iterator[pathlib.Path]:
     """Yield the archive's folder: the folder itself, or a private extraction of the zip."""
     p = pathlib.Path(path)
     if p.is_dir():
@@ -91,7 +92,7 @@ def opened_archive(path):
         yield pathlib.Path(tmp)
 
 
-def _pyarrow():
+def _pyarrow() -> Any:  # the pyarrow.parquet module (optional, untyped)
     try:
         import pyarrow.parquet as pq
     except ImportError:

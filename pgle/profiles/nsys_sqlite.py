@@ -22,6 +22,7 @@ import bisect
 import dataclasses
 import pathlib
 import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pgle.errors import ProfileError
@@ -120,12 +121,13 @@ def read_export(path: pathlib.Path) -> SqliteExport:
     )
 
 
-def _full_name(row, domains) -> str:
+def _full_name(row: Sequence[Any], domains: Mapping[int, str]) -> str:
     domain = domains.get(row[3])
     return f"{domain}:{row[4]}" if domain else (row[4] or "")
 
 
-def _project(cpu, domains, launches) -> list[Range]:
+def _project(cpu: Iterable[Sequence[Any]], domains: Mapping[int, str],
+             launches: Mapping[int, list[tuple[int, int, int]]]) -> list[Range]:
     out: list[Range] = []
     rid = 0
     by_thread: dict[int, list[Any]] = {}

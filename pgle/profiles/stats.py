@@ -141,9 +141,11 @@ def collective_summary(
         c = classify(name)
         if c.category != "collective":
             continue
+        kind = c.kind
+        assert kind is not None  # classify gives every collective its kind
         fp, _ = split_qualified(name)
         row = kinds.setdefault(
-            c.kind, {"count": 0, "sync": 0, "start": 0, "done": 0, "pairs": 0, "cost_us": 0.0}
+            kind, {"count": 0, "sync": 0, "start": 0, "done": 0, "pairs": 0, "cost_us": 0.0}
         )
         row["count"] += 1
         row["cost_us"] += cost if math.isfinite(cost) else 0.0
@@ -151,7 +153,7 @@ def collective_summary(
             row["sync"] += 1
         else:
             row[c.phase] += 1
-            (starts if c.phase == "start" else dones).setdefault(c.kind, set()).add(
+            (starts if c.phase == "start" else dones).setdefault(kind, set()).add(
                 f"{fp}|{c.pair_key}"
             )
     for kind, row in kinds.items():
@@ -230,18 +232,18 @@ def _by_fingerprint(source: ProfileSource) -> dict[str, Any]:
         return groups
     malformed = 0
     for name, cost in source.modules[""].costs:
-        fp, _ = split_qualified(name)
-        if fp is None:
+        qualifier, _ = split_qualified(name)
+        if qualifier is None:
             continue
-        if fp == "":
+        if qualifier == "":
             malformed += 1
             continue
-        row = groups.setdefault(fp, {"instruction_count": 0, "total_cost_us": 0.0})
+        row = groups.setdefault(qualifier, {"instruction_count": 0, "total_cost_us": 0.0})
         row["instruction_count"] += 1
         row["total_cost_us"] += cost if math.isfinite(cost) else 0.0
     if groups or malformed:
         bare = sum(1 for n, _ in source.modules[""].costs if split_qualified(n)[0] is None)
-        groups = {"qualified": groups, "bare_instructions": bare, "malformed": malformed}
+        return {"qualified": groups, "bare_instructions": bare, "malformed": malformed}
     return groups
 
 
@@ -261,7 +263,7 @@ def diff_sources(a: ProfileSource, b: ProfileSource, *, top: int = 20) -> dict[s
         rel = (y - x) / x if x != 0 else (0.0 if y == 0 else math.inf)
         changes.append((n, x, y, y - x, _num(rel)))
 
-    def row(change):
+    def row(change: tuple[str, float, float, float, float | None]) -> dict[str, Any]:
         n, x, y, delta, rel = change
         return {
             "name": n,
