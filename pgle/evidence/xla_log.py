@@ -45,7 +45,7 @@ LONG_LINE_TAIL = 64 << 10
 _JAX_MODULE_NAME = re.compile(r"^(?:jit|pjit|pmap|xmap|xla_computation|shard_map)_")
 
 
-def _literal_start(pattern: re.Pattern[bytes]) -> str:
+def _literal_start(pattern: re.Pattern[str]) -> str:
     """The text every match of an anchored pattern starts with (up to its first operator)."""
     text = pattern.pattern.removeprefix("^")
     for i, c in enumerate(text):

@@ -18,11 +18,11 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
-# A merge method over one name's values (all inputs), in input order.
-Reducer: TypeAlias = Callable[[list[float]], float]
-
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile
+
+# A merge method over one name's values (all inputs), in input order.
+Reducer: TypeAlias = Callable[[list[float]], float]
 
 METHODS = ("percentile", "median", "mean", "min", "max")
 # Below this share of its names found in any other input, an input is flagged as
