@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import sys
 from pathlib import Path
+from typing import cast
 
 from pgle.commands.options import VerdictOptions
 from pgle.errors import BadInput, PgleError
@@ -47,7 +49,9 @@ def verify(opts: VerifyOptions) -> Report:
             unreadable = str(e).rstrip(".")
     scanner = LogScanner()
     if opts.log == "-":
-        evidence = scanner.scan_stream(sys.stdin.buffer)
+        # typeshed types sys.stdin.buffer as BinaryIO, which has no readinto; CPython's is a
+        # BufferedReader.
+        evidence = scanner.scan_stream(cast(io.BufferedReader, sys.stdin.buffer))
     else:
         path = Path(opts.log)
         if not path.is_file():

@@ -296,12 +296,13 @@ def summarize(records: list[dict[str, Any]]) -> RunFacts:
             key = last_miss.get(m.module)
             if key and key not in m.pgle_keys:
                 m.pgle_keys.append(key)
-        elif ev.kind == KIND_CACHE_MISS and m:
+        # The cache events' lines always name a key (their patterns require one).
+        elif ev.kind == KIND_CACHE_MISS and m and ev.key is not None:
             m.misses.append(ev.key)
             last_miss[m.module] = ev.key
-        elif ev.kind == KIND_CACHE_HIT and m:
+        elif ev.kind == KIND_CACHE_HIT and m and ev.key is not None:
             m.hits.append(ev.key)
-        elif ev.kind == KIND_CACHE_WRITE and m:
+        elif ev.kind == KIND_CACHE_WRITE and m and ev.key is not None:
             m.writes.append(ev.key)
         elif ev.kind == KIND_NOT_WRITTEN and m:
             m.not_written.append(ev.text)
@@ -309,7 +310,7 @@ def summarize(records: list[dict[str, Any]]) -> RunFacts:
             m.pgle_loaded = True
         elif ev.kind == KIND_PGLE_MISS and m:
             m.pgle_miss = True
-        elif ev.kind == KIND_EXPECT_PGLE_WRITE and m:
+        elif ev.kind == KIND_EXPECT_PGLE_WRITE and m and ev.key is not None:
             m.expect_writes.append(ev.key)
         elif ev.kind == KIND_EMPTY_TRACE:
             facts.empty_traces += 1

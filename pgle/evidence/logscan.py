@@ -201,7 +201,7 @@ def line_starts(data: bytes | bytearray, end: int) -> list[int]:
     return sorted(starts)
 
 
-def _lines_with(data, lit: bytes, pos: int, end: int, starts: set[int]) -> None:
+def _lines_with(data: bytes | bytearray, lit: bytes, pos: int, end: int, starts: set[int]) -> None:
     hit = data.find(lit, pos, end)
     while hit >= 0:
         starts.add(data.rfind(b"\n", 0, hit) + 1)
@@ -212,7 +212,7 @@ def _lines_with(data, lit: bytes, pos: int, end: int, starts: set[int]) -> None:
 
 
 def _lines_with_rare(
-    data, byte: bytes, lits: tuple[bytes, ...], end: int, starts: set[int]
+    data: bytes | bytearray, byte: bytes, lits: tuple[bytes, ...], end: int, starts: set[int]
 ) -> None:
     seen = 0
     hit = data.find(byte, 0, end)

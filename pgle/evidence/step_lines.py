@@ -111,7 +111,9 @@ def _matches(words: np.ndarray, at: np.ndarray, literal: bytes, size: int) -> np
     return ok
 
 
-def _prefixed(words: np.ndarray, starts: np.ndarray, literals: tuple[bytes, ...], size: int):
+def _prefixed(
+    words: np.ndarray, starts: np.ndarray, literals: tuple[bytes, ...], size: int
+) -> list[np.ndarray]:
     """For each literal, whether each line starts with it; the words at the lines' starts are
     gathered once for all literals (lines start inside the block, the view reaches past it)."""
     longest = max(len(x) for x in literals)
@@ -152,7 +154,8 @@ def _integers(buf: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarr
 def _json_int(buf: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Digit runs JSON accepts as integers: 1.._DIGITS digits, no leading zero."""
     first = buf[np.minimum(start, buf.size - 1)]
-    return (count >= 1) & (count <= _DIGITS) & ((count == 1) | (first != 48))
+    ok: np.ndarray = (count >= 1) & (count <= _DIGITS) & ((count == 1) | (first != 48))
+    return ok
 
 
 def parse_chunk(block: bytes) -> tuple[StepRows, list[tuple[int, bytes]], int]:
@@ -236,7 +239,16 @@ def parse_chunk(block: bytes) -> tuple[StepRows, list[tuple[int, bytes]], int]:
 
 
 def _decode(
-    buf, line, text, raw, i_start, i_count, num_null, num_start, n_count, negative
+    buf: np.ndarray,
+    line: np.ndarray,
+    text: np.ndarray,
+    raw: np.ndarray,
+    i_start: np.ndarray,
+    i_count: np.ndarray,
+    num_null: np.ndarray,
+    num_start: np.ndarray,
+    n_count: np.ndarray,
+    negative: np.ndarray,
 ) -> StepRows:
     # numpy's string-to-double cast rounds correctly, as float() does (checked on millions of
     # reprs, numpy 2.4): the same double json.loads gives.

@@ -34,12 +34,14 @@ def _step_times_columns(steps: Steps, exclude: Collection[int]) -> list[float]:
                 if index[k] != 0 and index[k] not in exclude]
     import numpy as np
 
-    i = np.frombuffer(index, np.int64) if not isinstance(index, np.ndarray) else index
-    v = np.frombuffer(t, np.float64) if not isinstance(t, np.ndarray) else t
+    # Steps keeps its columns as array.array or numpy arrays: no copy for either.
+    i = np.asarray(index, np.int64)
+    v = np.asarray(t, np.float64)
     keep = i[:-1] != 0
     if exclude:
         keep &= ~np.isin(i[:-1], np.fromiter(exclude, np.int64, len(exclude)))
-    return (v[1:] - v[:-1])[keep].tolist()  # IEEE subtraction: the floats of the loop above
+    times: list[float] = (v[1:] - v[:-1])[keep].tolist()  # IEEE: the loop's floats above
+    return times
 
 
 def summarize(times: list[float]) -> dict[str, Any] | None:

@@ -26,10 +26,10 @@ profile lookup and, with one file, their own `Found profile` and checker block.
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO
 
 from pgle.evidence import logscan
 from pgle.xla.hlo_names import is_communication
@@ -173,7 +173,7 @@ class LogScanner:
         with open(path, "rb", buffering=0) as f:
             return self.scan_stream(f)
 
-    def scan_stream(self, f: BinaryIO) -> Evidence:
+    def scan_stream(self, f: io.RawIOBase | io.BufferedIOBase) -> Evidence:
         """Feed the lines holding a pre-filter literal (logscan.ANCHORS), in order.
 
         One buffer is reused for the whole log (readinto: no allocation or copy of each block);
@@ -277,6 +277,7 @@ class LogScanner:
         which prefix style (what tells the jax version that wrote it)."""
         words = self.evidence.wording
         line = self._line
+        assert line is not None  # set by feed() before any message is read
         if kind not in words:
             words[kind] = line.lineno
         style = "absl" if line.absl else "tsl"
@@ -289,6 +290,7 @@ class LogScanner:
         if not msg.startswith(_MESSAGE_STARTS):
             return  # the scheduler's other lines
         ev = self.evidence
+        assert self._line is not None  # set by feed() before any message is read
         thread = self._line.thread
         if m := logscan.FINGERPRINT.match(msg):
             self._flush_fingerprint(state, rank, thread)

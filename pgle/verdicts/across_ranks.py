@@ -73,7 +73,7 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
                    expected: Sequence[int]) -> dict[str, Any]:
     by_status: dict[str, list[int]] = {}
     for r in sorted(per_rank):
-        by_status.setdefault(per_rank[r].get("status"), []).append(r)
+        by_status.setdefault(str(per_rank[r].get("status")), []).append(r)
     absent = [r for r in expected if r not in per_rank]
     if len(by_status) == 1 and not absent:
         status = next(iter(by_status))
@@ -86,11 +86,11 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
     row = {k: v for k, v in per_rank[worst_rank].items()}
     row["status"] = status
     row["rank"] = None
-    coverages = [m.get("coverage") for m in per_rank.values() if m.get("coverage") is not None]
+    coverages = [float(m["coverage"]) for m in per_rank.values() if m.get("coverage") is not None]
     if "coverage" in row:
         row["coverage"] = min(coverages) if coverages else None
     if "instructions_missing" in row:
-        miss = [m.get("instructions_missing") for m in per_rank.values()
+        miss = [int(m["instructions_missing"]) for m in per_rank.values()
                 if m.get("instructions_missing") is not None]
         row["instructions_missing"] = max(miss) if miss else None
     if "missing_instructions" in row:
@@ -117,11 +117,12 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
     return row
 
 
-def _ranks_summary(per_rank, by_status: Mapping[str, list[int]], absent: Sequence[int]) -> str:
+def _ranks_summary(per_rank: Mapping[int, Mapping[str, Any]], by_status: Mapping[str, list[int]],
+                   absent: Sequence[int]) -> str:
     parts = []
     for status, rs in by_status.items():
         text = f"{status} on {ranks_phrase(rs)}"
-        covs = [per_rank[r].get("coverage") for r in rs if per_rank[r].get("coverage") is not None]
+        covs = [float(c) for r in rs if (c := per_rank[r].get("coverage")) is not None]
         if covs and min(covs) < 1.0:
             low = min(covs)
             text += f" (coverage {'' if len(set(covs)) == 1 else 'down to '}{low:.0%}"

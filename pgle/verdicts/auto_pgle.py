@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import os
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
@@ -73,7 +75,8 @@ SCRIPT_FIX = ("turn the script's own profiler off for pgle auto, or start it aft
               "profiled executions (--runs)")
 
 
-def profiler_collision(log_path, session_errors: list[dict[str, Any]],
+def profiler_collision(log_path: str | os.PathLike[str],
+                       session_errors: list[dict[str, Any]],
                        script_traces: list[dict[str, Any]]) -> Collision | None:
     """Did auto PGLE's profiling collide with another profiling session, and whose?
 
@@ -159,7 +162,7 @@ def auto_rows(
     facts: jax_log.RunFacts,
     runs: int,
     platform: str | None,
-    known_pgle_keys: set[str] = frozenset(),
+    known_pgle_keys: AbstractSet[str] = frozenset(),
     collision: Collision | None = None,
 ) -> list[AutoRow]:
     """One verdict per module: optimized / not_optimized / empty_profile, with reason and fix."""
@@ -226,7 +229,7 @@ def auto_modules(
     facts: jax_log.RunFacts,
     runs: int,
     platform: str | None,
-    known_pgle_keys: set[str] = frozenset(),
+    known_pgle_keys: AbstractSet[str] = frozenset(),
     collision: Collision | None = None,
 ) -> list[dict[str, Any]]:
     return [r.to_dict() for r in auto_rows(facts, runs, platform, known_pgle_keys, collision)]
@@ -247,7 +250,7 @@ def prewarm_modules(
     runs: int,
     platform: str | None,
     on_disk: set[str],
-    known_pgle_keys: set[str],
+    known_pgle_keys: AbstractSet[str],
     writer: bool = True,
 ) -> list[dict[str, Any]]:
     """Per module: did a PGLE-optimized entry land on disk (`on_disk`: the cache's keys)? With
@@ -260,12 +263,13 @@ def prewarm_modules(
     out = []
     for name in sorted(facts.modules):
         m = facts.modules[name]
+        used = m.keys()  # every cache key the module used (a list: ModuleFacts is no dict)
         pgle_keys = [k for k in m.pgle_keys] + [
-            k for k in m if k in known_pgle_keys and k not in m.pgle_keys
+            k for k in used if k in known_pgle_keys and k not in m.pgle_keys
         ]
         row = PrewarmRow(
             **base[name].__dict__,
-            first_pass_keys=[k for k in m if k not in pgle_keys],
+            first_pass_keys=[k for k in used if k not in pgle_keys],
             pgle_optimized_keys=pgle_keys,
             executions_seen=(
                 (m.profiled + (1 if m.fdo_lengths else 0)) if facts.observed else None

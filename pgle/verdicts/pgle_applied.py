@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
@@ -354,7 +354,7 @@ def _is_fingerprint_file(path: str) -> bool:
     return ext in ("pb", "pbtxt") and len(stem) == 32 and all(c in "0123456789abcdef" for c in stem)
 
 
-def overall_status(module_statuses) -> str:
+def overall_status(module_statuses: Iterable[str]) -> str:
     """All modules applied: applied; some applied or partial: partial; else not_applied."""
     statuses = list(module_statuses)
     if statuses and all(s == "applied" for s in statuses):

@@ -17,7 +17,7 @@ from pgle.phrases import plural
 UNNAMED = "(module name not logged)"
 
 
-def _plain(row) -> dict[str, Any]:
+def _plain(row: object) -> dict[str, Any]:
     return dict(row.__dict__)
 
 
@@ -107,8 +107,8 @@ class NsysRow:
 
 def module_name(row: Mapping[str, Any]) -> str:
     """XLA's module name, else its fingerprint, else its place among the modules XLA reported."""
-    if row.get("module") or row.get("fingerprint"):
-        return row.get("module") or row.get("fingerprint")
+    if name := row.get("module") or row.get("fingerprint"):
+        return str(name)
     return f"unnamed module #{row['ordinal']}" if row.get("ordinal") else UNNAMED
 
 
@@ -181,8 +181,8 @@ MAX_NAMES = 8  # names listed on one grouped line before "and N more"
 def executions(row: Mapping[str, Any]) -> int | None:
     """Executions the verdict saw; an auto row's profiled executions plus the recompiled one."""
     if row.get("executions_seen") is None and row.get("profiled_executions") is not None:
-        return row["profiled_executions"] + (1 if row.get("profile_bytes") else 0)
-    return next((row[f] for f in EXECUTION_FIELDS if row.get(f) is not None), None)
+        return int(row["profiled_executions"]) + (1 if row.get("profile_bytes") else 0)
+    return next((int(row[f]) for f in EXECUTION_FIELDS if row.get(f) is not None), None)
 
 
 def _names(labels: list[str]) -> str:
