@@ -29,6 +29,7 @@ from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
 from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
+from pgle.verdicts.statuses import Collected
 from pgle.xla import env, flag_table
 from pgle.xla.flags import XlaFlags
 
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 # XLA prints `Fingerprint before LHS for module <name>(<id>) = <hex>` at VLOG(1) of this file.
 FINGERPRINT_VMODULE = "gpu_hlo_schedule"
 FINGERPRINT_VLOG_LEVEL = 1
-STATUS_NOT_PROFILED = "not_profiled"
+STATUS_NOT_PROFILED = Collected.NOT_PROFILED
 DEFAULT_PERCENTILE = 90  # of the merge of the ranks' profiles, as JAX auto PGLE aggregates
 
 
@@ -235,7 +236,7 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     from pgle.store.store import ProfileStore
 
     details = report.details.setdefault("store", {"path": store.path, "policy": store.policy})
-    if report.status != "collected":
+    if report.status != Collected.COLLECTED:
         details["skipped"] = f"nothing to add: collect status {report.status}"
         report.summary.append(f"store {store.path}: nothing added ({details['skipped']})")
         return
@@ -344,7 +345,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
                    stall: str | None = None) -> Report:
     """The report of a profiled run: the profile extracted from the window's trace, kept
     whenever the window closed cleanly (the workload's own exit code is pgle's then)."""
-    report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
+    report = Report("collect", Collected.FAILED, log_path=str(ex.run.log), run_dir=str(ex.run.path),
                     trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
     report.warnings += ex.child.warnings
     window_warnings = [r.get("message", "") for r in ex.events.records
@@ -376,7 +377,7 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     if failed_after is not None:
         # The profile (if any) is written; the command still fails as the workload did.
         report.exit_code = ex.exit_code
-        outcome = "kept the profile" if report.status == "collected" else "nothing to keep"
+        outcome = "kept the profile" if report.status == Collected.COLLECTED else "nothing to keep"
         line = (f"{failed_after} after the profiling window closed cleanly: {outcome}; pgle exits "
                 f"with the workload's code {ex.exit_code}")
         report.reasons.append(line)

@@ -17,6 +17,7 @@ from pgle.commands import arms
 from pgle.evidence.events import read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
+from pgle.verdicts.statuses import Applied
 
 NEEDS_GPU = ("step-time ratio", "exposed communication", "verdict")
 
@@ -86,12 +87,12 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
             continue
         row["interval"], row["why_no_ratio"] = arms.ratio(base_times, sample[row["arm"]])
         row["ratio"] = row["interval"]["ratio"] if row["interval"] else None
-        if row["status"] is not None and row["status"] not in ("applied", "partial"):
+        if row["status"] is not None and row["status"] not in (Applied.APPLIED, Applied.PARTIAL):
             row["why_no_ratio"] = (row["why_no_ratio"] or "") + (
                 f" (its profile was {row['status']}: the ratio measures the arm's other flags "
                 "only)").strip()
     needs = [] if gpu else [n for n in NEEDS_GPU if n != "verdict" or any(
-        r["status"] == "not_applicable" for r in rows)]
+        r["status"] == Applied.NOT_APPLICABLE for r in rows)]
     caveat = None if gpu else (f"backend {platform}: the arms ran, but the "
                                f"{', '.join(needs)} need an NVIDIA GPU")
     return {"baseline": arms.DEFAULT, "platform": platform, "gpu": gpu,

@@ -35,6 +35,7 @@ from pgle.profiles.files import (
     write_profile_directory,
 )
 from pgle.report import Report
+from pgle.verdicts.statuses import Collected, Written
 
 Found = TypeVar("Found")
 
@@ -282,7 +283,7 @@ def trace_report(
         )
         report = Report(
             command="convert",
-            status="empty",
+            status=Collected.EMPTY,
             exit_code=EXIT_ERROR,
             trace_dir=str(run_dir),
             warnings=list(result.warnings),
@@ -302,9 +303,9 @@ def trace_report(
         modules=[
             m.to_dict()
             | {
-                "status": "written"
+                "status": Written.WRITTEN
                 if m.fingerprint and kind == "directory"
-                else ("no fingerprint" if kind == "directory" else "pooled")
+                else (Written.NO_FINGERPRINT if kind == "directory" else Written.POOLED)
             }
             for m in result.modules
         ],
@@ -318,7 +319,7 @@ def trace_report(
         + (f" in {len(source.modules)} modules" if kind == "directory" else "")
     )
     if source.is_empty():
-        report.status, report.exit_code = "empty", EXIT_ERROR
+        report.status, report.exit_code = Collected.EMPTY, EXIT_ERROR
         report.reasons.append("the trace gave an empty profile.")
     return report
 
@@ -370,6 +371,6 @@ def nsys_report(
         f"into {written}: {source.instruction_count} instructions in {len(result.profiles)} modules"
     )
     if source.is_empty():
-        report.status, report.exit_code = "empty", EXIT_ERROR
+        report.status, report.exit_code = Collected.EMPTY, EXIT_ERROR
         report.reasons.append("the Nsight data gave an empty profile.")
     return report

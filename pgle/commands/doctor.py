@@ -22,6 +22,7 @@ from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.launch.probe import backend_info, cupti_trace
 from pgle.phrases import plural
 from pgle.report import Report
+from pgle.verdicts.statuses import Optimized
 from pgle.xla import flag_probe, flag_table, versions
 from pgle.xla.env import NotABoolean, bool_env
 from pgle.xla.flags import XlaFlags
@@ -577,6 +578,6 @@ def _manifest(cache_dir: Path) -> Check:
             return _error("cache manifest", f"prewarmed by {package} {then}, installed {now}: the "
                           "cache keys differ, nothing would load",
                           f"rerun `pgle prewarm` with {package} {now}")
-    optimized = sum(m.get("status") == "optimized" for m in data["modules"].values())
+    optimized = sum(m.get("status") == Optimized.OPTIMIZED for m in data["modules"].values())
     return _ok("cache manifest", f"jax {env.get('jax')}; {plural(len(data['modules']), 'module')}, "
                f"{optimized} PGLE-optimized")

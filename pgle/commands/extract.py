@@ -26,6 +26,7 @@ from pgle.phrases import plural
 from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
+from pgle.verdicts.statuses import Collected, Written
 from pgle.xla import flag_table
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
     if prof.is_empty():
         report.reasons += diagnose_empty(ex)
         if not opts.allow_empty:
-            report.status = "empty"
+            report.status = Collected.EMPTY
             report.exit_code = EXIT_ERROR
             report.profile["path"] = None
             report.summary.append("collect failed: the profile is empty: "
@@ -98,7 +99,7 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
     files.write_profile(payload, output, force=opts.force,
                           companions={man_path: manifest.text(man).encode("utf-8")})
     report.details["manifest"] = str(man_path)
-    report.status = "empty" if prof.is_empty() else "collected"
+    report.status = Collected.EMPTY if prof.is_empty() else Collected.COLLECTED
     report.summary.append(
         f"wrote {output}: {prof.instruction_count} instructions, {prof.latency_count} latencies"
         f" (sha256 {sha[:12]}), manifest {man_path}")
@@ -204,7 +205,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     suffix = files.SUFFIX[fmt]
     written = {fp: f"{fp}{suffix}" for fp in conv.profiles}
     report.modules = [
-        {**row, "status": "written" if row["file"] else "no fingerprint"}
+        {**row, "status": Written.WRITTEN if row["file"] else Written.NO_FINGERPRINT}
         for row in manifest.module_rows(conv.modules, written)]
 
     empty = not conv.profiles or all(p.is_empty() for p in conv.profiles.values())
@@ -224,7 +225,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
                           "format": fmt, "instructions": 0, "latencies": 0, "modules": {},
                           "files": [], "sha256": None, "converter": "pgle"}
         if not opts.allow_empty:
-            report.status = "empty"
+            report.status = Collected.EMPTY
             report.exit_code = EXIT_ERROR
             report.profile["path"] = None
             report.summary.append("collect failed: the per-module profile is empty: "
@@ -238,7 +239,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
         man_path = manifest.manifest_path(target)
         manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
         report.details["manifest"] = str(man_path)
-        report.status = "empty"
+        report.status = Collected.EMPTY
         report.summary.append(f"wrote {output}: no module profile (empty directory), "
                               f"manifest {man_path}")
         return report
@@ -256,7 +257,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     man_path = manifest.manifest_path(target)
     manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
     report.details["manifest"] = str(man_path)
-    report.status = "collected"
+    report.status = Collected.COLLECTED
     window = converter["steps_window"]
     where = (f"steps {window['first_step']}..{window['first_step'] + (window['steps'] or 1) - 1}"
              if window else "the whole trace")

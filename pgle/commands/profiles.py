@@ -25,6 +25,7 @@ from pgle.profiles.files import (
     write_profile_directory,
 )
 from pgle.report import Report
+from pgle.verdicts.statuses import Collected
 
 
 def _us(x: float) -> str:
@@ -57,7 +58,7 @@ def inspect_report(path: Any, *, top: int = 20):
         f"{data['latency_count']} latencies, total {_us(data['total_cost_us'])}"
     )
     if source.is_empty():
-        report.status, report.exit_code = "empty", EXIT_ERROR
+        report.status, report.exit_code = Collected.EMPTY, EXIT_ERROR
         report.reasons.append(
             "the profile holds no instruction costs: XLA would schedule with its "
             "default estimates. A CPU run, CUPTI held by another tool (Nsight, DCGM) "

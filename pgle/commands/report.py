@@ -32,9 +32,10 @@ from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
 from pgle.phrases import plural
 from pgle.report import Report
+from pgle.verdicts.statuses import Applied
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
-APPLIED = ("applied", "partial")
+APPLIED = (Applied.APPLIED, Applied.PARTIAL)
 
 
 @dataclasses.dataclass
@@ -341,10 +342,10 @@ def _verdict(sides: list[Side], tune: dict | None, data: dict[str, Any]) -> dict
     status = v.get("status")
     platform = next((p["platform"] for p in data["phases"] if p.get("platform")), None)
     r = data.get("step_ratio")
-    if status == "not_applicable":
+    if status == Applied.NOT_APPLICABLE:
         todo = (f"nothing to do on backend {platform}: PGLE is an XLA:GPU feature; run this "
                 "on an NVIDIA GPU to learn what it buys")
-    elif status == "applied":
+    elif status == Applied.APPLIED:
         if r is None:
             todo = "the profile applies; " + (data.get("step_ratio_why") or "no step-time ratio")
         elif r["beyond_noise"] and r["ratio"] < 1:
@@ -356,10 +357,10 @@ def _verdict(sides: list[Side], tune: dict | None, data: dict[str, Any]) -> dict
             todo = ("the profile applies but the step time does not change beyond run-to-run "
                     "noise: the schedule was already good (or the job is not communication-"
                     "bound); PGLE is not worth its runs here")
-    elif status == "partial":
+    elif status == Applied.PARTIAL:
         todo = ("collect the profile again from this exact program (same flags, shapes, "
                 "sharding, jax version); the modules below say what it misses")
-    elif status == "not_applied":
+    elif status == Applied.NOT_APPLIED:
         todo = "make sure the profile flag reaches XLA (see the reasons) and run again"
     elif status == "error":
         todo = "fix what the reasons say, then run again"

@@ -27,6 +27,7 @@ from pgle.verdicts import checker, collectives, require, sync_converted
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
 from pgle.verdicts.origin import Origin, path_matcher
 from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_lines
+from pgle.verdicts.statuses import Applied
 from pgle.xla import flag_table, versions
 
 log = logging.getLogger(__name__)
@@ -230,34 +231,43 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     elif report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(
             f"--require-applied: status is {report.status}, not applied"
-            if report.status != "applied" else "--require-applied: the coverage is unknown for "
-                 f"{plural(verdict.details.get('coverage_unknown') or 0, 'module')} (this jax's "
-                 "WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
+            if report.status != Applied.APPLIED
+            else "--require-applied: the coverage is unknown for "
+            f"{plural(verdict.details.get('coverage_unknown') or 0, 'module')} (this jax's "
+            "WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it"
+        )
     return report
 
 
 def _jax_of(events) -> tuple[int, ...] | None:
     """The jax version the workload imported (the harness's record), else the installed one."""
-    seen = next((r.get("version") for r in events.records if r.get("kind") == "jax_imported"),
-                None)
+    seen = next((r.get("version") for r in events.records if r.get("kind") == "jax_imported"), None)
     return versions.parse_version(seen) or versions.jax_version()
 
 
 def directory_lookups(verdict: Verdict, source) -> dict:
     """Which per-module files XLA found, which fingerprints it looked for in vain, which it
     never used."""
-    found = sorted({m["fingerprint"] for m in verdict.modules
-                    if m["fingerprint"] and m["profile_found"]})
-    missing = sorted({m["fingerprint"] for m in verdict.modules
-                      if m["fingerprint"] and not m["profile_found"]})
+    found = sorted(
+        {m["fingerprint"] for m in verdict.modules if m["fingerprint"] and m["profile_found"]}
+    )
+    missing = sorted(
+        {m["fingerprint"] for m in verdict.modules if m["fingerprint"] and not m["profile_found"]}
+    )
     unused = sorted(set(source.modules) - set(found) - set(missing))
     return {"found": found, "looked_up_missing": missing, "unused": unused}
 
 
 def verdict_report(command: str, verdict: Verdict, ex: Execution) -> Report:
-    report = Report(command, verdict.status, workload_exit_code=ex.exit_code,
-                    log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=verdict.modules,
-                    reasons=verdict.reasons)
+    report = Report(
+        command,
+        verdict.status,
+        workload_exit_code=ex.exit_code,
+        log_path=str(ex.run.log),
+        run_dir=str(ex.run.path),
+        modules=verdict.modules,
+        reasons=verdict.reasons,
+    )
     report.details["backend"] = ex.events.backend
     report.details.update(verdict.details)
     report.summary += summary_lines(verdict)

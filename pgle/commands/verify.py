@@ -21,6 +21,7 @@ from pgle.verdicts.across_ranks import judge_job
 from pgle.verdicts.origin import Origin, path_matcher
 from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts.rows import module_lines
+from pgle.verdicts.statuses import Applied
 from pgle.xla import versions
 
 
@@ -81,9 +82,9 @@ def verify(opts: VerifyOptions) -> Report:
     verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
                     silence=silence, origin=origin, sol_fallback=_sol_expected(given, inference),
                     renamed=_renamed(given, inference))
-    if absent and verdict.status == "not_applied" and not evidence.reads:
+    if absent and verdict.status == Applied.NOT_APPLIED and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
-        verdict.status = "error"
+        verdict.status = Applied.ERROR
         verdict.reasons.insert(0, f"the profile {opts.profile} does not exist, and XLA gave no "
                                   "sign of reading any profile (jax <= 0.5.3 logs nothing for a "
                                   "missing file).")
@@ -92,7 +93,7 @@ def verify(opts: VerifyOptions) -> Report:
     report.details.update(verdict.details)
     report.details["jax_assumed"] = assumed
     ranked = sorted({m["rank"] for m in verdict.modules if m.get("rank") is not None})
-    if ranked and verdict.status != "error" and all(m.get("rank") is not None
+    if ranked and verdict.status != Applied.ERROR and all(m.get("rank") is not None
                                                    for m in verdict.modules):
         # An `srun --label` log: one verdict per module across the ranks that logged it.
         by_rank = {r: [m for m in verdict.modules if m["rank"] == r] for r in ranked}
@@ -111,7 +112,7 @@ def verify(opts: VerifyOptions) -> Report:
     newer = versions.newer_than_verified(given if given is not None else inference.low)
     if newer:
         report.warnings.append(newer)
-    if absent and verdict.status != "error":
+    if absent and verdict.status != Applied.ERROR:
         report.warnings.append(f"the profile {opts.profile} does not exist (any more)")
     if unreadable:
         report.warnings.append(f"pgle cannot read the profile ({unreadable}); the verdict rests "

@@ -17,6 +17,7 @@ from pgle.phrases import plural, ranks_phrase
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import overall_status
 from pgle.verdicts.rows import module_lines, module_name
+from pgle.verdicts.statuses import Applied
 
 MAX_MISSING_NAMES = 50
 
@@ -39,9 +40,13 @@ class JobReports:
 
 # -- per module across ranks --------------------------------------------------------------------
 
-def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok: str = "applied",
-                      partial: str = "partial",
-                      expected: Iterable[int] | None = None) -> list[dict[str, Any]]:
+def aggregate_modules(
+    by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
+    *,
+    ok: str = Applied.APPLIED,
+    partial: str = Applied.PARTIAL,
+    expected: Iterable[int] | None = None,
+) -> list[dict[str, Any]]:
     """One row per module over the ranks. A module with one status on every expected rank keeps
     it; one that is `ok` (or `partial`) on some ranks only is `partial`, and so is one `ok`
     everywhere it was seen but absent on other ranks; anything else takes the status most
@@ -69,8 +74,9 @@ def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok:
     return out
 
 
-def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: str,
-                   expected: Sequence[int]) -> dict[str, Any]:
+def _aggregate_row(
+    per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: str, expected: Sequence[int]
+) -> dict[str, Any]:
     by_status: dict[str, list[int]] = {}
     for r in sorted(per_rank):
         by_status.setdefault(str(per_rank[r].get("status")), []).append(r)
@@ -81,8 +87,9 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
         status = partial
     else:
         status = max(by_status, key=lambda s: (len(by_status[s]), -by_status[s][0]))
-    worst_rank = next((r for r in sorted(per_rank) if per_rank[r].get("status") != ok),
-                      min(per_rank))
+    worst_rank = next(
+        (r for r in sorted(per_rank) if per_rank[r].get("status") != ok), min(per_rank)
+    )
     row = {k: v for k, v in per_rank[worst_rank].items()}
     row["status"] = status
     row["rank"] = None
@@ -90,8 +97,11 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
     if "coverage" in row:
         row["coverage"] = min(coverages) if coverages else None
     if "instructions_missing" in row:
-        miss = [int(m["instructions_missing"]) for m in per_rank.values()
-                if m.get("instructions_missing") is not None]
+        miss = [
+            int(m["instructions_missing"])
+            for m in per_rank.values()
+            if m.get("instructions_missing") is not None
+        ]
         row["instructions_missing"] = max(miss) if miss else None
     if "missing_instructions" in row:
         names: dict[str, None] = {}
@@ -110,15 +120,26 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
     row["absent_ranks"] = absent
     row["ranks_summary"] = _ranks_summary(per_rank, by_status, absent)
     # Each rank's own figures, only where the ranks disagree (512 ranks x 50 modules add up).
-    row["per_rank"] = [
-        {"rank": r, "status": m.get("status"),
-         **{k: m[k] for k in ("coverage", "instructions_missing", "reason") if k in m}}
-        for r, m in sorted(per_rank.items())] if len(by_status) > 1 or absent else []
+    row["per_rank"] = (
+        [
+            {
+                "rank": r,
+                "status": m.get("status"),
+                **{k: m[k] for k in ("coverage", "instructions_missing", "reason") if k in m},
+            }
+            for r, m in sorted(per_rank.items())
+        ]
+        if len(by_status) > 1 or absent
+        else []
+    )
     return row
 
 
-def _ranks_summary(per_rank: Mapping[int, Mapping[str, Any]], by_status: Mapping[str, list[int]],
-                   absent: Sequence[int]) -> str:
+def _ranks_summary(
+    per_rank: Mapping[int, Mapping[str, Any]],
+    by_status: Mapping[str, list[int]],
+    absent: Sequence[int],
+) -> str:
     parts = []
     for status, rs in by_status.items():
         text = f"{status} on {ranks_phrase(rs)}"
@@ -153,19 +174,21 @@ def judge_job(
 ) -> tuple[str, list[dict[str, Any]], list[str]]:
     """(status, modules, reasons) of a job from each rank's verdict modules and status (README
     "Verdicts", over ranks). Ranks are those in `rank_status`."""
-    expected = [r for r, s in rank_status.items() if s != "not_applicable"]
-    modules = aggregate_modules(by_rank, ok="applied", expected=expected)
+    expected = [r for r, s in rank_status.items() if s != Applied.NOT_APPLICABLE]
+    modules = aggregate_modules(by_rank, ok=Applied.APPLIED, expected=expected)
     world = len(rank_status)
     reasons: list[str] = []
-    errors = sorted(r for r, s in rank_status.items() if s == "error")
+    errors = sorted(r for r, s in rank_status.items() if s == Applied.ERROR)
     if errors:
-        status = "error"
+        status = Applied.ERROR
         reasons += grouped(
             {r: {"reasons": rank_reasons.get(r, [])} for r in errors}, "reasons", world
         )
     elif not modules:
         statuses = set(rank_status.values())
-        status = "not_applicable" if statuses == {"not_applicable"} else "not_applied"
+        status = (
+            Applied.NOT_APPLICABLE if statuses == {Applied.NOT_APPLICABLE} else Applied.NOT_APPLIED
+        )
         reasons += grouped({r: {"reasons": rs} for r, rs in rank_reasons.items()}, "reasons", world)
     else:
         counts = Counter(m["status"] for m in modules)
@@ -175,11 +198,11 @@ def judge_job(
             f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile on every "
             f"rank that reported ({ranks_phrase(rank_status)})"
         )
-        if counts["partial"]:
+        if counts[Applied.PARTIAL]:
             text += f", {counts['partial']} partially"
             if mixed:
                 text += f" ({len(mixed)} on some ranks only)"
-        if counts["not_applied"]:
+        if counts[Applied.NOT_APPLIED]:
             text += f", {counts['not_applied']} not at all"
         reasons.append(text + ".")
         for m in mixed:
@@ -210,7 +233,7 @@ def combine_verdicts(job: JobReports, *, require_applied: bool = False) -> Repor
     report.details["backend"] = own.get("backend")
     report.summary.append(f"job verdict: {status}: " + " ".join(reasons[:1]))
     report.summary += module_lines(modules)
-    report.exit_code = EXIT_NOT_VERIFIED if require_applied and status != "applied" else 0
+    report.exit_code = EXIT_NOT_VERIFIED if require_applied and status != Applied.APPLIED else 0
     if report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(f"--require-applied: the job's status is {status}, not applied")
     return report
@@ -238,8 +261,10 @@ def combine_modules(
     by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
     modules = aggregate_modules(by_rank, ok=ok, expected=sorted(reports))
     status = overall(modules)
-    if any(m["status"] == "partial" for m in modules):
-        status = "partial"  # a module `ok` on some ranks only: the ranks run different programs
+    if any(m["status"] == Applied.PARTIAL for m in modules):
+        status = (
+            Applied.PARTIAL
+        )  # a module `ok` on some ranks only: the ranks run different programs
     own = job.own
     report = Report(
         own.get("command") or job.command,

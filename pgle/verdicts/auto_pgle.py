@@ -22,13 +22,14 @@ from pgle.evidence import jax_log
 from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
+from pgle.verdicts.statuses import Applied, Loaded, Optimized
 
-STATUS_OPTIMIZED = "optimized"
-STATUS_NOT_OPTIMIZED = "not_optimized"
-STATUS_EMPTY_PROFILE = "empty_profile"
-STATUS_LOADED = "loaded_optimized"
-STATUS_FELL_BACK = "fell_back"
-STATUS_COMPILED_ANEW = "compiled_anew"
+STATUS_OPTIMIZED = Optimized.OPTIMIZED
+STATUS_NOT_OPTIMIZED = Optimized.NOT_OPTIMIZED
+STATUS_EMPTY_PROFILE = Optimized.EMPTY_PROFILE
+STATUS_LOADED = Loaded.LOADED_OPTIMIZED
+STATUS_FELL_BACK = Loaded.FELL_BACK
+STATUS_COMPILED_ANEW = Loaded.COMPILED_ANEW
 
 
 # -- wording --------------------------------------------------------------------------
@@ -386,7 +387,7 @@ def nsys_status(modules: list[dict[str, Any]]) -> str:
     loaded = sum(1 for m in modules if m["status"] == STATUS_LOADED)
     if modules and loaded == len(modules):
         return STATUS_LOADED
-    return "partial" if loaded else STATUS_FELL_BACK
+    return Applied.PARTIAL if loaded else STATUS_FELL_BACK
 
 
 # -- --require / --require-all, and the exit code -----------------------------------------

@@ -21,12 +21,13 @@ from pgle.phrases import plural
 from pgle.verdicts import collectives, sync_converted
 from pgle.verdicts.origin import Origin
 from pgle.verdicts.rows import AppliedRow, module_lines
+from pgle.verdicts.statuses import Applied
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 # jax 0.7.2-0.8.3: XLA's heuristic collective combiner schedules "<module>-clone" first, to
 # decide what to combine; the clone never runs (tests/data/xla_gpu/README.md).
 CLONE_SUFFIX = "-clone"
-STATUSES = ("applied", "partial", "not_applied", "not_applicable", "error")
+STATUSES = tuple(Applied)
 # What a module that read the profile and got no accuracy-checker block means:
 SILENCE_FULL = "full"  # the checker prints whenever something is missing: full coverage
 SILENCE_UNKNOWN = "unknown"  # the checker may have missed instructions without a word
@@ -35,7 +36,7 @@ SILENCE_OFF = "off"  # no checker ran: the profile was read, its fit unverified
 
 @dataclasses.dataclass
 class Verdict:
-    status: str
+    status: Applied
     modules: list[dict[str, Any]]
     reasons: list[str]
     evidence: Evidence
@@ -79,14 +80,14 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     foreign = origin.foreign_log(evidence) if origin is not None else None
     if foreign:
         details["not_counted"] = {"reason": foreign, "xla_lines": evidence.pgle_lines}
-        return Verdict("not_applicable", [], [foreign], evidence, details)
+        return Verdict(Applied.NOT_APPLICABLE, [], [foreign], evidence, details)
     not_counted = origin.foreign_reads(evidence) if origin is not None else {}
     rows = []
     for m in evidence.modules:
         row = _judge_module(m, min_coverage, silence, bool(sol_fallback),
                             executed.find(m.module, m.fingerprint) if executed else None, renamed)
         if m.profile_path is not None and m.profile_path in not_counted:
-            row.status, row.coverage = "not_applied", None
+            row.status, row.coverage = Applied.NOT_APPLIED, None
             row.notes.insert(0, not_counted[m.profile_path])
         rows.append(row.to_dict())
     modules = fold_clones(rows)
@@ -103,25 +104,25 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         flags = " ".join(dict.fromkeys(evidence.unknown_flags))
         reasons.append(f"XLA aborted before compiling: it does not know {flags} (\"Unknown flag in "
                        "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`).")
-        status = "error"
+        status = Applied.ERROR
     elif evidence.discards:
         n = len(evidence.discards)
         reasons.append(f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
                        f"strictness discarded the profile (\"{evidence.discards[0]}\"): the "
                        "profile misses instructions of the modules below; collect it again or "
                        "use PGLE_STRICTNESS_LEVEL_WARN.")
-        status = "error"
+        status = Applied.ERROR
     elif evidence.parse_errors:
         # One line per compile that tried (every module, every clone): each error said once.
         reasons += [f"XLA could not parse the profile: {e}" + (f" ({n} compiles)" if n > 1 else "")
                     for e, n in Counter(evidence.parse_errors).items()]
-        status = "error"
+        status = Applied.ERROR
     elif evidence.missing_files:
         missing = dict.fromkeys(evidence.missing_files)  # each once, in order
         reasons += [f"XLA found no profile file at {p}" for p in missing]
-        status = "error"
+        status = Applied.ERROR
     elif jax_imported is False and not modules and not evidence.reads:
-        status = "not_applied"
+        status = Applied.NOT_APPLIED
         reasons.append(
             "the workload never imported jax, so XLA compiled nothing and no profile "
             "could apply (a wrapper that starts the training script in another "
@@ -129,7 +130,7 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
             "process below it)."
         )
     elif info_hidden and not evidence.reads:
-        status = "error"
+        status = Applied.ERROR
         reasons.append(
             "XLA's INFO log is hidden (TF_CPP_MIN_LOG_LEVEL is not 0), so the log cannot show "
             "which modules used the profile"
@@ -144,13 +145,13 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         modules = []
     elif not looked:
         if platform and platform.lower() not in GPU_PLATFORMS:
-            status = "not_applicable"
+            status = Applied.NOT_APPLICABLE
             reasons.append(
                 f"backend {platform}: PGLE is an XLA:GPU feature, so no module used a profile and "
                 "none could; run on an NVIDIA GPU to apply it."
             )
         elif evidence.checker_without_path:
-            status = "not_applied"
+            status = Applied.NOT_APPLIED
             reasons.append(
                 "XLA says the accuracy checker is set but no profile path is "
                 '("xla_gpu_pgle_accuracy_checker is set to WARN, but no profile path specified", '
@@ -158,7 +159,7 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
                 "--xla_gpu_pgle_profile_file_or_directory_path did not reach XLA."
             )
         elif modules:
-            status = "not_applied"
+            status = Applied.NOT_APPLIED
             reasons.append(
                 f"XLA compiled {plural(len(modules), 'module')} and read no profile for any "
                 "(only their fingerprints were logged): did the profile flag reach XLA? "
@@ -167,26 +168,26 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
                 "file that is not .pb/.pbtxt silently."
             )
         else:
-            status = "not_applied"
+            status = Applied.NOT_APPLIED
             reasons.append(
                 "no PGLE line in the log: XLA never read a profile (is the INFO log on, "
                 "TF_CPP_MIN_LOG_LEVEL=0, and did the profile flag reach XLA? jax <= "
                 "0.5.3 logs nothing when the profile file does not exist)."
             )
     elif not modules:
-        status = "not_applied"
+        status = Applied.NOT_APPLIED
         reasons.append("XLA read the profile but no module reported using it.")
     if status is None:
         counts = {s: sum(1 for m in modules if m["status"] == s) for s in STATUSES}
         status = overall_status(m["status"] for m in modules)
         reasons.append(
-            f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile"
-            + (f", {counts['partial']} partially" if counts["partial"] else "")
-            + (f", {counts['not_applied']} not at all" if counts["not_applied"] else "")
+            f"{counts[Applied.APPLIED]} of {plural(len(modules), 'module')} applied the profile"
+            + (f", {counts[Applied.PARTIAL]} partially" if counts[Applied.PARTIAL] else "")
+            + (f", {counts[Applied.NOT_APPLIED]} not at all" if counts[Applied.NOT_APPLIED] else "")
             + "."
         )
-    unknown = [m for m in modules if m["status"] == "applied" and m["coverage"] is None]
-    if unknown and status in ("applied", "partial") and silence == SILENCE_UNKNOWN:
+    unknown = [m for m in modules if m["status"] == Applied.APPLIED and m["coverage"] is None]
+    if unknown and status in (Applied.APPLIED, Applied.PARTIAL) and silence == SILENCE_UNKNOWN:
         details["coverage_unknown"] = len(unknown)
         reasons.append(
             f"coverage unknown for {plural(len(unknown), 'module')}: this jax's WARN "
@@ -194,7 +195,7 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
             "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit."
         )
     unresolved = [m for m in modules if m.get("rule") == collectives.RULE_UNRESOLVED]
-    if unresolved and status in ("applied", "partial"):
+    if unresolved and status in (Applied.APPLIED, Applied.PARTIAL):
         reasons.append(
             f"{len(unresolved)} module(s) ({', '.join(str(m['module']) for m in unresolved[:4])}"
             f"{' ...' if len(unresolved) > 4 else ''}) miss only async collectives that XLA may "
@@ -354,14 +355,14 @@ def _is_fingerprint_file(path: str) -> bool:
     return ext in ("pb", "pbtxt") and len(stem) == 32 and all(c in "0123456789abcdef" for c in stem)
 
 
-def overall_status(module_statuses: Iterable[str]) -> str:
+def overall_status(module_statuses: Iterable[str]) -> Applied:
     """All modules applied: applied; some applied or partial: partial; else not_applied."""
     statuses = list(module_statuses)
-    if statuses and all(s == "applied" for s in statuses):
-        return "applied"
-    if any(s in ("applied", "partial") for s in statuses):
-        return "partial"
-    return "not_applied"
+    if statuses and all(s == Applied.APPLIED for s in statuses):
+        return Applied.APPLIED
+    if any(s in (Applied.APPLIED, Applied.PARTIAL) for s in statuses):
+        return Applied.PARTIAL
+    return Applied.NOT_APPLIED
 
 
 def summary_lines(verdict: Verdict) -> list[str]:
@@ -378,7 +379,7 @@ def exit_code_for(
     0.4.36-0.5.0 under WARN)."""
     if workload_code != 0:
         return workload_code
-    if require_applied and (status != "applied" or coverage_unknown):
+    if require_applied and (status != Applied.APPLIED or coverage_unknown):
         return EXIT_NOT_VERIFIED
     return 0
 
@@ -397,17 +398,17 @@ def _judge_module(
     rule: str | None = None
     sync = sync_converted.Split(missing=list(m.missing_communication))
     if m.no_profile_file:
-        status = "not_applied"
+        status = Applied.NOT_APPLIED
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
     elif m.fingerprint_only:
-        status = "not_applied"
+        status = Applied.NOT_APPLIED
         notes.append(
             "XLA read no profile for it (it logged only the module's fingerprint: "
             "no file for it in a profile directory, which jax <= 0.5.x does not "
             "report, or no profile reached XLA)"
         )
     elif m.discarded:
-        status = "not_applied"
+        status = Applied.NOT_APPLIED
         notes.append(
             "the accuracy checker (ERROR level) discarded the profile and the compile failed"
         )
@@ -415,7 +416,7 @@ def _judge_module(
     elif m.not_in_module and missing is None:
         # jax <= 0.4.30 checks the profile's names against the module and stops at the first
         # one it lacks: the profile was not made for this module as compiled; coverage unknown.
-        status = "partial"
+        status = Applied.PARTIAL
         notes.append(
             f"XLA: the profile has entries that are not in this module (first: "
             f"{m.not_in_module[0]}); it is used where names match, coverage unknown"
@@ -444,9 +445,9 @@ def _judge_module(
         # -- end of the collective-aware rule --
     elif silence == SILENCE_FULL:
         # The checker is silent when nothing is missing: the profile covers the module.
-        status, missing, coverage = "applied", 0, 1.0
+        status, missing, coverage = Applied.APPLIED, 0, 1.0
     elif silence == SILENCE_UNKNOWN:
-        status = "applied"
+        status = Applied.APPLIED
         notes.append(
             "coverage unknown: XLA printed no accuracy-checker block for it, and this "
             "jax's WARN checker prints nothing even when instructions are missing "
@@ -454,7 +455,7 @@ def _judge_module(
             "--xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_ERROR to prove the fit"
         )
     else:
-        status = "applied"
+        status = Applied.APPLIED
         notes.append(
             "coverage unverified: the run had no accuracy checker (jax < 0.4.36 has none "
             "by default, or PGLE_STRICTNESS_LEVEL_OFF), so the log proves the profile was "

@@ -11,8 +11,9 @@ from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.report import Report
 from pgle.verdicts.auto_pgle import required_failures
 from pgle.verdicts.rows import module_name
+from pgle.verdicts.statuses import Applied
 
-OK = "applied"
+OK = Applied.APPLIED
 
 
 def failures(modules: Sequence[Mapping[str, Any]], require: Sequence[str]) -> list[str]:

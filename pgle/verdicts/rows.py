@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pgle.phrases import plural
+from pgle.verdicts.statuses import Applied
 
 UNNAMED = "(module name not logged)"
 
@@ -225,12 +226,12 @@ def _applied_lines(rows: list[Mapping[str, Any]], ok: str | None) -> list[str]:
     groups: dict[str, list[str]] = {}
     for r in rows:
         label, text = _label_and_text(r, ok)
-        if r.get("status") not in ("applied", None) and r.get("notes") and "coverage" in r:
+        if r.get("status") not in (Applied.APPLIED, None) and r.get("notes") and "coverage" in r:
             text += f": {r['notes'][0]}"
         groups.setdefault(text, []).append(label)
     out = []
     for text, labels in groups.items():
-        if len(labels) >= 3 and not text.startswith("applied"):
+        if len(labels) >= 3 and not text.startswith(Applied.APPLIED):
             out.append(f"  {len(labels)} modules ({_names(labels)}): {text}")
         else:
             out += [f"  {label}: {text}" for label in labels]
