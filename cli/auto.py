@@ -6,9 +6,15 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import (WORKLOAD_HELP, auto_pgle_options, job_options, report_options,
-                              store_options, workload_options)
-from pgle.cli.output import finish
+from .options import (
+    WORKLOAD_HELP,
+    auto_pgle_options,
+    job_options,
+    report_options,
+    store_options,
+    workload_options,
+)
+from .output import finish
 
 
 @click.command(

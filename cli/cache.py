@@ -6,10 +6,11 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import report_options
-from pgle.cli.output import echo, emit, finish, table
 from pgle.report import Report
 from pgle.units import human_bytes
+
+from .options import report_options
+from .output import echo, emit, finish, table
 
 
 @click.group(

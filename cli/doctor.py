@@ -6,9 +6,10 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import report_options
-from pgle.cli.output import echo, finish, table
 from pgle.report import Report
+
+from .options import report_options
+from .output import echo, finish, table
 
 
 @click.command("doctor",

@@ -12,7 +12,8 @@ import sys
 import click
 
 from pgle.version import __version__
-from pgle.cli.main import COMMANDS, WORKLOAD_COMMANDS
+
+from .main import COMMANDS, WORKLOAD_COMMANDS
 
 
 class LazyGroup(click.Group):
@@ -42,7 +43,7 @@ def cli():
 
 
 def run() -> None:
-    from pgle.cli.output import show_log_lines
+    from .output import show_log_lines
 
     show_log_lines()
     try:

@@ -10,10 +10,18 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import (WORKLOAD_HELP, extraction_options, force_option, job_options,
-                              report_options, store_options, verdict_options, window_options,
-                              workload_options)
-from pgle.cli.output import finish
+from .options import (
+    WORKLOAD_HELP,
+    extraction_options,
+    force_option,
+    job_options,
+    report_options,
+    store_options,
+    verdict_options,
+    window_options,
+    workload_options,
+)
+from .output import finish
 
 
 @click.command(
@@ -107,17 +115,25 @@ def tune(words: tuple[str, ...], json_out: bool, report_path: str | None, debug:
 @click.option("--profile", default=None,
               help="The profile the run was given: checked against what the log read.")
 @click.option("--backend", default=None,
-              help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means not_applicable.")
-@click.option("--accuracy-checker-off", is_flag=True,
-              help="The run had --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_OFF.")
-@click.option("--jax", default=None, metavar="VERSION",
-              help="The jax version that wrote the log [default: inferred from the log's "
-                   "wording, and said]; what the accuracy checker's silence means depends on it.")
+              help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means "
+                   "not_applicable.")
+@click.option(
+    "--accuracy-checker-off",
+    is_flag=True,
+    help="The run had --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_OFF.",
+)
+@click.option(
+    "--jax",
+    default=None,
+    metavar="VERSION",
+    help="The jax version that wrote the log [default: inferred from the log's "
+    "wording, and said]; what the accuracy checker's silence means depends on it.",
+)
 @verdict_options
 @report_options
-def verify(log: str, json_out: bool, report_path: str | None, debug: bool,
-           **options: Any) -> None:
+def verify(log: str, json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
     from pgle import api
 
-    finish(lambda: api.verify(log, **options), json_out=json_out, report_path=report_path,
-           debug=debug)
+    finish(
+        lambda: api.verify(log, **options), json_out=json_out, report_path=report_path, debug=debug
+    )

@@ -6,10 +6,11 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import job_options, report_options
-from pgle.cli.output import finish
 from pgle.errors import BadInput
 from pgle.report import Report
+
+from .options import job_options, report_options
+from .output import finish
 
 
 class _SplitAtDashes(click.Command):
@@ -48,30 +49,50 @@ class _SplitAtDashes(click.Command):
               help="Start even when flags, versions or the cache path differ from the prewarm run.")
 @click.option("--require-all", is_flag=True,
               help="Exit 3 unless every module loaded its PGLE-optimized executable.")
-@click.option("--require", "require", multiple=True, metavar="MODULE",
-              help="Exit 3 unless this module (glob) loaded its PGLE-optimized executable; repeatable.")
-@click.option("--run-dir", default=None, type=click.Path(file_okay=False),
-              help="Run folder (default .pgle/runs/<stamp>-nsys-<pid>).")
-@click.option("--log", default=None, type=click.Path(dir_okay=False),
-              help="Also copy the workload's full log here.")
-@click.option("--ranks", default=None, metavar="LIST",
-              help="Multi-process: only these ranks (e.g. 0,8 or 0-3) run under nsys; the others "
-                   "run the same environment without it. Default: every rank.")
+@click.option(
+    "--require",
+    "require",
+    multiple=True,
+    metavar="MODULE",
+    help="Exit 3 unless this module (glob) loaded its PGLE-optimized executable; repeatable.",
+)
+@click.option(
+    "--run-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Run folder (default .pgle/runs/<stamp>-nsys-<pid>).",
+)
+@click.option(
+    "--log",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Also copy the workload's full log here.",
+)
+@click.option(
+    "--ranks",
+    default=None,
+    metavar="LIST",
+    help="Multi-process: only these ranks (e.g. 0,8 or 0-3) run under nsys; the others "
+    "run the same environment without it. Default: every rank.",
+)
 @job_options
 @click.argument("nsys_options", nargs=-1, type=click.UNPROCESSED)
 @report_options
 @click.pass_context
-def nsys(ctx: click.Context, json_out: bool, report_path: str | None, debug: bool,
-         **options: Any) -> None:
+def nsys(
+    ctx: click.Context, json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     words = ctx.meta.get("pgle_workload")
 
     def produce() -> Report:
         from pgle import api
 
         if not words:
-            raise BadInput("no workload after `--`.",
-                           hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] "
-                                "(or -- -m MODULE [ARGS], or -- COMMAND [ARGS]).")
+            raise BadInput(
+                "no workload after `--`.",
+                hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] "
+                "(or -- -m MODULE [ARGS], or -- COMMAND [ARGS]).",
+            )
         return api.nsys(*words, **options)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug, job=True)

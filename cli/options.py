@@ -51,111 +51,201 @@ def _verbose(ctx, param, value):
 
 def window_options(f):
     """Which part of the run collect profiles."""
-    f = click.option("--duration", type=float, default=None, help="Seconds to profile (time window).")(f)
-    f = click.option("--delay", type=float, default=None,
-                     help="Seconds after start before profiling (time window).")(f)
-    f = click.option("--step-name", default=None,
-                     help="Count only StepTraceAnnotation steps with this name.")(f)
-    f = click.option("--steps", default=None, metavar="START:COUNT",
-                     help="Profile COUNT steps from step START (0-based StepTraceAnnotation steps). "
-                          "Default: steps 2..6 when the script marks steps, else 5 executions "
-                          "of its step function (the jitted function taking the most host time) "
-                          "after 2 (at most 30 s).")(f)
+    f = click.option(
+        "--duration", type=float, default=None, help="Seconds to profile (time window)."
+    )(f)
+    f = click.option(
+        "--delay",
+        type=float,
+        default=None,
+        help="Seconds after start before profiling (time window).",
+    )(f)
+    f = click.option(
+        "--step-name", default=None, help="Count only StepTraceAnnotation steps with this name."
+    )(f)
+    f = click.option(
+        "--steps",
+        default=None,
+        metavar="START:COUNT",
+        help="Profile COUNT steps from step START (0-based StepTraceAnnotation steps). "
+        "Default: steps 2..6 when the script marks steps, else 5 executions "
+        "of its step function (the jitted function taking the most host time) "
+        "after 2 (at most 30 s).",
+    )(f)
     return f
 
 
 def extraction_options(f):
     """How collect (and tune's collect phase) turns the trace into a profile."""
-    f = click.option("--keep-trace", type=click.Choice(["yes", "no"]), default="yes",
-                     show_default=True,
-                     help="no: delete the trace (often gigabytes) once the profile is written.")(f)
-    f = click.option("--qualify", is_flag=True,
-                     help="With --converter pgle: prefix every name with its module's "
-                          "fingerprint (<fp>::name), so one file keeps modules apart.")(f)
-    f = click.option("--converter", type=click.Choice(["jaxlib", "pgle"]), default=None,
-                     help="Single-file converter: jaxlib (default; the mean over everything "
-                          "profiled) or pgle (--stat, profiled steps only).")(f)
-    f = click.option("--format", type=click.Choice(["binary", "text"]), default=None,
-                     help="With --per-module: write <fingerprint>.pbtxt (text, default: what XLA "
-                          "looks up first) or <fingerprint>.pb (binary) files.")(f)
-    f = click.option("--stat", default=None, metavar="STAT",
-                     help="pgle's converter: each instruction's cost over the profiled steps: "
-                          "median (default), mean, min, max or pNN.")(f)
-    f = click.option("--per-module", is_flag=True,
-                     help="Write a directory of <fingerprint>.pbtxt files (--format binary: "
-                          "<fingerprint>.pb), one per module (what XLA reads as is), plus "
-                          "manifest.json; -o names the directory.")(f)
+    f = click.option(
+        "--keep-trace",
+        type=click.Choice(["yes", "no"]),
+        default="yes",
+        show_default=True,
+        help="no: delete the trace (often gigabytes) once the profile is written.",
+    )(f)
+    f = click.option(
+        "--qualify",
+        is_flag=True,
+        help="With --converter pgle: prefix every name with its module's "
+        "fingerprint (<fp>::name), so one file keeps modules apart.",
+    )(f)
+    f = click.option(
+        "--converter",
+        type=click.Choice(["jaxlib", "pgle"]),
+        default=None,
+        help="Single-file converter: jaxlib (default; the mean over everything "
+        "profiled) or pgle (--stat, profiled steps only).",
+    )(f)
+    f = click.option(
+        "--format",
+        type=click.Choice(["binary", "text"]),
+        default=None,
+        help="With --per-module: write <fingerprint>.pbtxt (text, default: what XLA "
+        "looks up first) or <fingerprint>.pb (binary) files.",
+    )(f)
+    f = click.option(
+        "--stat",
+        default=None,
+        metavar="STAT",
+        help="pgle's converter: each instruction's cost over the profiled steps: "
+        "median (default), mean, min, max or pNN.",
+    )(f)
+    f = click.option(
+        "--per-module",
+        is_flag=True,
+        help="Write a directory of <fingerprint>.pbtxt files (--format binary: "
+        "<fingerprint>.pb), one per module (what XLA reads as is), plus "
+        "manifest.json; -o names the directory.",
+    )(f)
     return f
 
 
 def force_option(f):
-    return click.option("--force", is_flag=True, help="Replace an existing profile (or profile "
-                                                      "directory) and manifest.")(f)
+    return click.option(
+        "--force",
+        is_flag=True,
+        help="Replace an existing profile (or profile directory) and manifest.",
+    )(f)
 
 
 def verdict_options(f):
-    f = click.option("--min-coverage", default=0.9, show_default=True, type=float,
-                     help="Share of a module's instructions the profile must cover to count as applied.")(f)
-    f = click.option("--require-applied", is_flag=True,
-                     help="Exit 3 unless the verdict is `applied`.")(f)
-    f = click.option("--require", "require", multiple=True, metavar="MODULE",
-                     help="Exit 3 unless this module (glob, e.g. 'jit_train_step*') applied "
-                          "the profile, whatever other modules did; repeatable.")(f)
+    f = click.option(
+        "--min-coverage",
+        default=0.9,
+        show_default=True,
+        type=float,
+        help="Share of a module's instructions the profile must cover to count as applied.",
+    )(f)
+    f = click.option(
+        "--require-applied", is_flag=True, help="Exit 3 unless the verdict is `applied`."
+    )(f)
+    f = click.option(
+        "--require",
+        "require",
+        multiple=True,
+        metavar="MODULE",
+        help="Exit 3 unless this module (glob, e.g. 'jit_train_step*') applied "
+        "the profile, whatever other modules did; repeatable.",
+    )(f)
     return f
 
 
 def job_options(f):
     """Multi-process jobs (srun, mpirun, JobSet): the shared job folder and rank 0's wait; and
     the stall watchdog of every launch."""
-    f = click.option("--stall-timeout", default=None, metavar="DURATION",
-                     help="Stop the workload after this long without progress (output, steps, "
-                          "executions, compiles), after writing every process's Python stacks "
-                          "to the run folder; exit 124. e.g. 30m, 2h, off [default: derived "
-                          "from the step time, at least 10 min; 1 h while XLA compiles].")(f)
-    f = click.option("--gather", type=click.Choice(["folder", "kv"]), default="folder",
-                     show_default=True,
-                     help="Multi-process: how rank reports and profiles reach rank 0: the "
-                          "shared job folder, or kv: jax.distributed's key-value store (no "
-                          "shared storage needed; the workload must call "
-                          "jax.distributed.initialize()).")(f)
-    f = click.option("--gather-timeout", type=float, default=None, metavar="SECONDS",
-                     help="Multi-process: how long rank 0 waits for every rank's report "
-                          "[default: 600]; ranks that never reported are listed, exit 1.")(f)
-    f = click.option("--job-dir", default=None,
-                     help="Multi-process: the job folder every rank shares (may hold %j, %n) "
-                          "[default: .pgle/jobs/<job id>.<step id>].")(f)
+    f = click.option(
+        "--stall-timeout",
+        default=None,
+        metavar="DURATION",
+        help="Stop the workload after this long without progress (output, steps, "
+        "executions, compiles), after writing every process's Python stacks "
+        "to the run folder; exit 124. e.g. 30m, 2h, off [default: derived "
+        "from the step time, at least 10 min; 1 h while XLA compiles].",
+    )(f)
+    f = click.option(
+        "--gather",
+        type=click.Choice(["folder", "kv"]),
+        default="folder",
+        show_default=True,
+        help="Multi-process: how rank reports and profiles reach rank 0: the "
+        "shared job folder, or kv: jax.distributed's key-value store (no "
+        "shared storage needed; the workload must call "
+        "jax.distributed.initialize()).",
+    )(f)
+    f = click.option(
+        "--gather-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Multi-process: how long rank 0 waits for every rank's report "
+        "[default: 600]; ranks that never reported are listed, exit 1.",
+    )(f)
+    f = click.option(
+        "--job-dir",
+        default=None,
+        help="Multi-process: the job folder every rank shares (may hold %j, %n) "
+        "[default: .pgle/jobs/<job id>.<step id>].",
+    )(f)
     return f
 
 
 def require_options(f, what: str = "optimized"):
-    f = click.option("--require", "require", multiple=True, metavar="MODULE",
-                     help=f"Exit 3 unless this module (glob, e.g. 'jit_train_step*') is {what}; "
-                          "repeatable.")(f)
-    f = click.option("--require-all", is_flag=True,
-                     help=f"Exit 3 unless every module is {what} (one-shot modules such as "
-                          "initializers never are: prefer --require).")(f)
+    f = click.option(
+        "--require",
+        "require",
+        multiple=True,
+        metavar="MODULE",
+        help=f"Exit 3 unless this module (glob, e.g. 'jit_train_step*') is {what}; repeatable.",
+    )(f)
+    f = click.option(
+        "--require-all",
+        is_flag=True,
+        help=f"Exit 3 unless every module is {what} (one-shot modules such as "
+        "initializers never are: prefer --require).",
+    )(f)
     return f
 
 
 def auto_pgle_options(f):
     """--runs / --percentile / --require-all / --require, shared by auto and prewarm."""
     f = require_options(f)
-    f = click.option("--percentile", default=90, show_default=True, type=int,
-                     help="JAX_PGLE_AGGREGATION_PERCENTILE: which of the profiled timings to keep.")(f)
-    f = click.option("--runs", default=3, show_default=True, type=int,
-                     help="JAX_PGLE_PROFILING_RUNS: executions profiled before the recompile.")(f)
+    f = click.option(
+        "--percentile",
+        default=90,
+        show_default=True,
+        type=int,
+        help="JAX_PGLE_AGGREGATION_PERCENTILE: which of the profiled timings to keep.",
+    )(f)
+    f = click.option(
+        "--runs",
+        default=3,
+        show_default=True,
+        type=int,
+        help="JAX_PGLE_PROFILING_RUNS: executions profiled before the recompile.",
+    )(f)
     return f
 
 
 def store_options(f):
     """--store and --store-policy: the fingerprint-keyed profile store (collect adds to it,
     run serves from it; tune does both, auto serves)."""
-    f = click.option("--store-policy", default="replace", show_default=True, metavar="POLICY",
-                     help="How the store keeps a module's profiles: replace, keep:N (serve the "
-                          "newest) or merge:N[:pP] (serve the percentile P of the N newest).")(f)
-    f = click.option("--store", "store", default=None, metavar="DIR|gs://...",
-                     help="Profile store keyed by fingerprint, jax version and device kind (as "
-                          "the run reports them): collect adds each module's profile (needs "
-                          "--per-module), run hands XLA the store's profiles, tune does both, "
-                          "auto serves only.")(f)
+    f = click.option(
+        "--store-policy",
+        default="replace",
+        show_default=True,
+        metavar="POLICY",
+        help="How the store keeps a module's profiles: replace, keep:N (serve the "
+        "newest) or merge:N[:pP] (serve the percentile P of the N newest).",
+    )(f)
+    f = click.option(
+        "--store",
+        "store",
+        default=None,
+        metavar="DIR|gs://...",
+        help="Profile store keyed by fingerprint, jax version and device kind (as "
+        "the run reports them): collect adds each module's profile (needs "
+        "--per-module), run hands XLA the store's profiles, tune does both, "
+        "auto serves only.",
+    )(f)
     return f

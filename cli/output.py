@@ -48,7 +48,9 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
 
     def line(row: list[str]) -> str:
-        padded = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)]
+        padded = [
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=False)
+        ]
         if not right[-1]:
             padded[-1] = row[-1]
         return "  ".join(padded)
@@ -73,8 +75,13 @@ class TerminalLines(logging.Handler):
     logger on the command line; a library user's program configures logging its own way."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        level = ("error: " if record.levelno >= logging.ERROR else
-                 "warning: " if record.levelno >= logging.WARNING else "")
+        level = (
+            "error: "
+            if record.levelno >= logging.ERROR
+            else "warning: "
+            if record.levelno >= logging.WARNING
+            else ""
+        )
         emit(level + record.getMessage())
 
 
@@ -123,8 +130,9 @@ def quiet_stdout_for_json(json_out: bool, environ: Mapping[str, str] | None = No
     return info.is_multiprocess and not info.is_leader
 
 
-def report_target(report_path: str | None, environ: Mapping[str, str] | None = None, *,
-                  job: bool = True) -> str | None:
+def report_target(
+    report_path: str | None, environ: Mapping[str, str] | None = None, *, job: bool = True
+) -> str | None:
     """Where this process writes `--report`: the path with its placeholders filled in
     (BadInput for an unknown one). In a job (`job`: a command that runs as one rank of it) a
     path without a rank placeholder is rank 0's alone."""
@@ -141,14 +149,24 @@ def report_target(report_path: str | None, environ: Mapping[str, str] | None = N
         expanded = ranks.expand_path(report_path, info)
     except BadInput as e:
         raise BadInput(f"--report {report_path}: {e.message}", hint=e.hint) from None
-    if job and info.is_multiprocess and not info.is_leader \
-            and not ranks.has_rank_placeholder(report_path):
+    if (
+        job
+        and info.is_multiprocess
+        and not info.is_leader
+        and not ranks.has_rank_placeholder(report_path)
+    ):
         return None
     return expanded
 
 
-def finish(produce: Callable[[], Report], *, json_out: bool, report_path: str | None,
-           debug: bool, job: bool = False) -> None:
+def finish(
+    produce: Callable[[], Report],
+    *,
+    json_out: bool,
+    report_path: str | None,
+    debug: bool,
+    job: bool = False,
+) -> None:
     """Run `produce()` (returns a Report), render it, and exit with its code.
 
     With --json, stdout carries the report alone: whatever the workload prints on stdout
@@ -206,8 +224,12 @@ def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
     # The message as the command line spells options (`--min-coverage`), not as pgle.api
     # names them to Python callers (`min_coverage`).
     message = e.text(flags=True)
-    fields: dict[str, object] = {"status": "error", "exit_code": e.exit_code, "error": message,
-                                 "exit_code_from": "pgle"}
+    fields: dict[str, object] = {
+        "status": "error",
+        "exit_code": e.exit_code,
+        "error": message,
+        "exit_code_from": "pgle",
+    }
     stall = getattr(getattr(e, "execution", None), "stall", None)
     if stall is not None:  # pgle.errors.Stalled: what the watchdog found, and where
         fields["stall"] = stall.to_dict()
@@ -254,4 +276,3 @@ def _restore_stdout(saved: int | None) -> None:
         os.dup2(saved, 1)
     except OSError:
         pass
-

@@ -6,29 +6,42 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import (WORKLOAD_HELP, auto_pgle_options, job_options, report_options,
-                              workload_options)
-from pgle.cli.output import finish
+from .options import WORKLOAD_HELP, auto_pgle_options, job_options, report_options, workload_options
+from .output import finish
 
 
 @click.command(
-    short_help='Fill a compilation cache with PGLE-optimized executables.',
+    short_help="Fill a compilation cache with PGLE-optimized executables.",
     help="Run the workload with auto PGLE and a persistent compilation cache, so that "
-                    "`pgle nsys` can load PGLE-optimized executables; writes DIR/pgle-manifest.json."
-                    "\n\n" + WORKLOAD_HELP)
-@click.option("--cache-dir", required=True, metavar="DIR",
-              help="The compilation cache to fill (created if missing; gs:// where JAX supports it).")
-@click.option("--relocatable", is_flag=True,
-              help="Keep cache keys independent of DIR's path (JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES="
-                   "none), so the cache can be moved or mounted elsewhere; XLA's GPU autotune "
-                   "results are then not cached.")
+    "`pgle nsys` can load PGLE-optimized executables; writes DIR/pgle-manifest.json."
+    "\n\n" + WORKLOAD_HELP,
+)
+@click.option(
+    "--cache-dir",
+    required=True,
+    metavar="DIR",
+    help="The compilation cache to fill (created if missing; gs:// where JAX supports it).",
+)
+@click.option(
+    "--relocatable",
+    is_flag=True,
+    help="Keep cache keys independent of DIR's path (JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES="
+    "none), so the cache can be moved or mounted elsewhere; XLA's GPU autotune "
+    "results are then not cached.",
+)
 @workload_options
 @auto_pgle_options
 @job_options
 @report_options
-def prewarm(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
-            **options: Any) -> None:
+def prewarm(
+    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
-    finish(lambda: api.prewarm(*words, **options), json_out=json_out, report_path=report_path,
-           debug=debug, job=True)
+    finish(
+        lambda: api.prewarm(*words, **options),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+        job=True,
+    )

@@ -6,9 +6,10 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import report_options
-from pgle.cli.output import echo, finish
 from pgle.report import Report
+
+from .options import report_options
+from .output import echo, finish
 
 
 def _to_stdout(report: Report, json_out: bool) -> Report:
@@ -87,29 +88,64 @@ def merge(profiles: tuple[str, ...], json_out: bool, report_path: str | None, de
 @click.argument("out", metavar="OUT")
 @click.option("--module", multiple=True, metavar="FP",
               help="Module fingerprint(s): the modules to write (XLA's view of each).")
-@click.option("--qualify", metavar="FP", default=None,
-              help="File to file: prefix every bare name with FP:: so it applies to module FP only.")
-@click.option("--format", type=click.Choice(["binary", "text"]), default=None,
-              help="File format inside a directory OUT (default: the input's).")
-@click.option("--stat", default=None,
-              help="Trace input: statistic per instruction (median, mean, min, max, pNN; default "
-                   "median). Nsight input: default min-compute-max-comm (nsys-jax's rule).")
-@click.option("--skip", type=click.IntRange(min=0), default=None,
-              help="Nsight input: drop the first N executions of every module (default: nsys-jax's "
-                   "warm-up rule).")
-@click.option("--dump", default=None, metavar="DIR",
-              help="Nsight input: XLA dump folder (--xla_dump_to with --xla_dump_hlo_as_proto); "
-                   "needed for a SQLite export, optional for an nsys-jax archive.")
-@click.option("--log", default=None, metavar="LOG",
-              help="Trace input: the run's log, for 'Fingerprint before LHS' lines.")
-@click.option("--qualify-all", is_flag=True,
-              help="Trace input, file OUT: qualify every name with its module's fingerprint.")
-@click.option("--force", is_flag=True, help="Replace OUT if it exists (a directory only if it "
-              "holds nothing but profiles and their manifest).")
+@click.option(
+    "--qualify",
+    metavar="FP",
+    default=None,
+    help="File to file: prefix every bare name with FP:: so it applies to module FP only.",
+)
+@click.option(
+    "--format",
+    type=click.Choice(["binary", "text"]),
+    default=None,
+    help="File format inside a directory OUT (default: the input's).",
+)
+@click.option(
+    "--stat",
+    default=None,
+    help="Trace input: statistic per instruction (median, mean, min, max, pNN; default "
+    "median). Nsight input: default min-compute-max-comm (nsys-jax's rule).",
+)
+@click.option(
+    "--skip",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Nsight input: drop the first N executions of every module (default: nsys-jax's "
+    "warm-up rule).",
+)
+@click.option(
+    "--dump",
+    default=None,
+    metavar="DIR",
+    help="Nsight input: XLA dump folder (--xla_dump_to with --xla_dump_hlo_as_proto); "
+    "needed for a SQLite export, optional for an nsys-jax archive.",
+)
+@click.option(
+    "--log",
+    default=None,
+    metavar="LOG",
+    help="Trace input: the run's log, for 'Fingerprint before LHS' lines.",
+)
+@click.option(
+    "--qualify-all",
+    is_flag=True,
+    help="Trace input, file OUT: qualify every name with its module's fingerprint.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace OUT if it exists (a directory only if it "
+    "holds nothing but profiles and their manifest).",
+)
 @report_options
-def convert(src: str, out: str, json_out: bool, report_path: str | None, debug: bool,
-            **options: Any) -> None:
+def convert(
+    src: str, out: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
-    finish(lambda: api.convert(src, out, **options), json_out=json_out, report_path=report_path,
-           debug=debug)
+    finish(
+        lambda: api.convert(src, out, **options),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+    )

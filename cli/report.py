@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from pgle.cli.output import finish
+from .output import finish
 
 
 @click.command(

@@ -6,10 +6,11 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import report_options
-from pgle.cli.output import echo, emit, finish, table
 from pgle.report import Report
 from pgle.units import human_bytes
+
+from .options import report_options
+from .output import echo, emit, finish, table
 
 ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pgle/runs")
 
@@ -48,18 +49,34 @@ def ls_cmd(root: str, json_out: bool, report_path: str | None, debug: bool) -> N
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
-@runs.command("prune", help="Delete run folders by age, total size and count. Dry run unless --yes.")
+@runs.command(
+    "prune", help="Delete run folders by age, total size and count. Dry run unless --yes."
+)
 @ROOT_ARG
-@click.option("--older-than", default=None, metavar="DURATION",
-              help="Folders last written longer ago than this: 30m, 12h, 7d, 2w.")
-@click.option("--max-size", default=None, metavar="SIZE",
-              help="Keep the newest folders within this total: 500M, 5G.")
-@click.option("--keep-last", default=None, type=int, metavar="N",
-              help="Never delete the newest N (alone: delete all the others).")
+@click.option(
+    "--older-than",
+    default=None,
+    metavar="DURATION",
+    help="Folders last written longer ago than this: 30m, 12h, 7d, 2w.",
+)
+@click.option(
+    "--max-size",
+    default=None,
+    metavar="SIZE",
+    help="Keep the newest folders within this total: 500M, 5G.",
+)
+@click.option(
+    "--keep-last",
+    default=None,
+    type=int,
+    metavar="N",
+    help="Never delete the newest N (alone: delete all the others).",
+)
 @click.option("--yes", is_flag=True, help="Really delete (default: only show what would go).")
 @report_options
-def prune_cmd(root: str, json_out: bool, report_path: str | None, debug: bool,
-              **options: Any) -> None:
+def prune_cmd(
+    root: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     def produce() -> Report:
         from pgle import api
 

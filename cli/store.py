@@ -6,17 +6,22 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import report_options
-from pgle.cli.output import echo, emit, finish, table
 from pgle.report import Report
 
-_POLICY_HELP = "replace, keep:N (serve the newest) or merge:N[:pP] (serve the percentile P of the N newest)."
+from .options import report_options
+from .output import echo, emit, finish, table
+
+_POLICY_HELP = (
+    "replace, keep:N (serve the newest) or merge:N[:pP] (serve the percentile P of the N newest)."
+)
 
 
-@click.group("store",
-             short_help="A fingerprint-keyed profile store for recurring jobs: ls, add, get, prune.",
-             help="A profile store: per-module profiles keyed by fingerprint, jax version "
-             "and device kind, shared by recurring jobs (a folder or gs://bucket/path).")
+@click.group(
+    "store",
+    short_help="A fingerprint-keyed profile store for recurring jobs: ls, add, get, prune.",
+    help="A profile store: per-module profiles keyed by fingerprint, jax version "
+    "and device kind, shared by recurring jobs (a folder or gs://bucket/path).",
+)
 def store() -> None:
     pass
 
@@ -25,22 +30,36 @@ def _table(rows: list[dict[str, Any]]) -> None:
     """The listing is the command's product: stdout, one entry per line, under a header."""
     if not rows:
         return
-    for line in table(("FINGERPRINT", "ENTRY", "JAX", "DEVICE", ">INSTR", ">AGE", "MODULE", "SOURCE"),
-                      [(r["fingerprint"], r["entry_id"], r["jax"],
-                        f"{r['device_kind']} x{r['device_count']}", str(r["instructions"]),
-                        r["age"], r["module"] or "-", r["source"]) for r in rows]):
+    for line in table(
+        ("FINGERPRINT", "ENTRY", "JAX", "DEVICE", ">INSTR", ">AGE", "MODULE", "SOURCE"),
+        [
+            (
+                r["fingerprint"],
+                r["entry_id"],
+                r["jax"],
+                f"{r['device_kind']} x{r['device_count']}",
+                str(r["instructions"]),
+                r["age"],
+                r["module"] or "-",
+                r["source"],
+            )
+            for r in rows
+        ],
+    ):
         echo(line)
 
 
-@store.command("ls", help="List the profiles in STORE on stdout: fingerprint, entry, jax, "
-               "device, instructions, age, module, source.")
+@store.command(
+    "ls",
+    help="List the profiles in STORE on stdout: fingerprint, entry, jax, "
+    "device, instructions, age, module, source.",
+)
 @click.argument("store", metavar="STORE")
 @click.option("--fingerprint", default=None, metavar="FP")
 @click.option("--jax", default=None, metavar="VERSION")
 @click.option("--device-kind", default=None, metavar="KIND")
 @report_options
-def ls(store: str, json_out: bool, report_path: str | None, debug: bool,
-       **options: Any) -> None:
+def ls(store: str, json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
     def produce() -> Report:
         from pgle import api
 
@@ -52,61 +71,101 @@ def ls(store: str, json_out: bool, report_path: str | None, debug: bool,
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
-@store.command("add", help="Add a per-module profile (directory, or file of <fp>::name entries) to STORE.")
+@store.command(
+    "add", help="Add a per-module profile (directory, or file of <fp>::name entries) to STORE."
+)
 @click.argument("store", metavar="STORE")
 @click.argument("profile", metavar="PROFILE")
-@click.option("--device-kind", required=True, metavar="KIND", help="Device kind it was collected on (e.g. 'NVIDIA H100 80GB HBM3').")
+@click.option(
+    "--device-kind",
+    required=True,
+    metavar="KIND",
+    help="Device kind it was collected on (e.g. 'NVIDIA H100 80GB HBM3').",
+)
 @click.option("--device-count", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--jax", default=None, metavar="VERSION", help="Default: the installed jax.")
 @click.option("--jaxlib", default=None, metavar="VERSION", help="Default: the installed jaxlib.")
 @click.option("--source", default=None, help="Provenance text (default: the PROFILE path).")
 @click.option("--policy", default=None, help=f"Default keep:3. {_POLICY_HELP}")
 @report_options
-def add(store: str, profile: str, json_out: bool, report_path: str | None, debug: bool,
-        **options: Any) -> None:
+def add(
+    store: str, profile: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
-    finish(lambda: api.store_add(store, profile, **options), json_out=json_out,
-           report_path=report_path, debug=debug)
+    finish(
+        lambda: api.store_add(store, profile, **options),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+    )
 
 
-@store.command("get", help="Write the view XLA reads (<fingerprint>.pbtxt per module) for one "
-               "jax version and device kind to OUT.")
+@store.command(
+    "get",
+    help="Write the view XLA reads (<fingerprint>.pbtxt per module) for one "
+    "jax version and device kind to OUT.",
+)
 @click.argument("store", metavar="STORE")
 @click.argument("out", metavar="OUT")
 @click.option("--device-kind", required=True, metavar="KIND")
 @click.option("--jax", default=None, metavar="VERSION", help="Default: the installed jax.")
 @click.option("--policy", default=None, help=f"Default keep:3. {_POLICY_HELP}")
-@click.option("--force", is_flag=True, help="Replace OUT if it is a profile directory or an "
-              "earlier view (never anything else).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace OUT if it is a profile directory or an earlier view (never anything else).",
+)
 @report_options
-def get(store: str, out: str, json_out: bool, report_path: str | None, debug: bool,
-        **options: Any) -> None:
+def get(
+    store: str, out: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
-    finish(lambda: api.store_get(store, out, **options), json_out=json_out,
-           report_path=report_path, debug=debug)
+    finish(
+        lambda: api.store_get(store, out, **options),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+    )
 
 
 @store.command("prune", help="Remove old profiles from STORE. Dry run unless --yes.")
 @click.argument("store", metavar="STORE")
-@click.option("--keep", type=click.IntRange(min=1), default=None, help="Keep the N newest per module.")
-@click.option("--older-than", default=None, metavar="DURATION",
-              help="Profiles added longer ago than this: 30m, 12h, 7d, 2w.")
-@click.option("--jax", default=None, metavar="VERSION", help="Remove every profile of another jax version.")
+@click.option(
+    "--keep", type=click.IntRange(min=1), default=None, help="Keep the N newest per module."
+)
+@click.option(
+    "--older-than",
+    default=None,
+    metavar="DURATION",
+    help="Profiles added longer ago than this: 30m, 12h, 7d, 2w.",
+)
+@click.option(
+    "--jax", default=None, metavar="VERSION", help="Remove every profile of another jax version."
+)
 @click.option("--yes", is_flag=True, help="Really remove (default: only show what would go).")
 @click.option("--dry-run", is_flag=True, hidden=True)  # the default now; kept for old scripts
 @report_options
-def prune(store: str, yes: bool, dry_run: bool, json_out: bool, report_path: str | None,
-          debug: bool, **options: Any) -> None:
+def prune(
+    store: str,
+    yes: bool,
+    dry_run: bool,
+    json_out: bool,
+    report_path: str | None,
+    debug: bool,
+    **options: Any,
+) -> None:
     def produce() -> Report:
         from pgle import api
 
         report = api.store_prune(store, yes=yes and not dry_run, **options)
         if not json_out:
             for r in report.modules:
-                emit(f"{r['status']} {r['fingerprint']}/{r['entry_id']} (jax {r['jax']}, "
-                     f"{r['device_kind']}, {r['created']})")
+                emit(
+                    f"{r['status']} {r['fingerprint']}/{r['entry_id']} (jax {r['jax']}, "
+                    f"{r['device_kind']}, {r['created']})"
+                )
         return report
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)

@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
-from pgle.cli.options import report_options
-from pgle.cli.output import finish
 from pgle.report import Report
+
+from .options import report_options
+from .output import finish
 
 
 @click.command("view", short_help="Open a run folder's kept trace in XProf.")

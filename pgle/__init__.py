@@ -39,7 +39,8 @@ _API = {
     "Report": "pgle.report", "PgleError": "pgle.errors",
 }
 
-__all__ = sorted(_API) + ["__version__"]
+# Computed from _API so that the two cannot disagree; ruff only reads literal lists.
+__all__ = sorted(_API) + ["__version__"]  # noqa: PLE0605
 
 
 def __getattr__(name: str) -> Any:

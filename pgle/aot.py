@@ -83,30 +83,57 @@ def verdict_from_log(text: str) -> AotVerdict:
         if m:
             fmt = m.group("fmt")
     evidence = LogScanner().feed_lines(line.encode() for line in text.splitlines())
-    modules = [{"module": m.module, "found_profile": m.found_profile, "found": m.checker_found,
-                "missing": m.checker_missing, "missing_names": m.missing_names[:20],
-                "discarded": m.discarded} for m in evidence.modules]
+    modules: list[dict[str, Any]] = [
+        {"module": m.module, "found_profile": m.found_profile, "found": m.checker_found,
+         "missing": m.checker_missing, "missing_names": m.missing_names[:20],
+         "discarded": m.discarded} for m in evidence.modules]
     reasons: list[str] = []
     if any("fdo_profile" in e for e in evidence.parse_errors):
-        return AotVerdict(False, "unparsable", None, modules,
-                          ["XLA could not parse the fdo_profile (not a ProfiledInstructionsProto)."], text)
+        return AotVerdict(
+            False,
+            "unparsable",
+            None,
+            modules,
+            ["XLA could not parse the fdo_profile (not a ProfiledInstructionsProto)."],
+            text,
+        )
     if fmt is None:
-        return AotVerdict(False, "unknown", None, modules,
-                          ["XLA printed no 'Using PGLE profile from fdo_profile' line: set "
-                           "TF_CPP_MIN_LOG_LEVEL=0 before importing jax, and compile for a GPU "
-                           "(XLA:CPU never reads PGLE profiles)."], text)
-    for m in modules:
-        if m["missing"]:
-            reasons.append(f"module {m['module']}: {m['missing']} instructions are not in the profile "
-                           f"(such as {', '.join(m['missing_names'][:3])}).")
-        if m["discarded"]:
-            return AotVerdict(False, "not used", fmt, modules, reasons + [
-                f"XLA discarded the profile for {m['module']} (accuracy checker at ERROR)."], text)
+        return AotVerdict(
+            False,
+            "unknown",
+            None,
+            modules,
+            [
+                (
+                    "XLA printed no 'Using PGLE profile from fdo_profile' line: set "
+                    "TF_CPP_MIN_LOG_LEVEL=0 before importing jax, and compile for a GPU "
+                    "(XLA:CPU never reads PGLE profiles)."
+                )
+            ],
+            text,
+        )
+    for mod in modules:
+        if mod["missing"]:
+            reasons.append(
+                f"module {mod['module']}: {mod['missing']} instructions are not in the profile "
+                f"(such as {', '.join(mod['missing_names'][:3])})."
+            )
+        if mod["discarded"]:
+            return AotVerdict(
+                False,
+                "not used",
+                fmt,
+                modules,
+                reasons
+                + [f"XLA discarded the profile for {mod['module']} (accuracy checker at ERROR)."],
+                text,
+            )
     return AotVerdict(True, "used", fmt, modules, reasons, text)
 
 
 def compile_with_profile(jitted: Any, *args: Any, profile: Any, **kwargs: Any):
-    """`jitted.lower(*args, **kwargs).compile(compiler_options={"fdo_profile": ...})` and its verdict.
+    """`jitted.lower(*args, **kwargs).compile(compiler_options={"fdo_profile": ...})`, and its
+    verdict.
 
     `profile`: bytes (binary or text proto), a pgle Profile, or a .pb/.pbtxt path.
     """
@@ -118,17 +145,18 @@ def compile_with_profile(jitted: Any, *args: Any, profile: Any, **kwargs: Any):
     return compiled, verdict_from_log("".join(log))
 
 
-def collect_fdo_profile(jitted: Any, *args: Any, runs: int = 5, warmup: int = 1, stat: str = "median",
-                        **kwargs: Any) -> bytes:
+def collect_fdo_profile(
+    jitted: Any, *args: Any, runs: int = 5, warmup: int = 1, stat: str = "median", **kwargs: Any
+) -> bytes:
     """Run `jitted(*args)` `warmup` times, then `runs` times under the JAX profiler; return the
     binary profile of its module (pgle's per-module trace converter, `stat` per instruction).
 
     Raises ProfileError when the trace gives nothing for the function (always on CPU, where XLA
     records no device events; also under Nsight, which holds CUPTI).
     """
-    import jax
-
     import glob
+
+    import jax
 
     from pgle.profiles.convert import convert_trace_detailed, parse_stat
     from pgle.profiles.files import BINARY, encode_profile
@@ -148,9 +176,11 @@ def collect_fdo_profile(jitted: Any, *args: Any, runs: int = 5, warmup: int = 1,
         result = convert_trace_detailed(run_dirs[-1], per_module=True, stat=stat)
     profiles = {fp: p for fp, p in result.profiles.items() if fp and not p.is_empty()}
     if not profiles:
-        raise ProfileError("the profiled runs gave an empty profile: XLA recorded no GPU events for "
-                           "the function (always so on CPU; on a GPU, another CUPTI user such as "
-                           "Nsight or DCGM can hide them).")
+        raise ProfileError(
+            "the profiled runs gave an empty profile: XLA recorded no GPU events for "
+            "the function (always so on CPU; on a GPU, another CUPTI user such as "
+            "Nsight or DCGM can hide them)."
+        )
     if len(profiles) > 1:
         # One jitted function is one module; several mean helper modules ran too. Keep the largest.
         fp = max(profiles, key=lambda k: profiles[k].instruction_count)

@@ -10,6 +10,7 @@ the temp file is removed and the old file, if any, is untouched.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -114,10 +115,8 @@ def write_files_atomic(items: list[tuple[os.PathLike | str, bytes]]) -> None:
             os.replace(tmp, path)
     except OSError as e:
         for tmp, _ in temps:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
         failed = temps[-1][1] if temps else Path(items[0][0])
         raise write_error(failed, e) from None
 
@@ -145,10 +144,8 @@ def _write_atomic(path: os.PathLike | str, fill, mode: int | None = None) -> Pat
             os.fchmod(f.fileno(), file_mode() if mode is None else file_mode() & mode)
         os.replace(tmp, path)
     except BaseException as e:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         if isinstance(e, OSError):
             raise write_error(path, e) from None
         raise

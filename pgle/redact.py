@@ -27,9 +27,13 @@ _OPTION_PARTS = ("token", "secret", "password", "passwd", "credential", "apikey"
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 # `name=value` and `--name value` inside free text, only at the start of a word (a path such as
 # /data/key=3/p.pb is not an assignment).
-_ASSIGNMENT = re.compile(r"(?:(?<=[\s'\"(\[,])|^)(?P<name>-{0,2}[A-Za-z_][\w.-]*)=(?P<value>[^\s'\",)\]]+)")
-_SPACED = re.compile(r"(?:(?<=[\s'\"(\[,])|^)(?P<name>--?[A-Za-z][\w.-]*)(?P<gap>\s+)"
-                     r"(?P<value>[^\s'\",)\]-][^\s'\",)\]]*)")
+_ASSIGNMENT = re.compile(
+    r"(?:(?<=[\s'\"(\[,])|^)(?P<name>-{0,2}[A-Za-z_][\w.-]*)=(?P<value>[^\s'\",)\]]+)"
+)
+_SPACED = re.compile(
+    r"(?:(?<=[\s'\"(\[,])|^)(?P<name>--?[A-Za-z][\w.-]*)(?P<gap>\s+)"
+    r"(?P<value>[^\s'\",)\]-][^\s'\",)\]]*)"
+)
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?=@)")
 
 
@@ -55,8 +59,9 @@ def secret_option(name: str) -> bool:
 def redact_text(text: str) -> str:
     """`text` with every secret value it spells out replaced."""
     # Most text (names, paths, numbers) holds no assignment, option or URL: no regex for it.
-    if not text or ("=" not in text and "://" not in text and " -" not in text
-                    and not text.startswith("-")):
+    if not text or (
+        "=" not in text and "://" not in text and " -" not in text and not text.startswith("-")
+    ):
         return text
 
     def assignment(m: re.Match[str]) -> str:
@@ -94,8 +99,17 @@ def redact_json(data: Any) -> Any:
     if isinstance(data, str):
         return redact_text(data)
     if isinstance(data, Mapping):
-        return {k: (REDACTED if isinstance(k, str) and _ENV_NAME.match(k) and secret_variable(k)
-                    and isinstance(v, str) else redact_json(v)) for k, v in data.items()}
+        return {
+            k: (
+                REDACTED
+                if isinstance(k, str)
+                and _ENV_NAME.match(k)
+                and secret_variable(k)
+                and isinstance(v, str)
+                else redact_json(v)
+            )
+            for k, v in data.items()
+        }
     if isinstance(data, (list, tuple)):
         if data and all(isinstance(x, str) for x in data):
             return redact_args(data)

@@ -29,12 +29,23 @@ def compare(before: list[dict], after: list[dict]) -> list[dict[str, Any]]:
     b = {m["module"]: m for m in before if m.get("memory")}
     a = {m["module"]: m for m in after if m.get("memory")}
     rows = []
-    for name in sorted(set(b) | set(a), key=lambda n: -(peak_bytes((a.get(n) or b[n])["memory"]) or 0)):
+    for name in sorted(
+        set(b) | set(a), key=lambda n: -(peak_bytes((a.get(n) or b[n])["memory"]) or 0)
+    ):
         pb = peak_bytes(b[name]["memory"]) if name in b else None
         pa = peak_bytes(a[name]["memory"]) if name in a else None
         growth = (pa - pb) / pb if pa is not None and pb else None
-        rows.append({"module": name, "before_bytes": pb, "after_bytes": pa,
-                     "temp_before_bytes": (b.get(name) or {}).get("memory", {}).get("temp_size_in_bytes"),
-                     "temp_after_bytes": (a.get(name) or {}).get("memory", {}).get("temp_size_in_bytes"),
-                     "growth": growth, "flagged": growth is not None and growth > GROWTH_FLAG})
+        rows.append(
+            {
+                "module": name,
+                "before_bytes": pb,
+                "after_bytes": pa,
+                "temp_before_bytes": (b.get(name) or {})
+                .get("memory", {})
+                .get("temp_size_in_bytes"),
+                "temp_after_bytes": (a.get(name) or {}).get("memory", {}).get("temp_size_in_bytes"),
+                "growth": growth,
+                "flagged": growth is not None and growth > GROWTH_FLAG,
+            }
+        )
     return rows

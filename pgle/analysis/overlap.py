@@ -63,7 +63,7 @@ def _totals(keys: np.ndarray, span: np.ndarray, exposed: np.ndarray):
     np.add.at(span_sum, inverse, span)
     np.add.at(exposed_sum, inverse, exposed)
     return zip(distinct[order].tolist(), counts[order].tolist(), span_sum[order].tolist(),
-               exposed_sum[order].tolist())
+               exposed_sum[order].tolist(), strict=False)
 
 
 def _instruction(name: str) -> str:
@@ -87,7 +87,8 @@ def _text_flags(texts: list[str], test) -> np.ndarray:
 def _windows(plane: DevicePlane) -> _Windows:
     """The communication windows and compute intervals of one plane (see the module docstring)."""
     end = plane.start + plane.duration
-    line_is = lambda names: _text_flags(plane.line_names, lambda n: n in names)[plane.line]
+    def line_is(names):
+        return _text_flags(plane.line_names, lambda n: n in names)[plane.line]
     on_ops = line_is(XLA_OPS_LINES) if plane.line_names else np.zeros(len(plane), bool)
     on_async = line_is((ASYNC_OPS_LINE,)) if plane.line_names else np.zeros(len(plane), bool)
     if on_ops.any():

@@ -154,10 +154,12 @@ def compare(before_text: str, after_text: str) -> dict[str, Any]:
     profile; pairs are matched by start name, which one program keeps across profiles."""
     before = {(p.computation, p.start): p for p in async_pairs(before_text)}
     after = {(p.computation, p.start): p for p in async_pairs(after_text)}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in list(before) + [k for k in after if k not in before]:
         b, a = before.get(key), after.get(key)
-        row = {"computation": key[0], "start": key[1], "kind": (a or b).kind,
+        pair = a or b
+        assert pair is not None  # key comes from before or after
+        row: dict[str, Any] = {"computation": key[0], "start": key[1], "kind": pair.kind,
                "before": b.between if b else None, "after": a.between if a else None}
         if a and b:
             row["moved"] = a.between != b.between

@@ -27,9 +27,19 @@ PEAK_SOURCES = {
 }
 # (regex over jax's device_kind, table row, {dtype: dense TFLOP/s}, source key)
 PEAKS: list[tuple[str, str, dict[str, float | None], str]] = [
-    (r"A100.*(SXM|HGX)", "A100 SXM", {"tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None}, "A100"),
+    (
+        r"A100.*(SXM|HGX)",
+        "A100 SXM",
+        {"tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None},
+        "A100",
+    ),
     (r"A100.*PCI", "A100 PCIe", {"tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None}, "A100"),
-    (r"H100.*PCI", "H100 PCIe", {"tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0}, "H100 PCIe"),
+    (
+        r"H100.*PCI",
+        "H100 PCIe",
+        {"tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0},
+        "H100 PCIe",
+    ),
     (r"H100", "H100 SXM", {"tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0}, "H100 SXM"),
     (r"H200", "H200", {"tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0}, "H200"),
     (r"B200", "B200", {"tf32": 1100.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0}, "B200"),
@@ -51,13 +61,25 @@ def summarize(times: list[float]) -> dict[str, Any] | None:
     if not times:
         return None
     q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
-    return {"count": len(times), "median_s": statistics.median(times), "p25_s": q[0],
-            "p75_s": q[2], "min_s": min(times), "max_s": max(times),
-            "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0}
+    return {
+        "count": len(times),
+        "median_s": statistics.median(times),
+        "p25_s": q[0],
+        "p75_s": q[2],
+        "min_s": min(times),
+        "max_s": max(times),
+        "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
+    }
 
 
-def ratio_interval(before: list[float], after: list[float], *, confidence: float = 0.95,
-                   resamples: int = 2000, seed: int = 0) -> dict[str, Any] | None:
+def ratio_interval(
+    before: list[float],
+    after: list[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any] | None:
     """Median(after) / median(before) with a percentile-bootstrap interval (seeded, so a
     report is reproducible). An interval containing 1.0 means: within run-to-run noise."""
     if len(before) < 2 or len(after) < 2:
@@ -65,12 +87,18 @@ def ratio_interval(before: list[float], after: list[float], *, confidence: float
     ratios = sorted(_bootstrap_ratios(before, after, resamples, seed))
     lo = ratios[int((1 - confidence) / 2 * (resamples - 1))]
     hi = ratios[int((1 + confidence) / 2 * (resamples - 1))]
-    return {"ratio": statistics.median(after) / statistics.median(before), "low": lo, "high": hi,
-            "confidence": confidence, "beyond_noise": not lo <= 1.0 <= hi}
+    return {
+        "ratio": statistics.median(after) / statistics.median(before),
+        "low": lo,
+        "high": hi,
+        "confidence": confidence,
+        "beyond_noise": not lo <= 1.0 <= hi,
+    }
 
 
-def _bootstrap_ratios(before: list[float], after: list[float], resamples: int,
-                      seed: int) -> list[float]:
+def _bootstrap_ratios(
+    before: list[float], after: list[float], resamples: int, seed: int
+) -> list[float]:
     """median(resample of after) / median(resample of before), `resamples` times: exactly what
     `random.Random(seed)` with `choices` and `statistics.median` give, in numpy (2000 resamples
     of 30k steps took a minute in Python; issue 25). numpy's legacy generator seeded with the
@@ -126,15 +154,23 @@ def step_module(modules: Sequence[ModuleCompiled]) -> ModuleCompiled | None:
     return max(with_flops, key=lambda m: m.flops or 0.0) if with_flops else None
 
 
-def throughput(step_s: float | None, flops: float | None, device_kind: str | None,
-               platform: str | None, dtype: str = "bf16") -> dict[str, Any]:
+def throughput(
+    step_s: float | None,
+    flops: float | None,
+    device_kind: str | None,
+    platform: str | None,
+    dtype: str = "bf16",
+) -> dict[str, Any]:
     """Achieved TFLOP/s per device and, where the device's peak is known, MFU."""
     out: dict[str, Any] = {"dtype": dtype, "flops_per_step": flops, "device_kind": device_kind}
     if not step_s or not flops:
         out["achieved_tflops"] = None
         out["mfu"] = None
-        out["why_no_mfu"] = ("no step time" if not step_s else
-                             "XLA's cost analysis gave no FLOP count for the step module")
+        out["why_no_mfu"] = (
+            "no step time"
+            if not step_s
+            else "XLA's cost analysis gave no FLOP count for the step module"
+        )
         return out
     achieved = flops / step_s / 1e12
     out["achieved_tflops"] = achieved
@@ -144,8 +180,10 @@ def throughput(step_s: float | None, flops: float | None, device_kind: str | Non
         out["why_no_mfu"] = (
             f"no {dtype} peak for device {device_kind!r} ({platform or 'unknown'} backend): "
             "MFU needs a GPU of the peak table (A100, H100 SXM/PCIe, H200, B200); "
-            "achieved TFLOP/s is shown instead" if peak is None else
-            f"{peak['device']} has no {dtype} tensor cores")
+            "achieved TFLOP/s is shown instead"
+            if peak is None
+            else f"{peak['device']} has no {dtype} tensor cores"
+        )
         return out
     out["peak"] = peak
     out["mfu"] = achieved / peak["tflops"][dtype]

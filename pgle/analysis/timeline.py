@@ -232,7 +232,7 @@ def _device_plane_columns(layout: PlaneBytes, plane, name: str, host: str) -> De
                 op = _stat_value(st, ref_names)
             elif st.metadata_id in module_ids:
                 module = _stat_value(st, ref_names)
-        if op is not None and not isinstance(op, str) or module is not None and not isinstance(module, str):
+        if any(v is not None and not isinstance(v, str) for v in (op, module)):
             return None  # a number-valued op or module: the protobuf path
         if op:  # "" falls back to the event's name, as None does
             md_op[j] = texts(op)
@@ -244,8 +244,10 @@ def _device_plane_columns(layout: PlaneBytes, plane, name: str, host: str) -> De
         is_ref = np.flatnonzero(kind == REF)
         if is_ref.size:
             refs, rinv = small_ids(value[is_ref])
-            out[is_ref] = np.array([texts(ref_names.get(int(r) & 0xFFFFFFFFFFFFFFFF, ""))
-                                    for r in refs.tolist()], np.int64)[rinv]
+            out[is_ref] = np.array(
+                [texts(ref_names.get(int(r) & 0xFFFFFFFFFFFFFFFF, "")) for r in refs.tolist()],
+                np.int64,
+            )[rinv]
         return out
 
     op = ref_text(op_kind, op_value, md_op)
@@ -258,17 +260,33 @@ def _device_plane_columns(layout: PlaneBytes, plane, name: str, host: str) -> De
 
     line_ts = [line.timestamp_ns for line in plane.lines]
     origin_ps = _origin(line_ts)
-    line_base = np.array([ts * 1000 - origin_ps for ts in line_ts], np.int64) if line_ts \
+    line_base = (
+        np.array([ts * 1000 - origin_ps for ts in line_ts], np.int64)
+        if line_ts
         else np.zeros(0, np.int64)
-    if n and (int(np.abs(line_base).max()) + int(np.abs(cols.offset_ps).max())
-              + int(np.abs(cols.duration_ps).max()) >= _SPAN_LIMIT):
-        raise BadInput(f"device plane {name!r} spans more time than pgle can represent "
-                       "(event times over 53 days apart).")
+    )
+    if n and (
+        int(np.abs(line_base).max())
+        + int(np.abs(cols.offset_ps).max())
+        + int(np.abs(cols.duration_ps).max())
+        >= _SPAN_LIMIT
+    ):
+        raise BadInput(
+            f"device plane {name!r} spans more time than pgle can represent "
+            "(event times over 53 days apart)."
+        )
     return DevicePlane(
-        name=name, host=host, origin_ps=origin_ps,
+        name=name,
+        host=host,
+        origin_ps=origin_ps,
         line_names=[line.display_name or line.name for line in plane.lines],
-        texts=texts.list(), line=cols.line, op=op, module=module,
-        start=line_base[cols.line] + cols.offset_ps, duration=cols.duration_ps)
+        texts=texts.list(),
+        line=cols.line,
+        op=op,
+        module=module,
+        start=line_base[cols.line] + cols.offset_ps,
+        duration=cols.duration_ps,
+    )
 
 
 def _device_plane(plane, name: str, host: str) -> DevicePlane:
@@ -307,14 +325,22 @@ def _device_plane(plane, name: str, host: str) -> DevicePlane:
             starts.append(base + ev.offset_ps)
             durations.append(ev.duration_ps)
     if any(abs(x) >= _SPAN_LIMIT for x in starts) or any(abs(x) >= _SPAN_LIMIT for x in durations):
-        raise BadInput(f"device plane {name!r} spans more time than pgle can represent "
-                       "(event times over 53 days apart).")
+        raise BadInput(
+            f"device plane {name!r} spans more time than pgle can represent "
+            "(event times over 53 days apart)."
+        )
     return DevicePlane(
-        name=name, host=host, origin_ps=origin_ps,
-        line_names=[line.display_name or line.name for line in plane.lines], texts=texts.list(),
-        line=np.array(line_ids, np.int64), op=np.array(ops, np.int64),
-        module=np.array(modules, np.int64), start=np.array(starts, np.int64),
-        duration=np.array(durations, np.int64))
+        name=name,
+        host=host,
+        origin_ps=origin_ps,
+        line_names=[line.display_name or line.name for line in plane.lines],
+        texts=texts.list(),
+        line=np.array(line_ids, np.int64),
+        op=np.array(ops, np.int64),
+        module=np.array(modules, np.int64),
+        start=np.array(starts, np.int64),
+        duration=np.array(durations, np.int64),
+    )
 
 
 def _host_steps_columns(layout: PlaneBytes, plane) -> list[HostStep] | None:
@@ -337,10 +363,16 @@ def _host_steps_columns(layout: PlaneBytes, plane) -> list[HostStep] | None:
     out = []
     bases = [line.timestamp_ns * 1000 for line in plane.lines]
     names: dict[int, str] = {}
-    for i, k, v, line, mid, offset, duration in zip(
-            hit.tolist(), kind[hit].tolist(), value[hit].tolist(), cols.line[hit].tolist(),
-            cols.metadata_id[hit].tolist(), cols.offset_ps[hit].tolist(),
-            cols.duration_ps[hit].tolist()):
+    for _, k, v, line, mid, offset, duration in zip(
+        hit.tolist(),
+        kind[hit].tolist(),
+        value[hit].tolist(),
+        cols.line[hit].tolist(),
+        cols.metadata_id[hit].tolist(),
+        cols.offset_ps[hit].tolist(),
+        cols.duration_ps[hit].tolist(),
+        strict=False,
+    ):
         if k == REF:
             try:
                 num = int(ref_names.get(v & 0xFFFFFFFFFFFFFFFF, ""))

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from pgle.cache import manifest
 from pgle.errors import BadInput
@@ -196,10 +196,8 @@ def _delete_entry(cache_dir: str, e: Entry) -> None:
         path = manifest.join(cache_dir, e.key + suffix)
         if not ENTRY_FILE.match(os.path.basename(path)):
             raise AssertionError(path)  # never delete anything else
-        try:
+        with contextlib.suppress(FileNotFoundError):
             _unlink(path)
-        except FileNotFoundError:
-            pass
 
 
 @contextlib.contextmanager

@@ -29,7 +29,8 @@ import json
 import os
 import socket
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from pgle.errors import BadInput, PgleError
 
@@ -218,4 +219,6 @@ def _read_text(path: str) -> str:
 
 def join(cache_dir: str, name: str) -> str:
     """`name` inside `cache_dir`, a local folder or a URL."""
-    return f"{str(cache_dir).rstrip('/')}/{name}" if is_remote(cache_dir) else os.path.join(cache_dir, name)
+    if is_remote(cache_dir):
+        return f"{str(cache_dir).rstrip('/')}/{name}"
+    return os.path.join(cache_dir, name)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pgle.errors import BadInput
 from pgle.evidence.events import read_events
@@ -144,8 +145,9 @@ def ratio(before: Sequence[float], after: Sequence[float]) -> tuple[dict | None,
     from pgle.analysis.throughput import ratio_interval
 
     if len(before) < MIN_STEPS or len(after) < MIN_STEPS:
-        return None, (f"no step-time ratio: {len(before)} and {plural(len(after), 'step time')}, fewer "
-                      f"than {MIN_STEPS} each; run more steps or --repeat more")
+        return None, (f"no step-time ratio: {len(before)} and "
+                      f"{plural(len(after), 'step time')}, fewer than {MIN_STEPS} each; "
+                      "run more steps or --repeat more")
     return ratio_interval(list(before), list(after)), None
 
 
@@ -199,9 +201,10 @@ def step_time_lines(times: dict[str, Any], *, profiled: bool) -> list[str]:
         ci = times["interval"]
         noise = "beyond run-to-run noise" if ci["beyond_noise"] else "within run-to-run noise"
         return lines + [
-            f"median step: {_ms(times['baseline'])} without the profile, {_ms(times['run'])} "
+            (f"median step: {_ms(times['baseline'])} without the profile, {_ms(times['run'])} "
             f"with it (ratio {ci['ratio']:.3f}, {ci['confidence']:.0%} interval "
-            f"{ci['low']:.3f}..{ci['high']:.3f}, {noise}; {plural(times['runs']['run'], 'run')} each)"]
+            f"{ci['low']:.3f}..{ci['high']:.3f}, {noise}; "
+            f"{plural(times['runs']['run'], 'run')} each)")]
     if times.get("run") or times.get("collect") or times.get("baseline"):
         parts = [f"{_ms(times.get('collect'))} (collect, profiled steps left out)"]
         if times.get("baseline"):

@@ -14,25 +14,23 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from pgle.launch.runfolder import RunFolder
-
 from pgle.commands import auto_env
-from pgle.errors import PgleError
 from pgle.commands.options import AutoPgleOptions, StoreOptions
+from pgle.errors import PgleError
 from pgle.evidence import jax_log
-from pgle.jobs.layout import LayoutRequest, RankLayout
-from pgle.launch import childenv
-from pgle.launch.workload import Workload
 from pgle.evidence.event_kinds import PgleSessionError
 from pgle.evidence.events import workload_exit_phrase
+from pgle.jobs.layout import LayoutRequest, RankLayout
+from pgle.launch import childenv
+from pgle.launch.runfolder import RunFolder
+from pgle.launch.workload import Workload
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
-from pgle.phrases import plural
 from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 from pgle.verdicts.rows import module_lines
-from pgle.xla import flag_table
-from pgle.xla import versions
+from pgle.xla import flag_table, versions
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +85,8 @@ def body(opts: AutoOptions, layout: RankLayout, launch,
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
             if versions.needs_lhs_flag(versions.jax_version()):
                 xla[flag_table.LHS] = "true"
-    child = childenv.build(environ, xla=xla, variables=auto_env.pgle_variables(p.runs, p.percentile))
+    child = childenv.build(environ, xla=xla,
+                           variables=auto_env.pgle_variables(p.runs, p.percentile))
     for line in child.notices:
         log.info(line)
     run = RunFolder.create("auto", layout.run_dir)
@@ -126,13 +125,14 @@ def body(opts: AutoOptions, layout: RankLayout, launch,
     report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
                                              p.require_all, p.require,
         exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))
-    if view is not None:
+    if view is not None and opts.store is not None:
         report.details["store"] = {"path": opts.store.path, "key": dataclasses.asdict(view.key),
                                    "view": str(view.path) if view.path else None,
                                    "view_modules": len(view.served), "adds": False,
                                    "note": AUTO_STORE_NOTE}
         report.summary.append(f"store {opts.store.path} ({view.key.describe()}): a view of "
-                              f"{plural(len(view.served), 'module profile')} given to XLA; {AUTO_STORE_NOTE}")
+                              f"{plural(len(view.served), 'module profile')} given to XLA; "
+                              f"{AUTO_STORE_NOTE}")
     return report
 
 

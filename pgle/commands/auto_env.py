@@ -10,15 +10,13 @@ import importlib.util
 import os
 import re
 
-from pgle.cache import key_rules
-from pgle.cache import manifest
+from pgle.cache import key_rules, manifest
 from pgle.commands.options import AutoPgleOptions
 from pgle.evidence import jax_log
 from pgle.launch import childenv
 from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
-from pgle.xla import flag_table
-from pgle.xla import versions
+from pgle.xla import flag_table, versions
 
 # What the harness must capture for the verdicts of auto, prewarm and nsys.
 CAPTURE_LOGGERS = list(jax_log.CAPTURE_LOGGERS)
@@ -26,7 +24,8 @@ WARNINGS_ALWAYS = list(jax_log.WARNING_CATEGORIES)
 
 # Variables pgle sets differently in the Nsight run; never part of the replayed environment.
 PHASE_VARIABLES = frozenset({"JAX_ENABLE_PGLE", "JAX_PGLE_PROFILING_RUNS",
-                             "JAX_PGLE_AGGREGATION_PERCENTILE", "JAX_COMPILATION_CACHE_EXPECT_PGLE"})
+                             "JAX_PGLE_AGGREGATION_PERCENTILE",
+                             "JAX_COMPILATION_CACHE_EXPECT_PGLE"})
 
 
 def percentile_index(runs: int, percentile: int) -> int:
@@ -43,8 +42,9 @@ def check_pgle_params(runs: int, percentile: int) -> list[str]:
     if runs >= 2 and index == 0 and percentile > 0:
         warnings.append(
             f"with --runs {runs}, --percentile {percentile} picks the fastest of the {runs} "
-            f"profiled executions for every instruction (index int({percentile}/100*{runs - 1}) = 0); "
-            f"use --runs {_runs_for(percentile)} or more, or --percentile 100, for a real percentile.")
+            f"profiled executions for every instruction "
+            f"(index int({percentile}/100*{runs - 1}) = 0); use --runs {_runs_for(percentile)} "
+            "or more, or --percentile 100, for a real percentile.")
     return warnings
 
 
@@ -134,9 +134,9 @@ def size_cap_warnings(environ: dict[str, str]) -> list[str]:
     cap = environ.get("JAX_COMPILATION_CACHE_MAX_SIZE", "").strip()
     if not cap or cap == "-1":
         return []
-    out = [f"JAX_COMPILATION_CACHE_MAX_SIZE={cap} caps the cache: JAX evicts the least recently "
+    out = [(f"JAX_COMPILATION_CACHE_MAX_SIZE={cap} caps the cache: JAX evicts the least recently "
            "used entries, PGLE-optimized ones included, so they may be gone before the Nsight run; "
-           "unset it (or -1) for the prewarm and Nsight runs."]
+           "unset it (or -1) for the prewarm and Nsight runs.")]
     if cap == "0":
         out.append("JAX_COMPILATION_CACHE_MAX_SIZE=0 disables the cache: nothing will be written.")
     if importlib.util.find_spec("filelock") is None:

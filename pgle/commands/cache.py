@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import time
 
+from pgle.cache.entries import (
+    check_writable_dir,
+    delete_entries,
+    list_entries,
+    manifest_keys_missing,
+    select,
+    selected,
+    totals,
+)
 from pgle.cache.manifest import ROLE_LABELS, load, local_form, runs_in_progress
-from pgle.cache.entries import (check_writable_dir, delete_entries, list_entries,
-                                manifest_keys_missing, select, selected, totals)
 from pgle.errors import BadInput, PgleError
 from pgle.phrases import plural
 from pgle.report import Report
@@ -52,9 +59,9 @@ def stats(cache_dir: str) -> Report:
                       "manifest_keys_missing": missing,
                       "runs_in_progress": runs_in_progress(manifest)}
     # The totals per role and module are the product (cli/cache.py prints them on stdout).
-    report.summary = [f"{plural(len(entries), 'entry')}, "
+    report.summary = [(f"{plural(len(entries), 'entry')}, "
                       f"{human_bytes(report.details['total']['bytes'])}, "
-                      f"{plural(len(per_module), 'module')} in {cache_dir}"]
+                      f"{plural(len(per_module), 'module')} in {cache_dir}")]
     if missing:
         report.warnings.append(
             f"{plural(len(missing), 'entry')} recorded in the manifest "
@@ -81,24 +88,38 @@ def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str
     if busy and yes:
         run = busy[0]
         raise PgleError(
-            f"a pgle prewarm (pid {run.get('pid')} on {run.get('host')}) is writing to {cache_dir}; "
-            "prune after it finishes.")
+            f"a pgle prewarm (pid {run.get('pid')} on {run.get('host')}) is writing to "
+            f"{cache_dir}; prune after it finishes."
+        )
     now = time.time() if now is None else now
     entries = list_entries(cache_dir, manifest)
     chosen = select(cache_dir, entries, older_than=older_than, modules=modules, now=now)
     deleted, errors = delete_entries(cache_dir, chosen) if yes else ([], [])
     freed = sum(e.size for e in (deleted if yes else chosen))
-    report = Report(command="cache prune", status="ok" if not errors else "error",
-                    exit_code=0 if not errors else 1, modules=totals(chosen))
-    report.details = {"cache_dir": cache_dir, "dry_run": not yes,
-                      "selected": [e.to_dict() for e in chosen],
-                      "deleted": [e.key for e in deleted], "bytes": freed, "errors": errors}
+    report = Report(
+        command="cache prune",
+        status="ok" if not errors else "error",
+        exit_code=0 if not errors else 1,
+        modules=totals(chosen),
+    )
+    report.details = {
+        "cache_dir": cache_dir,
+        "dry_run": not yes,
+        "selected": [e.to_dict() for e in chosen],
+        "deleted": [e.key for e in deleted],
+        "bytes": freed,
+        "errors": errors,
+    }
     verb = "deleted" if yes else "would delete"
-    report.summary = [f"{verb} {len(deleted) if yes else len(chosen)} of "
-                      f"{plural(len(entries), 'entry')} "
-                      f"({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes to delete")]
+    report.summary = [
+        f"{verb} {len(deleted) if yes else len(chosen)} of "
+        f"{plural(len(entries), 'entry')} "
+        f"({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes to delete")
+    ]
     if busy and not yes:
-        report.warnings.append(f"a pgle prewarm (pid {busy[0].get('pid')}) is writing to this cache; "
-                               "--yes will refuse until it finishes.")
+        report.warnings.append(
+            f"a pgle prewarm (pid {busy[0].get('pid')}) is writing to this cache; "
+            "--yes will refuse until it finishes."
+        )
     report.reasons += errors
     return report

@@ -7,27 +7,31 @@ import logging
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pgle.atomic import check_writable_target
-from pgle.commands.extract import (check_directory_target, diagnose_empty, extract, trace_bytes,
-                                   window_summary)
+from pgle.commands.extract import (
+    check_directory_target,
+    diagnose_empty,
+    extract,
+    trace_bytes,
+    window_summary,
+)
 from pgle.commands.options import Extraction, StoreOptions, Window
-from pgle.errors import BadInput, EXIT_ERROR, Stalled
+from pgle.errors import EXIT_ERROR, BadInput, Stalled
+from pgle.evidence.event_kinds import TraceError, TraceStart, TraceStop, WindowWarning
 from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
-from pgle.evidence.event_kinds import TraceError, TraceStart, TraceStop, WindowWarning
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
-from pgle.profiles import files
-from pgle.profiles import jaxlib
-from pgle.profiles import manifest
+from pgle.phrases import plural
+from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
-from pgle.xla import env
-from pgle.xla import flag_table
+from pgle.verdicts.statuses import Collected
+from pgle.xla import env, flag_table
 from pgle.xla.flags import XlaFlags
 
 log = logging.getLogger(__name__)
@@ -35,7 +39,7 @@ log = logging.getLogger(__name__)
 # XLA prints `Fingerprint before LHS for module <name>(<id>) = <hex>` at VLOG(1) of this file.
 FINGERPRINT_VMODULE = "gpu_hlo_schedule"
 FINGERPRINT_VLOG_LEVEL = 1
-STATUS_NOT_PROFILED = "not_profiled"
+STATUS_NOT_PROFILED = Collected.NOT_PROFILED
 DEFAULT_PERCENTILE = 90  # of the merge of the ranks' profiles, as JAX auto PGLE aggregates
 
 
@@ -161,14 +165,16 @@ def profiling_flags(environ: dict[str, str]) -> dict[str, str | None]:
 def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Execution],
          environ: dict[str, str]) -> Report:
     """Profile this process's window and extract its profile to where the layout says."""
-    plan = layout.output
+    plan = layout.plan
     preflight(opts, plan.rank_output, layout.log, environ)
     if plan.merges_here:
+        assert plan.merged_output is not None  # merges_here: mode merge, which has one
         check_output(opts, plan.merged_output)  # refuse now, not after the whole job ran
     run = RunFolder.create("collect", layout.run_dir)
     output = plan.rank_output or str(run.path / ("profiles" if opts.per_module else "profile.pb"))
     xla = profiling_flags(environ)
-    notices, warnings = [], []
+    notices: list[str] = []
+    warnings: list[str] = []
     if opts.extraction.needs_fingerprints:
         environ, notices, warnings = fingerprint_environment(environ)
     child = childenv.build(environ, xla=xla)
@@ -179,6 +185,7 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
     if not plan.profiled:
         log.info(f"running without the profiler (--rank {plan.only_rank}): "
                f"{opts.workload.describe()} (run folder {run.path})")
+        assert plan.only_rank is not None  # only --rank N leaves a process unprofiled
         return not_profiled_report(launch(opts.workload, run, child, log_copy=layout.log),
                                    plan.only_rank)
     log.info(f"collecting: {opts.workload.describe()} (run folder {run.path})")
@@ -225,12 +232,12 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     """`--store`: add the profile directory just written, module by module, under the key the
     run itself reported (pgle.store.key). In a job only rank 0 writes (the store's
     single-writer rule for gs://; one writer keeps local stores simple too)."""
-    from pgle.store.key import from_events
     from pgle.store import serving
+    from pgle.store.key import from_events
     from pgle.store.store import ProfileStore
 
     details = report.details.setdefault("store", {"path": store.path, "policy": store.policy})
-    if report.status != "collected":
+    if report.status != Collected.COLLECTED:
         details["skipped"] = f"nothing to add: collect status {report.status}"
         report.summary.append(f"store {store.path}: nothing added ({details['skipped']})")
         return
@@ -242,6 +249,7 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
         details["skipped"] = why
         report.warnings.append(f"--store: nothing added: {why}")
         return
+    assert report.profile is not None  # status collected: a profile was written
     source = files.load_profile_source(report.profile["path"])
     names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
     shared = ProfileStore(store.path, create=True)
@@ -318,26 +326,26 @@ def crash_reasons(ex: Execution, output: str) -> list[str]:
         return [first + "; nothing was profiled."]
     started = ex.events.of(TraceStart)
     if not started:
-        return [f"{first} before the profiling window opened "
-                f"({len(ex.events.steps)} step(s) seen); nothing was profiled."]
+        return [(f"{first} before the profiling window opened "
+                 f"({plural(len(ex.events.steps), 'step')} seen); nothing was profiled.")]
     left = jaxlib.newest_run_folder(Path(started[-1].dir or ex.run.trace))
     if left is not None:
-        return [f"{first} inside the profiling window, so pgle did not convert the trace it "
+        return [(f"{first} inside the profiling window, so pgle did not convert the trace it "
                 f"left in {left} (it may be incomplete). To recover it: "
                 f"`pgle convert {shlex.quote(str(left))} {shlex.quote(output)} --log "
                 f"{shlex.quote(str(ex.run.log))}` "
-                f"(`pgle inspect` then shows what it holds)."]
-    return [f"{first} inside the profiling window, before the profiler wrote its trace (JAX "
+                f"(`pgle inspect` then shows what it holds).")]
+    return [(f"{first} inside the profiling window, before the profiler wrote its trace (JAX "
             f"writes it at stop_trace): nothing can be recovered from {ex.run.trace}. Profile "
             "an earlier window (--steps START:COUNT), or fix the crash (its output: "
-            f"{ex.run.log})."]
+            f"{ex.run.log}).")]
 
 
 def finish_collect(opts: CollectOptions, ex: Execution, output: str,
                    stall: str | None = None) -> Report:
     """The report of a profiled run: the profile extracted from the window's trace, kept
     whenever the window closed cleanly (the workload's own exit code is pgle's then)."""
-    report = Report("collect", "failed", log_path=str(ex.run.log), run_dir=str(ex.run.path),
+    report = Report("collect", Collected.FAILED, log_path=str(ex.run.log), run_dir=str(ex.run.path),
                     trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
     report.warnings += ex.child.warnings
     window_warnings = [r.message for r in ex.events.of(WindowWarning)]
@@ -368,8 +376,8 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
     if failed_after is not None:
         # The profile (if any) is written; the command still fails as the workload did.
         report.exit_code = ex.exit_code
-        kept = "kept the profile" if report.status == "collected" else "nothing to keep"
-        line = (f"{failed_after} after the profiling window closed cleanly: {kept}; pgle exits "
+        outcome = "kept the profile" if report.status == Collected.COLLECTED else "nothing to keep"
+        line = (f"{failed_after} after the profiling window closed cleanly: {outcome}; pgle exits "
                 f"with the workload's code {ex.exit_code}")
         report.reasons.append(line)
         report.summary.append(line)

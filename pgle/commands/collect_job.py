@@ -19,29 +19,32 @@ legitimately compile different programs, and their union is what XLA looks names
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pgle.commands.collect import STATUS_NOT_PROFILED, CollectOptions
-from pgle.errors import BadInput, EXIT_ERROR
+from pgle.errors import EXIT_ERROR, BadInput
 from pgle.jobs.layout import OutputPlan, RankLayout
 from pgle.phrases import plural, ranks_phrase
-from pgle.profiles import files
-from pgle.profiles import manifest
-from pgle.profiles import merge
+from pgle.profiles import files, manifest, merge
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, aggregate_modules
+from pgle.verdicts.statuses import Collected, Written
 
 # -- rank 0 -----------------------------------------------------------------------------------
 
 def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report:
     """The job report of `pgle collect`, and for a merge the merged profile itself."""
-    plan, reports = layout.output, job.reports
+    plan, reports = layout.plan, job.reports
     force, allow_empty, percentile = opts.force, opts.allow_empty, opts.merge_percentile
-    collected = {r: rep for r, rep in sorted(reports.items()) if rep.get("status") == "collected"}
-    profiled = {r: rep for r, rep in sorted(reports.items())
-                if rep.get("status") != STATUS_NOT_PROFILED}
+    collected = {
+        r: rep for r, rep in sorted(reports.items()) if rep.get("status") == Collected.COLLECTED
+    }
+    profiled = {
+        r: rep for r, rep in sorted(reports.items()) if rep.get("status") != STATUS_NOT_PROFILED
+    }
     not_collected = {r: rep for r, rep in profiled.items() if r not in collected}
-    report = Report("collect", "collected")
+    report = Report("collect", Collected.COLLECTED)
     own = job.own
     report.log_path, report.trace_dir = own.get("log_path"), own.get("trace_dir")
     report.details["mode"] = plan.mode
@@ -52,9 +55,10 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
     report.details["rank_profiles"] = [_rank_row(r, rep) for r, rep in sorted(reports.items())]
     by_rank = {r: rep.get("modules") or [] for r, rep in profiled.items()}
     if any(by_rank.values()):  # --per-module: which module got a file on which rank
-        report.modules = aggregate_modules(by_rank, ok="written")
+        report.modules = aggregate_modules(by_rank, ok=Written.WRITTEN)
 
     if plan.mode == "one_rank":
+        assert plan.only_rank is not None  # mode one_rank is --rank N
         return _one_rank(report, plan.only_rank, reports)
 
     sources = _load_rank_profiles(collected, report)
@@ -64,39 +68,54 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
     if not_collected:
         by_status: dict[str, list[int]] = {}
         for r, rep in not_collected.items():
-            by_status.setdefault(rep.get("status") or "failed", []).append(r)
+            by_status.setdefault(rep.get("status") or Collected.FAILED, []).append(r)
         for status, rs in by_status.items():
-            why = "; ".join(dict.fromkeys(
-                (not_collected[r].get("reasons") or ["no reason given"])[0] for r in rs))
+            why = "; ".join(
+                dict.fromkeys(
+                    (not_collected[r].get("reasons") or ["no reason given"])[0] for r in rs
+                )
+            )
             report.reasons.append(f"{ranks_phrase(rs)}: {status}: {why}")
     if not sources:
         statuses = {rep.get("status") for rep in not_collected.values()}
-        report.status = "empty" if statuses == {"empty"} else "failed"
-        report.exit_code = next((rep.get("exit_code") for rep in not_collected.values()
-                                 if rep.get("exit_code")), EXIT_ERROR)
-        if allow_empty and report.status == "empty":
+        report.status = Collected.EMPTY if statuses == {Collected.EMPTY} else Collected.FAILED
+        report.exit_code = next(
+            (int(rep["exit_code"]) for rep in not_collected.values() if rep.get("exit_code")),
+            EXIT_ERROR,
+        )
+        if allow_empty and report.status == Collected.EMPTY:
             # --allow-empty: an empty profile is a result, as in one process (exit 0).
             report.exit_code = 0
-            written = {r: rep.get("profile") for r, rep in not_collected.items()
-                       if (rep.get("profile") or {}).get("path")}
+            written = {
+                r: rep.get("profile")
+                for r, rep in not_collected.items()
+                if (rep.get("profile") or {}).get("path")
+            }
             if plan.mode == "per_rank" and written:
                 report.profile = {"ranks": written}
-                report.summary.append(f"{plural(len(written), 'rank profile')} written, all empty "
-                                      "(--allow-empty)")
+                report.summary.append(
+                    f"{plural(len(written), 'rank profile')} written, all empty (--allow-empty)"
+                )
                 return report
-        report.summary.append(f"collect failed: no rank produced a profile "
-                              f"({'; '.join(report.reasons) or 'no rank reported'})")
+        report.summary.append(
+            f"collect failed: no rank produced a profile "
+            f"({'; '.join(report.reasons) or 'no rank reported'})"
+        )
         return report
     if not_collected:
-        report.status = "partial"
+        report.status = Collected.PARTIAL
         report.warnings.append(
             f"{ranks_phrase(not_collected)} gave no profile; "
-            + ("merged" if plan.mode == "merge" else "kept") + f" those of {ranks_phrase(sources)}")
+            + ("merged" if plan.mode == "merge" else "kept")
+            + f" those of {ranks_phrase(sources)}"
+        )
     if plan.mode == "per_rank":
         report.profile = {"ranks": {r: collected[r].get("profile") for r in sources}}
         total = sum((collected[r].get("profile") or {}).get("instructions") or 0 for r in sources)
-        report.summary.append(f"{plural(len(sources), 'rank profile')} written "
-                              f"({total} instructions in all); merge them with `pgle merge`")
+        report.summary.append(
+            f"{plural(len(sources), 'rank profile')} written "
+            f"({total} instructions in all); merge them with `pgle merge`"
+        )
         return report
     return _merge(report, job.world_size, plan, sources, force=force, percentile=percentile)
 
@@ -104,11 +123,11 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
 def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
     rep = reports.get(only)
     if rep is None:
-        report.status = "failed"
+        report.status = Collected.FAILED
         report.exit_code = EXIT_ERROR
         report.reasons.append(f"rank {only}, the one profiled (--rank {only}), never reported.")
         return report
-    report.status = rep.get("status")
+    report.status = rep.get("status") or Collected.FAILED
     report.exit_code = rep.get("exit_code") or 0
     report.profile = rep.get("profile")
     report.trace_dir = rep.get("trace_dir")
@@ -121,10 +140,14 @@ def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
 
 def _rank_row(rank: int, rep: dict) -> dict:
     prof = rep.get("profile") or {}
-    return {"rank": rank, "status": rep.get("status"),
-            "profile_path": prof.get("path"),
-            "instructions": prof.get("instructions", prof.get("instruction_count")),
-            "sha256": prof.get("sha256"), "window": rep.get("window")}
+    return {
+        "rank": rank,
+        "status": rep.get("status"),
+        "profile_path": prof.get("path"),
+        "instructions": prof.get("instructions", prof.get("instruction_count")),
+        "sha256": prof.get("sha256"),
+        "window": rep.get("window"),
+    }
 
 
 def _load_rank_profiles(collected: Mapping[int, dict], report: Report) -> dict[int, Any]:
@@ -154,9 +177,11 @@ def _overlap_warnings(sources: Mapping[int, Any]) -> list[str]:
         low = [o for o in merge.name_overlap(labelled) if o.low]
         for o in low:
             where = f" in module {fp}" if fp else ""
-            out.append(f"rank {o.label}'s profile shares only {o.shared:.0%} of its {o.names} "
-                       f"instruction names with the other ranks{where}: it probably ran another "
-                       "program (other flags, shapes, sharding or jax version).")
+            out.append(
+                f"rank {o.label}'s profile shares only {o.shared:.0%} of its {o.names} "
+                f"instruction names with the other ranks{where}: it probably ran another "
+                "program (other flags, shapes, sharding or jax version)."
+            )
     return out
 
 
@@ -173,45 +198,73 @@ def _window_warnings(profiled: Mapping[int, dict]) -> list[str]:
     return ["the ranks profiled different steps (" + "; ".join(parts) + ")."]
 
 
-def _merge(report: Report, world_size: int, plan: OutputPlan, sources: Mapping[int, Any], *,
-           force: bool, percentile: int) -> Report:
+def _merge(
+    report: Report,
+    world_size: int,
+    plan: OutputPlan,
+    sources: Mapping[int, Any],
+    *,
+    force: bool,
+    percentile: int,
+) -> Report:
     out = plan.merged_output
     first = min(sources)
     kinds = {s.kind for s in sources.values()}
     aliases: dict[str, list[str]] = {}
     if kinds == {"file"}:
-        merged = merge.merge_profiles([s.modules[""] for s in sources.values()],
-                                              percentile=percentile)
+        merged = merge.merge_profiles(
+            [s.modules[""] for s in sources.values()], percentile=percentile
+        )
         written = files.write_profile(merged, out, force=force)
     else:
         modules, aliases, _ = merge.merge_directory_modules(
-            list(sources.values()), percentile=percentile)
-        fmt = files.TEXT if all(f.suffix == ".pbtxt" for s in sources.values()
-                                  for f in s.files) else files.BINARY
+            list(sources.values()), percentile=percentile
+        )
+        fmt = (
+            files.TEXT
+            if all(f.suffix == ".pbtxt" for s in sources.values() for f in s.files)
+            else files.BINARY
+        )
         written = files.write_profile_directory(modules, out, fmt=fmt, force=force)
     result = files.load_profile_source(written)
     sha = result.sha256
-    report.profile = {**result.to_dict(), "sha256": sha, "instructions": result.instruction_count,
-                      "latencies": result.latency_count,
-                      "merged_from": {r: str(s.path) for r, s in sources.items()},
-                      "method": "percentile", "percentile": percentile}
+    report.profile = {
+        **result.to_dict(),
+        "sha256": sha,
+        "instructions": result.instruction_count,
+        "latencies": result.latency_count,
+        "merged_from": {r: str(s.path) for r, s in sources.items()},
+        "method": "percentile",
+        "percentile": percentile,
+    }
     report.profile.pop("ignored", None)
     if kinds != {"file"} and aliases:
         report.details["fingerprint_aliases"] = aliases
         report.summary += merge.alias_lines(aliases)
     # The manifest: the first rank's, for the merged profile, with the merge recorded.
     rank_manifest = manifest.read(manifest.manifest_path(sources[first].path)) or {}
-    man = {**rank_manifest, "profile": report.profile,
-           **({"fingerprint_aliases": report.details["fingerprint_aliases"]}
-              if report.details.get("fingerprint_aliases") else {}),
-           "merge": {"method": "percentile", "percentile": percentile, "ranks": sorted(sources),
-                     "rule": "jaxlib's aggregate_profiled_instructions",
-                     "world_size": world_size}}
+    man = {
+        **rank_manifest,
+        "profile": report.profile,
+        **(
+            {"fingerprint_aliases": report.details["fingerprint_aliases"]}
+            if report.details.get("fingerprint_aliases")
+            else {}
+        ),
+        "merge": {
+            "method": "percentile",
+            "percentile": percentile,
+            "ranks": sorted(sources),
+            "rule": "jaxlib's aggregate_profiled_instructions",
+            "world_size": world_size,
+        },
+    }
     man_path = manifest.manifest_path(written)
     manifest.write(man_path, man)
     report.details["manifest"] = str(man_path)
     report.summary.append(
         f"merged {plural(len(sources), 'rank profile')} ({ranks_phrase(sources)}; percentile "
         f"{percentile}, jaxlib's rule) into {out}: {result.instruction_count} instructions, "
-        f"{result.latency_count} latencies (sha256 {sha[:12]}), manifest {man_path}")
+        f"{result.latency_count} latencies (sha256 {sha[:12]}), manifest {man_path}"
+    )
     return report

@@ -8,14 +8,16 @@ other backend instead of showing a number that means nothing there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pgle.analysis.memory import peak_bytes
 from pgle.commands import arms
 from pgle.evidence.events import read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
+from pgle.verdicts.statuses import Applied
 
 NEEDS_GPU = ("step-time ratio", "exposed communication", "verdict")
 
@@ -85,12 +87,12 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
             continue
         row["interval"], row["why_no_ratio"] = arms.ratio(base_times, sample[row["arm"]])
         row["ratio"] = row["interval"]["ratio"] if row["interval"] else None
-        if row["status"] is not None and row["status"] not in ("applied", "partial"):
+        if row["status"] is not None and row["status"] not in (Applied.APPLIED, Applied.PARTIAL):
             row["why_no_ratio"] = (row["why_no_ratio"] or "") + (
                 f" (its profile was {row['status']}: the ratio measures the arm's other flags "
                 "only)").strip()
     needs = [] if gpu else [n for n in NEEDS_GPU if n != "verdict" or any(
-        r["status"] == "not_applicable" for r in rows)]
+        r["status"] == Applied.NOT_APPLICABLE for r in rows)]
     caveat = None if gpu else (f"backend {platform}: the arms ran, but the "
                                f"{', '.join(needs)} need an NVIDIA GPU")
     return {"baseline": arms.DEFAULT, "platform": platform, "gpu": gpu,
@@ -127,9 +129,9 @@ def table_lines(t: dict[str, Any]) -> list[str]:
         compile_s = f"{r['compile_s']:.2f} s" if r.get("compile_s") is not None else "-"
         body.append([r["arm"], r["status"] or "-", _ms(r["step_time"]), ratio, exposed,
                      _mib(r.get("peak_bytes")), compile_s])
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=False)]
     for row in [head, *body]:
-        lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)).rstrip())
     for r in t["arms"]:
         if r.get("why_no_ratio") and t["gpu"]:
             lines.append(f"{r['arm']}: {r['why_no_ratio']}")

@@ -35,6 +35,7 @@ from pgle.profiles.files import (
     write_profile_directory,
 )
 from pgle.report import Report
+from pgle.verdicts.statuses import Collected, Written
 
 Found = TypeVar("Found")
 
@@ -167,17 +168,25 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
             fps = module or qualified_fingerprints(profile)
             if not fps:
                 raise ProfileError(
-                    f"profile {source.path} has no <fingerprint>::name entries, so it does not say which "
-                    "module each cost belongs to.",
-                    hint="Pass --module FP for each module that should get this profile, or collect "
-                         "per-module profiles with `pgle collect --per-module`.")
+                    f"profile {source.path} has no <fingerprint>::name entries, so it does not "
+                    "say which module each cost belongs to.",
+                    hint="Pass --module FP for each module that should get this profile, or "
+                    "collect per-module profiles with `pgle collect --per-module`.",
+                )
             modules_out = {fp: module_view(profile, fp) for fp in fps}
             malformed = [n for n, _ in profile.costs if split_qualified(n)[0] == ""]
             if malformed:
-                warnings.append(f"{len(malformed)} names with more than one '::' (such as {malformed[0]}) "
-                                "match no module in XLA; they were left out.")
-            written = write_profile_directory(modules_out, out, fmt=fmt or profile_format(source.files[0]),
-                                              force=force, inputs=[src])
+                warnings.append(
+                    f"{len(malformed)} names with more than one '::' (such as {malformed[0]}) "
+                    "match no module in XLA; they were left out."
+                )
+            written = write_profile_directory(
+                modules_out,
+                out,
+                fmt=fmt or profile_format(source.files[0]),
+                force=force,
+                inputs=[src],
+            )
     else:
         chosen = {fp: p for fp, p in source.modules.items() if not module or fp in module}
         missing = [fp for fp in module if fp not in source.modules]
@@ -189,8 +198,10 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
                 q = qualify_profile(p, fp)
                 merged.costs += q.costs
                 merged.latencies += q.latencies
-            warnings.append("in one file, modules without entries get an empty profile (XLA's accuracy "
-                            "checker then reports every instruction missing) instead of no profile.")
+            warnings.append(
+                "in one file, modules without entries get an empty profile (XLA's accuracy "
+                "checker then reports every instruction missing) instead of no profile."
+            )
             written = write_profile(merged, out, force=force)
             modules_out = {"": merged}
         else:
@@ -198,78 +209,133 @@ def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: 
             written = write_profile_directory(chosen, out, fmt=fmt, force=force, inputs=[src])
             modules_out = chosen
     if source.shadowed:
-        warnings.append(f"{len(source.shadowed)} .pb files in {source.path} are shadowed by .pbtxt "
-                        "files of the same module (XLA reads the .pbtxt) and were not converted.")
+        warnings.append(
+            f"{len(source.shadowed)} .pb files in {source.path} are shadowed by .pbtxt "
+            "files of the same module (XLA reads the .pbtxt) and were not converted."
+        )
     empty = [fp or str(written) for fp, p in modules_out.items() if p.is_empty()]
     if empty:
         warnings.append(f"{len(empty)} written profiles are empty ({', '.join(empty[:3])}).")
     out_source = load_profile_source(written)
     return Report(
-        command="convert", status="ok", profile=out_source.to_dict(),
+        command="convert",
+        status="ok",
+        profile=out_source.to_dict(),
         details={"input": source.to_dict(), "output": str(written)},
         warnings=warnings,
-        summary=[f"wrote {out_source.kind} {written}: {out_source.instruction_count} instructions, "
-                 f"{out_source.latency_count} latencies"
-                 + (f", {len(out_source.modules)} modules" if out_source.kind == "directory" else "")],
+        summary=[
+            f"wrote {out_source.kind} {written}: {out_source.instruction_count} instructions, "
+            f"{out_source.latency_count} latencies"
+            + (f", {len(out_source.modules)} modules" if out_source.kind == "directory" else "")
+        ],
     )
 
 
-def trace_report(run_dir: Any, out: Any, *, files: list[str] | None = None,
-                 stat: str = "median", log_path: Any = None, qualify: bool = False,
-                 force: bool = False) -> Report:
-    """`pgle convert RUN_DIR OUT`: a directory OUT gets one profile per module, a file OUT one file."""
+def trace_report(
+    run_dir: Any,
+    out: Any,
+    *,
+    files: list[str] | None = None,
+    stat: str = "median",
+    log_path: Any = None,
+    qualify: bool = False,
+    force: bool = False,
+) -> Report:
+    """`pgle convert RUN_DIR OUT`: a directory OUT gets one profile per module, a file OUT one
+    file."""
 
     kind = output_kind(out)
     if kind == "directory":  # refuse before converting
         check_directory_output(out, force=force, inputs=[p for p in (run_dir, log_path) if p])
     from pgle.profiles.convert import convert_trace_detailed
 
-    result = convert_trace_detailed(run_dir, per_module=(kind == "directory"), stat=stat,
-                                    log_path=log_path, qualify=qualify, files=files)
-    no_gpu = (f"the trace in {run_dir} has no GPU plane (a CPU run, or the GPU was not "
-              "traced), so it gives an empty profile: no GPU instruction timings to convert")
+    result = convert_trace_detailed(
+        run_dir,
+        per_module=(kind == "directory"),
+        stat=stat,
+        log_path=log_path,
+        qualify=qualify,
+        files=files,
+    )
+    no_gpu = (
+        f"the trace in {run_dir} has no GPU plane (a CPU run, or the GPU was not "
+        "traced), so it gives an empty profile: no GPU instruction timings to convert"
+    )
     if kind == "directory":
         if not result.profiles and result.device_planes == 0:
             raise ProfileError(f"{no_gpu}.", hint="Collect the trace on an NVIDIA GPU.")
         if not result.profiles:
-            raise ProfileError(f"no module in {run_dir} has a known fingerprint, so there is no "
-                               "per-module profile to write.",
-                               hint="Pass the run's log (--log) captured with TF_CPP_VMODULE=gpu_hlo_schedule=1.")
-        written = write_profile_directory(result.profiles, out, force=force,
-                                          inputs=[p for p in (run_dir, log_path) if p])
+            raise ProfileError(
+                f"no module in {run_dir} has a known fingerprint, so there is no "
+                "per-module profile to write.",
+                hint="Pass the run's log (--log) captured with TF_CPP_VMODULE=gpu_hlo_schedule=1.",
+            )
+        written = write_profile_directory(
+            result.profiles, out, force=force, inputs=[p for p in (run_dir, log_path) if p]
+        )
     elif result.profiles[""].is_empty():
         # An empty profile is nothing XLA can use, and an empty file at OUT would pass for
         # one: write nothing (a CPU trace has no device plane).
-        why = (no_gpu if result.device_planes == 0 else
-               f"{run_dir} gave an empty profile (no GPU instruction timings)")
-        report = Report(command="convert", status="empty", exit_code=EXIT_ERROR,
-                        trace_dir=str(run_dir), warnings=list(result.warnings),
-                        details={"trace": result.to_dict()},
-                        reasons=[f"{why}; nothing was written."])
+        why = (
+            no_gpu
+            if result.device_planes == 0
+            else f"{run_dir} gave an empty profile (no GPU instruction timings)"
+        )
+        report = Report(
+            command="convert",
+            status=Collected.EMPTY,
+            exit_code=EXIT_ERROR,
+            trace_dir=str(run_dir),
+            warnings=list(result.warnings),
+            details={"trace": result.to_dict()},
+            reasons=[f"{why}; nothing was written."],
+        )
         report.summary.append(f"convert failed: {why}; {out} was not written")
         return report
     else:
         written = write_profile(result.profiles[""], out, force=force)
     source = load_profile_source(written)
-    report = Report(command="convert", status="ok", profile=source.to_dict(), trace_dir=str(run_dir),
-                    modules=[m.to_dict() | {"status": "written" if m.fingerprint and kind == "directory"
-                                            else ("no fingerprint" if kind == "directory" else "pooled")}
-                             for m in result.modules],
-                    warnings=list(result.warnings), details={"trace": result.to_dict()})
+    report = Report(
+        command="convert",
+        status="ok",
+        profile=source.to_dict(),
+        trace_dir=str(run_dir),
+        modules=[
+            m.to_dict()
+            | {
+                "status": Written.WRITTEN
+                if m.fingerprint and kind == "directory"
+                else (Written.NO_FINGERPRINT if kind == "directory" else Written.POOLED)
+            }
+            for m in result.modules
+        ],
+        warnings=list(result.warnings),
+        details={"trace": result.to_dict()},
+    )
     report.summary.append(
         f"converted {len(result.xplane_files)} trace files ({result.device_planes} device planes, "
         f"{result.events_used} events, stat {result.stat}) into {written}: "
-        f"{source.instruction_count} instructions" +
-        (f" in {len(source.modules)} modules" if kind == "directory" else ""))
+        f"{source.instruction_count} instructions"
+        + (f" in {len(source.modules)} modules" if kind == "directory" else "")
+    )
     if source.is_empty():
-        report.status, report.exit_code = "empty", EXIT_ERROR
+        report.status, report.exit_code = Collected.EMPTY, EXIT_ERROR
         report.reasons.append("the trace gave an empty profile.")
     return report
 
 
-def nsys_report(src: Any, out: Any, *, nsight: str | None = None, stat: str | None = None,
-                skip: int | None = None, dump: Any = None, force: bool = False) -> Report:
-    """The Report of `pgle convert NSIGHT_INPUT OUT`: a directory OUT gets `<fingerprint>.pbtxt|.pb`."""
+def nsys_report(
+    src: Any,
+    out: Any,
+    *,
+    nsight: str | None = None,
+    stat: str | None = None,
+    skip: int | None = None,
+    dump: Any = None,
+    force: bool = False,
+) -> Report:
+    """The Report of `pgle convert NSIGHT_INPUT OUT`: a directory OUT gets
+    `<fingerprint>.pbtxt|.pb`."""
     kind = output_kind(out)
     if kind == "directory":  # refuse before converting
         check_directory_output(out, force=force, inputs=[p for p in (src, dump) if p])
@@ -277,25 +343,34 @@ def nsys_report(src: Any, out: Any, *, nsight: str | None = None, stat: str | No
 
     result = convert_nsys(src, kind=nsight, stat=stat, skip=skip, dump=dump)
     if not result.profiles:
-        raise ProfileError(f"no module in {src} could be keyed by fingerprint and costed.",
-                           hint="See the warnings above; an nsys-jax archive needs its dump/ folder.")
+        raise ProfileError(
+            f"no module in {src} could be keyed by fingerprint and costed.",
+            hint="See the warnings above; an nsys-jax archive needs its dump/ folder.",
+        )
     if kind == "directory":
         # Text like nsys-jax's own output: one greppable <fingerprint>.pbtxt per module.
-        written = write_profile_directory(result.profiles, out, fmt=TEXT, force=force,
-                                          inputs=[p for p in (src, dump) if p])
+        written = write_profile_directory(
+            result.profiles, out, fmt=TEXT, force=force, inputs=[p for p in (src, dump) if p]
+        )
     else:
         merged = Profile()
         for fp, p in result.profiles.items():
             merged.costs += qualify_profile(p, fp).costs
         written = write_profile(merged, out, force=force)
     source = load_profile_source(written)
-    report = Report(command="convert", status="ok", profile=source.to_dict(),
-                    modules=[m.to_dict() for m in result.modules], warnings=list(result.warnings),
-                    details={"nsys": result.to_dict(), "input": str(src)})
+    report = Report(
+        command="convert",
+        status="ok",
+        profile=source.to_dict(),
+        modules=[m.to_dict() for m in result.modules],
+        warnings=list(result.warnings),
+        details={"nsys": result.to_dict(), "input": str(src)},
+    )
     report.summary.append(
         f"converted {src} ({result.thunks_used} steady-state thunk executions, stat {result.stat}) "
-        f"into {written}: {source.instruction_count} instructions in {len(result.profiles)} modules")
+        f"into {written}: {source.instruction_count} instructions in {len(result.profiles)} modules"
+    )
     if source.is_empty():
-        report.status, report.exit_code = "empty", EXIT_ERROR
+        report.status, report.exit_code = Collected.EMPTY, EXIT_ERROR
         report.reasons.append("the Nsight data gave an empty profile.")
     return report

@@ -18,14 +18,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.launch.probe import backend_info, cupti_trace
 from pgle.phrases import plural
-from pgle.xla import flag_probe
-from pgle.xla import flag_table
-from pgle.xla import versions
-from pgle.xla.env import NotABoolean, bool_env
-from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.report import Report
+from pgle.verdicts.statuses import Optimized
+from pgle.xla import flag_probe, flag_table, versions
+from pgle.xla.env import NotABoolean, bool_env
 from pgle.xla.flags import XlaFlags
 
 WORKFLOWS = ("manual", "auto", "prewarm", "nsys")
@@ -68,7 +67,7 @@ class Context:
 
     @classmethod
     def detect(cls, workflow: str = "manual", environ: dict[str, str] | None = None,
-               cache_dir: str | None = None) -> "Context":
+               cache_dir: str | None = None) -> Context:
         if workflow not in WORKFLOWS:
             from pgle.errors import BadInput
 
@@ -111,8 +110,8 @@ def _report(command: str, checks: list[Check], details: dict) -> Report:
     report.details["checks"] = [dataclasses.asdict(c) for c in checks]
     report.reasons = [f"{c.check}: {c.found}" for c in checks if c.status == "error"]
     label = f"{command} ({details['workflow']})" if "workflow" in details else command
-    report.summary = [f"{label}: {counts['ok']} ok, {plural(counts['warn'], 'warning')}, "
-                      f"{plural(counts['error'], 'error')}"]
+    report.summary = [(f"{label}: {counts['ok']} ok, {plural(counts['warn'], 'warning')}, "
+                      f"{plural(counts['error'], 'error')}")]
     return report
 
 
@@ -120,8 +119,6 @@ def _report(command: str, checks: list[Check], details: dict) -> Report:
 
 def python_check() -> Check:
     v = sys.version.split()[0]
-    if sys.version_info < (3, 10):
-        return _error("python", f"{v} ({sys.executable})", "pgle needs Python >= 3.10")
     return _ok("python", f"{v} ({sys.executable})")
 
 
@@ -350,9 +347,9 @@ def explain_flags(text: str | None, *, probe: bool = False,
         report.reasons = [f"{r['flag']}: {r['message']}" for r in errors]
     elif report.warnings or any(r["status"] == "warn" for r in rows):
         report.status = "warn"
-    report.summary = [f"{plural(len(rows), 'flag')}: {plural(len(errors), 'error')}, "
+    report.summary = [(f"{plural(len(rows), 'flag')}: {plural(len(errors), 'error')}, "
                       f"{plural(sum(r['status'] == 'warn' for r in rows), 'warning')}, "
-                      f"{sum(r['status'] == 'unknown' for r in rows)} not in pgle's table"]
+                      f"{sum(r['status'] == 'unknown' for r in rows)} not in pgle's table")]
     return report
 
 
@@ -581,6 +578,6 @@ def _manifest(cache_dir: Path) -> Check:
             return _error("cache manifest", f"prewarmed by {package} {then}, installed {now}: the "
                           "cache keys differ, nothing would load",
                           f"rerun `pgle prewarm` with {package} {now}")
-    optimized = sum(m.get("status") == "optimized" for m in data["modules"].values())
+    optimized = sum(m.get("status") == Optimized.OPTIMIZED for m in data["modules"].values())
     return _ok("cache manifest", f"jax {env.get('jax')}; {plural(len(data['modules']), 'module')}, "
                f"{optimized} PGLE-optimized")

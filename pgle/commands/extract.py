@@ -8,6 +8,7 @@ cause first). The run itself (window, launch, crashes, the store) is pgle.comman
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -17,17 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from pgle.atomic import replace_directory_atomic
 from pgle.commands.options import DEFAULT_STAT, PER_MODULE_FORMAT
-from pgle.errors import BadInput, EXIT_ERROR
+from pgle.errors import EXIT_ERROR, BadInput
 from pgle.evidence.events import RunEvents
 from pgle.evidence.xla_log import LogScanner
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
-from pgle.profiles import files
-from pgle.profiles import jaxlib
-from pgle.profiles import manifest
 from pgle.phrases import plural
+from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
+from pgle.verdicts.statuses import Collected, Written
 from pgle.xla import flag_table
 
 if TYPE_CHECKING:
@@ -79,10 +79,11 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
     if prof.is_empty():
         report.reasons += diagnose_empty(ex)
         if not opts.allow_empty:
-            report.status = "empty"
+            report.status = Collected.EMPTY
             report.exit_code = EXIT_ERROR
             report.profile["path"] = None
-            report.summary.append("collect failed: the profile is empty: " + "; ".join(report.reasons))
+            report.summary.append("collect failed: the profile is empty: "
+                                  + "; ".join(report.reasons))
             report.summary.append("pass --allow-empty to write it anyway")
             return report
         report.warnings.append("the profile is empty (written because of --allow-empty): "
@@ -99,7 +100,7 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
     files.write_profile(payload, output, force=opts.force,
                           companions={man_path: manifest.text(man).encode("utf-8")})
     report.details["manifest"] = str(man_path)
-    report.status = "empty" if prof.is_empty() else "collected"
+    report.status = Collected.EMPTY if prof.is_empty() else Collected.COLLECTED
     report.summary.append(
         f"wrote {output}: {prof.instruction_count} instructions, {prof.latency_count} latencies"
         f" (sha256 {sha[:12]}), manifest {man_path}")
@@ -149,7 +150,8 @@ def _convert_with_pgle(opts: CollectOptions, ex: Execution, run_folder: Path, *,
 
     window = steps_window(ex.events, ex.spec.profile.mode if ex.spec.profile else None)
     conv = convert_trace_detailed(
-        run_folder, per_module=per_module, stat=opts.extraction.stat or DEFAULT_STAT, log_path=ex.run.log,
+        run_folder, per_module=per_module, stat=opts.extraction.stat or DEFAULT_STAT,
+        log_path=ex.run.log,
         steps_window=(window["start_ns"], window["end_ns"]) if window else None,
         qualify=opts.extraction.qualify and not per_module)
     summary = {
@@ -203,7 +205,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     suffix = files.SUFFIX[fmt]
     written = {fp: f"{fp}{suffix}" for fp in conv.profiles}
     report.modules = [
-        {**row, "status": "written" if row["file"] else "no fingerprint"}
+        {**row, "status": Written.WRITTEN if row["file"] else Written.NO_FINGERPRINT}
         for row in manifest.module_rows(conv.modules, written)]
 
     empty = not conv.profiles or all(p.is_empty() for p in conv.profiles.values())
@@ -223,7 +225,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
                           "format": fmt, "instructions": 0, "latencies": 0, "modules": {},
                           "files": [], "sha256": None, "converter": "pgle"}
         if not opts.allow_empty:
-            report.status = "empty"
+            report.status = Collected.EMPTY
             report.exit_code = EXIT_ERROR
             report.profile["path"] = None
             report.summary.append("collect failed: the per-module profile is empty: "
@@ -237,7 +239,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
         man_path = manifest.manifest_path(target)
         manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
         report.details["manifest"] = str(man_path)
-        report.status = "empty"
+        report.status = Collected.EMPTY
         report.summary.append(f"wrote {output}: no module profile (empty directory), "
                               f"manifest {man_path}")
         return report
@@ -255,7 +257,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     man_path = manifest.manifest_path(target)
     manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
     report.details["manifest"] = str(man_path)
-    report.status = "collected"
+    report.status = Collected.COLLECTED
     window = converter["steps_window"]
     where = (f"steps {window['first_step']}..{window['first_step'] + (window['steps'] or 1) - 1}"
              if window else "the whole trace")
@@ -299,10 +301,8 @@ def _write_empty_directory(output: str, *, force: bool) -> Path:
 def trace_bytes(run_folder: Path) -> int:
     total = 0
     for path in Path(run_folder).rglob("*"):
-        try:
+        with contextlib.suppress(OSError):
             total += path.stat().st_size if path.is_file() else 0
-        except OSError:
-            pass
     return total
 
 

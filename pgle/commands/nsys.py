@@ -20,17 +20,16 @@ import shutil
 import subprocess
 
 import pgle.cache.manifest  # `manifest`: the prewarm run's, read from it
-from pgle.cache import entries
-from pgle.cache import key_rules
+from pgle.cache import entries, key_rules
 from pgle.cache.manifest import MANIFEST_NAME, ROLE_PLAIN, is_remote, record_keys
 from pgle.commands import auto_env
 from pgle.errors import BadInput, PgleError
 from pgle.evidence import jax_log
+from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
-from pgle.evidence.events import workload_exit_phrase
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
@@ -191,8 +190,8 @@ def resolve_cache_dir(given: str, manifest_env: dict) -> tuple[str, list[str]]:
     caches = (manifest_env.get("jax_variables") or {}).get(key_rules.XLA_CACHES_VAR)
     if not key_rules.key_holds_cache_dir(version, caches):
         return norm, []  # jax 0.4.35, jax >= 0.11: the key does not hold the path
-    return norm, [f"the cache was prewarmed at {recorded} and is now at {norm}: the cache key "
-                  "includes the directory path (prewarm with --relocatable to allow moving it)"]
+    return norm, [(f"the cache was prewarmed at {recorded} and is now at {norm}: the cache key "
+                  "includes the directory path (prewarm with --relocatable to allow moving it)")]
 
 
 def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> list[str]:
@@ -205,11 +204,12 @@ def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> li
     user_flags = environ.get("XLA_FLAGS")
     if user_flags is not None and user_flags.strip():
         version = versions.parse_version(manifest_env.get("jax")) or versions.jax_version()
-        then = jax_log.key_flag_words(manifest_env.get("user_XLA_FLAGS"), version=version)
-        now = jax_log.key_flag_words(user_flags, version=version)
-        if then != now:
-            out.append(f"XLA_FLAGS differ from the prewarm run: then {' '.join(then) or '(none)'}, "
-                       f"now {' '.join(now) or '(none)'}")
+        then_words = jax_log.key_flag_words(manifest_env.get("user_XLA_FLAGS"), version=version)
+        now_words = jax_log.key_flag_words(user_flags, version=version)
+        if then_words != now_words:
+            out.append("XLA_FLAGS differ from the prewarm run: "
+                       f"then {' '.join(then_words) or '(none)'}, "
+                       f"now {' '.join(now_words) or '(none)'}")
     then_argv = sorted(manifest_env.get("argv_xla_flags") or [])
     now_argv = sorted(a for a in workload.args if a.startswith("--xla"))
     if then_argv != now_argv:
@@ -254,7 +254,7 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
     if not versions.supports_expect_pgle(versions.jax_version()):
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1); upgrade jax.")
-    given_cache = layout.inputs["cache_dir"]
+    given_cache = layout.input("cache_dir")
     manifest = pgle.cache.manifest.load(auto_env.normalize_cache_dir(given_cache))
     if manifest is None or not manifest.get("environment"):
         raise BadInput(f"{given_cache} holds no finished `pgle prewarm` (no "
@@ -275,7 +275,8 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
                        "differ): " + "; ".join(drifted) + ".",
                        hint="Restore the prewarm environment, prewarm again, or pass --force.")
     warnings = [f"drift (--force): {d}" for d in drifted]
-    missing = entries.manifest_keys_missing(manifest, {e.key for e in entries.list_entries(cache_dir)})
+    present = {e.key for e in entries.list_entries(cache_dir)}
+    missing = entries.manifest_keys_missing(manifest, present)
     if missing:
         warnings.append("PGLE-optimized entries recorded by prewarm are gone (pruned or evicted): "
                         + ", ".join(sorted({m["module"] for m in missing})))
@@ -286,13 +287,13 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
     for line in child.notices:
         log.info(line)
     run = RunFolder.create("nsys", layout.run_dir)
-    if profiled:
+    if tool is not None:  # found for the profiled ranks only
         prefix, report_path = command_prefix(tool, opts, str(run.path))
         log.info(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
                f"{opts.workload.describe()} (run folder {run.path})")
     else:
         prefix, report_path = [], None
-        log.info(f"running without nsys (--ranks {','.join(map(str, opts.ranks))}) with "
+        log.info(f"running without nsys (--ranks {','.join(map(str, opts.ranks or ()))}) with "
                f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
                f"(run folder {run.path})")
     ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
@@ -307,23 +308,43 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
     report = Report("nsys", auto_pgle.nsys_status(modules), workload_exit_code=workload_code,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings + _backend_drift(menv, ex.events.backend_record)
-    report.details.update({
-        "cache_dir": cache_dir, "nsys": {"path": tool, "version": version, "launcher": opts.launcher,
-                                         "argv": prefix, "exit_code": ex.exit_code,
-                                         "report": report_path, "profiled": profiled,
-                                         "report_exists": bool(report_path) and os.path.exists(report_path)},
-        "drift": drifted, "backend": ex.events.backend_record})
+    report.details.update(
+        {
+            "cache_dir": cache_dir,
+            "nsys": {
+                "path": tool,
+                "version": version,
+                "launcher": opts.launcher,
+                "argv": prefix,
+                "exit_code": ex.exit_code,
+                "report": report_path,
+                "profiled": profiled,
+                "report_exists": report_path is not None and os.path.exists(report_path),
+            },
+            "drift": drifted,
+            "backend": ex.events.backend_record,
+        }
+    )
     if not modules:
-        report.reasons.append("no module went through the compilation cache: is the workload using "
-                              "jax.jit, and did the harness start under the launcher?")
-    report.summary.append(f"nsys: {report.status}: "
-                          + auto_pgle.count_line(modules, STATUS_LOADED, "loaded PGLE-optimized"))
+        report.reasons.append(
+            "no module went through the compilation cache: is the workload using "
+            "jax.jit, and did the harness start under the launcher?"
+        )
+    report.summary.append(
+        f"nsys: {report.status}: "
+        + auto_pgle.count_line(modules, STATUS_LOADED, "loaded PGLE-optimized")
+    )
     report.summary += module_lines(modules)
     if report_path:
         report.summary.append(f"Nsight Systems report: {report_path}")
-    report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_LOADED, opts.require_all,
-                                             opts.require,
-        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))
+    report.exit_code = auto_pgle.finish_code(
+        report,
+        ex.exit_code,
+        STATUS_LOADED,
+        opts.require_all,
+        opts.require,
+        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode),
+    )
     return report
 
 
@@ -339,7 +360,8 @@ def _backend_drift(menv: dict, backend: dict | None) -> list[str]:
 
 
 def _record_plain_writes(cache_dir: str, facts: jax_log.RunFacts) -> None:
-    """Entries JAX wrote in this run were compiled without PGLE: `pgle cache ls` shows them as plain."""
+    """Entries JAX wrote in this run were compiled without PGLE: `pgle cache ls` shows them as
+    plain."""
     written = {name: m.writes for name, m in facts.modules.items() if m.writes}
     if not written:
         return

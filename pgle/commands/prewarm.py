@@ -22,17 +22,16 @@ import dataclasses
 import logging
 import time
 
-from pgle.cache import entries
-from pgle.cache import manifest
+from pgle.cache import entries, manifest
 from pgle.commands import auto_env
 from pgle.commands.options import AutoPgleOptions
 from pgle.errors import BadInput
 from pgle.evidence import jax_log
+from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
-from pgle.evidence.events import workload_exit_phrase
 from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
@@ -77,7 +76,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
     if not versions.supports_expect_pgle(versions.jax_version()):
         raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
                        "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax.")
-    cache_dir = auto_env.normalize_cache_dir(layout.inputs["cache_dir"])
+    cache_dir = auto_env.normalize_cache_dir(layout.input("cache_dir"))
     entries.check_writable_dir(cache_dir, create=True, what="write to")
     previous = manifest.load(cache_dir)  # a corrupt manifest stops us before the run
     known = {k for m in (previous or {}).get("modules", {}).values()
@@ -92,7 +91,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
     child = childenv.build(environ, xla=auto_env.pgle_xla_flags(), variables=variables)
     for line in child.notices:
         log.info(line)
-    environment = auto_env.replay_environment(child.env, environ, cache_dir, opts.workload, opts.relocatable)
+    environment = auto_env.replay_environment(child.env, environ, cache_dir, opts.workload,
+                                              opts.relocatable)
     run_record = manifest.new_run(opts.workload.describe(), environment)
     if writes:
         manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
@@ -103,8 +103,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
            f"{opts.workload.describe()} (run folder {run.path})")
     try:
         ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
-                    warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                    progress=True, count_jits=False)
+                    warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log,
+                    observe_pgle=True, progress=True, count_jits=False)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:
@@ -130,7 +130,8 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
                     log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
     report.warnings += warnings + child.warnings
     if facts.filelock_missing:
-        report.warnings.append("JAX used no cache: the size cap needs `filelock` (pip install filelock).")
+        report.warnings.append("JAX used no cache: the size cap needs `filelock` "
+                               "(pip install filelock).")
     report.details.update({"cache_dir": cache_dir, "manifest": manifest.manifest_path(cache_dir),
                            "environment": environment, "runs": p.runs,
                            "percentile": p.percentile, "backend": ex.events.backend_record,

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pgle.atomic import check_writable_target
 from pgle.errors import EXIT_ERROR, BadInput
-from pgle.profiles.files import (BINARY, Profile, ProfileSource,
-                                 check_directory_output, load_profile_source, output_kind, write_profile, write_profile_directory)
+from pgle.profiles.files import (
+    BINARY,
+    Profile,
+    ProfileSource,
+    check_directory_output,
+    load_profile_source,
+    output_kind,
+    write_profile,
+    write_profile_directory,
+)
 from pgle.report import Report
+from pgle.verdicts.statuses import Collected
 
 
 def _us(x: float) -> str:
@@ -35,55 +45,88 @@ def inspect_report(path: Any, *, top: int = 20):
     from pgle.profiles.stats import CATEGORIES, inspect_source
 
     data = inspect_source(source, top=top)
-    report = Report(command="inspect", status="ok", profile=source.to_dict(), details={"inspect": data},
-                    warnings=list(source.warnings))
+    report = Report(
+        command="inspect",
+        status="ok",
+        profile=source.to_dict(),
+        details={"inspect": data},
+        warnings=list(source.warnings),
+    )
     s = report.summary
-    s.append(f"{_describe(source)}: {data['instruction_count']} instructions, "
-             f"{data['latency_count']} latencies, total {_us(data['total_cost_us'])}")
+    s.append(
+        f"{_describe(source)}: {data['instruction_count']} instructions, "
+        f"{data['latency_count']} latencies, total {_us(data['total_cost_us'])}"
+    )
     if source.is_empty():
-        report.status, report.exit_code = "empty", EXIT_ERROR
-        report.reasons.append("the profile holds no instruction costs: XLA would schedule with its "
-                              "default estimates. A CPU run, CUPTI held by another tool (Nsight, DCGM) "
-                              "or kernels hidden in CUDA graphs all give empty profiles.")
+        report.status, report.exit_code = Collected.EMPTY, EXIT_ERROR
+        report.reasons.append(
+            "the profile holds no instruction costs: XLA would schedule with its "
+            "default estimates. A CPU run, CUPTI held by another tool (Nsight, DCGM) "
+            "or kernels hidden in CUDA graphs all give empty profiles."
+        )
         s.append("the profile is empty.")
         return report
     cats = data["categories"]
-    s.append("by category: " + ", ".join(
-        f"{cat} {cats[cat]['share']:.1%} ({cats[cat]['count']})" for cat in CATEGORIES if cats[cat]["count"]))
+    s.append(
+        "by category: "
+        + ", ".join(
+            f"{cat} {cats[cat]['share']:.1%} ({cats[cat]['count']})"
+            for cat in CATEGORIES
+            if cats[cat]["count"]
+        )
+    )
     coll = data["collectives"]["kinds"]
     if coll:
-        s.append("collectives: " + "; ".join(
-            f"{kind} {row['count']} ({row['pairs']} start/done pairs) {_us(row['cost_us'])}"
-            for kind, row in coll.items()))
+        s.append(
+            "collectives: "
+            + "; ".join(
+                f"{kind} {row['count']} ({row['pairs']} start/done pairs) {_us(row['cost_us'])}"
+                for kind, row in coll.items()
+            )
+        )
     for name, fps_ in data["fingerprint_aliases"].items():
         s.append(f"fingerprints {', '.join(fps_)} are aliases of one module ({name})")
     fps = data["fingerprints"]
     if source.kind == "directory":
         for fp, row in fps.items():
-            s.append(f"module {fp}: {row['instruction_count']} instructions, {_us(row['total_cost_us'])}")
+            s.append(
+                f"module {fp}: {row['instruction_count']} instructions, {_us(row['total_cost_us'])}"
+            )
     elif fps:
-        s.append(f"fingerprint-qualified: {len(fps['qualified'])} modules, "
-                 f"{fps['bare_instructions']} bare names (bare names apply to every module)")
+        s.append(
+            f"fingerprint-qualified: {len(fps['qualified'])} modules, "
+            f"{fps['bare_instructions']} bare names (bare names apply to every module)"
+        )
         if fps["malformed"]:
-            report.warnings.append(f"{fps['malformed']} names contain '::' more than once; XLA applies "
-                                   "them to no module.")
+            report.warnings.append(
+                f"{fps['malformed']} names contain '::' more than once; XLA applies "
+                "them to no module."
+            )
     if data["top"]:
         s.append(f"top {len(data['top'])}:")
         for row in data["top"]:
             cost = row["cost_us"]
-            s.append(f"  {_us(cost) if cost is not None else 'nan':>14} {row['share']:6.1%}  "
-                     f"{row['category']:<10} {row['name']}")
+            s.append(
+                f"  {_us(cost) if cost is not None else 'nan':>14} {row['share']:6.1%}  "
+                f"{row['category']:<10} {row['name']}"
+            )
     if data["duplicates"]:
-        report.warnings.append(f"{data['duplicates']} names appear more than once; XLA keeps the last "
-                               "entry of each, or averages them all when the profile has .rematN entries.")
+        report.warnings.append(
+            f"{data['duplicates']} names appear more than once; XLA keeps the last "
+            "entry of each, or averages them all when the profile has .rematN entries."
+        )
     if data["bad_values"]:
         report.warnings.append(f"{data['bad_values']} costs are negative, NaN or infinite.")
     if source.empty_modules and source.kind == "directory":
-        report.warnings.append(f"{len(source.empty_modules)} module files are empty: "
-                               f"{', '.join(source.empty_modules[:3])}.")
+        report.warnings.append(
+            f"{len(source.empty_modules)} module files are empty: "
+            f"{', '.join(source.empty_modules[:3])}."
+        )
     if source.shadowed:
-        report.warnings.append(f"{len(source.shadowed)} .pb files are shadowed by a .pbtxt of the same "
-                               "module; XLA reads only the .pbtxt.")
+        report.warnings.append(
+            f"{len(source.shadowed)} .pb files are shadowed by a .pbtxt of the same "
+            "module; XLA reads only the .pbtxt."
+        )
     return report
 
 
@@ -93,40 +136,67 @@ def diff_report(a_path: Any, b_path: Any, *, top: int = 20):
     from pgle.profiles.stats import diff_sources
 
     data = diff_sources(a, b, top=top)
-    report = Report(command="diff", status="ok", profile=None,
-                    details={"a": a.to_dict(), "b": b.to_dict(), "diff": data})
+    report = Report(
+        command="diff",
+        status="ok",
+        profile=None,
+        details={"a": a.to_dict(), "b": b.to_dict(), "diff": data},
+    )
     s = report.summary
     s.append(f"A {_describe(a)}: {data['a_count']} instructions")
     s.append(f"B {_describe(b)}: {data['b_count']} instructions")
-    s.append(f"common {data['common']} ({data['overlap']:.0%} of all names); only in A {len(data['only_in_a'])}"
-             f"; only in B {len(data['only_in_b'])}")
+    s.append(
+        f"common {data['common']} ({data['overlap']:.0%} of all names); "
+        f"only in A {len(data['only_in_a'])}; only in B {len(data['only_in_b'])}"
+    )
     for label, names in (("only in A", data["only_in_a"]), ("only in B", data["only_in_b"])):
         if names:
             s.append(f"{label}: {', '.join(names[:10])}{', ...' if len(names) > 10 else ''}")
     ta, tb = data["total_a_us"], data["total_b_us"]
     rel = f" ({(tb - ta) / ta:+.1%})" if ta else ""
     s.append(f"total {_us(ta)} -> {_us(tb)}{rel}")
-    s.append("by category: " + "; ".join(
-        f"{cat} {_us(row['a_us'])} -> {_us(row['b_us'])}" for cat, row in data["categories"].items()
-        if row["a_count"] or row["b_count"]))
+    s.append(
+        "by category: "
+        + "; ".join(
+            f"{cat} {_us(row['a_us'])} -> {_us(row['b_us'])}"
+            for cat, row in data["categories"].items()
+            if row["a_count"] or row["b_count"]
+        )
+    )
     if data["largest_changes"]:
         s.append("largest changes:")
         for row in data["largest_changes"]:
             r = f"{row['relative']:+.1%}" if row["relative"] is not None else "new cost"
-            s.append(f"  {row['delta_us']:+14.3f} us {r:>9}  {row['name']}  ({_us(row['a_us'])} -> "
-                     f"{_us(row['b_us'])})")
+            s.append(
+                f"  {row['delta_us']:+14.3f} us {r:>9}  {row['name']}  ({_us(row['a_us'])} -> "
+                f"{_us(row['b_us'])})"
+            )
     if data["overlap"] < 0.5 and (data["a_count"] and data["b_count"]):
         hint = " (one is a directory and one a file: convert one first)" if a.kind != b.kind else ""
-        report.warnings.append(f"A and B share only {data['overlap']:.0%} of their names: they probably "
-                               f"come from different programs{hint}.")
+        report.warnings.append(
+            f"A and B share only {data['overlap']:.0%} of their names: they probably "
+            f"come from different programs{hint}."
+        )
     return report
 
 
-def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile", percentile: int = 90,
-                 force: bool = False):
+def merge_report(
+    inputs: Sequence[Any],
+    out: Any,
+    *,
+    method: str = "percentile",
+    percentile: int = 90,
+    force: bool = False,
+):
     """`pgle merge`: files into one file, or per-module directories into one directory."""
-    from pgle.profiles.merge import (check_method, check_percentile, merge_directory_modules,
-                                     merge_profiles, name_overlap, overlap_warnings)
+    from pgle.profiles.merge import (
+        check_method,
+        check_percentile,
+        merge_directory_modules,
+        merge_profiles,
+        name_overlap,
+        overlap_warnings,
+    )
 
     if not inputs:
         raise BadInput("merge needs at least one input profile.")
@@ -143,12 +213,16 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
     sources = [load_profile_source(p) for p in inputs]
     kinds = {s.kind for s in sources}
     if len(kinds) > 1:
-        raise BadInput("merge inputs mix profile files and directories.",
-                       hint="Merge files into a file, or directories into a directory.")
+        raise BadInput(
+            "merge inputs mix profile files and directories.",
+            hint="Merge files into a file, or directories into a directory.",
+        )
     in_kind = kinds.pop()
     if in_kind != kind:
-        raise BadInput(f"the inputs are {in_kind}s but the output {out} is a {kind}.",
-                       hint="Use a .pb/.pbtxt output for files, a directory for directories.")
+        raise BadInput(
+            f"the inputs are {in_kind}s but the output {out} is a {kind}.",
+            hint="Use a .pb/.pbtxt output for files, a directory for directories.",
+        )
     warnings: list[str] = [w for s in sources for w in s.warnings]
     modules_report = []
     aliases: dict[str, list[str]] = {}
@@ -160,28 +234,46 @@ def merge_report(inputs: Sequence[Any], out: Any, *, method: str = "percentile",
         written = write_profile(merged, out, force=force)
         inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
     else:
-        merged_modules, aliases, fps = merge_directory_modules(sources, method=method,
-                                                               percentile=percentile)
+        merged_modules, aliases, fps = merge_directory_modules(
+            sources, method=method, percentile=percentile
+        )
         for fp, labelled in fps.items():
             overlaps = name_overlap(labelled)
             for w in overlap_warnings(overlaps):
                 warnings.append(f"module {fp}: {w}")
-            modules_report.append({"module": fp, "status": "merged", "inputs": len(labelled),
-                                   "instruction_count": merged_modules[fp].instruction_count})
+            modules_report.append(
+                {
+                    "module": fp,
+                    "status": "merged",
+                    "inputs": len(labelled),
+                    "instruction_count": merged_modules[fp].instruction_count,
+                }
+            )
             if len(labelled) < len(sources):
                 warnings.append(f"module {fp} is in {len(labelled)} of {len(sources)} inputs.")
         all_text = all(f.suffix == ".pbtxt" for s in sources for f in s.files)
-        written = write_profile_directory(merged_modules, out, fmt="text" if all_text else BINARY,
-                                          force=force, inputs=inputs)
+        written = write_profile_directory(
+            merged_modules, out, fmt="text" if all_text else BINARY, force=force, inputs=inputs
+        )
         if aliases:
             _record_aliases(written, aliases)
         inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
-    return _merge_result(written, len(sources), in_kind, method, percentile, modules_report, warnings,
-                         inputs_report, aliases)
+    return _merge_result(
+        written,
+        len(sources),
+        in_kind,
+        method,
+        percentile,
+        modules_report,
+        warnings,
+        inputs_report,
+        aliases,
+    )
 
 
-def _merge_columns(inputs: Sequence[Any], out: Any, kind: str, *, method: str, percentile: int,
-                   force: bool):
+def _merge_columns(
+    inputs: Sequence[Any], out: Any, kind: str, *, method: str, percentile: int, force: bool
+):
     """Files into a file, or per-module folders into a folder, as numpy columns
     (pgle.profiles.merge.ColumnMerge): the same result as the general path below, at
     jaxlib's speed and a fraction of the input in memory (issue 25). None when the general
@@ -205,14 +297,28 @@ def _merge_columns(inputs: Sequence[Any], out: Any, kind: str, *, method: str, p
         if merged is None:
             return None
         names, costs = merged
-        written = write_profile(Profile(costs=list(zip(names, costs.tolist()))), out, force=force)
-        overlaps = [InputOverlap(label=label, names=count, shared=shared)
-                    for label, (count, shared) in zip(labels, merge.overlaps())]
+        written = write_profile(
+            Profile(costs=list(zip(names, costs.tolist(), strict=False))), out, force=force
+        )
+        overlaps = [
+            InputOverlap(label=label, names=count, shared=shared)
+            for label, (count, shared) in zip(labels, merge.overlaps(), strict=False)
+        ]
         inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
-        return _merge_result(written, len(inputs), "file", method, percentile, [],
-                             overlap_warnings(overlaps), inputs_report, {})
-    return _merge_directory_columns(inputs, out, method=method, percentile=percentile,
-                                    force=force, merge_class=ColumnMerge)
+        return _merge_result(
+            written,
+            len(inputs),
+            "file",
+            method,
+            percentile,
+            [],
+            overlap_warnings(overlaps),
+            inputs_report,
+            {},
+        )
+    return _merge_directory_columns(
+        inputs, out, method=method, percentile=percentile, force=force, merge_class=ColumnMerge
+    )
 
 
 def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_class):
@@ -222,11 +328,16 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
     orders them; only their columns wait until every folder is read."""
     from types import SimpleNamespace
 
-    from pgle.profiles.merge import (InputOverlap, fingerprint_aliases, module_names,
-                                     overlap_warnings)
+    from pgle.profiles.merge import (
+        InputOverlap,
+        fingerprint_aliases,
+        module_names,
+        overlap_warnings,
+    )
 
-    aliases = fingerprint_aliases([module_names(SimpleNamespace(kind="directory", path=p))
-                                   for p in inputs])
+    aliases = fingerprint_aliases(
+        [module_names(SimpleNamespace(kind="directory", path=p)) for p in inputs]
+    )
     key_of = {fp: tuple(fps) for fps in aliases.values() for fp in fps}
     merges: dict[tuple[str, ...], Any] = {}
     labels: dict[tuple[str, ...], list[str]] = {}
@@ -260,9 +371,13 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
         result = merge.merge(method, percentile)
         if result is None:
             return None
-        done[key] = (Profile(costs=list(zip(result[0], result[1].tolist()))),
-                     [InputOverlap(label=label, names=count, shared=shared)
-                      for label, (count, shared) in zip(labels[key], merge.overlaps())])
+        done[key] = (
+            Profile(costs=list(zip(result[0], result[1].tolist(), strict=False))),
+            [
+                InputOverlap(label=label, names=count, shared=shared)
+                for label, (count, shared) in zip(labels[key], merge.overlaps(), strict=False)
+            ],
+        )
     merged_modules: dict[str, Profile] = {}
     warnings: list[str] = []
     modules_report = []
@@ -271,32 +386,68 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
         merged_modules[fp] = profile
         for w in overlap_warnings(overlaps):
             warnings.append(f"module {fp}: {w}")
-        modules_report.append({"module": fp, "status": "merged", "inputs": len(overlaps),
-                               "instruction_count": profile.instruction_count})
+        modules_report.append(
+            {
+                "module": fp,
+                "status": "merged",
+                "inputs": len(overlaps),
+                "instruction_count": profile.instruction_count,
+            }
+        )
         if len(overlaps) < len(folders):
             warnings.append(f"module {fp} is in {len(overlaps)} of {len(folders)} inputs.")
-    written = write_profile_directory(merged_modules, out, fmt="text" if all_text else BINARY,
-                                      force=force, inputs=inputs)
+    written = write_profile_directory(
+        merged_modules, out, fmt="text" if all_text else BINARY, force=force, inputs=inputs
+    )
     if aliases:
         _record_aliases(written, aliases)
     inputs_report = [{"label": label, "modules": count} for label, count in folders]
-    return _merge_result(written, len(folders), "directory", method, percentile, modules_report,
-                         warnings, inputs_report, aliases)
+    return _merge_result(
+        written,
+        len(folders),
+        "directory",
+        method,
+        percentile,
+        modules_report,
+        warnings,
+        inputs_report,
+        aliases,
+    )
 
 
-def _merge_result(written, n_sources: int, in_kind: str, method: str, percentile: int,
-                  modules_report, warnings, inputs_report, aliases) -> Report:
+def _merge_result(
+    written,
+    n_sources: int,
+    in_kind: str,
+    method: str,
+    percentile: int,
+    modules_report,
+    warnings,
+    inputs_report,
+    aliases,
+) -> Report:
     from pgle.profiles.merge import alias_lines
 
     result = load_profile_source(written)
     desc = f"percentile {percentile} (jaxlib's rule)" if method == "percentile" else method
     return Report(
-        command="merge", status="ok", profile=result.to_dict(), modules=modules_report,
+        command="merge",
+        status="ok",
+        profile=result.to_dict(),
+        modules=modules_report,
         warnings=warnings,
-        details={"method": method, "percentile": percentile if method == "percentile" else None,
-                 "inputs": inputs_report, "fingerprint_aliases": aliases},
-        summary=[f"merged {n_sources} {in_kind}s by {desc} into {written}: "
-                 f"{result.instruction_count} instructions, {result.latency_count} latencies"]
+        details={
+            "method": method,
+            "percentile": percentile if method == "percentile" else None,
+            "inputs": inputs_report,
+            "fingerprint_aliases": aliases,
+        },
+        summary=[
+            (
+                f"merged {n_sources} {in_kind}s by {desc} into {written}: "
+                f"{result.instruction_count} instructions, {result.latency_count} latencies"
+            )
+        ]
         + alias_lines(aliases),
     )
 

@@ -26,16 +26,17 @@ from typing import Any
 from pgle.analysis import diagnostics, memory, overlap, schedule, throughput
 from pgle.analysis.timeline import TraceFile, find_xplane_files
 from pgle.commands import arms
-from pgle.errors import BadInput, EXIT_OK
+from pgle.errors import EXIT_OK, BadInput
 from pgle.evidence.event_kinds import JitFunctions
 from pgle.evidence.events import RunEvents, read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
 from pgle.phrases import plural
 from pgle.report import Report
+from pgle.verdicts.statuses import Applied
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
-APPLIED = ("applied", "partial")
+APPLIED = (Applied.APPLIED, Applied.PARTIAL)
 
 
 @dataclasses.dataclass
@@ -143,7 +144,8 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
         status = _verdict_of(runs[0])["status"]
         platform = read_events(runs[0] / "events.jsonl").platform
         if base:
-            sides.append(Side(f"baseline (no profile, {plural(len(base), 'run')})", "baseline", base))
+            sides.append(Side(f"baseline (no profile, {plural(len(base), 'run')})", "baseline",
+                              base))
         label, role = _profile_label(status, platform, len(runs))
         sides.append(Side(label, role, runs, status=status))
         return sides, None
@@ -163,8 +165,8 @@ def _tune_sides(top: Path, tune: dict[str, Any]) -> list[Side]:
         status = (arm.get("statuses") or [None])[0] if arm.get("pgle") else None
         if tune.get("plain"):
             if arm["name"] == arms.DEFAULT:
-                sides.append(Side(f"baseline (no profile, {plural(len(folders), 'run')})", "baseline",
-                                  folders, arm["name"]))
+                sides.append(Side(f"baseline (no profile, {plural(len(folders), 'run')})",
+                                  "baseline", folders, arm["name"]))
             else:
                 label, role = _profile_label(status, tune.get("platform"), len(folders))
                 sides.append(Side(label, role, folders, arm["name"], status))
@@ -320,7 +322,8 @@ def communication_change(before: dict, after: dict) -> tuple[list[dict] | None, 
     for side, c in (("before", cb), ("after", ca)):
         n = max(c["device_planes"], 1)
         for op in c.get("per_op") or c.get("top_exposed") or []:
-            row = rows.setdefault((op["op"], op["module"]), {"op": op["op"], "module": op["module"]})
+            row = rows.setdefault((op["op"], op["module"]),
+                                  {"op": op["op"], "module": op["module"]})
             row[f"{side}_exposed_ps"] = op["exposed_ps"] / n
             row[f"{side}_hidden_ps"] = (op["span_ps"] - op["exposed_ps"]) / n
             row[f"{side}_count"] = op["count"]
@@ -341,10 +344,10 @@ def _verdict(sides: list[Side], tune: dict | None, data: dict[str, Any]) -> dict
     status = v.get("status")
     platform = next((p["platform"] for p in data["phases"] if p.get("platform")), None)
     r = data.get("step_ratio")
-    if status == "not_applicable":
+    if status == Applied.NOT_APPLICABLE:
         todo = (f"nothing to do on backend {platform}: PGLE is an XLA:GPU feature; run this "
                 "on an NVIDIA GPU to learn what it buys")
-    elif status == "applied":
+    elif status == Applied.APPLIED:
         if r is None:
             todo = "the profile applies; " + (data.get("step_ratio_why") or "no step-time ratio")
         elif r["beyond_noise"] and r["ratio"] < 1:
@@ -356,10 +359,10 @@ def _verdict(sides: list[Side], tune: dict | None, data: dict[str, Any]) -> dict
             todo = ("the profile applies but the step time does not change beyond run-to-run "
                     "noise: the schedule was already good (or the job is not communication-"
                     "bound); PGLE is not worth its runs here")
-    elif status == "partial":
+    elif status == Applied.PARTIAL:
         todo = ("collect the profile again from this exact program (same flags, shapes, "
                 "sharding, jax version); the modules below say what it misses")
-    elif status == "not_applied":
+    elif status == Applied.NOT_APPLIED:
         todo = "make sure the profile flag reaches XLA (see the reasons) and run again"
     elif status == "error":
         todo = "fix what the reasons say, then run again"
@@ -468,27 +471,30 @@ def _ms(s):
 
 def summary_lines(data: dict[str, Any]) -> list[str]:
     v = data["verdict"]
-    lines = [f"verdict: {v['status']}: " + " ".join(v["reasons"][:1]), f"what to do: {v['what_to_do']}"]
+    lines = [f"verdict: {v['status']}: " + " ".join(v["reasons"][:1]),
+             f"what to do: {v['what_to_do']}"]
     for p in data["phases"]:
         st = p["step_time"]
         tp = p["throughput"]
         line = f"{p['label']}: " + (f"median step {_ms(st['median_s'])} (p25 {_ms(st['p25_s'])}, "
-                                    f"p75 {_ms(st['p75_s'])}, n={st['count']})" if st else "no step times")
+                                    f"p75 {_ms(st['p75_s'])}, n={st['count']})"
+                                    if st else "no step times")
         if tp.get("achieved_tflops") is not None:
             line += f", {tp['achieved_tflops']:.3g} TFLOP/s per device"
         if tp.get("mfu") is not None:
             line += f", MFU {tp['mfu'] * 100:.2f} % ({tp['dtype']})"
         comm = p.get("communication")
         if comm and comm["span_ps"]:
-            line += (f", exposed communication {comm['exposed_ps'] / 1e9 / max(comm['device_planes'], 1):.3f} ms "
-                     f"per device ({(1 - comm['hidden_fraction']) * 100:.1f} % of {comm['collectives']} "
+            per_device_ms = comm["exposed_ps"] / 1e9 / max(comm["device_planes"], 1)
+            line += (f", exposed communication {per_device_ms:.3f} ms per device "
+                     f"({(1 - comm['hidden_fraction']) * 100:.1f} % of {comm['collectives']} "
                      "collective executions)")
         lines.append(line)
     r = data.get("step_ratio")
     if r:
         lines.append(f"step-time ratio with/without the profile {r['ratio']:.3f} "
                      f"({r['confidence']:.0%} interval {r['low']:.3f}..{r['high']:.3f}: "
-                     + ("beyond run-to-run noise)" if r["beyond_noise"] else "within run-to-run noise)"))
+                     + ("beyond" if r["beyond_noise"] else "within") + " run-to-run noise)")
     elif data.get("step_ratio_why"):
         lines.append(data["step_ratio_why"])
     s = data.get("schedule")

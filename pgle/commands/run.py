@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from pgle.atomic import check_writable_target
 from pgle.commands.options import StoreOptions, VerdictOptions, Window
 from pgle.errors import EXIT_NOT_VERIFIED, ProfileError
 from pgle.evidence import jit_steps
+from pgle.evidence.events import RunEvents, workload_exit_phrase
 from pgle.evidence.steps import summarize
 from pgle.evidence.xla_log import LogScanner
 from pgle.jobs.layout import LayoutRequest, RankLayout
@@ -19,17 +21,14 @@ from pgle.launch.execution import Execution
 from pgle.launch.runfolder import DEFAULT_ROOT, RunFolder
 from pgle.launch.workload import Workload
 from pgle.phrases import plural
-from pgle.profiles import files
-from pgle.profiles import manifest
-from pgle.evidence.events import RunEvents, workload_exit_phrase
+from pgle.profiles import files, manifest
 from pgle.report import Report
-from pgle.verdicts import collectives, require, sync_converted
+from pgle.verdicts import checker, collectives, require, sync_converted
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
-from pgle.verdicts import checker
 from pgle.verdicts.origin import Origin, path_matcher
 from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_lines
-from pgle.xla import flag_table
-from pgle.xla import versions
+from pgle.verdicts.statuses import Applied
+from pgle.xla import flag_table, versions
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +93,7 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
             source = files.load_profile_source(view.path)
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
     elif opts.profile is not None:
-        source, copy = prepare_profile(layout.inputs["profile"], layout.inputs["profile_store"])
+        source, copy = prepare_profile(layout.input("profile"), layout.inputs["profile_store"])
         xla[flag_table.PGLE_PROFILE_PATH] = str(copy)
     if xla and versions.needs_lhs_flag(versions.jax_version()):
         xla[flag_table.LHS] = "true"
@@ -147,8 +146,8 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
     if path is None:
         log.info(f"store {store.path} holds no profile for {key.describe()}: running without one")
     else:
-        log.info(f"store {store.path}: {plural(len(served), 'module profile')} for {key.describe()} "
-               f"(view {path})")
+        log.info(f"store {store.path}: {plural(len(served), 'module profile')} for "
+                 f"{key.describe()} (view {path})")
     return StoreView(store, key, path, served)
 
 
@@ -179,28 +178,38 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
         profile_match=path_matcher(given, (str(source.path),) if source is not None else ())
         if given else None,
         profile_given=str(source.path) if source is not None else given)
-    verdict = judge(LogScanner().scan_file(ex.run.log), platform=ex.events.platform,
-                    min_coverage=opts.verdict.min_coverage,
-                    silence=checker.silence(
-                        _jax_of(ex.events), ex.child.flags.value(flag_table.ACCURACY_CHECKER),
-                        old_flag=ex.child.flags.value(flag_table.OLD_ACCURACY_CHECKER)
-                        in ("true", "1")),
-                    info_log_hidden=level not in ("", "0"),
-                    jax_imported=ex.events.jax_imported,
-                    workload_modules=ex.events.workload_modules, origin=origin,
-                    sol_fallback=collectives.sol_fallback_expected(
-                        _jax_of(ex.events), ex.events.backend.device_kind if ex.events.backend else None),
-                    # The executed HLO the harness kept: which async collectives XLA made
-                    # synchronous after scheduling, so that no profile can hold them.
-                    executed=sync_converted.load_executed(ex.events.modules),
-                    renamed=sync_converted.renames(_jax_of(ex.events)))
+    verdict = judge(
+        LogScanner().scan_file(ex.run.log),
+        platform=ex.events.platform,
+        min_coverage=opts.verdict.min_coverage,
+        silence=checker.silence(
+            _jax_of(ex.events),
+            ex.child.flags.value(flag_table.ACCURACY_CHECKER),
+            old_flag=ex.child.flags.value(flag_table.OLD_ACCURACY_CHECKER) in ("true", "1"),
+        ),
+        info_log_hidden=level not in ("", "0"),
+        jax_imported=ex.events.jax_imported,
+        workload_modules=ex.events.workload_modules,
+        origin=origin,
+        sol_fallback=collectives.sol_fallback_expected(
+            _jax_of(ex.events), ex.events.backend.device_kind if ex.events.backend else None
+        ),
+        # The executed HLO the harness kept: which async collectives XLA made
+        # synchronous after scheduling, so that no profile can hold them.
+        executed=sync_converted.load_executed(ex.events.modules),
+        renamed=sync_converted.renames(_jax_of(ex.events)),
+    )
     collectives.annotate_totals(verdict.modules, ex.events.modules)
     verdict.modules = jit_steps.step_first(verdict.modules, ex.events)
     if man is not None:
         # Now that the backend is known (the first check had the flags only).
-        drift_notes = drift_notes + [d for d in manifest.drift(
-            man, user_flags=ex.child.user_flags, backend=ex.events.backend_record)
-            if d not in drift_notes]
+        drift_notes = drift_notes + [
+            d
+            for d in manifest.drift(
+                man, user_flags=ex.child.user_flags, backend=ex.events.backend_record
+            )
+            if d not in drift_notes
+        ]
     report = verdict_report(opts.command, verdict, ex)
     dropped = ex.dropped_flags_reason()
     if dropped:
@@ -209,8 +218,9 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
         report.summary.insert(0, dropped)
         seen = ex.events.xla_flags_seen
         report.details["effective_xla_flags"] = seen.effective if seen else None
-    report.profile = source.to_dict() if source is not None else None
+    report.profile = None
     if source is not None:
+        report.profile = source.to_dict()
         report.profile["given_to_xla"] = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)
     report.warnings += ex.child.warnings + drift_notes
     newer = versions.newer_than_verified(versions.jax_version())
@@ -223,18 +233,25 @@ def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
     steps = jit_steps.run_steps(ex.events)
     report.details["step_times"] = summarize(steps.times)
     report.details["steps"] = steps.to_dict()
-    report.exit_code = exit_code_for(report.status, ex.exit_code, opts.verdict.require_applied,
-                                     verdict.details.get("coverage_unknown", 0))
+    report.exit_code = exit_code_for(
+        report.status,
+        ex.exit_code,
+        opts.verdict.require_applied,
+        verdict.details.get("coverage_unknown", 0),
+    )
     require.enforce(report, opts.verdict.require)
     if ex.exit_code != 0:
-        report.summary.append(workload_exit_phrase(ex.exit_code, ex.events,
-                                                   command=ex.spec.command_mode))
+        report.summary.append(
+            workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode)
+        )
     elif report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(
-            f"--require-applied: status is {report.status}, not applied" if report.status != "applied"
+            f"--require-applied: status is {report.status}, not applied"
+            if report.status != Applied.APPLIED
             else "--require-applied: the coverage is unknown for "
-                 f"{plural(verdict.details.get('coverage_unknown') or 0, 'module')} (this jax's "
-                 "WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it")
+            f"{plural(verdict.details.get('coverage_unknown') or 0, 'module')} (this jax's "
+            "WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it"
+        )
     return report
 
 
@@ -244,19 +261,28 @@ def _jax_of(events: RunEvents) -> tuple[int, ...] | None:
 
 
 def directory_lookups(verdict: Verdict, source) -> dict:
-    """Which per-module files XLA found, which fingerprints it looked for in vain, which it never used."""
-    found = sorted({m["fingerprint"] for m in verdict.modules
-                    if m["fingerprint"] and m["profile_found"]})
-    missing = sorted({m["fingerprint"] for m in verdict.modules
-                      if m["fingerprint"] and not m["profile_found"]})
+    """Which per-module files XLA found, which fingerprints it looked for in vain, which it
+    never used."""
+    found = sorted(
+        {m["fingerprint"] for m in verdict.modules if m["fingerprint"] and m["profile_found"]}
+    )
+    missing = sorted(
+        {m["fingerprint"] for m in verdict.modules if m["fingerprint"] and not m["profile_found"]}
+    )
     unused = sorted(set(source.modules) - set(found) - set(missing))
     return {"found": found, "looked_up_missing": missing, "unused": unused}
 
 
 def verdict_report(command: str, verdict: Verdict, ex: Execution) -> Report:
-    report = Report(command, verdict.status, workload_exit_code=ex.exit_code,
-                    log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=verdict.modules,
-                    reasons=verdict.reasons)
+    report = Report(
+        command,
+        verdict.status,
+        workload_exit_code=ex.exit_code,
+        log_path=str(ex.run.log),
+        run_dir=str(ex.run.path),
+        modules=verdict.modules,
+        reasons=verdict.reasons,
+    )
     report.details["backend"] = ex.events.backend_record
     report.details.update(verdict.details)
     report.summary += summary_lines(verdict)

@@ -84,10 +84,14 @@ def _entry(folder: Path, size: int, modified: float, now: float | None = None) -
             return RunEntry(folder.name, str(folder), size, modified, pid,
                             pid is not None and pid_alive(pid))
         age = (time.time() if now is None else now) - refreshed
-        return RunEntry(folder.name, str(folder), size, modified, pid, age < LEASE_TTL_SECONDS, host)
+        return RunEntry(
+            folder.name, str(folder), size, modified, pid, age < LEASE_TTL_SECONDS, host
+        )
     m = _PID.search(folder.name)
     pid = int(m.group(1)) if m else None
-    return RunEntry(folder.name, str(folder), size, modified, pid, pid is not None and pid_alive(pid))
+    return RunEntry(
+        folder.name, str(folder), size, modified, pid, pid is not None and pid_alive(pid)
+    )
 
 
 def _read_lease(path: Path) -> tuple[dict[str, Any], float] | None:
@@ -108,16 +112,27 @@ def ls(root: str = DEFAULT_RUNS_ROOT, *, now: float | None = None) -> Report:
     runs = list_runs(root)
     total = sum(r.size for r in runs)
     report = Report(command="runs ls", status="ok")
-    report.details = {"root": root, "runs": [r.to_dict() for r in runs],
-                      "total": {"runs": len(runs), "bytes": total}}
+    report.details = {
+        "root": root,
+        "runs": [r.to_dict() for r in runs],
+        "total": {"runs": len(runs), "bytes": total},
+    }
     live = sum(r.live for r in runs)
-    report.summary = [f"{len(runs)} run folders, {human_bytes(total)} in {root}"
-                      + (f" ({live} in use)" if live else "")]
+    report.summary = [
+        f"{len(runs)} run folders, {human_bytes(total)} in {root}"
+        + (f" ({live} in use)" if live else "")
+    ]
     return report
 
 
-def select(runs: list[RunEntry], *, older_than: float | None, max_size: int | None,
-           keep_last: int | None, now: float) -> list[RunEntry]:
+def select(
+    runs: list[RunEntry],
+    *,
+    older_than: float | None,
+    max_size: int | None,
+    keep_last: int | None,
+    now: float,
+) -> list[RunEntry]:
     """The folders to delete (`runs` newest first). --older-than and --max-size each select;
     --keep-last N protects the newest N and, given alone, selects all the others. A live
     folder is never selected (it still counts toward the size)."""
@@ -130,21 +145,30 @@ def select(runs: list[RunEntry], *, older_than: float | None, max_size: int | No
             continue
         if older_than is None and max_size is None:  # --keep-last alone
             chosen.append(r)
-        elif (older_than is not None and now - r.modified > older_than) or \
-                (max_size is not None and budget > max_size):
+        elif (older_than is not None and now - r.modified > older_than) or (
+            max_size is not None and budget > max_size
+        ):
             chosen.append(r)
             budget -= r.size  # deleted: no longer counts toward what is kept
     return chosen
 
 
-def prune(root: str = DEFAULT_RUNS_ROOT, *, older_than: float | None = None,
-          max_size: int | None = None, keep_last: int | None = None, yes: bool = False,
-          now: float | None = None) -> Report:
+def prune(
+    root: str = DEFAULT_RUNS_ROOT,
+    *,
+    older_than: float | None = None,
+    max_size: int | None = None,
+    keep_last: int | None = None,
+    yes: bool = False,
+    now: float | None = None,
+) -> Report:
     """Delete run folders by age, total size and count; dry run unless `yes`. Needs at least
     one criterion, so a bare `prune` never empties the folder."""
     if older_than is None and max_size is None and keep_last is None:
-        raise BadInput("prune needs --older-than, --max-size and/or --keep-last.",
-                       hint="e.g. `pgle runs prune --older-than 7d --keep-last 5`.")
+        raise BadInput(
+            "prune needs --older-than, --max-size and/or --keep-last.",
+            hint="e.g. `pgle runs prune --older-than 7d --keep-last 5`.",
+        )
     if keep_last is not None and keep_last < 0:
         raise BadInput(f"--keep-last {keep_last} is negative.")
     now = time.time() if now is None else now
@@ -163,14 +187,25 @@ def prune(root: str = DEFAULT_RUNS_ROOT, *, older_than: float | None = None,
                 errors.append(f"cannot delete {r.path}: {e.strerror or e}")
     gone = deleted if yes else chosen
     freed = sum(r.size for r in gone)
-    report = Report(command="runs prune", status="ok" if not errors else "error",
-                    exit_code=0 if not errors else 1, reasons=errors)
-    report.details = {"root": root, "dry_run": not yes, "selected": [r.to_dict() for r in chosen],
-                      "deleted": [r.name for r in deleted], "bytes": freed,
-                      "kept_live": [r.name for r in runs if r.live], "errors": errors}
-    report.summary = [f"{'deleted' if yes else 'would delete'} {len(gone)} of {len(runs)} run "
-                      f"folders ({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes "
-                                                             "to delete")]
+    report = Report(
+        command="runs prune",
+        status="ok" if not errors else "error",
+        exit_code=0 if not errors else 1,
+        reasons=errors,
+    )
+    report.details = {
+        "root": root,
+        "dry_run": not yes,
+        "selected": [r.to_dict() for r in chosen],
+        "deleted": [r.name for r in deleted],
+        "bytes": freed,
+        "kept_live": [r.name for r in runs if r.live],
+        "errors": errors,
+    }
+    report.summary = [
+        f"{'deleted' if yes else 'would delete'} {len(gone)} of {len(runs)} run "
+        f"folders ({human_bytes(freed)})" + ("" if yes else "; dry run, pass --yes to delete")
+    ]
     live = [r.name + (f" (on {r.host})" if r.host else "") for r in runs if r.live]
     if live:
         report.summary.append(f"kept {len(live)} in use by a running process: {', '.join(live)}")

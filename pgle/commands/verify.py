@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import sys
 from pathlib import Path
+from typing import cast
 
 from pgle.commands.options import VerdictOptions
 from pgle.errors import BadInput, PgleError
@@ -14,12 +16,12 @@ from pgle.evidence.xla_log import LogScanner
 from pgle.phrases import ranks_phrase
 from pgle.profiles import files
 from pgle.report import Report
-from pgle.verdicts import collectives, require, sync_converted
+from pgle.verdicts import checker, collectives, require, sync_converted
 from pgle.verdicts.across_ranks import judge_job
-from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
-from pgle.verdicts import checker
 from pgle.verdicts.origin import Origin, path_matcher
+from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts.rows import module_lines
+from pgle.verdicts.statuses import Applied
 from pgle.xla import versions
 
 
@@ -48,7 +50,9 @@ def verify(opts: VerifyOptions) -> Report:
             unreadable = str(e).rstrip(".")
     scanner = LogScanner()
     if opts.log == "-":
-        evidence = scanner.scan_stream(sys.stdin.buffer)
+        # typeshed types sys.stdin.buffer as BinaryIO, which has no readinto; CPython's is a
+        # BufferedReader.
+        evidence = scanner.scan_stream(cast(io.BufferedReader, sys.stdin.buffer))
     else:
         path = Path(opts.log)
         if not path.is_file():
@@ -78,25 +82,26 @@ def verify(opts: VerifyOptions) -> Report:
     verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
                     silence=silence, origin=origin, sol_fallback=_sol_expected(given, inference),
                     renamed=_renamed(given, inference))
-    if absent and verdict.status == "not_applied" and not evidence.reads:
+    if absent and verdict.status == Applied.NOT_APPLIED and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
-        verdict.status = "error"
-        verdict.reasons.insert(0, f"the profile {opts.profile} does not exist, and XLA gave no sign "
-                                  "of reading any profile (jax <= 0.5.3 logs nothing for a "
+        verdict.status = Applied.ERROR
+        verdict.reasons.insert(0, f"the profile {opts.profile} does not exist, and XLA gave no "
+                                  "sign of reading any profile (jax <= 0.5.3 logs nothing for a "
                                   "missing file).")
     report = Report("verify", verdict.status, modules=verdict.modules, reasons=verdict.reasons,
                     log_path=None if opts.log == "-" else str(Path(opts.log).absolute()))
     report.details.update(verdict.details)
     report.details["jax_assumed"] = assumed
     ranked = sorted({m["rank"] for m in verdict.modules if m.get("rank") is not None})
-    if ranked and verdict.status != "error" and all(m.get("rank") is not None
+    if ranked and verdict.status != Applied.ERROR and all(m.get("rank") is not None
                                                    for m in verdict.modules):
         # An `srun --label` log: one verdict per module across the ranks that logged it.
         by_rank = {r: [m for m in verdict.modules if m["rank"] == r] for r in ranked}
         status, modules, reasons = judge_job(by_rank, {r: None for r in ranked}, {})
         reasons = divergent_fingerprints(by_rank) + reasons
         report.status, report.modules, report.reasons = status, modules, reasons
-        report.details["ranks"] = [{"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked]
+        report.details["ranks"] = [
+            {"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked]
         report.summary.append(f"verdict: {status}: " + " ".join(reasons[:1]))
         report.summary += module_lines(modules)
     else:
@@ -107,7 +112,7 @@ def verify(opts: VerifyOptions) -> Report:
     newer = versions.newer_than_verified(given if given is not None else inference.low)
     if newer:
         report.warnings.append(newer)
-    if absent and verdict.status != "error":
+    if absent and verdict.status != Applied.ERROR:
         report.warnings.append(f"the profile {opts.profile} does not exist (any more)")
     if unreadable:
         report.warnings.append(f"pgle cannot read the profile ({unreadable}); the verdict rests "

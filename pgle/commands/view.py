@@ -8,10 +8,11 @@ worker when everything is local.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
-import logging
 import importlib.util
+import logging
 import os
 import subprocess
 import sys
@@ -77,10 +78,8 @@ class ViewServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.log_path)
-        except OSError:
-            pass
 
 
 def start(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
@@ -90,29 +89,37 @@ def start(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST, port: int 
     require_xprof()
     fd, log_path = tempfile.mkstemp(prefix="pgle-view-", suffix=".log")
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the pgle package
-    code = f"import sys; sys.path.insert(0, {root!r}); from pgle.commands.view import _serve; _serve()"
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); from pgle.commands.view import _serve; _serve()"
+    )
     with os.fdopen(fd, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-c", code, str(logdir), host, str(port)],
             # The child exits when this pipe closes, so it never outlives its parent.
-            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.PIPE, text=True,
-            cwd=os.path.abspath(os.sep))
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.PIPE,
+            text=True,
+            cwd=os.path.abspath(os.sep),
+        )
     line = _first_line(proc, timeout)
     if line.startswith(_READY):
         return ViewServer(proc, host, int(line.split()[1]), logdir, log_path)
     proc.kill()
     proc.wait()
-    detail = line[len(_FAILED):].strip() if line.startswith(_FAILED) else _tail(log_path)
+    detail = line[len(_FAILED) :].strip() if line.startswith(_FAILED) else _tail(log_path)
     os.unlink(log_path)
     if detail.startswith(_MISSING):
         raise PgleError(detail)
-    raise PgleError(f"XProf did not start on {host}:{port}: {detail}",
-                    hint="Pick another --port (0 = any free port)."
-                    if "in use" in detail.lower() else None)
+    raise PgleError(
+        f"XProf did not start on {host}:{port}: {detail}",
+        hint="Pick another --port (0 = any free port)." if "in use" in detail.lower() else None,
+    )
 
 
-def serve(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST,
-          port: int = DEFAULT_PORT) -> Report:
+def serve(
+    run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
+) -> Report:
     """Serve the run folder's trace until XProf exits or KeyboardInterrupt (Ctrl+C; the CLI
     turns SIGTERM into one too); status `error` (exit code 1) when XProf failed."""
     server = start(run_folder, host=host, port=port)
@@ -133,7 +140,9 @@ def serve(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST,
 
 def _first_line(proc: subprocess.Popen, timeout: float) -> str:
     out: list[str] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)
+    stdout = proc.stdout
+    assert stdout is not None  # started with stdout=PIPE
+    reader = threading.Thread(target=lambda: out.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout)
     if not out:
@@ -172,8 +181,12 @@ def _serve() -> None:
         print(f"{_FAILED} {_MISSING} ({e}): {INSTALL_HINT}", flush=True)
         sys.exit(1)
     except OSError as e:
-        print(f"{_FAILED} port {port} on {host} is in use" if e.errno == errno.EADDRINUSE
-              else f"{_FAILED} {e}", flush=True)
+        print(
+            f"{_FAILED} port {port} on {host} is in use"
+            if e.errno == errno.EADDRINUSE
+            else f"{_FAILED} {e}",
+            flush=True,
+        )
         sys.exit(1)
     except Exception as e:  # an xprof whose internals moved: say so in one line
         print(f"{_FAILED} {type(e).__name__}: {e}", flush=True)

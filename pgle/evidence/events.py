@@ -12,6 +12,7 @@ ones, and any line the bulk parser does not take, go through `json.loads`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -289,7 +290,7 @@ def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict[str, Any]]:
         # Steps and other lines in block order: the last record of an index wins.
         before = np.searchsorted(rows.line, [line_no for line_no, _ in others]).tolist()
         done = 0
-        for (_, line), upto in zip(others, before):
+        for (_, line), upto in zip(others, before, strict=True):
             if upto > done:
                 steps.add_rows(_take(rows, done, upto))
                 done = upto
@@ -505,10 +506,8 @@ def workload_exit_phrase(code: int, events: RunEvents, *, command: bool = False)
     if 128 < code < 160:
         import signal
 
-        try:
+        with contextlib.suppress(ValueError):
             killed = f", killed by {signal.Signals(code - 128).name}"
-        except ValueError:
-            pass
     if events.jax_imported is False:
         return (f"the workload exited with code {code}{killed} before importing jax (its own "
                 "code, passed through; not pgle's exit 2 for bad input)")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from pgle.cache import key_rules
 from pgle.evidence.event_kinds import Event, Log, PgleProfiled, PythonWarning
@@ -80,27 +81,35 @@ XLA_CACHES_VAR = key_rules.XLA_CACHES_VAR
 
 # -- log messages (record.getMessage()) ------------------------------------
 # DEBUG, compiler.backend_compile_and_load: auto PGLE recompiles with a non-empty profile.
-FDO_COMPILE = re.compile(r"^Compiling module (?P<module>\S+) with FDO profile of length (?P<length>\d+)$")
+FDO_COMPILE = re.compile(
+    r"^Compiling module (?P<module>\S+) with FDO profile of length (?P<length>\d+)$"
+)
 # INFO, compiler._resolve_compilation_strategy, only with EXPECT_PGLE set.
 PGLE_LOADED = re.compile(r"^PGLE-optimized (?P<module>\S+) loaded from compilation cache$")
 # DEBUG (WARNING with JAX_LOG_COMPILES), compiler.log_persistent_cache_hit; key is %r.
 CACHE_HIT = re.compile(
-    r"^Persistent compilation cache hit for '(?P<module>[^']*)' with key '(?P<key>[^']+)'$")
+    r"^Persistent compilation cache hit for '(?P<module>[^']*)' with key '(?P<key>[^']+)'$"
+)
 # DEBUG (WARNING with JAX_EXPLAIN_CACHE_MISSES), compiler.log_persistent_cache_miss.
 CACHE_MISS = re.compile(
-    r"^PERSISTENT COMPILATION CACHE MISS for '(?P<module>[^']*)' with key '(?P<key>[^']+)'$")
+    r"^PERSISTENT COMPILATION CACHE MISS for '(?P<module>[^']*)' with key '(?P<key>[^']+)'$"
+)
 # DEBUG (WARNING with JAX_EXPLAIN_CACHE_MISSES), compilation_cache.put_executable_and_time.
 CACHE_WRITE = re.compile(
-    r"^Writing (?P<module>\S+) to persistent compilation cache with key '(?P<key>[^']+)'$")
+    r"^Writing (?P<module>\S+) to persistent compilation cache with key '(?P<key>[^']+)'$"
+)
 # Reasons an executable was not written (compiler._cache_write / put_executable_and_time).
 NOT_WRITTEN_HOST_CALLBACKS = re.compile(
-    r"^Not writing persistent cache entry for '(?P<module>[^']*)' because it uses host callbacks")
+    r"^Not writing persistent cache entry for '(?P<module>[^']*)' because it uses host callbacks"
+)
 NOT_WRITTEN_COMPILE_TIME = re.compile(
     r"^Not writing persistent cache entry for '(?P<module>[^']*)' because it took < "
-    r"(?P<min>[\d.]+) seconds to compile \((?P<took>[\d.]+)s\)$")
+    r"(?P<min>[\d.]+) seconds to compile \((?P<took>[\d.]+)s\)$"
+)
 NOT_WRITTEN_SIZE = re.compile(
     r"^Not writing persistent cache entry with key '(?P<key>[^']+)' since its size "
-    r"\((?P<size>\d+) bytes\) is less than threshold \((?P<min>\d+) bytes\)$")
+    r"\((?P<size>\d+) bytes\) is less than threshold \((?P<min>\d+) bytes\)$"
+)
 NOT_WRITTEN_PROCESS = re.compile(r"^Not writing persistent cache entry since process_id != 0$")
 
 # -- warnings (str(warning.message)) ----------------------------------------
@@ -108,21 +117,28 @@ NOT_WRITTEN_PROCESS = re.compile(r"^Not writing persistent cache entry since pro
 # whose trace converted to b''. It names no module.
 EMPTY_TRACE = re.compile(r"^PGLE collected an empty trace")
 # UserWarning, compiler._resolve_compilation_strategy, EXPECT_PGLE set.
-PGLE_MISS = re.compile(r"^PERSISTENT CACHE MISS for PGLE-optimized (?P<module>\S+) despite non-PGLE hit")
+PGLE_MISS = re.compile(
+    r"^PERSISTENT CACHE MISS for PGLE-optimized (?P<module>\S+) despite non-PGLE hit"
+)
 # UserWarning, compilation_cache.put_executable_and_time, EXPECT_PGLE set.
 EXPECT_PGLE_WRITE = re.compile(
     r"^PERSISTENT CACHE WRITE with key (?P<key>(?P<module>.+)-[0-9a-f]{64}), this is unexpected "
-    r"because JAX_COMPILATION_CACHE_EXPECT_PGLE is set")
+    r"because JAX_COMPILATION_CACHE_EXPECT_PGLE is set"
+)
 # UserWarning, compiler._cache_read / _is_executable_in_cache / _cache_write.
 CACHE_READ_ERROR = re.compile(
-    r"^Error reading persistent compilation cache entry for '(?P<what>[^']*)': (?P<error>.*)$", re.S)
+    r"^Error reading persistent compilation cache entry for '(?P<what>[^']*)': (?P<error>.*)$", re.S
+)
 CACHE_WRITE_ERROR = re.compile(
-    r"^Error writing persistent compilation cache entry for '(?P<what>[^']*)': (?P<error>.*)$", re.S)
+    r"^Error writing persistent compilation cache entry for '(?P<what>[^']*)': (?P<error>.*)$", re.S
+)
 # Inside CACHE_READ_ERROR when JAX_COMPILATION_CACHE_MAX_SIZE != -1 without
 # `filelock`: JAX warns once (the first read), then silently uses no cache.
 FILELOCK_MISSING = "Please install the `filelock` package"
 # UserWarning, lru_cache.LRUCache.put: one entry larger than the size cap.
-ENTRY_OVER_CAP = re.compile(r"^Cache value for key '(?P<key>[^']+)' of size (?P<size>\d+) bytes exceeds")
+ENTRY_OVER_CAP = re.compile(
+    r"^Cache value for key '(?P<key>[^']+)' of size (?P<size>\d+) bytes exceeds"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +180,9 @@ def classify_log(message: str) -> JaxEvent | None:
         if m := pattern.match(message):
             return JaxEvent(KIND_NOT_WRITTEN, m["module"], text=message)
     if m := NOT_WRITTEN_SIZE.match(message):
-        return JaxEvent(KIND_NOT_WRITTEN, module_of_key(m["key"]), m["key"], int(m["size"]), message)
+        return JaxEvent(
+            KIND_NOT_WRITTEN, module_of_key(m["key"]), m["key"], int(m["size"]), message
+        )
     if NOT_WRITTEN_PROCESS.match(message):
         return JaxEvent(KIND_NOT_WRITTEN, text=message)
     return None
@@ -184,7 +202,9 @@ def classify_warning(message: str) -> JaxEvent | None:
         if m := pattern.match(message):
             return JaxEvent(KIND_CACHE_ERROR, text=message)
     if m := ENTRY_OVER_CAP.match(message):
-        return JaxEvent(KIND_ENTRY_OVER_CAP, module_of_key(m["key"]), m["key"], int(m["size"]), message)
+        return JaxEvent(
+            KIND_ENTRY_OVER_CAP, module_of_key(m["key"]), m["key"], int(m["size"]), message
+        )
     return None
 
 
@@ -220,7 +240,7 @@ class ModuleFacts:
                 out.append(k)
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -276,12 +296,13 @@ def summarize(records: Sequence[Event]) -> RunFacts:
             key = last_miss.get(m.module)
             if key and key not in m.pgle_keys:
                 m.pgle_keys.append(key)
-        elif ev.kind == KIND_CACHE_MISS and m:
+        # The cache events' lines always name a key (their patterns require one).
+        elif ev.kind == KIND_CACHE_MISS and m and ev.key is not None:
             m.misses.append(ev.key)
             last_miss[m.module] = ev.key
-        elif ev.kind == KIND_CACHE_HIT and m:
+        elif ev.kind == KIND_CACHE_HIT and m and ev.key is not None:
             m.hits.append(ev.key)
-        elif ev.kind == KIND_CACHE_WRITE and m:
+        elif ev.kind == KIND_CACHE_WRITE and m and ev.key is not None:
             m.writes.append(ev.key)
         elif ev.kind == KIND_NOT_WRITTEN and m:
             m.not_written.append(ev.text)
@@ -289,7 +310,7 @@ def summarize(records: Sequence[Event]) -> RunFacts:
             m.pgle_loaded = True
         elif ev.kind == KIND_PGLE_MISS and m:
             m.pgle_miss = True
-        elif ev.kind == KIND_EXPECT_PGLE_WRITE and m:
+        elif ev.kind == KIND_EXPECT_PGLE_WRITE and m and ev.key is not None:
             m.expect_writes.append(ev.key)
         elif ev.kind == KIND_EMPTY_TRACE:
             facts.empty_traces += 1

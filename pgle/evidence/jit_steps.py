@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pgle.evidence.event_kinds import JitFunctions, ScriptTrace, TraceStart, TraceStop
 from pgle.evidence.events import RunEvents
 from pgle.evidence.steps import step_times
-from pgle.evidence.event_kinds import JitFunctions, ScriptTrace, TraceStart, TraceStop
 
 
 @dataclasses.dataclass
@@ -71,7 +71,7 @@ def run_steps(events: RunEvents) -> RunSteps:
     starts = jit.starts or []
     span = _trace_span(events)
     times, left_out = [], 0
-    for i, (a, b) in enumerate(zip(starts, starts[1:])):
+    for i, (a, b) in enumerate(zip(starts, starts[1:], strict=False)):
         if i == 0 or (span is not None and a < span[1] and b > span[0]):
             left_out += 1  # the compile, or the profiler's window
             continue
@@ -94,7 +94,7 @@ def executions_by_module(events: RunEvents) -> dict[str, int]:
     return out
 
 
-def step_first(rows: list[dict], events: RunEvents) -> list[dict]:
+def step_first(rows: list[dict[str, Any]], events: RunEvents) -> list[dict[str, Any]]:
     """Module rows with the step's module first, then by executions (most first; rows of
     modules the harness never saw execute keep their order at the end). Each row gets
     `executions` where known."""

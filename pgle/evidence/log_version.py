@@ -122,12 +122,12 @@ FEATURES: tuple[tuple[str, Version | None, Version | None, str], ...] = (
      "\"Profile data detected but ... unset\" (jax 0.5.1-0.7.0)"),
     ("checker_found", (0, 4, 0), None, "an accuracy-checker block"),
     ("file_missing", (0, 6, 0), None, "\"PGLE profile file does not exist\" (jax >= 0.6)"),
-    ("found_profile", None, (0, 6, 9), "\"Found profile, using ...\" without a module name "
-     "(jax <= 0.6.2)"),
+    ("found_profile", None, (0, 6, 9), ("\"Found profile, using ...\" without a module name "
+     "(jax <= 0.6.2)")),
     ("found_profile_named", (0, 6, 3), None, "\"Found profile for module M\" (jax >= 0.7.0)"),
     ("unified_estimator", (0, 7, 1), None, "\"Using unified latency estimator\" (jax >= 0.7.2)"),
-    ("sol_fallback", (0, 9, 3), None, "\"PGLE fallback: using SolLatencyEstimator\" "
-     "(jax >= 0.10.2)"),
+    ("sol_fallback", (0, 9, 3), None, ("\"PGLE fallback: using SolLatencyEstimator\" "
+     "(jax >= 0.10.2)")),
     ("prefix:tsl", None, (0, 7, 1), "the tsl log prefix (jax <= 0.7.0)"),
     ("prefix:absl", (0, 7, 1), None, "the absl log prefix (jax >= 0.7.2)"),
     ("clones", (0, 7, 1), (0, 9, 1), "<module>-clone modules (jax 0.7.2-0.8.3)"),

@@ -1,8 +1,9 @@
 """XLA and JAX log lines that tell whether PGLE was used.
 
 Both prefix styles are understood:
-- before jax 0.7.2 (tsl): `2023-07-21 16:09:43.551741: I external/xla/.../gpu_hlo_schedule.cc:573] msg`,
-  with a thread id after the severity when TF_CPP_LOG_THREAD_ID is set;
+- before jax 0.7.2 (tsl):
+  `2023-07-21 16:09:43.551741: I external/xla/.../gpu_hlo_schedule.cc:573] msg`, with a thread
+  id after the severity when TF_CPP_LOG_THREAD_ID is set;
 - jax >= 0.7.2 (absl): `I0822 12:34:56.789012  12345 gpu_hlo_schedule.cc:538] msg`.
 An `srun --label` rank prefix (`3: `) is accepted in front of either. Lines logged before absl
 is initialised carry a zero date and the epoch time (`I0000 00:00:1732377600.123456  12 f.cc:1]`;
@@ -33,7 +34,8 @@ _ABSL = re.compile(
 # The same two prefixes anywhere in a line (after a progress bar's text), without a rank.
 _INSIDE = re.compile(
     rb"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF][\s\d]*"
-    rb"|[IWEF](?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+\d+ )[^\s\]]+:\d+\] ")
+    rb"|[IWEF](?:\d{4} \d\d:\d\d:\d\d|0000 00:00:\d+)\.\d+\s+\d+ )[^\s\]]+:\d+\] "
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +57,7 @@ def parse_prefix(line: bytes) -> LogLine | None:
         inside = _INSIDE.search(line, 1)
         if inside is None:
             return None
-        line = line[inside.start():]
+        line = line[inside.start() :]
         m = _ABSL.match(line) or _OLD.match(line)
         if m is None:
             return None
@@ -75,36 +77,47 @@ def parse_prefix(line: bytes) -> LogLine | None:
 USING_PROFILE = re.compile(r"^Using PGLE profile from (?P<path>.+?)\s*$")
 # jax 0.4.34 said "Using PGLE profile for module from fdo_profile (binary)".
 USING_FDO = re.compile(
-    r"^Using PGLE profile (?:for module )?from fdo_profile \((?P<fmt>binary|text)\)")
+    r"^Using PGLE profile (?:for module )?from fdo_profile \((?P<fmt>binary|text)\)"
+)
 # Current wording names the module; before jax 0.7.0 it did not.
 FOUND_PROFILE = re.compile(
-    r"^Found profile(?: for module (?P<module>\S+?))?, using profile guided latency estimator")
+    r"^Found profile(?: for module (?P<module>\S+?))?, using profile guided latency estimator"
+)
 FILE_MISSING = re.compile(r"^PGLE profile file does not exist: (?P<path>.+?)\s*$")
 PARSE_FAILED = re.compile(
     r"^Tried but failed to parse PGLE proto from (?P<fmt>text|binary) file '(?P<path>.*)'\. "
-    r"Error message: (?P<error>.*)$")
+    r"Error message: (?P<error>.*)$"
+)
 # jax 0.4.34: "Unable to read PGLE text proto from P: Can't parse P as text proto".
 PARSE_FAILED_OLD = re.compile(
-    r"^Unable to read PGLE (?P<fmt>text|binary) proto from (?P<path>.+?): (?P<error>.*)$")
+    r"^Unable to read PGLE (?P<fmt>text|binary) proto from (?P<path>.+?): (?P<error>.*)$"
+)
 # jax 0.4.34 spelled it "Unable to prase FDO profile" (sic).
 FDO_UNPARSABLE = re.compile(
     r"^Unable to (?:parse fdo_profile|prase FDO profile): not a valid text or binary "
-    r"ProfiledInstructionsProto")
+    r"ProfiledInstructionsProto"
+)
 MAY_NOT_APPLY = re.compile(  # jax 0.4.16 - 0.4.30; names the first profile entry not in M
     r"^PGLE profile may not applicable to the module, but will still be used : (?P<why>"
-    r"cost name (?P<name>\S+) not in module (?P<module>\S+)|.*)$")
+    r"cost name (?P<name>\S+) not in module (?P<module>\S+)|.*)$"
+)
 # VLOG(1) lines of jax >= 0.10 (SOL fallback) and >= 0.7.2 (no profile for the module).
 SOL_FALLBACK = re.compile(r"^PGLE fallback: using SolLatencyEstimator")
 MISSED_COST = re.compile(r"^PGLE missed cost for: (?P<name>\S+)")
 UNIFIED_ESTIMATOR = re.compile(r"^Using unified latency estimator")
 # jax 0.5.x-0.6.x: a profile with the LHS flag unset (the scheduler then runs anyway).
-LHS_UNSET = re.compile(r"^Profile data detected but `?xla_gpu_enable_latency_hiding_scheduler`? unset")
+LHS_UNSET = re.compile(
+    r"^Profile data detected but `?xla_gpu_enable_latency_hiding_scheduler`? unset"
+)
 FINGERPRINT = re.compile(  # VLOG(1) with TF_CPP_VMODULE=gpu_hlo_schedule=1
-    r"^Fingerprint before LHS for module (?P<module>\S+?)(?:\((?P<id>\d+)\))? = (?P<fp>[0-9a-f]{32})")
+    r"^Fingerprint before LHS for module (?P<module>\S+?)(?:\((?P<id>\d+)\))? "
+    r"= (?P<fp>[0-9a-f]{32})"
+)
 # A WARNING per module when the checker flag is set without a profile path (JAX-Toolbox
 # issue 1135, a nightly of jax ~0.4.35; tests/data/xla_gpu/public/): harmless.
 CHECKER_WITHOUT_PATH = re.compile(
-    r"^xla_gpu_pgle_accuracy_checker is set to (?P<level>\w+), but no profile path specified")
+    r"^xla_gpu_pgle_accuracy_checker is set to (?P<level>\w+), but no profile path specified"
+)
 
 # --- profile_guided_latency_estimator.cc: the accuracy checker -----------------
 # Printed only when something is missing; the block does not name the module.
@@ -160,8 +173,8 @@ CUPTI_CONTENTION = re.compile(rb"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS|CUPTI_ERROR_NO
 # - " in XLA_FLAGS", the two CUPTI errors, "missing instructions. Discarding the profile.", and
 #   "] Added pair: {", "] Found async start %": part of UNKNOWN_FLAGS, CUPTI_CONTENTION,
 #   CHECK_DISCARD and (with the prefix's closing bracket) ADDED_PAIR and ASYNC_START_SEEN
-#   themselves, so any line those match holds one, whatever printed it (the flag parser's F line, CUPTI's errors from any profiler
-#   file, the compile error in Python's traceback).
+#   themselves, so any line those match holds one, whatever printed it (the flag parser's F
+#   line, CUPTI's errors from any profiler file, the compile error in Python's traceback).
 # tests/evidence/test_logscan_prefilter.py checks, on every fixture, that the evidence from the
 # pre-filtered scan equals the evidence from feeding every line.
 MAIN = (b"gpu_hlo_schedule.cc", b"profile_guided_latency_estimator.cc")
@@ -188,7 +201,7 @@ def line_starts(data: bytes | bytearray, end: int) -> list[int]:
     return sorted(starts)
 
 
-def _lines_with(data, lit: bytes, pos: int, end: int, starts: set[int]) -> None:
+def _lines_with(data: bytes | bytearray, lit: bytes, pos: int, end: int, starts: set[int]) -> None:
     hit = data.find(lit, pos, end)
     while hit >= 0:
         starts.add(data.rfind(b"\n", 0, hit) + 1)
@@ -198,8 +211,9 @@ def _lines_with(data, lit: bytes, pos: int, end: int, starts: set[int]) -> None:
         hit = data.find(lit, nl + 1, end)
 
 
-def _lines_with_rare(data, byte: bytes, lits: tuple[bytes, ...], end: int,
-                     starts: set[int]) -> None:
+def _lines_with_rare(
+    data: bytes | bytearray, byte: bytes, lits: tuple[bytes, ...], end: int, starts: set[int]
+) -> None:
     seen = 0
     hit = data.find(byte, 0, end)
     while hit >= 0:

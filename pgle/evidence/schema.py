@@ -163,10 +163,10 @@ class HarnessSpec:
     workload: WorkloadSpec
     profile: WindowSpec | None = None  # None: no profiler
     step_name: str | None = None  # count only steps of this name
-    capture_loggers: tuple[dict, ...] = ()  # {"name": logger, "level": "DEBUG"}
+    capture_loggers: tuple[dict[str, Any], ...] = ()  # {"name": logger, "level": "DEBUG"}
     warnings_always: tuple[str, ...] = ()  # builtin warning categories never deduplicated
     observe_pgle: bool = False  # report every execution auto PGLE profiles
-    expected_xla_flags: dict | None = None  # {name: rendered flag} pgle set; checked at 1st compile
+    expected_xla_flags: dict[str, Any] | None = None
     # Count the jitted functions' executions (the step rule, step times without markers; a few
     # us per top-level call). Off where nothing reads them (auto, prewarm, the Nsight run).
     count_jits: bool = True
@@ -184,14 +184,18 @@ class HarnessSpec:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "HarnessSpec":
+    def from_json(cls, text: str) -> HarnessSpec:
         data: dict[str, Any] = json.loads(text)
         window = data.get("profile")
         return cls(
             events=data["events"],
-            workload=WorkloadSpec(**{**data["workload"],
-                                     "args": tuple(data["workload"].get("args") or ()),
-                                     "command": tuple(data["workload"].get("command") or ())}),
+            workload=WorkloadSpec(
+                **{
+                    **data["workload"],
+                    "args": tuple(data["workload"].get("args") or ()),
+                    "command": tuple(data["workload"].get("command") or ()),
+                }
+            ),
             profile=WindowSpec(**window) if window else None,
             step_name=data.get("step_name"),
             capture_loggers=tuple(data.get("capture_loggers") or ()),
@@ -200,7 +204,8 @@ class HarnessSpec:
             expected_xla_flags=data.get("expected_xla_flags"),
             count_jits=bool(data.get("count_jits", True)),
             hold=bool(data.get("hold")),
-            hold_timeout_s=float(data.get("hold_timeout_s") or 900.0))
+            hold_timeout_s=float(data.get("hold_timeout_s") or 900.0),
+        )
 
     def with_args_from(self, value: str | None) -> HarnessSpec:
         """The spec with the workload's real arguments (`WORKLOAD_ARGS`'s JSON list), where

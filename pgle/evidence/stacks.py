@@ -34,21 +34,56 @@ import linecache
 import os
 import re
 import sysconfig
+from typing import Any
 
-_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[[^\]]*\])? \(most recent call first\):")
+_THREAD = re.compile(
+    r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[[^\]]*\])? \(most recent call first\):"
+)
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 
 # jax functions in which the main thread waits for the device (jax 0.4.35-0.12).
-_DEVICE_WAITS = frozenset({
-    "block_until_ready", "_block_until_ready", "__array__", "_value", "device_get",
-    "_single_device_array_to_np_array", "effects_barrier", "wait_for_tokens", "_execute",
-    "__call__", "call_impl_cache_miss", "_pjit_call_impl", "cache_miss", "_python_pjit_helper",
-    "__float__", "__int__", "item", "tolist", "_copy_single_device_array_to_host_async",
-})
-_COMPILES = frozenset({"backend_compile", "backend_compile_and_load", "compile_or_get_cached",
-                       "_cached_compilation", "from_hlo", "compile"})
-_BARRIERS = frozenset({"sync_global_devices", "process_allgather", "broadcast_one_to_all",
-                       "assert_equal", "wait_at_barrier"})
+_DEVICE_WAITS = frozenset(
+    {
+        "block_until_ready",
+        "_block_until_ready",
+        "__array__",
+        "_value",
+        "device_get",
+        "_single_device_array_to_np_array",
+        "effects_barrier",
+        "wait_for_tokens",
+        "_execute",
+        "__call__",
+        "call_impl_cache_miss",
+        "_pjit_call_impl",
+        "cache_miss",
+        "_python_pjit_helper",
+        "__float__",
+        "__int__",
+        "item",
+        "tolist",
+        "_copy_single_device_array_to_host_async",
+    }
+)
+_COMPILES = frozenset(
+    {
+        "backend_compile",
+        "backend_compile_and_load",
+        "compile_or_get_cached",
+        "_cached_compilation",
+        "from_hlo",
+        "compile",
+    }
+)
+_BARRIERS = frozenset(
+    {
+        "sync_global_devices",
+        "process_allgather",
+        "broadcast_one_to_all",
+        "assert_equal",
+        "wait_at_barrier",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,14 +126,20 @@ def parse(text: str) -> list[Thread]:
             continue
         frame = _FRAME.match(line)
         if frame and threads:
-            threads[-1].frames.append(Frame(_unescape(frame.group(1)), int(frame.group(2)),
-                                            _unescape(frame.group(3))))
+            threads[-1].frames.append(
+                Frame(_unescape(frame.group(1)), int(frame.group(2)), _unescape(frame.group(3)))
+            )
     return threads
 
 
-_LIBRARY_DIRS = tuple(os.path.abspath(p) for p in {
-    sysconfig.get_paths().get("stdlib") or "", sysconfig.get_paths().get("platstdlib") or "",
-} if p)
+_LIBRARY_DIRS = tuple(
+    os.path.abspath(p)
+    for p in {
+        sysconfig.get_paths().get("stdlib") or "",
+        sysconfig.get_paths().get("platstdlib") or "",
+    }
+    if p
+)
 
 
 def is_library(path: str) -> bool:
@@ -135,44 +176,69 @@ class Phase:
     text: str  # the phrase for the message
 
 
-def phase(threads: list[Thread], main: str | None = None,
-          compiling: dict | None = None) -> Phase:
+def phase(
+    threads: list[Thread], main: str | None = None, compiling: dict[str, Any] | None = None
+) -> Phase:
     """Name what one process was doing. `main`: the main thread's ident (hex); `compiling`:
     the compile the events show in flight ({module, fdo}), if any."""
     for t in threads:
         if any(f.function == "_share_fdo_profiles" for f in t.frames):
-            return Phase("fdo_profile_wait", "waiting for the shared FDO profile (auto PGLE: "
-                         "the process with the lowest id publishes each module's profile "
-                         "through jax.distributed's key-value store; it has not)")
+            return Phase(
+                "fdo_profile_wait",
+                "waiting for the shared FDO profile (auto PGLE: "
+                "the process with the lowest id publishes each module's profile "
+                "through jax.distributed's key-value store; it has not)",
+            )
     if compiling:
         module = compiling.get("module") or "a module"
         if compiling.get("fdo"):
-            return Phase("fdo_recompile", f"the FDO recompile of {module} (auto PGLE's "
-                         "recompile with the collected profile)")
+            return Phase(
+                "fdo_recompile",
+                f"the FDO recompile of {module} (auto PGLE's recompile with the collected profile)",
+            )
         return Phase("compiling", f"compiling {module}")
-    main_thread = next((t for t in threads if main and t.ident == main.lower()), None) or \
-        next((t for t in threads if t.current), None) or (threads[0] if threads else None)
+    main_thread = (
+        next((t for t in threads if main and t.ident == main.lower()), None)
+        or next((t for t in threads if t.current), None)
+        or (threads[0] if threads else None)
+    )
     for t in threads:
         files = {f.file.replace("\\", "/") for f in t.frames}
         if any(p.endswith("jax/_src/callback.py") for p in files):
-            return Phase("host_callback", "in a host callback (jax.pure_callback/io_callback), "
-                         "the user's code at " + _describe_user(_user_frame(t.frames)))
+            return Phase(
+                "host_callback",
+                "in a host callback (jax.pure_callback/io_callback), "
+                "the user's code at " + _describe_user(_user_frame(t.frames)),
+            )
     for t in threads:
         for i, f in enumerate(t.frames):
             if f.function in _BARRIERS or "wait_at_barrier" in f.source():
                 user = _user_frame(t.frames[i:])
-                return Phase("barrier", "at a barrier a peer has not reached "
-                             f"({f.function}), called at {_describe_user(user)}")
+                return Phase(
+                    "barrier",
+                    "at a barrier a peer has not reached "
+                    f"({f.function}), called at {_describe_user(user)}",
+                )
     if main_thread is not None and main_thread.frames:
         top = main_thread.frames[0]
         if any(_in_jax(f) and f.function in _COMPILES for f in main_thread.frames[:3]):
-            return Phase("compiling", "compiling (in jax's compile at "
-                         + _describe_user(_user_frame(main_thread.frames)) + ")")
-        if _in_jax(top) or any(_in_jax(f) and f.function in _DEVICE_WAITS
-                               for f in main_thread.frames[:2]):
-            return Phase("collective", "waiting for the device: in a collective (or a kernel "
-                         "that does not end), the main thread at "
-                         + _describe_user(_user_frame(main_thread.frames)))
-        return Phase("user_code", "in the user's code at "
-                     + _describe_user(_user_frame(main_thread.frames) or top))
+            return Phase(
+                "compiling",
+                "compiling (in jax's compile at "
+                + _describe_user(_user_frame(main_thread.frames))
+                + ")",
+            )
+        if _in_jax(top) or any(
+            _in_jax(f) and f.function in _DEVICE_WAITS for f in main_thread.frames[:2]
+        ):
+            return Phase(
+                "collective",
+                "waiting for the device: in a collective (or a kernel "
+                "that does not end), the main thread at "
+                + _describe_user(_user_frame(main_thread.frames)),
+            )
+        return Phase(
+            "user_code",
+            "in the user's code at " + _describe_user(_user_frame(main_thread.frames) or top),
+        )
     return Phase("unknown", "doing something pgle cannot see (no Python frame was dumped)")

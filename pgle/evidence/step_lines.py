@@ -111,7 +111,9 @@ def _matches(words: np.ndarray, at: np.ndarray, literal: bytes, size: int) -> np
     return ok
 
 
-def _prefixed(words: np.ndarray, starts: np.ndarray, literals: tuple[bytes, ...], size: int):
+def _prefixed(
+    words: np.ndarray, starts: np.ndarray, literals: tuple[bytes, ...], size: int
+) -> list[np.ndarray]:
     """For each literal, whether each line starts with it; the words at the lines' starts are
     gathered once for all literals (lines start inside the block, the view reaches past it)."""
     longest = max(len(x) for x in literals)
@@ -143,15 +145,17 @@ def _integers(buf: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarr
     value = np.zeros(start.size, np.int64)
     for k in range(int(count.max()) if count.size else 0):
         on = k < count
-        value = np.where(on, value * 10 + (buf[np.minimum(start + k, buf.size - 1)].astype(np.int64) - 48),
-                         value)
+        value = np.where(
+            on, value * 10 + (buf[np.minimum(start + k, buf.size - 1)].astype(np.int64) - 48), value
+        )
     return value
 
 
 def _json_int(buf: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Digit runs JSON accepts as integers: 1.._DIGITS digits, no leading zero."""
     first = buf[np.minimum(start, buf.size - 1)]
-    return (count >= 1) & (count <= _DIGITS) & ((count == 1) | (first != 48))
+    ok: np.ndarray = (count >= 1) & (count <= _DIGITS) & ((count == 1) | (first != 48))
+    return ok
 
 
 def parse_chunk(block: bytes) -> tuple[StepRows, list[tuple[int, bytes]], int]:
@@ -171,7 +175,9 @@ def parse_chunk(block: bytes) -> tuple[StepRows, list[tuple[int, bytes]], int]:
 
     # t: up to the first comma, by JSON's number grammar.
     t0 = s + len(ENTER)
-    window = buf[np.minimum(t0.astype(np.int32)[:, None] + np.arange(_T_WIDTH, dtype=np.int32), buf.size - 1)]
+    window = buf[
+        np.minimum(t0.astype(np.int32)[:, None] + np.arange(_T_WIDTH, dtype=np.int32), buf.size - 1)
+    ]
     is_comma = window == 44
     t_len = np.where(is_comma.any(axis=1), is_comma.argmax(axis=1), 0)
     ok &= (t_len > 0) & (t0 + t_len < e)
@@ -188,7 +194,9 @@ def parse_chunk(block: bytes) -> tuple[StepRows, list[tuple[int, bytes]], int]:
     ok &= buf[np.maximum(e - 1, 0)] == ord("}")
     i_count = _trailing_digits(buf, e - 1, name0)
     i_start = e - 1 - i_count
-    ok &= _json_int(buf, i_start, i_count) & _matches(words, i_start - len(INDEX_KEY), INDEX_KEY, size)
+    ok &= _json_int(buf, i_start, i_count) & _matches(
+        words, i_start - len(INDEX_KEY), INDEX_KEY, size
+    )
     num_end = i_start - len(INDEX_KEY)
     num_null = _matches(words, num_end - len(NULL), NULL, size)
     n_count = _trailing_digits(buf, num_end, name0)
@@ -202,29 +210,53 @@ def parse_chunk(block: bytes) -> tuple[StepRows, list[tuple[int, bytes]], int]:
     name_len = name_end - name0
     ok &= (name_len >= 0) & (name_len <= _NAME_WIDTH)
     width = max(int(name_len[ok].max()), 1) if ok.any() else 1
-    cols = np.minimum(name0.astype(np.int32)[:, None] + np.arange(width, dtype=np.int32), buf.size - 1)
+    cols = np.minimum(
+        name0.astype(np.int32)[:, None] + np.arange(width, dtype=np.int32), buf.size - 1
+    )
     inside = np.arange(width)[None, :] < name_len[:, None]
     raw = np.where(inside, buf[cols], 0).astype(np.uint8)
     plain = (raw >= 0x20) & (raw < 0x7F) & (raw != ord('"')) & (raw != ord("\\"))
     ok &= (plain | ~inside).all(axis=1)
 
     good = np.flatnonzero(ok)
-    rows = _decode(buf, enter[good], text[good], raw[good], i_start[good],
-                   i_count[good], num_null[good], num_end[good] - n_count[good], n_count[good],
-                   negative[good])
+    rows = _decode(
+        buf,
+        enter[good],
+        text[good],
+        raw[good],
+        i_start[good],
+        i_count[good],
+        num_null[good],
+        num_end[good] - n_count[good],
+        n_count[good],
+        negative[good],
+    )
     taken = np.zeros(n_lines, bool)
     taken[enter[good]] = True
     taken |= is_exit
-    others = [(k, block[starts[k]:ends[k]]) for k in np.flatnonzero(~taken).tolist()]
+    others = [(k, block[starts[k] : ends[k]]) for k in np.flatnonzero(~taken).tolist()]
     return rows, others, int(is_exit.sum())
 
 
-def _decode(buf, line, text, raw, i_start, i_count, num_null, num_start, n_count,
-            negative) -> StepRows:
+def _decode(
+    buf: np.ndarray,
+    line: np.ndarray,
+    text: np.ndarray,
+    raw: np.ndarray,
+    i_start: np.ndarray,
+    i_count: np.ndarray,
+    num_null: np.ndarray,
+    num_start: np.ndarray,
+    n_count: np.ndarray,
+    negative: np.ndarray,
+) -> StepRows:
     # numpy's string-to-double cast rounds correctly, as float() does (checked on millions of
     # reprs, numpy 2.4): the same double json.loads gives.
-    t = np.ascontiguousarray(text).view(f"S{_T_WIDTH}").ravel().astype(np.float64) if line.size \
+    t = (
+        np.ascontiguousarray(text).view(f"S{_T_WIDTH}").ravel().astype(np.float64)
+        if line.size
         else np.zeros(0, np.float64)
+    )
     index = _integers(buf, i_start, i_count)
     step_num = _integers(buf, num_start, np.where(num_null, 0, n_count))
     step_num = np.where(negative, -step_num, step_num)
@@ -238,5 +270,12 @@ def _decode(buf, line, text, raw, i_start, i_count, num_null, num_start, n_count
         else:
             distinct, name = np.unique(texts, return_inverse=True)
         names = [d.decode("ascii") for d in distinct.tolist()]
-    return StepRows(line=line, index=index, t=t, name=name.astype(np.int64), names=names,
-                    step_num=step_num, num_null=num_null)
+    return StepRows(
+        line=line,
+        index=index,
+        t=t,
+        name=name.astype(np.int64),
+        names=names,
+        step_num=step_num,
+        num_null=num_null,
+    )

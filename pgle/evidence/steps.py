@@ -8,6 +8,7 @@ job sees. Step 0 (compilation) and profiled steps are left out.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from pgle.evidence.events import Step, Steps
 
@@ -18,7 +19,7 @@ def step_times(steps: Sequence[Step], exclude: Collection[int] = frozenset()) ->
     if isinstance(steps, Steps) and len(steps) > 1:
         return _step_times_columns(steps, exclude)
     times = []
-    for a, b in zip(steps, steps[1:]):
+    for a, b in zip(steps, steps[1:], strict=False):
         if a.index == 0 or a.index in exclude:
             continue
         times.append(b.t_enter - a.t_enter)
@@ -33,15 +34,17 @@ def _step_times_columns(steps: Steps, exclude: Collection[int]) -> list[float]:
                 if index[k] != 0 and index[k] not in exclude]
     import numpy as np
 
-    i = np.frombuffer(index, np.int64) if not isinstance(index, np.ndarray) else index
-    v = np.frombuffer(t, np.float64) if not isinstance(t, np.ndarray) else t
+    # Steps keeps its columns as array.array or numpy arrays: no copy for either.
+    i = np.asarray(index, np.int64)
+    v = np.asarray(t, np.float64)
     keep = i[:-1] != 0
     if exclude:
         keep &= ~np.isin(i[:-1], np.fromiter(exclude, np.int64, len(exclude)))
-    return (v[1:] - v[:-1])[keep].tolist()  # IEEE subtraction: the floats of the loop above
+    times: list[float] = (v[1:] - v[:-1])[keep].tolist()  # IEEE: the loop's floats above
+    return times
 
 
-def summarize(times: list[float]) -> dict | None:
+def summarize(times: list[float]) -> dict[str, Any] | None:
     if not times:
         return None
     ordered = sorted(times)

@@ -26,9 +26,10 @@ profile lookup and, with one file, their own `Found profile` and checker block.
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO, Iterable
 
 from pgle.evidence import logscan
 from pgle.xla.hlo_names import is_communication
@@ -44,7 +45,7 @@ LONG_LINE_TAIL = 64 << 10
 _JAX_MODULE_NAME = re.compile(r"^(?:jit|pjit|pmap|xmap|xla_computation|shard_map)_")
 
 
-def _literal_start(pattern: re.Pattern) -> str:
+def _literal_start(pattern: re.Pattern[str]) -> str:
     """The text every match of an anchored pattern starts with (up to its first operator)."""
     text = pattern.pattern.removeprefix("^")
     for i, c in enumerate(text):
@@ -113,7 +114,7 @@ class _Thread:
     current: ModuleEvidence | None = None
     expect_names: int = 0
     sol_fallback: bool = False
-    unreadable: tuple[int, str] | None = None  # (index in parse_errors, fingerprint) of a <fp>.pbtxt
+    unreadable: tuple[int, str] | None = None
     fallback_from: str | None = None
     # The module whose post-scheduling lines (`Added pair`) follow: the newest module of the
     # thread, known only where the VLOG fingerprint line marks where each module begins (a
@@ -129,7 +130,8 @@ class Evidence:
     reads: list[str] = dataclasses.field(default_factory=list)  # `Using PGLE profile from`
     missing_files: list[str] = dataclasses.field(default_factory=list)
     parse_errors: list[str] = dataclasses.field(default_factory=list)
-    # "Found N missing instructions. Discarding the profile." (ERROR strictness): the compile failed.
+    # "Found N missing instructions. Discarding the profile." (ERROR strictness): the compile
+    # failed.
     discards: list[str] = dataclasses.field(default_factory=list)
     unknown_flags: list[str] = dataclasses.field(default_factory=list)  # XLA aborted on them
     info_lines: int = 0  # XLA INFO lines seen: none while checker lines show = INFO hidden
@@ -161,7 +163,8 @@ class LogScanner:
 
     def __init__(self) -> None:
         self.evidence = Evidence()
-        self._threads: dict[tuple, _Thread] = {}
+        # (rank, thread id) -> that thread's state
+        self._threads: dict[tuple[int | None, str | None], _Thread] = {}
         self._line: logscan.LogLine | None = None
         self._finished = False
 
@@ -170,7 +173,7 @@ class LogScanner:
         with open(path, "rb", buffering=0) as f:
             return self.scan_stream(f)
 
-    def scan_stream(self, f: BinaryIO) -> Evidence:
+    def scan_stream(self, f: io.RawIOBase | io.BufferedIOBase) -> Evidence:
         """Feed the lines holding a pre-filter literal (logscan.ANCHORS), in order.
 
         One buffer is reused for the whole log (readinto: no allocation or copy of each block);
@@ -191,7 +194,7 @@ class LogScanner:
                     self.evidence.long_lines += 1
                     self._scan_block(buf, kept)
                     long_line = True
-                buf[:LONG_LINE_TAIL] = buf[kept - LONG_LINE_TAIL:kept]  # same length: no resize
+                buf[:LONG_LINE_TAIL] = buf[kept - LONG_LINE_TAIL : kept]  # same length: no resize
                 kept = LONG_LINE_TAIL
             end = kept
             with memoryview(buf) as view:
@@ -206,7 +209,7 @@ class LogScanner:
             if cut:
                 long_line = False
                 self._scan_block(buf, cut)
-                buf[:end - cut] = buf[cut:end]  # same length: the buffer is not resized
+                buf[: end - cut] = buf[cut:end]  # same length: the buffer is not resized
                 kept = end - cut
             else:
                 kept = end
@@ -224,7 +227,7 @@ class LogScanner:
         a block without one costs a few C-level searches and no Python work per line."""
         for start in logscan.line_starts(data, end):
             nl = data.find(b"\n", start, end)
-            self.feed(bytes(data[start:end if nl < 0 else nl]))
+            self.feed(bytes(data[start : end if nl < 0 else nl]))
 
     # -- the state machine ------------------------------------------------------
     def feed(self, raw: bytes) -> None:
@@ -238,7 +241,7 @@ class LogScanner:
             text = raw.decode("utf-8", "replace")
             if m := logscan.CHECK_DISCARD.search(text):
                 ev.pgle_lines += 1
-                ev.discards.append(text[m.start():].strip())
+                ev.discards.append(text[m.start() :].strip())
                 self._mark_discarded()
             return
         if line.severity == "I":
@@ -247,8 +250,12 @@ class LogScanner:
         state = self._threads.get(key)
         if state is None:
             state = self._threads[key] = _Thread()
-        if line.thread is not None and line.thread not in ev.thread_ids \
-                and len(ev.thread_ids) < 256 and line.file in _XLA_GPU_FILES:
+        if (
+            line.thread is not None
+            and line.thread not in ev.thread_ids
+            and len(ev.thread_ids) < 256
+            and line.file in _XLA_GPU_FILES
+        ):
             ev.thread_ids.append(line.thread)
         msg = line.message
         if state.expect_names:
@@ -270,6 +277,7 @@ class LogScanner:
         which prefix style (what tells the jax version that wrote it)."""
         words = self.evidence.wording
         line = self._line
+        assert line is not None  # set by feed() before any message is read
         if kind not in words:
             words[kind] = line.lineno
         style = "absl" if line.absl else "tsl"
@@ -282,11 +290,15 @@ class LogScanner:
         if not msg.startswith(_MESSAGE_STARTS):
             return  # the scheduler's other lines
         ev = self.evidence
+        assert self._line is not None  # set by feed() before any message is read
         thread = self._line.thread
         if m := logscan.FINGERPRINT.match(msg):
             self._flush_fingerprint(state, rank, thread)
-            state.fingerprint = (m.group("module"), m.group("fp"),
-                                 int(m.group("id")) if m.group("id") else None)
+            state.fingerprint = (
+                m.group("module"),
+                m.group("fp"),
+                int(m.group("id")) if m.group("id") else None,
+            )
             state.scheduled, state.began = None, True
             ev.pgle_lines += 1
             ev.fingerprint_lines += 1
@@ -302,7 +314,12 @@ class LogScanner:
             ev.pgle_lines += 1
             self._seen("using")
             fm = _FINGERPRINT_FILE.match(Path(state.using).name)
-            if state.unreadable and fm and fm.group(2) == "pb" and fm.group(1) == state.unreadable[1]:
+            if (
+                state.unreadable
+                and fm
+                and fm.group(2) == "pb"
+                and fm.group(1) == state.unreadable[1]
+            ):
                 # <fp>.pbtxt did not parse and XLA read <fp>.pb: the normal lookup order.
                 index, _ = state.unreadable
                 state.fallback_from = ev.parse_errors[index].rsplit(": ", 1)[0]
@@ -319,10 +336,17 @@ class LogScanner:
             if fp is None and state.using:
                 fm = _FINGERPRINT_FILE.match(Path(state.using).name)
                 fp = fm.group(1) if fm else None
-            state.current = ModuleEvidence(module, rank, fp, state.using, found_profile=True,
-                                           ordinal=sum(1 for x in ev.modules if x.found_profile) + 1,
-                                           module_id=module_id, thread=thread,
-                                           fallback_from=state.fallback_from)
+            state.current = ModuleEvidence(
+                module,
+                rank,
+                fp,
+                state.using,
+                found_profile=True,
+                ordinal=sum(1 for x in ev.modules if x.found_profile) + 1,
+                module_id=module_id,
+                thread=thread,
+                fallback_from=state.fallback_from,
+            )
             ev.modules.append(state.current)
             state.current.sol_fallback, state.sol_fallback = state.sol_fallback, False
             # Where this module's own fingerprint line began it, its post-scheduling lines
@@ -351,11 +375,22 @@ class LogScanner:
                 ev.missing_files.append(path)
             elif fm.group(2) == "pb":
                 # XLA looks for <fp>.pbtxt, then <fp>.pb: both gone means no profile for it.
-                module, module_id = (state.fingerprint[0], state.fingerprint[2]) \
-                    if state.fingerprint else (None, None)
-                ev.modules.append(ModuleEvidence(module, rank, fm.group(1), path,
-                                                 no_profile_file=True, module_id=module_id,
-                                                 thread=thread))
+                module, module_id = (
+                    (state.fingerprint[0], state.fingerprint[2])
+                    if state.fingerprint
+                    else (None, None)
+                )
+                ev.modules.append(
+                    ModuleEvidence(
+                        module,
+                        rank,
+                        fm.group(1),
+                        path,
+                        no_profile_file=True,
+                        module_id=module_id,
+                        thread=thread,
+                    )
+                )
                 state.fingerprint = None
         elif m := (logscan.PARSE_FAILED.match(msg) or logscan.PARSE_FAILED_OLD.match(msg)):
             ev.pgle_lines += 1
@@ -402,8 +437,9 @@ class LogScanner:
             self._seen("added_pair" if pair else "async_start_seen")
             ev.added_pairs += pair
             if state.scheduled is not None:
-                (state.scheduled.converted_pairs if pair
-                 else state.scheduled.async_starts_seen).append(m.group("start"))
+                (
+                    state.scheduled.converted_pairs if pair else state.scheduled.async_starts_seen
+                ).append(m.group("start"))
             elif not state.began:
                 ev.unattributed_pairs += pair
             # else: a module that read no profile (its fingerprint line began it): no row
@@ -412,9 +448,17 @@ class LogScanner:
         """The thread's previous module printed its fingerprint line and nothing else."""
         if state.fingerprint is not None:
             module, fp, module_id = state.fingerprint
-            self.evidence.modules.append(ModuleEvidence(
-                module, rank, fp, None, module_id=module_id, thread=thread,
-                fingerprint_only=True))
+            self.evidence.modules.append(
+                ModuleEvidence(
+                    module,
+                    rank,
+                    fp,
+                    None,
+                    module_id=module_id,
+                    thread=thread,
+                    fingerprint_only=True,
+                )
+            )
             state.fingerprint = None
 
     def _mark_discarded(self) -> None:
@@ -452,9 +496,14 @@ class LogScanner:
         profile" lines (without one): it belongs to the newest thread-less module that has
         no block yet."""
         plain = self._threads.get((rank, None))
-        if plain is not None and plain is not state and plain.current is not None \
-                and plain.current is not state.current \
-                and plain.current.checker_found is None and plain.current.checker_missing is None:
+        if (
+            plain is not None
+            and plain is not state
+            and plain.current is not None
+            and plain.current is not state.current
+            and plain.current.checker_found is None
+            and plain.current.checker_missing is None
+        ):
             state.current = plain.current
         elif state.current is not None and state.current.checker_found is not None:
             # A second block with no "Found profile" between (the INFO log hidden): a new module.
@@ -479,7 +528,7 @@ def _classify_sub_compiles(ev: Evidence) -> None:
     scheduled after it was created during that module's compile. Without ids: where the log
     names modules the way JAX does (`jit_<fn>`), the modules named otherwise are XLA's own;
     `<M>-clone` is always the combiner's copy of M."""
-    threads: dict[tuple, list[ModuleEvidence]] = {}
+    threads: dict[tuple[int | None, str | None], list[ModuleEvidence]] = {}
     for m in ev.modules:
         threads.setdefault((m.rank, m.thread), []).append(m)
     for seq in threads.values():

@@ -35,20 +35,17 @@ import logging
 import socket
 import time
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, PgleError
-from pgle.jobs import folder
-from pgle.jobs import kv
-from pgle.jobs import layout
-from pgle.jobs import ranks
+from pgle.jobs import folder, kv, layout, ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
 from pgle.jobs.ranks import RankInfo
-from pgle.phrases import ranks_phrase
 from pgle.launch import execution
+from pgle.phrases import ranks_phrase
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, grouped
 
@@ -89,7 +86,8 @@ def run(wf: Workflow, opts, job_opts: JobOptions | None = None, *,
     info = ranks.detect(environ)
     if not info.is_multiprocess:
         return _alone(wf, opts, info, environ, job_opts)
-    rank = RankRun(wf.command, info, layout.job_dir(info, job_opts), job_opts.gather_timeout_s,
+    rank = RankRun(wf.command, info, folder.job_dir_for(info, explicit=job_opts.job_dir),
+                   job_opts.gather_timeout_s,
                    stall_timeout_s=job_opts.stall_timeout_s, gather=job_opts.gather)
     return rank.run(wf, opts, environ)
 
@@ -365,10 +363,8 @@ class RankRun:
         report = Report(self.command.split(":")[-1], "error", exit_code=code,
                         reasons=[f"rank 0 could not build the job report: {message}"])
         report.details["pgle_error"] = message
-        try:
+        with contextlib.suppress(OSError):
             write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
-        except OSError:
-            pass
 
     def _record_failure(self, code: int, message: str) -> None:
         """A rank that fails in pgle itself still tells its peers (they stop their workloads
@@ -473,14 +469,17 @@ class RankRun:
         if errors:
             r, rep = errors[0]
             report.exit_code = int(rep["exit_code"])
-            text = f"pgle failed on {ranks_phrase(x for x, _ in errors)} (rank {r}: exit {rep['exit_code']})"
+            failed = ranks_phrase(x for x, _ in errors)
+            text = f"pgle failed on {failed} (rank {r}: exit {rep['exit_code']})"
             report.reasons.append(text + ".")
             report.summary.append(text)
             return
         if missing:
             report.exit_code = EXIT_ERROR
-            text = (f"{ranks_phrase(missing)} never reported within --gather-timeout "
-                    f"{self.gather_timeout_s:g} s: the job verdict covers the other ranks only")
+            text = (
+                f"{ranks_phrase(missing)} never reported within --gather-timeout "
+                f"{self.gather_timeout_s:g} s: the job verdict covers the other ranks only"
+            )
             report.reasons.append(text + ".")
             report.summary.append(text)
 
@@ -506,13 +505,16 @@ class RankRun:
                     raise PgleError(f"rank 0 failed, so there is no job report: {why}")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise PgleError(f"rank 0 wrote no job report {path} within --gather-timeout "
-                                f"{self.gather_timeout_s:g} s.")
+                raise PgleError(
+                    f"rank 0 wrote no job report {path} within --gather-timeout "
+                    f"{self.gather_timeout_s:g} s."
+                )
             time.sleep(min(interval, left))
             interval = min(interval * 1.5, 0.5)
 
 
 # -- a non-leader's report -------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class QuietReport(Report):
@@ -522,12 +524,21 @@ class QuietReport(Report):
     full: dict | None = None
 
     @classmethod
-    def of(cls, report: Report, line: str) -> "QuietReport":
-        return cls(report.command, report.status, exit_code=report.exit_code,
-                   workload_exit_code=report.workload_exit_code, profile=report.profile,
-                   log_path=report.log_path, trace_dir=report.trace_dir, run_dir=report.run_dir,
-                   modules=report.modules, reasons=report.reasons, summary=[line],
-                   full=json.loads(report.to_json()))
+    def of(cls, report: Report, line: str) -> QuietReport:
+        return cls(
+            report.command,
+            report.status,
+            exit_code=report.exit_code,
+            workload_exit_code=report.workload_exit_code,
+            profile=report.profile,
+            log_path=report.log_path,
+            trace_dir=report.trace_dir,
+            run_dir=report.run_dir,
+            modules=report.modules,
+            reasons=report.reasons,
+            summary=[line],
+            full=json.loads(report.to_json()),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.full or {})

@@ -123,7 +123,8 @@ def _stamp() -> dict[str, Any]:
 def _write_json(path: Path, data: Mapping[str, Any]) -> Path:
     from pgle.redact import redact_json
 
-    return write_text_atomic(path, json.dumps(redact_json(data), sort_keys=True, default=str) + "\n")
+    text = json.dumps(redact_json(data), sort_keys=True, default=str)
+    return write_text_atomic(path, text + "\n")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -141,16 +142,29 @@ def mark_started(job_dir: os.PathLike | str, info: RankInfo) -> Path:
     from an earlier launch, and mixing the two would gather stale reports.
     """
     job_dir = Path(job_dir)
-    stale = [p.name for p in (start_path(job_dir, info.rank), exit_path(job_dir, info.rank),
-                              report_path(job_dir, info.rank), failed_path(job_dir, info.rank))
-             if p.exists()]
+    stale = [
+        p.name
+        for p in (
+            start_path(job_dir, info.rank),
+            exit_path(job_dir, info.rank),
+            report_path(job_dir, info.rank),
+            failed_path(job_dir, info.rank),
+        )
+        if p.exists()
+    ]
     if stale:
         raise BadInput(
             f"job folder {job_dir} already holds {', '.join(stale)} from an earlier launch.",
             hint="Use a new job folder (the default one is per SLURM job step) or remove it.",
         )
-    data = {"rank": info.rank, "local_rank": info.local_rank, "node_id": info.node_id,
-            "world_size": info.world_size, "job": info.job_key, **_stamp()}
+    data = {
+        "rank": info.rank,
+        "local_rank": info.local_rank,
+        "node_id": info.node_id,
+        "world_size": info.world_size,
+        "job": info.job_key,
+        **_stamp(),
+    }
     return _write_json(start_path(job_dir, info.rank), data)
 
 
@@ -174,7 +188,8 @@ def mark_exit(
 
 
 def write_report(job_dir: os.PathLike | str, rank: int, report: Any) -> Path:
-    """Write this rank's report: a JSON-able dict, or an object with to_dict() (pgle.report.Report)."""
+    """Write this rank's report: a JSON-able dict, or an object with to_dict()
+    (pgle.report.Report)."""
     data = report.to_dict() if hasattr(report, "to_dict") else dict(report)
     return _write_json(report_path(job_dir, rank), data)
 
@@ -294,9 +309,11 @@ def gather(
         if now >= next_line:
             next_line = now + progress_every_s
             waiting = [r for r in range(world_size) if r not in reports]
-            log.info(f"waiting for {len(waiting)} of {plural(world_size, 'rank report')} "
-                     f"({ranks_phrase(waiting[:8])}{', ...' if len(waiting) > 8 else ''}); "
-                     f"{now - started:.0f} s of the {timeout_s:.0f} s gather timeout")
+            log.info(
+                f"waiting for {len(waiting)} of {plural(world_size, 'rank report')} "
+                f"({ranks_phrase(waiting[:8])}{', ...' if len(waiting) > 8 else ''}); "
+                f"{now - started:.0f} s of the {timeout_s:.0f} s gather timeout"
+            )
         time.sleep(min(interval, left))
         interval = min(interval * 1.5, max_poll_s)
     missing = [r for r in range(world_size) if r not in reports]
@@ -322,14 +339,24 @@ def describe_missing(job_dir: os.PathLike | str, ranks: list[int]) -> dict[int, 
         elif rank in listing["exit"]:
             try:
                 data = _read_json(exit_path(job_dir, rank))
-                why = f" (stopped because rank {data['stopped_for']} failed)" if data.get("stopped_for") is not None else ""
-                out[rank] = f"workload exited with code {data.get('exit_code')} on {data.get('host')}{why}; no report"
+                why = (
+                    f" (stopped because rank {data['stopped_for']} failed)"
+                    if data.get("stopped_for") is not None
+                    else ""
+                )
+                out[rank] = (
+                    f"workload exited with code {data.get('exit_code')} on {data.get('host')}"
+                    f"{why}; no report"
+                )
             except (OSError, ValueError):
                 out[rank] = "workload exited; no report"
         elif rank in listing["start"]:
             try:
                 data = _read_json(start_path(job_dir, rank))
-                out[rank] = f"started on {data.get('host')} (pid {data.get('pid')}); its workload has not exited"
+                out[rank] = (
+                    f"started on {data.get('host')} (pid {data.get('pid')}); "
+                    "its workload has not exited"
+                )
             except (OSError, ValueError):
                 out[rank] = "started; its workload has not exited"
         else:

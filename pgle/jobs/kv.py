@@ -225,8 +225,8 @@ class HeldExchange:
         if final:
             self.done = True
         if answer is None:
-            return {}, ["the workload's process ended before answering (it crashed, or "
-                        "jax.distributed stopped it)"]
+            return {}, [("the workload's process ended before answering (it crashed, or "
+                        "jax.distributed stopped it)")]
         fetched = {}
         for key, path in (answer.get("fetched") or {}).items():
             try:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pgle.errors import BadInput
 from pgle.jobs import ranks
@@ -85,7 +85,9 @@ class JobOptions:
 
     @property
     def gather_timeout_s(self) -> float:
-        return DEFAULT_GATHER_TIMEOUT_S if self.gather_timeout is None else float(self.gather_timeout)
+        return (
+            DEFAULT_GATHER_TIMEOUT_S if self.gather_timeout is None else float(self.gather_timeout)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +105,8 @@ class LayoutRequest:
     run_dir: str | None = None  # --run-dir (per rank in a job: must hold %r)
     run_root: str | None = None  # the run folder when --run-dir is not given (tune's phases)
     log: str | None = None  # --log (per rank in a job: must hold %r)
-    inputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)  # placeholders filled
+    # placeholders filled
+    inputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
     output: OutputRequest | None = None
     selected_ranks: tuple[int, ...] | None = None  # nsys --ranks (None: every rank)
 
@@ -139,6 +142,20 @@ class RankLayout:
     def rank(self) -> int:
         return self.info.rank
 
+    def input(self, name: str) -> str:
+        """Input `name`, placeholders filled, for a command that requires it."""
+        value = self.inputs.get(name)
+        if value is None:
+            raise BadInput(f"{name} is required but was not given.")
+        return value
+
+    @property
+    def plan(self) -> OutputPlan:
+        """The output plan of a command that writes a profile (collect)."""
+        if self.output is None:
+            raise RuntimeError("this command's layout has no output plan")
+        return self.output
+
     @property
     def world_size(self) -> int:
         return self.info.world_size
@@ -159,20 +176,26 @@ def resolve(request: LayoutRequest, info: RankInfo, job_dir: Path | None) -> Ran
     elif request.run_root is not None:
         run_dir = request.run_root
     else:
-        run_dir = str(job_dir / f"rank-{info.rank}") if multi else None
+        run_dir = str(job_dir / f"rank-{info.rank}") if job_dir is not None else None
     selected, n_selected = True, info.world_size if multi else 1
     if request.selected_ranks is not None:
         if max(request.selected_ranks) >= info.world_size:
-            raise BadInput(f"--ranks {','.join(map(str, request.selected_ranks))}: this job has "
-                           f"ranks 0 to {info.world_size - 1} only.")
+            raise BadInput(
+                f"--ranks {','.join(map(str, request.selected_ranks))}: this job has "
+                f"ranks 0 to {info.world_size - 1} only."
+            )
         selected = info.rank in request.selected_ranks
         n_selected = len(request.selected_ranks) if multi else 1
     return RankLayout(
-        info=info, job_dir=job_dir, run_dir=run_dir,
+        info=info,
+        job_dir=job_dir,
+        run_dir=run_dir,
         log=_per_rank(request.log, "--log", info, multi),
         inputs={k: _expand(v, info) for k, v in request.inputs.items()},
         output=_output_plan(request.output, info, job_dir) if request.output else None,
-        selected=selected, n_selected=n_selected)
+        selected=selected,
+        n_selected=n_selected,
+    )
 
 
 def _expand(template: str | None, info: RankInfo) -> str | None:
@@ -188,7 +211,8 @@ def _per_rank(template: str | None, option: str, info: RankInfo, multi: bool) ->
         raise BadInput(
             f"{option} {template} has no rank placeholder: all {info.world_size} ranks "
             "would write the same path.",
-            hint=f"Add %r (the rank), e.g. {_suggest(os.fspath(template))}.")
+            hint=f"Add %r (the rank), e.g. {_suggest(os.fspath(template))}.",
+        )
     return expanded
 
 
@@ -202,15 +226,21 @@ def _suggest(template: str) -> str:
 def _output_plan(req: OutputRequest, info: RankInfo, job_dir: Path | None) -> OutputPlan:
     only = req.only_rank
     if only is not None and not 0 <= only < info.world_size:
-        raise BadInput(f"--rank {only} is not a rank of this job (ranks 0 to "
-                       f"{info.world_size - 1}).")
+        raise BadInput(
+            f"--rank {only} is not a rank of this job (ranks 0 to {info.world_size - 1})."
+        )
     expanded = _expand(req.output, info)
     if job_dir is None:
-        return OutputPlan("one_rank" if only is not None else "per_rank", True,
-                          expanded if req.output is not None else req.default, None, only)
+        return OutputPlan(
+            "one_rank" if only is not None else "per_rank",
+            True,
+            expanded if req.output is not None else req.default,
+            None,
+            only,
+        )
     if only is not None:
-        mine = info.rank == only
-        return OutputPlan("one_rank", mine, expanded if mine else None, None, only)
+        is_mine = info.rank == only
+        return OutputPlan("one_rank", is_mine, expanded if is_mine else None, None, only)
     if req.output is not None and ranks.has_rank_placeholder(req.output):
         return OutputPlan("per_rank", True, expanded, None, None)
     if req.per_module:

@@ -99,6 +99,14 @@ def _int(env: Mapping[str, str], *names: str, minimum: int = 0) -> int | None:
     return number
 
 
+def _set_int(env: Mapping[str, str], *names: str, minimum: int = 0) -> int:
+    """`_int` of a variable the caller saw set."""
+    number = _int(env, *names, minimum=minimum)
+    if number is None:
+        raise BadInput(f"environment variable {names[0]} is not set.")
+    return number
+
+
 def _check(info: RankInfo, rank_var: str, size_var: str) -> RankInfo:
     if not 0 <= info.rank < info.world_size:
         raise BadInput(
@@ -135,7 +143,7 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
     slurm_step = (_first(env, "SLURM_STEP_ID", "SLURM_STEPID") or (None, None))[1]
 
     if _first(env, "PGLE_WORLD_SIZE"):
-        size = _int(env, "PGLE_WORLD_SIZE", minimum=1)
+        size = _set_int(env, "PGLE_WORLD_SIZE", minimum=1)
         rank_vars = ("PGLE_RANK", "JOB_COMPLETION_INDEX")
         found = _first(env, *rank_vars)
         if found is None:
@@ -143,7 +151,7 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
                 "PGLE_WORLD_SIZE is set but PGLE_RANK is not.",
                 hint="Set PGLE_RANK to this process's rank (0 to PGLE_WORLD_SIZE-1).",
             )
-        rank = _int(env, found[0])
+        rank = _set_int(env, found[0])
         explicit_job = (_first(env, "PGLE_JOB_ID") or (None, None))[1]
         info = RankInfo(
             rank=rank,
@@ -163,9 +171,9 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
 
     if _first(env, "OMPI_COMM_WORLD_RANK") and _first(env, "OMPI_COMM_WORLD_SIZE"):
         info = RankInfo(
-            rank=_int(env, "OMPI_COMM_WORLD_RANK"),
+            rank=_set_int(env, "OMPI_COMM_WORLD_RANK"),
             local_rank=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK") or 0,
-            world_size=_int(env, "OMPI_COMM_WORLD_SIZE", minimum=1),
+            world_size=_set_int(env, "OMPI_COMM_WORLD_SIZE", minimum=1),
             job_id=slurm_job or _ompi_job_id(env),
             step_id=slurm_step if slurm_job else None,
             source="ompi",
@@ -179,9 +187,9 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
         and _first(env, "SLURM_NTASKS", "SLURM_NPROCS")
     ):
         info = RankInfo(
-            rank=_int(env, "SLURM_PROCID"),
+            rank=_set_int(env, "SLURM_PROCID"),
             local_rank=_int(env, "SLURM_LOCALID") or 0,
-            world_size=_int(env, "SLURM_NTASKS", "SLURM_NPROCS", minimum=1),
+            world_size=_set_int(env, "SLURM_NTASKS", "SLURM_NPROCS", minimum=1),
             node_id=_int(env, "SLURM_NODEID"),
             job_id=slurm_job,
             step_id=slurm_step,
@@ -192,9 +200,9 @@ def detect(environ: Mapping[str, str]) -> RankInfo:
 
     if _first(env, "PMI_RANK") and _first(env, "PMI_SIZE"):
         info = RankInfo(
-            rank=_int(env, "PMI_RANK"),
+            rank=_set_int(env, "PMI_RANK"),
             local_rank=_int(env, "MPI_LOCALRANKID", "PMI_LOCAL_RANK") or 0,
-            world_size=_int(env, "PMI_SIZE", minimum=1),
+            world_size=_set_int(env, "PMI_SIZE", minimum=1),
             job_id=slurm_job,
             step_id=slurm_step if slurm_job else None,
             source="pmi",
@@ -216,7 +224,8 @@ BRACE_PLACEHOLDERS = ("rank", "local_rank", "world_size", "job_id")
 # brace, or a run of ordinary characters.
 _TOKEN = re.compile(r"%.?|\{\{|\}\}|\{[^{}]*\}|[{}]|[^%{}]+", re.DOTALL)
 
-_HELP = "Placeholders: %r or {rank}, %l or {local_rank}, %n or {world_size}, %j or {job_id}; %% for %, {{ and }} for braces."
+_HELP = ("Placeholders: %r or {rank}, %l or {local_rank}, %n or {world_size}, %j or {job_id}; "
+         "%% for %, {{ and }} for braces.")
 
 
 def _placeholders(template: str) -> list[tuple[str, str | None]]:
@@ -232,14 +241,18 @@ def _placeholders(template: str) -> list[tuple[str, str | None]]:
             if not key:
                 raise BadInput(f"output path {template!r} ends in a lone %.", hint=_HELP)
             if key not in PERCENT_PLACEHOLDERS:
-                raise BadInput(f"unknown placeholder {token} in output path {template!r}.", hint=_HELP)
+                raise BadInput(
+                    f"unknown placeholder {token} in output path {template!r}.", hint=_HELP
+                )
             out.append((token, PERCENT_PLACEHOLDERS[key]))
         elif token in ("{{", "}}"):
             out.append((token[0], None))
         elif token.startswith("{") and len(token) > 1:
             name = token[1:-1]
             if name not in BRACE_PLACEHOLDERS:
-                raise BadInput(f"unknown placeholder {token} in output path {template!r}.", hint=_HELP)
+                raise BadInput(
+                    f"unknown placeholder {token} in output path {template!r}.", hint=_HELP
+                )
             out.append((token, name))
         elif token in ("{", "}"):
             raise BadInput(f"unmatched {token!r} in output path {template!r}.", hint=_HELP)
@@ -272,7 +285,8 @@ def expand_path(template: str, info: RankInfo) -> str:
 
 
 def fields_in(template: str) -> set[str]:
-    """The RankInfo fields `template` uses ("rank", "job_id", ...); BadInput on an unknown placeholder."""
+    """The RankInfo fields `template` uses ("rank", "job_id", ...); BadInput on an unknown
+    placeholder."""
     return {field for _, field in _placeholders(template) if field is not None}
 
 

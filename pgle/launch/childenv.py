@@ -83,7 +83,8 @@ def terminal_level(environ: dict[str, str]) -> int | None:
 
 
 def ensure_info_log(environ: dict[str, str], lines: str, consequence: str) -> str | None:
-    """Turn XLA's INFO log on (in place) unless the user chose a level; warn if theirs hides `lines`."""
+    """Turn XLA's INFO log on (in place) unless the user chose a level; warn if theirs hides
+    `lines`."""
     level = environ.get("TF_CPP_MIN_LOG_LEVEL")
     if level is None:
         # JAX defaults it to 1, which hides XLA's INFO lines: the evidence. The terminal

@@ -10,23 +10,22 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
+from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.errors import Interrupted, Stalled
 from pgle.evidence import schema
-from pgle.launch import launcher
-from pgle.launch.childenv import ChildEnv
-from pgle.launch.progress import WindowProgress
-from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.evidence.event_kinds import Event, Exit, Hold, parse
 from pgle.evidence.events import RunEvents, read_run_events
-from pgle.launch.runfolder import RunFolder
 from pgle.evidence.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
+from pgle.launch import launcher, streams
+from pgle.launch.childenv import ChildEnv
+from pgle.launch.progress import WindowProgress
+from pgle.launch.runfolder import RunFolder
 from pgle.launch.stall import StallReport, StallWatch
-from pgle.launch import streams
-from pgle.redact import redact_args
 from pgle.launch.workload import Workload
+from pgle.redact import redact_args
 
 HARNESS = Path(__file__).with_name("harness.py")
 # Command mode: the folder put first on the command's PYTHONPATH; its sitecustomize.py starts
@@ -160,11 +159,11 @@ def execute(
     hold_timeout_s: float = 900.0,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
-    harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just before the launch and
-    `on_exit(code)` the moment the workload has exited (a job records them so that its peers
-    stop promptly); `watchdog()` is polled while it runs and returns an exit code to stop it
-    with (pgle.launch.launcher). `progress`: log progress lines while it runs (the
-    profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
+    harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just
+    before the launch and `on_exit(code)` the moment the workload has exited (a job records them
+    so that its peers stop promptly); `watchdog()` is polled while it runs and returns an exit
+    code to stop it with (pgle.launch.launcher). `progress`: log progress lines while it runs
+    (the profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
     harness counts jitted executions (pgle.launch.step_rule) unless False.
     `stall_timeout`: the stall watchdog's bound in seconds (None: derived from the run; 0:
     off; pgle.launch.stall); a stalled workload raises Stalled. `hold`: the workload waits at

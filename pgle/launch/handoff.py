@@ -23,11 +23,13 @@ Standard library only, plus jax (already imported by the workload).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pgle.evidence import schema
 
@@ -36,10 +38,8 @@ POLL_S = 0.02
 
 def _flush_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
 
 
 def _write_atomic(path: str, data: bytes) -> None:

@@ -36,6 +36,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, NoReturn
 
 try:
@@ -138,10 +139,8 @@ class Events:
             time.sleep(FLUSH_EVERY_S)
             self.flush()
             for tick in self.on_tick:
-                try:
+                with contextlib.suppress(Exception):
                     tick()
-                except Exception:
-                    pass
 
     def _forked(self) -> None:
         self._lock = threading.Lock()  # another thread may have held it at the fork
@@ -211,7 +210,7 @@ class ProfilerWindow:
     recorded (`trace_error`) and ends the window: it never retries. The workload's own
     start_trace ends pgle's window for good (its trace is the one collect converts)."""
 
-    def __init__(self, spec: "schema.WindowSpec | None", events: Events,
+    def __init__(self, spec: schema.WindowSpec | None, events: Events,
                  calls: ProfilerCalls | None = None):
         self.spec = spec
         self.events = events
@@ -234,7 +233,7 @@ class ProfilerWindow:
         self.warmup = spec.warmup if spec else 0
         self.max_executions = spec.executions if spec else 0
         self.max_seconds = spec.max_seconds if spec else 0.0
-        self.jits: "JitCounter | None" = None  # set by the harness: executions and host time
+        self.jits: JitCounter | None = None  # set by the harness: executions and host time
         self.hot_name: str | None = None  # the jitted function whose executions are the steps
         self.pending: str | None = None  # the step the rule picked; the window opens at its call
         self.first_execution: int | None = None
@@ -265,12 +264,11 @@ class ProfilerWindow:
                 # The script marks steps after all: drop the execution window's trace and
                 # profile steps 2..6 instead.
                 self._stop(discard=True)
-            if self.mode in ("steps", "auto") and not self.done and self.active is None:
-                if index == self.start_step and self.count > 0:
-                    self._start("window")
-            if self.active == "window":
-                if self.first_step_in_trace is None:
-                    self.first_step_in_trace = index
+            if (self.mode in ("steps", "auto") and not self.done and self.active is None
+                    and index == self.start_step and self.count > 0):
+                self._start("window")
+            if self.active == "window" and self.first_step_in_trace is None:
+                self.first_step_in_trace = index
 
     def on_step_exit(self, index: int) -> None:
         if self.active is None:
@@ -406,23 +404,41 @@ class ProfilerWindow:
                 self.events.write(schema.WINDOW_WARNING, message=(
                     "nothing was profiled: the workload marks no step with "
                     "jax.profiler.StepTraceAnnotation and no jitted function (jax.jit, jax.pmap, "
-                    f"pjit) executed more than {plural(self.warmup, 'time')}; use --delay/--duration"))
-            elif self.hot_name is not None and last_step is None \
-                    and self.executions_in_trace < self.max_executions \
-                    and (self.stop_reason or "").startswith("workload"):
-                self.events.write(schema.WINDOW_WARNING, message=(
-                    f"the execution window was cut short: the workload ended after "
-                    f"{plural(self.executions_in_trace, 'profiled execution')} of {self.hot_name}, "
-                    f"not {self.max_executions}"))
+                    f"pjit) executed more than {plural(self.warmup, 'time')}; use "
+                    "--delay/--duration"))
+            elif (
+                self.hot_name is not None
+                and last_step is None
+                and self.executions_in_trace < self.max_executions
+                and (self.stop_reason or "").startswith("workload")
+            ):
+                self.events.write(
+                    schema.WINDOW_WARNING,
+                    message=(
+                        f"the execution window was cut short: the workload ended after "
+                        f"{plural(self.executions_in_trace, 'profiled execution')} of "
+                        f"{self.hot_name}, "
+                        f"not {self.max_executions}"
+                    ),
+                )
             return  # the default window takes what the workload has
         elif last_step is not None and last_step < first:
-            self.events.write(schema.WINDOW_WARNING, message=(
-                f"{asked} never opened: the workload marked only {plural(last_step + 1, 'step')}"))
+            self.events.write(
+                schema.WINDOW_WARNING,
+                message=(
+                    f"{asked} never opened: the workload marked only "
+                    f"{plural(last_step + 1, 'step')}"
+                ),
+            )
         elif self.first_step_in_trace is not None and self.steps_in_trace < count:
             last = self.first_step_in_trace + self.steps_in_trace - 1
-            self.events.write(schema.WINDOW_WARNING, message=(
-                f"{asked} was cut short: the workload ended after step {last}, so the profile "
-                f"holds {plural(self.steps_in_trace, 'step')}, not {count}"))
+            self.events.write(
+                schema.WINDOW_WARNING,
+                message=(
+                    f"{asked} was cut short: the workload ended after step {last}, so the profile "
+                    f"holds {plural(self.steps_in_trace, 'step')}, not {count}"
+                ),
+            )
 
     # -- mechanics --------------------------------------------------------
     def _time_window(self) -> None:
@@ -482,15 +498,22 @@ class ProfilerWindow:
             self.events.write(schema.TRACE_DISCARD, dir=target)
             return
         self.stop_reason = reason
-        if purpose == "executions" and target is not None and self.dir is not None \
-                and os.path.isdir(target):  # absent when stop_trace failed before writing
+        if (
+            purpose == "executions"
+            and target is not None
+            and self.dir is not None
+            and os.path.isdir(target)
+        ):  # absent when stop_trace failed before writing
             # Nothing marked steps: the execution window is the window; move it in place.
             for name in os.listdir(target):
                 shutil.move(os.path.join(target, name), os.path.join(self.dir, name))
             os.rmdir(target)
         self.done = True
         self.events.write(
-            schema.TRACE_STOP, dir=self.dir, purpose=purpose, seconds=seconds,
+            schema.TRACE_STOP,
+            dir=self.dir,
+            purpose=purpose,
+            seconds=seconds,
             stop_trace_seconds=stop_seconds,
             first_step=self.first_step_in_trace,
             steps=self.steps_in_trace if purpose == "window" and self.seen_steps else None,
@@ -510,10 +533,8 @@ def _wait_for_devices() -> None:
             array.block_until_ready()
     except Exception:
         pass
-    try:
+    with contextlib.suppress(Exception):
         jax.effects_barrier()
-    except Exception:
-        pass
 
 
 class Harness:
@@ -521,13 +542,15 @@ class Harness:
     trace (the run folder; in command mode, procs/<pid>/ for every process but the first to
     import jax)."""
 
-    def __init__(self, spec: "schema.HarnessSpec", home: str | None = None,
-                 calls: ProfilerCalls | None = None):
+    def __init__(
+        self, spec: schema.HarnessSpec, home: str | None = None, calls: ProfilerCalls | None = None
+    ):
         default = os.path.dirname(os.path.abspath(spec.events))
         self.home = home or default
         if home is not None and os.path.abspath(home) != default and spec.profile is not None:
-            spec = dataclasses.replace(spec, profile=dataclasses.replace(
-                spec.profile, dir=os.path.join(home, "trace")))
+            spec = dataclasses.replace(
+                spec, profile=dataclasses.replace(spec.profile, dir=os.path.join(home, "trace"))
+            )
         self.spec = spec
         events = spec.events if home is None else os.path.join(home, os.path.basename(spec.events))
         self.events = Events(events)
@@ -546,8 +569,13 @@ class Harness:
 
     def start(self) -> None:
         """Before the workload's code (script mode), or at its `import jax` (command mode)."""
-        self.events.write(schema.START, pid=os.getpid(), argv=sys.argv,
-                          python=sys.version.split()[0], ppid=os.getppid())
+        self.events.write(
+            schema.START,
+            pid=os.getpid(),
+            argv=sys.argv,
+            python=sys.version.split()[0],
+            ppid=os.getppid(),
+        )
         _flush_before_os_exit(self)
         tracebacks.install()
         _register_stack_dump(self.home, self.events)
@@ -568,8 +596,9 @@ class Harness:
         import jax.monitoring
         import jax.profiler
 
-        jax.profiler.StepTraceAnnotation = _step_annotation_class(
-            jax.profiler.StepTraceAnnotation, self)
+        jax.profiler.StepTraceAnnotation = _step_annotation_class(  # type: ignore[misc]
+            jax.profiler.StepTraceAnnotation, self
+        )  # a subclass in its place: the workload's steps are seen (jax exports it as a type)
         _hook_profiler(jax.profiler, self.window)
         if self.spec.count_jits or self.window.counting:
             # Counted in every run that reads them (not only for a window): the step's
@@ -593,11 +622,13 @@ class Harness:
         _exclude_own_frames()
         self.events.write(schema.JAX_IMPORTED, version=getattr(jax, "__version__", None))
 
-    def _on_duration(self, event: str, duration: float, **kwargs) -> None:
+    def _on_duration(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event != BACKEND_COMPILE_EVENT:
             return
-        self.events.write(schema.COMPILE, fun_name=kwargs.get("fun_name"), seconds=duration)
-        self.jits.compiled(getattr(_depth, "name", None), kwargs.get("fun_name"))
+        fun_name = kwargs.get("fun_name")
+        fun_name = str(fun_name) if fun_name is not None else None
+        self.events.write(schema.COMPILE, fun_name=fun_name, seconds=duration_secs)
+        self.jits.compiled(getattr(_depth, "name", None), fun_name)
         if not self.backend_recorded:
             self._check_xla_flags()
         self._record_backend()
@@ -605,7 +636,9 @@ class Harness:
 
     def _on_event(self, event: str, **kwargs) -> None:
         if event.startswith("/jax/compilation_cache/") or "pgle" in event.lower():
-            self.events.write(schema.JAX_EVENT, event=event, **{k: str(v) for k, v in kwargs.items()})
+            self.events.write(
+                schema.JAX_EVENT, event=event, **{k: str(v) for k, v in kwargs.items()}
+            )
 
     def _check_xla_flags(self) -> None:
         """XLA read XLA_FLAGS when the backend came up; a script that assigned it (instead of
@@ -616,6 +649,7 @@ class Harness:
         effective = os.environ.get("XLA_FLAGS", "")
         try:
             from pgle.xla.flags import XlaFlags  # importable: see the schema import above
+
             have = {f.name: f.raw for f in XlaFlags.parse(effective).flags}
         except Exception:
             have = {t.split("=", 1)[0].lstrip("-"): t for t in effective.split()}
@@ -623,9 +657,11 @@ class Harness:
         self.events.write(schema.XLA_FLAGS_SEEN, effective=effective, missing=missing)
         if missing:
             shown = " ".join(expected[n] for n in missing)
-            _say(f"warning: the workload replaced XLA_FLAGS before XLA read it, so pgle's "
-                 f"{shown} never reached XLA (XLA_FLAGS is now {effective!r}). Make the script "
-                 "append: os.environ['XLA_FLAGS'] = os.environ.get('XLA_FLAGS', '') + ' ...'")
+            _say(
+                f"warning: the workload replaced XLA_FLAGS before XLA read it, so pgle's "
+                f"{shown} never reached XLA (XLA_FLAGS is now {effective!r}). Make the script "
+                "append: os.environ['XLA_FLAGS'] = os.environ.get('XLA_FLAGS', '') + ' ...'"
+            )
 
     def _record_backend(self) -> None:
         with self.lock:
@@ -637,10 +673,13 @@ class Harness:
         try:
             devices = jax.devices()
             self.events.write(
-                schema.BACKEND, platform=jax.default_backend(), device_count=len(devices),
+                schema.BACKEND,
+                platform=jax.default_backend(),
+                device_count=len(devices),
                 local_device_count=jax.local_device_count(),
                 device_kind=devices[0].device_kind if devices else None,
-                process_index=jax.process_index(), process_count=jax.process_count(),
+                process_index=jax.process_index(),
+                process_count=jax.process_count(),
             )
         except Exception as e:
             self.events.write(schema.BACKEND_ERROR, error=f"{type(e).__name__}: {e}")
@@ -673,8 +712,13 @@ class Harness:
         forced = tuple(getattr(builtins, c, Warning) for c in self.spec.warnings_always)
 
         def showwarning(message, category, filename, lineno, file=None, line=None):
-            events.write(schema.WARNING, category=category.__name__, message=str(message),
-                         filename=filename, lineno=lineno)
+            events.write(
+                schema.WARNING,
+                category=category.__name__,
+                message=str(message),
+                filename=filename,
+                lineno=lineno,
+            )
             if forced and issubclass(category, forced) and _from_jax(filename):
                 # Every one is recorded; the terminal shows each once, as Python's
                 # default filter would have.
@@ -704,6 +748,7 @@ class Harness:
                 runpy.run_module(workload.module, run_name="__main__", alter_sys=True)
             else:
                 script = workload.script
+                assert script is not None  # a spec names a module, a script or a command
                 sys.argv = [script, *workload.args]
                 sys.path[0] = os.path.dirname(script)  # as `python script.py` does
                 runpy.run_path(script, run_name="__main__")
@@ -722,10 +767,8 @@ class Harness:
             # As plain python prints it: the workload's frames, not the harness's or runpy's;
             # before the exit record, so that the log holds it when pgle reads it.
             sys.excepthook(type(e), e, e.__traceback__)
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
             self._finish(1, error=f"{type(e).__name__}: {e}")
             sys.exit(1)
         self._finish(code)
@@ -737,8 +780,11 @@ class Harness:
         self.finished = True
         try:
             if self.jax_ready:  # before jax, no window could open: nothing to say about it
-                self.window.on_exit(self.step_index - 1 if self.step_index else None,
-                                    self.step_name, self.other_step_names)
+                self.window.on_exit(
+                    self.step_index - 1 if self.step_index else None,
+                    self.step_name,
+                    self.other_step_names,
+                )
         except Exception as e:
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
         try:
@@ -750,10 +796,12 @@ class Harness:
             try:
                 from pgle.launch import handoff  # importable: see the schema import above
 
-                if not handoff.hold(self.home, self.events.write, self.events.flush,
-                                    self.spec.hold_timeout_s):
-                    self.events.write(schema.RELEASED,
-                                      error="no jax.distributed client in this process")
+                if not handoff.hold(
+                    self.home, self.events.write, self.events.flush, self.spec.hold_timeout_s
+                ):
+                    self.events.write(
+                        schema.RELEASED, error="no jax.distributed client in this process"
+                    )
             except KeyboardInterrupt:
                 self.events.close()
                 raise
@@ -772,7 +820,9 @@ class _Beacon:
         try:
             self.fd: int | None = os.open(
                 os.path.join(home, schema.PROGRESS_NAME),
-                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o666,
+            )
         except OSError:
             self.fd = None
 
@@ -808,13 +858,18 @@ def _register_stack_dump(home: str, events: Events) -> None:
 
         sig = getattr(signals, schema.DUMP_SIGNAL)
         path = os.path.join(home, schema.STACKS_NAME)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
+        )
         stream = os.fdopen(fd, "w")
         faulthandler.register(sig, file=stream, all_threads=True, chain=False)
         _STACK_FILES.append(stream)
-        events.write(schema.STACKS, file=path, signal=int(sig),
-                     main_thread=hex(threading.main_thread().ident or 0))
+        events.write(
+            schema.STACKS,
+            file=path,
+            signal=int(sig),
+            main_thread=hex(threading.main_thread().ident or 0),
+        )
     except (OSError, ValueError, RuntimeError, AttributeError) as e:
         events.write(schema.OBSERVE_ERROR, error=f"stack dump: {type(e).__name__}: {e}")
 
@@ -826,7 +881,8 @@ def _exclude_own_frames() -> None:
 
         here = os.path.dirname(_HERE)
         jax_internals.exclude_from_jax_tracebacks(
-            [_HERE, os.path.join(here, "jax_internals.py"), os.path.join(here, "boot")])
+            [_HERE, os.path.join(here, "jax_internals.py"), os.path.join(here, "boot")]
+        )
     except Exception:
         pass
 
@@ -851,7 +907,7 @@ class _JaxImportHook(importlib.abc.MetaPathFinder):
             original(module)
             on_import()
 
-        loader.exec_module = exec_module
+        loader.exec_module = exec_module  # type: ignore[method-assign]  # on purpose: see above
         return spec
 
 
@@ -876,9 +932,10 @@ def _call_site() -> str:
     """file:line of the workload's call into a hooked jax.profiler function."""
     import contextlib as _cl
 
-    frame = sys._getframe(2)
-    while frame is not None and (frame.f_code.co_filename in (_HERE, _cl.__file__)
-                                 or _from_jax(frame.f_code.co_filename)):
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None and (
+        frame.f_code.co_filename in (_HERE, _cl.__file__) or _from_jax(frame.f_code.co_filename)
+    ):
         frame = frame.f_back  # jax's start_trace/trace call ProfileSession.start (jax 0.12)
     if frame is None:
         return "?"
@@ -898,7 +955,7 @@ def _pgle_own():
         _OWN.active = False
 
 
-def _hook_profiler(profiler, window: "ProfilerWindow") -> None:
+def _hook_profiler(profiler, window: ProfilerWindow) -> None:
     """The workload's own jax.profiler.start_trace/stop_trace/trace (MaxText `profiler: xplane`,
     levanter `--profiler`) go through pgle's window: pgle gives way to the script's trace.
 
@@ -909,11 +966,16 @@ def _hook_profiler(profiler, window: "ProfilerWindow") -> None:
     `trace` yields None, as jax's does)."""
     if _ORIGINAL:
         return
-    start, stop = _ORIGINAL["start_trace"], _ORIGINAL["stop_trace"] = \
-        profiler.start_trace, profiler.stop_trace
+    start, stop = _ORIGINAL["start_trace"], _ORIGINAL["stop_trace"] = (
+        profiler.start_trace,
+        profiler.stop_trace,
+    )
     session = getattr(profiler, "ProfileSession", None)
-    if session is not None and callable(getattr(session, "start", None)) \
-            and callable(getattr(session, "stop", None)):
+    if (
+        session is not None
+        and callable(getattr(session, "start", None))
+        and callable(getattr(session, "stop", None))
+    ):
         _hook_session(session, window)
         return
 
@@ -941,7 +1003,7 @@ def _hook_profiler(profiler, window: "ProfilerWindow") -> None:
         setattr(profiler, name, fn)
 
 
-def _hook_session(session_cls, window: "ProfilerWindow") -> None:
+def _hook_session(session_cls, window: ProfilerWindow) -> None:
     """jax >= 0.12: `ProfileSession.start`/`stop` tell the window about the workload's own
     sessions (not pgle's: `_pgle_own`). A session with no log_dir keeps its trace in memory;
     once it stops, pgle exports it where its own window would have written (collect converts
@@ -973,8 +1035,11 @@ def _hook_session(session_cls, window: "ProfilerWindow") -> None:
 
     for name, fn in (("start", start), ("stop", stop)):
         original = getattr(session_cls, name)
-        fn.__doc__, fn.__name__, fn.__qualname__ = \
-            original.__doc__, original.__name__, original.__qualname__
+        fn.__doc__, fn.__name__, fn.__qualname__ = (
+            original.__doc__,
+            original.__name__,
+            original.__qualname__,
+        )
         setattr(session_cls, name, fn)
 
 
@@ -1028,8 +1093,15 @@ class JitCounter:
 
     def snapshot(self) -> list[dict]:
         with self.lock:
-            return [{"function": n, "module": self.modules.get(n) or step_rule.module_of(n),
-                     "executions": r[0], "seconds": r[1]} for n, r in self.stats.items()]
+            return [
+                {
+                    "function": n,
+                    "module": self.modules.get(n) or step_rule.module_of(n),
+                    "executions": r[0],
+                    "seconds": r[1],
+                }
+                for n, r in self.stats.items()
+            ]
 
     def record(self, events: Events) -> None:
         """The `jit_functions` event: the busiest functions, the step and its start times."""
@@ -1039,13 +1111,17 @@ class JitCounter:
         step = step_rule.pick(functions)
         with self.lock:
             starts = list(self.starts.get(step["function"], ())) if step else []
-        events.write(schema.JIT_FUNCTIONS, functions=functions[:TOP_FUNCTIONS],
-                     step=step["function"] if step else None,
-                     module=step["module"] if step else None,
-                     starts=[round(t, 6) for t in starts], rule=step_rule.describe())
+        events.write(
+            schema.JIT_FUNCTIONS,
+            functions=functions[:TOP_FUNCTIONS],
+            step=step["function"] if step else None,
+            module=step["module"] if step else None,
+            starts=[round(t, 6) for t in starts],
+            rule=step_rule.describe(),
+        )
 
 
-def _run_counted(counter: JitCounter, window: "ProfilerWindow", name: str, fn, args, kwargs):
+def _run_counted(counter: JitCounter, window: ProfilerWindow, name: str, fn, args, kwargs):
     """Call `fn` as one execution of `name` when it is a top-level call (not nested in another
     counted call, such as a jitted function traced inside another)."""
     if getattr(_depth, "n", 0):
@@ -1067,7 +1143,7 @@ def _run_counted(counter: JitCounter, window: "ProfilerWindow", name: str, fn, a
 class _Proxy:
     """Forwards every attribute to the wrapped jax object."""
 
-    def __init__(self, wrapped, name: str, counter: JitCounter, window: "ProfilerWindow"):
+    def __init__(self, wrapped, name: str, counter: JitCounter, window: ProfilerWindow):
         self._pgle = (wrapped, name, counter, window)
 
     def __getattr__(self, attr):
@@ -1112,10 +1188,8 @@ class _Jitted(_Proxy):
         super().__init__(wrapped, name, counter, window)
         import functools
 
-        try:
+        with contextlib.suppress(Exception):
             functools.update_wrapper(self, wrapped)
-        except Exception:
-            pass
 
     def __call__(self, *args, **kwargs):
         wrapped, name, counter, window = self._pgle
@@ -1147,7 +1221,7 @@ def _fun_name(fun) -> str:
     return "<unnamed function>"
 
 
-def _counting(transform, prefix: str, counter: JitCounter, window: "ProfilerWindow"):
+def _counting(transform, prefix: str, counter: JitCounter, window: ProfilerWindow):
     """`transform` (jax.jit, jax.pmap, pjit) whose functions are counted. Every way scripts
     write it reaches here: `@jax.jit`, `@jax.jit(donate_argnums=0)` (jax >= 0.8.1: no function
     gives a decorator), `functools.partial(jax.jit, ...)`, `jax.jit(f).lower(x).compile()`, and
@@ -1166,6 +1240,7 @@ def _counting(transform, prefix: str, counter: JitCounter, window: "ProfilerWind
             @functools.wraps(result)
             def decorate(f):  # the decorator jax returned, with pgle's count
                 return counting(f, *args, **kwargs)
+
             return decorate
         if not callable(result):
             return result
@@ -1174,7 +1249,7 @@ def _counting(transform, prefix: str, counter: JitCounter, window: "ProfilerWind
     return counting
 
 
-def _hook_pjit(counter: JitCounter, window: "ProfilerWindow") -> None:
+def _hook_pjit(counter: JitCounter, window: ProfilerWindow) -> None:
     """`jax.experimental.pjit.pjit` (deprecated since jax 0.8, still used): counted as jit.
     jax 0.10.2 serves it through the module's deprecation table, whose entry is replaced
     (so the DeprecationWarning stays); older jax has a plain attribute."""
@@ -1183,7 +1258,11 @@ def _hook_pjit(counter: JitCounter, window: "ProfilerWindow") -> None:
     except Exception:
         return
     table = getattr(module, "_deprecations", None)
-    if isinstance(table, dict) and isinstance(table.get("pjit"), tuple) and callable(table["pjit"][1]):
+    if (
+        isinstance(table, dict)
+        and isinstance(table.get("pjit"), tuple)
+        and callable(table["pjit"][1])
+    ):
         message, fn = table["pjit"]
         table["pjit"] = (message, _counting(fn, "jit", counter, window))
     elif callable(module.__dict__.get("pjit")):
@@ -1219,6 +1298,7 @@ def _observe_modules(events: Events, hlo_dir: str) -> None:
     """Per-module FLOPs, memory and scheduled HLO for `pgle report`; nothing depends on them."""
     try:
         from pgle.launch import jax_internals  # importable: see the schema import above
+
         ok = jax_internals.observe_modules(events.write, hlo_dir)
     except Exception as e:  # never break the user's run for a diagnostic
         events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
@@ -1227,9 +1307,11 @@ def _observe_modules(events: Events, hlo_dir: str) -> None:
 
 
 def _observe_pgle(events: Events) -> None:
-    """Per-execution auto PGLE events (pgle/launch/jax_internals.py); the verdict works without them."""
+    """Per-execution auto PGLE events (pgle/launch/jax_internals.py); the verdict works
+    without them."""
     try:
         from pgle.launch import jax_internals  # importable: see the schema import above
+
         ok = jax_internals.observe_pgle(events.write, _count_execution)
     except Exception as e:  # never break the user's run for a diagnostic
         events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
@@ -1274,7 +1356,7 @@ def _exit_code(code) -> int:
     return 1  # sys.exit("message") prints the message and exits 1
 
 
-def _flush_before_os_exit(harness: "Harness") -> None:
+def _flush_before_os_exit(harness: Harness) -> None:
     """os._exit skips every cleanup (some distributed scripts end with it): the harness
     finishes first (the exit record, the job's exchange when one is asked). A forked child's
     buffer is empty (Events._forked) and its os._exit finishes nothing (Harness._finish)."""
@@ -1293,7 +1375,6 @@ def _flush_before_os_exit(harness: "Harness") -> None:
     os._exit = _exit
 
 
-
 def watch_parent(*, for_children: bool = False) -> None:
     """Kill this process group when pgle dies, even by SIGKILL (see pgle/launch/launcher.py).
 
@@ -1302,7 +1383,9 @@ def watch_parent(*, for_children: bool = False) -> None:
     its group are killed. `for_children` (command mode): the descriptor and its variable stay
     for the Python processes the command starts below this one, which watch it too.
     """
-    raw = os.environ.get("PGLE_PARENT_FD") if for_children else os.environ.pop("PGLE_PARENT_FD", None)
+    raw = (
+        os.environ.get("PGLE_PARENT_FD") if for_children else os.environ.pop("PGLE_PARENT_FD", None)
+    )
     if not raw:
         return
     try:
@@ -1330,7 +1413,7 @@ def watch_parent(*, for_children: bool = False) -> None:
     threading.Thread(target=wait, name="pgle-parent-watch", daemon=True).start()
 
 
-def _load_spec(path: str) -> "schema.HarnessSpec":
+def _load_spec(path: str) -> schema.HarnessSpec:
     with open(path, encoding="utf-8") as f:
         return schema.HarnessSpec.from_json(f.read())
 
@@ -1349,6 +1432,7 @@ def main(argv: list[str] | None = None) -> None:
 
 # -- command mode: the harness travels by environment ---------------------------------------
 
+
 def activate(spec_path: str) -> None:
     """Command mode, in every Python process of the command (pgle/launch/boot/sitecustomize.py):
     watch pgle, and harness this process once it imports jax (a process that never does, a
@@ -1364,13 +1448,18 @@ def activate(spec_path: str) -> None:
         sys.meta_path.insert(0, _JaxImportHook(lambda: _attach(spec)))
 
 
-def _claim_home(spec: "schema.HarnessSpec") -> str:
+def _claim_home(spec: schema.HarnessSpec) -> str:
     """The first process of the command to import jax writes beside the spec (the run folder
     looks as in script mode); every other one in procs/<pid>/."""
     run = os.path.dirname(os.path.abspath(spec.events))
     try:
-        os.close(os.open(os.path.join(run, schema.PRIMARY_CLAIM),
-                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
+        os.close(
+            os.open(
+                os.path.join(run, schema.PRIMARY_CLAIM),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                0o666,
+            )
+        )
         return run
     except OSError:
         home = os.path.join(run, schema.PROCS_DIR, str(os.getpid()))
@@ -1382,7 +1471,7 @@ _EXIT_CODE = [0]
 _ATTACHED: list[bool] = []
 
 
-def _attach(spec: "schema.HarnessSpec") -> None:
+def _attach(spec: schema.HarnessSpec) -> None:
     import atexit
 
     if _ATTACHED:
@@ -1403,7 +1492,7 @@ def _watch_exit_code() -> None:
     exception (1), Ctrl-C (130). (`raise SystemExit(n)` is not seen: 0.)"""
     real_exit, previous_hook = sys.exit, sys.excepthook
 
-    def exit(code: "str | int | None" = None) -> NoReturn:
+    def exit(code: str | int | None = None) -> NoReturn:
         _EXIT_CODE[0] = _exit_code(code)
         real_exit(code)
 

@@ -36,7 +36,8 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pgle.evidence import schema
 
@@ -68,8 +69,8 @@ def observe_pgle(write: Callable[..., None],
     except Exception:  # any jax without these internals: observe nothing
         return False
 
-    names: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
-    runs: "weakref.WeakKeyDictionary[object, int]" = weakref.WeakKeyDictionary()
+    names: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+    runs: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
     # thread native id -> the module whose profiled execution it runs now
     profiling: dict[int, str | None] = {}
     # thread native id -> (module, monotonic end) of its last profiled execution: the holder
@@ -128,7 +129,8 @@ def observe_pgle(write: Callable[..., None],
                   runs=runs.get(runner, runner.retries), profile_bytes=size, thread=me)
 
     compiler.compile_or_get_cached = compile_or_get_cached
-    PGLEProfiler.trace = staticmethod(trace)
+    # Patching jax's method is this module's purpose (see the docstring).
+    PGLEProfiler.trace = staticmethod(trace)  # type: ignore[method-assign]
     _installed = True
     return True
 
@@ -349,7 +351,8 @@ def defer_distributed_shutdown() -> bool:
             _shutdown["asked"] = True
 
     _shutdown.update(real=real, state=state, released=False, asked=False)
-    setattr(state, "shutdown", shutdown)  # the instance's: jax calls global_state.shutdown()
+    # The instance's: jax calls global_state.shutdown().
+    state.shutdown = shutdown  # type: ignore[method-assign]
     return True
 
 

@@ -40,6 +40,7 @@ may deadlock); without one, CPython starts the child with vfork/exec and no Pyth
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import select
@@ -49,8 +50,9 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from pgle.errors import BadInput, PgleError
 from pgle.launch import streams
@@ -94,7 +96,7 @@ class LaunchResult:
     stream_notes: list[str] = dataclasses.field(default_factory=list)  # for the report
     # The workload has finished and waits for pgle (pgle.launch.handoff); `pending.resume()`
     # waits for its real exit. `exit_code` is then the one the harness recorded.
-    pending: "Running | None" = None
+    pending: Running | None = None
 
 
 def shell_exit_code(returncode: int) -> int:
@@ -271,7 +273,7 @@ class _Signals:
         # The child's pseudo-terminal is no process's controlling terminal (the child runs in
         # its own process group), so the kernel signals nobody when its size changes: pgle
         # copies the new size and tells the workload, as the terminal would have.
-        for fd, channel in zip((1, 2), self.channels):
+        for fd, channel in zip((1, 2), self.channels, strict=False):
             if channel.terminal:
                 copy_window_size(fd, channel.read_fd)
         self._send(signal.SIGWINCH)
@@ -431,10 +433,8 @@ class Running:
     def _close(self) -> None:
         self.exited.close()
         self.signals.restore()
-        try:
+        with contextlib.suppress(OSError):
             os.close(self.watch_w)
-        except OSError:
-            pass
 
     def _finish(self, returncode: int) -> LaunchResult:
         self._close()
@@ -463,7 +463,5 @@ def signal_group(child: subprocess.Popen, signum: int) -> None:
     try:
         os.killpg(child.pid, signum)
     except (ProcessLookupError, PermissionError):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
-        except ProcessLookupError:
-            pass

@@ -146,7 +146,7 @@ class Sink:
             self.out_fd = None
 
     @staticmethod
-    def pair(stdout: IO | None, stderr: IO | None, log_path: Path) -> tuple["Sink", "Sink"]:
+    def pair(stdout: IO | None, stderr: IO | None, log_path: Path) -> tuple[Sink, Sink]:
         out, err = Sink(stdout, 1, log_path), Sink(stderr, 2, log_path)
         out.other, err.other = err, out
         for sink in (out, err):
@@ -219,7 +219,7 @@ class Sink:
             else:
                 self.stream.write(bytes(data).decode("utf-8", "replace"))  # type: ignore[union-attr]
                 self.stream.flush()  # type: ignore[union-attr]
-        except Exception as e:  # noqa: BLE001  never let the terminal stop the workload
+        except Exception as e:
             self.failed = streams.describe(e) if isinstance(e, OSError) else \
                 f"{type(e).__name__}: {e}"
             self.queued = []

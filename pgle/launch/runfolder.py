@@ -114,7 +114,7 @@ class RunFolder:
     path: Path
 
     @classmethod
-    def create(cls, command: str, run_dir: str | None = None, *, suffix: str = "") -> "RunFolder":
+    def create(cls, command: str, run_dir: str | None = None, *, suffix: str = "") -> RunFolder:
         if run_dir:
             path = Path(run_dir)
             try:

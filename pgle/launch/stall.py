@@ -27,6 +27,7 @@ SIGKILL) with EXIT_STALLED. A rank stopped because a peer failed dumps its stack
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -34,12 +35,11 @@ import signal
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pgle.errors import EXIT_STALLED
-from pgle.evidence import stacks
-from pgle.evidence import schema
+from pgle.evidence import schema, stacks
 
 FLOOR_S = 600.0  # 10 min: no progress of any kind outside a compile
 STEP_FACTOR = 20.0  # x the median step time, when it is longer than FLOOR_S / 20
@@ -47,7 +47,7 @@ COMPILE_FLOOR_S = 3600.0  # 1 h: big models compile for many minutes
 COMPILE_FACTOR = 5.0  # x the longest compile so far
 DUMP_WAIT_S = 5.0  # the most pgle waits for the processes to write their stacks
 STEP_WINDOW = 50  # steps whose times give the median
-_STEP_ENTER = ('{"kind": "%s", "t": ' % schema.STEP_ENTER).encode()
+_STEP_ENTER = (f'{{"kind": "{schema.STEP_ENTER}", "t": ').encode()
 
 
 def describe_seconds(seconds: float) -> str:
@@ -179,12 +179,14 @@ class StallWatch:
         in_flight = [(p, c) for p in self.processes.values() for c in p.compiling.values()]
         if in_flight:
             longest = max((p.longest_compile for p in self.processes.values()), default=0.0)
-            bound, rule = COMPILE_FLOOR_S, f"the bound while XLA compiles: {describe_seconds(COMPILE_FLOOR_S)}"
+            bound = COMPILE_FLOOR_S
+            rule = f"the bound while XLA compiles: {describe_seconds(COMPILE_FLOOR_S)}"
             if COMPILE_FACTOR * longest > bound:
                 bound = COMPILE_FACTOR * longest
                 rule = f"{COMPILE_FACTOR:g}x the longest compile so far"
             return bound, rule
-        times = [b - a for p in self.processes.values() for a, b in zip(p.steps, list(p.steps)[1:])]
+        times = [b - a for p in self.processes.values()
+                 for a, b in zip(p.steps, list(p.steps)[1:], strict=False)]
         if times:
             median = statistics.median(times)
             if STEP_FACTOR * median > FLOOR_S:
@@ -195,10 +197,8 @@ class StallWatch:
     def _homes(self) -> list[Path]:
         homes = [self.run]
         procs = self.run / schema.PROCS_DIR
-        try:
+        with contextlib.suppress(OSError):
             homes += sorted(p for p in procs.iterdir() if p.is_dir())
-        except OSError:
-            pass
         return homes
 
     def _read(self) -> bool:
@@ -241,10 +241,8 @@ class StallWatch:
         proc.offset += cut
         for line in data[:cut].splitlines():
             if line.startswith(_STEP_ENTER):
-                try:
+                with contextlib.suppress(ValueError):
                     proc.steps.append(float(line[len(_STEP_ENTER):].split(b",", 1)[0]))
-                except ValueError:
-                    pass
                 continue
             if b'"kind": "step_exit"' in line[:30]:
                 continue

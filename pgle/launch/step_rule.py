@@ -16,7 +16,8 @@ host time; ties go to the most executions. Stdlib only: it runs inside the workl
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 MIN_EXECUTIONS = 3  # a step repeats; fewer executions are setup, eval or a one-off
 _SANITIZE = re.compile(r"[^\w.-]")

@@ -18,7 +18,8 @@ import runpy
 import sys
 import threading
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _PGLE_LAUNCH = os.path.dirname(os.path.abspath(__file__))
 # runpy's frames (the harness runs the script through it) and Python's frozen copy of it.

@@ -39,7 +39,7 @@ class Workload:
     command: tuple[str, ...] = ()
 
     @classmethod
-    def from_cli(cls, module: str | None, words: tuple[str, ...] | list[str]) -> "Workload":
+    def from_cli(cls, module: str | None, words: tuple[str, ...] | list[str]) -> Workload:
         """`SCRIPT ARGS...`, `COMMAND ARGS...` or, with `-m MODULE`, just `ARGS...`."""
         words = list(words)
         if module is None and len(words) >= 2 and words[0] == "-m":

@@ -62,13 +62,19 @@ def check_zip_members(path: Any, members: list[Any]) -> None:
     """Refuse to extract `members` (zipfile.ZipInfo) of the zip at `path` past the limits. The
     declared sizes bound the extraction: zipfile stops a member at its declared size."""
     if len(members) > MAX_MEMBERS:
-        raise ProfileError(f"zip archive {os.fspath(path)} has {len(members):,} members to extract; "
-                           f"pgle extracts at most {MAX_MEMBERS:,}.")
+        raise ProfileError(
+            f"zip archive {os.fspath(path)} has {len(members):,} members to extract; "
+            f"pgle extracts at most {MAX_MEMBERS:,}."
+        )
     total = 0
     for m in members:
         if m.file_size > allowed_bytes(m.compress_size):
-            raise _refuse(f"member {m.filename} of zip archive", path, allowed_bytes(m.compress_size),
-                          m.compress_size)
+            raise _refuse(
+                f"member {m.filename} of zip archive",
+                path,
+                allowed_bytes(m.compress_size),
+                m.compress_size,
+            )
         total += m.file_size
     archive = os.path.getsize(path)
     if total > allowed_bytes(archive):
@@ -104,7 +110,9 @@ class _Capped(io.RawIOBase):
         try:
             n = self.raw.readinto(b)
         except (lzma.LZMAError, EOFError) as e:
-            raise ProfileError(f"{self.what} {os.fspath(self.path)} is not valid xz data ({e}).") from None
+            raise ProfileError(
+                f"{self.what} {os.fspath(self.path)} is not valid xz data ({e})."
+            ) from None
         self.total += n or 0
         if self.total > self.limit:
             raise _refuse(self.what, self.path, self.limit, self.compressed)

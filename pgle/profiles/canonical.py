@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Sequence
+from typing import TypeAlias
 
 from pgle.profiles.proto import WireError, _varint
+
+Costs: TypeAlias = list[tuple[str, float]]
+Latencies: TypeAlias = list[tuple[str, str, float]]
 
 _DOUBLE = struct.Struct("<d")
 # Wire keys (field number << 3 | wire type) in the one-byte form protobuf writes.
@@ -29,7 +34,7 @@ def _string(data: bytes, pos: int, stop: int) -> tuple[str, int]:
     return data[body:body + n].decode("utf-8"), body + n
 
 
-def binary_entries(data: bytes):
+def binary_entries(data: bytes) -> tuple[Costs, Latencies] | None:
     """`(costs, latencies)` of a binary profile that holds only known fields, each entry's
     fields once and in field order (as protobuf, XLA and jaxlib write them); None for anything
     else (unknown fields, repeated or reordered fields, other key encodings, invalid UTF-8,
@@ -86,12 +91,13 @@ def binary_entries(data: bytes):
 
 # text_format's escapes for ASCII (google/protobuf/text_encoding.py, the same in protobuf 4.21
 # to 7.x): octal for control characters, C escapes for these six.
-_ESCAPES = {i: "\\%03o" % i for i in (*range(32), 127)}
+_ESCAPES = {i: f"\\{i:03o}" for i in (*range(32), 127)}
 _ESCAPES.update({9: "\\t", 10: "\\n", 13: "\\r", 34: '\\"', 39: "\\'", 92: "\\\\"})
 _NEEDS_ESCAPE = re.compile("[\\x00-\\x1f\\x7f\"'\\\\]")
 
 
-def text_bytes(costs, latencies) -> bytes | None:
+def text_bytes(costs: Sequence[tuple[str, float]],
+               latencies: Sequence[tuple[str, str, float]]) -> bytes | None:
     """What `text_format.MessageToString` writes for these entries, for ASCII names and float
     values; None otherwise (non-ASCII names are escaped differently across protobuf versions,
     and other value types are protobuf's to convert or reject)."""
@@ -100,18 +106,23 @@ def text_bytes(costs, latencies) -> bytes | None:
     strings += [t for _, t, _ in latencies]
     if not all(type(x) is str for x in strings):
         return None
-    if not all(type(c) is float for _, c in costs) or not all(type(v) is float for _, _, v in latencies):
+    if not all(type(c) is float for _, c in costs) or not all(
+        type(v) is float for _, _, v in latencies
+    ):
         return None
     joined = "".join(strings)
     if not joined.isascii():
         return None
     if _NEEDS_ESCAPE.search(joined):
-        def q(x):
+
+        def q(x: str) -> str:
             return x.translate(_ESCAPES)
     else:
-        def q(x):
+
+        def q(x: str) -> str:
             return x
-    out = []
+
+    out: list[str] = []
     add = out.append
     for name, cost in costs:
         value = repr(cost)
@@ -119,20 +130,28 @@ def text_bytes(costs, latencies) -> bytes | None:
         if name and value != "0.0":
             add(f'costs {{\n  name: "{q(name)}"\n  cost_us: {value}\n}}\n')
         else:
-            add("costs {\n" + (f'  name: "{q(name)}"\n' if name else "")
-                + (f"  cost_us: {value}\n" if value != "0.0" else "") + "}\n")
+            add(
+                "costs {\n"
+                + (f'  name: "{q(name)}"\n' if name else "")
+                + (f"  cost_us: {value}\n" if value != "0.0" else "")
+                + "}\n"
+            )
     for source, target, latency in latencies:
         value = repr(latency)
-        add("latencies {\n" + (f'  source: "{q(source)}"\n' if source else "")
+        add(
+            "latencies {\n"
+            + (f'  source: "{q(source)}"\n' if source else "")
             + (f'  target: "{q(target)}"\n' if target else "")
-            + (f"  latency_us: {value}\n" if value != "0.0" else "") + "}\n")
+            + (f"  latency_us: {value}\n" if value != "0.0" else "")
+            + "}\n"
+        )
     return "".join(out).encode("ascii")
 
 
-_TEXT_ENTRY = None
+_TEXT_ENTRY: re.Pattern[str] | None = None
 
 
-def text_entries(text: str):
+def text_entries(text: str) -> tuple[Costs, Latencies] | None:
     """`(costs, latencies)` for a text profile in the layout `text_format.MessageToString`
     writes (two-space indent, plain quoted names, decimal numbers); None for anything else
     (comments, escapes, other spacing or field order), which text_format then parses."""
@@ -145,7 +164,8 @@ def text_entries(text: str):
         _TEXT_ENTRY = re.compile(
             r"costs \{\n(?:  name: " + name + r"\n)?(?:  cost_us: " + num + r"\n)?\}\n"
             r"|latencies \{\n(?:  source: " + name + r"\n)?(?:  target: " + name + r"\n)?"
-            r"(?:  latency_us: " + num + r"\n)?\}\n")
+            r"(?:  latency_us: " + num + r"\n)?\}\n"
+        )
     costs, latencies = [], []
     pos = 0
     for m in _TEXT_ENTRY.finditer(text):

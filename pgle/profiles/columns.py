@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -228,7 +229,9 @@ class DirectoryColumns:
     size: int  # bytes of the files read
 
 
-def read_directory_columns(path: Any, likes: dict[str, Any] | None = None) -> DirectoryColumns | None:
+def read_directory_columns(
+    path: Any, likes: dict[str, Any] | None = None
+) -> DirectoryColumns | None:
     """Every `<fp>.pbtxt|.pb` XLA would read in the folder (`.pbtxt` wins), as columns; None
     when one of them needs the general path. `likes`: fingerprint -> a previous folder's
     binary layout of that module (ranks of one program share it)."""
@@ -239,8 +242,10 @@ def read_directory_columns(path: Any, likes: dict[str, Any] | None = None) -> Di
             with os.scandir(os.fspath(path)) as it:
                 entries = sorted((e.name, e.is_dir()) for e in it)
         except PermissionError:
-            raise ProfileError(f"profile directory {_name_of(path)} is not readable "
-                               "(permission denied).", hint="Fix its permissions.") from None
+            raise ProfileError(
+                f"profile directory {_name_of(path)} is not readable (permission denied).",
+                hint="Fix its permissions.",
+            ) from None
     by_fp: dict[str, dict[str, str]] = {}
     ignored = []
     for name, is_dir in entries:
@@ -300,11 +305,22 @@ def _fork_is_safe() -> bool:
     import sys
     import threading
 
-    return hasattr(os, "fork") and threading.active_count() == 1 and \
-        not any(name in sys.modules for name in ("jax", "jaxlib"))
+    return (
+        hasattr(os, "fork")
+        and threading.active_count() == 1
+        and not any(name in sys.modules for name in ("jax", "jaxlib"))
+    )
 
 
-def read_all(paths: list[Any], directories: bool):
+@overload
+def read_all(paths: list[Any], directories: Literal[False]) -> Iterator[FileColumns | None]: ...
+@overload
+def read_all(
+    paths: list[Any], directories: Literal[True]
+) -> Iterator[DirectoryColumns | None]: ...
+def read_all(
+    paths: list[Any], directories: bool
+) -> Iterator[FileColumns | DirectoryColumns | None]:
     """The inputs' columns, in order (None where one needs the general path). With many inputs
     and several cores, files are read and parsed in worker processes, a few inputs ahead of the
     caller (reading is most of a large merge; jaxlib's runs on one thread). Errors are the
@@ -322,8 +338,9 @@ def read_all(paths: list[Any], directories: bool):
 
     ahead = 4 * workers  # results waiting at most: memory stays a few inputs
     with concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        pending: collections.deque = collections.deque()
+        workers, mp_context=multiprocessing.get_context("fork")
+    ) as pool:
+        pending: collections.deque[Any] = collections.deque()
         queued = iter(paths)
         for p in queued:
             pending.append(pool.submit(read, p))

@@ -34,11 +34,31 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pgle.errors import BadInput, ProfileError
 from pgle.profiles.files import FINGERPRINT_RE, QUALIFIER, Profile
 from pgle.profiles.proto import hlo_proto_class
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from pgle.profiles.xspace_file import PlaneBytes
+
+# protobuf ships no type information: parsed XSpace/HLO messages are Any here.
+Message: TypeAlias = Any
+# A stat integer as `_stat_int` reads it: int64 as an int, uint64 kept apart as ("u", value)
+# (jaxlib's IntValue() reads only int64_value, so it sees 0 there).
+StatInt: TypeAlias = "int | tuple[Literal['u'], int]"
+ModuleKey: TypeAlias = tuple[str, "int | None"]  # (module name, program id)
+# What a converted op's durations are keyed by: (op, module key), or jaxlib's name string.
+NameKey: TypeAlias = "str | tuple[str, ModuleKey]"
+Durations: TypeAlias = "dict[NameKey, list[npt.NDArray[np.float64]]]"
+# (op, module, program id, scope range id) of one event, from its metadata and its own stats.
+EventStats: TypeAlias = "tuple[str | None, str | None, StatInt | None, StatInt | None]"
+# (stat metadata id -> code, reference names, metadata id -> its stats or None when internal)
+StatSetup: TypeAlias = "tuple[dict[int, int], dict[int, str], dict[int, EventStats | None]]"
 
 # tsl/profiler/utils/xplane_schema.h
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -94,7 +114,7 @@ def apply_stat(values: list[float], stat: str) -> float:
     return ordered[int(p / 100.0 * (n - 1))]
 
 
-def stat_of_chunks(chunks: list, stat: str) -> float:
+def stat_of_chunks(chunks: list[npt.NDArray[np.float64]], stat: str) -> float:
     """`apply_stat` over the concatenated numpy chunks, bit for bit: the mean is a left-to-right
     sum (np.cumsum is sequential, unlike np.sum's pairwise sum), the median and percentiles
     pick the same order statistics `sorted()` would."""
@@ -160,14 +180,23 @@ class TraceConversion:
             "events_used": self.events_used,
             "events_outside_window": self.events_outside_window,
             "modules": [m.to_dict() for m in self.modules],
-            "profiles": {fp: {"instruction_count": p.instruction_count} for fp, p in self.profiles.items()},
+            "profiles": {
+                fp: {"instruction_count": p.instruction_count} for fp, p in self.profiles.items()
+            },
             "warnings": list(self.warnings),
         }
 
 
-def convert_trace(run_dir: Any, *, per_module: bool, stat: str = "median", log_path: Any = None,
-                  steps_window: Any = None, qualify: bool = False,
-                  merge_fragments: bool | None = None) -> dict[str, Profile]:
+def convert_trace(
+    run_dir: Any,
+    *,
+    per_module: bool,
+    stat: str = "median",
+    log_path: Any = None,
+    steps_window: Any = None,
+    qualify: bool = False,
+    merge_fragments: bool | None = None,
+) -> dict[str, Profile]:
     """Profiles from a trace run folder: `{fingerprint: Profile}` per module, else `{'': Profile}`.
 
     `steps_window`: one `(start_ns, end_ns)` pair or a list of them, in Unix-epoch
@@ -178,9 +207,15 @@ def convert_trace(run_dir: Any, *, per_module: bool, stat: str = "median", log_p
     kernels of one op execution (same `scope_range_id` on one device) as one span,
     as XLA main does since 2025; jaxlib 0.10.2 counts each kernel separately.
     """
-    return convert_trace_detailed(run_dir, per_module=per_module, stat=stat, log_path=log_path,
-                                  steps_window=steps_window, qualify=qualify,
-                                  merge_fragments=merge_fragments).profiles
+    return convert_trace_detailed(
+        run_dir,
+        per_module=per_module,
+        stat=stat,
+        log_path=log_path,
+        steps_window=steps_window,
+        qualify=qualify,
+        merge_fragments=merge_fragments,
+    ).profiles
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -245,7 +280,7 @@ class _HostTrace:
         except WireError as e:
             raise _corrupt(self.path, f"at byte {e.offset} ({e.what})") from None
 
-    def parse(self, index: int, data: bytes | None = None):
+    def parse(self, index: int, data: bytes | None = None) -> Message:
         """The whole plane as a protobuf message (small planes, and the fallback path)."""
         from google.protobuf.message import DecodeError
 
@@ -256,7 +291,7 @@ class _HostTrace:
         except DecodeError:
             raise _corrupt(self.path, f"in plane {self.planes[index]!r}") from None
 
-    def layout(self, index: int, data: bytes):
+    def layout(self, index: int, data: bytes) -> tuple[PlaneBytes, Message]:
         """(the plane's events walked once, its skeleton parsed: metadata and lines without
         events), every event checked by protobuf in slices; corrupt bytes are an error here."""
         from google.protobuf.message import DecodeError
@@ -272,7 +307,7 @@ class _HostTrace:
             raise _corrupt(self.path, f"in plane {self.planes[index]!r}") from None
         return layout, skeleton
 
-    def first(self, name: str):
+    def first(self, name: str) -> Message | None:
         """The first plane with this name (tsl FindPlaneWithName), parsed, or None."""
         for i, n in enumerate(self.planes):
             if n == name:
@@ -292,17 +327,19 @@ class _HostTrace:
 
 
 def _corrupt(path: str, where: str) -> ProfileError:
-    return ProfileError(f"trace {path} is not a valid XSpace protobuf: parsing failed {where}.",
-                        hint="Capture the trace again; make sure the profiler was stopped cleanly.")
+    return ProfileError(
+        f"trace {path} is not a valid XSpace protobuf: parsing failed {where}.",
+        hint="Capture the trace again; make sure the profiler was stopped cleanly.",
+    )
 
 
-def _stat_str(stat, ref_names: dict[int, str]) -> str | None:
+def _stat_str(stat: Message, ref_names: dict[int, str]) -> str | None:
     """tsl XStatVisitor::ToString(); None when no value is set (jaxlib skips those)."""
     kind = stat.WhichOneof("value")
     if kind is None:
         return None
     if kind == "str_value":
-        return stat.str_value
+        return str(stat.str_value)
     if kind == "ref_value":
         return ref_names.get(stat.ref_value, "")
     if kind == "int64_value":
@@ -314,15 +351,15 @@ def _stat_str(stat, ref_names: dict[int, str]) -> str | None:
     return "<opaque bytes>"
 
 
-def _stat_int(stat) -> int | None:
+def _stat_int(stat: Message) -> StatInt | None:
     """The stat as an integer; a uint64 comes back as `("u", value)`, kept apart because
     jaxlib's IntValue() reads only int64_value (so it sees 0 there). None when not set."""
     kind = stat.WhichOneof("value")
     if kind is None:
         return None
     if kind == "uint64_value":
-        return ("u", stat.uint64_value)
-    return stat.int64_value
+        return ("u", int(stat.uint64_value))
+    return int(stat.int64_value)
 
 
 @dataclasses.dataclass
@@ -333,11 +370,11 @@ class _HloModuleInfo:
     root_fp: str | None
 
 
-def _hlo_modules(plane) -> list[_HloModuleInfo]:
+def _hlo_modules(plane: Message | None) -> list[_HloModuleInfo]:
     """Modules whose HloProto is in the metadata plane (any bytes stat that parses as one)."""
     from google.protobuf.message import DecodeError
 
-    out = []
+    out: list[_HloModuleInfo] = []
     if plane is None:
         return out
     HloProto = hlo_proto_class()
@@ -351,18 +388,23 @@ def _hlo_modules(plane) -> list[_HloModuleInfo]:
                 continue
             if not module.computations:
                 continue
-            out.append(_HloModuleInfo(
-                name=module.name, id=module.id,
-                module_fp=module.frontend_attributes.map.get(FINGERPRINT_ATTR) or None,
-                root_fp=_root_fingerprint(module)))
+            out.append(
+                _HloModuleInfo(
+                    name=module.name,
+                    id=module.id,
+                    module_fp=module.frontend_attributes.map.get(FINGERPRINT_ATTR) or None,
+                    root_fp=_root_fingerprint(module),
+                )
+            )
     return out
 
 
-def _root_fingerprint(module) -> str | None:
+def _root_fingerprint(module: Message) -> str | None:
     entry = None
     for comp in module.computations:
         if comp.id == module.entry_computation_id or (
-                module.entry_computation_name and comp.name == module.entry_computation_name):
+            module.entry_computation_name and comp.name == module.entry_computation_name
+        ):
             entry = comp
     if entry is None:
         entry = module.computations[-1]  # callees come before callers; the entry is last
@@ -377,7 +419,7 @@ def read_log_fingerprints(log_path: Any) -> tuple[dict[tuple[str, int], str], li
     found: dict[tuple[str, int], str] = {}
     conflicts: set[tuple[str, int]] = set()
     try:
-        with open(os.fspath(log_path), "r", encoding="utf-8", errors="replace") as f:
+        with open(os.fspath(log_path), encoding="utf-8", errors="replace") as f:
             for line in f:
                 if "Fingerprint before LHS" not in line:
                     continue
@@ -401,8 +443,10 @@ def read_log_fingerprints(log_path: Any) -> tuple[dict[tuple[str, int], str], li
     warnings = []
     for key in sorted(conflicts):
         found.pop(key)
-        warnings.append(f"the log gives module {key[0]}({key[1]}) more than one fingerprint "
-                        "(several processes?); it is left out.")
+        warnings.append(
+            f"the log gives module {key[0]}({key[1]}) more than one fingerprint "
+            "(several processes?); it is left out."
+        )
     return found, warnings
 
 
@@ -421,24 +465,32 @@ def _normalize_window(steps_window: Any) -> list[tuple[int, int]] | None:
     return out
 
 
-def _profile_start_ns(plane) -> int | None:
-    """`profile_start_time` of the "Task Environment" plane: TSL stores event times relative to it."""
+def _profile_start_ns(plane: Message | None) -> int | None:
+    """`profile_start_time` of the "Task Environment" plane: TSL stores event times relative to
+    it."""
     if plane is None:
         return None
     for st in plane.stats:
         md = plane.stat_metadata.get(st.metadata_id)
         if md is not None and md.name == "profile_start_time":
-            return st.uint64_value or st.int64_value or None
+            return int(st.uint64_value or st.int64_value) or None
     return None
 
 
 # --- conversion --------------------------------------------------------------------------------
 
 
-def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "median",
-                           log_path: Any = None, steps_window: Any = None,
-                           qualify: bool = False, merge_fragments: bool | None = None,
-                           files: list[str] | None = None) -> TraceConversion:
+def convert_trace_detailed(
+    run_dir: Any,
+    *,
+    per_module: bool,
+    stat: str = "median",
+    log_path: Any = None,
+    steps_window: Any = None,
+    qualify: bool = False,
+    merge_fragments: bool | None = None,
+    files: list[str] | None = None,
+) -> TraceConversion:
     """`files`: the folder's `*.xplane.pb` files, when the caller already listed them."""
     stat = parse_stat(stat)
     merge = per_module if merge_fragments is None else merge_fragments
@@ -464,7 +516,7 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
     resolver = _FingerprintResolver(hlo, log_fps)
     namer = None if per_module else _SingleFileNamer(resolver, qualify)
 
-    durations: dict[Any, list[float]] = {}
+    durations: Durations = {}
     ops_seen: set[tuple[str, tuple[str, int | None]]] = set()
     modules_seen: dict[tuple[str, int | None], int] = {}
     device_planes = used = outside = 0
@@ -474,8 +526,10 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
             namer.add_host_modules(infos)
         start_ns = _profile_start_ns(host.first(TASK_ENV_PLANE))
         if window is not None and start_ns is None:
-            warnings.append(f"{os.path.basename(path)} has no profile start time; "
-                            "its timestamps are taken as Unix-epoch nanoseconds for the step window.")
+            warnings.append(
+                f"{os.path.basename(path)} has no profile start time; "
+                "its timestamps are taken as Unix-epoch nanoseconds for the step window."
+            )
         indices = host.device_plane_indices()
         device_planes += len(indices)
         for plane_index in indices:
@@ -486,15 +540,36 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
             setup = _plane_stat_setup(skeleton)
             got = (0, 0) if setup is None else None
             if setup is not None:
-                lines = [(i, line.timestamp_ns) for i, line in enumerate(skeleton.lines)
-                         if (line.display_name or line.name) != ASYNC_OPS_LINE]
-                got = _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen,
-                                          modules_seen, window, start_ns, namer)
-            skeleton = layout = None
+                lines = [
+                    (i, line.timestamp_ns)
+                    for i, line in enumerate(skeleton.lines)
+                    if (line.display_name or line.name) != ASYNC_OPS_LINE
+                ]
+                got = _scan_plane_columns(
+                    setup,
+                    lines,
+                    layout,
+                    merge,
+                    durations,
+                    ops_seen,
+                    modules_seen,
+                    window,
+                    start_ns,
+                    namer,
+                )
+            del skeleton, layout  # the parsed skeleton is large: free it before a fallback parse
             if got is None:  # a layout the column reader does not decode exactly
-                got = _scan_plane(host.parse(plane_index, data), merge, durations, ops_seen,
-                                  modules_seen, window, start_ns, namer)
-            data = None
+                got = _scan_plane(
+                    host.parse(plane_index, data),
+                    merge,
+                    durations,
+                    ops_seen,
+                    modules_seen,
+                    window,
+                    start_ns,
+                    namer,
+                )
+            del data
             u, o = got
             used += u
             outside += o
@@ -503,29 +578,51 @@ def convert_trace_detailed(run_dir: Any, *, per_module: bool, stat: str = "media
     summaries = []
     for mkey, count in modules_seen.items():
         fp, source = resolver.lookup(mkey) or (None, None)
-        summaries.append(ModuleSummary(
-            name=mkey[0], program_id=mkey[1], fingerprint=fp, fingerprint_source=source,
-            event_count=count, instruction_count=sum(1 for _, m in ops_seen if m == mkey)))
+        summaries.append(
+            ModuleSummary(
+                name=mkey[0],
+                program_id=mkey[1],
+                fingerprint=fp,
+                fingerprint_source=source,
+                event_count=count,
+                instruction_count=sum(1 for _, m in ops_seen if m == mkey),
+            )
+        )
 
     if per_module:
         profiles = _per_module_profiles(durations, stat, resolver, warnings)
     else:
-        profiles = {"": Profile(costs=[(name, stat_of_chunks(v, stat)) for name, v in durations.items()])}
+        costs: list[tuple[str, float]] = []
+        for name, v in durations.items():
+            assert isinstance(name, str)  # one file: the namer's name strings, as jaxlib's
+            costs.append((name, stat_of_chunks(v, stat)))
+        profiles = {"": Profile(costs=costs)}
 
     if device_planes == 0:
-        warnings.append("the trace holds no /device:GPU (or TPU) plane, so the profile is empty: "
-                        "PGLE profiles come from NVIDIA GPU runs.")
+        warnings.append(
+            "the trace holds no /device:GPU (or TPU) plane, so the profile is empty: "
+            "PGLE profiles come from NVIDIA GPU runs."
+        )
     elif used == 0 and outside:
         warnings.append(f"all {outside} device events lie outside the step window.")
-    return TraceConversion(profiles=profiles, modules=summaries, xplane_files=files,
-                           device_planes=device_planes, events_used=used,
-                           events_outside_window=outside, stat=stat, warnings=warnings)
+    return TraceConversion(
+        profiles=profiles,
+        modules=summaries,
+        xplane_files=files,
+        device_planes=device_planes,
+        events_used=used,
+        events_outside_window=outside,
+        stat=stat,
+        warnings=warnings,
+    )
 
 
 class _FingerprintResolver:
     """(module name, program id) -> (fingerprint, source), from the HLO protos, then the log."""
 
-    def __init__(self, hlo: dict[tuple[str, int], _HloModuleInfo], log_fps: dict[tuple[str, int], str]):
+    def __init__(
+        self, hlo: dict[tuple[str, int], _HloModuleInfo], log_fps: dict[tuple[str, int], str]
+    ):
         self.hlo = hlo
         self.log_fps = log_fps
         self.by_name: dict[str, set[tuple[str, int]]] = {}
@@ -569,7 +666,7 @@ class _SingleFileNamer:
             if i.root_fp:
                 self.jax_root[f"{i.name}({i.id})"] = i.root_fp
 
-    def name(self, op: str, module: str, pid, mkey) -> str:
+    def name(self, op: str, module: str, pid: StatInt | None, mkey: ModuleKey) -> str:
         if self.qualify:
             fp = self.resolver.lookup(mkey)
         else:
@@ -583,13 +680,21 @@ _OP, _MODULE, _PID, _SCOPE = range(4)
 _STAT_CODES = {"hlo_op": _OP, "hlo_module": _MODULE, "program_id": _PID, "scope_range_id": _SCOPE}
 
 
-def _as_int(value) -> int:
+def _as_int(value: StatInt) -> int:
     """A stat integer as read by `_stat_int` (plain int, or `("u", value)` for a uint64)."""
     return value[1] if isinstance(value, tuple) else value
 
 
-def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_ns,
-                namer) -> tuple[int, int]:
+def _scan_plane(
+    plane: Message,
+    merge: bool,
+    durations: Durations,
+    ops_seen: set[tuple[str, ModuleKey]],
+    modules_seen: dict[ModuleKey, int],
+    window: list[tuple[int, int]] | None,
+    start_ns: int | None,
+    namer: _SingleFileNamer | None,
+) -> tuple[int, int]:
     """Collect one device plane's op durations (with `merge`, one per fragment span); returns
     (events used, events outside the window). The hot loop of the converter: it avoids
     per-event allocations and reads the usual stat encodings (references, int64) directly."""
@@ -602,7 +707,8 @@ def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_n
     offset_ns = 0 if start_ns is None else start_ns
     single = window[0] if window is not None and len(window) == 1 else None
     # (op, module, program id) -> [name key, module key, event count, durations]
-    groups: dict[tuple, list] = {}
+    # (a heterogeneous row, mutated in the hot loop: a dataclass costs an attribute lookup)
+    groups: dict[tuple[str, str, StatInt | None], list[Any]] = {}
     plane_values: dict[Any, list[float]] = {}  # name -> durations, in event order (no merge)
     used = outside = 0
     codes_get, md_get, groups_get = codes.get, md_stats.get, groups.get
@@ -624,21 +730,21 @@ def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_n
                     continue
                 if code <= _MODULE:
                     ref = st.ref_value
-                    value = ref_names.get(ref, "") if ref else _stat_str(st, ref_names)
-                    if value is None:
+                    text = ref_names.get(ref, "") if ref else _stat_str(st, ref_names)
+                    if text is None:
                         continue
                     if code == _OP:
-                        op = value
+                        op = text
                     else:
-                        module = value
+                        module = text
                 else:
-                    value = st.int64_value or _stat_int(st)
-                    if value is None:
+                    number = st.int64_value or _stat_int(st)
+                    if number is None:
                         continue
                     if code == _PID:
-                        pid = value
+                        pid = number
                     else:
-                        scope = value
+                        scope = number
             if op is None or module is None:
                 continue
             ts = line_ps + ev.offset_ps
@@ -656,18 +762,17 @@ def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_n
             group = groups_get(gkey)
             if group is None:
                 mkey = (module, None if pid is None else _as_int(pid))
-                if namer is None:
-                    name = (op, mkey)
-                else:
-                    # jaxlib keys by its name string: modules it cannot tell apart pool.
-                    name = namer.name(op, module, pid, mkey)
+                # jaxlib keys by its name string: modules it cannot tell apart pool.
+                name = (op, mkey) if namer is None else namer.name(op, module, pid, mkey)
                 ops_seen.add((op, mkey))
+                values: dict[Any, list[int]] | list[float]  # spans (merge), or durations
                 if merge:
                     values = {}
                 else:
-                    values = plane_values.get(name)
-                    if values is None:
-                        values = plane_values[name] = []
+                    found = plane_values.get(name)
+                    if found is None:
+                        found = plane_values[name] = []
+                    values = found
                 group = groups[gkey] = [name, mkey, 0, values]
             group[2] += 1
             if not merge:
@@ -688,11 +793,12 @@ def _scan_plane(plane, merge, durations, ops_seen, modules_seen, window, start_n
                     span[0] = ts
                 if end > span[1]:
                     span[1] = end
-    for name, mkey, count, values in groups.values():
+    for name, mkey, count, spans in groups.values():
         modules_seen[mkey] = modules_seen.get(mkey, 0) + count
         if merge:
             durations.setdefault(name, []).append(
-                np.array([(end - start) / 1e3 / 1e3 for start, end in values.values()], np.float64))
+                np.array([(end - start) / 1e3 / 1e3 for start, end in spans.values()], np.float64)
+            )
     for name, values in plane_values.items():
         durations.setdefault(name, []).append(np.array(values, np.float64))
     return used, outside
@@ -702,15 +808,17 @@ _NO_STATS = (None, None, None, None)
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _plane_stat_setup(plane):
+def _plane_stat_setup(plane: Message) -> StatSetup | None:
     """(stat codes, reference names, metadata-level stats) of a device plane; None when the
     plane has no hlo_op / hlo_module stat (nothing to read)."""
-    codes = {k: _STAT_CODES[v.name] for k, v in plane.stat_metadata.items() if v.name in _STAT_CODES}
+    codes = {
+        k: _STAT_CODES[v.name] for k, v in plane.stat_metadata.items() if v.name in _STAT_CODES
+    }
     if not {_OP, _MODULE} <= set(codes.values()):
         return None
     ref_names = {k: v.name for k, v in plane.stat_metadata.items()}
     # Metadata-level stats apply to every event of that metadata (and events override them).
-    md_stats: dict[int, tuple | None] = {}
+    md_stats: dict[int, EventStats | None] = {}
     for mid, md in plane.event_metadata.items():
         if md.name in INTERNAL_EVENTS:
             md_stats[mid] = None
@@ -719,8 +827,18 @@ def _plane_stat_setup(plane):
     return codes, ref_names, md_stats
 
 
-def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, modules_seen, window,
-                        start_ns, namer) -> tuple[int, int] | None:
+def _scan_plane_columns(
+    setup: StatSetup,
+    lines: list[tuple[int, int]],
+    layout: PlaneBytes,
+    merge: bool,
+    durations: Durations,
+    ops_seen: set[tuple[str, ModuleKey]],
+    modules_seen: dict[ModuleKey, int],
+    window: list[tuple[int, int]] | None,
+    start_ns: int | None,
+    namer: _SingleFileNamer | None,
+) -> tuple[int, int] | None:
     """`_scan_plane` on numpy columns read from the plane's bytes (pgle.profiles.xplane_columns):
     the same events, groups, names, sample order and values, several times faster on millions of
     events. None (before touching any argument) where the plane's layout is outside what the
@@ -742,7 +860,8 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
             return None  # a string-valued op, a non-integer id: the protobuf path reads those
 
     strings: dict[str, int] = {}
-    intern = lambda text: strings.setdefault(text, len(strings))  # noqa: E731
+    def intern(text: str) -> int:
+        return strings.setdefault(text, len(strings))
 
     # Metadata-level stats, one row per distinct metadata id of the events.
     ids, inv = small_ids(cols.metadata_id)
@@ -751,48 +870,50 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
     base = {c: (np.zeros(m, np.int8), np.zeros(m, np.int64)) for c in (_PID, _SCOPE)}
     base_op, base_module = np.full(m, -1, np.int64), np.full(m, -1, np.int64)
     for j, mid in enumerate(ids.tolist()):
-        b = md_stats.get(mid, _NO_STATS)
-        if b is None:
+        row = md_stats.get(mid, _NO_STATS)
+        if row is None:
             internal[j] = True
             continue
-        op, module, pid, scope = b
-        if op is not None:
-            base_op[j] = intern(op)
-        if module is not None:
-            base_module[j] = intern(module)
-        for code, value in ((_PID, pid), (_SCOPE, scope)):
-            if value is None:
+        md_op, md_module, md_pid, md_scope = row
+        if md_op is not None:
+            base_op[j] = intern(md_op)
+        if md_module is not None:
+            base_module[j] = intern(md_module)
+        for code, number in ((_PID, md_pid), (_SCOPE, md_scope)):
+            if number is None:
                 continue
-            if isinstance(value, tuple):  # ("u", uint64)
-                base[code][0][j], base[code][1][j] = UINT64, np.uint64(value[1]).view(np.int64)
-            elif _I64_MIN <= value <= _I64_MAX:
-                base[code][0][j], base[code][1][j] = INT64, value
+            if isinstance(number, tuple):  # ("u", uint64)
+                base[code][0][j], base[code][1][j] = UINT64, np.uint64(number[1]).view(np.int64)
+            elif _I64_MIN <= number <= _I64_MAX:
+                base[code][0][j], base[code][1][j] = INT64, number
             else:
                 return None
 
-    def text_column(code, base_col):
+    def text_column(code: int, base_col: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         kind, value = ev[code]
-        out = base_col[inv]
+        out: npt.NDArray[np.int64] = base_col[inv]
         is_ref = np.flatnonzero(kind == REF)
         if is_ref.size:
             refs, rinv = small_ids(value[is_ref])
-            sid = np.array([intern(ref_names.get(int(r) & 0xFFFFFFFFFFFFFFFF, "")) for r in refs.tolist()],
-                           np.int64)
+            sid = np.array(
+                [intern(ref_names.get(int(r) & 0xFFFFFFFFFFFFFFFF, "")) for r in refs.tolist()],
+                np.int64,
+            )
             out[is_ref] = sid[rinv]
         return out
 
-    def int_column(code):
+    def int_column(code: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         kind, value = ev[code]
         bk, bv = base[code]
         k, v = bk[inv], bv[inv]
         on_event = kind != 0
         return np.where(on_event, kind, k), np.where(on_event, value, v)
 
-    op = text_column(_OP, base_op)
-    module = text_column(_MODULE, base_module)
+    op_col = text_column(_OP, base_op)
+    module_col = text_column(_MODULE, base_module)
     pid_k, pid_v = int_column(_PID)
     scope_k, scope_v = int_column(_SCOPE)
-    keep = ~internal[inv] & (op >= 0) & (module >= 0)
+    keep = ~internal[inv] & (op_col >= 0) & (module_col >= 0)
 
     outside = 0
     if window is not None:
@@ -818,7 +939,7 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
     s_count, p_count = len(strings), pv_unique.size * 4
     if s_count * s_count * p_count >= 1 << 62:
         return None
-    key = (op[e] * s_count + module[e]) * p_count + pv_idx.astype(np.int64) * 4 + pid_k[e]
+    key = (op_col[e] * s_count + module_col[e]) * p_count + pv_idx.astype(np.int64) * 4 + pid_k[e]
     _, first, ginv = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
@@ -830,8 +951,10 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
     for g in range(order.size):
         i = e[first[order[g]]]
         k, v = int(pid_k[i]), int(pid_v[i])
-        pid = None if k == 0 else (v if k == INT64 else ("u", v & 0xFFFFFFFFFFFFFFFF))
-        op_text, module_text = names_text[op[i]], names_text[module[i]]
+        pid: StatInt | None = None
+        if k != 0:
+            pid = v if k == INT64 else ("u", v & 0xFFFFFFFFFFFFFFFF)
+        op_text, module_text = names_text[op_col[i]], names_text[module_col[i]]
         mkey = (module_text, None if pid is None else _as_int(pid))
         name = (op_text, mkey) if namer is None else namer.name(op_text, module_text, pid, mkey)
         groups.append((op_text, mkey, name, int(counts[g])))
@@ -846,8 +969,11 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
         line_ts = [ts for _, ts in lines]
         base_ns = min(line_ts)
         line_ps = [(ts - base_ns) * 1000 for ts in line_ts]
-        extent = max(abs(x) for x in line_ps) + int(np.abs(cols.offset_ps).max()) \
+        extent = (
+            max(abs(x) for x in line_ps)
+            + int(np.abs(cols.offset_ps).max())
             + int(np.abs(cols.duration_ps).max())
+        )
         if extent >= 1 << 62:
             return None
         ts = np.array(line_ps, np.int64)[cols.line[e]] + cols.offset_ps[e]
@@ -864,19 +990,20 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
         seq = np.lexsort((span_first, span_group))
         values = (span_end[seq] - span_start[seq]) / 1e3 / 1e3
         bounds = np.searchsorted(span_group[seq], np.arange(order.size + 1))
-        chunks = [(g, values[bounds[g]:bounds[g + 1]]) for g in range(order.size)]
+        chunks = [(g, values[bounds[g] : bounds[g + 1]]) for g in range(order.size)]
     else:
         # Every event one sample, in event order per name (groups may share a name).
         name_ids: dict[Any, int] = {}
-        group_name = np.array([name_ids.setdefault(name, len(name_ids)) for _, _, name, _ in groups],
-                              np.int64)
+        group_name = np.array(
+            [name_ids.setdefault(name, len(name_ids)) for _, _, name, _ in groups], np.int64
+        )
         per_event = group_name[group]
         by = np.argsort(per_event, kind="stable")
         values = cols.duration_ps[e][by] / 1e3 / 1e3
         bounds = np.searchsorted(per_event[by], np.arange(len(name_ids) + 1))
-        chunks = [(j, values[bounds[j]:bounds[j + 1]]) for j in range(len(name_ids))]
+        chunks = [(j, values[bounds[j] : bounds[j + 1]]) for j in range(len(name_ids))]
 
-    for op_text, mkey, name, count in groups:
+    for op_text, mkey, _, count in groups:
         ops_seen.add((op_text, mkey))
         modules_seen[mkey] = modules_seen.get(mkey, 0) + count
     if merge:
@@ -889,35 +1016,40 @@ def _scan_plane_columns(setup, lines, layout, merge, durations, ops_seen, module
     return used, outside
 
 
-def _read_stats(stats, codes, ref_names, base):
+def _read_stats(stats: Any, codes: dict[int, int], ref_names: dict[int, str],
+                base: EventStats) -> EventStats:
     op, module, pid, scope = base
     for st in stats:
         code = codes.get(st.metadata_id)
         if code is None:
             continue
         if code <= _MODULE:
-            value = _stat_str(st, ref_names)
-            if value is None:
+            text = _stat_str(st, ref_names)
+            if text is None:
                 continue
             if code == _OP:
-                op = value
+                op = text
             else:
-                module = value
+                module = text
         else:
-            value = _stat_int(st)
-            if value is None:
+            number = _stat_int(st)
+            if number is None:
                 continue
             if code == _PID:
-                pid = value
+                pid = number
             else:
-                scope = value
+                scope = number
     return op, module, pid, scope
 
 
-def _per_module_profiles(durations, stat, resolver: _FingerprintResolver, warnings) -> dict[str, Profile]:
-    per_fp: dict[str, dict[str, list[float]]] = {}
+def _per_module_profiles(
+    durations: Durations, stat: str, resolver: _FingerprintResolver, warnings: list[str]
+) -> dict[str, Profile]:
+    per_fp: dict[str, dict[str, list[npt.NDArray[np.float64]]]] = {}
     missing: set[tuple[str, int | None]] = set()
-    for (op, mkey), values in durations.items():
+    for key, values in durations.items():
+        assert not isinstance(key, str)  # per module: keyed by (op, module key), no namer
+        op, mkey = key
         fp = resolver.lookup(mkey)
         if fp is None:
             missing.add(mkey)
@@ -928,6 +1060,9 @@ def _per_module_profiles(durations, stat, resolver: _FingerprintResolver, warnin
         label = mkey[0] if mkey[1] is None else f"{mkey[0]}({mkey[1]})"
         warnings.append(
             f"module {label} has no fingerprint in the trace or the log, so it gets no per-module "
-            "profile; rerun with TF_CPP_VMODULE=gpu_hlo_schedule=1 and pass the log.")
-    return {fp: Profile(costs=[(op, stat_of_chunks(v, stat)) for op, v in ops.items()])
-            for fp, ops in per_fp.items()}
+            "profile; rerun with TF_CPP_VMODULE=gpu_hlo_schedule=1 and pass the log."
+        )
+    return {
+        fp: Profile(costs=[(op, stat_of_chunks(v, stat)) for op, v in ops.items()])
+        for fp, ops in per_fp.items()
+    }

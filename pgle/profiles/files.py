@@ -19,10 +19,17 @@ import re
 import shutil
 import stat
 import tempfile
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from pgle.atomic import (check_writable_target, dir_mode, replace_directory_atomic,
-                         write_bytes_atomic, write_error, write_files_atomic)
+from pgle.atomic import (
+    check_writable_target,
+    dir_mode,
+    replace_directory_atomic,
+    write_bytes_atomic,
+    write_error,
+    write_files_atomic,
+)
 from pgle.errors import ProfileError
 from pgle.profiles.canonical import binary_entries, text_bytes, text_entries
 from pgle.profiles.proto import binary_columns, locate_corruption, message_class
@@ -103,7 +110,8 @@ def _looks_like_text(data: bytes) -> bool:
 
 
 def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
-    """Parse `data` in format `fmt`; ProfileError names `source` (and the byte offset, for binary)."""
+    """Parse `data` in format `fmt`; ProfileError names `source` (and the byte offset, for
+    binary)."""
     if fmt == BINARY:
         if len(data) < COLUMNS_MIN_BYTES:
             fast = binary_entries(data)
@@ -113,7 +121,9 @@ def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
         if len(data) >= COLUMNS_MIN_BYTES:
             cols = binary_columns(data)
             if cols is not None:
-                return Profile(costs=list(zip(cols[0].astype(str).tolist(), cols[1].tolist())))
+                return Profile(
+                    costs=list(zip(cols[0].astype(str).tolist(), cols[1].tolist(), strict=False))
+                )
     elif fmt == TEXT:
         try:
             fast = text_entries(data.decode("utf-8"))
@@ -126,15 +136,21 @@ def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
         raise ValueError(f"unknown profile format {fmt!r}")
     return Profile(
         costs=[(c.name, c.cost_us) for c in msg.costs],
-        latencies=[(l.source, l.target, l.latency_us) for l in msg.latencies],
+        latencies=[(lat.source, lat.target, lat.latency_us) for lat in msg.latencies],
     )
 
 
 # Leading bytes of files that get a profile's name by mistake (a plot, an archive, a binary).
-_MAGIC = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
-          (b"%PDF", "a PDF document"), (b"PK\x03\x04", "a zip archive"),
-          (b"\x1f\x8b", "gzip data"), (b"\xfd7zXZ\x00", "xz data"), (b"\x7fELF", "an ELF binary"),
-          (b"SQLite format 3\x00", "an SQLite database"))
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"%PDF", "a PDF document"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x1f\x8b", "gzip data"),
+    (b"\xfd7zXZ\x00", "xz data"),
+    (b"\x7fELF", "an ELF binary"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+)
 
 
 def _known_format(data: bytes) -> str | None:
@@ -153,7 +169,7 @@ def _is_binary_profile(data: bytes) -> bool:
     return bool(len(msg.costs) or len(msg.latencies))
 
 
-def _parse_binary(data: bytes, source: str):
+def _parse_binary(data: bytes, source: str) -> Any:  # a ProfiledInstructionsProto
     from google.protobuf.message import DecodeError
 
     try:
@@ -165,12 +181,13 @@ def _parse_binary(data: bytes, source: str):
         if _looks_like_text(data):
             hint = "It looks like the text format: rename it to .pbtxt."
         raise ProfileError(
-            f"profile {source} is not a valid binary ProfiledInstructionsProto: parsing failed {where}.",
+            f"profile {source} is not a valid binary ProfiledInstructionsProto: "
+            f"parsing failed {where}.",
             hint=hint,
         ) from None
 
 
-def _parse_text(data: bytes, source: str):
+def _parse_text(data: bytes, source: str) -> Any:  # a ProfiledInstructionsProto
     from google.protobuf import text_format
 
     try:
@@ -184,7 +201,8 @@ def _parse_text(data: bytes, source: str):
         else:
             hint = "Save it as UTF-8 text, or regenerate the profile."
         raise ProfileError(
-            f"profile {source} is not valid UTF-8 text: byte {e.start} cannot be decoded.", hint=hint
+            f"profile {source} is not valid UTF-8 text: byte {e.start} cannot be decoded.",
+            hint=hint,
         ) from None
     msg = message_class()()
     try:
@@ -210,18 +228,18 @@ def encode_profile(profile: Profile, fmt: str) -> bytes:
     for src, dst, lat in profile.latencies:
         latencies.add(source=src, target=dst, latency_us=lat)
     if fmt == BINARY:
-        return msg.SerializeToString(deterministic=True)
+        return bytes(msg.SerializeToString(deterministic=True))
     if fmt == TEXT:
         from google.protobuf import text_format
 
-        return text_format.MessageToString(msg).encode("utf-8")
+        return str(text_format.MessageToString(msg)).encode("utf-8")
     raise ValueError(f"unknown profile format {fmt!r}")
 
 
 # --- files ---------------------------------------------------------------------------
 
 
-def _epath(path: Any):
+def _epath(path: Any) -> Any:  # an etils.epath.Path or a pathlib.Path
     """etils.epath for URLs (gs://, ...), pathlib for local paths: importing etils.epath
     costs ~0.1 s, more than a local inspect/diff/convert does otherwise (issue 16)."""
     if not _is_remote(path):
@@ -241,18 +259,24 @@ def _read_bytes(path: Any, what: str = "profile") -> bytes:
             from pgle.profiles.bounded import describe_mode
 
             # A FIFO would block the read forever, /dev/zero never end it.
-            raise ProfileError(f"{what} {_name_of(path)} is not a regular file "
-                               f"({describe_mode(mode)}).")
+            raise ProfileError(
+                f"{what} {_name_of(path)} is not a regular file ({describe_mode(mode)})."
+            )
     try:
-        return _epath(path).read_bytes()
+        data: bytes = _epath(path).read_bytes()
+        return data
     except FileNotFoundError:
-        raise ProfileError(f"{what} {_name_of(path)} does not exist.",
-                           hint="Check the path, or run `pgle collect` to create it.") from None
+        raise ProfileError(
+            f"{what} {_name_of(path)} does not exist.",
+            hint="Check the path, or run `pgle collect` to create it.",
+        ) from None
     except IsADirectoryError:
         raise ProfileError(f"{what} {_name_of(path)} is a directory, not a file.") from None
     except PermissionError:
-        raise ProfileError(f"{what} {_name_of(path)} is not readable (permission denied).",
-                           hint="Fix its permissions.") from None
+        raise ProfileError(
+            f"{what} {_name_of(path)} is not readable (permission denied).",
+            hint="Fix its permissions.",
+        ) from None
     except OSError as e:
         raise ProfileError(f"cannot read {what} {_name_of(path)}: {e.strerror or e}.") from None
 
@@ -263,8 +287,13 @@ def read_profile(path: Any) -> Profile:
     return parse_profile(_read_bytes(path), fmt, _name_of(path))
 
 
-def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool = False,
-                  companions: dict[Any, bytes] | None = None) -> pathlib.Path:
+def write_profile(
+    profile_or_bytes: Profile | bytes,
+    path: Any,
+    *,
+    force: bool = False,
+    companions: dict[Any, bytes] | None = None,
+) -> pathlib.Path:
     """Write atomically in the format of `path`'s extension; refuse to overwrite without `force`.
 
     Bytes are taken as a serialized *binary* profile (what jaxlib returns); they
@@ -272,8 +301,8 @@ def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool =
     `companions` (path -> bytes, e.g. the manifest) are written with it: all or none.
     """
     fmt = profile_format(path)
-    path = pathlib.Path(path).absolute()
-    check_writable_target(path, force=force, what="profile")
+    target = pathlib.Path(path).absolute()
+    check_writable_target(target, force=force, what="profile")
     if isinstance(profile_or_bytes, (bytes, bytearray, memoryview)):
         data = bytes(profile_or_bytes)
         profile = parse_profile(data, BINARY, "<bytes to write>")
@@ -282,9 +311,9 @@ def write_profile(profile_or_bytes: Profile | bytes, path: Any, *, force: bool =
     else:
         data = encode_profile(profile_or_bytes, fmt)
     if companions:
-        write_files_atomic([(path, data), *companions.items()])
-        return path
-    return write_bytes_atomic(path, data)
+        write_files_atomic([(target, data), *companions.items()])
+        return target
+    return write_bytes_atomic(target, data)
 
 
 # --- sources: a file or a per-module directory ---------------------------------------------
@@ -316,11 +345,14 @@ class ProfileSource:
         out = []
         for path, why in self.unreadable:
             if path.suffix == ".pbtxt":
-                out.append(f"{path} {why}; XLA logs a parse error for it and reads "
-                           f"{path.stem}.pb instead, and so does pgle.")
+                out.append(
+                    f"{path} {why}; XLA logs a parse error for it and reads "
+                    f"{path.stem}.pb instead, and so does pgle."
+                )
             else:
-                out.append(f"{path} {why}; XLA never reads it, since {path.stem}.pbtxt is "
-                           "read first.")
+                out.append(
+                    f"{path} {why}; XLA never reads it, since {path.stem}.pbtxt is read first."
+                )
         return out
 
     @property
@@ -339,8 +371,10 @@ class ProfileSource:
             "instruction_count": self.instruction_count,
             "latency_count": self.latency_count,
             "sha256": self.sha256,
-            "modules": {fp: {"instruction_count": p.instruction_count,
-                             "latency_count": p.latency_count} for fp, p in self.modules.items()},
+            "modules": {
+                fp: {"instruction_count": p.instruction_count, "latency_count": p.latency_count}
+                for fp, p in self.modules.items()
+            },
             "shadowed": [str(f) for f in self.shadowed],
             "ignored": list(self.ignored),
             "unreadable": [{"path": str(f), "error": why} for f, why in self.unreadable],
@@ -351,7 +385,7 @@ def _is_remote(path: Any) -> bool:
     return "://" in _name_of(path)
 
 
-def _absolute(path: Any):
+def _absolute(path: Any) -> Any:  # an etils.epath.Path or a pathlib.Path
     if _is_remote(path):
         return _epath(path)
     return pathlib.Path(os.path.abspath(os.fspath(path)))
@@ -360,7 +394,7 @@ def _absolute(path: Any):
 def _directory_digest(pairs: Iterable[tuple[str, str]]) -> str:
     h = hashlib.sha256()
     for name, sha in sorted(pairs):
-        h.update(f"{name}\0{sha}\n".encode("utf-8"))
+        h.update(f"{name}\0{sha}\n".encode())
     return h.hexdigest()
 
 
@@ -385,12 +419,16 @@ def load_profile_source(path: Any) -> ProfileSource:
         is_dir = p.is_dir()
         exists = is_dir or p.exists()
     except PermissionError:
-        raise ProfileError(f"profile {_name_of(path)} is not accessible (permission denied).") from None
+        raise ProfileError(
+            f"profile {_name_of(path)} is not accessible (permission denied)."
+        ) from None
     except OSError as e:
         raise ProfileError(f"cannot access profile {_name_of(path)}: {e.strerror or e}.") from None
     if not exists:
-        raise ProfileError(f"profile {_name_of(path)} does not exist.",
-                           hint="Check the path, or run `pgle collect` to create it.")
+        raise ProfileError(
+            f"profile {_name_of(path)} does not exist.",
+            hint="Check the path, or run `pgle collect` to create it.",
+        )
     if is_dir:
         return _load_directory(path)
     fmt = profile_format(path)
@@ -398,9 +436,13 @@ def load_profile_source(path: Any) -> ProfileSource:
     profile = parse_profile(data, fmt, _name_of(path))
     abs_path = _absolute(path)
     return ProfileSource(
-        path=abs_path, kind="file", files=[abs_path],
-        instruction_count=profile.instruction_count, latency_count=profile.latency_count,
-        sha256=hashlib.sha256(data).hexdigest(), modules={"": profile},
+        path=abs_path,
+        kind="file",
+        files=[abs_path],
+        instruction_count=profile.instruction_count,
+        latency_count=profile.latency_count,
+        sha256=hashlib.sha256(data).hexdigest(),
+        modules={"": profile},
     )
 
 
@@ -409,8 +451,10 @@ def _load_directory(path: Any) -> ProfileSource:
     try:
         entries = sorted(_epath(path).iterdir(), key=lambda e: e.name)
     except PermissionError:
-        raise ProfileError(f"profile directory {_name_of(path)} is not readable (permission denied).",
-                           hint="Fix its permissions.") from None
+        raise ProfileError(
+            f"profile directory {_name_of(path)} is not readable (permission denied).",
+            hint="Fix its permissions.",
+        ) from None
     by_fp: dict[str, dict[str, Any]] = {}
     ignored: list[str] = []
     for entry in entries:
@@ -420,11 +464,14 @@ def _load_directory(path: Any) -> ProfileSource:
             continue
         by_fp.setdefault(parsed[0], {})[parsed[1]] = entry
     if not by_fp:
-        seen = f" (it ignored: {', '.join(ignored[:10])}{', ...' if len(ignored) > 10 else ''})" \
-            if ignored else " (it is empty)"
+        seen = (
+            f" (it ignored: {', '.join(ignored[:10])}{', ...' if len(ignored) > 10 else ''})"
+            if ignored
+            else " (it is empty)"
+        )
         raise ProfileError(
-            f"profile directory {_name_of(path)} holds no <fingerprint>.pb or <fingerprint>.pbtxt file"
-            f"{seen}; XLA looks up each module by its 32-hex fingerprint.",
+            f"profile directory {_name_of(path)} holds no <fingerprint>.pb or "
+            f"<fingerprint>.pbtxt file{seen}; XLA looks up each module by its 32-hex fingerprint.",
             hint="Collect one with `pgle collect --per-module`, or pass a single profile file.",
         )
     modules: dict[str, Profile] = {}
@@ -457,13 +504,17 @@ def _load_directory(path: Any) -> ProfileSource:
             if form == BINARY:
                 shadowed.append(root / entry.name)
             if form in failed:
-                unreadable.append((root / entry.name,
-                                   _parse_reason(failed[form], _name_of(entry))))
+                unreadable.append((root / entry.name, _parse_reason(failed[form], _name_of(entry))))
     return ProfileSource(
-        path=root, kind="directory", files=files,
+        path=root,
+        kind="directory",
+        files=files,
         instruction_count=sum(p.instruction_count for p in modules.values()),
         latency_count=sum(p.latency_count for p in modules.values()),
-        sha256=_directory_digest(pairs), modules=modules, shadowed=shadowed, ignored=ignored,
+        sha256=_directory_digest(pairs),
+        modules=modules,
+        shadowed=shadowed,
+        ignored=ignored,
         unreadable=unreadable,
     )
 
@@ -500,8 +551,10 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
             return target
         data = _read_bytes(source.files[0])
         if hashlib.sha256(data).hexdigest() != source.sha256:
-            raise ProfileError(f"profile {source.path} changed while pgle was reading it.",
-                               hint="Wait until it is fully written, then retry.")
+            raise ProfileError(
+                f"profile {source.path} changed while pgle was reading it.",
+                hint="Wait until it is fully written, then retry.",
+            )
         # Anything else at a content-addressed name is corrupt: replace it. A copy is never
         # readable by more users than the profile it copies.
         return write_bytes_atomic(target, data, mode=_source_mode(source.files[0]))
@@ -511,16 +564,19 @@ def content_addressed_copy(source: ProfileSource, store_dir: Any) -> pathlib.Pat
     try:
         # Every file pgle read (the digest covers them all): the copy reads the way the
         # original does, an unparsable <fp>.pbtxt included.
-        for f in dict.fromkeys(source.files + source.shadowed
-                               + [p for p, _ in source.unreadable]):
+        for f in dict.fromkeys(source.files + source.shadowed + [p for p, _ in source.unreadable]):
             write_bytes_atomic(tmp / f.name, _read_bytes(f), mode=_source_mode(f))
         os.chmod(tmp, dir_mode())  # mkdtemp makes it private; other users run with it too
         if _directory_digest(_file_pairs(tmp)) != source.sha256:
-            raise ProfileError(f"profile directory {source.path} changed while pgle was reading it.",
-                               hint="Wait until it is fully written, then retry.")
+            raise ProfileError(
+                f"profile directory {source.path} changed while pgle was reading it.",
+                hint="Wait until it is fully written, then retry.",
+            )
         if target.exists():
             # A stale or partial copy under the content's name: move it aside, then swap.
-            aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=store))
+            aside = pathlib.Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=store)
+            )
             os.replace(target, aside / target.name)
             shutil.rmtree(aside, ignore_errors=True)
         try:
@@ -549,8 +605,11 @@ def _source_mode(path: Any) -> int | None:
 
 
 def _file_pairs(directory: pathlib.Path) -> list[tuple[str, str]]:
-    return [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
-            for f in directory.iterdir() if fingerprint_file_name(f.name) and f.is_file()]
+    return [
+        (f.name, hashlib.sha256(f.read_bytes()).hexdigest())
+        for f in directory.iterdir()
+        if fingerprint_file_name(f.name) and f.is_file()
+    ]
 
 
 def _same_directory(directory: pathlib.Path, sha256: str) -> bool:
@@ -577,6 +636,7 @@ def module_view(profile: Profile, fingerprint: str) -> Profile:
     """What XLA keeps of `profile` for the module `fingerprint` (gpu_hlo_schedule.cc
     FilterWithFingerprint): bare names, plus `<fingerprint>::` names with the prefix
     stripped, in file order. Latencies follow the same rule on both ends."""
+
     def keep(name: str) -> str | None:
         fp, bare = split_qualified(name)
         if fp is None:
@@ -594,18 +654,23 @@ def module_view(profile: Profile, fingerprint: str) -> Profile:
 
 def qualify_profile(profile: Profile, fingerprint: str) -> Profile:
     """Prefix every bare name with `<fingerprint>::` (qualified names are kept as they are)."""
+
     def q(name: str) -> str:
         return name if QUALIFIER in name else f"{fingerprint}{QUALIFIER}{name}"
 
-    return Profile(costs=[(q(n), c) for n, c in profile.costs],
-                   latencies=[(q(s), q(t), lat) for s, t, lat in profile.latencies])
+    return Profile(
+        costs=[(q(n), c) for n, c in profile.costs],
+        latencies=[(q(s), q(t), lat) for s, t, lat in profile.latencies],
+    )
 
 
 def check_fingerprint(fp: str) -> str:
     if not FINGERPRINT_RE.match(fp or ""):
-        raise ProfileError(f"'{fp}' is not a module fingerprint: XLA names modules by 32 lowercase "
-                           "hex digits.", hint="Copy it from `pgle inspect` or the log line "
-                           "'Fingerprint before LHS for module ...'.")
+        raise ProfileError(
+            f"'{fp}' is not a module fingerprint: XLA names modules by 32 lowercase hex digits.",
+            hint="Copy it from `pgle inspect` or the log line "
+            "'Fingerprint before LHS for module ...'.",
+        )
     return fp
 
 
@@ -631,8 +696,9 @@ def _overlap(out: str, src: str) -> str | None:
     return None
 
 
-def check_directory_output(path: Any, *, force: bool, inputs: Iterable[Any] = (),
-                           what: str = "profile directory") -> pathlib.Path:
+def check_directory_output(
+    path: Any, *, force: bool, inputs: Iterable[Any] = (), what: str = "profile directory"
+) -> pathlib.Path:
     """Refuse, before any work, a directory output pgle must not replace (exit 2).
 
     OUT may be new or empty; with `force`, also a directory pgle recognises as its own output
@@ -646,12 +712,16 @@ def check_directory_output(path: Any, *, force: bool, inputs: Iterable[Any] = ()
             continue
         how = _overlap(real_out, os.path.realpath(os.path.abspath(os.fspath(src))))
         if how:
-            raise ProfileError(f"the output {_name_of(path)} {how} the input {_name_of(src)}; pgle "
-                               "never replaces a folder it reads from.",
-                               hint="Choose an output outside the inputs.")
+            raise ProfileError(
+                f"the output {_name_of(path)} {how} the input {_name_of(src)}; pgle "
+                "never replaces a folder it reads from.",
+                hint="Choose an output outside the inputs.",
+            )
     if p.exists() and not p.is_dir():
-        raise ProfileError(f"{p} exists and is not a directory.",
-                           hint="Choose another output path, or end the name in .pb/.pbtxt for one file.")
+        raise ProfileError(
+            f"{p} exists and is not a directory.",
+            hint="Choose another output path, or end the name in .pb/.pbtxt for one file.",
+        )
     if p.is_dir():
         try:
             names = sorted(os.listdir(p))
@@ -659,21 +729,31 @@ def check_directory_output(path: Any, *, force: bool, inputs: Iterable[Any] = ()
             raise ProfileError(f"cannot read {what} {p}: {e.strerror or e}.") from None
         foreign = [n for n in names if not own_output_entry(p / n)]
         if foreign:
-            shown = ", ".join(foreign[:5]) + (f", and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            shown = ", ".join(foreign[:5]) + (
+                f", and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+            )
             raise ProfileError(
                 f"{p} holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} that are not "
                 f"part of a profile directory and would be lost ({shown}); --force replaces only a "
                 "directory of <fingerprint>.pb|.pbtxt files and its manifest.json.",
-                hint="Choose another output, or move those files away.")
+                hint="Choose another output, or move those files away.",
+            )
         if names and not force:
-            raise ProfileError(f"{what} {p} already exists and is not empty.",
-                               hint="Pass --force to replace it.")
+            raise ProfileError(
+                f"{what} {p} already exists and is not empty.", hint="Pass --force to replace it."
+            )
     check_writable_target(p, force=True, what="profile directory")  # its folder must take it
     return p
 
 
-def write_profile_directory(modules: dict[str, Profile], path: Any, *, fmt: str = BINARY,
-                            force: bool = False, inputs: Iterable[Any] = ()) -> pathlib.Path:
+def write_profile_directory(
+    modules: dict[str, Profile],
+    path: Any,
+    *,
+    fmt: str = BINARY,
+    force: bool = False,
+    inputs: Iterable[Any] = (),
+) -> pathlib.Path:
     """Write `<fingerprint>.pb|.pbtxt` per module into `path`, atomically (temp dir + rename).
 
     Refuses a non-empty existing `path` without `force`, and with it anything but pgle's own
@@ -683,8 +763,10 @@ def write_profile_directory(modules: dict[str, Profile], path: Any, *, fmt: str 
     if fmt not in SUFFIX:
         raise ValueError(f"unknown profile format {fmt!r}")
     if not modules:
-        raise ProfileError("no module profiles to write: a directory profile needs at least one "
-                           "<fingerprint> file.")
+        raise ProfileError(
+            "no module profiles to write: a directory profile needs at least one "
+            "<fingerprint> file."
+        )
     for fp in modules:
         check_fingerprint(fp)
     path = check_directory_output(path, force=force, inputs=inputs)
@@ -700,7 +782,8 @@ def write_profile_directory(modules: dict[str, Profile], path: Any, *, fmt: str 
 
 
 def output_kind(path: Any) -> str:
-    """'file' for a .pb/.pbtxt name, 'directory' for an existing folder, a trailing slash or no extension."""
+    """'file' for a .pb/.pbtxt name, 'directory' for an existing folder, a trailing slash or no
+    extension."""
     name = os.fspath(path)
     if os.path.isdir(name) or name.endswith(("/", os.sep)) or not os.path.splitext(name)[1]:
         return "directory"

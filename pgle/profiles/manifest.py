@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-from pgle.version import __version__
-from pgle.xla import flag_table
-from pgle.xla import versions
 from pgle.atomic import write_text_atomic
+from pgle.version import __version__
+from pgle.xla import flag_table, versions
 from pgle.xla.flags import XlaFlags
 
 # Flags that pgle itself manages between phases: never drift.
@@ -32,13 +33,23 @@ def manifest_path(profile_path: Path | str) -> Path:
     return profile_path.with_name(profile_path.name + ".manifest.json")
 
 
-def build(*, workload_argv: list[str], user_flags: XlaFlags, child_flags: XlaFlags,
-          environment: dict[str, str], backend: dict | None, window: dict | None,
-          profile: dict, trace_dir: str | None, converter: dict | None = None,
-          modules: list[dict] | None = None, effective_flags: str | None = None) -> dict:
+def build(
+    *,
+    workload_argv: list[str],
+    user_flags: XlaFlags,
+    child_flags: XlaFlags,
+    environment: dict[str, str],
+    backend: dict[str, Any] | None,
+    window: dict[str, Any] | None,
+    profile: dict[str, Any] | None,
+    trace_dir: str | None,
+    converter: dict[str, Any] | None = None,
+    modules: list[dict[str, Any]] | None = None,
+    effective_flags: str | None = None,
+) -> dict[str, Any]:
     """`converter` (pgle's converter: stat, step window, event counts) and `modules` (the
     per-module rows, see `module_rows`) are added only when given."""
-    extra = {}
+    extra: dict[str, Any] = {}
     if converter is not None:
         extra["converter"] = converter
     if modules is not None:
@@ -68,7 +79,7 @@ def build(*, workload_argv: list[str], user_flags: XlaFlags, child_flags: XlaFla
     }
 
 
-def module_rows(summaries, written: dict[str, str]) -> list[dict]:
+def module_rows(summaries: Iterable[Any], written: dict[str, str]) -> list[dict[str, Any]]:
     """One row per HLO module seen in the trace, for a per-module profile directory.
 
     `summaries`: `pgle.profiles.convert.ModuleSummary` objects (or dicts of their fields);
@@ -79,43 +90,51 @@ def module_rows(summaries, written: dict[str, str]) -> list[dict]:
     for m in summaries:
         d = m if isinstance(m, dict) else m.to_dict()
         fp = d.get("fingerprint")
-        rows.append({
-            "module": d.get("module") or d.get("name"),
-            "name": d.get("name"),
-            "program_id": d.get("program_id"),
-            "fingerprint": fp,
-            "fingerprint_source": d.get("fingerprint_source"),
-            "instruction_count": d.get("instruction_count", 0),
-            "event_count": d.get("event_count", 0),
-            "file": written.get(fp) if fp else None,
-        })
+        rows.append(
+            {
+                "module": d.get("module") or d.get("name"),
+                "name": d.get("name"),
+                "program_id": d.get("program_id"),
+                "fingerprint": fp,
+                "fingerprint_source": d.get("fingerprint_source"),
+                "instruction_count": d.get("instruction_count", 0),
+                "event_count": d.get("event_count", 0),
+                "file": written.get(fp) if fp else None,
+            }
+        )
     return rows
 
 
-def write(path: Path, manifest: dict) -> Path:
+def write(path: Path, manifest: dict[str, Any]) -> Path:
     return write_text_atomic(path, text(manifest))
 
 
-def text(manifest: dict) -> str:
+def text(manifest: dict[str, Any]) -> str:
     """The manifest as written: the environment's and the arguments' secrets redacted."""
     from pgle.redact import redact_json
 
     return json.dumps(redact_json(manifest), indent=2) + "\n"
 
 
-def read(path: Path) -> dict | None:
+def read(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def comparable_flags(flags: XlaFlags) -> dict[str, str | None]:
-    return {f.name: f.value for f in flags.flags
-            if f.name not in PGLE_MANAGED_FLAGS and not f.name.startswith(OUTPUT_ONLY_PREFIXES)}
+    return {
+        f.name: f.value
+        for f in flags.flags
+        if f.name not in PGLE_MANAGED_FLAGS and not f.name.startswith(OUTPUT_ONLY_PREFIXES)
+    }
 
 
-def drift(manifest: dict, *, user_flags: XlaFlags, backend: dict | None = None) -> list[str]:
+def drift(
+    manifest: dict[str, Any], *, user_flags: XlaFlags, backend: dict[str, Any] | None = None
+) -> list[str]:
     """Differences between the collect run and this one that change instruction names."""
     out = []
     jax_now = versions.installed("jax")
@@ -125,16 +144,22 @@ def drift(manifest: dict, *, user_flags: XlaFlags, backend: dict | None = None) 
     now = comparable_flags(user_flags)
     for name in sorted(set(then) | set(now)):
         if then.get(name, "<unset>") != now.get(name, "<unset>"):
-            out.append(f"XLA flag --{name} was {_show(then, name)} when collecting, now "
-                       f"{_show(now, name)}")
-    if backend and manifest.get("device_count") and backend.get("device_count") \
-            and manifest["device_count"] != backend["device_count"]:
-        out.append(f"{manifest['device_count']} devices when collecting, "
-                   f"{backend['device_count']} now")
+            out.append(
+                f"XLA flag --{name} was {_show(then, name)} when collecting, now {_show(now, name)}"
+            )
+    if (
+        backend
+        and manifest.get("device_count")
+        and backend.get("device_count")
+        and manifest["device_count"] != backend["device_count"]
+    ):
+        out.append(
+            f"{manifest['device_count']} devices when collecting, {backend['device_count']} now"
+        )
     return out
 
 
-def _show(flags: dict, name: str) -> str:
+def _show(flags: dict[str, Any], name: str) -> str:
     if name not in flags:
         return "unset"
     value = flags[name]

@@ -15,10 +15,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-from typing import Any, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile
+
+# A merge method over one name's values (all inputs), in input order.
+Reducer: TypeAlias = Callable[[list[float]], float]
 
 METHODS = ("percentile", "median", "mean", "min", "max")
 # Below this share of its names found in any other input, an input is flagged as
@@ -31,7 +35,7 @@ def percentile_index(n: int, percentile: int) -> int:
     return int(percentile / 100.0 * (n - 1)) if n > 1 else 0
 
 
-def _reducer(method: str, percentile: int):
+def _reducer(method: str, percentile: int) -> Reducer:
     if method == "percentile":
         return lambda vals: sorted(vals)[percentile_index(len(vals), percentile)]
     if method == "median":
@@ -39,7 +43,7 @@ def _reducer(method: str, percentile: int):
 
         return statistics.median
     if method == "mean":
-        def mean(vals):
+        def mean(vals: list[float]) -> float:
             total = 0.0
             for v in vals:
                 total += v
@@ -57,14 +61,19 @@ def check_method(method: str, percentile: int) -> None:
     _reducer(method, percentile)
 
 
-def check_percentile(percentile) -> int:
-    if isinstance(percentile, bool) or not isinstance(percentile, int) or not 0 <= percentile <= 100:
+def check_percentile(percentile: object) -> int:
+    if (
+        isinstance(percentile, bool)
+        or not isinstance(percentile, int)
+        or not 0 <= percentile <= 100
+    ):
         raise BadInput(f"percentile {percentile!r} is not a whole number from 0 to 100.")
     return percentile
 
 
-def merge_profiles(profiles: Sequence[Profile], *, method: str = "percentile",
-                   percentile: int = 90) -> Profile:
+def merge_profiles(
+    profiles: Sequence[Profile], *, method: str = "percentile", percentile: int = 90
+) -> Profile:
     """One profile whose every cost (and latency) is `method` over all inputs' values."""
     percentile = check_percentile(percentile)
     reduce = _reducer(method, percentile)
@@ -104,10 +113,7 @@ def name_overlap(labelled: Sequence[tuple[str, Profile]]) -> list[InputOverlap]:
     several = {n for n, c in counts.items() if c > 1}
     out = []
     for (label, _), s in zip(labelled, sets, strict=True):
-        if len(sets) < 2 or not s:
-            shared = 1.0 if s else 0.0
-        else:
-            shared = len(s & several) / len(s)
+        shared = (1.0 if s else 0.0) if len(sets) < 2 or not s else len(s & several) / len(s)
         out.append(InputOverlap(label=label, names=len(s), shared=shared))
     return out
 
@@ -119,9 +125,10 @@ def overlap_warnings(overlaps: Sequence[InputOverlap]) -> list[str]:
             warnings.append(f"{o.label} is empty: it adds nothing to the merge.")
         elif o.low:
             warnings.append(
-                f"{o.label} shares only {o.shared:.0%} of its {o.names} instruction names with the other "
-                "inputs: it probably comes from another program (other flags, shapes, sharding or jax "
-                "version), and merging it mixes unrelated costs.")
+                f"{o.label} shares only {o.shared:.0%} of its {o.names} instruction names with the "
+                "other inputs: it probably comes from another program (other flags, shapes, "
+                "sharding or jax version), and merging it mixes unrelated costs."
+            )
     return warnings
 
 
@@ -134,8 +141,11 @@ def module_names(source: Any) -> dict[str, str]:
         return {}
     man = manifest.read(manifest.manifest_path(source.path)) or {}
     rows = list(man.get("modules") or [])
-    names = {r["fingerprint"]: r["module"] for r in rows
-             if isinstance(r, dict) and r.get("fingerprint") and r.get("module")}
+    names = {
+        r["fingerprint"]: r["module"]
+        for r in rows
+        if isinstance(r, dict) and r.get("fingerprint") and r.get("module")
+    }
     for name, fps in (man.get("fingerprint_aliases") or {}).items():
         for fp in fps:
             names.setdefault(fp, name)
@@ -153,8 +163,9 @@ def fingerprint_aliases(names: Sequence[Mapping[str, str]]) -> dict[str, list[st
     return {n: sorted(fps) for n, fps in sorted(by_name.items()) if len(fps) > 1}
 
 
-def merge_directory_modules(sources: Sequence[Any], *, method: str = "percentile",
-                            percentile: int = 90):
+def merge_directory_modules(
+    sources: Sequence[Any], *, method: str = "percentile", percentile: int = 90
+) -> tuple[dict[str, Profile], dict[str, list[str]], dict[str, list[tuple[str, Any]]]]:
     """Per-module directories -> (fingerprint -> merged profile, aliases, fingerprint ->
     [(input label, profile)] merged into it).
 
@@ -172,15 +183,19 @@ def merge_directory_modules(sources: Sequence[Any], *, method: str = "percentile
         for fp in present:
             group[fp] = present
     labelled = {fp: [x for g in group[fp] for x in by_fp[g]] for fp in by_fp}
-    merged = {fp: merge_profiles([p for _, p in lab], method=method, percentile=percentile)
-              for fp, lab in labelled.items()}
+    merged = {
+        fp: merge_profiles([p for _, p in lab], method=method, percentile=percentile)
+        for fp, lab in labelled.items()
+    }
     return merged, aliases, labelled
 
 
 def alias_lines(aliases: Mapping[str, Sequence[str]]) -> list[str]:
-    return [f"module {name} has {len(fps)} fingerprints ({', '.join(fps)}): the same profile is "
-            "written under each (per-rank autotuning can change a module's fingerprint)"
-            for name, fps in aliases.items()]
+    return [
+        f"module {name} has {len(fps)} fingerprints ({', '.join(fps)}): the same profile is "
+        "written under each (per-rank autotuning can change a module's fingerprint)"
+        for name, fps in aliases.items()
+    ]
 
 
 # The occurrence-rank matrix of percentile/median is used while it holds at most twice the
@@ -221,12 +236,12 @@ class ColumnMerge:
             self.occ = np.concatenate((self.occ, np.zeros(extra, np.int64)))
             self.present = np.concatenate((self.present, np.zeros(extra, np.int64)))
 
-    def _ids_of(self, names) -> Any:
+    def _ids_of(self, names: Any) -> Any:  # numpy arrays (numpy is imported lazily)
         np = self.np
         index, known = self.index, self.names
 
-        def assign(values) -> list[int]:
-            out = []
+        def assign(values: Any) -> list[int]:
+            out: list[int] = []
             for name in values:
                 i = index.get(name)
                 if i is None:
@@ -265,14 +280,15 @@ class ColumnMerge:
             ids[missing] = assign(names[missing].tolist())
         return ids
 
-    def add(self, names, costs) -> None:
+    def add(self, names: Any, costs: Any) -> None:
         np = self.np
         if np.isnan(costs).any():
             self.nan = True  # Python's sort and min/max order NaN their own way: general path
         ids = self._ids_of(names)
         self._grow()
-        unique = (ids is self.ref_ids and self.ref_unique) or \
-            (ids.size == 0 or np.bincount(ids, minlength=1).max() <= 1)
+        unique = (ids is self.ref_ids and self.ref_unique) or (
+            ids.size == 0 or np.bincount(ids, minlength=1).max() <= 1
+        )
         if unique:
             ranks = self.occ[ids]
             self.occ[ids] += 1
@@ -281,8 +297,14 @@ class ColumnMerge:
             ranks = self.occ[ids] + _within(np, ids)
             self.occ += np.bincount(ids, minlength=self.occ.size)
             self.present[np.unique(ids)] += 1
-        self.inputs.append((ids.astype(np.int32), ranks.astype(np.int32),
-                            np.asarray(costs, np.float64), not unique))
+        self.inputs.append(
+            (
+                ids.astype(np.int32),
+                ranks.astype(np.int32),
+                np.asarray(costs, np.float64),
+                not unique,
+            )
+        )
 
     def overlaps(self) -> list[tuple[int, float]]:
         """(distinct names, share of them some other input holds) per input, as name_overlap."""
@@ -293,11 +315,15 @@ class ColumnMerge:
             if len(self.inputs) < 2 or not distinct.size:
                 out.append((int(distinct.size), 1.0 if distinct.size else 0.0))
             else:
-                out.append((int(distinct.size),
-                            int((self.present[distinct] > 1).sum()) / int(distinct.size)))
+                out.append(
+                    (
+                        int(distinct.size),
+                        int((self.present[distinct] > 1).sum()) / int(distinct.size),
+                    )
+                )
         return out
 
-    def merge(self, method: str, percentile: int):
+    def merge(self, method: str, percentile: int) -> tuple[Any, Any] | None:
         """(names in first-seen order, merged costs); None when a cost is NaN."""
         np = self.np
         if self.nan:
@@ -349,7 +375,7 @@ class ColumnMerge:
         return names, merged
 
 
-def _within(np, ids):
+def _within(np: Any, ids: Any) -> Any:  # np: the numpy module, imported lazily
     """For each value of one input, how many values of the same name come before it there."""
     order = np.argsort(ids, kind="stable")
     run = np.r_[True, ids[order][1:] != ids[order][:-1]]
@@ -359,7 +385,7 @@ def _within(np, ids):
     return within
 
 
-def _rounds(np, ids):
+def _rounds(np: Any, ids: Any) -> list[Any]:
     """Index sets of one input's values, each holding a name at most once, in file order for
     repeated names: the first of each name, then the second, ..."""
     within = _within(np, ids)

@@ -31,16 +31,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from pgle.errors import ProfileError
 from pgle.profiles.files import Profile
 
 MIN_COMPUTE_MAX_COMM = "min-compute-max-comm"
 
-MODULE_RE = re.compile(r"^(?:TSL:)?XlaModule:#(?:prefix=(.*?),|)hlo_module=([a-z0-9._-]+)(?:,program_id=(\d+)|)#$")
+MODULE_RE = re.compile(
+    r"^(?:TSL:)?XlaModule:#(?:prefix=(.*?),|)hlo_module=([a-z0-9._-]+)(?:,program_id=(\d+)|)#$"
+)
 THUNK_RE = re.compile(r"^(?:TSL:)?Thunk:#(?:name=.*?,|)hlo_op=([a-z0-9._-]+)#$")
-LAUNCHER_RE = re.compile(r"^XlaLauncher:#global=(\d+),local=(\d+),process=(\d+),(?:partition|slice)=(\d+)#$")
+LAUNCHER_RE = re.compile(
+    r"^XlaLauncher:#global=(\d+),local=(\d+),process=(\d+),(?:partition|slice)=(\d+)#$"
+)
 
 
 @dataclasses.dataclass
@@ -82,7 +87,7 @@ class ModuleCosts:
     instructions: int
     status: str
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -94,9 +99,12 @@ class NsysConversion:
     stat: str
     thunks_used: int
 
-    def to_dict(self):
-        return {"stat": self.stat, "thunks_used": self.thunks_used,
-                "modules": [m.to_dict() for m in self.modules]}
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stat": self.stat,
+            "thunks_used": self.thunks_used,
+            "modules": [m.to_dict() for m in self.modules],
+        }
 
 
 def parse_nsys_stat(stat: str | None) -> str:
@@ -115,11 +123,17 @@ def _std_cut(values: list[int]) -> float:
     return mean - math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
-def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int],
-                     module_lookup: Callable[[int, str], HloModule | None],
-                     compiled: set[str], stat: str | None = None,
-                     skip: int | None = None) -> NsysConversion:
-    """The projected ranges of one process -> `{fingerprint: Profile}` (see the module docstring)."""
+def per_module_costs(
+    ranges: list[Range],
+    *,
+    devices: dict[tuple[int, int], int],
+    module_lookup: Callable[[int, str], HloModule | None],
+    compiled: set[str],
+    stat: str | None = None,
+    skip: int | None = None,
+) -> NsysConversion:
+    """The projected ranges of one process -> `{fingerprint: Profile}` (see the module
+    docstring)."""
     stat = parse_nsys_stat(stat)
     warnings: list[str] = []
     by_id = {r.rid: r for r in ranges}
@@ -130,13 +144,20 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
             r.parent = by_id[r.parent].parent
     for rid in nccl:
         del by_id[rid]
-    is_thunk = {rid for rid, r in by_id.items() if THUNK_RE.match(r.name) or r.name.startswith(("TSL:Thunk:#", "Thunk:#"))}
-    is_module = {rid for rid, r in by_id.items() if r.name.startswith(("TSL:XlaModule:", "XlaModule:"))}
+    is_thunk = {
+        rid
+        for rid, r in by_id.items()
+        if THUNK_RE.match(r.name) or r.name.startswith(("TSL:Thunk:#", "Thunk:#"))
+    }
+    is_module = {
+        rid for rid, r in by_id.items() if r.name.startswith(("TSL:XlaModule:", "XlaModule:"))
+    }
     if not is_module:
-        raise ProfileError("the Nsight trace has no XlaModule ranges, so no XLA module ran while it "
-                           "was recorded (or XLA's NVTX annotations were off).",
-                           hint="Profile with nsys's NVTX tracing on (-t cuda,nvtx) while the jitted "
-                                "steps run.")
+        raise ProfileError(
+            "the Nsight trace has no XlaModule ranges, so no XLA module ran while it "
+            "was recorded (or XLA's NVTX annotations were off).",
+            hint="Profile with nsys's NVTX tracing on (-t cuda,nvtx) while the jitted steps run.",
+        )
     first_module = min(by_id[m].start for m in is_module)
     thunks = [rid for rid in sorted(is_thunk) if by_id[rid].start >= first_module]
     # Innermost thunk of a nest, attributed to its closest XlaModule ancestor.
@@ -159,11 +180,14 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
         for m in mod_ids:
             by_name.setdefault(by_id[m].name, []).append(m)
         for name, ms in by_name.items():
-            ops = [by_id[m].gpu_ops for m in ms]
-            if ops[-1] < _std_cut(ops[:-1]):
+            # every gpu_ops is set (checked above)
+            counts = [n for m in ms if (n := by_id[m].gpu_ops) is not None]
+            if counts[-1] < _std_cut(counts[:-1]):
                 dropped_modules.add(ms[-1])
-                warnings.append(f"dropped the last execution of {name}: {ops[-1]} GPU operations "
-                                f"against {sum(ops[:-1]) / len(ops[:-1]):.1f} before (profile ended inside it).")
+                warnings.append(
+                    f"dropped the last execution of {name}: {counts[-1]} GPU operations against "
+                    f"{sum(counts[:-1]) / len(counts[:-1]):.1f} before (profile ended inside it)."
+                )
     mod_ids = [m for m in mod_ids if m not in dropped_modules]
     thunks = [t for t in thunks if module_of[t] not in dropped_modules]
 
@@ -184,10 +208,13 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
             unresolved[f"{match.group(2)}({match.group(3)})"] = match.group(2)
 
     zeroth = min(devices.values()) if devices else 0
+
     def device(r: Range) -> int:
         return devices.get((r.pid, r.tid), zeroth)
 
-    key_of = {m: (module_info[m].fingerprint if module_info[m] else f"?{names[m]}") for m in mod_ids}
+    key_of = {
+        m: (info.fingerprint if (info := module_info[m]) else f"?{names[m]}") for m in mod_ids
+    }
     execution: dict[int, int] = {}
     counters: dict[tuple[int, str], int] = {}
     for m in mod_ids:
@@ -203,13 +230,17 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
 
     any_comm = any((i := inst(t)[2]) is not None and i.communication for t in thunks)
     if skip is None:
-        threshold = {m: (1 if key_of[m] in compiled else 0) + (1 if any_comm else 0) for m in mod_ids}
+        threshold = {
+            m: (1 if key_of[m] in compiled else 0) + (1 if any_comm else 0) for m in mod_ids
+        }
     else:
         threshold = {m: skip for m in mod_ids}
     steady = [t for t in thunks if execution[module_of[t]] >= threshold[module_of[t]]]
     if thunks and not steady:
-        warnings.append("the warm-up rule left no steady-state execution, so every execution counts; "
-                        "profile more steps.")
+        warnings.append(
+            "the warm-up rule left no steady-state execution, so every execution counts; "
+            "profile more steps."
+        )
         steady = thunks
 
     durations: dict[str, dict[str, list[int]]] = {}
@@ -224,21 +255,26 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
             continue
         durations.setdefault(info.fingerprint, {}).setdefault(op, []).append(by_id[t].duration)
         comm[(info.fingerprint, op)] = hinst.communication
-    for fp, ops in missing_ops.items():
-        warnings.append(f"module {fp}: {len(ops)} thunk names are not instructions of its HLO dump "
-                        f"(such as {sorted(ops)[0]}); they were left out.")
+    for fp, unknown in missing_ops.items():
+        warnings.append(
+            f"module {fp}: {len(unknown)} thunk names are not instructions of its HLO dump "
+            f"(such as {sorted(unknown)[0]}); they were left out."
+        )
     for label in sorted(unresolved):
-        warnings.append(f"module {label} has no after-optimizations HLO dump in the input, so its "
-                        "fingerprint is unknown and it gets no profile.")
+        warnings.append(
+            f"module {label} has no after-optimizations HLO dump in the input, so its "
+            "fingerprint is unknown and it gets no profile."
+        )
 
     from pgle.profiles.convert import apply_stat
 
     profiles: dict[str, Profile] = {}
     infos = {i.fingerprint: i for i in module_info.values() if i is not None}
-    for fp, ops in durations.items():
+    for fp, by_op in durations.items():
         costs = []
-        for op in sorted(ops):  # nsys-jax writes in groupby (sorted) order
-            values = ops[op]
+        for op in sorted(by_op):  # nsys-jax writes in groupby (sorted) order
+            values = by_op[op]
+            ns: float
             if stat == MIN_COMPUTE_MAX_COMM:
                 ns = max(values) if comm[(fp, op)] else min(values)
             else:
@@ -252,39 +288,63 @@ def per_module_costs(ranges: list[Range], *, devices: dict[tuple[int, int], int]
         key = key_of[m]
         row = rows.get(key)
         if row is None:
-            status = ("written" if info and info.fingerprint in profiles else
-                      "autotuning (no program id)" if MODULE_RE.match(by_id[m].name) and
-                      MODULE_RE.match(by_id[m].name).group(3) is None else
-                      "no HLO dump" if info is None else "no steady-state thunks")
-            row = rows[key] = ModuleCosts(name=names[m], fingerprint=info.fingerprint if info else None,
-                                          executions=0, steady_executions=0,
-                                          instructions=len(profiles[info.fingerprint].costs)
-                                          if info and info.fingerprint in profiles else 0, status=status)
+            status = (
+                "written"
+                if info and info.fingerprint in profiles
+                else "autotuning (no program id)"
+                if (named := MODULE_RE.match(by_id[m].name)) and named.group(3) is None
+                else "no HLO dump"
+                if info is None
+                else "no steady-state thunks"
+            )
+            row = rows[key] = ModuleCosts(
+                name=names[m],
+                fingerprint=info.fingerprint if info else None,
+                executions=0,
+                steady_executions=0,
+                instructions=len(profiles[info.fingerprint].costs)
+                if info and info.fingerprint in profiles
+                else 0,
+                status=status,
+            )
         row.executions += 1
         row.steady_executions += execution[m] >= threshold[m]
-    return NsysConversion(profiles=profiles, modules=sorted(rows.values(), key=lambda r: r.name),
-                          warnings=warnings, stat=stat, thunks_used=len(steady))
+    return NsysConversion(
+        profiles=profiles,
+        modules=sorted(rows.values(), key=lambda r: r.name),
+        warnings=warnings,
+        stat=stat,
+        thunks_used=len(steady),
+    )
 
 
 # --- HLO dumps --------------------------------------------------------------------------------
 
-_COMM = frozenset({"all-gather", "all-reduce", "all-to-all", "collective-broadcast",
-                   "collective-permute", "reduce-scatter"})
+_COMM = frozenset(
+    {
+        "all-gather",
+        "all-reduce",
+        "all-to-all",
+        "collective-broadcast",
+        "collective-permute",
+        "reduce-scatter",
+    }
+)
 _COMM_START = frozenset({"all-gather-start", "all-reduce-start", "collective-permute-start"})
 _HOST_MEMORY_SPACE = 5  # xla::Layout::kHostMemorySpace
 
 
-def hlo_module_from_proto(proto) -> HloModule:
+def hlo_module_from_proto(proto: Any) -> HloModule:  # an xla.HloProto (protobuf: untyped)
     """Index an `xla.HloProto` (after optimizations): scheduling names and communication flags."""
     mod = proto.hlo_module
     fp = mod.frontend_attributes.map.get("fingerprint_before_lhs", "")
     computations = {c.id: c for c in mod.computations}
     by_id = {i.id: i for c in mod.computations for i in c.instructions}
 
-    def host(inst) -> bool:
-        return inst.shape.layout.memory_space == _HOST_MEMORY_SPACE
+    def host(inst: Any) -> bool:
+        return bool(inst.shape.layout.memory_space == _HOST_MEMORY_SPACE)
 
-    def offloading(inst) -> bool:
+    def offloading(inst: Any) -> bool:
         # nsys-jax counts host<->device copies for memory offloading as communication.
         ops = [by_id.get(o) for o in inst.operand_ids]
         if inst.opcode == "dynamic-slice" and ops and ops[0] is not None:
@@ -323,15 +383,15 @@ DUMP_RE = re.compile(r"^module_(\d+)\.(.+?)\.(.+)\.hlo\.pb(\.xz)?$")
 class DumpIndex:
     """After-optimizations HLO dumps (`module_<id>.<name>.*after_optimizations.hlo.pb[.xz]`)."""
 
-    def __init__(self, files: Iterable):
-        self._files: dict[tuple[int, str], list] = {}
+    def __init__(self, files: Iterable[Any]):
+        self._files: dict[tuple[int, str], list[Any]] = {}
         for f in files:
             m = DUMP_RE.match(f.name)
             if m and m.group(3).endswith("after_optimizations"):
                 self._files.setdefault((int(m.group(1)), m.group(2)), []).append(f)
         self._cache: dict[tuple[int, str], HloModule | None] = {}
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._files)
 
     def lookup(self, program_id: int, name: str) -> HloModule | None:
@@ -339,8 +399,10 @@ class DumpIndex:
         if key not in self._cache:
             files = self._files.get(key, [])
             if len(files) > 1:
-                raise ProfileError(f"several after-optimizations dumps for module {name}({program_id}): "
-                                   f"{', '.join(f.name for f in files)}.")
+                raise ProfileError(
+                    f"several after-optimizations dumps for module {name}({program_id}): "
+                    f"{', '.join(f.name for f in files)}."
+                )
             self._cache[key] = _load_dump(files[0]) if files else None
         return self._cache[key]
 
@@ -349,7 +411,7 @@ class DumpIndex:
         return info.fingerprint if info else None
 
 
-def _load_dump(path) -> HloModule:
+def _load_dump(path: Any) -> HloModule:
     from pgle.profiles.bounded import check_regular_file, xz_bytes
     from pgle.profiles.proto import hlo_proto_class
 
@@ -364,6 +426,8 @@ def _load_dump(path) -> HloModule:
         raise ProfileError(f"HLO dump {path} is not a valid xla.HloProto.") from None
     info = hlo_module_from_proto(proto)
     if not info.fingerprint:
-        raise ProfileError(f"HLO dump {path} has no fingerprint_before_lhs attribute (XLA before "
-                           "jax 0.4.24 did not record it), so its module cannot be keyed.")
+        raise ProfileError(
+            f"HLO dump {path} has no fingerprint_before_lhs attribute (XLA before "
+            "jax 0.4.24 did not record it), so its module cannot be keyed."
+        )
     return info

@@ -1,4 +1,5 @@
-"""nsys-jax archives (the `.zip` that `nsys-jax` writes, or its extracted folder) -> projected ranges.
+"""nsys-jax archives (the `.zip` that `nsys-jax` writes, or its extracted folder) -> projected
+ranges.
 
 What a real archive holds (JAX-Toolbox test archives, 2024): `nvtx_gpu_proj_trace/trace.parquet`
 (nsys's `nvtx_gpu_proj_trace` recipe output: one row per NVTX range with its projected GPU span),
@@ -23,6 +24,7 @@ import re
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from pgle.errors import BadInput, ProfileError
@@ -35,7 +37,7 @@ PUSHPOP = ("report_nvtx_pushpop_trace.parquet", "report_nvtx_pushpop_trace.csv.x
 BACKEND_RE = re.compile(r"^TSL:XlaCompileBackend:#module=(.*?),program_id=(\d+)#$")
 
 
-def is_archive(path) -> bool:
+def is_archive(path: Any) -> bool:
     p = pathlib.Path(path)
     if p.is_dir():
         return (p / TRACE).exists()
@@ -43,7 +45,7 @@ def is_archive(path) -> bool:
 
 
 @contextlib.contextmanager
-def opened_archive(path):
+def opened_archive(path: Any) -> Iterator[pathlib.Path]:
     """Yield the archive's folder: the folder itself, or a private extraction of the zip."""
     p = pathlib.Path(path)
     if p.is_dir():
@@ -59,30 +61,45 @@ def opened_archive(path):
     except OSError as e:
         raise ProfileError(f"cannot read nsys-jax archive {p}: {e.strerror or e}.") from None
     with zf, tempfile.TemporaryDirectory(prefix="pgle-nsys-") as tmp:
-        wanted = [m for m in zf.infolist() if not m.is_dir() and (
-                  m.filename in (TRACE, THREADS, *PUSHPOP) or
-                  (m.filename.startswith("dump/") and "after_optimizations.hlo.pb" in m.filename))]
+        wanted = [
+            m
+            for m in zf.infolist()
+            if not m.is_dir()
+            and (
+                m.filename in (TRACE, THREADS, *PUSHPOP)
+                or (m.filename.startswith("dump/") and "after_optimizations.hlo.pb" in m.filename)
+            )
+        ]
         check_zip_members(p, wanted)  # before a byte is written (bounded.py)
         for m in wanted:
             # zipfile.extract sanitizes names (no absolute paths or ..): safe for foreign archives;
             # it stops each member at its declared size, which check_zip_members bounded.
             try:
                 zf.extract(m, tmp)
-            except (zipfile.BadZipFile, zlib.error, EOFError, lzma.LZMAError,
-                    NotImplementedError) as e:
+            except (
+                zipfile.BadZipFile,
+                zlib.error,
+                EOFError,
+                lzma.LZMAError,
+                NotImplementedError,
+            ) as e:
                 raise ProfileError(f"member {m.filename} of {p} is damaged ({e}).") from None
             except OSError as e:
-                raise ProfileError(f"cannot extract {m.filename} of {p} into {tmp}: "
-                                   f"{e.strerror or e}.", hint="Free space in TMPDIR.") from None
+                raise ProfileError(
+                    f"cannot extract {m.filename} of {p} into {tmp}: {e.strerror or e}.",
+                    hint="Free space in TMPDIR.",
+                ) from None
         yield pathlib.Path(tmp)
 
 
-def _pyarrow():
+def _pyarrow() -> Any:  # the pyarrow.parquet module (optional, untyped)
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise BadInput("reading an nsys-jax archive needs pyarrow (its traces are Parquet).",
-                       hint="pip install 'pgle[nsys]' (or pip install pyarrow).") from None
+        raise BadInput(
+            "reading an nsys-jax archive needs pyarrow (its traces are Parquet).",
+            hint="pip install 'pgle[nsys]' (or pip install pyarrow).",
+        ) from None
     return pq
 
 
@@ -97,19 +114,24 @@ def _read_parquet(path: pathlib.Path, columns: list[str] | None = None) -> Any:
         return pq.read_table(path, columns=columns)
     except (pyarrow.ArrowException, OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ProfileError(f"{path} is not a readable Parquet file ({first}).",
-                           hint="Regenerate the nsys-jax archive, or check that the copy is "
-                                "complete.") from None
+        raise ProfileError(
+            f"{path} is not a readable Parquet file ({first}).",
+            hint="Regenerate the nsys-jax archive, or check that the copy is complete.",
+        ) from None
 
 
 def read_ranges(folder: pathlib.Path) -> list[Range]:
     trace = folder / TRACE
     if trace.is_dir():
-        raise BadInput(f"{folder} is an nsys-jax-combine archive (one trace per process).",
-                       hint="Convert each process's own nsys-jax archive, then `pgle merge` the results.")
+        raise BadInput(
+            f"{folder} is an nsys-jax-combine archive (one trace per process).",
+            hint="Convert each process's own nsys-jax archive, then `pgle merge` the results.",
+        )
     if not trace.exists():
-        raise ProfileError(f"{folder} has no {TRACE}: not an nsys-jax archive, or one made with "
-                           "nsys-jax's post-processing off.")
+        raise ProfileError(
+            f"{folder} has no {TRACE}: not an nsys-jax archive, or one made with "
+            "nsys-jax's post-processing off."
+        )
     cols = _read_parquet(trace).to_pydict()
     names = set(cols)
     out: list[Range] = []
@@ -118,27 +140,50 @@ def read_ranges(folder: pathlib.Path) -> list[Range]:
         rids, parents = cols["RangeId"], cols["ParentId"]
         gpu_ops = cols.get("NumGPUOps")
         for i, name in enumerate(cols["Name"]):
-            if rids[i] is None or (isinstance(rids[i], float) and math.isnan(rids[i])) or name is None:
+            if (
+                rids[i] is None
+                or (isinstance(rids[i], float) and math.isnan(rids[i]))
+                or name is None
+            ):
                 continue
             parent = parents[i]
-            out.append(Range(rid=int(rids[i]), name=name, start=int(starts[i]), duration=int(durs[i]),
-                             pid=int(cols["PID"][i]), tid=int(cols["TID"][i]),
-                             parent=None if parent is None or (isinstance(parent, float) and math.isnan(parent))
-                             else int(parent),
-                             gpu_ops=None if gpu_ops is None else int(gpu_ops[i])))
+            out.append(
+                Range(
+                    rid=int(rids[i]),
+                    name=name,
+                    start=int(starts[i]),
+                    duration=int(durs[i]),
+                    pid=int(cols["PID"][i]),
+                    tid=int(cols["TID"][i]),
+                    parent=None
+                    if parent is None or (isinstance(parent, float) and math.isnan(parent))
+                    else int(parent),
+                    gpu_ops=None if gpu_ops is None else int(gpu_ops[i]),
+                )
+            )
     elif {"Text", "Start", "End", "Range ID", "Parent ID"} <= names:  # newer recipe output
         domains = cols.get("Domain")
         for i, text in enumerate(cols["Text"]):
             name = f"{domains[i]}:{text}" if domains is not None else text
             parent = cols["Parent ID"][i]
-            out.append(Range(rid=int(cols["Range ID"][i]), name=name, start=int(cols["Start"][i]),
-                             duration=int(cols["End"][i]) - int(cols["Start"][i]),
-                             pid=int(cols["PID"][i]), tid=int(cols["TID"][i]),
-                             parent=None if parent is None or (isinstance(parent, float) and math.isnan(parent))
-                             else int(parent)))
+            out.append(
+                Range(
+                    rid=int(cols["Range ID"][i]),
+                    name=name,
+                    start=int(cols["Start"][i]),
+                    duration=int(cols["End"][i]) - int(cols["Start"][i]),
+                    pid=int(cols["PID"][i]),
+                    tid=int(cols["TID"][i]),
+                    parent=None
+                    if parent is None or (isinstance(parent, float) and math.isnan(parent))
+                    else int(parent),
+                )
+            )
     else:
-        raise ProfileError(f"{trace} has columns pgle does not know ({', '.join(sorted(names))}).",
-                           hint="Report the nsys and nsys-jax versions that made it.")
+        raise ProfileError(
+            f"{trace} has columns pgle does not know ({', '.join(sorted(names))}).",
+            hint="Report the nsys and nsys-jax versions that made it.",
+        )
     return out
 
 
@@ -148,7 +193,7 @@ def read_devices(folder: pathlib.Path) -> dict[tuple[int, int], int]:
         return {}
     t = _read_parquet(path).to_pydict()
     devices = {}
-    for name, pid, tid in zip(t["Name"], t["PID"], t["TID"]):
+    for name, pid, tid in zip(t["Name"], t["PID"], t["TID"], strict=False):
         m = LAUNCHER_RE.match(name or "")
         if m:
             devices[(int(pid), int(tid))] = int(m.group(1))
@@ -156,7 +201,8 @@ def read_devices(folder: pathlib.Path) -> dict[tuple[int, int], int]:
 
 
 def compiled_programs(folder: pathlib.Path) -> list[tuple[int, str]]:
-    """(program id, module name) of every XlaCompileBackend range: modules compiled while profiling."""
+    """(program id, module name) of every XlaCompileBackend range: modules compiled while
+    profiling."""
     parquet, legacy = (folder / p for p in PUSHPOP)
     if parquet.exists():
         names = _read_parquet(parquet, columns=["Name"]).column("Name").to_pylist()
@@ -179,4 +225,3 @@ def compiled_programs(folder: pathlib.Path) -> list[tuple[int, str]]:
 def dump_index(folder: pathlib.Path) -> DumpIndex:
     dump = folder / "dump"
     return DumpIndex(sorted(dump.iterdir()) if dump.is_dir() else [])
-

@@ -37,20 +37,43 @@ def nsight_kind(path: Any) -> str | None:
 def _export_sqlite(report: pathlib.Path, tmp: pathlib.Path) -> pathlib.Path:
     nsys = shutil.which("nsys")
     if nsys is None:
-        raise BadInput(f"{report} is an Nsight Systems report and no `nsys` is on PATH to export it.",
-                       hint=f"Run `nsys export --type sqlite --output {report.with_suffix('.sqlite')} "
-                            f"{report}` where nsys is installed, then convert the .sqlite file.")
+        raise BadInput(
+            f"{report} is an Nsight Systems report and no `nsys` is on PATH to export it.",
+            hint=f"Run `nsys export --type sqlite --output {report.with_suffix('.sqlite')} "
+            f"{report}` where nsys is installed, then convert the .sqlite file.",
+        )
     out = tmp / (report.stem + ".sqlite")
-    proc = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
-                           "--output", str(out), str(report)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            nsys,
+            "export",
+            "--type",
+            "sqlite",
+            "--force-overwrite",
+            "true",
+            "--output",
+            str(out),
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0 or not out.exists():
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise PgleError(f"`nsys export --type sqlite {report}` failed (exit {proc.returncode}): {last[0]}")
+        raise PgleError(
+            f"`nsys export --type sqlite {report}` failed (exit {proc.returncode}): {last[0]}"
+        )
     return out
 
 
-def convert_nsys(src: Any, *, kind: str | None = None, stat: str | None = None,
-                 skip: int | None = None, dump: Any = None) -> NsysConversion:
+def convert_nsys(
+    src: Any,
+    *,
+    kind: str | None = None,
+    stat: str | None = None,
+    skip: int | None = None,
+    dump: Any = None,
+) -> NsysConversion:
     """Any Nsight input -> per-module profiles keyed by fingerprint. `kind`: what
     `nsight_kind(src)` said, when the caller already asked."""
     from pgle.profiles import nsys_archive
@@ -68,27 +91,47 @@ def convert_nsys(src: Any, *, kind: str | None = None, stat: str | None = None,
             ranges = nsys_archive.read_ranges(folder)
             devices = nsys_archive.read_devices(folder)
             index = dump_folder_index(dump) if dump is not None else nsys_archive.dump_index(folder)
-            compiled = {fp for pid, name in nsys_archive.compiled_programs(folder)
-                        if (fp := index.fingerprint(pid, name))}
-            return per_module_costs(ranges, devices=devices, module_lookup=index.lookup,
-                                    compiled=compiled, stat=stat, skip=skip)
+            compiled = {
+                fp
+                for pid, name in nsys_archive.compiled_programs(folder)
+                if (fp := index.fingerprint(pid, name))
+            }
+            return per_module_costs(
+                ranges,
+                devices=devices,
+                module_lookup=index.lookup,
+                compiled=compiled,
+                stat=stat,
+                skip=skip,
+            )
     with tempfile.TemporaryDirectory(prefix="pgle-nsys-") as tmp:
         if kind == "report":
             path = _export_sqlite(path, pathlib.Path(tmp))
         elif kind != "sqlite":
-            raise BadInput(f"{path} is not an Nsight input pgle reads.",
-                           hint="Give a .nsys-rep report, its SQLite export (.sqlite) or an nsys-jax .zip archive.")
+            raise BadInput(
+                f"{path} is not an Nsight input pgle reads.",
+                hint="Give a .nsys-rep report, its SQLite export (.sqlite) or an nsys-jax .zip "
+                "archive.",
+            )
         if dump is None:
-            raise BadInput("a SQLite export holds no HLO, so pgle cannot tell modules' fingerprints.",
-                           hint="Pass --dump DIR: the folder XLA dumped to (XLA_FLAGS='--xla_dump_to=DIR "
-                                "--xla_dump_hlo_as_proto') in the profiled run.")
+            raise BadInput(
+                "a SQLite export holds no HLO, so pgle cannot tell modules' fingerprints.",
+                hint="Pass --dump DIR: the folder XLA dumped to (XLA_FLAGS='--xla_dump_to=DIR "
+                "--xla_dump_hlo_as_proto') in the profiled run.",
+            )
         from pgle.profiles import nsys_sqlite
 
         index = dump_folder_index(dump)  # the cheap check first
         export = nsys_sqlite.read_export(path)
         compiled = {fp for pid, name in export.compiled if (fp := index.fingerprint(pid, name))}
-        return per_module_costs(export.ranges, devices=export.devices, module_lookup=index.lookup,
-                                compiled=compiled, stat=stat, skip=skip)
+        return per_module_costs(
+            export.ranges,
+            devices=export.devices,
+            module_lookup=index.lookup,
+            compiled=compiled,
+            stat=stat,
+            skip=skip,
+        )
 
 
 def dump_folder_index(dump: Any) -> DumpIndex:
@@ -97,6 +140,8 @@ def dump_folder_index(dump: Any) -> DumpIndex:
         raise BadInput(f"XLA dump folder {d} does not exist.")
     index = DumpIndex(sorted(d.iterdir()))
     if not len(index):
-        raise ProfileError(f"{d} holds no after-optimizations HLO protos (module_*.hlo.pb).",
-                           hint="Dump with XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_as_proto'.")
+        raise ProfileError(
+            f"{d} holds no after-optimizations HLO protos (module_*.hlo.pb).",
+            hint="Dump with XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_as_proto'.",
+        )
     return index

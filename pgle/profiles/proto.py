@@ -24,6 +24,16 @@ Two codecs live here:
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+# protobuf ships no type information: its descriptors and generated classes are Any here.
+Descriptor: TypeAlias = Any
+MessageClass: TypeAlias = Any
 
 # protobuf is imported inside the functions that build messages: importing it costs about
 # as much as the interpreter's own start-up, and `pgle --help` or a text-only path never
@@ -36,7 +46,7 @@ FULL_NAME = f"{PACKAGE}.ProfiledInstructionsProto"
 _FILE_NAME = "pgle/profiled_instructions.proto"
 
 
-def _file_descriptor():
+def _file_descriptor() -> Descriptor:
     from google.protobuf import descriptor_pb2
 
     F = descriptor_pb2.FieldDescriptorProto
@@ -57,7 +67,7 @@ def _file_descriptor():
 
 
 @functools.cache
-def message_class():
+def message_class() -> MessageClass:
     """The generated message class (a private pool: never clashes with tsl's own)."""
     from google.protobuf import descriptor_pool, message_factory
 
@@ -130,7 +140,9 @@ def _skip(data: bytes, pos: int, end: int, wtype: int, field: int, tag_pos: int,
     raise WireError(tag_pos, f"invalid wire type {wtype} for field {field}")
 
 
-def _walk(data: bytes, pos: int, end: int, schema: dict[int, tuple[int, object]], depth: int) -> None:
+def _walk(
+    data: bytes, pos: int, end: int, schema: Schema, depth: int
+) -> None:
     """Walk one message: schema maps field number -> (expected wire type, sub-schema or kind)."""
     while pos < end:
         tag_pos = pos
@@ -157,17 +169,20 @@ def _walk(data: bytes, pos: int, end: int, schema: dict[int, tuple[int, object]]
             raise WireError(tag_pos, f"field {field} claims {n} bytes but only {end - body} remain")
         if kind == "string":
             try:
-                data[body:body + n].decode("utf-8")
+                data[body : body + n].decode("utf-8")
             except UnicodeDecodeError as e:
                 raise WireError(body + e.start, f"invalid UTF-8 in string field {field}") from None
         else:
+            assert not isinstance(kind, str)  # only "string" and "double" are leaves
             _walk(data, body, body + n, kind, depth + 1)
         pos = body + n
 
 
-_COST = {1: (_LEN, "string"), 2: (_I64, "double")}
-_LATENCY = {1: (_LEN, "string"), 2: (_LEN, "string"), 3: (_I64, "double")}
-_TOP = {1: (_LEN, _COST), 2: (_LEN, _LATENCY)}
+# field number -> (wire type, "string" | "double" | the sub-message's schema)
+Schema: TypeAlias = Mapping[int, tuple[int, "str | Schema"]]
+_COST: Schema = {1: (_LEN, "string"), 2: (_I64, "double")}
+_LATENCY: Schema = {1: (_LEN, "string"), 2: (_LEN, "string"), 3: (_I64, "double")}
+_TOP: Schema = {1: (_LEN, _COST), 2: (_LEN, _LATENCY)}
 
 
 def locate_corruption(data: bytes) -> WireError | None:
@@ -189,7 +204,8 @@ def locate_corruption(data: bytes) -> WireError | None:
 # then takes the library's path. Small profiles are read without protobuf (canonical.py).
 
 
-def _at_offsets(data, dtype: str, offsets):
+def _at_offsets(data: bytes | bytearray, dtype: str, offsets: npt.NDArray[np.int64]
+                ) -> npt.NDArray[Any]:
     """The 8-byte values (`dtype`: '<f8' or '<u8') starting at byte `offsets` of `data`: an
     unaligned strided view (one gather, no per-byte index)."""
     import numpy as np
@@ -202,24 +218,28 @@ class ColumnLayout:
     with the same zeroed bytes has the same names in the same places (ranks of one program
     usually do), so only its costs need reading."""
 
-    def __init__(self, size: int, cost_at, zeroed: bytes, names):
+    def __init__(self, size: int, cost_at: npt.NDArray[np.int64], zeroed: bytes,
+                 names: npt.NDArray[np.bytes_]) -> None:
         self.size, self.cost_at, self.zeroed, self.names = size, cost_at, zeroed, names
 
     @staticmethod
-    def zeroed_bytes(data: bytes, cost_at) -> bytearray:
+    def zeroed_bytes(data: bytes, cost_at: npt.NDArray[np.int64]) -> bytearray:
         import numpy as np
 
         work = bytearray(data)
         np.ndarray((len(work) - 7,), "<u8", work, 0, (1,))[cost_at] = 0
         return work
 
-    def read(self, data: bytes):
+    def read(self, data: bytes) -> tuple[npt.NDArray[np.bytes_], npt.NDArray[Any]] | None:
         if len(data) != self.size or self.zeroed_bytes(data, self.cost_at) != self.zeroed:
             return None
         return self.names, _at_offsets(data, "<f8", self.cost_at)
 
 
-def binary_columns(data: bytes, like: ColumnLayout | None = None):
+BinaryColumns: TypeAlias = "tuple[npt.NDArray[np.bytes_], npt.NDArray[Any], ColumnLayout]"
+
+
+def binary_columns(data: bytes, like: ColumnLayout | None = None) -> BinaryColumns | None:
     """`(names, costs, layout)` as numpy arrays (bytes `S<w>`, float64) for a binary profile
     that holds costs only, every entry `0a L 0a N <name> 11 <double>` with one-byte lengths
     (names under 117 bytes, no NUL, cost present); None for any other layout. `like`: the
@@ -239,7 +259,7 @@ def binary_columns(data: bytes, like: ColumnLayout | None = None):
     # Every entry start p has buf[p] = buf[p+2] = 0x0a, L = N + 11, and the 0x11 tag after
     # the name. Candidates are found for all p at once; the chain check below proves that the
     # candidates are exactly the entries, back to back, from byte 0 to the end.
-    p = np.flatnonzero((buf[:n - 3] == 0x0A) & (buf[2:n - 1] == 0x0A))
+    p = np.flatnonzero((buf[: n - 3] == 0x0A) & (buf[2 : n - 1] == 0x0A))
     length = buf[p + 1].astype(np.int64)
     name_len = buf[p + 3].astype(np.int64)
     ok = (length == name_len + 11) & (length < 128) & (p + 2 + length <= n)
@@ -258,7 +278,11 @@ def binary_columns(data: bytes, like: ColumnLayout | None = None):
     names = raw.view(f"S{width}").ravel()
     cost_at = p + 5 + name_len
     costs = _at_offsets(data, "<f8", cost_at)
-    return names, costs, ColumnLayout(n, cost_at, bytes(ColumnLayout.zeroed_bytes(data, cost_at)), names)
+    return (
+        names,
+        costs,
+        ColumnLayout(n, cost_at, bytes(ColumnLayout.zeroed_bytes(data, cost_at)), names),
+    )
 
 
 # --- the XSpace trace format, and the slice of HLO that carries fingerprints -------------
@@ -273,15 +297,17 @@ _XPLANE_FILE = "pgle/xplane.proto"
 _HLO_FILE = "pgle/hlo_subset.proto"
 
 
-def _xplane_file_descriptor():
+def _xplane_file_descriptor() -> Descriptor:
     from google.protobuf import descriptor_pb2
 
     F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(name=_XPLANE_FILE, package=XSPACE_PACKAGE,
-                                             syntax="proto3")
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name=_XPLANE_FILE, package=XSPACE_PACKAGE, syntax="proto3"
+    )
     P = f".{XSPACE_PACKAGE}."
 
-    def msg(name, *fields, nested=None, options=None):
+    def msg(name: str, *fields: tuple[str, int, int, int, str | None, int | None],
+            nested: Any = None, options: bool | None = None) -> Any:
         m = fdp.message_type.add(name=name) if nested is None else nested.nested_type.add(name=name)
         for fname, number, ftype, label, type_name, oneof in fields:
             f = m.field.add(name=fname, number=number, type=ftype, label=label)
@@ -293,118 +319,170 @@ def _xplane_file_descriptor():
             m.options.map_entry = True
         return m
 
-    O, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED
-    msg("XSpace",
+    S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
+    msg(
+        "XSpace",
         ("planes", 1, F.TYPE_MESSAGE, R, P + "XPlane", None),
         ("errors", 2, F.TYPE_STRING, R, None, None),
         ("warnings", 3, F.TYPE_STRING, R, None, None),
-        ("hostnames", 4, F.TYPE_STRING, R, None, None))
-    plane = msg("XPlane",
-                ("id", 1, F.TYPE_INT64, O, None, None),
-                ("name", 2, F.TYPE_STRING, O, None, None),
-                ("lines", 3, F.TYPE_MESSAGE, R, P + "XLine", None),
-                ("event_metadata", 4, F.TYPE_MESSAGE, R, P + "XPlane.EventMetadataEntry", None),
-                ("stat_metadata", 5, F.TYPE_MESSAGE, R, P + "XPlane.StatMetadataEntry", None),
-                ("stats", 6, F.TYPE_MESSAGE, R, P + "XStat", None))
-    msg("EventMetadataEntry",
-        ("key", 1, F.TYPE_INT64, O, None, None),
-        ("value", 2, F.TYPE_MESSAGE, O, P + "XEventMetadata", None), nested=plane, options=True)
-    msg("StatMetadataEntry",
-        ("key", 1, F.TYPE_INT64, O, None, None),
-        ("value", 2, F.TYPE_MESSAGE, O, P + "XStatMetadata", None), nested=plane, options=True)
-    msg("XLine",
-        ("id", 1, F.TYPE_INT64, O, None, None),
-        ("name", 2, F.TYPE_STRING, O, None, None),
-        ("timestamp_ns", 3, F.TYPE_INT64, O, None, None),
+        ("hostnames", 4, F.TYPE_STRING, R, None, None),
+    )
+    plane = msg(
+        "XPlane",
+        ("id", 1, F.TYPE_INT64, S, None, None),
+        ("name", 2, F.TYPE_STRING, S, None, None),
+        ("lines", 3, F.TYPE_MESSAGE, R, P + "XLine", None),
+        ("event_metadata", 4, F.TYPE_MESSAGE, R, P + "XPlane.EventMetadataEntry", None),
+        ("stat_metadata", 5, F.TYPE_MESSAGE, R, P + "XPlane.StatMetadataEntry", None),
+        ("stats", 6, F.TYPE_MESSAGE, R, P + "XStat", None),
+    )
+    msg(
+        "EventMetadataEntry",
+        ("key", 1, F.TYPE_INT64, S, None, None),
+        ("value", 2, F.TYPE_MESSAGE, S, P + "XEventMetadata", None),
+        nested=plane,
+        options=True,
+    )
+    msg(
+        "StatMetadataEntry",
+        ("key", 1, F.TYPE_INT64, S, None, None),
+        ("value", 2, F.TYPE_MESSAGE, S, P + "XStatMetadata", None),
+        nested=plane,
+        options=True,
+    )
+    msg(
+        "XLine",
+        ("id", 1, F.TYPE_INT64, S, None, None),
+        ("name", 2, F.TYPE_STRING, S, None, None),
+        ("timestamp_ns", 3, F.TYPE_INT64, S, None, None),
         ("events", 4, F.TYPE_MESSAGE, R, P + "XEvent", None),
-        ("duration_ps", 9, F.TYPE_INT64, O, None, None),
-        ("display_id", 10, F.TYPE_INT64, O, None, None),
-        ("display_name", 11, F.TYPE_STRING, O, None, None))
-    ev = msg("XEvent",
-             ("metadata_id", 1, F.TYPE_INT64, O, None, None),
-             ("offset_ps", 2, F.TYPE_INT64, O, None, 0),
-             ("duration_ps", 3, F.TYPE_INT64, O, None, None),
-             ("stats", 4, F.TYPE_MESSAGE, R, P + "XStat", None),
-             ("num_occurrences", 5, F.TYPE_INT64, O, None, 0))
+        ("duration_ps", 9, F.TYPE_INT64, S, None, None),
+        ("display_id", 10, F.TYPE_INT64, S, None, None),
+        ("display_name", 11, F.TYPE_STRING, S, None, None),
+    )
+    ev = msg(
+        "XEvent",
+        ("metadata_id", 1, F.TYPE_INT64, S, None, None),
+        ("offset_ps", 2, F.TYPE_INT64, S, None, 0),
+        ("duration_ps", 3, F.TYPE_INT64, S, None, None),
+        ("stats", 4, F.TYPE_MESSAGE, R, P + "XStat", None),
+        ("num_occurrences", 5, F.TYPE_INT64, S, None, 0),
+    )
     ev.oneof_decl.add(name="data")
-    st = msg("XStat",
-             ("metadata_id", 1, F.TYPE_INT64, O, None, None),
-             ("double_value", 2, F.TYPE_DOUBLE, O, None, 0),
-             ("uint64_value", 3, F.TYPE_UINT64, O, None, 0),
-             ("int64_value", 4, F.TYPE_INT64, O, None, 0),
-             ("str_value", 5, F.TYPE_STRING, O, None, 0),
-             ("bytes_value", 6, F.TYPE_BYTES, O, None, 0),
-             ("ref_value", 7, F.TYPE_UINT64, O, None, 0))
+    st = msg(
+        "XStat",
+        ("metadata_id", 1, F.TYPE_INT64, S, None, None),
+        ("double_value", 2, F.TYPE_DOUBLE, S, None, 0),
+        ("uint64_value", 3, F.TYPE_UINT64, S, None, 0),
+        ("int64_value", 4, F.TYPE_INT64, S, None, 0),
+        ("str_value", 5, F.TYPE_STRING, S, None, 0),
+        ("bytes_value", 6, F.TYPE_BYTES, S, None, 0),
+        ("ref_value", 7, F.TYPE_UINT64, S, None, 0),
+    )
     st.oneof_decl.add(name="value")
-    msg("XEventMetadata",
-        ("id", 1, F.TYPE_INT64, O, None, None),
-        ("name", 2, F.TYPE_STRING, O, None, None),
-        ("metadata", 3, F.TYPE_BYTES, O, None, None),
-        ("display_name", 4, F.TYPE_STRING, O, None, None),
+    msg(
+        "XEventMetadata",
+        ("id", 1, F.TYPE_INT64, S, None, None),
+        ("name", 2, F.TYPE_STRING, S, None, None),
+        ("metadata", 3, F.TYPE_BYTES, S, None, None),
+        ("display_name", 4, F.TYPE_STRING, S, None, None),
         ("stats", 5, F.TYPE_MESSAGE, R, P + "XStat", None),
-        ("child_id", 6, F.TYPE_INT64, R, None, None))
-    msg("XStatMetadata",
-        ("id", 1, F.TYPE_INT64, O, None, None),
-        ("name", 2, F.TYPE_STRING, O, None, None),
-        ("description", 3, F.TYPE_STRING, O, None, None))
+        ("child_id", 6, F.TYPE_INT64, R, None, None),
+    )
+    msg(
+        "XStatMetadata",
+        ("id", 1, F.TYPE_INT64, S, None, None),
+        ("name", 2, F.TYPE_STRING, S, None, None),
+        ("description", 3, F.TYPE_STRING, S, None, None),
+    )
     return fdp
 
 
-def _hlo_file_descriptor():
+def _hlo_file_descriptor() -> Descriptor:
     from google.protobuf import descriptor_pb2
 
     """HloProto -> HloModuleProto -> computations -> instructions, frontend attributes only."""
     F = descriptor_pb2.FieldDescriptorProto
-    O, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
     fdp = descriptor_pb2.FileDescriptorProto(name=_HLO_FILE, package="xla", syntax="proto3")
     fa = fdp.message_type.add(name="FrontendAttributes")
-    fa.field.add(name="map", number=1, type=F.TYPE_MESSAGE, label=R,
-                 type_name=".xla.FrontendAttributes.MapEntry")
+    fa.field.add(
+        name="map",
+        number=1,
+        type=F.TYPE_MESSAGE,
+        label=R,
+        type_name=".xla.FrontendAttributes.MapEntry",
+    )
     entry = fa.nested_type.add(name="MapEntry")
     entry.options.map_entry = True
-    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=O)
-    entry.field.add(name="value", number=2, type=F.TYPE_STRING, label=O)
+    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=S)
+    entry.field.add(name="value", number=2, type=F.TYPE_STRING, label=S)
     # Layout memory space, OpMetadata.scheduling_name (xla_data.proto; added to XLA in 2025),
     # operands and called computations: what the Nsight converter needs (pgle/profiles/nsys*.py).
     lay = fdp.message_type.add(name="LayoutProto")
-    lay.field.add(name="memory_space", number=8, type=F.TYPE_INT64, label=O)
+    lay.field.add(name="memory_space", number=8, type=F.TYPE_INT64, label=S)
     shp = fdp.message_type.add(name="ShapeProto")
-    shp.field.add(name="layout", number=5, type=F.TYPE_MESSAGE, label=O, type_name=".xla.LayoutProto")
+    shp.field.add(
+        name="layout", number=5, type=F.TYPE_MESSAGE, label=S, type_name=".xla.LayoutProto"
+    )
     md = fdp.message_type.add(name="OpMetadata")
-    md.field.add(name="scheduling_name", number=16, type=F.TYPE_STRING, label=O)
+    md.field.add(name="scheduling_name", number=16, type=F.TYPE_STRING, label=S)
     ins = fdp.message_type.add(name="HloInstructionProto")
-    ins.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
-    ins.field.add(name="opcode", number=2, type=F.TYPE_STRING, label=O)
-    ins.field.add(name="shape", number=3, type=F.TYPE_MESSAGE, label=O, type_name=".xla.ShapeProto")
-    ins.field.add(name="metadata", number=7, type=F.TYPE_MESSAGE, label=O, type_name=".xla.OpMetadata")
-    ins.field.add(name="id", number=35, type=F.TYPE_INT64, label=O)
+    ins.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
+    ins.field.add(name="opcode", number=2, type=F.TYPE_STRING, label=S)
+    ins.field.add(name="shape", number=3, type=F.TYPE_MESSAGE, label=S, type_name=".xla.ShapeProto")
+    ins.field.add(
+        name="metadata", number=7, type=F.TYPE_MESSAGE, label=S, type_name=".xla.OpMetadata"
+    )
+    ins.field.add(name="id", number=35, type=F.TYPE_INT64, label=S)
     ins.field.add(name="operand_ids", number=36, type=F.TYPE_INT64, label=R)
     ins.field.add(name="called_computation_ids", number=38, type=F.TYPE_INT64, label=R)
-    ins.field.add(name="frontend_attributes", number=68, type=F.TYPE_MESSAGE, label=O,
-                  type_name=".xla.FrontendAttributes")
+    ins.field.add(
+        name="frontend_attributes",
+        number=68,
+        type=F.TYPE_MESSAGE,
+        label=S,
+        type_name=".xla.FrontendAttributes",
+    )
     comp = fdp.message_type.add(name="HloComputationProto")
-    comp.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
-    comp.field.add(name="instructions", number=2, type=F.TYPE_MESSAGE, label=R,
-                   type_name=".xla.HloInstructionProto")
-    comp.field.add(name="id", number=5, type=F.TYPE_INT64, label=O)
-    comp.field.add(name="root_id", number=6, type=F.TYPE_INT64, label=O)
+    comp.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
+    comp.field.add(
+        name="instructions",
+        number=2,
+        type=F.TYPE_MESSAGE,
+        label=R,
+        type_name=".xla.HloInstructionProto",
+    )
+    comp.field.add(name="id", number=5, type=F.TYPE_INT64, label=S)
+    comp.field.add(name="root_id", number=6, type=F.TYPE_INT64, label=S)
     mod = fdp.message_type.add(name="HloModuleProto")
-    mod.field.add(name="name", number=1, type=F.TYPE_STRING, label=O)
-    mod.field.add(name="entry_computation_name", number=2, type=F.TYPE_STRING, label=O)
-    mod.field.add(name="computations", number=3, type=F.TYPE_MESSAGE, label=R,
-                  type_name=".xla.HloComputationProto")
-    mod.field.add(name="id", number=5, type=F.TYPE_INT64, label=O)
-    mod.field.add(name="entry_computation_id", number=6, type=F.TYPE_INT64, label=O)
-    mod.field.add(name="frontend_attributes", number=19, type=F.TYPE_MESSAGE, label=O,
-                  type_name=".xla.FrontendAttributes")
+    mod.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
+    mod.field.add(name="entry_computation_name", number=2, type=F.TYPE_STRING, label=S)
+    mod.field.add(
+        name="computations",
+        number=3,
+        type=F.TYPE_MESSAGE,
+        label=R,
+        type_name=".xla.HloComputationProto",
+    )
+    mod.field.add(name="id", number=5, type=F.TYPE_INT64, label=S)
+    mod.field.add(name="entry_computation_id", number=6, type=F.TYPE_INT64, label=S)
+    mod.field.add(
+        name="frontend_attributes",
+        number=19,
+        type=F.TYPE_MESSAGE,
+        label=S,
+        type_name=".xla.FrontendAttributes",
+    )
     hp = fdp.message_type.add(name="HloProto")
-    hp.field.add(name="hlo_module", number=1, type=F.TYPE_MESSAGE, label=O,
-                 type_name=".xla.HloModuleProto")
+    hp.field.add(
+        name="hlo_module", number=1, type=F.TYPE_MESSAGE, label=S, type_name=".xla.HloModuleProto"
+    )
     return fdp
 
 
 @functools.cache
-def _trace_pool():
+def _trace_pool() -> Any:
     from google.protobuf import descriptor_pool
 
     pool = descriptor_pool.DescriptorPool()
@@ -413,27 +491,33 @@ def _trace_pool():
     return pool
 
 
-def _message_factory():
+def _message_factory() -> Any:
     from google.protobuf import message_factory
 
     return message_factory
 
 
-def xspace_class():
+def xspace_class() -> MessageClass:
     """`tensorflow.profiler.XSpace` (the `<host>.xplane.pb` of a trace run folder)."""
-    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XSpace"))
+    return _message_factory().GetMessageClass(
+        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XSpace")
+    )
 
 
-def hlo_proto_class():
+def hlo_proto_class() -> MessageClass:
     """`xla.HloProto`, reduced to names, ids and frontend attributes."""
     return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName("xla.HloProto"))
 
 
-def xplane_class():
+def xplane_class() -> MessageClass:
     """`tensorflow.profiler.XPlane`: device planes are parsed one at a time to bound memory."""
-    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XPlane"))
+    return _message_factory().GetMessageClass(
+        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XPlane")
+    )
 
 
-def xline_class():
+def xline_class() -> MessageClass:
     """`tensorflow.profiler.XLine`: a plane's events are checked by protobuf a slice at a time."""
-    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine"))
+    return _message_factory().GetMessageClass(
+        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine")
+    )

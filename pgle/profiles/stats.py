@@ -5,7 +5,8 @@ async collectives are `<kind>-start.N` / `<kind>-done.N`), since a profile holds
 names and costs only:
 - collective: all-reduce, all-gather, reduce-scatter, all-to-all, ragged-all-to-all,
   collective-permute, collective-broadcast, send/recv (by kind, with start/done pairs)
-- gemm: cuBLAS/cuBLASLt GEMMs, Triton GEMM fusions, cuDNN calls, convolutions, dots and other custom calls
+- gemm: cuBLAS/cuBLASLt GEMMs, Triton GEMM fusions, cuDNN calls, convolutions, dots and other
+  custom calls
 - fusion: every other fusion
 - copy: copy, copy-start/done, memcpy/memset-like ops
 - other
@@ -18,21 +19,32 @@ import functools
 import heapq
 import math
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pgle.profiles.files import Profile, ProfileSource, split_qualified
 
 CATEGORIES = ("collective", "gemm", "fusion", "copy", "other")
 COLLECTIVE_KINDS = (
-    "ragged-all-to-all", "all-reduce", "all-gather", "reduce-scatter", "all-to-all",
-    "collective-permute", "collective-broadcast", "send", "recv",
+    "ragged-all-to-all",
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "collective-broadcast",
+    "send",
+    "recv",
 )
 _SUFFIX_RE = re.compile(r"(\.remat\d*)?(\.\d+)*$")
 _COLLECTIVE_RE = re.compile(
     r"^(?P<kind>" + "|".join(re.escape(k) for k in COLLECTIVE_KINDS) + r")(?P<phase>-start|-done)?"
-    r"(?P<rest>[.-].*)?$")
+    r"(?P<rest>[.-].*)?$"
+)
 _GEMM_RE = re.compile(r"gemm|matmul|cublas|cudnn|\bdot\b|^dot|convolution|custom-call|custom_call")
-_COPY_RE = re.compile(r"^(copy|memcpy|memset|dynamic-update-slice|dynamic-slice)(-start|-done)?([.-]|$)")
+_COPY_RE = re.compile(
+    r"^(copy|memcpy|memset|dynamic-update-slice|dynamic-slice)(-start|-done)?([.-]|$)"
+)
 _REMAT_RE = re.compile(r"\.remat\d*$")
 
 
@@ -108,11 +120,19 @@ def category_totals(costs: dict[str, float]) -> dict[str, dict[str, Any]]:
         count[cat] += 1
         if isfinite(cost):
             cost_us[cat] += cost
-    return {cat: {"count": count[cat], "cost_us": cost_us[cat],
-                  "share": (cost_us[cat] / total) if total > 0 else 0.0} for cat in CATEGORIES}
+    return {
+        cat: {
+            "count": count[cat],
+            "cost_us": cost_us[cat],
+            "share": (cost_us[cat] / total) if total > 0 else 0.0,
+        }
+        for cat in CATEGORIES
+    }
 
 
-def collective_summary(costs: dict[str, float], latencies: Iterable[tuple[str, str, float]] = ()) -> dict[str, Any]:
+def collective_summary(
+    costs: dict[str, float], latencies: Iterable[tuple[str, str, float]] = ()
+) -> dict[str, Any]:
     """Per collective kind: counts of sync ops, starts, dones, matched start/done pairs, cost."""
     kinds: dict[str, dict[str, Any]] = {}
     starts: dict[str, set[str]] = {}
@@ -121,20 +141,26 @@ def collective_summary(costs: dict[str, float], latencies: Iterable[tuple[str, s
         c = classify(name)
         if c.category != "collective":
             continue
+        kind = c.kind
+        assert kind is not None  # classify gives every collective its kind
         fp, _ = split_qualified(name)
-        row = kinds.setdefault(c.kind, {"count": 0, "sync": 0, "start": 0, "done": 0, "pairs": 0,
-                                        "cost_us": 0.0})
+        row = kinds.setdefault(
+            kind, {"count": 0, "sync": 0, "start": 0, "done": 0, "pairs": 0, "cost_us": 0.0}
+        )
         row["count"] += 1
         row["cost_us"] += cost if math.isfinite(cost) else 0.0
         if c.phase is None:
             row["sync"] += 1
         else:
             row[c.phase] += 1
-            (starts if c.phase == "start" else dones).setdefault(c.kind, set()).add(f"{fp}|{c.pair_key}")
+            (starts if c.phase == "start" else dones).setdefault(kind, set()).add(
+                f"{fp}|{c.pair_key}"
+            )
     for kind, row in kinds.items():
         row["pairs"] = len(starts.get(kind, set()) & dones.get(kind, set()))
-    lat_pairs = sum(1 for s, t, _ in latencies
-                    if classify(s).phase == "start" and classify(t).phase == "done")
+    lat_pairs = sum(
+        1 for s, t, _ in latencies if classify(s).phase == "start" and classify(t).phase == "done"
+    )
     return {"kinds": dict(sorted(kinds.items())), "latency_pairs": lat_pairs}
 
 
@@ -146,22 +172,35 @@ def inspect_source(source: ProfileSource, *, top: int = 20) -> dict[str, Any]:
     total = sum(finite)
     raw = [e for p in source.modules.values() for e in p.costs]
     names = [n for n, _ in raw]
-    top_rows = heapq.nsmallest(max(top, 0), costs.items(),
-                               key=lambda kv: (-(kv[1] if math.isfinite(kv[1]) else -math.inf), kv[0]))
+    top_rows = heapq.nsmallest(
+        max(top, 0),
+        costs.items(),
+        key=lambda kv: (-(kv[1] if math.isfinite(kv[1]) else -math.inf), kv[0]),
+    )
     data: dict[str, Any] = {
         "instruction_count": len(raw),
         "unique_instructions": len(costs),
         "latency_count": len(latencies),
         "total_cost_us": total,
-        "top": [{"name": n, "cost_us": _num(c), "category": classify(n).category,
-                 "share": (c / total if total > 0 and math.isfinite(c) else 0.0)}
-                for n, c in top_rows[:max(top, 0)]],
+        "top": [
+            {
+                "name": n,
+                "cost_us": _num(c),
+                "category": classify(n).category,
+                "share": (c / total if total > 0 and math.isfinite(c) else 0.0),
+            }
+            for n, c in top_rows[: max(top, 0)]
+        ],
         "categories": category_totals(costs),
         "collectives": collective_summary(costs, latencies),
-        "duplicates": len(names) - len(set(names)) if source.kind == "file" else
-        sum(p.instruction_count - len({n for n, _ in p.costs}) for p in source.modules.values()),
-        "remat_entries": sum(1 for n in names
-                             if ".remat" in n and _REMAT_RE.search(split_qualified(n)[1])),
+        "duplicates": len(names) - len(set(names))
+        if source.kind == "file"
+        else sum(
+            p.instruction_count - len({n for n, _ in p.costs}) for p in source.modules.values()
+        ),
+        "remat_entries": sum(
+            1 for n in names if ".remat" in n and _REMAT_RE.search(split_qualified(n)[1])
+        ),
         "bad_values": sum(1 for _, c in raw if not math.isfinite(c) or c < 0),
         "zero_costs": sum(1 for _, c in raw if c == 0),
     }
@@ -186,23 +225,25 @@ def _by_fingerprint(source: ProfileSource) -> dict[str, Any]:
     if source.kind == "directory":
         for fp, p in source.modules.items():
             costs = effective_costs(p)
-            groups[fp] = {"instruction_count": p.instruction_count,
-                          "total_cost_us": sum(c for c in costs.values() if math.isfinite(c))}
+            groups[fp] = {
+                "instruction_count": p.instruction_count,
+                "total_cost_us": sum(c for c in costs.values() if math.isfinite(c)),
+            }
         return groups
     malformed = 0
     for name, cost in source.modules[""].costs:
-        fp, _ = split_qualified(name)
-        if fp is None:
+        qualifier, _ = split_qualified(name)
+        if qualifier is None:
             continue
-        if fp == "":
+        if qualifier == "":
             malformed += 1
             continue
-        row = groups.setdefault(fp, {"instruction_count": 0, "total_cost_us": 0.0})
+        row = groups.setdefault(qualifier, {"instruction_count": 0, "total_cost_us": 0.0})
         row["instruction_count"] += 1
         row["total_cost_us"] += cost if math.isfinite(cost) else 0.0
     if groups or malformed:
         bare = sum(1 for n, _ in source.modules[""].costs if split_qualified(n)[0] is None)
-        groups = {"qualified": groups, "bare_instructions": bare, "malformed": malformed}
+        return {"qualified": groups, "bare_instructions": bare, "malformed": malformed}
     return groups
 
 
@@ -222,31 +263,54 @@ def diff_sources(a: ProfileSource, b: ProfileSource, *, top: int = 20) -> dict[s
         rel = (y - x) / x if x != 0 else (0.0 if y == 0 else math.inf)
         changes.append((n, x, y, y - x, _num(rel)))
 
-    def row(change):
+    def row(change: tuple[str, float, float, float, float | None]) -> dict[str, Any]:
         n, x, y, delta, rel = change
-        return {"name": n, "a_us": x, "b_us": y, "delta_us": delta, "relative": rel,
-                "category": classify(n).category}
+        return {
+            "name": n,
+            "a_us": x,
+            "b_us": y,
+            "delta_us": delta,
+            "relative": rel,
+            "category": classify(n).category,
+        }
 
     k = max(top, 0)
     # The k first of each order, not a sort of every name (heapq.nsmallest is sorted()[:k]).
     by_abs = [row(c) for c in heapq.nsmallest(k, changes, key=lambda c: (-abs(c[3]), c[0]))]
-    by_rel = [row(c) for c in heapq.nsmallest(
-        k, (c for c in changes if c[3] != 0),
-        key=lambda c: (-(abs(c[4]) if c[4] is not None else math.inf), c[0]))]
+    by_rel = [
+        row(c)
+        for c in heapq.nsmallest(
+            k,
+            (c for c in changes if c[3] != 0),
+            key=lambda c: (-(abs(c[4]) if c[4] is not None else math.inf), c[0]),
+        )
+    ]
     cat_a, cat_b = category_totals(ca), category_totals(cb)
-    categories = {cat: {"a_us": cat_a[cat]["cost_us"], "b_us": cat_b[cat]["cost_us"],
-                        "delta_us": cat_b[cat]["cost_us"] - cat_a[cat]["cost_us"],
-                        "a_count": cat_a[cat]["count"], "b_count": cat_b[cat]["count"]}
-                  for cat in CATEGORIES}
+    categories = {
+        cat: {
+            "a_us": cat_a[cat]["cost_us"],
+            "b_us": cat_b[cat]["cost_us"],
+            "delta_us": cat_b[cat]["cost_us"] - cat_a[cat]["cost_us"],
+            "a_count": cat_a[cat]["count"],
+            "b_count": cat_b[cat]["count"],
+        }
+        for cat in CATEGORIES
+    }
     total_a = sum(v for v in ca.values() if math.isfinite(v))
     total_b = sum(v for v in cb.values() if math.isfinite(v))
     union = len(set(ca) | set(cb))
     return {
-        "a_count": len(ca), "b_count": len(cb), "common": len(common),
+        "a_count": len(ca),
+        "b_count": len(cb),
+        "common": len(common),
         "overlap": (len(common) / union) if union else 1.0,
-        "only_in_a": only_a, "only_in_b": only_b,
-        "total_a_us": total_a, "total_b_us": total_b, "total_delta_us": total_b - total_a,
-        "largest_changes": by_abs, "largest_relative_changes": by_rel,
+        "only_in_a": only_a,
+        "only_in_b": only_b,
+        "total_a_us": total_a,
+        "total_b_us": total_b,
+        "total_delta_us": total_b - total_a,
+        "largest_changes": by_abs,
+        "largest_relative_changes": by_rel,
         "categories": categories,
     }
 

@@ -4,9 +4,9 @@ Why not through protobuf's message objects: protobuf (upb) parses a 200 MB trace
 a second, but reading millions of events back through Python objects (an event, its stats,
 each stat's oneof) cost about 8 µs an event, more than jaxlib's whole C++ conversion
 (issue 16). Here Python only finds where each event's bytes start (one cheap loop over the
-line, `pgle.profiles.xspace_file.PlaneBytes`); every field of every event is then decoded by numpy, all events of a plane at once,
-one field per pass ("lockstep"), in protobuf's own rules: varints up to 10 bytes, the last
-occurrence of a field wins, the last value of a oneof wins.
+line, `pgle.profiles.xspace_file.PlaneBytes`); every field of every event is then decoded by
+numpy, all events of a plane at once, one field per pass ("lockstep"), in protobuf's own rules:
+varints up to 10 bytes, the last occurrence of a field wins, the last value of a oneof wins.
 
 Only what the converter reads is decoded: XEvent metadata_id / offset_ps / duration_ps and
 the XStats whose metadata id is one of `codes` (the others are skipped whatever they hold).
@@ -24,7 +24,8 @@ XStat {metadata_id = 1, double = 2, uint64 = 3, int64 = 4, str = 5, bytes = 6, r
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -32,6 +33,8 @@ from pgle.profiles.proto import WireError
 
 if TYPE_CHECKING:
     from pgle.profiles.xspace_file import PlaneBytes
+
+Array: TypeAlias = "np.ndarray[Any, Any]"
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 # Stat kinds in the columns (0: not set on the event).
@@ -47,10 +50,10 @@ class _Fallback(Exception):
 class EventColumns:
     """One row per event of the selected lines, in plane order."""
 
-    line: np.ndarray          # index into the `lines` argument's order (int64)
-    metadata_id: np.ndarray   # int64
-    offset_ps: np.ndarray     # int64
-    duration_ps: np.ndarray   # int64
+    line: np.ndarray  # index into the `lines` argument's order (int64)
+    metadata_id: np.ndarray  # int64
+    offset_ps: np.ndarray  # int64
+    duration_ps: np.ndarray  # int64
     # per stat code: (kind, value); kind 0 where the event has no stat of that code with a
     # value, REF (value = ref id), INT64 (value as int64), UINT64 (value's bits as int64).
     stats: dict[int, tuple[np.ndarray, np.ndarray]]
@@ -75,7 +78,9 @@ def _varints(buf: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return val, p
 
 
-def _fields(buf: np.ndarray, start: np.ndarray, end: np.ndarray):
+def _fields(
+    buf: Array, start: Array, end: Array
+) -> Iterator[tuple[Array, Array, Array, Array, Array]]:
     """Yield, pass by pass, (rows, field, wire type, value or length, body position) for the next
     field of every message [start, end) not yet finished; `rows` index the messages."""
     pos = start.copy()
@@ -112,7 +117,9 @@ def _fields(buf: np.ndarray, start: np.ndarray, end: np.ndarray):
         rows = rows[after < end[rows]]
 
 
-def event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) -> EventColumns | None:
+def event_columns(
+    layout: PlaneBytes, lines: list[int], codes: dict[int, int]
+) -> EventColumns | None:
     """The events of the XLines at positions `lines` (indices into the plane's lines, in the
     order given) as columns, with the stats of `codes` (stat metadata id -> code); None where
     the layout is outside what this reads exactly (see the module docstring). `layout` is the
@@ -130,16 +137,21 @@ def _event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) 
     if list(lines) == list(range(len(layout.line_events))):
         start, end = all_start, all_end
     else:
-        pick = np.concatenate([np.arange(first[i], first[i + 1]) for i in lines]) if lines \
+        pick = (
+            np.concatenate([np.arange(first[i], first[i + 1]) for i in lines])
+            if lines
             else np.zeros(0, np.int64)
+        )
         start, end = all_start[pick], all_end[pick]
     buf = np.frombuffer(layout.data, np.uint8)
     n = start.size
-    cols = EventColumns(line=np.repeat(np.arange(len(lines), dtype=np.int64), counts),
-                        metadata_id=np.zeros(n, np.int64), offset_ps=np.zeros(n, np.int64),
-                        duration_ps=np.zeros(n, np.int64),
-                        stats={code: (np.zeros(n, np.int8), np.zeros(n, np.int64))
-                               for code in set(codes.values())})
+    cols = EventColumns(
+        line=np.repeat(np.arange(len(lines), dtype=np.int64), counts),
+        metadata_id=np.zeros(n, np.int64),
+        offset_ps=np.zeros(n, np.int64),
+        duration_ps=np.zeros(n, np.int64),
+        stats={code: (np.zeros(n, np.int8), np.zeros(n, np.int64)) for code in set(codes.values())},
+    )
     # In batches: the temporaries of one batch, not of the whole plane (memory, issue 16).
     for a in range(0, n, _BATCH):
         b = min(a + _BATCH, n)
@@ -150,7 +162,8 @@ def _event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) 
 _BATCH = 1 << 14  # events decoded per batch: their temporaries are ~200 bytes an event
 
 
-def _decode_events(buf, start, end, first, cols: EventColumns, codes) -> None:
+def _decode_events(buf: Array, start: Array, end: Array, first: int, cols: EventColumns,
+                   codes: dict[int, int]) -> None:
     """Decode events [first, first + len(start)) into `cols`."""
     columns = ((1, cols.metadata_id), (2, cols.offset_ps), (3, cols.duration_ps))
     for rows, field, wtype, value, body in _fields(buf, start, end):
@@ -165,8 +178,9 @@ def _decode_events(buf, start, end, first, cols: EventColumns, codes) -> None:
         if st.any():
             # Each event appears once per pass, and passes follow the stats' order in their
             # events: assigning pass after pass lets the last stat of a code win.
-            _decode_stats(buf, rows[st] + first, body[st], body[st] + value[st].astype(np.int64),
-                          cols, codes)
+            _decode_stats(
+                buf, rows[st] + first, body[st], body[st] + value[st].astype(np.int64), cols, codes
+            )
 
 
 def small_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +196,8 @@ def small_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(ids, return_inverse=True)
 
 
-def _decode_stats(buf, owner, start, end, cols: EventColumns, codes) -> None:
+def _decode_stats(buf: Array, owner: Array, start: Array, end: Array, cols: EventColumns,
+                  codes: dict[int, int]) -> None:
     """Stats [start, end) of the events `owner` (each at most once): those of a known code
     with a value set override the event's column."""
     n = start.size

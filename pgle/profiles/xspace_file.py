@@ -23,9 +23,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from array import array
-from typing import Any, BinaryIO, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from pgle.profiles.proto import WireError, _skip, _varint
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _VARINT, _I64, _LEN, _SGROUP, _I32 = 0, 1, 2, 3, 5
 # Protobuf parses events in slices of about this many bytes (upb objects are ~8x their bytes).
@@ -71,13 +75,18 @@ class _Window:
         if wtype == _LEN:
             n, body = self.varint(pos, end)
             if body + n > end:
-                raise WireError(tag_pos, f"field {field} claims {n} bytes but only {end - body} remain")
+                raise WireError(
+                    tag_pos, f"field {field} claims {n} bytes but only {end - body} remain"
+                )
             return body + n
         # Groups are never written in a trace: for one, the rest of the message is read.
         buf, i = self.bytes_at(pos, end - pos if wtype == _SGROUP else 10)
         try:
-            return pos + _skip(buf, i, min(len(buf), i + end - pos), wtype, field,
-                               i - (pos - tag_pos), 0) - i
+            return (
+                pos
+                + _skip(buf, i, min(len(buf), i + end - pos), wtype, field, i - (pos - tag_pos), 0)
+                - i
+            )
         except WireError as e:
             raise WireError(e.offset - i + pos, e.what) from None
 
@@ -98,7 +107,9 @@ class XSpaceFile:
             f.seek(ref.offset)
             data = f.read(ref.size)
         if len(data) != ref.size:
-            raise WireError(ref.offset + len(data), "the file ended inside a plane (was it cut short?)")
+            raise WireError(
+                ref.offset + len(data), "the file ended inside a plane (was it cut short?)"
+            )
         return data
 
 
@@ -136,7 +147,7 @@ def _plane_name(w: _Window, pos: int, end: int) -> str:
             if body + n > end:
                 raise WireError(tag_pos, "plane name runs past the plane")
             buf, i = w.bytes_at(body, n)
-            name = bytes(buf[i:i + n]).decode("utf-8", errors="replace")  # last one wins
+            name = bytes(buf[i : i + n]).decode("utf-8", errors="replace")  # last one wins
             pos = body + n
             continue
         pos = w.skip(pos, end, wtype, field, tag_pos)
@@ -154,7 +165,7 @@ class PlaneBytes:
         # Events of all lines, in plane order: where each event's bytes start; `line_events[k]`
         # is the number of events of line k; `long` lists (index, length) of events of 128
         # bytes or more (the others' one-byte length sits just before their start).
-        self.starts: array = array("q")
+        self.starts: array[int] = array("q")
         self.line_events: list[int] = []
         self.long: list[tuple[int, int]] = []
         try:
@@ -216,7 +227,7 @@ class PlaneBytes:
         self.line_events.append(len(starts) - before)
         return b"".join(header)
 
-    def event_bounds(self):
+    def event_bounds(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """(start, end) of every event's bytes as numpy int64 arrays, in plane order."""
         import numpy as np
 
@@ -227,7 +238,7 @@ class PlaneBytes:
             length[index] = n
         return start, start + length
 
-    def validate(self, xline_class) -> None:
+    def validate(self, xline_class: Callable[[], Any]) -> None:
         """Parse every event with protobuf, in slices of whole events (DecodeError where
         protobuf refuses the bytes); nothing is kept."""
         import numpy as np
@@ -250,7 +261,7 @@ class PlaneBytes:
                 # As many whole events as fit in one slice (at least one).
                 limit = tag[a] + VALIDATE_SLICE
                 c = max(a + 1, a + int(np.searchsorted(end[a:b], limit, side="right")))
-                parse(view[int(tag[a]):int(end[c - 1])])
+                parse(view[int(tag[a]) : int(end[c - 1])])
                 a = c
 
 

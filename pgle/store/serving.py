@@ -10,8 +10,9 @@ import datetime as dt
 import hashlib
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pgle.phrases import plural
 from pgle.profiles.files import Profile
@@ -29,7 +30,7 @@ def add_profiles(store: ProfileStore, modules: Mapping[str, Profile], key: Store
     the store for this key), refreshed (older entries exist; `removed` lists what the policy
     trimmed) or empty (not stored)."""
     pol = policy if isinstance(policy, Policy) else parse_policy(policy)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for fp, prof in sorted(modules.items()):
         name = (names or {}).get(fp, "")
         if prof.is_empty():
@@ -105,7 +106,7 @@ def mark_modules(modules: list[dict], served: Mapping[str, list[Entry]],
                  now: dt.datetime | None = None) -> dict:
     """Add `store` (the entry served, or None) and `store_age_seconds` to each module row that
     has a fingerprint; returns {'served': [...], 'missing': [...]} by fingerprint."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     hit, missing = [], []
     for row in modules:
         fp = row.get("fingerprint")
@@ -131,19 +132,28 @@ def summary_lines(modules: list[dict], lookups: dict, view_size: int, store: Any
     lines = []
     shown = [r for r in modules if r.get("store")]
     if shown:
-        lines.append(f"store {store} ({key.describe()}): {plural(len(lookups['served']), 'module')} "
-                     f"served from a view of {view_size}:")
-        lines += [f"  {r.get('module')}: {r['fingerprint']}, {age_text(r['store_age_seconds'])} old "
-                  f"({r['store']['source']})" for r in shown[:20]]
+        lines.append(
+            f"store {store} ({key.describe()}): {plural(len(lookups['served']), 'module')} "
+            f"served from a view of {view_size}:"
+        )
+        lines += [
+            f"  {r.get('module')}: {r['fingerprint']}, {age_text(r['store_age_seconds'])} old "
+            f"({r['store']['source']})"
+            for r in shown[:20]
+        ]
         if len(shown) > 20:
             lines.append(f"  ... {len(shown) - 20} more (see --json)")
     else:
-        lines.append(f"store {store} ({key.describe()}): a view of {plural(view_size, 'module profile')}; "
-                     "no module of this run was matched to it"
-                     + ("" if modules else " (the log names no module fingerprint)"))
+        lines.append(
+            f"store {store} ({key.describe()}): a view of {plural(view_size, 'module profile')}; "
+            "no module of this run was matched to it"
+            + ("" if modules else " (the log names no module fingerprint)")
+        )
     lacking = [r for r in modules if r.get("fingerprint") and r.get("store") is None]
     if lacking:
         names = ", ".join(f"{r.get('module')} ({r['fingerprint']})" for r in lacking[:10])
-        lines.append(f"not in the store: {plural(len(lacking), 'module')}: {names}"
-                     + (", ..." if len(lacking) > 10 else ""))
+        lines.append(
+            f"not in the store: {plural(len(lacking), 'module')}: {names}"
+            + (", ..." if len(lacking) > 10 else "")
+        )
     return lines

@@ -46,11 +46,20 @@ import os
 import re
 import stat
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pgle.errors import BadInput, PgleError, ProfileError
-from pgle.profiles.files import (BINARY, FINGERPRINT_RE, SUFFIX, TEXT, Profile, check_fingerprint,
-                                 encode_profile, parse_profile)
+from pgle.profiles.files import (
+    BINARY,
+    FINGERPRINT_RE,
+    SUFFIX,
+    TEXT,
+    Profile,
+    check_fingerprint,
+    encode_profile,
+    parse_profile,
+)
 from pgle.shared_folders import LinkRefused, NotAFile, check_inside, read_bytes_nofollow
 from pgle.store.policy import Policy, parse_policy
 
@@ -95,7 +104,7 @@ class Entry:
         return dt.datetime.fromisoformat(self.created)
 
     def age_seconds(self, now: dt.datetime | None = None) -> float:
-        now = now or dt.datetime.now(dt.timezone.utc)
+        now = now or dt.datetime.now(dt.UTC)
         return (now - self.created_at).total_seconds()
 
     def to_dict(self) -> dict[str, Any]:
@@ -296,9 +305,11 @@ class ProfileStore:
         items = sorted(self.damaged.items())
         shown = "; ".join(f"{path} ({why})" for path, why in items[:3])
         more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
-        return (f"skipped {len(items)} damaged store entr{'y' if len(items) == 1 else 'ies'}: "
-                f"{shown}{more}. pgle neither reads nor deletes {'it' if len(items) == 1 else 'them'}"
-                "; remove or fix by hand.")
+        return (
+            f"skipped {len(items)} damaged store entr{'y' if len(items) == 1 else 'ies'}: "
+            f"{shown}{more}. pgle neither reads nor deletes {'it' if len(items) == 1 else 'them'}"
+            "; remove or fix by hand."
+        )
 
     def _entry_file(self, entry: Entry, suffix: str) -> Any:
         """The path of one of `entry`'s files, its names checked again (a path is built from
@@ -330,20 +341,23 @@ class ProfileStore:
             raise ProfileError(f"cannot read store profile {path}: {e.strerror or e}.") from None
         return parse_profile(data, fmt, str(path))
 
-    def serve(self, fingerprint: str, *, jax: str, device_kind: str,
-              policy: Policy | str | None = None) -> tuple[Profile, list[Entry]] | None:
+    def serve(
+        self, fingerprint: str, *, jax: str, device_kind: str, policy: Policy | str | None = None
+    ) -> tuple[Profile, list[Entry]] | None:
         """The profile XLA gets for one module under `policy`, and the entries it came from."""
         policy = policy if isinstance(policy, Policy) else parse_policy(policy)
         with self.locked(shared=True):
-            entries = self.entries(fingerprint, jax=jax, device_kind=device_kind)[-policy.keep:]
+            entries = self.entries(fingerprint, jax=jax, device_kind=device_kind)[-policy.keep :]
             if not entries:
                 return None
             if not policy.merge or len(entries) == 1:
                 return self.read(entries[-1]), entries[-1:]
             from pgle.profiles.merge import merge_profiles
 
-            return (merge_profiles([self.read(e) for e in entries], percentile=policy.percentile),
-                    entries)
+            return (
+                merge_profiles([self.read(e) for e in entries], percentile=policy.percentile),
+                entries,
+            )
 
     # --- writing -------------------------------------------------------------------------------
     def _folder(self, fingerprint: str) -> Any:
@@ -360,9 +374,11 @@ class ProfileStore:
             except FileExistsError:
                 st = os.lstat(path)
                 if stat.S_ISLNK(st.st_mode):
-                    raise LinkRefused(f"store folder {path} is a symbolic link; pgle does not "
-                                      "follow links in folders other users can write.",
-                                      hint="Remove the link.") from None
+                    raise LinkRefused(
+                        f"store folder {path} is a symbolic link; pgle does not "
+                        "follow links in folders other users can write.",
+                        hint="Remove the link.",
+                    ) from None
                 if not stat.S_ISDIR(st.st_mode):
                     raise BadInput(f"store folder {path} is not a directory.") from None
             except OSError as e:
@@ -394,11 +410,14 @@ class ProfileStore:
                     names = {e.name for e in it if not e.is_dir(follow_symlinks=False)}
             except OSError:
                 continue
-            ids = {m.group(1) for n in names if (m := _ENTRY_FILE.match(n)) and m.group(2) == ".json"}
+            ids = {
+                m.group(1) for n in names if (m := _ENTRY_FILE.match(n)) and m.group(2) == ".json"
+            }
             for name in sorted(names):
                 m = _ENTRY_FILE.match(name)
-                orphan = (m is not None and m.group(2) != ".json" and m.group(1) not in ids) or \
-                    _TEMP_FILE.match(name) is not None
+                orphan = (
+                    m is not None and m.group(2) != ".json" and m.group(1) not in ids
+                ) or _TEMP_FILE.match(name) is not None
                 if not orphan:
                     continue
                 path = check_inside(os.fspath(self.root), os.path.join(folder, name), "store file")
@@ -408,32 +427,51 @@ class ProfileStore:
                 except OSError:
                     pass  # another user's leftover in a folder we may not write: harmless
 
-    def add(self, fingerprint: str, profile: Profile, *, jax: str, jaxlib: str, device_kind: str,
-            device_count: int, source: str, module: str = "", policy: Policy | str | None = None,
-            now: dt.datetime | None = None) -> tuple[Entry, list[Entry]]:
+    def add(
+        self,
+        fingerprint: str,
+        profile: Profile,
+        *,
+        jax: str,
+        jaxlib: str,
+        device_kind: str,
+        device_count: int,
+        source: str,
+        module: str = "",
+        policy: Policy | str | None = None,
+        now: dt.datetime | None = None,
+    ) -> tuple[Entry, list[Entry]]:
         """Add one module's profile; trim older entries per `policy`. Returns (added, removed)."""
         check_fingerprint(fingerprint)
         if profile.is_empty():
             raise ProfileError(f"refusing to store an empty profile for module {fingerprint}.")
         policy = policy if isinstance(policy, Policy) else parse_policy(policy)
         data = encode_profile(profile, TEXT)
-        now = now or dt.datetime.now(dt.timezone.utc)
+        now = now or dt.datetime.now(dt.UTC)
         from pgle.redact import redact_text
 
-        entry = Entry(fingerprint=fingerprint,
-                      entry_id=f"{now.strftime(TIME_FORMAT)}-{hashlib.sha256(data).hexdigest()[:12]}",
-                      jax=jax, jaxlib=jaxlib, device_kind=device_kind, device_count=device_count,
-                      created=now.isoformat(), source=redact_text(source), module=module,
-                      instructions=profile.instruction_count)
+        entry = Entry(
+            fingerprint=fingerprint,
+            entry_id=f"{now.strftime(TIME_FORMAT)}-{hashlib.sha256(data).hexdigest()[:12]}",
+            jax=jax,
+            jaxlib=jaxlib,
+            device_kind=device_kind,
+            device_count=device_count,
+            created=now.isoformat(),
+            source=redact_text(source),
+            module=module,
+            instructions=profile.instruction_count,
+        )
         with self.locked():
             self._folder(fingerprint)
             self._sweep()
             # The profile first, the metadata last: the entry exists once both are in place.
             self._write(self._entry_file(entry, SUFFIX[TEXT]), data)
-            self._write(self._entry_file(entry, ".json"),
-                        json.dumps(entry.to_dict(), indent=1).encode())
+            self._write(
+                self._entry_file(entry, ".json"), json.dumps(entry.to_dict(), indent=1).encode()
+            )
             same = self.entries(fingerprint, jax=jax, device_kind=device_kind)
-            removed = same[:-policy.keep] if len(same) > policy.keep else []
+            removed = same[: -policy.keep] if len(same) > policy.keep else []
             for old in removed:
                 self._remove(old)
         return entry, removed
@@ -453,9 +491,15 @@ class ProfileStore:
             except OSError as e:
                 raise PgleError(f"cannot remove store file {path}: {e.strerror or e}.") from None
 
-    def prune(self, *, keep: int | None = None, older_than: float | None = None,
-              jax: str | None = None, dry_run: bool = False,
-              now: dt.datetime | None = None) -> list[Entry]:
+    def prune(
+        self,
+        *,
+        keep: int | None = None,
+        older_than: float | None = None,
+        jax: str | None = None,
+        dry_run: bool = False,
+        now: dt.datetime | None = None,
+    ) -> list[Entry]:
         """Remove entries: beyond the `keep` newest per (module, jax, device kind), last
         written more than `older_than` seconds ago, or of a jax version other than `jax`."""
         removed: list[Entry] = []
@@ -468,17 +512,25 @@ class ProfileStore:
             for group in groups.values():
                 for i, e in enumerate(group):
                     newer = len(group) - 1 - i
-                    if ((keep is not None and newer >= keep) or
-                            (older_than is not None and e.age_seconds(now) > older_than) or
-                            (jax is not None and e.jax != jax)):
+                    if (
+                        (keep is not None and newer >= keep)
+                        or (older_than is not None and e.age_seconds(now) > older_than)
+                        or (jax is not None and e.jax != jax)
+                    ):
                         removed.append(e)
             if not dry_run:
                 for e in removed:
                     self._remove(e)
         return removed
 
-    def select(self, *, jax: str, device_kind: str, policy: Policy | str | None = None,
-               fingerprints: list[str] | None = None) -> dict[str, list[Entry]]:
+    def select(
+        self,
+        *,
+        jax: str,
+        device_kind: str,
+        policy: Policy | str | None = None,
+        fingerprints: list[str] | None = None,
+    ) -> dict[str, list[Entry]]:
         """Per module, the entries XLA would be served under `policy` (newest last)."""
         policy = policy if isinstance(policy, Policy) else parse_policy(policy)
         wanted = set(fingerprints) if fingerprints else None
@@ -486,10 +538,18 @@ class ProfileStore:
         for e in self.entries(jax=jax, device_kind=device_kind):
             if wanted is None or e.fingerprint in wanted:
                 by_fp.setdefault(e.fingerprint, []).append(e)
-        return {fp: es[-policy.keep:] if policy.merge else es[-1:] for fp, es in by_fp.items()}
+        return {fp: es[-policy.keep :] if policy.merge else es[-1:] for fp, es in by_fp.items()}
 
-    def materialize(self, out: Any, *, jax: str, device_kind: str, policy: Policy | str | None = None,
-                    fingerprints: list[str] | None = None, force: bool = False) -> dict[str, list[Entry]]:
+    def materialize(
+        self,
+        out: Any,
+        *,
+        jax: str,
+        device_kind: str,
+        policy: Policy | str | None = None,
+        fingerprints: list[str] | None = None,
+        force: bool = False,
+    ) -> dict[str, list[Entry]]:
         """Write the view XLA reads: `<out>/<fingerprint>.pbtxt` (or `.pb` for an old binary
         entry) per module with a matching entry. Returns the entries each module came from.
         OUT must be new, empty, or (with `force`) a profile directory or view: never the store
@@ -499,14 +559,18 @@ class ProfileStore:
 
         policy = policy if isinstance(policy, Policy) else parse_policy(policy)
         target = os.path.abspath(os.fspath(out))
-        check_directory_output(target, force=force, inputs=[] if self.remote else [self.root],
-                               what="store view")
+        check_directory_output(
+            target, force=force, inputs=[] if self.remote else [self.root], what="store view"
+        )
         with self.locked(shared=True):  # no trim removes a file while the view is built
-            served = self.select(jax=jax, device_kind=device_kind, policy=policy,
-                                 fingerprints=fingerprints)
+            served = self.select(
+                jax=jax, device_kind=device_kind, policy=policy, fingerprints=fingerprints
+            )
             if not served:
-                raise ProfileError(f"profile store {self.root} has no profile for jax {jax} on "
-                                   f"{device_kind}.", hint="`pgle store ls` shows what it holds.")
+                raise ProfileError(
+                    f"profile store {self.root} has no profile for jax {jax} on {device_kind}.",
+                    hint="`pgle store ls` shows what it holds.",
+                )
 
             def fill(tmp) -> None:
                 for fp, entries in served.items():
@@ -522,7 +586,9 @@ class ProfileStore:
             from pgle.profiles.merge import merge_profiles
 
             merged = merge_profiles([self.read(e) for e in entries], percentile=policy.percentile)
-            write_bytes_atomic(os.path.join(tmp, f"{fp}{SUFFIX[TEXT]}"), encode_profile(merged, TEXT))
+            write_bytes_atomic(
+                os.path.join(tmp, f"{fp}{SUFFIX[TEXT]}"), encode_profile(merged, TEXT)
+            )
             return
         src = self.profile_path(entries[0])
         suffix = SUFFIX[TEXT] if str(src).endswith(SUFFIX[TEXT]) else SUFFIX[BINARY]

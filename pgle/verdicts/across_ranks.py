@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.phrases import plural, ranks_phrase
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import overall_status
 from pgle.verdicts.rows import module_lines, module_name
+from pgle.verdicts.statuses import Applied
 
 MAX_MISSING_NAMES = 50
 
@@ -27,20 +29,24 @@ class JobReports:
 
     command: str
     world_size: int
-    reports: Mapping[int, dict]
+    reports: Mapping[int, dict[str, Any]]
     missing: Mapping[int, str] = dataclasses.field(default_factory=dict)
 
     @property
-    def own(self) -> dict:
+    def own(self) -> dict[str, Any]:
         """Rank 0's report (the one that builds the job report)."""
         return self.reports.get(0) or {}
 
 
 # -- per module across ranks --------------------------------------------------------------------
 
-def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok: str = "applied",
-                      partial: str = "partial",
-                      expected: Iterable[int] | None = None) -> list[dict]:
+def aggregate_modules(
+    by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
+    *,
+    ok: str = Applied.APPLIED,
+    partial: str = Applied.PARTIAL,
+    expected: Iterable[int] | None = None,
+) -> list[dict[str, Any]]:
     """One row per module over the ranks. A module with one status on every expected rank keeps
     it; one that is `ok` (or `partial`) on some ranks only is `partial`, and so is one `ok`
     everywhere it was seen but absent on other ranks; anything else takes the status most
@@ -52,9 +58,10 @@ def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok:
     matches its n-th compile on the other ranks.
     """
     expected_ranks = sorted(set(by_rank) if expected is None else set(expected))
-    rows: dict[tuple, dict[int, Mapping[str, Any]]] = {}
+    # (name, fingerprint, n-th compile) -> rank -> that rank's row
+    rows: dict[tuple[str, Any, int], dict[int, Mapping[str, Any]]] = {}
     for rank in sorted(by_rank):
-        seen: Counter = Counter()
+        seen: Counter[tuple[str, Any]] = Counter()
         for m in by_rank[rank]:
             name = module_name(m)
             base = (name, m.get("fingerprint"))
@@ -67,11 +74,12 @@ def aggregate_modules(by_rank: Mapping[int, Sequence[Mapping[str, Any]]], *, ok:
     return out
 
 
-def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: str,
-                   expected: Sequence[int]) -> dict:
+def _aggregate_row(
+    per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: str, expected: Sequence[int]
+) -> dict[str, Any]:
     by_status: dict[str, list[int]] = {}
     for r in sorted(per_rank):
-        by_status.setdefault(per_rank[r].get("status"), []).append(r)
+        by_status.setdefault(str(per_rank[r].get("status")), []).append(r)
     absent = [r for r in expected if r not in per_rank]
     if len(by_status) == 1 and not absent:
         status = next(iter(by_status))
@@ -79,17 +87,21 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
         status = partial
     else:
         status = max(by_status, key=lambda s: (len(by_status[s]), -by_status[s][0]))
-    worst_rank = next((r for r in sorted(per_rank) if per_rank[r].get("status") != ok),
-                      min(per_rank))
+    worst_rank = next(
+        (r for r in sorted(per_rank) if per_rank[r].get("status") != ok), min(per_rank)
+    )
     row = {k: v for k, v in per_rank[worst_rank].items()}
     row["status"] = status
     row["rank"] = None
-    coverages = [m.get("coverage") for m in per_rank.values() if m.get("coverage") is not None]
+    coverages = [float(m["coverage"]) for m in per_rank.values() if m.get("coverage") is not None]
     if "coverage" in row:
         row["coverage"] = min(coverages) if coverages else None
     if "instructions_missing" in row:
-        miss = [m.get("instructions_missing") for m in per_rank.values()
-                if m.get("instructions_missing") is not None]
+        miss = [
+            int(m["instructions_missing"])
+            for m in per_rank.values()
+            if m.get("instructions_missing") is not None
+        ]
         row["instructions_missing"] = max(miss) if miss else None
     if "missing_instructions" in row:
         names: dict[str, None] = {}
@@ -108,21 +120,33 @@ def _aggregate_row(per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: 
     row["absent_ranks"] = absent
     row["ranks_summary"] = _ranks_summary(per_rank, by_status, absent)
     # Each rank's own figures, only where the ranks disagree (512 ranks x 50 modules add up).
-    row["per_rank"] = [
-        {"rank": r, "status": m.get("status"),
-         **{k: m[k] for k in ("coverage", "instructions_missing", "reason") if k in m}}
-        for r, m in sorted(per_rank.items())] if len(by_status) > 1 or absent else []
+    row["per_rank"] = (
+        [
+            {
+                "rank": r,
+                "status": m.get("status"),
+                **{k: m[k] for k in ("coverage", "instructions_missing", "reason") if k in m},
+            }
+            for r, m in sorted(per_rank.items())
+        ]
+        if len(by_status) > 1 or absent
+        else []
+    )
     return row
 
 
-def _ranks_summary(per_rank, by_status: Mapping[str, list[int]], absent: Sequence[int]) -> str:
+def _ranks_summary(
+    per_rank: Mapping[int, Mapping[str, Any]],
+    by_status: Mapping[str, list[int]],
+    absent: Sequence[int],
+) -> str:
     parts = []
     for status, rs in by_status.items():
         text = f"{status} on {ranks_phrase(rs)}"
-        covs = [per_rank[r].get("coverage") for r in rs if per_rank[r].get("coverage") is not None]
+        covs = [float(c) for r in rs if (c := per_rank[r].get("coverage")) is not None]
         if covs and min(covs) < 1.0:
             low = min(covs)
-            text += f" (coverage {low:.0%}" if len(set(covs)) == 1 else f" (coverage down to {low:.0%}"
+            text += f" (coverage {'' if len(set(covs)) == 1 else 'down to '}{low:.0%}"
             miss = [per_rank[r].get("instructions_missing") or 0 for r in rs]
             text += f", {max(miss)} missing)" if max(miss) else ")"
         parts.append(text)
@@ -131,7 +155,7 @@ def _ranks_summary(per_rank, by_status: Mapping[str, list[int]], absent: Sequenc
     return "; ".join(parts)
 
 
-def grouped(reports: Mapping[int, dict], field: str, world_size: int) -> list[str]:
+def grouped(reports: Mapping[int, dict[str, Any]], field: str, world_size: int) -> list[str]:
     """Each distinct sentence of `field` across ranks, prefixed with its ranks unless all."""
     by_text: dict[str, list[int]] = {}
     for r, rep in sorted(reports.items()):
@@ -142,35 +166,43 @@ def grouped(reports: Mapping[int, dict], field: str, world_size: int) -> list[st
 
 # -- the job verdict of run / verify ---------------------------------------------------------------
 
-def judge_job(by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
-              rank_status: Mapping[int, str | None],
-              rank_reasons: Mapping[int, Sequence[str]]) -> tuple[str, list[dict], list[str]]:
+
+def judge_job(
+    by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
+    rank_status: Mapping[int, str | None],
+    rank_reasons: Mapping[int, Sequence[str]],
+) -> tuple[str, list[dict[str, Any]], list[str]]:
     """(status, modules, reasons) of a job from each rank's verdict modules and status (README
     "Verdicts", over ranks). Ranks are those in `rank_status`."""
-    expected = [r for r, s in rank_status.items() if s != "not_applicable"]
-    modules = aggregate_modules(by_rank, ok="applied", expected=expected)
+    expected = [r for r, s in rank_status.items() if s != Applied.NOT_APPLICABLE]
+    modules = aggregate_modules(by_rank, ok=Applied.APPLIED, expected=expected)
     world = len(rank_status)
     reasons: list[str] = []
-    errors = sorted(r for r, s in rank_status.items() if s == "error")
+    errors = sorted(r for r, s in rank_status.items() if s == Applied.ERROR)
     if errors:
-        status = "error"
-        reasons += grouped({r: {"reasons": rank_reasons.get(r, [])} for r in errors}, "reasons",
-                            world)
+        status = Applied.ERROR
+        reasons += grouped(
+            {r: {"reasons": rank_reasons.get(r, [])} for r in errors}, "reasons", world
+        )
     elif not modules:
         statuses = set(rank_status.values())
-        status = "not_applicable" if statuses == {"not_applicable"} else "not_applied"
+        status = (
+            Applied.NOT_APPLICABLE if statuses == {Applied.NOT_APPLICABLE} else Applied.NOT_APPLIED
+        )
         reasons += grouped({r: {"reasons": rs} for r, rs in rank_reasons.items()}, "reasons", world)
     else:
         counts = Counter(m["status"] for m in modules)
         status = overall_status(m["status"] for m in modules)
         mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
-        text = (f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile on every "
-                f"rank that reported ({ranks_phrase(rank_status)})")
-        if counts["partial"]:
+        text = (
+            f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile on every "
+            f"rank that reported ({ranks_phrase(rank_status)})"
+        )
+        if counts[Applied.PARTIAL]:
             text += f", {counts['partial']} partially"
             if mixed:
                 text += f" ({len(mixed)} on some ranks only)"
-        if counts["not_applied"]:
+        if counts[Applied.NOT_APPLIED]:
             text += f", {counts['not_applied']} not at all"
         reasons.append(text + ".")
         for m in mixed:
@@ -183,27 +215,43 @@ def combine_verdicts(job: JobReports, *, require_applied: bool = False) -> Repor
     reports = job.reports
     by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
     status, modules, reasons = judge_job(
-        by_rank, {r: rep.get("status") for r, rep in reports.items()},
-        {r: rep.get("reasons") or [] for r, rep in reports.items()})
+        by_rank,
+        {r: rep.get("status") for r, rep in reports.items()},
+        {r: rep.get("reasons") or [] for r, rep in reports.items()},
+    )
     own = job.own
-    report = Report(own.get("command") or job.command, status, modules=modules, reasons=reasons,
-                    profile=own.get("profile"), log_path=own.get("log_path"),
-                    workload_exit_code=own.get("workload_exit_code"))
+    report = Report(
+        own.get("command") or job.command,
+        status,
+        modules=modules,
+        reasons=reasons,
+        profile=own.get("profile"),
+        log_path=own.get("log_path"),
+        workload_exit_code=own.get("workload_exit_code"),
+    )
     report.details["step_times"] = {r: rep.get("step_times") for r, rep in sorted(reports.items())}
     report.details["backend"] = own.get("backend")
     report.summary.append(f"job verdict: {status}: " + " ".join(reasons[:1]))
     report.summary += module_lines(modules)
-    report.exit_code = EXIT_NOT_VERIFIED if require_applied and status != "applied" else 0
+    report.exit_code = EXIT_NOT_VERIFIED if require_applied and status != Applied.APPLIED else 0
     if report.exit_code == EXIT_NOT_VERIFIED:
         report.summary.append(f"--require-applied: the job's status is {status}, not applied")
     return report
 
 
-# -- the job verdict of auto / prewarm / nsys -------------------------------------------------------
+# -- the job verdict of auto / prewarm / nsys ----------------------------------------------------
 
-def combine_modules(job: JobReports, *, ok: str, overall: Callable[[list[dict]], str], headline: str, what: str,
-                    required: Callable[[list[dict]], list[str]] = lambda modules: [],
-                    keep: Sequence[str] = ()) -> Report:
+
+def combine_modules(
+    job: JobReports,
+    *,
+    ok: str,
+    overall: Callable[[list[dict[str, Any]]], str],
+    headline: str,
+    what: str,
+    required: Callable[[list[dict[str, Any]]], list[str]] = lambda modules: [],
+    keep: Sequence[str] = (),
+) -> Report:
     """The job report of a workflow whose modules have one `ok` status (auto: optimized, prewarm:
     optimized, nsys: loaded_optimized): per module across the ranks; `overall` (the workflow's
     own rule) on the aggregated modules, and `partial` when a module is `ok` on some ranks
@@ -213,18 +261,27 @@ def combine_modules(job: JobReports, *, ok: str, overall: Callable[[list[dict]],
     by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
     modules = aggregate_modules(by_rank, ok=ok, expected=sorted(reports))
     status = overall(modules)
-    if any(m["status"] == "partial" for m in modules):
-        status = "partial"  # a module `ok` on some ranks only: the ranks run different programs
+    if any(m["status"] == Applied.PARTIAL for m in modules):
+        status = (
+            Applied.PARTIAL
+        )  # a module `ok` on some ranks only: the ranks run different programs
     own = job.own
-    report = Report(own.get("command") or job.command, status, modules=modules,
-                    log_path=own.get("log_path"), workload_exit_code=own.get("workload_exit_code"))
+    report = Report(
+        own.get("command") or job.command,
+        status,
+        modules=modules,
+        log_path=own.get("log_path"),
+        workload_exit_code=own.get("workload_exit_code"),
+    )
     for key in ("backend", *keep):
         if key in own:
             report.details[key] = own[key]
     mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
     n_ok = sum(1 for m in modules if m["status"] == ok)
-    head = f"{n_ok} of {len(modules)} modules {what} on every rank that reported " \
-           f"({ranks_phrase(reports)})"
+    head = (
+        f"{n_ok} of {len(modules)} modules {what} on every rank that reported "
+        f"({ranks_phrase(reports)})"
+    )
     if mixed:
         head += f"; {len(mixed)} on some ranks only"
     report.reasons.append(head + ".")

@@ -13,22 +13,24 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
-from collections.abc import Sequence
-from typing import Mapping
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
-from pgle.phrases import plural
 from pgle.evidence import jax_log
 from pgle.evidence.event_kinds import PgleSessionError, ScriptTrace
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
+from pgle.verdicts.statuses import Applied, Loaded, Optimized
 
-STATUS_OPTIMIZED = "optimized"
-STATUS_NOT_OPTIMIZED = "not_optimized"
-STATUS_EMPTY_PROFILE = "empty_profile"
-STATUS_LOADED = "loaded_optimized"
-STATUS_FELL_BACK = "fell_back"
-STATUS_COMPILED_ANEW = "compiled_anew"
+STATUS_OPTIMIZED = Optimized.OPTIMIZED
+STATUS_NOT_OPTIMIZED = Optimized.NOT_OPTIMIZED
+STATUS_EMPTY_PROFILE = Optimized.EMPTY_PROFILE
+STATUS_LOADED = Loaded.LOADED_OPTIMIZED
+STATUS_FELL_BACK = Loaded.FELL_BACK
+STATUS_COMPILED_ANEW = Loaded.COMPILED_ANEW
 
 
 # -- wording --------------------------------------------------------------------------
@@ -36,7 +38,7 @@ def times(n: int) -> str:
     return plural(n, "time")
 
 
-def count_line(modules: list[dict], ok: str, what: str) -> str:
+def count_line(modules: list[dict[str, Any]], ok: str, what: str) -> str:
     n = sum(1 for m in modules if m["status"] == ok)
     return f"{n} of {plural(len(modules), 'module')} {what}"
 
@@ -113,7 +115,10 @@ def profiler_collision(log_path: str | os.PathLike[str],
             "not profiled: another thread's profiling session held the profiler",
             THREADS_FIX, failed)
     starts = [t for t in script_traces if t.call == "start"]
-    active = _script_trace_active(script_traces, errors) if errors else (starts[0] if starts else None)
+    if errors:
+        active = _script_trace_active(script_traces, errors)
+    else:
+        active = starts[0] if starts else None
     if active is not None:
         where = f" at {active.site}" if active.site else ""
         return Collision(
@@ -121,9 +126,12 @@ def profiler_collision(log_path: str | os.PathLike[str],
             f"the workload runs its own profiler (jax.profiler.start_trace{where}) while auto "
             "PGLE profiles; auto PGLE's profiling session collides with it (ALREADY_EXISTS: "
             "Another profiling session active), so its executions were not profiled"
-            + (f" ({count})" if count else "") + f". Fix: {SCRIPT_FIX}",
+            + (f" ({count})" if count else "")
+            + f". Fix: {SCRIPT_FIX}",
             "not profiled: the workload's own profiler held the profiling session",
-            SCRIPT_FIX, failed)
+            SCRIPT_FIX,
+            failed,
+        )
     return Collision(
         "other",
         "auto PGLE could not start its profiling session: another session held the profiler "
@@ -131,11 +139,14 @@ def profiler_collision(log_path: str | os.PathLike[str],
         "server, a library's own trace)" + (f"; {count}" if count else ""),
         "not profiled: another profiling session held the profiler",
         "find what else starts the JAX profiler in the workload and keep it off while auto PGLE "
-        "profiles", failed)
+        "profiles",
+        failed,
+    )
 
 
-def _script_trace_active(script_traces: Sequence[ScriptTrace],
-                         errors: Sequence[PgleSessionError]) -> ScriptTrace | None:
+def _script_trace_active(
+    script_traces: Sequence[ScriptTrace], errors: Sequence[PgleSessionError]
+) -> ScriptTrace | None:
     """The workload's own trace that was running when a session failed, if any."""
     for e in errors:
         open_: ScriptTrace | None = None
@@ -148,47 +159,66 @@ def _script_trace_active(script_traces: Sequence[ScriptTrace],
     return None
 
 
-def auto_rows(facts: jax_log.RunFacts, runs: int, platform: str | None,
-              known_pgle_keys: set[str] = frozenset(),
-              collision: Collision | None = None) -> list[AutoRow]:
+def auto_rows(
+    facts: jax_log.RunFacts,
+    runs: int,
+    platform: str | None,
+    known_pgle_keys: AbstractSet[str] = frozenset(),
+    collision: Collision | None = None,
+) -> list[AutoRow]:
     """One verdict per module: optimized / not_optimized / empty_profile, with reason and fix."""
     out = []
     for name in sorted(facts.modules):
         m = facts.modules[name]
-        row = AutoRow(module=name, status=STATUS_NOT_OPTIMIZED,
-                      profiled_executions=m.profiled if facts.observed else None,
-                      runs=m.runs or runs,
-                      empty_profiles=m.empty_profiles if facts.observed else None,
-                      profile_bytes=max(m.fdo_lengths) if m.fdo_lengths else None)
+        row = AutoRow(
+            module=name,
+            status=STATUS_NOT_OPTIMIZED,
+            profiled_executions=m.profiled if facts.observed else None,
+            runs=m.runs or runs,
+            empty_profiles=m.empty_profiles if facts.observed else None,
+            profile_bytes=max(m.fdo_lengths) if m.fdo_lengths else None,
+        )
         cached_pgle = [k for k in m.hits if k in known_pgle_keys]
         if m.fdo_lengths:
             row.status = STATUS_OPTIMIZED
-            row.reason = (f"recompiled with a {max(m.fdo_lengths)}-byte profile after "
-                          f"{row.runs} profiled executions")
+            row.reason = (
+                f"recompiled with a {max(m.fdo_lengths)}-byte profile after "
+                f"{row.runs} profiled executions"
+            )
         elif cached_pgle:
             row.status = STATUS_OPTIMIZED
             row.reason = "loaded its PGLE-optimized executable from the compilation cache"
             row.from_cache = True
         elif facts.observed and m.profiled >= row.runs and m.empty_profiles >= m.profiled:
             row.status = STATUS_EMPTY_PROFILE
-            row.reason = (f"all {m.profiled} profiled executions gave an empty profile: "
-                          + empty_profile_cause(platform))
+            row.reason = (
+                f"all {m.profiled} profiled executions gave an empty profile: "
+                + empty_profile_cause(platform)
+            )
             row.fix = "run on an NVIDIA GPU with no other CUPTI client attached"
         elif facts.observed and m.profiled >= row.runs:
-            row.reason = (f"profiled {times(m.profiled)} but never executed again: auto PGLE "
-                          f"recompiles on execution {row.runs + 1}")
+            row.reason = (
+                f"profiled {times(m.profiled)} but never executed again: auto PGLE "
+                f"recompiles on execution {row.runs + 1}"
+            )
             row.fix = "run more steps, or lower --runs"
         elif facts.observed and m.profiled > 0:
-            row.reason = (f"executed {times(m.profiled)}; auto PGLE "
-                          f"needs {row.runs + 1} ({row.runs} profiled, then the recompile)")
+            row.reason = (
+                f"executed {times(m.profiled)}; auto PGLE "
+                f"needs {row.runs + 1} ({row.runs} profiled, then the recompile)"
+            )
             row.fix = "run more steps, or lower --runs"
         elif facts.observed:
-            row.reason = ("never profiled: compiled ahead of time (`.lower().compile()`), or "
-                          "not executed")
+            row.reason = (
+                "never profiled: compiled ahead of time (`.lower().compile()`), or not executed"
+            )
         else:
             row.reason = "no recompilation with a profile was logged"
-        hit = collision is not None and row.status != STATUS_OPTIMIZED and (
-            name in collision.modules if collision.modules else True)
+        hit = (
+            collision is not None
+            and row.status != STATUS_OPTIMIZED
+            and (name in collision.modules if collision.modules else True)
+        )
         if hit and collision is not None:
             # The whole cause is one reason of the report; each row names it briefly.
             row.reason, row.fix, row.collision = collision.row, collision.fix, collision.kind
@@ -196,13 +226,17 @@ def auto_rows(facts: jax_log.RunFacts, runs: int, platform: str | None,
     return out
 
 
-def auto_modules(facts: jax_log.RunFacts, runs: int, platform: str | None,
-                 known_pgle_keys: set[str] = frozenset(),
-                 collision: Collision | None = None) -> list[dict]:
+def auto_modules(
+    facts: jax_log.RunFacts,
+    runs: int,
+    platform: str | None,
+    known_pgle_keys: AbstractSet[str] = frozenset(),
+    collision: Collision | None = None,
+) -> list[dict[str, Any]]:
     return [r.to_dict() for r in auto_rows(facts, runs, platform, known_pgle_keys, collision)]
 
 
-def auto_status(modules: list[dict]) -> str:
+def auto_status(modules: list[dict[str, Any]]) -> str:
     statuses = {m["status"] for m in modules}
     if STATUS_OPTIMIZED in statuses:
         return STATUS_OPTIMIZED
@@ -212,9 +246,14 @@ def auto_status(modules: list[dict]) -> str:
 
 
 # -- prewarm --------------------------------------------------------------------------
-def prewarm_modules(facts: jax_log.RunFacts, runs: int, platform: str | None,
-                    on_disk: set[str], known_pgle_keys: set[str],
-                    writer: bool = True) -> list[dict]:
+def prewarm_modules(
+    facts: jax_log.RunFacts,
+    runs: int,
+    platform: str | None,
+    on_disk: set[str],
+    known_pgle_keys: AbstractSet[str],
+    writer: bool = True,
+) -> list[dict[str, Any]]:
     """Per module: did a PGLE-optimized entry land on disk (`on_disk`: the cache's keys)? With
     the reason and fix if not.
 
@@ -225,46 +264,60 @@ def prewarm_modules(facts: jax_log.RunFacts, runs: int, platform: str | None,
     out = []
     for name in sorted(facts.modules):
         m = facts.modules[name]
-        pgle_keys = [k for k in m.pgle_keys] + [k for k in m.keys() if k in known_pgle_keys
-                                                 and k not in m.pgle_keys]
-        row = PrewarmRow(**base[name].__dict__,
-                         first_pass_keys=[k for k in m.keys() if k not in pgle_keys],
-                         pgle_optimized_keys=pgle_keys,
-                         executions_seen=((m.profiled + (1 if m.fdo_lengths else 0))
-                                          if facts.observed else None))
+        used = m.keys()  # every cache key the module used (a list: ModuleFacts is no dict)
+        pgle_keys = [k for k in m.pgle_keys] + [
+            k for k in used if k in known_pgle_keys and k not in m.pgle_keys
+        ]
+        row = PrewarmRow(
+            **base[name].__dict__,
+            first_pass_keys=[k for k in used if k not in pgle_keys],
+            pgle_optimized_keys=pgle_keys,
+            executions_seen=(
+                (m.profiled + (1 if m.fdo_lengths else 0)) if facts.observed else None
+            ),
+        )
         present = [k for k in pgle_keys if k in on_disk]
         if not writer:
             if row.status == STATUS_EMPTY_PROFILE:
                 row.status = STATUS_NOT_OPTIMIZED
             if row.status == STATUS_OPTIMIZED:
-                row.reason = (f"{row.reason}; process 0 writes its cache entry (JAX "
-                              "writes from process 0 only)")
+                row.reason = (
+                    f"{row.reason}; process 0 writes its cache entry (JAX "
+                    "writes from process 0 only)"
+                )
         elif present:
             row.status = STATUS_OPTIMIZED
-            row.reason = ("PGLE-optimized entry written" if any(k in m.writes for k in present)
-                          else "PGLE-optimized entry already in the cache")
+            row.reason = (
+                "PGLE-optimized entry written"
+                if any(k in m.writes for k in present)
+                else "PGLE-optimized entry already in the cache"
+            )
             row.fix = None
         else:
             row.status = STATUS_NOT_OPTIMIZED
             if pgle_keys:  # recompiled with a profile, but nothing on disk
-                why = "; ".join(dict.fromkeys(m.not_written)) or "the entry is not on disk (evicted?)"
+                why = (
+                    "; ".join(dict.fromkeys(m.not_written)) or "the entry is not on disk (evicted?)"
+                )
                 row.reason = f"recompiled with a profile but JAX did not keep it: {why}"
-                row.fix = ("host callbacks (jax.debug.print, pure_callback) keep JAX from "
-                           "caching a module" if "host callbacks" in why
-                           else "unset JAX_COMPILATION_CACHE_MAX_SIZE")
+                row.fix = (
+                    "host callbacks (jax.debug.print, pure_callback) keep JAX from caching a module"
+                    if "host callbacks" in why
+                    else "unset JAX_COMPILATION_CACHE_MAX_SIZE"
+                )
             elif m.not_written and not m.writes:
                 row.reason = f"JAX did not write it: {m.not_written[0]}"
         out.append(row.to_dict())
     return out
 
 
-def prewarm_status(modules: list[dict]) -> str:
+def prewarm_status(modules: list[dict[str, Any]]) -> str:
     status = auto_status(modules) if modules else STATUS_NOT_OPTIMIZED
     return STATUS_NOT_OPTIMIZED if status == STATUS_EMPTY_PROFILE else status
 
 
 # -- nsys -----------------------------------------------------------------------------
-def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict]:
+def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per module: loaded its PGLE-optimized executable, fell back to the first-pass one, or was
     compiled anew; `manifest`: the cache's pgle-manifest.json (what prewarm saw)."""
     prewarmed = manifest.get("modules", {})
@@ -274,58 +327,73 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping) -> list[dict]:
         if not (m.pgle_loaded or m.pgle_miss or m.expect_writes or m.misses):
             continue  # a module only seen writing or hitting outside the PGLE path
         before = prewarmed.get(name)
-        row = NsysRow(module=name, prewarm_status=(before or {}).get("status"),
-                      prewarm_executions=(before or {}).get("executions_seen"))
+        row = NsysRow(
+            module=name,
+            prewarm_status=(before or {}).get("status"),
+            prewarm_executions=(before or {}).get("executions_seen"),
+        )
         if m.pgle_loaded:
             row.status, row.reason = STATUS_LOADED, "loaded its PGLE-optimized executable"
         elif m.pgle_miss:
             row.status = STATUS_FELL_BACK
             plain = set((before or {}).get("plain_keys", []))
             if before and plain & set(m.hits) and not before.get("first_pass_keys"):
-                row.reason = ("prewarm never ran it; an earlier EXPECT_PGLE run (e.g. `pgle nsys`) "
-                              "compiled and cached it without PGLE; loaded that")
+                row.reason = (
+                    "prewarm never ran it; an earlier EXPECT_PGLE run (e.g. `pgle nsys`) "
+                    "compiled and cached it without PGLE; loaded that"
+                )
                 row.fix = "run the same code path (and shapes) during prewarm"
             elif before and before.get("status") == STATUS_OPTIMIZED:
-                row.reason = ("prewarm wrote its PGLE-optimized entry, but it is gone (pruned or "
-                              "evicted) or its key changed; loaded the first-pass executable")
+                row.reason = (
+                    "prewarm wrote its PGLE-optimized entry, but it is gone (pruned or "
+                    "evicted) or its key changed; loaded the first-pass executable"
+                )
                 row.fix = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
             elif before and all_profiles_empty(before):
-                row.reason = (f"loaded the first-pass executable: all {before['profiled_executions']} "
-                              "executions prewarm profiled gave an empty profile, so JAX never "
-                              "recompiled it with one: " + empty_profile_cause(
-                                  (manifest.get("environment") or {}).get("platform")))
+                row.reason = (
+                    f"loaded the first-pass executable: all {before['profiled_executions']} "
+                    "executions prewarm profiled gave an empty profile, so JAX never "
+                    "recompiled it with one: "
+                    + empty_profile_cause((manifest.get("environment") or {}).get("platform"))
+                )
                 row.fix = "prewarm on an NVIDIA GPU with no other CUPTI client attached"
             else:
                 seen = (before or {}).get("executions_seen")
-                row.reason = ("loaded the first-pass executable: prewarm executed it "
-                              + (times(seen) if seen is not None else "too few times")
-                              + ", fewer than runs+1")
+                row.reason = (
+                    "loaded the first-pass executable: prewarm executed it "
+                    + (times(seen) if seen is not None else "too few times")
+                    + ", fewer than runs+1"
+                )
                 row.fix = "run more steps in prewarm, or lower --runs"
         else:
             row.status = STATUS_COMPILED_ANEW
-            row.reason = ("prewarm compiled it with a different key (shapes, flags or code "
-                          "changed)" if before else "prewarm never compiled it")
+            row.reason = (
+                "prewarm compiled it with a different key (shapes, flags or code changed)"
+                if before
+                else "prewarm never compiled it"
+            )
             row.fix = "run the same code path (and shapes) during prewarm"
         out.append(row.to_dict())
     return out
 
 
-def all_profiles_empty(prewarmed: Mapping) -> bool:
+def all_profiles_empty(prewarmed: Mapping[str, Any]) -> bool:
     """Prewarm's manifest entry says every profiled execution gave an empty profile."""
     profiled, empty = prewarmed.get("profiled_executions"), prewarmed.get("empty_profiles")
     return bool(profiled) and empty is not None and empty >= profiled
 
 
-def nsys_status(modules: list[dict]) -> str:
+def nsys_status(modules: list[dict[str, Any]]) -> str:
     loaded = sum(1 for m in modules if m["status"] == STATUS_LOADED)
     if modules and loaded == len(modules):
         return STATUS_LOADED
-    return "partial" if loaded else STATUS_FELL_BACK
+    return Applied.PARTIAL if loaded else STATUS_FELL_BACK
 
 
 # -- --require / --require-all, and the exit code -----------------------------------------
-def required_failures(modules: list[dict], *, ok: str, require_all: bool,
-                      require: tuple[str, ...]) -> list[str]:
+def required_failures(
+    modules: list[dict[str, Any]], *, ok: str, require_all: bool, require: tuple[str, ...]
+) -> list[str]:
     """Sentences for every required module that is not `ok` (or absent)."""
     failures = []
     if require_all:
@@ -334,13 +402,22 @@ def required_failures(modules: list[dict], *, ok: str, require_all: bool,
         matched = [m for m in modules if fnmatch.fnmatchcase(m["module"], pattern)]
         if not matched:
             failures.append(f"no module matches --require {pattern}")
-        failures += [f"{m['module']} is {m['status']}" for m in matched
-                     if m["status"] != ok and f"{m['module']} is {m['status']}" not in failures]
+        failures += [
+            f"{m['module']} is {m['status']}"
+            for m in matched
+            if m["status"] != ok and f"{m['module']} is {m['status']}" not in failures
+        ]
     return failures
 
 
-def finish_code(report: Report, workload_code: int, ok: str, require_all: bool,
-                require: tuple[str, ...], exit_phrase: str | None = None) -> int:
+def finish_code(
+    report: Report,
+    workload_code: int,
+    ok: str,
+    require_all: bool,
+    require: tuple[str, ...],
+    exit_phrase: str | None = None,
+) -> int:
     """The workload's own failure first (`exit_phrase`: how to say it,
     pgle.evidence.events.workload_exit_phrase); then --require-all / --require."""
     if workload_code != 0:

@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pgle.evidence.event_kinds import ModuleCompiled
-from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
 from pgle.phrases import plural
+from pgle.verdicts.statuses import Applied
+from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
 from pgle.xla.hlo_names import COLLECTIVE, kind
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not
@@ -58,7 +60,7 @@ RULE_UNRESOLVED = "collectives_unresolved"
 
 @dataclasses.dataclass
 class Decision:
-    status: str
+    status: Applied
     rule: str
     notes: list[str]
     # The coverage to report: the checker's found / (found + missing), without the async
@@ -90,34 +92,35 @@ def decide(found: int | None, missing: int, missing_communication: list[str], *,
     `sync`: its missing collectives sorted by what XLA made synchronous after scheduling
     (pgle.verdicts.sync_converted); None: every one is missing."""
     if coverage is None or coverage == 0:
-        return Decision("not_applied", RULE_NOTHING_FOUND, [], coverage)
+        return Decision(Applied.NOT_APPLIED, RULE_NOTHING_FOUND, [], coverage)
     sync = sync or Split(missing=list(missing_communication))
     extra = [n for n in (converted_note(sync), unresolved_note(sync)) if n]
     if sync.missing:
         families = sorted({kind(n)[1] or "host copy" for n in sync.missing})
         missed = plural(len(sync.missing), "collective or host copy",
                         "collectives or host copies")
-        return Decision("partial", RULE_COLLECTIVES, [
-            f"the profile misses {missed} ({', '.join(families)}: {_names(sync.missing)}): "
+        return Decision(Applied.PARTIAL, RULE_COLLECTIVES, [
+            (f"the profile misses {missed} ({', '.join(families)}: {_names(sync.missing)}): "
             "the scheduler guesses "
             "their cost, which is what PGLE is for; collect the profile again from a run of "
-            "this exact program"] + extra, coverage)
+            "this exact program")] + extra, coverage)
     if sync.unresolved:
-        return Decision("partial", RULE_UNRESOLVED, extra, coverage)
+        return Decision(Applied.PARTIAL, RULE_UNRESOLVED, extra, coverage)
     # What is left missing is compute, plus the collectives no profile can hold: those are
     # left out of the coverage (it counts what a profile can hold).
     compute = missing - len(sync.converted)
     if sync.converted and found is not None:
         coverage = found / (found + compute) if found + compute else None
     if compute <= 0:
-        return Decision("applied", RULE_CONVERTED, extra, coverage)
+        return Decision(Applied.APPLIED, RULE_CONVERTED, extra, coverage)
     if sol_fallback:
-        return Decision("applied", RULE_SOL_FALLBACK, [
-            f"{plural(compute, 'compute instruction')} not in the profile (coverage "
+        return Decision(Applied.APPLIED, RULE_SOL_FALLBACK, [
+            (f"{plural(compute, 'compute instruction')} not in the profile (coverage "
             f"{coverage:.0%}), no collective is missing: XLA prices them with its speed-of-light "
-            "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply"]
+            "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply")]
             + extra, coverage)
-    status = "applied" if coverage is not None and coverage >= min_coverage else "partial"
+    enough = coverage is not None and coverage >= min_coverage
+    status = Applied.APPLIED if enough else Applied.PARTIAL
     return Decision(status, RULE_MIN_COVERAGE, extra, coverage)
 
 
@@ -138,13 +141,16 @@ def collective_names(hlo_text: str) -> list[str]:
         for ins in instrs:
             if ins.opcode.endswith("-done"):
                 continue
-            if kind(ins.opcode)[0] == COLLECTIVE or ins.opcode in ("copy-start",) or (
-                    ins.opcode == "async-start" and kind(ins.name)[0] == COLLECTIVE):
+            if (
+                kind(ins.opcode)[0] == COLLECTIVE
+                or ins.opcode in ("copy-start",)
+                or (ins.opcode == "async-start" and kind(ins.name)[0] == COLLECTIVE)
+            ):
                 names.append(ins.name)
     return names
 
 
-def annotate_totals(rows: list[dict], modules: Iterable[ModuleCompiled]) -> None:
+def annotate_totals(rows: list[dict[str, Any]], modules: Iterable[ModuleCompiled]) -> None:
     """Give each row the number of collectives its module runs (`collectives_total`), from
     the scheduled HLO the harness kept (module_compiled events with `hlo_file`), so the
     summary can say "collectives covered k/n". Rows whose module kept no HLO keep None."""

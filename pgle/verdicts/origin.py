@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from pgle.evidence.xla_log import Evidence
 from pgle.phrases import plural
@@ -76,12 +76,16 @@ class Origin:
             if self.profile_match(path):
                 continue
             if path.startswith("fdo_profile"):
-                out[path] = ("XLA used a profile JAX handed over itself (fdo_profile: auto PGLE "
-                             f"is on, and its profile wins over the flag), not {self.profile_given}: "
-                             "not counted; turn JAX_ENABLE_PGLE off for a manual PGLE run.")
+                out[path] = (
+                    "XLA used a profile JAX handed over itself (fdo_profile: auto PGLE "
+                    f"is on, and its profile wins over the flag), not {self.profile_given}: "
+                    "not counted; turn JAX_ENABLE_PGLE off for a manual PGLE run."
+                )
             else:
-                out[path] = (f"XLA read {path}, which is not the profile pgle handed over "
-                             f"({self.profile_given}) nor inside it: not counted.")
+                out[path] = (
+                    f"XLA read {path}, which is not the profile pgle handed over "
+                    f"({self.profile_given}) nor inside it: not counted."
+                )
         return out
 
 
@@ -93,4 +97,5 @@ def path_matcher(given: str, also: tuple[str, ...] = ()) -> Callable[[str], bool
     def match(read: str) -> bool:
         norm = os.path.normpath(read)
         return any(norm == r or norm.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
     return match

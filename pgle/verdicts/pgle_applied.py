@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-
-from typing import Collection
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
@@ -21,12 +21,13 @@ from pgle.phrases import plural
 from pgle.verdicts import collectives, sync_converted
 from pgle.verdicts.origin import Origin
 from pgle.verdicts.rows import AppliedRow, module_lines
+from pgle.verdicts.statuses import Applied
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 # jax 0.7.2-0.8.3: XLA's heuristic collective combiner schedules "<module>-clone" first, to
 # decide what to combine; the clone never runs (tests/data/xla_gpu/README.md).
 CLONE_SUFFIX = "-clone"
-STATUSES = ("applied", "partial", "not_applied", "not_applicable", "error")
+STATUSES = tuple(Applied)
 # What a module that read the profile and got no accuracy-checker block means:
 SILENCE_FULL = "full"  # the checker prints whenever something is missing: full coverage
 SILENCE_UNKNOWN = "unknown"  # the checker may have missed instructions without a word
@@ -35,13 +36,13 @@ SILENCE_OFF = "off"  # no checker ran: the profile was read, its fit unverified
 
 @dataclasses.dataclass
 class Verdict:
-    status: str
-    modules: list[dict]
+    status: Applied
+    modules: list[dict[str, Any]]
     reasons: list[str]
     evidence: Evidence
     # For the report's details: `sub_compiles` (modules XLA scheduled while compiling the
     # workload's, reported apart), `not_counted` (evidence inconsistent with the run).
-    details: dict = dataclasses.field(default_factory=dict)
+    details: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
 
 
 def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: float = 0.9,
@@ -73,20 +74,20 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     missing async collective no profile can hold from one the profile lacks
     (pgle.verdicts.sync_converted)."""
     silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
-    details: dict = {}
+    details: dict[str, Any] = {}
     if workload_modules:
         mark_foreign_modules(evidence, set(workload_modules))
     foreign = origin.foreign_log(evidence) if origin is not None else None
     if foreign:
         details["not_counted"] = {"reason": foreign, "xla_lines": evidence.pgle_lines}
-        return Verdict("not_applicable", [], [foreign], evidence, details)
+        return Verdict(Applied.NOT_APPLICABLE, [], [foreign], evidence, details)
     not_counted = origin.foreign_reads(evidence) if origin is not None else {}
     rows = []
     for m in evidence.modules:
         row = _judge_module(m, min_coverage, silence, bool(sol_fallback),
                             executed.find(m.module, m.fingerprint) if executed else None, renamed)
         if m.profile_path is not None and m.profile_path in not_counted:
-            row.status, row.coverage = "not_applied", None
+            row.status, row.coverage = Applied.NOT_APPLIED, None
             row.notes.insert(0, not_counted[m.profile_path])
         rows.append(row.to_dict())
     modules = fold_clones(rows)
@@ -103,109 +104,132 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
         flags = " ".join(dict.fromkeys(evidence.unknown_flags))
         reasons.append(f"XLA aborted before compiling: it does not know {flags} (\"Unknown flag in "
                        "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`).")
-        status = "error"
+        status = Applied.ERROR
     elif evidence.discards:
         n = len(evidence.discards)
         reasons.append(f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
                        f"strictness discarded the profile (\"{evidence.discards[0]}\"): the "
                        "profile misses instructions of the modules below; collect it again or "
                        "use PGLE_STRICTNESS_LEVEL_WARN.")
-        status = "error"
+        status = Applied.ERROR
     elif evidence.parse_errors:
         # One line per compile that tried (every module, every clone): each error said once.
         reasons += [f"XLA could not parse the profile: {e}" + (f" ({n} compiles)" if n > 1 else "")
                     for e, n in Counter(evidence.parse_errors).items()]
-        status = "error"
+        status = Applied.ERROR
     elif evidence.missing_files:
-        reasons += [f"XLA found no profile file at {p}" for p in dict.fromkeys(evidence.missing_files)]
-        status = "error"
+        missing = dict.fromkeys(evidence.missing_files)  # each once, in order
+        reasons += [f"XLA found no profile file at {p}" for p in missing]
+        status = Applied.ERROR
     elif jax_imported is False and not modules and not evidence.reads:
-        status = "not_applied"
-        reasons.append("the workload never imported jax, so XLA compiled nothing and no profile "
-                       "could apply (a wrapper that starts the training script in another "
-                       "process? give it as `-- COMMAND ARGS`: pgle then reaches every Python "
-                       "process below it).")
+        status = Applied.NOT_APPLIED
+        reasons.append(
+            "the workload never imported jax, so XLA compiled nothing and no profile "
+            "could apply (a wrapper that starts the training script in another "
+            "process? give it as `-- COMMAND ARGS`: pgle then reaches every Python "
+            "process below it)."
+        )
     elif info_hidden and not evidence.reads:
-        status = "error"
+        status = Applied.ERROR
         reasons.append(
             "XLA's INFO log is hidden (TF_CPP_MIN_LOG_LEVEL is not 0), so the log cannot show "
             "which modules used the profile"
-            + ("; its WARNING lines show the accuracy checker ran on " + plural(
-                sum(1 for m in evidence.modules if m.checker_found is not None), "module")
-               if evidence.checker_lines else "")
-            + ". Rerun with TF_CPP_MIN_LOG_LEVEL=0.")
+            + (
+                "; its WARNING lines show the accuracy checker ran on "
+                + plural(sum(1 for m in evidence.modules if m.checker_found is not None), "module")
+                if evidence.checker_lines
+                else ""
+            )
+            + ". Rerun with TF_CPP_MIN_LOG_LEVEL=0."
+        )
         modules = []
     elif not looked:
         if platform and platform.lower() not in GPU_PLATFORMS:
-            status = "not_applicable"
+            status = Applied.NOT_APPLICABLE
             reasons.append(
                 f"backend {platform}: PGLE is an XLA:GPU feature, so no module used a profile and "
-                "none could; run on an NVIDIA GPU to apply it.")
+                "none could; run on an NVIDIA GPU to apply it."
+            )
         elif evidence.checker_without_path:
-            status = "not_applied"
+            status = Applied.NOT_APPLIED
             reasons.append(
                 "XLA says the accuracy checker is set but no profile path is "
-                "(\"xla_gpu_pgle_accuracy_checker is set to WARN, but no profile path specified\", "
+                '("xla_gpu_pgle_accuracy_checker is set to WARN, but no profile path specified", '
                 f"{plural(evidence.checker_without_path, 'time')}): the profile flag "
-                "--xla_gpu_pgle_profile_file_or_directory_path did not reach XLA.")
+                "--xla_gpu_pgle_profile_file_or_directory_path did not reach XLA."
+            )
         elif modules:
-            status = "not_applied"
+            status = Applied.NOT_APPLIED
             reasons.append(
                 f"XLA compiled {plural(len(modules), 'module')} and read no profile for any "
-                "(only their fingerprints were logged): did the profile flag reach XLA? jax <= 0.5.3 logs "
-                "nothing when the profile file does not exist, jax <= 0.5.x nothing for a "
-                "directory without the module's file, and jax >= 0.5.1 ignores a file that is "
-                "not .pb/.pbtxt silently.")
+                "(only their fingerprints were logged): did the profile flag reach XLA? "
+                "jax <= 0.5.3 logs nothing when the profile file does not exist, jax <= 0.5.x "
+                "nothing for a directory without the module's file, and jax >= 0.5.1 ignores a "
+                "file that is not .pb/.pbtxt silently."
+            )
         else:
-            status = "not_applied"
-            reasons.append("no PGLE line in the log: XLA never read a profile (is the INFO log on, "
-                           "TF_CPP_MIN_LOG_LEVEL=0, and did the profile flag reach XLA? jax <= "
-                           "0.5.3 logs nothing when the profile file does not exist).")
+            status = Applied.NOT_APPLIED
+            reasons.append(
+                "no PGLE line in the log: XLA never read a profile (is the INFO log on, "
+                "TF_CPP_MIN_LOG_LEVEL=0, and did the profile flag reach XLA? jax <= "
+                "0.5.3 logs nothing when the profile file does not exist)."
+            )
     elif not modules:
-        status = "not_applied"
+        status = Applied.NOT_APPLIED
         reasons.append("XLA read the profile but no module reported using it.")
     if status is None:
         counts = {s: sum(1 for m in modules if m["status"] == s) for s in STATUSES}
         status = overall_status(m["status"] for m in modules)
         reasons.append(
-            f"{counts['applied']} of {plural(len(modules), 'module')} applied the profile"
-            + (f", {counts['partial']} partially" if counts["partial"] else "")
-            + (f", {counts['not_applied']} not at all" if counts["not_applied"] else "") + ".")
-    unknown = [m for m in modules if m["status"] == "applied" and m["coverage"] is None]
-    if unknown and status in ("applied", "partial") and silence == SILENCE_UNKNOWN:
+            f"{counts[Applied.APPLIED]} of {plural(len(modules), 'module')} applied the profile"
+            + (f", {counts[Applied.PARTIAL]} partially" if counts[Applied.PARTIAL] else "")
+            + (f", {counts[Applied.NOT_APPLIED]} not at all" if counts[Applied.NOT_APPLIED] else "")
+            + "."
+        )
+    unknown = [m for m in modules if m["status"] == Applied.APPLIED and m["coverage"] is None]
+    if unknown and status in (Applied.APPLIED, Applied.PARTIAL) and silence == SILENCE_UNKNOWN:
         details["coverage_unknown"] = len(unknown)
-        reasons.append(f"coverage unknown for {plural(len(unknown), 'module')}: this jax's WARN "
-                       "accuracy checker prints nothing even when instructions are missing (jax "
-                       "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit.")
+        reasons.append(
+            f"coverage unknown for {plural(len(unknown), 'module')}: this jax's WARN "
+            "accuracy checker prints nothing even when instructions are missing (jax "
+            "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit."
+        )
     unresolved = [m for m in modules if m.get("rule") == collectives.RULE_UNRESOLVED]
-    if unresolved and status in ("applied", "partial"):
+    if unresolved and status in (Applied.APPLIED, Applied.PARTIAL):
         reasons.append(
             f"{len(unresolved)} module(s) ({', '.join(str(m['module']) for m in unresolved[:4])}"
             f"{' ...' if len(unresolved) > 4 else ''}) miss only async collectives that XLA may "
             "have made synchronous after scheduling (jax >= 0.11.1 renames those, so that no "
             "profile can hold them); the log cannot tell: `pgle run` reads the executed HLO, or "
-            f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log.")
+            f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log."
+        )
     if evidence.unattributed_pairs and any(m.get("collectives_unresolved") for m in modules):
-        reasons.append(f"XLA logged {evidence.unattributed_pairs} `Added pair` line(s) (async "
-                       "collectives it made synchronous) that pgle cannot give to a module: "
-                       "without the VLOG fingerprint lines nothing shows where each module's "
-                       f"compile begins; rerun with TF_CPP_VMODULE={sync_converted.VMODULE}.")
+        reasons.append(
+            f"XLA logged {evidence.unattributed_pairs} `Added pair` line(s) (async "
+            "collectives it made synchronous) that pgle cannot give to a module: "
+            "without the VLOG fingerprint lines nothing shows where each module's "
+            f"compile begins; rerun with TF_CPP_VMODULE={sync_converted.VMODULE}."
+        )
     if evidence.sub_compiles:
         reasons.append(sub_compile_sentence(evidence.sub_compiles))
     if evidence.fallbacks:
         n = len(evidence.fallbacks)
-        reasons.append(f"{plural(n, '<fp>.pbtxt file')} did not parse and XLA read the <fp>.pb "
-                       f"beside {'it' if n == 1 else 'each'} instead (its lookup order): not an "
-                       f"error, but remove the broken {'file' if n == 1 else 'files'}, e.g. "
-                       f"{evidence.fallbacks[0]}.")
+        reasons.append(
+            f"{plural(n, '<fp>.pbtxt file')} did not parse and XLA read the <fp>.pb "
+            f"beside {'it' if n == 1 else 'each'} instead (its lookup order): not an "
+            f"error, but remove the broken {'file' if n == 1 else 'files'}, e.g. "
+            f"{evidence.fallbacks[0]}."
+        )
     if evidence.lhs_unset_warnings:
         # docs/gpu-validation.md ("no LHS flag"): jax 0.4.34 ignores a profile without the
         # flag; 0.5.x-0.6.x read it and warn; 0.7.2 and later read it silently.
         details["lhs_unset"] = evidence.lhs_unset_warnings
-        reasons.append("XLA warned that --xla_gpu_enable_latency_hiding_scheduler is unset "
-                       f"({plural(evidence.lhs_unset_warnings, 'time')}): this jax schedules "
-                       "with the profile anyway, but jax 0.4.34 ignores a profile without the "
-                       "flag; set it to true to keep the run's flags portable.")
+        reasons.append(
+            "XLA warned that --xla_gpu_enable_latency_hiding_scheduler is unset "
+            f"({plural(evidence.lhs_unset_warnings, 'time')}): this jax schedules "
+            "with the profile anyway, but jax 0.4.34 ignores a profile without the "
+            "flag; set it to true to keep the run's flags portable."
+        )
     return Verdict(status, modules, reasons, evidence, details)
 
 
@@ -214,8 +238,12 @@ def mark_foreign_modules(evidence: Evidence, workload: set[str]) -> None:
     candidates): moved to `sub_compiles`. `<M>-clone` rows stay (folded into M later)."""
     keep = []
     for m in evidence.modules:
-        if m.module and m.module not in workload and not m.module.endswith(CLONE_SUFFIX) \
-                and m.sub_compile is None:
+        if (
+            m.module
+            and m.module not in workload
+            and not m.module.endswith(CLONE_SUFFIX)
+            and m.sub_compile is None
+        ):
             m.sub_compile, m.by = "candidate", "not compiled by the workload (pgle's harness)"
             evidence.sub_compiles.append(m)
         else:
@@ -223,26 +251,39 @@ def mark_foreign_modules(evidence: Evidence, workload: set[str]) -> None:
     evidence.modules = keep
 
 
-def sub_compile_row(m: ModuleEvidence) -> dict:
+def sub_compile_row(m: ModuleEvidence) -> dict[str, Any]:
     """A module XLA scheduled while compiling the workload's: what it read, for the report."""
-    return {"module": m.module, "id": m.module_id, "fingerprint": m.fingerprint,
-            "compiled_for": m.parent, "recognised_by": m.by,
-            "read_profile": m.found_profile, "no_profile_file": m.no_profile_file,
-            "instructions_found": m.checker_found, "instructions_missing": m.checker_missing}
+    return {
+        "module": m.module,
+        "id": m.module_id,
+        "fingerprint": m.fingerprint,
+        "compiled_for": m.parent,
+        "recognised_by": m.by,
+        "read_profile": m.found_profile,
+        "no_profile_file": m.no_profile_file,
+        "instructions_found": m.checker_found,
+        "instructions_missing": m.checker_missing,
+    }
 
 
 def sub_compile_sentence(subs: list[ModuleEvidence]) -> str:
     names = list(dict.fromkeys(m.module or "?" for m in subs))
     shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-    by = "their module ids" if all(m.by == "module id" for m in subs) else \
-        "the harness" if all((m.by or "").endswith("harness)") for m in subs) else \
-        "their names (no module ids logged: TF_CPP_VMODULE=gpu_hlo_schedule=1 shows them)"
-    return (f"XLA also scheduled {plural(len(subs), 'module')} of its own while compiling the workload's "
-            f"(autotuner candidates, jax >= 0.11: {shown}; told apart by {by}): not the "
-            "workload's modules, not counted (report details: sub_compiles).")
+    by = (
+        "their module ids"
+        if all(m.by == "module id" for m in subs)
+        else "the harness"
+        if all((m.by or "").endswith("harness)") for m in subs)
+        else "their names (no module ids logged: TF_CPP_VMODULE=gpu_hlo_schedule=1 shows them)"
+    )
+    return (
+        f"XLA also scheduled {plural(len(subs), 'module')} of its own while compiling the "
+        f"workload's (autotuner candidates, jax >= 0.11: {shown}; told apart by {by}): not the "
+        "workload's modules, not counted (report details: sub_compiles)."
+    )
 
 
-def fold_clones(rows: list[dict]) -> list[dict]:
+def fold_clones(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Fold each `<module>-clone` row into its module's row (as a note).
 
     The clone is a copy XLA's heuristic collective combiner schedules and never runs, so no
@@ -250,10 +291,13 @@ def fold_clones(rows: list[dict]) -> list[dict]:
     directory has no file for its fingerprint: counting it would make every fully applied
     profile `partial`. Where XLA stopped before scheduling the module itself (ERROR
     strictness fails on the clone first) the clone's row stands for the module."""
-    mains = {(r["module"], r["rank"]) for r in rows
-             if r["module"] and not r["module"].endswith(CLONE_SUFFIX)}
-    out: list[dict] = []
-    held: dict[tuple, list[dict]] = {}
+    mains = {
+        (r["module"], r["rank"])
+        for r in rows
+        if r["module"] and not r["module"].endswith(CLONE_SUFFIX)
+    }
+    out: list[dict[str, Any]] = []
+    held: dict[tuple[str, Any], list[dict[str, Any]]] = {}  # (module, rank) -> its clones' rows
     for r in rows:
         name = r["module"]
         if not (name and name.endswith(CLONE_SUFFIX)):
@@ -265,27 +309,43 @@ def fold_clones(rows: list[dict]) -> list[dict]:
         if (base, r["rank"]) in mains:
             held.setdefault((base, r["rank"]), []).append(r)
         else:
-            r = dict(r, module=base, notes=r["notes"] + [
-                f"XLA did not schedule {base} itself after its clone {name}: this row is the "
-                "clone's evidence"])
+            r = dict(
+                r,
+                module=base,
+                notes=r["notes"]
+                + [
+                    (
+                        f"XLA did not schedule {base} itself after its clone {name}: this row "
+                        "is the clone's evidence"
+                    )
+                ],
+            )
             out.append(r)
     return out
 
 
-def _clone_note(clone: dict) -> str:
+def _clone_note(clone: dict[str, Any]) -> str:
     if not clone["profile_found"]:
         what = "found no file for its own fingerprint (expected)"
     elif clone["coverage"] is None:
         what = "read the profile"
     else:
         what = f"read the profile, coverage {clone['coverage']:.0%}"
-    note = (f"{clone['module']} (a copy XLA's collective combiner schedules and never runs) {what};"
-            " not counted")
-    if clone["profile_found"] and clone["profile_path"] and _is_fingerprint_file(clone["profile_path"]):
-        note += ("; a clone that reads a profile changes the module's own fingerprint: keep only "
-                 "main-module fingerprints in a profile directory (as `pgle collect --per-module` "
-                 "writes), or compile without clones "
-                 "(--xla_gpu_experimental_enable_heuristic_collective_combining=false)")
+    note = (
+        f"{clone['module']} (a copy XLA's collective combiner schedules and never runs) {what};"
+        " not counted"
+    )
+    if (
+        clone["profile_found"]
+        and clone["profile_path"]
+        and _is_fingerprint_file(clone["profile_path"])
+    ):
+        note += (
+            "; a clone that reads a profile changes the module's own fingerprint: keep only "
+            "main-module fingerprints in a profile directory (as `pgle collect --per-module` "
+            "writes), or compile without clones "
+            "(--xla_gpu_experimental_enable_heuristic_collective_combining=false)"
+        )
     return note
 
 
@@ -295,103 +355,144 @@ def _is_fingerprint_file(path: str) -> bool:
     return ext in ("pb", "pbtxt") and len(stem) == 32 and all(c in "0123456789abcdef" for c in stem)
 
 
-def overall_status(module_statuses) -> str:
+def overall_status(module_statuses: Iterable[str]) -> Applied:
     """All modules applied: applied; some applied or partial: partial; else not_applied."""
     statuses = list(module_statuses)
-    if statuses and all(s == "applied" for s in statuses):
-        return "applied"
-    if any(s in ("applied", "partial") for s in statuses):
-        return "partial"
-    return "not_applied"
+    if statuses and all(s == Applied.APPLIED for s in statuses):
+        return Applied.APPLIED
+    if any(s in (Applied.APPLIED, Applied.PARTIAL) for s in statuses):
+        return Applied.PARTIAL
+    return Applied.NOT_APPLIED
 
 
 def summary_lines(verdict: Verdict) -> list[str]:
-    return [f"verdict: {verdict.status}: " + " ".join(verdict.reasons)] + module_lines(verdict.modules)
+    return [f"verdict: {verdict.status}: " + " ".join(verdict.reasons)] + module_lines(
+        verdict.modules
+    )
 
 
-def exit_code_for(status: str, workload_code: int, require_applied: bool,
-                  coverage_unknown: int = 0) -> int:
+def exit_code_for(
+    status: str, workload_code: int, require_applied: bool, coverage_unknown: int = 0
+) -> int:
     """The workload's own failure first; then --require-applied, which also fails where the
     checker may have missed instructions without a word (`coverage_unknown` modules: jax
     0.4.36-0.5.0 under WARN)."""
     if workload_code != 0:
         return workload_code
-    if require_applied and (status != "applied" or coverage_unknown):
+    if require_applied and (status != Applied.APPLIED or coverage_unknown):
         return EXIT_NOT_VERIFIED
     return 0
 
 
-def _judge_module(m: ModuleEvidence, min_coverage: float, silence: str,
-                  sol_fallback: bool = False, executed: sync_converted.Executed | None = None,
-                  renamed: bool | None = None) -> AppliedRow:
+def _judge_module(
+    m: ModuleEvidence,
+    min_coverage: float,
+    silence: str,
+    sol_fallback: bool = False,
+    executed: sync_converted.Executed | None = None,
+    renamed: bool | None = None,
+) -> AppliedRow:
     """One module's row. `silence`: what no checker block means (see `judge`); `executed`:
     the module's executed HLO, where the run kept it; `renamed`: see `judge`."""
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
     rule: str | None = None
     sync = sync_converted.Split(missing=list(m.missing_communication))
     if m.no_profile_file:
-        status = "not_applied"
+        status = Applied.NOT_APPLIED
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
     elif m.fingerprint_only:
-        status = "not_applied"
-        notes.append("XLA read no profile for it (it logged only the module's fingerprint: "
-                     "no file for it in a profile directory, which jax <= 0.5.x does not "
-                     "report, or no profile reached XLA)")
+        status = Applied.NOT_APPLIED
+        notes.append(
+            "XLA read no profile for it (it logged only the module's fingerprint: "
+            "no file for it in a profile directory, which jax <= 0.5.x does not "
+            "report, or no profile reached XLA)"
+        )
     elif m.discarded:
-        status = "not_applied"
-        notes.append("the accuracy checker (ERROR level) discarded the profile and the compile failed")
+        status = Applied.NOT_APPLIED
+        notes.append(
+            "the accuracy checker (ERROR level) discarded the profile and the compile failed"
+        )
         coverage = _ratio(found, missing)
     elif m.not_in_module and missing is None:
         # jax <= 0.4.30 checks the profile's names against the module and stops at the first
         # one it lacks: the profile was not made for this module as compiled; coverage unknown.
-        status = "partial"
-        notes.append(f"XLA: the profile has entries that are not in this module (first: "
-                     f"{m.not_in_module[0]}); it is used where names match, coverage unknown")
+        status = Applied.PARTIAL
+        notes.append(
+            f"XLA: the profile has entries that are not in this module (first: "
+            f"{m.not_in_module[0]}); it is used where names match, coverage unknown"
+        )
     elif missing is not None:
         # -- the collective-aware rule (pgle.verdicts.collectives) --
         coverage = _ratio(found, missing)
-        sync = sync_converted.split(m.missing_communication, executed=executed,
-                                    seen=m.async_starts_seen, added_pairs=m.converted_pairs,
-                                    renamed=renamed)
-        decision = collectives.decide(found, missing, m.missing_communication,
-                                      coverage=coverage, min_coverage=min_coverage,
-                                      sol_fallback=sol_fallback or m.sol_fallback, sync=sync)
+        sync = sync_converted.split(
+            m.missing_communication,
+            executed=executed,
+            seen=m.async_starts_seen,
+            added_pairs=m.converted_pairs,
+            renamed=renamed,
+        )
+        decision = collectives.decide(
+            found,
+            missing,
+            m.missing_communication,
+            coverage=coverage,
+            min_coverage=min_coverage,
+            sol_fallback=sol_fallback or m.sol_fallback,
+            sync=sync,
+        )
         status, rule, coverage = decision.status, decision.rule, decision.coverage
         notes += decision.notes
         # -- end of the collective-aware rule --
     elif silence == SILENCE_FULL:
         # The checker is silent when nothing is missing: the profile covers the module.
-        status, missing, coverage = "applied", 0, 1.0
+        status, missing, coverage = Applied.APPLIED, 0, 1.0
     elif silence == SILENCE_UNKNOWN:
-        status = "applied"
-        notes.append("coverage unknown: XLA printed no accuracy-checker block for it, and this "
-                     "jax's WARN checker prints nothing even when instructions are missing "
-                     "(jax 0.4.36-0.5.0); rerun with "
-                     "--xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_ERROR to prove the fit")
+        status = Applied.APPLIED
+        notes.append(
+            "coverage unknown: XLA printed no accuracy-checker block for it, and this "
+            "jax's WARN checker prints nothing even when instructions are missing "
+            "(jax 0.4.36-0.5.0); rerun with "
+            "--xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_ERROR to prove the fit"
+        )
     else:
-        status = "applied"
-        notes.append("coverage unverified: the run had no accuracy checker (jax < 0.4.36 has none "
-                     "by default, or PGLE_STRICTNESS_LEVEL_OFF), so the log proves the profile was "
-                     "read, not which instructions it covers")
+        status = Applied.APPLIED
+        notes.append(
+            "coverage unverified: the run had no accuracy checker (jax < 0.4.36 has none "
+            "by default, or PGLE_STRICTNESS_LEVEL_OFF), so the log proves the profile was "
+            "read, not which instructions it covers"
+        )
     if m.fallback_from:
-        notes.append(f"XLA could not parse {m.fallback_from} and read the .pb beside it "
-                     "(its lookup order: .pbtxt, then .pb)")
+        notes.append(
+            f"XLA could not parse {m.fallback_from} and read the .pb beside it "
+            "(its lookup order: .pbtxt, then .pb)"
+        )
     if m.note:
         notes.append(m.note)
     if m.missed_costs:
-        notes.append(f"XLA's estimator found no cost for {plural(m.missed_costs, 'instruction')} "
-                     "('PGLE missed cost for')")
+        notes.append(
+            f"XLA's estimator found no cost for {plural(m.missed_costs, 'instruction')} "
+            "('PGLE missed cost for')"
+        )
     if m.module is None and m.fingerprint is None and m.ordinal:
         notes.append("XLA did not log the module's name (set TF_CPP_VMODULE=gpu_hlo_schedule=1)")
     return AppliedRow(
-        module=m.module, status=status, instructions_found=found,
-        instructions_missing=missing, coverage=coverage, fingerprint=m.fingerprint,
-        profile_path=m.profile_path, profile_found=not m.no_profile_file, rank=m.rank,
-        missing_instructions=m.missing_names, notes=notes, ordinal=m.ordinal,
+        module=m.module,
+        status=status,
+        instructions_found=found,
+        instructions_missing=missing,
+        coverage=coverage,
+        fingerprint=m.fingerprint,
+        profile_path=m.profile_path,
+        profile_found=not m.no_profile_file,
+        rank=m.rank,
+        missing_instructions=m.missing_names,
+        notes=notes,
+        ordinal=m.ordinal,
         rule=rule or _rule_of(status, m, silence),
         collectives_missing=sync.missing + sync.unresolved,
         collectives_converted=[{"scheduled": n, "executed": e} for n, e in sync.converted],
-        collectives_unresolved=list(sync.unresolved))
+        collectives_unresolved=list(sync.unresolved),
+    )
 
 
 def _rule_of(status: str, m: ModuleEvidence, silence: str) -> str:
@@ -405,7 +506,8 @@ def _rule_of(status: str, m: ModuleEvidence, silence: str) -> str:
     if m.fingerprint_only:
         return "no_profile_read"
     return {SILENCE_FULL: "checker_silent", SILENCE_UNKNOWN: "checker_silence_unknown"}.get(
-        silence, "no_checker")
+        silence, "no_checker"
+    )
 
 
 def _ratio(found: int | None, missing: int | None) -> float | None:

@@ -4,14 +4,16 @@ eval or init module at 0 % no longer decides a job whose train step applied it).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.report import Report
 from pgle.verdicts.auto_pgle import required_failures
 from pgle.verdicts.rows import module_name
+from pgle.verdicts.statuses import Applied
 
-OK = "applied"
+OK = Applied.APPLIED
 
 
 def failures(modules: Sequence[Mapping[str, Any]], require: Sequence[str]) -> list[str]:

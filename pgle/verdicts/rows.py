@@ -9,14 +9,16 @@ row and add `ranks`, `absent_ranks`, `ranks_summary` and `per_rank`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pgle.phrases import plural
+from pgle.verdicts.statuses import Applied
 
 UNNAMED = "(module name not logged)"
 
 
-def _plain(row) -> dict[str, Any]:
+def _plain(row: object) -> dict[str, Any]:
     return dict(row.__dict__)
 
 
@@ -106,8 +108,8 @@ class NsysRow:
 
 def module_name(row: Mapping[str, Any]) -> str:
     """XLA's module name, else its fingerprint, else its place among the modules XLA reported."""
-    if row.get("module") or row.get("fingerprint"):
-        return row.get("module") or row.get("fingerprint")
+    if name := row.get("module") or row.get("fingerprint"):
+        return str(name)
     return f"unnamed module #{row['ordinal']}" if row.get("ordinal") else UNNAMED
 
 
@@ -180,8 +182,8 @@ MAX_NAMES = 8  # names listed on one grouped line before "and N more"
 def executions(row: Mapping[str, Any]) -> int | None:
     """Executions the verdict saw; an auto row's profiled executions plus the recompiled one."""
     if row.get("executions_seen") is None and row.get("profiled_executions") is not None:
-        return row["profiled_executions"] + (1 if row.get("profile_bytes") else 0)
-    return next((row[f] for f in EXECUTION_FIELDS if row.get(f) is not None), None)
+        return int(row["profiled_executions"]) + (1 if row.get("profile_bytes") else 0)
+    return next((int(row[f]) for f in EXECUTION_FIELDS if row.get(f) is not None), None)
 
 
 def _names(labels: list[str]) -> str:
@@ -224,12 +226,12 @@ def _applied_lines(rows: list[Mapping[str, Any]], ok: str | None) -> list[str]:
     groups: dict[str, list[str]] = {}
     for r in rows:
         label, text = _label_and_text(r, ok)
-        if r.get("status") not in ("applied", None) and r.get("notes") and "coverage" in r:
+        if r.get("status") not in (Applied.APPLIED, None) and r.get("notes") and "coverage" in r:
             text += f": {r['notes'][0]}"
         groups.setdefault(text, []).append(label)
     out = []
     for text, labels in groups.items():
-        if len(labels) >= 3 and not text.startswith("applied"):
+        if len(labels) >= 3 and not text.startswith(Applied.APPLIED):
             out.append(f"  {len(labels)} modules ({_names(labels)}): {text}")
         else:
             out += [f"  {label}: {text}" for label in labels]

@@ -9,7 +9,7 @@ lower-cased (not stripped); 'y', 'yes', 't', 'true', 'on', '1' are true; 'n', 'n
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 TRUE_VALUES = ("y", "yes", "t", "true", "on", "1")
 FALSE_VALUES = ("n", "no", "f", "false", "off", "0")

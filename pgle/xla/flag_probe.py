@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 
-from pgle.xla import versions
 from pgle.errors import FlagError
+from pgle.xla import versions
 from pgle.xla.flags import XlaFlags
 
 _OK_MARK = "PGLE_PROBE_ACCEPTED"
@@ -107,7 +107,7 @@ def probe(text: str | None, *, environ: dict[str, str] | None = None,
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             alone = pool.map(lambda i: _run(flags[i].raw, environ, timeout, python), rest)
             verdicts.update({i: _verdict(flags[i].raw, flags[i].name, r)
-                             for i, r in zip(rest, alone)})
+                             for i, r in zip(rest, alone, strict=False)})
     ordered = [verdicts[i] for i in range(len(flags))]
     return ProbeResult(run.ok, ordered, "", run.jaxlib_version or _installed(python))
 
@@ -188,7 +188,7 @@ def refuse_rejected(flags: XlaFlags, environ: dict[str, str] | None = None,
     from pgle.xla import flag_table
 
     rows = flag_table.explain_all(flags.flags, jax_version)
-    unknown = [f for f, r in zip(flags.flags, rows) if r["status"] == "unknown"]
+    unknown = [f for f, r in zip(flags.flags, rows, strict=False) if r["status"] == "unknown"]
     if not unknown:
         return []
     result = probe(" ".join(f.raw for f in unknown), environ=environ)

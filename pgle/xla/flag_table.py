@@ -212,7 +212,7 @@ def explain_all(flags, jax: tuple[int, ...] | None) -> list[dict]:
     """`explain_flag` for each parsed flag (`xla_flags.Flag`); an earlier duplicate is a
     warning, since the last one wins."""
     rows = [explain_flag(f.name, f.value, f.raw, jax) for f in flags]
-    for f, r in zip(flags, rows):
+    for f, r in zip(flags, rows, strict=False):
         if getattr(f, "unterminated", False):
             r.update(status="error", message=(
                 "its quote is never closed, so XLA reads the rest of XLA_FLAGS as this value "

@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from typing import overload
 
-from pgle.xla import flag_table
 from pgle.errors import FlagError
+from pgle.xla import flag_table
 
 _WS = " \t\r\n"
 _NAME_CHARS = re.compile(r"[-_A-Za-z0-9]*")
@@ -31,7 +32,7 @@ class Flag:
     unterminated: bool = False  # its quoted value runs to the end of XLA_FLAGS
 
     @classmethod
-    def make(cls, name: str, value: str | None) -> "Flag":
+    def make(cls, name: str, value: str | None) -> Flag:
         return cls(name, value, render_flag(name, value))
 
 
@@ -70,7 +71,7 @@ class XlaFlags:
     source_file: str | None = None
 
     @classmethod
-    def parse(cls, text: str | None) -> "XlaFlags":
+    def parse(cls, text: str | None) -> XlaFlags:
         if not text:
             return cls([])
         # Whitespace alone is not empty to XLA: it reads it as a file name too.
@@ -96,6 +97,10 @@ class XlaFlags:
                 return flag
         return None
 
+    @overload
+    def value(self, name: str, default: str) -> str: ...
+    @overload
+    def value(self, name: str, default: None = None) -> str | None: ...
     def value(self, name: str, default: str | None = None) -> str | None:
         flag = self.get(name)
         if flag is None:
@@ -108,9 +113,10 @@ class XlaFlags:
     def render(self) -> str:
         # The unreadable tail stays last: XLA ignores it either way, and
         # anything placed after it would be ignored too.
-        return " ".join([f.raw for f in self.flags] + ([self.ignored_tail] if self.ignored_tail else []))
+        tail = [self.ignored_tail] if self.ignored_tail else []
+        return " ".join([f.raw for f in self.flags] + tail)
 
-    def merged(self, updates: dict[str, str | None]) -> tuple["XlaFlags", list[str]]:
+    def merged(self, updates: dict[str, str | None]) -> tuple[XlaFlags, list[str]]:
         """pgle's flags merged into the user's: theirs keep their order and text.
 
         A user flag that pgle must set differently is replaced in place; the
@@ -130,9 +136,10 @@ class XlaFlags:
                     flags[i] = new
         return XlaFlags(flags, self.ignored_tail, self.source_file), notices
 
-    def without(self, names: set[str]) -> "XlaFlags":
-        return XlaFlags([f for f in self.flags if f.name not in names], self.ignored_tail,
-                        self.source_file)
+    def without(self, names: set[str]) -> XlaFlags:
+        return XlaFlags(
+            [f for f in self.flags if f.name not in names], self.ignored_tail, self.source_file
+        )
 
 
 def _parse_string(text: str) -> tuple[list[Flag], str]:
@@ -140,23 +147,25 @@ def _parse_string(text: str) -> tuple[list[Flag], str]:
     n = len(text)
     b = _skip_ws(text, 0)
     while b < n and text[b] == "-":
-        e = _NAME_CHARS.match(text, b).end()
+        name_end = _NAME_CHARS.match(text, b)
+        assert name_end is not None  # `*`: it matches the empty string too
+        e = name_end.end()
         dashed = text[b:e]
         if e + 1 < n and text[e] == "=" and text[e + 1] in "'\"":
             quote = text[e + 1]
             i = e + 2
-            value = []
+            chars: list[str] = []
             while i < n and text[i] != quote:
                 c = text[i]
                 if quote == '"' and c == "\\" and i + 1 < n:
                     i += 1
                     c = text[i]
-                value.append(c)
+                chars.append(c)
                 i += 1
             closed = i < n
             if closed:
                 i += 1  # closing quote
-            flags.append(Flag(dashed.lstrip("-"), "".join(value), text[b:i], not closed))
+            flags.append(Flag(dashed.lstrip("-"), "".join(chars), text[b:i], not closed))
             e = i
         else:
             e = _find_ws(text, e)
@@ -193,35 +202,47 @@ def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
             )
     for flag in flags.flags:
         info = flag_table.flag_info(flag.name)
-        if info is not None and info.since and jax_version is not None \
-                and jax_version < info.since:
+        if info is not None and info.since and jax_version is not None and jax_version < info.since:
             hint = ""
             if flag.name == flag_table.ACCURACY_CHECKER:
-                hint = (f"; before jax 0.4.36 use --{flag_table.OLD_ACCURACY_CHECKER}=true (strict: "
-                        "any missing instruction fails the compile) or leave it out")
+                hint = (
+                    f"; before jax 0.4.36 use --{flag_table.OLD_ACCURACY_CHECKER}=true (strict: "
+                    "any missing instruction fails the compile) or leave it out"
+                )
             raise FlagError(
                 f"XLA_FLAGS has --{flag.name}, which XLA of jax "
                 f"{'.'.join(map(str, jax_version))} does not know (it exists since jax "
                 f"{'.'.join(map(str, info.since))}) and would abort on ('Unknown flag in "
-                f"XLA_FLAGS'){hint}.")
+                f"XLA_FLAGS'){hint}."
+            )
     for row in flag_table.explain_all(flags.flags, jax_version):
         if row["status"] == "error":
-            raise FlagError(f"XLA_FLAGS has {row['flag']}: {row['message']}.",
-                            hint="Fix or remove it; `pgle flags explain` shows every flag.")
+            raise FlagError(
+                f"XLA_FLAGS has {row['flag']}: {row['message']}.",
+                hint="Fix or remove it; `pgle flags explain` shows every flag.",
+            )
     warnings = []
     old = flags.value(flag_table.OLD_ACCURACY_CHECKER)
-    if old in ("true", "1") and not flag_table.removed_flag(flag_table.OLD_ACCURACY_CHECKER,
-                                                             jax_version):
+    if old in ("true", "1") and not flag_table.removed_flag(
+        flag_table.OLD_ACCURACY_CHECKER, jax_version
+    ):
         warnings.append(
             f"--{flag_table.OLD_ACCURACY_CHECKER}=true is strict: the compile of any module the "
             "profile does not fully cover fails ('Found N missing instructions. Discarding the "
-            "profile.'); jax < 0.4.36 has no warn-only checker.")
+            "profile.'); jax < 0.4.36 has no warn-only checker."
+        )
     path = flags.value(flag_table.PGLE_PROFILE_PATH)
-    if path and jax_version is not None and jax_version >= (0, 5, 1) \
-            and "." in path.rsplit("/", 1)[-1] and not path.endswith((".pb", ".pbtxt")):
+    if (
+        path
+        and jax_version is not None
+        and jax_version >= (0, 5, 1)
+        and "." in path.rsplit("/", 1)[-1]
+        and not path.endswith((".pb", ".pbtxt"))
+    ):
         warnings.append(
             f"--{flag_table.PGLE_PROFILE_PATH}={path}: XLA of jax >= 0.5.1 reads only .pb and "
-            ".pbtxt files and silently ignores any other extension (jax 0.4.x read it).")
+            ".pbtxt files and silently ignores any other extension (jax 0.4.x read it)."
+        )
     if flags.ignored_tail:
         warnings.append(
             f"XLA stops reading XLA_FLAGS at {flags.ignored_tail.split()[0]!r}: everything from "

@@ -6,8 +6,8 @@ Feature gates name the jax release where the behaviour changed (docs/xla-facts.m
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from importlib import metadata
-from typing import Iterable
 
 
 class Version(tuple):
@@ -18,7 +18,7 @@ class Version(tuple):
 
     pre: bool
 
-    def __new__(cls, parts: Iterable[int], pre: bool = False) -> "Version":
+    def __new__(cls, parts: Iterable[int], pre: bool = False) -> Version:
         obj = super().__new__(cls, tuple(parts))
         obj.pre = pre
         return obj
@@ -106,4 +106,5 @@ def supports_expect_pgle(version: tuple[int, ...] | None) -> bool:
 def version_string(version: tuple[int, ...] | None) -> str:
     if version is None:
         return "unknown"
-    return ".".join(map(str, version)) + (" (pre-release)" if getattr(version, "pre", False) else "")
+    pre = " (pre-release)" if getattr(version, "pre", False) else ""
+    return ".".join(map(str, version)) + pre
