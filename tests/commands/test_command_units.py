@@ -41,8 +41,8 @@ def test_only_key_changing_jax_variables_are_drift():
     env = {"JAX_DEFAULT_PRNG_IMPL": "rbg", "JAX_LOGGING_LEVEL": "DEBUG", "JAX_LOG_COMPILES": "1"}
     assert drift(MENV, env, W) == []
     said = drift(MENV, {"JAX_DEFAULT_PRNG_IMPL": "threefry2x32"}, W)
-    assert said == ["JAX_DEFAULT_PRNG_IMPL=threefry2x32 is set now, JAX_DEFAULT_PRNG_IMPL=rbg in "
-                    "the prewarm run"]
+    assert said == [("JAX_DEFAULT_PRNG_IMPL=threefry2x32 is set now, JAX_DEFAULT_PRNG_IMPL=rbg in "
+                     "the prewarm run")]
     # A secret the manifest never held (redacted) cannot be compared: not drift.
     menv = {**MENV, "jax_variables": {**MENV["jax_variables"], "JAX_SOME_TOKEN": REDACTED}}
     assert drift(menv, {"JAX_DEFAULT_PRNG_IMPL": "rbg", "JAX_SOME_TOKEN": "s3cret"}, W) == []

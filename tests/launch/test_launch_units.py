@@ -8,8 +8,8 @@ import signal
 import sys
 
 import pytest
-
 from helpers.pgle_testing import run_pgle
+
 from pgle.errors import BadInput
 from pgle.launch.childenv import PGLE_SET_LEVEL, ensure_info_log
 from pgle.launch.launcher import KILL_GRACE_VAR, kill_grace, shell_exit_code

@@ -421,6 +421,6 @@ MUTANTS: list[Mutant] = [
     Mutant("K09", "commands", "pgle/commands/collect.py",
            "            if not dest.exists():\n                try:\n                    os.link(src, dest)",
            "            dest = pooled / src.name\n            if not dest.exists():\n                try:\n                    os.link(src, dest)",
-           ["tests/jobs/test_multiprocess_collect.py"],
+           [L + "test_any_launcher.py::test_a_launcher_with_two_workers_is_a_multi_process_job"],
            "the traces of two processes with one file name: the second is dropped"),
 ]

@@ -20,7 +20,7 @@ from pgle.store.store import ProfileStore
 from pgle.units import parse_duration, parse_size
 
 FP = "0123456789abcdef0123456789abcdef"
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def add(st: ProfileStore, value: float, *, jax: str = "0.10.2", kind: str = "NVIDIA H100 80GB HBM3",

@@ -5,11 +5,17 @@ a rule the README states (found by the mutation run, tests/mutants)."""
 from __future__ import annotations
 
 from helpers.pgle_testing import report_of, run_pgle, write_profile
+
 from pgle.verdicts.across_ranks import MAX_MISSING_NAMES, aggregate_modules, judge_job
 from pgle.verdicts.checker import silence
 from pgle.verdicts.collectives import decide
-from pgle.verdicts.pgle_applied import (EXIT_NOT_VERIFIED, SILENCE_FULL, SILENCE_OFF,
-                                        SILENCE_UNKNOWN, exit_code_for)
+from pgle.verdicts.pgle_applied import (
+    EXIT_NOT_VERIFIED,
+    SILENCE_FULL,
+    SILENCE_OFF,
+    SILENCE_UNKNOWN,
+    exit_code_for,
+)
 
 FP = "0123456789abcdef0123456789abcdef"
 
