@@ -104,7 +104,7 @@ MUTANTS: list[Mutant] = [
     Mutant("V12", "verdicts", "pgle/verdicts/pgle_applied.py",
            "info_hidden = info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0)",
            "info_hidden = info_log_hidden",
-           [V + "test_verify_reasons.py", V + "test_verdict.py"],
+           [V + "test_thresholds.py", V + "test_verify_reasons.py"],
            "a log holding checker WARN lines but no INFO line is not said to hide INFO"),
     # -- evidence ---------------------------------------------------------------------------------
     Mutant("E01", "evidence", "pgle/evidence/xla_log.py",

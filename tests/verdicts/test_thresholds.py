@@ -110,3 +110,15 @@ def test_checker_silence_by_version_and_level():
     assert silence((0, 6, 0), "OFF") == SILENCE_OFF
     assert silence((0, 4, 35), None) == SILENCE_OFF
     assert silence((0, 4, 35), None, old_flag=True) == SILENCE_FULL
+
+
+def test_checker_warnings_without_any_info_line_mean_the_info_log_was_hidden(project):
+    # TF_CPP_MIN_LOG_LEVEL=1 hides XLA's INFO lines (which modules read the profile) but not the
+    # checker's WARNING block: an error saying so, never "no profile read".
+    full = checker_log(f"{project}/p.pb", 9, ["fusion.9"]).splitlines()
+    (project / "run.log").write_text("\n".join(line for line in full if line.startswith("W")) + "\n")
+    proc = run_pgle("verify", "run.log", "--json", cwd=project)
+    report = report_of(proc)
+    assert report["status"] == "error", report
+    assert any("INFO log is hidden" in r and "accuracy checker ran on 1 module" in r
+               for r in report["reasons"]), report["reasons"]
