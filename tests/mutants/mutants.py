@@ -99,7 +99,7 @@ MUTANTS: list[Mutant] = [
     Mutant("V11", "verdicts", "pgle/verdicts/collectives.py",
            "    if compute <= 0:\n        return Decision(\"applied\", RULE_CONVERTED, extra, coverage)\n",
            "    if compute < 0:\n        return Decision(\"applied\", RULE_CONVERTED, extra, coverage)\n",
-           [V + "test_collectives.py", V + "test_thresholds.py"],
+           [V + "test_thresholds.py", V + "test_collectives.py"],
            "a module missing only converted collectives judged by coverage"),
     Mutant("V12", "verdicts", "pgle/verdicts/pgle_applied.py",
            "info_hidden = info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0)",

@@ -8,7 +8,7 @@ from helpers.pgle_testing import report_of, run_pgle, write_profile
 
 from pgle.verdicts.across_ranks import MAX_MISSING_NAMES, aggregate_modules, judge_job
 from pgle.verdicts.checker import silence
-from pgle.verdicts.collectives import decide
+from pgle.verdicts.collectives import RULE_CONVERTED, decide
 from pgle.verdicts.pgle_applied import (
     EXIT_NOT_VERIFIED,
     SILENCE_FULL,
@@ -16,6 +16,7 @@ from pgle.verdicts.pgle_applied import (
     SILENCE_UNKNOWN,
     exit_code_for,
 )
+from pgle.verdicts.sync_converted import Split
 
 FP = "0123456789abcdef0123456789abcdef"
 
@@ -122,3 +123,13 @@ def test_checker_warnings_without_any_info_line_mean_the_info_log_was_hidden(pro
     assert report["status"] == "error", report
     assert any("INFO log is hidden" in r and "accuracy checker ran on 1 module" in r
                for r in report["reasons"]), report["reasons"]
+
+
+def test_a_module_missing_only_collectives_xla_made_synchronous_is_applied_by_that_rule():
+    # Nothing a profile can hold is missing: applied by the converted rule (whatever
+    # --min-coverage or the speed-of-light fallback say), coverage counting what a profile holds.
+    sync = Split(converted=[("all-reduce-start.1", "all-reduce.1")], by="hlo")
+    for sol in (False, True):
+        d = decide(10, 1, ["all-reduce-start.1"], coverage=10 / 11, min_coverage=0.95,
+                   sol_fallback=sol, sync=sync)
+        assert (d.status, d.rule, d.coverage) == ("applied", RULE_CONVERTED, 1.0), d
