@@ -130,7 +130,7 @@ MUTANTS: list[Mutant] = [
     Mutant("E05", "evidence", "pgle/evidence/steps.py",
            "        if a.index == 0 or a.index in exclude:",
            "        if a.index in exclude:",
-           [E + "test_events_stream.py", "tests/commands/test_manual_workflow.py::test_run_applied_per_module"],
+           [E + "test_step_times.py", E + "test_events_stream.py"],
            "step 0 (compile) counted in the step times"),
     # -- profiles ---------------------------------------------------------------------------------
     Mutant("P01", "profiles", "pgle/profiles/merge.py",
