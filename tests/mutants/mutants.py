@@ -217,7 +217,7 @@ MUTANTS: list[Mutant] = [
     Mutant("L12", "launch", "pgle/launch/harness.py",
            "        wait = PROCESS_START + delay - time.time()\n",
            "        wait = delay\n",
-           [K + "test_manual_workflow.py::test_time_window"],
+           [L + "test_delay_origin.py"],
            "--delay counted from the harness's start of the window, not from process start"),
     Mutant("L13", "launch", "pgle/launch/stall.py",
            "            if STEP_FACTOR * median > FLOOR_S:\n                return STEP_FACTOR * median, f\"{STEP_FACTOR:g}x the median step time\"\n",

@@ -116,6 +116,9 @@ def test_runs_prune_by_size_keeps_what_fits_exactly():
     assert [r.name for r in select(runs, older_than=None, max_size=250, keep_last=None, now=now)] == ["c", "d"]
     # A deleted folder no longer counts: after c and d go, b still fits in 250.
     assert [r.name for r in select(runs, older_than=None, max_size=199, keep_last=None, now=now)] == ["b", "c", "d"]
+    # A big folder deleted frees its room: the smaller, older one after it is kept.
+    runs = [run("a", 100, 0, now), run("big", 300, 1, now), run("c", 50, 2, now)]
+    assert [r.name for r in select(runs, older_than=None, max_size=200, keep_last=None, now=now)] == ["big"]
 
 
 def test_runs_prune_never_selects_a_live_folder():
