@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             if rc != 0:
                 print(tail)
                 return 2
-        results = []
+        results: list[dict[str, object]] = []
         for m in chosen:
             original = apply(copy, m)
             if original is None:
