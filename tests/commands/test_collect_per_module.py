@@ -161,17 +161,20 @@ def test_tune_per_module_on_cpu(project):
 # --- a synthetic GPU run folder through the same extraction collect uses -------------------------------
 
 
-def gpu_run_folder(root: Path, *, steps: int = 6, window=(2, 4)) -> Path:
+def gpu_run_folder(root: Path, *, steps: int = 6, window=(2, 4), recompiled: bool = False) -> Path:
     """What a GPU collect run leaves: events.jsonl, workload.log (with VLOG fingerprint lines)
     and trace/plugins/profile/<stamp>/<host>.xplane.pb. Steps 0 and 1 are warm-up (5x slower)
     and lie before the profiled window; jit_step's fingerprint is only in the log; jit_other's
-    is nowhere."""
+    is nowhere. `recompiled`: jit_step compiled twice (program ids 6 and 7, one fingerprint in
+    the log), its fusion.5 taking 6 us in the first executable and 2 us in the second."""
     run = root / "run"
     t = TraceBuilder("host0", profile_start_ns=START_NS)
     t.add_module("jit_train", 5, FA, "module")
     t.add_module("jit_eval", 9, FB, "root")
     t.add_module("jit_step", 6, None, None)
     t.add_module("jit_other", 11, None, None)
+    if recompiled:
+        t.add_module("jit_step", 7, None, None)
     step_ps = STEP_NS * 1000
     for d in range(2):
         compute = t.line(d, "Stream #13(compute)")
@@ -190,6 +193,8 @@ def gpu_run_folder(root: Path, *, steps: int = 6, window=(2, 4)) -> Path:
                 Event("fusion.5", "jit_step", 6, base + 550_000, 6_000 * slow),
                 Event("fusion.1", "jit_other", 11, base + 600_000, 4_000 * slow),
             ]
+            if recompiled:
+                compute += [Event("fusion.5", "jit_step", 7, base + 700_000, 2_000 * slow)]
             comm += [Event("all-reduce-start.1", "jit_train", 5, base + 60_000, 20_000 * slow)]
     t.write(run / "trace" / "plugins" / "profile" / "2026_01_01_00_00_00")
     first, count = window
@@ -215,7 +220,9 @@ def gpu_run_folder(root: Path, *, steps: int = 6, window=(2, 4)) -> Path:
         "I1122 04:33:12.000520  4101 gpu_hlo_schedule.cc:520] Fingerprint before LHS for module "
         f"jit_step(6) = {FC}\n"
         "2024-01-01 10:00:00.000001: I external/xla/xla/service/gpu/gpu_hlo_schedule.cc:573] "
-        f"Fingerprint before LHS for module jit_train(5) = {FA}\n")
+        f"Fingerprint before LHS for module jit_train(5) = {FA}\n"
+        + (f"I1122 04:33:13.000520  4101 gpu_hlo_schedule.cc:520] Fingerprint before LHS for "
+           f"module jit_step(7) = {FC}\n" if recompiled else ""))
     return run
 
 
@@ -284,6 +291,18 @@ def test_synthetic_run_folder_gives_the_directory_xla_reads(tmp_path):
     src = load_profile_source(out)
     assert dict(src.modules[FA].costs)["fusion.7"] == pytest.approx(0.0030035)  # median of steps 2..5
     assert not list(tmp_path.glob(".profiles.*"))  # no temp or aside folder left behind
+
+
+def test_two_compiles_of_one_fingerprint_pool_their_executions(tmp_path):
+    # One module compiled twice (two program ids, one fingerprint: the same HLO): XLA reads one
+    # <fingerprint>.pbtxt for both, so its costs come from both executables' events, pooled.
+    run = gpu_run_folder(tmp_path, recompiled=True)
+    out = tmp_path / "profiles"
+    report = finish_run_folder(opts_for(out), run)
+    assert report.status == "collected", report.reasons
+    costs = dict(load_profile_source(out).modules[FC].costs)
+    # 8 events of 6 us and 8 of 2 us (2 devices x steps 2..5): their median, not either half.
+    assert costs == {"fusion.5": pytest.approx(0.004)}
 
 
 def test_synthetic_run_folder_without_any_fingerprint_is_empty(tmp_path):

@@ -1,0 +1,129 @@
+"""The store's key (jax, device kind), its policies at their edges, the path checks before a
+shared folder is touched, and the size/duration units every prune reads (README "Profile store",
+docs/reference/cli.md). Real files in a real store folder."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+
+from pgle.commands.runs import RunEntry, select
+from pgle.errors import BadInput
+from pgle.profiles.files import Profile
+from pgle.shared_folders import check_inside, is_inside
+from pgle.store.key import StoreKey, mismatch
+from pgle.store.policy import parse_policy
+from pgle.store.store import ProfileStore
+from pgle.units import parse_duration, parse_size
+
+FP = "0123456789abcdef0123456789abcdef"
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def add(st: ProfileStore, value: float, *, jax: str = "0.10.2", kind: str = "NVIDIA H100 80GB HBM3",
+        minute: int = 0, policy: str = "keep:3") -> None:
+    st.add(FP, Profile(costs=[("fusion.1", value)]), jax=jax, jaxlib=jax, device_kind=kind,
+           device_count=8, source="test", policy=policy, now=T0 + dt.timedelta(minutes=minute))
+
+
+def test_the_store_key_holds_the_device_kind_and_the_jax(tmp_path: Path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    add(st, 10.0, kind="NVIDIA H100 80GB HBM3", minute=0)
+    add(st, 99.0, kind="NVIDIA A100-SXM4-80GB", minute=1)  # newer, but another GPU
+    add(st, 77.0, jax="0.9.0", minute=2)  # newer, but another jax
+    served, used = st.serve(FP, jax="0.10.2", device_kind="NVIDIA H100 80GB HBM3")
+    assert served.costs == [("fusion.1", 10.0)] and len(used) == 1
+    assert st.serve(FP, jax="0.10.2", device_kind="NVIDIA B200") is None
+    assert st.serve(FP, jax="0.11.0", device_kind="NVIDIA H100 80GB HBM3") is None
+    # Each (jax, device kind) keeps its own entries under the policy.
+    assert len(st.entries(FP)) == 3
+
+
+def test_a_run_on_another_device_kind_than_its_view_is_reported():
+    planned = StoreKey("0.10.2", "NVIDIA H100 80GB HBM3")
+    assert mismatch(planned, StoreKey("0.10.2", "NVIDIA H100 80GB HBM3")) is None
+    said = mismatch(planned, StoreKey("0.10.2", "NVIDIA A100-SXM4-80GB"))
+    assert said is not None and "device kind" in said and "A100" in said
+    assert "jax" in (mismatch(planned, StoreKey("0.9.0", "NVIDIA H100 80GB HBM3")) or "")
+
+
+def test_keep_n_keeps_exactly_the_n_newest_and_serves_the_newest(tmp_path: Path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    for i, v in enumerate((10.0, 20.0, 30.0, 40.0, 50.0)):
+        add(st, v, minute=i, policy="keep:2")
+    kept = [st.read(e).costs[0][1] for e in st.entries(FP)]
+    assert kept == [40.0, 50.0]
+    served, _ = st.serve(FP, jax="0.10.2", device_kind="NVIDIA H100 80GB HBM3", policy="keep:2")
+    assert served.costs == [("fusion.1", 50.0)]
+    # merge:2 serves from the 2 newest (40, 50), never from what a larger keep once held.
+    add(st, 60.0, minute=9, policy="keep:5")
+    merged, used = st.serve(FP, jax="0.10.2", device_kind="NVIDIA H100 80GB HBM3",
+                            policy="merge:2:p0")
+    assert merged.costs == [("fusion.1", 50.0)] and len(used) == 2
+
+
+def test_policy_edges():
+    assert parse_policy("merge:3").percentile == 90  # jaxlib's aggregate_profiled_instructions
+    assert parse_policy("keep:1").keep == 1 and str(parse_policy("keep:1")) == "replace"
+    for bad in ("keep:0", "merge:0", "merge:2:p101", "keep:-1", "newest"):
+        with pytest.raises(BadInput):
+            parse_policy(bad)
+
+
+def test_is_inside_refuses_a_sibling_with_the_same_prefix(tmp_path: Path):
+    root = tmp_path / "store"
+    (root / "fp").mkdir(parents=True)
+    (tmp_path / "store-evil").mkdir()
+    assert is_inside(root, root / "fp" / "x.pb")
+    assert is_inside(root, root / "x.pb")
+    assert not is_inside(root, tmp_path / "store-evil" / "x.pb")
+    # A link among the folders above the file leads elsewhere: refused before anything is touched.
+    os.symlink(tmp_path / "store-evil", root / "planted")
+    with pytest.raises(BadInput, match="outside"):
+        check_inside(root, root / "planted" / "x.pb", "profile")
+    assert check_inside(root, root / "fp" / "x.pb") == os.fspath(root / "fp" / "x.pb")
+
+
+def test_sizes_are_binary_units_as_documented():
+    assert parse_size("2048") == 2048
+    assert parse_size("1K") == 1024
+    assert parse_size("500M") == 500 * 1024 ** 2
+    assert parse_size("5G") == 5 * 1024 ** 3 and parse_size("5GiB") == 5 * 1024 ** 3
+    assert parse_size("1.5g") == int(1.5 * 1024 ** 3)
+    assert parse_size("1T") == 1024 ** 4
+    with pytest.raises(BadInput):
+        parse_size("5 parsecs")
+
+
+def test_durations():
+    assert parse_duration("30s") == 30 and parse_duration("90m") == 5400
+    assert parse_duration("12h") == 12 * 3600 and parse_duration("7d") == 7 * 86400
+    assert parse_duration("2w") == 14 * 86400 and parse_duration("1d12h") == 36 * 3600
+
+
+def run(name: str, size: int, age_days: float, now: float, live: bool = False) -> RunEntry:
+    return RunEntry(name, f"/runs/{name}", size, now - age_days * 86400, None, live)
+
+
+def test_runs_prune_by_size_keeps_what_fits_exactly():
+    now = 1_800_000_000.0
+    runs = [run("a", 100, 0, now), run("b", 100, 1, now), run("c", 100, 2, now), run("d", 100, 3, now)]
+    # 300 bytes fit 3 folders of 100 exactly: only the oldest goes.
+    assert [r.name for r in select(runs, older_than=None, max_size=300, keep_last=None, now=now)] == ["d"]
+    assert [r.name for r in select(runs, older_than=None, max_size=250, keep_last=None, now=now)] == ["c", "d"]
+    # A deleted folder no longer counts: after c and d go, b still fits in 250.
+    assert [r.name for r in select(runs, older_than=None, max_size=199, keep_last=None, now=now)] == ["b", "c", "d"]
+    # A big folder deleted frees its room: the smaller, older one after it is kept.
+    runs = [run("a", 100, 0, now), run("big", 300, 1, now), run("c", 50, 2, now)]
+    assert [r.name for r in select(runs, older_than=None, max_size=200, keep_last=None, now=now)] == ["big"]
+
+
+def test_runs_prune_never_selects_a_live_folder():
+    now = 1_800_000_000.0
+    runs = [run("a", 100, 0, now), run("b", 100, 10, now, live=True), run("c", 100, 20, now)]
+    chosen = select(runs, older_than=86400, max_size=None, keep_last=None, now=now)
+    assert [r.name for r in chosen] == ["c"]
+    assert [r.name for r in select(runs, older_than=None, max_size=None, keep_last=1, now=now)] == ["c"]
