@@ -267,3 +267,36 @@ def test_names_keep_every_byte_and_width():
     same(got, costs)
     assert columns.canonical_text_columns(text_of([("h" * 513, 1.0)])) is None
     assert np.asarray(got[0]).dtype.kind == "S"
+
+
+def test_names_cross_from_workers_as_deltas_and_come_back_whole(tmp_path):
+    """A worker sends a module's names whole once, then where they differ (pgle.profiles.columns
+    `_compact`); the caller rebuilds them (`_whole`), wider names included, per worker."""
+    from pgle.profiles.columns import _SENT, DirectoryColumns, FileColumns, _compact, _NamesDelta, _whole
+
+    base = np.array([f"fusion.{i}".encode() for i in range(100)])
+    renamed = base.copy().astype("S40")
+    renamed[[3, 70]] = [b"fusion.3.a-much-longer-name-than-any", b"x"]
+    shuffled = base[::-1].copy()
+    sent: dict = {}
+    _SENT.clear()
+    try:
+        # (worker, names, sent as a delta): whole first, a delta on them, whole from another
+        # worker, whole when most differ (and the reference for the next).
+        steps = ((7, base, False), (7, renamed, True), (8, renamed, False), (7, shuffled, False),
+                 (7, base, False))
+        for worker, names, as_delta in steps:
+            cols = FileColumns(tmp_path, names.copy(), np.zeros(names.size))
+            folder = DirectoryColumns(tmp_path, {"ab" * 16: cols}, [], [], 0)
+            if worker == 8:  # another process: its own names sent, worker 7's kept aside
+                kept = dict(_SENT)
+                _SENT.clear()
+            _compact("ab" * 16, cols)
+            assert isinstance(cols.names, _NamesDelta) == as_delta
+            if worker == 8:
+                _SENT.clear()
+                _SENT.update(kept)
+            back = _whole(worker, folder, sent)
+            assert back.modules["ab" * 16].names.tolist() == names.tolist()
+    finally:
+        _SENT.clear()
