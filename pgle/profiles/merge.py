@@ -186,6 +186,9 @@ def alias_lines(aliases: Mapping[str, Sequence[str]]) -> list[str]:
 # The occurrence-rank matrix of percentile/median is used while it holds at most twice the
 # values plus this many cells; sparser inputs (names in few of many inputs) sort the values.
 DENSE_SLACK = 1024
+# ... and while the ranks picked (per name: its percentile's, or the median's two) take at most
+# this many values: np.partition selects each in turn.
+DENSE_KTHS = 64
 
 
 class ColumnMerge:
@@ -213,6 +216,7 @@ class ColumnMerge:
         self.present = np.zeros(0, np.int64)  # inputs holding each id
         self.inputs: list[tuple[Any, Any, Any, bool]] = []  # (ids, ranks, costs, duplicates)
         self.nan = False
+        self.negative_zero: list[Any] = []  # ids holding a -0.0 (equal to 0.0, other bits)
 
     def _grow(self) -> None:
         np = self.np
@@ -269,6 +273,11 @@ class ColumnMerge:
         np = self.np
         if np.isnan(costs).any():
             self.nan = True  # Python's sort and min/max order NaN their own way: general path
+        zero = costs == 0
+        if zero.any():
+            negative = zero & np.signbit(costs)
+            if negative.any():
+                self.negative_zero.append(names[negative])
         ids = self._ids_of(names)
         self._grow()
         unique = (ids is self.ref_ids and self.ref_unique) or \
@@ -283,6 +292,13 @@ class ColumnMerge:
             self.present[np.unique(ids)] += 1
         self.inputs.append((ids.astype(np.int32), ranks.astype(np.int32),
                             np.asarray(costs, np.float64), not unique))
+
+    def _negative_zero_ids(self):
+        np = self.np
+        if not self.negative_zero:
+            return np.zeros(0, np.int64)
+        return np.unique(np.array([self.index[b] for names in self.negative_zero
+                                   for b in names.tolist()], np.int64))
 
     def overlaps(self) -> list[tuple[int, float]]:
         """(distinct names, share of them some other input holds) per input, as name_overlap."""
@@ -327,14 +343,22 @@ class ColumnMerge:
             k = (percentile / 100.0 * (count - 1).astype(np.float64)).astype(np.int64)
             lo = hi = np.where(count > 1, k, 0)
         total = sum(ids.size for ids, _, _, _ in self.inputs)
-        if depth * n <= 2 * total + DENSE_SLACK:
-            # Dense: one row per occurrence rank, sorted stably down each name's column.
-            matrix = np.full((depth, n), np.inf)
+        kths = np.unique(np.concatenate((lo, hi))) if n else lo
+        if depth * n <= 2 * total + DENSE_SLACK and kths.size <= DENSE_KTHS:
+            # Dense: one row per name, its values in occurrence order (inf past its count).
+            # Partitioned at the few ranks picked (names of one program share their count):
+            # linear, where a sort is n log n. Equal values are interchangeable but for 0.0 and
+            # -0.0: names holding a -0.0 are sorted stably instead, as merge_profiles does.
+            matrix = np.full((n, depth), np.inf)
             for ids, ranks, costs, _ in self.inputs:
-                matrix[ranks, ids] = costs
-            matrix.sort(axis=0, kind="stable")
-            cols = np.arange(n)
-            pick_lo, pick_hi = matrix[lo, cols], matrix[hi, cols]
+                matrix[ids, ranks] = costs
+            rows = np.arange(n)
+            signed = self._negative_zero_ids()
+            kept = np.sort(matrix[signed], axis=1, kind="stable") if signed.size else None
+            matrix.partition(kths, axis=1)
+            if kept is not None:
+                matrix[signed] = kept
+            pick_lo, pick_hi = matrix[rows, lo], matrix[rows, hi]
         else:
             ids = np.concatenate([x[0] for x in self.inputs]).astype(np.int64)
             costs = np.concatenate([x[2] for x in self.inputs])
