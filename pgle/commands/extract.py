@@ -1,4 +1,4 @@
-"""`pgle collect`'s extraction: the kept trace -> the PGLE files.
+"""`pgle collect`'s extraction: the kept trace -> the PGLE profile.
 
 One file (jaxlib's converter, the mean over everything profiled; or pgle's, `--stat` over the
 profiled steps only) or a directory of `<fingerprint>.pb|.pbtxt` files (`--per-module`), each

@@ -11,7 +11,7 @@ driver calls them, always downward:
    watchdog that stops this rank's workload as soon as a peer's workload failed;
 3. the rank's report lands in the job folder; rank 0 gathers every rank's report (up to
    `--gather-timeout`), calls the workflow's combine step (pgle.verdicts.across_ranks for the
-   verdicts), names the ranks that never reported and writes `<job_dir>/folder.json`; the other
+   verdicts), names the ranks that never reported and writes `<job_dir>/job.json`; the other
    ranks print one line.
 
 In one process none of this happens: the body runs with the plain layout and the plain
@@ -52,7 +52,7 @@ from pgle.launch import execution
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, grouped
 
-JOB_REPORT = "folder.json"
+JOB_REPORT = "job.json"
 
 Launch = Callable[..., "execution.Execution"]
 
