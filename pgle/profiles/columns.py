@@ -122,9 +122,9 @@ _KEEP_FIRST = np.frombuffer(b"".join(b"\xff" * t + b"\0" * (_NAME_WIDTH - t)
 _KEEP_LAST = np.frombuffer(b"".join(b"\0" * (_FIELD - t) + b"\xff" * t for t in range(_FIELD + 1)),
                            "<u8").reshape(_FIELD + 1, -1)
 _ASCII_ZEROS = np.uint64(0x3030303030303030)
-_HI_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
 _LO_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
-_SIXES = np.uint64(0x0606060606060606)
+_PLUS_118 = np.uint64(0x7676767676767676)
+_TOP_BITS = np.uint64(0x8080808080808080)
 _POW10 = np.array([10.0 ** k for k in range(23)])  # exact doubles
 # x86-64's long double holds 64 bits of mantissa (aarch64's 113): u64 / 10**k (k <= 27: 5**k
 # fits 64 bits, so 10**k is exact) is then rounded once. Where long double is a double
@@ -233,7 +233,10 @@ def _canonical_numbers(rows: np.ndarray, start: np.ndarray, end: np.ndarray, len
     z ^= shifted.view("<u8")
     z ^= _ASCII_ZEROS
     z &= _KEEP_LAST[digits]
-    other = ((z & _HI_NIBBLES) | (((z & _LO_NIBBLES) + _SIXES) & _HI_NIBBLES)).any(1)
+    # The file's bytes are ASCII (checked above), so each byte of z is below 0x80 and adding
+    # 0x76 sets its top bit exactly when it is 10 or more, without a carry into the next.
+    over = (z + _PLUS_118) & _TOP_BITS
+    other = (over[:, 0] | over[:, 1] | over[:, 2]) != 0
     scale = np.where(dot, after, 0)
     whole = digits - scale
     first = right[at, f - length]
