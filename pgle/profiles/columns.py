@@ -130,7 +130,7 @@ _POW10 = np.array([10.0 ** k for k in range(23)])  # exact doubles
 # fits 64 bits, so 10**k is exact) is then rounded once. Where long double is a double
 # (macOS, Windows), those values take Python's float().
 _WIDE = np.finfo(np.longdouble).nmant >= 63
-_POW10_WIDE = np.array([10 ** k for k in range(28)], np.longdouble) if _WIDE else None
+_POW10_WIDE = np.array([10 ** k for k in range(28)], np.longdouble)  # exact where _WIDE
 _NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:e[+-][0-9]+)?|-?inf|nan")
 
 
