@@ -201,6 +201,9 @@ def alias_lines(aliases: Mapping[str, Sequence[str]]) -> list[str]:
 # The occurrence-rank matrix of percentile/median is used while it holds at most twice the
 # values plus this many cells; sparser inputs (names in few of many inputs) sort the values.
 DENSE_SLACK = 1024
+# ... and while the ranks picked (per name: its percentile's, or the median's two) take at most
+# this many values: np.partition selects each in turn.
+DENSE_KTHS = 64
 
 
 class ColumnMerge:
@@ -209,7 +212,7 @@ class ColumnMerge:
 
     Names become ids in first-seen order (an input that matches the first one position by
     position costs one vectorized comparison; a few renamed names a dict lookup each; any other
-    order a binary search). Each value keeps its id, its occurrence rank (the how-many-th value
+    order a dict lookup each). Each value keeps its id, its occurrence rank (the how-many-th value
     of its name it is, over the inputs in order) and its cost: 16 bytes, where the files hold
     30-40 bytes a value. The merge then follows `merge_profiles` exactly: the values of a name
     in the order the inputs give them, sorted stably for percentile and median, summed left to
@@ -223,11 +226,11 @@ class ColumnMerge:
         self.names: list[bytes] = []
         self.ref = self.ref_ids = None
         self.ref_unique = True
-        self.sorted_names = self.sorted_ids = None
         self.occ = np.zeros(0, np.int64)  # values so far, per id
         self.present = np.zeros(0, np.int64)  # inputs holding each id
         self.inputs: list[tuple[Any, Any, Any, bool]] = []  # (ids, ranks, costs, duplicates)
         self.nan = False
+        self.negative_zero: list[Any] = []  # ids holding a -0.0 (equal to 0.0, other bits)
 
     def _grow(self) -> None:
         np = self.np
@@ -247,7 +250,6 @@ class ColumnMerge:
                 if i is None:
                     i = index[name] = len(known)
                     known.append(name)
-                    self.sorted_names = None
                 out.append(i)
             return out
 
@@ -265,25 +267,19 @@ class ColumnMerge:
                 ids = self.ref_ids.copy()
                 ids[wrong] = assign(names[wrong].tolist())
                 return ids
-        # Another order: a binary search of every name among the names seen so far.
-        if not known:
-            return np.array(assign(names.tolist()), np.int64)
-        if self.sorted_names is None:
-            universe = np.array(known)
-            order = np.argsort(universe, kind="stable")
-            self.sorted_names, self.sorted_ids = universe[order], order
-        k = np.minimum(np.searchsorted(self.sorted_names, names), self.sorted_names.size - 1)
-        found = self.sorted_names[k] == names
-        ids = np.where(found, self.sorted_ids[k], -1)
-        missing = np.flatnonzero(~found)
-        if missing.size:
-            ids[missing] = assign(names[missing].tolist())
-        return ids
+        # Another order: a dict lookup per name (half the time of sorting the names seen so
+        # far again, as each rank adds a few, and a binary search; issue 25).
+        return np.array(assign(names.tolist()), np.int64)
 
     def add(self, names: Any, costs: Any) -> None:
         np = self.np
         if np.isnan(costs).any():
             self.nan = True  # Python's sort and min/max order NaN their own way: general path
+        zero = costs == 0
+        if zero.any():
+            negative = zero & np.signbit(costs)
+            if negative.any():
+                self.negative_zero.append(names[negative])
         ids = self._ids_of(names)
         self._grow()
         unique = (ids is self.ref_ids and self.ref_unique) or (
@@ -305,6 +301,13 @@ class ColumnMerge:
                 not unique,
             )
         )
+
+    def _negative_zero_ids(self) -> Any:  # an int64 numpy array (numpy imported lazily)
+        np = self.np
+        if not self.negative_zero:
+            return np.zeros(0, np.int64)
+        return np.unique(np.array([self.index[b] for names in self.negative_zero
+                                   for b in names.tolist()], np.int64))
 
     def overlaps(self) -> list[tuple[int, float]]:
         """(distinct names, share of them some other input holds) per input, as name_overlap."""
@@ -353,14 +356,22 @@ class ColumnMerge:
             k = (percentile / 100.0 * (count - 1).astype(np.float64)).astype(np.int64)
             lo = hi = np.where(count > 1, k, 0)
         total = sum(ids.size for ids, _, _, _ in self.inputs)
-        if depth * n <= 2 * total + DENSE_SLACK:
-            # Dense: one row per occurrence rank, sorted stably down each name's column.
-            matrix = np.full((depth, n), np.inf)
+        kths = np.unique(np.concatenate((lo, hi))) if n else lo
+        if depth * n <= 2 * total + DENSE_SLACK and kths.size <= DENSE_KTHS:
+            # Dense: one row per name, its values in occurrence order (inf past its count).
+            # Partitioned at the few ranks picked (names of one program share their count):
+            # linear, where a sort is n log n. Equal values are interchangeable but for 0.0 and
+            # -0.0: names holding a -0.0 are sorted stably instead, as merge_profiles does.
+            matrix = np.full((n, depth), np.inf)
             for ids, ranks, costs, _ in self.inputs:
-                matrix[ranks, ids] = costs
-            matrix.sort(axis=0, kind="stable")
-            cols = np.arange(n)
-            pick_lo, pick_hi = matrix[lo, cols], matrix[hi, cols]
+                matrix[ids, ranks] = costs
+            rows = np.arange(n)
+            signed = self._negative_zero_ids()
+            kept = np.sort(matrix[signed], axis=1, kind="stable") if signed.size else None
+            matrix.partition(kths, axis=1)
+            if kept is not None:
+                matrix[signed] = kept
+            pick_lo, pick_hi = matrix[rows, lo], matrix[rows, hi]
         else:
             ids = np.concatenate([x[0] for x in self.inputs]).astype(np.int64)
             costs = np.concatenate([x[2] for x in self.inputs])

@@ -239,3 +239,28 @@ def test_binary_profile_protobuf_rejects_is_refused(tmp_path):
         columns.read_file_columns(tmp_path / "b.pb")
     with pytest.raises(ProfileError, match="b.pb is not a valid binary"):
         merge_report([tmp_path / "a.pb", tmp_path / "b.pb"], tmp_path / "m.pb")
+
+
+@pytest.mark.parametrize("method", ["percentile", "median"])
+def test_zeros_of_both_signs_pick_as_a_stable_sort_does(method):
+    """0.0 and -0.0 are equal but written differently: the dense merge partitions its rows
+    (issue 25), which orders equal values arbitrarily; names holding a -0.0 must still give
+    the bits merge_profiles' stable sort gives."""
+    import struct
+
+    import numpy as np
+
+    from pgle.profiles.merge import ColumnMerge, merge_profiles
+
+    rng = random.Random(1)
+    for _ in range(60):
+        inputs = [[(f"n{j}", rng.choice([0.0, -0.0, 0.0, 1.0, -1.0])) for j in range(5)]
+                  for _ in range(rng.randrange(5, 60))]
+        merge = ColumnMerge()
+        for costs in inputs:
+            merge.add(np.array([n.encode() for n, _ in costs]), np.array([c for _, c in costs]))
+        for pct in (0, 10, 50, 90, 100):
+            _, got = merge.merge(method, pct)
+            expected = merge_profiles([Profile(c) for c in inputs], method=method, percentile=pct)
+            assert [struct.pack("<d", v) for v in got.tolist()] == \
+                [struct.pack("<d", v) for _, v in expected.costs]
