@@ -79,13 +79,7 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
     if prof.is_empty():
         report.reasons += diagnose_empty(ex)
         if not opts.allow_empty:
-            report.status = Collected.EMPTY
-            report.exit_code = EXIT_ERROR
-            report.profile["path"] = None
-            report.summary.append("collect failed: the profile is empty: "
-                                  + "; ".join(report.reasons))
-            report.summary.append("pass --allow-empty to write it anyway")
-            return report
+            return _refused_empty(report, "the profile")
         report.warnings.append("the profile is empty (written because of --allow-empty): "
                                + "; ".join(report.reasons))
     window = report.details["window"]
@@ -107,6 +101,17 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
     return report
 
 
+
+
+def _refused_empty(report: Report, what: str) -> Report:
+    """An empty profile without --allow-empty: nothing written, exit 1, the diagnosis said."""
+    report.status = Collected.EMPTY
+    report.exit_code = EXIT_ERROR
+    assert report.profile is not None
+    report.profile["path"] = None
+    report.summary.append(f"collect failed: {what} is empty: " + "; ".join(report.reasons))
+    report.summary.append("pass --allow-empty to write it anyway")
+    return report
 
 def check_directory_target(path: str, *, force: bool) -> Path:
     """`-o` with --per-module: a new or empty directory; a non-empty one only with --force,
@@ -225,13 +230,7 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
                           "format": fmt, "instructions": 0, "latencies": 0, "modules": {},
                           "files": [], "sha256": None, "converter": "pgle"}
         if not opts.allow_empty:
-            report.status = Collected.EMPTY
-            report.exit_code = EXIT_ERROR
-            report.profile["path"] = None
-            report.summary.append("collect failed: the per-module profile is empty: "
-                                  + "; ".join(report.reasons))
-            report.summary.append("pass --allow-empty to write it anyway")
-            return report
+            return _refused_empty(report, "the per-module profile")
         report.warnings.append("the profile is empty (an empty directory written because of "
                                "--allow-empty): " + "; ".join(report.reasons))
         check_directory_target(output, force=opts.force)
