@@ -26,7 +26,8 @@ def test_an_empty_profile_is_refused_then_written_with_allow_empty(project):
     proc = run_pgle("collect", "--steps", "2:2", "-o", "p.pb", "steps.py", cwd=project)
     assert proc.returncode == 1, proc.stderr.decode()[-2000:]
     lines = pgle_lines(proc)
-    failed = [line for line in lines if line.startswith("pgle: collect failed: the profile is empty: ")]
+    failed = [line for line in lines
+              if line.startswith("pgle: collect failed: the profile is empty: ")]
     assert failed and "backend cpu" in failed[0], lines
     assert "pgle: pass --allow-empty to write it anyway" in lines
     assert not (project / "p.pb").exists() and not (project / "p.pb.manifest.json").exists()
