@@ -20,15 +20,22 @@ from .output import finish
 @click.command(
     short_help="Run with JAX's auto PGLE and verify each module was re-optimized.",
     help="Run the workload with JAX's auto PGLE and report, per module, whether it was "
-                    "recompiled with a non-empty profile.\n\n" + WORKLOAD_HELP)
+    "recompiled with a non-empty profile.\n\n" + WORKLOAD_HELP,
+)
 @workload_options
 @auto_pgle_options
 @store_options
 @job_options
 @report_options
-def auto(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
-         **options: Any) -> None:
+def auto(
+    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
-    finish(lambda: api.auto(*words, **options), json_out=json_out, report_path=report_path,
-           debug=debug, job=True)
+    finish(
+        lambda: api.auto(*words, **options),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+        job=True,
+    )

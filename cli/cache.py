@@ -14,8 +14,9 @@ from .output import echo, emit, finish, table
 
 
 @click.group(
-    short_help='List, total and prune a JAX persistent compilation cache.',
-    help="Inspect and prune a JAX persistent compilation cache directory.")
+    short_help="List, total and prune a JAX persistent compilation cache.",
+    help="Inspect and prune a JAX persistent compilation cache directory.",
+)
 def cache() -> None:
     pass
 
@@ -25,9 +26,13 @@ def _entries(report: Report) -> None:
     rows = report.details["entries"]
     if not rows:
         return
-    for line in table(("MODULE", "ROLE", ">SIZE", "MODIFIED", "KEY"),
-                      [(r["module"], r["role_label"], human_bytes(r["size"]), r["modified"],
-                        r["key"]) for r in rows]):
+    for line in table(
+        ("MODULE", "ROLE", ">SIZE", "MODIFIED", "KEY"),
+        [
+            (r["module"], r["role_label"], human_bytes(r["size"]), r["modified"], r["key"])
+            for r in rows
+        ],
+    ):
         echo(line)
     echo("")
     _module_totals(report)
@@ -35,11 +40,19 @@ def _entries(report: Report) -> None:
 
 def _module_totals(report: Report) -> None:
     labels = report.details["role_labels"]
-    for line in table(("MODULE", ">ENTRIES", ">SIZE", "NEWEST", "ROLES"),
-                      [(t["module"], str(t["entries"]), human_bytes(t["bytes"]),
-                        t["newest"] or "-",
-                        ", ".join(f"{n} {labels[role]}" for role, n in sorted(t["roles"].items())))
-                       for t in report.modules]):
+    for line in table(
+        ("MODULE", ">ENTRIES", ">SIZE", "NEWEST", "ROLES"),
+        [
+            (
+                t["module"],
+                str(t["entries"]),
+                human_bytes(t["bytes"]),
+                t["newest"] or "-",
+                ", ".join(f"{n} {labels[role]}" for role, n in sorted(t["roles"].items())),
+            )
+            for t in report.modules
+        ],
+    ):
         echo(line)
 
 
@@ -47,8 +60,10 @@ def _stats(report: Report) -> None:
     """Totals per role, then per module: the command's product, on stdout."""
     labels = report.details["role_labels"]
     total = report.details["total"]
-    rows = [(labels[role], str(r["entries"]), human_bytes(r["bytes"]))
-            for role, r in sorted(report.details["roles"].items())]
+    rows = [
+        (labels[role], str(r["entries"]), human_bytes(r["bytes"]))
+        for role, r in sorted(report.details["roles"].items())
+    ]
     rows.append(("total", str(total["entries"]), human_bytes(total["bytes"])))
     for line in table(("ROLE", ">ENTRIES", ">SIZE"), rows):
         echo(line)
@@ -57,14 +72,22 @@ def _stats(report: Report) -> None:
         _module_totals(report)
 
 
-@cache.command("ls", help="List entries: module, role (from pgle's manifest), size, time, key; "
-                          "then totals per module.")
+@cache.command(
+    "ls",
+    help="List entries: module, role (from pgle's manifest), size, time, key; "
+    "then totals per module.",
+)
 @click.argument("cache_dir", metavar="DIR")
-@click.option("--module", multiple=True, metavar="NAME",
-              help="Only this module (glob patterns allowed; repeatable).")
+@click.option(
+    "--module",
+    multiple=True,
+    metavar="NAME",
+    help="Only this module (glob patterns allowed; repeatable).",
+)
 @report_options
-def ls_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bool,
-           **options: Any) -> None:
+def ls_cmd(
+    cache_dir: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     def produce() -> Report:
         from pgle import api
 
@@ -76,8 +99,9 @@ def ls_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bool,
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
-@cache.command("stats", help="Totals per role and per module on stdout; flags manifest entries "
-                             "that are gone.")
+@cache.command(
+    "stats", help="Totals per role and per module on stdout; flags manifest entries that are gone."
+)
 @click.argument("cache_dir", metavar="DIR")
 @report_options
 def stats_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bool) -> None:
@@ -92,17 +116,29 @@ def stats_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bo
     finish(produce, json_out=json_out, report_path=report_path, debug=debug)
 
 
-@cache.command("prune", help="Delete entries by age and/or module. Dry run unless --yes. Touches "
-                             "only *-cache and *-atime files.")
+@cache.command(
+    "prune",
+    help="Delete entries by age and/or module. Dry run unless --yes. Touches "
+    "only *-cache and *-atime files.",
+)
 @click.argument("cache_dir", metavar="DIR")
-@click.option("--older-than", default=None, metavar="DURATION",
-              help="Entries last used longer ago than this: 30m, 12h, 7d, 2w.")
-@click.option("--module", multiple=True, metavar="NAME",
-              help="Entries of this module (glob patterns allowed; repeatable).")
+@click.option(
+    "--older-than",
+    default=None,
+    metavar="DURATION",
+    help="Entries last used longer ago than this: 30m, 12h, 7d, 2w.",
+)
+@click.option(
+    "--module",
+    multiple=True,
+    metavar="NAME",
+    help="Entries of this module (glob patterns allowed; repeatable).",
+)
 @click.option("--yes", is_flag=True, help="Really delete (default: only show what would go).")
 @report_options
-def prune_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bool,
-              **options: Any) -> None:
+def prune_cmd(
+    cache_dir: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     def produce() -> Report:
         from pgle import api
 

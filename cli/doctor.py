@@ -12,16 +12,27 @@ from .options import report_options
 from .output import echo, finish, table
 
 
-@click.command("doctor",
-               short_help="Check jax, GPU, CUPTI, nsys, XLA_FLAGS and the cache before a job.")
-@click.option("--workflow", type=click.Choice(["manual", "auto", "prewarm", "nsys"]),
-              default="manual", show_default=True, help="Which workflow's checks apply.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-              help="The compilation cache directory for prewarm/nsys (default: "
-                   "$JAX_COMPILATION_CACHE_DIR).")
-@click.option("--probe", is_flag=True,
-              help="Also start jax with your XLA_FLAGS to see which flags jaxlib rejects "
-                   "(a few seconds).")
+@click.command(
+    "doctor", short_help="Check jax, GPU, CUPTI, nsys, XLA_FLAGS and the cache before a job."
+)
+@click.option(
+    "--workflow",
+    type=click.Choice(["manual", "auto", "prewarm", "nsys"]),
+    default="manual",
+    show_default=True,
+    help="Which workflow's checks apply.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The compilation cache directory for prewarm/nsys (default: $JAX_COMPILATION_CACHE_DIR).",
+)
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="Also start jax with your XLA_FLAGS to see which flags jaxlib rejects (a few seconds).",
+)
 @report_options
 def doctor(json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
     """Check python, jax, the backend, CUPTI, nsys, XLA_FLAGS, the environment and the cache.
@@ -29,6 +40,7 @@ def doctor(json_out: bool, report_path: str | None, debug: bool, **options: Any)
     Prints one line per check (ok, WARN, ERROR, with what to do); exits 1 when
     any check is an error.
     """
+
     def produce() -> Report:
         from pgle import api
 
@@ -43,7 +55,14 @@ def doctor(json_out: bool, report_path: str | None, debug: bool, **options: Any)
 
 def checks_table(checks: list[dict[str, Any]]) -> list[str]:
     """CHECK, STATUS, FOUND -> WHAT TO DO: one line per check, the columns aligned."""
-    return table(("CHECK", "STATUS", "FOUND -> WHAT TO DO"),
-                 [(c["check"], c["status"].upper() if c["status"] != "ok" else "ok",
-                   c["found"] + (f"  -> {c['todo']}" if c.get("todo") else ""))
-                  for c in checks])
+    return table(
+        ("CHECK", "STATUS", "FOUND -> WHAT TO DO"),
+        [
+            (
+                c["check"],
+                c["status"].upper() if c["status"] != "ok" else "ok",
+                c["found"] + (f"  -> {c['todo']}" if c.get("todo") else ""),
+            )
+            for c in checks
+        ],
+    )

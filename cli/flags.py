@@ -12,23 +12,28 @@ from .options import report_options
 from .output import echo, finish
 
 
-@click.group("flags", short_help='Explain an XLA_FLAGS string: meaning, defaults, status.')
+@click.group("flags", short_help="Explain an XLA_FLAGS string: meaning, defaults, status.")
 def flags() -> None:
     """Explain XLA flags."""
 
 
 @flags.command("explain", context_settings={"ignore_unknown_options": True})
 @click.argument("xla_flags", nargs=-1, type=click.UNPROCESSED, metavar='["XLA_FLAGS string"]')
-@click.option("--probe", is_flag=True,
-              help="Also ask the installed jaxlib (starts jax on CPU; a few seconds).")
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="Also ask the installed jaxlib (starts jax on CPU; a few seconds).",
+)
 @report_options
-def explain(xla_flags: tuple[str, ...], probe: bool, json_out: bool, report_path: str | None,
-            debug: bool) -> None:
+def explain(
+    xla_flags: tuple[str, ...], probe: bool, json_out: bool, report_path: str | None, debug: bool
+) -> None:
     """Print each flag's meaning, default, jax versions and status (default: $XLA_FLAGS).
 
     Exits 1 when XLA would abort on a flag (removed, unknown to jaxlib with
     --probe, or a value it cannot read).
     """
+
     def produce() -> Report:
         from pgle import api
 

@@ -25,98 +25,157 @@ from .output import finish
 
 
 @click.command(
-    short_help='Profile a workload and extract the PGLE profile.',
-    help="Profile a window of the workload and extract the PGLE profile.\n\n" + WORKLOAD_HELP)
+    short_help="Profile a workload and extract the PGLE profile.",
+    help="Profile a window of the workload and extract the PGLE profile.\n\n" + WORKLOAD_HELP,
+)
 @workload_options
 @window_options
-@click.option("-o", "--output", default=None,
-              help="Profile to write: .pb (binary) or .pbtxt (text) [default: profile.pb]; with "
-                   "--per-module a new or empty directory [default: profiles/].")
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    help="Profile to write: .pb (binary) or .pbtxt (text) [default: profile.pb]; with "
+    "--per-module a new or empty directory [default: profiles/].",
+)
 @force_option
 @click.option("--allow-empty", is_flag=True, help="Write the profile even when it is empty.")
 @extraction_options
-@click.option("--rank", type=int, default=None, metavar="N",
-              help="Multi-process: only rank N runs the profiler and writes -o; the other ranks "
-                   "run unprofiled. Default: every rank profiles, and without %r in -o rank 0 "
-                   "merges the ranks' profiles into -o.")
+@click.option(
+    "--rank",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Multi-process: only rank N runs the profiler and writes -o; the other ranks "
+    "run unprofiled. Default: every rank profiles, and without %r in -o rank 0 "
+    "merges the ranks' profiles into -o.",
+)
 @store_options
 @job_options
 @report_options
-def collect(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
-            **options: Any) -> None:
+def collect(
+    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
-    finish(lambda: api.collect(*words, **options), json_out=json_out, report_path=report_path,
-           debug=debug, job=True)
+    finish(
+        lambda: api.collect(*words, **options),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+        job=True,
+    )
 
 
 @click.command(
-    short_help='Run a workload with a PGLE profile and verify XLA used it.',
+    short_help="Run a workload with a PGLE profile and verify XLA used it.",
     help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
-               + WORKLOAD_HELP)
-@click.option("--profile", default=None,
-              help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files "
-                   "(or --store instead).")
-@click.option("--profile-store", default=None, type=click.Path(file_okay=False),
-              help="Where the content-addressed copy handed to XLA goes (default .pgle/profiles).")
+    + WORKLOAD_HELP,
+)
+@click.option(
+    "--profile",
+    default=None,
+    help="A .pb/.pbtxt profile, or a directory of <fingerprint>.pb|.pbtxt files "
+    "(or --store instead).",
+)
+@click.option(
+    "--profile-store",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Where the content-addressed copy handed to XLA goes (default .pgle/profiles).",
+)
 @workload_options
 @verdict_options
 @store_options
-@click.option("--trace-window", is_flag=True,
-              help="Also keep a trace of collect's default window (left out of the step "
-                   "times): the after-picture for `pgle report`.")
+@click.option(
+    "--trace-window",
+    is_flag=True,
+    help="Also keep a trace of collect's default window (left out of the step "
+    "times): the after-picture for `pgle report`.",
+)
 @job_options
 @report_options
-def run(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
-        **options: Any) -> None:
+def run(
+    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
-    finish(lambda: api.run(*words, **options), json_out=json_out, report_path=report_path,
-           debug=debug, job=True)
+    finish(
+        lambda: api.run(*words, **options),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+        job=True,
+    )
 
 
 @click.command(
-    short_help='Collect, then run with the profile: one verdict, with step times.',
+    short_help="Collect, then run with the profile: one verdict, with step times.",
     help="Collect, then run with the profile: one verdict, with the step times of both "
-                    "phases.\n\n" + WORKLOAD_HELP)
+    "phases.\n\n" + WORKLOAD_HELP,
+)
 @workload_options
 @window_options
-@click.option("-o", "--output", default=None,
-              help="Where to keep the profile (default: inside the run folder); with "
-                   "--per-module a new or empty directory.")
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    help="Where to keep the profile (default: inside the run folder); with "
+    "--per-module a new or empty directory.",
+)
 @force_option
 @extraction_options
 @verdict_options
 @store_options
 @job_options
-@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Runs of each arm (baseline and with the profile, or each --compare arm), "
-                   "alternating, with your own flags; the step-time ratio gets a bootstrap "
-                   "interval from them.")
-@click.option("--compare", default=None, metavar="ARMS",
-              help="Compare these arms instead of baseline vs profile: default, o1 "
-                   "(JAX_OPTIMIZATION_LEVEL=O1), sol (XLA's speed-of-light estimator), pgle, and "
-                   "sums such as o1+pgle; e.g. default,o1,pgle,o1+pgle.")
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Runs of each arm (baseline and with the profile, or each --compare arm), "
+    "alternating, with your own flags; the step-time ratio gets a bootstrap "
+    "interval from them.",
+)
+@click.option(
+    "--compare",
+    default=None,
+    metavar="ARMS",
+    help="Compare these arms instead of baseline vs profile: default, o1 "
+    "(JAX_OPTIMIZATION_LEVEL=O1), sol (XLA's speed-of-light estimator), pgle, and "
+    "sums such as o1+pgle; e.g. default,o1,pgle,o1+pgle.",
+)
 @report_options
-def tune(words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
-         **options: Any) -> None:
+def tune(
+    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
     # --report X.html: pgle report's HTML page of the run instead of the JSON report.
     html = report_path if report_path and report_path.lower().endswith((".html", ".htm")) else None
-    finish(lambda: api.tune(*words, report=html, **options), json_out=json_out,
-           report_path=None if html else report_path, debug=debug, job=True)
+    finish(
+        lambda: api.tune(*words, report=html, **options),
+        json_out=json_out,
+        report_path=None if html else report_path,
+        debug=debug,
+        job=True,
+    )
 
 
 @click.command(
-    short_help='Build the PGLE verdict from a saved log.',
-    help="Build the PGLE verdict from a saved log (`-` for stdin).")
+    short_help="Build the PGLE verdict from a saved log.",
+    help="Build the PGLE verdict from a saved log (`-` for stdin).",
+)
 @click.argument("log", metavar="LOG")
-@click.option("--profile", default=None,
-              help="The profile the run was given: checked against what the log read.")
-@click.option("--backend", default=None,
-              help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means "
-                   "not_applicable.")
+@click.option(
+    "--profile",
+    default=None,
+    help="The profile the run was given: checked against what the log read.",
+)
+@click.option(
+    "--backend",
+    default=None,
+    help="The run's backend (gpu, cpu, ...): with no PGLE line, cpu means not_applicable.",
+)
 @click.option(
     "--accuracy-checker-off",
     is_flag=True,

@@ -22,33 +22,44 @@ class _SplitAtDashes(click.Command):
     def parse_args(self, ctx, args):
         if "--" in args:
             i = args.index("--")
-            args, ctx.meta["pgle_workload"] = args[:i], args[i + 1:]
+            args, ctx.meta["pgle_workload"] = args[:i], args[i + 1 :]
         else:
             ctx.meta["pgle_workload"] = None
         return super().parse_args(ctx, args)
 
 
 @click.command(
-    short_help='Run under Nsight Systems; verify it loaded the prewarmed PGLE modules.',
+    short_help="Run under Nsight Systems; verify it loaded the prewarmed PGLE modules.",
     cls=_SplitAtDashes,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     help="Run the workload under Nsight Systems with JAX_COMPILATION_CACHE_EXPECT_PGLE and the "
-         "environment `pgle prewarm` recorded in DIR, and report per module whether it loaded its "
-         "PGLE-optimized executable, fell back, or was compiled anew.\n\n"
-         "pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] (or -- -m MODULE [ARGS], or "
-         "-- COMMAND [ARGS]: bash run.sh, python -m pkg). "
-         "Options pgle does not know go to `nsys profile` as they are.",
+    "environment `pgle prewarm` recorded in DIR, and report per module whether it loaded its "
+    "PGLE-optimized executable, fell back, or was compiled anew.\n\n"
+    "pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] (or -- -m MODULE [ARGS], or "
+    "-- COMMAND [ARGS]: bash run.sh, python -m pkg). "
+    "Options pgle does not know go to `nsys profile` as they are.",
 )
 @click.option("--cache-dir", required=True, metavar="DIR", help="The cache `pgle prewarm` filled.")
-@click.option("--nsys", default=None, metavar="PATH",
-              help="The nsys executable (default: nsys on PATH).")
-@click.option("--launcher", default=None, metavar="CMD",
-              help="Another wrapper instead of `nsys profile`, e.g. nsys-jax: run as "
-                   "CMD [NSYS OPTIONS] -- python ...")
-@click.option("--force", is_flag=True,
-              help="Start even when flags, versions or the cache path differ from the prewarm run.")
-@click.option("--require-all", is_flag=True,
-              help="Exit 3 unless every module loaded its PGLE-optimized executable.")
+@click.option(
+    "--nsys", default=None, metavar="PATH", help="The nsys executable (default: nsys on PATH)."
+)
+@click.option(
+    "--launcher",
+    default=None,
+    metavar="CMD",
+    help="Another wrapper instead of `nsys profile`, e.g. nsys-jax: run as "
+    "CMD [NSYS OPTIONS] -- python ...",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Start even when flags, versions or the cache path differ from the prewarm run.",
+)
+@click.option(
+    "--require-all",
+    is_flag=True,
+    help="Exit 3 unless every module loaded its PGLE-optimized executable.",
+)
 @click.option(
     "--require",
     "require",

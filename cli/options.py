@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import click
 
-WORKLOAD_HELP = ("SCRIPT [-- ARGS], -m MODULE [-- ARGS], or -- COMMAND [ARGS] (any launcher: "
-                 "bash run.sh, python -m pkg, torchrun ...; pgle reaches every Python process "
-                 "below it that imports jax); arguments after -- reach the workload untouched.")
+WORKLOAD_HELP = (
+    "SCRIPT [-- ARGS], -m MODULE [-- ARGS], or -- COMMAND [ARGS] (any launcher: "
+    "bash run.sh, python -m pkg, torchrun ...; pgle reaches every Python process "
+    "below it that imports jax); arguments after -- reach the workload untouched."
+)
 
 
 def report_options(f):
     """--json, --report FILE and --debug for a command that returns a Report."""
     f = click.option("--debug", is_flag=True, help="Show a traceback on errors.")(f)
     f = click.option(
-        "--report", "report_path", type=click.Path(dir_okay=False), default=None,
+        "--report",
+        "report_path",
+        type=click.Path(dir_okay=False),
+        default=None,
         help="Also write the JSON report to this file (on errors too). In a multi-process job "
-             "it may hold %r; without it only rank 0 writes it.",
+        "it may hold %r; without it only rank 0 writes it.",
     )(f)
     f = click.option("--json", "json_out", is_flag=True, help="Print the JSON report on stdout.")(f)
     return f
@@ -23,29 +28,48 @@ def report_options(f):
 
 def run_folder_options(f):
     """--run-dir and --log: where one launch keeps everything, and a copy of its log."""
-    f = click.option("--run-dir", default=None, type=click.Path(file_okay=False),
-                     help="Run folder (default .pgle/runs/<stamp>-<command>-<pid>; in a "
-                          "multi-process job <job folder>/rank-<r>/, and a given one must hold "
-                          "%r).")(f)
-    f = click.option("--log", default=None, type=click.Path(dir_okay=False),
-                     help="Also copy the workload's full log here (multi-process: with %r).")(f)
+    f = click.option(
+        "--run-dir",
+        default=None,
+        type=click.Path(file_okay=False),
+        help="Run folder (default .pgle/runs/<stamp>-<command>-<pid>; in a "
+        "multi-process job <job folder>/rank-<r>/, and a given one must hold "
+        "%r).",
+    )(f)
+    f = click.option(
+        "--log",
+        default=None,
+        type=click.Path(dir_okay=False),
+        help="Also copy the workload's full log here (multi-process: with %r).",
+    )(f)
     return f
 
 
 def workload_options(f):
     """SCRIPT [-- ARGS] or -m MODULE, plus the run folder options."""
     f = click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [-- ARGS...]")(f)
-    f = click.option("-m", "--module", "module", default=None, metavar="MODULE",
-                     help="Run a module as `python -m MODULE` does.")(f)
-    f = click.option("--verbose", is_flag=True, expose_value=False, callback=_verbose,
-                     help="Show XLA's INFO/VLOG lines pgle turned on live (they always go to "
-                          "workload.log).")(f)
+    f = click.option(
+        "-m",
+        "--module",
+        "module",
+        default=None,
+        metavar="MODULE",
+        help="Run a module as `python -m MODULE` does.",
+    )(f)
+    f = click.option(
+        "--verbose",
+        is_flag=True,
+        expose_value=False,
+        callback=_verbose,
+        help="Show XLA's INFO/VLOG lines pgle turned on live (they always go to workload.log).",
+    )(f)
     return run_folder_options(f)
 
 
 def _verbose(ctx, param, value):
     if value:  # read by pgle.launch.childenv (PGLE_VERBOSE) when it builds the child's env
         import os
+
         os.environ["PGLE_VERBOSE"] = "1"
 
 

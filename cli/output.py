@@ -24,9 +24,16 @@ from pgle.report import Report
 # Control characters (C0 but tab, DEL, C1) and the bidi overrides that reorder what a terminal
 # shows: text read from foreign data (a profile's names, a store entry, a log line) could move
 # the cursor, retitle the window or hide text. Shown as escapes instead (`\x1b`, `\u202e`).
-_UNPRINTABLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
-                for c in [*range(0x09), *range(0x0a, 0x20), *range(0x7f, 0xa0),
-                          *range(0x202a, 0x202f), *range(0x2066, 0x206a)]}
+_UNPRINTABLE = {
+    c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
+    for c in [
+        *range(0x09),
+        *range(0x0A, 0x20),
+        *range(0x7F, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    ]
+}
 
 
 def printable(text: str) -> str:

@@ -23,71 +23,123 @@ def _to_stdout(report: Report, json_out: bool) -> Report:
 
 
 @click.command(
-    "inspect", short_help='Show what a profile holds: counts, top costs, categories.',
+    "inspect",
+    short_help="Show what a profile holds: counts, top costs, categories.",
     help="Show what a profile (file or per-module directory) holds: counts, total and top costs, "
-         "cost by category, collectives, modules. Exit 1 if it is empty.")
+    "cost by category, collectives, modules. Exit 1 if it is empty.",
+)
 @click.argument("profile", metavar="PROFILE")
-@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
-              help="How many of the costliest instructions to list.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="How many of the costliest instructions to list.",
+)
 @report_options
-def inspect(profile: str, top: int, json_out: bool, report_path: str | None,
-            debug: bool) -> None:
+def inspect(profile: str, top: int, json_out: bool, report_path: str | None, debug: bool) -> None:
     from pgle import api
 
-    finish(lambda: _to_stdout(api.inspect(profile, top=top), json_out), json_out=json_out,
-           report_path=report_path, debug=debug)
+    finish(
+        lambda: _to_stdout(api.inspect(profile, top=top), json_out),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+    )
 
 
 @click.command(
-    "diff", short_help='Compare two profiles: missing instructions, largest changes.',
+    "diff",
+    short_help="Compare two profiles: missing instructions, largest changes.",
     help="Compare two profiles: instructions only in A or B, the largest cost changes (absolute "
-         "and relative) and the shift per category.")
+    "and relative) and the shift per category.",
+)
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
-              help="How many of the largest changes to list.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="How many of the largest changes to list.",
+)
 @report_options
 def diff(a: str, b: str, top: int, json_out: bool, report_path: str | None, debug: bool) -> None:
     from pgle import api
 
-    finish(lambda: _to_stdout(api.diff(a, b, top=top), json_out), json_out=json_out,
-           report_path=report_path, debug=debug)
+    finish(
+        lambda: _to_stdout(api.diff(a, b, top=top), json_out),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+    )
 
 
 @click.command(
-    "merge", short_help="Merge profiles of several runs or ranks (jaxlib's percentile rule).",
+    "merge",
+    short_help="Merge profiles of several runs or ranks (jaxlib's percentile rule).",
     help="Merge profiles of several runs or ranks into one. The default equals jaxlib's "
-         "aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the sorted "
-         "costs); unlike jaxlib, latencies are kept. Directories merge per module.")
+    "aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the sorted "
+    "costs); unlike jaxlib, latencies are kept. Directories merge per module.",
+)
 @click.argument("profiles", nargs=-1, required=True, metavar="PROFILE...")
-@click.option("-o", "--output", required=True, metavar="OUT",
-              help="Output .pb/.pbtxt file, or directory for directory inputs.")
-@click.option("--method", type=click.Choice(["percentile", "median", "mean", "min", "max"]),
-              default="percentile", show_default=True)
-@click.option("--percentile", type=click.IntRange(0, 100), default=90, show_default=True,
-              help="For --method percentile (JAX auto PGLE's default is 90).")
-@click.option("--force", is_flag=True, help="Replace OUT if it exists (a directory only if it "
-              "holds nothing but profiles and their manifest).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="OUT",
+    help="Output .pb/.pbtxt file, or directory for directory inputs.",
+)
+@click.option(
+    "--method",
+    type=click.Choice(["percentile", "median", "mean", "min", "max"]),
+    default="percentile",
+    show_default=True,
+)
+@click.option(
+    "--percentile",
+    type=click.IntRange(0, 100),
+    default=90,
+    show_default=True,
+    help="For --method percentile (JAX auto PGLE's default is 90).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace OUT if it exists (a directory only if it "
+    "holds nothing but profiles and their manifest).",
+)
 @report_options
-def merge(profiles: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool,
-          **options: Any) -> None:
+def merge(
+    profiles: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     from pgle import api
 
-    finish(lambda: api.merge(*profiles, **options), json_out=json_out, report_path=report_path,
-           debug=debug)
+    finish(
+        lambda: api.merge(*profiles, **options),
+        json_out=json_out,
+        report_path=report_path,
+        debug=debug,
+    )
 
 
 @click.command(
-    "convert", short_help='Convert profiles (binary/text, file/directory) or a trace.',
+    "convert",
+    short_help="Convert profiles (binary/text, file/directory) or a trace.",
     help="Convert a profile: binary <-> text (by extension), single file <-> "
-         "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
-         "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>), an Nsight "
-         "Systems report (.nsys-rep, exported with the nsys on PATH), its SQLite export or an "
-         "nsys-jax archive (.zip): a directory OUT then gets one profile per module.")
+    "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
+    "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>), an Nsight "
+    "Systems report (.nsys-rep, exported with the nsys on PATH), its SQLite export or an "
+    "nsys-jax archive (.zip): a directory OUT then gets one profile per module.",
+)
 @click.argument("src", metavar="IN")
 @click.argument("out", metavar="OUT")
-@click.option("--module", multiple=True, metavar="FP",
-              help="Module fingerprint(s): the modules to write (XLA's view of each).")
+@click.option(
+    "--module",
+    multiple=True,
+    metavar="FP",
+    help="Module fingerprint(s): the modules to write (XLA's view of each).",
+)
 @click.option(
     "--qualify",
     metavar="FP",

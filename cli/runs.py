@@ -18,8 +18,9 @@ ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pg
 @click.group(
     short_help="List and prune the run folders under .pgle/runs (logs, traces).",
     help="List and prune pgle's run folders (default ROOT: .pgle/runs). A folder in use is never "
-         "deleted: its pgle still runs on this host, or refreshed the folder's lease.json less "
-         "than 10 minutes ago on another host of a shared filesystem.")
+    "deleted: its pgle still runs on this host, or refreshed the folder's lease.json less "
+    "than 10 minutes ago on another host of a shared filesystem.",
+)
 def runs() -> None:
     pass
 
@@ -40,9 +41,13 @@ def ls_cmd(root: str, json_out: bool, report_path: str | None, debug: bool) -> N
         report = api.runs_ls(root)
         rows = report.details["runs"]
         if not json_out and rows:  # the listing is the command's product: stdout
-            for line in table(("RUN", ">SIZE", "MODIFIED", "IN USE"),
-                              [(r["name"], human_bytes(r["size"]), r["modified_iso"] or "-",
-                                _in_use(r)) for r in rows]):
+            for line in table(
+                ("RUN", ">SIZE", "MODIFIED", "IN USE"),
+                [
+                    (r["name"], human_bytes(r["size"]), r["modified_iso"] or "-", _in_use(r))
+                    for r in rows
+                ],
+            ):
                 echo(line.rstrip())
         return report
 

@@ -16,17 +16,28 @@ from .output import finish
 
 @click.command("view", short_help="Open a run folder's kept trace in XProf.")
 @click.argument("run_folder", type=click.Path(file_okay=False))
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to listen on (0.0.0.0 exposes the trace to the network).")
-@click.option("--port", type=int, default=8791, show_default=True,
-              help="Port to listen on; 0 picks a free one.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on (0.0.0.0 exposes the trace to the network).",
+)
+@click.option(
+    "--port",
+    type=int,
+    default=8791,
+    show_default=True,
+    help="Port to listen on; 0 picks a free one.",
+)
 @report_options
-def view(run_folder: str, json_out: bool, report_path: str | None, debug: bool,
-         **options: Any) -> None:
+def view(
+    run_folder: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
+) -> None:
     """Serve RUN_FOLDER's trace (RUN_FOLDER/trace, or RUN_FOLDER itself) with XProf until Ctrl+C.
 
     Needs the xprof extra: pip install 'pgle[xprof]'.
     """
+
     def produce() -> Report:
         from pgle import api
 

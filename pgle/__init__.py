@@ -28,15 +28,39 @@ from pgle.version import __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_COMMANDS = ("collect", "run", "tune", "verify", "auto", "prewarm", "nsys", "inspect", "diff",
-             "merge", "convert", "doctor", "flags_explain", "view", "cache_ls", "cache_stats",
-             "cache_prune", "store_ls", "store_add", "store_get", "store_prune", "runs_ls",
-             "runs_prune")
+_COMMANDS = (
+    "collect",
+    "run",
+    "tune",
+    "verify",
+    "auto",
+    "prewarm",
+    "nsys",
+    "inspect",
+    "diff",
+    "merge",
+    "convert",
+    "doctor",
+    "flags_explain",
+    "view",
+    "cache_ls",
+    "cache_stats",
+    "cache_prune",
+    "store_ls",
+    "store_add",
+    "store_get",
+    "store_prune",
+    "runs_ls",
+    "runs_prune",
+)
 _API = {
     **{name: "pgle.api" for name in _COMMANDS},
-    "read_profile": "pgle.profiles.files", "write_profile": "pgle.profiles.files",
-    "load_profile_source": "pgle.profiles.files", "convert_trace": "pgle.profiles.convert",
-    "Report": "pgle.report", "PgleError": "pgle.errors",
+    "read_profile": "pgle.profiles.files",
+    "write_profile": "pgle.profiles.files",
+    "load_profile_source": "pgle.profiles.files",
+    "convert_trace": "pgle.profiles.convert",
+    "Report": "pgle.report",
+    "PgleError": "pgle.errors",
 }
 
 # Computed from _API so that the two cannot disagree; ruff only reads literal lists.

@@ -84,9 +84,16 @@ def verdict_from_log(text: str) -> AotVerdict:
             fmt = m.group("fmt")
     evidence = LogScanner().feed_lines(line.encode() for line in text.splitlines())
     modules: list[dict[str, Any]] = [
-        {"module": m.module, "found_profile": m.found_profile, "found": m.checker_found,
-         "missing": m.checker_missing, "missing_names": m.missing_names[:20],
-         "discarded": m.discarded} for m in evidence.modules]
+        {
+            "module": m.module,
+            "found_profile": m.found_profile,
+            "found": m.checker_found,
+            "missing": m.checker_missing,
+            "missing_names": m.missing_names[:20],
+            "discarded": m.discarded,
+        }
+        for m in evidence.modules
+    ]
     reasons: list[str] = []
     if any("fdo_profile" in e for e in evidence.parse_errors):
         return AotVerdict(

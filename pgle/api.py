@@ -53,10 +53,32 @@ if TYPE_CHECKING:
     from pgle.jobs import driver
     from pgle.launch.workload import Workload
 
-__all__ = ["auto", "cache_ls", "cache_prune", "cache_stats", "collect", "convert", "diff",
-           "doctor", "flags_explain", "inspect", "merge", "nsys", "prewarm", "report", "run",
-           "runs_ls", "runs_prune", "store_add", "store_get", "store_ls", "store_prune", "tune",
-           "verify", "view"]
+__all__ = [
+    "auto",
+    "cache_ls",
+    "cache_prune",
+    "cache_stats",
+    "collect",
+    "convert",
+    "diff",
+    "doctor",
+    "flags_explain",
+    "inspect",
+    "merge",
+    "nsys",
+    "prewarm",
+    "report",
+    "run",
+    "runs_ls",
+    "runs_prune",
+    "store_add",
+    "store_get",
+    "store_ls",
+    "store_prune",
+    "tune",
+    "verify",
+    "view",
+]
 
 F = TypeVar("F", bound=Callable[..., Report])
 
@@ -121,13 +143,20 @@ def _front_door(fn: F) -> F:
         notify = kwargs.pop("notify", None)
         for old, (new, convert) in _RENAMED.items():
             if old in kwargs and new in parameters:
-                warnings.warn(f"pgle.api.{fn.__name__}({old}=...) is now {new}=...; {old} goes "
-                              "in the next release.", DeprecationWarning, stacklevel=2)
+                warnings.warn(
+                    f"pgle.api.{fn.__name__}({old}=...) is now {new}=...; {old} goes "
+                    "in the next release.",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
                 kwargs[new] = convert(kwargs.pop(old))
         if notify is not None:
-            warnings.warn(f"pgle.api.{fn.__name__}(notify=...) is deprecated: pgle's progress "
-                          "and notices go to the `pgle` logger.", DeprecationWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"pgle.api.{fn.__name__}(notify=...) is deprecated: pgle's progress "
+                "and notices go to the `pgle` logger.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         try:
             with _forwarded(notify) if notify is not None else contextlib.nullcontext():
                 return fn(*args, **kwargs)
@@ -152,8 +181,14 @@ def _workflow(name: str) -> driver.Workflow:
 
     if name == "tune":
         cmd = _command("tune")
-        return driver.Workflow("tune", cmd.request, functools.partial(
-            cmd.body, collect_workflow=_workflow("collect"), run_workflow=_workflow("run")), None)
+        return driver.Workflow(
+            "tune",
+            cmd.request,
+            functools.partial(
+                cmd.body, collect_workflow=_workflow("collect"), run_workflow=_workflow("run")
+            ),
+            None,
+        )
     cmd = _command(name)
     combine = _command("collect_job").combine if name == "collect" else cmd.combine
     return driver.Workflow(name, cmd.request, cmd.body, combine)
@@ -165,8 +200,9 @@ def _workload(words: tuple[str, ...], module: str | None) -> Workload:
     return Workload.from_cli(module, tuple(os.fspath(w) for w in words))
 
 
-def _drive(wf: driver.Workflow, opts: Any, job: JobOptions,
-           environ: Mapping[str, str] | None) -> Report:
+def _drive(
+    wf: driver.Workflow, opts: Any, job: JobOptions, environ: Mapping[str, str] | None
+) -> Report:
     from pgle.jobs import driver
 
     return driver.run(wf, opts, job, environ=_caller_environ() if environ is None else environ)
@@ -193,11 +229,16 @@ def _store(store: str | None, policy: str | None, *, serve: bool) -> StoreOption
     return StoreOptions(os.fspath(store), policy or "replace", serve=serve)
 
 
-def _window(steps: str | tuple[int, int] | None, step_name: str | None, delay: float | None,
-            duration: float | None) -> Window:
+def _window(
+    steps: str | tuple[int, int] | None,
+    step_name: str | None,
+    delay: float | None,
+    duration: float | None,
+) -> Window:
     parsed = parse_steps(steps) if isinstance(steps, str) else steps
-    return Window((parsed[0], parsed[1]) if parsed is not None else None, step_name, delay,
-                  duration)
+    return Window(
+        (parsed[0], parsed[1]) if parsed is not None else None, step_name, delay, duration
+    )
 
 
 def _keep(keep_trace: bool | Literal["yes", "no"]) -> bool:
@@ -227,19 +268,35 @@ def _seconds(value: str | float | None, option: str) -> float | None:
 
 # -- the workflows: each launches the workload -------------------------------------------------
 
+
 @_front_door
-def collect(*workload: str, module: str | None = None, output: str | None = None,
-            steps: str | tuple[int, int] | None = None, step_name: str | None = None,
-            delay: float | None = None, duration: float | None = None, force: bool = False,
-            allow_empty: bool = False, per_module: bool = False, stat: str | None = None,
-            format: Literal["binary", "text"] | None = None, converter: str | None = None,
-            qualify: bool = False, rank: int | None = None, run_dir: str | None = None,
-            log: str | None = None, job_dir: str | None = None,
-            gather_timeout: float | None = None,
-            gather: str = "folder", stall_timeout: float | str | None = None,
-            store: str | None = None,
-            store_policy: str | None = None, keep_trace: bool | Literal["yes", "no"] = True,
-            environ: Mapping[str, str] | None = None) -> Report:
+def collect(
+    *workload: str,
+    module: str | None = None,
+    output: str | None = None,
+    steps: str | tuple[int, int] | None = None,
+    step_name: str | None = None,
+    delay: float | None = None,
+    duration: float | None = None,
+    force: bool = False,
+    allow_empty: bool = False,
+    per_module: bool = False,
+    stat: str | None = None,
+    format: Literal["binary", "text"] | None = None,
+    converter: str | None = None,
+    qualify: bool = False,
+    rank: int | None = None,
+    run_dir: str | None = None,
+    log: str | None = None,
+    job_dir: str | None = None,
+    gather_timeout: float | None = None,
+    gather: str = "folder",
+    stall_timeout: float | str | None = None,
+    store: str | None = None,
+    store_policy: str | None = None,
+    keep_trace: bool | Literal["yes", "no"] = True,
+    environ: Mapping[str, str] | None = None,
+) -> Report:
     """`pgle collect`: profile a window (`steps="10:5"`, or `delay`/`duration` seconds) and
     extract the profile to `output` (default profile.pb, or profiles/ with `per_module`);
     `store`: also add each module's profile to that profile store (needs `per_module`)."""
@@ -250,20 +307,36 @@ def collect(*workload: str, module: str | None = None, output: str | None = None
         output if output is not None else ("profiles" if per_module else "profile.pb"),
         window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, format, converter, qualify, _keep(keep_trace)),
-        force=force, allow_empty=allow_empty, run_dir=run_dir, log=log, rank=rank,
-        store=_store(store, store_policy, serve=False))
+        force=force,
+        allow_empty=allow_empty,
+        run_dir=run_dir,
+        log=log,
+        rank=rank,
+        store=_store(store, store_policy, serve=False),
+    )
     return _drive(_workflow("collect"), opts, job, environ)
 
 
 @_front_door
-def run(*workload: str, profile: str | None = None, module: str | None = None,
-        profile_store: str | None = None, min_coverage: float = 0.9,
-        require_applied: bool = False, require: str | Iterable[str] = (),
-        run_dir: str | None = None, log: str | None = None, job_dir: str | None = None,
-        gather_timeout: float | None = None,
-        gather: str = "folder", stall_timeout: float | str | None = None, store: str | None = None,
-        store_policy: str | None = None, trace_window: bool = False,
-        environ: Mapping[str, str] | None = None) -> Report:
+def run(
+    *workload: str,
+    profile: str | None = None,
+    module: str | None = None,
+    profile_store: str | None = None,
+    min_coverage: float = 0.9,
+    require_applied: bool = False,
+    require: str | Iterable[str] = (),
+    run_dir: str | None = None,
+    log: str | None = None,
+    job_dir: str | None = None,
+    gather_timeout: float | None = None,
+    gather: str = "folder",
+    stall_timeout: float | str | None = None,
+    store: str | None = None,
+    store_policy: str | None = None,
+    trace_window: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> Report:
     """`pgle run --profile P` (or `store=DIR`: the profile store's modules for this run's jax
     version and device kind): run with the profile and judge from XLA's log whether each module
     applied it (status applied / partial / not_applied / not_applicable / error).
@@ -272,44 +345,74 @@ def run(*workload: str, profile: str | None = None, module: str | None = None,
         raise BadInput("pgle run needs exactly one of --profile and --store.")
     job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("run")
-    opts = cmd.RunOptions(_workload(workload, module), profile,
-                          verdict=VerdictOptions(min_coverage, require_applied, _words(require)),
-                          run_dir=run_dir, log=log, profile_store=profile_store,
-                          store=_store(store, store_policy, serve=True),
-                          trace_window=Window() if trace_window else None)
+    opts = cmd.RunOptions(
+        _workload(workload, module),
+        profile,
+        verdict=VerdictOptions(min_coverage, require_applied, _words(require)),
+        run_dir=run_dir,
+        log=log,
+        profile_store=profile_store,
+        store=_store(store, store_policy, serve=True),
+        trace_window=Window() if trace_window else None,
+    )
     return _drive(_workflow("run"), opts, job, environ)
 
 
 @_front_door
-def tune(*workload: str, module: str | None = None, output: str | None = None,
-         steps: str | tuple[int, int] | None = None, step_name: str | None = None,
-         delay: float | None = None, duration: float | None = None, force: bool = False,
-         per_module: bool = False, stat: str | None = None,
-         format: Literal["binary", "text"] | None = None, converter: str | None = None,
-         qualify: bool = False, min_coverage: float = 0.9,
-         require_applied: bool = False, require: str | Iterable[str] = (),
-         run_dir: str | None = None, log: str | None = None, job_dir: str | None = None,
-         gather_timeout: float | None = None,
-         gather: str = "folder", stall_timeout: float | str | None = None,
-         report: str | None = None,
-         store: str | None = None, store_policy: str | None = None, repeat: int = 3,
-         keep_trace: bool | Literal["yes", "no"] = True, compare: str | Iterable[str] | None = None,
-         environ: Mapping[str, str] | None = None) -> Report:
+def tune(
+    *workload: str,
+    module: str | None = None,
+    output: str | None = None,
+    steps: str | tuple[int, int] | None = None,
+    step_name: str | None = None,
+    delay: float | None = None,
+    duration: float | None = None,
+    force: bool = False,
+    per_module: bool = False,
+    stat: str | None = None,
+    format: Literal["binary", "text"] | None = None,
+    converter: str | None = None,
+    qualify: bool = False,
+    min_coverage: float = 0.9,
+    require_applied: bool = False,
+    require: str | Iterable[str] = (),
+    run_dir: str | None = None,
+    log: str | None = None,
+    job_dir: str | None = None,
+    gather_timeout: float | None = None,
+    gather: str = "folder",
+    stall_timeout: float | str | None = None,
+    report: str | None = None,
+    store: str | None = None,
+    store_policy: str | None = None,
+    repeat: int = 3,
+    keep_trace: bool | Literal["yes", "no"] = True,
+    compare: str | Iterable[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Report:
     """`pgle tune`: collect, then run with the profile; one verdict with both phases' step
     times (the profile goes into the run folder unless `output`). `report="run.html"`: also
     write `pgle report`'s page of the run there (the JSON report is the returned Report);
     `store`: collect adds to it, the run serves it.
     `compare="default,o1,pgle,o1+pgle"` (or `sol`): run those arms instead, one table."""
     if report is not None and not str(report).lower().endswith((".html", ".htm")):
-        raise BadInput(f"--report {report}: tune writes pgle report's HTML page there "
-                       "(a .html path); the JSON report is what the call returns.")
+        raise BadInput(
+            f"--report {report}: tune writes pgle report's HTML page there "
+            "(a .html path); the JSON report is what the call returns."
+        )
     job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     verdict = VerdictOptions(min_coverage, require_applied, _words(require))
     cmd = _command("collect")
     copts = cmd.CollectOptions(
-        _workload(workload, module), output, window=_window(steps, step_name, delay, duration),
+        _workload(workload, module),
+        output,
+        window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, format, converter, qualify, _keep(keep_trace)),
-        force=force, run_dir=run_dir, log=log, store=_store(store, store_policy, serve=False))
+        force=force,
+        run_dir=run_dir,
+        log=log,
+        store=_store(store, store_policy, serve=False),
+    )
     arms: tuple[Any, ...] = ()  # tuple[pgle.commands.arms.Arm, ...], imported only with --compare
     if compare is not None:
         from pgle.commands.arms import parse_arms
@@ -321,89 +424,153 @@ def tune(*workload: str, module: str | None = None, output: str | None = None,
 
 
 @_front_door
-def auto(*workload: str, module: str | None = None, runs: int = 3, percentile: int = 90,
-         require_all: bool = False, require: str | Iterable[str] = (),
-         run_dir: str | None = None, log: str | None = None, job_dir: str | None = None,
-         gather_timeout: float | None = None,
-         gather: str = "folder", stall_timeout: float | str | None = None,
-         store: str | None = None,
-         store_policy: str | None = None, environ: Mapping[str, str] | None = None) -> Report:
+def auto(
+    *workload: str,
+    module: str | None = None,
+    runs: int = 3,
+    percentile: int = 90,
+    require_all: bool = False,
+    require: str | Iterable[str] = (),
+    run_dir: str | None = None,
+    log: str | None = None,
+    job_dir: str | None = None,
+    gather_timeout: float | None = None,
+    gather: str = "folder",
+    stall_timeout: float | str | None = None,
+    store: str | None = None,
+    store_policy: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Report:
     """`pgle auto`: one run with JAX's auto PGLE; per module, was it recompiled with a profile.
     `store`: XLA gets the store's view for each module's first compile (auto only serves)."""
     job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("auto")
-    opts = cmd.AutoOptions(_workload(workload, module),
-                           AutoPgleOptions(runs, percentile, require_all, _words(require)),
-                           run_dir=run_dir, log=log,
-                           store=_store(store, store_policy, serve=True))
+    opts = cmd.AutoOptions(
+        _workload(workload, module),
+        AutoPgleOptions(runs, percentile, require_all, _words(require)),
+        run_dir=run_dir,
+        log=log,
+        store=_store(store, store_policy, serve=True),
+    )
     return _drive(_workflow("auto"), opts, job, environ)
 
 
 @_front_door
-def prewarm(*workload: str, cache_dir: str, module: str | None = None, runs: int = 3,
-            percentile: int = 90, relocatable: bool = False, require_all: bool = False,
-            require: str | Iterable[str] = (), run_dir: str | None = None,
-            log: str | None = None, job_dir: str | None = None,
-            gather_timeout: float | None = None, gather: str = "folder",
-            stall_timeout: float | str | None = None,
-            environ: Mapping[str, str] | None = None) -> Report:
+def prewarm(
+    *workload: str,
+    cache_dir: str,
+    module: str | None = None,
+    runs: int = 3,
+    percentile: int = 90,
+    relocatable: bool = False,
+    require_all: bool = False,
+    require: str | Iterable[str] = (),
+    run_dir: str | None = None,
+    log: str | None = None,
+    job_dir: str | None = None,
+    gather_timeout: float | None = None,
+    gather: str = "folder",
+    stall_timeout: float | str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Report:
     """`pgle prewarm --cache-dir DIR`: fill the compilation cache with PGLE-optimized
     executables; per module, did one land on disk."""
     job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("prewarm")
     opts = cmd.PrewarmOptions(
-        _workload(workload, module), cache_dir,
+        _workload(workload, module),
+        cache_dir,
         AutoPgleOptions(runs, percentile, require_all, _words(require)),
-        relocatable=relocatable, run_dir=run_dir, log=log)
+        relocatable=relocatable,
+        run_dir=run_dir,
+        log=log,
+    )
     return _drive(_workflow("prewarm"), opts, job, environ)
 
 
 @_front_door
-def nsys(*workload: str, cache_dir: str, module: str | None = None,
-         nsys_options: Iterable[str] = (), nsys: str | None = None, launcher: str | None = None,
-         force: bool = False, require_all: bool = False, require: str | Iterable[str] = (),
-         run_dir: str | None = None, log: str | None = None,
-         ranks: str | Iterable[int] | None = None, job_dir: str | None = None,
-         gather_timeout: float | None = None,
-         gather: str = "folder", stall_timeout: float | str | None = None,
-         environ: Mapping[str, str] | None = None) -> Report:
+def nsys(
+    *workload: str,
+    cache_dir: str,
+    module: str | None = None,
+    nsys_options: Iterable[str] = (),
+    nsys: str | None = None,
+    launcher: str | None = None,
+    force: bool = False,
+    require_all: bool = False,
+    require: str | Iterable[str] = (),
+    run_dir: str | None = None,
+    log: str | None = None,
+    ranks: str | Iterable[int] | None = None,
+    job_dir: str | None = None,
+    gather_timeout: float | None = None,
+    gather: str = "folder",
+    stall_timeout: float | str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Report:
     """`pgle nsys --cache-dir DIR`: the Nsight Systems run (`nsys_options` go to
     `nsys profile`); per module, did it load its PGLE-optimized executable."""
     job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("nsys")
     chosen = cmd.parse_ranks(ranks) if isinstance(ranks, str) else ranks
     opts = cmd.NsysOptions(
-        _workload(workload, module), cache_dir, nsys_options=tuple(nsys_options), nsys=nsys,
-        launcher=launcher, force=force, require_all=require_all, require=_words(require),
-        run_dir=run_dir, log=log, ranks=tuple(chosen) if chosen is not None else None)
+        _workload(workload, module),
+        cache_dir,
+        nsys_options=tuple(nsys_options),
+        nsys=nsys,
+        launcher=launcher,
+        force=force,
+        require_all=require_all,
+        require=_words(require),
+        run_dir=run_dir,
+        log=log,
+        ranks=tuple(chosen) if chosen is not None else None,
+    )
     return _drive(_workflow("nsys"), opts, job, environ)
 
 
 # -- saved logs and run folders: what runs left behind ------------------------------------------
 
+
 @_front_door
-def verify(log: str, *, profile: str | None = None, backend: str | None = None,
-           accuracy_checker_off: bool = False, min_coverage: float = 0.9,
-           require_applied: bool = False, require: str | Iterable[str] = (),
-           jax: str | None = None) -> Report:
+def verify(
+    log: str,
+    *,
+    profile: str | None = None,
+    backend: str | None = None,
+    accuracy_checker_off: bool = False,
+    min_coverage: float = 0.9,
+    require_applied: bool = False,
+    require: str | Iterable[str] = (),
+    jax: str | None = None,
+) -> Report:
     """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin); `jax`: the
     version that wrote it (default: inferred from the log's wording; < 0.4.36 had no accuracy
     checker)."""
     cmd = _command("verify")
-    return cmd.verify(cmd.VerifyOptions(os.fspath(log), profile, backend,
-                                        VerdictOptions(min_coverage, require_applied,
-                                                       _words(require)),
-                                        not accuracy_checker_off, jax))
+    return cmd.verify(
+        cmd.VerifyOptions(
+            os.fspath(log),
+            profile,
+            backend,
+            VerdictOptions(min_coverage, require_applied, _words(require)),
+            not accuracy_checker_off,
+            jax,
+        )
+    )
 
 
 @_front_door
-def report(*run_folders: str, output: str | None = None, force: bool = False,
-           dtype: Literal["bf16", "fp16", "fp8", "tf32"] = "bf16") -> Report:
+def report(
+    *run_folders: str,
+    output: str | None = None,
+    force: bool = False,
+    dtype: Literal["bf16", "fp16", "fp8", "tf32"] = "bf16",
+) -> Report:
     """`pgle report RUN_FOLDER...`: what PGLE bought, and why (a tune run folder, or WITHOUT
     and WITH run folders); `output`: also write the self-contained HTML page there."""
     cmd = _command("report")
-    return cmd.report(cmd.ReportOptions([os.fspath(f) for f in run_folders], output, force,
-                                        dtype))
+    return cmd.report(cmd.ReportOptions([os.fspath(f) for f in run_folders], output, force, dtype))
 
 
 @_front_door
@@ -415,9 +582,14 @@ def view(run_folder: str, *, host: str = "127.0.0.1", port: int = 8791) -> Repor
 
 # -- before a job: the machine and XLA_FLAGS ---------------------------------------------------
 
+
 @_front_door
-def doctor(*, workflow: Literal["manual", "auto", "prewarm", "nsys"] = "manual",
-           cache_dir: str | None = None, probe: bool = False) -> Report:
+def doctor(
+    *,
+    workflow: Literal["manual", "auto", "prewarm", "nsys"] = "manual",
+    cache_dir: str | None = None,
+    probe: bool = False,
+) -> Report:
     """`pgle doctor`: python, jax, the backend, CUPTI, nsys, XLA_FLAGS, the environment and the
     cache, one check each (`details["checks"]`); exit code 1 when a check is an error."""
     return _command("doctor").doctor(workflow=workflow, cache_dir=cache_dir, probe=probe)
@@ -436,6 +608,7 @@ def flags_explain(*xla_flags: str, probe: bool = False) -> Report:
 
 # -- profiles as data --------------------------------------------------------------------------
 
+
 @_front_door
 def inspect(profile: str, *, top: int = 20) -> Report:
     """`pgle inspect PROFILE`: counts, top costs, cost by category, collectives, modules of a
@@ -451,31 +624,59 @@ def diff(a: str, b: str, *, top: int = 20) -> Report:
 
 
 @_front_door
-def merge(*profiles: str, output: str,
-          method: Literal["percentile", "median", "mean", "min", "max"] = "percentile",
-          percentile: int = 90, force: bool = False) -> Report:
+def merge(
+    *profiles: str,
+    output: str,
+    method: Literal["percentile", "median", "mean", "min", "max"] = "percentile",
+    percentile: int = 90,
+    force: bool = False,
+) -> Report:
     """`pgle merge PROFILE... -o OUT`: profiles of several runs or ranks into one (by default
     jaxlib's rule: the value at index int(p/100*(n-1)) of the sorted costs); directories merge
     per module."""
-    return _command("profiles").merge_report(list(profiles), output, method=method,
-                                             percentile=percentile, force=force)
+    return _command("profiles").merge_report(
+        list(profiles), output, method=method, percentile=percentile, force=force
+    )
 
 
 @_front_door
-def convert(src: str, out: str, *, module: str | Iterable[str] = (), qualify: str | None = None,
-            format: Literal["binary", "text"] | None = None, stat: str | None = None,
-            skip: int | None = None, dump: str | None = None, log: str | None = None,
-            qualify_all: bool = False, force: bool = False) -> Report:
+def convert(
+    src: str,
+    out: str,
+    *,
+    module: str | Iterable[str] = (),
+    qualify: str | None = None,
+    format: Literal["binary", "text"] | None = None,
+    stat: str | None = None,
+    skip: int | None = None,
+    dump: str | None = None,
+    log: str | None = None,
+    qualify_all: bool = False,
+    force: bool = False,
+) -> Report:
     """`pgle convert IN OUT`: a profile (binary <-> text by extension; file <-> per-module
     directory), a trace run folder, or Nsight Systems data (.nsys-rep, its SQLite export, an
     nsys-jax archive) into profiles. The options of other inputs than IN's are not used."""
     cmd = _command("convert")
-    return cmd.convert(src, out, cmd.ConvertOptions(
-        module=_words(module), qualify=qualify, format=format, stat=stat, skip=skip, dump=dump,
-        log=log, qualify_all=qualify_all, force=force))
+    return cmd.convert(
+        src,
+        out,
+        cmd.ConvertOptions(
+            module=_words(module),
+            qualify=qualify,
+            format=format,
+            stat=stat,
+            skip=skip,
+            dump=dump,
+            log=log,
+            qualify_all=qualify_all,
+            force=force,
+        ),
+    )
 
 
 # -- shared folders: the compilation cache, the profile store, the run folders ---------------
+
 
 @_front_door
 def cache_ls(cache_dir: str, *, module: str | Iterable[str] = ()) -> Report:
@@ -492,54 +693,100 @@ def cache_stats(cache_dir: str) -> Report:
 
 
 @_front_door
-def cache_prune(cache_dir: str, *, older_than: str | float | None = None,
-                module: str | Iterable[str] = (), yes: bool = False) -> Report:
+def cache_prune(
+    cache_dir: str,
+    *,
+    older_than: str | float | None = None,
+    module: str | Iterable[str] = (),
+    yes: bool = False,
+) -> Report:
     """`pgle cache prune DIR`: entries last used longer ago than `older_than` ('7d', or
     seconds) and/or of `module`; only a preview (`details["selected"]`) unless `yes`."""
-    return _command("cache").prune(cache_dir, older_than=_seconds(older_than, "--older-than"),
-                                   modules=_words(module), yes=yes, now=time.time())
+    return _command("cache").prune(
+        cache_dir,
+        older_than=_seconds(older_than, "--older-than"),
+        modules=_words(module),
+        yes=yes,
+        now=time.time(),
+    )
 
 
 @_front_door
-def store_ls(store: str, *, fingerprint: str | None = None, jax: str | None = None,
-             device_kind: str | None = None) -> Report:
+def store_ls(
+    store: str,
+    *,
+    fingerprint: str | None = None,
+    jax: str | None = None,
+    device_kind: str | None = None,
+) -> Report:
     """`pgle store ls STORE`: one `modules` row per stored profile (fingerprint, entry, jax,
     device, instructions, age, module, source)."""
-    return _command("store").ls_report(store, fingerprint=fingerprint, jax=jax,
-                                       device_kind=device_kind)
+    return _command("store").ls_report(
+        store, fingerprint=fingerprint, jax=jax, device_kind=device_kind
+    )
 
 
 @_front_door
-def store_add(store: str, profile: str, *, device_kind: str, device_count: int = 1,
-              jax: str | None = None, jaxlib: str | None = None, source: str | None = None,
-              policy: str | None = None) -> Report:
+def store_add(
+    store: str,
+    profile: str,
+    *,
+    device_kind: str,
+    device_count: int = 1,
+    jax: str | None = None,
+    jaxlib: str | None = None,
+    source: str | None = None,
+    policy: str | None = None,
+) -> Report:
     """`pgle store add STORE PROFILE`: add a per-module profile (directory, or a file of
     `<fp>::name` entries) collected on `device_kind` (default jax/jaxlib: the installed ones)."""
     if device_count < 1:
         raise BadInput(f"--device-count {device_count}: at least 1.")
-    return _command("store").add_report(store, profile, jax=jax, jaxlib=jaxlib,
-                                        device_kind=device_kind, device_count=device_count,
-                                        source=source, policy=policy)
+    return _command("store").add_report(
+        store,
+        profile,
+        jax=jax,
+        jaxlib=jaxlib,
+        device_kind=device_kind,
+        device_count=device_count,
+        source=source,
+        policy=policy,
+    )
 
 
 @_front_door
-def store_get(store: str, out: str, *, device_kind: str, jax: str | None = None,
-              policy: str | None = None, force: bool = False) -> Report:
+def store_get(
+    store: str,
+    out: str,
+    *,
+    device_kind: str,
+    jax: str | None = None,
+    policy: str | None = None,
+    force: bool = False,
+) -> Report:
     """`pgle store get STORE OUT`: write the view XLA reads (one `<fingerprint>.pbtxt` per
     module) for one jax version and device kind."""
-    return _command("store").get_report(store, out, jax=jax, device_kind=device_kind,
-                                        policy=policy, force=force)
+    return _command("store").get_report(
+        store, out, jax=jax, device_kind=device_kind, policy=policy, force=force
+    )
 
 
 @_front_door
-def store_prune(store: str, *, keep: int | None = None, older_than: str | float | None = None,
-                jax: str | None = None, yes: bool = False) -> Report:
+def store_prune(
+    store: str,
+    *,
+    keep: int | None = None,
+    older_than: str | float | None = None,
+    jax: str | None = None,
+    yes: bool = False,
+) -> Report:
     """`pgle store prune STORE`: profiles beyond the `keep` newest per module, added longer
     ago than `older_than` ('7d', or seconds), or of another `jax`; a preview unless `yes`."""
     if keep is not None and keep < 1:
         raise BadInput(f"--keep {keep}: keep at least 1 (or leave it out).")
-    return _command("store").prune_report(store, keep=keep, jax=jax, yes=yes,
-                                          older_than=_seconds(older_than, "--older-than"))
+    return _command("store").prune_report(
+        store, keep=keep, jax=jax, yes=yes, older_than=_seconds(older_than, "--older-than")
+    )
 
 
 @_front_door
@@ -550,9 +797,14 @@ def runs_ls(root: str = ".pgle/runs") -> Report:
 
 
 @_front_door
-def runs_prune(root: str = ".pgle/runs", *, older_than: str | float | None = None,
-               max_size: str | int | None = None, keep_last: int | None = None,
-               yes: bool = False) -> Report:
+def runs_prune(
+    root: str = ".pgle/runs",
+    *,
+    older_than: str | float | None = None,
+    max_size: str | int | None = None,
+    keep_last: int | None = None,
+    yes: bool = False,
+) -> Report:
     """`pgle runs prune [ROOT]`: run folders by age ('7d', or seconds), total size ('5G', or
     bytes) and count; a folder in use is never deleted; a preview unless `yes`."""
     size = max_size
@@ -560,5 +812,10 @@ def runs_prune(root: str = ".pgle/runs", *, older_than: str | float | None = Non
         from pgle.units import parse_size
 
         size = parse_size(max_size, "--max-size")
-    return _command("runs").prune(root, older_than=_seconds(older_than, "--older-than"),
-                                  max_size=size, keep_last=keep_last, yes=yes)
+    return _command("runs").prune(
+        root,
+        older_than=_seconds(older_than, "--older-than"),
+        max_size=size,
+        keep_last=keep_last,
+        yes=yes,
+    )

@@ -66,8 +66,10 @@ def check_writable_target(path: os.PathLike | str, *, force: bool, what: str = "
     """Refuse before any work is done if `path` exists (without force) or its folder is unusable."""
     path = Path(path)
     if path.is_dir() and not what.endswith("directory"):
-        raise BadInput(f"cannot write {what} {path}: it is a directory.",
-                       hint="Give a file name, or remove the directory.")
+        raise BadInput(
+            f"cannot write {what} {path}: it is a directory.",
+            hint="Give a file name, or remove the directory.",
+        )
     if path.exists() and not force:
         raise BadInput(f"{what} {path} already exists.", hint="Pass --force to replace it.")
     parent = path.parent if str(path.parent) else Path(".")
@@ -125,8 +127,9 @@ def copy_file_atomic(src: os.PathLike | str, dest: os.PathLike | str) -> Path:
     """Copy `src` to `dest` the way write_bytes_atomic writes (streamed, for big logs); the
     copy never gets wider permissions than `src` has."""
     with open(src, "rb") as s:
-        return _write_atomic(dest, lambda f: shutil.copyfileobj(s, f),
-                             stat.S_IMODE(os.fstat(s.fileno()).st_mode))
+        return _write_atomic(
+            dest, lambda f: shutil.copyfileobj(s, f), stat.S_IMODE(os.fstat(s.fileno()).st_mode)
+        )
 
 
 def _write_atomic(path: os.PathLike | str, fill, mode: int | None = None) -> Path:
@@ -172,8 +175,10 @@ def replace_directory_atomic(path: os.PathLike | str, fill) -> Path:
         fill(tmp)
         os.chmod(tmp, dir_mode())  # mkdtemp makes it private; a profile directory is shared data
         if path.exists() and not path.is_dir():
-            raise PgleError(f"cannot write profile directory {path}: a file is in the way.",
-                            hint="Remove it, or give another path.")
+            raise PgleError(
+                f"cannot write profile directory {path}: a file is in the way.",
+                hint="Remove it, or give another path.",
+            )
         if path.exists():
             aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
             os.replace(path, aside / path.name)

@@ -54,6 +54,7 @@ _FLAG_OR_QUOTE = re.compile(r"`[^`]*`|(?<![\w-])(--?[a-z][a-z0-9]*(?:-[a-z0-9]+)
 
 def keyword_names(text: str, keywords: dict[str, str]) -> str:
     """`text` with each flag that `keywords` knows replaced by its keyword."""
+
     def name(m: re.Match[str]) -> str:
         flag = m.group(1)
         return keywords.get(flag, flag) if flag else m.group(0)

@@ -17,13 +17,45 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 REDACTED = "<redacted>"
-_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH",
-              "COOKIE", "PRIVATE")
+_ENV_WORDS = (
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "PRIVATE",
+)
 # Options: whole words of the name (so `--keep` and `--monkey-patch` stay), or these anywhere.
-_OPTION_WORDS = {"key", "token", "secret", "password", "passwd", "passphrase", "pass", "pwd",
-                 "credential", "credentials", "auth", "cookie", "apikey"}
-_OPTION_PARTS = ("token", "secret", "password", "passwd", "credential", "apikey", "api_key",
-                 "private_key", "access_key")
+_OPTION_WORDS = {
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "pass",
+    "pwd",
+    "credential",
+    "credentials",
+    "auth",
+    "cookie",
+    "apikey",
+}
+_OPTION_PARTS = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "apikey",
+    "api_key",
+    "private_key",
+    "access_key",
+)
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 # `name=value` and `--name value` inside free text, only at the start of a word (a path such as
 # /data/key=3/p.pb is not an assignment).

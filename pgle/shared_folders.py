@@ -42,13 +42,16 @@ def _umask_mode() -> int:
 
 
 def refuse_link(path: os.PathLike | str, what: str = "file") -> LinkRefused:
-    return LinkRefused(f"{what} {os.fspath(path)} is a symbolic link; pgle does not follow links "
-                       "in folders other users can write.",
-                       hint="Remove the link (or ask who made it); pgle then recreates the file.")
+    return LinkRefused(
+        f"{what} {os.fspath(path)} is a symbolic link; pgle does not follow links "
+        "in folders other users can write.",
+        hint="Remove the link (or ask who made it); pgle then recreates the file.",
+    )
 
 
-def open_nofollow(path: os.PathLike | str, flags: int, mode: int | None = None,
-                  what: str = "file") -> int:
+def open_nofollow(
+    path: os.PathLike | str, flags: int, mode: int | None = None, what: str = "file"
+) -> int:
     """os.open with O_NOFOLLOW: a link at `path` is a LinkRefused (exit 2), never followed."""
     try:
         return os.open(path, flags | NOFOLLOW | CLOEXEC, _umask_mode() if mode is None else mode)
@@ -61,12 +64,16 @@ def open_nofollow(path: os.PathLike | str, flags: int, mode: int | None = None,
 def create_exclusive(path: os.PathLike | str, mode: int | None = None, what: str = "file") -> int:
     """Create a new file (O_CREAT|O_EXCL: anything already there, a dangling link included,
     is FileExistsError) and return its fd, opened for writing."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC,
-                   _umask_mode() if mode is None else mode)
+    return os.open(
+        path,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC,
+        _umask_mode() if mode is None else mode,
+    )
 
 
-def read_bytes_nofollow(path: os.PathLike | str, what: str = "file",
-                        limit: int | None = None) -> bytes:
+def read_bytes_nofollow(
+    path: os.PathLike | str, what: str = "file", limit: int | None = None
+) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, refusing a link or anything but a
     regular file (a FIFO would block, a device never end) with one BadInput sentence."""
     fd = open_nofollow(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0), what=what)
@@ -98,9 +105,11 @@ def is_inside(root: os.PathLike | str, path: os.PathLike | str) -> bool:
 def check_inside(root: os.PathLike | str, path: os.PathLike | str, what: str = "path") -> str:
     """`path` when is_inside(root, path); otherwise a PgleError before anything is touched."""
     if not is_inside(root, path):
-        raise BadInput(f"{what} {os.fspath(path)} is outside {os.fspath(root)} (a link or a "
-                       "planted name leads elsewhere); pgle touches nothing outside the folder "
-                       "it owns.")
+        raise BadInput(
+            f"{what} {os.fspath(path)} is outside {os.fspath(root)} (a link or a "
+            "planted name leads elsewhere); pgle touches nothing outside the folder "
+            "it owns."
+        )
     return os.fspath(path)
 
 
@@ -113,8 +122,14 @@ def real_directory(path: os.PathLike | str) -> bool:
 
 
 @contextlib.contextmanager
-def flocked(path: os.PathLike | str, *, shared: bool = False, timeout: float | None = None,
-            optional: bool = False, what: str = "lock file") -> Iterator[None]:
+def flocked(
+    path: os.PathLike | str,
+    *,
+    shared: bool = False,
+    timeout: float | None = None,
+    optional: bool = False,
+    what: str = "lock file",
+) -> Iterator[None]:
     """Hold flock(2) on `path` (created 0666 under the umask if missing). `optional`: where
     the lock file can neither be opened nor created (a read-only store), go on without it;
     a link at `path` is refused all the same.
@@ -150,8 +165,10 @@ def flocked(path: os.PathLike | str, *, shared: bool = False, timeout: float | N
                 break
             except BlockingIOError:
                 if deadline is not None and time.monotonic() > deadline:
-                    raise PgleError(f"timed out after {timeout:.0f} s waiting for the {what} "
-                                    f"{os.fspath(path)} (another process holds it).") from None
+                    raise PgleError(
+                        f"timed out after {timeout:.0f} s waiting for the {what} "
+                        f"{os.fspath(path)} (another process holds it)."
+                    ) from None
                 time.sleep(0.05)
         yield
     finally:
@@ -190,7 +207,7 @@ def link_or_copy(src: os.PathLike | str, dst: os.PathLike | str, what: str = "fi
                     break
                 view = memoryview(chunk)
                 while view:
-                    view = view[os.write(out, view):]
+                    view = view[os.write(out, view) :]
             os.fchmod(out, copy_mode(st.st_mode))  # O_CREAT's mode went through the umask
         finally:
             os.close(out)

@@ -17,8 +17,10 @@ def parse_duration(text: str, option: str = "--older-than") -> float:
     s = text.strip().lower()
     parts = _DURATION.findall(s)
     if not s or not parts or "".join(n + u for n, u in parts) != s:
-        raise BadInput(f"{option} {text!r} is not a duration.",
-                       hint="Use a number with a unit: 30m, 12h, 7d, 2w (or combined, 1d12h).")
+        raise BadInput(
+            f"{option} {text!r} is not a duration.",
+            hint="Use a number with a unit: 30m, 12h, 7d, 2w (or combined, 1d12h).",
+        )
     return sum(float(n) * _UNIT[u] for n, u in parts)
 
 
@@ -29,8 +31,10 @@ def parse_size(text: str, option: str = "--max-size") -> int:
     """'5G', '500M', '1.5GiB', '2048' -> bytes (binary units, as `du -h` prints them)."""
     m = _SIZE.fullmatch(text.strip().lower())
     if not m:
-        raise BadInput(f"{option} {text!r} is not a size.",
-                       hint="Use a number with a unit: 500M, 5G, 1T (binary units).")
+        raise BadInput(
+            f"{option} {text!r} is not a size.",
+            hint="Use a number with a unit: 500M, 5G, 1T (binary units).",
+        )
     return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " "))
 
 

@@ -57,12 +57,14 @@ def test_a_failed_install_stops_ci_before_any_test(tmp_path):
 
 # -- lint and types ----------------------------------------------------------------------------
 
-LINT = ["python3 -m ruff check pgle cli", "python3 -m mypy pgle cli"]
+LINT = ["python3 -m ruff check pgle cli", "python3 -m ruff format --check pgle cli",
+        "python3 -m mypy pgle cli"]
 
 
 def test_ci_runs_ruff_and_mypy_on_pgle_and_cli_before_the_tests(tmp_path):
     text = (REPO / ".ci" / "run").read_text()
     assert 'python3 -m ruff check pgle cli || fail "' in text
+    assert 'python3 -m ruff format --check pgle cli || fail "' in text
     assert 'python3 -m mypy pgle cli || fail "' in text
     # The tests "fail": CI stops after them, before the steps that need a real machine.
     repo, calls = ci_copy(tmp_path, pip_rc=0, pytest_rc=1)
@@ -104,6 +106,15 @@ def test_the_configured_ruff_catches_a_lint_error(tmp_path):
         assert code in proc.stdout, proc.stdout
 
 
+def test_the_configured_formatter_catches_an_unformatted_file(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = {'a':1}\n")
+    proc = subprocess.run([*_tool("ruff"), "format", "--check", "--config",
+                           str(REPO / "pyproject.toml"), "--no-cache", str(bad)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 1 and "bad.py" in proc.stdout + proc.stderr, proc.stdout
+
+
 def test_the_configured_mypy_catches_type_errors_and_is_strict_on_verdicts(tmp_path):
     # A copy of the package path, so that the module gets the name pyproject.toml's strict
     # override applies to (pgle.verdicts.*), and a plain module that gets the baseline.
@@ -125,6 +136,9 @@ def test_pgle_and_cli_have_no_lint_or_type_findings(tmp_path):
     ruff = subprocess.run([*_tool("ruff"), "check", "--no-cache", "pgle", "cli"],
                           capture_output=True, text=True, cwd=REPO)
     assert ruff.returncode == 0, ruff.stdout + ruff.stderr
+    formatted = subprocess.run([*_tool("ruff"), "format", "--check", "--no-cache", "pgle", "cli"],
+                               capture_output=True, text=True, cwd=REPO)
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
     mypy = subprocess.run([*_tool("mypy"), "--cache-dir", str(tmp_path / "cache"), "pgle", "cli"],
                           capture_output=True, text=True, cwd=REPO, timeout=900)
     assert mypy.returncode == 0, mypy.stdout + mypy.stderr

@@ -17,8 +17,10 @@ from pgle.analysis.timeline import DevicePlane, HostStep, relative_ps
 from pgle.evidence.event_kinds import Compile
 from pgle.evidence.events import Step
 
-HOST_COPY_RE = re.compile(r"(?i)memcpy.?(h2d|d2h|htod|dtoh)|(h2d|d2h|htod|dtoh).?memcpy|"
-                          r"memcpy.*(host.?to.?device|device.?to.?host)")
+HOST_COPY_RE = re.compile(
+    r"(?i)memcpy.?(h2d|d2h|htod|dtoh)|(h2d|d2h|htod|dtoh).?memcpy|"
+    r"memcpy.*(host.?to.?device|device.?to.?host)"
+)
 # A device gap counts as idle when it is longer than this share of the median step.
 IDLE_FRACTION = 0.05
 
@@ -33,8 +35,9 @@ def recompilations(compiles: Sequence[Compile], steps: Sequence[Step]) -> list[d
     late: dict[str, dict[str, Any]] = {}
     for c in compiles:
         if c.t >= warm:
-            row = late.setdefault(c.fun_name or "?", {"function": c.fun_name,
-                                                      "count": 0, "seconds": 0.0})
+            row = late.setdefault(
+                c.fun_name or "?", {"function": c.fun_name, "count": 0, "seconds": 0.0}
+            )
             row["count"] += 1
             row["seconds"] += c.seconds or 0.0
     return sorted(late.values(), key=lambda r: -r["seconds"])
@@ -70,8 +73,11 @@ class TraceDiagnostics:
         lo, hi = (int(x) for x in relative_ps([lo_abs, hi_abs], origin))
         start, end = plane.start, plane.start + plane.duration
         not_async = np.array([n != "Async XLA Ops" for n in plane.line_names], bool)
-        busy = not_async[plane.line] & (end > lo) & (start < hi) if plane.line_names \
+        busy = (
+            not_async[plane.line] & (end > lo) & (start < hi)
+            if plane.line_names
             else np.zeros(len(plane), bool)
+        )
         b_lo, b_hi = merge(start[busy], end[busy])
         threshold = IDLE_FRACTION * self.median_step_ps if self.median_step_ps else 0
         self.window_ps += hi_abs - lo_abs
@@ -91,15 +97,29 @@ class TraceDiagnostics:
             self.gaps_between_steps += int(between.sum())
             top = np.lexsort((np.arange(g.size), -g))[:LARGEST]
             for i in top.tolist():
-                self.largest.append((int(g[i]), self.gap_count + i,
-                                     {"device": plane.name, "start_ps": int(g_start[i]) + origin,
-                                      "gap_ps": int(g[i]), "between_steps": bool(between[i])}))
+                self.largest.append(
+                    (
+                        int(g[i]),
+                        self.gap_count + i,
+                        {
+                            "device": plane.name,
+                            "start_ps": int(g_start[i]) + origin,
+                            "gap_ps": int(g[i]),
+                            "between_steps": bool(between[i]),
+                        },
+                    )
+                )
             self.largest.sort(key=lambda row: (-row[0], row[1]))
             del self.largest[LARGEST:]
             self.gap_count += int(g.size)
         # Host copies inside the window, per kind; kinds in the order they first appear.
-        kind_of = np.array([COPY_KINDS.index(k) if k else -1 for k in map(_copy_kind, plane.texts)],
-                           np.int64) if plane.texts else np.zeros(0, np.int64)
+        kind_of = (
+            np.array(
+                [COPY_KINDS.index(k) if k else -1 for k in map(_copy_kind, plane.texts)], np.int64
+            )
+            if plane.texts
+            else np.zeros(0, np.int64)
+        )
         ev_kind = kind_of[plane.op] if len(plane) else np.zeros(0, np.int64)
         hit = np.flatnonzero((ev_kind >= 0) & (start >= lo) & (start < hi))
         if hit.size:
@@ -116,8 +136,10 @@ class TraceDiagnostics:
             "idle_fraction": self.idle_ps / self.window_ps if self.window_ps else None,
             "gaps_between_steps": self.gaps_between_steps,
             "largest_gaps": [row for _, _, row in self.largest],
-            "host_copies": {k: {"count": v[0], "time_ps": v[1], "per_step": v[0] / steps}
-                            for k, v in self.copies.items()},
+            "host_copies": {
+                k: {"count": v[0], "time_ps": v[1], "per_step": v[0] / steps}
+                for k, v in self.copies.items()
+            },
         }
 
 
@@ -140,4 +162,3 @@ def _copy_kind(op: str) -> str | None:
     if not m:
         return None
     return "host to device" if re.search(r"(?i)h2d|htod|host.?to", m.group(0)) else "device to host"
-

@@ -48,13 +48,15 @@ def _why(text: str | None) -> str:
 
 def _table(head: list[str], rows: list[list[Any]], raw: bool = False) -> str:
     th = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c if raw else _e(c)}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c if raw else _e(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
     return f"<table><tr>{th}</tr>{body}</table>"
 
 
-def strip_plot(series: list[tuple[str, list[float]]], unit_scale: float = 1e3,
-               unit: str = "ms") -> str:
+def strip_plot(
+    series: list[tuple[str, list[float]]], unit_scale: float = 1e3, unit: str = "ms"
+) -> str:
     """One row of dots per series, with its median marked: the spread at a glance."""
     values = [v for _, vs in series for v in vs]
     if not values:
@@ -64,10 +66,16 @@ def strip_plot(series: list[tuple[str, list[float]]], unit_scale: float = 1e3,
     lo, hi = lo - 0.05 * span, hi + 0.05 * span
     w, left, row_h = 760, 150, 40
     h = row_h * len(series) + 40
+
     def x(v):
         return left + (v - lo) / (hi - lo) * (w - left - 20)
-    parts = [(f'<svg role="img" aria-label="step time distribution" width="{w}" height="{h}" '
-             f'xmlns="http://www.w3.org/2000/svg">')]
+
+    parts = [
+        (
+            f'<svg role="img" aria-label="step time distribution" width="{w}" height="{h}" '
+            f'xmlns="http://www.w3.org/2000/svg">'
+        )
+    ]
     for i, (label, vs) in enumerate(series):
         y = 25 + i * row_h
         c = COLORS[i % len(COLORS)]

@@ -20,8 +20,12 @@ def peak_bytes(memory: dict[str, Any]) -> int | None:
         return None
     if memory.get("peak_memory_in_bytes"):
         return memory["peak_memory_in_bytes"]
-    return (memory.get("argument_size_in_bytes", 0) + memory.get("output_size_in_bytes", 0)
-            + memory.get("temp_size_in_bytes", 0) - memory.get("alias_size_in_bytes", 0))
+    return (
+        memory.get("argument_size_in_bytes", 0)
+        + memory.get("output_size_in_bytes", 0)
+        + memory.get("temp_size_in_bytes", 0)
+        - memory.get("alias_size_in_bytes", 0)
+    )
 
 
 def compare(before: list[dict], after: list[dict]) -> list[dict[str, Any]]:

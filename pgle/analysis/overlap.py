@@ -28,7 +28,8 @@ from pgle.analysis.timeline import DevicePlane, HostStep, relative_ps
 
 COLLECTIVE_RE = re.compile(
     r"^%?(all-gather|all-reduce|reduce-scatter|collective-permute|all-to-all|ragged-all-to-all|"
-    r"collective-broadcast|send|recv)(?:-start|-done)?(?:[.\-]\d+)*(?:\s|$)")
+    r"collective-broadcast|send|recv)(?:-start|-done)?(?:[.\-]\d+)*(?:\s|$)"
+)
 ASYNC_ROLE_RE = re.compile(r"^(?P<base>.+)-(?P<role>start|done)(?P<n>\.\d+)?$")
 XLA_OPS_LINES = ("XLA Ops", "Sparse Core Ops")
 ASYNC_OPS_LINE = "Async XLA Ops"
@@ -62,8 +63,13 @@ def _totals(keys: np.ndarray, span: np.ndarray, exposed: np.ndarray):
     exposed_sum = np.zeros(distinct.size, np.int64)
     np.add.at(span_sum, inverse, span)
     np.add.at(exposed_sum, inverse, exposed)
-    return zip(distinct[order].tolist(), counts[order].tolist(), span_sum[order].tolist(),
-               exposed_sum[order].tolist(), strict=False)
+    return zip(
+        distinct[order].tolist(),
+        counts[order].tolist(),
+        span_sum[order].tolist(),
+        exposed_sum[order].tolist(),
+        strict=False,
+    )
 
 
 def _instruction(name: str) -> str:
@@ -87,8 +93,10 @@ def _text_flags(texts: list[str], test) -> np.ndarray:
 def _windows(plane: DevicePlane) -> _Windows:
     """The communication windows and compute intervals of one plane (see the module docstring)."""
     end = plane.start + plane.duration
+
     def line_is(names):
         return _text_flags(plane.line_names, lambda n: n in names)[plane.line]
+
     on_ops = line_is(XLA_OPS_LINES) if plane.line_names else np.zeros(len(plane), bool)
     on_async = line_is((ASYNC_OPS_LINE,)) if plane.line_names else np.zeros(len(plane), bool)
     if on_ops.any():
@@ -101,14 +109,28 @@ def _windows(plane: DevicePlane) -> _Windows:
         asyncs = np.flatnonzero(on_async)
         if asyncs.size:
             ids = names.of([instr[t] for t in range(len(plane.texts))])
-            return _Windows(names.list, ids[plane.op[asyncs]], plane.module[asyncs],
-                            plane.start[asyncs], end[asyncs], plane.start[compute], end[compute],
-                            ASYNC_OPS_LINE)
+            return _Windows(
+                names.list,
+                ids[plane.op[asyncs]],
+                plane.module[asyncs],
+                plane.start[asyncs],
+                end[asyncs],
+                plane.start[compute],
+                end[compute],
+                ASYNC_OPS_LINE,
+            )
         starts, dones = _pair_starts_and_dones(plane, ops, instr)
         ids = names.of([instr[t] for t in range(len(plane.texts))])
-        return _Windows(names.list, ids[plane.op[starts]], plane.module[starts],
-                        plane.start[starts], end[dones], plane.start[compute], end[compute],
-                        "start_done_pairs")
+        return _Windows(
+            names.list,
+            ids[plane.op[starts]],
+            plane.module[starts],
+            plane.start[starts],
+            end[dones],
+            plane.start[compute],
+            end[compute],
+            "start_done_pairs",
+        )
     kind = _text_flags(plane.texts, collective_kind)
     memcpy_text = _text_flags(plane.texts, MEMCPY_RE.search)
     memcpy_line = _text_flags(plane.line_names, MEMCPY_RE.search)
@@ -117,8 +139,16 @@ def _windows(plane: DevicePlane) -> _Windows:
     is_compute = keep & ~kind[plane.op] & ~memcpy_text[plane.op] & ~memcpy_line[plane.line]
     w = np.flatnonzero(is_win)
     c = np.flatnonzero(is_compute)
-    return _Windows(plane.texts, plane.op[w], plane.module[w], plane.start[w], end[w],
-                    plane.start[c], end[c], "kernels")
+    return _Windows(
+        plane.texts,
+        plane.op[w],
+        plane.module[w],
+        plane.start[w],
+        end[w],
+        plane.start[c],
+        end[c],
+        "kernels",
+    )
 
 
 class _Names:
@@ -128,8 +158,11 @@ class _Names:
         self.ids: dict[str, int] = {}
 
     def of(self, texts: list[str]) -> np.ndarray:
-        return np.array([self.ids.setdefault(t, len(self.ids)) for t in texts], np.int64) \
-            if texts else np.zeros(0, np.int64)
+        return (
+            np.array([self.ids.setdefault(t, len(self.ids)) for t in texts], np.int64)
+            if texts
+            else np.zeros(0, np.int64)
+        )
 
     @property
     def list(self) -> list[str]:
@@ -233,9 +266,15 @@ class OverlapAccumulator:
         width = len(plane.texts) + 1  # module -1 (none) .. len(texts) - 1
         tables: tuple[tuple[dict[Any, list[int]], Any, Any], ...] = (
             (self.by_kind, kind, lambda key: kind_names.list[key]),
-            (self.by_op, op * width + module + 1,
-             lambda key: (w.names[key // width],
-                          plane.texts[key % width - 1] if key % width else None)))
+            (
+                self.by_op,
+                op * width + module + 1,
+                lambda key: (
+                    w.names[key // width],
+                    plane.texts[key % width - 1] if key % width else None,
+                ),
+            ),
+        )
         for table, keys, key_of in tables:
             for key, count, sp, ex in _totals(keys, span, exposed):
                 row = table.setdefault(key_of(key), [0, 0, 0])
@@ -262,17 +301,25 @@ class OverlapAccumulator:
             "exposed_ps": self.exposed,
             "hidden_ps": self.span - self.exposed,
             "hidden_fraction": (1 - self.exposed / self.span) if self.span else None,
-            "by_kind": {k: {"count": v[0], "span_ps": v[1], "exposed_ps": v[2]}
-                        for k, v in sorted(self.by_kind.items(), key=lambda kv: -kv[1][2])},
-            "top_exposed": [{"op": op, "module": module, "count": v[0], "span_ps": v[1],
-                             "exposed_ps": v[2]} for (op, module), v in top],
+            "by_kind": {
+                k: {"count": v[0], "span_ps": v[1], "exposed_ps": v[2]}
+                for k, v in sorted(self.by_kind.items(), key=lambda kv: -kv[1][2])
+            },
+            "top_exposed": [
+                {"op": op, "module": module, "count": v[0], "span_ps": v[1], "exposed_ps": v[2]}
+                for (op, module), v in top
+            ],
             # Every collective (HLO op, module), most exposed first: `pgle report` sets the
             # runs without and with the profile side by side, per collective.
-            "per_op": [{"op": op, "module": module, "count": v[0], "span_ps": v[1],
-                        "exposed_ps": v[2]}
-                       for (op, module), v in sorted(self.by_op.items(),
-                                                     key=lambda kv: -kv[1][2])[:PER_OP_MAX]],
+            "per_op": [
+                {"op": op, "module": module, "count": v[0], "span_ps": v[1], "exposed_ps": v[2]}
+                for (op, module), v in sorted(self.by_op.items(), key=lambda kv: -kv[1][2])[
+                    :PER_OP_MAX
+                ]
+            ],
             # Per step and per device (averaged over the device planes).
-            "per_step": [{"step": s, "span_ps": v[0] / n, "exposed_ps": v[1] / n}
-                         for s, v in sorted(self.per_step.items())],
+            "per_step": [
+                {"step": s, "span_ps": v[0] / n, "exposed_ps": v[1] / n}
+                for s, v in sorted(self.per_step.items())
+            ],
         }

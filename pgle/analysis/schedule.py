@@ -24,11 +24,31 @@ _INSTRUCTION_RE = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 # which open with `(` right after `= `; skip a balanced tuple shape first.
 _OPCODE_RE = re.compile(r"([a-z][\w\-]*)\(")
 # Instructions that cost nothing on the device: never counted as overlapped work.
-FREE_OPCODES = frozenset({"parameter", "constant", "bitcast", "get-tuple-element", "tuple",
-                          "after-all", "opt-barrier", "partition-id", "replica-id"})
+FREE_OPCODES = frozenset(
+    {
+        "parameter",
+        "constant",
+        "bitcast",
+        "get-tuple-element",
+        "tuple",
+        "after-all",
+        "opt-barrier",
+        "partition-id",
+        "replica-id",
+    }
+)
 ASYNC_STARTS = {"send": "send-done", "recv": "recv-done"}
-COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "all-to-all",
-               "ragged-all-to-all", "collective-broadcast", "send", "recv")
+COLLECTIVES = (
+    "all-gather",
+    "all-reduce",
+    "reduce-scatter",
+    "collective-permute",
+    "all-to-all",
+    "ragged-all-to-all",
+    "collective-broadcast",
+    "send",
+    "recv",
+)
 
 
 @dataclasses.dataclass
@@ -67,7 +87,7 @@ def _opcode(rhs: str) -> tuple[str, str]:
     m = _OPCODE_RE.search(rhs, pos)
     if not m:
         return "", ""
-    return m.group(1), rhs[m.end():]
+    return m.group(1), rhs[m.end() :]
 
 
 def _operands(args: str) -> list[str]:
@@ -107,8 +127,10 @@ def parse_computations(text: str) -> dict[str, list[Instruction]]:
             wrapped = c.group(1) if c else None
         current.append(Instruction(m.group(1), opcode, _operands(args), wrapped))
     if not comps:
-        raise BadInput("the HLO text holds no computation (expected XLA's optimized HLO, "
-                       "as `compiled.as_text()` prints it).")
+        raise BadInput(
+            "the HLO text holds no computation (expected XLA's optimized HLO, "
+            "as `compiled.as_text()` prints it)."
+        )
     return comps
 
 
@@ -143,8 +165,11 @@ def async_pairs(text: str) -> list[AsyncPair]:
             start = instrs[s]
             if not (start.opcode.endswith("-start") or start.opcode in ASYNC_STARTS):
                 continue
-            between = [i.name for i in instrs[s + 1:k]
-                       if i.opcode not in FREE_OPCODES and not i.opcode.endswith("-done")]
+            between = [
+                i.name
+                for i in instrs[s + 1 : k]
+                if i.opcode not in FREE_OPCODES and not i.opcode.endswith("-done")
+            ]
             pairs.append(AsyncPair(cname, start.name, ins.name, _kind(start, comps), between, s, k))
     return pairs
 
@@ -159,8 +184,13 @@ def compare(before_text: str, after_text: str) -> dict[str, Any]:
         b, a = before.get(key), after.get(key)
         pair = a or b
         assert pair is not None  # key comes from before or after
-        row: dict[str, Any] = {"computation": key[0], "start": key[1], "kind": pair.kind,
-               "before": b.between if b else None, "after": a.between if a else None}
+        row: dict[str, Any] = {
+            "computation": key[0],
+            "start": key[1],
+            "kind": pair.kind,
+            "before": b.between if b else None,
+            "after": a.between if a else None,
+        }
         if a and b:
             row["moved"] = a.between != b.between
             row["overlap_change"] = len(a.between) - len(b.between)
@@ -173,6 +203,10 @@ def compare(before_text: str, after_text: str) -> dict[str, Any]:
             row["overlap_change"] = None
         rows.append(row)
     moved = [r for r in rows if r["moved"]]
-    return {"pairs": rows, "pair_count": len(rows), "moved_count": len(moved),
-            "more_overlap": sum(1 for r in moved if (r["overlap_change"] or 0) > 0),
-            "less_overlap": sum(1 for r in moved if (r["overlap_change"] or 0) < 0)}
+    return {
+        "pairs": rows,
+        "pair_count": len(rows),
+        "moved_count": len(moved),
+        "more_overlap": sum(1 for r in moved if (r["overlap_change"] or 0) > 0),
+        "less_overlap": sum(1 for r in moved if (r["overlap_change"] or 0) < 0),
+    }

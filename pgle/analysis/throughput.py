@@ -23,7 +23,7 @@ PEAK_SOURCES = {
     "H100 PCIe": "NVIDIA H100 Tensor Core GPU Datasheet, H100 PCIe column (with-sparsity / 2)",
     "H200": "NVIDIA H200 Tensor Core GPU Datasheet, H200 SXM column (with-sparsity / 2)",
     "B200": "NVIDIA HGX B200 specifications (nvidia.com/data-center/hgx), 8-GPU figures / 8, "
-            "with-sparsity / 2",
+    "with-sparsity / 2",
 }
 # (regex over jax's device_kind, table row, {dtype: dense TFLOP/s}, source key)
 PEAKS: list[tuple[str, str, dict[str, float | None], str]] = [

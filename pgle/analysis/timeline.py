@@ -81,8 +81,9 @@ def find_xplane_files(trace_dir: os.PathLike | str) -> list[str]:
         candidates = [os.path.join(nested, d) for d in sorted(os.listdir(nested), reverse=True)]
     for folder in candidates:
         if os.path.isdir(folder):
-            files = sorted(os.path.join(folder, n) for n in os.listdir(folder)
-                           if n.endswith(".xplane.pb"))
+            files = sorted(
+                os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".xplane.pb")
+            )
             if files:
                 return files
     return []

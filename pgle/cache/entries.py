@@ -41,9 +41,16 @@ class Entry:
     role: str  # cache_manifest.ROLE_*
 
     def to_dict(self) -> dict:
-        return {"module": self.module, "key": self.key, "size": self.size, "mtime": self.mtime,
-                "modified": iso(self.mtime), "role": self.role,
-                "role_label": manifest.ROLE_LABELS[self.role], "atime_file": self.atime_file}
+        return {
+            "module": self.module,
+            "key": self.key,
+            "size": self.size,
+            "mtime": self.mtime,
+            "modified": iso(self.mtime),
+            "role": self.role,
+            "role_label": manifest.ROLE_LABELS[self.role],
+            "atime_file": self.atime_file,
+        }
 
 
 # -- reading ------------------------------------------------------------------
@@ -99,8 +106,10 @@ def list_entries(cache_dir: str, recorded: dict | None = None) -> list[Entry]:
         else:
             atimes.add(m["key"])
     index = manifest.key_roles(recorded) if recorded else {}
-    entries = [Entry(module, key, size, mtime, key in atimes, index.get(key, manifest.ROLE_UNKNOWN))
-               for key, (module, size, mtime) in caches.items()]
+    entries = [
+        Entry(module, key, size, mtime, key in atimes, index.get(key, manifest.ROLE_UNKNOWN))
+        for key, (module, size, mtime) in caches.items()
+    ]
     entries.sort(key=lambda e: (e.module, -e.mtime, e.key))
     return entries
 
@@ -109,8 +118,9 @@ def totals(entries: list[Entry]) -> list[dict]:
     """Per module: entry count, bytes, newest write, count per role."""
     by_module: dict[str, dict] = {}
     for e in entries:
-        t = by_module.setdefault(e.module, {"module": e.module, "entries": 0, "bytes": 0,
-                                            "newest": 0.0, "roles": {}})
+        t = by_module.setdefault(
+            e.module, {"module": e.module, "entries": 0, "bytes": 0, "newest": 0.0, "roles": {}}
+        )
         t["entries"] += 1
         t["bytes"] += e.size
         t["newest"] = max(t["newest"], e.mtime)
@@ -125,15 +135,20 @@ def totals(entries: list[Entry]) -> list[dict]:
 
 def _module_status(roles: dict[str, int]) -> str:
     """The most useful role a module has in the cache (report `modules[].status`)."""
-    for role in (manifest.ROLE_PGLE_OPTIMIZED, manifest.ROLE_FIRST_PASS,
-                 manifest.ROLE_PLAIN):
+    for role in (manifest.ROLE_PGLE_OPTIMIZED, manifest.ROLE_FIRST_PASS, manifest.ROLE_PLAIN):
         if roles.get(role):
             return role
     return manifest.ROLE_UNKNOWN
 
 
-def select(cache_dir: str, entries: list[Entry], *, older_than: float | None = None,
-           modules: tuple[str, ...] = (), now: float) -> list[Entry]:
+def select(
+    cache_dir: str,
+    entries: list[Entry],
+    *,
+    older_than: float | None = None,
+    modules: tuple[str, ...] = (),
+    now: float,
+) -> list[Entry]:
     """The entries of `modules` (globs) and/or last used more than `older_than` seconds ago."""
     chosen = []
     for e in entries:
@@ -173,8 +188,10 @@ def check_writable_dir(cache_dir: str, *, create: bool, what: str = "use") -> st
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise BadInput(f"cannot {what} cache dir {cache_dir}: {e.strerror or e}.",
-                       hint="Pick a directory you can write to (--cache-dir).") from None
+        raise BadInput(
+            f"cannot {what} cache dir {cache_dir}: {e.strerror or e}.",
+            hint="Pick a directory you can write to (--cache-dir).",
+        ) from None
     return cache_dir
 
 
@@ -219,9 +236,12 @@ def manifest_keys_missing(recorded: dict | None, present: set[str]) -> list[dict
     """The PGLE-optimized keys the manifest `recorded` that are not `present` on disk."""
     if not recorded:
         return []
-    return [{"module": module, "key": key}
-            for module, info in sorted(recorded.get("modules", {}).items())
-            for key in info.get("pgle_optimized_keys", []) if key not in present]
+    return [
+        {"module": module, "key": key}
+        for module, info in sorted(recorded.get("modules", {}).items())
+        for key in info.get("pgle_optimized_keys", [])
+        if key not in present
+    ]
 
 
 # -- small helpers ------------------------------------------------------------

@@ -23,19 +23,36 @@ KERNEL_CACHE = "xla_gpu_kernel_cache_file"
 XLA_CACHES_SINCE = (0, 4, 36)
 AUTOTUNE_PATH_NOT_IN_KEY_SINCE = (0, 11, 0)
 
-_BASE = frozenset((
-    "xla_dump_compress_protos", "xla_dump_module_metadata", "xla_dump_max_hlo_modules",
-    "xla_dump_include_timestamp", "xla_dump_hlo_pass_re", "xla_dump_hlo_module_re",
-    "xla_dump_hlo_snapshots", "xla_dump_fusion_visualization", "xla_dump_hlo_as_url",
-    "xla_dump_hlo_as_proto", "xla_dump_hlo_as_text", "xla_dump_hlo_as_long_text",
-    "xla_dump_hlo_as_html", "xla_dump_hlo_as_dot", "xla_dump_to",
-    "xla_force_host_platform_device_count", "xla_dump_disable_metadata",
-    "xla_dump_hlo_pipeline_re", "xla_tpu_sdc_checker_streamz_metric",
-    "xla_tpu_sdc_checker_enable_sdc_event_callbacks", "xla_gpu_cuda_data_dir"))
+_BASE = frozenset(
+    (
+        "xla_dump_compress_protos",
+        "xla_dump_module_metadata",
+        "xla_dump_max_hlo_modules",
+        "xla_dump_include_timestamp",
+        "xla_dump_hlo_pass_re",
+        "xla_dump_hlo_module_re",
+        "xla_dump_hlo_snapshots",
+        "xla_dump_fusion_visualization",
+        "xla_dump_hlo_as_url",
+        "xla_dump_hlo_as_proto",
+        "xla_dump_hlo_as_text",
+        "xla_dump_hlo_as_long_text",
+        "xla_dump_hlo_as_html",
+        "xla_dump_hlo_as_dot",
+        "xla_dump_to",
+        "xla_force_host_platform_device_count",
+        "xla_dump_disable_metadata",
+        "xla_dump_hlo_pipeline_re",
+        "xla_tpu_sdc_checker_streamz_metric",
+        "xla_tpu_sdc_checker_enable_sdc_event_callbacks",
+        "xla_gpu_cuda_data_dir",
+    )
+)
 _SINCE_0_4_36 = _BASE | {
     "xla_tpu_sdc_checker_enable_coresweep_ng_callbacks",
     "xla_tpu_sdc_checker_no_logging_if_callbacks_are_present",
-    "xla_gpu_experimental_autotune_cache_mode"}
+    "xla_gpu_experimental_autotune_cache_mode",
+}
 _SINCE_0_11 = _SINCE_0_4_36 | {"xla_gpu_per_fusion_autotune_cache_dir", "xla_tpu_compiler_variant"}
 
 

@@ -42,10 +42,17 @@ ROLE_FIRST_PASS = "first_pass"
 ROLE_PGLE_OPTIMIZED = "pgle_optimized"
 ROLE_PLAIN = "plain"
 ROLE_UNKNOWN = "unknown"
-ROLE_LABELS = {ROLE_FIRST_PASS: "first-pass", ROLE_PGLE_OPTIMIZED: "PGLE-optimized",
-               ROLE_PLAIN: "plain", ROLE_UNKNOWN: "unknown"}
-_ROLE_FIELDS = {ROLE_PGLE_OPTIMIZED: "pgle_optimized_keys", ROLE_FIRST_PASS: "first_pass_keys",
-                ROLE_PLAIN: "plain_keys"}
+ROLE_LABELS = {
+    ROLE_FIRST_PASS: "first-pass",
+    ROLE_PGLE_OPTIMIZED: "PGLE-optimized",
+    ROLE_PLAIN: "plain",
+    ROLE_UNKNOWN: "unknown",
+}
+_ROLE_FIELDS = {
+    ROLE_PGLE_OPTIMIZED: "pgle_optimized_keys",
+    ROLE_FIRST_PASS: "first_pass_keys",
+    ROLE_PLAIN: "plain_keys",
+}
 
 MAX_MANIFEST_BYTES = 64 << 20
 # A run on another host cannot be checked for liveness; past this age it is stale.
@@ -63,7 +70,7 @@ def is_remote(path: str) -> bool:
 def local_form(path: str) -> str:
     """`file:///x` -> `/x` (JAX accepts both spellings); anything else unchanged."""
     path = str(path)
-    return path[len("file://"):] if path.startswith("file://") else path
+    return path[len("file://") :] if path.startswith("file://") else path
 
 
 def manifest_path(cache_dir: str) -> str:
@@ -87,19 +94,29 @@ def load(cache_dir: str) -> dict[str, Any] | None:
 
 
 def parse(text: str, path: str = MANIFEST_NAME) -> dict[str, Any]:
-    fix = ("Move it away (or delete it) and run `pgle prewarm` again; the cache entries "
-           "themselves are fine.")
+    fix = (
+        "Move it away (or delete it) and run `pgle prewarm` again; the cache entries "
+        "themselves are fine."
+    )
     try:
         data = json.loads(text)
     except ValueError as e:
         raise ManifestError(f"cache manifest {path} is corrupt ({e}).", hint=fix) from None
-    if not isinstance(data, dict) or not isinstance(data.get("modules"), dict) \
-            or not isinstance(data.get("runs"), list):
-        raise ManifestError(f"cache manifest {path} is not a pgle manifest "
-                            "(no 'modules' object or 'runs' list).", hint=fix)
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("modules"), dict)
+        or not isinstance(data.get("runs"), list)
+    ):
+        raise ManifestError(
+            f"cache manifest {path} is not a pgle manifest (no 'modules' object or 'runs' list).",
+            hint=fix,
+        )
     if data.get("format") != FORMAT:
-        raise ManifestError(f"cache manifest {path} has format {data.get('format')!r}; this pgle "
-                            f"reads format {FORMAT}.", hint=fix)
+        raise ManifestError(
+            f"cache manifest {path} has format {data.get('format')!r}; this pgle "
+            f"reads format {FORMAT}.",
+            hint=fix,
+        )
     return data
 
 
@@ -124,8 +141,9 @@ def key_roles(data: dict[str, Any]) -> dict[str, str]:
 
 
 def record_keys(data: dict[str, Any], module: str, role: str, keys: list[str]) -> dict[str, Any]:
-    entry = data["modules"].setdefault(module, {"first_pass_keys": [], "pgle_optimized_keys": [],
-                                                "plain_keys": []})
+    entry = data["modules"].setdefault(
+        module, {"first_pass_keys": [], "pgle_optimized_keys": [], "plain_keys": []}
+    )
     field = _ROLE_FIELDS[role]
     for key in keys:
         if key not in entry.setdefault(field, []):
@@ -135,10 +153,16 @@ def record_keys(data: dict[str, Any], module: str, role: str, keys: list[str]) -
 
 # -- runs in progress ------------------------------------------------------------
 def new_run(workload: str, environment: dict[str, Any] | None) -> dict[str, Any]:
-    return {"id": f"{time.strftime('%Y%m%dT%H%M%S')}-{socket.gethostname()}-{os.getpid()}",
-            "state": "in_progress", "pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.time(), "finished": None, "workload": workload,
-            "environment": environment}
+    return {
+        "id": f"{time.strftime('%Y%m%dT%H%M%S')}-{socket.gethostname()}-{os.getpid()}",
+        "state": "in_progress",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.time(),
+        "finished": None,
+        "workload": workload,
+        "environment": environment,
+    }
 
 
 def runs_in_progress(data: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -214,7 +238,8 @@ def _read_text(path: str) -> str:
     # A shared cache: a link planted at the manifest's name is refused, never read (pgle would
     # otherwise republish the file it points to as the cache's manifest).
     return read_bytes_nofollow(path, what="cache manifest", limit=MAX_MANIFEST_BYTES).decode(
-        "utf-8", errors="replace")
+        "utf-8", errors="replace"
+    )
 
 
 def join(cache_dir: str, name: str) -> str:

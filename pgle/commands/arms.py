@@ -69,8 +69,11 @@ class Arm:
 
     def folder(self, plain: bool, i: int) -> str:
         """The run folder of the arm's i-th run inside the tune folder."""
-        base = ("baseline" if self.name == DEFAULT else "run") if plain else \
-            "arm-" + self.name.replace("+", "-")
+        base = (
+            ("baseline" if self.name == DEFAULT else "run")
+            if plain
+            else "arm-" + self.name.replace("+", "-")
+        )
         return base if i == 0 else f"{base}-{i + 1}"
 
 
@@ -90,8 +93,10 @@ def parse_arms(text: str, jax: tuple[int, ...] | None = None) -> tuple[Arm, ...]
         else:
             parts = word.split("+")
             if any(p not in PARTS for p in parts) or len(set(parts)) != len(parts):
-                raise BadInput(f"--compare: unknown arm {word!r}: use default, o1, sol, pgle or "
-                               "sums of them (o1+pgle).")
+                raise BadInput(
+                    f"--compare: unknown arm {word!r}: use default, o1, sol, pgle or "
+                    "sums of them (o1+pgle)."
+                )
             name = "+".join(p for p in PARTS if p in parts)  # one spelling per arm
             arm = Arm(name, o1="o1" in parts, sol="sol" in parts, pgle="pgle" in parts)
         if any(a.name == arm.name for a in arms):
@@ -100,8 +105,10 @@ def parse_arms(text: str, jax: tuple[int, ...] | None = None) -> tuple[Arm, ...]
     if not arms:
         raise BadInput("--compare needs arms, e.g. default,o1,pgle,o1+pgle.")
     if any(a.o1 for a in arms) and jax is not None and jax < O1_SINCE:
-        raise BadInput(f"--compare o1: jax {versions.version_string(jax)} has no "
-                       "JAX_OPTIMIZATION_LEVEL (pgle checked it from jax 0.6.2).")
+        raise BadInput(
+            f"--compare o1: jax {versions.version_string(jax)} has no "
+            "JAX_OPTIMIZATION_LEVEL (pgle checked it from jax 0.6.2)."
+        )
     if not any(a.name == DEFAULT for a in arms):
         arms.insert(0, Arm(DEFAULT))
     else:
@@ -113,8 +120,10 @@ def collect_changes(profiling_flags: dict[str, str | None]) -> list[str]:
     """What tune's collect phase ran differently from the user's own runs (and the arms)."""
     out = ["the JAX profiler ran for the window (profiled steps are never timed)"]
     if flag_table.COMMAND_BUFFER in profiling_flags:
-        out.append(f"--{flag_table.COMMAND_BUFFER}='' (command buffers off: kernels inside "
-                   "CUDA graphs are invisible to the profiler)")
+        out.append(
+            f"--{flag_table.COMMAND_BUFFER}='' (command buffers off: kernels inside "
+            "CUDA graphs are invisible to the profiler)"
+        )
     return out
 
 
@@ -145,15 +154,22 @@ def ratio(before: Sequence[float], after: Sequence[float]) -> tuple[dict | None,
     from pgle.analysis.throughput import ratio_interval
 
     if len(before) < MIN_STEPS or len(after) < MIN_STEPS:
-        return None, (f"no step-time ratio: {len(before)} and "
-                      f"{plural(len(after), 'step time')}, fewer than {MIN_STEPS} each; "
-                      "run more steps or --repeat more")
+        return None, (
+            f"no step-time ratio: {len(before)} and "
+            f"{plural(len(after), 'step time')}, fewer than {MIN_STEPS} each; "
+            "run more steps or --repeat more"
+        )
     return ratio_interval(list(before), list(after)), None
 
 
-def compare_step_times(collect_dir: Path | str, baseline_dirs: Sequence[Path | str],
-                       run_dirs: Sequence[Path | str], *, platform: str | None,
-                       applied: bool) -> dict[str, Any]:
+def compare_step_times(
+    collect_dir: Path | str,
+    baseline_dirs: Sequence[Path | str],
+    run_dirs: Sequence[Path | str],
+    *,
+    platform: str | None,
+    applied: bool,
+) -> dict[str, Any]:
     """Plain tune: the median and spread of each phase, and the ratio of the runs with the
     profile over the baseline runs. collect's own steps are shown (profiled steps left out)
     but never compared: its run had the profiler on and command buffers off. No ratio on a
@@ -164,23 +180,33 @@ def compare_step_times(collect_dir: Path | str, baseline_dirs: Sequence[Path | s
     after, asteps = pooled(run_dirs)
     steps = asteps or bsteps or csteps
     out: dict[str, Any] = {
-        "collect": summarize(collect), "baseline": summarize(before), "run": summarize(after),
+        "collect": summarize(collect),
+        "baseline": summarize(before),
+        "run": summarize(after),
         "runs": {"baseline": len(baseline_dirs), "run": len(run_dirs)},
-        "steps": steps.to_dict() if steps else None, "ratio": None, "interval": None,
-        "caveat": None}
+        "steps": steps.to_dict() if steps else None,
+        "ratio": None,
+        "interval": None,
+        "caveat": None,
+    }
     gpu = platform is not None and platform.lower() in GPU_PLATFORMS
     if not collect and not after and not before:
-        out["caveat"] = ("no step times: " + (steps.how if steps else
-                         "the workload marks no steps and no jitted function executed at "
-                         "least 3 times"))
+        out["caveat"] = "no step times: " + (
+            steps.how
+            if steps
+            else "the workload marks no steps and no jitted function executed at least 3 times"
+        )
     elif not gpu:
-        out["caveat"] = (f"no step-time ratio: backend {platform} applies no profile, so every "
-                         "phase ran the same program (and collect's ran with the profiler on)")
+        out["caveat"] = (
+            f"no step-time ratio: backend {platform} applies no profile, so every "
+            "phase ran the same program (and collect's ran with the profiler on)"
+        )
     elif not baseline_dirs:
         out["caveat"] = "no step-time ratio: there was no profile to run with"
     elif not applied:
-        out["caveat"] = ("no step-time ratio: no module applied the profile, so both sides ran "
-                         "the same schedule")
+        out["caveat"] = (
+            "no step-time ratio: no module applied the profile, so both sides ran the same schedule"
+        )
     else:
         out["interval"], out["caveat"] = ratio(before, after)
         out["ratio"] = out["interval"]["ratio"] if out["interval"] else None
@@ -201,10 +227,13 @@ def step_time_lines(times: dict[str, Any], *, profiled: bool) -> list[str]:
         ci = times["interval"]
         noise = "beyond run-to-run noise" if ci["beyond_noise"] else "within run-to-run noise"
         return lines + [
-            (f"median step: {_ms(times['baseline'])} without the profile, {_ms(times['run'])} "
-            f"with it (ratio {ci['ratio']:.3f}, {ci['confidence']:.0%} interval "
-            f"{ci['low']:.3f}..{ci['high']:.3f}, {noise}; "
-            f"{plural(times['runs']['run'], 'run')} each)")]
+            (
+                f"median step: {_ms(times['baseline'])} without the profile, {_ms(times['run'])} "
+                f"with it (ratio {ci['ratio']:.3f}, {ci['confidence']:.0%} interval "
+                f"{ci['low']:.3f}..{ci['high']:.3f}, {noise}; "
+                f"{plural(times['runs']['run'], 'run')} each)"
+            )
+        ]
     if times.get("run") or times.get("collect") or times.get("baseline"):
         parts = [f"{_ms(times.get('collect'))} (collect, profiled steps left out)"]
         if times.get("baseline"):

@@ -49,9 +49,11 @@ class AutoOptions:
 # `fdo_profile` bytes with no module fingerprint attached; the fingerprint exists only in
 # XLA's VLOG line. Reading it would need jax internals beyond pgle/launch/jax_internals.py's
 # observer, and on CPU the profile is empty anyway. `pgle collect --store` adds instead.
-AUTO_STORE_NOTE = ("auto only serves the store (to each module's first compile; auto PGLE's "
-                   "recompile uses its own profile): JAX keeps auto PGLE's profile inside jax "
-                   "with no fingerprint; `pgle collect --per-module --store` adds to it")
+AUTO_STORE_NOTE = (
+    "auto only serves the store (to each module's first compile; auto PGLE's "
+    "recompile uses its own profile): JAX keeps auto PGLE's profile inside jax "
+    "with no fingerprint; `pgle collect --per-module --store` adds to it"
+)
 
 
 # -- the workflow -------------------------------------------------------------------
@@ -62,15 +64,22 @@ def request(opts) -> LayoutRequest:
 def combine(opts: AutoOptions, layout: RankLayout, job: JobReports) -> Report:
     """The job's verdict: per module across the ranks."""
     return combine_modules(
-        job, ok=STATUS_OPTIMIZED, overall=auto_pgle.auto_status, headline="auto PGLE",
-        what="optimized", keep=("runs", "percentile"),
+        job,
+        ok=STATUS_OPTIMIZED,
+        overall=auto_pgle.auto_status,
+        headline="auto PGLE",
+        what="optimized",
+        keep=("runs", "percentile"),
         required=lambda modules: auto_pgle.required_failures(
-            modules, ok=STATUS_OPTIMIZED, require_all=opts.pgle.require_all,
-            require=opts.pgle.require))
+            modules,
+            ok=STATUS_OPTIMIZED,
+            require_all=opts.pgle.require_all,
+            require=opts.pgle.require,
+        ),
+    )
 
 
-def body(opts: AutoOptions, layout: RankLayout, launch,
-         environ: dict[str, str]) -> Report:
+def body(opts: AutoOptions, layout: RankLayout, launch, environ: dict[str, str]) -> Report:
     p = opts.pgle
     warnings = auto_env.pre_launch_warnings(opts.workload, p.runs, p.percentile)
     for w in warnings:
@@ -85,54 +94,93 @@ def body(opts: AutoOptions, layout: RankLayout, launch,
             xla[flag_table.PGLE_PROFILE_PATH] = str(view.path)
             if versions.needs_lhs_flag(versions.jax_version()):
                 xla[flag_table.LHS] = "true"
-    child = childenv.build(environ, xla=xla,
-                           variables=auto_env.pgle_variables(p.runs, p.percentile))
+    child = childenv.build(
+        environ, xla=xla, variables=auto_env.pgle_variables(p.runs, p.percentile)
+    )
     for line in child.notices:
         log.info(line)
     run = RunFolder.create("auto", layout.run_dir)
-    log.info(f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
-           f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})")
-    ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
-                warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log, observe_pgle=True,
-                progress=True, count_jits=False)
+    log.info(
+        f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
+        f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})"
+    )
+    ex = launch(
+        opts.workload,
+        run,
+        child,
+        capture_loggers=auto_env.CAPTURE_LOGGERS,
+        warnings_always=auto_env.WARNINGS_ALWAYS,
+        log_copy=layout.log,
+        observe_pgle=True,
+        progress=True,
+        count_jits=False,
+    )
     facts = jax_log.summarize(ex.events.records)
     collision = auto_pgle.profiler_collision(
-        ex.run.log, ex.events.of(PgleSessionError),
-        ex.events.script_traces)
+        ex.run.log, ex.events.of(PgleSessionError), ex.events.script_traces
+    )
     known, unreadable = _known_pgle_keys(child.env)
     modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform, known, collision)
-    report = Report("auto", auto_pgle.auto_status(modules), workload_exit_code=ex.exit_code,
-                    log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
+    report = Report(
+        "auto",
+        auto_pgle.auto_status(modules),
+        workload_exit_code=ex.exit_code,
+        log_path=str(ex.run.log),
+        run_dir=str(ex.run.path),
+        modules=modules,
+    )
     report.warnings += warnings + child.warnings + ([unreadable] if unreadable else [])
     if collision:
         report.reasons.append(collision.text)
-        report.details["collision"] = {"kind": collision.kind,
-                                       "modules": sorted(collision.modules)}
-    report.details.update({"runs": p.runs, "percentile": p.percentile,
-                           "backend": ex.events.backend_record, "empty_traces": facts.empty_traces,
-                           "observed_executions": facts.observed})
+        report.details["collision"] = {"kind": collision.kind, "modules": sorted(collision.modules)}
+    report.details.update(
+        {
+            "runs": p.runs,
+            "percentile": p.percentile,
+            "backend": ex.events.backend_record,
+            "empty_traces": facts.empty_traces,
+            "observed_executions": facts.observed,
+        }
+    )
     if facts.empty_traces and not facts.observed:
-        report.reasons.append(f"{facts.empty_traces} profiled executions gave an empty trace: "
-                              + auto_pgle.empty_profile_cause(ex.events.platform))
+        report.reasons.append(
+            f"{facts.empty_traces} profiled executions gave an empty trace: "
+            + auto_pgle.empty_profile_cause(ex.events.platform)
+        )
     if not modules:
-        report.reasons.append("no jitted module was profiled or recompiled (did the workload run "
-                              "any jax.jit function?)")
-    report.summary.append(f"auto PGLE: {report.status}: "
-                          + auto_pgle.count_line(modules, STATUS_OPTIMIZED, "optimized"))
+        report.reasons.append(
+            "no jitted module was profiled or recompiled (did the workload run "
+            "any jax.jit function?)"
+        )
+    report.summary.append(
+        f"auto PGLE: {report.status}: "
+        + auto_pgle.count_line(modules, STATUS_OPTIMIZED, "optimized")
+    )
     report.summary += module_lines(modules)
     if collision:  # the per-module rows say "not profiled"; this says why, once, with the fix
         report.summary.append(collision.text)
-    report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
-                                             p.require_all, p.require,
-        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))
+    report.exit_code = auto_pgle.finish_code(
+        report,
+        ex.exit_code,
+        STATUS_OPTIMIZED,
+        p.require_all,
+        p.require,
+        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode),
+    )
     if view is not None and opts.store is not None:
-        report.details["store"] = {"path": opts.store.path, "key": dataclasses.asdict(view.key),
-                                   "view": str(view.path) if view.path else None,
-                                   "view_modules": len(view.served), "adds": False,
-                                   "note": AUTO_STORE_NOTE}
-        report.summary.append(f"store {opts.store.path} ({view.key.describe()}): a view of "
-                              f"{plural(len(view.served), 'module profile')} given to XLA; "
-                              f"{AUTO_STORE_NOTE}")
+        report.details["store"] = {
+            "path": opts.store.path,
+            "key": dataclasses.asdict(view.key),
+            "view": str(view.path) if view.path else None,
+            "view_modules": len(view.served),
+            "adds": False,
+            "note": AUTO_STORE_NOTE,
+        }
+        report.summary.append(
+            f"store {opts.store.path} ({view.key.describe()}): a view of "
+            f"{plural(len(view.served), 'module profile')} given to XLA; "
+            f"{AUTO_STORE_NOTE}"
+        )
     return report
 
 
@@ -148,8 +196,12 @@ def _known_pgle_keys(env: dict[str, str]) -> tuple[set[str], str | None]:
     try:
         data = manifest.load(cache_dir) or {}
     except (PgleError, OSError) as e:
-        return set(), (f"cannot read the manifest of JAX_COMPILATION_CACHE_DIR={cache_dir} "
-                       f"({e}): a module that loaded a PGLE-optimized executable from the cache "
-                       "is counted as not optimized")
-    return ({k for m in data.get("modules", {}).values()
-             for k in m.get("pgle_optimized_keys", [])}, None)
+        return set(), (
+            f"cannot read the manifest of JAX_COMPILATION_CACHE_DIR={cache_dir} "
+            f"({e}): a module that loaded a PGLE-optimized executable from the cache "
+            "is counted as not optimized"
+        )
+    return (
+        {k for m in data.get("modules", {}).values() for k in m.get("pgle_optimized_keys", [])},
+        None,
+    )

@@ -23,9 +23,14 @@ CAPTURE_LOGGERS = list(jax_log.CAPTURE_LOGGERS)
 WARNINGS_ALWAYS = list(jax_log.WARNING_CATEGORIES)
 
 # Variables pgle sets differently in the Nsight run; never part of the replayed environment.
-PHASE_VARIABLES = frozenset({"JAX_ENABLE_PGLE", "JAX_PGLE_PROFILING_RUNS",
-                             "JAX_PGLE_AGGREGATION_PERCENTILE",
-                             "JAX_COMPILATION_CACHE_EXPECT_PGLE"})
+PHASE_VARIABLES = frozenset(
+    {
+        "JAX_ENABLE_PGLE",
+        "JAX_PGLE_PROFILING_RUNS",
+        "JAX_PGLE_AGGREGATION_PERCENTILE",
+        "JAX_COMPILATION_CACHE_EXPECT_PGLE",
+    }
+)
 
 
 def percentile_index(runs: int, percentile: int) -> int:
@@ -44,7 +49,8 @@ def check_pgle_params(runs: int, percentile: int) -> list[str]:
             f"with --runs {runs}, --percentile {percentile} picks the fastest of the {runs} "
             f"profiled executions for every instruction "
             f"(index int({percentile}/100*{runs - 1}) = 0); use --runs {_runs_for(percentile)} "
-            "or more, or --percentile 100, for a real percentile.")
+            "or more, or --percentile 100, for a real percentile."
+        )
     return warnings
 
 
@@ -79,16 +85,25 @@ def aot_sites(workload: Workload) -> list[str]:
     text = "\n".join(lines)
     sites = []
     if _AOT_LOWER.search(text):
-        sites += [f"{os.path.basename(path)}:{i}: {line.strip()}" for i, line in enumerate(lines, 1)
-                  if _AOT_COMPILE.search(line) and not line.lstrip().startswith("#")]
-    sites += [f"{os.path.basename(path)}:{i}: {line.strip()}" for i, line in enumerate(lines, 1)
-              if _AOT_DESERIALIZE.search(line) and not line.lstrip().startswith("#")]
+        sites += [
+            f"{os.path.basename(path)}:{i}: {line.strip()}"
+            for i, line in enumerate(lines, 1)
+            if _AOT_COMPILE.search(line) and not line.lstrip().startswith("#")
+        ]
+    sites += [
+        f"{os.path.basename(path)}:{i}: {line.strip()}"
+        for i, line in enumerate(lines, 1)
+        if _AOT_DESERIALIZE.search(line) and not line.lstrip().startswith("#")
+    ]
     return sites
 
 
 def pgle_variables(runs: int, percentile: int) -> dict[str, str]:
-    return {"JAX_ENABLE_PGLE": "true", "JAX_PGLE_PROFILING_RUNS": str(runs),
-            "JAX_PGLE_AGGREGATION_PERCENTILE": str(percentile)}
+    return {
+        "JAX_ENABLE_PGLE": "true",
+        "JAX_PGLE_PROFILING_RUNS": str(runs),
+        "JAX_PGLE_AGGREGATION_PERCENTILE": str(percentile),
+    }
 
 
 def pgle_xla_flags() -> dict[str, str | None]:
@@ -100,9 +115,11 @@ def pre_launch_warnings(workload: Workload, runs: int, percentile: int) -> list[
     warnings = check_pgle_params(runs, percentile)
     sites = aot_sites(workload)
     if sites:
-        warnings.append("the workload compiles ahead of time (`.lower(...).compile()` or a "
-                        "deserialized executable); auto PGLE never profiles or re-optimizes those "
-                        "executables: " + "; ".join(sites[:3]) + (" ..." if len(sites) > 3 else ""))
+        warnings.append(
+            "the workload compiles ahead of time (`.lower(...).compile()` or a "
+            "deserialized executable); auto PGLE never profiles or re-optimizes those "
+            "executables: " + "; ".join(sites[:3]) + (" ..." if len(sites) > 3 else "")
+        )
     return warnings
 
 
@@ -134,22 +151,36 @@ def size_cap_warnings(environ: dict[str, str]) -> list[str]:
     cap = environ.get("JAX_COMPILATION_CACHE_MAX_SIZE", "").strip()
     if not cap or cap == "-1":
         return []
-    out = [(f"JAX_COMPILATION_CACHE_MAX_SIZE={cap} caps the cache: JAX evicts the least recently "
-           "used entries, PGLE-optimized ones included, so they may be gone before the Nsight run; "
-           "unset it (or -1) for the prewarm and Nsight runs.")]
+    out = [
+        (
+            f"JAX_COMPILATION_CACHE_MAX_SIZE={cap} caps the cache: JAX evicts the least "
+            "recently used entries, PGLE-optimized ones included, so they may be gone before the "
+            "Nsight run; unset it (or -1) for the prewarm and Nsight runs."
+        )
+    ]
     if cap == "0":
         out.append("JAX_COMPILATION_CACHE_MAX_SIZE=0 disables the cache: nothing will be written.")
     if importlib.util.find_spec("filelock") is None:
-        out.append("a size-capped cache needs the `filelock` package, which is not installed: JAX "
-                   "warns once and then uses no cache at all (pip install filelock).")
+        out.append(
+            "a size-capped cache needs the `filelock` package, which is not installed: JAX "
+            "warns once and then uses no cache at all (pip install filelock)."
+        )
     return out
 
 
-def replay_environment(child_env: dict[str, str], user_env: dict[str, str], cache_dir: str,
-                       workload: Workload, relocatable: bool) -> dict:
+def replay_environment(
+    child_env: dict[str, str],
+    user_env: dict[str, str],
+    cache_dir: str,
+    workload: Workload,
+    relocatable: bool,
+) -> dict:
     """What `pgle nsys` must reproduce for every cache key to match."""
-    jax_vars = {k: v for k, v in sorted(child_env.items())
-                if k.startswith("JAX_") and k not in PHASE_VARIABLES}
+    jax_vars = {
+        k: v
+        for k, v in sorted(child_env.items())
+        if k.startswith("JAX_") and k not in PHASE_VARIABLES
+    }
     return {
         "XLA_FLAGS": child_env.get("XLA_FLAGS", ""),
         "user_XLA_FLAGS": user_env.get("XLA_FLAGS", ""),
@@ -161,7 +192,10 @@ def replay_environment(child_env: dict[str, str], user_env: dict[str, str], cach
         "jaxlib": versions.installed("jaxlib"),
         "cache_path": cache_dir,
         "relocatable": relocatable,
-        "device_kind": None, "device_count": None, "platform": None, "process_count": None,
+        "device_kind": None,
+        "device_count": None,
+        "platform": None,
+        "process_count": None,
     }
 
 
@@ -170,9 +204,14 @@ def nsys_environment(manifest_env: dict, environ: dict[str, str], cache_dir: str
     environ = dict(environ)
     if not (environ.get("XLA_FLAGS") or "").strip() and manifest_env.get("user_XLA_FLAGS"):
         environ["XLA_FLAGS"] = manifest_env["user_XLA_FLAGS"]
-    variables = {**cache_variables(cache_dir, False),
-                 "JAX_COMPILATION_CACHE_EXPECT_PGLE": "true", "JAX_ENABLE_PGLE": "false"}
-    defaults = {k: v for k, v in (manifest_env.get("jax_variables") or {}).items()
-                if k not in variables and v != REDACTED}
-    return childenv.build(environ, xla=pgle_xla_flags(), variables=variables,
-                          defaults=defaults)
+    variables = {
+        **cache_variables(cache_dir, False),
+        "JAX_COMPILATION_CACHE_EXPECT_PGLE": "true",
+        "JAX_ENABLE_PGLE": "false",
+    }
+    defaults = {
+        k: v
+        for k, v in (manifest_env.get("jax_variables") or {}).items()
+        if k not in variables and v != REDACTED
+    }
+    return childenv.build(environ, xla=pgle_xla_flags(), variables=variables, defaults=defaults)

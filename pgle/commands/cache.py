@@ -28,13 +28,18 @@ def ls(cache_dir: str, *, modules: tuple[str, ...] = ()) -> Report:
     per_module = totals(entries)
     total_bytes = sum(e.size for e in entries)
     report = Report(command="cache ls", status="ok", modules=per_module)
-    report.details = {"cache_dir": cache_dir, "manifest": manifest is not None,
-                      "entries": [e.to_dict() for e in entries], "role_labels": ROLE_LABELS,
-                      "total": {"entries": len(entries), "bytes": total_bytes,
-                                "modules": len(per_module)}}
-    report.summary = [f"{plural(len(entries), 'entry')}, {human_bytes(total_bytes)}, "
-                      f"{plural(len(per_module), 'module')} in {cache_dir}"
-                      + ("" if manifest else " (no pgle manifest: roles unknown)")]
+    report.details = {
+        "cache_dir": cache_dir,
+        "manifest": manifest is not None,
+        "entries": [e.to_dict() for e in entries],
+        "role_labels": ROLE_LABELS,
+        "total": {"entries": len(entries), "bytes": total_bytes, "modules": len(per_module)},
+    }
+    report.summary = [
+        f"{plural(len(entries), 'entry')}, {human_bytes(total_bytes)}, "
+        f"{plural(len(per_module), 'module')} in {cache_dir}"
+        + ("" if manifest else " (no pgle manifest: roles unknown)")
+    ]
     return report
 
 
@@ -50,28 +55,46 @@ def stats(cache_dir: str) -> Report:
         r["bytes"] += e.size
     report = Report(command="cache stats", status="ok", modules=per_module)
     missing = manifest_keys_missing(manifest, {e.key for e in entries})
-    report.details = {"cache_dir": cache_dir, "manifest": manifest is not None, "roles": roles,
-                      "role_labels": ROLE_LABELS,
-                      "total": {"entries": len(entries), "bytes": sum(e.size for e in entries),
-                                "modules": len(per_module)},
-                      "oldest": iso(min((e.mtime for e in entries), default=0.0)),
-                      "newest": iso(max((e.mtime for e in entries), default=0.0)),
-                      "manifest_keys_missing": missing,
-                      "runs_in_progress": runs_in_progress(manifest)}
+    report.details = {
+        "cache_dir": cache_dir,
+        "manifest": manifest is not None,
+        "roles": roles,
+        "role_labels": ROLE_LABELS,
+        "total": {
+            "entries": len(entries),
+            "bytes": sum(e.size for e in entries),
+            "modules": len(per_module),
+        },
+        "oldest": iso(min((e.mtime for e in entries), default=0.0)),
+        "newest": iso(max((e.mtime for e in entries), default=0.0)),
+        "manifest_keys_missing": missing,
+        "runs_in_progress": runs_in_progress(manifest),
+    }
     # The totals per role and module are the product (cli/cache.py prints them on stdout).
-    report.summary = [(f"{plural(len(entries), 'entry')}, "
-                      f"{human_bytes(report.details['total']['bytes'])}, "
-                      f"{plural(len(per_module), 'module')} in {cache_dir}")]
+    report.summary = [
+        (
+            f"{plural(len(entries), 'entry')}, "
+            f"{human_bytes(report.details['total']['bytes'])}, "
+            f"{plural(len(per_module), 'module')} in {cache_dir}"
+        )
+    ]
     if missing:
         report.warnings.append(
             f"{plural(len(missing), 'entry')} recorded in the manifest "
             f"{'is' if len(missing) == 1 else 'are'} gone (pruned or evicted); "
-            "`pgle nsys` will fall back for those modules until you prewarm again.")
+            "`pgle nsys` will fall back for those modules until you prewarm again."
+        )
     return report
 
 
-def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str, ...] = (),
-          yes: bool = False, now: float | None = None) -> Report:
+def prune(
+    cache_dir: str,
+    *,
+    older_than: float | None = None,
+    modules: tuple[str, ...] = (),
+    yes: bool = False,
+    now: float | None = None,
+) -> Report:
     """Delete entries last used more than `older_than` seconds ago and/or of `modules`.
 
     Dry run unless `yes`. Needs at least one criterion, so a bare `prune` can
@@ -79,8 +102,10 @@ def prune(cache_dir: str, *, older_than: float | None = None, modules: tuple[str
     """
     cache_dir = local_form(cache_dir)
     if older_than is None and not modules:
-        raise BadInput("prune needs --older-than DURATION and/or --module NAME.",
-                       hint="e.g. `pgle cache prune DIR --older-than 7d`.")
+        raise BadInput(
+            "prune needs --older-than DURATION and/or --module NAME.",
+            hint="e.g. `pgle cache prune DIR --older-than 7d`.",
+        )
     if yes:
         check_writable_dir(cache_dir, create=False, what="prune")
     manifest = load(cache_dir)

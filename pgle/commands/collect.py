@@ -64,8 +64,9 @@ class CollectOptions:
         if not 0 <= self.merge_percentile <= 100:
             raise BadInput(f"merge percentile {self.merge_percentile} is outside 0..100.")
         if self.store is not None and not self.extraction.per_module:
-            raise BadInput("--store keeps per-module profiles (keyed by fingerprint): add "
-                           "--per-module.")
+            raise BadInput(
+                "--store keeps per-module profiles (keyed by fingerprint): add --per-module."
+            )
 
     @property
     def per_module(self) -> bool:
@@ -73,25 +74,35 @@ class CollectOptions:
 
 
 def request(opts: CollectOptions) -> LayoutRequest:
-    return LayoutRequest(run_dir=opts.run_dir, log=opts.log, output=OutputRequest(
-        opts.output, per_module=opts.per_module, only_rank=opts.rank,
-        default=opts.default_output))
+    return LayoutRequest(
+        run_dir=opts.run_dir,
+        log=opts.log,
+        output=OutputRequest(
+            opts.output,
+            per_module=opts.per_module,
+            only_rank=opts.rank,
+            default=opts.default_output,
+        ),
+    )
 
 
-def preflight(opts: CollectOptions, output: str | None, log: str | None,
-              environ: dict[str, str]) -> None:
+def preflight(
+    opts: CollectOptions, output: str | None, log: str | None, environ: dict[str, str]
+) -> None:
     """Everything that can be refused before a launch."""
     try:
         pgle_on = env.bool_env(environ, "JAX_ENABLE_PGLE")
     except env.NotABoolean as e:
-        raise BadInput(f"JAX_ENABLE_PGLE={str(e)!r} is not a boolean: jax fails at import.",
-                       hint="Unset it.") from None
+        raise BadInput(
+            f"JAX_ENABLE_PGLE={str(e)!r} is not a boolean: jax fails at import.", hint="Unset it."
+        ) from None
     if pgle_on:
         # The same rule (pgle.xla.env, jax's own bool parsing) makes `pgle doctor` flag it.
         raise BadInput(
             "JAX_ENABLE_PGLE is on: auto PGLE's profiler session would collide with pgle's "
             "(ALREADY_EXISTS: Another profiling session active) and can kill the job.",
-            hint="Unset JAX_ENABLE_PGLE for collect, or use `pgle auto`.")
+            hint="Unset JAX_ENABLE_PGLE for collect, or use `pgle auto`.",
+        )
     if output is not None:
         check_output(opts, output)
     if log:
@@ -109,8 +120,9 @@ def check_output(opts: CollectOptions, output: str) -> None:
     check_writable_target(manifest.manifest_path(output), force=opts.force, what="manifest")
 
 
-def merge_vmodule(value: str | None, module: str = FINGERPRINT_VMODULE,
-                  level: int = FINGERPRINT_VLOG_LEVEL) -> str:
+def merge_vmodule(
+    value: str | None, module: str = FINGERPRINT_VMODULE, level: int = FINGERPRINT_VLOG_LEVEL
+) -> str:
     """`TF_CPP_VMODULE` with `module=level` added: the user's entries keep their order and text;
     their own entry for `module` stays when it is at least `level`, else its level is raised."""
     if not value or not value.strip():
@@ -145,8 +157,10 @@ def fingerprint_environment(environ: dict[str, str]) -> tuple[dict[str, str], li
         environ["TF_CPP_VMODULE"] = merged
         notices.append(f"setting TF_CPP_VMODULE={merged} (XLA logs each module's fingerprint)")
     warning = childenv.ensure_info_log(
-        environ, "'Fingerprint before LHS'",
-        "modules whose fingerprint is not in the trace itself get no profile file")
+        environ,
+        "'Fingerprint before LHS'",
+        "modules whose fingerprint is not in the trace itself get no profile file",
+    )
     if warning:
         warnings.append(warning)
     return environ, notices, warnings
@@ -162,8 +176,12 @@ def profiling_flags(environ: dict[str, str]) -> dict[str, str | None]:
     return {}
 
 
-def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Execution],
-         environ: dict[str, str]) -> Report:
+def body(
+    opts: CollectOptions,
+    layout: RankLayout,
+    launch: Callable[..., Execution],
+    environ: dict[str, str],
+) -> Report:
     """Profile this process's window and extract its profile to where the layout says."""
     plan = layout.plan
     preflight(opts, plan.rank_output, layout.log, environ)
@@ -183,18 +201,27 @@ def body(opts: CollectOptions, layout: RankLayout, launch: Callable[..., Executi
     for line in child.notices:
         log.info(line)
     if not plan.profiled:
-        log.info(f"running without the profiler (--rank {plan.only_rank}): "
-               f"{opts.workload.describe()} (run folder {run.path})")
+        log.info(
+            f"running without the profiler (--rank {plan.only_rank}): "
+            f"{opts.workload.describe()} (run folder {run.path})"
+        )
         assert plan.only_rank is not None  # only --rank N leaves a process unprofiled
-        return not_profiled_report(launch(opts.workload, run, child, log_copy=layout.log),
-                                   plan.only_rank)
+        return not_profiled_report(
+            launch(opts.workload, run, child, log_copy=layout.log), plan.only_rank
+        )
     log.info(f"collecting: {opts.workload.describe()} (run folder {run.path})")
     log.info(f"profiling window: {opts.window.describe()}")
     stall = None
     try:
-        execution = launch(opts.workload, run, child, profile_window=opts.window.spec(run.trace),
-                           step_name=opts.window.step_name, log_copy=layout.log,
-                           progress=True)
+        execution = launch(
+            opts.workload,
+            run,
+            child,
+            profile_window=opts.window.spec(run.trace),
+            step_name=opts.window.step_name,
+            log_copy=layout.log,
+            progress=True,
+        )
     except Stalled as e:
         # A stall after the window closed loses nothing that was collected.
         execution = e.execution  # type: ignore[assignment]
@@ -221,8 +248,9 @@ def drop_trace(ex: Execution, report: Report) -> None:
     try:
         shutil.rmtree(ex.run.trace)
     except OSError as e:
-        report.warnings.append(f"--keep-trace no: could not delete {ex.run.trace}: "
-                               f"{e.strerror or e}")
+        report.warnings.append(
+            f"--keep-trace no: could not delete {ex.run.trace}: {e.strerror or e}"
+        )
         return
     report.details["trace_deleted"] = str(ex.run.trace)
     log.info(f"deleted the trace {ex.run.trace} ({size / 1e6:.0f} MB): --keep-trace no")
@@ -253,8 +281,14 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     source = files.load_profile_source(report.profile["path"])
     names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
     shared = ProfileStore(store.path, create=True)
-    rows = serving.add_profiles(shared, source.modules, key, policy=store.policy,
-                                source=f"pgle collect {ex.run.path}", names=names)
+    rows = serving.add_profiles(
+        shared,
+        source.modules,
+        key,
+        policy=store.policy,
+        source=f"pgle collect {ex.run.path}",
+        names=names,
+    )
     damaged = shared.damaged_warning()
     if damaged:
         report.warnings.append(damaged)
@@ -269,9 +303,14 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
 
 
 def not_profiled_report(ex: Execution, only_rank: int) -> Report:
-    report = Report("collect", STATUS_NOT_PROFILED, log_path=str(ex.run.log),
-                    run_dir=str(ex.run.path), workload_exit_code=ex.exit_code,
-                    exit_code=ex.exit_code)
+    report = Report(
+        "collect",
+        STATUS_NOT_PROFILED,
+        log_path=str(ex.run.log),
+        run_dir=str(ex.run.path),
+        workload_exit_code=ex.exit_code,
+        exit_code=ex.exit_code,
+    )
     report.details["backend"] = ex.events.backend_record
     report.reasons.append(f"--rank {only_rank}: only rank {only_rank} runs the profiler.")
     report.summary.append(f"ran without the profiler (--rank {only_rank})")
@@ -299,8 +338,11 @@ def trace_run_folder(ex: Execution, stop: TraceStop) -> Path | None:
     if stop.purpose == "script":
         return jaxlib.newest_run_folder(Path(stop.dir)) if stop.dir else None
     folders = [jaxlib.newest_run_folder(ex.run.trace)]
-    folders += [jaxlib.newest_run_folder(Path(p["dir"]) / "trace")
-                for p in ex.events.processes[1:] if p.get("dir")]
+    folders += [
+        jaxlib.newest_run_folder(Path(p["dir"]) / "trace")
+        for p in ex.events.processes[1:]
+        if p.get("dir")
+    ]
     found = [f for f in folders if f is not None]
     if len(found) <= 1:
         return found[0] if found else None
@@ -326,27 +368,46 @@ def crash_reasons(ex: Execution, output: str) -> list[str]:
         return [first + "; nothing was profiled."]
     started = ex.events.of(TraceStart)
     if not started:
-        return [(f"{first} before the profiling window opened "
-                 f"({plural(len(ex.events.steps), 'step')} seen); nothing was profiled.")]
+        return [
+            (
+                f"{first} before the profiling window opened "
+                f"({plural(len(ex.events.steps), 'step')} seen); nothing was profiled."
+            )
+        ]
     left = jaxlib.newest_run_folder(Path(started[-1].dir or ex.run.trace))
     if left is not None:
-        return [(f"{first} inside the profiling window, so pgle did not convert the trace it "
+        return [
+            (
+                f"{first} inside the profiling window, so pgle did not convert the trace it "
                 f"left in {left} (it may be incomplete). To recover it: "
                 f"`pgle convert {shlex.quote(str(left))} {shlex.quote(output)} --log "
                 f"{shlex.quote(str(ex.run.log))}` "
-                f"(`pgle inspect` then shows what it holds).")]
-    return [(f"{first} inside the profiling window, before the profiler wrote its trace (JAX "
+                f"(`pgle inspect` then shows what it holds)."
+            )
+        ]
+    return [
+        (
+            f"{first} inside the profiling window, before the profiler wrote its trace (JAX "
             f"writes it at stop_trace): nothing can be recovered from {ex.run.trace}. Profile "
             "an earlier window (--steps START:COUNT), or fix the crash (its output: "
-            f"{ex.run.log}).")]
+            f"{ex.run.log})."
+        )
+    ]
 
 
-def finish_collect(opts: CollectOptions, ex: Execution, output: str,
-                   stall: str | None = None) -> Report:
+def finish_collect(
+    opts: CollectOptions, ex: Execution, output: str, stall: str | None = None
+) -> Report:
     """The report of a profiled run: the profile extracted from the window's trace, kept
     whenever the window closed cleanly (the workload's own exit code is pgle's then)."""
-    report = Report("collect", Collected.FAILED, log_path=str(ex.run.log), run_dir=str(ex.run.path),
-                    trace_dir=str(ex.run.trace), workload_exit_code=ex.exit_code)
+    report = Report(
+        "collect",
+        Collected.FAILED,
+        log_path=str(ex.run.log),
+        run_dir=str(ex.run.path),
+        trace_dir=str(ex.run.trace),
+        workload_exit_code=ex.exit_code,
+    )
     report.warnings += ex.child.warnings
     window_warnings = [r.message for r in ex.events.of(WindowWarning)]
     report.warnings += window_warnings
@@ -367,25 +428,29 @@ def finish_collect(opts: CollectOptions, ex: Execution, output: str,
             report.reasons += crash_reasons(ex, output)
             report.summary.append("collect failed: " + report.reasons[-1])
             return report
-        failed_after = stall or workload_exit_phrase(ex.exit_code, ex.events,
-                                                     command=ex.spec.command_mode)
+        failed_after = stall or workload_exit_phrase(
+            ex.exit_code, ex.events, command=ex.spec.command_mode
+        )
         report.details["after_window"] = {"exit_code": ex.exit_code, "what": failed_after}
-        log.info(f"the profiling window closed cleanly before the workload failed: keeping "
-               f"what it collected ({failed_after})")
+        log.info(
+            f"the profiling window closed cleanly before the workload failed: keeping "
+            f"what it collected ({failed_after})"
+        )
     report = _extract_window(opts, ex, output, report)
     if failed_after is not None:
         # The profile (if any) is written; the command still fails as the workload did.
         report.exit_code = ex.exit_code
         outcome = "kept the profile" if report.status == Collected.COLLECTED else "nothing to keep"
-        line = (f"{failed_after} after the profiling window closed cleanly: {outcome}; pgle exits "
-                f"with the workload's code {ex.exit_code}")
+        line = (
+            f"{failed_after} after the profiling window closed cleanly: {outcome}; pgle exits "
+            f"with the workload's code {ex.exit_code}"
+        )
         report.reasons.append(line)
         report.summary.append(line)
     return report
 
 
-def _extract_window(opts: CollectOptions, ex: Execution, output: str,
-                    report: Report) -> Report:
+def _extract_window(opts: CollectOptions, ex: Execution, output: str, report: Report) -> Report:
     stop = ex.events.trace
     script_trace = stop is not None and stop.purpose == "script"
     if stop is not None and script_trace:
@@ -393,7 +458,8 @@ def _extract_window(opts: CollectOptions, ex: Execution, output: str,
         report.details["window"]["script_trace"] = {"site": stop.site, "dir": stop.dir}
         report.warnings.append(
             f"the workload starts its own profiler at {stop.site}; the profile comes "
-            f"from its trace in {stop.dir}")
+            f"from its trace in {stop.dir}"
+        )
     run_folder = trace_run_folder(ex, stop) if stop else jaxlib.newest_run_folder(ex.run.trace)
     if run_folder is None:
         report.exit_code = EXIT_ERROR

@@ -33,6 +33,7 @@ from pgle.verdicts.statuses import Collected, Written
 
 # -- rank 0 -----------------------------------------------------------------------------------
 
+
 def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report:
     """The job report of `pgle collect`, and for a merge the merged profile itself."""
     plan, reports = layout.plan, job.reports

@@ -28,14 +28,21 @@ def run_facts(folder: Path) -> dict[str, Any]:
     steps = arms.folder_steps(folder)
     module = steps.module if steps else None
     total = sum(float(c.seconds or 0.0) for c in events.compiles)
-    step_compile = sum(float(c.seconds or 0.0) for c in events.compiles
-                       if module and module_of(c.fun_name or "") == module)
+    step_compile = sum(
+        float(c.seconds or 0.0)
+        for c in events.compiles
+        if module and module_of(c.fun_name or "") == module
+    )
     peak = None
     for m in events.modules:
         if module and m.module == module and m.memory:
             peak = peak_bytes(m.memory)
-    return {"step_module": module, "compile_s": total,
-            "step_compile_s": step_compile if module else None, "peak_bytes": peak}
+    return {
+        "step_module": module,
+        "compile_s": total,
+        "step_compile_s": step_compile if module else None,
+        "peak_bytes": peak,
+    }
 
 
 def _communication(folder: Path, platform: str | None) -> tuple[dict | None, str | None]:
@@ -46,10 +53,12 @@ def _communication(folder: Path, platform: str | None) -> tuple[dict | None, str
     if not comm:
         return None, sec.get("communication_why")
     n = max(comm["device_planes"], 1)
-    return {"exposed_ms_per_device": comm["exposed_ps"] / 1e9 / n,
-            "hidden_ms_per_device": comm["hidden_ps"] / 1e9 / n,
-            "hidden_fraction": comm["hidden_fraction"],
-            "collectives": comm["collectives"]}, sec.get("communication_why")
+    return {
+        "exposed_ms_per_device": comm["exposed_ps"] / 1e9 / n,
+        "hidden_ms_per_device": comm["hidden_ps"] / 1e9 / n,
+        "hidden_fraction": comm["hidden_fraction"],
+        "collectives": comm["collectives"],
+    }, sec.get("communication_why")
 
 
 def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
@@ -63,16 +72,25 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
         how = how or (steps.to_dict() if steps else None)
         sample[entry.arm.name] = times
         row: dict[str, Any] = {
-            "arm": entry.arm.name, "describe": entry.arm.describe(), "runs": len(entry.folders),
-            "folders": [f.name for f in entry.folders], "profile": entry.profile,
+            "arm": entry.arm.name,
+            "describe": entry.arm.describe(),
+            "runs": len(entry.folders),
+            "folders": [f.name for f in entry.folders],
+            "profile": entry.profile,
             "status": entry.reports[0].status if entry.arm.pgle and entry.reports else None,
-            "step_time": summarize(times), "ratio": None, "interval": None, "why_no_ratio": None,
-            "communication": None, "why_no_communication": None}
+            "step_time": summarize(times),
+            "ratio": None,
+            "interval": None,
+            "why_no_ratio": None,
+            "communication": None,
+            "why_no_communication": None,
+        }
         facts = run_facts(entry.folders[0]) if entry.folders else {}
         row.update(facts)
         if entry.folders:
             row["communication"], row["why_no_communication"] = _communication(
-                entry.folders[0], platform)
+                entry.folders[0], platform
+            )
         if not gpu:
             row["why_no_communication"] = row["why_no_communication"] or "needs a GPU"
         rows.append(row)
@@ -82,21 +100,40 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
             row["ratio"] = 1.0 if base_times else None
             continue
         if not gpu:
-            row["why_no_ratio"] = (f"needs a GPU: backend {platform} applies no profile and "
-                                   "has no latency-hiding scheduler")
+            row["why_no_ratio"] = (
+                f"needs a GPU: backend {platform} applies no profile and "
+                "has no latency-hiding scheduler"
+            )
             continue
         row["interval"], row["why_no_ratio"] = arms.ratio(base_times, sample[row["arm"]])
         row["ratio"] = row["interval"]["ratio"] if row["interval"] else None
         if row["status"] is not None and row["status"] not in (Applied.APPLIED, Applied.PARTIAL):
             row["why_no_ratio"] = (row["why_no_ratio"] or "") + (
-                f" (its profile was {row['status']}: the ratio measures the arm's other flags "
-                "only)").strip()
-    needs = [] if gpu else [n for n in NEEDS_GPU if n != "verdict" or any(
-        r["status"] == Applied.NOT_APPLICABLE for r in rows)]
-    caveat = None if gpu else (f"backend {platform}: the arms ran, but the "
-                               f"{', '.join(needs)} need an NVIDIA GPU")
-    return {"baseline": arms.DEFAULT, "platform": platform, "gpu": gpu,
-            "needs_gpu": needs, "steps": how, "arms": rows, "caveat": caveat}
+                f" (its profile was {row['status']}: the ratio measures the arm's other flags only)"
+            ).strip()
+    needs = (
+        []
+        if gpu
+        else [
+            n
+            for n in NEEDS_GPU
+            if n != "verdict" or any(r["status"] == Applied.NOT_APPLICABLE for r in rows)
+        ]
+    )
+    caveat = (
+        None
+        if gpu
+        else (f"backend {platform}: the arms ran, but the {', '.join(needs)} need an NVIDIA GPU")
+    )
+    return {
+        "baseline": arms.DEFAULT,
+        "platform": platform,
+        "gpu": gpu,
+        "needs_gpu": needs,
+        "steps": how,
+        "arms": rows,
+        "caveat": caveat,
+    }
 
 
 def _ms(summary: dict | None) -> str:
@@ -112,8 +149,15 @@ def table_lines(t: dict[str, Any]) -> list[str]:
     lines = []
     if (t.get("steps") or {}).get("source") == "executions":
         lines.append(f"steps: {t['steps']['how']}")
-    head = ["arm", "verdict", "median step", "ratio vs default", "exposed comm",
-            "peak memory", "compile"]
+    head = [
+        "arm",
+        "verdict",
+        "median step",
+        "ratio vs default",
+        "exposed comm",
+        "peak memory",
+        "compile",
+    ]
     body = []
     for r in t["arms"]:
         if r["interval"]:
@@ -124,11 +168,23 @@ def table_lines(t: dict[str, Any]) -> list[str]:
         else:
             ratio = "needs a GPU" if not t["gpu"] else "-"
         comm = r.get("communication")
-        exposed = (f"{comm['exposed_ms_per_device']:.3f} ms" if comm else
-                   ("needs a GPU" if not t["gpu"] else "-"))
+        exposed = (
+            f"{comm['exposed_ms_per_device']:.3f} ms"
+            if comm
+            else ("needs a GPU" if not t["gpu"] else "-")
+        )
         compile_s = f"{r['compile_s']:.2f} s" if r.get("compile_s") is not None else "-"
-        body.append([r["arm"], r["status"] or "-", _ms(r["step_time"]), ratio, exposed,
-                     _mib(r.get("peak_bytes")), compile_s])
+        body.append(
+            [
+                r["arm"],
+                r["status"] or "-",
+                _ms(r["step_time"]),
+                ratio,
+                exposed,
+                _mib(r.get("peak_bytes")),
+                compile_s,
+            ]
+        )
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=False)]
     for row in [head, *body]:
         lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)).rstrip())

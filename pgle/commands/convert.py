@@ -88,20 +88,29 @@ def _anything(src: str) -> str:
 
 
 def _from_profile(src: str, out: str, opts: ConvertOptions) -> Report:
-    return convert_profile(src, out, module=opts.module, qualify=opts.qualify, fmt=opts.format,
-                           force=opts.force)
+    return convert_profile(
+        src, out, module=opts.module, qualify=opts.qualify, fmt=opts.format, force=opts.force
+    )
 
 
 def _from_nsight(found: tuple[str, str], out: str, opts: ConvertOptions) -> Report:
     src, kind = found
-    return nsys_report(src, out, nsight=kind, stat=opts.stat, skip=opts.skip, dump=opts.dump,
-                       force=opts.force)
+    return nsys_report(
+        src, out, nsight=kind, stat=opts.stat, skip=opts.skip, dump=opts.dump, force=opts.force
+    )
 
 
 def _from_trace(found: tuple[str, list[str]], out: str, opts: ConvertOptions) -> Report:
     src, files = found
-    return trace_report(src, out, files=files, stat=opts.stat or "median", log_path=opts.log,
-                        qualify=opts.qualify_all, force=opts.force)
+    return trace_report(
+        src,
+        out,
+        files=files,
+        stat=opts.stat or "median",
+        log_path=opts.log,
+        qualify=opts.qualify_all,
+        force=opts.force,
+    )
 
 
 CONVERTERS: tuple[Converter[Any], ...] = (
@@ -123,8 +132,15 @@ def convert(src: Any, out: Any, opts: ConvertOptions | None = None) -> Report:
     raise AssertionError("the last converter takes every input")
 
 
-def convert_profile(src: Any, out: Any, *, module: Sequence[str] = (), qualify: str | None = None,
-                    fmt: str | None = None, force: bool = False) -> Report:
+def convert_profile(
+    src: Any,
+    out: Any,
+    *,
+    module: Sequence[str] = (),
+    qualify: str | None = None,
+    fmt: str | None = None,
+    force: bool = False,
+) -> Report:
     """Convert between binary/text, single file, fingerprint-qualified file and directory.
 
     - file -> file: same entries in the format of OUT's extension; `qualify=FP`

@@ -38,8 +38,9 @@ log = logging.getLogger(__name__)
 LONG_CONVERSION_BYTES = 100 << 20  # say the size before converting a trace this big
 
 
-def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
-            report: Report) -> Report:
+def extract(
+    opts: CollectOptions, ex: Execution, run_folder: Path, output: str, report: Report
+) -> Report:
     """The trace in `run_folder` -> the profile at `output` (and its manifest), into `report`."""
     size = trace_bytes(run_folder)
     report.details["window"]["trace_bytes"] = size
@@ -53,8 +54,10 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
         # No GPU plane: nothing to convert (jaxlib's conversion of a CPU trace only costs time
         # and memory, 9 GB for a 621 MB trace, to give an empty profile). pgle's converter
         # reads the planes itself and reports what it found.
-        report.details["conversion"] = (f"skipped: the trace holds no GPU plane (backend "
-                                        f"{ex.events.platform}): no instruction timings")
+        report.details["conversion"] = (
+            f"skipped: the trace holds no GPU plane (backend "
+            f"{ex.events.platform}): no instruction timings"
+        )
         prof = files.Profile()
         payload = files.encode_profile(prof, fmt)
     elif opts.extraction.converter == "pgle":
@@ -70,9 +73,14 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
         prof = files.parse_profile(data, "binary", str(run_folder))
         payload = data if fmt == "binary" else files.encode_profile(prof, fmt)
     sha = hashlib.sha256(payload).hexdigest()
-    report.profile = {"path": str(Path(output).absolute()), "sha256": sha,
-                      "instructions": prof.instruction_count, "latencies": prof.latency_count,
-                      "format": fmt, "converter": opts.extraction.converter or "jaxlib"}
+    report.profile = {
+        "path": str(Path(output).absolute()),
+        "sha256": sha,
+        "instructions": prof.instruction_count,
+        "latencies": prof.latency_count,
+        "format": fmt,
+        "converter": opts.extraction.converter or "jaxlib",
+    }
     if converter is not None:
         report.details["converter"] = converter
         report.details["window"]["steps_window"] = converter["steps_window"]
@@ -80,27 +88,34 @@ def extract(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
         report.reasons += diagnose_empty(ex)
         if not opts.allow_empty:
             return _refused_empty(report, "the profile")
-        report.warnings.append("the profile is empty (written because of --allow-empty): "
-                               + "; ".join(report.reasons))
+        report.warnings.append(
+            "the profile is empty (written because of --allow-empty): " + "; ".join(report.reasons)
+        )
     window = report.details["window"]
     man = manifest.build(
-        workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
-        child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
-        backend=ex.events.backend_record, window=window, profile=report.profile,
-        trace_dir=str(run_folder), converter=converter,
-        effective_flags=ex.events.xla_flags_seen.effective if ex.events.xla_flags_seen else None)
+        workload_argv=list(opts.workload.argv()),
+        user_flags=ex.child.user_flags,
+        child_flags=ex.child.flags,
+        environment=childenv.relevant(ex.child.env),
+        backend=ex.events.backend_record,
+        window=window,
+        profile=report.profile,
+        trace_dir=str(run_folder),
+        converter=converter,
+        effective_flags=ex.events.xla_flags_seen.effective if ex.events.xla_flags_seen else None,
+    )
     man_path = manifest.manifest_path(output)
     # Both or neither: a profile without its manifest (full disk) would pass for a good one.
-    files.write_profile(payload, output, force=opts.force,
-                          companions={man_path: manifest.text(man).encode("utf-8")})
+    files.write_profile(
+        payload, output, force=opts.force, companions={man_path: manifest.text(man).encode("utf-8")}
+    )
     report.details["manifest"] = str(man_path)
     report.status = Collected.EMPTY if prof.is_empty() else Collected.COLLECTED
     report.summary.append(
         f"wrote {output}: {prof.instruction_count} instructions, {prof.latency_count} latencies"
-        f" (sha256 {sha[:12]}), manifest {man_path}")
+        f" (sha256 {sha[:12]}), manifest {man_path}"
+    )
     return report
-
-
 
 
 def _refused_empty(report: Report, what: str) -> Report:
@@ -113,18 +128,24 @@ def _refused_empty(report: Report, what: str) -> Report:
     report.summary.append("pass --allow-empty to write it anyway")
     return report
 
+
 def check_directory_target(path: str, *, force: bool) -> Path:
     """`-o` with --per-module: a new or empty directory; a non-empty one only with --force,
     and only when it holds nothing but a profile directory's files (never the user's work)."""
     p = Path(path)
     name = str(path).rstrip("/" + os.sep)
     if os.path.splitext(name)[1] in files.EXTENSIONS and not p.is_dir():
-        raise BadInput(f"--per-module writes a directory of <fingerprint>.pbtxt files, but "
-                       f"-o {path} names a single profile file.",
-                       hint="Give a directory, e.g. -o profiles/, or drop --per-module.")
+        raise BadInput(
+            f"--per-module writes a directory of <fingerprint>.pbtxt files, but "
+            f"-o {path} names a single profile file.",
+            hint="Give a directory, e.g. -o profiles/, or drop --per-module.",
+        )
     if p.exists() and not p.is_dir():
-        raise BadInput(f"-o {path} exists and is not a directory; --per-module writes a "
-                       "directory of <fingerprint>.pbtxt files.", hint="Choose another -o.")
+        raise BadInput(
+            f"-o {path} exists and is not a directory; --per-module writes a "
+            "directory of <fingerprint>.pbtxt files.",
+            hint="Choose another -o.",
+        )
     return files.check_directory_output(p, force=force)
 
 
@@ -143,28 +164,38 @@ def steps_window(events: RunEvents, mode: str | None = None) -> dict[str, Any] |
     start_ns, end_ns = int(first.t_enter * 1e9), int(stop.t * 1e9)
     if end_ns < start_ns:
         return None
-    return {"start_ns": start_ns, "end_ns": end_ns, "first_step": stop.first_step,
-            "steps": stop.steps,
-            "rule": "first profiled step's entry to the trace stop (events.jsonl)"}
+    return {
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "first_step": stop.first_step,
+        "steps": stop.steps,
+        "rule": "first profiled step's entry to the trace stop (events.jsonl)",
+    }
 
 
-def _convert_with_pgle(opts: CollectOptions, ex: Execution, run_folder: Path, *,
-                       per_module: bool):
+def _convert_with_pgle(opts: CollectOptions, ex: Execution, run_folder: Path, *, per_module: bool):
     """pgle's converter on the kept trace, with the run's log and its steady-state window."""
     from pgle.profiles.convert import convert_trace_detailed
 
     window = steps_window(ex.events, ex.spec.profile.mode if ex.spec.profile else None)
     conv = convert_trace_detailed(
-        run_folder, per_module=per_module, stat=opts.extraction.stat or DEFAULT_STAT,
+        run_folder,
+        per_module=per_module,
+        stat=opts.extraction.stat or DEFAULT_STAT,
         log_path=ex.run.log,
         steps_window=(window["start_ns"], window["end_ns"]) if window else None,
-        qualify=opts.extraction.qualify and not per_module)
+        qualify=opts.extraction.qualify and not per_module,
+    )
     summary = {
-        "name": "pgle", "per_module": per_module, "stat": conv.stat,
+        "name": "pgle",
+        "per_module": per_module,
+        "stat": conv.stat,
         "qualify": bool(opts.extraction.qualify and not per_module),
-        "steps_window": window, "log": str(ex.run.log),
+        "steps_window": window,
+        "log": str(ex.run.log),
         "xplane_files": [os.path.basename(f) for f in conv.xplane_files],
-        "device_planes": conv.device_planes, "events_used": conv.events_used,
+        "device_planes": conv.device_planes,
+        "events_used": conv.events_used,
         "events_outside_window": conv.events_outside_window,
     }
     return conv, summary
@@ -179,8 +210,9 @@ def _log_fingerprint_count(log: Path) -> int:
         return 0
 
 
-def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, output: str,
-                      report: Report) -> Report:
+def finish_per_module(
+    opts: CollectOptions, ex: Execution, run_folder: Path, output: str, report: Report
+) -> Report:
     """The kept trace -> a directory of `<fingerprint>.pb|.pbtxt` (what XLA reads as is) plus
     `manifest.json`; same empty-profile rules as a single file."""
     # Text by default: every jax (0.4.34-0.10.2) looks up <fp>.pbtxt before <fp>.pb, and with
@@ -203,44 +235,64 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     report.warnings += [w for w in conv.warnings if "has no fingerprint" not in w]
     if without:
         names = ", ".join(m.label for m in without[:10]) + (", ..." if len(without) > 10 else "")
-        why = ("the log holds no 'Fingerprint before LHS' line" if log_fps == 0 else
-               "neither the trace's HLO protos nor the log name their fingerprint")
-        report.warnings.append(f"no profile file for {plural(len(without), 'module')}: {names} "
-                               f"({why}).")
+        why = (
+            "the log holds no 'Fingerprint before LHS' line"
+            if log_fps == 0
+            else "neither the trace's HLO protos nor the log name their fingerprint"
+        )
+        report.warnings.append(
+            f"no profile file for {plural(len(without), 'module')}: {names} ({why})."
+        )
     suffix = files.SUFFIX[fmt]
     written = {fp: f"{fp}{suffix}" for fp in conv.profiles}
     report.modules = [
         {**row, "status": Written.WRITTEN if row["file"] else Written.NO_FINGERPRINT}
-        for row in manifest.module_rows(conv.modules, written)]
+        for row in manifest.module_rows(conv.modules, written)
+    ]
 
     empty = not conv.profiles or all(p.is_empty() for p in conv.profiles.values())
     if empty:
         reasons = diagnose_empty(ex)
         if conv.modules and len(without) == len(conv.modules):
-            reasons.append("no module in the trace has a fingerprint "
-                           f"({plural(len(conv.modules), 'module')}), so none gets a file")
+            reasons.append(
+                "no module in the trace has a fingerprint "
+                f"({plural(len(conv.modules), 'module')}), so none gets a file"
+            )
         elif conv.device_planes and conv.events_used == 0 and conv.events_outside_window:
-            reasons.append(f"all {conv.events_outside_window} device events lie outside the "
-                           "profiled steps")
+            reasons.append(
+                f"all {conv.events_outside_window} device events lie outside the profiled steps"
+            )
         if log_fps == 0 and not conv.modules:
-            reasons.append("no module fingerprint was found (the log holds no 'Fingerprint "
-                           "before LHS' line)")
+            reasons.append(
+                "no module fingerprint was found (the log holds no 'Fingerprint before LHS' line)"
+            )
         report.reasons += reasons or ["the trace holds no device events of any module"]
-        report.profile = {"path": str(Path(output).absolute()), "kind": "directory",
-                          "format": fmt, "instructions": 0, "latencies": 0, "modules": {},
-                          "files": [], "sha256": None, "converter": "pgle"}
+        report.profile = {
+            "path": str(Path(output).absolute()),
+            "kind": "directory",
+            "format": fmt,
+            "instructions": 0,
+            "latencies": 0,
+            "modules": {},
+            "files": [],
+            "sha256": None,
+            "converter": "pgle",
+        }
         if not opts.allow_empty:
             return _refused_empty(report, "the per-module profile")
-        report.warnings.append("the profile is empty (an empty directory written because of "
-                               "--allow-empty): " + "; ".join(report.reasons))
+        report.warnings.append(
+            "the profile is empty (an empty directory written because of "
+            "--allow-empty): " + "; ".join(report.reasons)
+        )
         check_directory_target(output, force=opts.force)
         target = _write_empty_directory(output, force=opts.force)
         man_path = manifest.manifest_path(target)
         manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
         report.details["manifest"] = str(man_path)
         report.status = Collected.EMPTY
-        report.summary.append(f"wrote {output}: no module profile (empty directory), "
-                              f"manifest {man_path}")
+        report.summary.append(
+            f"wrote {output}: no module profile (empty directory), manifest {man_path}"
+        )
         return report
 
     check_directory_target(output, force=opts.force)  # again: the run took a while
@@ -249,8 +301,11 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     source = files.load_profile_source(target)
     report.profile = {
         **source.to_dict(),
-        "format": fmt, "converter": "pgle", "stat": conv.stat,
-        "instructions": source.instruction_count, "latencies": source.latency_count,
+        "format": fmt,
+        "converter": "pgle",
+        "stat": conv.stat,
+        "instructions": source.instruction_count,
+        "latencies": source.latency_count,
     }
     report.profile.pop("ignored", None)
     man_path = manifest.manifest_path(target)
@@ -258,31 +313,44 @@ def finish_per_module(opts: CollectOptions, ex: Execution, run_folder: Path, out
     report.details["manifest"] = str(man_path)
     report.status = Collected.COLLECTED
     window = converter["steps_window"]
-    where = (f"steps {window['first_step']}..{window['first_step'] + (window['steps'] or 1) - 1}"
-             if window else "the whole trace")
+    where = (
+        f"steps {window['first_step']}..{window['first_step'] + (window['steps'] or 1) - 1}"
+        if window
+        else "the whole trace"
+    )
     report.summary.append(
         f"wrote {output}: {plural(len(source.modules), 'module profile')}, "
-        f"{source.instruction_count} instructions (stat {conv.stat}, {where}), manifest {man_path}")
+        f"{source.instruction_count} instructions (stat {conv.stat}, {where}), manifest {man_path}"
+    )
     for row in report.modules[:20]:
         fp = row["fingerprint"] or "-"
         report.summary.append(
             f"  {row['module']}: {row['status']}, fingerprint {fp}"
             + (f" ({row['fingerprint_source']})" if row["fingerprint_source"] else "")
-            + f", {row['instruction_count']} instructions, {row['event_count']} events")
+            + f", {row['instruction_count']} instructions, {row['event_count']} events"
+        )
     if len(report.modules) > 20:
         report.summary.append(f"  ... {len(report.modules) - 20} more (see --json)")
     return report
 
 
-def _per_module_manifest(opts: CollectOptions, ex: Execution, report: Report, converter: dict,
-                         run_folder: Path) -> dict:
+def _per_module_manifest(
+    opts: CollectOptions, ex: Execution, report: Report, converter: dict, run_folder: Path
+) -> dict:
     rows = [{k: v for k, v in m.items() if k != "status"} for m in report.modules]
     return manifest.build(
-        workload_argv=list(opts.workload.argv()), user_flags=ex.child.user_flags,
-        child_flags=ex.child.flags, environment=childenv.relevant(ex.child.env),
-        backend=ex.events.backend_record, window=report.details["window"], profile=report.profile,
-        trace_dir=str(run_folder), converter=converter, modules=rows,
-        effective_flags=ex.events.xla_flags_seen.effective if ex.events.xla_flags_seen else None)
+        workload_argv=list(opts.workload.argv()),
+        user_flags=ex.child.user_flags,
+        child_flags=ex.child.flags,
+        environment=childenv.relevant(ex.child.env),
+        backend=ex.events.backend_record,
+        window=report.details["window"],
+        profile=report.profile,
+        trace_dir=str(run_folder),
+        converter=converter,
+        modules=rows,
+        effective_flags=ex.events.xla_flags_seen.effective if ex.events.xla_flags_seen else None,
+    )
 
 
 def _write_empty_directory(output: str, *, force: bool) -> Path:
@@ -290,8 +358,10 @@ def _write_empty_directory(output: str, *, force: bool) -> Path:
     `files.write_profile_directory` does; its manifest is written next."""
     path = Path(os.path.abspath(output))
     if path.is_dir() and any(path.iterdir()) and not force:
-        raise BadInput(f"profile directory {path} already exists and is not empty.",
-                       hint="Pass --force to replace it.")
+        raise BadInput(
+            f"profile directory {path} already exists and is not empty.",
+            hint="Pass --force to replace it.",
+        )
     if path.is_dir() and not any(path.iterdir()):
         return path
     return replace_directory_atomic(path, lambda tmp: None)
@@ -309,9 +379,13 @@ def window_summary(ex: Execution) -> dict:
     stop = ex.events.trace
     extra = {}
     if stop and stop.purpose == "executions":
-        extra = {"function": stop.function, "first_execution": stop.first_execution,
-                 "executions": stop.executions}
-    return {**extra,
+        extra = {
+            "function": stop.function,
+            "first_execution": stop.first_execution,
+            "executions": stop.executions,
+        }
+    return {
+        **extra,
         "mode": ex.spec.profile.mode if ex.spec.profile else None,
         "first_step": stop.first_step if stop else None,
         "steps": stop.steps if stop else None,
@@ -333,17 +407,23 @@ def diagnose_empty(ex: Execution) -> list[str]:
         reasons.append("the workload never compiled anything with JAX")
     evidence = LogScanner().scan_file(ex.run.log)
     if evidence.cupti_contention or ex.child.env.get("NSYS_PROFILING_SESSION_ID"):
-        reasons.append("CUPTI is held by another tool (Nsight Systems, DCGM: "
-                       "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS); stop it while collecting")
+        reasons.append(
+            "CUPTI is held by another tool (Nsight Systems, DCGM: "
+            "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS); stop it while collecting"
+        )
     stop = ex.events.trace
     if stop is None:
-        reasons.append("the profiling window never opened: the run ended before its first step "
-                       f"({plural(len(ex.events.steps), 'step')} seen)")
+        reasons.append(
+            "the profiling window never opened: the run ended before its first step "
+            f"({plural(len(ex.events.steps), 'step')} seen)"
+        )
     elif stop.steps == 0:
         reasons.append("the profiling window saw no step")
     cb = ex.child.flags.get(flag_table.COMMAND_BUFFER)
     if cb is not None and cb.value not in ("", None) and platform in GPU_PLATFORMS:
-        reasons.append(f"command buffers are on ({cb.raw}): kernels inside CUDA graphs are "
-                       "invisible to the profiler; set --xla_gpu_enable_command_buffer=''")
+        reasons.append(
+            f"command buffers are on ({cb.raw}): kernels inside CUDA graphs are "
+            "invisible to the profiler; set --xla_gpu_enable_command_buffer=''"
+        )
     reasons += [f"profiler error: {e}" for e in ex.events.trace_errors]
     return reasons

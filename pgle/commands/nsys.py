@@ -39,19 +39,33 @@ from pgle.xla import versions
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = ("Install NVIDIA Nsight Systems (it ships with the CUDA toolkit, and as the "
-                "`nsight-systems-cli` package in NVIDIA's CUDA/devtools apt and yum repositories; "
-                "downloads at https://developer.nvidia.com/nsight-systems), then put its bin/ on "
-                "PATH or pass --nsys /path/to/nsys.")
+INSTALL_HINT = (
+    "Install NVIDIA Nsight Systems (it ships with the CUDA toolkit, and as the "
+    "`nsight-systems-cli` package in NVIDIA's CUDA/devtools apt and yum repositories; "
+    "downloads at https://developer.nvidia.com/nsight-systems), then put its bin/ on "
+    "PATH or pass --nsys /path/to/nsys."
+)
 
 # JAX_* variables that change logging or eviction only, never a cache key; and those
 # pgle sets itself in this run. Neither counts as drift.
-_NOT_IN_KEY = frozenset({
-    "JAX_LOGGING_LEVEL", "JAX_DEBUG_LOG_MODULES", "JAX_LOG_COMPILES", "JAX_EXPLAIN_CACHE_MISSES",
-    "JAX_TRACEBACK_FILTERING", "JAX_COMPILATION_CACHE_MAX_SIZE", "JAX_COMPILATION_CACHE_DIR",
-    "JAX_ENABLE_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "JAX_RAISE_PERSISTENT_CACHE_ERRORS",
-}) | auto_env.PHASE_VARIABLES
+_NOT_IN_KEY = (
+    frozenset(
+        {
+            "JAX_LOGGING_LEVEL",
+            "JAX_DEBUG_LOG_MODULES",
+            "JAX_LOG_COMPILES",
+            "JAX_EXPLAIN_CACHE_MISSES",
+            "JAX_TRACEBACK_FILTERING",
+            "JAX_COMPILATION_CACHE_MAX_SIZE",
+            "JAX_COMPILATION_CACHE_DIR",
+            "JAX_ENABLE_COMPILATION_CACHE",
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+            "JAX_RAISE_PERSISTENT_CACHE_ERRORS",
+        }
+    )
+    | auto_env.PHASE_VARIABLES
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,8 +105,16 @@ def parse_ranks(text: str) -> tuple[int, ...]:
 
 # Tokens in an nsys `-o` that make the report name differ between ranks: pgle's (filled in by
 # pgle) and nsys's own (%q{VAR} for the launcher's rank variable, %p for the process id).
-_PER_RANK_TOKENS = ("%r", "{rank}", "%q{SLURM_PROCID}", "%q{OMPI_COMM_WORLD_RANK}",
-                    "%q{PMI_RANK}", "%q{PGLE_RANK}", "%q{JOB_COMPLETION_INDEX}", "%p")
+_PER_RANK_TOKENS = (
+    "%r",
+    "{rank}",
+    "%q{SLURM_PROCID}",
+    "%q{OMPI_COMM_WORLD_RANK}",
+    "%q{PMI_RANK}",
+    "%q{PGLE_RANK}",
+    "%q{JOB_COMPLETION_INDEX}",
+    "%p",
+)
 
 
 def per_rank_options(options: tuple[str, ...], rank: int, profiled: int) -> tuple[str, ...]:
@@ -102,9 +124,11 @@ def per_rank_options(options: tuple[str, ...], rank: int, profiled: int) -> tupl
     if out is None:
         return options  # the default report lies in each rank's run folder
     if profiled > 1 and not any(t in out for t in _PER_RANK_TOKENS):
-        raise BadInput(f"nsys -o {out} would be written by all {profiled} profiled ranks.",
-                       hint="Add %r (pgle fills in the rank) or %q{SLURM_PROCID} to it, or leave "
-                            "-o out: each rank's report then lies in its run folder.")
+        raise BadInput(
+            f"nsys -o {out} would be written by all {profiled} profiled ranks.",
+            hint="Add %r (pgle fills in the rank) or %q{SLURM_PROCID} to it, or leave "
+            "-o out: each rank's report then lies in its run folder.",
+        )
     filled = out.replace("%r", str(rank)).replace("{rank}", str(rank))
     result = []
     for word in options:
@@ -124,15 +148,21 @@ def find_tool(opts: NsysOptions, environ: dict[str, str]) -> tuple[str, str | No
     path = _which(name, environ)
     if path is None:
         if opts.launcher:
-            raise PgleError(f"launcher {opts.launcher!r} was not found (not on PATH, or not an "
-                            "executable file).", hint="Pass its full path to --launcher.")
+            raise PgleError(
+                f"launcher {opts.launcher!r} was not found (not on PATH, or not an "
+                "executable file).",
+                hint="Pass its full path to --launcher.",
+            )
         where = f"at {opts.nsys}" if opts.nsys else "on PATH"
         raise PgleError(f"nsys (NVIDIA Nsight Systems) was not found {where}.", hint=INSTALL_HINT)
     version = None
     if not opts.launcher:
         try:
-            out = subprocess.run([path, "--version"], capture_output=True, timeout=60,
-                                 env=environ).stdout.decode(errors="replace").strip()
+            out = (
+                subprocess.run([path, "--version"], capture_output=True, timeout=60, env=environ)
+                .stdout.decode(errors="replace")
+                .strip()
+            )
             version = out.splitlines()[0] if out else None
         except (OSError, subprocess.TimeoutExpired):
             version = None
@@ -190,8 +220,12 @@ def resolve_cache_dir(given: str, manifest_env: dict) -> tuple[str, list[str]]:
     caches = (manifest_env.get("jax_variables") or {}).get(key_rules.XLA_CACHES_VAR)
     if not key_rules.key_holds_cache_dir(version, caches):
         return norm, []  # jax 0.4.35, jax >= 0.11: the key does not hold the path
-    return norm, [(f"the cache was prewarmed at {recorded} and is now at {norm}: the cache key "
-                  "includes the directory path (prewarm with --relocatable to allow moving it)")]
+    return norm, [
+        (
+            f"the cache was prewarmed at {recorded} and is now at {norm}: the cache key "
+            "includes the directory path (prewarm with --relocatable to allow moving it)"
+        )
+    ]
 
 
 def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> list[str]:
@@ -207,9 +241,11 @@ def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> li
         then_words = jax_log.key_flag_words(manifest_env.get("user_XLA_FLAGS"), version=version)
         now_words = jax_log.key_flag_words(user_flags, version=version)
         if then_words != now_words:
-            out.append("XLA_FLAGS differ from the prewarm run: "
-                       f"then {' '.join(then_words) or '(none)'}, "
-                       f"now {' '.join(now_words) or '(none)'}")
+            out.append(
+                "XLA_FLAGS differ from the prewarm run: "
+                f"then {' '.join(then_words) or '(none)'}, "
+                f"now {' '.join(now_words) or '(none)'}"
+            )
     then_argv = sorted(manifest_env.get("argv_xla_flags") or [])
     now_argv = sorted(a for a in workload.args if a.startswith("--xla"))
     if then_argv != now_argv:
@@ -220,66 +256,93 @@ def drift(manifest_env: dict, environ: dict[str, str], workload: Workload) -> li
             continue  # a secret the manifest never held (pgle.redact): nothing to compare
         if recorded.get(name) != environ[name]:
             then = recorded.get(name)
-            out.append(f"{name}={environ[name]} is set now, "
-                       + (f"{name}={then} in the prewarm run" if then is not None
-                          else "unset in the prewarm run"))
+            out.append(
+                f"{name}={environ[name]} is set now, "
+                + (
+                    f"{name}={then} in the prewarm run"
+                    if then is not None
+                    else "unset in the prewarm run"
+                )
+            )
     return out
 
 
 # -- the workflow ---------------------------------------------------------------------
 def request(opts: NsysOptions) -> LayoutRequest:
-    return LayoutRequest(run_dir=opts.run_dir, log=opts.log, inputs={"cache_dir": opts.cache_dir},
-                         selected_ranks=opts.ranks)
+    return LayoutRequest(
+        run_dir=opts.run_dir,
+        log=opts.log,
+        inputs={"cache_dir": opts.cache_dir},
+        selected_ranks=opts.ranks,
+    )
 
 
 def combine(opts: NsysOptions, layout: RankLayout, job: JobReports) -> Report:
     report = combine_modules(
-        job, ok=STATUS_LOADED, overall=auto_pgle.nsys_status, headline="nsys",
-        what="loaded PGLE-optimized", keep=("cache_dir", "drift"),
+        job,
+        ok=STATUS_LOADED,
+        overall=auto_pgle.nsys_status,
+        headline="nsys",
+        what="loaded PGLE-optimized",
+        keep=("cache_dir", "drift"),
         required=lambda modules: auto_pgle.required_failures(
-            modules, ok=STATUS_LOADED, require_all=opts.require_all, require=opts.require))
-    found = {r: (rep.get("nsys") or {}).get("report") for r, rep in sorted(job.reports.items())
-             if (rep.get("nsys") or {}).get("profiled")}
+            modules, ok=STATUS_LOADED, require_all=opts.require_all, require=opts.require
+        ),
+    )
+    found = {
+        r: (rep.get("nsys") or {}).get("report")
+        for r, rep in sorted(job.reports.items())
+        if (rep.get("nsys") or {}).get("profiled")
+    }
     report.details["nsys_reports"] = found
     if found:
-        report.summary.append("Nsight Systems reports: " + ", ".join(
-            f"rank {r}: {path}" for r, path in found.items()))
+        report.summary.append(
+            "Nsight Systems reports: " + ", ".join(f"rank {r}: {path}" for r, path in found.items())
+        )
     return report
 
 
-def body(opts: NsysOptions, layout: RankLayout, launch,
-         environ: dict[str, str]) -> Report:
+def body(opts: NsysOptions, layout: RankLayout, launch, environ: dict[str, str]) -> Report:
     """The Nsight run and its verdict. In a job the ranks in --ranks (all by default) run under
     nsys (layout.selected), the others in the very same environment without it."""
     if not versions.supports_expect_pgle(versions.jax_version()):
-        raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
-                       "(added in jax 0.5.1); upgrade jax.")
+        raise BadInput(
+            f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
+            "(added in jax 0.5.1); upgrade jax."
+        )
     given_cache = layout.input("cache_dir")
     manifest = pgle.cache.manifest.load(auto_env.normalize_cache_dir(given_cache))
     if manifest is None or not manifest.get("environment"):
-        raise BadInput(f"{given_cache} holds no finished `pgle prewarm` (no "
-                       f"{MANIFEST_NAME} with an environment).",
-                       hint=f"Run `pgle prewarm --cache-dir {given_cache} SCRIPT` first.")
+        raise BadInput(
+            f"{given_cache} holds no finished `pgle prewarm` (no "
+            f"{MANIFEST_NAME} with an environment).",
+            hint=f"Run `pgle prewarm --cache-dir {given_cache} SCRIPT` first.",
+        )
     profiled = layout.selected
     menv = manifest["environment"]
     if profiled:
-        opts = dataclasses.replace(opts, nsys_options=per_rank_options(
-            opts.nsys_options, layout.rank, layout.n_selected))
+        opts = dataclasses.replace(
+            opts, nsys_options=per_rank_options(opts.nsys_options, layout.rank, layout.n_selected)
+        )
         tool, version = find_tool(opts, environ)
     else:
         tool, version = None, None
     cache_dir, path_drift = resolve_cache_dir(given_cache, menv)
     drifted = path_drift + drift(menv, environ, opts.workload)
     if drifted and not opts.force:
-        raise BadInput("this run would not find the prewarmed executables (cache keys would "
-                       "differ): " + "; ".join(drifted) + ".",
-                       hint="Restore the prewarm environment, prewarm again, or pass --force.")
+        raise BadInput(
+            "this run would not find the prewarmed executables (cache keys would "
+            "differ): " + "; ".join(drifted) + ".",
+            hint="Restore the prewarm environment, prewarm again, or pass --force.",
+        )
     warnings = [f"drift (--force): {d}" for d in drifted]
     present = {e.key for e in entries.list_entries(cache_dir)}
     missing = entries.manifest_keys_missing(manifest, present)
     if missing:
-        warnings.append("PGLE-optimized entries recorded by prewarm are gone (pruned or evicted): "
-                        + ", ".join(sorted({m["module"] for m in missing})))
+        warnings.append(
+            "PGLE-optimized entries recorded by prewarm are gone (pruned or evicted): "
+            + ", ".join(sorted({m["module"] for m in missing}))
+        )
     warnings += auto_env.size_cap_warnings(environ)
     for w in warnings:
         log.warning(w)
@@ -289,24 +352,41 @@ def body(opts: NsysOptions, layout: RankLayout, launch,
     run = RunFolder.create("nsys", layout.run_dir)
     if tool is not None:  # found for the profiled ranks only
         prefix, report_path = command_prefix(tool, opts, str(run.path))
-        log.info(f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
-               f"{opts.workload.describe()} (run folder {run.path})")
+        log.info(
+            f"running under {' '.join(prefix[:2])} with JAX_COMPILATION_CACHE_EXPECT_PGLE: "
+            f"{opts.workload.describe()} (run folder {run.path})"
+        )
     else:
         prefix, report_path = [], None
-        log.info(f"running without nsys (--ranks {','.join(map(str, opts.ranks or ()))}) with "
-               f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
-               f"(run folder {run.path})")
-    ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
-                warnings_always=auto_env.WARNINGS_ALWAYS, prefix=prefix, log_copy=layout.log,
-                count_jits=False)  # the Nsight run: no per-call work it does not need
+        log.info(
+            f"running without nsys (--ranks {','.join(map(str, opts.ranks or ()))}) with "
+            f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
+            f"(run folder {run.path})"
+        )
+    ex = launch(
+        opts.workload,
+        run,
+        child,
+        capture_loggers=auto_env.CAPTURE_LOGGERS,
+        warnings_always=auto_env.WARNINGS_ALWAYS,
+        prefix=prefix,
+        log_copy=layout.log,
+        count_jits=False,
+    )  # the Nsight run: no per-call work it does not need
     facts = jax_log.summarize(ex.events.records)
     modules = auto_pgle.nsys_modules(facts, manifest)
     if layout.writes_shared:  # JAX writes from process 0 only
         _record_plain_writes(cache_dir, facts)
     # nsys returns the application's code; the harness saw the workload's own.
     workload_code = ex.events.exit.code if ex.events.exit else ex.exit_code
-    report = Report("nsys", auto_pgle.nsys_status(modules), workload_exit_code=workload_code,
-                    log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
+    report = Report(
+        "nsys",
+        auto_pgle.nsys_status(modules),
+        workload_exit_code=workload_code,
+        log_path=str(ex.run.log),
+        run_dir=str(ex.run.path),
+        modules=modules,
+    )
     report.warnings += warnings + child.warnings + _backend_drift(menv, ex.events.backend_record)
     report.details.update(
         {

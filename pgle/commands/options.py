@@ -54,11 +54,13 @@ class Window:
         if self.steps is not None:
             start, count = self.steps
             if start < 0 or count < 1:
-                raise BadInput(f"--steps {start}:{count} is not START:COUNT with START >= 0 and "
-                               "COUNT >= 1.")
+                raise BadInput(
+                    f"--steps {start}:{count} is not START:COUNT with START >= 0 and COUNT >= 1."
+                )
             if self.delay is not None or self.duration is not None:
-                raise BadInput("--steps and --delay/--duration exclude each other: pick one "
-                               "window.")
+                raise BadInput(
+                    "--steps and --delay/--duration exclude each other: pick one window."
+                )
         if (self.delay or 0) < 0 or (self.duration is not None and self.duration <= 0):
             raise BadInput("--delay must be >= 0 and --duration > 0 seconds.")
 
@@ -73,28 +75,44 @@ class Window:
         whole run."""
         if self.steps:
             start, count = self.steps
-            return WindowSpec("steps", str(trace_dir), start=start, count=count,
-                              step_name=self.step_name)
+            return WindowSpec(
+                "steps", str(trace_dir), start=start, count=count, step_name=self.step_name
+            )
         if self.mode == "time":
-            return WindowSpec("time", str(trace_dir), delay=self.delay or 0.0,
-                              duration=self.duration, step_name=self.step_name)
-        return WindowSpec("auto", str(trace_dir), step_name=self.step_name, warmup=AUTO_WARMUP,
-                          executions=AUTO_EXECUTIONS, max_seconds=AUTO_MAX_SECONDS)
+            return WindowSpec(
+                "time",
+                str(trace_dir),
+                delay=self.delay or 0.0,
+                duration=self.duration,
+                step_name=self.step_name,
+            )
+        return WindowSpec(
+            "auto",
+            str(trace_dir),
+            step_name=self.step_name,
+            warmup=AUTO_WARMUP,
+            executions=AUTO_EXECUTIONS,
+            max_seconds=AUTO_MAX_SECONDS,
+        )
 
     def describe(self) -> str:
         """The window in words, said before the run starts."""
         if self.steps:
             start, count = self.steps
             return f"steps {start}..{start + count - 1}" + (
-                f" of {self.step_name!r}" if self.step_name else "")
+                f" of {self.step_name!r}" if self.step_name else ""
+            )
         if self.mode == "time":
-            return (f"{self.duration:g} s" if self.duration else "to the end") + \
-                f" from {self.delay or 0:g} s after the start"
+            return (
+                f"{self.duration:g} s" if self.duration else "to the end"
+            ) + f" from {self.delay or 0:g} s after the start"
         marked = f"steps named {self.step_name!r}" if self.step_name else "steps"
-        return (f"{marked} 2..6 if the script marks them (jax.profiler.StepTraceAnnotation), "
-                f"else executions {AUTO_WARMUP}..{AUTO_WARMUP + AUTO_EXECUTIONS - 1} of its "
-                f"step function (the jitted function that takes the most host time); at most "
-                f"{AUTO_MAX_SECONDS:g} s, the rest of the run unprofiled")
+        return (
+            f"{marked} 2..6 if the script marks them (jax.profiler.StepTraceAnnotation), "
+            f"else executions {AUTO_WARMUP}..{AUTO_WARMUP + AUTO_EXECUTIONS - 1} of its "
+            f"step function (the jitted function that takes the most host time); at most "
+            f"{AUTO_MAX_SECONDS:g} s, the rest of the run unprofiled"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,27 +131,35 @@ class Extraction:
         if self.converter is not None and self.converter not in CONVERTERS:
             raise BadInput(f"unknown converter '{self.converter}': use jaxlib or pgle.")
         if self.per_module and self.converter == "jaxlib":
-            raise BadInput("--per-module needs pgle's converter: jaxlib's pools every module "
-                           "into one file.", hint="Drop --converter jaxlib.")
+            raise BadInput(
+                "--per-module needs pgle's converter: jaxlib's pools every module into one file.",
+                hint="Drop --converter jaxlib.",
+            )
         if self.stat is not None:
             if not self.uses_pgle_converter:
-                raise BadInput("--stat applies to pgle's converter: jaxlib's always takes the "
-                               "mean.", hint="Add --per-module or --converter pgle.")
+                raise BadInput(
+                    "--stat applies to pgle's converter: jaxlib's always takes the mean.",
+                    hint="Add --per-module or --converter pgle.",
+                )
             from pgle.profiles.convert import parse_stat
 
             parse_stat(self.stat)
         if self.qualify and self.per_module:
-            raise BadInput("--qualify is for a single file: a per-module directory already "
-                           "keeps each module apart.")
+            raise BadInput(
+                "--qualify is for a single file: a per-module directory already "
+                "keeps each module apart."
+            )
         if self.qualify and self.converter != "pgle":
             raise BadInput("--qualify needs pgle's converter.", hint="Add --converter pgle.")
         if self.fmt is not None:
             if self.fmt not in FORMATS:
                 raise BadInput(f"unknown format '{self.fmt}': use binary or text.")
             if not self.per_module:
-                raise BadInput("--format applies to --per-module directories: a single "
-                               "profile's format follows its extension (.pb binary, .pbtxt "
-                               "text).")
+                raise BadInput(
+                    "--format applies to --per-module directories: a single "
+                    "profile's format follows its extension (.pb binary, .pbtxt "
+                    "text)."
+                )
 
     @property
     def uses_pgle_converter(self) -> bool:
@@ -174,11 +200,15 @@ class AutoPgleOptions:
     def __post_init__(self):
         # Values JAX would silently turn into no PGLE at all.
         if self.runs < 1:
-            raise BadInput(f"--runs {self.runs}: auto PGLE needs at least 1 profiled execution "
-                           "(0 turns it off).")
+            raise BadInput(
+                f"--runs {self.runs}: auto PGLE needs at least 1 profiled execution "
+                "(0 turns it off)."
+            )
         if not 0 <= self.percentile <= 100:
-            raise BadInput(f"--percentile {self.percentile} is outside 0..100; jaxlib would "
-                           "return an empty profile and nothing would be optimized.")
+            raise BadInput(
+                f"--percentile {self.percentile} is outside 0..100; jaxlib would "
+                "return an empty profile and nothing would be optimized."
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,8 +237,10 @@ class StoreOptions:
             raise BadInput(f"--store {self.path} exists and is not a directory.")
         if not p.exists():
             if self.serve:
-                raise BadInput(f"--store {self.path} does not exist.",
-                               hint="`pgle collect --store` (or `pgle store add`) creates it.")
+                raise BadInput(
+                    f"--store {self.path} does not exist.",
+                    hint="`pgle collect --store` (or `pgle store add`) creates it.",
+                )
             parent = p.absolute().parent
             while not parent.exists():
                 parent = parent.parent

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 KEEP_RUNS = 20  # finished runs the manifest remembers
 
+
 @dataclasses.dataclass(frozen=True)
 class PrewarmOptions:
     workload: Workload
@@ -60,51 +61,75 @@ def request(opts: PrewarmOptions) -> LayoutRequest:
 
 def combine(opts: PrewarmOptions, layout: RankLayout, job: JobReports) -> Report:
     return combine_modules(
-        job, ok=STATUS_OPTIMIZED, overall=auto_pgle.prewarm_status, headline="prewarm",
+        job,
+        ok=STATUS_OPTIMIZED,
+        overall=auto_pgle.prewarm_status,
+        headline="prewarm",
         what="have a PGLE-optimized entry",
         keep=("cache_dir", "manifest", "environment", "runs", "percentile"),
         required=lambda modules: auto_pgle.required_failures(
-            modules, ok=STATUS_OPTIMIZED, require_all=opts.pgle.require_all,
-            require=opts.pgle.require))
+            modules,
+            ok=STATUS_OPTIMIZED,
+            require_all=opts.pgle.require_all,
+            require=opts.pgle.require,
+        ),
+    )
 
 
-def body(opts: PrewarmOptions, layout: RankLayout, launch,
-         environ: dict[str, str]) -> Report:
+def body(opts: PrewarmOptions, layout: RankLayout, launch, environ: dict[str, str]) -> Report:
     """Fill the cache, a verdict per module. JAX writes cache entries from process 0 only, so
     only the process that `writes_shared` records the run and its modules in the manifest."""
     p = opts.pgle
     if not versions.supports_expect_pgle(versions.jax_version()):
-        raise BadInput(f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
-                       "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax.")
+        raise BadInput(
+            f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
+            "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax."
+        )
     cache_dir = auto_env.normalize_cache_dir(layout.input("cache_dir"))
     entries.check_writable_dir(cache_dir, create=True, what="write to")
     previous = manifest.load(cache_dir)  # a corrupt manifest stops us before the run
-    known = {k for m in (previous or {}).get("modules", {}).values()
-             for k in m.get("pgle_optimized_keys", [])}
+    known = {
+        k
+        for m in (previous or {}).get("modules", {}).values()
+        for k in m.get("pgle_optimized_keys", [])
+    }
     writes = layout.writes_shared
     warnings = auto_env.pre_launch_warnings(opts.workload, p.runs, p.percentile)
     warnings += auto_env.size_cap_warnings(environ)
     for w in warnings:
         log.warning(w)
-    variables = {**auto_env.pgle_variables(p.runs, p.percentile),
-                 **auto_env.cache_variables(cache_dir, opts.relocatable)}
+    variables = {
+        **auto_env.pgle_variables(p.runs, p.percentile),
+        **auto_env.cache_variables(cache_dir, opts.relocatable),
+    }
     child = childenv.build(environ, xla=auto_env.pgle_xla_flags(), variables=variables)
     for line in child.notices:
         log.info(line)
-    environment = auto_env.replay_environment(child.env, environ, cache_dir, opts.workload,
-                                              opts.relocatable)
+    environment = auto_env.replay_environment(
+        child.env, environ, cache_dir, opts.workload, opts.relocatable
+    )
     run_record = manifest.new_run(opts.workload.describe(), environment)
     if writes:
         manifest.update(cache_dir, lambda data: data["runs"].append(run_record))
 
     run = RunFolder.create("prewarm", layout.run_dir)
-    log.info(f"prewarming {cache_dir} with auto PGLE "
-           f"({plural(p.runs, 'profiled execution')}): "
-           f"{opts.workload.describe()} (run folder {run.path})")
+    log.info(
+        f"prewarming {cache_dir} with auto PGLE "
+        f"({plural(p.runs, 'profiled execution')}): "
+        f"{opts.workload.describe()} (run folder {run.path})"
+    )
     try:
-        ex = launch(opts.workload, run, child, capture_loggers=auto_env.CAPTURE_LOGGERS,
-                    warnings_always=auto_env.WARNINGS_ALWAYS, log_copy=layout.log,
-                    observe_pgle=True, progress=True, count_jits=False)
+        ex = launch(
+            opts.workload,
+            run,
+            child,
+            capture_loggers=auto_env.CAPTURE_LOGGERS,
+            warnings_always=auto_env.WARNINGS_ALWAYS,
+            log_copy=layout.log,
+            observe_pgle=True,
+            progress=True,
+            count_jits=False,
+        )
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:
@@ -117,39 +142,71 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch,
     # is partial, so only process 0 records modules in the manifest.
     writer = writes and backend.get("process_index") in (None, 0)
     on_disk = {e.key for e in entries.list_entries(cache_dir)}
-    modules = auto_pgle.prewarm_modules(facts, p.runs, ex.events.platform, on_disk, known,
-                                        writer=writer)
-    environment.update(platform=backend.get("platform"), device_kind=backend.get("device_kind"),
-                       device_count=backend.get("device_count"),
-                       process_count=backend.get("process_count"))
+    modules = auto_pgle.prewarm_modules(
+        facts, p.runs, ex.events.platform, on_disk, known, writer=writer
+    )
+    environment.update(
+        platform=backend.get("platform"),
+        device_kind=backend.get("device_kind"),
+        device_count=backend.get("device_count"),
+        process_count=backend.get("process_count"),
+    )
     if writes:
-        _close_run(cache_dir, run_record["id"], state, environment if writer else None,
-                   modules if writer else [])
+        _close_run(
+            cache_dir,
+            run_record["id"],
+            state,
+            environment if writer else None,
+            modules if writer else [],
+        )
 
-    report = Report("prewarm", auto_pgle.prewarm_status(modules), workload_exit_code=ex.exit_code,
-                    log_path=str(ex.run.log), run_dir=str(ex.run.path), modules=modules)
+    report = Report(
+        "prewarm",
+        auto_pgle.prewarm_status(modules),
+        workload_exit_code=ex.exit_code,
+        log_path=str(ex.run.log),
+        run_dir=str(ex.run.path),
+        modules=modules,
+    )
     report.warnings += warnings + child.warnings
     if facts.filelock_missing:
-        report.warnings.append("JAX used no cache: the size cap needs `filelock` "
-                               "(pip install filelock).")
-    report.details.update({"cache_dir": cache_dir, "manifest": manifest.manifest_path(cache_dir),
-                           "environment": environment, "runs": p.runs,
-                           "percentile": p.percentile, "backend": ex.events.backend_record,
-                           "empty_traces": facts.empty_traces, "cache_writer": writer})
-    report.summary.append(f"prewarm: {report.status}: "
-                          + auto_pgle.count_line(modules, STATUS_OPTIMIZED,
-                                                 "have a PGLE-optimized entry")
-                          + f" in {cache_dir}")
+        report.warnings.append(
+            "JAX used no cache: the size cap needs `filelock` (pip install filelock)."
+        )
+    report.details.update(
+        {
+            "cache_dir": cache_dir,
+            "manifest": manifest.manifest_path(cache_dir),
+            "environment": environment,
+            "runs": p.runs,
+            "percentile": p.percentile,
+            "backend": ex.events.backend_record,
+            "empty_traces": facts.empty_traces,
+            "cache_writer": writer,
+        }
+    )
+    report.summary.append(
+        f"prewarm: {report.status}: "
+        + auto_pgle.count_line(modules, STATUS_OPTIMIZED, "have a PGLE-optimized entry")
+        + f" in {cache_dir}"
+    )
     report.summary += module_lines(modules)
-    report.exit_code = auto_pgle.finish_code(report, ex.exit_code, STATUS_OPTIMIZED,
-                                             p.require_all, p.require,
-        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode))
+    report.exit_code = auto_pgle.finish_code(
+        report,
+        ex.exit_code,
+        STATUS_OPTIMIZED,
+        p.require_all,
+        p.require,
+        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode),
+    )
     return report
 
 
-def _close_run(cache_dir: str, run_id: str, state: str, environment: dict | None,
-               modules: list[dict]) -> None:
+def _close_run(
+    cache_dir: str, run_id: str, state: str, environment: dict | None, modules: list[dict]
+) -> None:
     """One locked update: merge this run's modules and mark it done (other runs' entries stay)."""
+
     def change(data: dict) -> None:
         for run in data["runs"]:
             if run.get("id") == run_id:
@@ -160,16 +217,23 @@ def _close_run(cache_dir: str, run_id: str, state: str, environment: dict | None
             data["environment"] = environment
         # Keep the manifest small: every run in progress, and the latest finished ones.
         done = [r for r in data["runs"] if r.get("state") != "in_progress"]
-        data["runs"] = [r for r in data["runs"]
-                        if r.get("state") == "in_progress" or r in done[-KEEP_RUNS:]]
+        data["runs"] = [
+            r for r in data["runs"] if r.get("state") == "in_progress" or r in done[-KEEP_RUNS:]
+        ]
         for row in modules:
-            entry = manifest.record_keys(data, row["module"], manifest.ROLE_FIRST_PASS,
-                                               row["first_pass_keys"])
-            manifest.record_keys(data, row["module"], manifest.ROLE_PGLE_OPTIMIZED,
-                                       row["pgle_optimized_keys"])
-            entry.update(status=row["status"], executions_seen=row["executions_seen"],
-                         profiled_executions=row["profiled_executions"],
-                         empty_profiles=row["empty_profiles"], reason=row["reason"],
-                         run=run_id)
+            entry = manifest.record_keys(
+                data, row["module"], manifest.ROLE_FIRST_PASS, row["first_pass_keys"]
+            )
+            manifest.record_keys(
+                data, row["module"], manifest.ROLE_PGLE_OPTIMIZED, row["pgle_optimized_keys"]
+            )
+            entry.update(
+                status=row["status"],
+                executions_seen=row["executions_seen"],
+                profiled_executions=row["profiled_executions"],
+                empty_profiles=row["empty_profiles"],
+                reason=row["reason"],
+                run=run_id,
+            )
 
     manifest.update(cache_dir, change)

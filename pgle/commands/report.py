@@ -100,9 +100,12 @@ def _verdict_of(folder: Path) -> dict[str, Any]:
     log = folder / "workload.log"
     if not log.exists():
         return {"status": None, "reasons": [f"{folder} kept no workload.log"]}
-    v = judge(LogScanner().scan_file(log), platform=events.platform,
-              jax_imported=events.jax_imported,
-              executed=sync_converted.load_executed(events.modules))
+    v = judge(
+        LogScanner().scan_file(log),
+        platform=events.platform,
+        jax_imported=events.jax_imported,
+        executed=sync_converted.load_executed(events.modules),
+    )
     return {"status": v.status, "reasons": v.reasons, "modules": v.modules}
 
 
@@ -111,8 +114,10 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
     if not run_dirs:
         raise BadInput("no run folder given.", hint="Pass a .pgle/runs/<stamp>-tune-<pid>/ folder.")
     if len(run_dirs) > 2:
-        raise BadInput(f"{len(run_dirs)} run folders given; pass one tune run folder, or two "
-                       "run folders (without the profile, then with it).")
+        raise BadInput(
+            f"{len(run_dirs)} run folders given; pass one tune run folder, or two "
+            "run folders (without the profile, then with it)."
+        )
     folders = []
     for d in run_dirs:
         p = Path(d)
@@ -122,13 +127,16 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
     if len(folders) == 2:
         for p in folders:
             if not _is_run_folder(p):
-                raise BadInput(f"{p} is not a pgle run folder (no events.jsonl).",
-                               hint="Pass folders under .pgle/runs/ (a tune folder's "
-                                    "baseline/ and run/).")
+                raise BadInput(
+                    f"{p} is not a pgle run folder (no events.jsonl).",
+                    hint="Pass folders under .pgle/runs/ (a tune folder's baseline/ and run/).",
+                )
         status = _verdict_of(folders[1])["status"]
         label, role = _profile_label(status, read_events(folders[1] / "events.jsonl").platform, 1)
-        return [Side("without profile", "baseline", [folders[0]]),
-                Side(label, role, [folders[1]], status=status)], None
+        return [
+            Side("without profile", "baseline", [folders[0]]),
+            Side(label, role, [folders[1]], status=status),
+        ], None
     top = folders[0]
     tune_file = top / arms.TUNE_JSON
     if tune_file.exists():
@@ -144,20 +152,28 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
         status = _verdict_of(runs[0])["status"]
         platform = read_events(runs[0] / "events.jsonl").platform
         if base:
-            sides.append(Side(f"baseline (no profile, {plural(len(base), 'run')})", "baseline",
-                              base))
+            sides.append(
+                Side(f"baseline (no profile, {plural(len(base), 'run')})", "baseline", base)
+            )
         label, role = _profile_label(status, platform, len(runs))
         sides.append(Side(label, role, runs, status=status))
         return sides, None
     if not _is_run_folder(top):
-        raise BadInput(f"{top} is not a pgle run folder (no events.jsonl, and no collect/ and "
-                       "run/ phases).", hint="Pass a folder under .pgle/runs/.")
+        raise BadInput(
+            f"{top} is not a pgle run folder (no events.jsonl, and no collect/ and run/ phases).",
+            hint="Pass a folder under .pgle/runs/.",
+        )
     return [Side(top.name, "single", [top])], None
 
 
 def _tune_sides(top: Path, tune: dict[str, Any]) -> list[Side]:
-    sides = [Side(_collect_label(tune.get("collect", {}).get("changed")), "collect",
-                  [top / tune.get("collect", {}).get("folder", "collect")])]
+    sides = [
+        Side(
+            _collect_label(tune.get("collect", {}).get("changed")),
+            "collect",
+            [top / tune.get("collect", {}).get("folder", "collect")],
+        )
+    ]
     for arm in tune.get("arms") or []:
         folders = [top / f for f in arm.get("folders") or [] if _is_run_folder(top / f)]
         if not folders:
@@ -165,8 +181,14 @@ def _tune_sides(top: Path, tune: dict[str, Any]) -> list[Side]:
         status = (arm.get("statuses") or [None])[0] if arm.get("pgle") else None
         if tune.get("plain"):
             if arm["name"] == arms.DEFAULT:
-                sides.append(Side(f"baseline (no profile, {plural(len(folders), 'run')})",
-                                  "baseline", folders, arm["name"]))
+                sides.append(
+                    Side(
+                        f"baseline (no profile, {plural(len(folders), 'run')})",
+                        "baseline",
+                        folders,
+                        arm["name"],
+                    )
+                )
             else:
                 label, role = _profile_label(status, tune.get("platform"), len(folders))
                 sides.append(Side(label, role, folders, arm["name"], status))
@@ -185,48 +207,67 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
     times, steps = arms.pooled(side.folders)
     modules = events.modules
     step_name = steps.module if steps else None
-    step_mod = next((m for m in reversed(modules) if step_name and m.module == step_name),
-                    None)
+    step_mod = next((m for m in reversed(modules) if step_name and m.module == step_name), None)
     step_source = "the step function" if step_mod else None
     if step_mod is None and step_name is None and not _has_jit_record(events):
         # A run folder from before pgle recorded its jitted functions: the only evidence left
         # is XLA's cost analysis, and the module with the most FLOPs stands in (said so).
         step_mod = throughput.step_module(modules)
-        step_source = "the module with the most FLOPs (the run predates pgle's step detection)" \
-            if step_mod else None
+        step_source = (
+            "the module with the most FLOPs (the run predates pgle's step detection)"
+            if step_mod
+            else None
+        )
     backend = events.backend
     summary = summarize(times)
     phase: dict[str, Any] = {
-        "label": side.label, "role": side.role, "arm": side.arm, "status": side.status,
-        "folder": str(first), "folders": [str(f) for f in side.folders],
-        "platform": events.platform, "device_kind": backend.device_kind if backend else None,
+        "label": side.label,
+        "role": side.role,
+        "arm": side.arm,
+        "status": side.status,
+        "folder": str(first),
+        "folders": [str(f) for f in side.folders],
+        "platform": events.platform,
+        "device_kind": backend.device_kind if backend else None,
         "device_count": backend.device_count if backend else None,
-        "step_times_s": times, "step_time": summary,
+        "step_times_s": times,
+        "step_time": summary,
         "steps": steps.to_dict() if steps else None,
         "profiled_steps_excluded": steps.excluded if steps else 0,
-        "step_module": step_mod and {
-            "module": step_mod.module, "flops": step_mod.flops,
+        "step_module": step_mod
+        and {
+            "module": step_mod.module,
+            "flops": step_mod.flops,
             "transcendentals": step_mod.transcendentals,
-            "bytes_accessed": step_mod.bytes_accessed},
+            "bytes_accessed": step_mod.bytes_accessed,
+        },
         "step_module_source": step_source,
-        "modules": [{"module": m.module, "flops": m.flops, "memory": m.memory,
-                     "hlo_file": m.hlo_file} for m in modules],
-        "throughput": throughput.throughput(summary["median_s"] if summary else None,
-                                            step_mod.flops if step_mod else None,
-                                            backend.device_kind if backend else None,
-                                            events.platform,
-                                            dtype),
+        "modules": [
+            {"module": m.module, "flops": m.flops, "memory": m.memory, "hlo_file": m.hlo_file}
+            for m in modules
+        ],
+        "throughput": throughput.throughput(
+            summary["median_s"] if summary else None,
+            step_mod.flops if step_mod else None,
+            backend.device_kind if backend else None,
+            events.platform,
+            dtype,
+        ),
         "compile": _compile(events, step_name),
         "recompilations": diagnostics.recompilations(events.compiles, events.steps),
     }
     if step_mod is None:
         phase["why_no_step_module"] = (
             "no step was found (no StepTraceAnnotation markers, no jitted function executed "
-            "3 times or more)" if not step_name else
-            f"XLA recorded no module {step_name} (run by a pgle without per-module recording)")
+            "3 times or more)"
+            if not step_name
+            else f"XLA recorded no module {step_name} (run by a pgle without per-module recording)"
+        )
     if not modules:
-        phase["why_no_modules"] = ("the run recorded no module_compiled events (run by a pgle "
-                                   "without per-module recording, or jax internals changed)")
+        phase["why_no_modules"] = (
+            "the run recorded no module_compiled events (run by a pgle "
+            "without per-module recording, or jax internals changed)"
+        )
     phase.update(trace_sections(first, events.platform))
     return phase
 
@@ -238,20 +279,33 @@ def _has_jit_record(events: RunEvents) -> bool:
 def _compile(events: RunEvents, step_module: str | None) -> dict[str, Any]:
     """Compile seconds of one run (jax's backend-compile events): all modules, the step's."""
     total = sum(float(c.seconds or 0.0) for c in events.compiles)
-    step = [float(c.seconds or 0.0) for c in events.compiles
-            if step_module and module_of(c.fun_name or "") == step_module]
-    return {"total_s": total, "count": len(events.compiles),
-            "step_module_s": sum(step) if step else None}
+    step = [
+        float(c.seconds or 0.0)
+        for c in events.compiles
+        if step_module and module_of(c.fun_name or "") == step_module
+    ]
+    return {
+        "total_s": total,
+        "count": len(events.compiles),
+        "step_module_s": sum(step) if step else None,
+    }
 
 
 def trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
     """Exposed vs hidden communication and the trace diagnostics of a run folder's trace."""
     files = find_xplane_files(folder / "trace") if (folder / "trace").is_dir() else []
     if not files:
-        why = ("this run kept no trace (tune keeps one for the first run of each side; `pgle "
-               "run --trace-window` keeps one)")
-        return {"trace_files": [], "communication": None, "communication_why": why,
-                "trace_diagnostics": None, "trace_diagnostics_why": why}
+        why = (
+            "this run kept no trace (tune keeps one for the first run of each side; `pgle "
+            "run --trace-window` keeps one)"
+        )
+        return {
+            "trace_files": [],
+            "communication": None,
+            "communication_why": why,
+            "trace_diagnostics": None,
+            "trace_diagnostics_why": why,
+        }
     steps_all = []
     acc = over = None
     for path in files:
@@ -268,12 +322,19 @@ def trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
     comm = acc.result()
     out: dict[str, Any] = {"trace_files": files, "trace_steps": len(steps_all)}
     if comm["device_planes"] == 0:
-        why = (f"the trace holds no device plane: XLA:{(platform or 'cpu').upper()} runs "
-               "kernels on host threads, so it has no device timeline, no async collectives "
-               "and nothing for PGLE to hide" if (platform or "cpu") not in GPU_PLATFORMS else
-               "the trace holds no /device:GPU plane (was CUPTI available to the profiler?)")
-        return out | {"communication": None, "communication_why": why,
-                      "trace_diagnostics": None, "trace_diagnostics_why": why}
+        why = (
+            f"the trace holds no device plane: XLA:{(platform or 'cpu').upper()} runs "
+            "kernels on host threads, so it has no device timeline, no async collectives "
+            "and nothing for PGLE to hide"
+            if (platform or "cpu") not in GPU_PLATFORMS
+            else "the trace holds no /device:GPU plane (was CUPTI available to the profiler?)"
+        )
+        return out | {
+            "communication": None,
+            "communication_why": why,
+            "trace_diagnostics": None,
+            "trace_diagnostics_why": why,
+        }
     out["communication"] = comm
     if comm["collectives"] == 0:
         out["communication_why"] = "the device planes hold no collective (a single-device program?)"
@@ -284,15 +345,20 @@ def trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
 def _schedule(before: dict, after: dict) -> tuple[dict | None, str | None]:
     def hlo(phase):
         mod = (phase.get("step_module") or {}).get("module")
-        files = [m["hlo_file"] for m in phase["modules"] if m.get("hlo_file")
-                 and (mod is None or m["module"] == mod)]
+        files = [
+            m["hlo_file"]
+            for m in phase["modules"]
+            if m.get("hlo_file") and (mod is None or m["module"] == mod)
+        ]
         return files[-1] if files else None
 
     b, a = hlo(before), hlo(after)
     platform = before.get("platform") or after.get("platform")
-    synchronous = (f"the step module has no async collective on {platform}: XLA:"
-                   f"{(platform or '').upper()} runs collectives synchronously, so there is no "
-                   "start/done pair for a profile to move")
+    synchronous = (
+        f"the step module has no async collective on {platform}: XLA:"
+        f"{(platform or '').upper()} runs collectives synchronously, so there is no "
+        "start/done pair for a profile to move"
+    )
     if not b or not a:
         if platform and platform not in GPU_PLATFORMS:
             return None, synchronous
@@ -322,13 +388,16 @@ def communication_change(before: dict, after: dict) -> tuple[list[dict] | None, 
     for side, c in (("before", cb), ("after", ca)):
         n = max(c["device_planes"], 1)
         for op in c.get("per_op") or c.get("top_exposed") or []:
-            row = rows.setdefault((op["op"], op["module"]),
-                                  {"op": op["op"], "module": op["module"]})
+            row = rows.setdefault(
+                (op["op"], op["module"]), {"op": op["op"], "module": op["module"]}
+            )
             row[f"{side}_exposed_ps"] = op["exposed_ps"] / n
             row[f"{side}_hidden_ps"] = (op["span_ps"] - op["exposed_ps"]) / n
             row[f"{side}_count"] = op["count"]
-    out = sorted(rows.values(), key=lambda r: -max(r.get("before_exposed_ps") or 0,
-                                                  r.get("after_exposed_ps") or 0))
+    out = sorted(
+        rows.values(),
+        key=lambda r: -max(r.get("before_exposed_ps") or 0, r.get("after_exposed_ps") or 0),
+    )
     return out, None
 
 
@@ -345,23 +414,31 @@ def _verdict(sides: list[Side], tune: dict | None, data: dict[str, Any]) -> dict
     platform = next((p["platform"] for p in data["phases"] if p.get("platform")), None)
     r = data.get("step_ratio")
     if status == Applied.NOT_APPLICABLE:
-        todo = (f"nothing to do on backend {platform}: PGLE is an XLA:GPU feature; run this "
-                "on an NVIDIA GPU to learn what it buys")
+        todo = (
+            f"nothing to do on backend {platform}: PGLE is an XLA:GPU feature; run this "
+            "on an NVIDIA GPU to learn what it buys"
+        )
     elif status == Applied.APPLIED:
         if r is None:
             todo = "the profile applies; " + (data.get("step_ratio_why") or "no step-time ratio")
         elif r["beyond_noise"] and r["ratio"] < 1:
             todo = f"keep the profile: steps are {(1 - r['ratio']) * 100:.1f} % faster with it"
         elif r["beyond_noise"]:
-            todo = (f"the profile makes steps {(r['ratio'] - 1) * 100:.1f} % slower: run without "
-                    "it, or collect it again from a longer window")
+            todo = (
+                f"the profile makes steps {(r['ratio'] - 1) * 100:.1f} % slower: run without "
+                "it, or collect it again from a longer window"
+            )
         else:
-            todo = ("the profile applies but the step time does not change beyond run-to-run "
-                    "noise: the schedule was already good (or the job is not communication-"
-                    "bound); PGLE is not worth its runs here")
+            todo = (
+                "the profile applies but the step time does not change beyond run-to-run "
+                "noise: the schedule was already good (or the job is not communication-"
+                "bound); PGLE is not worth its runs here"
+            )
     elif status == Applied.PARTIAL:
-        todo = ("collect the profile again from this exact program (same flags, shapes, "
-                "sharding, jax version); the modules below say what it misses")
+        todo = (
+            "collect the profile again from this exact program (same flags, shapes, "
+            "sharding, jax version); the modules below say what it misses"
+        )
     elif status == Applied.NOT_APPLIED:
         todo = "make sure the profile flag reaches XLA (see the reasons) and run again"
     elif status == "error":
@@ -383,25 +460,33 @@ def build(opts: ReportOptions) -> dict[str, Any]:
         after = next((p for p in phases if p["role"] == "arm" and p.get("arm") == "pgle"), None)
         data["compare"] = tune["compare"]
     data["collect_changed"] = (tune or {}).get("collect", {}).get("changed")
-    data["comparison"] = ({"before": before["label"], "after": after["label"]}
-                          if before and after else None)
+    data["comparison"] = (
+        {"before": before["label"], "after": after["label"]} if before and after else None
+    )
     data["step_ratio"], data["step_ratio_why"] = _ratio(sides, tune, before, after)
     if before and after:
         data["memory"] = memory.compare(before["modules"], after["modules"])
         data["schedule"], data["schedule_why"] = _schedule(before, after)
-        data["communication_change"], data["communication_change_why"] = \
-            communication_change(before, after)
+        data["communication_change"], data["communication_change_why"] = communication_change(
+            before, after
+        )
         data["compile"] = {"before": before["compile"], "after": after["compile"]}
     else:
         only = after or before or phases[-1]
         data["memory"] = memory.compare(only["modules"], [])
         platform = only.get("platform")
-        data["schedule"], data["schedule_why"] = None, (
-            _schedule(only, only)[1] if platform and platform not in GPU_PLATFORMS else
-            "one side only: nothing to compare" if not tune else
-            "no baseline run to compare with (tune runs one when a profile can apply: on a GPU)")
-        data["communication_change"], data["communication_change_why"] = None, \
-            data["schedule_why"]
+        data["schedule"], data["schedule_why"] = (
+            None,
+            (
+                _schedule(only, only)[1]
+                if platform and platform not in GPU_PLATFORMS
+                else "one side only: nothing to compare"
+                if not tune
+                else "no baseline run to compare with (tune runs one when a profile can apply: "
+                "on a GPU)"
+            ),
+        )
+        data["communication_change"], data["communication_change_why"] = None, data["schedule_why"]
         data["compile"] = {"before": None, "after": only["compile"]}
     data["verdict"] = _verdict(sides, tune, data)
     data["tune_lines"] = _tune_lines(tune)
@@ -437,9 +522,13 @@ def _ratio(sides: list[Side], tune: dict | None, before, after) -> tuple[dict | 
     side_of = {s.label: s for s in sides}
     b, a = side_of[before["label"]], side_of[after["label"]]
     platform = after.get("platform") or before.get("platform")
-    times = arms.compare_step_times(Path("/nonexistent"), b.folders, a.folders,
-                                        platform=platform,
-                                        applied=a.status in APPLIED or a.status is None)
+    times = arms.compare_step_times(
+        Path("/nonexistent"),
+        b.folders,
+        a.folders,
+        platform=platform,
+        applied=a.status in APPLIED or a.status is None,
+    )
     return times.get("interval"), times.get("caveat") or ""
 
 
@@ -453,8 +542,13 @@ def report(opts: ReportOptions) -> Report:
     v = data["verdict"]
     # The truth first: the JSON's status is the runs' PGLE verdict (the report itself
     # succeeded: exit 0), with its reasons and what to do.
-    rep = Report("report", v["status"] or "unknown", exit_code=EXIT_OK,
-                 run_dir=", ".join(opts.run_dirs), reasons=list(v["reasons"]))
+    rep = Report(
+        "report",
+        v["status"] or "unknown",
+        exit_code=EXIT_OK,
+        run_dir=", ".join(opts.run_dirs),
+        reasons=list(v["reasons"]),
+    )
     rep.details["what_to_do"] = v["what_to_do"]
     rep.details["analysis"] = data
     rep.summary += summary_lines(data)
@@ -471,14 +565,19 @@ def _ms(s):
 
 def summary_lines(data: dict[str, Any]) -> list[str]:
     v = data["verdict"]
-    lines = [f"verdict: {v['status']}: " + " ".join(v["reasons"][:1]),
-             f"what to do: {v['what_to_do']}"]
+    lines = [
+        f"verdict: {v['status']}: " + " ".join(v["reasons"][:1]),
+        f"what to do: {v['what_to_do']}",
+    ]
     for p in data["phases"]:
         st = p["step_time"]
         tp = p["throughput"]
-        line = f"{p['label']}: " + (f"median step {_ms(st['median_s'])} (p25 {_ms(st['p25_s'])}, "
-                                    f"p75 {_ms(st['p75_s'])}, n={st['count']})"
-                                    if st else "no step times")
+        line = f"{p['label']}: " + (
+            f"median step {_ms(st['median_s'])} (p25 {_ms(st['p25_s'])}, "
+            f"p75 {_ms(st['p75_s'])}, n={st['count']})"
+            if st
+            else "no step times"
+        )
         if tp.get("achieved_tflops") is not None:
             line += f", {tp['achieved_tflops']:.3g} TFLOP/s per device"
         if tp.get("mfu") is not None:
@@ -486,25 +585,34 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
         comm = p.get("communication")
         if comm and comm["span_ps"]:
             per_device_ms = comm["exposed_ps"] / 1e9 / max(comm["device_planes"], 1)
-            line += (f", exposed communication {per_device_ms:.3f} ms per device "
-                     f"({(1 - comm['hidden_fraction']) * 100:.1f} % of {comm['collectives']} "
-                     "collective executions)")
+            line += (
+                f", exposed communication {per_device_ms:.3f} ms per device "
+                f"({(1 - comm['hidden_fraction']) * 100:.1f} % of {comm['collectives']} "
+                "collective executions)"
+            )
         lines.append(line)
     r = data.get("step_ratio")
     if r:
-        lines.append(f"step-time ratio with/without the profile {r['ratio']:.3f} "
-                     f"({r['confidence']:.0%} interval {r['low']:.3f}..{r['high']:.3f}: "
-                     + ("beyond" if r["beyond_noise"] else "within") + " run-to-run noise)")
+        lines.append(
+            f"step-time ratio with/without the profile {r['ratio']:.3f} "
+            f"({r['confidence']:.0%} interval {r['low']:.3f}..{r['high']:.3f}: "
+            + ("beyond" if r["beyond_noise"] else "within")
+            + " run-to-run noise)"
+        )
     elif data.get("step_ratio_why"):
         lines.append(data["step_ratio_why"])
     s = data.get("schedule")
     if s:
-        lines.append(f"schedule: {s['moved_count']} of {s['pair_count']} async pairs moved "
-                     f"({s['more_overlap']} overlap more work, {s['less_overlap']} less)")
+        lines.append(
+            f"schedule: {s['moved_count']} of {s['pair_count']} async pairs moved "
+            f"({s['more_overlap']} overlap more work, {s['less_overlap']} less)"
+        )
     grown = [m for m in data.get("memory") or [] if m["flagged"]]
     if grown:
-        lines.append("peak memory grew with the profile: " + ", ".join(
-            f"{m['module']} +{m['growth'] * 100:.1f} %" for m in grown[:3]))
+        lines.append(
+            "peak memory grew with the profile: "
+            + ", ".join(f"{m['module']} +{m['growth'] * 100:.1f} %" for m in grown[:3])
+        )
     for p in data["phases"]:
         for rc in p["recompilations"][:3]:
             lines.append(f"{p['label']}: {rc['function']} compiled {rc['count']}x after warm-up")

@@ -54,8 +54,11 @@ class RunOptions:
 
 
 def request(opts: RunOptions) -> LayoutRequest:
-    return LayoutRequest(run_dir=opts.run_dir, log=opts.log,
-                         inputs={"profile": opts.profile, "profile_store": opts.profile_store})
+    return LayoutRequest(
+        run_dir=opts.run_dir,
+        log=opts.log,
+        inputs={"profile": opts.profile, "profile_store": opts.profile_store},
+    )
 
 
 def combine(opts: RunOptions, layout: RankLayout, job: JobReports) -> Report:
@@ -75,13 +78,15 @@ def prepare_profile(path: str, store: str | None) -> tuple[files.ProfileSource, 
     if source.is_empty():
         raise ProfileError(
             f"profile {path} is empty: XLA would have nothing to use.",
-            hint="Collect it on an NVIDIA GPU (`pgle collect`); see `pgle inspect`.")
+            hint="Collect it on an NVIDIA GPU (`pgle collect`); see `pgle inspect`.",
+        )
     copy = files.content_addressed_copy(source, store or Path(DEFAULT_ROOT) / "profiles")
     return source, copy
 
 
-def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
-         environ: dict[str, str]) -> Report:
+def body(
+    opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution], environ: dict[str, str]
+) -> Report:
     if layout.log:
         check_writable_target(layout.log, force=True, what="log")
     xla: dict[str, str | None] = dict(opts.xla)
@@ -109,9 +114,14 @@ def body(opts: RunOptions, layout: RankLayout, launch: Callable[..., Execution],
     window = opts.trace_window
     if window is not None:
         log.info(f"keeping a trace of {window.describe()} (left out of the step times)")
-    ex = launch(opts.workload, run_folder, child, log_copy=layout.log,
-                profile_window=window.spec(run_folder.trace) if window is not None else None,
-                step_name=window.step_name if window is not None else None)
+    ex = launch(
+        opts.workload,
+        run_folder,
+        child,
+        log_copy=layout.log,
+        profile_window=window.spec(run_folder.trace) if window is not None else None,
+        step_name=window.step_name if window is not None else None,
+    )
     report = finish_run(opts, ex, source, man, drift_notes)
     if view is not None:
         report_store(report, view, ex)
@@ -139,15 +149,18 @@ def store_view(store: StoreOptions, views_root: str | None, environ: dict[str, s
         raise ProfileError(f"--store: cannot tell which profiles to serve: {why}.")
     shared = ProfileStore(store.path)
     path, served = serving.prepare_view(
-        shared, key, policy=store.policy, views_root=views_root or Path(DEFAULT_ROOT) / "profiles")
+        shared, key, policy=store.policy, views_root=views_root or Path(DEFAULT_ROOT) / "profiles"
+    )
     damaged = shared.damaged_warning()
     if damaged:
         log.warning(damaged)
     if path is None:
         log.info(f"store {store.path} holds no profile for {key.describe()}: running without one")
     else:
-        log.info(f"store {store.path}: {plural(len(served), 'module profile')} for "
-                 f"{key.describe()} (view {path})")
+        log.info(
+            f"store {store.path}: {plural(len(served), 'module profile')} for "
+            f"{key.describe()} (view {path})"
+        )
     return StoreView(store, key, path, served)
 
 
@@ -159,25 +172,34 @@ def report_store(report: Report, view: StoreView, ex: Execution) -> None:
     actual, _ = from_events(ex.events)
     lookups = serving.mark_modules(report.modules, view.served)
     report.details["store"] = {
-        "path": view.store.path, "policy": view.store.policy,
-        "key": dataclasses.asdict(view.key), "view": str(view.path) if view.path else None,
-        "view_modules": len(view.served), **lookups}
+        "path": view.store.path,
+        "policy": view.store.policy,
+        "key": dataclasses.asdict(view.key),
+        "view": str(view.path) if view.path else None,
+        "view_modules": len(view.served),
+        **lookups,
+    }
     wrong = mismatch(view.key, actual)
     if wrong:
         report.warnings.append(f"--store: {wrong}: the profiles served may not fit this run.")
-    report.summary += serving.summary_lines(report.modules, lookups, len(view.served),
-                                            view.store.path, view.key)
+    report.summary += serving.summary_lines(
+        report.modules, lookups, len(view.served), view.store.path, view.key
+    )
 
 
-def finish_run(opts: RunOptions, ex: Execution, source, man: dict | None,
-               drift_notes: list[str]) -> Report:
+def finish_run(
+    opts: RunOptions, ex: Execution, source, man: dict | None, drift_notes: list[str]
+) -> Report:
     level = ex.child.env.get("TF_CPP_MIN_LOG_LEVEL", "").strip()
     given = ex.child.flags.value(flag_table.PGLE_PROFILE_PATH)
     origin = Origin(
-        compile_platforms=ex.events.compile_platforms, compile_threads=ex.events.compile_threads,
+        compile_platforms=ex.events.compile_platforms,
+        compile_threads=ex.events.compile_threads,
         profile_match=path_matcher(given, (str(source.path),) if source is not None else ())
-        if given else None,
-        profile_given=str(source.path) if source is not None else given)
+        if given
+        else None,
+        profile_given=str(source.path) if source is not None else given,
+    )
     verdict = judge(
         LogScanner().scan_file(ex.run.log),
         platform=ex.events.platform,

@@ -65,7 +65,7 @@ def list_runs(root: str) -> list[RunEntry]:
     if base.exists() and not base.is_dir():
         raise BadInput(f"{root} is not a directory.")
     out = []
-    for child in (base.iterdir() if base.is_dir() else []):
+    for child in base.iterdir() if base.is_dir() else []:
         if child.is_symlink() or not child.is_dir():
             continue
         size, modified = _scan(child)
@@ -81,8 +81,9 @@ def _entry(folder: Path, size: int, modified: float, now: float | None = None) -
         pid = info.get("pid") if isinstance(info.get("pid"), int) else None
         host = info.get("host") if isinstance(info.get("host"), str) else None
         if host == socket.gethostname():
-            return RunEntry(folder.name, str(folder), size, modified, pid,
-                            pid is not None and pid_alive(pid))
+            return RunEntry(
+                folder.name, str(folder), size, modified, pid, pid is not None and pid_alive(pid)
+            )
         age = (time.time() if now is None else now) - refreshed
         return RunEntry(
             folder.name, str(folder), size, modified, pid, age < LEASE_TTL_SECONDS, host

@@ -51,9 +51,11 @@ class TuneOptions:
     def __post_init__(self) -> None:
         if self.repeat < 1:
             from pgle.errors import BadInput
+
             raise BadInput(f"--repeat {self.repeat}: at least 1 run per phase.")
         if self.html_report:  # refuse before an hour-long run, not after it
             from pgle.atomic import check_writable_target
+
             check_writable_target(self.html_report, force=self.collect.force, what="report")
 
 
@@ -94,14 +96,21 @@ class CollectPhase:
     def from_job(cls, job: Mapping[str, Any]) -> CollectPhase:
         profile = job.get("profile")
         return cls(
-            job=job, status=str(job.get("status") or "error"), exit_code=job.get("exit_code") or 1,
-            workload_exit_code=job.get("workload_exit_code"), mode=job.get("mode"),
-            platform=(job.get("backend") or {}).get("platform"), profile=profile,
-            profile_written=(profile or {}).get("path"), log_path=job.get("log_path"),
+            job=job,
+            status=str(job.get("status") or "error"),
+            exit_code=job.get("exit_code") or 1,
+            workload_exit_code=job.get("workload_exit_code"),
+            mode=job.get("mode"),
+            platform=(job.get("backend") or {}).get("platform"),
+            profile=profile,
+            profile_written=(profile or {}).get("path"),
+            log_path=job.get("log_path"),
             trace_dir=job.get("trace_dir"),
             store_summary=(job.get("store") or {}).get("summary"),
-            warnings=tuple(job.get("warnings") or ()), reasons=tuple(job.get("reasons") or ()),
-            summary=tuple(job.get("summary") or ()))
+            warnings=tuple(job.get("warnings") or ()),
+            reasons=tuple(job.get("reasons") or ()),
+            summary=tuple(job.get("summary") or ()),
+        )
 
     @property
     def gpu(self) -> bool:
@@ -110,34 +119,52 @@ class CollectPhase:
     @property
     def made_profile(self) -> bool:
         """A profile the later phases can use: collected (a merged job's partial one too)."""
-        return self.status in (("collected", "partial") if self.mode == "merge"
-                               else ("collected",))
+        return self.status in (("collected", "partial") if self.mode == "merge" else ("collected",))
 
     @property
     def failed(self) -> bool:
         """The workload failed, or no profile where one was due (an empty one is expected
         only off a GPU)."""
         return self.workload_exit_code not in (0, None) or (
-            not self.made_profile and (self.gpu or self.status != "empty"))
+            not self.made_profile and (self.gpu or self.status != "empty")
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.job)
 
 
-def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
-         environ: dict[str, str], *, collect_workflow: Workflow,
-         run_workflow: Workflow) -> Report:
+def body(
+    opts: TuneOptions,
+    layout: RankLayout,
+    phase: Phase,
+    environ: dict[str, str],
+    *,
+    collect_workflow: Workflow,
+    run_workflow: Workflow,
+) -> Report:
     """Collect, then the arms, one report. In a job each phase is a job of its own
     (`<job_dir>/collect/`, `<job_dir>/run/`, ...): rank 0 merges the ranks' profiles after
     phase 1, and every rank decides the later phases from that same phase-1 job report."""
     top = RunFolder.create("tune", layout.run_dir)
-    copts = dataclasses.replace(opts.collect, run_dir=None, default_output=literal(
-        top.path / ("profiles" if opts.collect.per_module else "profile.pb")))
+    copts = dataclasses.replace(
+        opts.collect,
+        run_dir=None,
+        default_output=literal(
+            top.path / ("profiles" if opts.collect.per_module else "profile.pb")
+        ),
+    )
     log.info("phase 1: collect")
     first = CollectPhase.from_job(
-        phase("collect", collect_workflow, copts, str(top.path / "collect")).job)
-    report = Report("tune", first.status, run_dir=str(top.path), log_path=first.log_path,
-                    trace_dir=first.trace_dir, workload_exit_code=first.workload_exit_code)
+        phase("collect", collect_workflow, copts, str(top.path / "collect")).job
+    )
+    report = Report(
+        "tune",
+        first.status,
+        run_dir=str(top.path),
+        log_path=first.log_path,
+        trace_dir=first.trace_dir,
+        workload_exit_code=first.workload_exit_code,
+    )
     report.details["phases"] = {"collect": first.to_dict()}
     report.warnings += list(first.warnings)
     if first.store_summary:
@@ -152,8 +179,9 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
     profile_path = None
     if first.made_profile:
         # Per-rank profiles (-o with %r): each rank runs with its own; else the job's profile.
-        profile_path = copts.output if first.mode == "per_rank" else \
-            literal(first.profile_written or "")
+        profile_path = (
+            copts.output if first.mode == "per_rank" else literal(first.profile_written or "")
+        )
     changed = arms.collect_changes(profiling_flags(environ))
     report.details["collect_changed"] = changed
     store = opts.collect.store
@@ -170,12 +198,16 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
         # Only what the arm's name says differs from the user's own setup (no collect flags).
         with_profile = arm.pgle and has_profile
         return RunOptions(
-            copts.workload, profile_path if with_profile and not serve else None,
-            verdict=opts.verdict, xla=tuple(arm.xla.items()),
+            copts.workload,
+            profile_path if with_profile and not serve else None,
+            verdict=opts.verdict,
+            xla=tuple(arm.xla.items()),
             env=tuple(arm.variables.items()),
             store=dataclasses.replace(store, serve=True)
-            if with_profile and serve and store is not None else None,
-            trace_window=copts.window if traced else None)
+            if with_profile and serve and store is not None
+            else None,
+            trace_window=copts.window if traced else None,
+        )
 
     plain = not opts.compare
     runs: list[ArmRuns] = []
@@ -193,9 +225,15 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
         plan = arms.PLAIN if plain else opts.compare
         runs = [ArmRuns(a, profile=shown if a.pgle and has_profile else None) for a in plan]
         if not plain:
-            log.info("arms: " + "; ".join(f"{a.name}: {a.describe()}" for a in plan)
-                   + ("" if has_profile else f" (backend {platform} records no profile: the "
-                      "pgle arms run without one)"))
+            log.info(
+                "arms: "
+                + "; ".join(f"{a.name}: {a.describe()}" for a in plan)
+                + (
+                    ""
+                    if has_profile
+                    else f" (backend {platform} records no profile: the pgle arms run without one)"
+                )
+            )
         total = len(plan) * opts.repeat
         k = 0
         # Alternating, so that drift (thermal, other jobs) falls on every arm alike.
@@ -205,13 +243,19 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
                 name = entry.arm.folder(plain, i)
                 tag = f" {i + 1}/{opts.repeat}" if opts.repeat > 1 else ""
                 if plain:
-                    log.info(f"phase {2 if entry.arm.name == 'default' else 3}/3: " + (
-                        f"baseline run{tag} (no profile, your flags)"
-                        if entry.arm.name == "default" else f"run with {shown}{tag}"))
+                    log.info(
+                        f"phase {2 if entry.arm.name == 'default' else 3}/3: "
+                        + (
+                            f"baseline run{tag} (no profile, your flags)"
+                            if entry.arm.name == "default"
+                            else f"run with {shown}{tag}"
+                        )
+                    )
                 else:
                     log.info(f"run {k}/{total}: arm {entry.arm.name}{tag}")
-                own = phase(name, run_workflow, options(entry.arm, i == 0),
-                            str(top.path / name)).own
+                own = phase(
+                    name, run_workflow, options(entry.arm, i == 0), str(top.path / name)
+                ).own
                 entry.folders.append(top.path / name)
                 entry.reports.append(own)
                 if own.workload_exit_code not in (0, None):
@@ -220,8 +264,9 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
             if stopped is not None:
                 break
     # The verdict: of the first run with a profile (else the last run of any arm).
-    lead = next((e for e in runs if e.arm.pgle and e.reports), None) or \
-        next(e for e in reversed(runs) if e.reports)
+    lead = next((e for e in runs if e.arm.pgle and e.reports), None) or next(
+        e for e in reversed(runs) if e.reports
+    )
     second = stopped or lead.reports[0]
     report.details["phases"]["run"] = second.to_dict()
     report.status = second.status
@@ -233,16 +278,19 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
     report.reasons = second.reasons
     report.warnings += [w for w in second.warnings if w not in report.warnings]
     if profile_path is None and not serve:
-        report.reasons.append("phase 1 could not produce a profile: "
-                              + "; ".join(first.reasons))
+        report.reasons.append("phase 1 could not produce a profile: " + "; ".join(first.reasons))
     report.summary += second.summary
     applied = report.status in APPLIED
     if plain:
         base = next((e for e in runs if e.arm.name == "default"), None)
         withp = next((e for e in runs if e.arm.pgle), None)
         report.details["step_times"] = times = arms.compare_step_times(
-            top.path / "collect", base.folders if base else [],
-            withp.folders if withp else [], platform=platform, applied=applied)
+            top.path / "collect",
+            base.folders if base else [],
+            withp.folders if withp else [],
+            platform=platform,
+            applied=applied,
+        )
         report.summary += arms.step_time_lines(times, profiled=has_profile)
     else:
         from pgle.commands.compare import table, table_lines
@@ -251,7 +299,8 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
         report.details["step_times"] = {
             "arms": {r["arm"]: r["step_time"] for r in report.details["compare"]["arms"]},
             "steps": report.details["compare"]["steps"],
-            "caveat": report.details["compare"]["caveat"]}
+            "caveat": report.details["compare"]["caveat"],
+        }
         report.summary += table_lines(report.details["compare"])
     report.summary.append("collect changed: " + "; ".join(changed))
     write_tune_json(top.path, opts, runs, report, platform, changed)
@@ -259,26 +308,47 @@ def body(opts: TuneOptions, layout: RankLayout, phase: Phase,
         import pgle.commands.report  # `report` is this function's Report
 
         page = pgle.commands.report.report(
-            pgle.commands.report.ReportOptions([str(top.path)], opts.html_report, force=True))
+            pgle.commands.report.ReportOptions([str(top.path)], opts.html_report, force=True)
+        )
         report.details["analysis"] = page.details["analysis"]
         report.summary += page.summary[-1:]  # "report written to ..."
     return report
 
 
-def write_tune_json(top: Path, opts: TuneOptions, runs: list[ArmRuns], report: Report,
-                    platform: str | None, changed: list[str]) -> None:
+def write_tune_json(
+    top: Path,
+    opts: TuneOptions,
+    runs: list[ArmRuns],
+    report: Report,
+    platform: str | None,
+    changed: list[str],
+) -> None:
     """What tune compared, for `pgle report` (which shows the same verdict and numbers)."""
     import json
 
     doc = {
-        "plain": not opts.compare, "platform": platform, "repeat": opts.repeat,
+        "plain": not opts.compare,
+        "platform": platform,
+        "repeat": opts.repeat,
         "collect": {"folder": "collect", "changed": changed},
-        "arms": [{"name": e.arm.name, "describe": e.arm.describe(), "pgle": e.arm.pgle,
-                  "xla": e.arm.xla, "variables": e.arm.variables, "profile": e.profile,
-                  "folders": [f.name for f in e.folders],
-                  "statuses": [r.status for r in e.reports]} for e in runs],
-        "verdict": {"status": report.status, "reasons": report.reasons,
-                    "exit_code": report.exit_code},
+        "arms": [
+            {
+                "name": e.arm.name,
+                "describe": e.arm.describe(),
+                "pgle": e.arm.pgle,
+                "xla": e.arm.xla,
+                "variables": e.arm.variables,
+                "profile": e.profile,
+                "folders": [f.name for f in e.folders],
+                "statuses": [r.status for r in e.reports],
+            }
+            for e in runs
+        ],
+        "verdict": {
+            "status": report.status,
+            "reasons": report.reasons,
+            "exit_code": report.exit_code,
+        },
         "step_times": report.details.get("step_times"),
         "compare": report.details.get("compare"),
         "modules": report.modules,

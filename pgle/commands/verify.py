@@ -68,59 +68,89 @@ def verify(opts: VerifyOptions) -> Report:
         assumed = f"jax {versions.version_string(given)} (--jax)"
     else:
         inference = log_version.infer(
-            evidence.wording, clones=any((m.sub_compile == "clone") for m in evidence.modules),
-            candidates=any(m.by == "module id" for m in evidence.sub_compiles))
+            evidence.wording,
+            clones=any((m.sub_compile == "clone") for m in evidence.modules),
+            candidates=any(m.by == "module id" for m in evidence.sub_compiles),
+        )
         assumed = inference.describe()
-    silence = checker.silence_of_log(inference, checker_off=not opts.accuracy_checker,
-                                     checker_lines=evidence.checker_lines,
-                                     discards=len(evidence.discards))
+    silence = checker.silence_of_log(
+        inference,
+        checker_off=not opts.accuracy_checker,
+        checker_lines=evidence.checker_lines,
+        discards=len(evidence.discards),
+    )
     origin = None
     if opts.profile is not None:
-        match = (lambda p: _same_profile(p, source)) if source is not None \
+        match = (
+            (lambda p: _same_profile(p, source))
+            if source is not None
             else path_matcher(opts.profile, (os.path.abspath(opts.profile),))
+        )
         origin = Origin(profile_match=match, profile_given=opts.profile)
-    verdict = judge(evidence, platform=opts.platform, min_coverage=opts.verdict.min_coverage,
-                    silence=silence, origin=origin, sol_fallback=_sol_expected(given, inference),
-                    renamed=_renamed(given, inference))
+    verdict = judge(
+        evidence,
+        platform=opts.platform,
+        min_coverage=opts.verdict.min_coverage,
+        silence=silence,
+        origin=origin,
+        sol_fallback=_sol_expected(given, inference),
+        renamed=_renamed(given, inference),
+    )
     if absent and verdict.status == Applied.NOT_APPLIED and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
         verdict.status = Applied.ERROR
-        verdict.reasons.insert(0, f"the profile {opts.profile} does not exist, and XLA gave no "
-                                  "sign of reading any profile (jax <= 0.5.3 logs nothing for a "
-                                  "missing file).")
-    report = Report("verify", verdict.status, modules=verdict.modules, reasons=verdict.reasons,
-                    log_path=None if opts.log == "-" else str(Path(opts.log).absolute()))
+        verdict.reasons.insert(
+            0,
+            f"the profile {opts.profile} does not exist, and XLA gave no "
+            "sign of reading any profile (jax <= 0.5.3 logs nothing for a "
+            "missing file).",
+        )
+    report = Report(
+        "verify",
+        verdict.status,
+        modules=verdict.modules,
+        reasons=verdict.reasons,
+        log_path=None if opts.log == "-" else str(Path(opts.log).absolute()),
+    )
     report.details.update(verdict.details)
     report.details["jax_assumed"] = assumed
     ranked = sorted({m["rank"] for m in verdict.modules if m.get("rank") is not None})
-    if ranked and verdict.status != Applied.ERROR and all(m.get("rank") is not None
-                                                   for m in verdict.modules):
+    if (
+        ranked
+        and verdict.status != Applied.ERROR
+        and all(m.get("rank") is not None for m in verdict.modules)
+    ):
         # An `srun --label` log: one verdict per module across the ranks that logged it.
         by_rank = {r: [m for m in verdict.modules if m["rank"] == r] for r in ranked}
         status, modules, reasons = judge_job(by_rank, {r: None for r in ranked}, {})
         reasons = divergent_fingerprints(by_rank) + reasons
         report.status, report.modules, report.reasons = status, modules, reasons
         report.details["ranks"] = [
-            {"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked]
+            {"rank": r, "status": overall_status(m["status"] for m in by_rank[r])} for r in ranked
+        ]
         report.summary.append(f"verdict: {status}: " + " ".join(reasons[:1]))
         report.summary += module_lines(modules)
     else:
         report.summary += summary_lines(verdict)
     if given is None and (evidence.pgle_lines or evidence.modules):
-        report.summary.append(f"assumed the log was written by {assumed}; pass --jax to say "
-                              "which jax wrote it")
+        report.summary.append(
+            f"assumed the log was written by {assumed}; pass --jax to say which jax wrote it"
+        )
     newer = versions.newer_than_verified(given if given is not None else inference.low)
     if newer:
         report.warnings.append(newer)
     if absent and verdict.status != Applied.ERROR:
         report.warnings.append(f"the profile {opts.profile} does not exist (any more)")
     if unreadable:
-        report.warnings.append(f"pgle cannot read the profile ({unreadable}); the verdict rests "
-                               "on the log alone, since XLA may have read it")
+        report.warnings.append(
+            f"pgle cannot read the profile ({unreadable}); the verdict rests "
+            "on the log alone, since XLA may have read it"
+        )
     if source is not None:
         report.profile = source.to_dict()
-    report.exit_code = exit_code_for(report.status, 0, opts.verdict.require_applied,
-                                     verdict.details.get("coverage_unknown", 0))
+    report.exit_code = exit_code_for(
+        report.status, 0, opts.verdict.require_applied, verdict.details.get("coverage_unknown", 0)
+    )
     require.enforce(report, opts.verdict.require)
     return report
 
@@ -138,10 +168,12 @@ def divergent_fingerprints(by_rank: dict[int, list[dict]]) -> list[str]:
     for module, fps in seen.items():
         if len(fps) > 1:
             parts = "; ".join(f"{fp} on {ranks_phrase(rs)}" for fp, rs in fps.items())
-            out.append(f"the ranks compiled different programs for {module}: its fingerprint "
-                       f"is {parts} (the HLO before scheduling differs: flags or per-rank "
-                       "autotuning), so a per-module profile keyed by one rank's fingerprint "
-                       "is not found on the others.")
+            out.append(
+                f"the ranks compiled different programs for {module}: its fingerprint "
+                f"is {parts} (the HLO before scheduling differs: flags or per-rank "
+                "autotuning), so a per-module profile keyed by one rank's fingerprint "
+                "is not found on the others."
+            )
     return out
 
 
@@ -162,10 +194,13 @@ def _same_profile(read_path: str, source: files.ProfileSource) -> bool:
         if Path(os.path.abspath(read)) == mine:
             return True
         parts = [p for p in read.parts if p != "."]
-        if parts and ".." not in parts and mine.parts[-len(parts):] == tuple(parts):
+        if parts and ".." not in parts and mine.parts[-len(parts) :] == tuple(parts):
             return True
-        if source.kind == "directory" and len(parts) > 1 \
-                and mine.parts[-(len(parts) - 1):] == tuple(parts[:-1]):
+        if (
+            source.kind == "directory"
+            and len(parts) > 1
+            and mine.parts[-(len(parts) - 1) :] == tuple(parts[:-1])
+        ):
             return any(f.name == name for f in source.files)
     if source.sha256[:16] in read_path:
         return True

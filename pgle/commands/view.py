@@ -43,8 +43,10 @@ def find_logdir(run_folder: str | os.PathLike) -> Path:
         runs = candidate / "plugins" / "profile"
         if runs.is_dir() and any(runs.glob("*/*.xplane.pb")):
             return candidate.resolve()
-    raise BadInput(f"{folder} holds no kept trace (no trace/plugins/profile/*/*.xplane.pb).",
-                   hint="Point at a run folder of `pgle collect`, or at a jax.profiler trace dir.")
+    raise BadInput(
+        f"{folder} holds no kept trace (no trace/plugins/profile/*/*.xplane.pb).",
+        hint="Point at a run folder of `pgle collect`, or at a jax.profiler trace dir.",
+    )
 
 
 def require_xprof() -> None:
@@ -82,8 +84,13 @@ class ViewServer:
             os.unlink(self.log_path)
 
 
-def start(run_folder: str | os.PathLike, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-          timeout: float = START_TIMEOUT_S) -> ViewServer:
+def start(
+    run_folder: str | os.PathLike,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    timeout: float = START_TIMEOUT_S,
+) -> ViewServer:
     """Start XProf on the run folder's trace; returns once it listens (port 0: any free port)."""
     logdir = find_logdir(run_folder)
     require_xprof()

@@ -315,12 +315,44 @@ class Released(Event):
     error: str | None = None
 
 
-KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
-    Start, JaxImported, Backend, BackendError, Compile, JaxEvent, StepEnter, StepExit,
-    TraceStart, TraceStop, TraceDiscard, TraceError, WindowWarning, PythonWarning, Log,
-    ObservePgle, ObserveError, PgleProfiled, PgleSessionError, ObserveModules, ModuleCompiled,
-    ModuleError, XlaCompile, Exit, ScriptTrace, XlaFlagsSeen, WindowPlan, JitFunctions,
-    CompileBegin, CompileEnd, Stacks, Hold, Released)}
+KINDS: dict[str, type[Event]] = {
+    cls.KIND: cls
+    for cls in (
+        Start,
+        JaxImported,
+        Backend,
+        BackendError,
+        Compile,
+        JaxEvent,
+        StepEnter,
+        StepExit,
+        TraceStart,
+        TraceStop,
+        TraceDiscard,
+        TraceError,
+        WindowWarning,
+        PythonWarning,
+        Log,
+        ObservePgle,
+        ObserveError,
+        PgleProfiled,
+        PgleSessionError,
+        ObserveModules,
+        ModuleCompiled,
+        ModuleError,
+        XlaCompile,
+        Exit,
+        ScriptTrace,
+        XlaFlagsSeen,
+        WindowPlan,
+        JitFunctions,
+        CompileBegin,
+        CompileEnd,
+        Stacks,
+        Hold,
+        Released,
+    )
+}
 
 
 # -- checking a record against its kind's fields ---------------------------------------------
@@ -356,17 +388,23 @@ def _check_of(tp: Any) -> Check:
         return lambda v: isinstance(v, list) and all(item(x) for x in v)
     if origin is dict:
         value = _check_of(args[1])
-        return lambda v: isinstance(v, dict) and all(
-            isinstance(k, str) and value(x) for k, x in v.items())
+        return lambda v: (
+            isinstance(v, dict) and all(isinstance(k, str) and value(x) for k, x in v.items())
+        )
     raise TypeError(f"no check for {tp!r}")  # a field type added above without one
 
 
 def _fields_of(cls: type[Event]) -> tuple[tuple[str, Check, bool], ...]:
     hints = typing.get_type_hints(cls)
     return tuple(
-        (f.name, _check_of(hints[f.name]),
-         f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-        for f in dataclasses.fields(cls) if f.name not in ("t", "raw"))
+        (
+            f.name,
+            _check_of(hints[f.name]),
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for f in dataclasses.fields(cls)
+        if f.name not in ("t", "raw")
+    )
 
 
 _FIELDS = {kind: _fields_of(cls) for kind, cls in KINDS.items()}

@@ -67,8 +67,15 @@ class Steps(Sequence[Step]):
     """The run's step_enter events, one per index (the last written wins), in index order:
     columns, with `Step` objects made only when one is asked for."""
 
-    def __init__(self, indices: Sequence[int], t_enter: Sequence[float], name: Sequence[int],
-                 names: list[str], step_num: Sequence[int], other_nums: dict[int, Any]):
+    def __init__(
+        self,
+        indices: Sequence[int],
+        t_enter: Sequence[float],
+        name: Sequence[int],
+        names: list[str],
+        step_num: Sequence[int],
+        other_nums: dict[int, Any],
+    ):
         self.indices, self.t_enter, self.name, self.names = indices, t_enter, name, names
         self.step_num, self.other_nums = step_num, other_nums
 
@@ -174,8 +181,14 @@ class _StepLog:
         def pick(column: array[Any]) -> array[Any]:
             return array(column.typecode, (column[k] for k in keep))
 
-        return Steps(pick(index), pick(self.t), pick(self.name), list(self.names), pick(self.num),
-                     {j: self.other_nums[k] for k, j in moved.items()})
+        return Steps(
+            pick(index),
+            pick(self.t),
+            pick(self.name),
+            list(self.names),
+            pick(self.num),
+            {j: self.other_nums[k] for k, j in moved.items()},
+        )
 
 
 @dataclasses.dataclass
@@ -275,7 +288,7 @@ def _lines(path: Path) -> Iterator[bytes]:
             if cut:
                 # Split on newlines only, as the bulk parser does (json.dumps never writes a
                 # raw carriage return).
-                yield from block[:cut - 1].split(b"\n")
+                yield from block[: cut - 1].split(b"\n")
         if rest:
             yield rest
 
@@ -322,7 +335,8 @@ def _parsed_blocks(path: Path) -> Iterator[Chunk]:
 
     cuts = _line_cuts(path, size, workers * 4)
     with concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        workers, mp_context=multiprocessing.get_context("fork")
+    ) as pool:
         for part in pool.map(_parse_part, [(str(path), a, b) for a, b in itertools.pairwise(cuts)]):
             yield from part
 
@@ -335,8 +349,11 @@ def _fork_is_safe() -> bool:
     import sys
     import threading
 
-    return hasattr(os, "fork") and threading.active_count() == 1 and \
-        not any(name in sys.modules for name in ("jax", "jaxlib"))
+    return (
+        hasattr(os, "fork")
+        and threading.active_count() == 1
+        and not any(name in sys.modules for name in ("jax", "jaxlib"))
+    )
 
 
 def _line_cuts(path: Path, size: int, parts: int) -> list[int]:
@@ -388,15 +405,25 @@ def parse_chunk_tail(line: bytes) -> Chunk:
     from pgle.evidence.step_lines import StepRows
 
     empty = np.zeros(0, np.int64)
-    return (StepRows(empty, empty, np.zeros(0, np.float64), empty, [], empty, np.zeros(0, bool)),
-            [(0, line)], 0)
+    return (
+        StepRows(empty, empty, np.zeros(0, np.float64), empty, [], empty, np.zeros(0, bool)),
+        [(0, line)],
+        0,
+    )
 
 
 def _take(rows: StepRows, a: int, b: int) -> StepRows:
     from pgle.evidence.step_lines import StepRows
 
-    return StepRows(rows.line[a:b], rows.index[a:b], rows.t[a:b], rows.name[a:b], rows.names,
-                    rows.step_num[a:b], rows.num_null[a:b])
+    return StepRows(
+        rows.line[a:b],
+        rows.index[a:b],
+        rows.t[a:b],
+        rows.name[a:b],
+        rows.names,
+        rows.step_num[a:b],
+        rows.num_null[a:b],
+    )
 
 
 def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
@@ -454,20 +481,36 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
                 script_traces.append(event)
             elif isinstance(event, XlaCompile):
                 xla_compiles.append(event)
-    return RunEvents(records, steps.steps(), backend, trace, errors, compiles, exit_, modules,
-                     flags_seen, script_traces, xla_compiles, lines=lines + steps.bulk_lines,
-                     rejected=rejected)
+    return RunEvents(
+        records,
+        steps.steps(),
+        backend,
+        trace,
+        errors,
+        compiles,
+        exit_,
+        modules,
+        flags_seen,
+        script_traces,
+        xla_compiles,
+        lines=lines + steps.bulk_lines,
+        rejected=rejected,
+    )
 
 
 def _process_row(home: Path, ev: RunEvents) -> dict[str, Any]:
     start = next(iter(ev.of(Start)), None)
     backend = ev.backend
-    return {"pid": start.pid if start else None, "argv": start.argv if start else None,
-            "dir": str(home),
-            "process_index": backend.process_index if backend else None,
-            "process_count": backend.process_count if backend else None,
-            "exit_code": ev.exit.code if ev.exit else None, "steps": len(ev.steps),
-            "trace": bool(ev.trace)}
+    return {
+        "pid": start.pid if start else None,
+        "argv": start.argv if start else None,
+        "dir": str(home),
+        "process_index": backend.process_index if backend else None,
+        "process_count": backend.process_count if backend else None,
+        "exit_code": ev.exit.code if ev.exit else None,
+        "steps": len(ev.steps),
+        "trace": bool(ev.trace),
+    }
 
 
 def read_run_events(path: Path | str) -> RunEvents:
@@ -479,8 +522,10 @@ def read_run_events(path: Path | str) -> RunEvents:
     primary = read_events(path)
     procs = path.parent / schema.PROCS_DIR
     try:
-        homes = sorted((p for p in procs.iterdir() if p.is_dir()),
-                       key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0))
+        homes = sorted(
+            (p for p in procs.iterdir() if p.is_dir()),
+            key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0),
+        )
     except OSError:
         return primary
     others = [(home, read_events(home / path.name)) for home in homes]
@@ -490,8 +535,9 @@ def read_run_events(path: Path | str) -> RunEvents:
     for _, ev in others:
         primary.xla_compiles += ev.xla_compiles
         primary.modules += ev.modules
-    primary.processes = [_process_row(path.parent, primary)] + \
-        [_process_row(home, ev) for home, ev in others]
+    primary.processes = [_process_row(path.parent, primary)] + [
+        _process_row(home, ev) for home, ev in others
+    ]
     return primary
 
 
@@ -499,9 +545,11 @@ def workload_exit_phrase(code: int, events: RunEvents, *, command: bool = False)
     """How a report names the workload's non-zero exit: whose code it is (the workload's,
     passed through: pgle's own bad-input code is 2 too) and how far it got."""
     if command and not events.lines:
-        return (f"the command exited with code {code} (its own code, passed through) and no "
-                "Python process of it imported jax under pgle's harness (it travels by "
-                "PYTHONPATH: a python started with -I, -E or -S does not read it)")
+        return (
+            f"the command exited with code {code} (its own code, passed through) and no "
+            "Python process of it imported jax under pgle's harness (it travels by "
+            "PYTHONPATH: a python started with -I, -E or -S does not read it)"
+        )
     killed = ""
     if 128 < code < 160:
         import signal
@@ -509,6 +557,8 @@ def workload_exit_phrase(code: int, events: RunEvents, *, command: bool = False)
         with contextlib.suppress(ValueError):
             killed = f", killed by {signal.Signals(code - 128).name}"
     if events.jax_imported is False:
-        return (f"the workload exited with code {code}{killed} before importing jax (its own "
-                "code, passed through; not pgle's exit 2 for bad input)")
+        return (
+            f"the workload exited with code {code}{killed} before importing jax (its own "
+            "code, passed through; not pgle's exit 2 for bad input)"
+        )
     return f"the workload exited with code {code}{killed}"

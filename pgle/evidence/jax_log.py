@@ -31,8 +31,10 @@ LOGGER_CACHE = "jax._src.compilation_cache"
 # The loggers a harness must capture, with the level JAX logs them at.
 # DEBUG is needed for hits, misses, writes and the FDO line; INFO for
 # "PGLE-optimized ... loaded" (since jax 0.6.2; on the root logger in 0.5.1-0.6.1).
-CAPTURE_LOGGERS = ({"name": LOGGER_COMPILER, "level": "DEBUG"},
-                   {"name": LOGGER_CACHE, "level": "DEBUG"})
+CAPTURE_LOGGERS = (
+    {"name": LOGGER_COMPILER, "level": "DEBUG"},
+    {"name": LOGGER_CACHE, "level": "DEBUG"},
+)
 # Warnings JAX emits through `warnings.warn`; the default filter shows each
 # only once per code location, so the harness must set them to "always".
 WARNING_CATEGORIES = ("UserWarning", "RuntimeWarning")
@@ -64,8 +66,11 @@ FIRST_PASS_OVERRIDE = ("xla_gpu_enable_command_buffer", "")
 KEY_EXCLUDED_FLAGS = key_rules.key_excluded_flags(None)  # the newest jax's
 
 
-def key_flag_words(xla_flags: str | None, argv: list[str] | tuple[str, ...] = (),
-                   version: tuple[int, ...] | None = None) -> list[str]:
+def key_flag_words(
+    xla_flags: str | None,
+    argv: list[str] | tuple[str, ...] = (),
+    version: tuple[int, ...] | None = None,
+) -> list[str]:
     """The words of XLA_FLAGS and argv that enter the cache key of `version`, as JAX sorts
     them (None: the newest jax's rules)."""
     excluded = key_rules.key_excluded_flags(version)

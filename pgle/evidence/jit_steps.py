@@ -28,8 +28,14 @@ class RunSteps:
     excluded: int = 0  # intervals left out (compile, kept trace)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "function": self.function, "module": self.module,
-                "how": self.how, "count": len(self.times), "excluded": self.excluded}
+        return {
+            "source": self.source,
+            "function": self.function,
+            "module": self.module,
+            "how": self.how,
+            "count": len(self.times),
+            "excluded": self.excluded,
+        }
 
 
 def step_function(events: RunEvents) -> JitFunctions | None:
@@ -40,12 +46,25 @@ def step_function(events: RunEvents) -> JitFunctions | None:
 def _trace_span(events: RunEvents) -> tuple[float, float] | None:
     """(start, stop) of the kept trace, pgle's window or the workload's own start_trace /
     stop_trace, in the events' clock (a run still tracing at exit: to its end)."""
-    start = next((r.t for r in events.records if isinstance(r, TraceStart)
-                  or (isinstance(r, ScriptTrace) and r.call == "start")), None)
+    start = next(
+        (
+            r.t
+            for r in events.records
+            if isinstance(r, TraceStart) or (isinstance(r, ScriptTrace) and r.call == "start")
+        ),
+        None,
+    )
     if start is None:
         return None
-    stop = next((r.t for r in events.records if r.t >= start and (
-        isinstance(r, TraceStop) or (isinstance(r, ScriptTrace) and r.call == "stop"))), None)
+    stop = next(
+        (
+            r.t
+            for r in events.records
+            if r.t >= start
+            and (isinstance(r, TraceStop) or (isinstance(r, ScriptTrace) and r.call == "stop"))
+        ),
+        None,
+    )
     return start, float("inf") if stop is None else stop
 
 
@@ -62,12 +81,20 @@ def run_steps(events: RunEvents) -> RunSteps:
             excluded = set(range(trace.first_step, trace.first_step + trace.steps))
         times = step_times(events.steps, excluded)
         name = events.steps[0].name
-        return RunSteps(times, "markers", function, module,
-                        f"StepTraceAnnotation steps{f' named {name!r}' if name else ''}",
-                        max(len(events.steps) - 1 - len(times), 0))
+        return RunSteps(
+            times,
+            "markers",
+            function,
+            module,
+            f"StepTraceAnnotation steps{f' named {name!r}' if name else ''}",
+            max(len(events.steps) - 1 - len(times), 0),
+        )
     if not jit or not function:
-        return RunSteps([], None, how="the workload marks no steps and no jitted function "
-                                      "executed at least 3 times")
+        return RunSteps(
+            [],
+            None,
+            how="the workload marks no steps and no jitted function executed at least 3 times",
+        )
     starts = jit.starts or []
     span = _trace_span(events)
     times, left_out = [], 0
@@ -76,10 +103,13 @@ def run_steps(events: RunEvents) -> RunSteps:
             left_out += 1  # the compile, or the profiler's window
             continue
         times.append(b - a)
-    execs = next((f["executions"] for f in jit.functions or []
-                  if f.get("function") == function), len(starts))
-    how = (f"no step markers: the steps are the {execs} executions of {function}, "
-           f"{jit.rule or 'the busiest jitted function'}")
+    execs = next(
+        (f["executions"] for f in jit.functions or [] if f.get("function") == function), len(starts)
+    )
+    how = (
+        f"no step markers: the steps are the {execs} executions of {function}, "
+        f"{jit.rule or 'the busiest jitted function'}"
+    )
     return RunSteps(times, "executions", function, module, how, left_out)
 
 
@@ -104,5 +134,6 @@ def step_first(rows: list[dict[str, Any]], events: RunEvents) -> list[dict[str, 
     for row in rows:
         if row.get("module") in counts:
             row["executions"] = counts[row["module"]]
-    return sorted(rows, key=lambda r: (r.get("module") != step or step is None,
-                                       -(r.get("executions") or 0)))
+    return sorted(
+        rows, key=lambda r: (r.get("module") != step or step is None, -(r.get("executions") or 0))
+    )

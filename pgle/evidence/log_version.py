@@ -21,84 +21,269 @@ Version = tuple[int, ...]
 # added_pair / async_start_seen: convert_async_collectives_to_sync.cc, scenario sync-converted).
 # Kinds as pgle.evidence.xla_log records them in Evidence.wording.
 LINES: dict[str, dict[str, tuple[int, ...]]] = {
-    "0.4.34": {"checker_found": (191,), "checker_missing": (193,), "fdo_unparsable_old": (352,),
-        "fingerprint": (447,), "found_profile": (477,), "parse_failed_old": (374, 385,),
-        "unknown_flags_listed": (224,), "using": (371, 382,), "using_fdo_for_module": (342,
-        349,)},
+    "0.4.34": {
+        "checker_found": (191,),
+        "checker_missing": (193,),
+        "fdo_unparsable_old": (352,),
+        "fingerprint": (447,),
+        "found_profile": (477,),
+        "parse_failed_old": (
+            374,
+            385,
+        ),
+        "unknown_flags_listed": (224,),
+        "using": (
+            371,
+            382,
+        ),
+        "using_fdo_for_module": (
+            342,
+            349,
+        ),
+    },
     "0.4.35": {
-        "added_pair": (188,), "async_start_seen": (172,),
-        "checker_found": (191,), "checker_missing": (193,), "fdo_unparsable_old": (354,),
-        "fingerprint": (449,), "found_profile": (493,), "parse_failed_old": (376, 387,),
-        "unknown_flags_listed": (226,), "using": (373, 384,), "using_fdo_for_module": (344,
-        351,)},
+        "added_pair": (188,),
+        "async_start_seen": (172,),
+        "checker_found": (191,),
+        "checker_missing": (193,),
+        "fdo_unparsable_old": (354,),
+        "fingerprint": (449,),
+        "found_profile": (493,),
+        "parse_failed_old": (
+            376,
+            387,
+        ),
+        "unknown_flags_listed": (226,),
+        "using": (
+            373,
+            384,
+        ),
+        "using_fdo_for_module": (
+            344,
+            351,
+        ),
+    },
     "0.4.38": {
-        "added_pair": (188,), "async_start_seen": (172,),
-        "fdo_unparsable_old": (370,), "fingerprint": (453,), "found_profile": (479,),
-        "parse_failed_old": (392, 403,), "unknown_flags_listed": (226,), "using": (389, 400,),
-        "using_fdo_for_module": (360, 367,)},
+        "added_pair": (188,),
+        "async_start_seen": (172,),
+        "fdo_unparsable_old": (370,),
+        "fingerprint": (453,),
+        "found_profile": (479,),
+        "parse_failed_old": (
+            392,
+            403,
+        ),
+        "unknown_flags_listed": (226,),
+        "using": (
+            389,
+            400,
+        ),
+        "using_fdo_for_module": (
+            360,
+            367,
+        ),
+    },
     "0.5.0": {
-        "added_pair": (187,), "async_start_seen": (171,),
-        "fdo_unparsable_old": (371,), "fingerprint": (454,), "found_profile": (480,),
-        "parse_failed_old": (393, 404,), "unknown_flags_listed": (226,), "using": (390, 401,),
-        "using_fdo_for_module": (361, 368,)},
+        "added_pair": (187,),
+        "async_start_seen": (171,),
+        "fdo_unparsable_old": (371,),
+        "fingerprint": (454,),
+        "found_profile": (480,),
+        "parse_failed_old": (
+            393,
+            404,
+        ),
+        "unknown_flags_listed": (226,),
+        "using": (
+            390,
+            401,
+        ),
+        "using_fdo_for_module": (
+            361,
+            368,
+        ),
+    },
     "0.5.1": {
-        "added_pair": (187,), "async_start_seen": (171,),
-        "checker_found": (191,), "checker_missing": (193,), "fdo_unparsable": (380,),
-        "fingerprint": (478,), "found_profile": (504,), "lhs_unset": (668,), "parse_failed":
-        (397,), "unknown_flag": (233,), "using": (394,), "using_fdo": (368, 377,)},
+        "added_pair": (187,),
+        "async_start_seen": (171,),
+        "checker_found": (191,),
+        "checker_missing": (193,),
+        "fdo_unparsable": (380,),
+        "fingerprint": (478,),
+        "found_profile": (504,),
+        "lhs_unset": (668,),
+        "parse_failed": (397,),
+        "unknown_flag": (233,),
+        "using": (394,),
+        "using_fdo": (
+            368,
+            377,
+        ),
+    },
     "0.5.3": {
-        "added_pair": (187,), "async_start_seen": (171,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (380,),
-        "fingerprint": (478,), "found_profile": (504,), "lhs_unset": (672,), "parse_failed":
-        (397,), "unknown_flag": (233,), "using": (394,), "using_fdo": (368, 377,)},
+        "added_pair": (187,),
+        "async_start_seen": (171,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (380,),
+        "fingerprint": (478,),
+        "found_profile": (504,),
+        "lhs_unset": (672,),
+        "parse_failed": (397,),
+        "unknown_flag": (233,),
+        "using": (394,),
+        "using_fdo": (
+            368,
+            377,
+        ),
+    },
     "0.6.2": {
-        "added_pair": (187,), "async_start_seen": (171,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (363,),
-        "file_missing": (384,), "fingerprint": (463,), "found_profile": (489,), "lhs_unset":
-        (614,), "parse_failed": (380,), "unknown_flag": (234,), "using": (377,), "using_fdo":
-        (351, 360,)},
+        "added_pair": (187,),
+        "async_start_seen": (171,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (363,),
+        "file_missing": (384,),
+        "fingerprint": (463,),
+        "found_profile": (489,),
+        "lhs_unset": (614,),
+        "parse_failed": (380,),
+        "unknown_flag": (234,),
+        "using": (377,),
+        "using_fdo": (
+            351,
+            360,
+        ),
+    },
     "0.7.0": {
-        "added_pair": (187,), "async_start_seen": (171,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (356,),
-        "file_missing": (377,), "fingerprint": (453,), "found_profile_named": (479,),
-        "lhs_unset": (626,), "parse_failed": (373,), "unknown_flag": (234,), "using": (370,),
-        "using_fdo": (344, 353,)},
+        "added_pair": (187,),
+        "async_start_seen": (171,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (356,),
+        "file_missing": (377,),
+        "fingerprint": (453,),
+        "found_profile_named": (479,),
+        "lhs_unset": (626,),
+        "parse_failed": (373,),
+        "unknown_flag": (234,),
+        "using": (370,),
+        "using_fdo": (
+            344,
+            353,
+        ),
+    },
     "0.7.2": {
-        "added_pair": (187,), "async_start_seen": (171,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
-        "file_missing": (378,), "fingerprint": (454,), "found_profile_named": (480,),
-        "parse_failed": (374,), "unified_estimator": (494,), "unknown_flag": (234,), "using":
-        (371,), "using_fdo": (345, 354,)},
+        "added_pair": (187,),
+        "async_start_seen": (171,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (357,),
+        "file_missing": (378,),
+        "fingerprint": (454,),
+        "found_profile_named": (480,),
+        "parse_failed": (374,),
+        "unified_estimator": (494,),
+        "unknown_flag": (234,),
+        "using": (371,),
+        "using_fdo": (
+            345,
+            354,
+        ),
+    },
     "0.8.3": {
-        "added_pair": (203,), "async_start_seen": (187,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
-        "file_missing": (378,), "fingerprint": (454,), "found_profile_named": (480,),
-        "parse_failed": (374,), "unified_estimator": (495,), "unknown_flag": (234,), "using":
-        (371,), "using_fdo": (345, 354,)},
+        "added_pair": (203,),
+        "async_start_seen": (187,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (357,),
+        "file_missing": (378,),
+        "fingerprint": (454,),
+        "found_profile_named": (480,),
+        "parse_failed": (374,),
+        "unified_estimator": (495,),
+        "unknown_flag": (234,),
+        "using": (371,),
+        "using_fdo": (
+            345,
+            354,
+        ),
+    },
     "0.9.2": {
-        "added_pair": (203,), "async_start_seen": (187,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (357,),
-        "file_missing": (378,), "fingerprint": (460,), "found_profile_named": (486,),
-        "parse_failed": (374,), "unified_estimator": (501,), "unknown_flag": (234,), "using":
-        (371,), "using_fdo": (345, 354,)},
+        "added_pair": (203,),
+        "async_start_seen": (187,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (357,),
+        "file_missing": (378,),
+        "fingerprint": (460,),
+        "found_profile_named": (486,),
+        "parse_failed": (374,),
+        "unified_estimator": (501,),
+        "unknown_flag": (234,),
+        "using": (371,),
+        "using_fdo": (
+            345,
+            354,
+        ),
+    },
     "0.10.2": {
-        "added_pair": (238,), "async_start_seen": (222,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (363,),
-        "file_missing": (384,), "fingerprint": (466,), "found_profile_named": (522,),
-        "parse_failed": (380,), "sol_fallback": (506,), "unified_estimator": (536,),
-        "unknown_flag": (234,), "using": (377,), "using_fdo": (351, 360,)},
+        "added_pair": (238,),
+        "async_start_seen": (222,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (363,),
+        "file_missing": (384,),
+        "fingerprint": (466,),
+        "found_profile_named": (522,),
+        "parse_failed": (380,),
+        "sol_fallback": (506,),
+        "unified_estimator": (536,),
+        "unknown_flag": (234,),
+        "using": (377,),
+        "using_fdo": (
+            351,
+            360,
+        ),
+    },
     "0.11.2": {
-        "added_pair": (252,), "async_start_seen": (233,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (379,),
-        "file_missing": (400,), "fingerprint": (482,), "found_profile_named": (538,),
-        "parse_failed": (396,), "sol_fallback": (522,), "unified_estimator": (552,),
-        "unknown_flag": (234,), "using": (393,), "using_fdo": (367, 376,)},
+        "added_pair": (252,),
+        "async_start_seen": (233,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (379,),
+        "file_missing": (400,),
+        "fingerprint": (482,),
+        "found_profile_named": (538,),
+        "parse_failed": (396,),
+        "sol_fallback": (522,),
+        "unified_estimator": (552,),
+        "unknown_flag": (234,),
+        "using": (393,),
+        "using_fdo": (
+            367,
+            376,
+        ),
+    },
     "0.12.0.1": {
-        "added_pair": (75,), "async_start_seen": (56,),
-        "checker_found": (192,), "checker_missing": (194,), "fdo_unparsable": (378,),
-        "file_missing": (399,), "fingerprint": (481,), "found_profile_named": (537,),
-        "parse_failed": (395,), "sol_fallback": (521,), "unified_estimator": (551,),
-        "unknown_flag": (234,), "using": (392,), "using_fdo": (366, 375,)},
+        "added_pair": (75,),
+        "async_start_seen": (56,),
+        "checker_found": (192,),
+        "checker_missing": (194,),
+        "fdo_unparsable": (378,),
+        "file_missing": (399,),
+        "fingerprint": (481,),
+        "found_profile_named": (537,),
+        "parse_failed": (395,),
+        "sol_fallback": (521,),
+        "unified_estimator": (551,),
+        "unknown_flag": (234,),
+        "using": (392,),
+        "using_fdo": (
+            366,
+            375,
+        ),
+    },
 }
 
 # (kind, first jax version that prints it or None, last one or None): what a kind of line
@@ -107,27 +292,42 @@ FEATURES: tuple[tuple[str, Version | None, Version | None, str], ...] = (
     # Bounds are safe: a first/last version the lane did not pin down is the nearest release
     # that cannot be wrong (the lane's versions: 0.4.34, 0.4.35, 0.4.38, 0.5.0, 0.5.1, 0.5.3,
     # 0.6.2, 0.7.0, 0.7.2, 0.8.3, 0.9.2, 0.10.2, 0.11.2, 0.12.0.1).
-    ("may_not_apply", None, (0, 4, 33), "\"PGLE profile may not applicable\" (jax <= 0.4.33)"),
-    ("using_fdo_for_module", None, (0, 5, 0),
-     "\"Using PGLE profile for module from fdo_profile\" (jax <= 0.5.0)"),
-    ("using_fdo", (0, 5, 1), None, "\"Using PGLE profile from fdo_profile\" (jax >= 0.5.1)"),
-    ("parse_failed_old", None, (0, 5, 0), "\"Unable to read PGLE ... proto\" (jax <= 0.5.0)"),
-    ("parse_failed", (0, 5, 1), None, "\"Tried but failed to parse PGLE proto\" (jax >= 0.5.1)"),
-    ("fdo_unparsable_old", None, (0, 5, 0), "\"Unable to prase FDO profile\" (jax <= 0.5.0)"),
-    ("fdo_unparsable", (0, 5, 1), None, "\"Unable to parse fdo_profile\" (jax >= 0.5.1)"),
-    ("unknown_flags_listed", None, (0, 5, 0),
-     "\"Unknown flags in XLA_FLAGS\" listing the other flags too (jax <= 0.5.0)"),
-    ("unknown_flag", (0, 5, 1), None, "\"Unknown flag in XLA_FLAGS\" (jax >= 0.5.1)"),
-    ("lhs_unset", (0, 5, 1), (0, 7, 1),
-     "\"Profile data detected but ... unset\" (jax 0.5.1-0.7.0)"),
+    ("may_not_apply", None, (0, 4, 33), '"PGLE profile may not applicable" (jax <= 0.4.33)'),
+    (
+        "using_fdo_for_module",
+        None,
+        (0, 5, 0),
+        '"Using PGLE profile for module from fdo_profile" (jax <= 0.5.0)',
+    ),
+    ("using_fdo", (0, 5, 1), None, '"Using PGLE profile from fdo_profile" (jax >= 0.5.1)'),
+    ("parse_failed_old", None, (0, 5, 0), '"Unable to read PGLE ... proto" (jax <= 0.5.0)'),
+    ("parse_failed", (0, 5, 1), None, '"Tried but failed to parse PGLE proto" (jax >= 0.5.1)'),
+    ("fdo_unparsable_old", None, (0, 5, 0), '"Unable to prase FDO profile" (jax <= 0.5.0)'),
+    ("fdo_unparsable", (0, 5, 1), None, '"Unable to parse fdo_profile" (jax >= 0.5.1)'),
+    (
+        "unknown_flags_listed",
+        None,
+        (0, 5, 0),
+        '"Unknown flags in XLA_FLAGS" listing the other flags too (jax <= 0.5.0)',
+    ),
+    ("unknown_flag", (0, 5, 1), None, '"Unknown flag in XLA_FLAGS" (jax >= 0.5.1)'),
+    ("lhs_unset", (0, 5, 1), (0, 7, 1), '"Profile data detected but ... unset" (jax 0.5.1-0.7.0)'),
     ("checker_found", (0, 4, 0), None, "an accuracy-checker block"),
-    ("file_missing", (0, 6, 0), None, "\"PGLE profile file does not exist\" (jax >= 0.6)"),
-    ("found_profile", None, (0, 6, 9), ("\"Found profile, using ...\" without a module name "
-     "(jax <= 0.6.2)")),
-    ("found_profile_named", (0, 6, 3), None, "\"Found profile for module M\" (jax >= 0.7.0)"),
-    ("unified_estimator", (0, 7, 1), None, "\"Using unified latency estimator\" (jax >= 0.7.2)"),
-    ("sol_fallback", (0, 9, 3), None, ("\"PGLE fallback: using SolLatencyEstimator\" "
-     "(jax >= 0.10.2)")),
+    ("file_missing", (0, 6, 0), None, '"PGLE profile file does not exist" (jax >= 0.6)'),
+    (
+        "found_profile",
+        None,
+        (0, 6, 9),
+        ('"Found profile, using ..." without a module name (jax <= 0.6.2)'),
+    ),
+    ("found_profile_named", (0, 6, 3), None, '"Found profile for module M" (jax >= 0.7.0)'),
+    ("unified_estimator", (0, 7, 1), None, '"Using unified latency estimator" (jax >= 0.7.2)'),
+    (
+        "sol_fallback",
+        (0, 9, 3),
+        None,
+        ('"PGLE fallback: using SolLatencyEstimator" (jax >= 0.10.2)'),
+    ),
     ("prefix:tsl", None, (0, 7, 1), "the tsl log prefix (jax <= 0.7.0)"),
     ("prefix:absl", (0, 7, 1), None, "the absl log prefix (jax >= 0.7.2)"),
     ("clones", (0, 7, 1), (0, 9, 1), "<module>-clone modules (jax 0.7.2-0.8.3)"),
@@ -161,8 +361,9 @@ class Inference:
         return lo_ok and hi_ok
 
 
-def infer(wording: dict[str, object], *, clones: bool = False,
-          candidates: bool = False) -> Inference:
+def infer(
+    wording: dict[str, object], *, clones: bool = False, candidates: bool = False
+) -> Inference:
     kinds = {k for k in wording if not k.endswith("prefix")}
     if wording.get("prefix"):
         kinds.add(f"prefix:{wording['prefix']}")
@@ -182,9 +383,13 @@ def infer(wording: dict[str, object], *, clones: bool = False,
         if last is not None and (high is None or last < high):
             high = last
     numbered = {k: v for k, v in wording.items() if isinstance(v, int) and v > 0}
-    matches = tuple(v for v, table in LINES.items()
-                    if numbered and all(n in table.get(k, (n,)) for k, n in numbered.items())
-                    and _in(parse(v), low, high))
+    matches = tuple(
+        v
+        for v, table in LINES.items()
+        if numbered
+        and all(n in table.get(k, (n,)) for k, n in numbered.items())
+        and _in(parse(v), low, high)
+    )
     return Inference(low, high, matches, tuple(clues))
 
 
@@ -195,6 +400,7 @@ def parse(text: str) -> Version:
 def span(low: Version | None, high: Version | None) -> str:
     def s(v: Version) -> str:
         return ".".join(map(str, v))
+
     if low and high:
         return s(low) if low == high else f"{s(low)}-{s(high)}"
     if low:
@@ -203,4 +409,4 @@ def span(low: Version | None, high: Version | None) -> str:
 
 
 def _in(v: Version, low: Version | None, high: Version | None) -> bool:
-    return (low is None or v >= low) and (high is None or v[:len(high)] <= high)
+    return (low is None or v >= low) and (high is None or v[: len(high)] <= high)

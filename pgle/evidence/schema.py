@@ -76,8 +76,19 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     TRACE_START: ("dir", "purpose"),
     # seconds: the window, to the device barrier; stop_trace_seconds: stop_trace's own time
     # purpose: window (steps, time) | executions (no markers) | script (the workload's own)
-    TRACE_STOP: ("dir", "purpose", "seconds", "stop_trace_seconds", "first_step", "steps",
-                 "reason", "function", "first_execution", "executions", "site"),
+    TRACE_STOP: (
+        "dir",
+        "purpose",
+        "seconds",
+        "stop_trace_seconds",
+        "first_step",
+        "steps",
+        "reason",
+        "function",
+        "first_execution",
+        "executions",
+        "site",
+    ),
     TRACE_DISCARD: ("dir",),
     TRACE_ERROR: ("error",),
     WINDOW_WARNING: ("message",),

@@ -95,9 +95,14 @@ def _literal_words(literal: bytes) -> tuple[tuple[int, np.uint64, np.uint64], ..
     """(offset, value, mask) of each 8-byte piece of `literal`, little-endian."""
     out = []
     for k in range(0, len(literal), 8):
-        piece = literal[k:k + 8]
-        out.append((k, np.uint64(int.from_bytes(piece.ljust(8, b"\0"), "little")),
-                    np.uint64((1 << (8 * len(piece))) - 1)))
+        piece = literal[k : k + 8]
+        out.append(
+            (
+                k,
+                np.uint64(int.from_bytes(piece.ljust(8, b"\0"), "little")),
+                np.uint64((1 << (8 * len(piece))) - 1),
+            )
+        )
     return tuple(out)
 
 

@@ -30,8 +30,11 @@ def _step_times_columns(steps: Steps, exclude: Collection[int]) -> list[float]:
     """Columns, no Step objects: a million steps in a fraction of a second (issue 25)."""
     index, t = steps.indices, steps.t_enter
     if len(index) < 4096:
-        return [t[k + 1] - t[k] for k in range(len(index) - 1)
-                if index[k] != 0 and index[k] not in exclude]
+        return [
+            t[k + 1] - t[k]
+            for k in range(len(index) - 1)
+            if index[k] != 0 and index[k] not in exclude
+        ]
     import numpy as np
 
     # Steps keeps its columns as array.array or numpy arrays: no copy for either.

@@ -50,21 +50,37 @@ def _literal_start(pattern: re.Pattern[str]) -> str:
     text = pattern.pattern.removeprefix("^")
     for i, c in enumerate(text):
         if c in "\\()[]?*+{|.$^":
-            return text[:i - 1] if c in "?*{" else text[:i]
+            return text[: i - 1] if c in "?*{" else text[:i]
     return text
 
 
 # What every message _message acts on starts with: one C-level startswith, instead of fifteen
 # regex matches, for the scheduler's other lines, which the pre-filter keeps (jax >= 0.7.2 logs
 # `Using unified latency estimator` for every module).
-_MESSAGE_STARTS = tuple(_literal_start(p) for p in (
-    logscan.FINGERPRINT, logscan.USING_FDO, logscan.USING_PROFILE, logscan.FOUND_PROFILE,
-    logscan.CHECK_FOUND, logscan.CHECK_MISSING, logscan.FILE_MISSING, logscan.PARSE_FAILED,
-    logscan.PARSE_FAILED_OLD, logscan.FDO_UNPARSABLE, logscan.MAY_NOT_APPLY,
-    logscan.UNKNOWN_FLAGS, logscan.SOL_FALLBACK, logscan.MISSED_COST, logscan.LHS_UNSET,
-    logscan.CHECKER_WITHOUT_PATH, logscan.UNIFIED_ESTIMATOR, logscan.ADDED_PAIR,
-    logscan.ASYNC_START_SEEN))
-
+_MESSAGE_STARTS = tuple(
+    _literal_start(p)
+    for p in (
+        logscan.FINGERPRINT,
+        logscan.USING_FDO,
+        logscan.USING_PROFILE,
+        logscan.FOUND_PROFILE,
+        logscan.CHECK_FOUND,
+        logscan.CHECK_MISSING,
+        logscan.FILE_MISSING,
+        logscan.PARSE_FAILED,
+        logscan.PARSE_FAILED_OLD,
+        logscan.FDO_UNPARSABLE,
+        logscan.MAY_NOT_APPLY,
+        logscan.UNKNOWN_FLAGS,
+        logscan.SOL_FALLBACK,
+        logscan.MISSED_COST,
+        logscan.LHS_UNSET,
+        logscan.CHECKER_WITHOUT_PATH,
+        logscan.UNIFIED_ESTIMATOR,
+        logscan.ADDED_PAIR,
+        logscan.ASYNC_START_SEEN,
+    )
+)
 
 
 @dataclasses.dataclass

@@ -78,17 +78,23 @@ class PhaseResult:
     job: dict  # the phase's job report, the same on every rank (one process: `own`)
 
 
-def run(wf: Workflow, opts, job_opts: JobOptions | None = None, *,
-        environ: Mapping[str, str]) -> Report:
+def run(
+    wf: Workflow, opts, job_opts: JobOptions | None = None, *, environ: Mapping[str, str]
+) -> Report:
     """Run `wf` in this process: alone, or as one rank of the job the environment describes."""
     job_opts = job_opts or JobOptions()
     environ = dict(environ)
     info = ranks.detect(environ)
     if not info.is_multiprocess:
         return _alone(wf, opts, info, environ, job_opts)
-    rank = RankRun(wf.command, info, folder.job_dir_for(info, explicit=job_opts.job_dir),
-                   job_opts.gather_timeout_s,
-                   stall_timeout_s=job_opts.stall_timeout_s, gather=job_opts.gather)
+    rank = RankRun(
+        wf.command,
+        info,
+        folder.job_dir_for(info, explicit=job_opts.job_dir),
+        job_opts.gather_timeout_s,
+        stall_timeout_s=job_opts.stall_timeout_s,
+        gather=job_opts.gather,
+    )
     return rank.run(wf, opts, environ)
 
 
@@ -120,13 +126,20 @@ def _kept(notices: list[str]) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _alone(wf: Workflow, opts: Any, info: RankInfo, environ: dict[str, str],
-           job_opts: JobOptions, run_root: str | None = None) -> Report:
+def _alone(
+    wf: Workflow,
+    opts: Any,
+    info: RankInfo,
+    environ: dict[str, str],
+    job_opts: JobOptions,
+    run_root: str | None = None,
+) -> Report:
     request = wf.request(opts)
     if run_root is not None:
         request = dataclasses.replace(request, run_root=run_root)
     lay = layout.resolve(request, info, None)
     if wf.combine is None:
+
         def phase(name: str, sub: Workflow, sub_opts, run_root: str) -> PhaseResult:
             own = _alone(sub, sub_opts, info, environ, job_opts, run_root)
             return PhaseResult(own, own.to_dict())
@@ -137,6 +150,7 @@ def _alone(wf: Workflow, opts: Any, info: RankInfo, environ: dict[str, str],
 
 
 # -- one rank of a job --------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class RankRun:
@@ -163,15 +177,17 @@ class RankRun:
     def world_size(self) -> int:
         return self.info.world_size
 
-    def run(self, wf: Workflow, opts: Any, environ: dict[str, str],
-            run_root: str | None = None) -> Report:
+    def run(
+        self, wf: Workflow, opts: Any, environ: dict[str, str], run_root: str | None = None
+    ) -> Report:
         """Resolve the layout, run the body with the hooks, record the report; on rank 0 gather
         and combine. On another rank pgle's log records become the report's notices."""
         with contextlib.nullcontext() if self.info.is_leader else _kept(self.notices):
             return self._run(wf, opts, environ, run_root)
 
-    def _run(self, wf: Workflow, opts: Any, environ: dict[str, str],
-             run_root: str | None) -> Report:
+    def _run(
+        self, wf: Workflow, opts: Any, environ: dict[str, str], run_root: str | None
+    ) -> Report:
         resolved: list[RankLayout] = []
 
         def produce() -> Report:
@@ -197,8 +213,9 @@ class RankRun:
             if not self.info.is_leader:
                 return QuietReport.of(report, self.summary_line(report))
             try:
-                job_report = self.job_report(report,
-                                             functools.partial(wf.combine, opts, resolved[0]))
+                job_report = self.job_report(
+                    report, functools.partial(wf.combine, opts, resolved[0])
+                )
             except PgleError as e:
                 # Ranks waiting on the job report (tune) learn at once that there will be none.
                 self._write_job_error(e.exit_code, str(e))
@@ -229,10 +246,18 @@ class RankRun:
     # -- the launch hooks --
     def launch(self, workload, run, child, **kwargs):
         self._release()  # a body that launches again: the earlier workload ends first
-        ex = execution.execute(workload, run, child, on_start=self.mark_started,
-                               on_exit=self.mark_exit, watchdog=self.watchdog(),
-                               stall_timeout=self.stall_timeout_s, hold=self.gather == "kv",
-                               hold_timeout_s=self.gather_timeout_s + 300.0, **kwargs)
+        ex = execution.execute(
+            workload,
+            run,
+            child,
+            on_start=self.mark_started,
+            on_exit=self.mark_exit,
+            watchdog=self.watchdog(),
+            stall_timeout=self.stall_timeout_s,
+            hold=self.gather == "kv",
+            hold_timeout_s=self.gather_timeout_s + 300.0,
+            **kwargs,
+        )
         if ex.held:
             self.held = ex
         return ex
@@ -248,13 +273,15 @@ class RankRun:
             self.kv_errors.append(
                 f"--gather kv: rank {self.rank}'s workload did not wait at its end with a "
                 "jax.distributed client (it failed first, or never called "
-                "jax.distributed.initialize()), so its files could not travel")
+                "jax.distributed.initialize()), so its files could not travel"
+            )
             return
         exchange = self.exchange = kv.HeldExchange(ex)
         if self.info.is_leader:
             keys = {self._key(f"rank-{r}"): r for r in range(1, self.world_size)}
-            fetched, errors = exchange.round({}, list(keys), final=False,
-                                             timeout_s=self.gather_timeout_s)
+            fetched, errors = exchange.round(
+                {}, list(keys), final=False, timeout_s=self.gather_timeout_s
+            )
             for key, raw in fetched.items():
                 try:
                     kv.write_rank_files(self.job_dir, keys[key], raw)
@@ -263,16 +290,18 @@ class RankRun:
             self.kv_errors += errors
             return
         own = kv.bundle(self.job_dir, kv.rank_files(self.job_dir, self.rank))
-        fetched, errors = exchange.round({self._key(f"rank-{self.rank}"): own},
-                                         [self._key("job")], final=True,
-                                         timeout_s=self.gather_timeout_s)
+        fetched, errors = exchange.round(
+            {self._key(f"rank-{self.rank}"): own},
+            [self._key("job")],
+            final=True,
+            timeout_s=self.gather_timeout_s,
+        )
         self.kv_errors += errors
         job_bundle = fetched.get(self._key("job"))
         if job_bundle is not None:
             plan = lay.output if lay is not None else None
             try:
-                kv.write_job_files(self.job_dir, job_bundle,
-                                   plan.merged_output if plan else None)
+                kv.write_job_files(self.job_dir, job_bundle, plan.merged_output if plan else None)
             except (ValueError, OSError) as e:
                 self.kv_errors.append(f"rank 0's job files: unreadable bundle ({e})")
 
@@ -323,30 +352,45 @@ class RankRun:
         if self.exited:
             return
         self.exited = True
-        folder.mark_exit(self.job_dir, self.rank, code,
-                      stopped_for=self.stopped_for.rank if self.stopped_for else None)
+        folder.mark_exit(
+            self.job_dir,
+            self.rank,
+            code,
+            stopped_for=self.stopped_for.rank if self.stopped_for else None,
+        )
 
     # -- phases (tune): each a job of its own in <job_dir>/<name>/ --
-    def phase(self, environ: dict[str, str], name: str, sub: Workflow, sub_opts: Any,
-              run_root: str) -> PhaseResult:
-        phase = RankRun(f"{self.command}:{name}", self.info, self.job_dir / name,
-                        self.gather_timeout_s, host=self.host,
-                        stall_timeout_s=self.stall_timeout_s, gather=self.gather)
+    def phase(
+        self, environ: dict[str, str], name: str, sub: Workflow, sub_opts: Any, run_root: str
+    ) -> PhaseResult:
+        phase = RankRun(
+            f"{self.command}:{name}",
+            self.info,
+            self.job_dir / name,
+            self.gather_timeout_s,
+            host=self.host,
+            stall_timeout_s=self.stall_timeout_s,
+            gather=self.gather,
+        )
         own = phase.run(sub, sub_opts, environ, run_root=run_root)
         self.last_phase = own
-        return PhaseResult(own, own.to_dict() if self.info.is_leader
-                           else phase.wait_for_job_report())
+        return PhaseResult(
+            own, own.to_dict() if self.info.is_leader else phase.wait_for_job_report()
+        )
 
     def _finish_phases(self, report: Report) -> Report:
         """Rank 0 returns the workflow's report with the job's folders; another rank prints one
         line: its own last phase's."""
         if self.info.is_leader:
-            report.details["job"] = {"dir": str(self.job_dir), "world_size": self.world_size,
-                                     "phases": {p: str(self.job_dir / p)
-                                                for p in report.details.get("phases", {})}}
+            report.details["job"] = {
+                "dir": str(self.job_dir),
+                "world_size": self.world_size,
+                "phases": {p: str(self.job_dir / p) for p in report.details.get("phases", {})},
+            }
             if report.details.get("step_times") is not None:
-                report.summary.append(f"step times are rank 0's; every rank's are in "
-                                      f"{self.job_dir}/run/")
+                report.summary.append(
+                    f"step times are rank 0's; every rank's are in {self.job_dir}/run/"
+                )
             return report
         phase = self.last_phase
         if phase is None:
@@ -360,8 +404,12 @@ class RankRun:
 
     # -- the end --
     def _write_job_error(self, code: int, message: str) -> None:
-        report = Report(self.command.split(":")[-1], "error", exit_code=code,
-                        reasons=[f"rank 0 could not build the job report: {message}"])
+        report = Report(
+            self.command.split(":")[-1],
+            "error",
+            exit_code=code,
+            reasons=[f"rank 0 could not build the job report: {message}"],
+        )
         report.details["pgle_error"] = message
         with contextlib.suppress(OSError):
             write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
@@ -371,8 +419,12 @@ class RankRun:
         instead of waiting in a collective) and leaves a report for rank 0."""
         try:
             self.mark_exit(code)
-            report = Report(self.command.split(":")[-1], "error", exit_code=code,
-                            reasons=[f"pgle failed on rank {self.rank}: {message}"])
+            report = Report(
+                self.command.split(":")[-1],
+                "error",
+                exit_code=code,
+                reasons=[f"pgle failed on rank {self.rank}: {message}"],
+            )
             report.details["pgle_error"] = message
             self.annotate(report)
             folder.write_report(self.job_dir, self.rank, report)
@@ -390,8 +442,10 @@ class RankRun:
         if self.stopped_for is not None:
             f = self.stopped_for
             report.details["stopped_for"] = {"rank": f.rank, "exit_code": f.exit_code}
-            why = (f"pgle stopped this rank's workload: rank {f.rank}'s workload failed with "
-                   f"code {f.exit_code}")
+            why = (
+                f"pgle stopped this rank's workload: rank {f.rank}'s workload failed with "
+                f"code {f.exit_code}"
+            )
             if why not in report.reasons:
                 report.reasons.append(why)
 
@@ -402,56 +456,79 @@ class RankRun:
         if counts:
             text += " (" + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")"
         if self.stopped_for is not None:
-            text += (f"; stopped: rank {self.stopped_for.rank}'s workload failed with code "
-                     f"{self.stopped_for.exit_code}")
+            text += (
+                f"; stopped: rank {self.stopped_for.rank}'s workload failed with code "
+                f"{self.stopped_for.exit_code}"
+            )
         elif report.workload_exit_code not in (0, None):
             text += f"; workload exited with code {report.workload_exit_code}"
         return f"{text}; exit {report.exit_code}; report {path}"
 
     def job_report(self, own: Report, combine: Callable[[JobReports], Report]) -> Report:
-        gathered = folder.gather(self.job_dir, self.world_size, self.gather_timeout_s,
-)
+        gathered = folder.gather(
+            self.job_dir,
+            self.world_size,
+            self.gather_timeout_s,
+        )
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written
         missing = folder.describe_missing(self.job_dir, gathered.missing)
         if self.gather == "kv":
-            missing = {r: f"{why} (--gather kv: its files never came through jax.distributed's "
-                          "key-value store)" for r, why in missing.items()}
-        report = combine(JobReports(self.command.split(":")[-1], self.world_size, reports,
-                                    missing))
+            missing = {
+                r: f"{why} (--gather kv: its files never came through jax.distributed's "
+                "key-value store)"
+                for r, why in missing.items()
+            }
+        report = combine(JobReports(self.command.split(":")[-1], self.world_size, reports, missing))
         self._job_details(report, reports, missing)
         self._job_exit_code(report, reports, missing)
-        report.warnings = list(dict.fromkeys(report.warnings
-                                             + grouped(reports, "warnings", self.world_size)
-                                             + self.kv_errors))
+        report.warnings = list(
+            dict.fromkeys(
+                report.warnings + grouped(reports, "warnings", self.world_size) + self.kv_errors
+            )
+        )
         write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
         return report
 
-    def _job_details(self, report: Report, reports: Mapping[int, dict],
-                     missing: Mapping[int, str]) -> None:
+    def _job_details(
+        self, report: Report, reports: Mapping[int, dict], missing: Mapping[int, str]
+    ) -> None:
         report.run_dir = str(self.job_dir)
         report.details["job"] = {
-            "dir": str(self.job_dir), "id": self.info.job_key, "world_size": self.world_size,
-            "source": self.info.source, "reported": sorted(reports),
+            "dir": str(self.job_dir),
+            "id": self.info.job_key,
+            "world_size": self.world_size,
+            "source": self.info.source,
+            "reported": sorted(reports),
             "missing": [{"rank": r, "why": why} for r, why in sorted(missing.items())],
-            "gather_timeout_s": self.gather_timeout_s, "report": str(self.job_dir / JOB_REPORT),
+            "gather_timeout_s": self.gather_timeout_s,
+            "report": str(self.job_dir / JOB_REPORT),
         }
         rows = []
         for r, rep in sorted(reports.items()):
             rank_info = (rep.get("rank") if isinstance(rep.get("rank"), dict) else None) or {}
-            rows.append({"rank": r, "status": rep.get("status"), "exit_code": rep.get("exit_code"),
-                         "workload_exit_code": rep.get("workload_exit_code"),
-                         "host": rank_info.get("host"), "run_dir": rep.get("run_dir"),
-                         "log_path": rep.get("log_path"), "stopped_for": rep.get("stopped_for"),
-                         "report": str(folder.report_path(self.job_dir, r))})
+            rows.append(
+                {
+                    "rank": r,
+                    "status": rep.get("status"),
+                    "exit_code": rep.get("exit_code"),
+                    "workload_exit_code": rep.get("workload_exit_code"),
+                    "host": rank_info.get("host"),
+                    "run_dir": rep.get("run_dir"),
+                    "log_path": rep.get("log_path"),
+                    "stopped_for": rep.get("stopped_for"),
+                    "report": str(folder.report_path(self.job_dir, r)),
+                }
+            )
         report.details["ranks"] = rows
         line = f"{len(reports)} of {self.world_size} ranks reported (job folder {self.job_dir})"
         report.summary.append(line)
         for r, why in sorted(missing.items()):
             report.summary.append(f"rank {r} never reported: {why}")
 
-    def _job_exit_code(self, report: Report, reports: Mapping[int, dict],
-                       missing: Mapping[int, str]) -> None:
+    def _job_exit_code(
+        self, report: Report, reports: Mapping[int, dict], missing: Mapping[int, str]
+    ) -> None:
         failure = folder.peer_failure(self.job_dir, -1)
         if failure is not None:
             # The first rank whose workload (or pgle, before launching it) failed on its own.
@@ -464,8 +541,11 @@ class RankRun:
             report.reasons.append(text + ".")
             report.summary.append(text)
             return
-        errors = [(r, rep) for r, rep in sorted(reports.items())
-                  if rep.get("pgle_error") and rep.get("exit_code")]
+        errors = [
+            (r, rep)
+            for r, rep in sorted(reports.items())
+            if rep.get("pgle_error") and rep.get("exit_code")
+        ]
         if errors:
             r, rep = errors[0]
             report.exit_code = int(rep["exit_code"])

@@ -34,10 +34,12 @@ from pgle.errors import PgleError
 from pgle.evidence import schema
 
 MAX_BUNDLE_BYTES = 1 << 30  # a profile directory of a huge model is tens of MB
-_RANK_FILE = re.compile(r"^(?:rank-(\d+)\.(?:start|exit|json)|failed/rank-(\d+)|"
-                        r"profiles/rank-(\d+)(?:\.pbtxt|\.pb)(?:\.manifest\.json)?|"
-                        r"profiles/rank-(\d+)/(?:[0-9a-f]{32}\.pbtxt|[0-9a-f]{32}\.pb|"
-                        r"manifest\.json))$")
+_RANK_FILE = re.compile(
+    r"^(?:rank-(\d+)\.(?:start|exit|json)|failed/rank-(\d+)|"
+    r"profiles/rank-(\d+)(?:\.pbtxt|\.pb)(?:\.manifest\.json)?|"
+    r"profiles/rank-(\d+)/(?:[0-9a-f]{32}\.pbtxt|[0-9a-f]{32}\.pb|"
+    r"manifest\.json))$"
+)
 
 
 def _rank_of(relpath: str) -> int | None:
@@ -50,15 +52,20 @@ def _rank_of(relpath: str) -> int | None:
 def rank_files(job_dir: Path, rank: int) -> dict[str, bytes]:
     """What rank `rank` sends rank 0: its files in its job folder."""
     out: dict[str, bytes] = {}
-    candidates = [f"rank-{rank}.start", f"rank-{rank}.exit", f"rank-{rank}.json",
-                  f"failed/rank-{rank}"]
+    candidates = [
+        f"rank-{rank}.start",
+        f"rank-{rank}.exit",
+        f"rank-{rank}.json",
+        f"failed/rank-{rank}",
+    ]
     profiles = job_dir / "profiles"
     if profiles.is_dir():
         for p in sorted(profiles.iterdir()):
             if p.name.startswith(f"rank-{rank}.") or p.name == f"rank-{rank}":
                 if p.is_dir():
-                    candidates += [f"profiles/{p.name}/{q.name}" for q in sorted(p.iterdir())
-                                   if q.is_file()]
+                    candidates += [
+                        f"profiles/{p.name}/{q.name}" for q in sorted(p.iterdir()) if q.is_file()
+                    ]
                 else:
                     candidates.append(f"profiles/{p.name}")
     for rel in candidates:
@@ -73,12 +80,17 @@ def rank_files(job_dir: Path, rank: int) -> dict[str, bytes]:
 
 
 def bundle(job_dir: Path, files: dict[str, bytes], extra: dict[str, Any] | None = None) -> bytes:
-    data = {"job_dir": str(job_dir), "files": {k: base64.b64encode(v).decode("ascii")
-                                               for k, v in files.items()}, **(extra or {})}
+    data = {
+        "job_dir": str(job_dir),
+        "files": {k: base64.b64encode(v).decode("ascii") for k, v in files.items()},
+        **(extra or {}),
+    }
     out = json.dumps(data).encode()
     if len(out) > MAX_BUNDLE_BYTES:
-        raise PgleError(f"--gather kv: this rank's files are {len(out) >> 20} MiB, over the "
-                        f"{MAX_BUNDLE_BYTES >> 20} MiB a key may carry; use a shared --job-dir.")
+        raise PgleError(
+            f"--gather kv: this rank's files are {len(out) >> 20} MiB, over the "
+            f"{MAX_BUNDLE_BYTES >> 20} MiB a key may carry; use a shared --job-dir."
+        )
     return out
 
 
@@ -106,8 +118,11 @@ def write_rank_files(job_dir: Path, rank: int, raw: bytes) -> list[str]:
     """Rank 0 keeps what rank `rank` sent; returns the files written. Foreign data: a name
     that is not one of that rank's files is skipped."""
     sender_dir, files, _ = unbundle(raw)
-    kept = {rel: data for rel, data in files.items()
-            if _rank_of(rel) == rank and ".." not in rel.split("/")}
+    kept = {
+        rel: data
+        for rel, data in files.items()
+        if _rank_of(rel) == rank and ".." not in rel.split("/")
+    }
     paths = {os.path.join(sender_dir, rel): str(job_dir / rel) for rel in kept}
     for rel in [r for r in kept if r.startswith(f"profiles/rank-{rank}/")]:
         folder = os.path.dirname(rel)
@@ -140,8 +155,9 @@ def job_files(job_dir: Path, job_report: dict) -> tuple[dict[str, bytes], dict[s
     extra: dict[str, Any] = {"profile": profile}
     if profile and os.path.exists(profile):
         p = Path(profile)
-        members = [q for q in sorted(p.iterdir()) if q.is_file()] if p.is_dir() else \
-            [p, _manifest_of(p)]
+        members = (
+            [q for q in sorted(p.iterdir()) if q.is_file()] if p.is_dir() else [p, _manifest_of(p)]
+        )
         for q in members:
             if not q.is_file():
                 continue
@@ -176,22 +192,23 @@ def write_job_files(job_dir: Path, raw: bytes, own_profile: str | None) -> dict 
         directory = extra.get("profile_kind") == "directory"
         paths[str(sent)] = str(base)
         for rel, data in files.items():
-            name = rel[len("profile/"):] if rel.startswith("profile/") else ""
+            name = rel[len("profile/") :] if rel.startswith("profile/") else ""
             if not name or "/" in name or name in (".", ".."):
                 continue
             if directory:
                 dest = base / name
                 paths[str(sent / name)] = str(dest)
             elif name.startswith(sent.name):  # the profile, or its `.manifest.json`
-                dest = base.with_name(base.name + name[len(sent.name):])
+                dest = base.with_name(base.name + name[len(sent.name) :])
                 paths[str(sent.with_name(name))] = str(dest)
             else:
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
             write_bytes_atomic(dest, data)
     report = _mapped(json.loads(files.get("job.json", b"{}") or b"{}"), paths)
-    write_bytes_atomic(job_dir / "job.json",
-                       (json.dumps(report, indent=2, default=str) + "\n").encode())
+    write_bytes_atomic(
+        job_dir / "job.json", (json.dumps(report, indent=2, default=str) + "\n").encode()
+    )
     return report if isinstance(report, dict) else None
 
 
@@ -205,14 +222,19 @@ class HeldExchange:
         self.n = 0
         self.done = False
 
-    def round(self, publish: dict[str, bytes], fetch: list[str], *, final: bool,
-              timeout_s: float) -> tuple[dict[str, bytes], list[str]]:
+    def round(
+        self, publish: dict[str, bytes], fetch: list[str], *, final: bool, timeout_s: float
+    ) -> tuple[dict[str, bytes], list[str]]:
         if self.done:
             return {}, ["the workload was already released"]
         out = self.folder / "pgle"
         out.mkdir(exist_ok=True)
-        request: dict[str, Any] = {"publish": {}, "fetch": [], "timeout_s": timeout_s,
-                                   "final": final}
+        request: dict[str, Any] = {
+            "publish": {},
+            "fetch": [],
+            "timeout_s": timeout_s,
+            "final": final,
+        }
         for i, (key, data) in enumerate(publish.items()):
             path = out / f"{self.n}-{i}.out"
             write_bytes_atomic(path, data)
@@ -225,8 +247,12 @@ class HeldExchange:
         if final:
             self.done = True
         if answer is None:
-            return {}, [("the workload's process ended before answering (it crashed, or "
-                        "jax.distributed stopped it)")]
+            return {}, [
+                (
+                    "the workload's process ended before answering (it crashed, or "
+                    "jax.distributed stopped it)"
+                )
+            ]
         fetched = {}
         for key, path in (answer.get("fetched") or {}).items():
             try:

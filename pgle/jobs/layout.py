@@ -74,8 +74,10 @@ class JobOptions:
         if self.gather not in GATHER_MODES:
             raise BadInput(f"--gather {self.gather!r}: use one of {', '.join(GATHER_MODES)}.")
         if self.gather == "kv" and self.job_dir is not None and "://" in str(self.job_dir):
-            raise BadInput("--gather kv keeps each rank's job folder local: drop the URL "
-                           "--job-dir, or drop --gather kv.")
+            raise BadInput(
+                "--gather kv keeps each rank's job folder local: drop the URL "
+                "--job-dir, or drop --gather kv."
+            )
         object.__setattr__(self, "stall_timeout", parse_stall_timeout(self.stall_timeout))
 
     @property

@@ -224,8 +224,10 @@ BRACE_PLACEHOLDERS = ("rank", "local_rank", "world_size", "job_id")
 # brace, or a run of ordinary characters.
 _TOKEN = re.compile(r"%.?|\{\{|\}\}|\{[^{}]*\}|[{}]|[^%{}]+", re.DOTALL)
 
-_HELP = ("Placeholders: %r or {rank}, %l or {local_rank}, %n or {world_size}, %j or {job_id}; "
-         "%% for %, {{ and }} for braces.")
+_HELP = (
+    "Placeholders: %r or {rank}, %l or {local_rank}, %n or {world_size}, %j or {job_id}; "
+    "%% for %, {{ and }} for braces."
+)
 
 
 def _placeholders(template: str) -> list[tuple[str, str | None]]:

@@ -65,8 +65,11 @@ def build(
         # compiling in parallel threads interleave their checker blocks, and the thread id is
         # how pgle tells them apart (jax >= 0.7.2's absl prefix always has it, and ignores this).
         environ.setdefault("TF_CPP_LOG_THREAD_ID", "1")
-        warning = ensure_info_log(environ, "'Using PGLE profile', 'Found profile for module'",
-                                  "pgle cannot see whether the profile was used")
+        warning = ensure_info_log(
+            environ,
+            "'Using PGLE profile', 'Found profile for module'",
+            "pgle cannot see whether the profile was used",
+        )
         if warning:
             warnings.append(warning)
     return ChildEnv(environ, user, flags, notices, warnings, terminal_level(environ))
@@ -94,8 +97,10 @@ def ensure_info_log(environ: dict[str, str], lines: str, consequence: str) -> st
         return None
     if level.strip() in ("0", ""):
         return None
-    return (f"TF_CPP_MIN_LOG_LEVEL={level} hides XLA's {lines} lines, so {consequence}; unset it "
-            "or set it to 0.")
+    return (
+        f"TF_CPP_MIN_LOG_LEVEL={level} hides XLA's {lines} lines, so {consequence}; unset it "
+        "or set it to 0."
+    )
 
 
 def relevant(environ: dict[str, str]) -> dict[str, str]:

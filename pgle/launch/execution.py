@@ -58,8 +58,9 @@ class Execution:
         if pending is None:
             return
         final = pending.resume()
-        self.result = dataclasses.replace(final, exit_code=final.exit_code
-                                          if final.exit_code != 0 else self.result.exit_code)
+        self.result = dataclasses.replace(
+            final, exit_code=final.exit_code if final.exit_code != 0 else self.result.exit_code
+        )
 
     def dropped_flags_reason(self) -> str | None:
         """The workload replaced XLA_FLAGS before XLA read it (the harness compared them at
@@ -69,9 +70,11 @@ class Execution:
             return None
         expected = self.spec.expected_xla_flags or {}
         wanted = " ".join(expected.get(n, n) for n in seen.missing)
-        return (f"the workload replaced XLA_FLAGS before XLA read it: pgle's {wanted} never "
-                f"reached XLA (XLA saw {seen.effective!r}); make the script append to "
-                "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)")
+        return (
+            f"the workload replaced XLA_FLAGS before XLA read it: pgle's {wanted} never "
+            f"reached XLA (XLA saw {seen.effective!r}); make the script append to "
+            "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)"
+        )
 
 
 def pgle_flags(child: ChildEnv) -> dict[str, str]:
@@ -94,9 +97,12 @@ def command_environment(env: dict[str, str], spec_path: Path) -> dict[str, str]:
     """Command mode: the harness travels by environment into every Python process below the
     command (a sitecustomize first on PYTHONPATH, which chains to the one it shadows)."""
     path = env.get("PYTHONPATH")
-    return {**env, schema.SPEC_VAR: str(spec_path),
-            PGLE_ROOT_VAR: str(Path(__file__).resolve().parents[2]),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(BOOT), path) if p)}
+    return {
+        **env,
+        schema.SPEC_VAR: str(spec_path),
+        PGLE_ROOT_VAR: str(Path(__file__).resolve().parents[2]),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(BOOT), path) if p),
+    }
 
 
 def _held(run: RunFolder) -> Callable[[], int | None]:
@@ -177,10 +183,16 @@ def execute(
     spec = HarnessSpec(
         events=str(run.events),
         workload=WorkloadSpec(workload.script, workload.module, tuple(recorded), command),
-        profile=profile_window, step_name=step_name, capture_loggers=tuple(capture_loggers),
-        warnings_always=tuple(warnings_always), observe_pgle=observe_pgle,
-        expected_xla_flags=pgle_flags(child) or None, count_jits=count_jits,
-        hold=hold, hold_timeout_s=hold_timeout_s)
+        profile=profile_window,
+        step_name=step_name,
+        capture_loggers=tuple(capture_loggers),
+        warnings_always=tuple(warnings_always),
+        observe_pgle=observe_pgle,
+        expected_xla_flags=pgle_flags(child) or None,
+        count_jits=count_jits,
+        hold=hold,
+        hold_timeout_s=hold_timeout_s,
+    )
     run.claim_files()
     write_text_atomic(run.spec, spec.to_json())
     if workload.command:
@@ -192,9 +204,16 @@ def execute(
         on_start()
     ticker = WindowProgress(run.events, window=profile_window is not None) if progress else None
     stall = StallWatch(run.path, stall_timeout, streams.say) if stall_timeout != 0 else None
-    result = launcher.launch(argv, env, run.log, watchdog=watchdog,
-                             terminal_level=child.terminal_level, progress=ticker, stall=stall,
-                             held=_held(run) if hold else None)
+    result = launcher.launch(
+        argv,
+        env,
+        run.log,
+        watchdog=watchdog,
+        terminal_level=child.terminal_level,
+        progress=ticker,
+        stall=stall,
+        held=_held(run) if hold else None,
+    )
     if on_exit is not None:
         # Interrupted: the peers of a job stop too, whatever the workload's own code was.
         on_exit(128 + result.interrupted if result.interrupted else result.exit_code)
@@ -208,11 +227,18 @@ def execute(
         # Every command copies child.warnings into its report.
         child.warnings.append(
             f"the workload log {run.log} is incomplete ({result.log_error}): the verdict saw only "
-            f"the lines written before that; {remedy(result.log_error)} and rerun to be sure")
+            f"the lines written before that; {remedy(result.log_error)} and rerun to be sure"
+        )
     if log_copy:
         copy_log(run.log, log_copy)
-    ex = Execution(run, result, read_run_events(run.events), child, spec,
-                   stall.report if stall is not None else None)
+    ex = Execution(
+        run,
+        result,
+        read_run_events(run.events),
+        child,
+        spec,
+        stall.report if stall is not None else None,
+    )
     if ex.stall is not None:
         raise Stalled(ex.stall.message(), ex)
     return ex
@@ -243,10 +269,16 @@ def interrupted(result: launcher.LaunchResult) -> Interrupted:
     """The command stops: pgle got SIGINT/SIGTERM/SIGHUP while the workload ran."""
     signum = result.interrupted or signal.SIGINT
     name = signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
-    how = ("ignored it and was killed (SIGKILL) after the grace period" if result.killed
-           else f"exited with code {result.exit_code}")
-    return Interrupted(signum, f"interrupted by {name}: pgle passed it to the workload, which "
-                               f"{how}; nothing more is run. Its output: {result.log_path}")
+    how = (
+        "ignored it and was killed (SIGKILL) after the grace period"
+        if result.killed
+        else f"exited with code {result.exit_code}"
+    )
+    return Interrupted(
+        signum,
+        f"interrupted by {name}: pgle passed it to the workload, which "
+        f"{how}; nothing more is run. Its output: {result.log_path}",
+    )
 
 
 def copy_log(src: Path, dest: str) -> None:

@@ -62,8 +62,9 @@ def _wait_for(path: str, deadline: float) -> dict[str, Any] | None:
     return None
 
 
-def hold(home: str, write: Callable[..., None], flush: Callable[[], None],
-         timeout_s: float) -> bool:
+def hold(
+    home: str, write: Callable[..., None], flush: Callable[[], None], timeout_s: float
+) -> bool:
     """Wait for pgle's requests and serve them; False when the process has no jax.distributed
     client (nothing can travel: pgle says so)."""
     from pgle.launch import jax_internals
@@ -87,8 +88,7 @@ def hold(home: str, write: Callable[..., None], flush: Callable[[], None],
                 error = f"pgle asked nothing within {timeout_s:g} s"
                 break
             answer = _serve(client, request)
-            _write_atomic(os.path.join(folder, f"answer-{n}.json"),
-                          json.dumps(answer).encode())
+            _write_atomic(os.path.join(folder, f"answer-{n}.json"), json.dumps(answer).encode())
             if request.get("final"):
                 break
             n += 1

@@ -58,9 +58,18 @@ NO_MARKER_EXECUTIONS = 20
 
 # Written out as soon as they happen: the window's edges, the run's start and end, errors.
 # The frequent kinds (a step's two lines, log records, compiles) wait in the buffer.
-_BUFFERED_KINDS = frozenset({schema.STEP_ENTER, schema.STEP_EXIT, schema.LOG, schema.WARNING,
-                             schema.COMPILE, schema.JAX_EVENT, schema.PGLE_PROFILED,
-                             schema.MODULE_COMPILED})
+_BUFFERED_KINDS = frozenset(
+    {
+        schema.STEP_ENTER,
+        schema.STEP_EXIT,
+        schema.LOG,
+        schema.WARNING,
+        schema.COMPILE,
+        schema.JAX_EVENT,
+        schema.PGLE_PROFILED,
+        schema.MODULE_COMPILED,
+    }
+)
 FLUSH_EVERY_S = 1.0  # the most a kill -9 can lose (docs/reliability.md)
 
 
@@ -120,15 +129,20 @@ class Events:
             items = [pop() for _ in range(len(lines))]
             if not items or self.closed or self.failed:
                 return
-            out = "".join([
-                item if type(item) is str
-                else f'{_ENTER_T}{item[0]!r}, "name": {item[1]}, "step_num": {item[2]}, '
-                     f'"index": {item[3]}}}\n' if len(item) == 4
-                else f'{_EXIT_T}{item[0]!r}, "index": {item[1]}}}\n'
-                for item in items]).encode("utf-8", "replace")
+            out = "".join(
+                [
+                    item
+                    if type(item) is str
+                    else f'{_ENTER_T}{item[0]!r}, "name": {item[1]}, "step_num": {item[2]}, '
+                    f'"index": {item[3]}}}\n'
+                    if len(item) == 4
+                    else f'{_EXIT_T}{item[0]!r}, "index": {item[1]}}}\n'
+                    for item in items
+                ]
+            ).encode("utf-8", "replace")
             try:
                 while out:
-                    out = out[os.write(self._fd, out):]
+                    out = out[os.write(self._fd, out) :]
             except OSError:
                 # A full disk must not break the user's step (this runs inside it);
                 # pgle reads the events that made it and says the log is incomplete.
@@ -210,8 +224,9 @@ class ProfilerWindow:
     recorded (`trace_error`) and ends the window: it never retries. The workload's own
     start_trace ends pgle's window for good (its trace is the one collect converts)."""
 
-    def __init__(self, spec: schema.WindowSpec | None, events: Events,
-                 calls: ProfilerCalls | None = None):
+    def __init__(
+        self, spec: schema.WindowSpec | None, events: Events, calls: ProfilerCalls | None = None
+    ):
         self.spec = spec
         self.events = events
         self.calls = calls or ProfilerCalls()
@@ -264,8 +279,13 @@ class ProfilerWindow:
                 # The script marks steps after all: drop the execution window's trace and
                 # profile steps 2..6 instead.
                 self._stop(discard=True)
-            if (self.mode in ("steps", "auto") and not self.done and self.active is None
-                    and index == self.start_step and self.count > 0):
+            if (
+                self.mode in ("steps", "auto")
+                and not self.done
+                and self.active is None
+                and index == self.start_step
+                and self.count > 0
+            ):
                 self._start("window")
             if self.active == "window" and self.first_step_in_trace is None:
                 self.first_step_in_trace = index
@@ -282,8 +302,7 @@ class ProfilerWindow:
                     self._stop(reason=f"the {self.max_seconds:g} s bound")
 
     def _over_time(self) -> bool:
-        return bool(self.max_seconds) and \
-            self.calls.clock() - self.started_at >= self.max_seconds
+        return bool(self.max_seconds) and self.calls.clock() - self.started_at >= self.max_seconds
 
     # -- the execution window (no step markers) ----------------------------
     def before_execution(self, name: str, n: int) -> bool:
@@ -308,14 +327,19 @@ class ProfilerWindow:
                     # The first function past its warm-up asks the rule (pgle.launch.step_rule)
                     # over every function with a timed execution: a helper called before the
                     # step each iteration crosses first, the step still wins.
-                    chosen = step_rule.pick(self.jits.snapshot() if self.jits else [],
-                                            min_executions=2)
+                    chosen = step_rule.pick(
+                        self.jits.snapshot() if self.jits else [], min_executions=2
+                    )
                     self.pending = chosen["function"] if chosen else name
                 if self.pending == name:
                     self.hot_name, self.first_execution = name, n - 1
-                    self.events.write(schema.WINDOW_PLAN, function=name, first_execution=n - 1,
-                                      executions=self.max_executions,
-                                      max_seconds=self.max_seconds)
+                    self.events.write(
+                        schema.WINDOW_PLAN,
+                        function=name,
+                        first_execution=n - 1,
+                        executions=self.max_executions,
+                        max_seconds=self.max_seconds,
+                    )
                     self._start("executions")
                     return self.active == "executions"
             return False
@@ -340,7 +364,8 @@ class ProfilerWindow:
             "profiled. Drop --steps (pgle then profiles executions of the most-executed jitted "
             "function), pass --step-name NAME if the steps have another name, use "
             "--delay/--duration, or wrap the step: `with jax.profiler.StepTraceAnnotation("
-            "'train', step_num=i):`")
+            "'train', step_num=i):`"
+        )
         self.events.write(schema.WINDOW_WARNING, message=message, early=True)
         _say(f"warning: {message}")
 
@@ -358,8 +383,10 @@ class ProfilerWindow:
             self.events.write(schema.SCRIPT_TRACE, call="start", site=site, dir=where)
             if self.mode is not None:
                 kept = where or "kept in memory; pgle exports it when it stops"
-                _say(f"the workload starts its own profiler at {site} "
-                     f"(jax.profiler); pgle uses that trace ({kept}) instead of its own window")
+                _say(
+                    f"the workload starts its own profiler at {site} "
+                    f"(jax.profiler); pgle uses that trace ({kept}) instead of its own window"
+                )
 
     def on_script_stop(self, site: str, exported_to: str | None = None) -> None:
         """`exported_to`: where pgle wrote a session the workload kept in memory only
@@ -368,23 +395,31 @@ class ProfilerWindow:
             started = self.script_trace
             if started is not None and exported_to:
                 started["dir"] = exported_to
-            self.events.write(schema.SCRIPT_TRACE, call="stop", site=site,
-                              dir=started["dir"] if started else None)
+            self.events.write(
+                schema.SCRIPT_TRACE, call="stop", site=site, dir=started["dir"] if started else None
+            )
             if started is not None and self.mode is not None:
                 self.events.write(
-                    schema.TRACE_STOP, dir=started["dir"], purpose="script",
-                    seconds=self.calls.clock() - started["t"], stop_trace_seconds=None,
-                    first_step=None, steps=None, reason=None, site=started["site"])
+                    schema.TRACE_STOP,
+                    dir=started["dir"],
+                    purpose="script",
+                    seconds=self.calls.clock() - started["t"],
+                    stop_trace_seconds=None,
+                    first_step=None,
+                    steps=None,
+                    reason=None,
+                    site=started["site"],
+                )
 
-    def on_exit(self, last_step: int | None, step_name: str | None,
-                other_names: list[str]) -> None:
+    def on_exit(self, last_step: int | None, step_name: str | None, other_names: list[str]) -> None:
         with self.lock:
             if self.active:
                 self._stop(reason="workload ended")
             self._warn_window(last_step, step_name, other_names)
 
-    def _warn_window(self, last_step: int | None, step_name: str | None,
-                     other_names: list[str]) -> None:
+    def _warn_window(
+        self, last_step: int | None, step_name: str | None, other_names: list[str]
+    ) -> None:
         """Say so when the window is not what was asked for (pgle collect copies these)."""
         if self.mode not in ("steps", "auto") or self.script_trace is not None:
             return
@@ -393,19 +428,33 @@ class ProfilerWindow:
         first, count = self.start_step, self.count
         asked = f"--steps {first}:{count} (steps {first}..{first + count - 1})"
         if last_step is None and step_name:
-            marks = (f"it marks {', '.join(repr(n) for n in other_names)}" if other_names
-                     else "it marks no step with jax.profiler.StepTraceAnnotation")
-            done = (f"executions of {self.hot_name} were profiled instead" if self.hot_name
-                    else "nothing was profiled")
-            self.events.write(schema.WINDOW_WARNING, message=(
-                f"--step-name {step_name!r} matched no step of the workload ({marks}); {done}"))
+            marks = (
+                f"it marks {', '.join(repr(n) for n in other_names)}"
+                if other_names
+                else "it marks no step with jax.profiler.StepTraceAnnotation"
+            )
+            done = (
+                f"executions of {self.hot_name} were profiled instead"
+                if self.hot_name
+                else "nothing was profiled"
+            )
+            self.events.write(
+                schema.WINDOW_WARNING,
+                message=(
+                    f"--step-name {step_name!r} matched no step of the workload ({marks}); {done}"
+                ),
+            )
         elif self.mode == "auto":
             if last_step is None and self.hot_name is None:
-                self.events.write(schema.WINDOW_WARNING, message=(
-                    "nothing was profiled: the workload marks no step with "
-                    "jax.profiler.StepTraceAnnotation and no jitted function (jax.jit, jax.pmap, "
-                    f"pjit) executed more than {plural(self.warmup, 'time')}; use "
-                    "--delay/--duration"))
+                self.events.write(
+                    schema.WINDOW_WARNING,
+                    message=(
+                        "nothing was profiled: the workload marks no step with "
+                        "jax.profiler.StepTraceAnnotation and no jitted function (jax.jit, "
+                        f"jax.pmap, pjit) executed more than {plural(self.warmup, 'time')}; use "
+                        "--delay/--duration"
+                    ),
+                )
             elif (
                 self.hot_name is not None
                 and last_step is None

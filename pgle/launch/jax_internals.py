@@ -46,8 +46,9 @@ EVENT_PROFILED = schema.PGLE_PROFILED
 _installed = False
 
 
-def observe_pgle(write: Callable[..., None],
-                 on_execution: Callable[[], None] | None = None) -> bool:
+def observe_pgle(
+    write: Callable[..., None], on_execution: Callable[[], None] | None = None
+) -> bool:
     """Emit `write("pgle_profiled", module=..., index=..., runs=..., profile_bytes=...)`
     for every execution auto PGLE profiles, and `pgle_session_error` when one could not start
     its profiler session; `on_execution()` is called for every execution JAX dispatches
@@ -90,8 +91,12 @@ def observe_pgle(write: Callable[..., None],
     def will_profile(runner) -> bool:
         # PGLEProfiler.trace's own test (jax 0.10.2): this execution starts a session.
         try:
-            return runner is not None and not runner.is_running() and runner.is_enabled() \
+            return (
+                runner is not None
+                and not runner.is_running()
+                and runner.is_enabled()
                 and not runner.is_fdo_consumed()
+            )
         except Exception:
             return False
 
@@ -111,11 +116,16 @@ def observe_pgle(write: Callable[..., None],
         except Exception as e:
             if profiled and "ALREADY_EXISTS" in str(e):
                 holders = [(t, m) for t, m in list(profiling.items()) if t != me] or [
-                    (t, m) for t, (m, end) in list(finished.items()) if t != me and end >= began]
-                write(schema.PGLE_SESSION_ERROR, module=names.get(runner), thread=me,
-                      error=str(e).splitlines()[0][:200],
-                      holder_module=holders[0][1] if holders else None,
-                      holder_thread=holders[0][0] if holders else None)
+                    (t, m) for t, (m, end) in list(finished.items()) if t != me and end >= began
+                ]
+                write(
+                    schema.PGLE_SESSION_ERROR,
+                    module=names.get(runner),
+                    thread=me,
+                    error=str(e).splitlines()[0][:200],
+                    holder_module=holders[0][1] if holders else None,
+                    holder_thread=holders[0][0] if holders else None,
+                )
             raise
         finally:
             if profiled:
@@ -125,8 +135,14 @@ def observe_pgle(write: Callable[..., None],
                 size = len(runner.fdo_profiles[-1])
             except Exception:
                 size = None
-            write(EVENT_PROFILED, module=names.get(runner), index=runner.called_times,
-                  runs=runs.get(runner, runner.retries), profile_bytes=size, thread=me)
+            write(
+                EVENT_PROFILED,
+                module=names.get(runner),
+                index=runner.called_times,
+                runs=runs.get(runner, runner.retries),
+                profile_bytes=size,
+                thread=me,
+            )
 
     compiler.compile_or_get_cached = compile_or_get_cached
     # Patching jax's method is this module's purpose (see the docstring).
@@ -147,8 +163,14 @@ def observe_pgle(write: Callable[..., None],
 # - `.hlo_modules()[0].to_string()` -> the optimized, scheduled HLO text (what
 #   `compiled.as_text()` shows): the order the latency-hiding scheduler chose.
 EVENT_MODULE = schema.MODULE_COMPILED
-_MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
-                  "temp_size_in_bytes", "generated_code_size_in_bytes", "peak_memory_in_bytes")
+_MEMORY_FIELDS = (
+    "argument_size_in_bytes",
+    "output_size_in_bytes",
+    "alias_size_in_bytes",
+    "temp_size_in_bytes",
+    "generated_code_size_in_bytes",
+    "peak_memory_in_bytes",
+)
 _modules_installed = False
 
 
@@ -156,12 +178,23 @@ _modules_installed = False
 # synchronous after scheduling (jax >= 0.11.1 gives them new names: all-reduce.6) has no
 # `-start`/`-done` left, and the verdict needs its executed HLO to tell that a profile cannot
 # hold them (pgle.verdicts.sync_converted).
-_SYNC_COLLECTIVE_OPCODES = frozenset({
-    "kAllReduce", "kAllGather", "kReduceScatter", "kAllToAll", "kRaggedAllToAll",
-    "kCollectivePermute", "kCollectiveBroadcast", "kSend", "kRecv"})
+_SYNC_COLLECTIVE_OPCODES = frozenset(
+    {
+        "kAllReduce",
+        "kAllGather",
+        "kReduceScatter",
+        "kAllToAll",
+        "kRaggedAllToAll",
+        "kCollectivePermute",
+        "kCollectiveBroadcast",
+        "kSend",
+        "kRecv",
+    }
+)
 _SYNC_COLLECTIVE_TEXT = re.compile(
     r"\s(?:all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all|collective-permute"
-    r"|collective-broadcast|send|recv)\(")
+    r"|collective-broadcast|send|recv)\("
+)
 # Reading an instruction's opcode costs several times its name (a pybind enum per call;
 # benchmarks/bench_observe.py's `async_check_s` is this whole walk): instructions named like
 # compute (most of them: fusions and their bodies' elementwise ops, named after the HLO opcode
@@ -169,18 +202,98 @@ _SYNC_COLLECTIVE_TEXT = re.compile(
 # opcode (all-reduce.6) or JAX's primitive (psum.3, ppermute.6.2, reduce_scatter.2), never
 # so; a name missing here only costs its opcode read.
 _COMPUTE_NAME_PREFIXES = (
-    "param", "bitcast", "get-tuple-element", "tuple", "constant", "fusion", "loop_", "input_",
-    "wrapped_", "gemm_", "fused_", "ynn_", "cublas", "triton", "custom-call", "copy", "convert",
-    "broadcast", "reshape", "transpose", "dot", "reduce_sum", "reduce_max", "reduce_min",
-    "reduce_prod", "reduce_precision", "reduce.", "dynamic", "slice", "concatenate", "select",
-    "compare", "integer_pow", "exp", "log", "tanh", "sqrt", "rsqrt")
-_COMPUTE_NAMES = frozenset({
-    "add", "mul", "multiply", "sub", "subtract", "div", "divide", "neg", "negate", "max",
-    "maximum", "min", "minimum", "abs", "pow", "power", "clamp", "and", "or", "not", "xor",
-    "iota", "pad", "gather", "scatter", "sort", "erf", "logistic", "sign", "square", "sin",
-    "cos", "floor", "ceil", "round", "rem", "remainder", "squeeze", "expand_dims", "cumsum",
-    "add_any",
-    "argmax", "argmin", "while", "conditional", "call", "cond", "x", "y"})
+    "param",
+    "bitcast",
+    "get-tuple-element",
+    "tuple",
+    "constant",
+    "fusion",
+    "loop_",
+    "input_",
+    "wrapped_",
+    "gemm_",
+    "fused_",
+    "ynn_",
+    "cublas",
+    "triton",
+    "custom-call",
+    "copy",
+    "convert",
+    "broadcast",
+    "reshape",
+    "transpose",
+    "dot",
+    "reduce_sum",
+    "reduce_max",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_precision",
+    "reduce.",
+    "dynamic",
+    "slice",
+    "concatenate",
+    "select",
+    "compare",
+    "integer_pow",
+    "exp",
+    "log",
+    "tanh",
+    "sqrt",
+    "rsqrt",
+)
+_COMPUTE_NAMES = frozenset(
+    {
+        "add",
+        "mul",
+        "multiply",
+        "sub",
+        "subtract",
+        "div",
+        "divide",
+        "neg",
+        "negate",
+        "max",
+        "maximum",
+        "min",
+        "minimum",
+        "abs",
+        "pow",
+        "power",
+        "clamp",
+        "and",
+        "or",
+        "not",
+        "xor",
+        "iota",
+        "pad",
+        "gather",
+        "scatter",
+        "sort",
+        "erf",
+        "logistic",
+        "sign",
+        "square",
+        "sin",
+        "cos",
+        "floor",
+        "ceil",
+        "round",
+        "rem",
+        "remainder",
+        "squeeze",
+        "expand_dims",
+        "cumsum",
+        "add_any",
+        "argmax",
+        "argmin",
+        "while",
+        "conditional",
+        "call",
+        "cond",
+        "x",
+        "y",
+    }
+)
 
 
 def _module_name(computation: Any) -> str | None:
@@ -217,8 +330,11 @@ def _has_async_ops(module) -> bool:
             name = instruction.name
             if "-start" in name or "-done" in name:
                 return True
-            if name.startswith(_COMPUTE_NAME_PREFIXES) or "fusion" in name \
-                    or name.split(".", 1)[0] in _COMPUTE_NAMES:
+            if (
+                name.startswith(_COMPUTE_NAME_PREFIXES)
+                or "fusion" in name
+                or name.split(".", 1)[0] in _COMPUTE_NAMES
+            ):
                 continue
             try:
                 if instruction.opcode.name in _SYNC_COLLECTIVE_OPCODES:
@@ -238,6 +354,7 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
         return True
     try:
         from jax._src import compiler
+
         original_compile = compiler.compile_or_get_cached
     except Exception:
         return False
@@ -254,9 +371,12 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
                 seen.add(where)
                 write(schema.XLA_COMPILE, platform=where[0], thread=where[1], pid=os.getpid())
             module = _module_name(args[1] if len(args) > 1 else kwargs.get("computation"))
-            write(schema.COMPILE_BEGIN, module=module, thread=where[1],
-                  fdo=_has_fdo_profile(args[3] if len(args) > 3
-                                       else kwargs.get("compile_options")))
+            write(
+                schema.COMPILE_BEGIN,
+                module=module,
+                thread=where[1],
+                fdo=_has_fdo_profile(args[3] if len(args) > 3 else kwargs.get("compile_options")),
+            )
         except Exception:  # an observation must never break the user's compile
             pass
         try:
@@ -293,9 +413,15 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
             hlo_file = os.path.join(hlo_dir, f"{counter[0]:03d}-{safe}.txt")
             with open(hlo_file, "w", encoding="utf-8") as f:
                 f.write(text)
-        write(EVENT_MODULE, module=module.name,
-              flops=cost.get("flops"), transcendentals=cost.get("transcendentals"),
-              bytes_accessed=cost.get("bytes accessed"), memory=memory, hlo_file=hlo_file)
+        write(
+            EVENT_MODULE,
+            module=module.name,
+            flops=cost.get("flops"),
+            transcendentals=cost.get("transcendentals"),
+            bytes_accessed=cost.get("bytes accessed"),
+            memory=memory,
+            hlo_file=hlo_file,
+        )
 
     compiler.compile_or_get_cached = compile_or_get_cached
     _modules_installed = True
@@ -311,6 +437,7 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
 # `_share_fdo_profiles` uses exactly these to hand auto PGLE's profile between processes).
 # `jax.distributed.shutdown()` and jax's atexit `clean_up` call `global_state.shutdown()`.
 
+
 def kv_client() -> tuple[Any, int, int] | None:
     """(client, process_id, num_processes) when this process called
     `jax.distributed.initialize()`; None otherwise or when jax's internals differ."""
@@ -319,8 +446,11 @@ def kv_client() -> tuple[Any, int, int] | None:
 
         state = distributed.global_state
         client = state.client
-        if client is None or not callable(getattr(client, "key_value_set_bytes", None)) \
-                or not callable(getattr(client, "blocking_key_value_get_bytes", None)):
+        if (
+            client is None
+            or not callable(getattr(client, "key_value_set_bytes", None))
+            or not callable(getattr(client, "blocking_key_value_get_bytes", None))
+        ):
             return None
         return client, int(state.process_id), int(state.num_processes)
     except Exception:

@@ -311,15 +311,21 @@ def launch(
     (pgle.launch.handoff): the result then comes at once, `pending` set, and
     `pending.resume()` later waits for the real exit."""
     running = Running(argv, env, log_path, cwd=cwd, terminal_level=terminal_level)
-    return running.wait(watchdog=watchdog, poll_s=poll_s, progress=progress, stall=stall,
-                        held=held)
+    return running.wait(watchdog=watchdog, poll_s=poll_s, progress=progress, stall=stall, held=held)
 
 
 class Running:
     """One started workload: its channels, pumps, log and pgle's signal handlers."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *,
-                 cwd: str | None, terminal_level: int | None):
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        cwd: str | None,
+        terminal_level: int | None,
+    ):
         streams.reserve_standard_fds()  # the CLI did already; a library caller may not have
         self.grace = kill_grace(env)
         self.log_path = log_path = Path(log_path)
@@ -334,8 +340,15 @@ class Running:
         self.signals = _Signals(self.grace, (out, err))
         self.start = time.monotonic()
         try:
-            self.child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out.child_fd,
-                                          stderr=err.child_fd, pass_fds=(watch_r,), **group)
+            self.child = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdout=out.child_fd,
+                stderr=err.child_fd,
+                pass_fds=(watch_r,),
+                **group,
+            )
         except OSError as e:
             self.signals.restore()
             self.log.close()
@@ -350,9 +363,13 @@ class Running:
         self.signals.attach(self.child)
         self.pumps = [
             Pump(out.read_fd, self.sinks[0], self.log, coalesce_below=out.coalesce_below),
-            Pump(err.read_fd, self.sinks[1], self.log,
-                 hide_below(terminal_level) if terminal_level else None,
-                 coalesce_below=err.coalesce_below),
+            Pump(
+                err.read_fd,
+                self.sinks[1],
+                self.log,
+                hide_below(terminal_level) if terminal_level else None,
+                coalesce_below=err.coalesce_below,
+            ),
         ]
         for p in self.pumps:
             p.start()
@@ -371,9 +388,15 @@ class Running:
         if self.signals.kill_at is None or peer_kill < self.signals.kill_at:
             self.signals.kill_at = peer_kill
 
-    def wait(self, *, watchdog: Callable[[], int | None] | None = None, poll_s: float = 0.5,
-             progress: Callable[[], None] | None = None, stall: Stall | None = None,
-             held: Callable[[], int | None] | None = None) -> LaunchResult:
+    def wait(
+        self,
+        *,
+        watchdog: Callable[[], int | None] | None = None,
+        poll_s: float = 0.5,
+        progress: Callable[[], None] | None = None,
+        stall: Stall | None = None,
+        held: Callable[[], int | None] | None = None,
+    ) -> LaunchResult:
         signals = self.signals
         try:
             while True:
@@ -383,14 +406,19 @@ class Running:
                 if self.exited.within(wait):
                     returncode = self.child.wait()
                     break
-                if signals.kill_at is not None and not self.killed \
-                        and time.monotonic() >= signals.kill_at:
+                if (
+                    signals.kill_at is not None
+                    and not self.killed
+                    and time.monotonic() >= signals.kill_at
+                ):
                     self.killed = True
                     signal_group(self.child, signal.SIGKILL)
                     if not self.stopped:
-                        _warn(f"pgle: the workload was still running {signals.grace_s:g} s after "
-                              f"SIGTERM: killed it (SIGKILL, its process group too; "
-                              f"{KILL_GRACE_VAR} sets the grace period)")
+                        _warn(
+                            f"pgle: the workload was still running {signals.grace_s:g} s after "
+                            f"SIGTERM: killed it (SIGKILL, its process group too; "
+                            f"{KILL_GRACE_VAR} sets the grace period)"
+                        )
                 if progress is not None:
                     progress()
                 if self.stopped:
@@ -410,9 +438,14 @@ class Running:
                 if held is not None and not signals.interrupted:
                     code = held()
                     if code is not None and self._caught_up():
-                        return LaunchResult(code, None, time.monotonic() - self.start,
-                                            self.log_path, log_error=self.log.error,
-                                            pending=self)
+                        return LaunchResult(
+                            code,
+                            None,
+                            time.monotonic() - self.start,
+                            self.log_path,
+                            log_error=self.log.error,
+                            pending=self,
+                        )
         except BaseException:
             self._close()
             raise
@@ -442,9 +475,11 @@ class Running:
         if not drained(pumps, PIPE_GRACE_S):
             for p in pumps:
                 p.detached = True  # drained and dropped from now on; its fd stays open until then
-            _warn(f"pgle: warning: the workload exited, but a process it started still holds its "
-                  f"output open; pgle stopped waiting after {PIPE_GRACE_S:g} s: what that process "
-                  f"prints from now on is neither shown nor kept in {log_path}")
+            _warn(
+                f"pgle: warning: the workload exited, but a process it started still holds its "
+                f"output open; pgle stopped waiting after {PIPE_GRACE_S:g} s: what that process "
+                f"prints from now on is neither shown nor kept in {log_path}"
+            )
         log.close()
         for p in pumps:
             if not p.is_alive():
@@ -454,8 +489,17 @@ class Running:
         if self.stopped and self.stopped_code is not None:
             code = self.stopped_code
         notes = [n for n in (s.note() for s in self.sinks) if n]
-        return LaunchResult(code, -returncode if returncode < 0 else None, duration, log_path,
-                            self.stopped, log.error, self.signals.interrupted, self.killed, notes)
+        return LaunchResult(
+            code,
+            -returncode if returncode < 0 else None,
+            duration,
+            log_path,
+            self.stopped,
+            log.error,
+            self.signals.interrupted,
+            self.killed,
+            notes,
+        )
 
 
 def signal_group(child: subprocess.Popen, signum: int) -> None:

@@ -47,18 +47,26 @@ def backend_info(environ: dict[str, str]) -> dict:
     # Starting a GPU client must not grab 75% of a GPU another job may be using.
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     try:
-        proc = subprocess.run([sys.executable, "-c", _BACKEND_CHILD], env=env,
-                              capture_output=True, text=True, errors="replace",
-                              timeout=BACKEND_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                              cwd=os.path.abspath(os.sep))  # no local jax.py shadows jax
+        proc = subprocess.run(
+            [sys.executable, "-c", _BACKEND_CHILD],
+            env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=BACKEND_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            cwd=os.path.abspath(os.sep),
+        )  # no local jax.py shadows jax
     except subprocess.TimeoutExpired:
         return {"error": f"jax did not list its devices within {BACKEND_TIMEOUT_S:g} s"}
     for line in proc.stdout.splitlines():
         if line.startswith(_MARK):
-            return json.loads(line[len(_MARK):])
+            return json.loads(line[len(_MARK) :])
     tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    return {"error": f"the jax process died (exit code {proc.returncode}): "
-                     f"{tail[-1][:300] if tail else 'no output'}"}
+    return {
+        "error": f"the jax process died (exit code {proc.returncode}): "
+        f"{tail[-1][:300] if tail else 'no output'}"
+    }
 
 
 # -- `pgle doctor --probe`: can the JAX profiler trace this GPU? ------------------------------
@@ -113,17 +121,27 @@ def cupti_trace(environ: dict[str, str]) -> dict:
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     env.pop("JAX_ENABLE_PGLE", None)  # auto PGLE's session would collide with the probe's
     try:
-        proc = subprocess.run([sys.executable, "-c", _CUPTI_CHILD], env=env,
-                              capture_output=True, text=True, errors="replace",
-                              timeout=CUPTI_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                              cwd=os.path.abspath(os.sep))
+        proc = subprocess.run(
+            [sys.executable, "-c", _CUPTI_CHILD],
+            env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=CUPTI_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            cwd=os.path.abspath(os.sep),
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"the one-second trace did not finish within {CUPTI_TIMEOUT_S:g} s"}
-    cupti = [ln.strip()[:300] for ln in proc.stderr.splitlines()
-             if any(m in ln for m in CUPTI_ERRORS)]
+    cupti = [
+        ln.strip()[:300] for ln in proc.stderr.splitlines() if any(m in ln for m in CUPTI_ERRORS)
+    ]
     for line in proc.stdout.splitlines():
         if line.startswith(_CUPTI_MARK):
-            return {**json.loads(line[len(_CUPTI_MARK):]), "cupti_lines": cupti[:5]}
+            return {**json.loads(line[len(_CUPTI_MARK) :]), "cupti_lines": cupti[:5]}
     tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    return {"error": f"the tracing process died (exit code {proc.returncode}): "
-                     f"{tail[-1][:300] if tail else 'no output'}", "cupti_lines": cupti[:5]}
+    return {
+        "error": f"the tracing process died (exit code {proc.returncode}): "
+        f"{tail[-1][:300] if tail else 'no output'}",
+        "cupti_lines": cupti[:5],
+    }

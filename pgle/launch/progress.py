@@ -28,8 +28,9 @@ class WindowProgress:
     `window`: the launch has a profiling window to report on; without one (prewarm, auto) the
     lines say how long the workload has run, its steps, and what auto PGLE profiled."""
 
-    def __init__(self, events: Path, every: float = PROGRESS_EVERY_S, *,
-                 window: bool = True) -> None:
+    def __init__(
+        self, events: Path, every: float = PROGRESS_EVERY_S, *, window: bool = True
+    ) -> None:
         self.events, self.every = Path(events), every
         self.window = window
         self.profiled = 0  # auto PGLE's profiled executions (schema.PGLE_PROFILED)
@@ -98,5 +99,7 @@ class WindowProgress:
             log.info(f"workload running for {ran}; the profiling window has not opened yet")
         else:
             steps = f", {plural(self.steps, 'step')} entered" if self.steps else ""
-            log.info(f"profiling window open for {now - self.opened:.0f} s{steps} "
-                     f"(workload running for {ran})")
+            log.info(
+                f"profiling window open for {now - self.opened:.0f} s{steps} "
+                f"(workload running for {ran})"
+            )

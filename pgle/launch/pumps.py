@@ -96,11 +96,13 @@ class Log:
                 if done < total:  # a short write (a signal, a nearly full disk): the rest
                     rest = b"".join(bytes(p) for p in parts)[done:]
                     while rest:
-                        rest = rest[os.write(self.fd, rest):]
+                        rest = rest[os.write(self.fd, rest) :]
             except OSError as e:
                 self.error = streams.describe(e)
-                self.warn(f"pgle: warning: stopped writing {self.path}: {self.error}; the "
-                          "workload's output still reaches this terminal, the log is incomplete")
+                self.warn(
+                    f"pgle: warning: stopped writing {self.path}: {self.error}; the "
+                    "workload's output still reaches this terminal, the log is incomplete"
+                )
 
     def close(self) -> None:
         with self.lock:
@@ -208,7 +210,7 @@ class Sink:
                 view = memoryview(data)
                 while view:
                     try:
-                        view = view[os.write(self.out_fd, view):]
+                        view = view[os.write(self.out_fd, view) :]
                     except BlockingIOError:  # a terminal the user left non-blocking: wait
                         select.select([], [self.out_fd], [])
                 return
@@ -220,19 +222,24 @@ class Sink:
                 self.stream.write(bytes(data).decode("utf-8", "replace"))  # type: ignore[union-attr]
                 self.stream.flush()  # type: ignore[union-attr]
         except Exception as e:
-            self.failed = streams.describe(e) if isinstance(e, OSError) else \
-                f"{type(e).__name__}: {e}"
+            self.failed = (
+                streams.describe(e) if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+            )
             self.queued = []
             self.unsaid = True  # said by the caller once it let go of the lock
 
     def _say_failure(self) -> None:
         if self.failed == "closed":
-            text = (f"pgle: warning: pgle's {self.name} is closed; the workload's {self.name} "
-                    f"goes to its log only ({self.log_path})")
+            text = (
+                f"pgle: warning: pgle's {self.name} is closed; the workload's {self.name} "
+                f"goes to its log only ({self.log_path})"
+            )
         else:
-            text = (f"pgle: warning: cannot write the workload's {self.name} to pgle's "
-                    f"{self.name} ({self.failed}); the workload runs on, and its {self.name} "
-                    f"goes to {self.log_path} only")
+            text = (
+                f"pgle: warning: cannot write the workload's {self.name} to pgle's "
+                f"{self.name} ({self.failed}); the workload runs on, and its {self.name} "
+                f"goes to {self.log_path} only"
+            )
         key = f"{self.failed == 'closed'}-{self.fd}"
         if key in streams.said:
             self.told = True
@@ -251,10 +258,14 @@ class Sink:
         if self.failed is None or self.told:
             return None
         if self.failed == "closed":
-            return (f"pgle's {self.name} was closed, so the workload's {self.name} is only in "
-                    f"its log {self.log_path}")
-        return (f"pgle could not write the workload's {self.name} ({self.failed}); it is "
-                f"complete in its log {self.log_path}")
+            return (
+                f"pgle's {self.name} was closed, so the workload's {self.name} is only in "
+                f"its log {self.log_path}"
+            )
+        return (
+            f"pgle could not write the workload's {self.name} ({self.failed}); it is "
+            f"complete in its log {self.log_path}"
+        )
 
 
 class Pump(threading.Thread):
@@ -263,8 +274,14 @@ class Pump(threading.Thread):
     Only the new chunk is searched for a newline and held bytes are kept as a list, so the
     cost is linear in bytes whatever the line structure."""
 
-    def __init__(self, fd: int, sink: Sink, log: Log,
-                 hide: Callable[[bytes], bool] | None = None, coalesce_below: int = 0):
+    def __init__(
+        self,
+        fd: int,
+        sink: Sink,
+        log: Log,
+        hide: Callable[[bytes], bool] | None = None,
+        coalesce_below: int = 0,
+    ):
         super().__init__(daemon=True, name=f"pgle-pump-{sink.name}")
         self.fd, self.sink, self.log = fd, sink, log
         self.coalesce_below = coalesce_below  # a read smaller than this waits for more
@@ -393,8 +410,11 @@ def hide_below(level: int) -> Callable[[bytes], bool]:
 
     def hide(line: bytes) -> bool:
         parsed = parse_prefix(line)
-        return (parsed is not None and SEVERITIES.index(parsed.severity) < level
-                and not parsed.file.endswith(".py"))
+        return (
+            parsed is not None
+            and SEVERITIES.index(parsed.severity) < level
+            and not parsed.file.endswith(".py")
+        )
 
     return hide
 
@@ -405,4 +425,3 @@ def drained(pumps: list[Pump], seconds: float) -> bool:
     for p in pumps:
         p.join(timeout=max(0.0, deadline - time.monotonic()))
     return not any(p.is_alive() for p in pumps)
-

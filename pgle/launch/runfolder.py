@@ -124,8 +124,10 @@ class RunFolder:
             # Never mix two runs' logs in one folder.
             held = [name for name in RUN_FILES if os.path.lexists(path / name)]
             if held:
-                raise BadInput(f"run folder {path} already holds a run ({held[0]}).",
-                               hint="Pick an empty --run-dir.")
+                raise BadInput(
+                    f"run folder {path} already holds a run ({held[0]}).",
+                    hint="Pick an empty --run-dir.",
+                )
         else:
             path = _new_folder(command, suffix)
             ignore_pgle_folder(Path(DEFAULT_ROOT))
@@ -140,8 +142,10 @@ class RunFolder:
             try:
                 os.close(create_exclusive(self.path / name))
             except FileExistsError:
-                raise BadInput(f"run folder {self.path} already holds a run ({name}).",
-                               hint="Pick an empty --run-dir.") from None
+                raise BadInput(
+                    f"run folder {self.path} already holds a run ({name}).",
+                    hint="Pick an empty --run-dir.",
+                ) from None
             except OSError as e:
                 raise BadInput(f"cannot write in run folder {self.path}: {e.strerror}.") from None
 
@@ -152,9 +156,16 @@ class RunFolder:
         except OSError:
             return  # not fatal: `runs prune` then falls back on the pid in the folder's name
         with os.fdopen(fd, "w") as f:
-            json.dump({"host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
-                       "refresh_seconds": LEASE_REFRESH_SECONDS,
-                       "ttl_seconds": LEASE_TTL_SECONDS}, f)
+            json.dump(
+                {
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "started": time.time(),
+                    "refresh_seconds": LEASE_REFRESH_SECONDS,
+                    "ttl_seconds": LEASE_TTL_SECONDS,
+                },
+                f,
+            )
         _HEARTBEAT.hold(str(lease))
 
     @property

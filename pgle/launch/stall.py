@@ -97,22 +97,40 @@ class StallReport:
             stacks = f"every process's Python stacks are in {self.run} (stacks.txt, procs/*/)"
         if not procs:
             where, stacks = "no harnessed process answered", "no stacks were written"
-        return (f"the workload made no progress for {describe_seconds(self.seconds)} "
-                f"({self.bound_rule}): {where}; {stacks}; pgle stopped it (exit "
-                f"{EXIT_STALLED}; --stall-timeout sets the bound)")
+        return (
+            f"the workload made no progress for {describe_seconds(self.seconds)} "
+            f"({self.bound_rule}): {where}; {stacks}; pgle stopped it (exit "
+            f"{EXIT_STALLED}; --stall-timeout sets the bound)"
+        )
 
     def to_dict(self) -> dict:
-        return {"seconds": round(self.seconds, 1), "bound_s": round(self.bound_s, 1),
-                "bound_rule": self.bound_rule,
-                "processes": [{"pid": p, "phase": self.phase_names.get(p), "what": self.phases[p],
-                               "stacks": self.stacks.get(p)} for p in sorted(self.phases)]}
+        return {
+            "seconds": round(self.seconds, 1),
+            "bound_s": round(self.bound_s, 1),
+            "bound_rule": self.bound_rule,
+            "processes": [
+                {
+                    "pid": p,
+                    "phase": self.phase_names.get(p),
+                    "what": self.phases[p],
+                    "stacks": self.stacks.get(p),
+                }
+                for p in sorted(self.phases)
+            ],
+        }
 
 
 class StallWatch:
     """Polled by the launcher (pgle.launch.launcher.Stall); reads only what is new."""
 
-    def __init__(self, run_path: Path, bound_s: float | None, say: Callable[[str], object],
-                 *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        run_path: Path,
+        bound_s: float | None,
+        say: Callable[[str], object],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.run = Path(run_path)
         self.bound_s = bound_s  # None: derived
         self.say = say
@@ -132,8 +150,10 @@ class StallWatch:
         bound, rule = self.bound()
         if now - last < bound:
             return None
-        self.say(f"pgle: the workload made no progress for {describe_seconds(now - last)} "
-                 f"({rule}): writing its Python stacks, then stopping it")
+        self.say(
+            f"pgle: the workload made no progress for {describe_seconds(now - last)} "
+            f"({rule}): writing its Python stacks, then stopping it"
+        )
         self.dump(f"no progress for {describe_seconds(now - last)}")
         self.report = self._findings(now - last, bound, rule)
         return EXIT_STALLED
@@ -185,8 +205,11 @@ class StallWatch:
                 bound = COMPILE_FACTOR * longest
                 rule = f"{COMPILE_FACTOR:g}x the longest compile so far"
             return bound, rule
-        times = [b - a for p in self.processes.values()
-                 for a, b in zip(p.steps, list(p.steps)[1:], strict=False)]
+        times = [
+            b - a
+            for p in self.processes.values()
+            for a, b in zip(p.steps, list(p.steps)[1:], strict=False)
+        ]
         if times:
             median = statistics.median(times)
             if STEP_FACTOR * median > FLOOR_S:
@@ -242,7 +265,7 @@ class StallWatch:
         for line in data[:cut].splitlines():
             if line.startswith(_STEP_ENTER):
                 with contextlib.suppress(ValueError):
-                    proc.steps.append(float(line[len(_STEP_ENTER):].split(b",", 1)[0]))
+                    proc.steps.append(float(line[len(_STEP_ENTER) :].split(b",", 1)[0]))
                 continue
             if b'"kind": "step_exit"' in line[:30]:
                 continue
@@ -264,11 +287,15 @@ class StallWatch:
             proc.stacks = Path(r["file"]) if r.get("file") else None
             proc.main_thread = r.get("main_thread")
         elif kind == schema.COMPILE_BEGIN:
-            proc.compiling[str(r.get("thread"))] = {"module": r.get("module"),
-                                                    "fdo": r.get("fdo"), "t": r.get("t")}
+            proc.compiling[str(r.get("thread"))] = {
+                "module": r.get("module"),
+                "fdo": r.get("fdo"),
+                "t": r.get("t"),
+            }
         elif kind == schema.COMPILE_END:
-            begin = next((k for k, c in proc.compiling.items()
-                          if c.get("module") == r.get("module")), None)
+            begin = next(
+                (k for k, c in proc.compiling.items() if c.get("module") == r.get("module")), None
+            )
             if begin is not None:
                 started = proc.compiling.pop(begin)
                 seconds = float(r.get("t") or 0) - float(started.get("t") or 0)
@@ -284,8 +311,7 @@ class StallWatch:
             if proc.pid is None or proc.pid not in self.dumped:
                 continue
             compiling = next(iter(proc.compiling.values()), None)
-            found = stacks.phase(stacks.parse(self.dumped[proc.pid]), proc.main_thread,
-                                     compiling)
+            found = stacks.phase(stacks.parse(self.dumped[proc.pid]), proc.main_thread, compiling)
             phases[proc.pid], names[proc.pid] = found.text, found.name
             files[proc.pid] = str(proc.stacks)
         return StallReport(seconds, bound, rule, phases, names, files, str(self.run))

@@ -30,8 +30,9 @@ def module_of(function: str) -> str:
     return _SANITIZE.sub("_", function).rstrip("_")
 
 
-def pick(functions: Iterable[Mapping[str, Any]], *, min_executions: int = MIN_EXECUTIONS
-         ) -> Mapping[str, Any] | None:
+def pick(
+    functions: Iterable[Mapping[str, Any]], *, min_executions: int = MIN_EXECUTIONS
+) -> Mapping[str, Any] | None:
     """The step among `{"function", "executions", "seconds"}` records, or None."""
     candidates = [f for f in functions if (f.get("executions") or 0) >= min_executions]
     if not candidates:
@@ -40,5 +41,7 @@ def pick(functions: Iterable[Mapping[str, Any]], *, min_executions: int = MIN_EX
 
 
 def describe() -> str:
-    return (f"the jitted function executed at least {MIN_EXECUTIONS} times that accounts for "
-            "the most host time")
+    return (
+        f"the jitted function executed at least {MIN_EXECUTIONS} times that accounts for "
+        "the most host time"
+    )

@@ -45,8 +45,16 @@ def reserve_standard_fds() -> set[int]:
         name = STREAM_NAMES[fd]
         if getattr(sys, name, None) is None:  # Python found the fd closed at start-up
             # Kept open for the life of the process, as Python's own std streams.
-            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False,  # noqa: SIM115
-                                    errors="backslashreplace"))
+            setattr(
+                sys,
+                name,
+                open(  # noqa: SIM115  kept open for the life of the process
+                    fd,
+                    "r" if fd == 0 else "w",
+                    closefd=False,
+                    errors="backslashreplace",
+                ),
+            )
     return closed_at_start
 
 
@@ -64,7 +72,7 @@ def write_line(fd: int, text: str) -> bool:
     data = text.encode("utf-8", "replace")
     try:
         while data:
-            data = data[os.write(fd, data):]
+            data = data[os.write(fd, data) :]
     except OSError:
         return False
     return True

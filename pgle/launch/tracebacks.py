@@ -31,8 +31,10 @@ def pgle_frame(filename: str) -> bool:
     if filename in _RUNPY:
         return True
     path = os.path.abspath(filename) if filename and not filename.startswith("<") else filename
-    return os.path.dirname(path) in (_PGLE_LAUNCH, os.path.join(_PGLE_LAUNCH, "boot")) \
+    return (
+        os.path.dirname(path) in (_PGLE_LAUNCH, os.path.join(_PGLE_LAUNCH, "boot"))
         or path in _RUNPY
+    )
 
 
 def without_pgle(tb: types.TracebackType | None) -> types.TracebackType | None:
@@ -70,8 +72,9 @@ def install() -> None:
     previous_sys: Callable[..., Any] = sys.excepthook
     previous_thread: Callable[..., Any] = threading.excepthook
 
-    def excepthook(kind: type[BaseException], value: BaseException,
-                   tb: types.TracebackType | None) -> None:
+    def excepthook(
+        kind: type[BaseException], value: BaseException, tb: types.TracebackType | None
+    ) -> None:
         try:
             _clean(value)
             tb = without_pgle(tb)
@@ -83,8 +86,9 @@ def install() -> None:
         try:
             _clean(args.exc_value)
             if args.exc_value is not None:
-                args = threading.ExceptHookArgs((args.exc_type, args.exc_value,
-                                                 args.exc_value.__traceback__, args.thread))
+                args = threading.ExceptHookArgs(
+                    (args.exc_type, args.exc_value, args.exc_value.__traceback__, args.thread)
+                )
         except Exception:
             pass
         previous_thread(args)

@@ -50,14 +50,18 @@ class Workload:
             top = module.split(".")[0]
             # Look where `python -m` would: the current directory first.
             if importlib.util.find_spec(top) is None and not _found_in_cwd(top):
-                raise BadInput(f"no module named {top!r} (for -m {module}).",
-                               hint="Run pgle from the folder where `python -m` finds it.")
+                raise BadInput(
+                    f"no module named {top!r} (for -m {module}).",
+                    hint="Run pgle from the folder where `python -m` finds it.",
+                )
             return cls(None, module, tuple(words))
         if not words:
-            raise BadInput("no workload given.",
-                           hint="Usage: pgle COMMAND [OPTIONS] SCRIPT [-- ARGS], or "
-                                "pgle COMMAND [OPTIONS] -- PROGRAM [ARGS] (bash run.sh, "
-                                "python -m pkg, torchrun ...).")
+            raise BadInput(
+                "no workload given.",
+                hint="Usage: pgle COMMAND [OPTIONS] SCRIPT [-- ARGS], or "
+                "pgle COMMAND [OPTIONS] -- PROGRAM [ARGS] (bash run.sh, "
+                "python -m pkg, torchrun ...).",
+            )
         first, *args = words
         if not os.path.exists(first):
             program = shutil.which(first) if os.sep not in first else None
@@ -125,4 +129,5 @@ def _interpreter(path: str) -> list[str] | None:
 
 def _found_in_cwd(top: str) -> bool:
     return os.path.isdir(os.path.join(os.getcwd(), top)) or os.path.isfile(
-        os.path.join(os.getcwd(), top + ".py"))
+        os.path.join(os.getcwd(), top + ".py")
+    )

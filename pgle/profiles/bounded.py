@@ -33,7 +33,8 @@ def _refuse(what: str, path: Any, expanded: int, compressed: int) -> ProfileErro
         f"{what} {os.fspath(path)} would expand to more than {expanded:,} bytes from "
         f"{compressed:,}; pgle reads at most {MAX_RATIO}x (or {FLOOR_BYTES >> 20} MiB for small "
         f"files) and {MAX_TOTAL_BYTES >> 30} GiB in all, at most {MAX_MEMBERS:,} members.",
-        hint="It is damaged or not what it claims to be (a decompression bomb); regenerate it.")
+        hint="It is damaged or not what it claims to be (a decompression bomb); regenerate it.",
+    )
 
 
 def check_regular_file(path: Any, what: str) -> None:
@@ -45,14 +46,19 @@ def check_regular_file(path: Any, what: str) -> None:
     except OSError as e:
         raise ProfileError(f"cannot read {what} {os.fspath(path)}: {e.strerror or e}.") from None
     if not stat.S_ISREG(st.st_mode):
-        raise ProfileError(f"{what} {os.fspath(path)} is not a regular file "
-                           f"({describe_mode(st.st_mode)}).")
+        raise ProfileError(
+            f"{what} {os.fspath(path)} is not a regular file ({describe_mode(st.st_mode)})."
+        )
 
 
 def describe_mode(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a directory")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
         if test(mode):
             return name
     return "not a plain file"

@@ -31,7 +31,7 @@ def _string(data: bytes, pos: int, stop: int) -> tuple[str, int]:
     n, body = _varint(data, pos, stop)
     if body + n > stop:
         raise WireError(pos, "string runs past its message")
-    return data[body:body + n].decode("utf-8"), body + n
+    return data[body : body + n].decode("utf-8"), body + n
 
 
 def binary_entries(data: bytes) -> tuple[Costs, Latencies] | None:
@@ -60,7 +60,7 @@ def binary_entries(data: bytes) -> tuple[Costs, Latencies] | None:
                 if body < stop and data[body] == _STR1:
                     n = data[body + 1]
                     if n < 0x80:  # the usual one-byte length, without a call
-                        name = data[body + 2:body + 2 + n].decode("utf-8")
+                        name = data[body + 2 : body + 2 + n].decode("utf-8")
                         body += 2 + n
                     else:
                         name, body = _string(data, body + 1, stop)
@@ -96,8 +96,9 @@ _ESCAPES.update({9: "\\t", 10: "\\n", 13: "\\r", 34: '\\"', 39: "\\'", 92: "\\\\
 _NEEDS_ESCAPE = re.compile("[\\x00-\\x1f\\x7f\"'\\\\]")
 
 
-def text_bytes(costs: Sequence[tuple[str, float]],
-               latencies: Sequence[tuple[str, str, float]]) -> bytes | None:
+def text_bytes(
+    costs: Sequence[tuple[str, float]], latencies: Sequence[tuple[str, str, float]]
+) -> bytes | None:
     """What `text_format.MessageToString` writes for these entries, for ASCII names and float
     values; None otherwise (non-ASCII names are escaped differently across protobuf versions,
     and other value types are protobuf's to convert or reject)."""

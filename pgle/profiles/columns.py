@@ -97,7 +97,7 @@ def _at(words: np.ndarray, pos: np.ndarray, literal: bytes) -> np.ndarray:
     """Whether `literal` (at most 16 bytes) sits at each position; positions in [0, size]."""
     ok = np.ones(pos.size, bool)
     for k in range(0, len(literal), 8):
-        piece = literal[k:k + 8]
+        piece = literal[k : k + 8]
         value = np.uint64(int.from_bytes(piece.ljust(8, b"\0"), "little"))
         mask = np.uint64((1 << (8 * len(piece))) - 1)
         ok &= (words[np.minimum(pos + k, words.size - 1)] & mask) == value

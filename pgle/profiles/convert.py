@@ -69,14 +69,26 @@ TASK_ENV_PLANE = "Task Environment"
 ASYNC_OPS_LINE = "Async XLA Ops"
 FINGERPRINT_ATTR = "fingerprint_before_lhs"
 # tsl IsInternalEvent(): host events jaxlib's converter never counts.
-INTERNAL_EVENTS = frozenset({
-    "MemoryAllocation", "MemoryDeallocation", "PrefetchProduce", "PrefetchConsume",
-    "ParallelInterleaveProduce", "ParallelInterleaveConsume",
-    "ParallelInterleaveInitializedInput", "ParallelMapProduce", "ParallelMapConsume",
-    "MapAndBatchProduce", "MapAndBatchConsume", "ParseExampleProduce", "ParseExampleConsume",
-})
+INTERNAL_EVENTS = frozenset(
+    {
+        "MemoryAllocation",
+        "MemoryDeallocation",
+        "PrefetchProduce",
+        "PrefetchConsume",
+        "ParallelInterleaveProduce",
+        "ParallelInterleaveConsume",
+        "ParallelInterleaveInitializedInput",
+        "ParallelMapProduce",
+        "ParallelMapConsume",
+        "MapAndBatchProduce",
+        "MapAndBatchConsume",
+        "ParseExampleProduce",
+        "ParseExampleConsume",
+    }
+)
 FINGERPRINT_LOG_RE = re.compile(
-    r"Fingerprint before LHS for module (?P<name>.+?)\((?P<id>-?\d+)\) = (?P<fp>[0-9a-fA-F]+)\s*$")
+    r"Fingerprint before LHS for module (?P<name>.+?)\((?P<id>-?\d+)\) = (?P<fp>[0-9a-fA-F]+)\s*$"
+)
 STATS = ("median", "mean", "min", "max")
 # Timestamps below this are relative to the profile start (TSL normalizes them on export).
 _ABSOLUTE_NS = 10**17
@@ -90,8 +102,10 @@ def parse_stat(stat: str) -> str:
     m = re.fullmatch(r"p(\d{1,3})", s)
     if m and 0 <= int(m.group(1)) <= 100:
         return f"p{int(m.group(1))}"
-    raise BadInput(f"unknown statistic '{stat}'.",
-                   hint="Use median, mean, min, max or pNN (a percentile from p0 to p100).")
+    raise BadInput(
+        f"unknown statistic '{stat}'.",
+        hint="Use median, mean, min, max or pNN (a percentile from p0 to p100).",
+    )
 
 
 def apply_stat(values: list[float], stat: str) -> float:
@@ -860,6 +874,7 @@ def _scan_plane_columns(
             return None  # a string-valued op, a non-integer id: the protobuf path reads those
 
     strings: dict[str, int] = {}
+
     def intern(text: str) -> int:
         return strings.setdefault(text, len(strings))
 
@@ -1016,8 +1031,9 @@ def _scan_plane_columns(
     return used, outside
 
 
-def _read_stats(stats: Any, codes: dict[int, int], ref_names: dict[int, str],
-                base: EventStats) -> EventStats:
+def _read_stats(
+    stats: Any, codes: dict[int, int], ref_names: dict[int, str], base: EventStats
+) -> EventStats:
     op, module, pid, scope = base
     for st in stats:
         code = codes.get(st.metadata_id)

@@ -53,7 +53,7 @@ def has_gpu_plane(run_folder: Path, chunk: int = 1 << 24) -> bool:
                         break
                     if GPU_PLANE in tail + block:
                         return True
-                    tail = block[-len(GPU_PLANE):]
+                    tail = block[-len(GPU_PLANE) :]
         except OSError:
             return True  # unreadable here: let the conversion report it
     return False

@@ -43,11 +43,13 @@ def _reducer(method: str, percentile: int) -> Reducer:
 
         return statistics.median
     if method == "mean":
+
         def mean(vals: list[float]) -> float:
             total = 0.0
             for v in vals:
                 total += v
             return total / len(vals)
+
         return mean
     if method == "min":
         return min
@@ -306,8 +308,11 @@ class ColumnMerge:
         np = self.np
         if not self.negative_zero:
             return np.zeros(0, np.int64)
-        return np.unique(np.array([self.index[b] for names in self.negative_zero
-                                   for b in names.tolist()], np.int64))
+        return np.unique(
+            np.array(
+                [self.index[b] for names in self.negative_zero for b in names.tolist()], np.int64
+            )
+        )
 
     def overlaps(self) -> list[tuple[int, float]]:
         """(distinct names, share of them some other input holds) per input, as name_overlap."""

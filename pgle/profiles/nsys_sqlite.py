@@ -126,8 +126,11 @@ def _full_name(row: Sequence[Any], domains: Mapping[int, str]) -> str:
     return f"{domain}:{row[4]}" if domain else (row[4] or "")
 
 
-def _project(cpu: Iterable[Sequence[Any]], domains: Mapping[int, str],
-             launches: Mapping[int, list[tuple[int, int, int]]]) -> list[Range]:
+def _project(
+    cpu: Iterable[Sequence[Any]],
+    domains: Mapping[int, str],
+    launches: Mapping[int, list[tuple[int, int, int]]],
+) -> list[Range]:
     out: list[Range] = []
     rid = 0
     by_thread: dict[int, list[Any]] = {}

@@ -59,10 +59,20 @@ def _file_descriptor() -> Descriptor:
     lat.field.add(name="source", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     lat.field.add(name="target", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     lat.field.add(name="latency_us", number=3, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
-    top.field.add(name="costs", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
-                  type_name=f".{FULL_NAME}.InstructionCost")
-    top.field.add(name="latencies", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
-                  type_name=f".{FULL_NAME}.Latency")
+    top.field.add(
+        name="costs",
+        number=1,
+        type=F.TYPE_MESSAGE,
+        label=F.LABEL_REPEATED,
+        type_name=f".{FULL_NAME}.InstructionCost",
+    )
+    top.field.add(
+        name="latencies",
+        number=2,
+        type=F.TYPE_MESSAGE,
+        label=F.LABEL_REPEATED,
+        type_name=f".{FULL_NAME}.Latency",
+    )
     return fdp
 
 
@@ -140,9 +150,7 @@ def _skip(data: bytes, pos: int, end: int, wtype: int, field: int, tag_pos: int,
     raise WireError(tag_pos, f"invalid wire type {wtype} for field {field}")
 
 
-def _walk(
-    data: bytes, pos: int, end: int, schema: Schema, depth: int
-) -> None:
+def _walk(data: bytes, pos: int, end: int, schema: Schema, depth: int) -> None:
     """Walk one message: schema maps field number -> (expected wire type, sub-schema or kind)."""
     while pos < end:
         tag_pos = pos
@@ -204,8 +212,9 @@ def locate_corruption(data: bytes) -> WireError | None:
 # then takes the library's path. Small profiles are read without protobuf (canonical.py).
 
 
-def _at_offsets(data: bytes | bytearray, dtype: str, offsets: npt.NDArray[np.int64]
-                ) -> npt.NDArray[Any]:
+def _at_offsets(
+    data: bytes | bytearray, dtype: str, offsets: npt.NDArray[np.int64]
+) -> npt.NDArray[Any]:
     """The 8-byte values (`dtype`: '<f8' or '<u8') starting at byte `offsets` of `data`: an
     unaligned strided view (one gather, no per-byte index)."""
     import numpy as np
@@ -218,8 +227,13 @@ class ColumnLayout:
     with the same zeroed bytes has the same names in the same places (ranks of one program
     usually do), so only its costs need reading."""
 
-    def __init__(self, size: int, cost_at: npt.NDArray[np.int64], zeroed: bytes,
-                 names: npt.NDArray[np.bytes_]) -> None:
+    def __init__(
+        self,
+        size: int,
+        cost_at: npt.NDArray[np.int64],
+        zeroed: bytes,
+        names: npt.NDArray[np.bytes_],
+    ) -> None:
         self.size, self.cost_at, self.zeroed, self.names = size, cost_at, zeroed, names
 
     @staticmethod
@@ -306,8 +320,12 @@ def _xplane_file_descriptor() -> Descriptor:
     )
     P = f".{XSPACE_PACKAGE}."
 
-    def msg(name: str, *fields: tuple[str, int, int, int, str | None, int | None],
-            nested: Any = None, options: bool | None = None) -> Any:
+    def msg(
+        name: str,
+        *fields: tuple[str, int, int, int, str | None, int | None],
+        nested: Any = None,
+        options: bool | None = None,
+    ) -> Any:
         m = fdp.message_type.add(name=name) if nested is None else nested.nested_type.add(name=name)
         for fname, number, ftype, label, type_name, oneof in fields:
             f = m.field.add(name=fname, number=number, type=ftype, label=label)

@@ -162,8 +162,9 @@ def _event_columns(layout: PlaneBytes, lines: list[int], codes: dict[int, int]) 
 _BATCH = 1 << 14  # events decoded per batch: their temporaries are ~200 bytes an event
 
 
-def _decode_events(buf: Array, start: Array, end: Array, first: int, cols: EventColumns,
-                   codes: dict[int, int]) -> None:
+def _decode_events(
+    buf: Array, start: Array, end: Array, first: int, cols: EventColumns, codes: dict[int, int]
+) -> None:
     """Decode events [first, first + len(start)) into `cols`."""
     columns = ((1, cols.metadata_id), (2, cols.offset_ps), (3, cols.duration_ps))
     for rows, field, wtype, value, body in _fields(buf, start, end):
@@ -196,8 +197,9 @@ def small_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(ids, return_inverse=True)
 
 
-def _decode_stats(buf: Array, owner: Array, start: Array, end: Array, cols: EventColumns,
-                  codes: dict[int, int]) -> None:
+def _decode_stats(
+    buf: Array, owner: Array, start: Array, end: Array, cols: EventColumns, codes: dict[int, int]
+) -> None:
     """Stats [start, end) of the events `owner` (each at most once): those of a known code
     with a value set override the event's column."""
     n = start.size

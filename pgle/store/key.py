@@ -41,8 +41,7 @@ def from_events(events: RunEvents) -> tuple[StoreKey | None, str | None]:
         return None, "the run reported no backend (it compiled nothing with JAX)"
     # jaxlib has no event of its own; the harness runs under pgle's interpreter
     # (pgle/launch/execution.py: sys.executable), so its installed jaxlib is the run's.
-    return StoreKey(version, backend.device_kind, backend.device_count,
-                    installed("jaxlib")), None
+    return StoreKey(version, backend.device_kind, backend.device_count, installed("jaxlib")), None
 
 
 def from_probe(info: dict) -> tuple[StoreKey | None, str | None]:
@@ -59,8 +58,12 @@ def mismatch(planned: StoreKey, actual: StoreKey | None) -> str | None:
     """What differs between the key a view was made for and the run's own evidence."""
     if actual is None:
         return None
-    diffs = [f"{what} {a!r} (the view was for {p!r})"
-             for what, p, a in (("jax", planned.jax, actual.jax),
-                                ("device kind", planned.device_kind, actual.device_kind))
-             if p != a]
+    diffs = [
+        f"{what} {a!r} (the view was for {p!r})"
+        for what, p, a in (
+            ("jax", planned.jax, actual.jax),
+            ("device kind", planned.device_kind, actual.device_kind),
+        )
+        if p != a
+    ]
     return "the run reported " + " and ".join(diffs) if diffs else None

@@ -38,5 +38,7 @@ def parse_policy(text: str | None) -> Policy:
     m = re.fullmatch(r"merge:(\d+)(?::p(\d{1,3}))?", s)
     if m and int(m.group(1)) >= 1 and (m.group(2) is None or int(m.group(2)) <= 100):
         return Policy(keep=int(m.group(1)), merge=True, percentile=int(m.group(2) or 90))
-    raise BadInput(f"unknown store policy '{text}'.",
-                   hint="Use replace, keep:N or merge:N[:pP] (for example keep:3 or merge:5:p90).")
+    raise BadInput(
+        f"unknown store policy '{text}'.",
+        hint="Use replace, keep:N or merge:N[:pP] (for example keep:3 or merge:5:p90).",
+    )

@@ -23,9 +23,15 @@ from pgle.store.store import Entry, ProfileStore
 STATUS_ADDED, STATUS_REFRESHED, STATUS_EMPTY = "added", "refreshed", "empty"
 
 
-def add_profiles(store: ProfileStore, modules: Mapping[str, Profile], key: StoreKey, *,
-                 policy: Policy | str | None, source: str,
-                 names: Mapping[str, str] | None = None) -> list[dict]:
+def add_profiles(
+    store: ProfileStore,
+    modules: Mapping[str, Profile],
+    key: StoreKey,
+    *,
+    policy: Policy | str | None,
+    source: str,
+    names: Mapping[str, str] | None = None,
+) -> list[dict]:
     """Add each module's profile under `key`; one row per module: added (a fingerprint new to
     the store for this key), refreshed (older entries exist; `removed` lists what the policy
     trimmed) or empty (not stored)."""
@@ -37,13 +43,26 @@ def add_profiles(store: ProfileStore, modules: Mapping[str, Profile], key: Store
             rows.append({"module": name or fp, "fingerprint": fp, "status": STATUS_EMPTY})
             continue
         had = bool(store.entries(fp, jax=key.jax, device_kind=key.device_kind))
-        entry, removed = store.add(fp, prof, jax=key.jax, jaxlib=key.jaxlib or "unknown",
-                                   device_kind=key.device_kind,
-                                   device_count=key.device_count or 1, source=source,
-                                   module=name, policy=pol)
-        rows.append({"module": name or fp, "fingerprint": fp,
-                     "status": STATUS_REFRESHED if had else STATUS_ADDED,
-                     "entry": entry.entry_id, "removed": [e.entry_id for e in removed]})
+        entry, removed = store.add(
+            fp,
+            prof,
+            jax=key.jax,
+            jaxlib=key.jaxlib or "unknown",
+            device_kind=key.device_kind,
+            device_count=key.device_count or 1,
+            source=source,
+            module=name,
+            policy=pol,
+        )
+        rows.append(
+            {
+                "module": name or fp,
+                "fingerprint": fp,
+                "status": STATUS_REFRESHED if had else STATUS_ADDED,
+                "entry": entry.entry_id,
+                "removed": [e.entry_id for e in removed],
+            }
+        )
     return rows
 
 
@@ -52,9 +71,11 @@ def count_line(rows: list[dict], store: Any, pol: Policy | str | None, key: Stor
     refreshed = sum(r["status"] == STATUS_REFRESHED for r in rows)
     empty = sum(r["status"] == STATUS_EMPTY for r in rows)
     pol = pol if isinstance(pol, Policy) else parse_policy(pol)
-    return (f"store {store}: {plural(added, 'module')} added, {refreshed} refreshed"
-            + (f", {empty} empty not stored" if empty else "")
-            + f" (policy {pol}; {key.describe()})")
+    return (
+        f"store {store}: {plural(added, 'module')} added, {refreshed} refreshed"
+        + (f", {empty} empty not stored" if empty else "")
+        + f" (policy {pol}; {key.describe()})"
+    )
 
 
 def view_name(served: Mapping[str, list[Entry]], pol: Policy) -> str:
@@ -67,8 +88,9 @@ def view_name(served: Mapping[str, list[Entry]], pol: Policy) -> str:
     return f"store-{h.hexdigest()[:16]}"
 
 
-def prepare_view(store: ProfileStore, key: StoreKey, *, policy: Policy | str | None,
-                 views_root: Any) -> tuple[Path | None, dict[str, list[Entry]]]:
+def prepare_view(
+    store: ProfileStore, key: StoreKey, *, policy: Policy | str | None, views_root: Any
+) -> tuple[Path | None, dict[str, list[Entry]]]:
     """The view for `key` under `views_root` (reused when it exists), and what it serves;
     (None, {}) when the store holds nothing for the key."""
     pol = policy if isinstance(policy, Policy) else parse_policy(policy)
@@ -79,8 +101,7 @@ def prepare_view(store: ProfileStore, key: StoreKey, *, policy: Policy | str | N
     if not _own_view(target):
         # Another rank may build the same view at the same time: both write the same files and
         # the atomic swap leaves one whole directory.
-        store.materialize(target, jax=key.jax, device_kind=key.device_kind, policy=pol,
-                          force=True)
+        store.materialize(target, jax=key.jax, device_kind=key.device_kind, policy=pol, force=True)
     return target, served
 
 
@@ -102,8 +123,9 @@ def age_text(seconds: float) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
-def mark_modules(modules: list[dict], served: Mapping[str, list[Entry]],
-                 now: dt.datetime | None = None) -> dict:
+def mark_modules(
+    modules: list[dict], served: Mapping[str, list[Entry]], now: dt.datetime | None = None
+) -> dict:
     """Add `store` (the entry served, or None) and `store_age_seconds` to each module row that
     has a fingerprint; returns {'served': [...], 'missing': [...]} by fingerprint."""
     now = now or dt.datetime.now(dt.UTC)
@@ -115,8 +137,11 @@ def mark_modules(modules: list[dict], served: Mapping[str, list[Entry]],
         entries = served.get(fp)
         if entries:
             newest = entries[-1]
-            row["store"] = {"entries": [e.entry_id for e in entries],
-                            "created": newest.created, "source": newest.source}
+            row["store"] = {
+                "entries": [e.entry_id for e in entries],
+                "created": newest.created,
+                "source": newest.source,
+            }
             row["store_age_seconds"] = round(newest.age_seconds(now), 1)
             hit.append(fp)
         else:
@@ -126,8 +151,9 @@ def mark_modules(modules: list[dict], served: Mapping[str, list[Entry]],
     return {"served": sorted(set(hit)), "missing": sorted(set(missing))}
 
 
-def summary_lines(modules: list[dict], lookups: dict, view_size: int, store: Any,
-                  key: StoreKey) -> list[str]:
+def summary_lines(
+    modules: list[dict], lookups: dict, view_size: int, store: Any, key: StoreKey
+) -> list[str]:
     """The text summary: per module from the store and how old, then what it lacked."""
     lines = []
     shown = [r for r in modules if r.get("store")]

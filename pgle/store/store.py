@@ -77,8 +77,16 @@ _ENTRY_FILE = re.compile(rf"^({_ID})(\.json|\.pbtxt|\.pb)$")
 _TEMP_FILE = re.compile(rf"^\.({_ID})(\.json|\.pbtxt|\.pb)\..+\.tmp$")
 LOCK_TIMEOUT = 600.0
 MAX_METADATA_BYTES = 1 << 20
-_REQUIRED = ("fingerprint", "entry_id", "jax", "jaxlib", "device_kind", "device_count", "created",
-             "source")
+_REQUIRED = (
+    "fingerprint",
+    "entry_id",
+    "jax",
+    "jaxlib",
+    "device_kind",
+    "device_count",
+    "created",
+    "source",
+)
 
 
 def _shown(value: Any) -> str:
@@ -121,8 +129,16 @@ class Entry:
         missing = [n for n in _REQUIRED if n not in fields]
         if missing:
             raise ValueError(f"no {missing[0]!r} field")
-        for name in ("fingerprint", "entry_id", "jax", "jaxlib", "device_kind", "created",
-                     "source", "module"):
+        for name in (
+            "fingerprint",
+            "entry_id",
+            "jax",
+            "jaxlib",
+            "device_kind",
+            "created",
+            "source",
+            "module",
+        ):
             if name in fields and not isinstance(fields[name], str):
                 raise TypeError(f"{name} {_shown(fields[name])} is not a string")
         for name in ("device_count", "instructions"):
@@ -130,8 +146,9 @@ class Entry:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} {_shown(value)} is not a count")
         if not FINGERPRINT_RE.match(fields["fingerprint"]) or fields["fingerprint"] != fingerprint:
-            raise ValueError(f"fingerprint {_shown(fields['fingerprint'])} is not its folder's "
-                             f"({fingerprint})")
+            raise ValueError(
+                f"fingerprint {_shown(fields['fingerprint'])} is not its folder's ({fingerprint})"
+            )
         if not ENTRY_ID_RE.match(fields["entry_id"]) or file_name != fields["entry_id"] + ".json":
             raise ValueError(f"entry_id {_shown(fields['entry_id'])} is not its file's name")
         try:
@@ -167,8 +184,10 @@ class ProfileStore:
             raise BadInput(f"cannot reach profile store {root}: {e.strerror or e}.") from None
         if not exists:
             if not create:
-                raise BadInput(f"profile store {root} does not exist.",
-                               hint="`pgle store add` creates it, or pass an existing folder.")
+                raise BadInput(
+                    f"profile store {root} does not exist.",
+                    hint="`pgle store add` creates it, or pass an existing folder.",
+                )
             if self.remote:
                 self.root.mkdir(parents=True, exist_ok=True)
             else:
@@ -194,8 +213,13 @@ class ProfileStore:
             return
         from pgle.shared_folders import flocked
 
-        with flocked(self._local(LOCK), shared=shared, optional=shared, timeout=LOCK_TIMEOUT,
-                     what="store lock file"):
+        with flocked(
+            self._local(LOCK),
+            shared=shared,
+            optional=shared,
+            timeout=LOCK_TIMEOUT,
+            what="store lock file",
+        ):
             yield
 
     # --- reading -------------------------------------------------------------------------------
@@ -261,8 +285,11 @@ class ProfileStore:
     def _read_metadata(self, fp: str, meta: Any) -> Entry | None:
         name = os.path.basename(os.fspath(meta))
         try:
-            raw = (_epath(meta).read_bytes() if self.remote else
-                   read_bytes_nofollow(meta, what="store entry", limit=MAX_METADATA_BYTES))
+            raw = (
+                _epath(meta).read_bytes()
+                if self.remote
+                else read_bytes_nofollow(meta, what="store entry", limit=MAX_METADATA_BYTES)
+            )
             return Entry.from_metadata(json.loads(raw), fp, name)
         except FileNotFoundError:
             return None  # removed by a trim while we listed
@@ -280,8 +307,13 @@ class ProfileStore:
             self.damaged[str(meta)] = e.strerror or str(e)
         return None
 
-    def entries(self, fingerprint: str | None = None, *, jax: str | None = None,
-                device_kind: str | None = None) -> list[Entry]:
+    def entries(
+        self,
+        fingerprint: str | None = None,
+        *,
+        jax: str | None = None,
+        device_kind: str | None = None,
+    ) -> list[Entry]:
         """Entries, oldest first, optionally for one fingerprint / jax version / device kind.
         Metadata that fails a check is skipped and noted in `damaged`."""
         if fingerprint is not None and not FINGERPRINT_RE.match(fingerprint):

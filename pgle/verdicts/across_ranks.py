@@ -40,6 +40,7 @@ class JobReports:
 
 # -- per module across ranks --------------------------------------------------------------------
 
+
 def aggregate_modules(
     by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
     *,

@@ -45,15 +45,22 @@ def count_line(modules: list[dict[str, Any]], ok: str, what: str) -> str:
 
 def empty_profile_cause(platform: str | None) -> str:
     if platform and platform not in ("gpu", "cuda"):
-        return (f"the backend is {platform}: the JAX profiler records no device kernels there, so "
-                "every profile is empty (PGLE is an NVIDIA GPU feature)")
-    return ("CUPTI contention (Nsight Systems, DCGM or another profiler attached to the GPU), or "
-            "kernels hidden in CUDA graphs; profile with nothing else attached")
+        return (
+            f"the backend is {platform}: the JAX profiler records no device kernels there, so "
+            "every profile is empty (PGLE is an NVIDIA GPU feature)"
+        )
+    return (
+        "CUPTI contention (Nsight Systems, DCGM or another profiler attached to the GPU), or "
+        "kernels hidden in CUDA graphs; profile with nothing else attached"
+    )
 
 
 # -- auto -----------------------------------------------------------------------------
-PROFILER_COLLISION = ("ALREADY_EXISTS", "Another profiling session active",
-                      "Profile has already been started")
+PROFILER_COLLISION = (
+    "ALREADY_EXISTS",
+    "Another profiling session active",
+    "Profile has already been started",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,17 +76,23 @@ class Collision:
     modules: frozenset[str]  # the modules whose session failed (empty: unknown, log only)
 
 
-THREADS_FIX = ("profile with manual PGLE instead (`pgle tune`, or `pgle collect` then `pgle run`: "
-               "one window covers every thread), or keep auto PGLE out of the worker threads "
-               "(compile their functions ahead of time, `jax.jit(f).lower(...).compile()`, "
-               "which auto PGLE never profiles)")
-SCRIPT_FIX = ("turn the script's own profiler off for pgle auto, or start it after auto PGLE's "
-              "profiled executions (--runs)")
+THREADS_FIX = (
+    "profile with manual PGLE instead (`pgle tune`, or `pgle collect` then `pgle run`: "
+    "one window covers every thread), or keep auto PGLE out of the worker threads "
+    "(compile their functions ahead of time, `jax.jit(f).lower(...).compile()`, "
+    "which auto PGLE never profiles)"
+)
+SCRIPT_FIX = (
+    "turn the script's own profiler off for pgle auto, or start it after auto PGLE's "
+    "profiled executions (--runs)"
+)
 
 
-def profiler_collision(log_path: str | os.PathLike[str],
-                       session_errors: Sequence[PgleSessionError],
-                       script_traces: Sequence[ScriptTrace]) -> Collision | None:
+def profiler_collision(
+    log_path: str | os.PathLike[str],
+    session_errors: Sequence[PgleSessionError],
+    script_traces: Sequence[ScriptTrace],
+) -> Collision | None:
     """Did auto PGLE's profiling collide with another profiling session, and whose?
 
     Only a failure that happened counts: the harness's `pgle_session_error` records
@@ -113,7 +126,9 @@ def profiler_collision(log_path: str | os.PathLike[str],
             + (f", {len(pairs)} pairs of modules" if len(pairs) > 1 else "")
             + f". Fix: {THREADS_FIX}",
             "not profiled: another thread's profiling session held the profiler",
-            THREADS_FIX, failed)
+            THREADS_FIX,
+            failed,
+        )
     starts = [t for t in script_traces if t.call == "start"]
     if errors:
         active = _script_trace_active(script_traces, errors)

@@ -42,8 +42,9 @@ def silence(jax: Version | None, level: str | None, *, old_flag: bool = False) -
     return SILENCE_FULL if jax >= WARN_PRINTS_SINCE else SILENCE_UNKNOWN
 
 
-def silence_of_log(inference: Inference, *, checker_off: bool, checker_lines: int,
-                   discards: int) -> str:
+def silence_of_log(
+    inference: Inference, *, checker_off: bool, checker_lines: int, discards: int
+) -> str:
     """For a saved log (`pgle verify`): the version inferred (or given), and what the log
     shows of the strictness (a failed compile: ERROR; checker lines: a checker ran)."""
     if checker_off:

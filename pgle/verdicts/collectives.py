@@ -85,9 +85,16 @@ def _names(names: list[str]) -> str:
     return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
 
 
-def decide(found: int | None, missing: int, missing_communication: list[str], *,
-           coverage: float | None, min_coverage: float, sol_fallback: bool,
-           sync: Split | None = None) -> Decision:
+def decide(
+    found: int | None,
+    missing: int,
+    missing_communication: list[str],
+    *,
+    coverage: float | None,
+    min_coverage: float,
+    sol_fallback: bool,
+    sync: Split | None = None,
+) -> Decision:
     """The status of a module whose accuracy checker printed `Found f` / `Missing m`.
     `sync`: its missing collectives sorted by what XLA made synchronous after scheduling
     (pgle.verdicts.sync_converted); None: every one is missing."""
@@ -97,13 +104,20 @@ def decide(found: int | None, missing: int, missing_communication: list[str], *,
     extra = [n for n in (converted_note(sync), unresolved_note(sync)) if n]
     if sync.missing:
         families = sorted({kind(n)[1] or "host copy" for n in sync.missing})
-        missed = plural(len(sync.missing), "collective or host copy",
-                        "collectives or host copies")
-        return Decision(Applied.PARTIAL, RULE_COLLECTIVES, [
-            (f"the profile misses {missed} ({', '.join(families)}: {_names(sync.missing)}): "
-            "the scheduler guesses "
-            "their cost, which is what PGLE is for; collect the profile again from a run of "
-            "this exact program")] + extra, coverage)
+        missed = plural(len(sync.missing), "collective or host copy", "collectives or host copies")
+        return Decision(
+            Applied.PARTIAL,
+            RULE_COLLECTIVES,
+            [
+                (
+                    f"the profile misses {missed} ({', '.join(families)}: "
+                    f"{_names(sync.missing)}): the scheduler guesses their cost, which is what "
+                    "PGLE is for; collect the profile again from a run of this exact program"
+                )
+            ]
+            + extra,
+            coverage,
+        )
     if sync.unresolved:
         return Decision(Applied.PARTIAL, RULE_UNRESOLVED, extra, coverage)
     # What is left missing is compute, plus the collectives no profile can hold: those are
@@ -114,11 +128,20 @@ def decide(found: int | None, missing: int, missing_communication: list[str], *,
     if compute <= 0:
         return Decision(Applied.APPLIED, RULE_CONVERTED, extra, coverage)
     if sol_fallback:
-        return Decision(Applied.APPLIED, RULE_SOL_FALLBACK, [
-            (f"{plural(compute, 'compute instruction')} not in the profile (coverage "
-            f"{coverage:.0%}), no collective is missing: XLA prices them with its speed-of-light "
-            "estimator (jax >= 0.10.1 on Hopper/Blackwell), so --min-coverage does not apply")]
-            + extra, coverage)
+        return Decision(
+            Applied.APPLIED,
+            RULE_SOL_FALLBACK,
+            [
+                (
+                    f"{plural(compute, 'compute instruction')} not in the profile (coverage "
+                    f"{coverage:.0%}), no collective is missing: XLA prices them with its "
+                    "speed-of-light estimator (jax >= 0.10.1 on Hopper/Blackwell), so "
+                    "--min-coverage does not apply"
+                )
+            ]
+            + extra,
+            coverage,
+        )
     enough = coverage is not None and coverage >= min_coverage
     status = Applied.APPLIED if enough else Applied.PARTIAL
     return Decision(status, RULE_MIN_COVERAGE, extra, coverage)

@@ -50,21 +50,28 @@ class Origin:
         if self.compile_platforms is not None:
             gpu = [p for p in self.compile_platforms if p.lower() in GPU_PLATFORMS]
             if not gpu:
-                what = (f"compiled only for {', '.join(sorted(set(self.compile_platforms)))}"
-                        if self.compile_platforms else "compiled nothing")
-                return (f"the log holds {plural(evidence.pgle_lines, 'XLA:GPU scheduler line')}, "
-                        "but this "
-                        f"run {what} (pgle's harness sees every compile): XLA:GPU did not print "
-                        "them in this run (the workload printed or copied them), so nothing of "
-                        "this run used a profile; PGLE is an XLA:GPU feature.")
+                what = (
+                    f"compiled only for {', '.join(sorted(set(self.compile_platforms)))}"
+                    if self.compile_platforms
+                    else "compiled nothing"
+                )
+                return (
+                    f"the log holds {plural(evidence.pgle_lines, 'XLA:GPU scheduler line')}, "
+                    "but this "
+                    f"run {what} (pgle's harness sees every compile): XLA:GPU did not print "
+                    "them in this run (the workload printed or copied them), so nothing of "
+                    "this run used a profile; PGLE is an XLA:GPU feature."
+                )
         threads = set(evidence.thread_ids)
         if threads and self.compile_threads and not threads & set(self.compile_threads):
             shown = ", ".join(sorted(threads)[:4])
-            return (f"the log's XLA:GPU lines come from thread{'' if len(threads) == 1 else 's'} "
-                    f"{shown}, "
-                    "none of which compiled anything in this run (pgle's harness records the "
-                    f"id of every thread that compiled: {', '.join(self.compile_threads[:4])}): "
-                    "another process printed them, so they are not counted.")
+            return (
+                f"the log's XLA:GPU lines come from thread{'' if len(threads) == 1 else 's'} "
+                f"{shown}, "
+                "none of which compiled anything in this run (pgle's harness records the "
+                f"id of every thread that compiled: {', '.join(self.compile_threads[:4])}): "
+                "another process printed them, so they are not counted."
+            )
         return None
 
     def foreign_reads(self, evidence: Evidence) -> dict[str, str]:

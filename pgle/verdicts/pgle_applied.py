@@ -45,13 +45,21 @@ class Verdict:
     details: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
 
 
-def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: float = 0.9,
-          accuracy_checker: bool = True, info_log_hidden: bool = False,
-          jax_imported: bool | None = None, silence: str | None = None,
-          workload_modules: Collection[str] | None = None,
-          origin: Origin | None = None, sol_fallback: bool | None = None,
-          executed: sync_converted.ExecutedModules | None = None,
-          renamed: bool | None = None) -> Verdict:
+def judge(
+    evidence: Evidence,
+    *,
+    platform: str | None = None,
+    min_coverage: float = 0.9,
+    accuracy_checker: bool = True,
+    info_log_hidden: bool = False,
+    jax_imported: bool | None = None,
+    silence: str | None = None,
+    workload_modules: Collection[str] | None = None,
+    origin: Origin | None = None,
+    sol_fallback: bool | None = None,
+    executed: sync_converted.ExecutedModules | None = None,
+    renamed: bool | None = None,
+) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
     `silence`: what a module that read the profile and got no accuracy-checker block means
@@ -84,8 +92,14 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     not_counted = origin.foreign_reads(evidence) if origin is not None else {}
     rows = []
     for m in evidence.modules:
-        row = _judge_module(m, min_coverage, silence, bool(sol_fallback),
-                            executed.find(m.module, m.fingerprint) if executed else None, renamed)
+        row = _judge_module(
+            m,
+            min_coverage,
+            silence,
+            bool(sol_fallback),
+            executed.find(m.module, m.fingerprint) if executed else None,
+            renamed,
+        )
         if m.profile_path is not None and m.profile_path in not_counted:
             row.status, row.coverage = Applied.NOT_APPLIED, None
             row.notes.insert(0, not_counted[m.profile_path])
@@ -102,20 +116,26 @@ def judge(evidence: Evidence, *, platform: str | None = None, min_coverage: floa
     status = None
     if evidence.unknown_flags:
         flags = " ".join(dict.fromkeys(evidence.unknown_flags))
-        reasons.append(f"XLA aborted before compiling: it does not know {flags} (\"Unknown flag in "
-                       "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`).")
+        reasons.append(
+            f'XLA aborted before compiling: it does not know {flags} ("Unknown flag in '
+            "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`)."
+        )
         status = Applied.ERROR
     elif evidence.discards:
         n = len(evidence.discards)
-        reasons.append(f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
-                       f"strictness discarded the profile (\"{evidence.discards[0]}\"): the "
-                       "profile misses instructions of the modules below; collect it again or "
-                       "use PGLE_STRICTNESS_LEVEL_WARN.")
+        reasons.append(
+            f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
+            f'strictness discarded the profile ("{evidence.discards[0]}"): the '
+            "profile misses instructions of the modules below; collect it again or "
+            "use PGLE_STRICTNESS_LEVEL_WARN."
+        )
         status = Applied.ERROR
     elif evidence.parse_errors:
         # One line per compile that tried (every module, every clone): each error said once.
-        reasons += [f"XLA could not parse the profile: {e}" + (f" ({n} compiles)" if n > 1 else "")
-                    for e, n in Counter(evidence.parse_errors).items()]
+        reasons += [
+            f"XLA could not parse the profile: {e}" + (f" ({n} compiles)" if n > 1 else "")
+            for e, n in Counter(evidence.parse_errors).items()
+        ]
         status = Applied.ERROR
     elif evidence.missing_files:
         missing = dict.fromkeys(evidence.missing_files)  # each once, in order

@@ -119,8 +119,11 @@ def _label_and_text(row: Mapping[str, Any], ok: str | None) -> tuple[str, str]:
     if "ranks" in row:  # across ranks
         uniform = len(row.get("ranks") or {}) == 1 and not row.get("absent_ranks")
         label = name
-        text = (f"{row.get('ranks_summary')}" if uniform
-                else f"{row['status']} ({row.get('ranks_summary')})")
+        text = (
+            f"{row.get('ranks_summary')}"
+            if uniform
+            else f"{row['status']} ({row.get('ranks_summary')})"
+        )
         if row.get("reason") and uniform:
             text += f" ({row['reason']})"
     else:
@@ -132,7 +135,7 @@ def _label_and_text(row: Mapping[str, Any], ok: str | None) -> tuple[str, str]:
             missing = (row.get("instructions_missing") or 0) - converted
             text += f" (coverage {cov}" + (f", {missing} missing" if missing > 0 else "")
             comm = "; ".join(t for t in (_collectives_text(row), _converted_text(row)) if t)
-            text += (f"; {comm})" if comm else ")")
+            text += f"; {comm})" if comm else ")"
         elif row.get("reason"):
             text += f" ({row['reason']})"
     if row.get("fix") and row["status"] != ok:
@@ -160,11 +163,15 @@ def _converted_text(row: Mapping[str, Any]) -> str | None:
     counted) and those the log cannot tell from such (pgle.verdicts.sync_converted)."""
     parts = []
     if row.get("collectives_unresolved"):
-        parts.append(f"{len(row['collectives_unresolved'])} of them maybe made synchronous "
-                     "by XLA (the log cannot tell)")
+        parts.append(
+            f"{len(row['collectives_unresolved'])} of them maybe made synchronous "
+            "by XLA (the log cannot tell)"
+        )
     if row.get("collectives_converted"):
-        parts.append(f"{plural(len(row['collectives_converted']), 'async collective')} made "
-                     "synchronous by XLA, in no profile: not counted")
+        parts.append(
+            f"{plural(len(row['collectives_converted']), 'async collective')} made "
+            "synchronous by XLA, in no profile: not counted"
+        )
     return "; ".join(parts) or None
 
 
@@ -201,8 +208,9 @@ def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) ->
     if not any(any(f in r for f in EXECUTION_FIELDS) for r in rows):
         return _applied_lines(rows, ok)
     rows.sort(key=lambda r: -(executions(r) or 0))  # stable: ties keep their order
-    one_shot = [r for r in rows if executions(r) == 1 and r["status"] != ok
-                and not r.get("collision")]
+    one_shot = [
+        r for r in rows if executions(r) == 1 and r["status"] != ok and not r.get("collision")
+    ]
     if len(one_shot) < 2:
         one_shot = []
     groups: dict[str, list[str]] = {}
@@ -213,9 +221,11 @@ def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) ->
     lines = [f"  {_names(labels)}: {text}" for text, labels in groups.items()]
     if one_shot:
         statuses = ", ".join(dict.fromkeys(r["status"] for r in one_shot))
-        lines.append(f"  {len(one_shot)} modules executed only once ({statuses}; one-shot code "
-                     f"such as setup or eval, which auto PGLE never re-optimizes): "
-                     + _names([_label_and_text(r, ok)[0] for r in one_shot]))
+        lines.append(
+            f"  {len(one_shot)} modules executed only once ({statuses}; one-shot code "
+            f"such as setup or eval, which auto PGLE never re-optimizes): "
+            + _names([_label_and_text(r, ok)[0] for r in one_shot])
+        )
     return lines
 
 

@@ -139,9 +139,14 @@ class Split:
     why_unresolved: str | None = None
 
 
-def split(missing_communication: Iterable[str], *, executed: Executed | None = None,
-          seen: Iterable[str] = (), added_pairs: Iterable[str] = (),
-          renamed: bool | None = None) -> Split:
+def split(
+    missing_communication: Iterable[str],
+    *,
+    executed: Executed | None = None,
+    seen: Iterable[str] = (),
+    added_pairs: Iterable[str] = (),
+    renamed: bool | None = None,
+) -> Split:
     """Sort a module's missing collectives (see the module's doc). `executed`: its executed
     HLO, where the run kept it (exact); `seen` / `added_pairs`: the async starts its log says
     XLA's pass looked at / made synchronous (VLOG 3); `renamed`: whether the jax that
@@ -183,36 +188,47 @@ def converted_note(s: Split) -> str | None:
     if not s.converted:
         return None
     if s.by == "hlo":
-        shown = ", ".join(f"{n} ran as the synchronous {e}" if e else
-                          f"{n} is not in the executed module" for n, e in s.converted[:8])
+        shown = ", ".join(
+            f"{n} ran as the synchronous {e}" if e else f"{n} is not in the executed module"
+            for n, e in s.converted[:8]
+        )
         how = "read from the executed HLO"
     else:
         shown = ", ".join(n for n, _ in s.converted[:8])
-        how = ("the log's `Added pair` lines: XLA made them synchronous after scheduling, and "
-               "jax >= 0.11.1 renames such a pair")
+        how = (
+            "the log's `Added pair` lines: XLA made them synchronous after scheduling, and "
+            "jax >= 0.11.1 renames such a pair"
+        )
     more = f" and {len(s.converted) - 8} more" if len(s.converted) > 8 else ""
-    return (f"{len(s.converted)} async collective(s) the scheduler asked for are in no profile "
-            f"and cannot be: {shown}{more} ({how}). Nothing was scheduled to overlap them, so "
-            "XLA turned them into new synchronous instructions after scheduling (jax >= "
-            "0.11.1); a trace of the module, and any profile made from one, names those. Not "
-            "counted, and collecting again would not change it.")
+    return (
+        f"{len(s.converted)} async collective(s) the scheduler asked for are in no profile "
+        f"and cannot be: {shown}{more} ({how}). Nothing was scheduled to overlap them, so "
+        "XLA turned them into new synchronous instructions after scheduling (jax >= "
+        "0.11.1); a trace of the module, and any profile made from one, names those. Not "
+        "counted, and collecting again would not change it."
+    )
 
 
 def unresolved_note(s: Split) -> str | None:
     if not s.unresolved:
         return None
     names = ", ".join(s.unresolved[:8]) + (
-        f" and {len(s.unresolved) - 8} more" if len(s.unresolved) > 8 else "")
+        f" and {len(s.unresolved) - 8} more" if len(s.unresolved) > 8 else ""
+    )
     if s.why_unresolved == "version":
-        return (f"{names}: not in the profile; the log says XLA made it synchronous after "
-                "scheduling (`Added pair`), and whether that renamed it (so that no profile "
-                "can hold it) depends on the jax version (jax >= 0.11.1 renames, <= 0.11.0 "
-                "keeps the name), which the log does not show: pass --jax.")
-    return (f"{names}: not in the profile. Either the profile lacks a collective the module "
-            "runs (the scheduler guessed its cost), or XLA made it synchronous after "
-            "scheduling, which jax >= 0.11.1 does to an async collective nothing overlaps, "
-            "renaming it (all-reduce-start -> all-reduce.N) so that no profile can hold it. "
-            "This log cannot tell which. To tell: run the workload under `pgle run` (it reads "
-            f"the executed HLO), or rerun it with TF_CPP_VMODULE={VMODULE} and verify that "
-            "log (XLA then logs `Added pair: {<start>, <done>` for each pair it makes "
-            "synchronous).")
+        return (
+            f"{names}: not in the profile; the log says XLA made it synchronous after "
+            "scheduling (`Added pair`), and whether that renamed it (so that no profile "
+            "can hold it) depends on the jax version (jax >= 0.11.1 renames, <= 0.11.0 "
+            "keeps the name), which the log does not show: pass --jax."
+        )
+    return (
+        f"{names}: not in the profile. Either the profile lacks a collective the module "
+        "runs (the scheduler guessed its cost), or XLA made it synchronous after "
+        "scheduling, which jax >= 0.11.1 does to an async collective nothing overlaps, "
+        "renaming it (all-reduce-start -> all-reduce.N) so that no profile can hold it. "
+        "This log cannot tell which. To tell: run the workload under `pgle run` (it reads "
+        f"the executed HLO), or rerun it with TF_CPP_VMODULE={VMODULE} and verify that "
+        "log (XLA then logs `Added pair: {<start>, <done>` for each pair it makes "
+        "synchronous)."
+    )

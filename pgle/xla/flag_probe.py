@@ -60,9 +60,12 @@ class ProbeResult:
         return [v for v in self.verdicts if v.status in ("unknown", "bad_value")]
 
     def to_dict(self) -> dict:
-        return {"accepted": self.accepted, "error": self.error,
-                "jaxlib_version": self.jaxlib_version,
-                "flags": [dataclasses.asdict(v) for v in self.verdicts]}
+        return {
+            "accepted": self.accepted,
+            "error": self.error,
+            "jaxlib_version": self.jaxlib_version,
+            "flags": [dataclasses.asdict(v) for v in self.verdicts],
+        }
 
 
 @dataclasses.dataclass
@@ -75,8 +78,13 @@ class _Run:
     error: str
 
 
-def probe(text: str | None, *, environ: dict[str, str] | None = None,
-          timeout: float = DEFAULT_TIMEOUT_S, python: str | None = None) -> ProbeResult:
+def probe(
+    text: str | None,
+    *,
+    environ: dict[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    python: str | None = None,
+) -> ProbeResult:
     """Start jax with XLA_FLAGS=`text` and say which flags XLA rejects.
 
     XLA reports unknown flags only once every value parsed, so flags whose values
@@ -91,23 +99,39 @@ def probe(text: str | None, *, environ: dict[str, str] | None = None,
     except FlagError:
         flags = []  # a file XLA could not open either: run.error says so
     if run.error and not (run.unknown or run.bad or run.parse_failed):
-        return ProbeResult(False, [FlagVerdict(f.raw, f.name, "not_checked") for f in flags],
-                           run.error, _installed(python))
-    verdicts = {i: _verdict(f.raw, f.name, run) for i, f in enumerate(flags)
-                if f.name in run.bad or not run.parse_failed}
+        return ProbeResult(
+            False,
+            [FlagVerdict(f.raw, f.name, "not_checked") for f in flags],
+            run.error,
+            _installed(python),
+        )
+    verdicts = {
+        i: _verdict(f.raw, f.name, run)
+        for i, f in enumerate(flags)
+        if f.name in run.bad or not run.parse_failed
+    }
     rest = [i for i in range(len(flags)) if i not in verdicts]
     if rest and run.bad:  # without the named bad values, XLA may get to the unknown flags
         again = _run(" ".join(flags[i].raw for i in rest), environ, timeout, python)
         if not again.parse_failed or again.bad:
-            verdicts.update({i: _verdict(flags[i].raw, flags[i].name, again) for i in rest
-                             if flags[i].name in again.bad or not again.parse_failed})
+            verdicts.update(
+                {
+                    i: _verdict(flags[i].raw, flags[i].name, again)
+                    for i in rest
+                    if flags[i].name in again.bad or not again.parse_failed
+                }
+            )
         rest = [i for i in rest if i not in verdicts]
     if rest:
         workers = max(2, os.cpu_count() or 2)
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             alone = pool.map(lambda i: _run(flags[i].raw, environ, timeout, python), rest)
-            verdicts.update({i: _verdict(flags[i].raw, flags[i].name, r)
-                             for i, r in zip(rest, alone, strict=False)})
+            verdicts.update(
+                {
+                    i: _verdict(flags[i].raw, flags[i].name, r)
+                    for i, r in zip(rest, alone, strict=False)
+                }
+            )
     ordered = [verdicts[i] for i in range(len(flags))]
     return ProbeResult(run.ok, ordered, "", run.jaxlib_version or _installed(python))
 
@@ -137,12 +161,18 @@ def _run(text: str, environ: dict[str, str] | None, timeout: float, python: str 
     # A temp cwd keeps a local jax.py (or the user's package) from shadowing jax.
     with tempfile.TemporaryDirectory(prefix="pgle-probe-") as cwd:
         try:
-            proc = subprocess.run([python, "-c", _CHILD], env=env, cwd=cwd,
-                                  capture_output=True, text=True, errors="replace",
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [python, "-c", _CHILD],
+                env=env,
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
-            return _Run(False, None, set(), {}, False,
-                        f"jax did not start within {timeout:g} s")
+            return _Run(False, None, set(), {}, False, f"jax did not start within {timeout:g} s")
         except OSError as e:
             return _Run(False, None, set(), {}, False, f"cannot start {python}: {e.strerror}")
     return parse_output(proc.returncode, proc.stdout, proc.stderr)
@@ -152,32 +182,40 @@ def parse_output(returncode: int, stdout: str, stderr: str) -> _Run:
     """Classify one probe child's end from its output."""
     for line in stdout.splitlines():
         if line.startswith(_OK_MARK) and returncode == 0:
-            return _Run(True, line.split()[1] if len(line.split()) > 1 else None,
-                        set(), {}, False, "")
+            return _Run(
+                True, line.split()[1] if len(line.split()) > 1 else None, set(), {}, False, ""
+            )
     unknown: set[str] = set()
     m = _UNKNOWN.search(stderr)
     if m:
         unknown = set(_NAME.findall(m.group(1)))
-    bad = {name: f"XLA could not read the value {value!r}"
-           for value, name in _BAD_VALUE.findall(stderr)}
-    bad.update({name: f"XLA rejected the value {value!r}"
-                for name, value in _ILLEGAL.findall(stderr)})
+    bad = {
+        name: f"XLA could not read the value {value!r}"
+        for value, name in _BAD_VALUE.findall(stderr)
+    }
+    bad.update(
+        {name: f"XLA rejected the value {value!r}" for name, value in _ILLEGAL.findall(stderr)}
+    )
     parse_failed = _PARSE_FAILED in stderr
     error = ""
     if not (unknown or bad or parse_failed):
         no_file = _NO_FILE.search(stderr)
         if no_file:
-            error = (f"XLA_FLAGS does not start with '--', so XLA read it as a file name and could "
-                     f"not open {no_file.group(1)!r}")
+            error = (
+                f"XLA_FLAGS does not start with '--', so XLA read it as a file name and could "
+                f"not open {no_file.group(1)!r}"
+            )
         else:
             tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-            error = (f"jax exited with code {returncode}: "
-                     f"{tail[-1] if tail else 'no output'}")
+            error = f"jax exited with code {returncode}: {tail[-1] if tail else 'no output'}"
     return _Run(False, None, unknown, bad, parse_failed, error)
 
 
-def refuse_rejected(flags: XlaFlags, environ: dict[str, str] | None = None,
-                    jax_version: tuple[int, ...] | None = None) -> list[str]:
+def refuse_rejected(
+    flags: XlaFlags,
+    environ: dict[str, str] | None = None,
+    jax_version: tuple[int, ...] | None = None,
+) -> list[str]:
     """Before a launch: ask the installed jaxlib about the flags pgle's table does not know.
 
     XLA aborts the workload at backend start on a flag it does not know, and
@@ -197,7 +235,9 @@ def refuse_rejected(flags: XlaFlags, environ: dict[str, str] | None = None,
     rejected = result.rejected()
     if rejected:
         v = rejected[0]
-        raise FlagError(f"XLA_FLAGS has {v.flag}: jaxlib {result.jaxlib_version} rejects it "
-                        f"({v.message}), so XLA would abort the workload at startup.",
-                        hint="Fix or remove it; `pgle flags explain --probe` checks every flag.")
+        raise FlagError(
+            f"XLA_FLAGS has {v.flag}: jaxlib {result.jaxlib_version} rejects it "
+            f"({v.message}), so XLA would abort the workload at startup.",
+            hint="Fix or remove it; `pgle flags explain --probe` checks every flag.",
+        )
     return []

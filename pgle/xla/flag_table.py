@@ -22,9 +22,24 @@ from pgle.xla.flag_data import (
     Version,
 )
 
-__all__ = ["CHECKED_THROUGH", "DEFAULTS_FROM", "FLAGS", "OLDEST_SUPPORTED_JAX", "REMOVED_FLAGS",
-           "FlagInfo", "RemovedFlag", "default_in", "exists_in", "explain_all", "explain_flag",
-           "flag_info", "removed_flag", "value_error", "values_in", "versions_text"]
+__all__ = [
+    "CHECKED_THROUGH",
+    "DEFAULTS_FROM",
+    "FLAGS",
+    "OLDEST_SUPPORTED_JAX",
+    "REMOVED_FLAGS",
+    "FlagInfo",
+    "RemovedFlag",
+    "default_in",
+    "exists_in",
+    "explain_all",
+    "explain_flag",
+    "flag_info",
+    "removed_flag",
+    "value_error",
+    "values_in",
+    "versions_text",
+]
 
 _BOOL_TRUE = ("true", "1")
 _BOOL_FALSE = ("false", "0")
@@ -38,7 +53,8 @@ def removed_flag(name: str, jax_version: Version | None) -> RemovedFlag | None:
     """
     for entry in REMOVED_FLAGS:
         if fnmatch.fnmatchcase(name, entry.pattern) and (
-                jax_version is None or jax_version >= entry.removed_in):
+            jax_version is None or jax_version >= entry.removed_in
+        ):
             return entry
     return None
 
@@ -62,11 +78,15 @@ def default_in(info: FlagInfo, jax_version: Version | None) -> str:
 def values_in(info: FlagInfo, jax_version: Version | None) -> tuple[str, ...]:
     """The enum values that jax's XLA accepts (the newest checked one's when unknown)."""
     since = dict(info.value_since)
-    out = [v for v in info.values
-           if jax_version is None or v not in since or jax_version >= since[v]]
+    out = [
+        v for v in info.values if jax_version is None or v not in since or jax_version >= since[v]
+    ]
     if jax_version is not None:
-        out += [v for v, first, removed in info.old_values
-                if (first is None or jax_version >= first) and jax_version < removed]
+        out += [
+            v
+            for v, first, removed in info.old_values
+            if (first is None or jax_version >= first) and jax_version < removed
+        ]
     return tuple(out)
 
 
@@ -85,8 +105,9 @@ def _same(info: FlagInfo, a: str, b: str) -> bool:
     return a.casefold() == b.casefold() if info.ignore_case else a == b
 
 
-def value_error(info: FlagInfo, value: str | None,
-                jax_version: Version | None = None) -> str | None:
+def value_error(
+    info: FlagInfo, value: str | None, jax_version: Version | None = None
+) -> str | None:
     """Why XLA would reject `value` for this flag (it aborts: 'Flag parsing failed'), or None.
 
     Bools take true/false (any case), 1 or 0, or no value; ints take decimal only; enums
@@ -142,10 +163,17 @@ def _v(version: tuple[int, ...]) -> str:
 def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | None) -> dict:
     """One flag: meaning, default, versions, and ok / warn / error / unknown with why."""
     info = flag_info(name)
-    row = {"flag": raw, "name": name, "value": value, "status": "ok", "message": "",
-           "meaning": info.meaning if info else "",
-           "default": default_in(info, jax) if info else None,
-           "pgle": info.pgle if info else "", "versions": versions_text(name)}
+    row = {
+        "flag": raw,
+        "name": name,
+        "value": value,
+        "status": "ok",
+        "message": "",
+        "meaning": info.meaning if info else "",
+        "default": default_in(info, jax) if info else None,
+        "pgle": info.pgle if info else "",
+        "versions": versions_text(name),
+    }
 
     def verdict(status, message):
         row.update(status=status, message=message)
@@ -153,29 +181,42 @@ def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | 
 
     removed = removed_flag(name, jax)
     if removed is not None:
-        return verdict("error", f"removed in jax {_v(removed.removed_in)}: "
-                                f"XLA aborts on it; {removed.replacement}")
+        return verdict(
+            "error",
+            f"removed in jax {_v(removed.removed_in)}: XLA aborts on it; {removed.replacement}",
+        )
     if not raw.startswith("--") or raw.startswith("---"):
-        return verdict("error", "XLA only reads flags written with exactly two dashes; it aborts "
-                                "on this one ('Unknown flag in XLA_FLAGS')")
+        return verdict(
+            "error",
+            "XLA only reads flags written with exactly two dashes; it aborts "
+            "on this one ('Unknown flag in XLA_FLAGS')",
+        )
     removal = _removal(name)
     if removal is not None and removal.since and jax is not None and jax < removal.since:
-        return verdict("error", f"needs jax >= {_v(removal.since)} (and was removed in jax "
-                                f"{_v(removal.removed_in)}): this jax aborts on it "
-                                "('Unknown flag in XLA_FLAGS')")
+        return verdict(
+            "error",
+            f"needs jax >= {_v(removal.since)} (and was removed in jax "
+            f"{_v(removal.removed_in)}): this jax aborts on it "
+            "('Unknown flag in XLA_FLAGS')",
+        )
     if info is None:
         return verdict("unknown", "not in pgle's table; `--probe` asks the installed jaxlib")
     if not exists_in(info, jax):
-        return verdict("error", f"needs jax >= {_v(info.since or OLDEST_SUPPORTED_JAX)}: this jax "
-                                f"aborts on it ('Unknown flag in XLA_FLAGS')")
+        return verdict(
+            "error",
+            f"needs jax >= {_v(info.since or OLDEST_SUPPORTED_JAX)}: this jax "
+            f"aborts on it ('Unknown flag in XLA_FLAGS')",
+        )
     bad = value_error(info, value, jax)
     if bad:
         # The table's enum values are those of every release through CHECKED_THROUGH; a newer
         # (or unknown) jax may accept more.
         checked = jax is not None and jax <= CHECKED_THROUGH
         if info.kind in ("enum", "enum_list") and not checked:
-            return verdict("warn", f"{bad} in jax <= {_v(CHECKED_THROUGH)}; this jax may "
-                                   "differ (`--probe` asks it)")
+            return verdict(
+                "warn",
+                f"{bad} in jax <= {_v(CHECKED_THROUGH)}; this jax may differ (`--probe` asks it)",
+            )
         return verdict("error", f"{bad}; XLA aborts ('Flag parsing failed')")
     hazard = _flag_hazard(name, value, jax)
     return verdict("warn", hazard) if hazard else row
@@ -185,26 +226,41 @@ def _flag_hazard(name: str, value: str | None, jax: Version | None) -> str:
     """Values XLA accepts that quietly defeat PGLE or pgle's verdict."""
     value = value or ""
     if name == ACCURACY_CHECKER and value.endswith("_OFF"):
-        return "OFF hides the 'Missing <N> instructions' lines: pgle cannot tell whether the " \
-               "profile fits"
+        return (
+            "OFF hides the 'Missing <N> instructions' lines: pgle cannot tell whether the "
+            "profile fits"
+        )
     if name == ACCURACY_CHECKER and value.endswith("_ERROR"):
         return "ERROR fails the compilation when the profile misses any instruction"
     if name == PGLE_PROFILE_PATH and value:
-        if not value.endswith((".pb", ".pbtxt")) and not os.path.isdir(value) \
-                and (jax is None or jax >= (0, 5, 1)):
+        if (
+            not value.endswith((".pb", ".pbtxt"))
+            and not os.path.isdir(value)
+            and (jax is None or jax >= (0, 5, 1))
+        ):
             return "neither a .pb/.pbtxt file nor a directory: XLA silently ignores it"
-        return "set globally, every module of every run gets this profile; give it per run " \
-               "with `pgle run --profile`"
+        return (
+            "set globally, every module of every run gets this profile; give it per run "
+            "with `pgle run --profile`"
+        )
     if name == "xla_enable_command_buffers_during_profiling" and (value or "true").lower() in (
-            "true", "1"):
+        "true",
+        "1",
+    ):
         return "a collected profile times whole CUDA graphs, not their kernels"
     op = name.removeprefix("xla_gpu_enable_pipelined_")
-    if op in ("all_reduce", "all_gather", "reduce_scatter") and op != name \
-            and (value or "true").lower() in _BOOL_FALSE and (jax is None or jax >= (0, 11, 1)):
+    if (
+        op in ("all_reduce", "all_gather", "reduce_scatter")
+        and op != name
+        and (value or "true").lower() in _BOOL_FALSE
+        and (jax is None or jax >= (0, 11, 1))
+    ):
         # XLA's own help for the flag (jax 0.11.1-0.12.0.1): "false maps to
         # --xla_gpu_pipeline_<op>=default", which follows the optimization effort.
-        return (f"since jax 0.11.1 false means --xla_gpu_pipeline_{op}=default (XLA decides by "
-                f"optimization effort), not off; use --xla_gpu_pipeline_{op}=off to turn it off")
+        return (
+            f"since jax 0.11.1 false means --xla_gpu_pipeline_{op}=default (XLA decides by "
+            f"optimization effort), not off; use --xla_gpu_pipeline_{op}=off to turn it off"
+        )
     return ""
 
 
@@ -214,9 +270,13 @@ def explain_all(flags, jax: tuple[int, ...] | None) -> list[dict]:
     rows = [explain_flag(f.name, f.value, f.raw, jax) for f in flags]
     for f, r in zip(flags, rows, strict=False):
         if getattr(f, "unterminated", False):
-            r.update(status="error", message=(
-                "its quote is never closed, so XLA reads the rest of XLA_FLAGS as this value "
-                "and every flag after it (pgle's included) is lost; close the quote"))
+            r.update(
+                status="error",
+                message=(
+                    "its quote is never closed, so XLA reads the rest of XLA_FLAGS as this value "
+                    "and every flag after it (pgle's included) is lost; close the quote"
+                ),
+            )
     last = {r["name"]: i for i, r in enumerate(rows)}
     for i, r in enumerate(rows):
         if i != last[r["name"]] and r["status"] in ("ok", "unknown"):

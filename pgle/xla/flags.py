@@ -56,7 +56,7 @@ def join_words(words: Sequence[str]) -> str:
     for word in words:
         name, sep, value = word.partition("=")
         if sep and word.startswith("-") and any(c.isspace() for c in value):
-            dashes = name[:len(name) - len(name.lstrip("-"))]  # kept: one dash is an error
+            dashes = name[: len(name) - len(name.lstrip("-"))]  # kept: one dash is an error
             word = dashes + render_flag(name.lstrip("-"), value)[2:]
         out.append(word)
     return " ".join(out)

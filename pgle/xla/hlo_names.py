@@ -30,11 +30,13 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "recv": ("recv", "precv"),
 }
 # Longest spelling first, so `ragged-all-to-all` is not read as `all-to-all`.
-_SPELLINGS = sorted(((s, fam) for fam, ss in FAMILIES.items() for s in ss),
-                    key=lambda p: -len(p[0]))
+_SPELLINGS = sorted(
+    ((s, fam) for fam, ss in FAMILIES.items() for s in ss), key=lambda p: -len(p[0])
+)
 _FAMILY_RE = re.compile(
     r"^(?P<spelling>" + "|".join(re.escape(s) for s, _ in _SPELLINGS) + r")"
-    r"(?P<phase>-start|-done|_start|_done)?(?:[.\-_]\d+)*$")
+    r"(?P<phase>-start|-done|_start|_done)?(?:[.\-_]\d+)*$"
+)
 _BY_SPELLING = dict(_SPELLINGS)
 # Async copies between host and device memory (host offloading) are scheduled like
 # collectives: the latency-hiding scheduler overlaps them with compute.

@@ -72,9 +72,11 @@ def newer_than_verified(version: tuple[int, ...] | None) -> str | None:
     """One warning line when `version` is newer than any jax pgle's lane verified."""
     if version is None or not version > NEWEST_VERIFIED_JAX:
         return None
-    return (f"jax {version_string(version)} is newer than the newest jax pgle verified its "
-            f"verdicts on ({version_string(NEWEST_VERIFIED_JAX)}): XLA may word its log "
-            "differently; check the verdict against the log")
+    return (
+        f"jax {version_string(version)} is newer than the newest jax pgle verified its "
+        f"verdicts on ({version_string(NEWEST_VERIFIED_JAX)}): XLA may word its log "
+        "differently; check the verdict against the log"
+    )
 
 
 def installed(package: str) -> str | None:

@@ -26,7 +26,8 @@ def _load_pgle() -> None:
     if not init or not os.path.isfile(init):
         return  # `import pgle` below finds the installed one, if any
     spec = importlib.util.spec_from_file_location(
-        "pgle", init, submodule_search_locations=[os.path.dirname(init)])
+        "pgle", init, submodule_search_locations=[os.path.dirname(init)]
+    )
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)
@@ -45,8 +46,10 @@ def _activate() -> None:
         _load_pgle()
         from pgle.launch import harness
     except Exception as e:  # the workload runs unobserved rather than not at all
-        sys.stderr.write(f"pgle: warning: the harness could not start in this process "
-                         f"({type(e).__name__}: {e})\n")
+        sys.stderr.write(
+            f"pgle: warning: the harness could not start in this process "
+            f"({type(e).__name__}: {e})\n"
+        )
         return
     harness.activate(spec_path)
 
