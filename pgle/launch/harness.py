@@ -178,8 +178,9 @@ _ENTER_T = f'{{"kind": "{schema.STEP_ENTER}", "t": '
 _EXIT_T = f'{{"kind": "{schema.STEP_EXIT}", "t": '
 
 
-# What --delay counts from: the harness's import, before the workload's code (script mode), on
-# the monotonic clock ProfilerCalls.clock reads by default.
+# What --delay counts from: the harness's import, before the workload's code (script mode), or
+# the process's first `import jax` (command mode: boot/sitecustomize.py imports the harness
+# then), on the monotonic clock ProfilerCalls.clock reads by default.
 PROCESS_START = time.monotonic()
 
 
