@@ -34,6 +34,14 @@ _OP, _MODULE = 0, 1
 _SPAN_LIMIT = 1 << 62
 
 
+def _span_too_long(name: str) -> BadInput:
+    """Both readers of a plane refuse the same way (times are int64 picoseconds)."""
+    return BadInput(
+        f"device plane {name!r} spans more time than pgle can represent "
+        "(event times over 53 days apart)."
+    )
+
+
 @dataclasses.dataclass
 class DevicePlane:
     """One device plane's events as parallel numpy columns, in plane order (line by line)."""
@@ -272,10 +280,7 @@ def _device_plane_columns(layout: PlaneBytes, plane, name: str, host: str) -> De
         + int(np.abs(cols.duration_ps).max())
         >= _SPAN_LIMIT
     ):
-        raise BadInput(
-            f"device plane {name!r} spans more time than pgle can represent "
-            "(event times over 53 days apart)."
-        )
+        raise _span_too_long(name)
     return DevicePlane(
         name=name,
         host=host,
@@ -326,10 +331,7 @@ def _device_plane(plane, name: str, host: str) -> DevicePlane:
             starts.append(base + ev.offset_ps)
             durations.append(ev.duration_ps)
     if any(abs(x) >= _SPAN_LIMIT for x in starts) or any(abs(x) >= _SPAN_LIMIT for x in durations):
-        raise BadInput(
-            f"device plane {name!r} spans more time than pgle can represent "
-            "(event times over 53 days apart)."
-        )
+        raise _span_too_long(name)
     return DevicePlane(
         name=name,
         host=host,
