@@ -237,11 +237,7 @@ def _fail(e: PgleError, *, json_out: bool, target: str | None, debug: bool):
         "error": message,
         "exit_code_from": "pgle",
     }
-    stall = getattr(getattr(e, "execution", None), "stall", None)
-    if stall is not None:  # pgle.errors.Stalled: what the watchdog found, and where
-        fields["stall"] = stall.to_dict()
-        fields["run_dir"] = str(e.execution.run.path)  # type: ignore[attr-defined]
-        fields["log_path"] = str(e.execution.run.log)  # type: ignore[attr-defined]
+    fields.update(e.report_fields())
     if isinstance(e, Interrupted):
         import signal
 

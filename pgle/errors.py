@@ -47,6 +47,10 @@ class PgleError(Exception):
     def __str__(self) -> str:
         return self.text()
 
+    def report_fields(self) -> dict[str, object]:
+        """What the error report (`--json`, `--report`) carries beyond the message."""
+        return {}
+
 
 # A command in backticks (kept as it is), or a flag: `--name` or `-x`, not part of a longer word.
 _FLAG_OR_QUOTE = re.compile(r"`[^`]*`|(?<![\w-])(--?[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?![\w-])")
@@ -96,3 +100,11 @@ class Stalled(PgleError):
     def __init__(self, message: str, execution: object = None):
         super().__init__(message)
         self.execution = execution  # pgle.launch.execution.Execution: what the run left
+
+    def report_fields(self) -> dict[str, object]:
+        """What the watchdog found, and where the stacks and the log are."""
+        stall = getattr(self.execution, "stall", None)
+        run = getattr(self.execution, "run", None)
+        if stall is None or run is None:
+            return {}
+        return {"stall": stall.to_dict(), "run_dir": str(run.path), "log_path": str(run.log)}
