@@ -18,7 +18,9 @@ builds: the pumps and the log, no harness, no verdict) is shown for the 200 MB w
 On a terminal: the line-printing program (--term-mb) run under `script -q -c CMD /dev/null`
 (util-linux: a real pseudo-terminal as the session's controlling terminal, as in a terminal
 window) on both sides, so Python line-buffers it without pgle and pgle gives it a
-pseudo-terminal of its own (pgle.launch.launcher). Skipped where `script` is missing.
+pseudo-terminal of its own (pgle.launch.launcher). Skipped where `script` is missing. For
+scale, the same program behind a second pseudo-terminal relayed by C code (`script` inside
+`script`, `output_terminal_c_relay`): what a hop through a pseudo-terminal costs by itself.
 
 With the cores busy (`output_busy_*`, issue 25): the line-printing program again, with one
 busy-looping process per core running through every run of both sides, as on a node whose
@@ -187,6 +189,20 @@ def main() -> None:
                                               f"of {mb} MB)",
                            anchor="–", goal="flat (independent of the line's length)",
                            unit="MB", value=res["subject_rss_mb"], met=None, details=res)
+            if terminal:
+                # The same hop through a relay written in C: util-linux `script` inside
+                # `script` (a second pseudo-terminal, read and written by a C loop). What any
+                # relay between a program and its terminal costs, pgle or not.
+                inner = f"script -q -e -c \\\"'{sys.executable}' '{script}' '{own['launcher']}'\\\" /dev/null"
+                relay = h.Side("`script` inside `script`", f'script -q -e -c "{inner}" /dev/null',
+                               shell=True, env=env, cwd=d, before=fresh,
+                               own_time=reader(own["launcher"]))
+                res = h.compare(plain, relay, pairs=args.pairs)
+                rec.figure(f"{key}_c_relay",
+                           what=f"{label}: the program's own run time behind a second "
+                                "pseudo-terminal relayed in C (`script` inside `script`)",
+                           anchor=f"the same program's own run time under {anchor}", goal="–",
+                           value=res["own_ratio"], met=None, details=res)
             if key != "output_lines":
                 continue
             launch = h.Side("launcher | cat",

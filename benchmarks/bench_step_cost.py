@@ -4,14 +4,19 @@ Short steps show it where long ones hide it (small models, pipelined micro-steps
 workloads, each timing its own loop of marked steps (after warm-up steps, from the first timed
 step to the last) and writing that time to a file:
 - `empty`: `with StepTraceAnnotation("train", step_num=i): pass`, the hooks' cost alone;
-- `micro`: each step runs a small jitted function and waits for its result (~0.1 ms on CPU).
+- `micro`: each step runs a small jitted function and waits for its result (~16 µs on CPU),
+  with XLA:CPU's asynchronous dispatch off (`jax_cpu_enable_async_dispatch`, jax >= 0.4.32):
+  with it on, each execution is handed to a worker thread, and whether that thread shares a
+  core with the main thread moved a plain step between ~25 and ~70 µs from run to run on the
+  2-vCPU VM (21 µs steady when pinned to one core), ten times the goal, so the old row's
+  spread (-10 / 56 / 173 µs) measured the scheduler, not pgle.
 Whole processes through the harness (benchmarks/harness.py): `python w.py` against
 `pgle run --profile p.pb w.py`, alternating; per pair, (the loop's own time under pgle - the
 same plain) / steps, in microseconds. The plain side gets no XLA log variables (what pgle
 turns on is part of its cost); on CPU XLA ignores the profile.
 Writes benchmarks/results/bench_step_cost.json.
 
-    python benchmarks/bench_step_cost.py [--pairs 7] [--steps 20000] [--micro-steps 5000]
+    python benchmarks/bench_step_cost.py [--pairs 7] [--steps 20000] [--micro-steps 20000]
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import jax, jax.numpy as jnp
 kind, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 Step = jax.profiler.StepTraceAnnotation
 if kind == "micro":
+    # Executed on the calling thread: see the module docstring.
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
     f = jax.jit(lambda x: jnp.tanh(x @ x.T).sum(axis=0))
     x = jnp.ones((64, 64))
     work = lambda: f(x).block_until_ready()
@@ -55,7 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     h.pairs_arg(ap)
     ap.add_argument("--steps", type=int, default=20000, help="empty steps per run")
-    ap.add_argument("--micro-steps", type=int, default=5000, help="~0.1 ms steps per run")
+    ap.add_argument("--micro-steps", type=int, default=20000, help="short steps per run")
     args = ap.parse_args()
     rec = h.Recorder("bench_step_cost")
     from pgle.profiles.files import Profile, write_profile
@@ -73,7 +80,7 @@ def main() -> None:
 
         for kind, steps, what in (
             ("empty", args.steps, "empty marked steps (the hooks alone)"),
-            ("micro", args.micro_steps, "~0.1 ms marked steps (a small jitted function each)"),
+            ("micro", args.micro_steps, "short marked steps (a small jitted function each, synchronous dispatch)"),
         ):
             own = {side: Path(d) / f"own-{kind}-{side}.txt" for side in ("plain", "pgle")}
             seen: dict[str, list[float]] = {"plain": [], "pgle": []}

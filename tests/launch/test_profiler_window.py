@@ -266,12 +266,13 @@ def test_step_name_filter_counts_only_the_named_steps(tmp_path: Path) -> None:
     clock = FakeClock(0.0)
     profiler = RecordedProfiler(clock)
     harness = Harness(spec, calls=calls_for(profiler, clock))
+    step_enter, step_exit = harness.step_hooks()
     try:
         seen = []
         for i in range(5):
             for name in ("eval", "train", "eval"):
-                index = harness.step_enter(name, i)
-                harness.step_exit(index)
+                index = step_enter(name, i)
+                step_exit(index)
                 seen.append((name, i, profiler.kinds()))
         # train step 2 (the third train step) opened it, train step 3 closed it
         assert seen[6] == ("eval", 2, [])
@@ -294,9 +295,10 @@ def test_a_step_name_that_matches_nothing_is_named_with_the_names_seen(tmp_path:
     clock = FakeClock(0.0)
     profiler = RecordedProfiler(clock)
     harness = Harness(spec, calls=calls_for(profiler, clock))
+    step_enter, step_exit = harness.step_hooks()
     try:
         for i in range(4):
-            harness.step_exit(harness.step_enter("train", i))
+            step_exit(step_enter("train", i))
         harness.window.on_exit(None, harness.step_name, harness.other_step_names)
         assert profiler.calls == []
         harness.events.flush()
