@@ -20,6 +20,7 @@ compilation): `jax.profiler.start_trace` initializes the backends (jax 0.10.2,
 
 from __future__ import annotations
 
+import array
 import builtins
 import collections
 import contextlib
@@ -77,23 +78,32 @@ FLUSH_EVERY_S = 1.0  # the most a kill -9 can lose (docs/reliability.md)
 class Events:
     """Append-only JSON lines, safe from any thread.
 
-    A marked step runs inside the user's training loop, so its two lines cost no system call
-    and no lock (issue 25: one write per line was ~36 us a step): lines wait in a deque
-    (append is atomic), written out in one `write` when a window edge, the start, the exit or
-    an error is recorded, before the process forks (the child must not inherit lines the
-    parent will write), when the workload calls os._exit, and at least every FLUSH_EVERY_S by
-    a background thread. So a kill -9 or a fatal signal loses at most the last second of
-    steps; every edge is on disk at once.
+    A marked step runs inside the user's training loop, so its two lines cost no system call,
+    no lock and no object kept alive (issue 25: one write per line was ~36 us a step; a tuple
+    per line kept until the next write-out, ~2.5 us more on short steps, the heap growing
+    between write-outs): a step's edges go into one array of int64 (`_steps`, STEP_FIELDS
+    numbers an edge), every other line waits in a deque with its place among them. Both are
+    written out in one `write` when a window edge, the start, the exit or an error is
+    recorded, before the process forks (the child must not inherit lines the parent will
+    write), when the workload calls os._exit, and at least every FLUSH_EVERY_S by a
+    background thread. So a kill -9 or a fatal signal loses at most the last second of steps;
+    every edge is on disk at once.
     """
 
     def __init__(self, path: str):
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        self._lines: collections.deque = collections.deque()  # lines, or a step's tuples
+        # (the number of step edges before it, the line): edges and lines keep their order
+        self._lines: collections.deque[tuple[int, str]] = collections.deque()
+        # A step edge: time.time_ns() (negated for an exit), index, step_num, name id. One
+        # `extend` of a tuple is one C call: the GIL keeps an edge whole.
+        self._steps = array.array("q")
+        self._base = 0  # step edges written out before the array's first
         self._lock = threading.Lock()  # one writer of the file at a time
         self.failed = False
         self.closed = False
         self._through = False  # a forked child writes each line at once (it has no flusher)
-        self._names: dict[str, str] = {}  # step name -> its JSON text
+        self._names: dict[str, int] = {}  # step name -> its id
+        self._quoted: list[str] = []  # id -> the name's JSON text
         self.on_tick: list = []  # called by the flusher thread every FLUSH_EVERY_S
         threading.Thread(target=self._flusher, name="pgle-events", daemon=True).start()
         if hasattr(os, "register_at_fork"):
@@ -101,31 +111,39 @@ class Events:
 
     def write(self, kind: str, **fields) -> None:
         record = {"kind": kind, "t": time.time(), **fields}
-        self._lines.append(json.dumps(record, default=str) + "\n")
+        line = json.dumps(record, default=str) + "\n"
+        with self._lock:  # its place among the step edges must not move under a flush
+            self._lines.append((self._base + len(self._steps) // STEP_FIELDS, line))
         if kind not in _BUFFERED_KINDS or self._through:
             self.flush()
 
+    def name_id(self, name: str) -> int:
+        """The id of a step name (its JSON text kept for the write-out)."""
+        with self._lock:
+            known = self._names.get(name)
+            if known is None:
+                known = self._names[name] = len(self._quoted)
+                self._quoted.append(json.dumps(name, default=str))
+            return known
+
     def flush(self) -> None:
         with self._lock:
-            lines, pop = self._lines, self._lines.popleft
-            # Only what is there now: lines appended meanwhile wait for the next flush.
-            items = [pop() for _ in range(len(lines))]
-            if not items or self.closed or self.failed:
+            steps = self._steps
+            n = len(steps)
+            n -= n % STEP_FIELDS  # never half an edge (an extend is whole: the GIL)
+            block = steps[:n]
+            del steps[:n]  # edges added meanwhile stay, for the next flush
+            start = self._base
+            self._base = start + n // STEP_FIELDS
+            pop = self._lines.popleft
+            items = [pop() for _ in range(len(self._lines))]
+            if not (items or n) or self.closed or self.failed:
                 return
-            out = "".join(
-                [
-                    item
-                    if type(item) is str
-                    else f'{_ENTER_T}{item[0]!r}, "name": {item[1]}, "step_num": {item[2]}, '
-                    f'"index": {item[3]}}}\n'
-                    if len(item) == 4
-                    else f'{_EXIT_T}{item[0]!r}, "index": {item[1]}}}\n'
-                    for item in items
-                ]
-            ).encode("utf-8", "replace")
+            out = _interleave(_step_lines(block, self._quoted), items, start)
+            data = out.encode("utf-8", "replace")
             try:
-                while out:
-                    out = out[os.write(self._fd, out) :]
+                while data:
+                    data = data[os.write(self._fd, data) :]
             except OSError:
                 # A full disk must not break the user's step (this runs inside it);
                 # pgle reads the events that made it and says the log is incomplete.
@@ -141,7 +159,9 @@ class Events:
 
     def _forked(self) -> None:
         self._lock = threading.Lock()  # another thread may have held it at the fork
-        self._lines.clear()  # flushed before the fork: anything here is the parent's to write
+        # Flushed before the fork: anything here is the parent's to write.
+        self._lines.clear()
+        del self._steps[:]
         self._through = True
 
     def close(self) -> None:
@@ -156,7 +176,48 @@ class Events:
                 self.failed = True
 
 
+STEP_FIELDS = 4  # int64 numbers a step edge takes in Events._steps
+NULL_STEP_NUM = -(2**63)  # step_num=None (any other non-int step_num takes Events.write)
+
+
+def _step_lines(block: array.array, quoted: list[str]) -> list[str]:
+    """The JSON lines of the step edges in `block`, in the layout `Events.write` gives them
+    (pgle.evidence.step_lines reads it in bulk). `t` is time.time_ns() as seconds: its digits
+    with a dot nine from the end, a quarter cheaper than a float's repr."""
+    return [
+        f'{_ENTER_T}{(ns := str(t))[:-9]}.{ns[-9:]}, "name": {quoted[name]}, "step_num": '
+        f'{"null" if num == NULL_STEP_NUM else num}, "index": {index}}}\n'
+        if t > 0
+        else f'{_EXIT_T}{(ns := str(-t))[:-9]}.{ns[-9:]}, "index": {index}}}\n'
+        for t, index, num, name in zip(
+            block[0::STEP_FIELDS],
+            block[1::STEP_FIELDS],
+            block[2::STEP_FIELDS],
+            block[3::STEP_FIELDS],
+            strict=True,
+        )
+    ]
+
+
+def _interleave(steps: list[str], items: list[tuple[int, str]], start: int) -> str:
+    """The step lines with the other lines at their places (`items`: (the number of step edges
+    written before it, counted from the file's first, the line); `start`: that count at
+    steps[0])."""
+    if not items:
+        return "".join(steps)
+    out: list[str] = []
+    done = 0
+    for place, line in items:
+        at = min(max(place - start, done), len(steps))
+        out.extend(steps[done:at])
+        out.append(line)
+        done = at
+    out.extend(steps[done:])
+    return "".join(out)
+
+
 _now = time.time
+_now_ns = time.time_ns  # a step edge's time: formatted without a float's repr (_step_lines)
 _ENTER_T = f'{{"kind": "{schema.STEP_ENTER}", "t": '
 _EXIT_T = f'{{"kind": "{schema.STEP_EXIT}", "t": '
 
@@ -728,7 +789,7 @@ class Harness:
         above all) is most of their cost, and the flusher thread does it while the training
         loop waits on the device with the GIL released."""
         events, window = self.events, self.window
-        append, names = events._lines.append, events._names
+        extend, ids, name_id = events._steps.extend, events._names, events.name_id
         indices = self._indices
         step_name, others = self.step_name, self.other_step_names
         idle = window.mode in (None, "time")  # a mode no step opens a window in
@@ -740,15 +801,19 @@ class Harness:
                 return None
             index = next(indices)  # atomic under the GIL: no lock
             self.step_index = index + 1
+            if index == LIGHT_AFTER_STEPS and not window.counting:
+                self.jits.marked = True  # JitCounter: executions only from now on
             # window.on_step_enter's own first test, without its frame
             if not (window.seen_steps and window.active is None and (window.done or idle)):
                 window.on_step_enter(index)
-            quoted = names.get(name)
-            if quoted is None:
-                quoted = names[name] = json.dumps(name)
-            if type(step_num) is not int:
-                step_num = "null" if step_num is None else json.dumps(step_num, default=str)
-            append((_now(), quoted, step_num, index))
+            if step_num is None:
+                step_num = NULL_STEP_NUM
+            elif type(step_num) is not int or not NULL_STEP_NUM < step_num < 2**63:
+                # a string, a numpy integer, a huge int: one ordinary line
+                events.write(schema.STEP_ENTER, name=name, step_num=step_num, index=index)
+                return index
+            known = ids.get(name)
+            extend((_now_ns(), index, step_num, name_id(name) if known is None else known))
             if events._through:
                 events.flush()
             return index
@@ -756,7 +821,7 @@ class Harness:
         def exit(index: int | None) -> None:
             if index is None:
                 return
-            append((_now(), index))
+            extend((-_now_ns(), index, 0, 0))
             if events._through:
                 events.flush()
             if window.active is not None:
@@ -1114,6 +1179,7 @@ class _Depth(threading.local):
 
 
 _depth = _Depth()
+LIGHT_AFTER_STEPS = 20  # marked steps after which a jitted call only counts (JitCounter.marked)
 MAX_STARTS = 100_000  # start times kept per function (the step's go to the events file)
 TOP_FUNCTIONS = 20  # functions listed in the jit_functions event
 
@@ -1123,9 +1189,16 @@ class JitCounter:
     time they account for, and their start times; `pgle.launch.step_rule` picks the step.
 
     No public jax hook sees executions: jitted calls take jaxlib's C++ fast path (jax 0.10.2),
-    so they are counted around the call, one lock and one clock read per top-level call."""
+    so they are counted around the call, one lock and one clock read per top-level call.
+
+    `marked`: the workload marks its steps and LIGHT_AFTER_STEPS of them ran. Its step times
+    come from the markers, and the step function is picked from what was counted so far, so
+    from then on a call only counts its execution (the module rows' `executions`): no clock,
+    no lock, no start time (issue 25: the full count was a third of a short marked step's
+    cost under pgle)."""
 
     def __init__(self) -> None:
+        self.marked = False
         self.lock = threading.Lock()
         self.stats: dict[str, list] = {}  # name -> [executions, seconds after the first]
         self.starts: dict[str, list[float]] = {}
@@ -1202,6 +1275,15 @@ def _counted_call(self, *args, **kwargs):
     if depth.n:
         return wrapped(*args, **kwargs)
     _EXECUTIONS[0] += 1
+    if counter.marked:
+        row = counter.stats.get(name)
+        if row is not None:  # a function first called now takes the full count below
+            row[0] += 1  # no lock: a count (the GIL keeps it whole but for racing threads)
+            depth.n = 1
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                depth.n = 0
     depth.n, depth.name = 1, name
     tell = False
     try:

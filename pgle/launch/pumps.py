@@ -21,6 +21,7 @@ on lines that look like a log line.
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import os
 import re
@@ -55,6 +56,9 @@ COALESCE_S = 0.002
 COALESCE_BELOW_TERMINAL = 1024
 COALESCE_BELOW_PIPE = 64 << 10
 _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
+# A terminal's bytes are written by a thread of their own (Behind), which may fall this far
+# behind the pump before the pump waits for it.
+BEHIND_MAX = 4 << 20
 
 Warn = Callable[[str], None]
 
@@ -116,6 +120,80 @@ class Log:
                     self.error = streams.describe(e)
 
 
+class Behind:
+    """Writes one terminal's bytes from a thread of its own, in the order given.
+
+    Why: on a terminal the bytes pass through a second pseudo-terminal, whose buffer holds a
+    few KiB. A pump that wrote to the terminal itself stopped reading while the terminal took
+    its bytes, so the workload's own pseudo-terminal filled and the workload waited: a
+    program printing lines as fast as it could ran ~15% slower under pgle (issue 25,
+    `output_terminal_program`). With this thread the pump goes on reading; it waits only when
+    the terminal is BEHIND_MAX bytes behind (a terminal the user froze with Ctrl-S, a slow
+    link), as the workload itself would. The first write error is kept and raised by the next
+    `put` or by `drain`."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.cond = threading.Condition()
+        self.chunks: collections.deque[bytes] = collections.deque()
+        self.held = 0  # bytes given and not yet written
+        self.error: OSError | None = None
+        self.ending = False
+        self.thread = threading.Thread(target=self._run, name="pgle-terminal", daemon=True)
+        self.thread.start()
+
+    def put(self, data) -> None:
+        chunk = bytes(data)  # a copy: the pump reads into its buffer again
+        with self.cond:
+            while self.held >= BEHIND_MAX and self.error is None:
+                self.cond.wait()
+            if self.error is not None:
+                raise self.error
+            self.chunks.append(chunk)
+            self.held += len(chunk)
+            self.cond.notify_all()
+
+    def drain(self) -> None:
+        """Everything given is written (or the error that stopped it is raised)."""
+        with self.cond:
+            self.ending = True
+            self.cond.notify_all()
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.chunks and not self.ending:
+                    self.cond.wait()
+                if not self.chunks:
+                    return
+                chunk = self.chunks.popleft()
+            try:
+                write_all(self.fd, chunk)
+            except OSError as e:
+                with self.cond:
+                    self.error = e
+                    self.chunks.clear()
+                    self.held = 0
+                    self.cond.notify_all()
+                return
+            with self.cond:
+                self.held -= len(chunk)
+                self.cond.notify_all()
+
+
+def write_all(fd: int, data) -> None:
+    """Every byte of `data` to `fd`, waiting where the user left a terminal non-blocking."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:  # a terminal the user left non-blocking: wait
+            select.select([], [fd], [])
+
+
 class Sink:
     """pgle's stdout or stderr as the workload's output reaches it: written with one
     os.write per chunk where it has a file descriptor, through its own methods where it has
@@ -135,6 +213,7 @@ class Sink:
         self.queued: list[bytes] = []  # pgle's lines waiting for the end of the current line
         self.unsaid = False  # failed under the lock: to be said once it is released
         self.out_fd: int | None = None
+        self.behind: Behind | None = None  # a terminal's writer thread
         if stream is None or fd in streams.closed_at_start:
             self.failed = "closed"  # closed when pgle started: said by `start`
             return
@@ -146,6 +225,8 @@ class Sink:
             stream.flush()  # pgle's own earlier lines first
         except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
             self.out_fd = None
+        if self.out_fd is not None and os.isatty(self.out_fd):
+            self.behind = Behind(self.out_fd)
 
     @staticmethod
     def pair(stdout: IO | None, stderr: IO | None, log_path: Path) -> tuple[Sink, Sink]:
@@ -182,11 +263,18 @@ class Sink:
             self._say_failure()
 
     def end(self) -> None:
-        """The stream ended: pgle's lines still waiting go out, on a line of their own."""
+        """The stream ended: pgle's lines still waiting go out, on a line of their own, and
+        the terminal's writer has written everything."""
         with self.lock:
             if self.queued and self.failed is None:
                 self._put(b"\n" + b"".join(self.queued))
             self.queued = []
+        if self.behind is not None:
+            try:
+                self.behind.drain()
+            except OSError as e:
+                with self.lock:
+                    self._failed(e)
         self._after()
 
     def line(self, text: str) -> bool:
@@ -206,13 +294,11 @@ class Sink:
         if self.failed is not None or not len(data):
             return
         try:
+            if self.behind is not None:
+                self.behind.put(data)
+                return
             if self.out_fd is not None:
-                view = memoryview(data)
-                while view:
-                    try:
-                        view = view[os.write(self.out_fd, view) :]
-                    except BlockingIOError:  # a terminal the user left non-blocking: wait
-                        select.select([], [self.out_fd], [])
+                write_all(self.out_fd, data)
                 return
             buffer = getattr(self.stream, "buffer", None)
             if buffer is not None:
@@ -222,11 +308,15 @@ class Sink:
                 self.stream.write(bytes(data).decode("utf-8", "replace"))  # type: ignore[union-attr]
                 self.stream.flush()  # type: ignore[union-attr]
         except Exception as e:
-            self.failed = (
-                streams.describe(e) if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
-            )
-            self.queued = []
-            self.unsaid = True  # said by the caller once it let go of the lock
+            self._failed(e)
+
+    def _failed(self, e: Exception) -> None:
+        """The first failure (under self.lock): said by the caller once it let go of it."""
+        if self.failed is not None:
+            return
+        self.failed = streams.describe(e) if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+        self.queued = []
+        self.unsaid = True
 
     def _say_failure(self) -> None:
         if self.failed == "closed":

@@ -28,11 +28,17 @@ time.sleep(300)
 """
 
 
-def step_lines(events: Path) -> list[dict]:
+def step_lines(events: Path, *, final: bool = False) -> list[dict]:
+    """The step lines on disk. While the workload runs, a flush may be writing as this reads
+    (the file grows page by page under one write): the text after the last newline is left
+    for the next read. `final`: the file is complete and must end with its last line whole."""
     if not events.exists():
         return []
+    text = events.read_text()
+    if final:
+        assert text.endswith("\n"), f"half a line at the end: {text[-200:]!r}"
     out = []
-    for line in events.read_text().splitlines():
+    for line in text[: text.rfind("\n") + 1].splitlines():
         record = json.loads(line)  # every line whole: a flush never writes half a line
         if record["kind"] in ("step_enter", "step_exit"):
             out.append(record)
@@ -63,7 +69,7 @@ def test_steps_reach_the_disk_while_the_workload_runs_and_survive_kill_9(project
         if workload is not None:
             kill_all([workload])
     assert proc.returncode == 128 + signal.SIGKILL, err.decode()
-    lines = step_lines(events)
+    lines = step_lines(events, final=True)
     assert [r["index"] for r in lines if r["kind"] == "step_enter"] == list(range(1000))
     assert [r["step_num"] for r in lines if r["kind"] == "step_enter"] == list(range(1000))
     assert all(r["name"] == "train" for r in lines if r["kind"] == "step_enter")
@@ -124,6 +130,6 @@ def test_a_fork_and_os_exit_neither_lose_nor_duplicate_steps(project):
                       env=pgle_env())
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err.decode()
-    lines = step_lines(project / "run" / "events.jsonl")
+    lines = step_lines(project / "run" / "events.jsonl", final=True)
     assert [r["step_num"] for r in lines if r["kind"] == "step_enter"] == list(range(20))
     assert [r["index"] for r in lines if r["kind"] == "step_exit"] == list(range(20))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import signal
 import struct
 import subprocess
@@ -122,17 +123,22 @@ def test_only_the_streams_that_are_terminals_become_terminals(project):
     assert got["unbuffered"] is None and got["size"] is None
 
 
-LIVE = """
-import os, sys, time
-print("ready, then 50%\\r", end="")  # a progress bar without a newline: line buffering
-print("ready")                        # shows the line at its newline, no flush asked
-sys.stderr.write("to stderr\\n")
+# The workload waits here for the test's GO_FILE (exit 3 past the deadline).
+WAIT_FOR_GO = """
 go = os.environ["GO_FILE"]
 deadline = time.monotonic() + {deadline}
 while not os.path.exists(go):
     if time.monotonic() > deadline:
         sys.exit(3)
     time.sleep(0.02)
+"""
+
+LIVE = """
+import os, sys, time
+print("ready, then 50%\\r", end="")  # a progress bar without a newline: line buffering
+print("ready")                        # shows the line at its newline, no flush asked
+sys.stderr.write("to stderr\\n")
+""" + WAIT_FOR_GO + """
 print("done")
 """
 
@@ -192,3 +198,66 @@ def test_a_resized_terminal_resizes_the_workloads_and_signals_are_kept(project):
     assert proc.wait(timeout=300) == 128 + signal.SIGTERM
     out.finish()
     err.finish()
+
+
+# More than the workload's pseudo-terminal holds many times over, and more than pgle lets the
+# terminal fall behind (pumps.BEHIND_MAX): the terminal's writer thread must keep order, keep
+# every byte, and make the pump wait rather than drop.
+FLOOD = """
+import sys
+for i in range(80000):
+    print(f"line {i:06d} " + "x" * 60)
+print("END")
+"""
+
+
+def test_a_flood_of_lines_reaches_the_terminal_whole_and_in_order(project):
+    script = project / "flood.py"
+    script.write_text(FLOOD)
+    out, err = Terminal(), Terminal()
+    proc = start(project, str(script), stdout=out.slave, stderr=err.slave)
+    out.close_pgle_side()
+    err.close_pgle_side()
+    assert proc.wait(timeout=300) == 0
+    shown = out.finish()
+    err.finish()
+    expected = b"".join(b"line %06d " % i + b"x" * 60 + b"\n" for i in range(80000)) + b"END\n"
+    assert shown.startswith(expected), shown[:200]
+    # pgle's own lines (the verdict) come after the workload's last line, never inside it.
+    assert b"pgle:" not in shown[: len(expected)]
+    log = (project / "run" / "workload.log").read_bytes()
+    assert expected in log
+
+
+FROZEN = """
+for i in range(80000):  # more than the terminal may fall behind (pumps.BEHIND_MAX)
+    print(f"after {i:06d} " + "y" * 60)
+print("END")
+"""
+
+
+def test_a_frozen_terminal_that_goes_away_never_stops_the_workload(project):
+    """Nobody reads the terminal (Ctrl-S, a stuck link): pgle falls BEHIND_MAX behind, then
+    waits, as the workload would. Then the window closes (its master side is gone: writes fail
+    with EIO): pgle says so once on stderr, the workload runs to its end, the log has every
+    line."""
+    script = project / "frozen.py"
+    script.write_text(FROZEN)
+    master, slave = os.openpty()  # never read
+    proc = start(project, str(script), stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    log = project / "run" / "workload.log"
+    deadline, size = time.monotonic() + DEADLINE_S, -1
+    while not (log.exists() and log.stat().st_size == size and size > 4 << 20):
+        assert proc.poll() is None and time.monotonic() < deadline, "pgle never waited"
+        size = log.stat().st_size if log.exists() else -1
+        time.sleep(0.5)
+    assert b"END" not in log.read_bytes()  # pgle waits for the terminal, with the workload
+    os.close(master)  # the window is gone
+    _, err = proc.communicate(timeout=DEADLINE_S)  # a pump left waiting on a dead writer hangs
+    said = err.decode(errors="replace")
+    warnings = [l for l in said.splitlines() if l.startswith("pgle: warning:") and "stdout" in l]
+    assert len(warnings) == 1, said[-3000:]
+    assert "Traceback" not in said
+    text = log.read_text()
+    assert "\nEND\n" in text and text.count("after ") == 80000
