@@ -139,6 +139,34 @@ def test_the_bound_follows_the_steps_and_the_compiles(tmp_path):
     assert watch.report is not None and watch.report.bound_s == watch.bound()[0]
 
 
+def test_many_new_events_are_read_in_blocks_whole(tmp_path):
+    """Tens of MB added between two polls (a million short steps) are read READ_BLOCK bytes at
+    a time: every complete line is seen once, a line longer than a block is read whole, and a
+    half-written last line waits for the next poll."""
+    from pgle.launch.stall import READ_BLOCK, STEP_WINDOW
+
+    watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: 1000.0)
+    events = tmp_path / "events.jsonl"
+    step = '{"kind": "step_enter", "t": %d.5, "name": "train", "step_num": %d, "index": %d}\n'
+    count = 3 * READ_BLOCK // len(step % (0, 0, 0)) + 7  # lines across block edges
+    long_line = json.dumps({"kind": "log", "t": 1.0, "message": "x" * (READ_BLOCK + 5)}) + "\n"
+    begin = json.dumps({"kind": "compile_begin", "t": 2.0, "module": "jit_step", "fdo": False,
+                        "thread": "7"})
+    with open(events, "w") as f:
+        f.writelines(step % (i, i, i) for i in range(count))
+        f.write(long_line)
+        f.write(begin[:20])  # being written
+    assert watch.poll(0.0) is None
+    proc = next(iter(watch.processes.values()))
+    assert list(proc.steps) == [i + 0.5 for i in range(count - STEP_WINDOW - 1, count)]
+    assert proc.offset == events.stat().st_size - 20 and not proc.compiling
+    with open(events, "a") as f:
+        f.write(begin[20:] + "\n")
+    watch.poll(0.0)
+    assert proc.compiling == {"7": {"module": "jit_step", "fdo": False, "t": 2.0}}
+    assert proc.offset == events.stat().st_size
+
+
 def _profile(project: Path) -> Path:
     path = project / "p.pbtxt"
     path.write_text('costs { name: "fusion.1" cost_us: 1.0 }\n')
