@@ -47,7 +47,6 @@ COMPILE_FLOOR_S = 3600.0  # 1 h: big models compile for many minutes
 COMPILE_FACTOR = 5.0  # x the longest compile so far
 DUMP_WAIT_S = 5.0  # the most pgle waits for the processes to write their stacks
 STEP_WINDOW = 50  # steps whose times give the median
-READ_BLOCK = 4 << 20  # events read at a time (bounds what reading them holds)
 _STEP_ENTER = (f'{{"kind": "{schema.STEP_ENTER}", "t": ').encode()
 
 
@@ -249,43 +248,27 @@ class StallWatch:
         return True
 
     def _read_events(self, proc: _Process) -> bool:
-        """The complete lines added since the last read, READ_BLOCK bytes at a time: a fast
-        workload adds tens of MB between two polls (a million short steps), and reading them
-        whole, split into lines, took pgle's memory past 200 MB while it waited (issue 25)."""
-        path = proc.home / "events.jsonl"
-        try:
-            size = path.stat().st_size
-        except OSError:
-            return False
+        """The complete lines added since the last read, one at a time, as WindowProgress reads
+        them (pgle.launch.progress): a fast workload adds tens of MB between two polls (a
+        million short steps), and reading them whole, split into lines, took pgle's memory past
+        200 MB while it waited (issue 25)."""
         moved = False
-        with open(path, "rb") as f:
-            f.seek(proc.offset)
-            remaining, tail = size - proc.offset, b""
-            while remaining > 0:
-                data = f.read(min(READ_BLOCK, remaining))
-                if not data:
-                    break
-                remaining -= len(data)
-                cut = data.rfind(b"\n") + 1
-                if not cut:  # a line longer than a block: kept until it ends
-                    tail += data
-                    continue
-                block = tail + data[:cut] if tail else data[:cut]
-                tail = data[cut:]
-                proc.offset += len(block)
-                self._lines(proc, block)
-                moved = True
+        try:
+            with open(proc.home / "events.jsonl", "rb") as f:
+                f.seek(proc.offset)
+                for line in f:
+                    if not line.endswith(b"\n"):
+                        break  # half-written: the next read has it whole
+                    proc.offset += len(line)
+                    moved = True
+                    if line.startswith(_STEP_ENTER):
+                        with contextlib.suppress(ValueError):
+                            proc.steps.append(float(line[len(_STEP_ENTER) :].split(b",", 1)[0]))
+                    elif b'"kind": "step_exit"' not in line[:30]:
+                        self._record(proc, line)
+        except OSError:
+            return moved
         return moved
-
-    def _lines(self, proc: _Process, block: bytes) -> None:
-        for line in block.splitlines():
-            if line.startswith(_STEP_ENTER):
-                with contextlib.suppress(ValueError):
-                    proc.steps.append(float(line[len(_STEP_ENTER) :].split(b",", 1)[0]))
-                continue
-            if b'"kind": "step_exit"' in line[:30]:
-                continue
-            self._record(proc, line)
 
     def _record(self, proc: _Process, line: bytes) -> None:
         head = line[:40]

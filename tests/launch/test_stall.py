@@ -140,10 +140,12 @@ def test_the_bound_follows_the_steps_and_the_compiles(tmp_path):
 
 
 def test_many_new_events_are_read_in_blocks_whole(tmp_path):
-    """Tens of MB added between two polls (a million short steps) are read READ_BLOCK bytes at
-    a time: every complete line is seen once, a line longer than a block is read whole, and a
-    half-written last line waits for the next poll."""
-    from pgle.launch.stall import READ_BLOCK, STEP_WINDOW
+    """Tens of MB added between two polls (a million short steps) are read a line at a time:
+    every complete line is seen once, a line of several MB is read whole, and a half-written
+    last line waits for the next poll."""
+    from pgle.launch.stall import STEP_WINDOW
+
+    READ_BLOCK = 4 << 20  # sizes beyond the file object's own buffer
 
     watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: 1000.0)
     events = tmp_path / "events.jsonl"

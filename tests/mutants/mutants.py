@@ -255,10 +255,10 @@ MUTANTS: list[Mutant] = [
            [L + "test_terminal.py::test_a_frozen_terminal_that_goes_away_never_stops_the_workload"],
            "a terminal that fails while the pump waits for it leaves the pump waiting for ever"),
     Mutant("L20", "launch", "pgle/launch/stall.py",
-           "                tail = data[cut:]\n",
-           "                tail = b\"\"\n",
+           "                    if not line.endswith(b\"\\n\"):\n                        break  # half-written: the next read has it whole\n",
+           "",
            [L + "test_stall.py::test_many_new_events_are_read_in_blocks_whole"],
-           "the stall watchdog drops the start of a line cut by a block's end"),
+           "the stall watchdog takes a half-written last line as read"),
     # -- store ------------------------------------------------------------------------------------
     Mutant("S01", "store", "pgle/store/store.py",
            "            if device_kind and entry.device_kind != device_kind:\n                continue\n",
