@@ -254,7 +254,7 @@ def _compile(
             raise PgleError(f"the {arm} arm's compile ran past {COMPILE_TIMEOUT_S:.0f} s.") from None
         log_path.write_text(proc.stderr)
         # jax <= 0.8.3 cannot autotune without a GPU: compile again with autotuning off.
-        if not autotune and "Expect autotune result cache hit" in proc.stderr:
+        if not autotune and "Expect autotune result cache hit" in proc.stderr + proc.stdout:
             autotune = AUTOTUNE_OFF
             notes.append(f"{arm}: this XLA cannot autotune without a GPU; compiled with {AUTOTUNE_OFF}")
             continue

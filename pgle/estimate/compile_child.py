@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 MESH_TAG = "pgle-mesh"  # pgle.launch.step_export
+SHARDING_TAG = "pgle-hlo-sharding"
 
 
 def drop_field(cfg: str, field: str) -> str:
@@ -101,6 +102,12 @@ def main() -> int:
             def persistent_load(self, pid):
                 if isinstance(pid, tuple) and len(pid) == 3 and pid[0] == MESH_TAG:
                     return mesh(pid[1], pid[2])
+                if isinstance(pid, tuple) and len(pid) == 2 and pid[0] == SHARDING_TAG:
+                    from jax._src.lib import xla_client
+
+                    proto = xla_client.OpSharding()
+                    proto.ParseFromString(pid[1])
+                    return xla_client.HloSharding.from_proto(proto)
                 raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
 
         with open(ns.exported, "rb") as fh:
@@ -114,7 +121,8 @@ def main() -> int:
                     shardings.append(None)
                     continue
                 m = s.mesh
-                shardings.append(NamedSharding(mesh(m.axis_names, m.axis_sizes), s.spec))
+                sizes = tuple(m.shape[n] for n in m.axis_names)
+                shardings.append(NamedSharding(mesh(m.axis_names, sizes), s.spec))
         else:
             flat = mesh(("pgle_devices",), (ns.devices,))
             shardings = list(exported.in_shardings_jax(flat))

@@ -28,14 +28,19 @@ def scheduled(module: Module) -> list[Computation]:
 
 
 def entry_stats(module: Module, stats: list[Statistics]) -> Statistics | None:
-    if not stats:
+    """The entry computation's statistics: named ones by name (jax 0.9.2 prints `For
+    computation: NAME, module M(ID)`; the name may differ from the final module's after later
+    passes), never a `-clone` module's (jax 0.7/0.8's collective combiner), else the last (the
+    entry is scheduled last)."""
+    own = [s for s in stats if not (s.after.module or "").split("(")[0].endswith("-clone")]
+    if not own:
         return None
     entry = module.entry
-    named = [s for s in stats if (s.after.computation or s.before.computation)]
-    if named and entry is not None:
-        mine = [s for s in named if (s.after.computation or s.before.computation) == entry.name]
-        return mine[-1] if mine else None
-    return stats[-1]  # the entry is scheduled last
+    if entry is not None:
+        mine = [s for s in own if (s.after.computation or s.before.computation) == entry.name]
+        if mine:
+            return mine[-1]
+    return own[-1]
 
 
 def schedule_of(module: Module) -> list[Instruction]:

@@ -22,6 +22,7 @@ from typing import Any
 
 INDEX = "index.jsonl"
 MESH_TAG = "pgle-mesh"
+SHARDING_TAG = "pgle-hlo-sharding"  # jax <= 0.8.3 keeps HloShardings, which do not pickle
 
 
 class Exporter:
@@ -69,4 +70,6 @@ class _Pickler(pickle.Pickler):
 
         if isinstance(obj, Mesh):
             return (MESH_TAG, tuple(obj.axis_names), tuple(obj.devices.shape))
+        if type(obj).__name__ == "HloSharding" and hasattr(obj, "to_proto"):
+            return (SHARDING_TAG, obj.to_proto().SerializeToString())
         return None
