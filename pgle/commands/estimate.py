@@ -15,6 +15,7 @@ a GPU (docs/guide/will-pgle-help.md).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -87,7 +88,9 @@ def _run_folder_source(folder: Path) -> tuple[Workload, int | None, str | None]:
         raise BadInput(f"{folder} is not a pgle run folder (no readable spec.json).") from None
     if work.get("command") or not (work.get("script") or work.get("module")):
         raise BadInput(f"run folder {folder}: estimate reruns Python scripts only.")
-    events = read_run_events(folder / "events.jsonl") if (folder / "events.jsonl").is_file() else None
+    events = (
+        read_run_events(folder / "events.jsonl") if (folder / "events.jsonl").is_file() else None
+    )
     backend = events.backend if events else None
     return (
         Workload(work.get("script"), work.get("module"), tuple(work.get("args") or ())),
@@ -156,9 +159,8 @@ def estimate(opts: EstimateOptions) -> Report:
         if arm == "o1":
             env = dict([O1_VARIABLE])
         arms[arm] = _compile(exported, target, devices, arm, env, flags, work, extra)
-    for name, arm in arms.items():
-        table = {**costs.derive(arm["module_hlo"], target, devices), **cost_table}
-        arm["costs"] = table
+    for compiled in arms.values():
+        compiled["costs"] = {**costs.derive(compiled["module_hlo"], target, devices), **cost_table}
     pred = prediction.predict(arms, cost_table)
     rows = [prediction.arm_row(name, arm) for name, arm in arms.items()]
     details: dict[str, Any] = {
@@ -199,7 +201,7 @@ def _pick_step(records: list[Any], export_dir: Path) -> tuple[Path, str]:
             continue
     jit = next((r for r in reversed(records) if isinstance(r, JitFunctions)), None)
     step = jit.step if jit else None
-    if step is None:
+    if jit is None or step is None:
         raise PgleError(
             "found no step function: no jitted function ran at least "
             "3 times (the step rule of collect); run a few steps."
@@ -251,21 +253,23 @@ def _compile(
                 env=env, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
-            raise PgleError(f"the {arm} arm's compile ran past {COMPILE_TIMEOUT_S:.0f} s.") from None
+            raise PgleError(
+                f"the {arm} arm's compile ran past {COMPILE_TIMEOUT_S:.0f} s."
+            ) from None
         log_path.write_text(proc.stderr)
         # jax <= 0.8.3 cannot autotune without a GPU: compile again with autotuning off.
         if not autotune and "Expect autotune result cache hit" in proc.stderr + proc.stdout:
             autotune = AUTOTUNE_OFF
-            notes.append(f"{arm}: this XLA cannot autotune without a GPU; compiled with {AUTOTUNE_OFF}")
+            notes.append(
+                f"{arm}: this XLA cannot autotune without a GPU; compiled with {AUTOTUNE_OFF}"
+            )
             continue
         break
     result: dict[str, Any] = {}
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            try:
+            with contextlib.suppress(ValueError):
                 result = json.loads(line[7:])
-            except ValueError:
-                pass
     if not result.get("ok"):
         why = result.get("error") or (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise PgleError(f"the {arm} arm's deviceless compile failed: {why} (log: {log_path}).")

@@ -20,6 +20,7 @@ import pickle
 import re
 import sys
 import tempfile
+from typing import Any
 
 MESH_TAG = "pgle-mesh"  # pgle.launch.step_export
 SHARDING_TAG = "pgle-hlo-sharding"
@@ -45,7 +46,7 @@ def topology(cfg: str, devices: int):
     dropped: list[str] = []
     err: Exception | None = None
     for _ in range(60):
-        tmp = tempfile.TemporaryFile()
+        tmp = tempfile.TemporaryFile()  # noqa: SIM115 - read back after fd 2 is restored
         saved = os.dup(2)
         sys.stderr.flush()
         os.dup2(tmp.fileno(), 2)  # the text-proto parser names the bad field on fd 2
@@ -54,7 +55,7 @@ def topology(cfg: str, devices: int):
                 platform="cuda", target_config=cfg, topology=f"1x1x{devices}"
             )
             return topo, dropped
-        except Exception as e:  # noqa: BLE001 - re-raised unless a field error
+        except Exception as e:
             err = e
         finally:
             sys.stderr.flush()
@@ -110,12 +111,12 @@ def main() -> int:
                     return xla_client.HloSharding.from_proto(proto)
                 raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
 
-        with open(ns.exported, "rb") as fh:
-            exported = Unpickler(fh).load()
+        with open(ns.exported, "rb") as blob:
+            exported = Unpickler(blob).load()
         result["function"] = exported.fun_name
         named = getattr(exported, "_in_named_shardings", None) or ()
         if named and any(s is not None for s in named):
-            shardings = []
+            shardings: list[Any] = []
             for s in named:
                 if s is None:
                     shardings.append(None)
@@ -129,7 +130,7 @@ def main() -> int:
         args = [
             jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s) if s is not None
             else jax.ShapeDtypeStruct(a.shape, a.dtype)
-            for a, s in zip(exported.in_avals, shardings)
+            for a, s in zip(exported.in_avals, shardings, strict=True)
         ]  # fmt: skip
         compiled = jax.jit(exported.call).lower(*args).compile()
         text = compiled.as_text()
@@ -138,7 +139,7 @@ def main() -> int:
         with open(ns.hlo_out, "w") as fh:
             fh.write(text)
         result["ok"] = True
-    except Exception as e:  # noqa: BLE001 - the parent reports the one line
+    except Exception as e:
         msg = str(e).strip().splitlines()
         result["error"] = f"{type(e).__name__}: {msg[0] if msg else ''}"[:2000]
     print("RESULT " + json.dumps(result), flush=True)

@@ -131,8 +131,10 @@ def parse_what_if(text: str) -> WhatIf:
         value = float(m["val"]) if m and m["val"] else None
     except ValueError:
         m = None
-    if not m or (scale is not None and (scale < 0 or not math.isfinite(scale))) or (
-        value is not None and (value < 0 or not math.isfinite(value))
+    if (
+        not m
+        or (scale is not None and (scale < 0 or not math.isfinite(scale)))
+        or (value is not None and (value < 0 or not math.isfinite(value)))
     ):
         raise BadInput(
             f"--what-if {text!r}: write PATTERN=xFACTOR or PATTERN=MICROSECONDS, e.g. "

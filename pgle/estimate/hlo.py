@@ -9,10 +9,28 @@ import re
 
 _HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _INSTR = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
-_ARRAY = re.compile(r"\b(pred|s4|u4|s8|u8|s16|u16|s32|u32|s64|u64|f16|bf16|f32|f64|c64|c128|f8\w*)\[([\d,]*)\]")
-_BITS = {"pred": 8, "s4": 4, "u4": 4, "f16": 16, "bf16": 16, "s16": 16, "u16": 16, "f32": 32,
-         "s32": 32, "u32": 32, "f64": 64, "s64": 64, "u64": 64, "c64": 64, "c128": 128,
-         "s8": 8, "u8": 8}
+_ARRAY = re.compile(
+    r"\b(pred|s4|u4|s8|u8|s16|u16|s32|u32|s64|u64|f16|bf16|f32|f64|c64|c128|f8\w*)\[([\d,]*)\]"
+)
+_BITS = {
+    "pred": 8,
+    "s4": 4,
+    "u4": 4,
+    "f16": 16,
+    "bf16": 16,
+    "s16": 16,
+    "u16": 16,
+    "f32": 32,
+    "s32": 32,
+    "u32": 32,
+    "f64": 64,
+    "s64": 64,
+    "u64": 64,
+    "c64": 64,
+    "c128": 128,
+    "s8": 8,
+    "u8": 8,
+}
 # XLA's PrimitiveType numbers (xla_data.proto), for the target's per-type matrix rates.
 PRIMITIVE = {"f16": 10, "f32": 11, "f64": 12, "bf16": 16, "s8": 2, "f8e5m2": 19, "f8e4m3fn": 20}
 

@@ -114,7 +114,9 @@ def _independent_compute(schedule: list[Instruction]) -> bool:
     return False
 
 
-def predict(arms: Mapping[str, Mapping[str, Any]], cost_table: Mapping[str, float]) -> dict[str, Any]:
+def predict(
+    arms: Mapping[str, Mapping[str, Any]], cost_table: Mapping[str, float]
+) -> dict[str, Any]:
     default = arms["default"]
     d_sched = schedule_of(default["module_hlo"])
     d_costs = default["costs"]

@@ -42,7 +42,9 @@ def _number(text: str, field: str, default: float = 0.0) -> float:
 
 
 def _matrix_rates(text: str, cores: int) -> dict[int, float]:
-    block = text.split("matrix_unit_description", 1)[-1] if "matrix_unit_description" in text else ""
+    block = (
+        text.split("matrix_unit_description", 1)[-1] if "matrix_unit_description" in text else ""
+    )
     out: dict[int, float] = {}
     for m in re.finditer(
         r"key:\s*(\d+)\s*value\s*\{\s*clock_rate_ghz:\s*([0-9.]+)\s*units_per_core:\s*(\d+)"

@@ -2,11 +2,11 @@
 (`TF_CPP_VMODULE=latency_hiding_scheduler=1`; latency_hiding_scheduler.cc, VLOG 1). Per
 scheduled computation, as printed by jax 0.10.2 (also seen on 0.8.3, 0.11.2, 0.12.0.1):
 
-    I1128 17:14:24.741574 25332 latency_hiding_scheduler.cc:4268] [latency-hiding-scheduler] Statistics before scheduling:
-    I1128 17:14:24.742001 25332 latency_hiding_scheduler.cc:4271] Total wasted cycles: 95.7108
-    I1128 17:14:24.742004 25332 latency_hiding_scheduler.cc:4271] Wasted cycles for all-reduce: 50.0583
+    I... latency_hiding_scheduler.cc:4268] [latency-hiding-scheduler] Statistics before scheduling:
+    I... latency_hiding_scheduler.cc:4271] Total wasted cycles: 95.7108
+    I... latency_hiding_scheduler.cc:4271] Wasted cycles for all-reduce: 50.0583
     ...
-    I1128 17:14:24.742033 25332 latency_hiding_scheduler.cc:4271] Total cycles: 134.936
+    I... latency_hiding_scheduler.cc:4271] Total cycles: 134.936
 
 Some versions print `For computation: NAME, module M(ID)` first. A "before" block is followed
 by its computation's "after" block (LatencyHidingScheduler::Run); computations come callees

@@ -44,7 +44,7 @@ class Exporter:
                 _Pickler(fh).dump(exported)
             record["file"] = os.path.basename(path)
             record["nr_devices"] = getattr(exported, "nr_devices", None)
-        except Exception as e:  # noqa: BLE001 - the workload must go on; estimate reports it
+        except Exception as e:
             record["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         with self.lock, open(os.path.join(self.folder, INDEX), "a") as fh:
             fh.write(json.dumps(record) + "\n")
