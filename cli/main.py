@@ -21,6 +21,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Collect, then run with the profile: one verdict, with step times.",
     ),
     "verify": ("pgle.cli.manual", "verify", "Build the PGLE verdict from a saved log."),
+    "estimate": (
+        "pgle.cli.estimate",
+        "estimate",
+        "Predict PGLE's gain with XLA:GPU's own compiler, without a GPU.",
+    ),
     "doctor": (
         "pgle.cli.doctor",
         "doctor",

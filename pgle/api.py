@@ -62,6 +62,7 @@ __all__ = [
     "convert",
     "diff",
     "doctor",
+    "estimate",
     "flags_explain",
     "inspect",
     "merge",
@@ -527,6 +528,42 @@ def nsys(
         ranks=tuple(chosen) if chosen is not None else None,
     )
     return _drive(_workflow("nsys"), opts, job, environ)
+
+
+# -- before any GPU run: XLA:GPU's own estimate ------------------------------------------------
+
+
+@_front_door
+def estimate(
+    source: str,
+    *args: str,
+    module: str | None = None,
+    target: str | None = None,
+    devices: int | None = None,
+    arms: str | Iterable[str] = "default,pgle",
+    profile: str | None = None,
+    what_if: str | Iterable[str] = (),
+    run_dir: str | None = None,
+) -> Report:
+    """`pgle estimate SCRIPT|RUN_FOLDER`: PGLE's gain predicted with the real XLA:GPU compiler,
+    without a GPU (needs `pip install 'pgle[estimate]'`). `target`: h100 (default), h200, b200;
+    `devices`: the job's device count (default: the run folder's, else 8); `arms`: of default,
+    pgle, o1, sol; `what_if`: cost rules such as `all-gather*=x2`."""
+    cmd = _command("estimate")
+    arm_text = arms if isinstance(arms, str) else ",".join(arms)
+    return cmd.estimate(
+        cmd.EstimateOptions(
+            os.fspath(source),
+            tuple(args),
+            module,
+            target,
+            devices,
+            cmd.parse_arms(arm_text),
+            profile,
+            _words(what_if),
+            run_dir,
+        )
+    )
 
 
 # -- saved logs and run folders: what runs left behind ------------------------------------------

@@ -186,6 +186,9 @@ class HarnessSpec:
     hold: bool = False
     # The longest the harness waits there for pgle (pgle's gather timeout and some).
     hold_timeout_s: float = 900.0
+    # `pgle estimate`: export each jitted function that reaches the step rule's minimum of
+    # executions for CUDA (jax.export) into this folder (pgle.launch.step_export).
+    export_dir: str | None = None
 
     @property
     def command_mode(self) -> bool:
@@ -216,6 +219,7 @@ class HarnessSpec:
             count_jits=bool(data.get("count_jits", True)),
             hold=bool(data.get("hold")),
             hold_timeout_s=float(data.get("hold_timeout_s") or 900.0),
+            export_dir=data.get("export_dir") or None,
         )
 
     def with_args_from(self, value: str | None) -> HarnessSpec:

@@ -163,6 +163,7 @@ def execute(
     stall_timeout: float | None = None,
     hold: bool = False,
     hold_timeout_s: float = 900.0,
+    export_dir: str | None = None,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just
@@ -174,7 +175,8 @@ def execute(
     `stall_timeout`: the stall watchdog's bound in seconds (None: derived from the run; 0:
     off; pgle.launch.stall); a stalled workload raises Stalled. `hold`: the workload waits at
     its end for pgle's exchange through jax.distributed (pgle.launch.handoff): the Execution
-    then comes back while it waits (`held`), and `resume()` lets it end."""
+    then comes back while it waits (`held`), and `resume()` lets it end. `export_dir`: the
+    harness exports the candidate step functions there for CUDA (pgle.launch.step_export)."""
     recorded = redact_args(workload.args)
     env = child.env
     if recorded != list(workload.args) and not workload.command:
@@ -192,6 +194,7 @@ def execute(
         count_jits=count_jits,
         hold=hold,
         hold_timeout_s=hold_timeout_s,
+        export_dir=export_dir,
     )
     run.claim_files()
     write_text_atomic(run.spec, spec.to_json())

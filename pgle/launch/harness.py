@@ -700,6 +700,10 @@ class Harness:
             # executions are the step times of a script without markers, and its module leads
             # the module lists.
             self.window.jits = self.jits
+            if self.spec.export_dir:
+                from pgle.launch import step_export  # importable: see the schema import above
+
+                self.jits.export = step_export.Exporter(self.spec.export_dir)
             jax.jit = _counting(jax.jit, "jit", self.jits, self.window)
             jax.pmap = _counting(jax.pmap, "pmap", self.jits, self.window)
             _hook_pjit(self.jits, self.window)
@@ -1207,6 +1211,9 @@ class JitCounter:
         # (or its AOT `.compile()`) ran; the eager jits its tracing runs compile before it.
         # jax 0.10.2 compiles `jax.pmap(f)` as `jit__fun` (a jit of a shard_map), not pmap_f.
         self.modules: dict[str, str] = {}
+        # `pgle estimate`: called with (name, jitted, args, kwargs) at a function's
+        # step_rule.MIN_EXECUTIONS-th execution (pgle.launch.step_export).
+        self.export: Callable[[str, Any, tuple, dict], None] | None = None
 
     def compiled(self, name: str | None, fun_name: str | None) -> None:
         """XLA compiled `fun_name` (jax's `jit(f)`) while `name` ran."""
@@ -1288,6 +1295,8 @@ def _counted_call(self, *args, **kwargs):
     tell = False
     try:
         n = counter.begin(name)
+        if n == step_rule.MIN_EXECUTIONS and counter.export is not None:
+            counter.export(name, wrapped, args, kwargs)
         tell = window.counting and window.before_execution(name, n)
         out = wrapped(*args, **kwargs)
     finally:
