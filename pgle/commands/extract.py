@@ -397,6 +397,20 @@ def window_summary(ex: Execution) -> dict:
     }
 
 
+def window_never_opened(ex: Execution) -> str:
+    """Why no trace exists, in the terms of the window that was asked for."""
+    spec = ex.spec.profile
+    if spec is not None and spec.mode == "time":
+        return (
+            "the profiling window never opened: the run ended before "
+            f"--delay {spec.delay or 0:g} s had passed (a shorter --delay, or a longer run)"
+        )
+    return (
+        "the profiling window never opened: the run ended before its first step "
+        f"({plural(len(ex.events.steps), 'step')} seen)"
+    )
+
+
 def diagnose_empty(ex: Execution) -> list[str]:
     """Why a profile came out empty, most likely cause first."""
     reasons = []
@@ -413,10 +427,7 @@ def diagnose_empty(ex: Execution) -> list[str]:
         )
     stop = ex.events.trace
     if stop is None:
-        reasons.append(
-            "the profiling window never opened: the run ended before its first step "
-            f"({plural(len(ex.events.steps), 'step')} seen)"
-        )
+        reasons.append(window_never_opened(ex))
     elif stop.steps == 0:
         reasons.append("the profiling window saw no step")
     cb = ex.child.flags.get(flag_table.COMMAND_BUFFER)

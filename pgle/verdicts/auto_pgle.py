@@ -364,6 +364,14 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[d
                     "evicted) or its key changed; loaded the first-pass executable"
                 )
                 row.fix = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
+            elif before and executed_too_few(before):
+                # Fewer executions than the recompile needs: their profiles are moot.
+                row.reason = (
+                    f"loaded the first-pass executable: prewarm executed it "
+                    f"{times(before['executions_seen'])}, all profiled, never after: auto "
+                    "PGLE recompiles only on the execution after the profiled ones"
+                )
+                row.fix = "run more steps in prewarm, or lower --runs"
             elif before and all_profiles_empty(before):
                 row.reason = (
                     f"loaded the first-pass executable: all {before['profiled_executions']} "
@@ -382,14 +390,29 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[d
                 row.fix = "run more steps in prewarm, or lower --runs"
         else:
             row.status = STATUS_COMPILED_ANEW
+            recorded = {
+                k
+                for role in ("first_pass_keys", "pgle_optimized_keys", "plain_keys")
+                for k in (before or {}).get(role, [])
+            }
             row.reason = (
-                "prewarm compiled it with a different key (shapes, flags or code changed)"
+                # The key prewarm wrote missed: its entry left the cache, the key is the same.
+                "prewarm's cache entry for it is gone (pruned or evicted); compiled anew"
+                if recorded & set(m.misses)
+                else "prewarm compiled it with a different key (shapes, flags or code changed)"
                 if before
                 else "prewarm never compiled it"
             )
             row.fix = "run the same code path (and shapes) during prewarm"
         out.append(row.to_dict())
     return out
+
+
+def executed_too_few(prewarmed: Mapping[str, Any]) -> bool:
+    """Prewarm's manifest entry says every execution was profiled: none came after, so JAX
+    never recompiled it, whatever the profiles held."""
+    seen, profiled = prewarmed.get("executions_seen"), prewarmed.get("profiled_executions")
+    return seen is not None and profiled is not None and seen <= profiled
 
 
 def all_profiles_empty(prewarmed: Mapping[str, Any]) -> bool:
