@@ -299,12 +299,19 @@ def collect(
 ) -> Report:
     """`pgle collect`: profile a window (`steps="10:5"`, or `delay`/`duration` seconds) and
     extract the profile to `output` (default profile.pb, or profiles/ with `per_module`);
-    `store`: also add each module's profile to that profile store (needs `per_module`)."""
+    `store`: also add each module's profile to that profile store (needs `per_module`; the
+    directory then goes into the run folder unless `output` names one)."""
     job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("collect")
     opts = cmd.CollectOptions(
         _workload(workload, module),
-        output if output is not None else ("profiles" if per_module else "profile.pb"),
+        # With a store and no output, the directory goes into the run folder: a recurring
+        # refresh then never finds last time's profiles/ in the way.
+        output
+        if output is not None
+        else None
+        if store is not None
+        else ("profiles" if per_module else "profile.pb"),
         window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, format, converter, qualify, _keep(keep_trace)),
         force=force,

@@ -267,22 +267,26 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     from pgle.store.store import ProfileStore
 
     details = report.details.setdefault("store", {"path": store.path, "policy": store.policy})
-    if report.status != Collected.COLLECTED:
-        details["skipped"] = f"nothing to add: collect status {report.status}"
-        report.summary.append(f"store {store.path}: nothing added ({details['skipped']})")
-        return
     if not layout.writes_shared:
         details["skipped"] = f"rank {layout.rank}: only rank 0 adds to the store"
         return
-    key, why = from_events(ex.events)
-    if key is None:
-        details["skipped"] = why
-        report.warnings.append(f"--store: nothing added: {why}")
+    # The store exists after the first collect whatever it added: the recipe's next step,
+    # `pgle run --store`, then serves what it holds (nothing yet) instead of failing.
+    shared = ProfileStore(store.path, create=True)
+    if report.status != Collected.COLLECTED:
+        details["skipped"] = f"collect status {report.status}"
+    else:
+        key, why = from_events(ex.events)
+        if key is None:
+            details["skipped"] = why
+    if details.get("skipped"):
+        line = f"store {store.path}: nothing added ({details['skipped']})"
+        details["summary"] = line
+        report.summary.append(line)
         return
-    assert report.profile is not None  # status collected: a profile was written
+    assert key is not None and report.profile is not None  # collected: a profile was written
     source = files.load_profile_source(report.profile["path"])
     names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
-    shared = ProfileStore(store.path, create=True)
     rows = serving.add_profiles(
         shared,
         source.modules,
@@ -422,6 +426,9 @@ def finish_collect(
     if dropped:
         report.warnings.append(dropped)
         report.reasons.append(dropped)
+        # tune's "collect changed" line must not count a flag XLA never saw.
+        seen = ex.events.xla_flags_seen
+        report.details["flags_never_reached_xla"] = list(seen.missing) if seen else []
     failed_after = None
     if ex.exit_code != 0:
         kept = closed_window(ex)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgle.atomic import replace_directory_atomic
 from pgle.commands.options import DEFAULT_STAT, PER_MODULE_FORMAT
-from pgle.errors import EXIT_ERROR, BadInput
+from pgle.errors import EXIT_ERROR, BadInput, exists_error
 from pgle.evidence.events import RunEvents
 from pgle.evidence.xla_log import LogScanner
 from pgle.launch import childenv
@@ -358,10 +358,7 @@ def _write_empty_directory(output: str, *, force: bool) -> Path:
     `files.write_profile_directory` does; its manifest is written next."""
     path = Path(os.path.abspath(output))
     if path.is_dir() and any(path.iterdir()) and not force:
-        raise BadInput(
-            f"profile directory {path} already exists and is not empty.",
-            hint="Pass --force to replace it.",
-        )
+        raise exists_error(f"profile directory {path} already exists and is not empty.")
     if path.is_dir() and not any(path.iterdir()):
         return path
     return replace_directory_atomic(path, lambda tmp: None)
