@@ -118,7 +118,7 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
         total = sum((collected[r].get("profile") or {}).get("instructions") or 0 for r in sources)
         report.summary.append(
             f"{plural(len(sources), 'rank profile')} written "
-            f"({total} instructions in all); merge them with `pgle merge`"
+            f"({plural(total, 'instruction')} in all); merge them with `pgle merge`"
         )
         return report
     return _merge(report, job.world_size, plan, sources, force=force, percentile=percentile)
@@ -299,7 +299,8 @@ def _merge(
     report.details["manifest"] = str(man_path)
     report.summary.append(
         f"merged {plural(len(sources), 'rank profile')} ({ranks_phrase(sources)}; percentile "
-        f"{percentile}, jaxlib's rule) into {out}: {result.instruction_count} instructions, "
-        f"{result.latency_count} latencies (sha256 {sha[:12]}), manifest {man_path}"
+        f"{percentile}, jaxlib's rule) into {out}: "
+        f"{plural(result.instruction_count, 'instruction')}, "
+        f"{plural(result.latency_count, 'latency')} (sha256 {sha[:12]}), manifest {man_path}"
     )
     return report

@@ -20,7 +20,7 @@ from typing import Any
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence import jax_log
 from pgle.evidence.event_kinds import PgleSessionError, ScriptTrace
-from pgle.phrases import plural
+from pgle.phrases import all_of, plural
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
 from pgle.verdicts.statuses import Applied, Loaded, Optimized
@@ -207,7 +207,7 @@ def auto_rows(
         elif facts.observed and m.profiled >= row.runs and m.empty_profiles >= m.profiled:
             row.status = STATUS_EMPTY_PROFILE
             row.reason = (
-                f"all {m.profiled} profiled executions gave an empty profile: "
+                f"{all_of(m.profiled, 'profiled execution')} gave an empty profile: "
                 + empty_profile_cause(platform)
             )
             row.fix = "run on an NVIDIA GPU with no other CUPTI client attached"
@@ -374,8 +374,9 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[d
                 row.fix = "run more steps in prewarm, or lower --runs"
             elif before and all_profiles_empty(before):
                 row.reason = (
-                    f"loaded the first-pass executable: all {before['profiled_executions']} "
-                    "executions prewarm profiled gave an empty profile, so JAX never "
+                    "loaded the first-pass executable: "
+                    f"{all_of(before['profiled_executions'], 'execution')} prewarm profiled "
+                    "gave an empty profile, so JAX never "
                     "recompiled it with one: "
                     + empty_profile_cause((manifest.get("environment") or {}).get("platform"))
                 )
