@@ -428,7 +428,7 @@ def finish_collect(
         report.reasons.append(dropped)
         # tune's "collect changed" line must not count a flag XLA never saw.
         seen = ex.events.xla_flags_seen
-        report.details["flags_never_reached_xla"] = list(seen.missing) if seen else []
+        report.details["flags_never_reached_xla"] = list(seen.missing or []) if seen else []
     failed_after = None
     if ex.exit_code != 0:
         kept = closed_window(ex)

@@ -60,7 +60,7 @@ def verify(opts: VerifyOptions) -> Report:
             raise BadInput(f"log {opts.log} does not exist or is not a file.")
         try:
             with path.open("rb") as f:
-                sniff = _DeviceSniffer(cast(io.BufferedReader, f))
+                sniff = _DeviceSniffer(f)
                 evidence = scanner.scan_stream(sniff)
         except OSError as e:
             raise BadInput(f"cannot read log {opts.log}: {e.strerror}.") from None
@@ -267,7 +267,7 @@ class _DeviceSniffer(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, b) -> int:
         n = self.raw.readinto(b) or 0
         if n and self.seen < self.HEAD:
             data = self._tail + bytes(memoryview(b)[:n])
