@@ -134,13 +134,12 @@ def get(
 @click.argument("store", metavar="STORE")
 @click.option(
     "--keep-last",
-    "keep",
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
     help="Keep the N newest per module.",
 )
-@deprecated_alias("--keep", "--keep-last", "keep", type=click.IntRange(min=1))
+@deprecated_alias("--keep", "--keep-last", "keep_last", type=click.IntRange(min=1))
 @click.option(
     "--older-than",
     default=None,

@@ -88,6 +88,7 @@ _RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "fmt": ("format", lambda v: v),
     "html_report": ("report", lambda v: v),
     "accuracy_checker": ("accuracy_checker_off", lambda v: not v),
+    "keep": ("keep_last", lambda v: v),  # store_prune, as runs_prune names it (#38)
 }
 
 
@@ -782,17 +783,17 @@ def store_get(
 def store_prune(
     store: str,
     *,
-    keep: int | None = None,
+    keep_last: int | None = None,
     older_than: str | float | None = None,
     jax: str | None = None,
     yes: bool = False,
 ) -> Report:
-    """`pgle store prune STORE`: profiles beyond the `keep` newest per module, added longer
+    """`pgle store prune STORE`: profiles beyond the `keep_last` newest per module, added longer
     ago than `older_than` ('7d', or seconds), or of another `jax`; a preview unless `yes`."""
-    if keep is not None and keep < 1:
-        raise BadInput(f"--keep {keep}: keep at least 1 (or leave it out).")
+    if keep_last is not None and keep_last < 1:
+        raise BadInput(f"--keep-last {keep_last}: keep at least 1 (or leave it out).")
     return _command("store").prune_report(
-        store, keep=keep, jax=jax, yes=yes, older_than=_seconds(older_than, "--older-than")
+        store, keep=keep_last, jax=jax, yes=yes, older_than=_seconds(older_than, "--older-than")
     )
 
 

@@ -364,15 +364,13 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[d
                     "evicted) or its key changed; loaded the first-pass executable"
                 )
                 row.fix = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
-            elif before and executed_too_few(before):
-                # Fewer executions than the recompile needs: their profiles are moot.
-                row.reason = (
-                    f"loaded the first-pass executable: prewarm executed it "
-                    f"{times(before['executions_seen'])}, all profiled, never after: auto "
-                    "PGLE recompiles only on the execution after the profiled ones"
-                )
-                row.fix = "run more steps in prewarm, or lower --runs"
-            elif before and all_profiles_empty(before):
+            elif (
+                before
+                and all_profiles_empty(before)
+                # Prewarm's own row: empty profiles were the cause only where the module ran
+                # its profiled executions in full; else it ran too few (the branch below).
+                and before.get("status") == STATUS_EMPTY_PROFILE
+            ):
                 row.reason = (
                     "loaded the first-pass executable: "
                     f"{all_of(before['profiled_executions'], 'execution')} prewarm profiled "
@@ -407,13 +405,6 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[d
             row.fix = "run the same code path (and shapes) during prewarm"
         out.append(row.to_dict())
     return out
-
-
-def executed_too_few(prewarmed: Mapping[str, Any]) -> bool:
-    """Prewarm's manifest entry says every execution was profiled: none came after, so JAX
-    never recompiled it, whatever the profiles held."""
-    seen, profiled = prewarmed.get("executions_seen"), prewarmed.get("profiled_executions")
-    return seen is not None and profiled is not None and seen <= profiled
 
 
 def all_profiles_empty(prewarmed: Mapping[str, Any]) -> bool:

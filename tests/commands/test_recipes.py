@@ -117,6 +117,19 @@ def test_item6_verify_of_a_cpu_log_and_require_applied(runs, tmp_path):
                for x in lines(runs["hidden"])), lines(runs["hidden"])
 
 
+def test_item9_empty_profiles_stay_the_cause_where_prewarm_said_so():
+    from pgle.evidence import jax_log
+    from pgle.verdicts.auto_pgle import STATUS_EMPTY_PROFILE, nsys_modules
+
+    m = jax_log.ModuleFacts("jit_f")
+    m.pgle_miss = True
+    facts = jax_log.RunFacts({"jit_f": m}, observed=True)
+    manifest = {"modules": {"jit_f": {"executions_seen": 2, "profiled_executions": 2,
+                                      "empty_profiles": 2, "status": STATUS_EMPTY_PROFILE}}}
+    (row,) = nsys_modules(facts, manifest)
+    assert "all 2 executions prewarm profiled gave an empty profile" in row["reason"]
+
+
 def test_item8_no_keep_trace_never_says_kept(runs):
     got = lines(runs["nokeep"])
     assert runs["nokeep"].returncode == 0, got
@@ -149,7 +162,7 @@ def test_item9_nsys_causes_from_the_manifest():
         "jit_pruned": {"executions_seen": 4, "profiled_executions": 3, "empty_profiles": 0,
                        "status": "optimized", "pgle_optimized_keys": ["k-opt"]}}}
     rows = {r["module"]: r for r in nsys_modules(facts, manifest)}
-    assert "executed it 2 times, all profiled, never after" in rows["jit_few"]["reason"]
+    assert "prewarm executed it 2 times, fewer than runs+1" in rows["jit_few"]["reason"]
     assert "empty profile" not in rows["jit_few"]["reason"]
     assert rows["jit_pruned"]["reason"].startswith("prewarm's cache entry for it is gone")
 
