@@ -23,8 +23,10 @@ class LazyGroup(click.Group):
     def get_command(self, ctx, name):
         if name not in COMMANDS:
             return None
+        from .options import quiet_option
+
         module, attr, _ = COMMANDS[name]
-        return getattr(importlib.import_module(module), attr)
+        return quiet_option(getattr(importlib.import_module(module), attr))
 
     def format_commands(self, ctx, formatter):
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
@@ -43,11 +45,15 @@ def cli():
 
 
 def run() -> None:
+    from .options import renamed_args
     from .output import show_log_lines
 
     show_log_lines()
+    args, notes = renamed_args(sys.argv[1:])
+    for note in notes:
+        click.echo(f"pgle: warning: {note}", err=True)
     try:
-        cli.main(prog_name="pgle", standalone_mode=False)
+        cli.main(args=args, prog_name="pgle", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("pgle: interrupted", err=True)
         sys.exit(130)

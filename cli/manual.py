@@ -35,7 +35,8 @@ from .output import finish
     "--output",
     default=None,
     help="Profile to write: .pb (binary) or .pbtxt (text) [default: profile.pb]; with "
-    "--per-module a new or empty directory [default: profiles/].",
+    "--per-module a new or empty directory [default: profiles/; with --store: the run "
+    "folder's profiles/].",
 )
 @force_option
 @click.option("--allow-empty", is_flag=True, help="Write the profile even when it is empty.")

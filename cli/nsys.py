@@ -104,6 +104,26 @@ def nsys(
                 hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] "
                 "(or -- -m MODULE [ARGS], or -- COMMAND [ARGS]).",
             )
+        _refuse_typos(ctx, options.get("nsys_options") or ())
         return api.nsys(*words, **options)
 
     finish(produce, json_out=json_out, report_path=report_path, debug=debug, job=True)
+
+
+def _refuse_typos(ctx: click.Context, passed: tuple[str, ...]) -> None:
+    """An option for nsys that is one letter off one of pgle's (`--rnaks 0`) is a typo of
+    pgle's, not an nsys option: refused rather than handed to nsys silently."""
+    import difflib
+
+    ours = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
+    for word in passed:
+        name = word.split("=", 1)[0]
+        if not name.startswith("--") or name in ours:
+            continue
+        close = difflib.get_close_matches(name, ours, n=1, cutoff=0.8)
+        if close:
+            raise BadInput(
+                f"{name} is not a pgle nsys option; did you mean {close[0]}?",
+                hint="Options pgle does not know go to `nsys profile`; this one looks like a "
+                "typo of pgle's own.",
+            )

@@ -102,11 +102,10 @@ def window_options(f):
 def extraction_options(f):
     """How collect (and tune's collect phase) turns the trace into a profile."""
     f = click.option(
-        "--keep-trace",
-        type=click.Choice(["yes", "no"]),
-        default="yes",
+        "--keep-trace/--no-keep-trace",
+        default=True,
         show_default=True,
-        help="no: delete the trace (often gigabytes) once the profile is written.",
+        help="--no-keep-trace: delete the trace (often gigabytes) once the profile is written.",
     )(f)
     f = click.option(
         "--qualify",
@@ -273,3 +272,89 @@ def store_options(f):
         "auto serves only.",
     )(f)
     return f
+
+
+def quiet_option(cmd: click.Command) -> click.Command:
+    """-q/--quiet on `cmd` (and every subcommand of a group): pgle's progress lines go; its
+    errors, warnings, verdict and summary stay."""
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            quiet_option(sub)
+        return cmd
+    if not any("--quiet" in p.opts for p in cmd.params):
+        cmd.params.append(
+            click.Option(
+                ["-q", "--quiet"],
+                is_flag=True,
+                expose_value=False,
+                callback=_quiet,
+                help="Print no progress lines (errors, warnings and the verdict still print).",
+            )
+        )
+    return cmd
+
+
+def _quiet(ctx, param, value):
+    if value:
+        import logging
+
+        logging.getLogger("pgle").setLevel(logging.WARNING)
+
+
+# Old option spellings kept for one release (hidden from --help): old -> (new, its values).
+# `--keep-trace yes|no` took a value; the new flag has none, so the old form is rewritten
+# before click reads the command line.
+RENAMED_VALUES = {
+    ("--keep-trace", "yes"): "--keep-trace",
+    ("--keep-trace", "no"): "--no-keep-trace",
+}
+
+
+def renamed_args(args: list[str]) -> tuple[list[str], list[str]]:
+    """`args` with the old spellings of RENAMED_VALUES replaced (up to `--`, after which the
+    words are the workload's), and a deprecation notice for each."""
+    out: list[str] = []
+    notes: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            out += args[i:]
+            break
+        name, eq, value = word.partition("=")
+        if not eq and i + 1 < len(args):
+            value = args[i + 1]
+        new = RENAMED_VALUES.get((name, value))
+        if new is not None:
+            notes.append(f"{name} {value} is deprecated: use {new}")
+            out.append(new)
+            i += 1 if eq else 2
+            continue
+        out.append(word)
+        i += 1
+    return out, notes
+
+
+def deprecated_alias(old: str, new: str, dest: str, **kwargs):
+    """A hidden `old` spelling of option `new` (dest `dest`) for one release: its value reaches
+    `dest` when `new` was not given, with a deprecation notice."""
+
+    def decorate(f):
+        import functools
+
+        alias_dest = f"_alias_{dest}"
+
+        @functools.wraps(f)
+        def wrapper(*args, **values):
+            given = values.pop(alias_dest, None)
+            if given is not None:
+                from .output import emit
+
+                emit(f"warning: {old} is deprecated: use {new}")
+                if values.get(dest) is None:
+                    values[dest] = given
+            return f(*args, **values)
+
+        return click.option(old, alias_dest, hidden=True, default=None, **kwargs)(wrapper)
+
+    return decorate

@@ -8,7 +8,7 @@ import click
 
 from pgle.report import Report
 
-from .options import report_options
+from .options import deprecated_alias, report_options
 from .output import echo, emit, finish, table
 
 _POLICY_HELP = (
@@ -133,8 +133,13 @@ def get(
 @store.command("prune", help="Remove old profiles from STORE. Dry run unless --yes.")
 @click.argument("store", metavar="STORE")
 @click.option(
-    "--keep", type=click.IntRange(min=1), default=None, help="Keep the N newest per module."
+    "--keep-last",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Keep the N newest per module.",
 )
+@deprecated_alias("--keep", "--keep-last", "keep_last", type=click.IntRange(min=1))
 @click.option(
     "--older-than",
     default=None,

@@ -89,6 +89,7 @@ _RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "fmt": ("format", lambda v: v),
     "html_report": ("report", lambda v: v),
     "accuracy_checker": ("accuracy_checker_off", lambda v: not v),
+    "keep": ("keep_last", lambda v: v),  # store_prune, as runs_prune names it (#38)
 }
 
 
@@ -300,12 +301,19 @@ def collect(
 ) -> Report:
     """`pgle collect`: profile a window (`steps="10:5"`, or `delay`/`duration` seconds) and
     extract the profile to `output` (default profile.pb, or profiles/ with `per_module`);
-    `store`: also add each module's profile to that profile store (needs `per_module`)."""
+    `store`: also add each module's profile to that profile store (needs `per_module`; the
+    directory then goes into the run folder unless `output` names one)."""
     job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
     cmd = _command("collect")
     opts = cmd.CollectOptions(
         _workload(workload, module),
-        output if output is not None else ("profiles" if per_module else "profile.pb"),
+        # With a store and no output, the directory goes into the run folder: a recurring
+        # refresh then never finds last time's profiles/ in the way.
+        output
+        if output is not None
+        else None
+        if store is not None
+        else ("profiles" if per_module else "profile.pb"),
         window=_window(steps, step_name, delay, duration),
         extraction=Extraction(per_module, stat, format, converter, qualify, _keep(keep_trace)),
         force=force,
@@ -812,17 +820,17 @@ def store_get(
 def store_prune(
     store: str,
     *,
-    keep: int | None = None,
+    keep_last: int | None = None,
     older_than: str | float | None = None,
     jax: str | None = None,
     yes: bool = False,
 ) -> Report:
-    """`pgle store prune STORE`: profiles beyond the `keep` newest per module, added longer
+    """`pgle store prune STORE`: profiles beyond the `keep_last` newest per module, added longer
     ago than `older_than` ('7d', or seconds), or of another `jax`; a preview unless `yes`."""
-    if keep is not None and keep < 1:
-        raise BadInput(f"--keep {keep}: keep at least 1 (or leave it out).")
+    if keep_last is not None and keep_last < 1:
+        raise BadInput(f"--keep-last {keep_last}: keep at least 1 (or leave it out).")
     return _command("store").prune_report(
-        store, keep=keep, jax=jax, yes=yes, older_than=_seconds(older_than, "--older-than")
+        store, keep=keep_last, jax=jax, yes=yes, older_than=_seconds(older_than, "--older-than")
     )
 
 

@@ -18,7 +18,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from pgle.errors import BadInput, PgleError
+from pgle.errors import BadInput, PgleError, exists_error
 
 
 def _umask() -> int:
@@ -71,7 +71,7 @@ def check_writable_target(path: os.PathLike | str, *, force: bool, what: str = "
             hint="Give a file name, or remove the directory.",
         )
     if path.exists() and not force:
-        raise BadInput(f"{what} {path} already exists.", hint="Pass --force to replace it.")
+        raise exists_error(f"{what} {path} already exists.")
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
         raise BadInput(f"cannot write {what} {path}: {parent} is not a directory.")

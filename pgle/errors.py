@@ -108,3 +108,12 @@ class Stalled(PgleError):
         if stall is None or run is None:
             return {}
         return {"stall": stall.to_dict(), "run_dir": str(run.path), "log_path": str(run.log)}
+
+
+def exists_error(message: str, kind: type[PgleError] | None = None) -> PgleError:
+    """An output that is in the way (`message`: what and where): the CLI says `--force`, a
+    Python caller `force=True` (pgle.profiles.files.write_profile and the other library
+    functions)."""
+    e = (kind or BadInput)(message, hint="Pass --force to replace it.")
+    e.keywords = {"--force": "force=True"}
+    return e

@@ -28,6 +28,11 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n} {noun if n == 1 else (nouns or plural_of(noun))}"
 
 
+def all_of(n: int, noun: str) -> str:
+    """'all 3 executions', 'the 1 execution' (never "all 1 executions")."""
+    return f"the 1 {noun}" if n == 1 else f"all {plural(n, noun)}"
+
+
 def rank_ranges(numbers: Iterable[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
     nums = sorted(set(numbers))

@@ -38,7 +38,8 @@ def parse_size(text: str, option: str = "--max-size") -> int:
     return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " "))
 
 
-def human_bytes(n: int) -> str:
+def human_bytes(n: float) -> str:
+    """The one way pgle prints a size, terminal and HTML alike: '512 B', '26.5 KiB', '1.2 GiB'."""
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":

@@ -33,7 +33,7 @@ COMMAND_FUNCTIONS = {
     ("runs", "prune"): api.runs_prune,
 }
 # Flags of the command line's own (how it prints), not options of the command.
-SURFACE_FLAGS = {"--json", "--report", "--debug", "--verbose", "--dry-run"}
+SURFACE_FLAGS = {"--json", "--report", "--debug", "--verbose", "--dry-run", "--quiet"}
 
 
 @pytest.fixture
@@ -70,8 +70,8 @@ def test_keywords_are_the_flags(path):
     or one of its arguments, and each flag of the command is a keyword."""
     fn = COMMAND_FUNCTIONS[path]
     command = click_command(path)
-    flags = {o for p in command.params if isinstance(p, click.Option) for o in p.opts
-             if o.startswith("--")}
+    flags = {o for p in command.params if isinstance(p, click.Option) and not p.hidden
+             for o in p.opts if o.startswith("--")}
     arguments = {p.name for p in command.params if isinstance(p, click.Argument)}
     parameters = inspect.signature(fn).parameters
     keywords = {name for name, p in parameters.items()

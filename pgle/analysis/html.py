@@ -11,6 +11,8 @@ import html
 import json
 from typing import Any
 
+from pgle.units import human_bytes
+
 COLORS = ("#1f77b4", "#d62728")
 CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:2em}
@@ -33,13 +35,7 @@ def _ps_ms(ps: float | None) -> str:
 
 
 def _bytes(b: float | None) -> str:
-    if b is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(b) < 1024 or unit == "GiB":
-            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.2f} {unit}"
-        b /= 1024
-    return str(b)
+    return "-" if b is None else human_bytes(b)
 
 
 def _why(text: str | None) -> str:

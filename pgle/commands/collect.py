@@ -16,6 +16,7 @@ from pgle.commands.extract import (
     diagnose_empty,
     extract,
     trace_bytes,
+    window_never_opened,
     window_summary,
 )
 from pgle.commands.options import Extraction, StoreOptions, Window
@@ -30,6 +31,7 @@ from pgle.launch.workload import Workload
 from pgle.phrases import plural
 from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
+from pgle.units import human_bytes
 from pgle.verdicts.statuses import Collected
 from pgle.xla import env, flag_table
 from pgle.xla.flags import XlaFlags
@@ -237,23 +239,23 @@ def body(
 
 
 def drop_trace(ex: Execution, report: Report) -> None:
-    """--keep-trace no: the trace (often gigabytes) goes once the profile is written. Only
+    """--no-keep-trace: the trace (often gigabytes) goes once the profile is written. Only
     pgle's own trace: a trace the workload's own profiler wrote is the user's."""
     if report.exit_code != 0 or not ex.run.trace.is_dir():
         return  # nothing extracted: the trace is what is left to look at
     if ex.events.trace is not None and ex.events.trace.purpose == "script":
-        log.info("--keep-trace no: the trace is the workload's own (its profiler wrote it); kept")
+        log.info("--no-keep-trace: the trace is the workload's own (its profiler wrote it); kept")
         return
     size = trace_bytes(ex.run.trace)
     try:
         shutil.rmtree(ex.run.trace)
     except OSError as e:
         report.warnings.append(
-            f"--keep-trace no: could not delete {ex.run.trace}: {e.strerror or e}"
+            f"--no-keep-trace: could not delete {ex.run.trace}: {e.strerror or e}"
         )
         return
     report.details["trace_deleted"] = str(ex.run.trace)
-    log.info(f"deleted the trace {ex.run.trace} ({size / 1e6:.0f} MB): --keep-trace no")
+    log.info(f"deleted the trace {ex.run.trace} ({human_bytes(size)}): --no-keep-trace")
 
 
 def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: RankLayout) -> None:
@@ -265,22 +267,26 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
     from pgle.store.store import ProfileStore
 
     details = report.details.setdefault("store", {"path": store.path, "policy": store.policy})
-    if report.status != Collected.COLLECTED:
-        details["skipped"] = f"nothing to add: collect status {report.status}"
-        report.summary.append(f"store {store.path}: nothing added ({details['skipped']})")
-        return
     if not layout.writes_shared:
         details["skipped"] = f"rank {layout.rank}: only rank 0 adds to the store"
         return
-    key, why = from_events(ex.events)
-    if key is None:
-        details["skipped"] = why
-        report.warnings.append(f"--store: nothing added: {why}")
+    # The store exists after the first collect whatever it added: the recipe's next step,
+    # `pgle run --store`, then serves what it holds (nothing yet) instead of failing.
+    shared = ProfileStore(store.path, create=True)
+    if report.status != Collected.COLLECTED:
+        details["skipped"] = f"collect status {report.status}"
+    else:
+        key, why = from_events(ex.events)
+        if key is None:
+            details["skipped"] = why
+    if details.get("skipped"):
+        line = f"store {store.path}: nothing added ({details['skipped']})"
+        details["summary"] = line
+        report.summary.append(line)
         return
-    assert report.profile is not None  # status collected: a profile was written
+    assert key is not None and report.profile is not None  # collected: a profile was written
     source = files.load_profile_source(report.profile["path"])
     names = {m["fingerprint"]: m["module"] for m in report.modules if m.get("fingerprint")}
-    shared = ProfileStore(store.path, create=True)
     rows = serving.add_profiles(
         shared,
         source.modules,
@@ -420,6 +426,9 @@ def finish_collect(
     if dropped:
         report.warnings.append(dropped)
         report.reasons.append(dropped)
+        # tune's "collect changed" line must not count a flag XLA never saw.
+        seen = ex.events.xla_flags_seen
+        report.details["flags_never_reached_xla"] = list(seen.missing or []) if seen else []
     failed_after = None
     if ex.exit_code != 0:
         kept = closed_window(ex)
@@ -432,10 +441,6 @@ def finish_collect(
             ex.exit_code, ex.events, command=ex.spec.command_mode
         )
         report.details["after_window"] = {"exit_code": ex.exit_code, "what": failed_after}
-        log.info(
-            f"the profiling window closed cleanly before the workload failed: keeping "
-            f"what it collected ({failed_after})"
-        )
     report = _extract_window(opts, ex, output, report)
     if failed_after is not None:
         # The profile (if any) is written; the command still fails as the workload did.
@@ -463,10 +468,22 @@ def _extract_window(opts: CollectOptions, ex: Execution, output: str, report: Re
     run_folder = trace_run_folder(ex, stop) if stop else jaxlib.newest_run_folder(ex.run.trace)
     if run_folder is None:
         report.exit_code = EXIT_ERROR
-        report.reasons += diagnose_empty(ex) or ["the profiler wrote no trace."]
-        report.summary.append("collect failed: no trace was written; " + report.reasons[0])
+        # A window that never opened is the cause whatever the backend: a CPU run writes a
+        # trace too (an empty profile is another failure, diagnose_empty's).
+        why = (
+            [window_never_opened(ex)]
+            if stop is None
+            else [r for r in diagnose_empty(ex) if not r.startswith("backend ")]
+        )
+        why = why or ["the profiler wrote no trace"]
+        report.reasons += why
+        report.summary.append("collect failed: no trace was written: " + why[0])
         return report
-    log.info(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
+    if script_trace:
+        # `pgle view` opens pgle's own trace folder; the workload's profiler wrote elsewhere.
+        log.info(f"the workload's own trace is in {run_folder}")
+    elif opts.extraction.keep_trace:
+        log.info(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
     if len(ex.events.processes) > 1:
         report.details["window"]["processes_pooled"] = len(ex.events.processes)
     return extract(opts, ex, run_folder, output, report)

@@ -98,6 +98,9 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
                     f"{plural(len(written), 'rank profile')} written, all empty (--allow-empty)"
                 )
                 return report
+            if plan.mode == "merge" and written:
+                # As one process does: the (empty) profile at -o, with its manifest.
+                return _merge_empty(report, job.world_size, plan, written, force=force)
         report.summary.append(
             f"collect failed: no rank produced a profile "
             f"({'; '.join(report.reasons) or 'no rank reported'})"
@@ -115,10 +118,41 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
         total = sum((collected[r].get("profile") or {}).get("instructions") or 0 for r in sources)
         report.summary.append(
             f"{plural(len(sources), 'rank profile')} written "
-            f"({total} instructions in all); merge them with `pgle merge`"
+            f"({plural(total, 'instruction')} in all); merge them with `pgle merge`"
         )
         return report
     return _merge(report, job.world_size, plan, sources, force=force, percentile=percentile)
+
+
+def _merge_empty(
+    report: Report, world_size: int, plan: OutputPlan, written: Mapping[int, Any], *, force: bool
+) -> Report:
+    """--allow-empty, every rank's profile empty: -o gets an empty profile (a directory with
+    --per-module), so that the next step finds the file the command line named."""
+    out = plan.merged_output
+    first = (written[min(written)] or {}).get("path")
+    source = files.load_profile_source(first)
+    if source.kind == "file":
+        path = files.write_profile(files.Profile(), out, force=force)
+    else:
+        path = files.write_profile_directory({}, out, force=force)
+    result = files.load_profile_source(path)
+    report.profile = {**result.to_dict(), "sha256": result.sha256, "instructions": 0}
+    report.profile.pop("ignored", None)
+    man = {
+        **(manifest.read(manifest.manifest_path(source.path)) or {}),
+        "profile": report.profile,
+        "merge": {"ranks": sorted(written), "world_size": world_size, "all_empty": True},
+    }
+    man_path = manifest.manifest_path(path)
+    manifest.write(man_path, man)
+    report.details["manifest"] = str(man_path)
+    report.reasons = list(dict.fromkeys(report.reasons))
+    report.summary.append(
+        f"wrote an empty profile to {out}: every rank's profile is empty "
+        f"({ranks_phrase(written)}), written because of --allow-empty"
+    )
+    return report
 
 
 def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
@@ -265,7 +299,8 @@ def _merge(
     report.details["manifest"] = str(man_path)
     report.summary.append(
         f"merged {plural(len(sources), 'rank profile')} ({ranks_phrase(sources)}; percentile "
-        f"{percentile}, jaxlib's rule) into {out}: {result.instruction_count} instructions, "
-        f"{result.latency_count} latencies (sha256 {sha[:12]}), manifest {man_path}"
+        f"{percentile}, jaxlib's rule) into {out}: "
+        f"{plural(result.instruction_count, 'instruction')}, "
+        f"{plural(result.latency_count, 'latency')} (sha256 {sha[:12]}), manifest {man_path}"
     )
     return report

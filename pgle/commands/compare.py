@@ -17,6 +17,7 @@ from pgle.commands import arms
 from pgle.evidence.events import read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
+from pgle.units import human_bytes
 from pgle.verdicts.statuses import Applied
 
 NEEDS_GPU = ("step-time ratio", "exposed communication", "verdict")
@@ -141,7 +142,7 @@ def _ms(summary: dict | None) -> str:
 
 
 def _mib(b: int | None) -> str:
-    return "-" if b is None else f"{b / 2**20:.1f} MiB"
+    return "-" if b is None else human_bytes(b)
 
 
 def table_lines(t: dict[str, Any]) -> list[str]:

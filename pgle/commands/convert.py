@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from pgle.errors import EXIT_ERROR, BadInput, ProfileError
+from pgle.phrases import plural
 from pgle.profiles.files import (
     BINARY,
     EXTENSIONS,
@@ -240,7 +241,8 @@ def convert_profile(
         details={"input": source.to_dict(), "output": str(written)},
         warnings=warnings,
         summary=[
-            f"wrote {out_source.kind} {written}: {out_source.instruction_count} instructions, "
+            f"wrote {out_source.kind} {written}: "
+            f"{plural(out_source.instruction_count, 'instruction')}, "
             f"{out_source.latency_count} latencies"
             + (f", {len(out_source.modules)} modules" if out_source.kind == "directory" else "")
         ],
@@ -329,10 +331,11 @@ def trace_report(
         details={"trace": result.to_dict()},
     )
     report.summary.append(
-        f"converted {len(result.xplane_files)} trace files ({result.device_planes} device planes, "
-        f"{result.events_used} events, stat {result.stat}) into {written}: "
-        f"{source.instruction_count} instructions"
-        + (f" in {len(source.modules)} modules" if kind == "directory" else "")
+        f"converted {plural(len(result.xplane_files), 'trace file')} "
+        f"({plural(result.device_planes, 'device plane')}, "
+        f"{plural(result.events_used, 'event')}, stat {result.stat}) into {written}: "
+        f"{plural(source.instruction_count, 'instruction')}"
+        + (f" in {plural(len(source.modules), 'module')}" if kind == "directory" else "")
     )
     if source.is_empty():
         report.status, report.exit_code = Collected.EMPTY, EXIT_ERROR
@@ -384,7 +387,8 @@ def nsys_report(
     )
     report.summary.append(
         f"converted {src} ({result.thunks_used} steady-state thunk executions, stat {result.stat}) "
-        f"into {written}: {source.instruction_count} instructions in {len(result.profiles)} modules"
+        f"into {written}: {plural(source.instruction_count, 'instruction')} in "
+        f"{plural(len(result.profiles), 'module')}"
     )
     if source.is_empty():
         report.status, report.exit_code = Collected.EMPTY, EXIT_ERROR

@@ -22,6 +22,7 @@ from pgle.errors import EXIT_ERROR, EXIT_OK, FlagError, PgleError
 from pgle.launch.probe import backend_info, cupti_trace
 from pgle.phrases import plural
 from pgle.report import Report
+from pgle.units import human_bytes
 from pgle.verdicts.statuses import Optimized
 from pgle.xla import flag_probe, flag_table, versions
 from pgle.xla.env import NotABoolean, bool_env
@@ -773,7 +774,7 @@ def _cache_dir(ctx: Context, cache_dir: str) -> list[Check]:
         return checks + [_error("cache dir", f"{path} is not a directory", "pick a directory")]
     entries = [p for p in path.iterdir() if p.name.endswith("-cache")]
     size = sum(p.stat().st_size for p in entries if p.is_file())
-    found = f"{path}: {len(entries)} entries, {size / 2**20:.1f} MiB"
+    found = f"{path}: {plural(len(entries), 'entry')}, {human_bytes(size)}"
     if not _writable(path):
         # The Nsight run only reads; prewarm and the other workflows write entries.
         check = _warn if ctx.workflow == "nsys" else _error
@@ -832,8 +833,16 @@ def _manifest(cache_dir: Path) -> Check:
                 f"rerun `pgle prewarm` with {package} {now}",
             )
     optimized = sum(m.get("status") == Optimized.OPTIMIZED for m in data["modules"].values())
-    return _ok(
-        "cache manifest",
+    found = (
         f"jax {env.get('jax')}; {plural(len(data['modules']), 'module')}, "
-        f"{optimized} PGLE-optimized",
+        f"{optimized} PGLE-optimized"
     )
+    if not optimized:
+        # Nothing for nsys to load: its every module would fall back.
+        return _warn(
+            "cache manifest",
+            found,
+            "prewarm on an NVIDIA GPU (`pgle prewarm`): on any other backend no module is "
+            "re-optimized",
+        )
+    return _ok("cache manifest", found)

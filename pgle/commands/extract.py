@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from pgle.atomic import replace_directory_atomic
 from pgle.commands.options import DEFAULT_STAT, PER_MODULE_FORMAT
-from pgle.errors import EXIT_ERROR, BadInput
+from pgle.errors import EXIT_ERROR, BadInput, exists_error
 from pgle.evidence.events import RunEvents
 from pgle.evidence.xla_log import LogScanner
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
-from pgle.phrases import plural
+from pgle.phrases import all_of, plural
 from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
@@ -112,7 +112,8 @@ def extract(
     report.details["manifest"] = str(man_path)
     report.status = Collected.EMPTY if prof.is_empty() else Collected.COLLECTED
     report.summary.append(
-        f"wrote {output}: {prof.instruction_count} instructions, {prof.latency_count} latencies"
+        f"wrote {output}: {plural(prof.instruction_count, 'instruction')}, "
+        f"{plural(prof.latency_count, 'latency')}"
         f" (sha256 {sha[:12]}), manifest {man_path}"
     )
     return report
@@ -260,7 +261,8 @@ def finish_per_module(
             )
         elif conv.device_planes and conv.events_used == 0 and conv.events_outside_window:
             reasons.append(
-                f"all {conv.events_outside_window} device events lie outside the profiled steps"
+                f"{all_of(conv.events_outside_window, 'device event')} "
+                "lie outside the profiled steps"
             )
         if log_fps == 0 and not conv.modules:
             reasons.append(
@@ -320,14 +322,16 @@ def finish_per_module(
     )
     report.summary.append(
         f"wrote {output}: {plural(len(source.modules), 'module profile')}, "
-        f"{source.instruction_count} instructions (stat {conv.stat}, {where}), manifest {man_path}"
+        f"{plural(source.instruction_count, 'instruction')} (stat {conv.stat}, {where}), "
+        f"manifest {man_path}"
     )
     for row in report.modules[:20]:
         fp = row["fingerprint"] or "-"
         report.summary.append(
             f"  {row['module']}: {row['status']}, fingerprint {fp}"
             + (f" ({row['fingerprint_source']})" if row["fingerprint_source"] else "")
-            + f", {row['instruction_count']} instructions, {row['event_count']} events"
+            + f", {plural(row['instruction_count'], 'instruction')}, "
+            + plural(row["event_count"], "event")
         )
     if len(report.modules) > 20:
         report.summary.append(f"  ... {len(report.modules) - 20} more (see --json)")
@@ -358,10 +362,7 @@ def _write_empty_directory(output: str, *, force: bool) -> Path:
     `files.write_profile_directory` does; its manifest is written next."""
     path = Path(os.path.abspath(output))
     if path.is_dir() and any(path.iterdir()) and not force:
-        raise BadInput(
-            f"profile directory {path} already exists and is not empty.",
-            hint="Pass --force to replace it.",
-        )
+        raise exists_error(f"profile directory {path} already exists and is not empty.")
     if path.is_dir() and not any(path.iterdir()):
         return path
     return replace_directory_atomic(path, lambda tmp: None)
@@ -397,6 +398,20 @@ def window_summary(ex: Execution) -> dict:
     }
 
 
+def window_never_opened(ex: Execution) -> str:
+    """Why no trace exists, in the terms of the window that was asked for."""
+    spec = ex.spec.profile
+    if spec is not None and spec.mode == "time":
+        return (
+            "the profiling window never opened: the run ended before "
+            f"--delay {spec.delay or 0:g} s had passed (a shorter --delay, or a longer run)"
+        )
+    return (
+        "the profiling window never opened: the run ended before its first step "
+        f"({plural(len(ex.events.steps), 'step')} seen)"
+    )
+
+
 def diagnose_empty(ex: Execution) -> list[str]:
     """Why a profile came out empty, most likely cause first."""
     reasons = []
@@ -413,10 +428,7 @@ def diagnose_empty(ex: Execution) -> list[str]:
         )
     stop = ex.events.trace
     if stop is None:
-        reasons.append(
-            "the profiling window never opened: the run ended before its first step "
-            f"({plural(len(ex.events.steps), 'step')} seen)"
-        )
+        reasons.append(window_never_opened(ex))
     elif stop.steps == 0:
         reasons.append("the profiling window saw no step")
     cb = ex.child.flags.get(flag_table.COMMAND_BUFFER)

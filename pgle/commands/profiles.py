@@ -14,6 +14,7 @@ from typing import Any
 
 from pgle.atomic import check_writable_target
 from pgle.errors import EXIT_ERROR, BadInput
+from pgle.phrases import plural, plural_of
 from pgle.profiles.files import (
     BINARY,
     Profile,
@@ -54,7 +55,7 @@ def inspect_report(path: Any, *, top: int = 20):
     )
     s = report.summary
     s.append(
-        f"{_describe(source)}: {data['instruction_count']} instructions, "
+        f"{_describe(source)}: {plural(data['instruction_count'], 'instruction')}, "
         f"{data['latency_count']} latencies, total {_us(data['total_cost_us'])}"
     )
     if source.is_empty():
@@ -90,7 +91,8 @@ def inspect_report(path: Any, *, top: int = 20):
     if source.kind == "directory":
         for fp, row in fps.items():
             s.append(
-                f"module {fp}: {row['instruction_count']} instructions, {_us(row['total_cost_us'])}"
+                f"module {fp}: {plural(row['instruction_count'], 'instruction')}, "
+                f"{_us(row['total_cost_us'])}"
             )
     elif fps:
         s.append(
@@ -143,8 +145,8 @@ def diff_report(a_path: Any, b_path: Any, *, top: int = 20):
         details={"a": a.to_dict(), "b": b.to_dict(), "diff": data},
     )
     s = report.summary
-    s.append(f"A {_describe(a)}: {data['a_count']} instructions")
-    s.append(f"B {_describe(b)}: {data['b_count']} instructions")
+    s.append(f"A {_describe(a)}: {plural(data['a_count'], 'instruction')}")
+    s.append(f"B {_describe(b)}: {plural(data['b_count'], 'instruction')}")
     s.append(
         f"common {data['common']} ({data['overlap']:.0%} of all names); "
         f"only in A {len(data['only_in_a'])}; only in B {len(data['only_in_b'])}"
@@ -220,7 +222,7 @@ def merge_report(
     in_kind = kinds.pop()
     if in_kind != kind:
         raise BadInput(
-            f"the inputs are {in_kind}s but the output {out} is a {kind}.",
+            f"the inputs are {plural_of(in_kind)} but the output {out} is a {kind}.",
             hint="Use a .pb/.pbtxt output for files, a directory for directories.",
         )
     warnings: list[str] = [w for s in sources for w in s.warnings]
@@ -444,8 +446,9 @@ def _merge_result(
         },
         summary=[
             (
-                f"merged {n_sources} {in_kind}s by {desc} into {written}: "
-                f"{result.instruction_count} instructions, {result.latency_count} latencies"
+                f"merged {plural(n_sources, in_kind)} by {desc} into {written}: "
+                f"{plural(result.instruction_count, 'instruction')}, "
+                f"{plural(result.latency_count, 'latency')}"
             )
         ]
         + alias_lines(aliases),

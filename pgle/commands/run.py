@@ -27,7 +27,6 @@ from pgle.verdicts import checker, collectives, require, sync_converted
 from pgle.verdicts.across_ranks import JobReports, combine_verdicts
 from pgle.verdicts.origin import Origin, path_matcher
 from pgle.verdicts.pgle_applied import Verdict, exit_code_for, judge, summary_lines
-from pgle.verdicts.statuses import Applied
 from pgle.xla import flag_table, versions
 
 log = logging.getLogger(__name__)
@@ -210,7 +209,11 @@ def finish_run(
             old_flag=ex.child.flags.value(flag_table.OLD_ACCURACY_CHECKER) in ("true", "1"),
         ),
         info_log_hidden=level not in ("", "0"),
-        jax_imported=ex.events.jax_imported,
+        # `-- COMMAND` whose processes left no event: none imported jax under the harness.
+        jax_imported=False
+        if ex.spec.command_mode and not ex.events.lines
+        else ex.events.jax_imported,
+        command=ex.spec.command_mode,
         workload_modules=ex.events.workload_modules,
         origin=origin,
         sol_fallback=collectives.sol_fallback_expected(
@@ -266,13 +269,11 @@ def finish_run(
         report.summary.append(
             workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode)
         )
-    elif report.exit_code == EXIT_NOT_VERIFIED:
+    elif report.exit_code == EXIT_NOT_VERIFIED and opts.verdict.require_applied:
         report.summary.append(
-            f"--require-applied: status is {report.status}, not applied"
-            if report.status != Applied.APPLIED
-            else "--require-applied: the coverage is unknown for "
-            f"{plural(verdict.details.get('coverage_unknown') or 0, 'module')} (this jax's "
-            "WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it"
+            require.require_applied_line(
+                report.status, verdict.details.get("coverage_unknown") or 0
+            )
         )
     return report
 

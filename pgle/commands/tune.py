@@ -182,7 +182,10 @@ def body(
         profile_path = (
             copts.output if first.mode == "per_rank" else literal(first.profile_written or "")
         )
-    changed = arms.collect_changes(profiling_flags(environ))
+    never = set(first.job.get("flags_never_reached_xla") or ())
+    changed = arms.collect_changes(
+        {k: v for k, v in profiling_flags(environ).items() if k not in never}
+    )
     report.details["collect_changed"] = changed
     store = opts.collect.store
     serve = store is not None and (is_remote(store.path) or os.path.isdir(store.path))

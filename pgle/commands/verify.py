@@ -49,16 +49,19 @@ def verify(opts: VerifyOptions) -> Report:
             # a .pbtxt beside a good .pb): judge the log anyway.
             unreadable = str(e).rstrip(".")
     scanner = LogScanner()
+    sniff = _DeviceSniffer(cast(io.BufferedReader, sys.stdin.buffer))
     if opts.log == "-":
         # typeshed types sys.stdin.buffer as BinaryIO, which has no readinto; CPython's is a
         # BufferedReader.
-        evidence = scanner.scan_stream(cast(io.BufferedReader, sys.stdin.buffer))
+        evidence = scanner.scan_stream(sniff)
     else:
         path = Path(opts.log)
         if not path.is_file():
             raise BadInput(f"log {opts.log} does not exist or is not a file.")
         try:
-            evidence = scanner.scan_file(path)
+            with path.open("rb") as f:
+                sniff = _DeviceSniffer(f)
+                evidence = scanner.scan_stream(sniff)
         except OSError as e:
             raise BadInput(f"cannot read log {opts.log}: {e.strerror}.") from None
     # Which jax wrote the log: --jax, else the log's own wording (never the installed jax:
@@ -89,7 +92,8 @@ def verify(opts: VerifyOptions) -> Report:
         origin = Origin(profile_match=match, profile_given=opts.profile)
     verdict = judge(
         evidence,
-        platform=opts.platform,
+        # The log's own device lines (`CpuDevice(id=0)`) name a backend --platform did not.
+        platform=opts.platform or sniff.platform,
         min_coverage=opts.verdict.min_coverage,
         silence=silence,
         origin=origin,
@@ -151,6 +155,12 @@ def verify(opts: VerifyOptions) -> Report:
     report.exit_code = exit_code_for(
         report.status, 0, opts.verdict.require_applied, verdict.details.get("coverage_unknown", 0)
     )
+    if report.exit_code and opts.verdict.require_applied:
+        report.summary.append(
+            require.require_applied_line(
+                report.status, verdict.details.get("coverage_unknown") or 0
+            )
+        )
     require.enforce(report, opts.verdict.require)
     return report
 
@@ -235,3 +245,36 @@ def _renamed(given: tuple[int, ...] | None, inference: log_version.Inference) ->
     if inference.within(None, sync_converted.LAST_KEEPING_NAMES):
         return False
     return None
+
+
+class _DeviceSniffer(io.RawIOBase):
+    """The log as the scanner reads it, with the backend its first lines name: jax's PjRt
+    client logs each device at start-up (`Addressable PjRt-IFRT device: CpuDevice(id=0)`,
+    jax 0.4.3x-0.10.2), an INFO line the XLA scanner's pre-filter skips. A GPU run may start
+    a CPU client too: a CUDA device wins."""
+
+    HEAD = 4 << 20  # the device lines come before the first compile
+
+    def __init__(self, raw: io.BufferedReader) -> None:
+        super().__init__()
+        self.raw, self.seen, self.found = raw, 0, set[str]()
+        self._tail = b""
+
+    @property
+    def platform(self) -> str | None:
+        return "cuda" if "cuda" in self.found else "cpu" if "cpu" in self.found else None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self.raw.readinto(b) or 0
+        if n and self.seen < self.HEAD:
+            data = self._tail + bytes(memoryview(b)[:n])
+            self.found.update(name for token, name in _DEVICE_TOKENS if token in data)
+            self._tail = data[-32:]
+            self.seen += n
+        return n
+
+
+_DEVICE_TOKENS = ((b"device: CpuDevice(", "cpu"), (b"device: CudaDevice(", "cuda"))

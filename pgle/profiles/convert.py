@@ -37,6 +37,7 @@ import re
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pgle.errors import BadInput, ProfileError
+from pgle.phrases import all_of
 from pgle.profiles.files import FINGERPRINT_RE, QUALIFIER, Profile
 from pgle.profiles.proto import hlo_proto_class
 
@@ -618,7 +619,7 @@ def convert_trace_detailed(
             "PGLE profiles come from NVIDIA GPU runs."
         )
     elif used == 0 and outside:
-        warnings.append(f"all {outside} device events lie outside the step window.")
+        warnings.append(f"{all_of(outside, 'device event')} lie outside the step window.")
     return TraceConversion(
         profiles=profiles,
         modules=summaries,

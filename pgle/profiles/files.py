@@ -30,7 +30,7 @@ from pgle.atomic import (
     write_error,
     write_files_atomic,
 )
-from pgle.errors import ProfileError
+from pgle.errors import ProfileError, exists_error
 from pgle.profiles.canonical import binary_entries, text_bytes, text_entries
 from pgle.profiles.proto import binary_columns, locate_corruption, message_class
 
@@ -739,9 +739,7 @@ def check_directory_output(
                 hint="Choose another output, or move those files away.",
             )
         if names and not force:
-            raise ProfileError(
-                f"{what} {p} already exists and is not empty.", hint="Pass --force to replace it."
-            )
+            raise exists_error(f"{what} {p} already exists and is not empty.", ProfileError)
     check_writable_target(p, force=True, what="profile directory")  # its folder must take it
     return p
 

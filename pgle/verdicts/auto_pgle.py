@@ -20,7 +20,7 @@ from typing import Any
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence import jax_log
 from pgle.evidence.event_kinds import PgleSessionError, ScriptTrace
-from pgle.phrases import plural
+from pgle.phrases import all_of, plural
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
 from pgle.verdicts.statuses import Applied, Loaded, Optimized
@@ -207,7 +207,7 @@ def auto_rows(
         elif facts.observed and m.profiled >= row.runs and m.empty_profiles >= m.profiled:
             row.status = STATUS_EMPTY_PROFILE
             row.reason = (
-                f"all {m.profiled} profiled executions gave an empty profile: "
+                f"{all_of(m.profiled, 'profiled execution')} gave an empty profile: "
                 + empty_profile_cause(platform)
             )
             row.fix = "run on an NVIDIA GPU with no other CUPTI client attached"
@@ -364,10 +364,17 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[d
                     "evicted) or its key changed; loaded the first-pass executable"
                 )
                 row.fix = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
-            elif before and all_profiles_empty(before):
+            elif (
+                before
+                and all_profiles_empty(before)
+                # Prewarm's own row: empty profiles were the cause only where the module ran
+                # its profiled executions in full; else it ran too few (the branch below).
+                and before.get("status") == STATUS_EMPTY_PROFILE
+            ):
                 row.reason = (
-                    f"loaded the first-pass executable: all {before['profiled_executions']} "
-                    "executions prewarm profiled gave an empty profile, so JAX never "
+                    "loaded the first-pass executable: "
+                    f"{all_of(before['profiled_executions'], 'execution')} prewarm profiled "
+                    "gave an empty profile, so JAX never "
                     "recompiled it with one: "
                     + empty_profile_cause((manifest.get("environment") or {}).get("platform"))
                 )
@@ -382,8 +389,16 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[d
                 row.fix = "run more steps in prewarm, or lower --runs"
         else:
             row.status = STATUS_COMPILED_ANEW
+            recorded = {
+                k
+                for role in ("first_pass_keys", "pgle_optimized_keys", "plain_keys")
+                for k in (before or {}).get(role, [])
+            }
             row.reason = (
-                "prewarm compiled it with a different key (shapes, flags or code changed)"
+                # The key prewarm wrote missed: its entry left the cache, the key is the same.
+                "prewarm's cache entry for it is gone (pruned or evicted); compiled anew"
+                if recorded & set(m.misses)
+                else "prewarm compiled it with a different key (shapes, flags or code changed)"
                 if before
                 else "prewarm never compiled it"
             )

@@ -59,6 +59,7 @@ def judge(
     sol_fallback: bool | None = None,
     executed: sync_converted.ExecutedModules | None = None,
     renamed: bool | None = None,
+    command: bool = False,
 ) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
@@ -69,7 +70,8 @@ def judge(
     PGLE_STRICTNESS_LEVEL_OFF): a silent log then proves the profile was read, not its fit.
     `info_log_hidden`: the run's TF_CPP_MIN_LOG_LEVEL hid XLA's INFO lines.
     `jax_imported`: False when the harness saw the workload finish without importing jax
-    (None: unknown, e.g. `verify` of a log).
+    (None: unknown, e.g. `verify` of a log); `command`: the workload was `-- COMMAND`, whose
+    Python processes the harness reaches through PYTHONPATH only.
     `workload_modules`: the modules the harness saw the workload compile (`pgle run`): any
     other module in the log is XLA's own. `origin`: what pgle knows about the run that wrote
     the log; evidence inconsistent with it is not counted (pgle.verdicts.origin).
@@ -112,6 +114,8 @@ def judge(
     if evidence.sub_compiles:
         details["sub_compiles"] = [sub_compile_row(m) for m in evidence.sub_compiles]
     looked = evidence.reads or any(not m.fingerprint_only for m in evidence.modules)
+    # A backend that is not XLA:GPU explains a log without PGLE lines whatever it hides.
+    off_gpu = bool(platform) and str(platform).lower() not in GPU_PLATFORMS
     info_hidden = info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0)
     status = None
     if evidence.unknown_flags:
@@ -144,12 +148,16 @@ def judge(
     elif jax_imported is False and not modules and not evidence.reads:
         status = Applied.NOT_APPLIED
         reasons.append(
-            "the workload never imported jax, so XLA compiled nothing and no profile "
+            "no process of the command imported jax under pgle's harness, so no profile "
+            "could apply (the harness travels by PYTHONPATH: a python started with -I, -E "
+            "or -S does not read it)."
+            if command
+            else "the workload never imported jax, so XLA compiled nothing and no profile "
             "could apply (a wrapper that starts the training script in another "
             "process? give it as `-- COMMAND ARGS`: pgle then reaches every Python "
             "process below it)."
         )
-    elif info_hidden and not evidence.reads:
+    elif info_hidden and not evidence.reads and not off_gpu:
         status = Applied.ERROR
         reasons.append(
             "XLA's INFO log is hidden (TF_CPP_MIN_LOG_LEVEL is not 0), so the log cannot show "
@@ -189,9 +197,15 @@ def judge(
             )
         else:
             status = Applied.NOT_APPLIED
+            # INFO lines in the log show the INFO log was on: then only the flag is in doubt.
             reasons.append(
-                "no PGLE line in the log: XLA never read a profile (is the INFO log on, "
-                "TF_CPP_MIN_LOG_LEVEL=0, and did the profile flag reach XLA? jax <= "
+                "no PGLE line in the log: XLA never read a profile ("
+                + (
+                    ""
+                    if evidence.info_lines
+                    else "is the INFO log on, TF_CPP_MIN_LOG_LEVEL=0, and "
+                )
+                + "did the profile flag reach XLA? jax <= "
                 "0.5.3 logs nothing when the profile file does not exist)."
             )
     elif not modules:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
+from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts.auto_pgle import required_failures
 from pgle.verdicts.rows import module_name
@@ -28,11 +29,30 @@ def enforce(report: Report, require: Sequence[str]) -> None:
     workload's own failure, or an exit code already set, stays."""
     if not require:
         return
-    missed = failures(report.modules, require)
-    if missed:
-        report.reasons += [f"--require: {m}" for m in missed]
-        report.summary.append("--require: not verified: " + "; ".join(missed))
-        if report.exit_code == 0:
-            report.exit_code = EXIT_NOT_VERIFIED
+    if not report.modules:
+        # No module has a row (a backend without PGLE, no profile read): the verdict's own
+        # reason is the cause; "no module matches" would deny the step module the run named.
+        globs = ", ".join(require)
+        missed = [f"{globs}: no module used a profile (verdict {report.status})"]
+        report.reasons.append(f"--require {missed[0]}")
+        report.summary.append(f"--require {missed[0]}")
     else:
-        report.summary.append(f"--require: {', '.join(require)}: applied")
+        missed = failures(report.modules, require)
+        if missed:
+            report.reasons += [f"--require: {m}" for m in missed]
+            report.summary.append("--require: not verified: " + "; ".join(missed))
+        else:
+            report.summary.append(f"--require: {', '.join(require)}: applied")
+    if missed and report.exit_code == 0:
+        report.exit_code = EXIT_NOT_VERIFIED
+
+
+def require_applied_line(status: str, coverage_unknown: int) -> str:
+    """Why `--require-applied` exits 3: the status, or an applied verdict whose coverage this
+    jax's checker cannot prove."""
+    if status != OK:
+        return f"--require-applied: status is {status}, not applied"
+    return (
+        f"--require-applied: the coverage is unknown for {plural(coverage_unknown, 'module')} "
+        "(this jax's WARN checker prints nothing); PGLE_STRICTNESS_LEVEL_ERROR proves it"
+    )

@@ -51,7 +51,7 @@ def test_keep_trace_no_deletes_the_trace_after_extraction(project):
     trace_dir = Path(report["trace_deleted"])
     assert trace_dir.name == "trace" and not trace_dir.exists() and trace_dir.parent.is_dir()
     assert (project / "prof.pb").exists() and (trace_dir.parent / "workload.log").exists()
-    assert any("deleted the trace" in l and "--keep-trace no" in l for l in pgle_lines(proc))
+    assert any("deleted the trace" in l and "--no-keep-trace" in l for l in pgle_lines(proc))
     # A failed extraction keeps the trace: it is what is left to look at.
     proc = run_pgle("collect", TRAIN, "--steps", "2:2", "-o", "prof2.pb", "--keep-trace", "no",
                     "--json", "--", "--steps", "5", cwd=project)

@@ -47,6 +47,12 @@ def make_venv(copy: Path) -> Path:
     venv = copy / ".venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     py = venv / "bin" / "python"
+    # Run from a venv, `venv --system-site-packages` reaches the *base* interpreter's
+    # site-packages, not this venv's (where jax may be): hand the copy ours by a .pth file.
+    site_dir = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+    Path(site_dir, "pgle-mutants-parent.pth").write_text("".join(p + "\n" for p in ours))
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "-e", str(copy)],
                    check=True, cwd=copy)
     return py

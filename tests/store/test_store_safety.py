@@ -79,7 +79,7 @@ def test_a_planted_entry_id_never_deletes_outside_the_store(tmp_path):
         no_traceback(proc)
         assert proc.returncode == 0, proc.stderr.decode()
         assert {p.name: p.read_bytes() for p in victim.iterdir()} == files
-    proc = run_pgle("store", "prune", str(store), "--keep", "1", "--yes", cwd=tmp_path)
+    proc = run_pgle("store", "prune", str(store), "--keep-last", "1", "--yes", cwd=tmp_path)
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr.decode()
     assert {p.name: p.read_bytes() for p in victim.iterdir()} == files
@@ -182,7 +182,7 @@ def test_a_damaged_entry_is_skipped_with_one_warning(tmp_path):
     meta["entry_id"] = bad.stem
     bad.write_text(json.dumps(meta))
     commands = [["store", "ls", str(store)],
-                ["store", "prune", str(store), "--keep", "1"],
+                ["store", "prune", str(store), "--keep-last", "1"],
                 ["store", "prune", str(store), "--older-than", "3650d", "--yes"],
                 ["store", "get", str(store), str(tmp_path / "view"), "--device-kind", KIND,
                  "--jax", JAX],
@@ -335,7 +335,7 @@ def test_store_prune_previews_unless_yes_and_takes_durations(tmp_path):
     for _ in range(2):
         assert add(store, "--policy", "keep:5", cwd=tmp_path).returncode == 0
     count = len(list(store.rglob("*.json")))
-    proc = run_pgle("store", "prune", str(store), "--keep", "1", cwd=tmp_path)
+    proc = run_pgle("store", "prune", str(store), "--keep-last", "1", cwd=tmp_path)
     assert proc.returncode == 0 and len(list(store.rglob("*.json"))) == count
     assert any("would remove 6 profiles" in line and "pass --yes" in line for line in pgle_lines(proc))
     for bad in ("7", "soon"):
@@ -343,7 +343,7 @@ def test_store_prune_previews_unless_yes_and_takes_durations(tmp_path):
         assert proc.returncode == 2 and "is not a duration" in pgle_lines(proc)[0]
     proc = run_pgle("store", "prune", str(store), "--older-than", "12h", "--yes", cwd=tmp_path)
     assert proc.returncode == 0 and len(list(store.rglob("*.json"))) == count  # all newer
-    proc = run_pgle("store", "prune", str(store), "--keep", "1", "--yes", cwd=tmp_path)
+    proc = run_pgle("store", "prune", str(store), "--keep-last", "1", "--yes", cwd=tmp_path)
     assert proc.returncode == 0 and len(list(store.rglob("*.json"))) == count // 2
 
 
