@@ -13,7 +13,7 @@ import click
 
 from pgle.version import __version__
 
-from .main import COMMANDS, WORKLOAD_COMMANDS
+from .commands import COMMANDS, WORKLOAD_COMMANDS
 
 
 class LazyGroup(click.Group):

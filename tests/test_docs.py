@@ -232,7 +232,7 @@ def test_cli_reference_is_current():
 
 
 def test_cli_reference_covers_every_command():
-    from pgle.cli.main import COMMANDS
+    from pgle.cli.commands import COMMANDS
 
     text = (DOCS / "reference" / "cli.md").read_text()
     titles = {t for _, t, _ in headings(text)}

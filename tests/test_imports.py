@@ -67,7 +67,7 @@ def _imported_after(argv: list[str], tmp_path, heavy=HEAVY) -> set[str]:
 
 def test_help_imports_neither_jax_nor_etils_nor_protobuf(tmp_path):
     # click renders --help (issue 24); each command's module is imported, nothing heavier.
-    from pgle.cli.main import COMMANDS
+    from pgle.cli.commands import COMMANDS
 
     assert _imported_after(["--help"], tmp_path) == set()
     for command in sorted(COMMANDS):

@@ -138,6 +138,59 @@ def test_cli_reaches_the_work_only_through_the_api():
     assert not wrong, "cli/ calls pgle.api only:\n" + "\n".join(wrong)
 
 
+def import_circles(files: dict[str, Path]) -> list[list[str]]:
+    """Every set of modules that import each other in a loop (Tarjan's strongly connected
+    components over every import, lazy ones and those inside one folder included: the floor
+    test above only sees imports between rooms)."""
+    known = set(files)
+    graph = {m: sorted({t for _, t, _ in imports_of(p.read_text(), m, known) if t in known and t != m})
+             for m, p in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for m in sorted(graph):
+        if m not in index:
+            visit(m)
+    return circles
+
+
+def test_no_import_circles():
+    circles = import_circles(module_files())
+    assert not circles, "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_a_lazy_circle(tmp_path):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("from pgle.analysis import b\n")
+    b.write_text("def f():\n    from pgle.analysis import a\n")
+    files = {**module_files(), "pgle.analysis.a": a, "pgle.analysis.b": b}
+    assert ["pgle.analysis.a", "pgle.analysis.b"] in import_circles(files)
+
+
 # -- the checker itself catches what it must ------------------------------------------------
 
 @pytest.mark.parametrize("source, what", [

@@ -19,7 +19,7 @@ from pgle.commands.extract import (
     window_never_opened,
     window_summary,
 )
-from pgle.commands.options import Extraction, StoreOptions, Window
+from pgle.commands.options import CollectOptions, StoreOptions
 from pgle.errors import EXIT_ERROR, BadInput, Stalled
 from pgle.evidence.event_kinds import TraceError, TraceStart, TraceStop, WindowWarning
 from pgle.evidence.events import workload_exit_phrase
@@ -27,7 +27,6 @@ from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.launch.runfolder import RunFolder
-from pgle.launch.workload import Workload
 from pgle.phrases import plural
 from pgle.profiles import files, jaxlib, manifest
 from pgle.report import Report
@@ -42,37 +41,6 @@ log = logging.getLogger(__name__)
 FINGERPRINT_VMODULE = "gpu_hlo_schedule"
 FINGERPRINT_VLOG_LEVEL = 1
 STATUS_NOT_PROFILED = Collected.NOT_PROFILED
-DEFAULT_PERCENTILE = 90  # of the merge of the ranks' profiles, as JAX auto PGLE aggregates
-
-
-@dataclasses.dataclass(frozen=True)
-class CollectOptions:
-    workload: Workload
-    output: str | None  # None: inside the run folder (or `default_output`)
-    window: Window = Window()
-    extraction: Extraction = Extraction()
-    force: bool = False
-    allow_empty: bool = False
-    run_dir: str | None = None
-    log: str | None = None
-    # Multi-process jobs (pgle/commands/collect_job.py): profile one rank only, and the
-    # percentile of rank 0's merge of the ranks' profiles.
-    rank: int | None = None
-    merge_percentile: int = DEFAULT_PERCENTILE
-    default_output: str | None = None  # one process without -o: here (tune: its run folder)
-    store: StoreOptions | None = None  # --store: add each module's profile to it
-
-    def __post_init__(self):
-        if not 0 <= self.merge_percentile <= 100:
-            raise BadInput(f"merge percentile {self.merge_percentile} is outside 0..100.")
-        if self.store is not None and not self.extraction.per_module:
-            raise BadInput(
-                "--store keeps per-module profiles (keyed by fingerprint): add --per-module."
-            )
-
-    @property
-    def per_module(self) -> bool:
-        return self.extraction.per_module
 
 
 def request(opts: CollectOptions) -> LayoutRequest:

@@ -31,7 +31,7 @@ from pgle.verdicts.statuses import Collected, Written
 from pgle.xla import flag_table
 
 if TYPE_CHECKING:
-    from pgle.commands.collect import CollectOptions
+    from pgle.commands.options import CollectOptions
 
 log = logging.getLogger(__name__)
 

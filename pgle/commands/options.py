@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pgle.errors import BadInput
 from pgle.evidence.schema import WindowSpec
+from pgle.launch.workload import Workload
 
 CONVERTERS = ("jaxlib", "pgle")
 FORMATS = ("binary", "text")
@@ -248,3 +249,36 @@ class StoreOptions:
                 raise BadInput(f"--store {self.path} cannot be created: {parent} is not writable.")
         elif not os.access(p, os.W_OK) and not self.serve:
             raise BadInput(f"--store {self.path} is not writable.")
+
+
+DEFAULT_PERCENTILE = 90  # of the merge of the ranks' profiles, as JAX auto PGLE aggregates
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectOptions:
+    workload: Workload
+    output: str | None  # None: inside the run folder (or `default_output`)
+    window: Window = Window()
+    extraction: Extraction = Extraction()
+    force: bool = False
+    allow_empty: bool = False
+    run_dir: str | None = None
+    log: str | None = None
+    # Multi-process jobs (pgle/commands/collect_job.py): profile one rank only, and the
+    # percentile of rank 0's merge of the ranks' profiles.
+    rank: int | None = None
+    merge_percentile: int = DEFAULT_PERCENTILE
+    default_output: str | None = None  # one process without -o: here (tune: its run folder)
+    store: StoreOptions | None = None  # --store: add each module's profile to it
+
+    def __post_init__(self):
+        if not 0 <= self.merge_percentile <= 100:
+            raise BadInput(f"merge percentile {self.merge_percentile} is outside 0..100.")
+        if self.store is not None and not self.extraction.per_module:
+            raise BadInput(
+                "--store keeps per-module profiles (keyed by fingerprint): add --per-module."
+            )
+
+    @property
+    def per_module(self) -> bool:
+        return self.extraction.per_module

@@ -147,7 +147,7 @@ def test_allow_empty_per_rank_outputs_exit_0_like_one_process(project):
 def test_the_command_table_help_is_each_commands_short_help():
     import importlib
 
-    from pgle.cli.main import COMMANDS
+    from pgle.cli.commands import COMMANDS
 
     for name, (module, attr, line) in COMMANDS.items():
         command = getattr(importlib.import_module(module), attr)
