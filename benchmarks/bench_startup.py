@@ -32,7 +32,7 @@ def main() -> None:
     env = user.env()
     bare = h.Side("python -c pass", [user.python, "-c", "pass"], env=env, cwd=user.cwd)
 
-    from cli.main import COMMANDS
+    from cli.commands import COMMANDS
     from pgle.profiles.files import Profile, write_profile
 
     def worst(sides: dict[str, list[str]], pairs: int) -> tuple[str, dict, dict]:

@@ -19,7 +19,8 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from pgle.cli.main import COMMANDS, cli
+from pgle.cli.commands import COMMANDS
+from pgle.cli.main import cli
 
 TARGET = Path(__file__).resolve().parent / "reference" / "cli.md"
 REGENERATE = "python3 docs/gen_cli_reference.py"

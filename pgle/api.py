@@ -544,7 +544,7 @@ def nsys(
 @_front_door
 def estimate(
     source: str,
-    *args: str,
+    *workload: str,
     module: str | None = None,
     target: str | None = None,
     devices: int | None = None,
@@ -562,7 +562,7 @@ def estimate(
     return cmd.estimate(
         cmd.EstimateOptions(
             os.fspath(source),
-            tuple(args),
+            tuple(workload),
             module,
             target,
             devices,

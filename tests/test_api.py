@@ -13,7 +13,8 @@ import warnings
 import click
 import pytest
 from helpers.pgle_testing import pgle_lines, run_pgle
-from pgle.cli.main import COMMANDS, cli
+from pgle.cli.commands import COMMANDS
+from pgle.cli.main import cli
 
 from pgle import api
 from pgle.errors import BadInput, PgleError
@@ -30,7 +31,7 @@ COMMAND_FUNCTIONS = {
     ("cache", "prune"): api.cache_prune, ("store", "ls"): api.store_ls,
     ("store", "add"): api.store_add, ("store", "get"): api.store_get,
     ("store", "prune"): api.store_prune, ("runs", "ls"): api.runs_ls,
-    ("runs", "prune"): api.runs_prune,
+    ("runs", "prune"): api.runs_prune, ("estimate",): api.estimate,
 }
 # Flags of the command line's own (how it prints), not options of the command.
 SURFACE_FLAGS = {"--json", "--report", "--debug", "--verbose", "--dry-run", "--quiet"}

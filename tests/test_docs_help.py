@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from pgle.cli.main import COMMANDS, cli
+from pgle.cli.commands import COMMANDS
+from pgle.cli.main import cli
 
 from pgle.commands.options import PER_MODULE_FORMAT
 from pgle.profiles.files import SUFFIX
