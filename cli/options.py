@@ -181,10 +181,15 @@ def job_options(f):
         "--stall-timeout",
         default=None,
         metavar="DURATION",
-        help="Stop the workload after this long without progress (output, steps, "
-        "executions, compiles), after writing every process's Python stacks "
-        "to the run folder; exit 124. e.g. 30m, 2h, off [default: derived "
-        "from the step time, at least 10 min; 1 h while XLA compiles].",
+        help="The stall watchdog. Default (auto): after 10 min without progress "
+        "(output, steps, executions, compiles) write every process's Python "
+        "stacks to the run folder and say so, and go on; stop (exit 124) only a "
+        "workload whose marked steps had a rhythm (6 or more) that stopped for "
+        "max(1 h, 20x the median step interval), never while XLA compiles or a "
+        "trace is written, never before the steps. DURATION (30m, 2h): stop after "
+        "that long without progress, in any phase. report:DURATION: report after "
+        "that long, never stop. off: no watchdog. Time stopped (Ctrl-Z) does not "
+        "count.",
     )(f)
     f = click.option(
         "--gather",

@@ -13,8 +13,9 @@ environment says so); `environ` replaces os.environ for the workload. Each funct
 the `Report` that `--json` prints. Progress and notices go to the `pgle` logger (standard
 `logging`: `logging.basicConfig(level=logging.INFO)` shows them).
 
-Every workflow that launches takes `stall_timeout` (`"30m"`, seconds, `"off"`; default:
-derived from the run, pgle.launch.stall) and, for a multi-process job, `gather` (`"folder"`,
+Every workflow that launches takes `stall_timeout` (`"30m"` or seconds: stop after that long
+without progress; `"report:5m"`: report only; `"off"`; default: report after 10 min, stop only
+a step rhythm that stopped, pgle.launch.stall) and, for a multi-process job, `gather` (`"folder"`,
 or `"kv"`: jax.distributed's key-value store, pgle.jobs.kv).
 
     import pgle

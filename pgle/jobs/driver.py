@@ -45,6 +45,7 @@ from pgle.jobs import folder, kv, layout, ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
 from pgle.jobs.ranks import RankInfo
 from pgle.launch import execution
+from pgle.launch.stall import StallPolicy
 from pgle.phrases import ranks_phrase
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, grouped
@@ -163,7 +164,7 @@ class RankRun:
     stopped_for: folder.PeerFailure | None = None
     host: str = dataclasses.field(default_factory=socket.gethostname)
     last_phase: Report | None = None
-    stall_timeout_s: float | None = None  # pgle.launch.stall (None: derived, 0: off)
+    stall_timeout_s: float | StallPolicy | None = None  # pgle.launch.stall (0: off)
     gather: str = "folder"  # folder | kv (pgle.jobs.kv)
     held: execution.Execution | None = None  # --gather kv: the workload waits for the exchange
     exchange: kv.HeldExchange | None = None  # ... and the exchange with it

@@ -26,17 +26,19 @@ from pathlib import Path
 from pgle.errors import BadInput
 from pgle.jobs import ranks
 from pgle.jobs.ranks import RankInfo
+from pgle.launch.stall import REPORT_AFTER_S, StallPolicy
 
 DEFAULT_GATHER_TIMEOUT_S = 600.0
 PROFILE_EXTENSIONS = (".pb", ".pbtxt")
 GATHER_MODES = ("folder", "kv")
 
 
-def parse_stall_timeout(value: float | str | None) -> float | None:
-    """`--stall-timeout`: a duration (`90s`, `30m`, `2h`, or seconds), `off` (0), or `auto`
-    (None: the bound pgle derives from the run, pgle.launch.stall)."""
-    if value is None:
-        return None
+def parse_stall_timeout(value: float | str | StallPolicy | None) -> float | StallPolicy | None:
+    """`--stall-timeout`: a duration (`90s`, `30m`, `2h`, or seconds: stop after that long
+    without progress), `off` (0), `report:DURATION` (report after that long, never stop) or
+    `auto` (None: the default policy, pgle.launch.stall)."""
+    if value is None or isinstance(value, StallPolicy):
+        return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value < 0:
             raise BadInput(f"--stall-timeout {value:g} is negative.")
@@ -46,13 +48,25 @@ def parse_stall_timeout(value: float | str | None) -> float | None:
         return None
     if text in ("off", "0", "none", "no"):
         return 0.0
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    from pgle.units import parse_duration
+    mode, colon, after = text.partition(":")
+    if mode.strip() == "report":
+        seconds = _duration(after.strip(), value) if colon else REPORT_AFTER_S
+        if seconds <= 0:
+            raise BadInput(f"--stall-timeout {value!r}: report after a duration above 0.")
+        return StallPolicy(None, seconds, rhythm_stop=False)
+    return _duration(text, value)
 
-    return parse_duration(text, "--stall-timeout")
+
+def _duration(text: str, value: object) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        from pgle.units import parse_duration
+
+        return parse_duration(text, "--stall-timeout")
+    if not 0 <= seconds < float("inf"):
+        raise BadInput(f"--stall-timeout {value!r}: a duration >= 0, e.g. 30m.")
+    return seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +95,9 @@ class JobOptions:
         object.__setattr__(self, "stall_timeout", parse_stall_timeout(self.stall_timeout))
 
     @property
-    def stall_timeout_s(self) -> float | None:
-        """The stall watchdog's bound: seconds, 0 for off, None for the derived bound."""
+    def stall_timeout_s(self) -> float | StallPolicy | None:
+        """The stall watchdog's policy: seconds (stop after), 0 for off, a StallPolicy
+        (`report:`), None for the default."""
         return self.stall_timeout  # type: ignore[return-value]
 
     @property

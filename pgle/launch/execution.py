@@ -23,7 +23,7 @@ from pgle.launch import launcher, streams
 from pgle.launch.childenv import ChildEnv
 from pgle.launch.progress import WindowProgress
 from pgle.launch.runfolder import RunFolder
-from pgle.launch.stall import StallReport, StallWatch
+from pgle.launch.stall import StallPolicy, StallReport, StallWatch
 from pgle.launch.workload import Workload
 from pgle.redact import redact_args
 
@@ -160,7 +160,7 @@ def execute(
     observe_pgle: bool = False,
     progress: bool = False,
     count_jits: bool = True,
-    stall_timeout: float | None = None,
+    stall_timeout: float | StallPolicy | None = None,
     hold: bool = False,
     hold_timeout_s: float = 900.0,
     export_dir: str | None = None,
@@ -172,8 +172,10 @@ def execute(
     code to stop it with (pgle.launch.launcher). `progress`: log progress lines while it runs
     (the profiling window's, or plain running time; pgle.launch.progress). `count_jits`: the
     harness counts jitted executions (pgle.launch.step_rule) unless False.
-    `stall_timeout`: the stall watchdog's bound in seconds (None: derived from the run; 0:
-    off; pgle.launch.stall); a stalled workload raises Stalled. `hold`: the workload waits at
+    `stall_timeout`: the stall watchdog's policy (pgle.launch.stall.StallPolicy; seconds: stop
+    after that long without progress; 0: off; None: the default, which reports and stops only
+    a step rhythm that stopped); a stopped workload raises Stalled, a reported quiet spell is a
+    warning of the report. `hold`: the workload waits at
     its end for pgle's exchange through jax.distributed (pgle.launch.handoff): the Execution
     then comes back while it waits (`held`), and `resume()` lets it end. `export_dir`: the
     harness exports the candidate step functions there for CUDA (pgle.launch.step_export)."""
@@ -206,7 +208,8 @@ def execute(
     if on_start is not None:
         on_start()
     ticker = WindowProgress(run.events, window=profile_window is not None) if progress else None
-    stall = StallWatch(run.path, stall_timeout, streams.say) if stall_timeout != 0 else None
+    policy = StallPolicy.of(stall_timeout)
+    stall = StallWatch(run.path, policy, streams.say) if policy is not None else None
     result = launcher.launch(
         argv,
         env,
@@ -226,6 +229,8 @@ def execute(
             copy_log(run.log, log_copy)
         raise interrupted(result)
     child.warnings.extend(result.stream_notes)
+    if stall is not None:
+        child.warnings.extend(stall.notes)
     if result.log_error:
         # Every command copies child.warnings into its report.
         child.warnings.append(

@@ -18,7 +18,13 @@ acts for it as a shell would.
   `Interrupted` (exit 128+N) whatever the workload's exit code, so no later phase starts.
 - SIGTERM: a workload still running KILL_GRACE_S after it (after jax.distributed.initialize()
   jax swallows SIGTERM: XLA's preemption notifier) gets SIGKILL, group and all.
-- SIGTSTP (Ctrl-Z) stops the workload's group, then pgle itself; SIGCONT resumes both.
+- SIGTSTP (Ctrl-Z) stops the workload's group, then pgle itself; SIGCONT resumes both, restarts
+  the stall watchdog's clock (time stopped is not the workload's: pgle.launch.stall) and
+  refreshes the run folder's lease at once (pgle.launch.runfolder).
+- Processes of the workload that left its group (`setsid`, a daemon) are found by the mark in
+  their environment (pgle.launch.escapees): the stopping signals and the stall watchdog's stop
+  reach them too, those still alive when the stopped workload has exited are killed once the
+  grace period is over, and a watcher process kills them if pgle dies (even by SIGKILL).
 - The handlers are in place before the child is started: a signal that arrives meanwhile is
   forwarded as soon as the child exists, never lost.
 - A signal pgle was started ignoring (`nohup`, `cmd &` in a script) stays ignored, by pgle and
@@ -55,7 +61,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pgle.errors import BadInput, PgleError
-from pgle.launch import streams
+from pgle.launch import escapees, runfolder, streams
 from pgle.launch.pumps import (
     COALESCE_BELOW_PIPE,
     COALESCE_BELOW_TERMINAL,
@@ -217,6 +223,8 @@ class _Signals:
         self.pending: list[int] = []
         self.interrupted: int | None = None
         self.kill_at: float | None = None
+        self.token: str | None = None  # the workload's mark (pgle.launch.escapees)
+        self.on_resume: list[Callable[[], None]] = [runfolder.refresh_leases]
         self.previous: dict[int, object] = {}
         if threading.current_thread() is not threading.main_thread():
             return  # only the main thread may set handlers (a library caller's thread)
@@ -253,6 +261,9 @@ class _Signals:
         if signum == signal.SIGTERM and self.kill_at is None:
             self.kill_at = time.monotonic() + self.grace_s
         self._send(signum)
+        if signum in STOPPING_SIGNALS and self.child is not None and self.token is not None:
+            # The command stops: what left the workload's group gets the signal too.
+            escapees.signal_all(escapees.marked(self.token, outside_group=self.child.pid), signum)
 
     def suspend(self, signum: int, frame) -> None:
         """Ctrl-Z: stop the workload's group, then pgle, as the default action would (the shell
@@ -268,6 +279,8 @@ class _Signals:
     def resume(self, signum: int, frame) -> None:
         if self.child is not None:
             signal_group(self.child, signal.SIGCONT)
+        for then in self.on_resume:
+            then()
 
     def resized(self, signum: int, frame) -> None:
         # The child's pseudo-terminal is no process's controlling terminal (the child runs in
@@ -288,6 +301,9 @@ class Stall(Protocol):
 
     def dump(self, why: str) -> None:
         """Have every process of the workload write its Python stacks (before pgle stops it)."""
+
+    def restart(self) -> None:
+        """pgle or the workload was stopped until now: restart the clock of no progress."""
 
 
 def launch(
@@ -335,9 +351,12 @@ class Running:
         group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
         # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
         watch_r, self.watch_w = os.pipe()
-        env = {**env, PARENT_FD_VAR: str(watch_r)}
+        self.token = escapees.new_token()
+        env = {**env, PARENT_FD_VAR: str(watch_r), escapees.TOKEN_VAR: self.token}
         out, err = _Channel(1), _Channel(2)
         self.signals = _Signals(self.grace, (out, err))
+        self.signals.token = self.token
+        self.watcher = escapees.Watcher(self.token)
         self.start = time.monotonic()
         try:
             self.child = subprocess.Popen(
@@ -351,6 +370,7 @@ class Running:
             )
         except OSError as e:
             self.signals.restore()
+            self.watcher.done()
             self.log.close()
             os.close(self.watch_w)
             for fd in (out.read_fd, err.read_fd):
@@ -384,6 +404,9 @@ class Running:
     def _stop(self, code: int) -> None:
         self.stopped, self.stopped_code = True, code
         signal_group(self.child, signal.SIGTERM)
+        escapees.signal_all(
+            escapees.marked(self.token, outside_group=self.child.pid), signal.SIGTERM
+        )
         peer_kill = time.monotonic() + PEER_STOP_GRACE_S
         if self.signals.kill_at is None or peer_kill < self.signals.kill_at:
             self.signals.kill_at = peer_kill
@@ -398,6 +421,8 @@ class Running:
         held: Callable[[], int | None] | None = None,
     ) -> LaunchResult:
         signals = self.signals
+        if stall is not None:
+            signals.on_resume.append(stall.restart)
         try:
             while True:
                 wait = poll_s
@@ -413,6 +438,7 @@ class Running:
                 ):
                     self.killed = True
                     signal_group(self.child, signal.SIGKILL)
+                    escapees.signal_all(escapees.marked(self.token), signal.SIGKILL)
                     if not self.stopped:
                         _warn(
                             f"pgle: the workload was still running {signals.grace_s:g} s after "
@@ -430,7 +456,9 @@ class Running:
                             stall.dump("a peer failed")
                         self._stop(code)
                         continue
-                if stall is not None:
+                if stall is not None and _stopped(self.child.pid):
+                    stall.restart()  # stopped (SIGSTOP, a debugger): not a stall
+                elif stall is not None:
                     code = stall.poll(self.output_at())
                     if code is not None:
                         self._stop(code)
@@ -468,8 +496,25 @@ class Running:
         self.signals.restore()
         with contextlib.suppress(OSError):
             os.close(self.watch_w)
+        self.watcher.done()
+
+    def _end_escapees(self) -> None:
+        """The command stops (a stopping signal, the stall watchdog): what of the workload left
+        its group and outlived it gets until the grace period's end, then SIGKILL."""
+        if not (self.stopped or self.signals.interrupted):
+            return  # a workload that ended by itself may leave a daemon, as without pgle
+        left = escapees.marked(self.token)
+        if not left:
+            return
+        if self.signals.kill_at is None:  # Ctrl-C or SIGHUP: they got it; give them the grace
+            self.signals.kill_at = time.monotonic() + self.grace
+        while left and time.monotonic() < self.signals.kill_at:
+            time.sleep(0.1)
+            left = escapees.marked(self.token)
+        escapees.signal_all(left, signal.SIGKILL)
 
     def _finish(self, returncode: int) -> LaunchResult:
+        self._end_escapees()
         self._close()
         pumps, log, log_path = self.pumps, self.log, self.log_path
         if not drained(pumps, PIPE_GRACE_S):
@@ -500,6 +545,18 @@ class Running:
             self.killed,
             notes,
         )
+
+
+def _stopped(pid: int) -> bool:
+    """The process is stopped (SIGSTOP, SIGTSTP) or held by a debugger (/proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(512)
+    except OSError:
+        return False
+    # `pid (comm) state ...`: comm may hold spaces and parentheses; the state follows the last ')'.
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state in (b"T", b"t")
 
 
 def signal_group(child: subprocess.Popen, signum: int) -> None:

@@ -15,10 +15,13 @@ link at one's name, is refused).
 modification time every LEASE_REFRESH_SECONDS while it lives. `pgle runs prune` never deletes a
 folder whose lease is alive: on this host, its process is running; on another host of a shared
 filesystem, the lease was refreshed less than LEASE_TTL_SECONDS ago (docs/guide/runs.md).
+While pgle is stopped (Ctrl-Z) nothing refreshes it; SIGCONT refreshes it at once
+(`refresh_leases`, from pgle.launch.launcher's handler), not up to LEASE_REFRESH_SECONDS later.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -77,14 +80,29 @@ class _Heartbeat:
             time.sleep(LEASE_REFRESH_SECONDS)
             with self.lock:
                 paths = list(self.paths)
-            for path in paths:
-                try:
-                    os.utime(path, follow_symlinks=False)
-                except OSError:
-                    self.release(path)  # the folder was removed: nothing left to hold
+            self.refresh(paths)
+
+    def refresh(self, paths: list[str]) -> None:
+        for path in paths:
+            try:
+                os.utime(path, follow_symlinks=False)
+            except OSError:
+                self.release(path)  # the folder was removed: nothing left to hold
+
+    def refresh_now(self) -> None:
+        """From a signal handler (SIGCONT): no lock (the handler may interrupt its holder); a
+        copy of the set is enough, a lease added meanwhile is fresh anyway."""
+        for path in tuple(self.paths):
+            with contextlib.suppress(OSError):
+                os.utime(path, follow_symlinks=False)
 
 
 _HEARTBEAT = _Heartbeat()
+
+
+def refresh_leases() -> None:
+    """Refresh every lease this process holds now (on SIGCONT: pgle was stopped)."""
+    _HEARTBEAT.refresh_now()
 
 
 def _new_folder(command: str, suffix: str) -> Path:

@@ -1,28 +1,41 @@
-"""The stall watchdog: a workload that makes no progress for too long is stopped, after every
-one of its Python processes wrote its stacks into the run folder.
+"""The stall watchdog: a workload that makes no progress for long writes its Python stacks into
+the run folder and says so; pgle stops it only where the user asked, or where its steps had a
+rhythm that stopped for far longer than it (issue 31).
 
 Progress is anything the workload does that pgle can see: a line of output (either stream),
 an event of the harness (a step, a compile starting or ending, a JAX log record, a warning)
 and an execution of a jitted function (the harness rewrites `progress` when their count
 changes; pgle.launch.harness). A hung job shows none of them: a collective a peer never
 joins, a host callback that waits forever, auto PGLE's FDO recompile or its wait for the
-profile another process publishes (a 64-GPU job sat 10.5 h there, marin #8222).
+profile another process publishes (a 64-GPU job sat 10.5 h there, marin #8222). Healthy work
+can show none of them for many minutes too: a checkpoint to slow storage, a long compile,
+`stop_trace` writing a trace (6-8 min measured on 2x8 GPUs), the set-up before the first step.
 
-The bound (`--stall-timeout`, docs/guide/cluster.md):
-- given: that many seconds of no progress, whatever the phase (set it above the longest
-  compile);
-- by default: while XLA compiles (the harness's compile_begin without its compile_end),
-  max(COMPILE_FLOOR_S, COMPILE_FACTOR x the longest compile seen so far; auto PGLE's FDO
-  recompile of a module is a compile like its first one, with the profile): a big model's
-  first compile takes many minutes; otherwise max(FLOOR_S, STEP_FACTOR x the median of the
-  last steps' times).
+The rule (`--stall-timeout`, StallPolicy, docs/reliability.md "The stall watchdog"):
+- `auto` (the default): after REPORT_AFTER_S without progress every harnessed process writes
+  its stacks and pgle says, in one `pgle:` line, where the workload is; it goes on. pgle stops
+  the workload only when all of these hold: its processes entered at least RHYTHM_STEPS + 1
+  marked steps (a rhythm), no compile and no trace (pgle's or the workload's own, its export
+  included) is in flight, and nothing progressed for max(STOP_FLOOR_S, STEP_FACTOR x the median
+  of the last STEP_WINDOW step intervals). A workload quiet before its first step is never
+  stopped by default.
+- a duration (`30m`): that long without progress stops the workload, whatever the phase (the
+  user asked: set it above the longest compile and checkpoint).
+- `report:DURATION`: report after that long, never stop. `off`: no watchdog.
 
-On a stall pgle sends every harnessed process its dump signal (schema.DUMP_SIGNAL: ignored by
+Time while pgle is stopped (Ctrl-Z, SIGSTOP) or while the workload's process is stopped
+(SIGSTOP, a debugger) is not the workload's: SIGCONT, a pause of the watchdog's polls longer
+than STOP_GAP_S (pgle could not have polled: it was stopped), and a stopped workload each
+restart the clock (`restart`). CLOCK_MONOTONIC runs on while a process is stopped, so the stop
+has to be noticed; a clock that pauses (process CPU time) also pauses while the workload
+merely sleeps.
+
+On a stop pgle sends every harnessed process its dump signal (schema.DUMP_SIGNAL: ignored by
 default, so a shell or launcher in the workload's group is never hurt): faulthandler writes
 all threads' stacks to `stacks.txt` beside the process's events. pgle then names the phase
-(pgle.evidence.stacks), says so in one line, and stops the workload's group (SIGTERM, then
-SIGKILL) with EXIT_STALLED. A rank stopped because a peer failed dumps its stacks too
-(`dump`), so a multi-process job leaves every rank's.
+(pgle.evidence.stacks), says so in one line, and stops the workload (SIGTERM, then SIGKILL)
+with EXIT_STALLED. A rank stopped because a peer failed dumps its stacks too (`dump`), so a
+multi-process job leaves every rank's.
 """
 
 from __future__ import annotations
@@ -41,13 +54,48 @@ from pathlib import Path
 from pgle.errors import EXIT_STALLED
 from pgle.evidence import schema, stacks
 
-FLOOR_S = 600.0  # 10 min: no progress of any kind outside a compile
-STEP_FACTOR = 20.0  # x the median step time, when it is longer than FLOOR_S / 20
-COMPILE_FLOOR_S = 3600.0  # 1 h: big models compile for many minutes
-COMPILE_FACTOR = 5.0  # x the longest compile so far
+REPORT_AFTER_S = 600.0  # 10 min without progress: stacks and a line, the workload goes on
+STOP_FLOOR_S = 3600.0  # by default never stopped before 1 h without progress...
+STEP_FACTOR = 20.0  # ... nor before 20x the median step interval
+RHYTHM_STEPS = 5  # step intervals that make a rhythm (6 marked steps)
+STOP_GAP_S = 2.0  # polls this far apart (they come every 0.5 s): pgle was stopped meanwhile
 DUMP_WAIT_S = 5.0  # the most pgle waits for the processes to write their stacks
 STEP_WINDOW = 50  # steps whose times give the median
 _STEP_ENTER = (f'{{"kind": "{schema.STEP_ENTER}", "t": ').encode()
+_TRACE_OPEN = (schema.TRACE_START,)
+_TRACE_CLOSE = (schema.TRACE_STOP, schema.TRACE_DISCARD)
+
+
+@dataclasses.dataclass(frozen=True)
+class StallPolicy:
+    """What the watchdog does (module docstring). `stop_after_s`: the user's bound, any phase;
+    `report_after_s`: when to write stacks and say so (None: never); `rhythm_stop`: stop a
+    workload whose step rhythm stopped for far longer than it (the default)."""
+
+    stop_after_s: float | None = None
+    report_after_s: float | None = REPORT_AFTER_S
+    rhythm_stop: bool = True
+
+    @classmethod
+    def of(cls, value: float | StallPolicy | None) -> StallPolicy | None:
+        """None: the default; seconds: stop after that long (0: off, None returned)."""
+        if value is None:
+            return cls()
+        if isinstance(value, StallPolicy):
+            return value
+        if value == 0:
+            return None
+        return cls(float(value), None, False)
+
+    def describe(self) -> str:
+        if self.stop_after_s is not None:
+            return f"stop after {describe_seconds(self.stop_after_s)} without progress"
+        report = (
+            f"report after {describe_seconds(self.report_after_s)} without progress"
+            if self.report_after_s is not None
+            else "never report"
+        )
+        return report + ("; stop a stopped step rhythm" if self.rhythm_stop else "; never stop")
 
 
 def describe_seconds(seconds: float) -> str:
@@ -70,6 +118,7 @@ class _Process:
     steps: deque = dataclasses.field(default_factory=lambda: deque(maxlen=STEP_WINDOW + 1))
     compiling: dict[str, dict] = dataclasses.field(default_factory=dict)  # thread -> begin
     longest_compile: float = 0.0
+    tracing: bool = False  # a trace (pgle's window or the workload's own) is open or exporting
     progress_mtime: int = 0
     exited: bool = False
 
@@ -86,21 +135,32 @@ class StallReport:
     stacks: dict[int, str]  # pid -> stacks file
     run: str
 
-    def message(self) -> str:
+    def _where(self) -> tuple[str, str]:
         procs = sorted(self.phases)
-        if len(procs) == 1:
-            where = self.phases[procs[0]]
-            files = self.stacks.get(procs[0]) or "(no stacks were written)"
-            stacks = f"its Python stacks are in {files}"
-        else:
-            where = "; ".join(f"process {p}: {self.phases[p]}" for p in procs)
-            stacks = f"every process's Python stacks are in {self.run} (stacks.txt, procs/*/)"
         if not procs:
-            where, stacks = "no harnessed process answered", "no stacks were written"
+            return "no harnessed process answered", "no stacks were written"
+        if len(procs) == 1:
+            files = self.stacks.get(procs[0]) or "(no stacks were written)"
+            return self.phases[procs[0]], f"its Python stacks are in {files}"
+        where = "; ".join(f"process {p}: {self.phases[p]}" for p in procs)
+        return where, f"every process's Python stacks are in {self.run} (stacks.txt, procs/*/)"
+
+    def message(self) -> str:
+        where, stacks = self._where()
         return (
             f"the workload made no progress for {describe_seconds(self.seconds)} "
             f"({self.bound_rule}): {where}; {stacks}; pgle stopped it (exit "
             f"{EXIT_STALLED}; --stall-timeout sets the bound)"
+        )
+
+    def note(self) -> str:
+        """The report of a quiet spell pgle does not stop (the default watchdog)."""
+        where, stacks = self._where()
+        return (
+            f"the workload made no progress for {describe_seconds(self.seconds)}: {where}; "
+            f"{stacks}; pgle lets it run (a compile, a trace export, a checkpoint or the "
+            f"set-up before the first step is no stall; --stall-timeout DURATION stops a "
+            f"workload after that long without progress)"
         )
 
     def to_dict(self) -> dict:
@@ -121,42 +181,63 @@ class StallReport:
 
 
 class StallWatch:
-    """Polled by the launcher (pgle.launch.launcher.Stall); reads only what is new."""
+    """Polled by the launcher (pgle.launch.launcher.Stall); reads only what is new.
+    `policy`: a StallPolicy, seconds (the user's bound) or None (the default policy)."""
 
     def __init__(
         self,
         run_path: Path,
-        bound_s: float | None,
+        policy: float | StallPolicy | None,
         say: Callable[[str], object],
         *,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.run = Path(run_path)
-        self.bound_s = bound_s  # None: derived
+        self.policy = StallPolicy.of(policy) or StallPolicy(None, None, False)
         self.say = say
         self.clock = clock
-        self.last = clock()
+        self.last = self.polled = clock()
         self.processes: dict[Path, _Process] = {}
         self.next_scan = 0.0
-        self.report: StallReport | None = None
+        self.report: StallReport | None = None  # set when pgle stops the workload
+        self.notes: list[str] = []  # the quiet spells reported, not stopped
+        self.reported_since: float | None = None  # the start of the spell last reported
         self.dumped: dict[int, str] = {}  # pid -> the text of its dump
 
     # -- what the launcher calls --------------------------------------------------------------
+    def restart(self) -> None:
+        """The workload or pgle was stopped (SIGTSTP/SIGSTOP ... SIGCONT): that time is not
+        the workload's. Safe in a signal handler (two assignments)."""
+        self.last = self.polled = self.clock()
+
     def poll(self, output_at: float) -> int | None:
         now = self.clock()
+        if now - self.polled > STOP_GAP_S:
+            self.last = now  # pgle could not poll: it was stopped (or starved) meanwhile
+        self.polled = now
         if self._read():
             self.last = now
         last = max(self.last, output_at)
-        bound, rule = self.bound()
-        if now - last < bound:
-            return None
-        self.say(
-            f"pgle: the workload made no progress for {describe_seconds(now - last)} "
-            f"({rule}): writing its Python stacks, then stopping it"
-        )
-        self.dump(f"no progress for {describe_seconds(now - last)}")
-        self.report = self._findings(now - last, bound, rule)
-        return EXIT_STALLED
+        quiet = now - last
+        stop = self.stop_bound()
+        if stop is not None and quiet >= stop[0]:
+            bound, rule = stop
+            self.say(
+                f"pgle: the workload made no progress for {describe_seconds(quiet)} "
+                f"({rule}): writing its Python stacks, then stopping it"
+            )
+            self.dump(f"no progress for {describe_seconds(quiet)}")
+            self.report = self._findings(quiet, bound, rule)
+            return EXIT_STALLED
+        report_s = self.policy.report_after_s
+        if report_s is not None and quiet >= report_s and self.reported_since != last:
+            self.reported_since = last
+            self.dump(f"no progress for {describe_seconds(quiet)}")
+            note = self._findings(quiet, report_s, "reported").note()
+            self.notes.append(note)
+            self.say(f"pgle: {note}")
+            self.polled = self.clock()  # the dump's own wait is no stop of pgle
+        return None
 
     def dump(self, why: str) -> None:
         """Every harnessed process writes its stacks; wait until each did (DUMP_WAIT_S)."""
@@ -172,9 +253,9 @@ class StallWatch:
             except OSError:
                 continue
             asked[proc.pid] = (proc.stacks, size)
-        deadline = self.clock() + DUMP_WAIT_S
+        deadline = time.monotonic() + DUMP_WAIT_S
         waiting = dict(asked)
-        while waiting and self.clock() < deadline:
+        while waiting and time.monotonic() < deadline:
             for pid, (path, size) in list(waiting.items()):
                 try:
                     grown = path.stat().st_size > size
@@ -183,7 +264,8 @@ class StallWatch:
                 if grown:
                     del waiting[pid]
             time.sleep(0.05)
-        time.sleep(0.2)  # the dump of a process with many threads: let it finish
+        if asked:
+            time.sleep(0.2)  # the dump of a process with many threads: let it finish
         for pid, (path, size) in asked.items():
             try:
                 with open(path, "rb") as f:
@@ -193,28 +275,43 @@ class StallWatch:
                 pass
 
     # -- the bound ------------------------------------------------------------------------------
-    def bound(self) -> tuple[float, str]:
-        if self.bound_s is not None:
-            return self.bound_s, f"--stall-timeout {describe_seconds(self.bound_s)}"
-        in_flight = [(p, c) for p in self.processes.values() for c in p.compiling.values()]
-        if in_flight:
-            longest = max((p.longest_compile for p in self.processes.values()), default=0.0)
-            bound = COMPILE_FLOOR_S
-            rule = f"the bound while XLA compiles: {describe_seconds(COMPILE_FLOOR_S)}"
-            if COMPILE_FACTOR * longest > bound:
-                bound = COMPILE_FACTOR * longest
-                rule = f"{COMPILE_FACTOR:g}x the longest compile so far"
-            return bound, rule
-        times = [
+    def busy(self) -> str | None:
+        """What makes a quiet spell no stall: a compile or a trace in flight."""
+        for proc in self.processes.values():
+            if proc.compiling:
+                return "XLA compiles"
+            if proc.tracing:
+                return "a trace is open or being written"
+        return None
+
+    def step_intervals(self) -> list[float]:
+        return [
             b - a
             for p in self.processes.values()
             for a, b in zip(p.steps, list(p.steps)[1:], strict=False)
         ]
-        if times:
-            median = statistics.median(times)
-            if STEP_FACTOR * median > FLOOR_S:
-                return STEP_FACTOR * median, f"{STEP_FACTOR:g}x the median step time"
-        return FLOOR_S, f"the default bound, {describe_seconds(FLOOR_S)}"
+
+    def stop_bound(self) -> tuple[float, str] | None:
+        """How long without progress stops the workload now, and the rule; None: nothing
+        stops it now (the module docstring's rule)."""
+        policy = self.policy
+        if policy.stop_after_s is not None:
+            return policy.stop_after_s, f"--stall-timeout {describe_seconds(policy.stop_after_s)}"
+        if not policy.rhythm_stop or self.busy():
+            return None
+        times = self.step_intervals()
+        if len(times) < RHYTHM_STEPS:
+            return None  # before the first steps (set-up, first compile): never a stall
+        median = statistics.median(times)
+        if STEP_FACTOR * median > STOP_FLOOR_S:
+            return STEP_FACTOR * median, (
+                f"the steps stopped: {STEP_FACTOR:g}x the median step interval "
+                f"of {describe_seconds(median)}"
+            )
+        return STOP_FLOOR_S, (
+            f"the steps stopped: {describe_seconds(STOP_FLOOR_S)}, the least the "
+            f"default watchdog waits"
+        )
 
     # -- reading --------------------------------------------------------------------------------
     def _homes(self) -> list[Path]:
@@ -272,7 +369,8 @@ class StallWatch:
 
     def _record(self, proc: _Process, line: bytes) -> None:
         head = line[:40]
-        if not any(k in head for k in (b'"compile_', b'"start"', b'"stacks"', b'"exit"')):
+        keys = (b'"compile_', b'"start"', b'"stacks"', b'"exit"', b'"trace_', b'"script_trace"')
+        if not any(k in head for k in keys):
             return
         try:
             r = json.loads(line)
@@ -299,6 +397,12 @@ class StallWatch:
                 seconds = float(r.get("t") or 0) - float(started.get("t") or 0)
                 if seconds > 0:
                     proc.longest_compile = max(proc.longest_compile, seconds)
+        elif kind in _TRACE_OPEN:
+            proc.tracing = True
+        elif kind in _TRACE_CLOSE:
+            proc.tracing = False
+        elif kind == schema.SCRIPT_TRACE:
+            proc.tracing = r.get("call") == "start"  # its stop event comes once it is written
         elif kind == schema.EXIT:
             proc.exited = True
 

@@ -11,10 +11,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers.pgle_testing import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
 
 from pgle.evidence import stacks
-from pgle.launch.stall import COMPILE_FLOOR_S, FLOOR_S, STEP_FACTOR, StallWatch
+from pgle.errors import BadInput
+from pgle.jobs.layout import parse_stall_timeout
+from pgle.launch.stall import (
+    REPORT_AFTER_S,
+    RHYTHM_STEPS,
+    STEP_FACTOR,
+    STOP_FLOOR_S,
+    StallPolicy,
+    StallWatch,
+)
 
 DIST = WORKLOADS / "dist_steps.py"
 
@@ -106,11 +117,14 @@ def test_every_rank_writes_its_stacks_when_a_peer_never_joins_the_barrier(projec
     assert any(e.get("stall") for e in errors), errors
 
 
-def test_the_bound_follows_the_steps_and_the_compiles(tmp_path):
-    """The derived bound: the floor, STEP_FACTOR x the median step, and while XLA compiles
-    (auto PGLE's FDO recompile included) the compile floor or 5x the longest compile."""
+def test_the_default_rule_reports_and_stops_only_a_stopped_step_rhythm(tmp_path):
+    """The default policy on real event files, with the watchdog's clock moved by hand: before
+    the steps (2 h quiet), while XLA compiles and while a trace is written it never stops the
+    workload, it reports once per quiet spell; once 6 steps made a rhythm, a quiet spell of
+    max(STOP_FLOOR_S, STEP_FACTOR x the median interval) stops it, and not a second earlier."""
     now = [1000.0]
-    watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: now[0])
+    said: list[str] = []
+    watch = StallWatch(tmp_path, None, said.append, clock=lambda: now[0])
     events = tmp_path / "events.jsonl"
 
     def write(*records: dict) -> None:
@@ -118,25 +132,101 @@ def test_the_bound_follows_the_steps_and_the_compiles(tmp_path):
             for r in records:
                 f.write(json.dumps(r) + "\n")
 
+    def wait(seconds: float) -> int | None:
+        """`seconds` of no progress, polled closer than STOP_GAP_S (pgle was never stopped)."""
+        code = None
+        end = now[0] + seconds
+        while code is None and now[0] < end:
+            now[0] = min(end, now[0] + 1.9)
+            code = watch.poll(0.0)
+        return code
+
     events.touch()
-    assert watch.bound()[0] == FLOOR_S
+    assert watch.stop_bound() is None
+    assert wait(2 * STOP_FLOOR_S) is None  # quiet before the first step: reported, never stopped
+    assert len(watch.notes) == 1 and "pgle lets it run" in watch.notes[0]
+    assert [s for s in said if s.startswith("pgle: the workload made no progress for 10 min")]
     write(*({"kind": "step_enter", "t": 100.0 * i, "name": "train", "step_num": i, "index": i}
-            for i in range(5)))
+            for i in range(RHYTHM_STEPS)))  # one interval short of a rhythm
+    assert wait(0.5) is None and watch.stop_bound() is None
+    write({"kind": "step_enter", "t": 100.0 * RHYTHM_STEPS, "name": "train",
+           "step_num": RHYTHM_STEPS, "index": RHYTHM_STEPS})
+    assert wait(0.5) is None
+    assert watch.stop_bound()[0] == STOP_FLOOR_S  # 20 x 100 s is under the floor
+    # A compile in flight (auto PGLE's FDO recompile), then a trace being written: no stop.
+    write({"kind": "compile_begin", "t": 700.0, "module": "jit_step", "fdo": True, "thread": "1"})
+    assert wait(1.5 * STOP_FLOOR_S) is None
+    write({"kind": "compile_end", "t": 9000.0, "module": "jit_step", "ok": True},
+          {"kind": "trace_start", "t": 9001.0, "dir": "t", "purpose": "window"})
+    assert wait(1.5 * STOP_FLOOR_S) is None
+    write({"kind": "trace_stop", "t": 9002.0, "dir": "t", "purpose": "window"},
+          {"kind": "script_trace", "t": 9003.0, "call": "start", "site": "x.py:1", "dir": None})
+    assert wait(1.5 * STOP_FLOOR_S) is None and watch.busy()
+    write({"kind": "script_trace", "t": 9004.0, "call": "stop", "site": "x.py:2", "dir": None})
+    # The rhythm stopped: the floor, not a second less.
+    assert wait(0.5) is None  # the poll that reads the trace's end: the spell starts here
+    assert wait(STOP_FLOOR_S - 1) is None
+    assert wait(1.0) == 124
+    assert watch.report is not None and watch.report.bound_s == STOP_FLOOR_S
+    assert "the steps stopped" in watch.report.bound_rule
+    # Slow steps: STEP_FACTOR x their median.
+    slow = StallWatch(tmp_path / "slow", None, lambda s: None, clock=lambda: now[0])
+    (tmp_path / "slow").mkdir()
+    with open(tmp_path / "slow" / "events.jsonl", "w") as f:
+        for i in range(10):
+            f.write(json.dumps({"kind": "step_enter", "t": 600.0 * i, "name": "s",
+                                "step_num": i, "index": i}) + "\n")
+    slow.poll(0.0)
+    assert slow.stop_bound()[0] == STEP_FACTOR * 600.0
+
+
+def test_an_explicit_bound_stops_in_any_phase_and_report_only_never_stops(tmp_path):
+    now = [1000.0]
+    (tmp_path / "events.jsonl").write_text(json.dumps(
+        {"kind": "compile_begin", "t": 1.0, "module": "m", "fdo": False, "thread": "1"}) + "\n")
+    explicit = StallWatch(tmp_path, 30.0, lambda s: None, clock=lambda: now[0])
+    report_only = StallWatch(tmp_path, parse_stall_timeout("report:20s"), lambda s: None,
+                             clock=lambda: now[0])
+    codes = []
+    for _ in range(400):
+        now[0] += 0.5
+        codes.append((explicit.poll(0.0), report_only.poll(0.0)))
+    assert (124, None) in codes and all(r is None for _, r in codes)
+    # 30 s after the first poll, which read the compile's start: while it compiles
+    assert next(i for i, c in enumerate(codes) if c[0] == 124) == 60
+    assert len(report_only.notes) == 1  # one report per quiet spell
+
+
+def test_time_stopped_does_not_count(tmp_path):
+    """A pause of the polls longer than STOP_GAP_S (pgle was stopped) and `restart` (SIGCONT,
+    a stopped workload) restart the clock of no progress."""
+    now = [1000.0]
+    watch = StallWatch(tmp_path, 10.0, lambda s: None, clock=lambda: now[0])
+    (tmp_path / "events.jsonl").touch()
+    for _ in range(18):  # 9 s quiet
+        now[0] += 0.5
+        assert watch.poll(0.0) is None
+    now[0] += 600  # stopped for 10 min
     assert watch.poll(0.0) is None
-    assert watch.bound()[0] == STEP_FACTOR * 100.0
-    write({"kind": "compile_begin", "t": 600.0, "module": "jit_step", "fdo": False, "thread": "1"},
-          {"kind": "compile_end", "t": 1600.0, "module": "jit_step", "ok": True},
-          {"kind": "compile_begin", "t": 1700.0, "module": "jit_step", "fdo": True, "thread": "1"})
-    assert watch.poll(0.0) is None
-    bound, rule = watch.bound()
-    assert bound == max(COMPILE_FLOOR_S, 5 * 1000.0) and "longest compile" in rule
-    write({"kind": "compile_end", "t": 1800.0, "module": "jit_step", "ok": True})
-    watch.poll(0.0)
-    assert watch.bound()[0] == STEP_FACTOR * 100.0  # no compile in flight: the steps again
-    # No progress for longer than the bound: stopped (no process to dump in this folder).
-    now[0] += watch.bound()[0] + 1
+    for _ in range(18):
+        now[0] += 0.5
+        assert watch.poll(0.0) is None
+    watch.restart()
+    for _ in range(19):
+        now[0] += 0.5
+        assert watch.poll(0.0) is None
+    now[0] += 0.5
     assert watch.poll(0.0) == 124
-    assert watch.report is not None and watch.report.bound_s == watch.bound()[0]
+
+
+def test_stall_timeout_values(tmp_path):
+    assert parse_stall_timeout("auto") is None and parse_stall_timeout("off") == 0.0
+    assert parse_stall_timeout("90s") == 90.0
+    assert parse_stall_timeout("report") == StallPolicy(None, REPORT_AFTER_S, rhythm_stop=False)
+    assert parse_stall_timeout("report:2m") == StallPolicy(None, 120.0, rhythm_stop=False)
+    for bad in ("report:soon", "report:0", "nan", "-5"):
+        with pytest.raises(BadInput):
+            parse_stall_timeout(bad)
 
 
 def test_many_new_events_are_read_in_blocks_whole(tmp_path):
