@@ -19,7 +19,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pgle.atomic import (
@@ -447,7 +447,6 @@ def load_profile_source(path: Any) -> ProfileSource:
 
 
 def _load_directory(path: Any) -> ProfileSource:
-    root = _absolute(path)
     try:
         entries = sorted(_epath(path).iterdir(), key=lambda e: e.name)
     except PermissionError:
@@ -455,14 +454,51 @@ def _load_directory(path: Any) -> ProfileSource:
             f"profile directory {_name_of(path)} is not readable (permission denied).",
             hint="Fix its permissions.",
         ) from None
-    by_fp: dict[str, dict[str, Any]] = {}
+    p = _epath(path)
+    listing = [(e.name, e.is_dir()) for e in entries]
+    return _directory_source(_absolute(path), listing, lambda name: _read_bytes(p / name), shown=p)
+
+
+def source_from_reader(
+    path: Any, listing: list[tuple[str, bool]] | None, read: Callable[[str], bytes]
+) -> ProfileSource:
+    """A ProfileSource named `path` from bytes that `read` gives: for a file (`listing` None)
+    `read("")`, for a per-module directory `read(name)` of each name in `listing` ((name,
+    is_directory) pairs). How a caller reads foreign files its own way (pgle.jobs.rank_data:
+    without following links, bounded)."""
+    abs_path = _absolute(path)
+    if listing is not None:
+        return _directory_source(abs_path, listing, read)
+    fmt = profile_format(path)
+    data = read("")
+    profile = parse_profile(data, fmt, _name_of(path))
+    return ProfileSource(
+        path=abs_path,
+        kind="file",
+        files=[abs_path],
+        instruction_count=profile.instruction_count,
+        latency_count=profile.latency_count,
+        sha256=hashlib.sha256(data).hexdigest(),
+        modules={"": profile},
+    )
+
+
+def _directory_source(
+    root: Any,
+    listing: list[tuple[str, bool]],
+    read: Callable[[str], bytes],
+    *,
+    shown: Any = None,
+) -> ProfileSource:
+    path = root if shown is None else shown  # as the user named it, in messages
+    by_fp: dict[str, dict[str, str]] = {}
     ignored: list[str] = []
-    for entry in entries:
-        parsed = fingerprint_file_name(entry.name)
-        if parsed is None or entry.is_dir():
-            ignored.append(entry.name + ("/" if entry.is_dir() else ""))
+    for name, is_dir in listing:
+        parsed = fingerprint_file_name(name)
+        if parsed is None or is_dir:
+            ignored.append(name + ("/" if is_dir else ""))
             continue
-        by_fp.setdefault(parsed[0], {})[parsed[1]] = entry
+        by_fp.setdefault(parsed[0], {})[parsed[1]] = name
     if not by_fp:
         seen = (
             f" (it ignored: {', '.join(ignored[:10])}{', ...' if len(ignored) > 10 else ''})"
@@ -484,10 +520,10 @@ def _load_directory(path: Any) -> ProfileSource:
         readable: dict[str, Profile] = {}
         failed: dict[str, ProfileError] = {}
         for form, entry in forms.items():
-            data = _read_bytes(entry)
-            pairs.append((entry.name, hashlib.sha256(data).hexdigest()))
+            data = read(entry)
+            pairs.append((entry, hashlib.sha256(data).hexdigest()))
             try:
-                readable[form] = parse_profile(data, form, _name_of(entry))
+                readable[form] = parse_profile(data, form, _name_of(path / entry))
             except ProfileError as e:
                 failed[form] = e
         # XLA tries <fp>.pbtxt first and reads <fp>.pb when the text file is missing or does
@@ -497,14 +533,16 @@ def _load_directory(path: Any) -> ProfileSource:
         if fmt not in readable:  # nothing XLA could read for this module: the user must know
             raise failed[TEXT if TEXT in failed and BINARY not in forms else BINARY]
         modules[fp] = readable[fmt]
-        files.append(root / forms[fmt].name)
+        files.append(root / forms[fmt])
         for form, entry in forms.items():
             if form == fmt:
                 continue
             if form == BINARY:
-                shadowed.append(root / entry.name)
+                shadowed.append(root / entry)
             if form in failed:
-                unreadable.append((root / entry.name, _parse_reason(failed[form], _name_of(entry))))
+                unreadable.append(
+                    (root / entry, _parse_reason(failed[form], _name_of(path / entry)))
+                )
     return ProfileSource(
         path=root,
         kind="directory",
