@@ -252,9 +252,15 @@ def _epath(path: Any) -> Any:  # an etils.epath.Path or a pathlib.Path
 def _read_bytes(path: Any, what: str = "profile") -> bytes:
     if not _is_remote(path):
         try:
-            mode = os.stat(path).st_mode
+            st = os.stat(path)
+            mode = st.st_mode
         except OSError:
             mode = stat.S_IFREG  # the read below says why, in its own words
+        else:
+            if stat.S_ISREG(mode):
+                from pgle.profiles.bounded import check_profile_size
+
+                check_profile_size(_name_of(path), st.st_size, what)
         if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
             from pgle.profiles.bounded import describe_mode
 
