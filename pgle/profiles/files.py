@@ -287,8 +287,20 @@ def _read_bytes(path: Any, what: str = "profile") -> bytes:
         raise ProfileError(f"cannot read {what} {_name_of(path)}: {e.strerror or e}.") from None
 
 
+def _check_path(path: Any, what: str) -> None:
+    """A Python caller's wrong type (an int, a list, None) is one BadInput line, not a
+    TypeError from deep inside (docs/reliability.md)."""
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        if type(path).__module__.startswith("etils"):
+            return
+        raise ProfileError(
+            f"{what} must be a path (str or os.PathLike), not {type(path).__name__} {path!r:.60}."
+        )
+
+
 def read_profile(path: Any) -> Profile:
     """Read one profile file (format from its extension)."""
+    _check_path(path, "read_profile: path")
     fmt = profile_format(path)
     return parse_profile(_read_bytes(path), fmt, _name_of(path))
 
@@ -306,6 +318,12 @@ def write_profile(
     are validated first, so pgle never writes a file XLA would fail to parse.
     `companions` (path -> bytes, e.g. the manifest) are written with it: all or none.
     """
+    _check_path(path, "write_profile: path")
+    if not isinstance(profile_or_bytes, (Profile, bytes, bytearray, memoryview)):
+        raise ProfileError(
+            "write_profile: profile_or_bytes must be a Profile or bytes, not "
+            f"{type(profile_or_bytes).__name__}."
+        )
     fmt = profile_format(path)
     target = pathlib.Path(path).absolute()
     check_writable_target(target, force=force, what="profile")
@@ -418,7 +436,10 @@ def load_profile_source(path: Any) -> ProfileSource:
 
     Empty profiles are returned as such (callers decide whether that is fatal).
     """
-    if path is None or _name_of(path) == "":
+    if path is None or (isinstance(path, str) and path == ""):
+        raise ProfileError("no profile path given.")
+    _check_path(path, "profile path")
+    if _name_of(path) == "":
         raise ProfileError("no profile path given.")
     p = _epath(path)
     try:
