@@ -21,7 +21,7 @@ import pytest
 
 from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
 from pgle.jobs import folder, kv, rank_data
-from pgle.profiles.files import read_profile
+from pgle.profiles.files import BINARY, Profile, encode_profile, read_profile
 
 HELPER = str(TESTS / "helpers" / "dist_collect_profile")
 STEPS = str(WORKLOADS / "many_steps.py")
@@ -42,7 +42,7 @@ def _rank_0(project: Path, *extra: str) -> tuple[int, dict | None, str]:
     env = pgle_env(PGLE_RANK="0", PGLE_WORLD_SIZE="2", PGLE_JOB_ID="hostile", SLURM_PROCID="0",
                    PYTHONPATH=HELPER)
     proc = subprocess.run(
-        [sys.executable, "-m", "pgle", "collect", "--json", "-o", "profile.pbtxt",
+        [sys.executable, "-m", "pgle", "collect", "--json", "-o", "profile.pb",
          "--gather-timeout", "30", *extra, STEPS, "--", "12"],
         cwd=project, env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout.strip()
@@ -61,7 +61,7 @@ def test_a_report_naming_another_file_is_not_read(tmp_path):
     _plant_rank_1(jd, {"path": str(victim), "instructions": 1})
     code, job, err = _rank_0(project)
     assert job is not None, err[-3000:]
-    assert "private_fusion.7" not in (project / "profile.pbtxt").read_text()
+    assert "private_fusion.7" not in (project / "profile.pb").read_bytes().decode("latin-1")
     assert job["status"] == "partial"
     assert any("rank 1" in w and "does not exist" in w for w in job["warnings"]), job["warnings"]
     assert str(victim) not in json.dumps(job)  # not even its name goes into the job report
@@ -75,12 +75,12 @@ def test_a_link_planted_as_a_ranks_profile_is_refused(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     jd = project / ".pgle" / "jobs" / "hostile"
-    _plant_rank_1(jd, {"path": str(jd / "profiles" / "rank-1.pbtxt")})
+    _plant_rank_1(jd, {"path": str(jd / "profiles" / "rank-1.pb")})
     (jd / "profiles").mkdir()
-    os.symlink(victim, jd / "profiles" / "rank-1.pbtxt")
+    os.symlink(victim, jd / "profiles" / "rank-1.pb")
     code, job, err = _rank_0(project)
     assert job is not None, err[-3000:]
-    assert "private_fusion.7" not in (project / "profile.pbtxt").read_text()
+    assert "private_fusion.7" not in (project / "profile.pb").read_bytes().decode("latin-1")
     assert any("rank 1" in w and "symbolic link" in w for w in job["warnings"]), job["warnings"]
     assert "Traceback" not in err
 
@@ -93,14 +93,14 @@ def test_a_merge_of_private_profiles_is_private(tmp_path):
     jd = project / ".pgle" / "jobs" / "hostile"
     _plant_rank_1(jd, {"path": "/anything/at/all.pb"})
     (jd / "profiles").mkdir()
-    mine = jd / "profiles" / "rank-1.pbtxt"
-    mine.write_text(RANK1)
+    mine = jd / "profiles" / "rank-1.pb"
+    mine.write_bytes(encode_profile(Profile(costs=[("fusion.0", 20.0), ("fusion.2", 5.0)]), BINARY))
     mine.chmod(0o600)
     code, job, err = _rank_0(project)
     assert (code, job and job["status"]) == (0, "collected"), err[-3000:]
-    assert dict(read_profile(project / "profile.pbtxt").costs)["fusion.0"] == 10.0
-    assert stat.S_IMODE((project / "profile.pbtxt").stat().st_mode) == 0o600
-    assert stat.S_IMODE((project / "profile.pbtxt.manifest.json").stat().st_mode) == 0o600
+    assert dict(read_profile(project / "profile.pb").costs)["fusion.0"] == 10.0
+    assert stat.S_IMODE((project / "profile.pb").stat().st_mode) == 0o600
+    assert stat.S_IMODE((project / "profile.pb.manifest.json").stat().st_mode) == 0o600
     row = job["rank_profiles"][1]
     assert row["profile_path"] == str(mine)  # rank 0's own reckoning, not the report's
 
