@@ -134,6 +134,91 @@ def _forwarded(notify: Callable[[str], None]) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _accepts(value: Any, hint: Any) -> bool:
+    """Whether `value` fits the annotation `hint` (str also takes an os.PathLike: a path).
+    What it cannot judge (Any, a class of pgle's) it accepts: the function says then."""
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint is type(None) or hint is None:
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(value, a) for a in args)
+    if origin is Literal:  # the type only: the function names a wrong value in its own words
+        return any(isinstance(value, type(a)) for a in args)
+    if hint is str:
+        return isinstance(value, (str, os.PathLike))
+    if hint is float:
+        return isinstance(value, (int, float))
+    if hint in (int, bool):
+        return isinstance(value, (int, bool))
+    if origin is tuple:
+        return isinstance(value, (tuple, list)) and all(
+            _accepts(v, a) for v, a in zip(value, args, strict=False)
+        )
+    if origin is Iterable or hint is Iterable:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            return False
+        if args and isinstance(value, (list, tuple, set, frozenset)):
+            return all(_accepts(v, args[0]) for v in value)
+        return True
+    if origin is Mapping or hint is Mapping:
+        if not isinstance(value, Mapping):
+            return False
+        return not args or all(
+            _accepts(k, args[0]) and _accepts(v, args[1]) for k, v in value.items()
+        )
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(_type_name(a) for a in typing.get_args(hint)))
+    if origin is Literal:
+        return " or ".join(dict.fromkeys(_type_name(type(a)) for a in typing.get_args(hint)))
+    if hint is type(None):
+        return "None"
+    if hint is str:
+        return "a str (or a path)"
+    if origin in (Iterable, Mapping, tuple):
+        return {Iterable: "a list", Mapping: "a mapping", tuple: "a tuple"}[origin] + (
+            " of " + ", ".join(_type_name(a) for a in typing.get_args(hint))
+            if typing.get_args(hint)
+            else ""
+        )
+    return f"a {getattr(hint, '__name__', str(hint))}"
+
+
+def _check_types(fn: Callable[..., Any], bound: _signatures.BoundArguments) -> None:
+    """A wrong type (an int for a path, a list for a string, None where None is no value) is
+    one BadInput line naming the keyword (exit 2 from the CLI), never a traceback from deep
+    inside (docs/reliability.md)."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # an annotation Python cannot evaluate here: nothing to check against
+        return
+    params = _signatures.signature(fn).parameters
+    for name, value in bound.arguments.items():
+        hint = hints.get(name)
+        if hint is None:
+            continue
+        values = value if params[name].kind is params[name].VAR_POSITIONAL else (value,)
+        for v in values:
+            if not _accepts(v, hint):
+                raise BadInput(
+                    f"pgle.{fn.__name__}: {name} must be {_type_name(hint)}, not "
+                    f"{type(v).__name__} {v!r:.60}."
+                )
+
+
 def _front_door(fn: F) -> F:
     """What every API function shares: errors name its keywords to Python callers (the CLI
     renders the same error with flags: PgleError.text), and the keywords of the last release
@@ -161,6 +246,11 @@ def _front_door(fn: F) -> F:
                 stacklevel=2,
             )
         try:
+            try:
+                bound = _signatures.signature(fn).bind(*args, **kwargs)
+            except TypeError as e:  # a missing or unknown keyword: Python's own words
+                raise BadInput(f"pgle.{fn.__name__}: {e}.") from None
+            _check_types(fn, bound)
             with _forwarded(notify) if notify is not None else contextlib.nullcontext():
                 return fn(*args, **kwargs)
         except PgleError as e:

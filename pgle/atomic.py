@@ -16,7 +16,9 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from pgle.errors import BadInput, PgleError, exists_error
 
@@ -121,6 +123,14 @@ def write_files_atomic(items: list[tuple[os.PathLike | str, bytes]]) -> None:
                 os.unlink(tmp)
         failed = temps[-1][1] if temps else Path(items[0][0])
         raise write_error(failed, e) from None
+
+
+def write_stream_atomic(
+    path: os.PathLike | str, fill: Callable[[BinaryIO], None], *, mode: int | None = None
+) -> Path:
+    """write_bytes_atomic for data `fill` writes into the open file a piece at a time (a big
+    file never held whole). `mode`: at most this."""
+    return _write_atomic(path, fill, mode)
 
 
 def copy_file_atomic(src: os.PathLike | str, dest: os.PathLike | str) -> Path:

@@ -6,7 +6,9 @@ A secret is recognised by its name, never by its value:
   CREDENTIAL, AUTH, COOKIE or PRIVATE (`NVIDIA_API_KEY`, `HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`);
 - an option whose name has such a word (`--token=x`, `--password x`, `--api-key=x`,
   `--hf_token x`, `wandb.api_key=x`); XLA's own flags (`--xla_...`) are never secrets;
-- the password of a URL (`https://user:pw@host`).
+- the password of a URL (`https://user:pw@host`, `s3://AKIA...:abc/def+ghi@host`: it may hold
+  `/` and `+`);
+- an HTTP credential: `Authorization: Bearer xyz` (or Basic, Token...), `Bearer xyz`.
 Its value becomes `<redacted>`; the name stays, so a record still says the variable was set.
 """
 
@@ -66,7 +68,19 @@ _SPACED = re.compile(
     r"(?:(?<=[\s'\"(\[,])|^)(?P<name>--?[A-Za-z][\w.-]*)(?P<gap>\s+)"
     r"(?P<value>[^\s'\",)\]-][^\s'\",)\]]*)"
 )
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?=@)")
+# The password may hold `/` and `+` (an AWS secret key in `s3://AKIA...:abc/def+ghi@host`): it
+# runs to the `@`.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@'\"]+:)[^\s'\"@]+(?=@)")
+# `Authorization: Bearer xyz` (an HTTP header in a command line or a log), `Bearer xyz` alone,
+# `Authorization: Basic ...`, `Token ...`.
+_AUTH_HEADER = re.compile(
+    r"(?P<head>\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
+    r"[^\s'\",]+",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"(?P<head>\bbearer\s+)(?!<redacted>)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+# Where an option may start: the start of the text or after a space (a newline included).
+_OPTION_START = re.compile(r"(?:^|\s)-")
 
 
 def secret_variable(name: str) -> bool:
@@ -92,7 +106,11 @@ def redact_text(text: str) -> str:
     """`text` with every secret value it spells out replaced."""
     # Most text (names, paths, numbers) holds no assignment, option or URL: no regex for it.
     if not text or (
-        "=" not in text and "://" not in text and " -" not in text and not text.startswith("-")
+        "=" not in text
+        and "://" not in text
+        and not _OPTION_START.search(text)
+        and ":" not in text
+        and "earer" not in text
     ):
         return text
 
@@ -104,7 +122,9 @@ def redact_text(text: str) -> str:
 
     text = _ASSIGNMENT.sub(assignment, text)
     text = _SPACED.sub(spaced, text)
-    return _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED, text)
+    text = _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED, text)
+    text = _AUTH_HEADER.sub(lambda m: m["head"] + REDACTED, text)
+    return _BEARER.sub(lambda m: m["head"] + REDACTED, text)
 
 
 def redact_args(argv: Sequence[str]) -> list[str]:

@@ -19,11 +19,14 @@ legitimately compile different programs, and their union is what XLA looks names
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pgle.commands.collect import STATUS_NOT_PROFILED, CollectOptions
 from pgle.errors import EXIT_ERROR, BadInput
+from pgle.jobs import rank_data, ranks
 from pgle.jobs.layout import OutputPlan, RankLayout
 from pgle.phrases import plural, ranks_phrase
 from pgle.profiles import files, manifest, merge
@@ -53,16 +56,18 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
     report.details["window"] = own.get("window")  # rank 0's; every rank's below
     report.details["windows"] = {r: rep.get("window") for r, rep in profiled.items()}
     report.warnings += _window_warnings(profiled)
-    report.details["rank_profiles"] = [_rank_row(r, rep) for r, rep in sorted(reports.items())]
+    report.details["rank_profiles"] = [
+        _rank_row(r, rep, _derived(opts, layout)) for r, rep in sorted(reports.items())
+    ]
     by_rank = {r: rep.get("modules") or [] for r, rep in profiled.items()}
     if any(by_rank.values()):  # --per-module: which module got a file on which rank
         report.modules = aggregate_modules(by_rank, ok=Written.WRITTEN)
 
     if plan.mode == "one_rank":
         assert plan.only_rank is not None  # mode one_rank is --rank N
-        return _one_rank(report, plan.only_rank, reports)
+        return _one_rank(report, plan.only_rank, reports, _rank_output(opts, layout))
 
-    sources = _load_rank_profiles(collected, report)
+    sources = _load_rank_profiles(collected, report, layout, opts)
     for r in sorted(set(collected) - set(sources)):
         not_collected[r] = collected.pop(r)
     report.warnings += _overlap_warnings(sources)
@@ -87,8 +92,9 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
         if allow_empty and report.status == Collected.EMPTY:
             # --allow-empty: an empty profile is a result, as in one process (exit 0).
             report.exit_code = 0
+            where = _rank_output(opts, layout)
             written = {
-                r: rep.get("profile")
+                r: {**rep["profile"], "path": where(r)}
                 for r, rep in not_collected.items()
                 if (rep.get("profile") or {}).get("path")
             }
@@ -100,7 +106,9 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
                 return report
             if plan.mode == "merge" and written:
                 # As one process does: the (empty) profile at -o, with its manifest.
-                return _merge_empty(report, job.world_size, plan, written, force=force)
+                return _merge_empty(
+                    report, job.world_size, plan, written, per_module=opts.per_module, force=force
+                )
         report.summary.append(
             f"collect failed: no rank produced a profile "
             f"({'; '.join(report.reasons) or 'no rank reported'})"
@@ -114,33 +122,41 @@ def combine(opts: CollectOptions, layout: RankLayout, job: JobReports) -> Report
             + f" those of {ranks_phrase(sources)}"
         )
     if plan.mode == "per_rank":
-        report.profile = {"ranks": {r: collected[r].get("profile") for r in sources}}
+        where = _rank_output(opts, layout)
+        report.profile = {
+            "ranks": {r: {**(collected[r].get("profile") or {}), "path": where(r)} for r in sources}
+        }
         total = sum((collected[r].get("profile") or {}).get("instructions") or 0 for r in sources)
         report.summary.append(
             f"{plural(len(sources), 'rank profile')} written "
             f"({plural(total, 'instruction')} in all); merge them with `pgle merge`"
         )
         return report
-    return _merge(report, job.world_size, plan, sources, force=force, percentile=percentile)
+    return _merge(report, job.world_size, layout, sources, force=force, percentile=percentile)
 
 
 def _merge_empty(
-    report: Report, world_size: int, plan: OutputPlan, written: Mapping[int, Any], *, force: bool
+    report: Report,
+    world_size: int,
+    plan: OutputPlan,
+    written: Mapping[int, Any],
+    *,
+    per_module: bool,
+    force: bool,
 ) -> Report:
     """--allow-empty, every rank's profile empty: -o gets an empty profile (a directory with
-    --per-module), so that the next step finds the file the command line named."""
+    --per-module), so that the next step finds the file the command line named. Nothing a
+    rank wrote is read: its report is the whole evidence that its profile is empty."""
     out = plan.merged_output
-    first = (written[min(written)] or {}).get("path")
-    source = files.load_profile_source(first)
-    if source.kind == "file":
-        path = files.write_profile(files.Profile(), out, force=force)
-    else:
+    assert out is not None  # mode merge always has -o (pgle.jobs.layout)
+    if per_module:
         path = files.write_profile_directory({}, out, force=force)
+    else:
+        path = files.write_profile(files.Profile(), out, force=force)
     result = files.load_profile_source(path)
     report.profile = {**result.to_dict(), "sha256": result.sha256, "instructions": 0}
     report.profile.pop("ignored", None)
     man = {
-        **(manifest.read(manifest.manifest_path(source.path)) or {}),
         "profile": report.profile,
         "merge": {"ranks": sorted(written), "world_size": world_size, "all_empty": True},
     }
@@ -155,7 +171,25 @@ def _merge_empty(
     return report
 
 
-def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
+def _rank_output(opts: CollectOptions, layout: RankLayout) -> Callable[[int], str | None]:
+    """Where rank r wrote its profile, as rank 0 derives it from -o and r (never from the
+    rank's word: a rank contributes bytes, never paths; pgle.jobs.rank_data)."""
+
+    def where(rank: int) -> str | None:
+        if opts.output is None:
+            return None
+        info = dataclasses.replace(layout.info, rank=rank)
+        return ranks.expand_path(os.fspath(opts.output), info)
+
+    return where
+
+
+def _one_rank(
+    report: Report,
+    only: int,
+    reports: Mapping[int, dict],
+    where: Callable[[int], str | None],
+) -> Report:
     rep = reports.get(only)
     if rep is None:
         report.status = Collected.FAILED
@@ -165,6 +199,9 @@ def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
     report.status = rep.get("status") or Collected.FAILED
     report.exit_code = rep.get("exit_code") or 0
     report.profile = rep.get("profile")
+    if isinstance(report.profile, dict):
+        # Its own -o, as rank 0 expands it; the rank's word about it is not taken.
+        report.profile = {**report.profile, "path": where(only)}
     report.trace_dir = rep.get("trace_dir")
     report.details["manifest"] = rep.get("manifest")
     report.reasons += rep.get("reasons") or []
@@ -173,26 +210,51 @@ def _one_rank(report: Report, only: int, reports: Mapping[int, dict]) -> Report:
     return report
 
 
-def _rank_row(rank: int, rep: dict) -> dict:
+def _derived(opts: CollectOptions, layout: RankLayout) -> Callable[[int], str | None]:
+    """Where rank r's profile is by rank 0's own reckoning: in the job folder for a merge, at
+    its -o otherwise."""
+    plan, job_dir = layout.plan, layout.job_dir
+    if plan.mode == "merge" and job_dir is not None and plan.rank_output is not None:
+        suffix = os.path.splitext(plan.rank_output)[1]
+        return lambda r: str(job_dir / rank_data.profile_rel(r, suffix))
+    return _rank_output(opts, layout)
+
+
+def _rank_row(rank: int, rep: dict, where: Callable[[int], str | None]) -> dict:
     prof = rep.get("profile") or {}
     return {
         "rank": rank,
         "status": rep.get("status"),
-        "profile_path": prof.get("path"),
+        "profile_path": where(rank) if prof else None,
         "instructions": prof.get("instructions", prof.get("instruction_count")),
         "sha256": prof.get("sha256"),
         "window": rep.get("window"),
     }
 
 
-def _load_rank_profiles(collected: Mapping[int, dict], report: Report) -> dict[int, Any]:
+def _load_rank_profiles(
+    collected: Mapping[int, dict], report: Report, layout: RankLayout, opts: CollectOptions
+) -> dict[int, Any]:
+    """Each rank's profile from where rank 0 derives it: in the job folder for a merge (read
+    there as foreign data: no links, this account's files, bounded; pgle.jobs.rank_data), or
+    the rank's own -o for per-rank outputs. What a rank's report says the path is, is not read."""
+    plan, job_dir = layout.plan, layout.job_dir
+    where = _rank_output(opts, layout)
     out = {}
-    for r, rep in collected.items():
-        path = (rep.get("profile") or {}).get("path")
+    for r in collected:
         try:
-            source = files.load_profile_source(path)
-        except BadInput as e:
-            report.warnings.append(f"rank {r}: its profile {path} cannot be read: {e}")
+            if plan.mode == "merge" and job_dir is not None and plan.rank_output is not None:
+                suffix = os.path.splitext(plan.rank_output)[1]
+                source = rank_data.load_rank_profile(job_dir, r, suffix)
+            else:
+                path = where(r)
+                try:
+                    source = files.load_profile_source(path)
+                except BadInput as e:
+                    why = f"its profile {path} cannot be read: {e}"
+                    raise rank_data.RankDataError(r, why) from None
+        except rank_data.RankDataError as e:
+            report.warnings.append(str(e))
             continue
         if source.is_empty():
             continue
@@ -236,12 +298,13 @@ def _window_warnings(profiled: Mapping[int, dict]) -> list[str]:
 def _merge(
     report: Report,
     world_size: int,
-    plan: OutputPlan,
+    layout: RankLayout,
     sources: Mapping[int, Any],
     *,
     force: bool,
     percentile: int,
 ) -> Report:
+    plan = layout.plan
     out = plan.merged_output
     first = min(sources)
     kinds = {s.kind for s in sources.values()}
@@ -261,6 +324,10 @@ def _merge(
             else files.BINARY
         )
         written = files.write_profile_directory(modules, out, fmt=fmt, force=force)
+    # No wider than its inputs: a merge of 0600 profiles is 0600 (issue 31).
+    inputs = [p for s in sources.values() for p in (s.path, *s.files)]
+    narrowest = rank_data.narrowest_mode(inputs)
+    rank_data.restrict(written, narrowest)
     result = files.load_profile_source(written)
     sha = result.sha256
     report.profile = {
@@ -277,7 +344,7 @@ def _merge(
         report.details["fingerprint_aliases"] = aliases
         report.summary += merge.alias_lines(aliases)
     # The manifest: the first rank's, for the merged profile, with the merge recorded.
-    rank_manifest = manifest.read(manifest.manifest_path(sources[first].path)) or {}
+    rank_manifest = _rank_manifest(layout, first, sources[first].path)
     man = {
         **rank_manifest,
         "profile": report.profile,
@@ -296,6 +363,7 @@ def _merge(
     }
     man_path = manifest.manifest_path(written)
     manifest.write(man_path, man)
+    rank_data.restrict(man_path, narrowest)
     report.details["manifest"] = str(man_path)
     report.summary.append(
         f"merged {plural(len(sources), 'rank profile')} ({ranks_phrase(sources)}; percentile "
@@ -304,3 +372,22 @@ def _merge(
         f"{plural(result.latency_count, 'latency')} (sha256 {sha[:12]}), manifest {man_path}"
     )
     return report
+
+
+def _rank_manifest(layout: RankLayout, rank: int, profile: Any) -> dict[str, Any]:
+    """The manifest beside rank `rank`'s profile: in the job folder, foreign data (bounded, no
+    links, typed as an object); elsewhere (per-rank -o) the user's own file."""
+    path = manifest.manifest_path(profile)
+    job_dir = layout.job_dir
+    if job_dir is None or not str(path).startswith(str(job_dir) + os.sep):
+        return manifest.read(path) or {}
+    try:
+        data = rank_data.loads(
+            rank_data.read_under(
+                job_dir, os.path.relpath(path, job_dir), rank_data.MAX_REPORT_BYTES
+            ),
+            f"rank {rank}'s manifest",
+        )
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -32,6 +32,7 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import socket
 import time
 from collections import Counter
@@ -41,7 +42,7 @@ from typing import Any
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, PgleError
-from pgle.jobs import folder, kv, layout, ranks
+from pgle.jobs import folder, kv, layout, rank_data, ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
 from pgle.jobs.ranks import RankInfo
 from pgle.launch import execution
@@ -169,6 +170,7 @@ class RankRun:
     held: execution.Execution | None = None  # --gather kv: the workload waits for the exchange
     exchange: kv.HeldExchange | None = None  # ... and the exchange with it
     kv_errors: list[str] = dataclasses.field(default_factory=list)
+    own_profile: str | None = None  # rank 0: the job's profile it wrote itself (--gather kv)
 
     @property
     def rank(self) -> int:
@@ -217,6 +219,7 @@ class RankRun:
                 job_report = self.job_report(
                     report, functools.partial(wf.combine, opts, resolved[0])
                 )
+                self.own_profile = _written_here(resolved[0], job_report)
             except PgleError as e:
                 # Ranks waiting on the job report (tune) learn at once that there will be none.
                 self._write_job_error(e.exit_code, str(e))
@@ -287,10 +290,16 @@ class RankRun:
                 try:
                     kv.write_rank_files(self.job_dir, keys[key], raw)
                 except (ValueError, OSError) as e:
-                    errors.append(f"rank {keys[key]}: unreadable bundle ({e})")
+                    why = e.strerror if isinstance(e, OSError) and e.strerror else e
+                    errors.append(f"rank {keys[key]}: unreadable bundle ({why})")
             self.kv_errors += errors
             return
-        own = kv.bundle(self.job_dir, kv.rank_files(self.job_dir, self.rank))
+        mine = kv.rank_files_with_modes(self.job_dir, self.rank)
+        own = kv.bundle(
+            self.job_dir,
+            {k: data for k, (data, _) in mine.items()},
+            modes={k: mode for k, (_, mode) in mine.items()},
+        )
         fetched, errors = exchange.round(
             {self._key(f"rank-{self.rank}"): own},
             [self._key("job")],
@@ -304,7 +313,8 @@ class RankRun:
             try:
                 kv.write_job_files(self.job_dir, job_bundle, plan.merged_output if plan else None)
             except (ValueError, OSError) as e:
-                self.kv_errors.append(f"rank 0's job files: unreadable bundle ({e})")
+                why = e.strerror if isinstance(e, OSError) and e.strerror else e
+                self.kv_errors.append(f"rank 0's job files: unreadable bundle ({why})")
 
     def _kv_publish_job(self) -> None:
         """Rank 0: the job report (and the job's profile) to every rank; also when it failed,
@@ -312,11 +322,10 @@ class RankRun:
         exchange = self.exchange
         if not self.info.is_leader or exchange is None or exchange.done:
             return
-        path = self.job_dir / JOB_REPORT
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            files, extra = kv.job_files(self.job_dir, data)
-            payload = {self._key("job"): kv.bundle(self.job_dir, files, extra)}
+            # The profile rank 0 wrote itself, never one a rank's report names (issue 31).
+            files, extra, modes = kv.job_files(self.job_dir, self.own_profile)
+            payload = {self._key("job"): kv.bundle(self.job_dir, files, extra, modes)}
         except (OSError, ValueError, PgleError):
             payload = {}
         _, errors = exchange.round(payload, [], final=True, timeout_s=30.0)
@@ -572,14 +581,23 @@ class RankRun:
         interval = 0.05
         while True:
             try:
-                with open(path, encoding="utf-8") as f:
-                    return json.load(f)
-            except (FileNotFoundError, ValueError):
+                # rank 0's: another process's, read as foreign data (pgle.jobs.rank_data)
+                data = rank_data.loads(
+                    rank_data.read_under(self.job_dir, JOB_REPORT, rank_data.MAX_REPORT_BYTES),
+                    f"job report {path}",
+                )
+                if isinstance(data, dict):
+                    return data
+                raise PgleError(f"job report {path} is not a JSON object.")
+            except FileNotFoundError:
                 pass
+            except ValueError as e:  # written atomically: never half a file
+                raise PgleError(f"{e}.") from None
+            except OSError as e:
+                raise PgleError(f"job report {path}: {e.strerror or e}.") from None
             if folder.failed_path(self.job_dir, 0).exists():
                 try:
-                    with open(folder.report_path(self.job_dir, 0), encoding="utf-8") as f:
-                        why = json.load(f).get("pgle_error")
+                    why = folder._read_json(folder.report_path(self.job_dir, 0)).get("pgle_error")
                 except (OSError, ValueError):
                     why = None
                 if why:
@@ -592,6 +610,19 @@ class RankRun:
                 )
             time.sleep(min(interval, left))
             interval = min(interval * 1.5, 0.5)
+
+
+def _written_here(lay: RankLayout, report: Report) -> str | None:
+    """The profile rank 0 itself wrote for the job (a merge, or its own with --rank 0), if the
+    job report has one: what `--gather kv` sends every rank."""
+    plan = lay.output
+    if plan is None or not isinstance(report.profile, dict) or not report.profile.get("path"):
+        return None
+    if plan.merges_here and plan.merged_output:
+        return os.path.abspath(plan.merged_output)
+    if plan.mode == "one_rank" and plan.profiled and plan.rank_output:
+        return os.path.abspath(plan.rank_output)
+    return None
 
 
 # -- a non-leader's report -------------------------------------------------------------------

@@ -128,11 +128,12 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> Path:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    return data
+    """A rank's file in the job folder: foreign data (pgle.jobs.rank_data), read bounded and
+    without following links, a report checked against its schema. OSError or ValueError."""
+    from pgle.jobs import rank_data
+
+    rel = path.name if path.parent.name != FAILED else f"{FAILED}/{path.name}"
+    return rank_data.read_report(path.parent if rel == path.name else path.parent.parent, rel)
 
 
 def mark_started(job_dir: os.PathLike | str, info: RankInfo) -> Path:
@@ -214,7 +215,10 @@ def peer_failure(job_dir: os.PathLike | str, my_rank: int) -> PeerFailure | None
         rank = int(match.group(1))
         try:
             data = _read_json(Path(entry.path))
-            found.append((float(data.get("time", 0.0)), rank, int(data["exit_code"])))
+            code = int(data["exit_code"])
+            if code == 0 or not -255 <= code <= 255:
+                raise ValueError(f"exit code {code}")
+            found.append((float(data.get("time", 0.0)), rank, code))
         except (OSError, ValueError, KeyError, TypeError):
             # Written atomically, so only a foreign file lands here; its name
             # alone still says that rank failed.
@@ -299,7 +303,7 @@ def gather(
             try:
                 reports[rank] = _read_json(report_path(job_dir, rank))
             except (OSError, ValueError):
-                unreadable.add(rank)
+                unreadable.add(rank)  # describe_missing says why
         if len(reports) == world_size:
             break
         now = time.monotonic()
@@ -335,7 +339,8 @@ def describe_missing(job_dir: os.PathLike | str, ranks: list[int]) -> dict[int, 
                 _read_json(report_path(job_dir, rank))
                 out[rank] = "report appeared after the timeout"
             except (OSError, ValueError) as err:
-                out[rank] = f"report unreadable: {err}"
+                why = err.strerror if isinstance(err, OSError) and err.strerror else err
+                out[rank] = f"report unreadable: {why}"
         elif rank in listing["exit"]:
             try:
                 data = _read_json(exit_path(job_dir, rank))

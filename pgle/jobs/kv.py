@@ -12,28 +12,38 @@ a shared folder:
 
 They travel while the workload's processes are still up: the harness holds each process at
 its very end, before jax's teardown (pgle.launch.handoff), and publishes or fetches what this
-rank's pgle asks. A bundle is one key, `pgle/<scope>/rank-<r>` or `pgle/<scope>/job`: JSON
-with the sender's job folder and its files (base64). What arrives is foreign data, as a shared
-job folder is: names are checked against the patterns above, written only inside this rank's
-job folder (or its own -o), and paths inside reports are mapped from the sender's job folder
-to this rank's.
+rank's pgle asks. A bundle is one key, `pgle/<scope>/rank-<r>` or `pgle/<scope>/job`: a JSON
+header (the sender's job folder, each file's name, size and mode) and the files' raw bytes
+(`bundle`). What arrives is foreign data, as a shared job folder is (pgle.jobs.rank_data):
+sizes are checked against their bounds before a byte is read, files are streamed to disk,
+names are checked against the patterns above, written only inside this rank's job folder (or
+its own -o) with no wider permissions than the sender's, and paths inside reports are mapped
+from the sender's job folder to this rank's (rank 0 never reads a path a report names).
 """
 
 from __future__ import annotations
 
-import base64
+import functools
+import io
 import json
 import os
 import re
+import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from pgle.atomic import write_bytes_atomic
+from pgle.atomic import write_bytes_atomic, write_stream_atomic
 from pgle.errors import PgleError
 from pgle.evidence import schema
+from pgle.jobs import rank_data
 
-MAX_BUNDLE_BYTES = 1 << 30  # a profile directory of a huge model is tens of MB
+# A profile directory of a huge model is tens of MB; one rank's profile may be at most
+# rank_data.MAX_PROFILE_BYTES, and a bundle a little more (its reports).
+MAX_BUNDLE_BYTES = rank_data.MAX_PROFILE_BYTES + (64 << 20)
+MAX_HEADER_BYTES = 4 << 20
+MAGIC = b"PGLEKV2\n"
 _RANK_FILE = re.compile(
     r"^(?:rank-(\d+)\.(?:start|exit|json)|failed/rank-(\d+)|"
     r"profiles/rank-(\d+)(?:\.pbtxt|\.pb)(?:\.manifest\.json)?|"
@@ -51,7 +61,12 @@ def _rank_of(relpath: str) -> int | None:
 
 def rank_files(job_dir: Path, rank: int) -> dict[str, bytes]:
     """What rank `rank` sends rank 0: its files in its job folder."""
-    out: dict[str, bytes] = {}
+    return {rel: data for rel, (data, _) in rank_files_with_modes(job_dir, rank).items()}
+
+
+def rank_files_with_modes(job_dir: Path, rank: int) -> dict[str, tuple[bytes, int]]:
+    """rank_files, each with its permission bits (a copy gets no more)."""
+    out: dict[str, tuple[bytes, int]] = {}
     candidates = [
         f"rank-{rank}.start",
         f"rank-{rank}.exit",
@@ -73,33 +88,129 @@ def rank_files(job_dir: Path, rank: int) -> dict[str, bytes]:
             continue
         try:
             with open(job_dir / rel, "rb") as f:
-                out[rel] = f.read()
+                out[rel] = (f.read(), stat.S_IMODE(os.fstat(f.fileno()).st_mode))
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             continue
     return out
 
 
-def bundle(job_dir: Path, files: dict[str, bytes], extra: dict[str, Any] | None = None) -> bytes:
-    data = {
-        "job_dir": str(job_dir),
-        "files": {k: base64.b64encode(v).decode("ascii") for k, v in files.items()},
+def bundle(
+    job_dir: Path,
+    files: dict[str, bytes],
+    extra: dict[str, Any] | None = None,
+    modes: dict[str, int] | None = None,
+) -> bytes:
+    """One key's value: MAGIC, the length of a JSON header (8 bytes, big-endian), the header
+    (the sender's job folder, [name, size, mode] of each file, `extra`), then the files' bytes
+    in that order. Raw bytes, no base64 in JSON: the receiver streams each file to disk within
+    its bound instead of holding the whole bundle several times over (issue 31: a 300 MB bundle
+    took rank 0 to 3.5 GB)."""
+    modes = modes or {}
+    header = {
         **(extra or {}),
+        "job_dir": str(job_dir),
+        "files": [[k, len(v), modes.get(k, 0o644)] for k, v in files.items()],
     }
-    out = json.dumps(data).encode()
-    if len(out) > MAX_BUNDLE_BYTES:
+    head = json.dumps(header).encode()
+    size = len(MAGIC) + 8 + len(head) + sum(len(v) for v in files.values())
+    if size > MAX_BUNDLE_BYTES or len(head) > MAX_HEADER_BYTES:
         raise PgleError(
-            f"--gather kv: this rank's files are {len(out) >> 20} MiB, over the "
+            f"--gather kv: this rank's files are {size >> 20} MiB, over the "
             f"{MAX_BUNDLE_BYTES >> 20} MiB a key may carry; use a shared --job-dir."
         )
-    return out
+    return b"".join([MAGIC, len(head).to_bytes(8, "big"), head, *files.values()])
 
 
-def unbundle(raw: bytes) -> tuple[str, dict[str, bytes], dict[str, Any]]:
-    data = json.loads(raw)
-    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
-        raise ValueError("not a pgle bundle")
-    files = {str(k): base64.b64decode(v) for k, v in data["files"].items()}
-    return str(data.get("job_dir") or ""), files, data
+class Bundle:
+    """A received bundle, read from its file (or bytes) a member at a time, every size checked
+    against its bound before it is read. ValueError (one phrase) for anything malformed."""
+
+    def __init__(self, source: bytes | os.PathLike | str):
+        if isinstance(source, (bytes, bytearray)):
+            self.f: BinaryIO = io.BytesIO(bytes(source))
+            total = len(source)
+        else:
+            self.f = open(source, "rb")  # noqa: SIM115 (closed by close())
+            total = os.fstat(self.f.fileno()).st_size
+        try:
+            self._read_header(total)
+        except BaseException:
+            self.close()
+            raise
+
+    def _read_header(self, total: int) -> None:
+        if total > MAX_BUNDLE_BYTES:
+            raise ValueError(f"it is {total:,} bytes, over the {MAX_BUNDLE_BYTES:,} pgle takes")
+        if self.f.read(len(MAGIC)) != MAGIC:
+            raise ValueError("not a pgle bundle")
+        n = int.from_bytes(self.f.read(8), "big")
+        if n > MAX_HEADER_BYTES:
+            raise ValueError(f"its header is {n:,} bytes, over {MAX_HEADER_BYTES:,}")
+        header = rank_data.loads(self.f.read(n), "its header")
+        if not isinstance(header, dict) or not isinstance(header.get("files"), list):
+            raise ValueError("its header is not a pgle bundle's")
+        members: list[tuple[str, int, int]] = []
+        for item in header["files"]:
+            if (
+                not isinstance(item, list)
+                or len(item) != 3
+                or not isinstance(item[0], str)
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in item[1:])
+                or item[1] < 0
+            ):
+                raise ValueError("its header lists a file malformed")
+            members.append((item[0], item[1], item[2] & 0o777))
+        if len(MAGIC) + 8 + n + sum(size for _, size, _ in members) != total:
+            raise ValueError("its files do not add up to its size (cut short, or padded)")
+        job_dir = header.get("job_dir")
+        self.job_dir = job_dir if isinstance(job_dir, str) else ""
+        self.extra = header
+        self.members = members
+
+    def items(self) -> Iterator[tuple[str, int, int]]:
+        """(name, size, mode) of each member, in order; read (or skip) each with `read` or
+        `copy_to` before the next."""
+        for name, size, mode in self.members:
+            self._left = size
+            yield name, size, mode
+            if self._left:
+                self.f.seek(self._left, io.SEEK_CUR)
+            self._left = 0
+
+    def read(self, limit: int) -> bytes:
+        """The current member's bytes, refused above `limit`."""
+        if self._left > limit:
+            raise ValueError(f"a file of {self._left:,} bytes, over the {limit:,} pgle takes")
+        data = self.f.read(self._left)
+        self._left = 0
+        return data
+
+    def copy_to(self, out: BinaryIO, limit: int) -> None:
+        """The current member streamed into `out`, refused above `limit`."""
+        if self._left > limit:
+            raise ValueError(f"a file of {self._left:,} bytes, over the {limit:,} pgle takes")
+        while self._left:
+            chunk = self.f.read(min(self._left, 1 << 20))
+            if not chunk:
+                raise ValueError("cut short")
+            out.write(chunk)
+            self._left -= len(chunk)
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def unbundle(raw: bytes | os.PathLike | str) -> tuple[str, dict[str, bytes], dict[str, Any]]:
+    """Every member in memory (small bundles: tests, job files)."""
+    with Bundle(raw) as b:
+        files = {name: b.read(MAX_BUNDLE_BYTES) for name, _, _ in b.items()}
+        return b.job_dir, files, b.extra
 
 
 def _mapped(value: Any, paths: dict[str, str]) -> Any:
@@ -114,44 +225,61 @@ def _mapped(value: Any, paths: dict[str, str]) -> Any:
     return value
 
 
-def write_rank_files(job_dir: Path, rank: int, raw: bytes) -> list[str]:
-    """Rank 0 keeps what rank `rank` sent; returns the files written. Foreign data: a name
-    that is not one of that rank's files is skipped."""
-    sender_dir, files, _ = unbundle(raw)
-    kept = {
-        rel: data
-        for rel, data in files.items()
-        if _rank_of(rel) == rank and ".." not in rel.split("/")
-    }
-    paths = {os.path.join(sender_dir, rel): str(job_dir / rel) for rel in kept}
-    for rel in [r for r in kept if r.startswith(f"profiles/rank-{rank}/")]:
-        folder = os.path.dirname(rel)
-        paths[os.path.join(sender_dir, folder)] = str(job_dir / folder)
-    for rel, data in kept.items():
-        if rel.endswith(".json") or rel.startswith(("failed/", f"rank-{rank}.")):
-            data = _remap_json(data, paths)
-        target = job_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(target, data)
-    return list(kept)
+def _limit(rel: str) -> int:
+    return (
+        rank_data.MAX_PROFILE_BYTES if rel.startswith("profiles/") else rank_data.MAX_REPORT_BYTES
+    )
+
+
+def write_rank_files(job_dir: Path, rank: int, raw: bytes | os.PathLike | str) -> list[str]:
+    """Rank 0 keeps what rank `rank` sent (bytes, or the file they arrived in); returns the
+    files written. Foreign data: a name that is not one of that rank's files is skipped, each
+    file is bounded (rank_data) and streamed to disk with at most the mode it had, a report is
+    parsed within its bounds. ValueError for a malformed bundle."""
+    with Bundle(raw) as b:
+        sender_dir = b.job_dir
+        kept = [
+            rel for rel, _, _ in b.members if _rank_of(rel) == rank and ".." not in rel.split("/")
+        ]
+        paths = {os.path.join(sender_dir, rel): str(job_dir / rel) for rel in kept}
+        for rel in [r for r in kept if r.startswith(f"profiles/rank-{rank}/")]:
+            folder = os.path.dirname(rel)
+            paths[os.path.join(sender_dir, folder)] = str(job_dir / folder)
+        written = []
+        for rel, _, mode in b.items():
+            if rel not in kept or rel in written:
+                continue
+            target = job_dir / rel
+            if rel.startswith("profiles/"):
+                write_stream_atomic(
+                    target, functools.partial(b.copy_to, limit=_limit(rel)), mode=mode
+                )
+            else:
+                data = b.read(_limit(rel))
+                write_bytes_atomic(target, _remap_json(data, paths), mode=mode)
+            written.append(rel)
+        return written
 
 
 def _remap_json(data: bytes, paths: dict[str, str]) -> bytes:
     try:
-        value = json.loads(data)
+        value = rank_data.loads(data)
     except ValueError:
-        return data
+        return data  # kept as sent: the gather names it unreadable, and why
     return (json.dumps(_mapped(value, paths), sort_keys=True, default=str) + "\n").encode()
 
 
-def job_files(job_dir: Path, job_report: dict) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """What rank 0 sends every rank: job.json and the job's profile (a file and its manifest,
-    or a directory's files), named relative to the job folder or, for a profile outside it,
-    as `profile/<name>`."""
+def job_files(
+    job_dir: Path, profile: str | None
+) -> tuple[dict[str, bytes], dict[str, Any], dict[str, int]]:
+    """What rank 0 sends every rank: job.json and the profile rank 0 itself wrote (`profile`:
+    a file and its manifest, or a directory's files; never a path a rank's report names),
+    named relative to the job folder or, for a profile outside it, as `profile/<name>`; and
+    each file's permission bits."""
     files: dict[str, bytes] = {}
+    modes: dict[str, int] = {}
     with open(job_dir / "job.json", "rb") as f:
         files["job.json"] = f.read()
-    profile = (job_report.get("profile") or {}).get("path")
     extra: dict[str, Any] = {"profile": profile}
     if profile and os.path.exists(profile):
         p = Path(profile)
@@ -161,10 +289,12 @@ def job_files(job_dir: Path, job_report: dict) -> tuple[dict[str, bytes], dict[s
         for q in members:
             if not q.is_file():
                 continue
-            rel = os.path.relpath(q, p if p.is_dir() else p.parent)
-            files[f"profile/{rel}"] = q.read_bytes()
+            rel = f"profile/{os.path.relpath(q, p if p.is_dir() else p.parent)}"
+            with open(q, "rb") as f:
+                files[rel] = f.read()
+                modes[rel] = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
         extra["profile_kind"] = "directory" if p.is_dir() else "file"
-    return files, extra
+    return files, extra, modes
 
 
 def _manifest_of(path: Path) -> Path:
@@ -173,27 +303,34 @@ def _manifest_of(path: Path) -> Path:
     return Path(manifest.manifest_path(str(path)))
 
 
-def write_job_files(job_dir: Path, raw: bytes, own_profile: str | None) -> dict | None:
+def write_job_files(
+    job_dir: Path, raw: bytes | os.PathLike | str, own_profile: str | None
+) -> dict | None:
     """A rank keeps what rank 0 sent: the job's profile at `own_profile` (this rank's path for
     it: its own -o) or at the same place in its own job folder, and job.json with the paths of
-    what came along mapped to this rank's. Returns the job report."""
-    sender_dir, files, extra = unbundle(raw)
-    sent_profile = str(extra.get("profile") or "")
-    paths: dict[str, str] = {os.path.join(sender_dir, "job.json"): str(job_dir / "job.json")}
-    target = None
-    if sent_profile:
-        if own_profile is not None:
-            target = os.path.abspath(own_profile)
-        elif os.path.abspath(sent_profile).startswith(sender_dir.rstrip("/") + "/"):
-            target = str(job_dir / os.path.relpath(sent_profile, sender_dir))
-    if target and any(k.startswith("profile/") for k in files):
-        base = Path(target)
+    what came along mapped to this rank's. Returns the job report. ValueError for a malformed
+    bundle."""
+    with Bundle(raw) as b:
+        sender_dir, extra = b.job_dir, b.extra
+        sent_profile = extra.get("profile")
+        sent_profile = sent_profile if isinstance(sent_profile, str) else ""
+        paths: dict[str, str] = {os.path.join(sender_dir, "job.json"): str(job_dir / "job.json")}
+        target = None
+        if sent_profile:
+            if own_profile is not None:
+                target = os.path.abspath(own_profile)
+            elif os.path.abspath(sent_profile).startswith(sender_dir.rstrip("/") + "/"):
+                target = str(job_dir / os.path.relpath(sent_profile, sender_dir))
+        base = Path(target) if target else None
         sent = Path(sent_profile)
         directory = extra.get("profile_kind") == "directory"
-        paths[str(sent)] = str(base)
-        for rel, data in files.items():
+        job_json = b"{}"
+        for rel, _, mode in b.items():
+            if rel == "job.json":
+                job_json = b.read(rank_data.MAX_REPORT_BYTES)
+                continue
             name = rel[len("profile/") :] if rel.startswith("profile/") else ""
-            if not name or "/" in name or name in (".", ".."):
+            if base is None or not name or "/" in name or name in (".", ".."):
                 continue
             if directory:
                 dest = base / name
@@ -203,9 +340,10 @@ def write_job_files(job_dir: Path, raw: bytes, own_profile: str | None) -> dict 
                 paths[str(sent.with_name(name))] = str(dest)
             else:
                 continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(dest, data)
-    report = _mapped(json.loads(files.get("job.json", b"{}") or b"{}"), paths)
+            paths[str(sent)] = str(base)
+            fill = functools.partial(b.copy_to, limit=rank_data.MAX_PROFILE_BYTES)
+            write_stream_atomic(dest, fill, mode=mode)
+    report = _mapped(rank_data.loads(job_json or b"{}", "rank 0's job report"), paths)
     write_bytes_atomic(
         job_dir / "job.json", (json.dumps(report, indent=2, default=str) + "\n").encode()
     )
@@ -224,7 +362,9 @@ class HeldExchange:
 
     def round(
         self, publish: dict[str, bytes], fetch: list[str], *, final: bool, timeout_s: float
-    ) -> tuple[dict[str, bytes], list[str]]:
+    ) -> tuple[dict[str, Path], list[str]]:
+        """Publish `publish`, fetch `fetch`: the fetched values as the files they arrived in
+        (read them with Bundle: bounded, streamed), and the errors."""
         if self.done:
             return {}, ["the workload was already released"]
         out = self.folder / "pgle"
@@ -253,13 +393,15 @@ class HeldExchange:
                     "jax.distributed stopped it)"
                 )
             ]
-        fetched = {}
+        fetched: dict[str, Path] = {}
         for key, path in (answer.get("fetched") or {}).items():
-            try:
-                fetched[key] = Path(path).read_bytes()
-            except OSError as e:
-                answer.setdefault("errors", []).append(f"fetch {key}: {e}")
-        return fetched, list(answer.get("errors") or [])
+            # Only where this round asked the workload to put it.
+            wanted = {item["key"]: item["to"] for item in request["fetch"]}
+            if key in wanted and str(path) == wanted[key] and os.path.isfile(path):
+                fetched[key] = Path(path)
+            else:
+                answer.setdefault("errors", []).append(f"fetch {key}: nothing arrived")
+        return fetched, [str(e) for e in answer.get("errors") or []]
 
     def _answer(self, path: Path, wait_s: float) -> dict | None:
         deadline = time.monotonic() + wait_s

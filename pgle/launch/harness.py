@@ -45,11 +45,13 @@ try:
     from pgle.evidence import schema
     from pgle.launch import step_rule, tracebacks
     from pgle.phrases import plural
+    from pgle.redact import redact_json
 except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from pgle.evidence import schema
     from pgle.launch import step_rule, tracebacks
     from pgle.phrases import plural
+    from pgle.redact import redact_json
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was given
@@ -110,7 +112,9 @@ class Events:
             os.register_at_fork(before=self.flush, after_in_child=self._forked)
 
     def write(self, kind: str, **fields) -> None:
-        record = {"kind": kind, "t": time.time(), **fields}
+        # Secrets never reach the file: the workload's argv (`-- COMMAND --token x`), a
+        # warning quoting a URL with its password (pgle.redact; issue 31).
+        record = redact_json({"kind": kind, "t": time.time(), **fields})
         line = json.dumps(record, default=str) + "\n"
         with self._lock:  # its place among the step edges must not move under a flush
             self._lines.append((self._base + len(self._steps) // STEP_FIELDS, line))

@@ -21,6 +21,31 @@ MAX_RATIO = 100  # expanded bytes per compressed byte, above FLOOR_BYTES
 FLOOR_BYTES = 64 << 20  # what any member may expand to whatever its ratio (small files)
 MAX_TOTAL_BYTES = 16 << 30  # everything one archive or file may expand to
 MAX_MEMBERS = 100_000  # members pgle extracts from one archive
+# A plain profile (.pb/.pbtxt) is parsed whole: one larger is refused before it is read (a
+# 10 GB file took 10.5 GB of memory). XLA's own protobuf parser refuses a binary message over
+# 2 GiB; real profiles of large models are tens of MB.
+MAX_PROFILE_BYTES = 2 << 30
+# A Parquet table of an nsys-jax archive becomes Python lists row by row: its rows are bounded
+# (declared and as read) by FLOOR_ROWS, or ROWS_PER_BYTE per byte of the file, and it is read
+# a batch at a time (a 3 KB zip whose Parquet declared millions of RLE rows took 4.3 GB).
+FLOOR_ROWS = 4_000_000
+ROWS_PER_BYTE = 4
+PARQUET_BATCH_ROWS = 65_536
+
+
+def allowed_rows(file_bytes: int) -> int:
+    """How many rows a Parquet file of `file_bytes` may hold."""
+    return max(FLOOR_ROWS, ROWS_PER_BYTE * file_bytes)
+
+
+def check_profile_size(path: Any, size: int, what: str = "profile") -> None:
+    """Refuse a profile file past MAX_PROFILE_BYTES before a byte of it is read."""
+    if size > MAX_PROFILE_BYTES:
+        raise ProfileError(
+            f"{what} {os.fspath(path)} is {size:,} bytes; pgle reads profiles of at most "
+            f"{MAX_PROFILE_BYTES:,} bytes (XLA's parser refuses a binary profile over 2 GiB).",
+            hint="It is not a PGLE profile, or it is damaged.",
+        )
 
 
 def allowed_bytes(compressed: int) -> int:

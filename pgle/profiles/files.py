@@ -19,7 +19,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pgle.atomic import (
@@ -252,9 +252,15 @@ def _epath(path: Any) -> Any:  # an etils.epath.Path or a pathlib.Path
 def _read_bytes(path: Any, what: str = "profile") -> bytes:
     if not _is_remote(path):
         try:
-            mode = os.stat(path).st_mode
+            st = os.stat(path)
+            mode = st.st_mode
         except OSError:
             mode = stat.S_IFREG  # the read below says why, in its own words
+        else:
+            if stat.S_ISREG(mode):
+                from pgle.profiles.bounded import check_profile_size
+
+                check_profile_size(_name_of(path), st.st_size, what)
         if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
             from pgle.profiles.bounded import describe_mode
 
@@ -281,8 +287,20 @@ def _read_bytes(path: Any, what: str = "profile") -> bytes:
         raise ProfileError(f"cannot read {what} {_name_of(path)}: {e.strerror or e}.") from None
 
 
+def _check_path(path: Any, what: str) -> None:
+    """A Python caller's wrong type (an int, a list, None) is one BadInput line, not a
+    TypeError from deep inside (docs/reliability.md)."""
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        if type(path).__module__.startswith("etils"):
+            return
+        raise ProfileError(
+            f"{what} must be a path (str or os.PathLike), not {type(path).__name__} {path!r:.60}."
+        )
+
+
 def read_profile(path: Any) -> Profile:
     """Read one profile file (format from its extension)."""
+    _check_path(path, "read_profile: path")
     fmt = profile_format(path)
     return parse_profile(_read_bytes(path), fmt, _name_of(path))
 
@@ -300,6 +318,12 @@ def write_profile(
     are validated first, so pgle never writes a file XLA would fail to parse.
     `companions` (path -> bytes, e.g. the manifest) are written with it: all or none.
     """
+    _check_path(path, "write_profile: path")
+    if not isinstance(profile_or_bytes, (Profile, bytes, bytearray, memoryview)):
+        raise ProfileError(
+            "write_profile: profile_or_bytes must be a Profile or bytes, not "
+            f"{type(profile_or_bytes).__name__}."
+        )
     fmt = profile_format(path)
     target = pathlib.Path(path).absolute()
     check_writable_target(target, force=force, what="profile")
@@ -412,7 +436,10 @@ def load_profile_source(path: Any) -> ProfileSource:
 
     Empty profiles are returned as such (callers decide whether that is fatal).
     """
-    if path is None or _name_of(path) == "":
+    if path is None or (isinstance(path, str) and path == ""):
+        raise ProfileError("no profile path given.")
+    _check_path(path, "profile path")
+    if _name_of(path) == "":
         raise ProfileError("no profile path given.")
     p = _epath(path)
     try:
@@ -447,7 +474,6 @@ def load_profile_source(path: Any) -> ProfileSource:
 
 
 def _load_directory(path: Any) -> ProfileSource:
-    root = _absolute(path)
     try:
         entries = sorted(_epath(path).iterdir(), key=lambda e: e.name)
     except PermissionError:
@@ -455,14 +481,51 @@ def _load_directory(path: Any) -> ProfileSource:
             f"profile directory {_name_of(path)} is not readable (permission denied).",
             hint="Fix its permissions.",
         ) from None
-    by_fp: dict[str, dict[str, Any]] = {}
+    p = _epath(path)
+    listing = [(e.name, e.is_dir()) for e in entries]
+    return _directory_source(_absolute(path), listing, lambda name: _read_bytes(p / name), shown=p)
+
+
+def source_from_reader(
+    path: Any, listing: list[tuple[str, bool]] | None, read: Callable[[str], bytes]
+) -> ProfileSource:
+    """A ProfileSource named `path` from bytes that `read` gives: for a file (`listing` None)
+    `read("")`, for a per-module directory `read(name)` of each name in `listing` ((name,
+    is_directory) pairs). How a caller reads foreign files its own way (pgle.jobs.rank_data:
+    without following links, bounded)."""
+    abs_path = _absolute(path)
+    if listing is not None:
+        return _directory_source(abs_path, listing, read)
+    fmt = profile_format(path)
+    data = read("")
+    profile = parse_profile(data, fmt, _name_of(path))
+    return ProfileSource(
+        path=abs_path,
+        kind="file",
+        files=[abs_path],
+        instruction_count=profile.instruction_count,
+        latency_count=profile.latency_count,
+        sha256=hashlib.sha256(data).hexdigest(),
+        modules={"": profile},
+    )
+
+
+def _directory_source(
+    root: Any,
+    listing: list[tuple[str, bool]],
+    read: Callable[[str], bytes],
+    *,
+    shown: Any = None,
+) -> ProfileSource:
+    path = root if shown is None else shown  # as the user named it, in messages
+    by_fp: dict[str, dict[str, str]] = {}
     ignored: list[str] = []
-    for entry in entries:
-        parsed = fingerprint_file_name(entry.name)
-        if parsed is None or entry.is_dir():
-            ignored.append(entry.name + ("/" if entry.is_dir() else ""))
+    for name, is_dir in listing:
+        parsed = fingerprint_file_name(name)
+        if parsed is None or is_dir:
+            ignored.append(name + ("/" if is_dir else ""))
             continue
-        by_fp.setdefault(parsed[0], {})[parsed[1]] = entry
+        by_fp.setdefault(parsed[0], {})[parsed[1]] = name
     if not by_fp:
         seen = (
             f" (it ignored: {', '.join(ignored[:10])}{', ...' if len(ignored) > 10 else ''})"
@@ -484,10 +547,10 @@ def _load_directory(path: Any) -> ProfileSource:
         readable: dict[str, Profile] = {}
         failed: dict[str, ProfileError] = {}
         for form, entry in forms.items():
-            data = _read_bytes(entry)
-            pairs.append((entry.name, hashlib.sha256(data).hexdigest()))
+            data = read(entry)
+            pairs.append((entry, hashlib.sha256(data).hexdigest()))
             try:
-                readable[form] = parse_profile(data, form, _name_of(entry))
+                readable[form] = parse_profile(data, form, _name_of(path / entry))
             except ProfileError as e:
                 failed[form] = e
         # XLA tries <fp>.pbtxt first and reads <fp>.pb when the text file is missing or does
@@ -497,14 +560,16 @@ def _load_directory(path: Any) -> ProfileSource:
         if fmt not in readable:  # nothing XLA could read for this module: the user must know
             raise failed[TEXT if TEXT in failed and BINARY not in forms else BINARY]
         modules[fp] = readable[fmt]
-        files.append(root / forms[fmt].name)
+        files.append(root / forms[fmt])
         for form, entry in forms.items():
             if form == fmt:
                 continue
             if form == BINARY:
-                shadowed.append(root / entry.name)
+                shadowed.append(root / entry)
             if form in failed:
-                unreadable.append((root / entry.name, _parse_reason(failed[form], _name_of(entry))))
+                unreadable.append(
+                    (root / entry, _parse_reason(failed[form], _name_of(path / entry)))
+                )
     return ProfileSource(
         path=root,
         kind="directory",

@@ -28,7 +28,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from pgle.errors import BadInput, ProfileError
-from pgle.profiles.bounded import check_regular_file, check_zip_members, open_xz_text
+from pgle.profiles.bounded import (
+    PARQUET_BATCH_ROWS,
+    allowed_rows,
+    check_regular_file,
+    check_zip_members,
+    open_xz_text,
+)
 from pgle.profiles.nsys import LAUNCHER_RE, DumpIndex, Range
 
 TRACE = "nvtx_gpu_proj_trace/trace.parquet"
@@ -103,15 +109,36 @@ def _pyarrow() -> Any:  # the pyarrow.parquet module (optional, untyped)
     return pq
 
 
-def _read_parquet(path: pathlib.Path, columns: list[str] | None = None) -> Any:
-    """A Parquet table; one ProfileError line for a file that is not one (damaged, truncated,
-    a FIFO, a device)."""
+def _read_parquet(path: pathlib.Path, columns: list[str] | None = None) -> dict[str, list[Any]]:
+    """A Parquet table's columns as lists, read a batch of rows at a time within
+    bounded.allowed_rows (declared by its metadata, and as read); one ProfileError line for a
+    file that is not one (damaged, truncated, a FIFO, a device) or one past the bound."""
     pq = _pyarrow()
     import pyarrow
 
     check_regular_file(path, "Parquet file")
+    limit = allowed_rows(path.stat().st_size)
+
+    def too_many(rows: int) -> ProfileError:
+        return ProfileError(
+            f"{path} holds {rows:,} rows or more; pgle reads at most {limit:,} from a Parquet "
+            f"file of {path.stat().st_size:,} bytes.",
+            hint="It is damaged or not what it claims to be (a decompression bomb); regenerate it.",
+        )
+
     try:
-        return pq.read_table(path, columns=columns)
+        with pq.ParquetFile(path) as f:
+            if f.metadata.num_rows > limit:
+                raise too_many(f.metadata.num_rows)
+            out: dict[str, list[Any]] = {name: [] for name in (columns or f.schema_arrow.names)}
+            rows = 0
+            for batch in f.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns):
+                rows += batch.num_rows
+                if rows > limit:
+                    raise too_many(rows)
+                for name, values in batch.to_pydict().items():
+                    out.setdefault(name, []).extend(values)
+            return out
     except (pyarrow.ArrowException, OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ProfileError(
@@ -132,7 +159,7 @@ def read_ranges(folder: pathlib.Path) -> list[Range]:
             f"{folder} has no {TRACE}: not an nsys-jax archive, or one made with "
             "nsys-jax's post-processing off."
         )
-    cols = _read_parquet(trace).to_pydict()
+    cols = _read_parquet(trace)
     names = set(cols)
     out: list[Range] = []
     if "Projected Start" in names:  # nsys 2024.x recipe output
@@ -191,7 +218,7 @@ def read_devices(folder: pathlib.Path) -> dict[tuple[int, int], int]:
     path = folder / THREADS
     if not path.exists():
         return {}
-    t = _read_parquet(path).to_pydict()
+    t = _read_parquet(path)
     devices = {}
     for name, pid, tid in zip(t["Name"], t["PID"], t["TID"], strict=False):
         m = LAUNCHER_RE.match(name or "")
@@ -205,7 +232,7 @@ def compiled_programs(folder: pathlib.Path) -> list[tuple[int, str]]:
     profiling."""
     parquet, legacy = (folder / p for p in PUSHPOP)
     if parquet.exists():
-        names = _read_parquet(parquet, columns=["Name"]).column("Name").to_pylist()
+        names = _read_parquet(parquet, columns=["Name"]).get("Name", [])
     elif legacy.exists():
         with open_xz_text(legacy, "NVTX CSV") as f:
             try:

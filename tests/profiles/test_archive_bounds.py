@@ -100,3 +100,40 @@ def test_the_limits_are_what_the_docs_state():
     doc = (Path(__file__).parents[2] / "docs" / "reliability.md").read_text()
     assert f"{bounded.MAX_RATIO}x" in doc and f"{bounded.FLOOR_BYTES >> 20} MiB" in doc
     assert f"{bounded.MAX_TOTAL_BYTES >> 30} GiB" in doc and f"{bounded.MAX_MEMBERS:,}" in doc
+
+
+def test_a_parquet_bomb_is_refused_while_read_a_batch_at_a_time(tmp_path):
+    """A trace of a few KB declaring millions of identical rows (RLE): it used to become Python
+    lists of all of them (a 3 KB zip took 4.3 GB). Refused in one line, from its metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pgle.profiles import bounded
+
+    archive = tmp_path / "archive"
+    with zipfile.ZipFile(ARCHIVE) as z:
+        z.extractall(archive)
+    rows = bounded.FLOOR_ROWS + 1
+    table = pa.table({"Name": pa.repeat("x", rows), "RangeId": pa.repeat(1, rows)})
+    pq.write_table(table, archive / TRACE, compression="zstd")
+    assert (archive / TRACE).stat().st_size < 200_000
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        for path in archive.rglob("*"):
+            if path.is_file():
+                z.write(path, path.relative_to(archive).as_posix())
+    proc = run_pgle("convert", str(bomb), f"{tmp_path / 'out'}/", cwd=tmp_path, timeout=120)
+    one_error(proc, f"holds {rows:,} rows", f"at most {bounded.FLOOR_ROWS:,}")
+
+
+def test_a_plain_profile_past_the_bound_is_refused_before_it_is_read(tmp_path):
+    """A 10 GB file was read whole (10.5 GB of memory): now refused from its size (sparse here:
+    nothing is written, nothing read)."""
+    from pgle.profiles import bounded
+
+    for name in ("huge.pb", "huge.pbtxt"):
+        with open(tmp_path / name, "wb") as f:
+            f.truncate(bounded.MAX_PROFILE_BYTES + 1)
+        proc = run_pgle("inspect", str(tmp_path / name), cwd=tmp_path, timeout=60)
+        one_error(proc, f"{bounded.MAX_PROFILE_BYTES + 1:,} bytes",
+                  f"at most {bounded.MAX_PROFILE_BYTES:,}")
