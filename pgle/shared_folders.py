@@ -174,9 +174,7 @@ def flocked(
     shown = path if shown is None else shown
     try:
         try:
-            fd = open_nofollow(
-                path, os.O_RDWR | os.O_CREAT, what=what, dir_fd=dir_fd, shown=shown
-            )
+            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, what=what, dir_fd=dir_fd, shown=shown)
         except OSError as e:
             if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise

@@ -56,6 +56,7 @@ RUN_NAME_RE = re.compile(r"\d{8}-\d{6}-[a-z][a-z0-9_-]*-(\d+)")
 MARKERS = (LEASE_NAME, LOG_NAME, EVENTS_NAME, SPEC_NAME)
 MAX_LEASE_BYTES = 1 << 16
 
+
 @dataclasses.dataclass
 class RunEntry:
     name: str
