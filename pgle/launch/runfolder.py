@@ -58,8 +58,13 @@ def ignore_pgle_folder(root: OpenDir) -> None:
         fd = root.create_exclusive(".gitignore")
     except OSError:
         return  # there already, or a read-only tree: the run folder itself was created
-    with os.fdopen(fd, "w") as f:
-        f.write("# written by pgle: run folders and traces are not source\n*\n")
+    try:
+        os.write(fd, b"# written by pgle: run folders and traces are not source\n*\n")
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk: no half .gitignore left behind
+            root.unlink(".gitignore")
+    finally:
+        os.close(fd)
 
 
 class _Heartbeat:
