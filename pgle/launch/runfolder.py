@@ -168,7 +168,13 @@ class RunFolder:
             path, opened = _new_folder(command, suffix)
         with opened:
             folder = cls(path.resolve())
-            folder._lease(opened)
+            try:
+                folder._lease(opened)
+            except PgleError:
+                if not run_dir:  # the folder pgle just made, empty: not left behind
+                    with contextlib.suppress(OSError):
+                        os.rmdir(folder.path)
+                raise
         return folder
 
     def claim_files(self) -> None:
