@@ -123,6 +123,8 @@ def test_a_folder_of_no_runs_is_left_whole_and_said_so(project: Path):
     named = src / f"20250101-000000-collect-{dead_pid()}"
     named.mkdir()  # a name alone is not enough
     (named / "notes.txt").write_text("mine")
+    (src / "logs").mkdir()  # content alone is not enough: a user's folder with a workload.log
+    (src / "logs" / "workload.log").write_text("my own log")
     before = snapshot(src)
     for argv in (["--keep-last", "0"], ["--older-than", "0s"], ["--max-size", "0"]):
         done = run_pgle("runs", "prune", "src", *argv, "--yes", "--json", cwd=project)
@@ -130,7 +132,7 @@ def test_a_folder_of_no_runs_is_left_whole_and_said_so(project: Path):
         assert report_of(done)["selected"] == []
     assert snapshot(src) == before
     lines = pgle_lines(run_pgle("runs", "ls", "src", cwd=project))
-    assert any(line.startswith("pgle: left alone: 2 entries of src") for line in lines), lines
+    assert any(line.startswith("pgle: left alone: 3 entries of src") for line in lines), lines
 
 
 def test_the_dry_run_lists_exactly_what_yes_deletes(project: Path):
