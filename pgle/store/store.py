@@ -54,6 +54,7 @@ import json
 import os
 import re
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -234,14 +235,13 @@ class ProfileStore:
                 self._dir = OpenDir.open(self._local(), "profile store")
             except OSError as e:
                 raise BadInput(f"cannot open profile store {root}: {e.strerror or e}.") from None
+            # Closed with the store object, or at exit (finalize is safe then; __del__ is not).
+            self._closer = weakref.finalize(self, self._dir.close)
 
     def close(self) -> None:
         if self._dir is not None:
-            self._dir.close()
+            self._closer()
 
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
 
     def __str__(self) -> str:
         return str(self.root)
