@@ -480,12 +480,12 @@ class OpenDir:
         """link_or_copy of the file `name` of this folder."""
         _link_or_copy(_check_name(name), self.fd, self.child(name), dst, what)
 
-    def rmtree(self, name: str) -> None:
+    def rmtree(self, name: str, expect: os.stat_result | None = None) -> None:
         """rmtree_fd of the folder `name` in this one."""
-        rmtree_fd(self.fd, name, self.child(name))
+        rmtree_fd(self.fd, name, self.child(name), expect)
 
 
-def rmtree_fd(dir_fd: int, name: str, shown: str) -> None:
+def rmtree_fd(dir_fd: int, name: str, shown: str, expect: os.stat_result | None = None) -> None:
     """Delete the folder `name` of the open folder `dir_fd` and all it holds, never following
     a link: each folder is opened with O_DIRECTORY|O_NOFOLLOW relative to its parent's
     descriptor and must be the folder lstat saw (same device and inode); links and files are
@@ -496,10 +496,13 @@ def rmtree_fd(dir_fd: int, name: str, shown: str) -> None:
     `rmtree.avoids_symlink_attacks`), but it opens each folder without O_NOFOLLOW and relies on
     the stat comparison alone, recurses without a depth bound (RecursionError on a planted deep
     tree) and its onerror protocol differs across those versions; this one is short enough to
-    read whole."""
+    read whole. `expect`: the stat of the folder pgle checked (recognised as its own); a
+    different folder at that name now is refused."""
     st = os.stat(_check_name(name), dir_fd=dir_fd, follow_symlinks=False)
     if not stat.S_ISDIR(st.st_mode):
         raise BadInput(f"{shown} is not a folder; pgle deletes only folders it made.")
+    if expect is not None and not os.path.samestat(st, expect):
+        raise PgleError(f"{shown} was replaced since pgle checked it; left as it is.")
     _rmtree(dir_fd, name, st, shown, 0)
 
 

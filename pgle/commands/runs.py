@@ -332,8 +332,10 @@ def prune(
             with folder:
                 if _entry(folder, r.path, r.size, r.modified).live:  # in use since the listing
                     continue
+                checked = folder.stat()
             try:
-                opened.rmtree(r.name)
+                # Only the folder just recognised: another one swapped in since is refused.
+                opened.rmtree(r.name, expect=checked)
                 deleted.append(r)
             except OSError as e:
                 errors.append(f"cannot delete {r.path}: {e.strerror or e}")

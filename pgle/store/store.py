@@ -242,7 +242,6 @@ class ProfileStore:
         if self._dir is not None:
             self._closer()
 
-
     def __str__(self) -> str:
         return str(self.root)
 

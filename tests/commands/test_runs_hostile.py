@@ -254,6 +254,8 @@ def test_rmtree_fd_never_follows_a_folder_swapped_for_a_link_after_the_open(tmp_
         os.rename(victim, run)  # same name, another folder than the one listed
         with pytest.raises(PgleError, match="replaced while pgle deleted it"):
             _rmtree(parent.fd, run.name, st, str(run), 0)
+        with pytest.raises(PgleError, match="replaced since pgle checked it"):
+            parent.rmtree(run.name, expect=st)  # what prune passes: the folder it recognised
     assert (run / "sub" / "data").read_text() == "precious"
 
 
