@@ -17,7 +17,10 @@ ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pg
 
 @click.group(
     short_help="List and prune the run folders under .pgle/runs (logs, traces).",
-    help="List and prune pgle's run folders (default ROOT: .pgle/runs). A folder in use is never "
+    help="List and prune pgle's run folders (default ROOT: .pgle/runs; a project folder or a "
+    ".pgle folder stands for the runs folder in it). Only folders pgle recognises as its run "
+    "folders (named <stamp>-<command>-<pid>, holding its lease.json or log) are listed or "
+    "deleted; anything else in ROOT is left alone. A folder in use is never "
     "deleted: its pgle still runs on this host, or refreshed the folder's lease.json less "
     "than 10 minutes ago on another host of a shared filesystem.",
 )

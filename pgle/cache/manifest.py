@@ -183,9 +183,14 @@ def runs_in_progress(data: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def pid_alive(pid) -> bool:
+    """Whether the process `pid` runs on this host. Another user's process is alive too
+    (kill(2) says EPERM, not ESRCH). What a forged record may hold instead of a pid (-1 or 0,
+    which kill(2) reads as a process group, 10**30, true, "12") names no process."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= 1 << 22:
+        return False
     try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError, TypeError):
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
     except PermissionError:
         return True

@@ -17,12 +17,19 @@ folder whose lease is alive: on this host, its process is running; on another ho
 filesystem, the lease was refreshed less than LEASE_TTL_SECONDS ago (docs/guide/runs.md).
 While pgle is stopped (Ctrl-Z) nothing refreshes it; SIGCONT refreshes it at once
 (`refresh_leases`, from pgle.launch.launcher's handler), not up to LEASE_REFRESH_SECONDS later.
+
+`.pgle` and `.pgle/runs` are opened a component at a time without following links (a link the
+user made is followed; one anyone else made is refused) and the run folder is made with mkdirat
+in the folder opened: another user who can write the working folder cannot redirect it by
+swapping a folder for a link. Either folder owned by another user is named in a warning before
+pgle writes into it: its owner can rename or read the run folders in it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import secrets
@@ -31,8 +38,8 @@ import threading
 import time
 from pathlib import Path
 
-from pgle.errors import BadInput
-from pgle.shared_folders import create_exclusive
+from pgle.errors import BadInput, PgleError
+from pgle.shared_folders import OpenDir, create_exclusive, warn_foreign
 
 DEFAULT_ROOT = ".pgle"
 LOG_NAME, EVENTS_NAME, SPEC_NAME, TRACE_NAME = "workload.log", "events.jsonl", "spec.json", "trace"
@@ -43,17 +50,23 @@ LEASE_REFRESH_SECONDS = 60.0
 # A lease not refreshed for this long is stale: ten refreshes, so that a busy host, a slow
 # shared filesystem or clocks some minutes apart never make a live run look dead.
 LEASE_TTL_SECONDS = 600.0
+_FOREIGN = "its owner can rename, replace or read the run folders pgle makes in it."
 
 
-def ignore_pgle_folder(root: Path) -> None:
+def ignore_pgle_folder(root: OpenDir) -> None:
     """`.pgle/` holds logs and traces (gigabytes): keep it out of the user's git. Created with
     O_EXCL|O_NOFOLLOW: whatever is there already (a file, a link, dangling or not) is left."""
     try:
-        fd = create_exclusive(root / ".gitignore")
+        fd = root.create_exclusive(".gitignore")
     except OSError:
         return  # there already, or a read-only tree: the run folder itself was created
-    with os.fdopen(fd, "w") as f:
-        f.write("# written by pgle: run folders and traces are not source\n*\n")
+    try:
+        os.write(fd, b"# written by pgle: run folders and traces are not source\n*\n")
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk: no half .gitignore left behind
+            root.unlink(".gitignore")
+    finally:
+        os.close(fd)
 
 
 class _Heartbeat:
@@ -105,26 +118,47 @@ def refresh_leases() -> None:
     _HEARTBEAT.refresh_now()
 
 
-def _new_folder(command: str, suffix: str) -> Path:
-    """A new folder under .pgle/runs, made by this process (mkdir fails if the name exists)."""
-    parent = Path(DEFAULT_ROOT) / "runs"
+def _open_runs_parent() -> OpenDir:
+    """`.pgle/runs` under the working folder, made if missing, opened a component at a time
+    (module docstring); each one owned by another user named in a warning."""
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        with OpenDir.open(".", "working folder") as cwd:
+            top = cwd.sub(DEFAULT_ROOT, create=True, own_link=True, what="pgle folder")
+        with top:
+            warn_foreign(top.stat(), top.path, "pgle folder", _FOREIGN)
+            ignore_pgle_folder(top)
+            runs = top.sub("runs", create=True, own_link=True, what="run folders' parent")
+        warn_foreign(runs.stat(), runs.path, "run folders' parent", _FOREIGN)
+        return runs
+    except PgleError:
+        raise
     except OSError as e:
-        raise BadInput(f"cannot create run folder {parent}: {e.strerror}.") from None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for attempt in range(100):
-        # The pid stays last: `pgle runs` reads it from the name of a folder without a lease.
-        tag = "" if attempt == 0 else f"-{secrets.token_hex(3)}"
-        path = parent / f"{stamp}-{command}{suffix}{tag}-{os.getpid()}"
-        try:
-            os.mkdir(path)
-            return path
-        except FileExistsError:
-            continue  # made by someone else: never reuse it
-        except OSError as e:
-            raise BadInput(f"cannot create run folder {path}: {e.strerror}.") from None
-    raise BadInput(f"cannot create a run folder in {parent}: 100 names were taken.")
+        raise BadInput(
+            f"cannot create run folder {Path(DEFAULT_ROOT) / 'runs'}: {e.strerror or e}."
+        ) from None
+
+
+def _new_folder(command: str, suffix: str) -> tuple[Path, OpenDir]:
+    """A new folder under .pgle/runs, made by this process (mkdirat fails if the name exists),
+    and the folder opened (its lease is written through it)."""
+    from pgle.atomic import dir_mode
+
+    with _open_runs_parent() as parent:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for attempt in range(100):
+            # The pid stays last: `pgle runs` reads it from the name of a folder without a lease.
+            tag = "" if attempt == 0 else f"-{secrets.token_hex(3)}"
+            name = f"{stamp}-{command}{suffix}{tag}-{os.getpid()}"
+            try:
+                os.mkdir(name, dir_mode(), dir_fd=parent.fd)
+            except FileExistsError:
+                continue  # made by someone else: never reuse it
+            except OSError as e:
+                raise BadInput(
+                    f"cannot create run folder {parent.child(name)}: {e.strerror}."
+                ) from None
+            return Path(parent.child(name)), parent.sub(name, what="run folder")
+    raise BadInput(f"cannot create a run folder in {DEFAULT_ROOT}/runs: 100 names were taken.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,11 +180,18 @@ class RunFolder:
                     f"run folder {path} already holds a run ({held[0]}).",
                     hint="Pick an empty --run-dir.",
                 )
+            opened = OpenDir.open(path, "run folder")
         else:
-            path = _new_folder(command, suffix)
-            ignore_pgle_folder(Path(DEFAULT_ROOT))
-        folder = cls(path.resolve())
-        folder._lease()
+            path, opened = _new_folder(command, suffix)
+        with opened:
+            folder = cls(path.resolve())
+            try:
+                folder._lease(opened)
+            except PgleError:
+                if not run_dir:  # the folder pgle just made, empty: not left behind
+                    with contextlib.suppress(OSError):
+                        os.rmdir(folder.path)
+                raise
         return folder
 
     def claim_files(self) -> None:
@@ -167,24 +208,38 @@ class RunFolder:
             except OSError as e:
                 raise BadInput(f"cannot write in run folder {self.path}: {e.strerror}.") from None
 
-    def _lease(self) -> None:
-        lease = self.path / LEASE_NAME
+    def _lease(self, folder: OpenDir) -> None:
+        """Write lease.json in the folder opened. A full disk (or quota) is one WriteFailed
+        line (exit 1) and leaves no lease; any other failure is not fatal (`runs prune` then
+        falls back on the pid in the folder's name)."""
+        from pgle.atomic import write_error
+
+        data = json.dumps(
+            {
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "started": time.time(),
+                "refresh_seconds": LEASE_REFRESH_SECONDS,
+                "ttl_seconds": LEASE_TTL_SECONDS,
+            }
+        ).encode()
         try:
-            fd = create_exclusive(lease)
-        except OSError:
-            return  # not fatal: `runs prune` then falls back on the pid in the folder's name
-        with os.fdopen(fd, "w") as f:
-            json.dump(
-                {
-                    "host": socket.gethostname(),
-                    "pid": os.getpid(),
-                    "started": time.time(),
-                    "refresh_seconds": LEASE_REFRESH_SECONDS,
-                    "ttl_seconds": LEASE_TTL_SECONDS,
-                },
-                f,
-            )
-        _HEARTBEAT.hold(str(lease))
+            fd = folder.create_exclusive(LEASE_NAME)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise write_error(self.lease, e, "run folder lease") from None
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                folder.unlink(LEASE_NAME)
+            raise write_error(self.lease, e, "run folder lease") from None
+        finally:
+            os.close(fd)
+        _HEARTBEAT.hold(str(self.lease))
 
     @property
     def log(self) -> Path:

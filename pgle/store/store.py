@@ -21,7 +21,16 @@ A store is shared with other users, so what it holds is untrusted (pgle.shared_f
 entry's fingerprint and id are checked against fixed patterns (and against the names of the
 folder and file that hold them) before they become a path, every path is checked to stay inside
 the store before a delete or a write, files are opened without following links, and an entry
-whose metadata fails a check is skipped with one warning naming its file (`damaged`). Readers
+whose metadata fails a check is skipped with one warning naming its file (`damaged`). Every
+local operation goes through descriptors (pgle.shared_folders.OpenDir): the store is opened
+once, `profiles/` and each fingerprint folder are opened without following links, and files are
+read, written (temp + renameat), linked and unlinked relative to the folder opened, so another
+user who swaps a folder for a link mid-operation redirects nothing. A folder pgle writes into
+that belongs to another user is named in one warning per owner. An entry is also refused when
+its id's time is not its `created` time (serving and trimming order by id, listings by
+`created`: both must agree) or lies more than FUTURE_SKEW_SECONDS ahead of this host's clock (a
+future-dated entry would be served, and would trim every fresh one, forever); and `add` never
+trims the entry it has just written. Readers
 (`materialize`, `serve`) hold the lock shared, so a trim never removes a file under them; the
 writer that takes the lock first removes what a killed writer left behind (a profile without its
 metadata, a temporary file).
@@ -44,15 +53,14 @@ import hashlib
 import json
 import os
 import re
-import stat
 import uuid
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pgle.errors import BadInput, PgleError, ProfileError
 from pgle.profiles.files import (
     BINARY,
-    FINGERPRINT_RE,
     SUFFIX,
     TEXT,
     Profile,
@@ -60,7 +68,13 @@ from pgle.profiles.files import (
     encode_profile,
     parse_profile,
 )
-from pgle.shared_folders import LinkRefused, NotAFile, check_inside, read_bytes_nofollow
+from pgle.shared_folders import (
+    LinkRefused,
+    NotAFile,
+    OpenDir,
+    check_inside,
+    warn_foreign,
+)
 from pgle.store.policy import Policy, parse_policy
 
 PROFILES = "profiles"
@@ -68,7 +82,9 @@ LOCK = ".lock"
 TIME_FORMAT = "%Y%m%dT%H%M%S%fZ"
 # `<UTC time>-<sha256[:12] of the profile>`: TIME_FORMAT's 8 + 12 digits, then 12 hex digits.
 # An id read from a file names nothing until it matches.
-ENTRY_ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{12}$")
+ENTRY_ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{12}\Z")
+# `$` also matches before a final newline: names read from a store are matched whole.
+_FP_RE = re.compile(r"[0-9a-f]{32}")
 _ID = r"\d{8}T\d{12}Z-[0-9a-f]{12}"
 _SUFFIXES = (".json", SUFFIX[TEXT], SUFFIX[BINARY])
 # An entry's files, and a temporary file of one being written (pgle.atomic's
@@ -77,6 +93,10 @@ _ENTRY_FILE = re.compile(rf"^({_ID})(\.json|\.pbtxt|\.pb)$")
 _TEMP_FILE = re.compile(rf"^\.({_ID})(\.json|\.pbtxt|\.pb)\..+\.tmp$")
 LOCK_TIMEOUT = 600.0
 MAX_METADATA_BYTES = 1 << 20
+# Clocks of the hosts that share a store differ by seconds (NTP), rarely minutes: an entry
+# created further ahead of this host's clock is refused as damaged.
+FUTURE_SKEW_SECONDS = 3600.0
+_FOREIGN = "its owner can replace or remove what pgle stores there (a shared store)."
 _REQUIRED = (
     "fingerprint",
     "entry_id",
@@ -90,6 +110,8 @@ _REQUIRED = (
 
 
 def _shown(value: Any) -> str:
+    if not isinstance(value, str | int | float | bool) and value is not None:
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"  # never repr'd
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -145,7 +167,7 @@ class Entry:
             value = fields.get(name, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} {_shown(value)} is not a count")
-        if not FINGERPRINT_RE.match(fields["fingerprint"]) or fields["fingerprint"] != fingerprint:
+        if not _FP_RE.fullmatch(fields["fingerprint"]) or fields["fingerprint"] != fingerprint:
             raise ValueError(
                 f"fingerprint {_shown(fields['fingerprint'])} is not its folder's ({fingerprint})"
             )
@@ -157,6 +179,15 @@ class Entry:
             raise ValueError(f"created {_shown(fields['created'])} is not a time") from None
         if created.tzinfo is None:
             raise ValueError(f"created {_shown(fields['created'])} has no time zone")
+        stamp = created.astimezone(dt.UTC).strftime(TIME_FORMAT)
+        if not fields["entry_id"].startswith(stamp + "-"):
+            raise ValueError(
+                f"entry_id {_shown(fields['entry_id'])} is not dated by its created time "
+                f"({fields['created']})"
+            )
+        ahead = (created - dt.datetime.now(dt.UTC)).total_seconds()
+        if ahead > FUTURE_SKEW_SECONDS:
+            raise ValueError(f"created {_shown(fields['created'])} is in the future")
         return cls(**fields)
 
 
@@ -196,9 +227,34 @@ class ProfileStore:
                 make_dirs(os.fspath(self.root))
         elif not is_dir:
             raise BadInput(f"profile store {root} is not a directory.")
+        # The store as opened now (the user named it: a link to it is followed); everything
+        # below it is reached from this descriptor.
+        self._dir: OpenDir | None = None
+        if not self.remote:
+            try:
+                self._dir = OpenDir.open(self._local(), "profile store")
+            except OSError as e:
+                raise BadInput(f"cannot open profile store {root}: {e.strerror or e}.") from None
+            # Closed with the store object, or at exit (finalize is safe then; __del__ is not).
+            self._closer = weakref.finalize(self, self._dir.close)
+
+    def close(self) -> None:
+        if self._dir is not None:
+            self._closer()
 
     def __str__(self) -> str:
         return str(self.root)
+
+    @property
+    def dir(self) -> OpenDir:
+        assert self._dir is not None, "a local store"
+        return self._dir
+
+    def _foreign(self, folder: OpenDir, what: str) -> None:
+        """Name a folder of another user once per owner (a shared store has many) before
+        pgle writes into it."""
+        st = folder.stat()
+        warn_foreign(st, folder.path, what, _FOREIGN, key=("store", self.dir.path, st.st_uid))
 
     def _local(self, *parts: str) -> str:
         return os.path.join(os.fspath(self.root), *parts)
@@ -213,12 +269,16 @@ class ProfileStore:
             return
         from pgle.shared_folders import flocked
 
+        if not shared:
+            self._foreign(self.dir, "profile store")
         with flocked(
-            self._local(LOCK),
+            LOCK,
             shared=shared,
             optional=shared,
             timeout=LOCK_TIMEOUT,
             what="store lock file",
+            dir_fd=self.dir.fd,
+            shown=self._local(LOCK),
         ):
             yield
 
@@ -226,54 +286,56 @@ class ProfileStore:
     def fingerprints(self) -> list[str]:
         return sorted({e.fingerprint for e in self.entries()})
 
-    def _fingerprint_folders(self, fingerprint: str | None) -> Iterator[tuple[str, str]]:
-        """(fingerprint, folder) of the store's fingerprint folders: names that are fingerprints,
-        real folders (a link there is noted as damaged, never followed)."""
-        base = self._local(PROFILES)
+    def _profiles_dir(self, *, create: bool = False) -> OpenDir | None:
+        """STORE/profiles opened (made first with `create`); None when missing. A link there
+        is noted as damaged (refused when writing), never followed."""
         try:
-            st = os.lstat(base)
+            return self.dir.sub(PROFILES, create=create, what="store folder")
         except FileNotFoundError:
-            return
-        if stat.S_ISLNK(st.st_mode):
-            self.damaged[base] = "a symbolic link, not the store's folder"
-            return
-        if fingerprint is not None:
-            names = [fingerprint]
-        else:
-            with os.scandir(base) as it:
-                names = sorted(e.name for e in it)
-        for fp in names:
-            if not FINGERPRINT_RE.match(fp):
-                continue  # not pgle's: never read, never touched
-            folder = os.path.join(base, fp)
-            try:
-                st = os.lstat(folder)
-            except FileNotFoundError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                self.damaged[folder] = "a symbolic link, not a folder"
-            elif stat.S_ISDIR(st.st_mode):
-                yield fp, folder
+            return None
+        except LinkRefused:
+            if create:
+                raise
+            self.damaged[self._local(PROFILES)] = "a symbolic link, not the store's folder"
+        except BadInput:
+            if create:
+                raise
+            self.damaged[self._local(PROFILES)] = "not a folder"
+        return None
 
-    def _metadata_files(self, fingerprint: str | None) -> Iterator[tuple[str, Any]]:
-        """(fingerprint, metadata path) of every entry. Local stores use os.scandir: epath's
-        per-file objects made listing a 10,000-module store the slow part of a view."""
-        if not self.remote:
-            for fp, folder in self._fingerprint_folders(fingerprint):
-                try:
-                    with os.scandir(folder) as it:
-                        names = [e.name for e in it]
-                except FileNotFoundError:
-                    continue
-                for name in names:
-                    if name.endswith(".json") and not name.startswith("."):
-                        yield fp, os.path.join(folder, name)
+    def _fingerprint_folders(self, fingerprint: str | None) -> Iterator[tuple[str, OpenDir]]:
+        """(fingerprint, folder opened) of the store's fingerprint folders: names that are
+        fingerprints, real folders (a link there is noted as damaged, never followed). Each
+        folder is closed once the caller moves on."""
+        profiles = self._profiles_dir()
+        if profiles is None:
             return
+        with profiles:
+            try:
+                names = [fingerprint] if fingerprint is not None else profiles.names()
+            except OSError:
+                return
+            for fp in names:
+                if not _FP_RE.fullmatch(fp):
+                    continue  # not pgle's: never read, never touched
+                try:
+                    folder = profiles.sub(fp, what="store folder")
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                except LinkRefused:
+                    self.damaged[profiles.child(fp)] = "a symbolic link, not a folder"
+                    continue
+                except (BadInput, OSError):
+                    continue  # a file where a folder goes, or one we may not read
+                with folder:
+                    yield fp, folder
+
+    def _remote_metadata_files(self, fingerprint: str | None) -> Iterator[tuple[str, Any]]:
         base = self.root / PROFILES
         if fingerprint is not None:
             names = [fingerprint]
         elif base.exists():
-            names = sorted(p.name for p in base.iterdir() if FINGERPRINT_RE.match(p.name))
+            names = sorted(p.name for p in base.iterdir() if _FP_RE.fullmatch(p.name))
         else:
             names = []
         for fp in names:
@@ -282,30 +344,52 @@ class ProfileStore:
                 for meta in folder.glob("*.json"):
                     yield fp, meta
 
-    def _read_metadata(self, fp: str, meta: Any) -> Entry | None:
-        name = os.path.basename(os.fspath(meta))
+    def _entry_of(self, raw: Callable[[], bytes], fp: str, name: str, shown: str) -> Entry | None:
+        """The entry the metadata `raw()` reads describes, or None (noted in `damaged`)."""
         try:
-            raw = (
-                _epath(meta).read_bytes()
-                if self.remote
-                else read_bytes_nofollow(meta, what="store entry", limit=MAX_METADATA_BYTES)
-            )
-            return Entry.from_metadata(json.loads(raw), fp, name)
+            return Entry.from_metadata(json.loads(raw()), fp, name)
         except FileNotFoundError:
             return None  # removed by a trim while we listed
         except LinkRefused:
-            self.damaged[str(meta)] = "a symbolic link"
+            self.damaged[shown] = "a symbolic link"
         except NotAFile as e:
-            self.damaged[str(meta)] = e.reason
+            self.damaged[shown] = e.reason
         except UnicodeDecodeError:
-            self.damaged[str(meta)] = "not UTF-8 text"
+            self.damaged[shown] = "not UTF-8 text"
         except json.JSONDecodeError:
-            self.damaged[str(meta)] = "not JSON"
+            self.damaged[shown] = "not JSON"
+        except RecursionError:
+            self.damaged[shown] = "JSON nested deeper than Python reads"
         except (ValueError, TypeError) as e:
-            self.damaged[str(meta)] = str(e)
+            self.damaged[shown] = str(e)
         except OSError as e:
-            self.damaged[str(meta)] = e.strerror or str(e)
+            self.damaged[shown] = e.strerror or str(e)
         return None
+
+    def _all_entries(self, fingerprint: str | None) -> Iterator[Entry]:
+        if self.remote:
+            for fp, meta in self._remote_metadata_files(fingerprint):
+                entry = self._entry_of(
+                    _epath(meta).read_bytes, fp, os.path.basename(str(meta)), str(meta)
+                )
+                if entry is not None:
+                    yield entry
+            return
+        for fp, folder in self._fingerprint_folders(fingerprint):
+            try:
+                names = folder.names()
+            except OSError:
+                continue
+            for name in names:
+                if not (name.endswith(".json") and not name.startswith(".")):
+                    continue
+
+                def raw(folder: OpenDir = folder, name: str = name) -> bytes:
+                    return folder.read_bytes(name, what="store entry", limit=MAX_METADATA_BYTES)
+
+                entry = self._entry_of(raw, fp, name, folder.child(name))
+                if entry is not None:
+                    yield entry
 
     def entries(
         self,
@@ -316,16 +400,14 @@ class ProfileStore:
     ) -> list[Entry]:
         """Entries, oldest first, optionally for one fingerprint / jax version / device kind.
         Metadata that fails a check is skipped and noted in `damaged`."""
-        if fingerprint is not None and not FINGERPRINT_RE.match(fingerprint):
+        if fingerprint is not None and not _FP_RE.fullmatch(fingerprint):
             return []
         out = []
-        for fp, meta in self._metadata_files(fingerprint):
-            entry = self._read_metadata(fp, meta)
-            if entry is None:
+        for entry in self._all_entries(fingerprint):
+            # `is not None`: an empty --jax or device kind selects that key, not every key.
+            if jax is not None and entry.jax != jax:
                 continue
-            if jax and entry.jax != jax:
-                continue
-            if device_kind and entry.device_kind != device_kind:
+            if device_kind is not None and entry.device_kind != device_kind:
                 continue
             out.append(entry)
         return sorted(out, key=lambda e: (e.fingerprint, e.entry_id))
@@ -343,16 +425,53 @@ class ProfileStore:
             "; remove or fix by hand."
         )
 
-    def _entry_file(self, entry: Entry, suffix: str) -> Any:
-        """The path of one of `entry`'s files, its names checked again (a path is built from
-        nothing that did not pass them) and, locally, its folder inside the store."""
-        check_fingerprint(entry.fingerprint)
+    def _entry_name(self, entry: Entry, suffix: str) -> str:
+        """The name of one of `entry`'s files, its parts checked again (a name is built from
+        nothing that did not pass them)."""
+        if not _FP_RE.fullmatch(entry.fingerprint):
+            check_fingerprint(entry.fingerprint)
+            raise BadInput(f"{_shown(entry.fingerprint)} is not a module fingerprint.")
         if not ENTRY_ID_RE.match(entry.entry_id) or suffix not in _SUFFIXES:
             raise BadInput(f"store entry id {_shown(entry.entry_id)} is not an entry id.")
+        return f"{entry.entry_id}{suffix}"
+
+    def _entry_file(self, entry: Entry, suffix: str) -> Any:
+        """The path of one of `entry`'s files (for messages, and for a remote store)."""
+        name = self._entry_name(entry, suffix)
         if self.remote:
-            return self.root / PROFILES / entry.fingerprint / f"{entry.entry_id}{suffix}"
-        path = self._local(PROFILES, entry.fingerprint, f"{entry.entry_id}{suffix}")
-        return check_inside(os.fspath(self.root), path, "store file")
+            return self.root / PROFILES / entry.fingerprint / name
+        return check_inside(
+            os.fspath(self.root), self._local(PROFILES, entry.fingerprint, name), "store file"
+        )
+
+    @contextlib.contextmanager
+    def _entry_folder(self, fingerprint: str, *, create: bool = False) -> Iterator[OpenDir]:
+        """STORE/profiles/<fingerprint> opened without following links (made with `create`,
+        and its owner named when it is another user); a link there is a LinkRefused."""
+        if not _FP_RE.fullmatch(fingerprint):
+            check_fingerprint(fingerprint)
+            raise BadInput(f"{_shown(fingerprint)} is not a module fingerprint.")
+        try:
+            profiles = self.dir.sub(PROFILES, create=create, what="store folder")
+        except FileNotFoundError:
+            raise ProfileError(f"profile store {self.root} holds no profiles.") from None
+        with profiles:
+            if create:
+                self._foreign(profiles, "store folder")
+            with profiles.sub(fingerprint, create=create, what="store folder") as folder:
+                if create:
+                    self._foreign(folder, "store folder")
+                yield folder
+
+    @staticmethod
+    def _profile_name(folder: OpenDir, entry: Entry) -> str:
+        """The entry's profile's name in its folder: text `.pbtxt`, or an old binary `.pb`."""
+        text = f"{entry.entry_id}{SUFFIX[TEXT]}"
+        try:
+            folder.lstat(text)
+            return text
+        except FileNotFoundError:
+            return f"{entry.entry_id}{SUFFIX[BINARY]}"
 
     def profile_path(self, entry: Entry):
         """The entry's profile file: text `.pbtxt` (pgle writes these), or binary `.pb`."""
@@ -363,15 +482,23 @@ class ProfileStore:
         return text if os.path.lexists(text) else binary
 
     def read(self, entry: Entry) -> Profile:
-        path = self.profile_path(entry)
-        fmt = TEXT if str(path).endswith(SUFFIX[TEXT]) else BINARY
         if self.remote:
+            path = self.profile_path(entry)
+            fmt = TEXT if str(path).endswith(SUFFIX[TEXT]) else BINARY
             return parse_profile(path.read_bytes(), fmt, str(path))
+        self._entry_name(entry, ".json")
         try:
-            data = read_bytes_nofollow(path, what="store profile")
+            with self._entry_folder(entry.fingerprint) as folder:
+                name = self._profile_name(folder, entry)
+                shown = folder.child(name)
+                data = folder.read_bytes(name, what="store profile")
         except OSError as e:
-            raise ProfileError(f"cannot read store profile {path}: {e.strerror or e}.") from None
-        return parse_profile(data, fmt, str(path))
+            raise ProfileError(
+                f"cannot read store profile of {entry.fingerprint}/{entry.entry_id}: "
+                f"{e.strerror or e}."
+            ) from None
+        fmt = TEXT if name.endswith(SUFFIX[TEXT]) else BINARY
+        return parse_profile(data, fmt, shown)
 
     def serve(
         self, fingerprint: str, *, jax: str, device_kind: str, policy: Policy | str | None = None
@@ -392,43 +519,6 @@ class ProfileStore:
             )
 
     # --- writing -------------------------------------------------------------------------------
-    def _folder(self, fingerprint: str) -> Any:
-        """The fingerprint's folder, made if missing; a link or a file there is refused."""
-        if self.remote:
-            folder = self.root / PROFILES / fingerprint
-            folder.mkdir(parents=True, exist_ok=True)
-            return folder
-        from pgle.atomic import write_error
-
-        for path in (self._local(PROFILES), self._local(PROFILES, fingerprint)):
-            try:
-                os.mkdir(path)
-            except FileExistsError:
-                st = os.lstat(path)
-                if stat.S_ISLNK(st.st_mode):
-                    raise LinkRefused(
-                        f"store folder {path} is a symbolic link; pgle does not "
-                        "follow links in folders other users can write.",
-                        hint="Remove the link.",
-                    ) from None
-                if not stat.S_ISDIR(st.st_mode):
-                    raise BadInput(f"store folder {path} is not a directory.") from None
-            except OSError as e:
-                raise write_error(path, e, "store folder") from None
-        return self._local(PROFILES, fingerprint)
-
-    def _write(self, path: Any, data: bytes) -> None:
-        if self.remote:
-            tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-            tmp.write_bytes(data)
-            tmp.replace(path)
-            return
-        from pgle.atomic import write_bytes_atomic
-
-        # A temp file beside it, then a rename: a link at `path` is replaced, never followed;
-        # a full disk, a read-only store or `ulimit -f` is one WriteFailed line, no temp left.
-        write_bytes_atomic(check_inside(os.fspath(self.root), path, "store file"), data)
-
     def _sweep(self) -> None:
         """Remove what killed writers left (a profile without its metadata, a temp file). Only
         under the exclusive lock, where no writer is between its two renames; only names of
@@ -438,7 +528,7 @@ class ProfileStore:
         self._swept_all = True
         for _fp, folder in self._fingerprint_folders(None):
             try:
-                with os.scandir(folder) as it:
+                with os.scandir(folder.fd) as it:
                     names = {e.name for e in it if not e.is_dir(follow_symlinks=False)}
             except OSError:
                 continue
@@ -452,12 +542,25 @@ class ProfileStore:
                 ) or _TEMP_FILE.match(name) is not None
                 if not orphan:
                     continue
-                path = check_inside(os.fspath(self.root), os.path.join(folder, name), "store file")
                 try:
-                    os.unlink(path)
-                    self.swept.append(path)
+                    folder.unlink(name)
+                    self.swept.append(folder.child(name))
                 except OSError:
                     pass  # another user's leftover in a folder we may not write: harmless
+
+    def _entries_in(self, fp: str, folder: OpenDir) -> list[Entry]:
+        """The entries of one fingerprint folder already opened, oldest first."""
+        out = []
+        for name in folder.names():
+            if name.endswith(".json") and not name.startswith("."):
+
+                def raw(name: str = name) -> bytes:
+                    return folder.read_bytes(name, what="store entry", limit=MAX_METADATA_BYTES)
+
+                entry = self._entry_of(raw, fp, name, folder.child(name))
+                if entry is not None:
+                    out.append(entry)
+        return sorted(out, key=lambda e: e.entry_id)
 
     def add(
         self,
@@ -473,8 +576,12 @@ class ProfileStore:
         policy: Policy | str | None = None,
         now: dt.datetime | None = None,
     ) -> tuple[Entry, list[Entry]]:
-        """Add one module's profile; trim older entries per `policy`. Returns (added, removed)."""
+        """Add one module's profile; trim older entries per `policy`. Returns (added, removed).
+        The entry added is never among those trimmed (module docstring)."""
         check_fingerprint(fingerprint)
+        for what, value in (("jax version", jax), ("device kind", device_kind)):
+            if not value.strip():
+                raise BadInput(f"the {what} of a store entry cannot be empty.")
         if profile.is_empty():
             raise ProfileError(f"refusing to store an empty profile for module {fingerprint}.")
         policy = policy if isinstance(policy, Policy) else parse_policy(policy)
@@ -484,7 +591,8 @@ class ProfileStore:
 
         entry = Entry(
             fingerprint=fingerprint,
-            entry_id=f"{now.strftime(TIME_FORMAT)}-{hashlib.sha256(data).hexdigest()[:12]}",
+            entry_id=f"{now.astimezone(dt.UTC).strftime(TIME_FORMAT)}-"
+            f"{hashlib.sha256(data).hexdigest()[:12]}",
             jax=jax,
             jaxlib=jaxlib,
             device_kind=device_kind,
@@ -494,34 +602,66 @@ class ProfileStore:
             module=module,
             instructions=profile.instruction_count,
         )
+        metadata = json.dumps(entry.to_dict(), indent=1).encode()
         with self.locked():
-            self._folder(fingerprint)
+            if self.remote:
+                folder_path = self.root / PROFILES / fingerprint
+                folder_path.mkdir(parents=True, exist_ok=True)
+                self._write_remote(self._entry_file(entry, SUFFIX[TEXT]), data)
+                self._write_remote(self._entry_file(entry, ".json"), metadata)
+                same = self.entries(fingerprint, jax=jax, device_kind=device_kind)
+                removed = self._trimmed(same, entry, policy)
+                for old in removed:
+                    self._remove_remote(old)
+                return entry, removed
             self._sweep()
-            # The profile first, the metadata last: the entry exists once both are in place.
-            self._write(self._entry_file(entry, SUFFIX[TEXT]), data)
-            self._write(
-                self._entry_file(entry, ".json"), json.dumps(entry.to_dict(), indent=1).encode()
-            )
-            same = self.entries(fingerprint, jax=jax, device_kind=device_kind)
-            removed = same[: -policy.keep] if len(same) > policy.keep else []
-            for old in removed:
-                self._remove(old)
+            with self._entry_folder(fingerprint, create=True) as folder:
+                # The profile first, the metadata last: the entry exists once both are in
+                # place. Both renamed into the folder opened: a swap cannot redirect them.
+                folder.write_atomic(self._entry_name(entry, SUFFIX[TEXT]), data, what="store file")
+                folder.write_atomic(self._entry_name(entry, ".json"), metadata, what="store file")
+                same = [
+                    e
+                    for e in self._entries_in(fingerprint, folder)
+                    if e.jax == jax and e.device_kind == device_kind
+                ]
+                removed = self._trimmed(same, entry, policy)
+                for old in removed:
+                    self._remove(old, folder)
         return entry, removed
 
-    def _remove(self, entry: Entry) -> None:
-        # Metadata first: the entry disappears at once, its profile after.
+    @staticmethod
+    def _trimmed(same: list[Entry], added: Entry, policy: Policy) -> list[Entry]:
+        """What `policy` trims once `added` is in: never `added` itself, which counts as the
+        newest (an entry another clock dated later must not push out the one just stored)."""
+        others = [e for e in same if e.entry_id != added.entry_id]
+        kept = policy.keep - 1
+        return others[:-kept] if kept and len(others) > kept else ([] if kept else others)
+
+    def _write_remote(self, path: Any, data: bytes) -> None:
+        tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+        tmp.write_bytes(data)
+        tmp.replace(path)
+
+    def _remove_remote(self, entry: Entry) -> None:
         for suffix in _SUFFIXES:
             path = self._entry_file(entry, suffix)
-            if self.remote:
-                if path.exists():
-                    path.unlink()
-                continue
+            if path.exists():
+                path.unlink()
+
+    def _remove(self, entry: Entry, folder: OpenDir) -> None:
+        # Metadata first: the entry disappears at once, its profile after; each unlinked in
+        # the folder opened (a link there is removed, never followed).
+        for suffix in _SUFFIXES:
+            name = self._entry_name(entry, suffix)
             try:
-                os.unlink(path)  # a link here is removed, never followed
+                folder.unlink(name)
             except FileNotFoundError:
                 pass
             except OSError as e:
-                raise PgleError(f"cannot remove store file {path}: {e.strerror or e}.") from None
+                raise PgleError(
+                    f"cannot remove store file {folder.child(name)}: {e.strerror or e}."
+                ) from None
 
     def prune(
         self,
@@ -533,15 +673,18 @@ class ProfileStore:
         now: dt.datetime | None = None,
     ) -> list[Entry]:
         """Remove entries: beyond the `keep` newest per (module, jax, device kind), last
-        written more than `older_than` seconds ago, or of a jax version other than `jax`."""
+        written more than `older_than` seconds ago, or of a jax version other than `jax`.
+        Only entries pgle recognises (valid metadata in a fingerprint folder) are counted or
+        removed; a damaged one is named, never deleted."""
         removed: list[Entry] = []
-        with self.locked(shared=dry_run):
-            if not dry_run:
-                self._sweep()
+
+        def chosen(entries: list[Entry]) -> list[Entry]:
+            out = []
             groups: dict[tuple[str, str, str], list[Entry]] = {}
-            for e in self.entries():
+            for e in entries:
                 groups.setdefault((e.fingerprint, e.jax, e.device_kind), []).append(e)
             for group in groups.values():
+                group.sort(key=lambda e: e.entry_id)
                 for i, e in enumerate(group):
                     newer = len(group) - 1 - i
                     if (
@@ -549,10 +692,22 @@ class ProfileStore:
                         or (older_than is not None and e.age_seconds(now) > older_than)
                         or (jax is not None and e.jax != jax)
                     ):
-                        removed.append(e)
+                        out.append(e)
+            return out
+
+        with self.locked(shared=dry_run):
+            if self.remote:
+                removed = chosen(self.entries())
+                for e in removed if not dry_run else []:
+                    self._remove_remote(e)
+                return removed
             if not dry_run:
-                for e in removed:
-                    self._remove(e)
+                self._sweep()
+            for fp, folder in self._fingerprint_folders(None):
+                mine = chosen(self._entries_in(fp, folder))
+                for e in mine if not dry_run else []:
+                    self._remove(e, folder)
+                removed += mine
         return removed
 
     def select(
@@ -622,12 +777,13 @@ class ProfileStore:
                 os.path.join(tmp, f"{fp}{SUFFIX[TEXT]}"), encode_profile(merged, TEXT)
             )
             return
-        src = self.profile_path(entries[0])
-        suffix = SUFFIX[TEXT] if str(src).endswith(SUFFIX[TEXT]) else SUFFIX[BINARY]
-        dst = os.path.join(tmp, f"{fp}{suffix}")
         if self.remote:
-            write_bytes_atomic(dst, src.read_bytes())
+            src = self.profile_path(entries[0])
+            suffix = SUFFIX[TEXT] if str(src).endswith(SUFFIX[TEXT]) else SUFFIX[BINARY]
+            write_bytes_atomic(os.path.join(tmp, f"{fp}{suffix}"), src.read_bytes())
             return
-        from pgle.shared_folders import link_or_copy
-
-        link_or_copy(src, dst, what="store profile")
+        self._entry_name(entries[0], ".json")
+        with self._entry_folder(fp) as folder:
+            name = self._profile_name(folder, entries[0])
+            suffix = SUFFIX[TEXT] if name.endswith(SUFFIX[TEXT]) else SUFFIX[BINARY]
+            folder.link_or_copy(name, os.path.join(tmp, f"{fp}{suffix}"), what="store profile")

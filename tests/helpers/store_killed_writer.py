@@ -9,16 +9,16 @@ from pgle.profiles.files import Profile
 from pgle.store.store import ProfileStore
 
 store, fingerprint = sys.argv[1], sys.argv[2]
-real_replace = os.replace
+real_rename = os.rename  # the store renames relative to its folder's descriptor (renameat)
 
 
-def replace_then_die(src, dst, *args, **kwargs):
-    real_replace(src, dst, *args, **kwargs)
+def rename_then_die(src, dst, *args, **kwargs):
+    real_rename(src, dst, *args, **kwargs)
     if str(dst).endswith(".pbtxt"):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-os.replace = replace_then_die
+os.rename = rename_then_die
 ProfileStore(store).add(fingerprint, Profile(costs=[("fusion.1", 1.0)]), jax="0.10.2",
                         jaxlib="0.10.2", device_kind="NVIDIA H100", device_count=1, source="killed")
 sys.exit("the writer was not killed")
