@@ -10,9 +10,10 @@ step is the oracle pgle's step times are checked against. None marks its steps.
   --form eval       jax's spmd_mnist: an unsynced `jit(train_step)`, a cheap `jit(accuracy)`
                     read with float() every --every steps (it absorbs the queued steps' time)
 
-Writes {"form", "per_step_s": [...], "median_s"} to --oracle: the loop's own time per step,
-one value per synced segment (a segment's wall time over its steps; the first segment, with
-the compile, is left out).
+Writes {"form", "per_step_s": [...], "median_s", "segments": [[t0, t1, steps], ...]} to
+--oracle: the loop's own time per step, one value per synced segment (a segment's wall time over
+its steps; the first segment, with the compile, is left out), and each segment's time.time()
+edges, so that a test can set pgle's step times of the same steps beside it.
 Usage: loop_timing.py --form F [--steps N] [--every N] [--size N] --oracle FILE
 """
 import argparse
@@ -33,7 +34,7 @@ parser.add_argument("--oracle", required=True)
 args = parser.parse_args()
 n, every = args.size, args.every
 key = jax.random.PRNGKey(0)
-segments = []  # (seconds, steps) of each synced segment after the first
+segments = []  # (seconds, steps, wall t0, wall t1) of each synced segment after the first
 
 
 def mlp_params(sizes):
@@ -60,8 +61,10 @@ y = jax.nn.one_hot(jnp.arange(2 * n) % 10, 10)
 
 
 def segment(t0, steps):
+    now = time.perf_counter()
     if steps:
-        segments.append((time.perf_counter() - t0, steps))
+        wall = time.time()
+        segments.append((now - t0, steps, wall - (now - t0), wall))
 
 
 if args.form in ("mnist", "eval"):
@@ -77,13 +80,14 @@ if args.form in ("mnist", "eval"):
         x, y = batch
         return jnp.mean(jnp.argmax(predict(params, x), 1) == jnp.argmax(y, 1))
 
+    small = (x[: n // 8], y[: n // 8])
     epochs = args.steps // every
     for epoch in range(epochs):
         t0 = time.perf_counter()
         for _ in range(every):
             params = update(params, (x, y))
         # the epoch's only wait; on a small batch, as an eval between train steps is cheap
-        acc = float(accuracy(params, (x[: n // 8], y[: n // 8])))
+        acc = float(accuracy(params, small))
         if epoch:
             segment(t0, every)
 elif args.form == "donated":
@@ -136,7 +140,8 @@ else:  # log
                 segment(t0, every)
             t0 = time.perf_counter()
 
-per_step = [s / k for s, k in segments]
+per_step = [s / k for s, k, _, _ in segments]
 with open(args.oracle, "w") as f:
     json.dump({"form": args.form, "per_step_s": per_step,
-               "median_s": statistics.median(per_step)}, f)
+               "median_s": statistics.median(per_step),
+               "segments": [[a, b, k] for _, k, a, b in segments]}, f)
