@@ -557,12 +557,17 @@ def _compile_section(data) -> str:
     for key, label in (("before", cmp and cmp["before"]), ("after", cmp and cmp["after"])):
         x = c.get(key)
         if x:
+            kinds = x.get("by_kind") or {}
             rows.append(
                 [
                     label or data["phases"][-1]["label"],
                     x["count"],
                     f"{x['total_s']:.3f} s",
                     "-" if x.get("step_module_s") is None else f"{x['step_module_s']:.3f} s",
+                    *(
+                        f"{kinds[k]['count']} in {kinds[k]['seconds']:.3f} s" if k in kinds else "-"
+                        for k in ("compiled", "cached")
+                    ),
                 ]
             )
     if not rows:
@@ -570,7 +575,17 @@ def _compile_section(data) -> str:
     return _section(
         "compile",
         "Compile time (with and without the profile)",
-        _table(["run", "compilations", "total", "step module"], rows),
+        _table(
+            [
+                "run",
+                "compilations",
+                "total",
+                "step module",
+                "compiled by XLA",
+                "loaded from jax's persistent cache",
+            ],
+            rows,
+        ),
     )
 
 
