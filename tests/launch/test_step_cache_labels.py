@@ -48,7 +48,7 @@ def test_a_warm_cache_compare_labels_its_arms_executables_as_cached(tmp_path):
     assert any(e.get("event") == "/jax/compilation_cache/cache_hits" for e in events)
 
 
-def test_without_a_cache_every_executable_is_compiled(tmp_path):
+def test_without_the_users_cache_every_executable_is_compiled(tmp_path):
     from pgle.evidence import compiles
     from pgle.evidence.events import read_events
 
@@ -57,5 +57,6 @@ def test_without_a_cache_every_executable_is_compiled(tmp_path):
                     "--steps", "4", "--size", "64", "--oracle", "own.json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     rows = compiles.executables(read_events(tmp_path / "r" / "events.jsonl"))
-    assert rows and all(r["kind"] == "compiled" and r["cache"] == "off" for r in rows)
+    # (a cache pgle or jax enables on its own misses: "miss", still compiled)
+    assert rows and all(r["kind"] == "compiled" and r["cache"] in ("off", "miss") for r in rows)
     assert any(r["module"] == "jit_step" and r["seconds"] for r in rows)
