@@ -1300,7 +1300,12 @@ class JitCounter:
             work=[[round(t, 6), round(w, 9)] for t, w in work],
             watch=self.watcher.summary(),
             rule=step_rule.describe(
-                step is None or all(f.get("work_known") for f in functions if f["executions"] >= step_rule.MIN_EXECUTIONS)
+                step is None
+                or all(
+                    f.get("work_known")
+                    for f in functions
+                    if f["executions"] >= step_rule.MIN_EXECUTIONS
+                )
             ),
         )
 
