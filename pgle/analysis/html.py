@@ -207,32 +207,34 @@ def _steps(data) -> str:
 
 def _throughput(data) -> str:
     rows, whys = [], []
+    # A rate only where some phase ran on a device of known peak (issue 33: no TFLOP/s on CPU).
+    rated = any(p["throughput"].get("achieved_tflops") is not None for p in data["phases"])
     for p in data["phases"]:
         t = p["throughput"]
         mod = p.get("step_module") or {}
-        rows.append(
-            [
-                p["label"],
-                mod.get("module"),
-                f"{t['flops_per_step']:.4g}" if t.get("flops_per_step") else "-",
-                f"{t['achieved_tflops']:.4g}" if t.get("achieved_tflops") is not None else "-",
-                p.get("device_kind"),
-                f"{t['mfu'] * 100:.2f} %" if t.get("mfu") is not None else "-",
-            ]
-        )
+        row = [
+            p["label"],
+            mod.get("module"),
+            f"{t['flops_per_step']:.4g}" if t.get("flops_per_step") else "-",
+        ]
+        if rated:
+            row.append(
+                f"{t['achieved_tflops']:.4g}" if t.get("achieved_tflops") is not None else "-"
+            )
+        row.append(p.get("device_kind"))
+        if rated:
+            row.append(f"{t['mfu'] * 100:.2f} %" if t.get("mfu") is not None else "-")
+        rows.append(row)
         if t.get("why_no_mfu"):
-            whys.append(f"{p['label']}: MFU not computed: {t['why_no_mfu']}")
-    body = _table(
-        [
-            "phase",
-            "step module",
-            "FLOPs per step per device (XLA cost analysis)",
-            "achieved TFLOP/s per device",
-            "device",
-            f"MFU ({data['phases'][0]['throughput']['dtype']})",
-        ],
-        rows,
-    )
+            what = "MFU" if t.get("achieved_tflops") is not None else "TFLOP/s and MFU"
+            whys.append(f"{p['label']}: {what} not computed: {t['why_no_mfu']}")
+    head = ["phase", "step module", "FLOPs per step per device (XLA cost analysis)"]
+    if rated:
+        head.append("achieved TFLOP/s per device")
+    head.append("device")
+    if rated:
+        head.append(f"MFU ({data['phases'][0]['throughput']['dtype']})")
+    body = _table(head, rows)
     body += "".join(_why(w) for w in whys)
     body += "".join(
         _why(f"{p['label']}: no step module: {p['why_no_step_module']}")
@@ -551,12 +553,17 @@ def _compile_section(data) -> str:
     for key, label in (("before", cmp and cmp["before"]), ("after", cmp and cmp["after"])):
         x = c.get(key)
         if x:
+            kinds = x.get("by_kind") or {}
             rows.append(
                 [
                     label or data["phases"][-1]["label"],
                     x["count"],
                     f"{x['total_s']:.3f} s",
                     "-" if x.get("step_module_s") is None else f"{x['step_module_s']:.3f} s",
+                    *(
+                        f"{kinds[k]['count']} in {kinds[k]['seconds']:.3f} s" if k in kinds else "-"
+                        for k in ("compiled", "cached")
+                    ),
                 ]
             )
     if not rows:
@@ -564,7 +571,17 @@ def _compile_section(data) -> str:
     return _section(
         "compile",
         "Compile time (with and without the profile)",
-        _table(["run", "compilations", "total", "step module"], rows),
+        _table(
+            [
+                "run",
+                "compilations",
+                "total",
+                "step module",
+                "compiled by XLA",
+                "loaded from jax's persistent cache",
+            ],
+            rows,
+        ),
     )
 
 

@@ -161,7 +161,8 @@ def throughput(
     platform: str | None,
     dtype: str = "bf16",
 ) -> dict[str, Any]:
-    """Achieved TFLOP/s per device and, where the device's peak is known, MFU."""
+    """Achieved TFLOP/s per device and MFU, on a device whose peak pgle knows (else neither,
+    and `why_no_mfu` says what needs a GPU)."""
     out: dict[str, Any] = {"dtype": dtype, "flops_per_step": flops, "device_kind": device_kind}
     if not step_s or not flops:
         out["achieved_tflops"] = None
@@ -172,18 +173,23 @@ def throughput(
             else "XLA's cost analysis gave no FLOP count for the step module"
         )
         return out
-    achieved = flops / step_s / 1e12
-    out["achieved_tflops"] = achieved
     peak = peak_for(device_kind)
-    if peak is None or peak["tflops"].get(dtype) is None:
+    if peak is None:
+        # A FLOP rate on a device of unknown peak reads as a figure of merit and is none: on
+        # CPU it came out at 10 TFLOP/s for mnist on 2 cores (issue 33). No rate, no MFU.
+        out["achieved_tflops"] = None
         out["mfu"] = None
         out["why_no_mfu"] = (
-            f"no {dtype} peak for device {device_kind!r} ({platform or 'unknown'} backend): "
-            "MFU needs a GPU of the peak table (A100, H100 SXM/PCIe, H200, B200); "
-            "achieved TFLOP/s is shown instead"
-            if peak is None
-            else f"{peak['device']} has no {dtype} tensor cores"
+            f"no {dtype} peak known for device {device_kind!r} ({platform or 'unknown'} "
+            "backend): achieved TFLOP/s and MFU need a GPU of the peak table (A100, H100 "
+            "SXM/PCIe, H200, B200); the FLOPs per step are XLA's count"
         )
+        return out
+    achieved = flops / step_s / 1e12
+    out["achieved_tflops"] = achieved
+    if peak["tflops"].get(dtype) is None:
+        out["mfu"] = None
+        out["why_no_mfu"] = f"{peak['device']} has no {dtype} tensor cores"
         return out
     out["peak"] = peak
     out["mfu"] = achieved / peak["tflops"][dtype]

@@ -2,8 +2,10 @@
 
 Per arm: the verdict where a profile is involved, the median step and its ratio (with a
 bootstrap interval) against `default`, exposed communication (from the arm's first run's kept
-trace), the step module's peak memory and compile time. Figures that need a GPU say so on any
-other backend instead of showing a number that means nothing there.
+trace), the step module's peak memory and compile time, and whether each run's executables
+were compiled or loaded from jax's persistent compilation cache (per run, per kind). Figures
+that need a GPU say so on any other backend instead of showing a number that means nothing
+there.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from pgle.analysis.memory import peak_bytes
 from pgle.commands import arms
+from pgle.evidence import compiles
 from pgle.evidence.events import read_events
 from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
@@ -38,11 +41,16 @@ def run_facts(folder: Path) -> dict[str, Any]:
     for m in events.modules:
         if module and m.module == module and m.memory:
             peak = peak_bytes(m.memory)
+    made = compiles.executables(events)
     return {
         "step_module": module,
         "compile_s": total,
         "step_compile_s": step_compile if module else None,
         "peak_bytes": peak,
+        # compiled | cached | mixed: every executable, then the step module's (issue 33)
+        "executables": compiles.label(made),
+        "step_executable": compiles.label(made, module) if module else None,
+        "compile_by_kind": compiles.by_kind(made),
     }
 
 
@@ -88,6 +96,11 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
         }
         facts = run_facts(entry.folders[0]) if entry.folders else {}
         row.update(facts)
+        # Every run of the arm, not only the first: a later run may load what an earlier wrote.
+        row["runs_executables"] = [
+            {"folder": f.name, **{k: v for k, v in run_facts(f).items() if "execut" in k}}
+            for f in entry.folders
+        ]
         if entry.folders:
             row["communication"], row["why_no_communication"] = _communication(
                 entry.folders[0], platform
@@ -175,6 +188,9 @@ def table_lines(t: dict[str, Any]) -> list[str]:
             else ("needs a GPU" if not t["gpu"] else "-")
         )
         compile_s = f"{r['compile_s']:.2f} s" if r.get("compile_s") is not None else "-"
+        kinds = sorted({x.get("executables") or "-" for x in r.get("runs_executables") or []})
+        if kinds and kinds != ["-"]:
+            compile_s += f" ({'/'.join(kinds)})"  # compiled, or loaded from the cache
         body.append(
             [
                 r["arm"],

@@ -27,6 +27,7 @@ from pgle.analysis import diagnostics, memory, overlap, schedule, throughput
 from pgle.analysis.timeline import TraceFile, find_xplane_files
 from pgle.commands import arms
 from pgle.errors import EXIT_OK, BadInput
+from pgle.evidence import compiles
 from pgle.evidence.event_kinds import JitFunctions
 from pgle.evidence.events import RunEvents, read_events
 from pgle.evidence.steps import summarize
@@ -284,10 +285,15 @@ def _compile(events: RunEvents, step_module: str | None) -> dict[str, Any]:
         for c in events.compiles
         if step_module and module_of(c.fun_name or "") == step_module
     ]
+    made = compiles.executables(events)
     return {
         "total_s": total,
         "count": len(events.compiles),
         "step_module_s": sum(step) if step else None,
+        # compiled or loaded from jax's persistent cache, per module and per kind (issue 33)
+        "executables": made,
+        "by_kind": compiles.by_kind(made),
+        "label": compiles.label(made),
     }
 
 

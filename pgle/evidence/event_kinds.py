@@ -275,6 +275,8 @@ class JitFunctions(Event):
     step: str | None = None
     module: str | None = None
     starts: list[float] | None = None
+    work: list[list[float]] | None = None
+    watch: dict[str, int] | None = None
     rule: str | None = None
 
 

@@ -3,9 +3,13 @@
 A script that marks steps (jax.profiler.StepTraceAnnotation) is timed by its markers
 (pgle.evidence.steps). Most training scripts mark none; their steps are then the executions
 of the step function the harness found (its `jit_functions` event, written at exit;
-pgle.launch.step_rule): a step's time is the interval between the starts of consecutive
-executions, the same start-to-start measure as for markers. Its first execution (the compile)
-and every interval that overlaps a kept trace (the profiler's window) are left out.
+pgle.launch.step_rule): a step's time is the work of one execution, from the completion of its
+outputs (pgle.launch.harness.CompletionWatcher: the time between two known completions, shared
+among the executions between them), never the interval between the starts of two executions:
+with jax's async dispatch that is how fast the host enqueues, hundreds of times less than a
+step takes (issue 33). Where no completion was seen, there are no step times (and so no ratio),
+and `how` says why. Its first execution (the compile) and every execution that started inside
+a kept trace (the profiler's window) are left out.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ class RunSteps:
     module: str | None = None  # its XLA module (`jit_train_step`)
     how: str = ""  # how the steps were found, in words
     excluded: int = 0  # intervals left out (compile, kept trace)
+    # What a time measures: "markers" (start to start of marked steps), "completion" (the work
+    # until the outputs were ready), None (no step times: completion not seen)
+    time_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +40,7 @@ class RunSteps:
             "function": self.function,
             "module": self.module,
             "how": self.how,
+            "step_time_source": self.time_source,
             "count": len(self.times),
             "excluded": self.excluded,
         }
@@ -88,6 +96,7 @@ def run_steps(events: RunEvents) -> RunSteps:
             module,
             f"StepTraceAnnotation steps{f' named {name!r}' if name else ''}",
             max(len(events.steps) - 1 - len(times), 0),
+            "markers",
         )
     if not jit or not function:
         return RunSteps(
@@ -95,22 +104,43 @@ def run_steps(events: RunEvents) -> RunSteps:
             None,
             how="the workload marks no steps and no jitted function executed at least 3 times",
         )
-    starts = jit.starts or []
     span = _trace_span(events)
-    times, left_out = [], 0
-    for i, (a, b) in enumerate(zip(starts, starts[1:], strict=False)):
-        if i == 0 or (span is not None and a < span[1] and b > span[0]):
-            left_out += 1  # the compile, or the profiler's window
-            continue
-        times.append(b - a)
     execs = next(
-        (f["executions"] for f in jit.functions or [] if f.get("function") == function), len(starts)
+        (f["executions"] for f in jit.functions or [] if f.get("function") == function),
+        len(jit.starts or []),
     )
-    how = (
+    found = (
         f"no step markers: the steps are the {execs} executions of {function}, "
         f"{jit.rule or 'the busiest jitted function'}"
     )
-    return RunSteps(times, "executions", function, module, how, left_out)
+    if not jit.work:
+        why = (
+            "this run's events predate completion timing (pgle < issue 33)"
+            if jit.work is None
+            else "pgle saw none of its executions complete (outputs that are no jax arrays, "
+            "or donated to a later call before they could be waited on)"
+        )
+        return RunSteps(
+            [],
+            "executions",
+            function,
+            module,
+            f"{found}; no step times: {why}, and the gap between two executions' starts is "
+            "only how fast the host dispatches",
+            len(jit.starts or []),
+        )
+    times, left_out = [], 0
+    for row in jit.work:
+        if len(row) < 2:
+            continue
+        start, seconds = row[0], row[1]
+        if span is not None and span[0] <= start <= span[1]:
+            left_out += 1  # the profiler's window
+            continue
+        times.append(seconds)
+    left_out += max(execs - len(jit.work), 0)  # the compile, executions of unknown completion
+    how = f"{found}; each step's time is its work until its outputs were ready"
+    return RunSteps(times, "executions", function, module, how, left_out, "completion")
 
 
 def executions_by_module(events: RunEvents) -> dict[str, int]:

@@ -108,9 +108,11 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # effective: os.environ["XLA_FLAGS"] at the first compile; missing: pgle's flags not in it
     XLA_FLAGS_SEEN: ("effective", "missing"),
     WINDOW_PLAN: ("function", "first_execution", "executions", "max_seconds"),
-    # functions: [{function, module, executions, seconds}] busiest first; step/module: the one
-    # pgle.launch.step_rule picks; starts: time.time() of each of its executions
-    JIT_FUNCTIONS: ("functions", "step", "module", "starts", "rule"),
+    # functions: [{function, module, executions, seconds, work_s, work_known}] most work first;
+    # step/module: the one pgle.launch.step_rule picks; starts: time.time() of each of its
+    # executions; work: [start, seconds of work] of those whose completion was seen (issue 33);
+    # watch: completions {known, unknown, no_array} over every function
+    JIT_FUNCTIONS: ("functions", "step", "module", "starts", "work", "watch", "rule"),
     COMPILE_BEGIN: ("module", "fdo", "thread"),
     COMPILE_END: ("module", "ok"),
     STACKS: ("file", "signal", "main_thread"),

@@ -31,6 +31,7 @@ import itertools
 import json
 import logging
 import os
+import queue
 import runpy
 import shutil
 import sys
@@ -1218,18 +1219,25 @@ class JitCounter:
         # `pgle estimate`: called with (name, jitted, args, kwargs) at a function's
         # step_rule.MIN_EXECUTIONS-th execution (pgle.launch.step_export).
         self.export: Callable[[str, Any, tuple, dict], None] | None = None
+        self.compiles = 0  # backend compiles so far: a span holding one is no step's work
+        self.watcher = CompletionWatcher(self)
+        # name -> [(start, seconds of work)] and [work seconds, executions with a known share]
+        self.work: dict[str, list[tuple[float, float]]] = {}
+        self.work_sum: dict[str, list] = {}
 
     def compiled(self, name: str | None, fun_name: str | None) -> None:
         """XLA compiled `fun_name` (jax's `jit(f)`) while `name` ran."""
+        self.compiles += 1
         if not name or not fun_name:
             return
         with self.lock:
             if (self.stats.get(name) or [0])[0] <= 1:
                 self.modules[name] = step_rule.module_of(fun_name)
 
-    def begin(self, name: str) -> int:
-        """An execution of `name` starts; returns its number (1-based). The previous call's
-        host time ends here (its first execution, with the compile, is not counted)."""
+    def begin(self, name: str) -> tuple[int, float]:
+        """An execution of `name` starts; returns its number (1-based) and its start. The
+        previous call's host time ends here (its first execution, with the compile, is not
+        counted)."""
         t = _now()
         with self.lock:
             row = self.stats.get(name)
@@ -1244,36 +1252,197 @@ class JitCounter:
             starts = self.starts[name]
             if len(starts) < MAX_STARTS:
                 starts.append(t)
-            return n
+            return n, t
+
+    def worked(self, span: list[tuple[str, float]], seconds: float | None) -> None:
+        """The watcher's share of a span of executions between two known completions: each
+        execution in it took `seconds` of work (None: unknown, the span held a compile)."""
+        with self.lock:
+            for name, t in span:
+                agg = self.work_sum.get(name)
+                if agg is None:
+                    agg = self.work_sum[name] = [0.0, 0, 0]  # seconds, known, unknown
+                    self.work[name] = []
+                if seconds is None:
+                    agg[2] += 1
+                    continue
+                agg[0] += seconds
+                agg[1] += 1
+                rows = self.work[name]
+                if len(rows) < MAX_STARTS:
+                    rows.append((t, seconds))
 
     def snapshot(self) -> list[dict]:
         with self.lock:
-            return [
-                {
-                    "function": n,
-                    "module": self.modules.get(n) or step_rule.module_of(n),
-                    "executions": r[0],
-                    "seconds": r[1],
-                }
-                for n, r in self.stats.items()
-            ]
+            out = []
+            for n, r in self.stats.items():
+                agg = self.work_sum.get(n) or [0.0, 0, 0]
+                out.append(
+                    {
+                        "function": n,
+                        "module": self.modules.get(n) or step_rule.module_of(n),
+                        "executions": r[0],
+                        "seconds": r[1],
+                        "work_s": agg[0],
+                        "work_known": agg[1],
+                    }
+                )
+            return out
 
     def record(self, events: Events) -> None:
-        """The `jit_functions` event: the busiest functions, the step and its start times."""
-        functions = sorted(self.snapshot(), key=lambda f: (-f["seconds"], -f["executions"]))
+        """The `jit_functions` event: the busiest functions, the step, its start times and
+        its executions' work (pgle.launch.step_rule)."""
+        self.watcher.finish(WATCH_DRAIN_S)
+        functions = sorted(
+            self.snapshot(), key=lambda f: (-step_rule.weight(f), -f["seconds"], -f["executions"])
+        )
         if not functions:
             return
         step = step_rule.pick(functions)
         with self.lock:
             starts = list(self.starts.get(step["function"], ())) if step else []
+            work = list(self.work.get(step["function"], ())) if step else []
         events.write(
             schema.JIT_FUNCTIONS,
             functions=functions[:TOP_FUNCTIONS],
             step=step["function"] if step else None,
             module=step["module"] if step else None,
             starts=[round(t, 6) for t in starts],
-            rule=step_rule.describe(),
+            work=[[round(t, 6), round(w, 9)] for t, w in work],
+            watch=self.watcher.summary(),
+            rule=step_rule.describe(
+                step is None
+                or all(
+                    f.get("work_known")
+                    for f in functions
+                    if f["executions"] >= step_rule.MIN_EXECUTIONS
+                )
+            ),
         )
+
+
+WATCH_DRAIN_S = 30.0  # at exit, the longest pgle waits for the last executions to complete
+
+
+def _array_type() -> tuple[type, ...]:
+    """jax's concrete array class, for a type test that costs no isinstance walk."""
+    try:
+        from jax._src.array import ArrayImpl  # jax 0.4.1 .. 0.10.2
+
+        return (ArrayImpl,)
+    except Exception:
+        import jax
+
+        return (jax.Array,)
+
+
+class CompletionWatcher:
+    """When each execution's work completes, without a sync in the workload (issue 33).
+
+    jax dispatches asynchronously: a jitted call returns once its work is queued, so the gap
+    between two calls' starts is how fast the host enqueues. The counted call hands one leaf
+    of what it returned to this thread, which waits on it (`block_until_ready` releases the
+    GIL; the workload's loop keeps its pipelining) and notes when it became ready. The work of
+    the executions between two known completions is the gap between those completions (from
+    the first one's start when the device was idle before it), shared equally among them.
+
+    Donation: a later call may donate the leaf before this thread reaches it; waiting on a
+    deleted array raises (jax 0.10.2: INVALID_ARGUMENT, "called on deleted or donated
+    buffer"), and that completion is unknown: the span runs on to the next known one (the
+    step's last output, donated by no later call, always is). A span holding a compile is
+    unknown. Nothing is held after its completion, so a step's outputs live no longer."""
+
+    def __init__(self, counter: JitCounter) -> None:
+        self.counter = counter
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.on = True  # off in a forked child (no thread there) and after finish
+        self.arrays: tuple[type, ...] | None = None
+        self.known = self.unknown = self.no_array = 0
+
+    def put(self, name: str, n: int, t: float, out: Any) -> None:
+        """In the workload's thread, after a top-level call returned: one tuple on a queue."""
+        arrays = self.arrays
+        if arrays is None:
+            arrays = self.arrays = _array_type()
+            self._start()
+        leaf = None
+        kind = type(out)
+        if kind in arrays:
+            leaf = out
+        elif kind is tuple or kind is list:
+            for x in reversed(out):  # `return state, loss`: the loss, which no call donates
+                if type(x) in arrays:
+                    leaf = x
+                    break
+        if leaf is None:
+            leaf = _any_leaf(out, arrays)
+        self.queue.put((name, n, t, self.counter.compiles, leaf))
+
+    def _start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="pgle-completions", daemon=True)
+        self.thread.start()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self.on = False  # the thread is not in the child: nothing would drain the queue
+
+    def _run(self) -> None:
+        get, counter = self.queue.get, self.counter
+        span: list[tuple[str, float]] = []
+        last_done: float | None = None
+        compiles = -1
+        tainted = True  # the first span: no completion before it to start from
+        while True:
+            item = get()
+            if item is None:
+                return
+            name, n, t, c, leaf = item
+            span.append((name, t))
+            if n == 1 or c != compiles:
+                tainted = True  # a compile ran in this span: the device may have idled
+                compiles = c
+            if leaf is None:
+                self.no_array += 1
+                continue
+            try:
+                leaf.block_until_ready()
+            except Exception:
+                self.unknown += 1  # donated (deleted) before it could be waited on
+                continue
+            done = _now()
+            self.known += 1
+            if tainted or last_done is None:
+                counter.worked(span, None)
+            else:
+                counter.worked(span, (done - max(last_done, span[0][1])) / len(span))
+            last_done, span, tainted = done, [], False
+            del leaf, item  # hold no output past its completion
+
+    def finish(self, timeout: float) -> None:
+        """At exit: let the thread reach the last execution (bounded), then stop."""
+        if self.thread is None or not self.on:
+            return
+        self.on = False
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def summary(self) -> dict[str, int]:
+        return {"known": self.known, "unknown": self.unknown, "no_array": self.no_array}
+
+
+def _any_leaf(out: Any, arrays: tuple[type, ...]) -> Any:
+    """A jax array among a pytree's leaves (the last), or None (a tracer, no array)."""
+    try:
+        import jax
+
+        leaves = jax.tree_util.tree_leaves(out)
+    except Exception:
+        return None
+    for x in reversed(leaves):
+        if type(x) in arrays:
+            return x
+    return None
 
 
 def _counted_call(self, *args, **kwargs):
@@ -1298,13 +1467,15 @@ def _counted_call(self, *args, **kwargs):
     depth.n, depth.name = 1, name
     tell = False
     try:
-        n = counter.begin(name)
+        n, t = counter.begin(name)
         if n == step_rule.MIN_EXECUTIONS and counter.export is not None:
             counter.export(name, wrapped, args, kwargs)
         tell = window.counting and window.before_execution(name, n)
         out = wrapped(*args, **kwargs)
     finally:
         depth.n, depth.name = 0, None
+    if counter.watcher.on:
+        counter.watcher.put(name, n, t, out)
     if tell:
         window.after_execution(name)
     return out

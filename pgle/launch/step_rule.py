@@ -3,14 +3,18 @@ workload, pgle.launch.harness), the step times, the module lists and `pgle repor
 the harness's `jit_functions` event).
 
 The harness counts, per jitted function (jax.jit in every spelling, jax.pmap, pjit, and the
-`.lower().compile()` executables of those), its top-level executions and the host time each
-one accounts for: from its start to the next top-level jitted call of any function (or its own
-return, for the last). With async dispatch that gap holds whatever waits for the step's
-results (`float(loss)`, a metric), so a train step outweighs a small jitted helper called as
-often. A function's first execution (tracing, compilation) is left out of its time.
+`.lower().compile()` executables of those), its top-level executions, the host time each one
+accounts for (from its start to the next top-level jitted call of any function), and the work
+it caused: its share of the time between two known completions of the executions' outputs
+(pgle.launch.harness.CompletionWatcher), which async dispatch does not hide. A small eval that
+forces a sync every N steps absorbs the queued steps' time as host time, but not as work (issue
+33: jax's spmd_mnist picked `jit(accuracy)` over `jit(train_step)` by host time).
 
-The rule: among functions executed at least `min_executions` times, the one with the most
-host time; ties go to the most executions. Stdlib only: it runs inside the workload.
+The rule: among functions executed at least `min_executions` times, the one whose work is the
+greatest (its mean known work x its executions); when some candidate has no known completion
+(outputs that are no arrays, all donated before they could be watched), the one with the most
+host time. Ties go to the most executions. A function's first execution (tracing, compilation)
+is left out of both. Stdlib only: it runs inside the workload.
 """
 
 from __future__ import annotations
@@ -30,18 +34,34 @@ def module_of(function: str) -> str:
     return _SANITIZE.sub("_", function).rstrip("_")
 
 
+def weight(function: Mapping[str, Any]) -> float:
+    """The work a function caused: mean known work x executions (0 with none known)."""
+    known = function.get("work_known") or 0
+    if not known:
+        return 0.0
+    return (function.get("work_s") or 0.0) / known * (function.get("executions") or 0)
+
+
 def pick(
     functions: Iterable[Mapping[str, Any]], *, min_executions: int = MIN_EXECUTIONS
 ) -> Mapping[str, Any] | None:
-    """The step among `{"function", "executions", "seconds"}` records, or None."""
+    """The step among `{"function", "executions", "seconds", "work_s", "work_known"}`
+    records, or None."""
     candidates = [f for f in functions if (f.get("executions") or 0) >= min_executions]
     if not candidates:
         return None
+    if all(f.get("work_known") for f in candidates):
+        return max(candidates, key=lambda f: (weight(f), f["executions"]))
     return max(candidates, key=lambda f: (f.get("seconds") or 0.0, f["executions"]))
 
 
-def describe() -> str:
+def describe(by_work: bool = True) -> str:
+    if by_work:
+        return (
+            f"the jitted function executed at least {MIN_EXECUTIONS} times whose executions' "
+            "work (until their outputs were ready) adds up to the most"
+        )
     return (
         f"the jitted function executed at least {MIN_EXECUTIONS} times that accounts for "
-        "the most host time"
+        "the most host time (the completion of its outputs was not seen)"
     )

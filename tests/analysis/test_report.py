@@ -235,8 +235,9 @@ def test_tune_report_on_cpu_matches_independent_figures(tmp_path):
     flops = float(re.search(r"^FLOPS (\S+)$", q.stdout, re.M).group(1))
     assert collect["step_module"]["module"] == "jit_train_step"
     assert collect["step_module"]["flops"] == flops
-    assert collect["throughput"]["achieved_tflops"] == pytest.approx(
-        flops / statistics.median(mine) / 1e12, rel=1e-9)
+    # No TFLOP/s on CPU, whose peak pgle does not know (issue 33); it says what needs a GPU.
+    assert collect["throughput"]["achieved_tflops"] is None
+    assert "need a GPU" in collect["throughput"]["why_no_mfu"]
     # Communication and MFU say why they are empty on CPU.
     assert collect["throughput"]["mfu"] is None and "cpu" in collect["throughput"]["why_no_mfu"]
     assert "no device plane" in collect["communication_why"]

@@ -61,6 +61,9 @@ def gpu_run_folder(folder: Path, trace: TraceBuilder, step_ms: list[float], *, l
          "memory": mem},
         {"kind": "jit_functions", "t": starts[-1], "step": "jit(train_step)",
          "module": "jit_train_step", "starts": starts, "rule": "the rule",
+         # the work of each execution after the compile, from the completion of its outputs
+         "work": [[a, b - a] for a, b in zip(starts[1:], starts[2:])],
+         "watch": {"known": len(starts), "unknown": 0, "no_array": 0},
          "functions": [{"function": "jit(train_step)", "module": "jit_train_step",
                         "executions": len(starts), "seconds": 1.0},
                        {"function": "jit(scan)", "module": "jit_scan", "executions": 1,

@@ -29,8 +29,11 @@ def test_achieved_tflops_and_mfu_units():
     assert out["achieved_tflops"] == pytest.approx(494.75)
     assert out["mfu"] == pytest.approx(0.5)
     out = throughput(2.0, 1e12, "cpu", "cpu")
-    assert out["mfu"] is None and out["achieved_tflops"] == pytest.approx(0.5)
-    assert "no bf16 peak for device 'cpu'" in out["why_no_mfu"]
+    # No rate on a device of unknown peak (issue 33: 10 TFLOP/s for mnist on 2 CPU cores).
+    assert out["mfu"] is None and out["achieved_tflops"] is None
+    assert "no bf16 peak known for device 'cpu'" in out["why_no_mfu"]
+    assert "need a GPU" in out["why_no_mfu"] and out["flops_per_step"] == 1e12
+    assert throughput(2.0, 1e12, "NVIDIA L4", "gpu")["achieved_tflops"] is None
     assert throughput(2.0, 1e12, "NVIDIA A100-SXM4-80GB", "gpu", dtype="fp8")["mfu"] is None
 
 
