@@ -16,6 +16,7 @@ from typing import Any
 
 from pgle.analysis.memory import peak_bytes
 from pgle.commands import arms
+from pgle.commands.run_trace import trace_sections
 from pgle.evidence import compiles
 from pgle.evidence.events import read_events
 from pgle.evidence.steps import summarize
@@ -55,8 +56,6 @@ def run_facts(folder: Path) -> dict[str, Any]:
 
 
 def _communication(folder: Path, platform: str | None) -> tuple[dict | None, str | None]:
-    from pgle.commands.report import trace_sections
-
     sec = trace_sections(folder, platform)
     comm = sec.get("communication")
     if not comm:

@@ -23,9 +23,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pgle.analysis import diagnostics, memory, overlap, schedule, throughput
-from pgle.analysis.timeline import TraceFile, find_xplane_files
+from pgle.analysis import diagnostics, memory, schedule, throughput
 from pgle.commands import arms
+from pgle.commands.run_trace import trace_sections
 from pgle.errors import EXIT_OK, BadInput
 from pgle.evidence import compiles
 from pgle.evidence.event_kinds import JitFunctions
@@ -34,9 +34,9 @@ from pgle.evidence.steps import summarize
 from pgle.launch.step_rule import module_of
 from pgle.phrases import plural
 from pgle.report import Report
+from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 from pgle.verdicts.statuses import Applied
 
-GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 APPLIED = (Applied.APPLIED, Applied.PARTIAL)
 
 
@@ -295,57 +295,6 @@ def _compile(events: RunEvents, step_module: str | None) -> dict[str, Any]:
         "by_kind": compiles.by_kind(made),
         "label": compiles.label(made),
     }
-
-
-def trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
-    """Exposed vs hidden communication and the trace diagnostics of a run folder's trace."""
-    files = find_xplane_files(folder / "trace") if (folder / "trace").is_dir() else []
-    if not files:
-        why = (
-            "this run kept no trace (tune keeps one for the first run of each side; `pgle "
-            "run --trace-window` keeps one)"
-        )
-        return {
-            "trace_files": [],
-            "communication": None,
-            "communication_why": why,
-            "trace_diagnostics": None,
-            "trace_diagnostics_why": why,
-        }
-    steps_all = []
-    acc = over = None
-    for path in files:
-        trace = TraceFile(path)
-        steps = trace.host_steps()
-        steps_all += steps
-        acc = acc or overlap.OverlapAccumulator(steps)
-        over = over or diagnostics.TraceDiagnostics(steps)
-        for plane in trace.device_planes():
-            acc.add(plane)
-            over.add(plane)
-        trace.planes = []
-    assert acc is not None and over is not None
-    comm = acc.result()
-    out: dict[str, Any] = {"trace_files": files, "trace_steps": len(steps_all)}
-    if comm["device_planes"] == 0:
-        why = (
-            f"the trace holds no device plane: XLA:{(platform or 'cpu').upper()} runs "
-            "kernels on host threads, so it has no device timeline, no async collectives "
-            "and nothing for PGLE to hide"
-            if (platform or "cpu") not in GPU_PLATFORMS
-            else "the trace holds no /device:GPU plane (was CUPTI available to the profiler?)"
-        )
-        return out | {
-            "communication": None,
-            "communication_why": why,
-            "trace_diagnostics": None,
-            "trace_diagnostics_why": why,
-        }
-    out["communication"] = comm
-    if comm["collectives"] == 0:
-        out["communication_why"] = "the device planes hold no collective (a single-device program?)"
-    out["trace_diagnostics"] = over.result()
-    return out
 
 
 def _schedule(before: dict, after: dict) -> tuple[dict | None, str | None]:

@@ -1,0 +1,63 @@
+"""What a run folder's kept trace says: exposed and hidden communication per device, and the
+trace's diagnostics. Read by `pgle report` and by `tune --compare`'s table (a module of its own so
+that neither imports the other)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pgle.analysis import diagnostics, overlap
+from pgle.analysis.timeline import TraceFile, find_xplane_files
+from pgle.verdicts.pgle_applied import GPU_PLATFORMS
+
+
+def trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
+    """Exposed vs hidden communication and the trace diagnostics of a run folder's trace."""
+    files = find_xplane_files(folder / "trace") if (folder / "trace").is_dir() else []
+    if not files:
+        why = (
+            "this run kept no trace (tune keeps one for the first run of each side; `pgle "
+            "run --trace-window` keeps one)"
+        )
+        return {
+            "trace_files": [],
+            "communication": None,
+            "communication_why": why,
+            "trace_diagnostics": None,
+            "trace_diagnostics_why": why,
+        }
+    steps_all = []
+    acc = over = None
+    for path in files:
+        trace = TraceFile(path)
+        steps = trace.host_steps()
+        steps_all += steps
+        acc = acc or overlap.OverlapAccumulator(steps)
+        over = over or diagnostics.TraceDiagnostics(steps)
+        for plane in trace.device_planes():
+            acc.add(plane)
+            over.add(plane)
+        trace.planes = []
+    assert acc is not None and over is not None
+    comm = acc.result()
+    out: dict[str, Any] = {"trace_files": files, "trace_steps": len(steps_all)}
+    if comm["device_planes"] == 0:
+        why = (
+            f"the trace holds no device plane: XLA:{(platform or 'cpu').upper()} runs "
+            "kernels on host threads, so it has no device timeline, no async collectives "
+            "and nothing for PGLE to hide"
+            if (platform or "cpu") not in GPU_PLATFORMS
+            else "the trace holds no /device:GPU plane (was CUPTI available to the profiler?)"
+        )
+        return out | {
+            "communication": None,
+            "communication_why": why,
+            "trace_diagnostics": None,
+            "trace_diagnostics_why": why,
+        }
+    out["communication"] = comm
+    if comm["collectives"] == 0:
+        out["communication_why"] = "the device planes hold no collective (a single-device program?)"
+    out["trace_diagnostics"] = over.result()
+    return out
