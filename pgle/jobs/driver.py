@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from pgle.atomic import write_text_atomic
-from pgle.errors import EXIT_ERROR, PgleError
+from pgle.errors import EXIT_ERROR, PgleError, Stalled
+from pgle.jobs import fleet as fleet_forensics  # issue 36
 from pgle.jobs import folder, kv, layout, ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
 from pgle.jobs.ranks import RankInfo
@@ -94,6 +95,7 @@ def run(
         job_opts.gather_timeout_s,
         stall_timeout_s=job_opts.stall_timeout_s,
         gather=job_opts.gather,
+        require_same_program=job_opts.require_same_program,
     )
     return rank.run(wf, opts, environ)
 
@@ -168,6 +170,17 @@ class RankRun:
     held: execution.Execution | None = None  # --gather kv: the workload waits for the exchange
     exchange: kv.HeldExchange | None = None  # ... and the exchange with it
     kv_errors: list[str] = dataclasses.field(default_factory=list)
+    require_same_program: bool = False  # issue 36: ranks that compile different programs stop
+    fleet: fleet_forensics.Fleet | None = None  # issue 36: divergence, the first rank stopped
+
+    def __post_init__(self) -> None:
+        if self.fleet is None:
+            self.fleet = fleet_forensics.Fleet(
+                self.job_dir,
+                self.rank,
+                self.world_size,
+                require_same_program=self.require_same_program,
+            )
 
     @property
     def rank(self) -> int:
@@ -234,6 +247,12 @@ class RankRun:
             return produce()
         except PgleError as e:
             self._record_failure(e.exit_code, str(e))
+            if isinstance(e, Stalled) and self.info.is_leader and self.fleet is not None:
+                # issue 36: the job's first stopped rank, in rank 0's error report
+                e.fleet = {"stall": self.fleet.stall_summary()}
+                found = self.fleet.compare()
+                if found:
+                    e.fleet["divergence"] = [d.to_dict() for d in found]
             e.message = f"rank {self.rank}: {e.message}"
             raise
         except KeyboardInterrupt:
@@ -246,18 +265,34 @@ class RankRun:
     # -- the launch hooks --
     def launch(self, workload, run, child, **kwargs):
         self._release()  # a body that launches again: the earlier workload ends first
-        ex = execution.execute(
-            workload,
-            run,
-            child,
-            on_start=self.mark_started,
-            on_exit=self.mark_exit,
-            watchdog=self.watchdog(),
-            stall_timeout=self.stall_timeout_s,
-            hold=self.gather == "kv",
-            hold_timeout_s=self.gather_timeout_s + 300.0,
-            **kwargs,
-        )
+        fleet = self.fleet
+        if fleet is not None:
+            fleet.attach(run.path)
+        try:
+            ex = execution.execute(
+                workload,
+                run,
+                child,
+                on_start=self.mark_started,
+                on_exit=self.mark_exit,
+                watchdog=self.watchdog(),
+                stall_timeout=self.stall_timeout_s,
+                hold=self.gather == "kv",
+                hold_timeout_s=self.gather_timeout_s + 300.0,
+                **kwargs,
+            )
+        except Stalled as e:
+            if fleet is not None:  # issue 36: this rank's phase, for the first stopped rank
+                report = getattr(e.execution, "stall", None)
+                names = getattr(report, "phase_names", None) or {}
+                texts = getattr(report, "phases", None) or {}
+                pid = min(names) if names else None
+                fleet.publish_stall(names.get(pid), texts.get(pid), own=True)
+            raise
+        if fleet is not None and self.stopped_for is not None:
+            found = fleet_forensics.dumped_phase(run.path)
+            fleet.publish_stall(found.name if found else None, found.text if found else None,
+                                own=False)
         if ex.held:
             self.held = ex
         return ex
@@ -338,11 +373,13 @@ class RankRun:
 
     def watchdog(self) -> Callable[[], int | None]:
         check = folder.watchdog(self.job_dir, self.rank)
+        fleet = self.fleet
 
         def poll() -> int | None:
             failure = check()
             if failure is None:
-                return None
+                # issue 36: publish this rank's modules and steps; --require-same-program
+                return fleet.poll() if fleet is not None else None
             self.stopped_for = failure
             return failure.exit_code
 
@@ -352,12 +389,11 @@ class RankRun:
         if self.exited:
             return
         self.exited = True
-        folder.mark_exit(
-            self.job_dir,
-            self.rank,
-            code,
-            stopped_for=self.stopped_for.rank if self.stopped_for else None,
-        )
+        stopped_for = self.stopped_for.rank if self.stopped_for else None
+        if stopped_for is None and self.fleet is not None and self.fleet.stopped_for_divergence:
+            # issue 36: every rank stops on its own for the divergence; none failed first
+            stopped_for = self.rank
+        folder.mark_exit(self.job_dir, self.rank, code, stopped_for=stopped_for)
 
     # -- phases (tune): each a job of its own in <job_dir>/<name>/ --
     def phase(
@@ -371,6 +407,7 @@ class RankRun:
             host=self.host,
             stall_timeout_s=self.stall_timeout_s,
             gather=self.gather,
+            require_same_program=self.require_same_program,
         )
         own = phase.run(sub, sub_opts, environ, run_root=run_root)
         self.last_phase = own
@@ -482,6 +519,13 @@ class RankRun:
         report = combine(JobReports(self.command.split(":")[-1], self.world_size, reports, missing))
         self._job_details(report, reports, missing)
         self._job_exit_code(report, reports, missing)
+        if self.fleet is not None:  # issue 36: `divergence`, and `stall` after a stall
+            stalled = any(
+                rep.get("exit_code") == Stalled.exit_code
+                or rep.get("workload_exit_code") == Stalled.exit_code
+                for rep in reports.values()
+            )
+            self.fleet.annotate(report, stalled=stalled)
         report.warnings = list(
             dict.fromkeys(
                 report.warnings + grouped(reports, "warnings", self.world_size) + self.kv_errors
