@@ -249,7 +249,10 @@ class RankRun:
             self._record_failure(e.exit_code, str(e))
             if isinstance(e, Stalled) and self.info.is_leader and self.fleet is not None:
                 # issue 36: the job's first stopped rank, in rank 0's error report
-                e.fleet = {"stall": self.fleet.stall_summary()}
+                summary = self.fleet.stall_summary()
+                e.fleet = {"stall": summary}
+                if summary is not None:
+                    e.message = f"{e.message}; {fleet_forensics.first_stopped.line(summary)}"
                 found = self.fleet.compare()
                 if found:
                     e.fleet["divergence"] = [d.to_dict() for d in found]
