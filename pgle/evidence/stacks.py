@@ -227,7 +227,8 @@ def phase(
             return Phase(
                 "exporting_trace",
                 "exporting the trace (jax.profiler.stop_trace: the profiler collects and "
-                "writes what it recorded), called at " + _describe_user(_user_frame(t.frames)),
+                "writes what it recorded), called at "
+                + _describe_user(_user_frame([f for f in t.frames if not _in_jax(f)])),
             )
     if compiling:
         module = compiling.get("module") or "a module"
