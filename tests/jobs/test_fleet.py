@@ -125,6 +125,11 @@ def test_stall_names_the_rank_that_stopped_first(tmp_path):
 
 # -- under SLURM: `srun -n 2` ------------------------------------------------------------------
 
+def _rank0_json(stdout: str) -> dict:
+    """Rank 0's --json report: the one JSON document on the job's stdout."""
+    return json.JSONDecoder().raw_decode(stdout[stdout.index("{"):])[0]
+
+
 @slurm_test
 def test_srun_divergence_is_named_within_seconds(slurm_cluster, tmp_path):
     began = time.monotonic()
@@ -135,8 +140,7 @@ def test_srun_divergence_is_named_within_seconds(slurm_cluster, tmp_path):
         ntasks=2, cwd=tmp_path, env=pgle_env(), timeout=300)
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert time.monotonic() - began < 150
-    job = next(json.loads(line) for line in proc.stdout.splitlines()
-               if line.startswith("{") and "divergence" in line)
+    job = _rank0_json(proc.stdout)
     assert job["divergence"][0]["module"] == "jit_train_step"
     assert job["divergence"][0]["ranks"] == [1]
 
@@ -148,7 +152,6 @@ def test_srun_stall_names_rank_1_first(slurm_cluster, tmp_path):
          "--stall-timeout", "8s", str(FLEET), "--", "--stop", "1", "3", "--steps", "50"],
         ntasks=2, cwd=tmp_path, env=pgle_env(), timeout=300)
     assert proc.returncode == 124, proc.stderr[-3000:]
-    report = next(json.loads(line) for line in proc.stdout.splitlines()
-                  if line.startswith("{") and '"first_rank"' in line)
+    report = _rank0_json(proc.stdout)
     assert report["stall"]["first_rank"] == 1
     assert report["stall"]["waiting"] == [0]
