@@ -22,8 +22,11 @@ C++ code shows only the Python frame that called it):
 - a thread inside jax's host-callback machinery (jax/_src/callback.py): the user's callback;
 - `sync_global_devices`/`process_allgather` (jax.experimental.multihost_utils) or a
   `wait_at_barrier` call: a barrier a peer has not reached;
-- the main thread inside jax's dispatch or a transfer (`block_until_ready`, `__array__`, ...):
-  waiting for the device, in a collective (or a kernel that does not end);
+- a thread in `jax.profiler.stop_trace`: exporting the trace;
+- the main thread inside jax's dispatch or a transfer (`block_until_ready`, `__array__`, ...),
+  inside a jitted call (the harness's wrapper is its innermost frame), or on a user's line that
+  waits for an array in C++: waiting for the device / a collective (or a kernel that does not
+  end);
 - otherwise: the user's own code, at the innermost frame of the main thread.
 """
 
@@ -269,9 +272,11 @@ def phase(
                 + _describe_user(_user_frame(main_thread.frames))
                 + ")",
             )
-        if _in_jax(top) or any(
-            _in_jax(f) and f.function in _DEVICE_WAITS for f in main_thread.frames[:2]
-        ) or _waits_in_native_call(main_thread.frames):
+        if (
+            _in_jax(top)
+            or any(_in_jax(f) and f.function in _DEVICE_WAITS for f in main_thread.frames[:2])
+            or _waits_in_native_call(main_thread.frames)
+        ):
             return Phase(
                 "collective",
                 "waiting for the device / a collective (or a kernel "

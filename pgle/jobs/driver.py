@@ -41,8 +41,7 @@ from typing import Any
 
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_ERROR, PgleError, Stalled
-from pgle.jobs import fleet as fleet_forensics  # issue 36
-from pgle.jobs import folder, kv, layout, ranks
+from pgle.jobs import first_stopped, fleet, folder, kv, layout, ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
 from pgle.jobs.ranks import RankInfo
 from pgle.launch import execution
@@ -171,11 +170,11 @@ class RankRun:
     exchange: kv.HeldExchange | None = None  # ... and the exchange with it
     kv_errors: list[str] = dataclasses.field(default_factory=list)
     require_same_program: bool = False  # issue 36: ranks that compile different programs stop
-    fleet: fleet_forensics.Fleet | None = None  # issue 36: divergence, the first rank stopped
+    forensics: fleet.Fleet | None = None  # issue 36: divergence, the first rank stopped
 
     def __post_init__(self) -> None:
-        if self.fleet is None:
-            self.fleet = fleet_forensics.Fleet(
+        if self.forensics is None:
+            self.forensics = fleet.Fleet(
                 self.job_dir,
                 self.rank,
                 self.world_size,
@@ -247,13 +246,13 @@ class RankRun:
             return produce()
         except PgleError as e:
             self._record_failure(e.exit_code, str(e))
-            if isinstance(e, Stalled) and self.info.is_leader and self.fleet is not None:
+            if isinstance(e, Stalled) and self.info.is_leader and self.forensics is not None:
                 # issue 36: the job's first stopped rank, in rank 0's error report
-                summary = self.fleet.stall_summary()
+                summary = self.forensics.stall_summary()
                 e.fleet = {"stall": summary}
                 if summary is not None:
-                    e.message = f"{e.message}; {fleet_forensics.first_stopped.line(summary)}"
-                found = self.fleet.compare()
+                    e.message = f"{e.message}; {first_stopped.line(summary)}"
+                found = self.forensics.compare()
                 if found:
                     e.fleet["divergence"] = [d.to_dict() for d in found]
             e.message = f"rank {self.rank}: {e.message}"
@@ -268,9 +267,9 @@ class RankRun:
     # -- the launch hooks --
     def launch(self, workload, run, child, **kwargs):
         self._release()  # a body that launches again: the earlier workload ends first
-        fleet = self.fleet
-        if fleet is not None:
-            fleet.attach(run.path)
+        forensics = self.forensics
+        if forensics is not None:
+            forensics.attach(run.path)
         try:
             ex = execution.execute(
                 workload,
@@ -285,17 +284,18 @@ class RankRun:
                 **kwargs,
             )
         except Stalled as e:
-            if fleet is not None:  # issue 36: this rank's phase, for the first stopped rank
+            if forensics is not None:  # issue 36: this rank's phase, for the first stopped rank
                 report = getattr(e.execution, "stall", None)
                 names = getattr(report, "phase_names", None) or {}
                 texts = getattr(report, "phases", None) or {}
                 pid = min(names) if names else None
-                fleet.publish_stall(names.get(pid), texts.get(pid), own=True)
+                forensics.publish_stall(names.get(pid), texts.get(pid), own=True)
             raise
-        if fleet is not None and self.stopped_for is not None:
-            found = fleet_forensics.dumped_phase(run.path)
-            fleet.publish_stall(found.name if found else None, found.text if found else None,
-                                own=False)
+        if forensics is not None and self.stopped_for is not None:
+            found = fleet.dumped_phase(run.path)
+            forensics.publish_stall(
+                found.name if found else None, found.text if found else None, own=False
+            )
         if ex.held:
             self.held = ex
         return ex
@@ -376,13 +376,13 @@ class RankRun:
 
     def watchdog(self) -> Callable[[], int | None]:
         check = folder.watchdog(self.job_dir, self.rank)
-        fleet = self.fleet
+        forensics = self.forensics
 
         def poll() -> int | None:
             failure = check()
             if failure is None:
                 # issue 36: publish this rank's modules and steps; --require-same-program
-                return fleet.poll() if fleet is not None else None
+                return forensics.poll() if forensics is not None else None
             self.stopped_for = failure
             return failure.exit_code
 
@@ -393,7 +393,11 @@ class RankRun:
             return
         self.exited = True
         stopped_for = self.stopped_for.rank if self.stopped_for else None
-        if stopped_for is None and self.fleet is not None and self.fleet.stopped_for_divergence:
+        if (
+            stopped_for is None
+            and self.forensics is not None
+            and self.forensics.stopped_for_divergence
+        ):
             # issue 36: every rank stops on its own for the divergence; none failed first
             stopped_for = self.rank
         folder.mark_exit(self.job_dir, self.rank, code, stopped_for=stopped_for)
@@ -522,13 +526,13 @@ class RankRun:
         report = combine(JobReports(self.command.split(":")[-1], self.world_size, reports, missing))
         self._job_details(report, reports, missing)
         self._job_exit_code(report, reports, missing)
-        if self.fleet is not None:  # issue 36: `divergence`, and `stall` after a stall
+        if self.forensics is not None:  # issue 36: `divergence`, and `stall` after a stall
             stalled = any(
                 rep.get("exit_code") == Stalled.exit_code
                 or rep.get("workload_exit_code") == Stalled.exit_code
                 for rep in reports.values()
             )
-            self.fleet.annotate(report, stalled=stalled)
+            self.forensics.annotate(report, stalled=stalled)
         report.warnings = list(
             dict.fromkeys(
                 report.warnings + grouped(reports, "warnings", self.world_size) + self.kv_errors

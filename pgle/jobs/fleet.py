@@ -272,12 +272,14 @@ class Fleet:
             return None
         progress = {}
         for rank, data in self._read_ranks().items():
-            steps, executions, last = data.get("steps"), data.get("executions"), data.get(
-                "last_progress"
+            steps, executions, last = (
+                data.get("steps"),
+                data.get("executions"),
+                data.get("last_progress"),
             )
-            if not _number(last):
+            if not isinstance(last, (int, float)) or isinstance(last, bool):
                 continue
-            count = steps if _number(steps) and steps else executions
+            count: Any = steps if _number(steps) and steps else executions
             phase = phases.get(rank, {})
             progress[rank] = first_stopped.RankProgress(
                 int(count) if _number(count) else 0,
@@ -288,7 +290,7 @@ class Fleet:
         return first_stopped.first_stopped(progress)
 
     def _stall_phases(self) -> dict[int, dict[str, Any]]:
-        out = {}
+        out: dict[int, dict[str, Any]] = {}
         try:
             entries = list(os.scandir(self.dir))
         except (FileNotFoundError, NotADirectoryError):
