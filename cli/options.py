@@ -178,6 +178,12 @@ def job_options(f):
     """Multi-process jobs (srun, mpirun, JobSet): the shared job folder and rank 0's wait; and
     the stall watchdog of every launch."""
     f = click.option(
+        "--require-same-program",
+        is_flag=True,
+        help="Multi-process: stop the job (exit 3) as soon as two ranks compile "
+        "different programs for one module; without it pgle names them and goes on.",
+    )(f)
+    f = click.option(
         "--stall-timeout",
         default=None,
         metavar="DURATION",

@@ -385,6 +385,7 @@ def collect(
     gather_timeout: float | None = None,
     gather: str = "folder",
     stall_timeout: float | str | None = None,
+    require_same_program: bool = False,
     store: str | None = None,
     store_policy: str | None = None,
     keep_trace: bool | Literal["yes", "no"] = True,
@@ -394,7 +395,7 @@ def collect(
     extract the profile to `output` (default profile.pb, or profiles/ with `per_module`);
     `store`: also add each module's profile to that profile store (needs `per_module`; the
     directory then goes into the run folder unless `output` names one)."""
-    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout, require_same_program)
     cmd = _command("collect")
     opts = cmd.CollectOptions(
         _workload(workload, module),
@@ -432,6 +433,7 @@ def run(
     gather_timeout: float | None = None,
     gather: str = "folder",
     stall_timeout: float | str | None = None,
+    require_same_program: bool = False,
     store: str | None = None,
     store_policy: str | None = None,
     trace_window: bool = False,
@@ -443,7 +445,7 @@ def run(
     `trace_window`: also keep a trace of collect's default window (left out of the step times)."""
     if (profile is None) == (store is None):
         raise BadInput("pgle run needs exactly one of --profile and --store.")
-    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout, require_same_program)
     cmd = _command("run")
     opts = cmd.RunOptions(
         _workload(workload, module),
@@ -482,6 +484,7 @@ def tune(
     gather_timeout: float | None = None,
     gather: str = "folder",
     stall_timeout: float | str | None = None,
+    require_same_program: bool = False,
     report: str | None = None,
     store: str | None = None,
     store_policy: str | None = None,
@@ -500,7 +503,7 @@ def tune(
             f"--report {report}: tune writes pgle report's HTML page there "
             "(a .html path); the JSON report is what the call returns."
         )
-    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout, require_same_program)
     verdict = VerdictOptions(min_coverage, require_applied, _words(require))
     cmd = _command("collect")
     copts = cmd.CollectOptions(
@@ -537,13 +540,14 @@ def auto(
     gather_timeout: float | None = None,
     gather: str = "folder",
     stall_timeout: float | str | None = None,
+    require_same_program: bool = False,
     store: str | None = None,
     store_policy: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Report:
     """`pgle auto`: one run with JAX's auto PGLE; per module, was it recompiled with a profile.
     `store`: XLA gets the store's view for each module's first compile (auto only serves)."""
-    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout, require_same_program)
     cmd = _command("auto")
     opts = cmd.AutoOptions(
         _workload(workload, module),
@@ -571,11 +575,12 @@ def prewarm(
     gather_timeout: float | None = None,
     gather: str = "folder",
     stall_timeout: float | str | None = None,
+    require_same_program: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Report:
     """`pgle prewarm --cache-dir DIR`: fill the compilation cache with PGLE-optimized
     executables; per module, did one land on disk."""
-    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout, require_same_program)
     cmd = _command("prewarm")
     opts = cmd.PrewarmOptions(
         _workload(workload, module),
@@ -606,11 +611,12 @@ def nsys(
     gather_timeout: float | None = None,
     gather: str = "folder",
     stall_timeout: float | str | None = None,
+    require_same_program: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Report:
     """`pgle nsys --cache-dir DIR`: the Nsight Systems run (`nsys_options` go to
     `nsys profile`); per module, did it load its PGLE-optimized executable."""
-    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout)
+    job = JobOptions(job_dir, gather_timeout, gather, stall_timeout, require_same_program)
     cmd = _command("nsys")
     chosen = cmd.parse_ranks(ranks) if isinstance(ranks, str) else ranks
     opts = cmd.NsysOptions(

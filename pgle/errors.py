@@ -100,6 +100,7 @@ class Stalled(PgleError):
     def __init__(self, message: str, execution: object = None):
         super().__init__(message)
         self.execution = execution  # pgle.launch.execution.Execution: what the run left
+        self.fleet: dict[str, object] | None = None  # rank 0 of a job: pgle.jobs.fleet's
 
     def report_fields(self) -> dict[str, object]:
         """What the watchdog found, and where the stacks and the log are."""
@@ -107,7 +108,17 @@ class Stalled(PgleError):
         run = getattr(self.execution, "run", None)
         if stall is None or run is None:
             return {}
-        return {"stall": stall.to_dict(), "run_dir": str(run.path), "log_path": str(run.log)}
+        out: dict[str, object] = {
+            "stall": stall.to_dict(),
+            "run_dir": str(run.path),
+            "log_path": str(run.log),
+        }
+        fleet = self.fleet or {}
+        if isinstance(fleet.get("stall"), dict):  # issue 36: the job's first stopped rank
+            out["stall"] = {**stall.to_dict(), **fleet["stall"]}  # type: ignore[dict-item]
+        if fleet.get("divergence"):
+            out["divergence"] = fleet["divergence"]
+        return out
 
 
 def exists_error(message: str, kind: type[PgleError] | None = None) -> PgleError:

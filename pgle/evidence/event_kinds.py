@@ -222,6 +222,17 @@ class ModuleCompiled(Event):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ModuleIdentity(Event):
+    """A module's fingerprint, before its compile, in a jax.distributed process (issue 36)."""
+
+    KIND = schema.MODULE_IDENTITY
+    module: str | None = None
+    fingerprint: str = ""
+    bytes: int | None = None
+    text_file: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ModuleError(Event):
     KIND = schema.MODULE_ERROR
     error: str = ""
@@ -342,6 +353,7 @@ KINDS: dict[str, type[Event]] = {
         ObserveModules,
         ModuleCompiled,
         ModuleError,
+        ModuleIdentity,
         XlaCompile,
         Exit,
         ScriptTrace,

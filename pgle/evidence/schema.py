@@ -43,6 +43,7 @@ PGLE_SESSION_ERROR = "pgle_session_error"
 OBSERVE_MODULES = "observe_modules"  # the per-module cost/memory/HLO observer is installed
 MODULE_COMPILED = "module_compiled"  # XLA's FLOPs, memory and scheduled HLO file of one module
 MODULE_ERROR = "module_error"  # describing one compiled module failed (the compile did not)
+MODULE_IDENTITY = "module_identity"  # a module's fingerprint before its compile (issue 36)
 # XLA was asked to compile for `platform` from thread `thread` (native id) of process `pid`;
 # once per distinct (platform, thread): whose compiles the log's XLA lines can be.
 XLA_COMPILE = "xla_compile"
@@ -101,6 +102,7 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     OBSERVE_MODULES: ("installed",),
     MODULE_COMPILED: ("module", "flops", "transcendentals", "bytes_accessed", "memory", "hlo_file"),
     MODULE_ERROR: ("error",),
+    MODULE_IDENTITY: ("module", "fingerprint", "bytes", "text_file"),
     XLA_COMPILE: ("platform", "thread", "pid"),
     EXIT: ("code", "error", "interrupted"),
     # call: start | stop; site: "file:line" of the workload's call; dir: its log_dir

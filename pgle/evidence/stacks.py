@@ -22,8 +22,11 @@ C++ code shows only the Python frame that called it):
 - a thread inside jax's host-callback machinery (jax/_src/callback.py): the user's callback;
 - `sync_global_devices`/`process_allgather` (jax.experimental.multihost_utils) or a
   `wait_at_barrier` call: a barrier a peer has not reached;
-- the main thread inside jax's dispatch or a transfer (`block_until_ready`, `__array__`, ...):
-  waiting for the device, in a collective (or a kernel that does not end);
+- a thread in `jax.profiler.stop_trace`: exporting the trace;
+- the main thread inside jax's dispatch or a transfer (`block_until_ready`, `__array__`, ...),
+  inside a jitted call (the harness's wrapper is its innermost frame), or on a user's line that
+  waits for an array in C++: waiting for the device / a collective (or a kernel that does not
+  end);
 - otherwise: the user's own code, at the innermost frame of the main thread.
 """
 
@@ -142,9 +145,19 @@ _LIBRARY_DIRS = tuple(
 )
 
 
+# pgle's own frames in the workload (the harness's wrappers around jax.jit, its profiler
+# window): never the user's code, wherever pgle is installed (an editable install included).
+_PGLE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def is_pgle(path: str) -> bool:
+    return os.path.abspath(path).startswith(_PGLE_DIR + os.sep)
+
+
 def is_library(path: str) -> bool:
-    """A frame of Python's standard library or an installed package (not the user's code)."""
-    if path.startswith("<"):
+    """A frame of Python's standard library, an installed package or pgle's own harness (not
+    the user's code)."""
+    if path.startswith("<") or is_pgle(path):
         return True
     parts = path.replace("\\", "/").split("/")
     if "site-packages" in parts or "dist-packages" in parts:
@@ -169,10 +182,31 @@ def _describe_user(frame: Frame | None) -> str:
     return f"{frame.where()} ({frame.function})" + (f": `{text}`" if text else "")
 
 
+# The harness's wrapper of every jitted function (pgle/launch/harness.py): a main thread
+# whose innermost frame is this one is inside the jitted call itself, in jaxlib's C++ dispatch
+# (jax 0.4.35-0.12 dispatch a jitted call without a Python frame): a CPU collective runs there,
+# and a GPU dispatch waits there for a full queue.
+_JIT_WRAPPERS = frozenset({"_counted_call"})
+# Calls written in the user's own line that wait for the device, in C++ without a Python frame
+# of jax's (jax.Array methods of jaxlib 0.4.35-0.12).
+_NATIVE_WAIT_TEXT = re.compile(r"\.(?:block_until_ready|item|tolist)\(|\bdevice_get\(")
+
+
+def _waits_in_native_call(frames: list[Frame]) -> bool:
+    """The innermost frame is the harness's wrapper of a jitted call, or the user's line that
+    waits for an array in C++."""
+    if not frames:
+        return False
+    top = frames[0]
+    if is_pgle(top.file) and top.function in _JIT_WRAPPERS:
+        return True
+    return not is_library(top.file) and bool(_NATIVE_WAIT_TEXT.search(top.source()))
+
+
 @dataclasses.dataclass
 class Phase:
-    name: str  # compiling | fdo_recompile | fdo_profile_wait | host_callback | barrier |
-    #            collective | user_code | unknown
+    name: str  # compiling | fdo_recompile | fdo_profile_wait | exporting_trace |
+    #            host_callback | barrier | collective | user_code | unknown
     text: str  # the phrase for the message
 
 
@@ -188,6 +222,16 @@ def phase(
                 "waiting for the shared FDO profile (auto PGLE: "
                 "the process with the lowest id publishes each module's profile "
                 "through jax.distributed's key-value store; it has not)",
+            )
+    for t in threads:
+        # jax.profiler.stop_trace (jax 0.4.x-0.12) runs while the profiler collects and writes
+        # its trace: minutes on a big job with every tracer on (marin #5528).
+        if any(f.function == "stop_trace" and _in_jax(f) for f in t.frames):
+            return Phase(
+                "exporting_trace",
+                "exporting the trace (jax.profiler.stop_trace: the profiler collects and "
+                "writes what it recorded), called at "
+                + _describe_user(_user_frame([f for f in t.frames if not _in_jax(f)])),
             )
     if compiling:
         module = compiling.get("module") or "a module"
@@ -228,12 +272,14 @@ def phase(
                 + _describe_user(_user_frame(main_thread.frames))
                 + ")",
             )
-        if _in_jax(top) or any(
-            _in_jax(f) and f.function in _DEVICE_WAITS for f in main_thread.frames[:2]
+        if (
+            _in_jax(top)
+            or any(_in_jax(f) and f.function in _DEVICE_WAITS for f in main_thread.frames[:2])
+            or _waits_in_native_call(main_thread.frames)
         ):
             return Phase(
                 "collective",
-                "waiting for the device: in a collective (or a kernel "
+                "waiting for the device / a collective (or a kernel "
                 "that does not end), the main thread at "
                 + _describe_user(_user_frame(main_thread.frames)),
             )

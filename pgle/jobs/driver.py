@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from pgle.atomic import write_text_atomic
-from pgle.errors import EXIT_ERROR, PgleError
-from pgle.jobs import folder, kv, layout, rank_data, ranks
+from pgle.errors import EXIT_ERROR, PgleError, Stalled
+from pgle.jobs import first_stopped, fleet, folder, kv, layout, rank_data, ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
 from pgle.jobs.ranks import RankInfo
 from pgle.launch import execution
@@ -96,6 +96,7 @@ def run(
         job_opts.gather_timeout_s,
         stall_timeout_s=job_opts.stall_timeout_s,
         gather=job_opts.gather,
+        require_same_program=job_opts.require_same_program,
     )
     return rank.run(wf, opts, environ)
 
@@ -171,6 +172,17 @@ class RankRun:
     exchange: kv.HeldExchange | None = None  # ... and the exchange with it
     kv_errors: list[str] = dataclasses.field(default_factory=list)
     own_profile: str | None = None  # rank 0: the job's profile it wrote itself (--gather kv)
+    require_same_program: bool = False  # issue 36: ranks that compile different programs stop
+    forensics: fleet.Fleet | None = None  # issue 36: divergence, the first rank stopped
+
+    def __post_init__(self) -> None:
+        if self.forensics is None:
+            self.forensics = fleet.Fleet(
+                self.job_dir,
+                self.rank,
+                self.world_size,
+                require_same_program=self.require_same_program,
+            )
 
     @property
     def rank(self) -> int:
@@ -238,6 +250,15 @@ class RankRun:
             return produce()
         except PgleError as e:
             self._record_failure(e.exit_code, str(e))
+            if isinstance(e, Stalled) and self.info.is_leader and self.forensics is not None:
+                # issue 36: the job's first stopped rank, in rank 0's error report
+                summary = self.forensics.stall_summary()
+                e.fleet = {"stall": summary}
+                if summary is not None:
+                    e.message = f"{e.message}; {first_stopped.line(summary)}"
+                found = self.forensics.compare()
+                if found:
+                    e.fleet["divergence"] = [d.to_dict() for d in found]
             e.message = f"rank {self.rank}: {e.message}"
             raise
         except KeyboardInterrupt:
@@ -250,18 +271,35 @@ class RankRun:
     # -- the launch hooks --
     def launch(self, workload, run, child, **kwargs):
         self._release()  # a body that launches again: the earlier workload ends first
-        ex = execution.execute(
-            workload,
-            run,
-            child,
-            on_start=self.mark_started,
-            on_exit=self.mark_exit,
-            watchdog=self.watchdog(),
-            stall_timeout=self.stall_timeout_s,
-            hold=self.gather == "kv",
-            hold_timeout_s=self.gather_timeout_s + 300.0,
-            **kwargs,
-        )
+        forensics = self.forensics
+        if forensics is not None:
+            forensics.attach(run.path)
+        try:
+            ex = execution.execute(
+                workload,
+                run,
+                child,
+                on_start=self.mark_started,
+                on_exit=self.mark_exit,
+                watchdog=self.watchdog(),
+                stall_timeout=self.stall_timeout_s,
+                hold=self.gather == "kv",
+                hold_timeout_s=self.gather_timeout_s + 300.0,
+                **kwargs,
+            )
+        except Stalled as e:
+            if forensics is not None:  # issue 36: this rank's phase, for the first stopped rank
+                report = getattr(e.execution, "stall", None)
+                names = getattr(report, "phase_names", None) or {}
+                texts = getattr(report, "phases", None) or {}
+                pid = min(names) if names else None
+                forensics.publish_stall(names.get(pid), texts.get(pid), own=True)
+            raise
+        if forensics is not None and self.stopped_for is not None:
+            found = fleet.dumped_phase(run.path)
+            forensics.publish_stall(
+                found.name if found else None, found.text if found else None, own=False
+            )
         if ex.held:
             self.held = ex
         return ex
@@ -348,11 +386,13 @@ class RankRun:
 
     def watchdog(self) -> Callable[[], int | None]:
         check = folder.watchdog(self.job_dir, self.rank)
+        forensics = self.forensics
 
         def poll() -> int | None:
             failure = check()
             if failure is None:
-                return None
+                # issue 36: publish this rank's modules and steps; --require-same-program
+                return forensics.poll() if forensics is not None else None
             self.stopped_for = failure
             return failure.exit_code
 
@@ -362,12 +402,15 @@ class RankRun:
         if self.exited:
             return
         self.exited = True
-        folder.mark_exit(
-            self.job_dir,
-            self.rank,
-            code,
-            stopped_for=self.stopped_for.rank if self.stopped_for else None,
-        )
+        stopped_for = self.stopped_for.rank if self.stopped_for else None
+        if (
+            stopped_for is None
+            and self.forensics is not None
+            and self.forensics.stopped_for_divergence
+        ):
+            # issue 36: every rank stops on its own for the divergence; none failed first
+            stopped_for = self.rank
+        folder.mark_exit(self.job_dir, self.rank, code, stopped_for=stopped_for)
 
     # -- phases (tune): each a job of its own in <job_dir>/<name>/ --
     def phase(
@@ -381,6 +424,7 @@ class RankRun:
             host=self.host,
             stall_timeout_s=self.stall_timeout_s,
             gather=self.gather,
+            require_same_program=self.require_same_program,
         )
         own = phase.run(sub, sub_opts, environ, run_root=run_root)
         self.last_phase = own
@@ -492,6 +536,13 @@ class RankRun:
         report = combine(JobReports(self.command.split(":")[-1], self.world_size, reports, missing))
         self._job_details(report, reports, missing)
         self._job_exit_code(report, reports, missing)
+        if self.forensics is not None:  # issue 36: `divergence`, and `stall` after a stall
+            stalled = any(
+                rep.get("exit_code") == Stalled.exit_code
+                or rep.get("workload_exit_code") == Stalled.exit_code
+                for rep in reports.values()
+            )
+            self.forensics.annotate(report, stalled=stalled)
         report.warnings = list(
             dict.fromkeys(
                 report.warnings + grouped(reports, "warnings", self.world_size) + self.kv_errors

@@ -79,6 +79,7 @@ class JobOptions:
     gather_timeout: float | None = None  # None: DEFAULT_GATHER_TIMEOUT_S
     gather: str = "folder"  # folder (a shared job folder) | kv (jax.distributed's store)
     stall_timeout: float | str | None = None
+    require_same_program: bool = False  # issue 36: ranks compiling different programs stop
 
     def __post_init__(self):
         if self.gather_timeout is not None and self.gather_timeout < 0:

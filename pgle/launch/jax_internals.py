@@ -306,6 +306,59 @@ def _module_name(computation: Any) -> str | None:
         return None
 
 
+# --- a module's identity across the ranks of a job (issue 36) ----------------------------------
+#
+# Two ranks that compile different programs for one jitted function hang in their first
+# collective (or in XLA:GPU's compile) with nothing said. The fingerprint is the sha256 of the
+# module as jax's compilation cache keys it (jax 0.4.31-0.12: `cache_key._canonicalize_ir`,
+# the MLIR bytecode without debug info and with host-callback pointers, which differ between
+# processes, removed), so two ranks agree exactly when jax would share a cache entry.
+IDENTITY_TEXT_MAX_BYTES = 1 << 20  # a bigger module's text is not kept (its hash still is)
+
+
+def _distributed() -> bool:
+    try:
+        import jax
+
+        return int(jax.process_count()) > 1
+    except Exception:
+        return False
+
+
+def module_identity(computation: Any, text_dir: str) -> dict[str, Any] | None:
+    """{"fingerprint", "bytes", "text_file"} of the module jax is about to compile, in a
+    process of a jax.distributed job (None elsewhere: nothing to compare with, and the hash
+    costs a copy of the module). The text (MLIR, without locations) is kept under `text_dir`
+    for modules up to IDENTITY_TEXT_MAX_BYTES: the job names the first line two ranks'
+    modules differ in."""
+    if computation is None or not _distributed():
+        return None
+    import hashlib
+
+    try:
+        from jax._src import cache_key
+
+        data = cache_key._canonicalize_ir(computation, cache_key.IgnoreCallbacks.ALL)
+    except Exception:
+        try:
+            data = computation.operation.get_asm(enable_debug_info=False).encode()
+        except Exception:
+            return None
+    fingerprint = hashlib.sha256(data).hexdigest()[:32]
+    text_file = None
+    if len(data) <= IDENTITY_TEXT_MAX_BYTES:
+        try:
+            text = computation.operation.get_asm(enable_debug_info=False)
+            os.makedirs(text_dir, exist_ok=True)
+            text_file = os.path.join(text_dir, f"module-{fingerprint}.mlir")
+            if not os.path.exists(text_file):
+                with open(text_file, "w", encoding="utf-8") as f:
+                    f.write(text)
+        except Exception:
+            text_file = None
+    return {"fingerprint": fingerprint, "bytes": len(data), "text_file": text_file}
+
+
 def _has_fdo_profile(compile_options: Any) -> bool:
     """Whether XLA is handed a profile (auto PGLE's recompile, jax 0.4.31-0.12: pjit puts the
     aggregated profile in `executable_build_options.fdo_profile`)."""
@@ -370,7 +423,13 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
             if where not in seen:
                 seen.add(where)
                 write(schema.XLA_COMPILE, platform=where[0], thread=where[1], pid=os.getpid())
-            module = _module_name(args[1] if len(args) > 1 else kwargs.get("computation"))
+            computation = args[1] if len(args) > 1 else kwargs.get("computation")
+            module = _module_name(computation)
+            # issue 36: the module's identity, before XLA sees it (a divergence across the
+            # ranks of a job is named before the compile or its collectives hang).
+            identity = module_identity(computation, hlo_dir)
+            if identity is not None:
+                write(schema.MODULE_IDENTITY, module=module, **identity)
             write(
                 schema.COMPILE_BEGIN,
                 module=module,
