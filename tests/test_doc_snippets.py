@@ -7,8 +7,9 @@ each entry a command in the docs, so a new snippet fails here until it is run or
 
 - `exit N; stderr: TEXT` (or `stdout: TEXT`): run for real on CPU, in one temp project folder (below),
   through `bash -c`, and the exit code and a line containing TEXT are checked.
-- `long: ...`: run like the above only with PGLE_LONG_SNIPPETS=1 (each costs many workload runs);
-  skipped otherwise, with the reason.
+- `long: ...`: run like the above only with PGLE_LONG_SNIPPETS=1, skipped otherwise with the reason:
+  workload runs beyond the ~13 the default suite affords (each is 5-25 s on 2 cores), mostly
+  the same recipe with other options, or many runs in one (`--compare --repeat 5`).
 - `needs: gpu|slurm|nsys|torch|estimate|self|install: why`: not run here. `slurm` ones run in the
   SLURM lane (test_slurm_snippets, marked `slurm`), scaled to the one-node test cluster.
 
@@ -117,7 +118,7 @@ SNIPPETS: dict[tuple[str, str], Spec] = {
     ("README.md", "python3 -m pip install -e '.[test]'"): Spec(
         "needs: install: the environment these tests run in"),
     ("README.md", "python3 -m pytest -q"): Spec(PROJECT_SELF),
-    ("README.md", "pgle tune train.py -- --batch 64"): Spec(NA),
+    ("README.md", "pgle tune train.py -- --batch 64"): Spec("long: " + NA),
     ("README.md", "pgle collect train.py --steps 10:5 -o profile.pb -- --batch 64"): Spec(CPU_EMPTY),
     ("README.md", "pgle run --profile profile.pb --require-applied train.py -- --batch 64"): Spec(
         "exit 3; stderr: --require-applied: status is not_applicable, not applied"),
@@ -160,7 +161,7 @@ def _build_snippets() -> None:
 
     au = "docs/guide/auto-pgle-and-nsys.md"
     d[au, "pgle auto train.py --runs 3 --percentile 90 -- --steps 50"] = Spec(
-        "exit 0; stderr: empty_profile")
+        "long: exit 0; stderr: empty_profile")
     d[au, "pgle auto train.py --require 'jit_train_step*' -- --steps 50"] = Spec(
         "exit 3; stderr: --require jit_train_step*")
     d[au, "pgle prewarm --cache-dir /shared/jax-cache train.py -- --steps 20"] = Spec(
@@ -204,14 +205,14 @@ def _build_snippets() -> None:
     d[ma, "pgle collect train.py --steps 10:5 -o profile.pb -- --batch 64"] = Spec(CPU_EMPTY)
     d[ma, "pgle collect train.py --delay 30 --duration 5 -o profile.pbtxt -- --steps 20000"] = Spec(
         "long: " + CPU_EMPTY)
-    d[ma, "pgle collect -m mypkg.train -o profile.pb"] = Spec(CPU_EMPTY)
+    d[ma, "pgle collect -m mypkg.train -o profile.pb"] = Spec("long: " + CPU_EMPTY)
     d[ma, "pgle collect train.py --per-module -o profiles/ -- --batch 64"] = Spec(
-        "exit 1; stderr: backend cpu")
-    d[ma, "pgle run --profile profiles/ train.py -- --batch 64"] = Spec(NA)
-    d[ma, "pgle run --profile profile.pb train.py -- --batch 64"] = Spec(NA)
+        "long: exit 1; stderr: backend cpu")
+    d[ma, "pgle run --profile profiles/ train.py -- --batch 64"] = Spec("long: " + NA)
+    d[ma, "pgle run --profile profile.pb train.py -- --batch 64"] = Spec("long: " + NA)
     d[ma, "pgle run --profile profile.pb --require-applied --min-coverage 0.95 train.py"] = Spec(
         "long: exit 3; stderr: --require-applied: status is not_applicable, not applied")
-    d[ma, "pgle tune train.py -- --batch 64"] = Spec(NA)
+    d[ma, "pgle tune train.py -- --batch 64"] = Spec("long: " + NA)
     d[ma, "pgle verify run.log --profile profile.pb"] = Spec(NA)
     d[ma, "srun ... python train.py 2>&1 | pgle verify - --require-applied"] = Spec(SLURM)
 
@@ -258,7 +259,7 @@ def _build_snippets() -> None:
     d[ss, 'pgle store get  /shared/pgle-store view/ --device-kind "NVIDIA H100 80GB HBM3"'] = Spec(
         "exit 0; stderr: view")
     d[ss, "XLA_FLAGS=--xla_gpu_pgle_profile_file_or_directory_path=$PWD/view python train.py"] = \
-        Spec("exit 0; stdout: median step time")
+        Spec("long: exit 0; stdout: median step time")
     d[ss, "pgle store prune /shared/pgle-store --keep-last 3 | --older-than 30d | --jax 0.10.2"] = \
         Spec("exit 0; stderr: store", run="pgle store prune /shared/pgle-store --keep-last 3 "
                                           "--older-than 30d --jax 0.10.2")
@@ -499,3 +500,25 @@ def test_slurm_snippets(slurm_cluster, project):
         assert "Traceback" not in proc.stderr, proc.stderr
         ran += 1
     assert ran >= 5
+
+
+def test_tune_with_a_store_on_cpu_names_no_profile(workloads):
+    """Issue 38: tune on CPU said `(with the profile)` of a run the store served nothing."""
+    key = ("docs/guide/sources-and-store.md",
+           "pgle tune --per-module --store /shared/pgle-store train.py")
+    err = workloads.results[key].stderr
+    assert "median step:" in err and "(with the profile)" not in err, err[-3000:]
+
+
+def test_no_long_explanation_is_repeated(workloads):
+    """Issue 38: a long explanation (the profiling window's, ~230 characters) said once per
+    command, not once per phase: no clause of 60+ characters in two lines of one output."""
+    for key, proc in workloads.results.items():
+        seen: dict[str, str] = {}
+        for line in proc.stderr.splitlines():
+            if not line.startswith("pgle:"):
+                continue
+            for clause in re.split(r"; | \(|\): ", line):
+                if len(clause) >= 60:
+                    assert clause not in seen or seen[clause] == line, (key, clause)
+                    seen[clause] = line
