@@ -413,9 +413,9 @@ def workloads(project):
             tune = sorted((project.root / ".pgle" / "runs").glob("*-tune-*"))[-1]
             project.fill["tune_run"] = str(tune.relative_to(project.root))
     # `pgle verify run.log`: the log of a run with the profile (the README's `pgle run`).
-    (last,) = [p for p in (project.root / ".pgle" / "runs").glob("*-run-*")
-               if "--require-applied" in (p / "spec.json").read_text()][:1]
-    shutil.copy(last / "workload.log", project.root / "run.log")
+    # The first `pgle run` folder (doc order): the README's, with profile.pb.
+    first = sorted((project.root / ".pgle" / "runs").glob("*-run-*"))[0]
+    shutil.copy(first / "workload.log", project.root / "run.log")
     return project
 
 
