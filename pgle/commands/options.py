@@ -115,6 +115,13 @@ class Window:
             f"{AUTO_MAX_SECONDS:g} s, the rest of the run unprofiled"
         )
 
+    def short(self) -> str:
+        """The window in a few words, for a line after collect has explained it in full."""
+        if self.steps or self.mode == "time":
+            return self.describe()
+        marked = f"steps named {self.step_name!r}" if self.step_name else "steps"
+        return f"collect's window ({marked} 2..6, or executions 2..6 of the step function)"
+
 
 @dataclasses.dataclass(frozen=True)
 class Extraction:

@@ -112,7 +112,7 @@ def body(
     log.info(f"running: {opts.workload.describe()} (run folder {run_folder.path})")
     window = opts.trace_window
     if window is not None:
-        log.info(f"keeping a trace of {window.describe()} (left out of the step times)")
+        log.info(f"keeping a trace of {window.short()} (left out of the step times)")
     ex = launch(
         opts.workload,
         run_folder,

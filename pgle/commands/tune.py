@@ -294,7 +294,8 @@ def body(
             platform=platform,
             applied=applied,
         )
-        report.summary += arms.step_time_lines(times, profiled=has_profile)
+        # Off a GPU no profile applies (a store's serve included): the run is a plain run.
+        report.summary += arms.step_time_lines(times, profiled=has_profile and gpu)
     else:
         from pgle.commands.compare import table, table_lines
 
