@@ -356,7 +356,7 @@ def test_cache_dir_ok_relative_missing_and_not_a_dir(tmp_path):
     (cache / f"jit_step-{'a' * 64}-cache").write_bytes(b"x" * 2048)
     checks = doctor.cache_checks(ctx(tmp_path, "prewarm", str(cache)))
     assert [c.status for c in checks] == ["ok", "ok"]
-    assert "1 entries" in checks[1].found and "writable" in checks[1].found
+    assert "1 entry," in checks[1].found and "writable" in checks[1].found
     checks = doctor.cache_checks(ctx(tmp_path, "prewarm", "relative/cache"))
     assert [c.status for c in checks] == ["ok", "warn", "ok"]  # will be created
     assert "will be created" in checks[2].found
