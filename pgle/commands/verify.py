@@ -77,7 +77,7 @@ def verify(opts: VerifyOptions) -> Report:
         inference,
         checker_off=not opts.accuracy_checker,
         checker_lines=evidence.checker_lines,
-        discards=len(evidence.discards),
+        discards=len(evidence.discards) + len(evidence.verifier_failures),
     )
     origin = None
     if opts.profile is not None:

@@ -121,14 +121,17 @@ def judge(
             "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`)."
         )
         status = Applied.ERROR
-    elif evidence.discards:
-        n = len(evidence.discards)
-        reasons.append(
-            f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
-            f'strictness discarded the profile ("{evidence.discards[0]}"): the '
-            "profile misses instructions of the modules below; collect it again or "
-            "use PGLE_STRICTNESS_LEVEL_WARN."
-        )
+    elif evidence.discards or evidence.verifier_failures:
+        if evidence.discards:
+            n = len(evidence.discards)
+            reasons.append(
+                f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
+                f'strictness discarded the profile ("{evidence.discards[0]}"): the '
+                "profile misses instructions of the modules below; collect it again or "
+                "use PGLE_STRICTNESS_LEVEL_WARN."
+            )
+        if evidence.verifier_failures:
+            reasons.append(verifier_sentence(evidence.verifier_failures))
         status = Applied.ERROR
     elif evidence.parse_errors:
         # One line per compile that tried (every module, every clone): each error said once.
@@ -251,6 +254,26 @@ def judge(
             "flag; set it to true to keep the run's flags portable."
         )
     return Verdict(status, modules, reasons, evidence, details)
+
+
+# jax 0.11.2 and 0.12.0.1 (the real XLA:GPU compiler, deviceless H100 x8): ERROR strictness
+# fails, in the HLO verifier, every module with an async collective XLA makes synchronous after
+# scheduling (it renames the pair), with a complete profile and with none.
+VERIFIER_FAILS_SINCE = (0, 11)
+RULE_COMPILE_FAILED = "compile_failed"
+
+
+def verifier_sentence(failures: list[str]) -> str:
+    """Why a compile failed in XLA's HLO verifier, and what to use instead."""
+    return (
+        f"the compile failed in XLA's HLO verifier ({plural(len(failures), 'time')}): "
+        f'"{failures[0]}". On jax >= 0.11 (seen on 0.11.2 and 0.12.0.1) '
+        "--xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_ERROR fails every module "
+        "with an async collective XLA makes synchronous after scheduling (it renames it, "
+        "which the verifier rejects), whatever the profile, even with none: use "
+        "PGLE_STRICTNESS_LEVEL_WARN (pgle reads its lines; --require-applied fails the job "
+        "on a profile that does not fit)."
+    )
 
 
 def mark_foreign_modules(evidence: Evidence, workload: set[str]) -> None:
@@ -417,7 +440,18 @@ def _judge_module(
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
     rule: str | None = None
     sync = sync_converted.Split(missing=list(m.missing_communication))
-    if m.no_profile_file:
+    if m.compile_failed and not m.discarded:
+        # Whatever XLA read or checked before, the module did not compile: nothing applied.
+        status, rule = Applied.NOT_APPLIED, RULE_COMPILE_FAILED
+        coverage = _ratio(found, missing)
+        notes.append(f"the compile failed (XLA: {m.compile_failed})")
+        if "hlo verifier" in m.compile_failed:
+            notes.append(
+                "jax >= 0.11 under PGLE_STRICTNESS_LEVEL_ERROR fails a module whose async "
+                "collective XLA makes synchronous, whatever the profile: use "
+                "PGLE_STRICTNESS_LEVEL_WARN"
+            )
+    elif m.no_profile_file:
         status = Applied.NOT_APPLIED
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
     elif m.fingerprint_only:
@@ -431,6 +465,7 @@ def _judge_module(
         status = Applied.NOT_APPLIED
         notes.append(
             "the accuracy checker (ERROR level) discarded the profile and the compile failed"
+            + (f" (XLA: {m.compile_failed})" if m.compile_failed else "")
         )
         coverage = _ratio(found, missing)
     elif m.not_in_module and missing is None:

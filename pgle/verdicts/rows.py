@@ -129,7 +129,9 @@ def _label_and_text(row: Mapping[str, Any], ok: str | None) -> tuple[str, str]:
     else:
         label = name + (f" [rank {row['rank']}]" if row.get("rank") is not None else "")
         text = f"{row['status']}"
-        if "coverage" in row:  # a PGLE-applied verdict
+        if row.get("rule") == "compile_failed":  # no coverage of a module that never compiled
+            text += " (compile failed)"
+        elif "coverage" in row:  # a PGLE-applied verdict
             cov = "?" if row["coverage"] is None else f"{row['coverage']:.0%}"
             converted = len(row.get("collectives_converted") or ())
             missing = (row.get("instructions_missing") or 0) - converted

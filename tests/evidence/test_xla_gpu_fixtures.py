@@ -135,7 +135,14 @@ def test_verdict_matches_what_happened(version, name, tmp_path, monkeypatch):
             assert row is not None and row["status"] == "not_applied", (module, row)
             continue
         if fact == "failed (not PGLE)":
-            continue  # another compile error (jax 0.11.2 ERROR: an HLO verifier failure)
+            # Another compile error (jax >= 0.11 ERROR: an HLO verifier failure): never
+            # applied, and the row quotes XLA's reason (issue 32).
+            err = next(x["error"] for x in sc["facts"]["failed_modules"]
+                       if x["module"] == module)
+            assert row is not None and (row["status"], row["rule"]) == (
+                "not_applied", "compile_failed"), (module, row)
+            assert err.split(": ", 1)[1] in row["notes"][0], (err, row["notes"])
+            continue
         if fact == "not read":
             assert row is None or not row["profile_found"] or row["status"] == "not_applied", row
             continue
