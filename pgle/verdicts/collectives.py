@@ -17,7 +17,8 @@ whose accuracy checker printed a block:
 4. only compute missing (besides such converted collectives, which are not counted, in the
    coverage either), and XLA falls back to SoL: `applied` with a note (rule `sol_fallback`);
    nothing but converted collectives: `applied` (rule `converted_to_sync`);
-5. otherwise `--min-coverage` decides, as before (rule `min_coverage`).
+   only where `--min-coverage` was not given: a threshold the user gives always decides;
+5. otherwise `--min-coverage` decides (default 0.9; rule `min_coverage`).
 
 The JSON row says which rule decided (`rule`) and lists every missing collective
 (`collectives_missing`: the ones the module runs, and the unresolved ones, also in
@@ -46,6 +47,7 @@ LAST_WITHOUT_SOL_FALLBACK = (0, 10, 0)
 # Devices whose fallback is the SoL model (elsewhere: "GpuLatencyEstimator (T-shirt sizes)").
 SOL_DEVICES = re.compile(r"\b(?:G?H1\d\d|H200|H800|H20|G?B[123]\d\d)\b", re.I)
 SHOWN_NAMES = 8
+DEFAULT_MIN_COVERAGE = 0.9  # where --min-coverage is not given and the SoL rule does not decide
 
 RULE_NOTHING_FOUND = "nothing_found"
 RULE_COLLECTIVES = "collectives"
@@ -91,13 +93,14 @@ def decide(
     missing_communication: list[str],
     *,
     coverage: float | None,
-    min_coverage: float,
+    min_coverage: float | None,
     sol_fallback: bool,
     sync: Split | None = None,
 ) -> Decision:
     """The status of a module whose accuracy checker printed `Found f` / `Missing m`.
     `sync`: its missing collectives sorted by what XLA made synchronous after scheduling
-    (pgle.verdicts.sync_converted); None: every one is missing."""
+    (pgle.verdicts.sync_converted); None: every one is missing. `min_coverage`: None when the
+    user gave none (the SoL rule may decide), else the threshold, which then always decides."""
     if coverage is None or coverage == 0:
         return Decision(Applied.NOT_APPLIED, RULE_NOTHING_FOUND, [], coverage)
     sync = sync or Split(missing=list(missing_communication))
@@ -127,7 +130,7 @@ def decide(
         coverage = found / (found + compute) if found + compute else None
     if compute <= 0:
         return Decision(Applied.APPLIED, RULE_CONVERTED, extra, coverage)
-    if sol_fallback:
+    if sol_fallback and min_coverage is None:
         return Decision(
             Applied.APPLIED,
             RULE_SOL_FALLBACK,
@@ -135,14 +138,15 @@ def decide(
                 (
                     f"{plural(compute, 'compute instruction')} not in the profile (coverage "
                     f"{coverage:.0%}), no collective is missing: XLA prices them with its "
-                    "speed-of-light estimator (jax >= 0.10.1 on Hopper/Blackwell), so "
-                    "--min-coverage does not apply"
+                    "speed-of-light estimator (jax >= 0.10.1 on Hopper/Blackwell): the "
+                    "SoL rule decides, as --min-coverage was not given"
                 )
             ]
             + extra,
             coverage,
         )
-    enough = coverage is not None and coverage >= min_coverage
+    floor = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
+    enough = coverage is not None and coverage >= floor
     status = Applied.APPLIED if enough else Applied.PARTIAL
     return Decision(status, RULE_MIN_COVERAGE, extra, coverage)
 

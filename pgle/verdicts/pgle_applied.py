@@ -49,7 +49,7 @@ def judge(
     evidence: Evidence,
     *,
     platform: str | None = None,
-    min_coverage: float = 0.9,
+    min_coverage: float | None = None,
     accuracy_checker: bool = True,
     info_log_hidden: bool = False,
     jax_imported: bool | None = None,
@@ -59,6 +59,7 @@ def judge(
     sol_fallback: bool | None = None,
     executed: sync_converted.ExecutedModules | None = None,
     renamed: bool | None = None,
+    device_kind: str | None = None,
 ) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
@@ -80,7 +81,11 @@ def judge(
     the async collectives XLA made synchronous after scheduling; `renamed`: whether the jax
     that wrote the log renames those (sync_converted.renames; None: unknown). Both tell a
     missing async collective no profile can hold from one the profile lacks
-    (pgle.verdicts.sync_converted)."""
+    (pgle.verdicts.sync_converted).
+    `min_coverage`: the user's threshold, which always decides; None: 0.9, or the SoL rule
+    where XLA prices unprofiled compute with its SoL model (pgle.verdicts.collectives).
+    `device_kind`: the GPU that ran it (None: not known; the SoL rule then says it assumed
+    one)."""
     silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
     details: dict[str, Any] = {}
     if workload_modules:
@@ -217,6 +222,9 @@ def judge(
             "accuracy checker prints nothing even when instructions are missing (jax "
             "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit."
         )
+    by_sol = [m for m in modules if m.get("rule") == collectives.RULE_SOL_FALLBACK]
+    if by_sol:
+        reasons.append(sol_rule_sentence(by_sol, device_kind))
     unresolved = [m for m in modules if m.get("rule") == collectives.RULE_UNRESOLVED]
     if unresolved and status in (Applied.APPLIED, Applied.PARTIAL):
         reasons.append(
@@ -261,6 +269,22 @@ def judge(
 # scheduling (it renames the pair), with a complete profile and with none.
 VERIFIER_FAILS_SINCE = (0, 11)
 RULE_COMPILE_FAILED = "compile_failed"
+
+
+def sol_rule_sentence(rows: list[dict[str, Any]], device_kind: str | None) -> str:
+    """Modules the speed-of-light rule decided: said on the verdict line, with the device."""
+    names = ", ".join(str(m["module"]) for m in rows[:4]) + (" ..." if len(rows) > 4 else "")
+    device = (
+        f"the device: {device_kind}"
+        if device_kind
+        else "assumed a Hopper/Blackwell GPU, as the log names none (--device-kind names it)"
+    )
+    return (
+        f"the speed-of-light rule decided {plural(len(rows), 'module')} ({names}): "
+        "--min-coverage was not given, no collective is missing, and XLA prices the missing "
+        f"compute with its SoL model (jax >= 0.10.1 on Hopper/Blackwell; {device}); "
+        "--min-coverage makes coverage decide."
+    )
 
 
 def verifier_sentence(failures: list[str]) -> str:
@@ -429,7 +453,7 @@ def exit_code_for(
 
 def _judge_module(
     m: ModuleEvidence,
-    min_coverage: float,
+    min_coverage: float | None,
     silence: str,
     sol_fallback: bool = False,
     executed: sync_converted.Executed | None = None,
