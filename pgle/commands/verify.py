@@ -18,7 +18,7 @@ from pgle.profiles import files
 from pgle.report import Report
 from pgle.verdicts import checker, collectives, require, sync_converted
 from pgle.verdicts.across_ranks import judge_job
-from pgle.verdicts.origin import Origin, path_matcher
+from pgle.verdicts.origin import Origin, path_matcher, same_file
 from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts.rows import module_lines
 from pgle.verdicts.statuses import Applied
@@ -191,6 +191,12 @@ def _same_profile(read_path: str, source: files.ProfileSource) -> bool:
     if read_path.startswith("fdo_profile"):
         return True
     if Path(read_path) == source.path or str(source.path) in read_path:
+        return True
+    # The same file through another path (a symlink either way, a bind mount): compared as
+    # files, not strings; in directory mode the read is a file inside the directory.
+    if same_file(read_path, str(source.path)) or (
+        source.kind == "directory" and same_file(os.path.dirname(read_path), str(source.path))
+    ):
         return True
     read = Path(read_path)
     if not read.is_absolute():
