@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pgle.evidence import logscan
-from pgle.xla.hlo_names import is_communication
+from pgle.xla.instruction_kinds import classify
 
 MAX_MISSING_NAMES = 50
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
@@ -113,8 +113,9 @@ class ModuleEvidence:
     parent: str | None = None
     by: str | None = None
     fallback_from: str | None = None  # the unreadable <fp>.pbtxt XLA fell back from to <fp>.pb
-    # Every missing collective / host copy, beyond the MAX_MISSING_NAMES cap of
-    # missing_names: the verdict must see each one (pgle.verdicts.collectives).
+    # Every missing collective / host copy / async wrapper of unknown kind (never compute,
+    # pgle.xla.instruction_kinds), beyond the MAX_MISSING_NAMES cap of missing_names: the
+    # verdict must see each one (pgle.verdicts.collectives).
     missing_communication: list[str] = dataclasses.field(default_factory=list)
     # VLOG 3 of convert_async_collectives_to_sync, after this module's scheduling: the async
     # collective starts the pass looked at (`Found async start %S = ...`) and those it made
@@ -297,7 +298,7 @@ class LogScanner:
                     name = m.group("name")
                     if len(state.current.missing_names) < MAX_MISSING_NAMES:
                         state.current.missing_names.append(name)
-                    if is_communication(name):
+                    if classify(name).never_compute:
                         state.current.missing_communication.append(name)
                 state.expect_names -= 1
                 return

@@ -24,7 +24,9 @@ The JSON row says which rule decided (`rule`) and lists every missing collective
 (`collectives_missing`: the ones the module runs, and the unresolved ones, also in
 `collectives_unresolved`; the converted ones apart, in `collectives_converted`);
 `collectives_total`, where the run kept the module's scheduled HLO, gives "collectives covered
-k/n". Names are classified by pgle.xla.hlo_names.
+k/n". Names are classified by pgle.xla.instruction_kinds; a missing async wrapper whose kind
+the log does not show (`fusion-start`, `custom-call-start`) is never compute: `partial` (rule
+`async_unknown`), with how to tell, unless the executed HLO (`pgle run`) tells its kind.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ from typing import Any
 from pgle.evidence.event_kinds import ModuleCompiled
 from pgle.phrases import plural
 from pgle.verdicts.statuses import Applied
-from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
-from pgle.xla.hlo_names import COLLECTIVE, kind
+from pgle.verdicts.sync_converted import Split, converted_note, unknown_note, unresolved_note
+from pgle.xla.instruction_kinds import classify, classify_hlo
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not
 # (docs/xla-facts.md). XLA PR #41660 shipped in jax 0.10.1.
@@ -58,6 +60,9 @@ RULE_MIN_COVERAGE = "min_coverage"
 RULE_CONVERTED = "converted_to_sync"
 # A missing async collective the log cannot tell converted from missing: never `applied`.
 RULE_UNRESOLVED = "collectives_unresolved"
+# A missing async wrapper whose kind the log does not show (`fusion-start`: on jax >= 0.11
+# maybe a Triton collective fusion; `custom-call-start`): never compute, never `applied`.
+RULE_ASYNC_UNKNOWN = "async_unknown"
 
 
 @dataclasses.dataclass
@@ -104,9 +109,9 @@ def decide(
     if coverage is None or coverage == 0:
         return Decision(Applied.NOT_APPLIED, RULE_NOTHING_FOUND, [], coverage)
     sync = sync or Split(missing=list(missing_communication))
-    extra = [n for n in (converted_note(sync), unresolved_note(sync)) if n]
+    extra = [n for n in (converted_note(sync), unresolved_note(sync), unknown_note(sync)) if n]
     if sync.missing:
-        families = sorted({kind(n)[1] or "host copy" for n in sync.missing})
+        families = sorted({sync.labels.get(n) or classify(n).label() for n in sync.missing})
         missed = plural(len(sync.missing), "collective or host copy", "collectives or host copies")
         return Decision(
             Applied.PARTIAL,
@@ -123,6 +128,8 @@ def decide(
         )
     if sync.unresolved:
         return Decision(Applied.PARTIAL, RULE_UNRESOLVED, extra, coverage)
+    if sync.unknown:
+        return Decision(Applied.PARTIAL, RULE_ASYNC_UNKNOWN, extra, coverage)
     # What is left missing is compute, plus the collectives no profile can hold: those are
     # left out of the coverage (it counts what a profile can hold).
     compute = missing - len(sync.converted)
@@ -158,6 +165,7 @@ def collective_names(hlo_text: str) -> list[str]:
     from pgle.analysis.schedule import parse_computations
 
     comps = parse_computations(hlo_text)
+    kinds = classify_hlo(hlo_text)
     bodies = set(re.findall(r"\bbody=%?([\w.\-]+)", hlo_text))
     names: list[str] = []
     seen: set[int] = set()
@@ -166,13 +174,8 @@ def collective_names(hlo_text: str) -> list[str]:
             continue
         seen.add(id(instrs))
         for ins in instrs:
-            if ins.opcode.endswith("-done"):
-                continue
-            if (
-                kind(ins.opcode)[0] == COLLECTIVE
-                or ins.opcode in ("copy-start",)
-                or (ins.opcode == "async-start" and kind(ins.name)[0] == COLLECTIVE)
-            ):
+            k = kinds.get(ins.name)
+            if k is not None and k.communication and k.phase != "done":
                 names.append(ins.name)
     return names
 

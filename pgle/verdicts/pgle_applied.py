@@ -234,6 +234,15 @@ def judge(
             "profile can hold them); the log cannot tell: `pgle run` reads the executed HLO, or "
             f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log."
         )
+    unknown_kind = [m for m in modules if m.get("rule") == collectives.RULE_ASYNC_UNKNOWN]
+    if unknown_kind and status in (Applied.APPLIED, Applied.PARTIAL):
+        reasons.append(
+            f"{len(unknown_kind)} module(s) ({', '.join(str(m['module']) for m in unknown_kind[:4])}"
+            f"{' ...' if len(unknown_kind) > 4 else ''}) miss async instructions whose kind "
+            "the log does not show (fusion-start: on jax >= 0.11 maybe a Triton collective "
+            "fusion; custom-call-start): never counted as compute; `pgle run` reads the "
+            "executed HLO and tells."
+        )
     if evidence.unattributed_pairs and any(m.get("collectives_unresolved") for m in modules):
         reasons.append(
             f"XLA logged {evidence.unattributed_pairs} `Added pair` line(s) (async "
@@ -571,6 +580,7 @@ def _judge_module(
         collectives_missing=sync.missing + sync.unresolved,
         collectives_converted=[{"scheduled": n, "executed": e} for n, e in sync.converted],
         collectives_unresolved=list(sync.unresolved),
+        async_unknown=list(sync.unknown),
     )
 
 
