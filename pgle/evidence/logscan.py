@@ -183,9 +183,10 @@ CUPTI_CONTENTION = re.compile(rb"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS|CUPTI_ERROR_NO
 #   reads the lines after `Missing N` one by one, as it did before.
 # - " in XLA_FLAGS", the two CUPTI errors, "missing instructions. Discarding the profile.", and
 #   "] Added pair: {", "] Found async start %": part of UNKNOWN_FLAGS, CUPTI_CONTENTION,
-#   CHECK_DISCARD, VERIFIER_FAILED ("[hlo verifier]") and (with the prefix's closing bracket) ADDED_PAIR and ASYNC_START_SEEN
-#   themselves, so any line those match holds one, whatever printed it (the flag parser's F
-#   line, CUPTI's errors from any profiler file, the compile error in Python's traceback).
+#   CHECK_DISCARD, VERIFIER_FAILED ("[hlo verifier]") and (with the prefix's closing
+#   bracket) ADDED_PAIR and ASYNC_START_SEEN themselves, so any line those match holds one,
+#   whatever printed it (the flag parser's F line, CUPTI's errors from any profiler file, the
+#   compile error in Python's traceback).
 # tests/evidence/test_logscan_prefilter.py checks, on every fixture, that the evidence from the
 # pre-filtered scan equals the evidence from feeding every line.
 MAIN = (b"gpu_hlo_schedule.cc", b"profile_guided_latency_estimator.cc")

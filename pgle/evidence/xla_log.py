@@ -519,11 +519,7 @@ class LogScanner:
         state, rank, thread = self._newest
         self._flush_fingerprint(state, rank, thread)
         module = next(
-            (
-                m
-                for m in reversed(self.evidence.modules)
-                if m.rank == rank and m.thread == thread
-            ),
+            (m for m in reversed(self.evidence.modules) if m.rank == rank and m.thread == thread),
             None,
         )
         if module is not None and module.compile_failed is None:

@@ -237,7 +237,8 @@ def judge(
     unknown_kind = [m for m in modules if m.get("rule") == collectives.RULE_ASYNC_UNKNOWN]
     if unknown_kind and status in (Applied.APPLIED, Applied.PARTIAL):
         reasons.append(
-            f"{len(unknown_kind)} module(s) ({', '.join(str(m['module']) for m in unknown_kind[:4])}"
+            f"{len(unknown_kind)} module(s) "
+            f"({', '.join(str(m['module']) for m in unknown_kind[:4])}"
             f"{' ...' if len(unknown_kind) > 4 else ''}) miss async instructions whose kind "
             "the log does not show (fusion-start: on jax >= 0.11 maybe a Triton collective "
             "fusion; custom-call-start): never counted as compute; `pgle run` reads the "

@@ -701,8 +701,7 @@ FLAGS: dict[str, FlagInfo] = {
             "xla_gpu_enable_pipelined_host_offloading",
             "bool",
             "false",
-            "Pipeline host-offloading instructions (copy-start/copy-done across loop "
-            "iterations).",
+            "Pipeline host-offloading instructions (copy-start/copy-done across loop iterations).",
             "Host copies are scheduled like collectives: pgle counts a missing "
             "copy-start/-done with them, never as compute.",
             since=(0, 8, 2),

@@ -305,7 +305,7 @@ def error_strictness_hazard() -> str:
     return (
         "on jax >= 0.11 it also fails every module with an async collective XLA makes "
         "synchronous after scheduling, whatever the profile, even a complete one "
-        "(\"during context [hlo verifier]: Expected instruction name to remain the same\"); "
+        '("during context [hlo verifier]: Expected instruction name to remain the same"); '
         "use PGLE_STRICTNESS_LEVEL_WARN, which pgle reads (--require-applied fails the job "
         "when the profile does not fit)"
     )

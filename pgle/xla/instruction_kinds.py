@@ -234,18 +234,18 @@ def classify_hlo(hlo_text: str) -> Mapping[str, Kind]:
         rows.append(row)
         ops_of.setdefault(row[0], []).append((row[1], row[2], row[4], row[5]))
     out: dict[str, Kind] = {}
-    for _, name, op, calls, backend, target in rows:
+    for _, name, op, called, backend, cc_target in rows:
         wrapped = None
-        if calls and (op.endswith(("-start", "-done")) or op == "async-start"):
+        if called and (op.endswith(("-start", "-done")) or op == "async-start"):
             inner = [
                 classify(n, opcode=o, backend_kind=b, custom_call_target=t)
-                for n, o, b, t in ops_of.get(calls, ())
+                for n, o, b, t in ops_of.get(called, ())
             ]
             wrapped = next((k for k in inner if k.category != COMPUTE), None) or (
                 _COMPUTE_HLO if inner else None
             )
         out[name] = classify(
-            name, opcode=op, backend_kind=backend, custom_call_target=target, wrapped=wrapped
+            name, opcode=op, backend_kind=backend, custom_call_target=cc_target, wrapped=wrapped
         )
     return out
 
