@@ -46,9 +46,13 @@ COMM = re.compile(r"^(?:all-reduce|all-gather|reduce-scatter|all-to-all|ragged-a
                   r"|ppermute|psum)(?:-start|-done)?(?:[.\-]\d+)*$")
 # jax >= 0.11 compiles program a's psum as an async Triton collective fusion (fusion-start/-done,
 # `fusion_backend_config.kind = "__triton_collective"` in the compile's HLO, issue 32): a
-# collective; the log alone names it without its kind (fact `unknown=`).
+# collective; the log alone names it without its kind (fact `unknown=`). In the lane's programs
+# it is the unnumbered `fusion-start`/`fusion-done` (the compile's HLO on jax 0.12.0.1: programs
+# a, b, c, d_eval, f); c's and f's `fusion-start.1`/`.2` are async fusions of another kind
+# (no backend kind): compute, which the log cannot tell either.
 TRITON_SINCE = (0, 11)
 ASYNC_FUSION = re.compile(r"^fusion-(?:start|done)(?:[.\-]\d+)*$")
+TRITON_FUSION = re.compile(r"^fusion-(?:start|done)$")
 ASYNC_START = re.compile(r"^(?:all-reduce|all-gather|reduce-scatter|all-to-all"
                          r"|collective-permute|collective-broadcast)-start(?:[.\-]\d+)*$")
 # A log line: optional `srun --label` rank, the tsl or absl prefix (thread id where there is
@@ -128,7 +132,10 @@ def _truth(name: str, sc: dict, doc: dict, log_text: str | None, *,
                 elif ASYNC_START.match(n) and names is not None and n not in names:
                     converted.append(n)
                 elif ASYNC_FUSION.match(n) and v >= TRITON_SINCE:
-                    (unknown if as_log_shows else comm).append(n)
+                    if as_log_shows:
+                        unknown.append(n)
+                    elif TRITON_FUSION.match(n):
+                        comm.append(n)
                 elif COMM.match(n):
                     comm.append(n)
             fact = f"{found}/{found + m['checker_missing']}"
