@@ -25,7 +25,8 @@ def verify(tmp_path, version: str, case: str, *args: str):
 
 
 @pytest.mark.parametrize("version", NEW)
-@pytest.mark.parametrize("case", ["verifier-complete-error", "verifier-no-profile-error"])
+@pytest.mark.parametrize("case", ["verifier-complete-error", "verifier-no-profile-error",
+                                  "verifier-traceback"])
 def test_a_compile_the_hlo_verifier_failed_is_never_applied(tmp_path, version, case):
     truth = cases(version)[case]
     assert truth["exit_code"] != 0 and "[hlo verifier]" in truth["compile_failed"]
@@ -35,7 +36,7 @@ def test_a_compile_the_hlo_verifier_failed_is_never_applied(tmp_path, version, c
     (row,) = rep["modules"]
     assert (row["module"], row["status"], row["rule"]) == ("jit_prog_k_sync", "not_applied",
                                                            "compile_failed")
-    xla = truth["compile_failed"].split(": ", 1)[1]  # without the exception's class
+    xla = truth["compile_failed"].split("Error: ", 1)[1]  # without the exception's class
     assert f"the compile failed (XLA: {xla})" in row["notes"]
     reasons = " ".join(rep["reasons"])
     assert "HLO verifier" in reasons and "PGLE_STRICTNESS_LEVEL_WARN" in reasons

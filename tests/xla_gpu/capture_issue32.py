@@ -64,6 +64,10 @@ def cases(entry_j: list[str], entry_k: list[str]) -> list[dict]:
         dict(name="verifier-no-profile-error", program="k", checker=lane.CHECKER_ERROR,
              intent="ERROR strictness without any profile: the same verifier failure",
              names=None),
+        dict(name="verifier-traceback", program="k", checker=lane.CHECKER_ERROR,
+             intent="as verifier-complete-error, the compile error not caught: Python's own "
+                    "traceback ends the process (what a user's log shows)",
+             names=entry_k + ["all-gather-start", "all-gather-done"], raise_errors=True),
     ]
 
 
@@ -101,11 +105,13 @@ def main() -> int:
             flags.insert(1, lane.PATH_FLAG + path)
         hlo_dir = f"{work}/{case['name']}/hlo"
         run = lane.run_child(ns.python, flags, work=f"{work}/{case['name']}", quirks=quirks,
-                             programs=case["program"], hlo_out=hlo_dir)
+                             programs=case["program"], hlo_out=hlo_dir,
+                             raise_errors=case.get("raise_errors", False))
         with open(f"{ns.out}/{case['name']}.log", "w") as f:
             f.write(lane.trim_log(run.stderr))
         failed = [ln.split(": ", 1)[1] for ln in run.stderr.splitlines()
-                  if ln.startswith("LANE-COMPILE-FAILED ")]
+                  if ln.startswith("LANE-COMPILE-FAILED ")] or [
+            ln for ln in run.stderr.splitlines() if ln.startswith("jax.errors.")]
         kept = None
         for fn in os.listdir(hlo_dir) if os.path.isdir(hlo_dir) else ():
             kept = f"hlo/{case['name']}.txt"
