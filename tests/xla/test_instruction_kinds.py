@@ -107,3 +107,11 @@ def test_hlo_fixture_is_the_real_compilers(tmp_path):
     assert doc["versions"]["jaxlib"] == "0.12.0.1"
     assert doc["cases"]["triton-psum-good"]["hlo"] == "hlo/triton-psum-good.txt"
     assert Path(DATA / "0.12.0.1" / "issue32" / "hlo" / "triton-psum-good.txt").stat().st_size
+
+
+def test_the_reports_collective_table_uses_the_same_classifier():
+    from pgle.analysis.overlap import collective_kind
+
+    assert collective_kind("psum.3") == "all-reduce" == collective_kind("all-reduce-start.1")
+    assert collective_kind("all_gather.3.2") == "all-gather"  # made synchronous, jax >= 0.11
+    assert collective_kind("fusion.4") is None
