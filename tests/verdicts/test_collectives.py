@@ -15,7 +15,12 @@ import pytest
 
 from helpers.pgle_testing import pgle_lines, report_of, run_pgle
 from pgle.verdicts import collectives
-from pgle.xla.hlo_names import kind
+from pgle.xla.instruction_kinds import classify
+
+
+def kind(name: str) -> tuple[str, str | None]:
+    k = classify(name)
+    return k.category, k.family
 
 S, P = "gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc"
 COMPUTE = ["loop_convert_fusion", "input_reduce_fusion", "loop_broadcast_fusion",
