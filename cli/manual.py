@@ -189,6 +189,14 @@ def tune(
     help="The jax version that wrote the log [default: inferred from the log's "
     "wording, and said]; what the accuracy checker's silence means depends on it.",
 )
+@click.option(
+    "--device-kind",
+    default=None,
+    metavar="KIND",
+    help="The GPU that ran the workload (e.g. 'NVIDIA H100 80GB HBM3'), which the log does "
+    "not name: whether XLA priced missing compute with its speed-of-light model [default: "
+    "assumed Hopper/Blackwell, and said].",
+)
 @verdict_options
 @report_options
 def verify(log: str, json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:

@@ -155,10 +155,12 @@ def force_option(f):
 def verdict_options(f):
     f = click.option(
         "--min-coverage",
-        default=0.9,
-        show_default=True,
+        default=None,
         type=float,
-        help="Share of a module's instructions the profile must cover to count as applied.",
+        help="Share of a module's instructions the profile must cover to count as applied "
+        "[default: 0.9, except that where XLA prices the missing compute with its "
+        "speed-of-light model (jax >= 0.10.1 on Hopper/Blackwell) a module missing no "
+        "collective is applied; given, it always decides].",
     )(f)
     f = click.option(
         "--require-applied", is_flag=True, help="Exit 3 unless the verdict is `applied`."

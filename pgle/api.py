@@ -424,7 +424,7 @@ def run(
     profile: str | None = None,
     module: str | None = None,
     profile_store: str | None = None,
-    min_coverage: float = 0.9,
+    min_coverage: float | None = None,
     require_applied: bool = False,
     require: str | Iterable[str] = (),
     run_dir: str | None = None,
@@ -475,7 +475,7 @@ def tune(
     format: Literal["binary", "text"] | None = None,
     converter: str | None = None,
     qualify: bool = False,
-    min_coverage: float = 0.9,
+    min_coverage: float | None = None,
     require_applied: bool = False,
     require: str | Iterable[str] = (),
     run_dir: str | None = None,
@@ -681,14 +681,16 @@ def verify(
     profile: str | None = None,
     backend: str | None = None,
     accuracy_checker_off: bool = False,
-    min_coverage: float = 0.9,
+    min_coverage: float | None = None,
     require_applied: bool = False,
     require: str | Iterable[str] = (),
     jax: str | None = None,
+    device_kind: str | None = None,
 ) -> Report:
     """`pgle verify LOG`: the PGLE verdict from a saved log (`-` reads stdin); `jax`: the
     version that wrote it (default: inferred from the log's wording; < 0.4.36 had no accuracy
-    checker)."""
+    checker); `device_kind`: the GPU that ran it (e.g. `NVIDIA H100 80GB HBM3`), where the log
+    does not say; `min_coverage`: None lets the speed-of-light rule decide where it applies."""
     cmd = _command("verify")
     return cmd.verify(
         cmd.VerifyOptions(
@@ -698,6 +700,7 @@ def verify(
             VerdictOptions(min_coverage, require_applied, _words(require)),
             not accuracy_checker_off,
             jax,
+            device_kind,
         )
     )
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from pgle.analysis.intervals import Coverage, merge
 from pgle.analysis.timeline import DevicePlane, HostStep, relative_ps
+from pgle.xla import instruction_kinds
 
 COLLECTIVE_RE = re.compile(
     r"^%?(all-gather|all-reduce|reduce-scatter|collective-permute|all-to-all|ragged-all-to-all|"
@@ -42,6 +43,12 @@ def collective_kind(op: str) -> str | None:
     m = COLLECTIVE_RE.match(op)
     if m:
         return m.group(1)
+    # The classifier verify and inspect use (issue 32): JAX's spellings too (`psum.3`, and on
+    # jax >= 0.11 `all_gather.3.2` for a collective XLA made synchronous, `psum_invariant.7`).
+    head = op.lstrip("%").split(maxsplit=1)
+    kind = instruction_kinds.classify(head[0]) if head else None
+    if kind is not None and kind.category == instruction_kinds.COLLECTIVE and kind.family:
+        return kind.family
     if "nccl" in op.lower():
         return "nccl"
     return None

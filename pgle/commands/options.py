@@ -184,14 +184,16 @@ class VerdictOptions:
     """When a module counts as applied, and whether anything less fails the command
     (`--require-applied`: the whole verdict; `--require MODULE`: those modules)."""
 
-    min_coverage: float = 0.9
+    # None: not given; 0.9 decides, except where XLA prices unprofiled compute with its
+    # speed-of-light model (pgle.verdicts.collectives). Given: it always decides.
+    min_coverage: float | None = None
     require_applied: bool = False
     require: tuple[str, ...] = ()  # module name globs that must be applied (exit 3 otherwise)
 
     def __post_init__(self):
         if any(not p or not p.strip() for p in self.require):
             raise BadInput("--require needs a module name or glob (e.g. 'jit_train_step*').")
-        if not 0.0 <= self.min_coverage <= 1.0:
+        if self.min_coverage is not None and not 0.0 <= self.min_coverage <= 1.0:
             raise BadInput(f"--min-coverage {self.min_coverage:g} is not between 0 and 1.")
 
 

@@ -223,6 +223,7 @@ def finish_run(
         # synchronous after scheduling, so that no profile can hold them.
         executed=sync_converted.load_executed(ex.events.modules),
         renamed=sync_converted.renames(_jax_of(ex.events)),
+        device_kind=ex.events.backend.device_kind if ex.events.backend else None,
     )
     collectives.annotate_totals(verdict.modules, ex.events.modules)
     verdict.modules = jit_steps.step_first(verdict.modules, ex.events)

@@ -18,7 +18,7 @@ from pgle.profiles import files
 from pgle.report import Report
 from pgle.verdicts import checker, collectives, require, sync_converted
 from pgle.verdicts.across_ranks import judge_job
-from pgle.verdicts.origin import Origin, path_matcher
+from pgle.verdicts.origin import Origin, path_matcher, same_file
 from pgle.verdicts.pgle_applied import exit_code_for, judge, overall_status, summary_lines
 from pgle.verdicts.rows import module_lines
 from pgle.verdicts.statuses import Applied
@@ -33,6 +33,9 @@ class VerifyOptions:
     verdict: VerdictOptions = VerdictOptions()
     accuracy_checker: bool = True
     jax: str | None = None  # the jax version that wrote the log (default: read from the log)
+    # The GPU that ran it, where the log does not say (the SoL rule's device; default: assumed
+    # Hopper/Blackwell, and said).
+    device_kind: str | None = None
 
 
 def verify(opts: VerifyOptions) -> Report:
@@ -80,7 +83,7 @@ def verify(opts: VerifyOptions) -> Report:
         inference,
         checker_off=not opts.accuracy_checker,
         checker_lines=evidence.checker_lines,
-        discards=len(evidence.discards),
+        discards=len(evidence.discards) + len(evidence.verifier_failures),
     )
     origin = None
     if opts.profile is not None:
@@ -97,8 +100,9 @@ def verify(opts: VerifyOptions) -> Report:
         min_coverage=opts.verdict.min_coverage,
         silence=silence,
         origin=origin,
-        sol_fallback=_sol_expected(given, inference),
+        sol_fallback=_sol_expected(given, inference, opts.device_kind),
         renamed=_renamed(given, inference),
+        device_kind=opts.device_kind,
     )
     if absent and verdict.status == Applied.NOT_APPLIED and not evidence.reads:
         # jax <= 0.5.3 says nothing when the profile file does not exist: pgle looks itself.
@@ -198,6 +202,12 @@ def _same_profile(read_path: str, source: files.ProfileSource) -> bool:
         return True
     if Path(read_path) == source.path or str(source.path) in read_path:
         return True
+    # The same file through another path (a symlink either way, a bind mount): compared as
+    # files, not strings; in directory mode the read is a file inside the directory.
+    if same_file(read_path, str(source.path)) or (
+        source.kind == "directory" and same_file(os.path.dirname(read_path), str(source.path))
+    ):
+        return True
     read = Path(read_path)
     if not read.is_absolute():
         mine = Path(os.path.abspath(source.path))
@@ -217,12 +227,19 @@ def _same_profile(read_path: str, source: files.ProfileSource) -> bool:
     return source.kind == "directory" and any(f.name == name for f in source.files)
 
 
-def _sol_expected(given: tuple[int, ...] | None, inference: log_version.Inference) -> bool | None:
+def _sol_expected(
+    given: tuple[int, ...] | None,
+    inference: log_version.Inference,
+    device_kind: str | None = None,
+) -> bool | None:
     """Whether the jax that wrote the log prices unprofiled instructions with XLA's SoL model:
     from --jax, else only when every version the log's wording allows agrees (None: unknown,
-    and then only a module's own `PGLE fallback: using SolLatencyEstimator` line says so)."""
+    and then only a module's own `PGLE fallback: using SolLatencyEstimator` line says so);
+    never on a device --device-kind names that is not Hopper/Blackwell."""
+    if device_kind is not None and not collectives.SOL_DEVICES.search(device_kind):
+        return False
     if given is not None:
-        return collectives.sol_fallback_expected(given, None)
+        return collectives.sol_fallback_expected(given, device_kind)
     if inference.low is None and inference.high is None and not inference.matches:
         return None
     if inference.within(collectives.SOL_FALLBACK_SINCE, None):

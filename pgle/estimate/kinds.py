@@ -1,16 +1,13 @@
 """An instruction's kind in `pgle estimate`'s schedules: `collective`, `host_copy`, `compute`
-or `other`. One function, so one classifier can replace it (pgle.xla.hlo_names names the
-collective families)."""
+or `other`, from the one classifier (pgle.xla.instruction_kinds), with what a schedule adds:
+bookkeeping instructions that run no kernel are `other`."""
 
 from __future__ import annotations
 
 from pgle.estimate.hlo import Instruction
-from pgle.xla import hlo_names
+from pgle.xla import instruction_kinds
+from pgle.xla.instruction_kinds import COLLECTIVE, COMPUTE, HOST_COPY, OTHER
 
-COLLECTIVE = "collective"
-HOST_COPY = "host_copy"
-COMPUTE = "compute"
-OTHER = "other"
 KINDS = (COLLECTIVE, HOST_COPY, COMPUTE, OTHER)
 
 # Bookkeeping and control flow: no kernel of their own (XLA:GPU's latency estimators give
@@ -22,34 +19,29 @@ NOPS = frozenset(
         "call", "domain",
     }
 )  # fmt: skip
-_COLLECTIVE_OPCODES = (
-    "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "ragged-all-to-all",
-    "collective-permute", "collective-broadcast", "send", "recv",
-)  # fmt: skip
-_HOST_TARGETS = ("MoveToHost", "MoveToDevice")
+
+
+def classify(ins: Instruction) -> instruction_kinds.Kind:
+    backend_kind, target = instruction_kinds.hlo_attributes(ins.attrs)
+    wrapped = None
+    if ins.opcode in ("async-start", "async-done", "async-update"):
+        wrapped = instruction_kinds.classify(ins.name)  # XLA names it after what it wraps
+    return instruction_kinds.classify(
+        ins.name,
+        opcode=ins.opcode,
+        backend_kind=backend_kind,
+        custom_call_target=target,
+        wrapped=wrapped,
+    )
 
 
 def kind_of(ins: Instruction) -> str:
-    op = ins.opcode
-    base = op.removesuffix("-start").removesuffix("-done")
-    if base in _COLLECTIVE_OPCODES:
-        return COLLECTIVE
-    if op in ("async-start", "async-done", "async-update"):
-        return COLLECTIVE if hlo_names.kind(ins.name)[0] == COLLECTIVE else COMPUTE
-    if op in ("copy-start", "copy-done"):
-        # S(5): host memory space (XLA's memory_space_assignment, host offloading)
-        return HOST_COPY if "S(5)" in ins.shape or "S(5)" in ins.attrs else COMPUTE
-    if op == "custom-call" and any(t in ins.attrs for t in _HOST_TARGETS):
-        return HOST_COPY
-    if op in NOPS:
+    if ins.opcode in NOPS:
         return OTHER
-    return COMPUTE
+    return classify(ins).category
 
 
 def family(ins: Instruction) -> str | None:
-    """The collective's opcode family (`all-gather`), or None."""
-    base = ins.opcode.removesuffix("-start").removesuffix("-done")
-    if base in _COLLECTIVE_OPCODES:
-        return base
-    kind, fam = hlo_names.kind(ins.name)
-    return fam if kind == COLLECTIVE else None
+    """The collective's family (`all-gather`), or None."""
+    k = classify(ins)
+    return k.family if k.category == COLLECTIVE else None

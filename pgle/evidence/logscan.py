@@ -126,6 +126,17 @@ CHECK_MISSING = re.compile(r"^Missing (?P<n>\d+) instructions from the profile\.
 CHECK_NAME = re.compile(r"^  (?P<name>\S+)\s*$")
 CHECK_DISCARD = re.compile(r"Found (?P<n>\d+) missing instructions\. Discarding the profile\.")
 
+# --- the compile failed in XLA's HLO verifier -----------------------------------------
+# jax 0.11.2 and 0.12.0.1 under PGLE_STRICTNESS_LEVEL_ERROR, with a complete profile or none:
+# `FAILED_PRECONDITION: during context [hlo verifier]: Expected instruction name to remain the
+# same. Was 'all-gather-start' is 'all_gather.3.2'.` (an async collective XLA made synchronous
+# after scheduling got a new name; seen with the real XLA:GPU compiler, deviceless H100 x8).
+# It reaches the log as Python's exception line (`jax.errors.JaxRuntimeError: ...`), which
+# names no module; any verifier failure is a failed compile.
+VERIFIER_FAILED = re.compile(
+    r"(?:(?P<code>[A-Z][A-Z_]+): )?during context \[hlo verifier\]: (?P<why>.*?)\s*$"
+)
+
 # --- convert_async_collectives_to_sync.cc: after scheduling -----------------------
 # VLOG(3) (TF_CPP_VMODULE=convert_async_collectives_to_sync=3), in the compiling thread, after
 # the module's scheduler lines: `Found async start %<name> = <the whole instruction>` for each
@@ -172,9 +183,10 @@ CUPTI_CONTENTION = re.compile(rb"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS|CUPTI_ERROR_NO
 #   reads the lines after `Missing N` one by one, as it did before.
 # - " in XLA_FLAGS", the two CUPTI errors, "missing instructions. Discarding the profile.", and
 #   "] Added pair: {", "] Found async start %": part of UNKNOWN_FLAGS, CUPTI_CONTENTION,
-#   CHECK_DISCARD and (with the prefix's closing bracket) ADDED_PAIR and ASYNC_START_SEEN
-#   themselves, so any line those match holds one, whatever printed it (the flag parser's F
-#   line, CUPTI's errors from any profiler file, the compile error in Python's traceback).
+#   CHECK_DISCARD, VERIFIER_FAILED ("[hlo verifier]") and (with the prefix's closing
+#   bracket) ADDED_PAIR and ASYNC_START_SEEN themselves, so any line those match holds one,
+#   whatever printed it (the flag parser's F line, CUPTI's errors from any profiler file, the
+#   compile error in Python's traceback).
 # tests/evidence/test_logscan_prefilter.py checks, on every fixture, that the evidence from the
 # pre-filtered scan equals the evidence from feeding every line.
 MAIN = (b"gpu_hlo_schedule.cc", b"profile_guided_latency_estimator.cc")
@@ -182,6 +194,8 @@ RARE = (  # (byte looked for with memchr, the literals holding it)
     (b"X", (b" in XLA_FLAGS",)),
     (b"O", tuple(CUPTI_CONTENTION.pattern.split(b"|"))),  # the O of CUPTI_ERROR_ in both
     (b"D", (b"missing instructions. Discarding the profile.",)),
+    # A compile that failed in XLA's HLO verifier: Python's exception line (jax >= 0.11).
+    (b"[", (b"[hlo verifier]",)),
     # VLOG(3) lines few runs enable; `{` and `%` are rare in a training log, and where one is
     # common (printed dicts, progress bars) the literal's own search takes over (RARE_BUDGET).
     (b"{", (b"] Added pair: {",)),

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pgle.evidence import logscan
-from pgle.xla.hlo_names import is_communication
+from pgle.xla.instruction_kinds import classify
 
 MAX_MISSING_NAMES = 50
 _FINGERPRINT_FILE = re.compile(r"^([0-9a-f]{32})\.(pb|pbtxt)$")
@@ -113,14 +113,19 @@ class ModuleEvidence:
     parent: str | None = None
     by: str | None = None
     fallback_from: str | None = None  # the unreadable <fp>.pbtxt XLA fell back from to <fp>.pb
-    # Every missing collective / host copy, beyond the MAX_MISSING_NAMES cap of
-    # missing_names: the verdict must see each one (pgle.verdicts.collectives).
+    # Every missing collective / host copy / async wrapper of unknown kind (never compute,
+    # pgle.xla.instruction_kinds), beyond the MAX_MISSING_NAMES cap of missing_names: the
+    # verdict must see each one (pgle.verdicts.collectives).
     missing_communication: list[str] = dataclasses.field(default_factory=list)
     # VLOG 3 of convert_async_collectives_to_sync, after this module's scheduling: the async
     # collective starts the pass looked at (`Found async start %S = ...`) and those it made
     # synchronous (`Added pair: {S, D`) (pgle.verdicts.sync_converted).
     async_starts_seen: list[str] = dataclasses.field(default_factory=list)
     converted_pairs: list[str] = dataclasses.field(default_factory=list)
+    # The compile of this module failed: XLA's own words (the exception's status and message:
+    # `INVALID_ARGUMENT: Found 7 missing instructions. Discarding the profile.`, or an HLO
+    # verifier failure). Such a module is never applied, whatever its checker said.
+    compile_failed: str | None = None
 
 
 @dataclasses.dataclass
@@ -149,6 +154,9 @@ class Evidence:
     # "Found N missing instructions. Discarding the profile." (ERROR strictness): the compile
     # failed.
     discards: list[str] = dataclasses.field(default_factory=list)
+    # Compiles that failed in XLA's HLO verifier (`FAILED_PRECONDITION: during context [hlo
+    # verifier]: ...`; jax >= 0.11 under ERROR strictness): XLA's words, one per failure.
+    verifier_failures: list[str] = dataclasses.field(default_factory=list)
     unknown_flags: list[str] = dataclasses.field(default_factory=list)  # XLA aborted on them
     info_lines: int = 0  # XLA INFO lines seen: none while checker lines show = INFO hidden
     checker_lines: int = 0  # accuracy-checker lines (WARNING/ERROR: shown at level 1 too)
@@ -183,6 +191,10 @@ class LogScanner:
         self._threads: dict[tuple[int | None, str | None], _Thread] = {}
         self._line: logscan.LogLine | None = None
         self._finished = False
+        # The thread whose module began last (its VLOG fingerprint line, or `Found profile`):
+        # a failed compile's exception line names no module, and it follows the scheduling of
+        # the module whose compile failed.
+        self._newest: tuple[_Thread, int | None, str | None] | None = None
 
     # -- input --------------------------------------------------------------
     def scan_file(self, path: Path | str) -> Evidence:
@@ -258,7 +270,12 @@ class LogScanner:
             if m := logscan.CHECK_DISCARD.search(text):
                 ev.pgle_lines += 1
                 ev.discards.append(text[m.start() :].strip())
-                self._mark_discarded()
+                self._mark_discarded(_status_and_message(text, m.start()))
+            elif m := logscan.VERIFIER_FAILED.search(text):
+                ev.pgle_lines += 1
+                why = text[m.start() :].strip()
+                ev.verifier_failures.append(why)
+                self._mark_failed(why)
             return
         if line.severity == "I":
             ev.info_lines += 1
@@ -281,7 +298,7 @@ class LogScanner:
                     name = m.group("name")
                     if len(state.current.missing_names) < MAX_MISSING_NAMES:
                         state.current.missing_names.append(name)
-                    if is_communication(name):
+                    if classify(name).never_compute:
                         state.current.missing_communication.append(name)
                 state.expect_names -= 1
                 return
@@ -316,6 +333,7 @@ class LogScanner:
                 int(m.group("id")) if m.group("id") else None,
             )
             state.scheduled, state.began = None, True
+            self._newest = (state, rank, thread)
             ev.pgle_lines += 1
             ev.fingerprint_lines += 1
             self._seen("fingerprint")
@@ -370,6 +388,7 @@ class LogScanner:
             state.scheduled = state.current if state.fingerprint is not None else None
             state.began = state.fingerprint is not None
             state.using = state.fingerprint = state.fallback_from = None
+            self._newest = (state, rank, thread)
         elif m := logscan.CHECK_FOUND.match(msg):
             ev.pgle_lines += 1
             ev.checker_lines += 1
@@ -477,18 +496,35 @@ class LogScanner:
             )
             state.fingerprint = None
 
-    def _mark_discarded(self) -> None:
+    def _mark_discarded(self, why: str) -> None:
         """The module whose compile the ERROR checker failed: the newest with a checker block
         since the last failure; where XLA printed no block (jax 0.4.38/0.5.0), the newest
         module that read the profile."""
         ev = self.evidence
-        done = max((i for i, m in enumerate(ev.modules) if m.discarded), default=-1)
+        done = max((i for i, m in enumerate(ev.modules) if m.compile_failed), default=-1)
         since = [m for i, m in enumerate(ev.modules) if i > done and m.found_profile]
         last = next((m for m in reversed(since) if m.checker_missing), None)
         if last is None and since:
             last = since[-1]
         if last is not None:
             last.discarded = True
+            last.compile_failed = why
+
+    def _mark_failed(self, why: str) -> None:
+        """A compile that failed after scheduling (the HLO verifier): the module that began
+        last, in any thread (the exception line has none), if its compile has not already
+        failed. A module that logged only its fingerprint gets its row here."""
+        if self._newest is None:
+            return
+        state, rank, thread = self._newest
+        self._flush_fingerprint(state, rank, thread)
+        module = next(
+            (m for m in reversed(self.evidence.modules) if m.rank == rank and m.thread == thread),
+            None,
+        )
+        if module is not None and module.compile_failed is None:
+            module.compile_failed = why
+        self._newest = None
 
     def finish(self) -> Evidence:
         """After the last line (idempotent): modules that logged only their fingerprint,
@@ -564,6 +600,15 @@ def _classify_sub_compiles(ev: Evidence) -> None:
             m.sub_compile, m.parent, m.by = "clone", m.module[: -len("-clone")], "name"
         elif jax_named and m.module_id is None and not _JAX_MODULE_NAME.match(m.module):
             m.sub_compile, m.by = "candidate", "name"
+
+
+def _status_and_message(text: str, start: int) -> str:
+    """XLA's status code and message from an exception line: `INVALID_ARGUMENT: Found ...`
+    out of `jax.errors.JaxRuntimeError: INVALID_ARGUMENT: Found ...`."""
+    head = text[:start].rstrip()
+    code = head.rsplit(" ", 1)[-1] if head.endswith(":") else ""
+    code = code if code[:-1].isupper() and code[:-1].replace("_", "").isalpha() else ""
+    return f"{code} {text[start:].strip()}".strip()
 
 
 def _kind(module: str | None) -> str:

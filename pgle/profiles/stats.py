@@ -2,14 +2,17 @@
 
 Categories come from XLA's instruction naming (a name is `<opcode or kind>[.N]`,
 async collectives are `<kind>-start.N` / `<kind>-done.N`), since a profile holds
-names and costs only:
+names and costs only. Whether a name is a collective (and of which family) or a host copy is
+decided by pgle.xla.instruction_kinds, the classifier verify uses too (`psum.3` is an
+all-reduce in both):
 - collective: all-reduce, all-gather, reduce-scatter, all-to-all, ragged-all-to-all,
-  collective-permute, collective-broadcast, send/recv (by kind, with start/done pairs)
+  collective-permute, collective-broadcast, send/recv (by family, with start/done pairs)
 - gemm: cuBLAS/cuBLASLt GEMMs, Triton GEMM fusions, cuDNN calls, convolutions, dots and other
   custom calls
 - fusion: every other fusion
 - copy: copy, copy-start/done, memcpy/memset-like ops
-- other
+- other: the rest, and async wrappers whose kind a name does not show (`fusion-start`: on
+  jax >= 0.11 maybe a Triton collective fusion; `custom-call-start`)
 """
 
 from __future__ import annotations
@@ -23,24 +26,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from pgle.profiles.files import Profile, ProfileSource, split_qualified
+from pgle.xla import instruction_kinds
 
 CATEGORIES = ("collective", "gemm", "fusion", "copy", "other")
-COLLECTIVE_KINDS = (
-    "ragged-all-to-all",
-    "all-reduce",
-    "all-gather",
-    "reduce-scatter",
-    "all-to-all",
-    "collective-permute",
-    "collective-broadcast",
-    "send",
-    "recv",
-)
-_SUFFIX_RE = re.compile(r"(\.remat\d*)?(\.\d+)*$")
-_COLLECTIVE_RE = re.compile(
-    r"^(?P<kind>" + "|".join(re.escape(k) for k in COLLECTIVE_KINDS) + r")(?P<phase>-start|-done)?"
-    r"(?P<rest>[.-].*)?$"
-)
 _GEMM_RE = re.compile(r"gemm|matmul|cublas|cudnn|\bdot\b|^dot|convolution|custom-call|custom_call")
 _COPY_RE = re.compile(
     r"^(copy|memcpy|memset|dynamic-update-slice|dynamic-slice)(-start|-done)?([.-]|$)"
@@ -69,13 +57,13 @@ def classify(name: str) -> Classified:
     _, bare = split_qualified(name)
     if ".remat" in bare:
         bare = _REMAT_RE.sub("", bare)
-    m = _COLLECTIVE_RE.match(bare)
-    if m:
-        phase = m.group("phase")
-        if phase is None and m.group("kind") in ("send", "recv"):
-            phase = "-start"  # send/recv are the start half of send/send-done
-        pair_key = f"{m.group('kind')}{m.group('rest') or ''}" if phase else None
-        return Classified("collective", m.group("kind"), phase[1:] if phase else None, pair_key)
+    k = instruction_kinds.classify(bare)
+    if k.category == instruction_kinds.COLLECTIVE:
+        return Classified("collective", k.family, k.phase, k.pair_key)
+    if k.category == instruction_kinds.HOST_COPY:
+        return _PLAIN["copy"]
+    if k.category == instruction_kinds.OTHER:
+        return _PLAIN["other"]
     low = bare.lower()
     if _COPY_RE.match(low):
         return _PLAIN["copy"]

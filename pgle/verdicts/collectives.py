@@ -17,13 +17,16 @@ whose accuracy checker printed a block:
 4. only compute missing (besides such converted collectives, which are not counted, in the
    coverage either), and XLA falls back to SoL: `applied` with a note (rule `sol_fallback`);
    nothing but converted collectives: `applied` (rule `converted_to_sync`);
-5. otherwise `--min-coverage` decides, as before (rule `min_coverage`).
+   only where `--min-coverage` was not given: a threshold the user gives always decides;
+5. otherwise `--min-coverage` decides (default 0.9; rule `min_coverage`).
 
 The JSON row says which rule decided (`rule`) and lists every missing collective
 (`collectives_missing`: the ones the module runs, and the unresolved ones, also in
 `collectives_unresolved`; the converted ones apart, in `collectives_converted`);
 `collectives_total`, where the run kept the module's scheduled HLO, gives "collectives covered
-k/n". Names are classified by pgle.xla.hlo_names.
+k/n". Names are classified by pgle.xla.instruction_kinds; a missing async wrapper whose kind
+the log does not show (`fusion-start`, `custom-call-start`) is never compute: `partial` (rule
+`async_unknown`), with how to tell, unless the executed HLO (`pgle run`) tells its kind.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from typing import Any
 from pgle.evidence.event_kinds import ModuleCompiled
 from pgle.phrases import plural
 from pgle.verdicts.statuses import Applied
-from pgle.verdicts.sync_converted import Split, converted_note, unresolved_note
-from pgle.xla.hlo_names import COLLECTIVE, kind
+from pgle.verdicts.sync_converted import Split, converted_note, unknown_note, unresolved_note
+from pgle.xla.instruction_kinds import classify, classify_hlo
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not
 # (docs/xla-facts.md). XLA PR #41660 shipped in jax 0.10.1.
@@ -46,6 +49,7 @@ LAST_WITHOUT_SOL_FALLBACK = (0, 10, 0)
 # Devices whose fallback is the SoL model (elsewhere: "GpuLatencyEstimator (T-shirt sizes)").
 SOL_DEVICES = re.compile(r"\b(?:G?H1\d\d|H200|H800|H20|G?B[123]\d\d)\b", re.I)
 SHOWN_NAMES = 8
+DEFAULT_MIN_COVERAGE = 0.9  # where --min-coverage is not given and the SoL rule does not decide
 
 RULE_NOTHING_FOUND = "nothing_found"
 RULE_COLLECTIVES = "collectives"
@@ -56,6 +60,9 @@ RULE_MIN_COVERAGE = "min_coverage"
 RULE_CONVERTED = "converted_to_sync"
 # A missing async collective the log cannot tell converted from missing: never `applied`.
 RULE_UNRESOLVED = "collectives_unresolved"
+# A missing async wrapper whose kind the log does not show (`fusion-start`: on jax >= 0.11
+# maybe a Triton collective fusion; `custom-call-start`): never compute, never `applied`.
+RULE_ASYNC_UNKNOWN = "async_unknown"
 
 
 @dataclasses.dataclass
@@ -91,19 +98,20 @@ def decide(
     missing_communication: list[str],
     *,
     coverage: float | None,
-    min_coverage: float,
+    min_coverage: float | None,
     sol_fallback: bool,
     sync: Split | None = None,
 ) -> Decision:
     """The status of a module whose accuracy checker printed `Found f` / `Missing m`.
     `sync`: its missing collectives sorted by what XLA made synchronous after scheduling
-    (pgle.verdicts.sync_converted); None: every one is missing."""
+    (pgle.verdicts.sync_converted); None: every one is missing. `min_coverage`: None when the
+    user gave none (the SoL rule may decide), else the threshold, which then always decides."""
     if coverage is None or coverage == 0:
         return Decision(Applied.NOT_APPLIED, RULE_NOTHING_FOUND, [], coverage)
     sync = sync or Split(missing=list(missing_communication))
-    extra = [n for n in (converted_note(sync), unresolved_note(sync)) if n]
+    extra = [n for n in (converted_note(sync), unresolved_note(sync), unknown_note(sync)) if n]
     if sync.missing:
-        families = sorted({kind(n)[1] or "host copy" for n in sync.missing})
+        families = sorted({sync.labels.get(n) or classify(n).label() for n in sync.missing})
         missed = plural(len(sync.missing), "collective or host copy", "collectives or host copies")
         return Decision(
             Applied.PARTIAL,
@@ -120,6 +128,8 @@ def decide(
         )
     if sync.unresolved:
         return Decision(Applied.PARTIAL, RULE_UNRESOLVED, extra, coverage)
+    if sync.unknown:
+        return Decision(Applied.PARTIAL, RULE_ASYNC_UNKNOWN, extra, coverage)
     # What is left missing is compute, plus the collectives no profile can hold: those are
     # left out of the coverage (it counts what a profile can hold).
     compute = missing - len(sync.converted)
@@ -127,7 +137,7 @@ def decide(
         coverage = found / (found + compute) if found + compute else None
     if compute <= 0:
         return Decision(Applied.APPLIED, RULE_CONVERTED, extra, coverage)
-    if sol_fallback:
+    if sol_fallback and min_coverage is None:
         return Decision(
             Applied.APPLIED,
             RULE_SOL_FALLBACK,
@@ -135,14 +145,15 @@ def decide(
                 (
                     f"{plural(compute, 'compute instruction')} not in the profile (coverage "
                     f"{coverage:.0%}), no collective is missing: XLA prices them with its "
-                    "speed-of-light estimator (jax >= 0.10.1 on Hopper/Blackwell), so "
-                    "--min-coverage does not apply"
+                    "speed-of-light estimator (jax >= 0.10.1 on Hopper/Blackwell): the "
+                    "SoL rule decides, as --min-coverage was not given"
                 )
             ]
             + extra,
             coverage,
         )
-    enough = coverage is not None and coverage >= min_coverage
+    floor = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
+    enough = coverage is not None and coverage >= floor
     status = Applied.APPLIED if enough else Applied.PARTIAL
     return Decision(status, RULE_MIN_COVERAGE, extra, coverage)
 
@@ -154,6 +165,7 @@ def collective_names(hlo_text: str) -> list[str]:
     from pgle.analysis.schedule import parse_computations
 
     comps = parse_computations(hlo_text)
+    kinds = classify_hlo(hlo_text)
     bodies = set(re.findall(r"\bbody=%?([\w.\-]+)", hlo_text))
     names: list[str] = []
     seen: set[int] = set()
@@ -162,13 +174,8 @@ def collective_names(hlo_text: str) -> list[str]:
             continue
         seen.add(id(instrs))
         for ins in instrs:
-            if ins.opcode.endswith("-done"):
-                continue
-            if (
-                kind(ins.opcode)[0] == COLLECTIVE
-                or ins.opcode in ("copy-start",)
-                or (ins.opcode == "async-start" and kind(ins.name)[0] == COLLECTIVE)
-            ):
+            k = kinds.get(ins.name)
+            if k is not None and k.communication and k.phase != "done":
                 names.append(ins.name)
     return names
 

@@ -98,11 +98,23 @@ class Origin:
 
 def path_matcher(given: str, also: tuple[str, ...] = ()) -> Callable[[str], bool]:
     """A read matches the path handed over (as XLA logs it: exactly as given, relative paths
-    relative to the workload's directory) or a file inside it (directory mode)."""
+    relative to the workload's directory) or a file inside it (directory mode), as a string
+    or as the same file on this machine (a symlink to it, another spelling of its path)."""
     roots = [os.path.normpath(p) for p in (given, *also) if p]
 
     def match(read: str) -> bool:
         norm = os.path.normpath(read)
-        return any(norm == r or norm.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+        if any(norm == r or norm.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+            return True
+        return any(same_file(norm, r) or same_file(os.path.dirname(norm), r) for r in roots)
 
     return match
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file or directory here, symlinks resolved (a profile handed
+    over through a link is that profile); False where either does not exist."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False

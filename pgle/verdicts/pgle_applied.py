@@ -49,7 +49,7 @@ def judge(
     evidence: Evidence,
     *,
     platform: str | None = None,
-    min_coverage: float = 0.9,
+    min_coverage: float | None = None,
     accuracy_checker: bool = True,
     info_log_hidden: bool = False,
     jax_imported: bool | None = None,
@@ -60,6 +60,7 @@ def judge(
     executed: sync_converted.ExecutedModules | None = None,
     renamed: bool | None = None,
     command: bool = False,
+    device_kind: str | None = None,
 ) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
@@ -82,7 +83,11 @@ def judge(
     the async collectives XLA made synchronous after scheduling; `renamed`: whether the jax
     that wrote the log renames those (sync_converted.renames; None: unknown). Both tell a
     missing async collective no profile can hold from one the profile lacks
-    (pgle.verdicts.sync_converted)."""
+    (pgle.verdicts.sync_converted).
+    `min_coverage`: the user's threshold, which always decides; None: 0.9, or the SoL rule
+    where XLA prices unprofiled compute with its SoL model (pgle.verdicts.collectives).
+    `device_kind`: the GPU that ran it (None: not known; the SoL rule then says it assumed
+    one)."""
     silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
     details: dict[str, Any] = {}
     if workload_modules:
@@ -125,14 +130,17 @@ def judge(
             "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`)."
         )
         status = Applied.ERROR
-    elif evidence.discards:
-        n = len(evidence.discards)
-        reasons.append(
-            f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
-            f'strictness discarded the profile ("{evidence.discards[0]}"): the '
-            "profile misses instructions of the modules below; collect it again or "
-            "use PGLE_STRICTNESS_LEVEL_WARN."
-        )
+    elif evidence.discards or evidence.verifier_failures:
+        if evidence.discards:
+            n = len(evidence.discards)
+            reasons.append(
+                f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
+                f'strictness discarded the profile ("{evidence.discards[0]}"): the '
+                "profile misses instructions of the modules below; collect it again or "
+                "use PGLE_STRICTNESS_LEVEL_WARN."
+            )
+        if evidence.verifier_failures:
+            reasons.append(verifier_sentence(evidence.verifier_failures))
         status = Applied.ERROR
     elif evidence.parse_errors:
         # One line per compile that tried (every module, every clone): each error said once.
@@ -228,6 +236,9 @@ def judge(
             "accuracy checker prints nothing even when instructions are missing (jax "
             "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit."
         )
+    by_sol = [m for m in modules if m.get("rule") == collectives.RULE_SOL_FALLBACK]
+    if by_sol:
+        reasons.append(sol_rule_sentence(by_sol, device_kind))
     unresolved = [m for m in modules if m.get("rule") == collectives.RULE_UNRESOLVED]
     if unresolved and status in (Applied.APPLIED, Applied.PARTIAL):
         reasons.append(
@@ -236,6 +247,16 @@ def judge(
             "have made synchronous after scheduling (jax >= 0.11.1 renames those, so that no "
             "profile can hold them); the log cannot tell: `pgle run` reads the executed HLO, or "
             f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log."
+        )
+    unknown_kind = [m for m in modules if m.get("rule") == collectives.RULE_ASYNC_UNKNOWN]
+    if unknown_kind and status in (Applied.APPLIED, Applied.PARTIAL):
+        reasons.append(
+            f"{len(unknown_kind)} module(s) "
+            f"({', '.join(str(m['module']) for m in unknown_kind[:4])}"
+            f"{' ...' if len(unknown_kind) > 4 else ''}) miss async instructions whose kind "
+            "the log does not show (fusion-start: on jax >= 0.11 maybe a Triton collective "
+            "fusion; custom-call-start): never counted as compute; `pgle run` reads the "
+            "executed HLO and tells."
         )
     if evidence.unattributed_pairs and any(m.get("collectives_unresolved") for m in modules):
         reasons.append(
@@ -265,6 +286,42 @@ def judge(
             "flag; set it to true to keep the run's flags portable."
         )
     return Verdict(status, modules, reasons, evidence, details)
+
+
+# jax 0.11.2 and 0.12.0.1 (the real XLA:GPU compiler, deviceless H100 x8): ERROR strictness
+# fails, in the HLO verifier, every module with an async collective XLA makes synchronous after
+# scheduling (it renames the pair), with a complete profile and with none.
+VERIFIER_FAILS_SINCE = (0, 11)
+RULE_COMPILE_FAILED = "compile_failed"
+
+
+def sol_rule_sentence(rows: list[dict[str, Any]], device_kind: str | None) -> str:
+    """Modules the speed-of-light rule decided: said on the verdict line, with the device."""
+    names = ", ".join(str(m["module"]) for m in rows[:4]) + (" ..." if len(rows) > 4 else "")
+    device = (
+        f"the device: {device_kind}"
+        if device_kind
+        else "assumed a Hopper/Blackwell GPU, as the log names none (--device-kind names it)"
+    )
+    return (
+        f"the speed-of-light rule decided {plural(len(rows), 'module')} ({names}): "
+        "--min-coverage was not given, no collective is missing, and XLA prices the missing "
+        f"compute with its SoL model (jax >= 0.10.1 on Hopper/Blackwell; {device}); "
+        "--min-coverage makes coverage decide."
+    )
+
+
+def verifier_sentence(failures: list[str]) -> str:
+    """Why a compile failed in XLA's HLO verifier, and what to use instead."""
+    return (
+        f"the compile failed in XLA's HLO verifier ({plural(len(failures), 'time')}): "
+        f'"{failures[0]}". On jax >= 0.11 (seen on 0.11.2 and 0.12.0.1) '
+        "--xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_ERROR fails every module "
+        "with an async collective XLA makes synchronous after scheduling (it renames it, "
+        "which the verifier rejects), whatever the profile, even with none: use "
+        "PGLE_STRICTNESS_LEVEL_WARN (pgle reads its lines; --require-applied fails the job "
+        "on a profile that does not fit)."
+    )
 
 
 def mark_foreign_modules(evidence: Evidence, workload: set[str]) -> None:
@@ -420,7 +477,7 @@ def exit_code_for(
 
 def _judge_module(
     m: ModuleEvidence,
-    min_coverage: float,
+    min_coverage: float | None,
     silence: str,
     sol_fallback: bool = False,
     executed: sync_converted.Executed | None = None,
@@ -431,7 +488,18 @@ def _judge_module(
     found, missing, coverage, notes = m.checker_found, m.checker_missing, None, []
     rule: str | None = None
     sync = sync_converted.Split(missing=list(m.missing_communication))
-    if m.no_profile_file:
+    if m.compile_failed and not m.discarded:
+        # Whatever XLA read or checked before, the module did not compile: nothing applied.
+        status, rule = Applied.NOT_APPLIED, RULE_COMPILE_FAILED
+        coverage = _ratio(found, missing)
+        notes.append(f"the compile failed (XLA: {m.compile_failed})")
+        if "hlo verifier" in m.compile_failed:
+            notes.append(
+                "jax >= 0.11 under PGLE_STRICTNESS_LEVEL_ERROR fails a module whose async "
+                "collective XLA makes synchronous, whatever the profile: use "
+                "PGLE_STRICTNESS_LEVEL_WARN"
+            )
+    elif m.no_profile_file:
         status = Applied.NOT_APPLIED
         notes.append(f"no {m.fingerprint}.pb or .pbtxt in the profile directory")
     elif m.fingerprint_only:
@@ -445,6 +513,7 @@ def _judge_module(
         status = Applied.NOT_APPLIED
         notes.append(
             "the accuracy checker (ERROR level) discarded the profile and the compile failed"
+            + (f" (XLA: {m.compile_failed})" if m.compile_failed else "")
         )
         coverage = _ratio(found, missing)
     elif m.not_in_module and missing is None:
@@ -526,6 +595,7 @@ def _judge_module(
         collectives_missing=sync.missing + sync.unresolved,
         collectives_converted=[{"scheduled": n, "executed": e} for n, e in sync.converted],
         collectives_unresolved=list(sync.unresolved),
+        async_unknown=list(sync.unknown),
     )
 
 

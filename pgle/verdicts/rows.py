@@ -53,6 +53,9 @@ class AppliedRow:
     # from such (pgle.verdicts.sync_converted).
     collectives_converted: list[dict[str, str | None]] = dataclasses.field(default_factory=list)
     collectives_unresolved: list[str] = dataclasses.field(default_factory=list)
+    # Missing async wrappers whose kind the log does not show (`fusion-start`, `custom-call-
+    # start`): never compute, and not known to be collectives (pgle.xla.instruction_kinds).
+    async_unknown: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -129,7 +132,9 @@ def _label_and_text(row: Mapping[str, Any], ok: str | None) -> tuple[str, str]:
     else:
         label = name + (f" [rank {row['rank']}]" if row.get("rank") is not None else "")
         text = f"{row['status']}"
-        if "coverage" in row:  # a PGLE-applied verdict
+        if row.get("rule") == "compile_failed":  # no coverage of a module that never compiled
+            text += " (compile failed)"
+        elif "coverage" in row:  # a PGLE-applied verdict
             cov = "?" if row["coverage"] is None else f"{row['coverage']:.0%}"
             converted = len(row.get("collectives_converted") or ())
             missing = (row.get("instructions_missing") or 0) - converted
@@ -154,6 +159,8 @@ def _collectives_text(row: Mapping[str, Any]) -> str | None:
         return f"collectives covered {total - len(missing)}/{total}"
     if missing:
         return f"{plural(len(missing), 'collective')} missing"
+    if row.get("async_unknown"):
+        return f"{len(row['async_unknown'])} async of unknown kind missing (maybe collectives)"
     converted = len(row.get("collectives_converted") or ())
     return "no collective missing" if (row.get("instructions_missing") or 0) > converted else None
 

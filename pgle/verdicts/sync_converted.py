@@ -35,7 +35,15 @@ import re
 from collections.abc import Iterable, Mapping
 
 from pgle.evidence.event_kinds import ModuleCompiled
-from pgle.xla.hlo_names import bare, is_async_collective_start
+from pgle.xla.instruction_kinds import (
+    COMPUTE,
+    OTHER,
+    Kind,
+    bare,
+    classify,
+    classify_hlo,
+    is_async_collective_start,
+)
 
 # jax 0.11.0 keeps the names of a pair it makes synchronous; 0.11.1, 0.11.2 and 0.12.0.1
 # replace the pair with a new synchronous instruction (the real compiler, deviceless H100).
@@ -64,6 +72,9 @@ class Executed:
     # the scheduler knew that the module runs under another name (jax >= 0.11.1).
     renamed: Mapping[str, str]
     fingerprint: str | None = None
+    # Each instruction's kind, told by the HLO (pgle.xla.instruction_kinds.classify_hlo): what
+    # an async wrapper the log names without its kind (`fusion-start`) really is.
+    kinds: Mapping[str, Kind] = dataclasses.field(default_factory=dict)
 
 
 def executed_of(hlo_text: str) -> Executed:
@@ -81,7 +92,7 @@ def executed_of(hlo_text: str) -> Executed:
         if s and s.group(1) != name:
             renamed.setdefault(s.group(1), name)
     fp = _FINGERPRINT.search(hlo_text)
-    return Executed(frozenset(names), renamed, fp.group(1) if fp else None)
+    return Executed(frozenset(names), renamed, fp.group(1) if fp else None, classify_hlo(hlo_text))
 
 
 class ExecutedModules:
@@ -137,6 +148,11 @@ class Split:
     # Why the unresolved ones are: "no_lines" (no `Added pair` line for them) or
     # "version" (XLA made them synchronous, the jax that wrote the log is unknown).
     why_unresolved: str | None = None
+    # Async wrappers whose kind neither the name nor an executed HLO tells (`fusion-start`,
+    # `custom-call-start` from a log alone): never compute (pgle.xla.instruction_kinds).
+    unknown: list[str] = dataclasses.field(default_factory=list)
+    # name -> what the executed HLO says it is (`all-reduce`), where the name did not.
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def split(
@@ -156,6 +172,14 @@ def split(
     pairs = {bare(p) for p in added_pairs}
     for name in missing_communication:
         b = bare(name)
+        if classify(b).category == OTHER:
+            told = executed.kinds.get(b) if executed is not None else None
+            if told is None or told.category == OTHER:
+                out.unknown.append(name)
+            elif told.category != COMPUTE:  # e.g. a Triton collective fusion
+                out.missing.append(name)
+                out.labels[name] = f"{told.label()}, read from the executed HLO"
+            continue  # an async compute fusion: compute
         if not is_async_collective_start(b):
             out.missing.append(name)  # a synchronous collective or a host copy: it runs so
         elif executed is not None:
@@ -206,6 +230,24 @@ def converted_note(s: Split) -> str | None:
         "XLA turned them into new synchronous instructions after scheduling (jax >= "
         "0.11.1); a trace of the module, and any profile made from one, names those. Not "
         "counted, and collecting again would not change it."
+    )
+
+
+def unknown_note(s: Split) -> str | None:
+    if not s.unknown:
+        return None
+    names = ", ".join(s.unknown[:8]) + (
+        f" and {len(s.unknown) - 8} more" if len(s.unknown) > 8 else ""
+    )
+    return (
+        f"{names}: async instructions not in the profile whose kind the log does not show, "
+        "so pgle never counts them as compute: on jax >= 0.11 a small all-reduce compiles "
+        "to an async Triton collective fusion (fusion-start/-done), and async custom calls "
+        "(custom-call-start) carry communication (TransformerEngine-JAX's expert-parallel "
+        "dispatch/combine, collective GEMMs). To tell: run the workload under `pgle run` (it "
+        "reads the executed HLO: the fusion's backend kind, the custom call's target), or "
+        "dump the HLO (--xla_dump_to) and look for the fusion_backend_config kind "
+        '"__triton_collective" or the custom call\'s custom_call_target.'
     )
 
 

@@ -675,5 +675,42 @@ FLAGS: dict[str, FlagInfo] = {
             values=_COLLECTIVE_OPS,
             older_defaults=(((0, 12, 0), ""),),
         ),
+        # Issue 32: set by large public training stacks, unknown to pgle before.
+        _f(
+            "xla_gpu_experimental_parallel_collective_overlap_limit",
+            "int",
+            "1",
+            "How many collectives the latency-hiding scheduler may keep in flight at once.",
+            "Changes the schedule PGLE's costs are used for: keep it equal between the "
+            "profiling run and the PGLE run.",
+            since=(0, 4, 35),
+        ),
+        _f(
+            "xla_gpu_command_buffer_scheduling_mode",
+            "enum",
+            "LHS",
+            "How XLA:GPU schedules the commands of a command buffer (CUDA graph): SERIALIZE, "
+            "CONCURRENT, LHS (the latency-hiding scheduler's order) or CONCURRENT_REGIONS.",
+            "Kernels inside a CUDA graph can be missing from a profile (see "
+            "--xla_gpu_enable_command_buffer).",
+            since=(0, 7, 1),
+            values=("SERIALIZE", "CONCURRENT", "LHS", "CONCURRENT_REGIONS"),
+            value_since=(("CONCURRENT_REGIONS", (0, 10, 0)),),
+        ),
+        _f(
+            "xla_gpu_enable_pipelined_host_offloading",
+            "bool",
+            "false",
+            "Pipeline host-offloading instructions (copy-start/copy-done across loop iterations).",
+            "Host copies are scheduled like collectives: pgle counts a missing "
+            "copy-start/-done with them, never as compute.",
+            since=(0, 8, 2),
+        ),
+        _f(
+            "xla_gpu_nccl_termination_timeout_seconds",
+            "int",
+            "-1",
+            "Seconds before XLA terminates a job stuck in an NCCL rendezvous (-1: never).",
+        ),
     )
 }

@@ -230,8 +230,12 @@ def _flag_hazard(name: str, value: str | None, jax: Version | None) -> str:
             "OFF hides the 'Missing <N> instructions' lines: pgle cannot tell whether the "
             "profile fits"
         )
-    if name == ACCURACY_CHECKER and value.endswith("_ERROR"):
-        return "ERROR fails the compilation when the profile misses any instruction"
+    if name == ACCURACY_CHECKER and value.upper().endswith("_ERROR"):
+        # Said on every jax: the flag outlives the upgrade that makes it fail.
+        return (
+            "ERROR fails the compilation when the profile misses any instruction; "
+            + error_strictness_hazard()
+        )
     if name == PGLE_PROFILE_PATH and value:
         if (
             not value.endswith((".pb", ".pbtxt"))
@@ -282,6 +286,29 @@ def explain_all(flags, jax: tuple[int, ...] | None) -> list[dict]:
         if i != last[r["name"]] and r["status"] in ("ok", "unknown"):
             r.update(status="warn", message="given again later: the last one wins")
     return rows
+
+
+# jax 0.11.2 and 0.12.0.1 (the real XLA:GPU compiler, deviceless H100 x8): under ERROR
+# strictness the HLO verifier fails every module with an async collective XLA makes synchronous
+# after scheduling, complete profile or none (`FAILED_PRECONDITION: during context [hlo
+# verifier]: Expected instruction name to remain the same. Was 'all-gather-start' is
+# 'all_gather.3.2'.`).
+ERROR_STRICTNESS_FAILS_SINCE = (0, 11)
+
+
+def error_strictness_fails(jax: Version | None) -> bool:
+    """Whether ERROR strictness may fail modules whatever the profile (None: unknown jax)."""
+    return jax is None or jax >= ERROR_STRICTNESS_FAILS_SINCE
+
+
+def error_strictness_hazard() -> str:
+    return (
+        "on jax >= 0.11 it also fails every module with an async collective XLA makes "
+        "synchronous after scheduling, whatever the profile, even a complete one "
+        '("during context [hlo verifier]: Expected instruction name to remain the same"); '
+        "use PGLE_STRICTNESS_LEVEL_WARN, which pgle reads (--require-applied fails the job "
+        "when the profile does not fit)"
+    )
 
 
 # Flags pgle itself sets; named here once so every module agrees.

@@ -231,6 +231,13 @@ def lint(flags: XlaFlags, jax_version: tuple[int, ...] | None) -> list[str]:
             "profile does not fully cover fails ('Found N missing instructions. Discarding the "
             "profile.'); jax < 0.4.36 has no warn-only checker."
         )
+    level = flags.value(flag_table.ACCURACY_CHECKER) or ""
+    if level.upper().endswith("_ERROR") and flag_table.error_strictness_fails(jax_version):
+        warnings.append(
+            f"--{flag_table.ACCURACY_CHECKER}={level}: "
+            + flag_table.error_strictness_hazard()
+            + "."
+        )
     path = flags.value(flag_table.PGLE_PROFILE_PATH)
     if (
         path

@@ -15,7 +15,12 @@ import pytest
 
 from helpers.pgle_testing import pgle_lines, report_of, run_pgle
 from pgle.verdicts import collectives
-from pgle.xla.hlo_names import kind
+from pgle.xla.instruction_kinds import classify
+
+
+def kind(name: str) -> tuple[str, str | None]:
+    k = classify(name)
+    return k.category, k.family
 
 S, P = "gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc"
 COMPUTE = ["loop_convert_fusion", "input_reduce_fusion", "loop_broadcast_fusion",
@@ -96,6 +101,49 @@ def test_without_the_vlog_line_the_jax_version_says_whether_xla_falls_back_to_so
     # ... and keeps its meaning: 197 / 533 = 37 % is enough at --min-coverage 0.3.
     _, low = verify(tmp_path, log, "--jax", "0.9.2", "--min-coverage", "0.3")
     assert low["status"] == "applied" and low["modules"][0]["rule"] == "min_coverage"
+
+
+def test_an_explicit_min_coverage_always_decides(tmp_path):
+    """Issue 32: the SoL rule decides only by default. A gate the user wrote (37% coverage,
+    no collective missing, --min-coverage 0.95) fails, where XLA prices compute with SoL too."""
+    log = fusions_log(tmp_path)
+    for jax in ("0.10.2", "0.12.0.1"):
+        proc, rep = verify(tmp_path, log, "--require-applied", "--min-coverage", "0.95",
+                           "--jax", jax)
+        assert proc.returncode == 3, proc.stderr.decode()
+        (mod,) = rep["modules"]
+        assert (rep["status"], mod["status"], mod["rule"]) == ("partial", "partial",
+                                                               "min_coverage")
+        assert "speed-of-light rule" not in " ".join(rep["reasons"])
+    # Given and met, it still decides (not the SoL rule).
+    _, rep = verify(tmp_path, log, "--min-coverage", "0.3", "--jax", "0.10.2")
+    assert (rep["status"], rep["modules"][0]["rule"]) == ("applied", "min_coverage")
+
+
+def test_the_sol_rule_says_it_decided_and_which_device_it_assumed(tmp_path):
+    log = fusions_log(tmp_path, vlog=False)
+    proc, rep = verify(tmp_path, log, "--jax", "0.10.2")
+    verdict_line = pgle_lines(proc)[0]
+    assert rep["modules"][0]["rule"] == "sol_fallback"
+    assert "the speed-of-light rule decided 1 module (jit_train_step)" in verdict_line
+    assert "--min-coverage was not given" in verdict_line
+    assert "assumed a Hopper/Blackwell GPU" in verdict_line and "--device-kind" in verdict_line
+    # --device-kind names the device the log does not.
+    proc, rep = verify(tmp_path, log, "--jax", "0.10.2", "--device-kind", "NVIDIA H100 80GB HBM3")
+    assert "the device: NVIDIA H100 80GB HBM3" in pgle_lines(proc)[0]
+    assert "assumed" not in pgle_lines(proc)[0]
+    # ... and an Ampere GPU has no SoL fallback: 0.9 decides (37%: partial).
+    proc, rep = verify(tmp_path, log, "--jax", "0.10.2", "--device-kind", "NVIDIA A100-SXM4-80GB",
+                       "--require-applied")
+    assert proc.returncode == 3
+    assert (rep["status"], rep["modules"][0]["rule"]) == ("partial", "min_coverage")
+
+
+def test_min_coverage_out_of_range_is_one_line(tmp_path):
+    proc, _ = verify(tmp_path, fusions_log(tmp_path), "--min-coverage", "1.5")
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip().splitlines() == [
+        "pgle: error: --min-coverage 1.5 is not between 0 and 1."]
 
 
 def test_a_collective_beyond_the_first_50_missing_names_still_counts(tmp_path):

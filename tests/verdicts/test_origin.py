@@ -71,3 +71,47 @@ def test_fdo_profile_reads_are_not_the_users_profile():
                                   profile_given="/p/profile.pb"))
     assert verdict.status == "not_applied"
     assert "auto PGLE is on" in verdict.reasons[0]
+
+
+def _relinked_log(tmp_path: Path, src: Path, old: str, new: str) -> Path:
+    log = tmp_path / src.name
+    log.write_text(src.read_text().replace(old, new))
+    return log
+
+
+def test_a_profile_handed_over_through_a_symlink_is_that_profile(tmp_path):
+    """Issue 32: profiles are compared as files, not path strings. The run's flag named
+    link.pbtxt -> good.pbtxt; `verify --profile good.pbtxt` (and the other way round) is
+    the same profile; another file is still not."""
+    good = tmp_path / "good.pbtxt"
+    write_profile(good, {"fusion.1": 10.0})
+    (tmp_path / "link.pbtxt").symlink_to(good)
+    log = _relinked_log(tmp_path, REAL_LOG, "/tmp/pgle-lane/0.10.2/profiles/good.pbtxt",
+                        str(tmp_path / "link.pbtxt"))
+    for given in ("good.pbtxt", "link.pbtxt"):
+        proc = run_pgle("verify", "--json", "--profile", given, str(log), cwd=tmp_path)
+        rep = report_of(proc)
+        assert rep["status"] == "applied", (given, rep["reasons"])
+    other = tmp_path / "other.pbtxt"
+    write_profile(other, {"fusion.1": 10.0})
+    rep = report_of(run_pgle("verify", "--json", "--profile", "other.pbtxt", str(log),
+                             cwd=tmp_path))
+    assert rep["status"] == "not_applied"
+    assert "not the profile pgle handed over" in " ".join(rep["reasons"])
+
+
+def test_a_profile_directory_handed_over_through_a_symlink_is_that_directory(tmp_path):
+    src = REPO / "tests" / "data" / "xla_gpu" / "0.10.2" / "dir-pbtxt.log"
+    real = tmp_path / "profiles"
+    fps = sorted({line.rsplit("/", 1)[1].split(".")[0] for line in src.read_text().splitlines()
+                  if "Using PGLE profile from" in line})
+    for fp in fps:
+        write_profile(real / f"{fp}.pbtxt", {"fusion.1": 10.0})
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    log = _relinked_log(tmp_path, src, "/tmp/pgle-lane/0.10.2/profiles/dir-pbtxt",
+                        str(tmp_path / "link"))
+    rep = report_of(run_pgle("verify", "--json", "--profile", str(real), str(log), cwd=tmp_path))
+    assert rep["status"] == "applied", rep["reasons"]
+    match = path_matcher(str(real))
+    assert match(str(tmp_path / "link" / f"{fps[0]}.pbtxt"))
+    assert not match(str(tmp_path / "elsewhere" / f"{fps[0]}.pbtxt"))

@@ -10,7 +10,9 @@ one line per compiled module, `MODULE <json>`, and a last line `RESULT <json>`.
 Everything it needs comes from its arguments and the environment that lane.py sets
 (JAX_PLATFORMS, TF_CPP_*, XLA_FLAGS). Options:
   --programs a,b,c,d     which programs to compile (default a,b,c,d, in that order; e-h:
-                         ring/all-to-all/send-recv, while loop, no collectives, GSPMD)
+                         ring/all-to-all/send-recv, while loop, no collectives, GSPMD;
+                         j: the shared demo's all-gather + small psum; k: the same with
+                         nothing to overlap the all-gather)
   --config FILE          text GpuTargetConfigProto (default: the H100 SXM one in lane.py)
   --dump DIR             XLA dump directory lane.py already put into XLA_FLAGS; used to
                          read the optimized HLO where `Compiled.as_text()` is None (jax<=0.5)
@@ -266,8 +268,33 @@ def programs(jax, mesh):
         return shard_map(body, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))(x, w)
     i_args = (sds((n * 64, 256), P("x")), sds((256, 256), P()))
 
+    # (j) the shared demo's program (/work/shared/tools/deviceless_pgle_demo.py): an all-gather
+    # and a small psum. jax >= 0.11 compiles the psum as an async Triton collective fusion
+    # (fusion-start/-done, fusion_backend_config.kind "__triton_collective"), and under ERROR
+    # strictness the all-gather XLA makes synchronous fails the HLO verifier (issue 32).
+    def prog_j_demo(x, w, v):
+        def body(x, w, v):
+            g = jax.lax.all_gather(v, "x", tiled=True)
+            h = jnp.tanh(x @ w)
+            h = jnp.tanh(h @ w)
+            return jax.lax.psum(h @ g, "x")
+        return shard_map(body, mesh=mesh, in_specs=(P("x"), P(), P("x")), out_specs=P())(x, w, v)
+    j_args = (sds((n * 256, 1024), P("x")), sds((1024, 1024), P()), sds((1024, 1024), P("x")))
+
+    # (k) the same, but nothing to overlap the all-gather with: XLA makes it synchronous after
+    # scheduling (jax >= 0.11.1 renames it, all-gather-start -> all_gather.N.M).
+    def prog_k_sync(x, w, v):
+        def body(x, w, v):
+            g = jax.lax.all_gather(v, "x", tiled=True)
+            h = jnp.tanh(x @ g)
+            h = jnp.tanh(h @ w)
+            return jax.lax.psum(h @ w, "x")
+        return shard_map(body, mesh=mesh, in_specs=(P("x"), P(), P("x")), out_specs=P())(x, w, v)
+
     return {
         **({"i": [(prog_i_sendrecv, i_args)]} if hasattr(jax.lax, "psend") else {}),
+        "j": [(prog_j_demo, j_args)],
+        "k": [(prog_k_sync, j_args)],
         "a": [(prog_a_collectives, a_args)],
         "b": [(prog_b_cond, b_args)],
         "c": [(prog_c_scan, c_args)],

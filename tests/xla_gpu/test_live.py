@@ -468,3 +468,66 @@ def test_flags_of_the_newest_jax_under_pgle(jax_lane):
     else:  # 0.9.1-0.11.0 have it
         assert p.returncode == 0, p.stderr[-2000:]
     RAN.setdefault(lane_.version, []).append("flags under pgle")
+
+
+def _entry_names(lane_: Lane, programs: str) -> tuple[dict, list[str]]:
+    """The no-profile compile of `programs` (one module): its record and entry instructions."""
+    work = lane_.work / f"base-{programs}"
+    base = lane.run_child(lane_.python, [lane.LHS_FLAG], work=str(work), quirks=lane_.quirks,
+                          programs=programs, hlo_out=str(work / "hlo"))
+    assert base.returncode == 0, base.stderr[-3000:]
+    (mod,) = [m for m in base.modules if m.get("fingerprint_before_lhs")]
+    text = (work / "hlo" / f"{mod['module']}.txt").read_text()
+    body = text.split("\nENTRY ", 1)[1].split("\n}", 1)[0]
+    return mod, re.findall(r"^\s*(?:ROOT\s+)?%?([\w.\-]+) = ", body, re.M)
+
+
+def test_error_strictness_fails_modules_xla_makes_synchronous_whatever_the_profile(jax_lane):
+    """Issue 32: program k's all-gather has nothing to overlap, so XLA makes it synchronous
+    after scheduling; jax >= 0.11 renames it (all_gather.N.M), and under ERROR strictness the
+    HLO verifier fails the compile with a complete profile. `pgle run` and `pgle verify` say
+    the compile failed, quoting XLA; never applied."""
+    lane_ = jax_lane
+    if not lane_.quirks.new_checker or lane.vtuple(lane_.version) < (0, 11):
+        RAN.setdefault(lane_.version, []).append("verifier: n/a before 0.11")
+        return
+    _, names = _entry_names(lane_, "k")
+    profile = lane_.write_profile(lane_.work / "k-complete.pbtxt",
+                                  names + ["all-gather-start", "all-gather-done"])
+    report, code, log = lane_.run(profile, flags=[lane.CHECKER_ERROR], name="k-error",
+                                  programs="k")
+    assert report["status"] == "error" and code != 0, report["reasons"]
+    (row,) = report["modules"]
+    assert (row["status"], row["rule"]) == ("not_applied", "compile_failed"), row
+    assert any("during context [hlo verifier]: Expected instruction name to remain the same."
+               in n for n in row["notes"]), row["notes"]
+    again = lane_.verify(log)
+    assert again["status"] == "error"
+    assert again["modules"][0]["rule"] == "compile_failed"
+    RAN.setdefault(lane_.version, []).append("verifier failure")
+
+
+def test_a_triton_collective_fusion_missing_from_the_profile(jax_lane):
+    """Issue 32: jax >= 0.11 compiles program j's small psum as an async Triton collective
+    fusion (fusion-start/-done). A profile without it: `pgle run` reads the executed HLO and
+    says an all-reduce is missing; `pgle verify` of the log alone says partial (kind unknown,
+    never compute) and how to tell."""
+    lane_ = jax_lane
+    if not lane_.quirks.new_checker or lane.vtuple(lane_.version) < (0, 5, 1):
+        RAN.setdefault(lane_.version, []).append("triton: no printing checker")
+        return
+    _, names = _entry_names(lane_, "j")
+    triton = lane.vtuple(lane_.version) >= (0, 11)
+    assert ("fusion-start" in names) is triton, names
+    kept = [n for n in names if not n.startswith(("fusion-start", "fusion-done", "all-reduce"))]
+    profile = lane_.write_profile(lane_.work / "j-no-psum.pbtxt", kept)
+    report, code, log = lane_.run(profile, name="j-no-psum", programs="j")
+    (row,) = report["modules"]
+    assert (report["status"], code, row["status"], row["rule"]) == (
+        "partial", 3, "partial", "collectives"), (report["reasons"], row)
+    assert any("all-reduce" in n for n in row["notes"]), row["notes"]
+    again = lane_.verify(log)
+    (vrow,) = again["modules"]
+    assert again["status"] == "partial"
+    assert vrow["rule"] == ("async_unknown" if triton else "collectives"), vrow
+    RAN.setdefault(lane_.version, []).append("triton collective fusion")

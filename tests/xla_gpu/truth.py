@@ -44,6 +44,15 @@ RENAMED_SINCE = (0, 11, 1)
 COMM = re.compile(r"^(?:all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all"
                   r"|collective-permute|collective-broadcast|p?send|p?recv|copy-start|copy-done"
                   r"|ppermute|psum)(?:-start|-done)?(?:[.\-]\d+)*$")
+# jax >= 0.11 compiles program a's psum as an async Triton collective fusion (fusion-start/-done,
+# `fusion_backend_config.kind = "__triton_collective"` in the compile's HLO, issue 32): a
+# collective; the log alone names it without its kind (fact `unknown=`). In the lane's programs
+# it is the unnumbered `fusion-start`/`fusion-done` (the compile's HLO on jax 0.12.0.1: programs
+# a, b, c, d_eval, f); c's and f's `fusion-start.1`/`.2` are async fusions of another kind
+# (no backend kind): compute, which the log cannot tell either.
+TRITON_SINCE = (0, 11)
+ASYNC_FUSION = re.compile(r"^fusion-(?:start|done)(?:[.\-]\d+)*$")
+TRITON_FUSION = re.compile(r"^fusion-(?:start|done)$")
 ASYNC_START = re.compile(r"^(?:all-reduce|all-gather|reduce-scatter|all-to-all"
                          r"|collective-permute|collective-broadcast)-start(?:[.\-]\d+)*$")
 # A log line: optional `srun --label` rank, the tsl or absl prefix (thread id where there is
@@ -65,7 +74,8 @@ def load(version: str, data: Path = DATA) -> dict:
 def truth(name: str, sc: dict, doc: dict, log_text: str | None = None) -> tuple[str, dict]:
     """(overall status, {module: fact}) of one scenario; facts: 'full' | 'k/n[ converted=a,b]
     [ collectives=c,d]' (the checker's found/total; the async starts the module does not run
-    under that name; the collectives it runs that the profile lacks) | 'not read' | 'read (no
+    under that name; the collectives it runs that the profile lacks; in `log_view`,
+    `unknown=` the Triton collective fusions a log names without their kind) | 'not read' | 'read (no
     checker)' | 'read (checker silent)' | 'failed' | 'failed (not PGLE)'. `-clone` modules
     keep their own entries. `log_text`: the scenario's log (default: read from DATA)."""
     return _truth(name, sc, doc, log_text, as_log_shows=False)
@@ -113,7 +123,7 @@ def _truth(name: str, sc: dict, doc: dict, log_text: str | None, *,
         elif m.get("checker_missing") is not None:
             found = m.get("checker_found", 0)
             names = executed_names(doc, sc, m)
-            converted, comm, unresolved = [], [], []
+            converted, comm, unresolved, unknown = [], [], [], []
             seen = pairs.get(_key(m), {}).get(m.get("module"), {})
             for n in missing:
                 if as_log_shows and ASYNC_START.match(n) and v >= RENAMED_SINCE \
@@ -121,11 +131,17 @@ def _truth(name: str, sc: dict, doc: dict, log_text: str | None, *,
                     unresolved.append(n)  # the log cannot tell converted from missing
                 elif ASYNC_START.match(n) and names is not None and n not in names:
                     converted.append(n)
+                elif ASYNC_FUSION.match(n) and v >= TRITON_SINCE:
+                    if as_log_shows:
+                        unknown.append(n)
+                    elif TRITON_FUSION.match(n):
+                        comm.append(n)
                 elif COMM.match(n):
                     comm.append(n)
             fact = f"{found}/{found + m['checker_missing']}"
             fact += f" converted={','.join(converted)}" if converted else ""
             fact += f" unresolved={','.join(unresolved)}" if unresolved else ""
+            fact += f" unknown={','.join(unknown)}" if unknown else ""
             fact += f" collectives={','.join(comm)}" if comm else ""
             mods[mod] = fact
         else:
@@ -149,7 +165,7 @@ def _truth(name: str, sc: dict, doc: dict, log_text: str | None, *,
         if "/" not in v:
             return v in ("full", "read (no checker)", "read (checker silent)")
         fact = parse_fact(v)
-        if fact["collectives"] or fact["unresolved"] or fact["found"] == 0:
+        if fact["collectives"] or fact["unresolved"] or fact["unknown"] or fact["found"] == 0:
             return False
         compute = fact["total"] - fact["found"] - len(fact["converted"])
         return compute <= 0 or sol or fact["found"] >= MIN_COVERAGE * (fact["found"] + compute)
@@ -165,7 +181,7 @@ def parse_fact(fact: str) -> dict:
     head, *rest = fact.split(" ")
     found, total = map(int, head.split("/"))
     out: dict = {"found": found, "total": total, "converted": [], "unresolved": [],
-                 "collectives": []}
+                 "collectives": [], "unknown": []}
     for part in rest:
         key, _, names = part.partition("=")
         out[key] = names.split(",")

@@ -1,0 +1,265 @@
+"""What an HLO instruction is: the one classifier of instruction kinds (issue 32).
+
+Used by `verify`/`run` (which missing instructions matter: pgle.verdicts.collectives),
+`inspect`/`diff` (pgle.profiles.stats), the report, and `estimate`. Four categories:
+
+- `collective`, with its family (`all-reduce`, `all-gather`, ...);
+- `host_copy`: async copies between host and device memory (`copy-start`/`copy-done`),
+  which the latency-hiding scheduler overlaps like collectives;
+- `compute`: everything else whose kind is known (fusions, gemms, custom calls ...);
+- `other`: an async wrapper whose kind the name alone does not show (`fusion-start`,
+  `custom-call-start`, `async-start`, any other `*-start`/`*-done`). It is never compute:
+  on jax 0.11.2/0.12.0.1 a small all-reduce compiles to an async Triton collective fusion
+  (`fusion-start`/`fusion-done` with `fusion_backend_config.kind = "__triton_collective"`,
+  seen with the real XLA:GPU compiler, deviceless H100 x8, tests/data/xla_gpu/<jax>/issue32),
+  and async custom calls carry communication too (TransformerEngine-JAX's expert-parallel
+  dispatch/combine, collective GEMMs).
+
+Two sources: a name alone (`classify(name)`: what XLA's accuracy checker and a profile give),
+and the executed HLO (`classify(name, opcode=, backend_kind=, custom_call_target=,
+wrapped=)`, or `classify_hlo(text)` for every instruction of a module), where the fusion's
+backend kind, the custom call's target and the async wrapper's called computation tell what
+the name cannot.
+
+XLA names an instruction after its opcode (`all-gather-start.12`), the async wrapper of a
+collective after the wrapped opcode (`all-to-all-start`), and an instruction converted from
+StableHLO may keep the JAX primitive's name (`psum.3`, `ragged_all_to_all.5`; jax >= 0.11:
+`psum_invariant.7`, `all_gather.3.2` for a collective XLA made synchronous after scheduling);
+both spellings map to one family. Stdlib only: the log scanner uses it while it reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+Category = Literal["collective", "host_copy", "compute", "other"]
+COLLECTIVE: Category = "collective"
+HOST_COPY: Category = "host_copy"
+COMPUTE: Category = "compute"
+OTHER: Category = "other"
+CATEGORIES: tuple[Category, ...] = (COLLECTIVE, HOST_COPY, COMPUTE, OTHER)
+
+# Family -> the spellings an instruction of it is named with (HLO opcode first, then JAX's).
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "all-reduce": ("all-reduce", "psum_invariant", "psum", "pmax", "pmin", "pmean", "all_reduce"),
+    "all-gather": ("all-gather", "all_gather"),
+    "reduce-scatter": ("reduce-scatter", "psum_scatter", "reduce_scatter"),
+    "all-to-all": ("all-to-all", "all_to_all"),
+    "ragged-all-to-all": ("ragged-all-to-all", "ragged_all_to_all"),
+    "collective-permute": ("collective-permute", "ppermute", "collective_permute"),
+    "collective-broadcast": ("collective-broadcast", "pbroadcast", "collective_broadcast"),
+    # jax >= 0.8 names the instructions of jax.lax.psend/precv after the primitive (`psend.10`,
+    # `precv.11`: opcodes send, send-done, recv, recv-done; the lane's program i).
+    "send": ("send", "psend"),
+    "recv": ("recv", "precv"),
+}
+# Longest spelling first, so `ragged-all-to-all` is not read as `all-to-all`.
+_SPELLINGS = sorted(
+    ((s, fam) for fam, ss in FAMILIES.items() for s in ss), key=lambda p: -len(p[0])
+)
+_FAMILY_RE = re.compile(
+    r"^(?P<spelling>" + "|".join(re.escape(s) for s in dict(_SPELLINGS)) + r")"
+    r"(?P<phase>-start|-done|_start|_done)?(?P<rest>(?:[.\-_]\d+)*)$"
+)
+_BY_SPELLING = dict(_SPELLINGS)
+_HOST_COPY_RE = re.compile(r"^copy-(?P<phase>start|done)(?:[.\-]\d+)*$")
+# Any other async wrapper (`fusion-start`, `custom-call-done.2`, `async-start.1`): its kind is
+# in the HLO, not in the name.
+_ASYNC_RE = re.compile(r"^(?P<base>[\w\-]+?)-(?P<phase>start|done|update)(?:[.\-]\d+)*$")
+_QUALIFIER_RE = re.compile(r"^[0-9a-f]{32}::")
+_REMAT_RE = re.compile(r"\.remat\d*$")
+# Backend kinds / custom-call targets that carry communication (XLA:GPU; TransformerEngine-JAX
+# and NCCL/NVSHMEM-based custom calls).
+TRITON_COLLECTIVE = "__triton_collective"
+_COMM_TARGET = re.compile(
+    r"nccl|nvshmem|collective|all_?to_?all|all_?gather|all_?reduce|reduce_?scatter|"
+    r"dispatch|combine|permute|send|recv",
+    re.I,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """What one instruction is (see the module's doc)."""
+
+    category: Category
+    family: str | None = None  # the collective's family, where known
+    phase: Literal["start", "done"] | None = None  # of an async pair; None: synchronous
+    # The name with its phase removed, to pair a start with its done (collectives only).
+    pair_key: str | None = None
+    by: Literal["name", "hlo"] = "name"  # what told it
+
+    @property
+    def communication(self) -> bool:
+        """A collective or a host copy: what the latency-hiding scheduler overlaps."""
+        return self.category in (COLLECTIVE, HOST_COPY)
+
+    @property
+    def never_compute(self) -> bool:
+        """What a verdict must not count as compute: communication, or an async wrapper whose
+        kind is unknown."""
+        return self.category != COMPUTE
+
+    def label(self) -> str:
+        """A few words for a row: `all-reduce`, `host copy`, `async, kind unknown`, ..."""
+        if self.category == COLLECTIVE:
+            return self.family or "collective"
+        if self.category == HOST_COPY:
+            return "host copy"
+        if self.category == OTHER:
+            return "async, kind unknown"
+        return "compute"
+
+
+_COMPUTE = Kind(COMPUTE)
+_COMPUTE_HLO = Kind(COMPUTE, by="hlo")
+
+
+def bare(name: str) -> str:
+    """The instruction name without a `<fingerprint>::` qualifier (and surrounding blanks)."""
+    return _QUALIFIER_RE.sub("", name.strip())
+
+
+@functools.lru_cache(maxsize=1 << 20)
+def _by_name(name: str) -> Kind:
+    b = bare(name)
+    if ".remat" in b:
+        b = _REMAT_RE.sub("", b)
+    m = _FAMILY_RE.match(b)
+    if m:
+        family = _BY_SPELLING[m.group("spelling")]
+        raw = m.group("phase")
+        phase: Literal["start", "done"] | None = None
+        if raw:
+            phase = "start" if raw.endswith("start") else "done"
+        elif family in ("send", "recv"):
+            phase = "start"  # send/recv are the start half of send/send-done
+        key = f"{m.group('spelling')}{m.group('rest')}" if phase else None
+        return Kind(COLLECTIVE, family, phase, key)
+    m = _HOST_COPY_RE.match(b)
+    if m:
+        return Kind(HOST_COPY, None, "start" if m.group("phase") == "start" else "done")
+    m = _ASYNC_RE.match(b)
+    if m and m.group("phase") in ("start", "done"):
+        return Kind(OTHER, None, "start" if m.group("phase") == "start" else "done")
+    return _COMPUTE
+
+
+def classify(
+    name: str,
+    *,
+    opcode: str | None = None,
+    backend_kind: str | None = None,
+    custom_call_target: str | None = None,
+    wrapped: Kind | None = None,
+) -> Kind:
+    """The kind of one instruction: from its name alone, or, where the executed HLO gives
+    them, from its opcode, its fusion's backend kind (`fusion_backend_config.kind`), its
+    custom call's target, and for an async wrapper the kind of what it wraps (`wrapped`)."""
+    if opcode is None and backend_kind is None and custom_call_target is None and wrapped is None:
+        return _by_name(name)
+    op = (opcode or "").strip()
+    phase: Literal["start", "done"] | None = (
+        "start" if op.endswith("-start") else "done" if op.endswith("-done") else None
+    )
+    if backend_kind == TRITON_COLLECTIVE:
+        family = _family_in(name) or (wrapped.family if wrapped else None)
+        return Kind(COLLECTIVE, family or "all-reduce", phase, None, "hlo")
+    if op:
+        by_op = _by_name(op)
+        if by_op.category in (COLLECTIVE, HOST_COPY):
+            return dataclasses.replace(by_op, pair_key=_by_name(name).pair_key, by="hlo")
+    if wrapped is not None and wrapped.category != COMPUTE:
+        return dataclasses.replace(wrapped, phase=phase, by="hlo")
+    if op.startswith("custom-call"):
+        if custom_call_target and _COMM_TARGET.search(custom_call_target):
+            return Kind(COLLECTIVE, None, phase, None, "hlo")
+        if phase is not None:  # an async custom call of unknown purpose: never compute
+            return Kind(OTHER, None, phase, None, "hlo")
+        return _COMPUTE_HLO
+    if phase is not None and wrapped is None and op not in ("fusion-start", "fusion-done"):
+        return Kind(OTHER, None, phase, None, "hlo")
+    return _COMPUTE_HLO
+
+
+def _family_in(text: str) -> str | None:
+    """A collective family named inside a computation or instruction name
+    (`fused_psum_invariant.7.0.clone` -> all-reduce)."""
+    low = text.lower()
+    for spelling, family in _SPELLINGS:
+        if spelling in low:
+            return family
+    return None
+
+
+# --- the executed HLO --------------------------------------------------------------------
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.*?)\s(?P<op>[a-z][\w\-]*)\("
+)
+_CALLS = re.compile(r"\bcalls=%?([\w.\-]+)")
+_BACKEND_KIND = re.compile(r'"fusion_backend_config":\{"kind":"(?P<kind>[^"]+)"')
+_TARGET = re.compile(r'\bcustom_call_target="(?P<target>[^"]*)"')
+
+
+def hlo_attributes(text: str) -> tuple[str | None, str | None]:
+    """(fusion backend kind, custom-call target) named in an HLO instruction's text."""
+    kind = _BACKEND_KIND.search(text)
+    target = _TARGET.search(text)
+    return (kind.group("kind") if kind else None, target.group("target") if target else None)
+
+
+def classify_hlo(hlo_text: str) -> Mapping[str, Kind]:
+    """Every instruction of an HLO module's text (`compiled.as_text()`, or XLA's
+    `*after_optimizations.txt` dump) -> its kind, told by its opcode, backend kind, custom-call
+    target and, for an async wrapper, what its called computation runs."""
+    rows: list[tuple[str, str, str, str | None, str | None, str | None]] = []
+    ops_of: dict[str, list[tuple[str, str, str | None, str | None]]] = {}
+    current: str | None = None
+    for line in hlo_text.splitlines():
+        m = _INSTRUCTION.match(line)
+        if m is None:
+            c = _COMPUTATION.match(line)
+            if c and "=" not in line.split("{", 1)[0].split("(", 1)[0]:
+                current = c.group("name")
+            continue
+        calls = _CALLS.search(line)
+        kind = _BACKEND_KIND.search(line)
+        target = _TARGET.search(line)
+        row = (
+            current or "",
+            m.group("name"),
+            m.group("op"),
+            calls.group(1) if calls else None,
+            kind.group("kind") if kind else None,
+            target.group("target") if target else None,
+        )
+        rows.append(row)
+        ops_of.setdefault(row[0], []).append((row[1], row[2], row[4], row[5]))
+    out: dict[str, Kind] = {}
+    for _, name, op, called, backend, cc_target in rows:
+        wrapped = None
+        if called and (op.endswith(("-start", "-done")) or op == "async-start"):
+            inner = [
+                classify(n, opcode=o, backend_kind=b, custom_call_target=t)
+                for n, o, b, t in ops_of.get(called, ())
+            ]
+            wrapped = next((k for k in inner if k.category != COMPUTE), None) or (
+                _COMPUTE_HLO if inner else None
+            )
+        out[name] = classify(
+            name, opcode=op, backend_kind=backend, custom_call_target=cc_target, wrapped=wrapped
+        )
+    return out
+
+
+def is_async_collective_start(name: str) -> bool:
+    """The start of an async collective named after its opcode (`all-reduce-start`,
+    `all-gather-start.12`, `collective-permute-start.1`, with or without a `<fp>::`
+    qualifier): what XLA may turn into a synchronous instruction after scheduling."""
+    m = _FAMILY_RE.match(bare(name))
+    return bool(m and m.group("phase") in ("-start", "_start"))
