@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import re
+import stat
 from collections.abc import Iterator
 
 from pgle.cache import manifest
@@ -253,13 +255,22 @@ def selected(module: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(module, p) for p in patterns)
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str, limit: int = 64) -> bytes:
+    """At most `limit` bytes of a cache file (an -atime stamp holds 8). A shared cache is
+    foreign: a link, FIFO or device planted at an entry's name (or swapped in after the
+    listing) is never followed or read; OSError instead."""
     if manifest.is_remote(path):
         from etils import epath
 
-        return epath.Path(path).read_bytes()
-    with open(path, "rb") as f:
-        return f.read()
+        with epath.Path(path).open("rb") as f:
+            return bytes(f.read(limit))
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: str) -> None:

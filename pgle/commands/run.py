@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pgle.atomic import check_writable_target
 from pgle.commands.options import StoreOptions, VerdictOptions, Window
 from pgle.errors import EXIT_NOT_VERIFIED, ProfileError
-from pgle.evidence import jit_steps
+from pgle.evidence import compiles, jit_steps
 from pgle.evidence.events import RunEvents, workload_exit_phrase
 from pgle.evidence.steps import summarize
 from pgle.evidence.xla_log import LogScanner
@@ -199,6 +199,7 @@ def finish_run(
         else None,
         profile_given=str(source.path) if source is not None else given,
     )
+    made = compiles.executables(ex.events)  # compiled, or loaded from jax's cache
     verdict = judge(
         LogScanner().scan_file(ex.run.log),
         platform=ex.events.platform,
@@ -224,6 +225,8 @@ def finish_run(
         executed=sync_converted.load_executed(ex.events.modules),
         renamed=sync_converted.renames(_jax_of(ex.events)),
         device_kind=ex.events.backend.device_kind if ex.events.backend else None,
+        loaded_from_cache=[r["module"] for r in made if r["kind"] == "cached"],
+        compiled_anew=sum(1 for r in made if r["kind"] == "compiled"),
     )
     collectives.annotate_totals(verdict.modules, ex.events.modules)
     verdict.modules = jit_steps.step_first(verdict.modules, ex.events)

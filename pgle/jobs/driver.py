@@ -183,6 +183,7 @@ class RankRun:
                 self.world_size,
                 require_same_program=self.require_same_program,
             )
+    claimed: bool = False  # this process holds the rank's start record (folder.claim_rank)
 
     @property
     def rank(self) -> int:
@@ -211,6 +212,10 @@ class RankRun:
                 request = dataclasses.replace(request, run_root=run_root)
             lay = layout.resolve(request, self.info, self.job_dir)
             resolved.append(lay)
+            if wf.combine is not None:
+                # Before the rank's run folder: two processes given one rank meet here.
+                folder.claim_rank(self.job_dir, self.info)
+                self.claimed = True
             if wf.combine is None:
                 return wf.body(opts, lay, functools.partial(self.phase, environ), environ)
             return wf.body(opts, lay, self.launch, environ)
@@ -248,6 +253,10 @@ class RankRun:
     def _guarded(self, produce: Callable[[], Report]) -> Report:
         try:
             return produce()
+        except folder.RankTaken as e:
+            # Another process holds this rank: its files are not this process's to write.
+            e.message = f"rank {self.rank}: {e.message}"
+            raise
         except PgleError as e:
             self._record_failure(e.exit_code, str(e))
             if isinstance(e, Stalled) and self.info.is_leader and self.forensics is not None:
@@ -382,7 +391,8 @@ class RankRun:
         ex.resume()
 
     def mark_started(self) -> None:
-        folder.mark_started(self.job_dir, self.info)
+        folder.mark_started(self.job_dir, self.info, claimed=self.claimed)
+        self.claimed = True
 
     def watchdog(self) -> Callable[[], int | None]:
         check = folder.watchdog(self.job_dir, self.rank)

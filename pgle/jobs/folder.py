@@ -28,10 +28,13 @@ Gathering timeouts should allow for that.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
 import re
+import secrets
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -136,29 +139,50 @@ def _read_json(path: Path) -> dict[str, Any]:
     return rank_data.read_report(path.parent if rel == path.name else path.parent.parent, rel)
 
 
-def mark_started(job_dir: os.PathLike | str, info: RankInfo) -> Path:
-    """Record that this rank is about to launch its workload.
+def claim_rank(job_dir: os.PathLike | str, info: RankInfo) -> Path:
+    """Claim this rank of the job: its start record, created only where none exists (before
+    the rank's run folder is made, so that two processes given one rank meet here first).
 
-    Refuses (BadInput) a folder that already holds this rank's files: they are
-    from an earlier launch, and mixing the two would gather stale reports.
+    Refuses (RankTaken) a folder that already holds this rank's files: another process was
+    given the same rank, or they are from an earlier launch, and mixing the two would gather
+    stale reports.
     """
     job_dir = Path(job_dir)
+    path = start_path(job_dir, info.rank)
     stale = [
         p.name
         for p in (
-            start_path(job_dir, info.rank),
+            path,
             exit_path(job_dir, info.rank),
             report_path(job_dir, info.rank),
             failed_path(job_dir, info.rank),
         )
-        if p.exists()
+        if os.path.lexists(p)
     ]
+    taken = RankTaken(
+        f"job folder {job_dir} already holds {', '.join(stale) or path.name}: another process "
+        f"was given rank {info.rank} too, or the files are from an earlier launch.",
+        hint="Give each process of the job its own rank (PGLE_RANK, SLURM_PROCID, ...); "
+        "use a new job folder (the default one is per SLURM job step) or remove it.",
+    )
     if stale:
-        raise BadInput(
-            f"job folder {job_dir} already holds {', '.join(stale)} from an earlier launch.",
-            hint="Use a new job folder (the default one is per SLURM job step) or remove it.",
-        )
-    data = {
+        raise taken
+    job_dir.mkdir(parents=True, exist_ok=True)
+    if not _claim_json(path, _start_record(info)):
+        raise taken
+    return path
+
+
+def mark_started(job_dir: os.PathLike | str, info: RankInfo, *, claimed: bool = False) -> Path:
+    """Record that this rank is about to launch its workload: its start record, claimed first
+    (claim_rank) unless this process `claimed` it already."""
+    if not claimed:
+        return claim_rank(job_dir, info)
+    return _write_json(start_path(job_dir, info.rank), _start_record(info))
+
+
+def _start_record(info: RankInfo) -> dict[str, Any]:
+    return {
         "rank": info.rank,
         "local_rank": info.local_rank,
         "node_id": info.node_id,
@@ -166,7 +190,43 @@ def mark_started(job_dir: os.PathLike | str, info: RankInfo) -> Path:
         "job": info.job_key,
         **_stamp(),
     }
-    return _write_json(start_path(job_dir, info.rank), data)
+
+
+class RankTaken(BadInput):
+    """Another process claimed this rank's start record first: this one writes none of the
+    rank's files (they are the other process's)."""
+
+
+def _claim_json(path: Path, data: Mapping[str, Any]) -> bool:
+    """Write `path` only where no file of that name exists, atomically: complete under a
+    private name first, then linked into place (a link never replaces). False where another
+    process's file is there: two ranks' claims race on a shared folder, and only one wins."""
+    from pgle.redact import redact_json
+
+    text = json.dumps(redact_json(data), sort_keys=True, default=str) + "\n"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    write_text_atomic(tmp, text)
+    try:
+        os.link(tmp, path, follow_symlinks=False)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    # A file system without hard links: an exclusive create, written whole in one call.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    return True
 
 
 def mark_exit(

@@ -53,7 +53,9 @@ class Execution:
         return self.result.pending is not None
 
     def resume(self) -> None:
-        """A held workload goes on to its real end (after pgle's last handoff request)."""
+        """A held workload goes on to its real end (after pgle's last handoff request).
+        Interrupted where pgle got SIGINT/SIGTERM/SIGHUP while it was held (the exchange):
+        the command stops there, as at any other moment of a launch."""
         pending = self.result.pending
         if pending is None:
             return
@@ -61,6 +63,8 @@ class Execution:
         self.result = dataclasses.replace(
             final, exit_code=final.exit_code if final.exit_code != 0 else self.result.exit_code
         )
+        if final.interrupted:
+            raise interrupted(final)
 
     def dropped_flags_reason(self) -> str | None:
         """The workload replaced XLA_FLAGS before XLA read it (the harness compared them at

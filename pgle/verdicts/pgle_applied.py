@@ -61,6 +61,8 @@ def judge(
     renamed: bool | None = None,
     command: bool = False,
     device_kind: str | None = None,
+    loaded_from_cache: Collection[str] = (),
+    compiled_anew: int | None = None,
 ) -> Verdict:
     """Turn evidence into per-module and overall statuses (README "Verdicts").
 
@@ -87,7 +89,11 @@ def judge(
     `min_coverage`: the user's threshold, which always decides; None: 0.9, or the SoL rule
     where XLA prices unprofiled compute with its SoL model (pgle.verdicts.collectives).
     `device_kind`: the GPU that ran it (None: not known; the SoL rule then says it assumed
-    one)."""
+    one).
+    `loaded_from_cache`: the modules whose executables jax loaded from its persistent
+    compilation cache, and `compiled_anew` how many it compiled (pgle.evidence.compiles; None:
+    unknown): XLA compiles nothing for a loaded module, so it logs no PGLE line for it, and
+    such a module is never judged not_applied for that."""
     silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
     details: dict[str, Any] = {}
     if workload_modules:
@@ -180,6 +186,7 @@ def judge(
         )
         modules = []
     elif not looked:
+        cached = sorted(set(loaded_from_cache))
         if platform and platform.lower() not in GPU_PLATFORMS:
             status = Applied.NOT_APPLICABLE
             reasons.append(
@@ -193,6 +200,17 @@ def judge(
                 '("xla_gpu_pgle_accuracy_checker is set to WARN, but no profile path specified", '
                 f"{plural(evidence.checker_without_path, 'time')}): the profile flag "
                 "--xla_gpu_pgle_profile_file_or_directory_path did not reach XLA."
+            )
+        elif cached and compiled_anew == 0 and not modules:
+            # jax 0.4.x-0.10.2: a cache hit deserializes the executable; XLA compiles nothing.
+            status = Applied.ERROR
+            reasons.append(
+                f"every executable was loaded from jax's persistent compilation cache "
+                f"({plural(len(cached), 'module')}: {', '.join(cached[:5])}"
+                + (", ..." if len(cached) > 5 else "")
+                + "): XLA compiled nothing, so its log cannot show whether the profile "
+                "applied; rerun with the cache off (JAX_ENABLE_COMPILATION_CACHE=false) or "
+                "an empty cache folder (JAX_COMPILATION_CACHE_DIR)."
             )
         elif modules:
             status = Applied.NOT_APPLIED

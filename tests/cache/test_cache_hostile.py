@@ -50,3 +50,73 @@ def test_a_live_process_is_alive_whoever_owns_it(tmp_path: Path):
     finally:
         live.kill()
         live.wait()
+
+
+def _entry_with_stamp(cache: Path, stamp_s: float):
+    from pgle.cache.entries import list_entries
+
+    cache.mkdir(parents=True, exist_ok=True)
+    key = "jit_step-" + "a" * 64
+    (cache / f"{key}-cache").write_bytes(b"x" * 100)
+    (cache / f"{key}-atime").write_bytes(int(stamp_s * 1e9).to_bytes(8, "little"))
+    [entry] = list_entries(str(cache))
+    assert entry.atime_file
+    return entry, cache / f"{key}-atime"
+
+
+def test_an_atime_stamp_swapped_for_a_link_or_a_fifo_is_not_followed(tmp_path: Path):
+    """Issue 31: the -atime stamp was read with open() and read whole: a link swapped in after
+    the listing was followed (another file's bytes taken as the stamp), a FIFO blocked prune
+    forever and /dev/zero read without end. It is opened without following links, must be
+    a regular file, and at most a few bytes are read; otherwise the entry's own write time
+    counts."""
+    import os
+
+    from pgle.cache.entries import last_used
+
+    now = time.time()
+    entry, atime = _entry_with_stamp(tmp_path / "cache", now)
+    assert abs(last_used(str(tmp_path / "cache"), entry) - now) < 1
+    future = tmp_path / "future-stamp"
+    future.write_bytes(int((now + 10**8) * 1e9).to_bytes(8, "little"))
+    for planted in ("link", "fifo", "zero"):
+        atime.unlink()
+        if planted == "link":
+            atime.symlink_to(future)
+        elif planted == "fifo":
+            os.mkfifo(atime)
+        else:
+            atime.symlink_to("/dev/zero")
+        assert last_used(str(tmp_path / "cache"), entry) == entry.mtime, planted
+
+
+def test_another_users_live_prewarm_is_alive_to_a_user_who_cannot_signal_it(tmp_path: Path):
+    """The EPERM side of pid_alive, as an unprivileged user sees it: root's live process (a
+    prewarm that another account started) must read as alive to `nobody`, whose kill(2) of it
+    fails with EPERM; a pid that names no process reads as dead. Run as root, the check runs in
+    a child as uid 65534 with the system python (the venv's may sit in root's private home)."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start a process as another user")
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    repo = Path(__file__).resolve().parents[2]
+    if system_python is None:
+        pytest.skip("no system python3")
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                "from pgle.cache.manifest import pid_alive; "
+                "print(pid_alive(int(sys.argv[2])), pid_alive(int(sys.argv[3])))")
+        probe = subprocess.run([system_python, "-I", "-c", code, str(repo), str(live.pid),
+                                str(dead.pid)], user=65534, group=65534, capture_output=True,
+                               text=True, timeout=60, cwd="/")
+        if probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr:
+            pytest.skip(f"the system python cannot import pgle: {probe.stderr.strip()[-200:]}")
+        assert probe.stdout.split() == ["True", "False"], probe.stderr
+    finally:
+        live.kill()
+        live.wait()

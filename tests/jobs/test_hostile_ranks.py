@@ -265,3 +265,42 @@ def test_a_big_bundle_is_received_in_bounded_memory(tmp_path):
     grew_kib = int(proc.stdout)
     assert grew_kib < 64 << 10, f"rank 0 grew by {grew_kib >> 10} MiB for a 300 MiB bundle"
     assert (tmp_path / "mine" / "profiles" / "rank-1.pb").stat().st_size == size
+
+
+def test_two_processes_given_one_rank_fail_loudly(tmp_path):
+    """Two processes started as rank 1 of one job at once: only one may claim the rank (its
+    start record, created exclusively); the other says so in one line, exits 2 and writes
+    none of rank 1's files, so the claimant's record stays whole."""
+    env = pgle_env(PGLE_RANK="1", PGLE_WORLD_SIZE="2", PGLE_JOB_ID="twice", PYTHONPATH=HELPER)
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "pgle", "collect", "--json", "-o", "profile.pb",
+         "--gather-timeout", "30", STEPS, "--", "6"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for _ in range(2)]
+    results = sorted((p.returncode, out, err) for p in procs
+                     for out, err in [p.communicate(timeout=300)])
+    (ok, _, ok_err), (dup, _, dup_err) = results
+    assert (ok, dup) == (0, 2), ok_err[-2000:] + dup_err[-2000:]
+    lines = [line for line in dup_err.splitlines() if "rank 1" in line]
+    assert len(lines) == 1 and "was given rank 1 too" in lines[0], dup_err
+    assert "Traceback" not in dup_err
+    jd = tmp_path / ".pgle" / "jobs" / "twice"
+    start = json.loads((jd / "rank-1.start").read_text())
+    report = json.loads((jd / "rank-1.json").read_text())
+    assert report["exit_code"] == 0 and report["status"] != "error", report
+    assert not (jd / "failed").exists() or not list((jd / "failed").iterdir())
+    assert [p.name for p in jd.iterdir() if p.name.startswith(".rank-1")] == []
+    assert start["pid"] != 0
+
+
+def test_a_rank_claim_is_exclusive(tmp_path):
+    """The claim itself: the second mark_started of one rank, with the first's file there,
+    is RankTaken, and the first's record is left as it was."""
+    from pgle.jobs.ranks import RankInfo
+
+    info = RankInfo(rank=1, world_size=2, job_id="j", source="pgle")
+    path = folder.mark_started(tmp_path, info)
+    first = path.read_bytes()
+    with pytest.raises(folder.RankTaken):
+        folder.mark_started(tmp_path, info)
+    assert path.read_bytes() == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-1.start"]

@@ -88,7 +88,9 @@ def test_write_report_takes_a_report_object(tmp_path):
 
 def test_a_reused_job_folder_is_refused_before_launch(tmp_path):
     job.mark_started(tmp_path, _info(1))
-    with pytest.raises(BadInput, match=r"already holds rank-1\.start from an earlier launch"):
+    with pytest.raises(BadInput, match=r"already holds rank-1\.start: another process was "
+                                        r"given rank 1 too, or the files are from an earlier "
+                                        r"launch"):
         job.mark_started(tmp_path, _info(1))
     job.mark_started(tmp_path, _info(2))  # another rank in the same folder is fine
 

@@ -11,12 +11,16 @@ numbers), as in the shared-folder tests.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
+from helpers.processes import start_pgle, wait_until
 from helpers.slurm_fixture import slurm_test
 
 DIST = WORKLOADS / "dist_steps.py"
@@ -198,3 +202,57 @@ def test_srun_stall_leaves_every_ranks_stacks(slurm_cluster, tmp_path):
         dump = (jd / f"rank-{rank}" / "stacks.txt").read_text()
         assert "dist_steps.py" in dump, dump
     assert "no progress for" in proc.stderr
+
+
+def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
+    """`--gather kv` holds the finished workload while its files travel (Execution.resume):
+    Ctrl-C on rank 0 then stops rank 0 with 130 once the workload has stopped, even where the
+    exchange and the job report went on (issue 31: Ctrl-C anywhere)."""
+    go = tmp_path / "go"
+    late = tmp_path / "late_rank_1.py"
+    # Rank 1 finishes its steps, then waits for the test: rank 0 waits for its files, held.
+    late.write_text(textwrap.dedent(f"""
+        import os, runpy, sys, time
+        sys.argv = [{str(DIST)!r}]
+        try:
+            runpy.run_path({str(DIST)!r}, run_name="__main__")
+        except SystemExit:
+            pass
+        deadline = time.monotonic() + 300
+        while os.environ["PGLE_RANK"] == "1" and not os.path.exists({str(go)!r}):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    """))
+    port = _free_port()
+    procs = []
+    for rank in (0, 1):
+        home = tmp_path / f"rank{rank}"
+        home.mkdir()
+        env = pgle_env(PGLE_RANK=str(rank), PGLE_WORLD_SIZE="2", PGLE_JOB_ID="held",
+                       DIST_PORT=str(port), PYTHONPATH=FAKE_GPU_CONVERSION)
+        procs.append(start_pgle("collect", "--gather", "kv", "--gather-timeout", "30",
+                                "-o", "profile.pb", str(late), cwd=home, env=env))
+    rank0, rank1 = procs
+    try:
+        # Rank 0's workload has finished and waits while pgle asks it for rank 1's files.
+        wait_until(lambda: any((tmp_path / "rank0").rglob("handoff/request-0.json")),
+                   "rank 0's held workload", proc=rank0, timeout=240)
+        # Ctrl-C on the job, as srun passes it on: every rank gets SIGINT (rank 1's workload
+        # still runs; its jax.distributed shutdown then meets rank 0's).
+        for proc in procs:
+            os.kill(proc.pid, signal.SIGINT)
+        out, err = rank0.communicate(timeout=300)
+        out1, err1 = rank1.communicate(timeout=300)
+    finally:
+        go.touch()
+        for proc in procs:
+            try:
+                proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+    text = err.decode(errors="replace")
+    assert rank0.returncode == 130, text[-4000:]
+    assert "interrupted by SIGINT (Ctrl-C)" in text and "Traceback" not in text, text[-4000:]
+    assert rank1.returncode == 130, err1.decode(errors="replace")[-4000:]
