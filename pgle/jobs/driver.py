@@ -183,6 +183,7 @@ class RankRun:
                 self.world_size,
                 require_same_program=self.require_same_program,
             )
+
     claimed: bool = False  # this process holds the rank's start record (folder.claim_rank)
 
     @property
