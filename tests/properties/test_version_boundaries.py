@@ -47,6 +47,8 @@ def test_at_least_on_both_sides(boundary):
 
 
 def test_lhs_flag_and_newest_verified_on_both_sides():
+    for v, after in both_sides((0, 5, 1)):
+        assert versions.supports_expect_pgle(v) == after, v
     assert versions.needs_lhs_flag((0, 5, 0)) and not versions.needs_lhs_flag((0, 5, 1))
     assert versions.newer_than_verified(versions.NEWEST_VERIFIED_JAX) is None
     assert versions.newer_than_verified((0, 12, 0, 2)) is not None
