@@ -290,3 +290,13 @@ def test_checker_silence_of_a_saved_log_at_the_version_boundaries():
     assert checker.silence_of_log(inf((0, 4, 36)), **dict(kw, discards=1)) == SILENCE_FULL
     assert checker.silence_of_log(inf((0, 4, 35)), **dict(kw, discards=1)) == SILENCE_FULL
     assert checker.silence_of_log(inf((0, 4, 35)), **dict(kw, checker_off=True)) == SILENCE_OFF
+
+
+def test_a_saved_log_of_unknown_version_stays_unknown_even_with_discards():
+    """checker.py: 'unknown ... when the version is unknown': a discard proves ERROR strictness
+    only on a jax known to have the new checker (a log that could be older stays unknown)."""
+    unknown = log_version.Inference(None, None, (), ())
+    either = log_version.Inference(None, (0, 5, 0), (), ())
+    for inf in (unknown, either):
+        assert checker.silence_of_log(inf, checker_off=False, checker_lines=0,
+                                      discards=1) == SILENCE_UNKNOWN

@@ -58,3 +58,13 @@ def test_the_workloads_own_exit_code_stays_and_no_require_changes_nothing():
 
 def test_a_failing_module_is_named_once_across_globs():
     assert failures(MODULES, ["jit_eval*", "*eval_step"]) == ["jit_eval_step is not_applied"]
+
+
+def test_every_glob_is_named_when_all_applied_and_earlier_reasons_stay():
+    report = _report()
+    enforce(report, ["jit_train*", "unnamed module #3"])
+    assert report.summary == ["--require: jit_train*, unnamed module #3: applied"]
+    report = _report()
+    report.reasons = ["an earlier reason"]
+    enforce(report, ["jit_eval_step"])
+    assert report.reasons == ["an earlier reason", "--require: jit_eval_step is not_applied"]
