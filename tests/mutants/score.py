@@ -5,6 +5,7 @@
     python3 tests/mutants/score.py verdicts.require --check   # and exit 1 if one fell below
                                                               # tests/mutants/scores.json
     python3 tests/mutants/score.py verdicts.require --write   # and record the new figures there
+                                                              # (and in docs/development.md)
 
 The packages, the files each mutates and the fast tests that judge them are in pyproject.toml
 (`[tool.pgle-mutation.packages.*]`); `[tool.mutmut]` there holds mutmut's own settings. For each
@@ -39,6 +40,26 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SCORES = HERE / "scores.json"
 EQUIVALENT = HERE / "equivalent.json"
+DOC = REPO / "docs" / "development.md"
+TABLE_START = "<!-- mutation-scores: written by `tests/mutants/score.py --write` from tests/mutants/scores.json -->"
+TABLE_END = "<!-- /mutation-scores -->"
+
+
+def scores_table(ratchet: dict) -> str:
+    """The table of docs/development.md, from the ratchet (the only place figures are typed)."""
+    rows = ["| package | files | mutants | killed | equivalent | score | time (2 cores) | run |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, r in sorted(ratchet.items()):
+        files = ", ".join(f"`{f}` {s:.0%}" for f, s in sorted(r["files"].items()))
+        rows.append(f"| {name} | {files} | {r['mutants']} | {r['killed']} | {r['equivalent']} | "
+                    f"{r['score']:.1%} | {r['seconds']} s | {r.get('date', '')} |")
+    return "\n".join(rows)
+
+
+def write_doc_table(ratchet: dict) -> None:
+    text = DOC.read_text()
+    a, b = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    DOC.write_text(text[:a] + "\n" + scores_table(ratchet) + "\n" + text[b:])
 
 
 def packages() -> dict[str, dict]:
@@ -146,10 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="show the packages and exit")
     ap.add_argument("--check", action="store_true", help="exit 1 if a score fell below scores.json")
     ap.add_argument("--write", action="store_true", help="record the new scores in scores.json")
+    ap.add_argument("--doc", action="store_true",
+                    help="only rewrite docs/development.md's table from scores.json")
     ap.add_argument("--show", action="store_true", help="print each survivor's diff")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     args = ap.parse_args(argv)
     specs = packages()
+    if args.doc:
+        write_doc_table(json.loads(SCORES.read_text()))
+        return 0
     if args.list:
         for name, spec in specs.items():
             print(f"{name}: {' '.join(spec['files'])}\n    tests: {' '.join(spec['tests'])}")
@@ -172,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             result["date"] = dt.date.today().isoformat()
             ratchet[name] = result
             SCORES.write_text(json.dumps(ratchet, indent=1, sort_keys=True) + "\n")
+            write_doc_table(ratchet)
     return 1 if failed else 0
 
 
