@@ -5,15 +5,15 @@ it runs each package's tests once per mutant.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "mutants"))
-
-import score  # noqa: E402
+_spec = importlib.util.spec_from_file_location("score", ROOT / "tests" / "mutants" / "score.py")
+score = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(score)
 
 
 def test_the_ratchet_names_configured_packages_with_consistent_figures():

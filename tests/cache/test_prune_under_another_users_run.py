@@ -17,7 +17,6 @@ import tempfile
 import pytest
 
 from helpers.users import other_user
-
 from pgle import api
 from pgle.cache import manifest
 from pgle.errors import PgleError
@@ -42,7 +41,7 @@ def _prune_as(user: str, cache: str) -> tuple[str, str]:
             except PgleError as e:
                 out = ("refused", str(e))
             os.write(w, json.dumps(out).encode())
-        except BaseException as e:  # noqa: BLE001  the child must never return into pytest
+        except BaseException as e:
             os.write(w, json.dumps(("crashed", repr(e))).encode())
             code = 1
         finally:

@@ -9,7 +9,6 @@ import os
 import pytest
 
 from helpers.pgle_testing import run_pgle
-
 from pgle.shared_folders import create_exclusive, link_or_copy
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 from helpers.pgle_testing import run_pgle
-
 from pgle.launch.stall import StallWatch
 
 PRINTER = """

@@ -75,7 +75,8 @@ def test_an_even_count_median_is_the_mean_of_the_two_middles(values):
 def test_chunked_stats_equal_the_list_stats_bit_for_bit(values, stat, data):
     cuts = sorted(data.draw(st.lists(st.integers(1, max(1, len(values) - 1)), max_size=3)))
     cuts = [c for c in cuts if 0 < c < len(values)]
-    chunks = [np.asarray(values[a:b], np.float64) for a, b in zip([0, *cuts], [*cuts, len(values)])
+    chunks = [np.asarray(values[a:b], np.float64)
+              for a, b in zip([0, *cuts], [*cuts, len(values)], strict=True)
               if b > a]
     assert stat_of_chunks(chunks, stat) == apply_stat(values, stat)
 

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers.strategies import before, both_sides
+from helpers.strategies import versions as any_version
 from pgle.cache import key_rules
 from pgle.evidence import log_version
 from pgle.verdicts import checker, collectives, sync_converted
@@ -21,8 +23,6 @@ from pgle.verdicts.pgle_applied import SILENCE_FULL, SILENCE_OFF, SILENCE_UNKNOW
 from pgle.xla import flag_table, versions
 from pgle.xla.flag_data import FLAGS, REMOVED_FLAGS
 from pgle.xla.versions import Version, parse_version
-
-from helpers.strategies import before, both_sides, versions as any_version
 
 
 def side(v, boundary) -> bool:
@@ -182,7 +182,7 @@ def test_sol_fallback_from_0_10_1_on_hopper_and_blackwell(v):
 
 def test_sol_fallback_boundary_on_both_sides():
     assert collectives.SOL_FALLBACK_SINCE == (0, 10, 1)
-    assert collectives.LAST_WITHOUT_SOL_FALLBACK == before(collectives.SOL_FALLBACK_SINCE)
+    assert before(collectives.SOL_FALLBACK_SINCE) == collectives.LAST_WITHOUT_SOL_FALLBACK
     for v, after in both_sides((0, 10, 1)):
         for device in SOL:
             assert collectives.sol_fallback_expected(v, device) is after, (v, device)
@@ -195,7 +195,7 @@ def test_sync_pairs_renamed_from_0_11_1(v):
 
 
 def test_sync_rename_boundary_on_both_sides():
-    assert sync_converted.LAST_KEEPING_NAMES == before(sync_converted.RENAMED_SINCE)
+    assert before(sync_converted.RENAMED_SINCE) == sync_converted.LAST_KEEPING_NAMES
     for v, after in both_sides((0, 11, 1)):
         assert sync_converted.renames(v) == after, v
     assert sync_converted.renames(None) is None

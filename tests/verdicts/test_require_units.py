@@ -39,8 +39,8 @@ def test_a_required_module_not_applied_fails_with_its_status():
     assert report.exit_code == EXIT_NOT_VERIFIED
     assert report.reasons == ["--require: jit_eval_step is not_applied",
                               "--require: no module matches --require nothing_*"]
-    assert report.summary == ["--require: not verified: jit_eval_step is not_applied; "
-                              "no module matches --require nothing_*"]
+    assert report.summary == [("--require: not verified: jit_eval_step is not_applied; "
+                               "no module matches --require nothing_*")]
 
 
 def test_a_glob_matching_nothing_fails():

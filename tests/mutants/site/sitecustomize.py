@@ -14,7 +14,6 @@
 
 import os
 import sys
-
 from importlib.machinery import PathFinder
 
 
