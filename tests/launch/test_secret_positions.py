@@ -1,6 +1,7 @@
 """Secrets where the first secrets test (tests/launch/test_secrets.py) did not put them (issue
 37: both survived it): a `DB_PASSWORD`-style variable (PASSWORD inside the name, not KEY or
-TOKEN), and `--password x` at the very start of a text (a store entry's `--source`, one argv
+TOKEN) in the environment and assigned on the command line (`env DB_PASSWORD=x python ...`),
+and `--password x` at the very start of a text (a store entry's `--source`, one argv
 element holding option and value), where redaction's fast path once skipped it. Real `pgle run`
 and `pgle store add`, then `grep -r` of everything."""
 
@@ -16,7 +17,8 @@ from helpers.pgle_testing import pgle_env, run_pgle, write_profile
 DB_SECRET = "planted-DBPW-91c2e7"
 ARG_SECRET = "planted-ARGPW-3f8a1b"
 SOURCE_SECRET = "planted-SRCPW-6d0e4c"
-ARGS = ("--", f"--password {ARG_SECRET}", "--steps", "2")
+ASSIGNED_SECRET = "planted-ASSIGNEDPW-c41d9a"
+ARGS = ("--", f"DB_PASSWORD={ASSIGNED_SECRET}", f"--password {ARG_SECRET}", "--steps", "2")
 
 WORKLOAD = """
 import hashlib, os, sys
@@ -42,7 +44,7 @@ def test_db_password_and_a_leading_password_option_are_written_nowhere(project):
                      "--device-kind", "cpu", "--source", f"--password {SOURCE_SECRET} nightly",
                      cwd=project, env=env)
     assert store.returncode == 0, store.stderr.decode()
-    for secret in (DB_SECRET, ARG_SECRET, SOURCE_SECRET):
+    for secret in (DB_SECRET, ARG_SECRET, ASSIGNED_SECRET, SOURCE_SECRET):
         grep = subprocess.run(["grep", "-r", "-l", "--", secret, str(project)], capture_output=True)
         assert grep.returncode == 1, grep.stdout.decode()
         assert secret.encode() not in run.stdout + run.stderr + store.stdout + store.stderr
@@ -50,4 +52,5 @@ def test_db_password_and_a_leading_password_option_are_written_nowhere(project):
     metas = list((project / "store" / "profiles").rglob("*.json"))
     assert metas and all(json.loads(m.read_text())["source"] == "--password <redacted> nightly"
                          for m in metas)
-    assert "--password <redacted>" in (project / "r" / "spec.json").read_text()
+    spec = (project / "r" / "spec.json").read_text()
+    assert "--password <redacted>" in spec and "DB_PASSWORD=<redacted>" in spec

@@ -114,3 +114,12 @@ def test_text_without_a_secret_comes_back_unchanged(parts, sep):
     text = sep.join(parts)
     assert redact_text(text) == text
     assert redact_args(parts) == parts
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug (issue 37, pgle/redact.py, left to the redaction work): redact_args reads one argv "
+    "element `--password x` (option and value together) as an option whose value comes next, "
+    "and hides the next argument too"))
+@given(dashes, option_names, values, st.sampled_from(["train.py", "--steps", "10", "x=1"]))
+def test_an_option_and_its_value_in_one_argument_hide_only_that_value(dash, name, value, after):
+    assert redact_args([f"{dash}{name} {value}", after]) == [f"{dash}{name} {REDACTED}", after]
