@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,11 +54,19 @@ def _prune_as(user: str, cache: str) -> tuple[str, str]:
     return tuple(json.loads(data))
 
 
-def test_a_live_run_of_another_user_stops_prune(tmp_path):
+@pytest.fixture
+def shared_root():
+    """A folder both users reach (tmp_path's parents are root's 0700)."""
+    root = tempfile.mkdtemp(prefix="pgle-prune-")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_live_run_of_another_user_stops_prune(shared_root):
     user = other_user()
     if sys.platform != "linux":
         pytest.skip("setuid in a forked child: Linux")
-    root = tempfile.mkdtemp(prefix="pgle-prune-")
+    root = shared_root
     os.chmod(root, 0o777)
     cache = os.path.join(root, "cache")
     os.mkdir(cache)
