@@ -47,7 +47,8 @@ from pgle.xla.instruction_kinds import classify, classify_hlo
 SOL_FALLBACK_SINCE = (0, 10, 1)
 LAST_WITHOUT_SOL_FALLBACK = (0, 10, 0)
 # Devices whose fallback is the SoL model (elsewhere: "GpuLatencyEstimator (T-shirt sizes)").
-SOL_DEVICES = re.compile(r"\b(?:G?H1\d\d|H200|H800|H20|G?B[123]\d\d)\b", re.I)
+# GH200 is Hopper too: its device_kind is "NVIDIA GH200 480GB" (no word boundary before H200).
+SOL_DEVICES = re.compile(r"\b(?:G?H1\d\d|G?H200|H800|H20|G?B[123]\d\d)\b", re.I)
 SHOWN_NAMES = 8
 DEFAULT_MIN_COVERAGE = 0.9  # where --min-coverage is not given and the SoL rule does not decide
 

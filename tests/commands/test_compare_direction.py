@@ -1,0 +1,45 @@
+"""`pgle tune --compare`'s table reads the right way round (issue 37: the arm ratios inverted
+survived every test): each arm's ratio is its median step over `default`'s, so a faster arm
+is below 1 in the JSON, in the terminal table and in its interval. Real events files as the
+harness writes them, read by the compare table's own code (the ratio needs a GPU run: on CPU
+the table prints none, tests/commands/test_tune_value.py)."""
+
+from __future__ import annotations
+
+import json
+
+from pgle.commands import compare
+from pgle.commands.arms import Arm
+from pgle.commands.tune import ArmRuns
+
+
+def _folder(root, name, step_s, steps=12):
+    d = root / name
+    d.mkdir()
+    lines, t = [], 1000.0
+    for i in range(steps):
+        lines.append(json.dumps({"kind": "step_enter", "t": t, "name": "train", "index": i}))
+        t += step_s
+    (d / "events.jsonl").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_a_faster_arm_is_below_one_and_a_slower_one_above(tmp_path):
+    runs = [
+        ArmRuns(Arm("default"), [_folder(tmp_path, "arm-default", 0.4)]),
+        ArmRuns(Arm("o1", o1=True), [_folder(tmp_path, "arm-o1", 0.1)]),  # 4x faster
+        ArmRuns(Arm("sol", sol=True), [_folder(tmp_path, "arm-sol", 0.8)]),  # 2x slower
+    ]
+    t = compare.table(runs, platform="cuda")
+    rows = {r["arm"]: r for r in t["arms"]}
+    assert rows["default"]["ratio"] == 1.0
+    assert abs(rows["o1"]["ratio"] - 0.25) < 1e-9 and abs(rows["sol"]["ratio"] - 2.0) < 1e-9
+    assert rows["o1"]["interval"]["high"] < 1.0 < rows["sol"]["interval"]["low"]
+    assert rows["o1"]["interval"]["beyond_noise"] and rows["sol"]["interval"]["beyond_noise"]
+    lines = compare.table_lines(t)
+    (o1,) = [ln for ln in lines if ln.startswith("o1 ")]
+    (sol,) = [ln for ln in lines if ln.startswith("sol ")]
+    assert "100.00 ms" in o1 and "0.250 (0.250..0.250)" in o1
+    assert "800.00 ms" in sol and "2.000 (2.000..2.000)" in sol
+    (default,) = [ln for ln in lines if ln.startswith("default ")]
+    assert "400.00 ms" in default and "1 (baseline)" in default

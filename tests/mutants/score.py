@@ -1,0 +1,206 @@
+"""Mutation score per package, from mutants mutmut 3 generates from the code (issue 37).
+
+    python3 tests/mutants/score.py --list                  # the packages and their fast tests
+    python3 tests/mutants/score.py verdicts.require        # run some packages, print their scores
+    python3 tests/mutants/score.py verdicts.require --check   # and exit 1 if one fell below
+                                                              # tests/mutants/scores.json
+    python3 tests/mutants/score.py verdicts.require --write   # and record the new figures there
+                                                              # (and in docs/development.md)
+
+The packages, the files each mutates and the fast tests that judge them are in pyproject.toml
+(`[tool.pgle-mutation.packages.*]`); `[tool.mutmut]` there holds mutmut's own settings. For each
+package the checkout (tracked and untracked files, as a clean clone sees them) is copied to a
+scratch folder, `[tool.mutmut]` there narrowed to the package's files and tests, and
+`mutmut run` runs in it; the tests and their `python -m pgle` subprocesses import the mutated
+copy (tests/mutants/site/sitecustomize.py, on their PYTHONPATH).
+
+Score = killed / (mutants - equivalent). A survivor is either a missing test (write it) or an
+equivalent mutant (no behaviour differs): list it with the reason in
+tests/mutants/equivalent.json. `no tests` (no selected test reaches the function) and
+timeouts count as survivors. The ratchet, tests/mutants/scores.json, holds each package's and
+each file's last recorded score: `--check` refuses any that fell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SCORES = HERE / "scores.json"
+EQUIVALENT = HERE / "equivalent.json"
+DOC = REPO / "docs" / "development.md"
+TABLE_START = "<!-- mutation-scores: written by `tests/mutants/score.py --write` from tests/mutants/scores.json -->"
+TABLE_END = "<!-- /mutation-scores -->"
+
+
+def scores_table(ratchet: dict) -> str:
+    """The table of docs/development.md, from the ratchet (the only place figures are typed)."""
+    rows = ["| package | files | mutants | killed | equivalent | score | time (2 cores) | run |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, r in sorted(ratchet.items()):
+        files = ", ".join(f"`{f}` {s:.0%}" for f, s in sorted(r["files"].items()))
+        rows.append(f"| {name} | {files} | {r['mutants']} | {r['killed']} | {r['equivalent']} | "
+                    f"{r['score']:.1%} | {r['seconds']} s | {r.get('date', '')} |")
+    return "\n".join(rows)
+
+
+def write_doc_table(ratchet: dict) -> None:
+    text = DOC.read_text()
+    a, b = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    DOC.write_text(text[:a] + "\n" + scores_table(ratchet) + "\n" + text[b:])
+
+
+def packages() -> dict[str, dict]:
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return data["tool"]["pgle-mutation"]["packages"]
+
+
+def checkout_copy(dest: Path) -> None:
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others",
+                            "--exclude-standard"], capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def narrow_config(copy: Path, files: list[str], tests: list[str]) -> None:
+    """`[tool.mutmut]` of the copy's pyproject.toml, narrowed to one package."""
+    text = (copy / "pyproject.toml").read_text()
+    section = "[tool.mutmut]\n" + "\n".join([
+        'source_paths = ["pgle/"]',
+        f"only_mutate = {json.dumps(files)}",
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]',
+        "",
+    ])
+    text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", section, text)
+    (copy / "pyproject.toml").write_text(text)
+
+
+def read_statuses(copy: Path) -> dict[str, dict[str, str]]:
+    """file -> mutant name -> mutmut's status (killed, survived, no tests, timeout...)."""
+    from mutmut.stats import status_by_exit_code
+
+    out: dict[str, dict[str, str]] = {}
+    for meta in sorted((copy / "mutants" / "pgle").rglob("*.py.meta")):
+        rel = str(meta.relative_to(copy / "mutants"))[: -len(".meta")]
+        codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
+        if codes:
+            out[rel] = {k: status_by_exit_code[v] for k, v in codes.items()}
+    return out
+
+
+def score_of(statuses: dict[str, str], equivalent: dict[str, str]) -> dict:
+    counted = {k: s for k, s in statuses.items() if k not in equivalent}
+    killed = sum(s in ("killed", "caught by type check") for s in counted.values())
+    return {
+        "mutants": len(statuses),
+        "killed": killed,
+        "equivalent": len(statuses) - len(counted),
+        "survivors": sorted(k for k, s in counted.items() if s not in ("killed", "caught by type check")),
+        "score": round(killed / len(counted), 4) if counted else 1.0,
+    }
+
+
+def run_package(name: str, spec: dict, jobs: int, show: bool = False) -> dict:
+    equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    with tempfile.TemporaryDirectory(prefix=f"pgle-mutmut-{name}-") as tmp:
+        copy = Path(tmp)
+        checkout_copy(copy)
+        # pgle.cli is cli/ (package-dir in pyproject.toml): in the copy it lives where `import`
+        # finds it without the editable install (tests/mutants/site/sitecustomize.py).
+        shutil.copytree(copy / "cli", copy / "pgle" / "cli")
+        narrow_config(copy, spec["files"], spec["tests"])
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "MUTANT_UNDER_TEST")}
+        env["PYTHONPATH"] = str(HERE / "site")
+        env["PGLE_MUTATION_RUN"] = str(copy / "mutants")
+        t0 = time.monotonic()
+        mutmut = Path(sys.executable).with_name("mutmut")  # not `-m mutmut`: mutmut asks so
+        proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs)],
+                              cwd=copy, env=env, capture_output=True, text=True)
+        seconds = round(time.monotonic() - t0)
+        statuses = read_statuses(copy)
+        if proc.returncode != 0 or not statuses:
+            sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+            raise SystemExit(f"{name}: mutmut run failed (exit {proc.returncode})")
+        flat = {k: s for per in statuses.values() for k, s in per.items()}
+        result = score_of(flat, equivalent)
+        if show:  # each survivor's diff, while the copy still exists
+            for mutant in result["survivors"]:
+                diff = subprocess.run([str(mutmut), "show", mutant], cwd=copy, env=env,
+                                      capture_output=True, text=True).stdout
+                print(f"--- {mutant} ({flat[mutant]})\n{diff.strip()}")
+    result["files"] = {f: score_of(s, equivalent)["score"] for f, s in statuses.items()}
+    result["seconds"] = seconds
+    result["tests"] = spec["tests"]
+    return result
+
+
+def fell(old: dict, new: dict) -> list[str]:
+    """What fell below the ratchet: the package's score, or any file's."""
+    out = []
+    if new["score"] < old.get("score", 0.0):
+        out.append(f"score {new['score']:.4f} < {old['score']:.4f}")
+    for f, s in new.get("files", {}).items():
+        if s < old.get("files", {}).get(f, 0.0):
+            out.append(f"{f}: {s:.4f} < {old['files'][f]:.4f}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("packages", nargs="*", help="package names of pyproject.toml (default: all)")
+    ap.add_argument("--list", action="store_true", help="show the packages and exit")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a score fell below scores.json")
+    ap.add_argument("--write", action="store_true", help="record the new scores in scores.json")
+    ap.add_argument("--doc", action="store_true",
+                    help="only rewrite docs/development.md's table from scores.json")
+    ap.add_argument("--show", action="store_true", help="print each survivor's diff")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    args = ap.parse_args(argv)
+    specs = packages()
+    if args.doc:
+        write_doc_table(json.loads(SCORES.read_text()))
+        return 0
+    if args.list:
+        for name, spec in specs.items():
+            print(f"{name}: {' '.join(spec['files'])}\n    tests: {' '.join(spec['tests'])}")
+        return 0
+    unknown = [p for p in args.packages if p not in specs]
+    if unknown:
+        ap.error(f"unknown package(s) {', '.join(unknown)}: see --list")
+    ratchet = json.loads(SCORES.read_text()) if SCORES.exists() else {}
+    failed = False
+    for name in args.packages or list(specs):
+        result = run_package(name, specs[name], args.jobs, args.show)
+        print(f"{name}: {result['killed']}/{result['mutants'] - result['equivalent']} killed "
+              f"({result['score']:.1%}; {result['equivalent']} equivalent; {result['seconds']} s)")
+        for s in result["survivors"]:
+            print(f"    survived: {s}")
+        if args.check and name in ratchet and (drops := fell(ratchet[name], result)):
+            print(f"    FELL: {'; '.join(drops)}")
+            failed = True
+        if args.write:
+            result["date"] = dt.date.today().isoformat()
+            ratchet[name] = result
+            SCORES.write_text(json.dumps(ratchet, indent=1, sort_keys=True) + "\n")
+            write_doc_table(ratchet)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The mutation score's ratchet (tests/mutants/score.py, docs/development.md): its figures are
+a run's, of packages pyproject.toml configures, shown in the docs exactly as recorded; every
+equivalent mutant says why; a fall is refused. (The mutation run itself is a separate command:
+it runs each package's tests once per mutant.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("score", ROOT / "tests" / "mutants" / "score.py")
+score = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(score)
+
+
+def test_the_ratchet_names_configured_packages_with_consistent_figures():
+    ratchet = json.loads(score.SCORES.read_text())
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pgle-mutation"]["packages"]
+    assert ratchet and set(ratchet) <= set(packages)
+    for name, r in ratchet.items():
+        counted = r["mutants"] - r["equivalent"]
+        assert r["killed"] + len(r["survivors"]) == counted, name
+        assert r["score"] == round(r["killed"] / counted, 4), name
+        assert r["tests"] == packages[name]["tests"], f"{name}: tests changed since the recorded run"
+
+
+def test_equivalent_mutants_say_why():
+    for mutant, why in json.loads(score.EQUIVALENT.read_text()).items():
+        assert mutant.startswith("pgle.") and "__mutmut_" in mutant
+        assert len(why.split()) >= 5, mutant
+
+
+def test_the_docs_table_is_the_ratchets():
+    text = (ROOT / "docs" / "development.md").read_text()
+    a = text.index(score.TABLE_START) + len(score.TABLE_START)
+    assert text[a:text.index(score.TABLE_END)].strip() == score.scores_table(
+        json.loads(score.SCORES.read_text())), "run `python3 tests/mutants/score.py --doc`"
+
+
+def test_a_fall_is_refused_and_a_rise_is_not():
+    old = {"score": 0.9, "files": {"pgle/a.py": 0.9, "pgle/b.py": 1.0}}
+    assert score.fell(old, {"score": 0.9, "files": {"pgle/a.py": 0.95, "pgle/b.py": 1.0}}) == []
+    assert score.fell(old, {"score": 0.89, "files": {"pgle/a.py": 0.9, "pgle/b.py": 1.0}})
+    assert score.fell(old, {"score": 0.95, "files": {"pgle/a.py": 1.0, "pgle/b.py": 0.9}}) == [
+        "pgle/b.py: 0.9000 < 1.0000"]
