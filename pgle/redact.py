@@ -136,7 +136,14 @@ def redact_args(argv: Sequence[str]) -> list[str]:
             out.append(REDACTED)
             hide_next = False
             continue
-        hide_next = arg.startswith("-") and "=" not in arg and secret_option(arg)
+        # `--token x` as one argument carries its own value (redact_text hides it): the next
+        # argument is not its value.
+        hide_next = (
+            arg.startswith("-")
+            and "=" not in arg
+            and not any(c.isspace() for c in arg)
+            and secret_option(arg)
+        )
         out.append(redact_text(arg))
     return out
 

@@ -59,10 +59,6 @@ def test_spaced_options_anywhere_including_the_start_of_the_text(before, dash, n
     assert value not in out and f"{dash}{name} {REDACTED}" in out, (text, out)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (issue 37, pgle/redact.py, left to the redaction work): redact_text's fast path looks "
-    "for ' -' only, so `--password x` after a tab or a newline (a multi-line command, a "
-    "tab-separated record) is never redacted"))
 @given(words.filter(bool), dashes, option_names, values, st.sampled_from(["\t", "\n"]))
 def test_spaced_options_after_a_tab_or_newline(before, dash, name, value, sep):
     text = sep.join([*before, f"{dash}{name} {value}"])
@@ -116,10 +112,6 @@ def test_text_without_a_secret_comes_back_unchanged(parts, sep):
     assert redact_args(parts) == parts
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (issue 37, pgle/redact.py, left to the redaction work): redact_args reads one argv "
-    "element `--password x` (option and value together) as an option whose value comes next, "
-    "and hides the next argument too"))
 @given(dashes, option_names, values, st.sampled_from(["train.py", "--steps", "10", "x=1"]))
 def test_an_option_and_its_value_in_one_argument_hide_only_that_value(dash, name, value, after):
     assert redact_args([f"{dash}{name} {value}", after]) == [f"{dash}{name} {REDACTED}", after]
