@@ -16,6 +16,7 @@ from pgle.commands.extract import (
     diagnose_empty,
     extract,
     trace_bytes,
+    trace_figures,
     window_never_opened,
     window_summary,
 )
@@ -454,4 +455,5 @@ def _extract_window(opts: CollectOptions, ex: Execution, output: str, report: Re
         log.info(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
     if len(ex.events.processes) > 1:
         report.details["window"]["processes_pooled"] = len(ex.events.processes)
+    trace_figures(ex, run_folder, report)
     return extract(opts, ex, run_folder, output, report)
