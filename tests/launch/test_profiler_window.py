@@ -41,9 +41,12 @@ class RecordedProfiler:
         self.calls: list[tuple[str, str | None, float]] = []
         self.fail_start, self.fail_stop = fail_start, fail_stop
         self.target: str | None = None
+        self.options: list[Any] = []  # the profiler_options of each start
+        self.trace_steps = 1  # a stop writes b"trace" this many times
 
-    def start(self, target: str) -> None:
+    def start(self, target: str, options: Any = None) -> None:
         self.calls.append(("start", target, self.clock()))
+        self.options.append(options)
         if self.fail_start:
             raise RuntimeError("Profile has already been started")
         self.target = target
@@ -54,7 +57,7 @@ class RecordedProfiler:
             raise RuntimeError("No profile started")
         assert self.target is not None
         os.makedirs(os.path.join(self.target, "plugins"), exist_ok=True)
-        Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"trace")
+        Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"trace" * self.trace_steps)
 
     def kinds(self) -> list[str]:
         return [c[0] for c in self.calls]
