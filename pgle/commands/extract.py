@@ -27,7 +27,7 @@ from pgle.launch.execution import Execution
 from pgle.phrases import all_of, plural
 from pgle.profiles import files, jaxlib, manifest
 from pgle.profiles.convert import find_xplane_files
-from pgle.profiles.trace_contents import read_contents
+from pgle.profiles.trace_contents import TraceContents, read_contents
 from pgle.report import Report
 from pgle.units import human_bytes
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
@@ -402,10 +402,10 @@ def trace_figures(ex: Execution, run_folder: Path, report: Report) -> None:
             if stop and stop.stop_trace_seconds is not None
             else None
         ),
-        "detail": (record or {}).get("detail") if record else None,
-        "options": (record or {}).get("asked") if record else None,
-        "options_ignored": (record or {}).get("ignored") if record else None,
-        "options_why": (record or {}).get("why") if record else None,
+        "detail": record.get("detail") if record else None,
+        "options": record.get("asked") if record else None,
+        "options_ignored": record.get("ignored") if record else None,
+        "options_why": record.get("why") if record else None,
         "max_bytes": spec.max_bytes if spec else None,
         "probe": (
             {k: v for k, v in probes[-1].to_dict().items() if k not in ("kind", "t")}
@@ -426,7 +426,15 @@ def trace_figures(ex: Execution, run_folder: Path, report: Report) -> None:
         + (f", written by stop_trace in {took:.2f} s" if took is not None else "")
         + (f" ({what})" if record else "")
     )
-    asked = (record or {}).get("asked") or {}
+    report.warnings += option_warnings((record or {}).get("asked") or {}, contents, run_folder)
+
+
+def option_warnings(
+    asked: dict[str, Any], contents: TraceContents, run_folder: Path | str
+) -> list[str]:
+    """What the written trace shows of the options pgle asked for (`asked`: the profiler
+    options that were set), as warnings: an option that did not take, a trace lost to
+    protobuf's size limit."""
     warnings = []
     if asked.get("python_tracer_level") == 0 and contents.python_event_kinds:
         warnings.append(
@@ -435,12 +443,13 @@ def trace_figures(ex: Execution, run_folder: Path, report: Report) -> None:
             "the option did not take, so the trace is bigger and its export slower than pgle "
             "asked"
         )
-    if asked.get("host_tracer_level") and contents.files and not contents.host_event_kinds:
-        warnings.append(
-            "the JAX profiler was asked for host events (host_tracer_level="
-            f"{asked['host_tracer_level']}) but the trace holds none: `pgle report` sees no "
-            "step in it"
-        )
+    if asked.get("host_tracer_level") and contents.files > contents.empty_files:
+        if not contents.host_event_kinds:
+            warnings.append(
+                "the JAX profiler was asked for host events (host_tracer_level="
+                f"{asked['host_tracer_level']}) but the trace holds none: `pgle report` sees "
+                "no step in it"
+            )
     if contents.empty_files:
         warnings.append(
             f"{plural(contents.empty_files, 'trace file')} of {run_folder} "
@@ -448,7 +457,7 @@ def trace_figures(ex: Execution, run_folder: Path, report: Report) -> None:
             "XSpace of 2 GiB or more as 0 bytes (protobuf's limit); profile fewer steps "
             "(--steps, --trace-max-bytes)"
         )
-    report.warnings += warnings
+    return warnings
 
 
 def window_summary(ex: Execution) -> dict:

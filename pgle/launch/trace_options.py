@@ -69,11 +69,19 @@ def build(detail: str) -> tuple[Any | None, dict[str, Any]]:
         return None, record
     for name, value in PGLE_OPTIONS.items():
         record["asked"][name] = value
-        try:
-            setattr(options, name, value)
-            took = getattr(options, name) == value and name not in getattr(options, "__dict__", {})
-        except Exception:  # noqa: BLE001 - a field this jaxlib does not have
-            took = False
-        if not took:
+        if not set_option(options, name, value):
             record["ignored"].append(name)
     return options, record
+
+
+def set_option(options: Any, name: str, value: Any) -> bool:
+    """Set one field of a ProfileOptions; False when it did not take: no such field, a value
+    that reads back different, or an assignment that only made an attribute of the Python
+    object (jax's ProfileOptions subclasses the native binding, so any name is accepted:
+    `device_tracer_level`, jax #39938)."""
+    try:
+        setattr(options, name, value)
+        own = getattr(options, "__dict__", {})
+        return name not in own and bool(getattr(options, name) == value)
+    except Exception:  # noqa: BLE001 - a field or a value this jaxlib does not take
+        return False
