@@ -398,7 +398,7 @@ def trace_figures(ex: Execution, run_folder: Path, report: Report) -> None:
         "bytes": contents.bytes,
         "files": contents.files,
         "stop_trace_seconds": (
-            round(stop.stop_trace_seconds, 3)
+            round(stop.stop_trace_seconds, 6)
             if stop and stop.stop_trace_seconds is not None
             else None
         ),
@@ -443,13 +443,13 @@ def option_warnings(
             "the option did not take, so the trace is bigger and its export slower than pgle "
             "asked"
         )
-    if asked.get("host_tracer_level") and contents.files > contents.empty_files:
-        if not contents.host_event_kinds:
-            warnings.append(
-                "the JAX profiler was asked for host events (host_tracer_level="
-                f"{asked['host_tracer_level']}) but the trace holds none: `pgle report` sees "
-                "no step in it"
-            )
+    written = contents.files > contents.empty_files
+    if asked.get("host_tracer_level") and written and not contents.host_event_kinds:
+        warnings.append(
+            "the JAX profiler was asked for host events (host_tracer_level="
+            f"{asked['host_tracer_level']}) but the trace holds none: `pgle report` sees "
+            "no step in it"
+        )
     if contents.empty_files:
         warnings.append(
             f"{plural(contents.empty_files, 'trace file')} of {run_folder} "

@@ -52,7 +52,7 @@ def build(detail: str) -> tuple[Any | None, dict[str, Any]]:
     try:
         import jax
         from jax import profiler
-    except Exception as e:  # noqa: BLE001 - any failure means: jax's defaults
+    except Exception as e:  # any failure means: jax's defaults
         record["why"] = f"jax.profiler could not be imported ({type(e).__name__})"
         return None, record
     cls = getattr(profiler, "ProfileOptions", None)
@@ -64,7 +64,7 @@ def build(detail: str) -> tuple[Any | None, dict[str, Any]]:
         return None, record
     try:
         options = cls()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # a jaxlib whose ProfileOptions cannot be made
         record["why"] = f"jax.profiler.ProfileOptions() failed ({type(e).__name__}: {e})"
         return None, record
     for name, value in PGLE_OPTIONS.items():
@@ -83,5 +83,5 @@ def set_option(options: Any, name: str, value: Any) -> bool:
         setattr(options, name, value)
         own = getattr(options, "__dict__", {})
         return name not in own and bool(getattr(options, name) == value)
-    except Exception:  # noqa: BLE001 - a field or a value this jaxlib does not take
+    except Exception:  # a field or a value this jaxlib does not take
         return False
