@@ -635,6 +635,9 @@ class ProfilerWindow:
             return
         self.active = "probe"
         self.target = target
+        # Said before it is written: a process that dies in the probe's stop_trace (a crash
+        # in the profiler's teardown) is then told apart from one that died before the window.
+        self.events.write(schema.TRACE_PROBE, step=index, steps=self.count)
 
     def _probe_stop(self, index: int) -> None:
         self.calls.settle()

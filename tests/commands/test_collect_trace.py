@@ -85,6 +85,33 @@ def test_the_size_bound_cuts_the_window(tmp_path: Path) -> None:
     assert any("holds 1 step (steps 2..2), not 5" in w for w in report["warnings"])
 
 
+def test_a_crash_in_the_size_probe_says_so_and_how_to_skip_it(tmp_path: Path) -> None:
+    """The process dies in the probe's stop_trace (jax 0.10.2's start_trace and stop_trace each
+    call clear_metadata; the second call, the probe's stop, is made to crash as a profiler
+    teardown can): the reason names the probe and --trace-max-bytes 0, not a window."""
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import os, signal, jax, jax.numpy as jnp\n"
+        "import jax._src.profiler as _p\n"
+        "_calls = []\n"
+        "def _crash_in_stop():\n"
+        "    _calls.append(1)\n"
+        "    if len(_calls) == 2:\n"
+        "        os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "_p.clear_metadata = _crash_in_stop\n"
+        "f = jax.jit(lambda x: x * 2)\n"
+        "x = jnp.ones(4)\n"
+        "for i in range(8):\n"
+        "    with jax.profiler.StepTraceAnnotation('train', step_num=i):\n"
+        "        x = f(x)\n"
+        "x.block_until_ready()\n")
+    proc = run_pgle("collect", "-o", "out.pb", "--json", str(script), cwd=tmp_path)
+    assert proc.returncode == 139, proc.stderr.decode()
+    report = report_of(proc)
+    (reason,) = [r for r in report["reasons"] if "--trace-max-bytes 0" in r]
+    assert "traced step 1 alone" in reason and "nothing was profiled" in reason
+
+
 @pytest.mark.parametrize(("option", "value", "said"), [
     ("--trace-max-bytes", "lots", "--trace-max-bytes 'lots' is not a size."),
     ("--trace-detail", "everything", "'everything' is not one of 'pgle', 'full'"),

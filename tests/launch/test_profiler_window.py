@@ -431,7 +431,8 @@ def test_the_size_bound_probes_the_step_before_and_cuts_the_window(made: Make,
     assert s.profiler.kinds() == ["start", "stop", "start", "stop"]
     assert s.profiler.calls[2][1] == str(trace)
     assert not (trace / ".probe").exists()
-    (probe,) = s.written(schema.TRACE_PROBE)
+    before, probe = s.written(schema.TRACE_PROBE)  # said as it starts, and once written
+    assert (before["step"], before.get("bytes"), before["steps"]) == (2, None, 5)
     assert (probe["step"], probe["bytes"], probe["steps"]) == (2, 5, 2)
     (stop,) = s.written(schema.TRACE_STOP)
     assert (stop["first_step"], stop["steps"]) == (3, 2)
@@ -446,7 +447,7 @@ def test_the_size_bound_keeps_a_window_that_fits(
     fits = made(schema.WindowSpec("steps", str(tmp_path / "a"), start=3, count=5,
                                   max_bytes=1 << 20))
     fits.steps(range(10))
-    (probe,) = fits.written(schema.TRACE_PROBE)
+    _, probe = fits.written(schema.TRACE_PROBE)
     assert probe["steps"] == 5 and fits.written(schema.WINDOW_WARNING) == []
     (stop,) = fits.written(schema.TRACE_STOP)
     assert stop["steps"] == 5
