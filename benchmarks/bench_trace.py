@@ -11,7 +11,9 @@ pgle / defaults. Two workloads, each 10 marked steps of a small jitted step on C
   Python tracer records);
 - `jit`: the jitted step alone (what is left: XLA:CPU's host events at level 1 against 2).
 On CPU the device activity is on host threads; on GPU the device tracer's events come on top
-on both sides (pgle leaves the device tracer as it is).
+on both sides (pgle leaves the device tracer as it is). The bytes' goal holds for every pair;
+the stop time's for the median: on CPU a stop takes milliseconds, where one descheduled
+moment of a loaded machine moves a single pair's ratio.
 Writes benchmarks/results/bench_trace.json. Runtime: ~4 minutes on 2 cores.
 
     python benchmarks/bench_trace.py [--pairs 7]
