@@ -74,7 +74,24 @@ def _verbose(ctx, param, value):
 
 
 def window_options(f):
-    """Which part of the run collect profiles."""
+    """Which part of the run collect profiles, and what its trace holds."""
+    f = click.option(
+        "--trace-max-bytes",
+        default=None,
+        metavar="SIZE",
+        help="Bound the trace's size (500M, 1G; 0: no bound) [default: 1.5G, under "
+        "protobuf's 2 GiB limit]: a step window keeps at most SIZE / (one step's trace) "
+        "steps, measured by tracing the step before the window alone.",
+    )(f)
+    f = click.option(
+        "--trace-detail",
+        type=click.Choice(["pgle", "full"]),
+        default="pgle",
+        show_default=True,
+        help="What the profiler records: pgle (what PGLE reads: device activity, HLO "
+        "protos, step annotations; no Python tracer) or full (jax.profiler's defaults, "
+        "Python calls included: a bigger trace, a slower stop).",
+    )(f)
     f = click.option(
         "--duration", type=float, default=None, help="Seconds to profile (time window)."
     )(f)

@@ -39,6 +39,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pgle.commands.options import (
+    DEFAULT_TRACE_MAX_BYTES,
     AutoPgleOptions,
     Extraction,
     StoreOptions,
@@ -327,10 +328,21 @@ def _window(
     step_name: str | None,
     delay: float | None,
     duration: float | None,
+    trace_detail: str = "pgle",
+    trace_max_bytes: str | int | None = None,
 ) -> Window:
     parsed = parse_steps(steps) if isinstance(steps, str) else steps
+    if isinstance(trace_max_bytes, str):
+        from pgle.units import parse_size
+
+        trace_max_bytes = parse_size(trace_max_bytes, "--trace-max-bytes")
     return Window(
-        (parsed[0], parsed[1]) if parsed is not None else None, step_name, delay, duration
+        (parsed[0], parsed[1]) if parsed is not None else None,
+        step_name,
+        delay,
+        duration,
+        trace_detail,
+        DEFAULT_TRACE_MAX_BYTES if trace_max_bytes is None else trace_max_bytes,
     )
 
 
@@ -371,6 +383,8 @@ def collect(
     step_name: str | None = None,
     delay: float | None = None,
     duration: float | None = None,
+    trace_detail: str = "pgle",
+    trace_max_bytes: str | int | None = None,
     force: bool = False,
     allow_empty: bool = False,
     per_module: bool = False,
@@ -406,7 +420,7 @@ def collect(
         else None
         if store is not None
         else ("profiles" if per_module else "profile.pb"),
-        window=_window(steps, step_name, delay, duration),
+        window=_window(steps, step_name, delay, duration, trace_detail, trace_max_bytes),
         extraction=Extraction(per_module, stat, format, converter, qualify, _keep(keep_trace)),
         force=force,
         allow_empty=allow_empty,
@@ -469,6 +483,8 @@ def tune(
     step_name: str | None = None,
     delay: float | None = None,
     duration: float | None = None,
+    trace_detail: str = "pgle",
+    trace_max_bytes: str | int | None = None,
     force: bool = False,
     per_module: bool = False,
     stat: str | None = None,
@@ -509,7 +525,7 @@ def tune(
     copts = cmd.CollectOptions(
         _workload(workload, module),
         output,
-        window=_window(steps, step_name, delay, duration),
+        window=_window(steps, step_name, delay, duration, trace_detail, trace_max_bytes),
         extraction=Extraction(per_module, stat, format, converter, qualify, _keep(keep_trace)),
         force=force,
         run_dir=run_dir,

@@ -16,12 +16,19 @@ from pgle.commands.extract import (
     diagnose_empty,
     extract,
     trace_bytes,
+    trace_figures,
     window_never_opened,
     window_summary,
 )
 from pgle.commands.options import CollectOptions, StoreOptions
 from pgle.errors import EXIT_ERROR, BadInput, Stalled
-from pgle.evidence.event_kinds import TraceError, TraceStart, TraceStop, WindowWarning
+from pgle.evidence.event_kinds import (
+    TraceError,
+    TraceProbe,
+    TraceStart,
+    TraceStop,
+    WindowWarning,
+)
 from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, OutputRequest, RankLayout
 from pgle.launch import childenv
@@ -341,6 +348,15 @@ def crash_reasons(ex: Execution, output: str) -> list[str]:
     if not ex.events.jax_imported:
         return [first + "; nothing was profiled."]
     started = ex.events.of(TraceStart)
+    probes = ex.events.of(TraceProbe)
+    if not started and probes and probes[-1].bytes is None and probes[-1].error is None:
+        return [
+            (
+                f"{first} while the profiler traced step {probes[-1].step} alone, to size the "
+                "window for --trace-max-bytes; nothing was profiled. --trace-max-bytes 0 "
+                "skips that probe (one start_trace/stop_trace less)"
+            )
+        ]
     if not started:
         return [
             (
@@ -454,4 +470,5 @@ def _extract_window(opts: CollectOptions, ex: Execution, output: str, report: Re
         log.info(f"trace kept at {run_folder} (open it with `pgle view {ex.run.path}`)")
     if len(ex.events.processes) > 1:
         report.details["window"]["processes_pooled"] = len(ex.events.processes)
+    trace_figures(ex, run_folder, report)
     return extract(opts, ex, run_folder, output, report)

@@ -18,14 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from pgle.atomic import replace_directory_atomic
 from pgle.commands.options import DEFAULT_STAT, PER_MODULE_FORMAT
-from pgle.errors import EXIT_ERROR, BadInput, exists_error
+from pgle.errors import EXIT_ERROR, BadInput, ProfileError, exists_error
+from pgle.evidence.event_kinds import TraceProbe, TraceStart
 from pgle.evidence.events import RunEvents
 from pgle.evidence.xla_log import LogScanner
 from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.phrases import all_of, plural
 from pgle.profiles import files, jaxlib, manifest
+from pgle.profiles.convert import find_xplane_files
+from pgle.profiles.trace_contents import TraceContents, read_contents
 from pgle.report import Report
+from pgle.units import human_bytes
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 from pgle.verdicts.statuses import Collected, Written
 from pgle.xla import flag_table
@@ -374,6 +378,86 @@ def trace_bytes(run_folder: Path) -> int:
         with contextlib.suppress(OSError):
             total += path.stat().st_size if path.is_file() else 0
     return total
+
+
+def trace_figures(ex: Execution, run_folder: Path, report: Report) -> None:
+    """The trace's size, its export time and what the profiler was asked for, into the report
+    (`window.trace`); a warning where the trace shows that an option did not take (issue 36:
+    jax.profiler ignores some settings without a word, jax #39938)."""
+    stop = ex.events.trace
+    starts = [r for r in ex.events.of(TraceStart) if r.purpose in ("window", "executions")]
+    record = starts[-1].options if starts and stop and stop.purpose != "script" else None
+    probes = ex.events.of(TraceProbe)
+    try:
+        xplanes = find_xplane_files(run_folder)
+    except ProfileError:  # no xplane.pb: the extraction says so
+        xplanes = []
+    contents = read_contents(xplanes)
+    spec = ex.spec.profile
+    figures: dict[str, Any] = {
+        "bytes": contents.bytes,
+        "files": contents.files,
+        "stop_trace_seconds": (
+            round(stop.stop_trace_seconds, 6)
+            if stop and stop.stop_trace_seconds is not None
+            else None
+        ),
+        "detail": record.get("detail") if record else None,
+        "options": record.get("asked") if record else None,
+        "options_ignored": record.get("ignored") if record else None,
+        "options_why": record.get("why") if record else None,
+        "max_bytes": spec.max_bytes if spec else None,
+        "probe": (
+            {k: v for k, v in probes[-1].to_dict().items() if k not in ("kind", "t")}
+            if probes
+            else None
+        ),
+        "contents": contents.to_dict(),
+    }
+    report.details["window"]["trace"] = figures
+    took = figures["stop_trace_seconds"]
+    what = (
+        "jax.profiler's defaults"
+        if not record or not record.get("asked")
+        else "pgle's profiler options: no Python tracer, host annotations only"
+    )
+    log.info(
+        f"the trace: {human_bytes(contents.bytes)}"
+        + (f", written by stop_trace in {took:.2f} s" if took is not None else "")
+        + (f" ({what})" if record else "")
+    )
+    report.warnings += option_warnings((record or {}).get("asked") or {}, contents, run_folder)
+
+
+def option_warnings(
+    asked: dict[str, Any], contents: TraceContents, run_folder: Path | str
+) -> list[str]:
+    """What the written trace shows of the options pgle asked for (`asked`: the profiler
+    options that were set), as warnings: an option that did not take, a trace lost to
+    protobuf's size limit."""
+    warnings = []
+    if asked.get("python_tracer_level") == 0 and contents.python_event_kinds:
+        warnings.append(
+            f"the JAX profiler was asked for no Python tracer (python_tracer_level=0) but the "
+            f"trace holds {plural(contents.python_event_kinds, 'kind')} of Python-call events: "
+            "the option did not take, so the trace is bigger and its export slower than pgle "
+            "asked"
+        )
+    written = contents.files > contents.empty_files
+    if asked.get("host_tracer_level") and written and not contents.host_event_kinds:
+        warnings.append(
+            "the JAX profiler was asked for host events (host_tracer_level="
+            f"{asked['host_tracer_level']}) but the trace holds none: `pgle report` sees "
+            "no step in it"
+        )
+    if contents.empty_files:
+        warnings.append(
+            f"{plural(contents.empty_files, 'trace file')} of {run_folder} "
+            f"{'is' if contents.empty_files == 1 else 'are'} empty: the profiler writes an "
+            "XSpace of 2 GiB or more as 0 bytes (protobuf's limit); profile fewer steps "
+            "(--steps, --trace-max-bytes)"
+        )
+    return warnings
 
 
 def window_summary(ex: Execution) -> dict:

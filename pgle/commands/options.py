@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pgle.errors import BadInput
 from pgle.evidence.schema import WindowSpec
+from pgle.launch.trace_options import DETAILS, PGLE
 from pgle.launch.workload import Workload
 
 CONVERTERS = ("jaxlib", "pgle")
@@ -28,6 +29,10 @@ DEFAULT_STAT = "median"
 AUTO_WARMUP = 2
 AUTO_EXECUTIONS = 5
 AUTO_MAX_SECONDS = 30.0
+# --trace-max-bytes' default: under protobuf's 2 GiB, past which the profiler writes the XSpace
+# as an empty file while reporting success (tsl WriteBinaryProto; sglang-jax #1511), with room
+# for steps bigger than the one the window's size was predicted from.
+DEFAULT_TRACE_MAX_BYTES = 3 << 29  # 1.5 GiB
 
 
 def parse_steps(text: str) -> tuple[int, int]:
@@ -44,14 +49,21 @@ def parse_steps(text: str) -> tuple[int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class Window:
-    """Which part of the run collect profiles (`--steps`, `--delay/--duration`, `--step-name`)."""
+    """Which part of the run collect profiles (`--steps`, `--delay/--duration`, `--step-name`),
+    and what its trace holds (`--trace-detail`, `--trace-max-bytes`: 0 for no bound)."""
 
     steps: tuple[int, int] | None = None  # (start, count)
     step_name: str | None = None
     delay: float | None = None
     duration: float | None = None
+    detail: str = PGLE
+    max_bytes: int = DEFAULT_TRACE_MAX_BYTES
 
     def __post_init__(self):
+        if self.detail not in DETAILS:
+            raise BadInput(f"--trace-detail {self.detail!r}: use one of {', '.join(DETAILS)}.")
+        if self.max_bytes < 0:
+            raise BadInput(f"--trace-max-bytes {self.max_bytes}: use a size >= 0 (0: no bound).")
         if self.steps is not None:
             start, count = self.steps
             if start < 0 or count < 1:
@@ -77,7 +89,13 @@ class Window:
         if self.steps:
             start, count = self.steps
             return WindowSpec(
-                "steps", str(trace_dir), start=start, count=count, step_name=self.step_name
+                "steps",
+                str(trace_dir),
+                start=start,
+                count=count,
+                step_name=self.step_name,
+                detail=self.detail,
+                max_bytes=self.max_bytes,
             )
         if self.mode == "time":
             return WindowSpec(
@@ -86,6 +104,8 @@ class Window:
                 delay=self.delay or 0.0,
                 duration=self.duration,
                 step_name=self.step_name,
+                detail=self.detail,
+                max_bytes=self.max_bytes,
             )
         return WindowSpec(
             "auto",
@@ -94,6 +114,8 @@ class Window:
             warmup=AUTO_WARMUP,
             executions=AUTO_EXECUTIONS,
             max_seconds=AUTO_MAX_SECONDS,
+            detail=self.detail,
+            max_bytes=self.max_bytes,
         )
 
     def describe(self) -> str:

@@ -114,6 +114,8 @@ class TraceStart(Event):
     KIND = schema.TRACE_START
     purpose: Literal["window", "executions"]
     dir: str | None = None
+    # what pgle asked the profiler: {"detail", "asked", "ignored", "why"} (trace_options)
+    options: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -134,6 +136,27 @@ class TraceStop(Event):
     first_execution: int | None = None
     executions: int | None = None
     site: str | None = None
+    bytes: int | None = None  # the trace's files on disk once stop_trace wrote them
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TraceExport(Event):
+    """pgle's window closed; stop_trace writes the trace (until the trace_stop)."""
+
+    KIND = schema.TRACE_EXPORT
+    purpose: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TraceProbe(Event):
+    """--trace-max-bytes: the step before the window traced alone, to size the window."""
+
+    KIND = schema.TRACE_PROBE
+    step: int | None = None
+    bytes: int | None = None
+    stop_trace_seconds: float | None = None
+    steps: int | None = None  # the steps the window keeps
+    error: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -342,6 +365,8 @@ KINDS: dict[str, type[Event]] = {
         TraceStart,
         TraceStop,
         TraceDiscard,
+        TraceExport,
+        TraceProbe,
         TraceError,
         WindowWarning,
         PythonWarning,

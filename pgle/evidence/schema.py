@@ -31,6 +31,10 @@ TRACE_START = "trace_start"  # pgle started the JAX profiler (purpose: window | 
 TRACE_STOP = "trace_stop"  # ... and stopped: the kept trace
 TRACE_DISCARD = "trace_discard"  # pgle dropped its trace: steps came after all, or a script trace
 TRACE_ERROR = "trace_error"
+# pgle's window closed and stop_trace is writing the trace (the stall watchdog's export bound)
+TRACE_EXPORT = "trace_export"
+# --trace-max-bytes: one step traced before the window, its bytes and export time (issue 36)
+TRACE_PROBE = "trace_probe"
 WINDOW_WARNING = "window_warning"  # the window is not what was asked (cut short, never opened)
 WARNING = "warning"  # a Python warning the workload raised
 LOG = "log"  # a record of a JAX logger named in the spec
@@ -74,7 +78,8 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     JAX_EVENT: ("event",),
     STEP_ENTER: ("name", "step_num", "index"),
     STEP_EXIT: ("index",),
-    TRACE_START: ("dir", "purpose"),
+    # options: what pgle asked the profiler (pgle.launch.trace_options.build's record)
+    TRACE_START: ("dir", "purpose", "options"),
     # seconds: the window, to the device barrier; stop_trace_seconds: stop_trace's own time
     # purpose: window (steps, time) | executions (no markers) | script (the workload's own)
     TRACE_STOP: (
@@ -89,8 +94,12 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
         "first_execution",
         "executions",
         "site",
+        "bytes",
     ),
     TRACE_DISCARD: ("dir",),
+    TRACE_EXPORT: ("purpose",),
+    # step: the step traced; bytes, stop_trace_seconds: its trace; steps: what the window keeps
+    TRACE_PROBE: ("step", "bytes", "stop_trace_seconds", "steps", "error"),
     TRACE_ERROR: ("error",),
     WINDOW_WARNING: ("message",),
     WARNING: ("category", "message", "filename", "lineno"),
@@ -170,6 +179,10 @@ class WindowSpec:
     warmup: int = 2
     executions: int = 5
     max_seconds: float = 30.0
+    # What the profiler records (pgle.launch.trace_options: "pgle" | "full"), and the most
+    # bytes the window's trace may hold (0: no bound); issue 36
+    detail: str = "pgle"
+    max_bytes: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,13 +44,13 @@ from typing import Any, NoReturn
 
 try:
     from pgle.evidence import schema
-    from pgle.launch import step_rule, tracebacks
+    from pgle.launch import step_rule, trace_options, tracebacks
     from pgle.phrases import plural
     from pgle.redact import redact_json
 except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from pgle.evidence import schema
-    from pgle.launch import step_rule, tracebacks
+    from pgle.launch import step_rule, trace_options, tracebacks
     from pgle.phrases import plural
     from pgle.redact import redact_json
 
@@ -233,9 +233,12 @@ _EXIT_T = f'{{"kind": "{schema.STEP_EXIT}", "t": '
 PROCESS_START = time.monotonic()
 
 
-def _start_jax_trace(target: str) -> None:
+def _start_jax_trace(target: str, options: Any = None) -> None:
     with _pgle_own():
-        _ORIGINAL["start_trace"](target)
+        if options is None:  # jax's defaults; jax < 0.6 takes no profiler_options at all
+            _ORIGINAL["start_trace"](target)
+        else:
+            _ORIGINAL["start_trace"](target, profiler_options=options)
 
 
 def _stop_jax_trace() -> None:
@@ -252,14 +255,16 @@ class ProfilerCalls:
     """What the window acts through: the profiler and the clock. In the workload these are
     jax.profiler's own start_trace/stop_trace (as they were before pgle's hooks) and the
     monotonic clock; `settle` finishes queued device work before a stop; `origin` is what
-    `--delay` counts from (the process start, on `clock`)."""
+    `--delay` counts from (the process start, on `clock`); `options` builds what start is
+    asked to record (pgle.launch.trace_options.build: the options, or None, and its record)."""
 
-    start: Callable[[str], None] = _start_jax_trace
+    start: Callable[[str, Any], None] = _start_jax_trace
     stop: Callable[[], None] = _stop_jax_trace
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     settle: Callable[[], None] = _settle_devices
     origin: float = PROCESS_START
+    options: Callable[[str], tuple[Any, dict[str, Any]]] = trace_options.build
 
 
 class ProfilerWindow:
@@ -272,7 +277,12 @@ class ProfilerWindow:
     before the backend is up, and stops S seconds later. Auto: steps 2..6 of a script that
     marks steps, else executions of the step function. A start or stop that raises is
     recorded (`trace_error`) and ends the window: it never retries. The workload's own
-    start_trace ends pgle's window for good (its trace is the one collect converts)."""
+    start_trace ends pgle's window for good (its trace is the one collect converts).
+
+    What the profiler records: `spec.detail` (pgle.launch.trace_options). Size (`spec.max_bytes`,
+    a step window): the profiler tells no size before its export, so the step before the
+    window is traced alone first (a probe, into a scratch folder, deleted), and the window
+    keeps at most max_bytes / (the probe's bytes) steps."""
 
     def __init__(
         self, spec: schema.WindowSpec | None, events: Events, calls: ProfilerCalls | None = None
@@ -308,6 +318,10 @@ class ProfilerWindow:
         self.script_trace: dict[str, Any] | None = None  # the workload's own start_trace call
         self.target: str | None = None
         self.stop_reason: str | None = None
+        self.detail = spec.detail if spec else trace_options.PGLE
+        self.max_bytes = spec.max_bytes if spec else 0
+        self._options: tuple[Any, dict[str, Any]] | None = None  # built at the first start
+        self.probed = False  # the size probe ran (or could not)
 
     # -- triggers ---------------------------------------------------------
     def on_backend_up(self) -> None:
@@ -330,6 +344,16 @@ class ProfilerWindow:
                 # profile steps 2..6 instead.
                 self._stop(discard=True)
             if (
+                self.max_bytes > 0
+                and not self.probed
+                and self.mode in ("steps", "auto")
+                and not self.done
+                and self.active is None
+                and self.count > 1
+                and index == self.start_step - 1
+            ):
+                self._probe_start(index)
+            if (
                 self.mode in ("steps", "auto")
                 and not self.done
                 and self.active is None
@@ -344,6 +368,9 @@ class ProfilerWindow:
         if self.active is None:
             return  # only an open window counts steps out (re-checked under the lock below)
         with self.lock:
+            if self.active == "probe":
+                self._probe_stop(index)
+                return
             if self.active == "window" and self.first_step_in_trace is not None:
                 self.steps_in_trace = index - self.first_step_in_trace + 1
                 if self.mode in ("steps", "auto") and self.steps_in_trace >= self.count:
@@ -559,12 +586,29 @@ class ProfilerWindow:
                 if self.active:
                     self._stop()
 
+    def options(self) -> tuple[Any, dict[str, Any]]:
+        """What start_trace is asked to record, built once (jax is imported by then)."""
+        if self._options is None:
+            self._options = self.calls.options(self.detail)
+            ignored = self._options[1].get("ignored")
+            if ignored:
+                self.events.write(
+                    schema.WINDOW_WARNING,
+                    message=(
+                        f"the JAX profiler did not take {', '.join(ignored)} (no such setting "
+                        "in this jaxlib's ProfileOptions, or it reads back different): the "
+                        "trace records more than pgle asked and its export takes longer"
+                    ),
+                )
+        return self._options
+
     def _start(self, purpose: str) -> None:
         target = self.dir if purpose != "executions" else self._scratch()
         if target is None:  # no spec: nothing asked for a trace
             return
+        options, record = self.options()
         try:
-            self.calls.start(target)
+            self.calls.start(target, options)
         except Exception as e:  # another session (auto PGLE, the script's own) holds the profiler
             self.events.write(schema.TRACE_ERROR, error=f"{type(e).__name__}: {e}")
             self.done = True
@@ -572,7 +616,58 @@ class ProfilerWindow:
         self.active = purpose
         self.target = target
         self.started_at = self.calls.clock()
-        self.events.write(schema.TRACE_START, dir=target, purpose=purpose)
+        self.events.write(schema.TRACE_START, dir=target, purpose=purpose, options=record)
+
+    # -- the size bound (--trace-max-bytes) ---------------------------------
+    def _probe_start(self, index: int) -> None:
+        """Trace step `index` alone (the step before the window) to learn a step's bytes."""
+        self.probed = True
+        target = os.path.join(self.dir, ".probe") if self.dir else None
+        if target is None:
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            self.calls.start(target, self.options()[0])
+        except Exception as e:  # the profiler is held: no probe, the window as asked
+            self.events.write(
+                schema.TRACE_PROBE, step=index, steps=self.count, error=f"{type(e).__name__}: {e}"
+            )
+            return
+        self.active = "probe"
+        self.target = target
+        # Said before it is written: a process that dies in the probe's stop_trace (a crash
+        # in the profiler's teardown) is then told apart from one that died before the window.
+        self.events.write(schema.TRACE_PROBE, step=index, steps=self.count)
+
+    def _probe_stop(self, index: int) -> None:
+        self.calls.settle()
+        started = self.calls.clock()
+        target, self.active, self.target = self.target, None, None
+        try:
+            self.calls.stop()
+        except Exception as e:
+            self.events.write(
+                schema.TRACE_PROBE, step=index, steps=self.count, error=f"{type(e).__name__}: {e}"
+            )
+            return
+        seconds = self.calls.clock() - started
+        size = _tree_bytes(target) if target else 0
+        if target:
+            shutil.rmtree(target, ignore_errors=True)
+        asked = self.count
+        if size > 0:
+            self.count = max(1, min(self.count, self.max_bytes // size))
+        self.events.write(
+            schema.TRACE_PROBE, step=index, bytes=size, stop_trace_seconds=seconds, steps=self.count
+        )
+        if self.count < asked:
+            message = (
+                f"--trace-max-bytes {self.max_bytes}: step {index} alone traced to {size} bytes, "
+                f"so the window holds {plural(self.count, 'step')} "
+                f"(steps {self.start_step}..{self.start_step + self.count - 1}), not {asked}"
+            )
+            self.events.write(schema.WINDOW_WARNING, message=message, early=True)
+            _say(f"warning: {message}")
 
     def _scratch(self) -> str | None:
         # An execution window's trace is dropped if markers show up; keep it apart until then.
@@ -584,6 +679,8 @@ class ProfilerWindow:
         # (seconds, writing the trace) is not part of it.
         ended = self.calls.clock()
         seconds = ended - self.started_at
+        if not discard:
+            self.events.write(schema.TRACE_EXPORT, purpose=self.active)
         try:
             self.calls.stop()
         except Exception as e:
@@ -608,6 +705,19 @@ class ProfilerWindow:
                 shutil.move(os.path.join(target, name), os.path.join(self.dir, name))
             os.rmdir(target)
         self.done = True
+        size = _tree_bytes(self.dir) if self.dir else None
+        if size is not None and self.max_bytes and size > self.max_bytes:
+            self.events.write(
+                schema.WINDOW_WARNING,
+                message=(
+                    f"the trace is {size} bytes, over --trace-max-bytes {self.max_bytes}"
+                    + (
+                        ""
+                        if purpose == "window" and self.seen_steps
+                        else " (only a step window is bounded before it is written)"
+                    )
+                ),
+            )
         self.events.write(
             schema.TRACE_STOP,
             dir=self.dir,
@@ -620,7 +730,19 @@ class ProfilerWindow:
             function=self.hot_name if purpose == "executions" else None,
             first_execution=self.first_execution if purpose == "executions" else None,
             executions=self.executions_in_trace if purpose == "executions" else None,
+            bytes=size,
         )
+
+
+def _tree_bytes(root: str) -> int:
+    """The bytes of the files under `root` (a trace folder pgle's window made), links not
+    followed."""
+    total = 0
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
 
 
 def _wait_for_devices() -> None:

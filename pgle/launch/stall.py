@@ -20,7 +20,10 @@ The rule (`--stall-timeout`, StallPolicy, docs/reliability.md "The stall watchdo
   of the last STEP_WINDOW step intervals). A workload quiet before its first step is never
   stopped by default.
 - a duration (`30m`): that long without progress stops the workload, whatever the phase (the
-  user asked: set it above the longest compile and checkpoint).
+  user asked: set it above the longest compile and checkpoint), but one: while pgle's window
+  writes its trace (between the harness's `trace_export` and `trace_stop`), the bound is
+  max(the duration, EXPORT_STOP_S): an export is slow and quiet, not stuck (6-8 min measured
+  on 2x8 GPUs with jax.profiler's defaults, marin #5528), and stopping it loses the trace.
 - `report:DURATION`: report after that long, never stop. `off`: no watchdog.
 
 Time while pgle is stopped (Ctrl-Z, SIGSTOP) or while the workload's process is stopped
@@ -61,6 +64,8 @@ RHYTHM_STEPS = 5  # step intervals that make a rhythm (6 marked steps)
 STOP_GAP_S = 2.0  # polls this far apart (they come every 0.5 s): pgle was stopped meanwhile
 DUMP_WAIT_S = 5.0  # the most pgle waits for the processes to write their stacks
 STEP_WINDOW = 50  # steps whose times give the median
+# With an explicit --stall-timeout, the least an export of pgle's trace is given (module doc).
+EXPORT_STOP_S = 1800.0
 _STEP_ENTER = (f'{{"kind": "{schema.STEP_ENTER}", "t": ').encode()
 _TRACE_OPEN = (schema.TRACE_START,)
 _TRACE_CLOSE = (schema.TRACE_STOP, schema.TRACE_DISCARD)
@@ -119,6 +124,7 @@ class _Process:
     compiling: dict[str, dict] = dataclasses.field(default_factory=dict)  # thread -> begin
     longest_compile: float = 0.0
     tracing: bool = False  # a trace (pgle's window or the workload's own) is open or exporting
+    exporting: bool = False  # pgle's window closed and stop_trace writes its trace
     progress_mtime: int = 0
     exited: bool = False
 
@@ -296,6 +302,13 @@ class StallWatch:
         stops it now (the module docstring's rule)."""
         policy = self.policy
         if policy.stop_after_s is not None:
+            if policy.stop_after_s < EXPORT_STOP_S and any(
+                p.exporting for p in self.processes.values()
+            ):
+                return EXPORT_STOP_S, (
+                    f"--stall-timeout {describe_seconds(policy.stop_after_s)}; the trace's "
+                    f"export is given {describe_seconds(EXPORT_STOP_S)}"
+                )
             return policy.stop_after_s, f"--stall-timeout {describe_seconds(policy.stop_after_s)}"
         if not policy.rhythm_stop or self.busy():
             return None
@@ -399,8 +412,10 @@ class StallWatch:
                     proc.longest_compile = max(proc.longest_compile, seconds)
         elif kind in _TRACE_OPEN:
             proc.tracing = True
+        elif kind == schema.TRACE_EXPORT:
+            proc.exporting = True
         elif kind in _TRACE_CLOSE:
-            proc.tracing = False
+            proc.tracing = proc.exporting = False
         elif kind == schema.SCRIPT_TRACE:
             proc.tracing = r.get("call") == "start"  # its stop event comes once it is written
         elif kind == schema.EXIT:

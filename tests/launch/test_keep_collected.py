@@ -66,7 +66,8 @@ def test_a_crash_inside_the_window_names_the_trace_and_the_convert_command(proje
     """The process dies inside stop_trace, after JAX wrote the trace (where cuptiFinalize
     crashes): no trace_stop, so pgle converts nothing itself, and says exactly how to. (jax
     0.10.2's start_trace and stop_trace each call clear_metadata, stop_trace after writing the
-    trace: its second call is the crash.)"""
+    trace: its second call is the crash. `--trace-max-bytes 0`: no size probe, whose own
+    start and stop would make those calls first.)"""
     script = _script(project, "")
     script.write_text(script.read_text().replace(
         "import jax, jax.numpy as jnp\n",
@@ -77,7 +78,8 @@ def test_a_crash_inside_the_window_names_the_trace_and_the_convert_command(proje
         "    if len(_calls) == 2:\n"
         "        os.kill(os.getpid(), signal.SIGSEGV)\n"
         "_p.clear_metadata = _crash_in_stop\n"))
-    proc = run_pgle("collect", "-o", "out.pb", "--json", str(script), cwd=project, env=_env())
+    proc = run_pgle("collect", "-o", "out.pb", "--json", "--trace-max-bytes", "0", str(script),
+                    cwd=project, env=_env())
     assert proc.returncode == 139, proc.stderr.decode()
     report = report_of(proc)
     assert report["status"] == "failed" and not (project / "out.pb").exists()

@@ -41,9 +41,12 @@ class RecordedProfiler:
         self.calls: list[tuple[str, str | None, float]] = []
         self.fail_start, self.fail_stop = fail_start, fail_stop
         self.target: str | None = None
+        self.options: list[Any] = []  # the profiler_options of each start
+        self.trace_steps = 1  # a stop writes b"trace" this many times
 
-    def start(self, target: str) -> None:
+    def start(self, target: str, options: Any = None) -> None:
         self.calls.append(("start", target, self.clock()))
+        self.options.append(options)
         if self.fail_start:
             raise RuntimeError("Profile has already been started")
         self.target = target
@@ -54,7 +57,7 @@ class RecordedProfiler:
             raise RuntimeError("No profile started")
         assert self.target is not None
         os.makedirs(os.path.join(self.target, "plugins"), exist_ok=True)
-        Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"trace")
+        Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"trace" * self.trace_steps)
 
     def kinds(self) -> list[str]:
         return [c[0] for c in self.calls]
@@ -374,3 +377,99 @@ def test_the_scripts_own_trace_before_the_window_keeps_it_shut(made: Make, tmp_p
     s.window.on_script_start("train.py:3", None)
     s.steps(range(6))
     assert s.profiler.calls == []
+
+
+# -- what the profiler is asked for, and the size bound (issue 36) ------------------------
+
+
+def test_the_window_asks_jax_for_pgles_options_and_records_them(made: Make,
+                                                                tmp_path: Path) -> None:
+    """The real jax.profiler.ProfileOptions reaches start_trace: no Python tracer, host
+    annotations only, HLO protos; the trace_start record says so; the stop records the
+    trace's bytes and says the export began (trace_export) before stop_trace ran."""
+    from jax import profiler
+
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=1, count=2))
+    s.steps(range(4))
+    (options,) = s.profiler.options
+    assert isinstance(options, profiler.ProfileOptions)
+    assert (options.python_tracer_level, options.host_tracer_level) == (0, 1)
+    assert options.enable_hlo_proto is True
+    (start,) = s.written(schema.TRACE_START)
+    assert start["options"] == {
+        "detail": "pgle",
+        "asked": {"host_tracer_level": 1, "python_tracer_level": 0, "enable_hlo_proto": True},
+        "ignored": [],
+        "why": None,
+    }
+    kinds = [e["kind"] for e in events_of(s.path)]
+    assert kinds.index(schema.TRACE_EXPORT) < kinds.index(schema.TRACE_STOP)
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert stop["bytes"] == len(b"trace")
+    assert s.written(schema.TRACE_PROBE) == []  # no bound asked: no probe
+
+
+def test_full_detail_passes_no_options(made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=0, count=1,
+                               detail="full"))
+    s.steps(range(2))
+    assert s.profiler.options == [None]
+    (start,) = s.written(schema.TRACE_START)
+    assert start["options"]["asked"] == {} and "defaults" in start["options"]["why"]
+
+
+def test_the_size_bound_probes_the_step_before_and_cuts_the_window(made: Make,
+                                                                   tmp_path: Path) -> None:
+    """--trace-max-bytes 12 with --steps 3:5: step 2 is traced alone (5 bytes, into a scratch
+    folder that is deleted), so the window holds 12 // 5 = 2 steps: 3 and 4; said early."""
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("steps", str(trace), start=3, count=5, max_bytes=12))
+    seen = s.steps(range(10))
+    assert seen[4] == ["start"]  # step 2 entered: the probe
+    assert seen[5] == ["start", "stop"]  # ... and written as it exits
+    assert s.profiler.calls[0][1] == str(trace / ".probe")
+    assert s.profiler.kinds() == ["start", "stop", "start", "stop"]
+    assert s.profiler.calls[2][1] == str(trace)
+    assert not (trace / ".probe").exists()
+    before, probe = s.written(schema.TRACE_PROBE)  # said as it starts, and once written
+    assert (before["step"], before.get("bytes"), before["steps"]) == (2, None, 5)
+    assert (probe["step"], probe["bytes"], probe["steps"]) == (2, 5, 2)
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["first_step"], stop["steps"]) == (3, 2)
+    (warning,) = s.written(schema.WINDOW_WARNING)
+    assert "holds 2 steps (steps 3..4), not 5" in warning["message"] and warning["early"]
+    s.window.on_exit(9, None, [])
+    assert len(s.written(schema.WINDOW_WARNING)) == 1  # the cut is no "cut short"
+
+
+def test_the_size_bound_keeps_a_window_that_fits(
+        made: Make, tmp_path: Path) -> None:
+    fits = made(schema.WindowSpec("steps", str(tmp_path / "a"), start=3, count=5,
+                                  max_bytes=1 << 20))
+    fits.steps(range(10))
+    _, probe = fits.written(schema.TRACE_PROBE)
+    assert probe["steps"] == 5 and fits.written(schema.WINDOW_WARNING) == []
+    (stop,) = fits.written(schema.TRACE_STOP)
+    assert stop["steps"] == 5
+
+
+def test_a_window_from_step_0_is_not_probed_and_its_size_is_checked_after(
+        made: Make, tmp_path: Path) -> None:
+    first = made(schema.WindowSpec("steps", str(tmp_path / "b"), start=0, count=3, max_bytes=1))
+    first.steps(range(5))  # no step before the window: nothing to measure, no probe
+    assert first.profiler.kinds() == ["start", "stop"] and first.written(schema.TRACE_PROBE) == []
+    (over,) = first.written(schema.WINDOW_WARNING)
+    assert "over --trace-max-bytes 1" in over["message"]  # said after the stop
+
+
+def test_a_probe_the_profiler_refuses_leaves_the_window_as_asked(made: Make,
+                                                                  tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=2, count=2, max_bytes=1),
+             fail_start=True)
+    s.steps(range(5))
+    (probe,) = s.written(schema.TRACE_PROBE)
+    assert probe["error"] == "RuntimeError: Profile has already been started"
+    assert probe["steps"] == 2
+    # The window's own start is refused too (the same profiler): one trace_error, no retry.
+    assert [e["error"] for e in s.written(schema.TRACE_ERROR)] == [
+        "RuntimeError: Profile has already been started"]

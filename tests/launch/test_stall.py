@@ -19,6 +19,7 @@ from pgle.evidence import stacks
 from pgle.errors import BadInput
 from pgle.jobs.layout import parse_stall_timeout
 from pgle.launch.stall import (
+    EXPORT_STOP_S,
     REPORT_AFTER_S,
     RHYTHM_STEPS,
     STEP_FACTOR,
@@ -195,6 +196,47 @@ def test_an_explicit_bound_stops_in_any_phase_and_report_only_never_stops(tmp_pa
     # 30 s after the first poll, which read the compile's start: while it compiles
     assert next(i for i, c in enumerate(codes) if c[0] == 124) == 60
     assert len(report_only.notes) == 1  # one report per quiet spell
+
+
+def test_an_explicit_bound_gives_the_trace_export_its_own_larger_bound(tmp_path):
+    """--stall-timeout 30s: an open window counts as any phase; once the harness says the
+    trace is being written (trace_export), the bound is EXPORT_STOP_S, to the second; after
+    the trace_stop it is 30 s again (issue 36)."""
+    now = [1000.0]
+    events = tmp_path / "events.jsonl"
+
+    def write(*records: dict) -> None:
+        with open(events, "a") as f:
+            for r in records:
+                f.write(json.dumps(r) + "\n")
+
+    def quiet_until_stopped(watch: StallWatch, limit: float) -> float | None:
+        start = now[0]
+        while now[0] - start < limit:
+            now[0] += 0.5
+            if watch.poll(0.0) == 124:
+                return now[0] - start
+        return None
+
+    write({"kind": "trace_start", "t": 1.0, "dir": "t", "purpose": "window"})
+    opened = StallWatch(tmp_path, 30.0, lambda s: None, clock=lambda: now[0])
+    assert quiet_until_stopped(opened, 100.0) == 30.5  # the poll that read the start, then 30 s
+    write({"kind": "trace_export", "t": 2.0, "purpose": "window"})
+    exporting = StallWatch(tmp_path, 30.0, lambda s: None, clock=lambda: now[0])
+    took = quiet_until_stopped(exporting, EXPORT_STOP_S + 100.0)
+    assert took == EXPORT_STOP_S + 0.5
+    assert exporting.report is not None and exporting.report.bound_s == EXPORT_STOP_S
+    assert "export" in exporting.report.bound_rule
+    write({"kind": "trace_stop", "t": 3.0, "dir": "t", "purpose": "window"})
+    written = StallWatch(tmp_path, 30.0, lambda s: None, clock=lambda: now[0])
+    assert quiet_until_stopped(written, 100.0) == 30.5
+    # A bound above EXPORT_STOP_S is the user's, export or not.
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "events.jsonl").write_text(
+        json.dumps({"kind": "trace_export", "t": 2.0, "purpose": "window"}) + "\n")
+    longer = StallWatch(tmp_path / "x", 2 * EXPORT_STOP_S, lambda s: None, clock=lambda: now[0])
+    longer.poll(0.0)
+    assert longer.stop_bound() == (2 * EXPORT_STOP_S, "--stall-timeout 60 min")
 
 
 def test_time_stopped_does_not_count(tmp_path):

@@ -1,0 +1,77 @@
+"""What collect asks the JAX profiler for (pgle.launch.trace_options, issue 36), on the real
+jax.profiler of this environment and, where the lane venvs are built, of the oldest and newest
+jax pgle supports: jax < 0.6 has no ProfileOptions at all; jax's binding takes no
+`device_tracer_level` (an assignment only makes a Python attribute: jax #39938)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers.pgle_testing import REPO
+
+from pgle.launch import trace_options
+
+LANES = Path(os.environ.get("PGLE_LANE_VENVS", Path.home() / ".cache/pgle-lane/venvs"))
+
+
+def test_pgles_options_take_on_this_jax() -> None:
+    options, record = trace_options.build("pgle")
+    assert record == {
+        "detail": "pgle",
+        "asked": {"host_tracer_level": 1, "python_tracer_level": 0, "enable_hlo_proto": True},
+        "ignored": [],
+        "why": None,
+    }
+    assert (options.host_tracer_level, options.python_tracer_level) == (1, 0)
+
+
+def test_full_detail_is_jaxs_defaults() -> None:
+    options, record = trace_options.build("full")
+    assert options is None and record["asked"] == {} and "defaults" in record["why"]
+
+
+def test_a_setting_the_binding_does_not_have_is_caught() -> None:
+    """jax #39938, on the real ProfileOptions: `device_tracer_level = 0` raises nothing and
+    reads back 0, yet it is only the Python object's attribute; set_option says it did not
+    take. A native field does."""
+    from jax import profiler
+
+    options = profiler.ProfileOptions()
+    options.device_tracer_level = 0  # what users write, silently
+    assert options.device_tracer_level == 0  # it reads back: nothing tells it did nothing
+    assert trace_options.set_option(profiler.ProfileOptions(), "device_tracer_level", 0) is False
+    assert trace_options.set_option(profiler.ProfileOptions(), "python_tracer_level", 0) is True
+    assert trace_options.set_option(profiler.ProfileOptions(), "host_tracer_level", "x") is False
+
+
+def _lane_record(version: str) -> dict:
+    python = LANES / f"jax-{version}" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no lane venv for jax {version} at {python.parent.parent}")
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "from pgle.launch import trace_options; "
+        "print(json.dumps(trace_options.build('pgle')[1]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "JAX_"))}
+    env["JAX_PLATFORMS"] = "cpu"
+    out = subprocess.run([str(python), "-c", code, str(REPO)], capture_output=True,
+                         timeout=300, env=env, check=True)
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+def test_jax_before_0_6_takes_no_options_and_the_record_says_why() -> None:
+    record = _lane_record("0.4.35")
+    assert record["asked"] == {} and record["ignored"] == []
+    assert "jax 0.4.35 takes no profiler options" in record["why"]
+
+
+def test_the_newest_jax_takes_pgles_options() -> None:
+    record = _lane_record("0.12.0.1")
+    assert record["ignored"] == [] and record["why"] is None
+    assert record["asked"]["python_tracer_level"] == 0
