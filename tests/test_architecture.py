@@ -115,9 +115,9 @@ def test_a_command_added_by_the_recipe_works(tmp_path):
     # 3. the command line
     (copy / "cli" / "hello.py").write_text(textwrap.dedent(CLI))
     # 4. one row in COMMANDS, nothing generated
-    main = (copy / "cli" / "main.py").read_text()
+    table = (copy / "cli" / "commands.py").read_text()
     row = '    "hello": ("pgle.cli.hello", "hello", "Say hello."),\n'
-    (copy / "cli" / "main.py").write_text(main.replace("COMMANDS: dict[str, tuple[str, str, str]] = {\n",
+    (copy / "cli" / "commands.py").write_text(table.replace("COMMANDS: dict[str, tuple[str, str, str]] = {\n",
                                                        "COMMANDS: dict[str, tuple[str, str, str]] = {\n" + row))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
 

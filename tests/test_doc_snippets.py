@@ -105,6 +105,9 @@ NA = "exit 0; stderr: verdict: not_applicable: backend cpu"
 CPU_EMPTY = "exit 1; stderr: collect failed: the profile is empty: backend cpu"
 PROJECT_SELF = "needs: self: the test suite itself (.ci/run)"
 LINT = "needs: self: .ci/run's lint step runs it on every change"
+# Not in CI: the mutation runs take minutes per mutant (docs/development.md, "Mutation testing");
+# tests/test_mutation_ratchet.py checks the figures they recorded.
+MUTATION = "needs: self: a mutation run, its own documented command (minutes per mutant)"
 SLURM = "needs: slurm: srun (scaled to the test cluster in test_slurm_snippets)"
 NSYS = "needs: nsys: Nsight Systems on PATH (tests/commands/test_nsys.py runs a stand-in)"
 GPU_DIR = "/shared/jax-cache"
@@ -145,10 +148,13 @@ def _build_snippets() -> None:
               "python3 -m mypy pgle cli", "python3 -m ruff check --fix pgle cli",
               "python3 -m ruff format pgle cli"):
         d[dev, c] = Spec(LINT)
-    d[dev, "python3 tests/mutants/run.py"] = Spec(
-        "needs: self: .ci/run's mutation step (every mutant: minutes)")
-    d[dev, "python3 tests/mutants/run.py --only V01 K01"] = Spec(
-        "needs: self: .ci/run's mutation step runs every mutant")
+    d[dev, "python3 tests/mutants/run.py"] = Spec(MUTATION)
+    d[dev, "python3 tests/mutants/run.py --only V01 K01"] = Spec(MUTATION)
+    d[dev, "python3 tests/mutants/run.py --only I01 I02"] = Spec(MUTATION)
+    d[dev, "python3 tests/mutants/score.py --list"] = Spec("exit 0; stdout: verdicts.require",
+                                                           in_repo=True)
+    for cmd in ("verdicts.require --show", "store --check", "store --write", "--check"):
+        d[dev, f"python3 tests/mutants/score.py {cmd}"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/run.py --list"] = Spec("exit 0; stdout: V01", in_repo=True)
 
     gv = "docs/gpu-validation.md"
@@ -170,12 +176,12 @@ def _build_snippets() -> None:
           "--steps 20"] = Spec(NSYS)
     d[au, "pgle cache ls /shared/jax-cache [--module 'jit_train*']"] = Spec(
         "exit 0; stdout: jit_train", run="pgle cache ls /shared/jax-cache --module 'jit_train*'")
-    d[au, "pgle cache stats /shared/jax-cache"] = Spec("exit 0; stdout: entries")
+    d[au, "pgle cache stats /shared/jax-cache"] = Spec("exit 0; stdout: jit_train_step")
     d[au, "pgle cache prune /shared/jax-cache --older-than 7d"] = Spec("exit 0; stderr: dry run")
     d[au, "pgle cache prune /shared/jax-cache --older-than 7d --yes"] = Spec(
-        "exit 0; stderr: nothing")
+        "exit 0; stderr: deleted 0 of")
     d[au, "pgle cache prune /shared/jax-cache --module jit_old_step --yes"] = Spec(
-        "exit 0; stderr: nothing")
+        "exit 0; stderr: deleted 0 of")
 
     cl = "docs/guide/cluster.md"
     for c in ("srun -N 4 --ntasks-per-node 8 pgle collect train.py -o profile.pb -- --steps 30",
@@ -203,8 +209,9 @@ def _build_snippets() -> None:
 
     ma = "docs/guide/manual.md"
     d[ma, "pgle collect train.py --steps 10:5 -o profile.pb -- --batch 64"] = Spec(CPU_EMPTY)
-    d[ma, "pgle collect train.py --delay 30 --duration 5 -o profile.pbtxt -- --steps 20000"] = Spec(
-        "long: " + CPU_EMPTY)
+    d[ma, "pgle collect train.py --delay 30 --duration 5 -o profile.pbtxt"] = Spec(
+        "long: " + CPU_EMPTY, run="pgle collect train.py --delay 30 --duration 5 -o profile.pbtxt"
+        " -- --steps 20000")  # the bundled train.py ends before 30 s unless told to run longer
     d[ma, "pgle collect -m mypkg.train -o profile.pb"] = Spec("long: " + CPU_EMPTY)
     d[ma, "pgle collect train.py --per-module -o profiles/ -- --batch 64"] = Spec(
         "long: exit 1; stderr: backend cpu")
@@ -239,7 +246,7 @@ def _build_snippets() -> None:
         "exit 0; stdout: \"verdict\"",
         run="pgle report {tune_run}/ -o report.html --force --json --dtype bf16")
     d[rp, "pgle report WITHOUT_RUN_FOLDER WITH_RUN_FOLDER -o report.html"] = Spec(
-        "exit 0; stderr: report.html",
+        "exit 0; stderr: report2.html",
         run="pgle report {tune_run}/run {tune_run}/run -o report2.html")
 
     ss = "docs/guide/sources-and-store.md"

@@ -118,6 +118,12 @@ def score_of(statuses: dict[str, str], equivalent: dict[str, str]) -> dict:
 
 def run_package(name: str, spec: dict, jobs: int, show: bool = False) -> dict:
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    mutmut = Path(sys.executable).with_name("mutmut")  # not `-m mutmut`: mutmut asks so
+    if not mutmut.is_file():
+        raise SystemExit(
+            f"score.py: mutmut is not installed beside {sys.executable}: "
+            "pip install -e '.[mutation]' (exit 2)"
+        )
     with tempfile.TemporaryDirectory(prefix=f"pgle-mutmut-{name}-") as tmp:
         copy = Path(tmp)
         checkout_copy(copy)
@@ -129,7 +135,6 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False) -> dict:
         env["PYTHONPATH"] = str(HERE / "site")
         env["PGLE_MUTATION_RUN"] = str(copy / "mutants")
         t0 = time.monotonic()
-        mutmut = Path(sys.executable).with_name("mutmut")  # not `-m mutmut`: mutmut asks so
         proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs)],
                               cwd=copy, env=env, capture_output=True, text=True)
         seconds = round(time.monotonic() - t0)
