@@ -323,3 +323,22 @@ def predicted_line(pred: dict[str, Any]) -> str:
     if pred.get("cannot_help"):
         line += f"; {pred['cannot_help']}"
     return line
+
+
+def predicted_vs_measured(t: dict[str, Any]) -> list[str]:
+    """`pgle report`'s lines for a `--predict` table: each arm's predicted and measured ratio,
+    then where the prediction came from (or why there is none)."""
+    pred = t.get("predicted")
+    if not pred:
+        return []
+    lines = []
+    if not pred.get("why"):
+        parts = [
+            f"{r['arm']} {predicted_text(r.get('predicted_ratio'))} "
+            f"(measured {predicted_text(r.get('ratio'))})"
+            for r in t["arms"]
+            if r["arm"] != t.get("baseline")
+        ]
+        lines.append("predicted ratio vs default: " + ", ".join(parts))
+    lines.append(pred.get("line") or predicted_line(pred))
+    return lines
