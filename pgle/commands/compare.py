@@ -52,7 +52,7 @@ def predict(
     """`--predict`: `pgle estimate`'s ratio per arm (None for arms it does not compile, such
     as o1+pgle), or `why` there is none (one line: the plugin is missing, a job, a failure).
     Never raises a pgle error: a prediction that cannot be made does not stop the tune."""
-    from pgle.commands import estimate as est
+    from pgle.commands import estimate
     from pgle.errors import PgleError
 
     out: dict[str, Any] = {
@@ -68,8 +68,8 @@ def predict(
     if in_job:
         out["why"] = "not in a multi-process job (pgle estimate runs the script in one process)"
         return out
-    if est.plugin_missing():
-        out["why"] = f"needs {est.PLUGIN_HINT}"
+    if estimate.plugin_missing():
+        out["why"] = f"needs {estimate.PLUGIN_HINT}"
         return out
     wanted = tuple(a.name for a in plan if a.name in PREDICTED_ARMS)
     # The collected profile prices every arm's schedule (what the GPU measured); a per-module
@@ -77,13 +77,13 @@ def predict(
     use = profile if profile and os.path.isfile(profile) else None
     began = time.monotonic()
     try:
-        report = est.estimate(
-            est.EstimateOptions(
+        report = estimate.estimate(
+            estimate.EstimateOptions(
                 source="",
                 workload=workload,
                 device_kind=device_kind,
                 devices=device_count or None,
-                arms=est.parse_arms(",".join(wanted)),
+                arms=estimate.parse_arms(",".join(wanted)),
                 profile=use,
                 run_dir=str(run_dir),
             )
@@ -96,7 +96,9 @@ def predict(
     out.update(
         target=report.details["target"],
         devices=report.details["devices"],
-        costs="the collected profile" if use else "derived from the module and the target",
+        costs="the collected profile's costs"
+        if use
+        else "costs derived from the module and the target",
         run_dir=report.run_dir,
         seconds=round(time.monotonic() - began, 1),
         cannot_help=pred.get("why") if pred.get("cannot_help") else None,

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 from helpers.pgle_testing import WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle
-
 from pgle.commands.compare import predicted_line, predicted_vs_measured, table_lines
 
 ARM_ECHO = str(WORKLOADS / "arm_echo.py")
@@ -67,7 +66,7 @@ def _table(pred):
 
 def test_the_predicted_column_beside_the_measured_ratio():
     pred = {"ratios": {"default": 1.0, "pgle": 0.627, "o1+pgle": None}, "why": None,
-            "target": "h100", "devices": 8, "costs": "the collected profile",
+            "target": "h100", "devices": 8, "costs": "the collected profile's costs",
             "run_dir": "/r/predict", "seconds": 41.0, "cannot_help": None}
     lines = table_lines(_table(pred))
     head = lines[0].split()
