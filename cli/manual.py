@@ -145,6 +145,14 @@ def run(
     "(JAX_OPTIMIZATION_LEVEL=O1), sol (XLA's speed-of-light estimator), pgle, and "
     "sums such as o1+pgle; e.g. default,o1,pgle,o1+pgle.",
 )
+@click.option(
+    "--predict",
+    is_flag=True,
+    help="With --compare: beside each measured ratio, the one pgle estimate predicts (XLA:GPU's "
+    "own scheduler, no GPU; one more CPU run of the script and a compile per arm). Needs "
+    "pip install 'pgle[estimate]'; without it the table says so. With --store the store "
+    "keeps both ratios next to the step module's entry.",
+)
 @report_options
 def tune(
     words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any

@@ -507,13 +507,15 @@ def tune(
     repeat: int = 3,
     keep_trace: bool | Literal["yes", "no"] = True,
     compare: str | Iterable[str] | None = None,
+    predict: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Report:
     """`pgle tune`: collect, then run with the profile; one verdict with both phases' step
     times (the profile goes into the run folder unless `output`). `report="run.html"`: also
     write `pgle report`'s page of the run there (the JSON report is the returned Report);
     `store`: collect adds to it, the run serves it.
-    `compare="default,o1,pgle,o1+pgle"` (or `sol`): run those arms instead, one table."""
+    `compare="default,o1,pgle,o1+pgle"` (or `sol`): run those arms instead, one table;
+    `predict=True`: beside each measured ratio, `pgle estimate`'s predicted one."""
     if report is not None and not str(report).lower().endswith((".html", ".htm")):
         raise BadInput(
             f"--report {report}: tune writes pgle report's HTML page there "
@@ -538,7 +540,7 @@ def tune(
         from pgle.xla.versions import jax_version
 
         arms = tuple(parse_arms(",".join(_words(compare)), jax_version()))
-    topts = _command("tune").TuneOptions(copts, verdict, report, repeat, arms)
+    topts = _command("tune").TuneOptions(copts, verdict, report, repeat, arms, predict)
     return _drive(_workflow("tune"), topts, job, environ)
 
 

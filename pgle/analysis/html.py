@@ -503,6 +503,8 @@ def _compare(data) -> str:
     t = data.get("compare")
     if not t:
         return ""
+    pred = t.get("predicted")
+    column = pred is not None and not pred.get("why")
     rows = []
     for r in t["arms"]:
         ci = r.get("interval")
@@ -522,6 +524,7 @@ def _compare(data) -> str:
                 r.get("status") or "-",
                 f"{st['median_s'] * 1e3:.2f} ms" if st else "-",
                 ratio,
+                *([_predicted(r.get("predicted_ratio"))] if column else []),
                 f"{comm['exposed_ms_per_device']:.3f} ms"
                 if comm
                 else ("needs a GPU" if not t["gpu"] else "-"),
@@ -536,14 +539,21 @@ def _compare(data) -> str:
             "verdict",
             "median step",
             "ratio vs default (95 % interval)",
+            *(["predicted ratio (pgle estimate)"] if column else []),
             "exposed communication per device",
             "step module peak memory",
             "compile time",
         ],
         rows,
     )
+    if pred is not None and pred.get("line"):
+        body += f"<p>{_e(pred['line'])}</p>"
     body += _why(t.get("caveat"))
     return _section("compare", "PGLE, O1/SoL, or nothing?", body)
+
+
+def _predicted(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.3f}"
 
 
 def _compile_section(data) -> str:

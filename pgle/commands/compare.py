@@ -6,10 +6,20 @@ trace), the step module's peak memory and compile time, and whether each run's e
 were compiled or loaded from jax's persistent compilation cache (per run, per kind). Figures
 that need a GPU say so on any other backend instead of showing a number that means nothing
 there.
+
+`--predict` adds, per arm, the ratio `pgle estimate` predicts (XLA:GPU's own scheduler, a
+deviceless compile per arm, every schedule replayed with the same costs: the collected profile's
+where there is one), beside the measured one, so predictions can be checked against GPU runs
+(the store keeps both: pgle.store.calibration). It costs one more run of the workload on CPU
+and one compile per arm (docs/guide/will-pgle-help.md); without the CUDA compiler plugin the
+table says so in one line and tune goes on.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +35,79 @@ from pgle.units import human_bytes
 from pgle.verdicts.statuses import Applied
 
 NEEDS_GPU = ("step-time ratio", "exposed communication", "verdict")
+PREDICTED_ARMS = ("default", "pgle", "o1", "sol")  # the arms `pgle estimate` compiles
+log = logging.getLogger(__name__)
+
+
+def predict(
+    plan: Sequence[arms.Arm],
+    *,
+    workload: Any,
+    profile: str | None,
+    device_kind: str | None,
+    device_count: int | None,
+    run_dir: Path,
+    in_job: bool,
+) -> dict[str, Any]:
+    """`--predict`: `pgle estimate`'s ratio per arm (None for arms it does not compile, such
+    as o1+pgle), or `why` there is none (one line: the plugin is missing, a job, a failure).
+    Never raises a pgle error: a prediction that cannot be made does not stop the tune."""
+    from pgle.commands import estimate
+    from pgle.errors import PgleError
+
+    out: dict[str, Any] = {
+        "ratios": {a.name: None for a in plan},
+        "why": None,
+        "target": None,
+        "devices": device_count,
+        "costs": None,
+        "run_dir": None,
+        "seconds": None,
+        "cannot_help": None,
+    }
+    if in_job:
+        out["why"] = "not in a multi-process job (pgle estimate runs the script in one process)"
+        return out
+    if estimate.plugin_missing():
+        out["why"] = f"needs {estimate.PLUGIN_HINT}"
+        return out
+    wanted = tuple(a.name for a in plan if a.name in PREDICTED_ARMS)
+    # The collected profile prices every arm's schedule (what the GPU measured); a per-module
+    # profile folder or none (no GPU): costs pgle derives from the module and the target.
+    use = profile if profile and os.path.isfile(profile) else None
+    began = time.monotonic()
+    try:
+        report = estimate.estimate(
+            estimate.EstimateOptions(
+                source="",
+                workload=workload,
+                device_kind=device_kind,
+                devices=device_count or None,
+                arms=estimate.parse_arms(",".join(wanted)),
+                profile=use,
+                run_dir=str(run_dir),
+            )
+        )
+    except (PgleError, OSError) as e:
+        out["why"] = "pgle estimate failed: " + (str(e).strip().splitlines() or ["?"])[0]
+        out["run_dir"] = str(run_dir)
+        return out
+    pred = report.details["prediction"]
+    out.update(
+        target=report.details["target"],
+        devices=report.details["devices"],
+        costs="the collected profile's costs"
+        if use
+        else "costs derived from the module and the target",
+        run_dir=report.run_dir,
+        seconds=round(time.monotonic() - began, 1),
+        cannot_help=pred.get("why") if pred.get("cannot_help") else None,
+        step_module=report.details["step_module"],
+    )
+    for name in wanted:
+        key = "ratio_to_default" if name == "pgle" else f"{name}_ratio_to_default"
+        out["ratios"][name] = 1.0 if name == arms.DEFAULT else pred.get(key)
+    return out
 
 
 def run_facts(folder: Path) -> dict[str, Any]:
@@ -69,12 +152,17 @@ def _communication(folder: Path, platform: str | None) -> tuple[dict | None, str
     }, sec.get("communication_why")
 
 
-def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
-    """The compare table (JSON): one row per arm, `default` first."""
+def table(
+    runs: Sequence[Any], *, platform: str | None, predicted: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The compare table (JSON): one row per arm, `default` first; with `predicted` (from
+    `predict`), each row's `predicted_ratio` beside its measured `ratio`."""
     gpu = platform is not None and platform.lower() in arms.GPU_PLATFORMS
     sample: dict[str, list[float]] = {}
     rows = []
     how = None
+    if predicted is not None:
+        predicted = {**predicted, "line": predicted_line(predicted)}
     for entry in runs:
         times, steps = arms.pooled(entry.folders)
         how = how or (steps.to_dict() if steps else None)
@@ -93,6 +181,8 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
             "communication": None,
             "why_no_communication": None,
         }
+        if predicted is not None:
+            row["predicted_ratio"] = predicted["ratios"].get(entry.arm.name)
         facts = run_facts(entry.folders[0]) if entry.folders else {}
         row.update(facts)
         # Every run of the arm, not only the first: a later run may load what an earlier wrote.
@@ -146,6 +236,7 @@ def table(runs: Sequence[Any], *, platform: str | None) -> dict[str, Any]:
         "steps": how,
         "arms": rows,
         "caveat": caveat,
+        "predicted": predicted,
     }
 
 
@@ -162,11 +253,14 @@ def table_lines(t: dict[str, Any]) -> list[str]:
     lines = []
     if (t.get("steps") or {}).get("source") == "executions":
         lines.append(f"steps: {t['steps']['how']}")
+    pred = t.get("predicted")
+    column = pred is not None and not pred.get("why")
     head = [
         "arm",
         "verdict",
         "median step",
         "ratio vs default",
+        *(["predicted"] if column else []),
         "exposed comm",
         "peak memory",
         "compile",
@@ -196,6 +290,7 @@ def table_lines(t: dict[str, Any]) -> list[str]:
                 r["status"] or "-",
                 _ms(r["step_time"]),
                 ratio,
+                *([predicted_text(r.get("predicted_ratio"))] if column else []),
                 exposed,
                 _mib(r.get("peak_bytes")),
                 compile_s,
@@ -207,6 +302,45 @@ def table_lines(t: dict[str, Any]) -> list[str]:
     for r in t["arms"]:
         if r.get("why_no_ratio") and t["gpu"]:
             lines.append(f"{r['arm']}: {r['why_no_ratio']}")
+    if pred is not None:
+        lines.append(pred.get("line") or predicted_line(pred))
     if t.get("caveat"):
         lines.append(t["caveat"])
+    return lines
+
+
+def predicted_text(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.3f}"
+
+
+def predicted_line(pred: dict[str, Any]) -> str:
+    """Where the predicted column comes from, or why there is none (one place)."""
+    if pred.get("why"):
+        return f"predicted: {pred['why']}"
+    line = (
+        f"predicted: pgle estimate, XLA:GPU's scheduler for {pred['devices']} x "
+        f"{pred['target']} (no GPU), every arm's schedule replayed with {pred['costs']}"
+        f" ({pred['seconds']:.0f} s; {pred['run_dir']})"
+    )
+    if pred.get("cannot_help"):
+        line += f"; {pred['cannot_help']}"
+    return line
+
+
+def predicted_vs_measured(t: dict[str, Any]) -> list[str]:
+    """`pgle report`'s lines for a `--predict` table: each arm's predicted and measured ratio,
+    then where the prediction came from (or why there is none)."""
+    pred = t.get("predicted")
+    if not pred:
+        return []
+    lines = []
+    if not pred.get("why"):
+        parts = [
+            f"{r['arm']} {predicted_text(r.get('predicted_ratio'))} "
+            f"(measured {predicted_text(r.get('ratio'))})"
+            for r in t["arms"]
+            if r["arm"] != t.get("baseline")
+        ]
+        lines.append("predicted ratio vs default: " + ", ".join(parts))
+    lines.append(pred.get("line") or predicted_line(pred))
     return lines

@@ -56,6 +56,10 @@ class EstimateOptions:
     profile: str | None = None
     what_if: tuple[str, ...] = ()
     run_dir: str | None = None
+    # `tune --compare --predict`: the workload tune runs, and the device kind its collect saw
+    # (the target when --target is not given), instead of `source`.
+    workload: Workload | None = None
+    device_kind: str | None = None
 
 
 def parse_arms(text: str) -> tuple[str, ...]:
@@ -105,9 +109,11 @@ def estimate(opts: EstimateOptions) -> Report:
         raise PgleError(missing)
     rules = [costs.parse_what_if(w) for w in opts.what_if]
     source = Path(opts.source)
-    kind = None
+    kind = opts.device_kind
     devices = opts.devices
-    if source.is_dir():
+    if opts.workload is not None:
+        workload = opts.workload
+    elif source.is_dir():
         workload, seen_devices, kind = _run_folder_source(source)
         devices = devices or seen_devices
     else:

@@ -556,6 +556,10 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
         )
     elif data.get("step_ratio_why"):
         lines.append(data["step_ratio_why"])
+    if data.get("compare"):
+        from pgle.commands.compare import predicted_vs_measured
+
+        lines += predicted_vs_measured(data["compare"])
     s = data.get("schedule")
     if s:
         lines.append(

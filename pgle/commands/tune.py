@@ -24,6 +24,7 @@ from pgle.commands.arms import Arm
 from pgle.commands.collect import CollectOptions, profiling_flags
 from pgle.commands.options import VerdictOptions
 from pgle.commands.run import RunOptions
+from pgle.errors import PgleError
 from pgle.jobs.driver import PhaseResult, Workflow
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.jobs.ranks import literal
@@ -47,12 +48,18 @@ class TuneOptions:
     html_report: str | None = None  # `--report X.html`: pgle report's page of this tune run
     repeat: int = 3  # runs of each arm (alternating), for a spread
     compare: tuple[Arm, ...] = ()  # `--compare`: the arms; () is plain tune (default vs pgle)
+    predict: bool = False  # `--predict`: pgle estimate's ratio beside each measured one
 
     def __post_init__(self) -> None:
-        if self.repeat < 1:
-            from pgle.errors import BadInput
+        from pgle.errors import BadInput
 
+        if self.repeat < 1:
             raise BadInput(f"--repeat {self.repeat}: at least 1 run per phase.")
+        if self.predict and not self.compare:
+            raise BadInput(
+                "--predict needs --compare: it predicts each compared arm's ratio "
+                "(e.g. --compare default,o1,sol,pgle --predict)."
+            )
         if self.html_report:  # refuse before an hour-long run, not after it
             from pgle.atomic import check_writable_target
 
@@ -213,6 +220,24 @@ def body(
         )
 
     plain = not opts.compare
+    predicted = None
+    if opts.predict:
+        from pgle.commands.compare import predict
+
+        log.info("predicting each arm with pgle estimate (XLA:GPU deviceless, on CPU)")
+        backend = first.job.get("backend") or {}
+        predicted = predict(
+            opts.compare,
+            workload=copts.workload,
+            profile=profile_path if gpu and first.mode != "per_rank" else None,
+            device_kind=backend.get("device_kind") if gpu else None,
+            device_count=backend.get("device_count"),
+            run_dir=top.path / "predict",
+            in_job=layout.job_dir is not None,
+        )
+        from pgle.commands.compare import predicted_line
+
+        log.info(predicted_line(predicted))
     runs: list[ArmRuns] = []
     stopped = None
     if plain and not (gpu and has_profile):
@@ -299,13 +324,15 @@ def body(
     else:
         from pgle.commands.compare import table, table_lines
 
-        report.details["compare"] = table(runs, platform=platform)
+        report.details["compare"] = table(runs, platform=platform, predicted=predicted)
         report.details["step_times"] = {
             "arms": {r["arm"]: r["step_time"] for r in report.details["compare"]["arms"]},
             "steps": report.details["compare"]["steps"],
             "caveat": report.details["compare"]["caveat"],
         }
         report.summary += table_lines(report.details["compare"])
+        if predicted is not None and store is not None and layout.writes_shared:
+            _keep_calibration(report, first, store.path)
     report.summary.append("collect changed: " + "; ".join(changed))
     write_tune_json(top.path, opts, runs, report, platform, changed)
     if opts.html_report:
@@ -358,3 +385,47 @@ def write_tune_json(
         "modules": report.modules,
     }
     write_text_atomic(top / arms.TUNE_JSON, json.dumps(doc, indent=1, default=str) + "\n")
+
+
+def _keep_calibration(report: Report, first: CollectPhase, store_path: str) -> None:
+    """`--predict --store`: next to the step module's entry that this collect added, the
+    predicted and measured ratio of every arm (pgle.store.calibration), so predictions can be
+    checked per platform. Nothing when this collect stored no entry for the step module."""
+    from pgle.store.calibration import Calibration
+    from pgle.store.store import ProfileStore
+    from pgle.version import __version__
+
+    t = report.details["compare"]
+    pred = t.get("predicted") or {}
+    module = (t.get("steps") or {}).get("module") or pred.get("step_module")
+    stored = (first.job.get("store") or {}).get("modules") or []
+    row = next((r for r in stored if r.get("entry") and r.get("module") == module), None)
+    key = (first.job.get("store") or {}).get("key") or {}
+    if row is None or pred.get("why"):
+        return
+    now = Calibration.now()
+    records = [
+        Calibration(
+            arm=r["arm"],
+            predicted_ratio=r.get("predicted_ratio"),
+            measured_ratio=r.get("ratio"),
+            target=str(pred.get("target") or ""),
+            device_kind=str(key.get("device_kind") or ""),
+            device_count=int(key.get("device_count") or 0),
+            jax=str(key.get("jax") or ""),
+            pgle=__version__,
+            created=now,
+        )
+        for r in t["arms"]
+        if r.get("predicted_ratio") is not None or r.get("ratio") is not None
+    ]
+    try:
+        ProfileStore(store_path).add_calibration(row["fingerprint"], row["entry"], records)
+    except PgleError as e:
+        report.warnings.append(f"the store kept no predicted/measured ratios: {e}")
+        return
+    report.details["compare"]["calibration"] = {
+        "fingerprint": row["fingerprint"],
+        "entry": row["entry"],
+        "arms": len(records),
+    }

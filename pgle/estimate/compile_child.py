@@ -132,7 +132,10 @@ def main() -> int:
             else jax.ShapeDtypeStruct(a.shape, a.dtype)
             for a, s in zip(exported.in_avals, shardings, strict=True)
         ]  # fmt: skip
-        compiled = jax.jit(exported.call).lower(*args).compile()
+        # The step's own argument structure (a train state, a batch dict): Exported.call
+        # checks it against in_tree (jax 0.10.2), so the flat avals are refolded first.
+        call_args, call_kwargs = jax.tree_util.tree_unflatten(exported.in_tree, args)
+        compiled = jax.jit(exported.call).lower(*call_args, **call_kwargs).compile()
         text = compiled.as_text()
         if not text:
             raise RuntimeError("this jax gives no scheduled HLO (Compiled.as_text() is None)")

@@ -7,6 +7,9 @@ Layout (a plain directory, local or `gs://` through etils.epath):
                                                 still read)
     STORE/profiles/<fingerprint>/<entry>.json   its metadata: jax, jaxlib, device kind and count,
                                                 created (UTC), source, module name, instructions
+    STORE/profiles/<fingerprint>/<entry>.calibration.jsonl
+                                                optional: predicted and measured ratios per arm
+                                                (`tune --compare --predict`; pgle.store.calibration)
     STORE/.lock                                 filelock lock file (local and shared filesystems)
 
 `<entry>` is `<UTC time>-<sha256[:12] of the profile>`, so names sort by age and two writers never
@@ -75,6 +78,8 @@ from pgle.shared_folders import (
     check_inside,
     warn_foreign,
 )
+from pgle.store import calibration
+from pgle.store.calibration import Calibration
 from pgle.store.policy import Policy, parse_policy
 
 PROFILES = "profiles"
@@ -86,11 +91,12 @@ ENTRY_ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{12}\Z")
 # `$` also matches before a final newline: names read from a store are matched whole.
 _FP_RE = re.compile(r"[0-9a-f]{32}")
 _ID = r"\d{8}T\d{12}Z-[0-9a-f]{12}"
-_SUFFIXES = (".json", SUFFIX[TEXT], SUFFIX[BINARY])
+_SUFFIXES = (".json", SUFFIX[TEXT], SUFFIX[BINARY], calibration.SUFFIX)
 # An entry's files, and a temporary file of one being written (pgle.atomic's
 # `.<name>.<random>.tmp`, or the `.<name>.<uuid>.tmp` of earlier pgle versions).
-_ENTRY_FILE = re.compile(rf"^({_ID})(\.json|\.pbtxt|\.pb)$")
-_TEMP_FILE = re.compile(rf"^\.({_ID})(\.json|\.pbtxt|\.pb)\..+\.tmp$")
+_FILES = r"(\.json|\.pbtxt|\.pb|\.calibration\.jsonl)"
+_ENTRY_FILE = re.compile(rf"^({_ID}){_FILES}$")
+_TEMP_FILE = re.compile(rf"^\.({_ID}){_FILES}\..+\.tmp$")
 LOCK_TIMEOUT = 600.0
 MAX_METADATA_BYTES = 1 << 20
 # Clocks of the hosts that share a store differ by seconds (NTP), rarely minutes: an entry
@@ -629,6 +635,59 @@ class ProfileStore:
                 for old in removed:
                     self._remove(old, folder)
         return entry, removed
+
+    def add_calibration(self, fingerprint: str, entry_id: str, records: list[Calibration]) -> None:
+        """Append predicted/measured records next to an existing entry (pgle.store.calibration),
+        under the lock; the newest MAX_RECORDS are kept. Refused when the entry is not there."""
+        entry = next((e for e in self.entries(fingerprint) if e.entry_id == entry_id), None)
+        if entry is None:
+            raise ProfileError(f"store {self.root}: no entry {entry_id} for module {fingerprint}.")
+        with self.locked():
+            old = self.calibration(entry)
+            data = calibration.encode(old + list(records))
+            if self.remote:
+                self._write_remote(self._entry_file(entry, calibration.SUFFIX), data)
+                return
+            with self._entry_folder(fingerprint) as folder:
+                if not any(e.entry_id == entry_id for e in self._entries_in(fingerprint, folder)):
+                    raise ProfileError(f"store {self.root}: entry {entry_id} was just removed.")
+                name = self._entry_name(entry, calibration.SUFFIX)
+                folder.write_atomic(name, data, what="store file")
+
+    def calibration(self, entry: Entry) -> list[Calibration]:
+        """The predicted/measured records kept next to `entry` (none: []); a file or line that
+        fails a check is noted in `damaged` and skipped."""
+        shown = str(self._entry_file(entry, calibration.SUFFIX))
+        try:
+            if self.remote:
+                path = self._entry_file(entry, calibration.SUFFIX)
+                if not path.exists():
+                    return []
+                raw = path.read_bytes()
+                if len(raw) > calibration.MAX_BYTES:
+                    raise NotAFile(shown, "store file", "larger than pgle writes")
+            else:
+                with self._entry_folder(entry.fingerprint) as folder:
+                    raw = folder.read_bytes(
+                        self._entry_name(entry, calibration.SUFFIX),
+                        what="store file",
+                        limit=calibration.MAX_BYTES,
+                    )
+        except (FileNotFoundError, ProfileError):
+            return []
+        except LinkRefused:
+            self.damaged[shown] = "a symbolic link"
+            return []
+        except NotAFile as e:
+            self.damaged[shown] = e.reason
+            return []
+        except OSError as e:
+            self.damaged[shown] = e.strerror or str(e)
+            return []
+        records, bad = calibration.decode(raw)
+        if bad:
+            self.damaged[shown] = f"{bad} line{'s' if bad > 1 else ''} not a calibration record"
+        return records
 
     @staticmethod
     def _trimmed(same: list[Entry], added: Entry, policy: Policy) -> list[Entry]:
