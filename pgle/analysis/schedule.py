@@ -21,17 +21,10 @@ from pgle.xla import hlo_text, instruction_kinds
 # Instructions that cost nothing on the device: never counted as overlapped work.
 FREE_OPCODES = frozenset(
     {
-        "parameter",
-        "constant",
-        "bitcast",
-        "get-tuple-element",
-        "tuple",
-        "after-all",
-        "opt-barrier",
-        "partition-id",
-        "replica-id",
+        "parameter", "constant", "bitcast", "get-tuple-element", "tuple", "after-all",
+        "opt-barrier", "partition-id", "replica-id",
     }
-)
+)  # fmt: skip
 ASYNC_STARTS = {"send": "send-done", "recv": "recv-done"}
 
 
@@ -72,7 +65,6 @@ def async_pairs(text: str) -> list[AsyncPair]:
             "the HLO text holds no computation (expected XLA's optimized HLO, "
             "as `compiled.as_text()` prints it)."
         )
-    kinds = instruction_kinds.classify_module(module)
     pairs = []
     for comp in module.computations.values():
         instrs = comp.instructions
@@ -90,7 +82,7 @@ def async_pairs(text: str) -> list[AsyncPair]:
                 for i in instrs[s + 1 : k]
                 if i.opcode not in FREE_OPCODES and not i.opcode.endswith("-done")
             ]
-            kind = _kind(start, kinds[start.name], module)
+            kind = _kind(start, instruction_kinds.kind_in(module, start), module)
             pairs.append(AsyncPair(comp.name, start.name, ins.name, kind, between, s, k))
     return pairs
 

@@ -14,7 +14,6 @@ from pgle.errors import BadInput
 from pgle.estimate import kinds
 from pgle.estimate.targets import Target
 from pgle.profiles import files
-from pgle.xla import hlo_text
 from pgle.xla.hlo_text import Instruction, Module
 
 COLLECTIVE_BASE_US = 5.0  # a collective's fixed cost (NCCL launch and sync, order of magnitude)
@@ -55,7 +54,7 @@ def derive(module: Module, target: Target, devices: int) -> dict[str, float]:
                 out[ins.name] = 0.0
             elif kind == kinds.COLLECTIVE:
                 size = max((shapes[o].bytes for o in ins.operands if o in shapes), default=0)
-                size = max(size, max((s for _, s in _array_bytes(ins.shape)), default=0))
+                size = max(size, ins.bytes)
                 fam = kinds.family(ins) or ""
                 share = (devices - 1) / devices if devices > 1 else 0.0
                 moved = size * _TRAFFIC.get(fam, 1.0) * share
@@ -69,10 +68,6 @@ def derive(module: Module, target: Target, devices: int) -> dict[str, float]:
                     seconds = max(seconds, _dot_flops(ins, shapes) / _peak(ins, target))
                 out[ins.name] = KERNEL_BASE_US + seconds * 1e6
     return out
-
-
-def _array_bytes(shape: str) -> list[tuple[str, int]]:
-    return [(shape, hlo_text.shape_bytes(shape))]
 
 
 def _peak(ins: Instruction, target: Target) -> float:

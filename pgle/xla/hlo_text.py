@@ -4,9 +4,9 @@
 A module is its computations, each an ordered list of instructions: name, opcode, result
 shape, operands, and the attribute text after the operands (`calls=`, `backend_config=`,
 `metadata={...}`). A scheduled module lists a computation's instructions in schedule order.
-Read this way from the executed HLO of jax 0.4.35 to 0.12.0.1 (tests/data/xla_gpu/*/hlo, and
-jax 0.10.2 on CPU). Used by the schedule change (pgle.analysis.schedule), the instruction
-classifier (pgle.xla.instruction_kinds) and `pgle estimate`'s replay. Stdlib only.
+Checked on the executed HLO of jax 0.10.2, 0.11.2 and 0.12.0.1 (XLA:GPU, tests/data/xla_gpu)
+and of jax 0.10.2 on CPU. Used by the schedule change (pgle.analysis.schedule), the classifier
+(pgle.xla.instruction_kinds), the verdicts and `pgle estimate`. Stdlib only.
 """
 
 from __future__ import annotations

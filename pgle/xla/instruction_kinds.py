@@ -200,45 +200,38 @@ def _family_in(text: str) -> str | None:
 
 # --- the executed HLO --------------------------------------------------------------------
 _BACKEND_KIND = re.compile(r'"fusion_backend_config":\{"kind":"(?P<kind>[^"]+)"')
-_TARGET = re.compile(r'\bcustom_call_target="(?P<target>[^"]*)"')
-
-
-def hlo_attributes(text: str) -> tuple[str | None, str | None]:
-    """(fusion backend kind, custom-call target) named in an HLO instruction's text."""
-    kind = _BACKEND_KIND.search(text)
-    target = _TARGET.search(text)
-    return (kind.group("kind") if kind else None, target.group("target") if target else None)
 
 
 def classify_instruction(ins: hlo_text.Instruction, wrapped: Kind | None = None) -> Kind:
     """One instruction of the executed HLO, told by its opcode, backend kind and custom-call
     target (and `wrapped`: what an async wrapper runs, where known)."""
-    backend, target = hlo_attributes(ins.attrs)
+    backend = _BACKEND_KIND.search(ins.attrs) if "fusion_backend_config" in ins.attrs else None
+    target = ins.attribute("custom_call_target") if ins.opcode.startswith("custom-call") else None
     return classify(
         ins.name,
         opcode=ins.opcode,
-        backend_kind=backend,
+        backend_kind=backend.group("kind") if backend else None,
         custom_call_target=target,
         wrapped=wrapped,
     )
 
 
+def kind_in(module: hlo_text.Module, ins: hlo_text.Instruction) -> Kind:
+    """One instruction of a read HLO module; an async wrapper's kind told by what its called
+    computation runs."""
+    wrapped = None
+    if ins.opcode.endswith(("-start", "-done")):
+        body = module.computations.get(ins.attribute("calls") or "")
+        if body is not None and body.instructions:
+            inner = (classify_instruction(i) for i in body.instructions)
+            wrapped = next((k for k in inner if k.category != COMPUTE), _COMPUTE_HLO)
+    return classify_instruction(ins, wrapped)
+
+
 def classify_module(module: hlo_text.Module) -> Mapping[str, Kind]:
-    """Every instruction of a read HLO module -> its kind, an async wrapper's told by what its
-    called computation runs."""
-    out: dict[str, Kind] = {}
-    for comp in module.computations.values():
-        for ins in comp.instructions:
-            wrapped = None
-            called = ins.attribute("calls")
-            if called and (ins.opcode.endswith(("-start", "-done")) or ins.opcode == "async-start"):
-                body = module.computations.get(called)
-                inner = [classify_instruction(i) for i in body.instructions] if body else []
-                wrapped = next((k for k in inner if k.category != COMPUTE), None) or (
-                    _COMPUTE_HLO if inner else None
-                )
-            out[ins.name] = classify_instruction(ins, wrapped)
-    return out
+    """Every instruction of a read HLO module -> its kind (`kind_in`)."""
+    every = (i for c in module.computations.values() for i in c.instructions)
+    return {i.name: kind_in(module, i) for i in every}
 
 
 def classify_hlo(text: str) -> Mapping[str, Kind]:
