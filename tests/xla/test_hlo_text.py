@@ -94,14 +94,11 @@ def test_a_triton_collective_fusion_pair_is_the_all_reduce_it_runs():
 def test_attributes_and_called_computations():
     text = (DATA / "xla_gpu" / "0.12.0.1" / "issue32" / "hlo" / "triton-psum-good.txt").read_text()
     module = hlo_text.parse(text)
-    start = module.shapes()["fusion-start"]
+    start, done = module.shapes()["fusion-start"], module.shapes()["fusion-done"]
     assert start.opcode == "fusion-start" and start.shape.startswith("(")
-    assert start.called == (start.attribute("calls"),)
-    assert start.called[0] in module.computations
+    assert start.called == (start.attribute("calls"),) and start.called[0] in module.computations
     assert '"__triton_collective"' in (start.attribute("backend_config") or "")
-    assert start.attribute("no_such_attribute") is None
-    done = module.shapes()["fusion-done"]
-    assert done.operands == ("fusion-start",)
+    assert start.attribute("no_such_attribute") is None and done.operands == ("fusion-start",)
 
 
 def test_a_real_jax_compile_with_loops_branches_and_tuples():
@@ -124,12 +121,10 @@ def test_a_real_jax_compile_with_loops_branches_and_tuples():
         assert body in module.computations and cond in module.computations
         assert set(loop.called) == {body, cond}
     branches = [i for i in every if i.opcode == "conditional"]
-    assert branches
-    for b in branches:
-        assert len(b.called) == 2 and all(c in module.computations for c in b.called)
-    called = {c for i in every for c in i.called}
-    assert called <= set(module.computations)
-    assert module.entry is not None and module.entry.instructions[-1].name in text
+    assert branches and all(len(b.called) == 2 for b in branches)
+    sorts = [i for i in every if i.opcode == "sort"]
+    assert sorts and all(s.called == (s.attribute("to_apply"),) for s in sorts)
+    assert {c for i in every for c in i.called} <= set(module.computations)
 
 
 def test_text_without_a_computation():
