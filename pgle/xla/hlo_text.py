@@ -80,9 +80,6 @@ class Computation:
     entry: bool
     instructions: list[Instruction]
 
-    def by_name(self) -> dict[str, Instruction]:
-        return {i.name: i for i in self.instructions}
-
 
 @dataclasses.dataclass
 class Module:
@@ -121,7 +118,7 @@ def _balanced(text: str, start: int, open_: str = "(", close: str = ")") -> int:
     return len(text)
 
 
-def parse_instruction(name: str, rest: str) -> Instruction | None:
+def _instruction(name: str, rest: str) -> Instruction | None:
     """One instruction from the text after its `name = `: None where it names no opcode."""
     rest = rest.strip()
     if rest.startswith("("):  # a tuple shape
@@ -157,7 +154,7 @@ def parse(text: str) -> Module:
             continue
         im = _INSTRUCTION.match(line)
         if im:
-            ins = parse_instruction(im.group(1), im.group(2))
+            ins = _instruction(im.group(1), im.group(2))
             if ins is not None:
                 cur.instructions.append(ins)
     return Module(head.group(1) if head else None, fp.group(1) if fp else None, comps)
