@@ -13,50 +13,19 @@ put behind each. Checked on jax 0.10.2 deviceless XLA:GPU compiles (tests/test_r
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from pgle.errors import BadInput
+from pgle.xla import hlo_text, instruction_kinds
 
-_COMPUTATION_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
-_INSTRUCTION_RE = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
-# The opcode: the first `word(` after the result shape. Shapes hold no `(` except tuples,
-# which open with `(` right after `= `; skip a balanced tuple shape first.
-_OPCODE_RE = re.compile(r"([a-z][\w\-]*)\(")
 # Instructions that cost nothing on the device: never counted as overlapped work.
 FREE_OPCODES = frozenset(
     {
-        "parameter",
-        "constant",
-        "bitcast",
-        "get-tuple-element",
-        "tuple",
-        "after-all",
-        "opt-barrier",
-        "partition-id",
-        "replica-id",
+        "parameter", "constant", "bitcast", "get-tuple-element", "tuple", "after-all",
+        "opt-barrier", "partition-id", "replica-id",
     }
-)
+)  # fmt: skip
 ASYNC_STARTS = {"send": "send-done", "recv": "recv-done"}
-COLLECTIVES = (
-    "all-gather",
-    "all-reduce",
-    "reduce-scatter",
-    "collective-permute",
-    "all-to-all",
-    "ragged-all-to-all",
-    "collective-broadcast",
-    "send",
-    "recv",
-)
-
-
-@dataclasses.dataclass
-class Instruction:
-    name: str
-    opcode: str
-    operands: list[str]
-    wrapped: str | None = None  # the opcode an `async-start` wraps (reduce-scatter, ...)
 
 
 @dataclasses.dataclass
@@ -73,89 +42,32 @@ class AsyncPair:
         return dataclasses.asdict(self) | {"overlapped_ops": len(self.between)}
 
 
-def _opcode(rhs: str) -> tuple[str, str]:
-    """(opcode, text after its opening parenthesis) of an instruction's right-hand side."""
-    pos = 0
-    if rhs.startswith("("):  # tuple shape
-        depth = 0
-        for i, c in enumerate(rhs):
-            depth += c == "("
-            depth -= c == ")"
-            if depth == 0:
-                pos = i + 1
-                break
-    m = _OPCODE_RE.search(rhs, pos)
-    if not m:
-        return "", ""
-    return m.group(1), rhs[m.end() :]
-
-
-def _operands(args: str) -> list[str]:
-    depth, end = 1, len(args)
-    for i, c in enumerate(args):
-        depth += c == "("
-        depth -= c == ")"
-        if depth == 0:
-            end = i
-            break
-    return re.findall(r"%([\w.\-]+)", args[:end])
-
-
-def parse_computations(text: str) -> dict[str, list[Instruction]]:
-    """Computation name -> its instructions in schedule order. The entry is also under 'ENTRY'."""
-    comps: dict[str, list[Instruction]] = {}
-    current: list[Instruction] | None = None
-    for line in text.splitlines():
-        if current is None:
-            m = _COMPUTATION_RE.match(line)
-            if m and "=" not in line.split("(")[0]:
-                current = []
-                comps[m.group(2)] = current
-                if m.group(1):
-                    comps["ENTRY"] = current
-            continue
-        if line.startswith("}"):
-            current = None
-            continue
-        m = _INSTRUCTION_RE.match(line)
-        if not m:
-            continue
-        opcode, args = _opcode(m.group(2))
-        wrapped = None
-        if opcode == "async-start":
-            c = re.search(r"calls=%?([\w.\-]+)", m.group(2))
-            wrapped = c.group(1) if c else None
-        current.append(Instruction(m.group(1), opcode, _operands(args), wrapped))
-    if not comps:
-        raise BadInput(
-            "the HLO text holds no computation (expected XLA's optimized HLO, "
-            "as `compiled.as_text()` prints it)."
-        )
-    return comps
-
-
-def _kind(start: Instruction, comps: dict[str, list[Instruction]]) -> str:
-    if start.opcode == "async-start" and start.wrapped in comps:
-        inner = [i.opcode for i in comps[start.wrapped] if i.opcode not in FREE_OPCODES]
+def _kind(
+    start: hlo_text.Instruction, kind: instruction_kinds.Kind, module: hlo_text.Module
+) -> str:
+    """A collective's family (one classifier: an async Triton collective fusion of jax >= 0.11
+    is the all-reduce it runs), else what the wrapper runs, else the opcode."""
+    if kind.category == instruction_kinds.COLLECTIVE and kind.family:
+        return kind.family
+    wrapped = module.computations.get(start.attribute("calls") or "")
+    if start.opcode == "async-start" and wrapped is not None:
+        inner = [i.opcode for i in wrapped.instructions if i.opcode not in FREE_OPCODES]
         if inner:
             return inner[-1]
-    for c in COLLECTIVES:
-        if start.opcode.startswith(c):
-            return c
     return start.opcode.removesuffix("-start")
 
 
 def async_pairs(text: str) -> list[AsyncPair]:
     """Every async start/done pair of every computation, with the work scheduled between."""
-    comps = parse_computations(text)
+    module = hlo_text.parse(text)
+    if not module.computations:
+        raise BadInput(
+            "the HLO text holds no computation (expected XLA's optimized HLO, "
+            "as `compiled.as_text()` prints it)."
+        )
     pairs = []
-    seen = set()
-    for cname, instrs in comps.items():
-        if id(instrs) in seen:
-            continue
-        seen.add(id(instrs))
-        if cname == "ENTRY":
-            cname = next(n for n, v in comps.items() if v is instrs and n != "ENTRY")
+    for comp in module.computations.values():
+        instrs = comp.instructions
         position = {i.name: k for k, i in enumerate(instrs)}
         for k, ins in enumerate(instrs):
             is_done = ins.opcode.endswith("-done")
@@ -170,7 +82,8 @@ def async_pairs(text: str) -> list[AsyncPair]:
                 for i in instrs[s + 1 : k]
                 if i.opcode not in FREE_OPCODES and not i.opcode.endswith("-done")
             ]
-            pairs.append(AsyncPair(cname, start.name, ins.name, _kind(start, comps), between, s, k))
+            kind = _kind(start, instruction_kinds.kind_in(module, start), module)
+            pairs.append(AsyncPair(comp.name, start.name, ins.name, kind, between, s, k))
     return pairs
 
 

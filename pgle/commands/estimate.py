@@ -27,7 +27,7 @@ from typing import Any
 
 from pgle.commands.arms import O1_SINCE, O1_VARIABLE, SOL_FLAG
 from pgle.errors import BadInput, PgleError
-from pgle.estimate import compile_child, costs, hlo, prediction, targets, xla_stats
+from pgle.estimate import compile_child, costs, prediction, targets, xla_stats
 from pgle.evidence.event_kinds import JitFunctions
 from pgle.evidence.events import read_run_events
 from pgle.launch import childenv, step_export
@@ -35,7 +35,7 @@ from pgle.launch.execution import execute
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
 from pgle.report import Report
-from pgle.xla import versions
+from pgle.xla import hlo_text, versions
 
 ARMS = ("default", "pgle", "o1", "sol")
 CHILD = Path(compile_child.__file__)
@@ -279,7 +279,7 @@ def _compile(
     if not result.get("ok"):
         why = result.get("error") or (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise PgleError(f"the {arm} arm's deviceless compile failed: {why} (log: {log_path}).")
-    module = hlo.parse(hlo_out.read_text())
+    module = hlo_text.parse(hlo_out.read_text())
     stats = xla_stats.parse(proc.stderr)
     return {
         "module_hlo": module,

@@ -12,15 +12,17 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pgle.errors import BadInput
 from pgle.estimate import kinds
-from pgle.estimate.hlo import PRIMITIVE, Instruction, Module
 from pgle.estimate.targets import Target
 from pgle.profiles import files
+from pgle.xla.hlo_text import Instruction, Module
 
 COLLECTIVE_BASE_US = 5.0  # a collective's fixed cost (NCCL launch and sync, order of magnitude)
 KERNEL_BASE_US = 2.0  # a kernel launch
 # The bytes a collective moves over each device's links, per byte of its result (ring
 # algorithms on n devices): all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n.
 _TRAFFIC = {"all-reduce": 2.0, "all-gather": 1.0, "reduce-scatter": 1.0}
+# XLA's PrimitiveType numbers (xla_data.proto), for the target's per-type matrix rates.
+PRIMITIVE = {"f16": 10, "f32": 11, "f64": 12, "bf16": 16, "s8": 2, "f8e5m2": 19, "f8e4m3fn": 20}
 
 
 def _is_dot(ins: Instruction, module: Module) -> bool:
@@ -29,8 +31,8 @@ def _is_dot(ins: Instruction, module: Module) -> bool:
     if ins.opcode == "custom-call" and ("cublas" in ins.attrs or "gemm" in ins.attrs):
         return True
     if ins.opcode == "fusion":
-        called = re.search(r"calls=%?([\w.\-]+)", ins.attrs)
-        comp = module.computations.get(called.group(1)) if called else None
+        called = ins.attribute("calls")
+        comp = module.computations.get(called) if called else None
         return bool(comp and any(i.opcode in ("dot", "convolution") for i in comp.instructions))
     return False
 
@@ -40,8 +42,7 @@ def derive(module: Module, target: Target, devices: int) -> dict[str, float]:
     XLA prices a done by its start)."""
     shapes = module.shapes()
     out: dict[str, float] = {}
-    called = {m for c in module.computations.values() for i in c.instructions
-              for m in re.findall(r"calls=%?([\w.\-]+)", i.attrs)}  # fmt: skip
+    called = {i.attribute("calls") for c in module.computations.values() for i in c.instructions}
     for comp in module.computations.values():
         if comp.name in called:
             continue  # a fusion's body: priced as its fusion
@@ -53,7 +54,7 @@ def derive(module: Module, target: Target, devices: int) -> dict[str, float]:
                 out[ins.name] = 0.0
             elif kind == kinds.COLLECTIVE:
                 size = max((shapes[o].bytes for o in ins.operands if o in shapes), default=0)
-                size = max(size, max((s for _, s in _array_bytes(ins.shape)), default=0))
+                size = max(size, ins.bytes)
                 fam = kinds.family(ins) or ""
                 share = (devices - 1) / devices if devices > 1 else 0.0
                 moved = size * _TRAFFIC.get(fam, 1.0) * share
@@ -67,12 +68,6 @@ def derive(module: Module, target: Target, devices: int) -> dict[str, float]:
                     seconds = max(seconds, _dot_flops(ins, shapes) / _peak(ins, target))
                 out[ins.name] = KERNEL_BASE_US + seconds * 1e6
     return out
-
-
-def _array_bytes(shape: str) -> list[tuple[str, int]]:
-    from pgle.estimate.hlo import shape_bytes
-
-    return [(shape, shape_bytes(shape))]
 
 
 def _peak(ins: Instruction, target: Target) -> float:

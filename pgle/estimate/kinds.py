@@ -4,8 +4,8 @@ bookkeeping instructions that run no kernel are `other`."""
 
 from __future__ import annotations
 
-from pgle.estimate.hlo import Instruction
 from pgle.xla import instruction_kinds
+from pgle.xla.hlo_text import Instruction
 from pgle.xla.instruction_kinds import COLLECTIVE, COMPUTE, HOST_COPY, OTHER
 
 KINDS = (COLLECTIVE, HOST_COPY, COMPUTE, OTHER)
@@ -22,17 +22,10 @@ NOPS = frozenset(
 
 
 def classify(ins: Instruction) -> instruction_kinds.Kind:
-    backend_kind, target = instruction_kinds.hlo_attributes(ins.attrs)
     wrapped = None
     if ins.opcode in ("async-start", "async-done", "async-update"):
         wrapped = instruction_kinds.classify(ins.name)  # XLA names it after what it wraps
-    return instruction_kinds.classify(
-        ins.name,
-        opcode=ins.opcode,
-        backend_kind=backend_kind,
-        custom_call_target=target,
-        wrapped=wrapped,
-    )
+    return instruction_kinds.classify_instruction(ins, wrapped)
 
 
 def kind_of(ins: Instruction) -> str:

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pgle.estimate import kinds, replay
-from pgle.estimate.hlo import Computation, Instruction, Module
 from pgle.estimate.xla_stats import Statistics
+from pgle.xla.hlo_text import Computation, Instruction, Module
 
 PLAUSIBLE_SCALE = 2.0  # collectives up to twice their cost: the profile's plausible range
 NO_GAIN = 0.999  # a ratio above this is no gain

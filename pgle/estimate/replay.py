@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from pgle.estimate import kinds
-from pgle.estimate.hlo import Instruction
+from pgle.xla.hlo_text import Instruction
 
 LOW_COST = 1.0  # XLA's kLowCost for async collective starts and dones
 

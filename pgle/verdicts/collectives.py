@@ -40,7 +40,8 @@ from pgle.evidence.event_kinds import ModuleCompiled
 from pgle.phrases import plural
 from pgle.verdicts.statuses import Applied
 from pgle.verdicts.sync_converted import Split, converted_note, unknown_note, unresolved_note
-from pgle.xla.instruction_kinds import classify, classify_hlo
+from pgle.xla import hlo_text
+from pgle.xla.instruction_kinds import classify, classify_module
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not
 # (docs/xla-facts.md). XLA PR #41660 shipped in jax 0.10.1.
@@ -159,22 +160,20 @@ def decide(
     return Decision(status, RULE_MIN_COVERAGE, extra, coverage)
 
 
-def collective_names(hlo_text: str) -> list[str]:
+def collective_names(text: str) -> list[str]:
     """The collectives and host copies of a scheduled module that a profile can price: the
     `-start` (or synchronous) instructions of the entry computation and the while bodies, the
     computations XLA's accuracy checker walks (docs/xla-facts.md)."""
-    from pgle.analysis.schedule import parse_computations
-
-    comps = parse_computations(hlo_text)
-    kinds = classify_hlo(hlo_text)
-    bodies = set(re.findall(r"\bbody=%?([\w.\-]+)", hlo_text))
+    module = hlo_text.parse(text)
+    if not module.computations:  # not HLO: the caller counts nothing rather than zero
+        raise ValueError("the HLO text holds no computation")
+    kinds = classify_module(module)
+    bodies = {i.attribute("body") for c in module.computations.values() for i in c.instructions}
     names: list[str] = []
-    seen: set[int] = set()
-    for cname, instrs in comps.items():
-        if id(instrs) in seen or not (cname == "ENTRY" or cname in bodies):
+    for comp in module.computations.values():
+        if not (comp.entry or comp.name in bodies):
             continue
-        seen.add(id(instrs))
-        for ins in instrs:
+        for ins in comp.instructions:
             k = kinds.get(ins.name)
             if k is not None and k.communication and k.phase != "done":
                 names.append(ins.name)

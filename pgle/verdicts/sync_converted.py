@@ -35,13 +35,14 @@ import re
 from collections.abc import Iterable, Mapping
 
 from pgle.evidence.event_kinds import ModuleCompiled
+from pgle.xla import hlo_text
 from pgle.xla.instruction_kinds import (
     COMPUTE,
     OTHER,
     Kind,
     bare,
     classify,
-    classify_hlo,
+    classify_module,
     is_async_collective_start,
 )
 
@@ -51,9 +52,7 @@ RENAMED_SINCE = (0, 11, 1)
 LAST_KEEPING_NAMES = (0, 11, 0)
 VMODULE = "gpu_hlo_schedule=1,convert_async_collectives_to_sync=3"
 
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s")
 _SCHEDULING_NAME = re.compile(r'\bscheduling_name="([^"]+)"')
-_FINGERPRINT = re.compile(r'\bfingerprint_before_lhs="([0-9a-f]{32})"')
 
 
 def renames(jax: tuple[int, ...] | None) -> bool | None:
@@ -72,27 +71,25 @@ class Executed:
     # the scheduler knew that the module runs under another name (jax >= 0.11.1).
     renamed: Mapping[str, str]
     fingerprint: str | None = None
-    # Each instruction's kind, told by the HLO (pgle.xla.instruction_kinds.classify_hlo): what
+    # Each instruction's kind, told by the HLO (pgle.xla.instruction_kinds.classify_module): what
     # an async wrapper the log names without its kind (`fusion-start`) really is.
     kinds: Mapping[str, Kind] = dataclasses.field(default_factory=dict)
 
 
-def executed_of(hlo_text: str) -> Executed:
+def executed_of(text: str) -> Executed:
     """The instruction names of every computation, and the renamed ones, of an HLO text as
     `compiled.as_text()` (or XLA's `*after_optimizations.txt` dump) prints it."""
+    module = hlo_text.parse(text)
     names: set[str] = set()
     renamed: dict[str, str] = {}
-    for line in hlo_text.splitlines():
-        m = _INSTRUCTION.match(line)
-        if not m:
-            continue
-        name = m.group(1)
-        names.add(name)
-        s = _SCHEDULING_NAME.search(line)
-        if s and s.group(1) != name:
-            renamed.setdefault(s.group(1), name)
-    fp = _FINGERPRINT.search(hlo_text)
-    return Executed(frozenset(names), renamed, fp.group(1) if fp else None, classify_hlo(hlo_text))
+    for comp in module.computations.values():
+        for ins in comp.instructions:
+            names.add(ins.name)
+            s = _SCHEDULING_NAME.search(ins.attrs)
+            if s and s.group(1) != ins.name:
+                renamed.setdefault(s.group(1), ins.name)
+    fp = module.fingerprint if module.fingerprint and len(module.fingerprint) == 32 else None
+    return Executed(frozenset(names), renamed, fp, classify_module(module))
 
 
 class ExecutedModules:

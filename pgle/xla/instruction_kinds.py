@@ -36,6 +36,8 @@ import re
 from collections.abc import Mapping
 from typing import Literal
 
+from pgle.xla import hlo_text
+
 Category = Literal["collective", "host_copy", "compute", "other"]
 COLLECTIVE: Category = "collective"
 HOST_COPY: Category = "host_copy"
@@ -197,64 +199,45 @@ def _family_in(text: str) -> str | None:
 
 
 # --- the executed HLO --------------------------------------------------------------------
-_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
-_INSTRUCTION = re.compile(
-    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.*?)\s(?P<op>[a-z][\w\-]*)\("
-)
-_CALLS = re.compile(r"\bcalls=%?([\w.\-]+)")
 _BACKEND_KIND = re.compile(r'"fusion_backend_config":\{"kind":"(?P<kind>[^"]+)"')
-_TARGET = re.compile(r'\bcustom_call_target="(?P<target>[^"]*)"')
 
 
-def hlo_attributes(text: str) -> tuple[str | None, str | None]:
-    """(fusion backend kind, custom-call target) named in an HLO instruction's text."""
-    kind = _BACKEND_KIND.search(text)
-    target = _TARGET.search(text)
-    return (kind.group("kind") if kind else None, target.group("target") if target else None)
+def classify_instruction(ins: hlo_text.Instruction, wrapped: Kind | None = None) -> Kind:
+    """One instruction of the executed HLO, told by its opcode, backend kind and custom-call
+    target (and `wrapped`: what an async wrapper runs, where known)."""
+    backend = _BACKEND_KIND.search(ins.attrs) if "fusion_backend_config" in ins.attrs else None
+    target = ins.attribute("custom_call_target") if ins.opcode.startswith("custom-call") else None
+    return classify(
+        ins.name,
+        opcode=ins.opcode,
+        backend_kind=backend.group("kind") if backend else None,
+        custom_call_target=target,
+        wrapped=wrapped,
+    )
 
 
-def classify_hlo(hlo_text: str) -> Mapping[str, Kind]:
+def kind_in(module: hlo_text.Module, ins: hlo_text.Instruction) -> Kind:
+    """One instruction of a read HLO module; an async wrapper's kind told by what its called
+    computation runs."""
+    wrapped = None
+    if ins.opcode.endswith(("-start", "-done")):
+        body = module.computations.get(ins.attribute("calls") or "")
+        if body is not None and body.instructions:
+            inner = (classify_instruction(i) for i in body.instructions)
+            wrapped = next((k for k in inner if k.category != COMPUTE), _COMPUTE_HLO)
+    return classify_instruction(ins, wrapped)
+
+
+def classify_module(module: hlo_text.Module) -> Mapping[str, Kind]:
+    """Every instruction of a read HLO module -> its kind (`kind_in`)."""
+    every = (i for c in module.computations.values() for i in c.instructions)
+    return {i.name: kind_in(module, i) for i in every}
+
+
+def classify_hlo(text: str) -> Mapping[str, Kind]:
     """Every instruction of an HLO module's text (`compiled.as_text()`, or XLA's
-    `*after_optimizations.txt` dump) -> its kind, told by its opcode, backend kind, custom-call
-    target and, for an async wrapper, what its called computation runs."""
-    rows: list[tuple[str, str, str, str | None, str | None, str | None]] = []
-    ops_of: dict[str, list[tuple[str, str, str | None, str | None]]] = {}
-    current: str | None = None
-    for line in hlo_text.splitlines():
-        m = _INSTRUCTION.match(line)
-        if m is None:
-            c = _COMPUTATION.match(line)
-            if c and "=" not in line.split("{", 1)[0].split("(", 1)[0]:
-                current = c.group("name")
-            continue
-        calls = _CALLS.search(line)
-        kind = _BACKEND_KIND.search(line)
-        target = _TARGET.search(line)
-        row = (
-            current or "",
-            m.group("name"),
-            m.group("op"),
-            calls.group(1) if calls else None,
-            kind.group("kind") if kind else None,
-            target.group("target") if target else None,
-        )
-        rows.append(row)
-        ops_of.setdefault(row[0], []).append((row[1], row[2], row[4], row[5]))
-    out: dict[str, Kind] = {}
-    for _, name, op, called, backend, cc_target in rows:
-        wrapped = None
-        if called and (op.endswith(("-start", "-done")) or op == "async-start"):
-            inner = [
-                classify(n, opcode=o, backend_kind=b, custom_call_target=t)
-                for n, o, b, t in ops_of.get(called, ())
-            ]
-            wrapped = next((k for k in inner if k.category != COMPUTE), None) or (
-                _COMPUTE_HLO if inner else None
-            )
-        out[name] = classify(
-            name, opcode=op, backend_kind=backend, custom_call_target=cc_target, wrapped=wrapped
-        )
-    return out
+    `*after_optimizations.txt` dump) -> its kind (`classify_module`)."""
+    return classify_module(hlo_text.parse(text))
 
 
 def is_async_collective_start(name: str) -> bool:

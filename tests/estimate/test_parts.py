@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from pgle.errors import BadInput
-from pgle.estimate import costs, hlo, prediction, replay, xla_stats
-from pgle.estimate.hlo import Instruction
+from pgle.estimate import costs, prediction, replay, xla_stats
 from pgle.profiles import files
+from pgle.xla import hlo_text
+from pgle.xla.hlo_text import Instruction
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "estimate"
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ def test_statistics_lines_with_and_without_prefix():
 
 def test_replay_of_the_real_pgle_schedule_matches_xla():
     """Same schedule, same costs: pgle's simulator gives XLA's own total."""
-    module = hlo.parse((DATA / "pgle.hlo.txt").read_text())
+    module = hlo_text.parse((DATA / "pgle.hlo.txt").read_text())
     table = costs.from_profile(str(DATA / "pgle-profile.pbtxt"))
     (s,) = xla_stats.parse((DATA / "pgle.log").read_text())
     rep = replay.replay(prediction.schedule_of(module), table)
@@ -92,7 +93,7 @@ def test_replay_resource_limit_serializes_one_family():
 
 
 def test_cannot_help_without_async_collectives():
-    module = hlo.parse(
+    module = hlo_text.parse(
         "HloModule m\n\nENTRY %main (p: f32[8]) -> f32[8] {\n"
         "  %p = f32[8]{0} parameter(0)\n"
         "  ROOT %fusion = f32[8]{0} fusion(%p), kind=kLoop, calls=%c\n}\n"

@@ -92,44 +92,17 @@ def build_topology(cfg: str):
 
 
 # ----------------------------------------------------------------------------- HLO text
-def parse_computations(text: str) -> dict:
-    """{computation name: [instruction names in order]} and the entry's name."""
-    comps: dict[str, list[str]] = {}
-    entry = None
-    cur = None
-    for line in text.splitlines():
-        m = re.match(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
-        if m and not line.startswith(" ") and not line.startswith("HloModule"):
-            cur = m.group(2)
-            comps[cur] = []
-            if m.group(1):
-                entry = cur
-            continue
-        if line.startswith("}"):
-            cur = None
-            continue
-        if cur is not None:
-            im = re.match(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=", line)
-            if im:
-                comps[cur].append(im.group(1))
-    return {"computations": comps, "entry": entry}
-
-
-def while_bodies(text: str) -> list[str]:
-    return sorted(set(re.findall(r"\bbody=%?([\w.\-]+)", text)))
-
-
-def while_conditions(text: str) -> list[str]:
-    return sorted(set(re.findall(r"\bcondition=%?([\w.\-]+)", text)))
-
-
-def cond_branches(text: str) -> list[str]:
-    out = []
-    for m in re.finditer(r"branch_computations=\{([^}]*)\}", text):
-        out += [b.strip().lstrip("%") for b in m.group(1).split(",")]
-    for m in re.finditer(r"(?:true|false)_computation=%?([\w.\-]+)", text):
-        out.append(m.group(1))
-    return sorted(set(out))
+def hlo_text():
+    """pgle's one HLO text reader (stdlib only), loaded by its path: this child runs in the
+    lane's venv, where pgle is not installed."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pgle", "xla",
+                        "hlo_text.py")
+    spec = importlib.util.spec_from_file_location("pgle_hlo_text", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while it loads
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def module_record(name: str, text: str | None, source: str) -> dict:
@@ -137,26 +110,26 @@ def module_record(name: str, text: str | None, source: str) -> dict:
     if not text:
         rec["fingerprint_before_lhs"] = None
         return rec
-    fp = re.search(r'fingerprint_before_lhs="([0-9a-f]+)"', text)
-    hm = re.search(r"^HloModule\s+([\w.\-]+)", text, re.M)
-    parsed = parse_computations(text)
-    comps = parsed["computations"]
-    entry = parsed["entry"]
-    bodies = while_bodies(text)
+    module = hlo_text().parse(text)
+    comps = {c.name: [i.name for i in c.instructions] for c in module.computations.values()}
+    entry = module.entry.name if module.entry else None
+    every = [i for c in module.computations.values() for i in c.instructions]
+    bodies = sorted({i.attribute("body") for i in every if i.opcode == "while"})
+    conditions = sorted({i.attribute("condition") for i in every if i.opcode == "while"})
+    branches = sorted({c for i in every if i.opcode == "conditional" for c in i.called})
     rec.update({
-        "hlo_module_name": hm.group(1) if hm else None,
-        "fingerprint_before_lhs": fp.group(1) if fp else None,
+        "hlo_module_name": module.name,
+        "fingerprint_before_lhs": module.fingerprint,
         "entry_computation": entry,
         "entry_instructions": comps.get(entry, []) if entry else [],
         "while_bodies": {b: comps.get(b, []) for b in bodies},
-        "while_conditions": {c: comps.get(c, []) for c in while_conditions(text)},
-        "cond_branches": {b: comps.get(b, []) for b in cond_branches(text)},
+        "while_conditions": {c: comps.get(c, []) for c in conditions},
+        "cond_branches": {b: comps.get(b, []) for b in branches},
         # Every other computation (calls, async wrappers, fusions, reducers): the accuracy
         # checker of jax 0.5/0.6 also asks for instructions inside `call`ed computations.
         "other_computations": {c: v for c, v in comps.items()
-                               if c != entry and c not in bodies
-                               and c not in while_conditions(text)
-                               and c not in cond_branches(text)},
+                               if c != entry and c not in bodies and c not in conditions
+                               and c not in branches},
     })
     return rec
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from pgle.evidence import logscan
+from pgle.xla import hlo_text
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -477,9 +478,8 @@ def _entry_names(lane_: Lane, programs: str) -> tuple[dict, list[str]]:
                           programs=programs, hlo_out=str(work / "hlo"))
     assert base.returncode == 0, base.stderr[-3000:]
     (mod,) = [m for m in base.modules if m.get("fingerprint_before_lhs")]
-    text = (work / "hlo" / f"{mod['module']}.txt").read_text()
-    body = text.split("\nENTRY ", 1)[1].split("\n}", 1)[0]
-    return mod, re.findall(r"^\s*(?:ROOT\s+)?%?([\w.\-]+) = ", body, re.M)
+    module = hlo_text.parse((work / "hlo" / f"{mod['module']}.txt").read_text())
+    return mod, [i.name for i in module.entry.instructions]
 
 
 def test_error_strictness_fails_modules_xla_makes_synchronous_whatever_the_profile(jax_lane):
