@@ -115,11 +115,12 @@ def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
         if cols is not None:
             return Profile(costs=_pairs(cols[0], cols[1]))
     elif fmt == BINARY:
-        msg = _parse_binary(data, source)
         found = binary_columns(data)
-        if found is not None:
+        # The column reader accounts for every byte of the canonical layout (entries back to
+        # back, tags, lengths); with ASCII names nothing is left for protobuf to reject (and
+        # protobuf's import is not paid). Anything else is protobuf's, errors included.
+        if found is not None and (not found[0].size or (found[0].view("u1") < 0x80).all()):
             return Profile(costs=_pairs(found[0], found[1]))
-        return _profile_of(msg)
     return protobuf_profile(data, fmt, source)
 
 
