@@ -195,6 +195,8 @@ def test_layouts_it_does_not_take_are_read_by_the_general_path(tmp_path):
     b'costs {\n  name: "x"\n}\ncosts {\n  name: "y"\n  cost_us: 2.5\n}\n',  # zero cost left out
     b'costs {\n  cost_us: 2.5\n}\ncosts {\n}\n',  # empty name left out, then both
     b'costs {\n  name: "y"\n  cost_us: 2.5\n}\ncosts {\n  cost_us: -0.0\n}\n',
+    # eight lines, a multiple of four, but not four a entry: the classifying reader's
+    b'costs {\n  name: "x"\n}\ncosts {\n  cost_us: 2.5\n}\ncosts {\n}\n',
 ])
 def test_entries_without_a_name_or_cost_line_are_read(data):
     """proto3 leaves out an empty name and a +0.0 cost: pgle writes such entries (a real
@@ -363,3 +365,26 @@ def test_names_cross_from_workers_as_deltas_and_come_back_whole(tmp_path):
             assert back.modules["ab" * 16].names.tolist() == names.tolist()
     finally:
         _SENT.clear()
+
+
+def test_both_line_finders_agree_on_four_line_entries():
+    """Files of four-line entries take `_four_line_entries` (issue 35: faster than classifying
+    every line); it must find the same lines `_classified_lines` does, and step aside for
+    anything else."""
+    def finders(data):
+        buf = np.frombuffer(data, np.uint8)
+        f = canonical._FIELD
+        pad = np.zeros(len(data) + 2 * f + canonical._NAME_WIDTH + 8, np.uint8)
+        pad[f : f + len(data)] = buf
+        words = np.ndarray((len(data) + f + 8,), "<u8", pad, 0, (1,))
+        ends = np.flatnonzero(buf == 10)
+        return (canonical._four_line_entries(ends, pad, words),
+                canonical._classified_lines(ends, pad, words))
+
+    fast, general = finders(text_of([("a", 1.5), ("bb", 2.0), ("c", -3e-5)]))
+    assert fast is not None and general is not None
+    for x, y in zip(fast[:4], general[:4], strict=True):
+        assert x.tolist() == y.tolist()
+    assert fast[4:] == general[4:] == (3, None, None)
+    fast, general = finders(b'costs {\n  name: "x"\n}\ncosts {\n  cost_us: 2.5\n}\ncosts {\n}\n')
+    assert fast is None and general is not None and general[4] == 3
