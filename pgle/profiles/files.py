@@ -31,7 +31,6 @@ from pgle.atomic import (
     write_files_atomic,
 )
 from pgle.errors import ProfileError, exists_error
-from pgle.profiles.canonical import binary_entries, text_bytes, text_entries
 from pgle.profiles.proto import binary_columns, locate_corruption, message_class
 
 BINARY, TEXT = "binary", "text"
@@ -42,10 +41,6 @@ SUFFIX = {BINARY: ".pb", TEXT: ".pbtxt"}
 # latency-hiding scheduling, printed as 32 lowercase hex digits (absl::Hex).
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{32}$")
 QUALIFIER = "::"
-# From this size on, binary profiles are parsed by protobuf (upb) and read as numpy columns
-# (proto.binary_columns); below it, importing protobuf and numpy costs more than reading the
-# bytes in Python does (canonical.binary_entries; issue 16).
-COLUMNS_MIN_BYTES = 1 << 20
 
 
 @dataclasses.dataclass
@@ -111,29 +106,39 @@ def _looks_like_text(data: bytes) -> bool:
 
 def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
     """Parse `data` in format `fmt`; ProfileError names `source` (and the byte offset, for
-    binary)."""
+    binary). The layouts pgle writes are read as columns (binary after protobuf validated the
+    bytes); anything else is protobuf's."""
+    if fmt == TEXT:
+        from pgle.profiles.canonical import text_columns  # numpy: only where profiles are read
+
+        cols = text_columns(data)
+        if cols is not None:
+            return Profile(costs=_pairs(cols[0], cols[1]))
+    elif fmt == BINARY:
+        found = binary_columns(data)
+        # The column reader accounts for every byte of the canonical layout (entries back to
+        # back, tags, lengths); with ASCII names nothing is left for protobuf to reject (and
+        # protobuf's import is not paid). Anything else is protobuf's, errors included.
+        if found is not None and (not found[0].size or (found[0].view("u1") < 0x80).all()):
+            return Profile(costs=_pairs(found[0], found[1]))
+    return protobuf_profile(data, fmt, source)
+
+
+def _pairs(names: Any, costs: Any) -> list[tuple[str, float]]:
+    """(name, cost) pairs of numpy columns (names: UTF-8 bytes without NUL)."""
+    return [(b.decode("utf-8"), c) for b, c in zip(names.tolist(), costs.tolist(), strict=True)]
+
+
+def protobuf_profile(data: bytes, fmt: str, source: str) -> Profile:
+    """`data` as protobuf reads it (the reference every faster reader matches)."""
     if fmt == BINARY:
-        if len(data) < COLUMNS_MIN_BYTES:
-            fast = binary_entries(data)
-            if fast is not None:
-                return Profile(costs=fast[0], latencies=fast[1])
-        msg = _parse_binary(data, source)
-        if len(data) >= COLUMNS_MIN_BYTES:
-            cols = binary_columns(data)
-            if cols is not None:
-                return Profile(
-                    costs=list(zip(cols[0].astype(str).tolist(), cols[1].tolist(), strict=False))
-                )
-    elif fmt == TEXT:
-        try:
-            fast = text_entries(data.decode("utf-8"))
-        except UnicodeDecodeError:
-            fast = None  # _parse_text says where
-        if fast is not None:
-            return Profile(costs=fast[0], latencies=fast[1])
-        msg = _parse_text(data, source)
-    else:
-        raise ValueError(f"unknown profile format {fmt!r}")
+        return _profile_of(_parse_binary(data, source))
+    if fmt == TEXT:
+        return _profile_of(_parse_text(data, source))
+    raise ValueError(f"unknown profile format {fmt!r}")
+
+
+def _profile_of(msg: Any) -> Profile:  # a ProfiledInstructionsProto
     return Profile(
         costs=[(c.name, c.cost_us) for c in msg.costs],
         latencies=[(lat.source, lat.target, lat.latency_us) for lat in msg.latencies],
@@ -218,6 +223,8 @@ def _parse_text(data: bytes, source: str) -> Any:  # a ProfiledInstructionsProto
 def encode_profile(profile: Profile, fmt: str) -> bytes:
     """Serialize `profile` as `fmt` ('binary' or 'text'); entries keep their order."""
     if fmt == TEXT:
+        from pgle.profiles.canonical import text_bytes
+
         fast = text_bytes(profile.costs, profile.latencies)
         if fast is not None:
             return fast

@@ -12,7 +12,7 @@ import pytest
 from helpers.pgle_testing import run_pgle
 from pgle.commands import profiles as commands
 from pgle.commands.profiles import merge_report
-from pgle.profiles import columns
+from pgle.profiles import canonical, columns
 from pgle.profiles.files import Profile, encode_profile, parse_profile, read_profile, write_profile
 
 FPS = ["a" * 32, "b" * 32, "c" * 32, "d" * 32]
@@ -158,7 +158,7 @@ def test_text_columns_equal_text_format(tmp_path):
         for _ in range(rng.randrange(0, 20)):
             msg.costs.add(name=rng.choice(names), cost_us=rng.choice(values + [rng.random() * 1e4]))
         data = text_format.MessageToString(msg).encode()
-        got = columns.text_columns(data)
+        got = canonical.text_columns(data)
         if got is None:
             assert any(set(c.name) & set('\t"\\ü') for c in msg.costs)
             continue
@@ -169,7 +169,7 @@ def test_text_columns_equal_text_format(tmp_path):
     for bad in (b'costs {\n  name: "x"\n  cost_us: 1.0\n}\n# end\n', b'costs {\n  cost_us: 01\n}\n',
                 b'latencies {\n  source: "a"\n}\n', b'costs {\n  name: "x"\n  name: "y"\n}\n',
                 b'costs {\n  cost_us: 1E5\n}\n', b' costs {\n}\n'):
-        assert columns.text_columns(bad) is None, bad
+        assert canonical.text_columns(bad) is None, bad
 
 
 def test_many_inputs_read_in_worker_processes(tmp_path, monkeypatch):

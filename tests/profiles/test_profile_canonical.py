@@ -1,5 +1,6 @@
-"""Profiles read and written without protobuf (pgle/profiles/canonical.py, issue 16): byte for
-byte what protobuf and text_format give, and protobuf's path, with its errors, for anything else."""
+"""Profiles written by pgle/profiles/canonical.py (issue 16) and read through parse_profile: byte
+for byte what protobuf and text_format give, and protobuf's path, with its errors, for anything
+else."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from google.protobuf import text_format
 from helpers.pgle_testing import pgle_env
 from pgle.errors import ProfileError
 from pgle.profiles import files
-from pgle.profiles.canonical import binary_entries, text_bytes
+from pgle.profiles.canonical import text_bytes
 from pgle.profiles.files import BINARY, TEXT, Profile, encode_profile, parse_profile
 from pgle.profiles.proto import message_class
 from helpers.pgle_testing import encode_double, encode_varint
@@ -79,14 +80,10 @@ def test_binary_read_equals_protobuf(seed):
     profile = _random_profile(seed, ASCII_NAMES + UTF8_NAMES)
     data = _message(profile).SerializeToString(deterministic=True)
     expected = _protobuf_profile(message_class().FromString(data))
-    fast = binary_entries(data)
-    assert fast is not None  # what protobuf writes is always read without it
-    assert _same(Profile(*fast), expected)
     assert _same(parse_profile(data, BINARY, "p.pb"), expected)
 
 
 def test_empty_profile_both_ways():
-    assert binary_entries(b"") == ([], [])
     assert text_bytes([], []) == b"" == text_format.MessageToString(message_class()()).encode()
     assert parse_profile(b"", BINARY, "e.pb").is_empty()
 
@@ -114,7 +111,6 @@ OUTSIDE = {
 @pytest.mark.parametrize("case", sorted(OUTSIDE))
 def test_valid_input_outside_the_layout_goes_to_protobuf(case):
     data = OUTSIDE[case]
-    assert binary_entries(data) is None
     assert _same(parse_profile(data, BINARY, "p.pb"), _protobuf_profile(message_class().FromString(data)))
 
 
@@ -138,7 +134,6 @@ MALFORMED = {
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_malformed_input_gets_protobufs_error(case, tmp_path):
     data = MALFORMED[case]
-    assert binary_entries(data) is None
     expected = _protobuf_error(data)
     with pytest.raises(ProfileError) as e:
         parse_profile(data, BINARY, "bad.pb")
@@ -182,10 +177,10 @@ def test_damaged_bytes_never_read_differently_from_protobuf(seed):
             for _ in range(rng.randint(1, 3)):
                 damaged[rng.randrange(len(damaged))] = rng.randrange(256)
         damaged = bytes(damaged)
-        fast = binary_entries(damaged)
         try:
             expected = _protobuf_profile(message_class().FromString(damaged))
         except DecodeError:
-            assert fast is None
+            with pytest.raises(ProfileError):
+                parse_profile(damaged, BINARY, "p.pb")
             continue
-        assert fast is None or _same(Profile(*fast), expected)
+        assert _same(parse_profile(damaged, BINARY, "p.pb"), expected)

@@ -1,4 +1,4 @@
-"""The canonical text reader (pgle.profiles.columns.canonical_text_columns, issue 25): text
+"""The canonical text reader (pgle.profiles.canonical.text_columns, issue 25): text
 profiles whose every entry has a name and a cost, read from their newlines with numbers
 converted from their digits. Checked against protobuf's own text parser, value by value and
 bit by bit; every other layout steps aside (None) and is read by the general path, with the
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from helpers.pgle_testing import run_pgle
 
-from pgle.profiles import columns
+from pgle.profiles import canonical, columns
 from pgle.profiles.files import Profile, parse_profile, read_profile, write_profile
 from pgle.profiles.proto import message_class
 
@@ -75,7 +75,7 @@ def test_equal_to_protobuf_on_every_kind_of_double():
     for _ in range(300):
         costs = [(rng.choice(NAMES), random_double(rng)) for _ in range(rng.randrange(1, 60))]
         data = text_of(costs)
-        got = columns.canonical_text_columns(data)
+        got = canonical.text_columns(data)
         assert got is not None, data[:200]
         expected = protobuf_costs(data)
         names, values = got
@@ -97,7 +97,7 @@ def test_equal_to_protobuf_on_every_kind_of_double():
 ])
 def test_decimal_forms_read_as_float_reads_them(tmp_path, text):
     data = b'costs {\n  name: "n"\n  cost_us: ' + text.encode() + b"\n}\n"
-    got = columns.canonical_text_columns(data)
+    got = canonical.text_columns(data)
     if len(text) > 24:
         assert got is None  # the general path's
         (tmp_path / "p.pbtxt").write_bytes(data)
@@ -123,7 +123,7 @@ def test_ties_take_python_float():
     texts += ["844422.0071031966363", "757954.6449858996202", "583382.4560729917721"]
     data = b"".join(b'costs {\n  name: "n"\n  cost_us: ' + t.encode() + b"\n}\n"
                     for t in texts if len(t) <= 24)
-    got = columns.canonical_text_columns(data)
+    got = canonical.text_columns(data)
     assert got is not None
     same(got, protobuf_costs(data))
 
@@ -143,14 +143,14 @@ def test_plain_decimals_need_no_per_number_python(monkeypatch):
             seen.append(text)
             return columns_number.fullmatch(text)
 
-    columns_number = columns._NUMBER
-    monkeypatch.setattr(columns, "_NUMBER", Counting())
-    got = columns.canonical_text_columns(text_of(costs))
+    columns_number = canonical._NUMBER
+    monkeypatch.setattr(canonical, "_NUMBER", Counting())
+    got = canonical.text_columns(text_of(costs))
     assert got is not None
     same(got, costs)
     assert len(seen) <= len(costs) // 1000, seen[:5]
     monkeypatch.undo()
-    got = columns.canonical_text_columns(text_of([("a", -1.5), ("b", 1e-7), ("c", 2.5)]))
+    got = canonical.text_columns(text_of([("a", -1.5), ("b", 1e-7), ("c", 2.5)]))
     same(got, [("a", -1.5), ("b", 1e-7), ("c", 2.5)])
 
 
@@ -171,8 +171,6 @@ def test_layouts_it_does_not_take_are_read_by_the_general_path(tmp_path):
         b'costs {\n  name: "x"\n  cost_us: .5\n}\n',
         b'costs {\n  name: "x"\n  cost_us: 1.\n}\n',
         b'costs {\n  name: "x"\n  cost_us: Infinity\n}\n',
-        b'costs {\n  name: "x"\n}\ncosts {\n  name: "y"\n  cost_us: 2.5\n}\n',  # zero cost left out
-        b'costs {\n  cost_us: 2.5\n}\n',  # empty name left out
         b"costs {\n  name: 'x'\n  cost_us: 2.5\n}\n",  # single quotes
         b'costs {\n  name: "x"\n  cost_us: 2.5\n}\n\n',  # a blank line
         b'costs  {\n  name: "x"\n  cost_us: 2.5\n}\n',
@@ -181,7 +179,7 @@ def test_layouts_it_does_not_take_are_read_by_the_general_path(tmp_path):
          b'  latency_us: 3\n}\n'),
     ]
     for k, data in enumerate(valid):
-        assert columns.canonical_text_columns(data) is None, data
+        assert canonical.text_columns(data) is None, data
         path = tmp_path / f"v{k}.pbtxt"
         path.write_bytes(data)
         cols = columns.read_file_columns(path)
@@ -194,7 +192,35 @@ def test_layouts_it_does_not_take_are_read_by_the_general_path(tmp_path):
 
 
 @pytest.mark.parametrize("data", [
+    b'costs {\n  name: "x"\n}\ncosts {\n  name: "y"\n  cost_us: 2.5\n}\n',  # zero cost left out
+    b'costs {\n  cost_us: 2.5\n}\ncosts {\n}\n',  # empty name left out, then both
+    b'costs {\n  name: "y"\n  cost_us: 2.5\n}\ncosts {\n  cost_us: -0.0\n}\n',
+    # eight lines, a multiple of four, but not four a entry: the classifying reader's
+    b'costs {\n  name: "x"\n}\ncosts {\n  cost_us: 2.5\n}\ncosts {\n}\n',
+])
+def test_entries_without_a_name_or_cost_line_are_read(data):
+    """proto3 leaves out an empty name and a +0.0 cost: pgle writes such entries (a real
+    profile, tests/data/estimate/pgle-profile.pbtxt, has 16 of 28 without a cost line)."""
+    got = canonical.text_columns(data)
+    assert got is not None
+    expected = protobuf_costs(data)
+    assert [n.decode() for n in got[0].tolist()] == [n for n, _ in expected]
+    assert [struct.pack("<d", v) for v in got[1].tolist()] == [
+        struct.pack("<d", c) for _, c in expected]
+
+
+def test_a_real_profile_with_zero_costs_is_read_as_columns():
+    from pathlib import Path
+
+    data = (Path(__file__).parent.parent / "data/estimate/pgle-profile.pbtxt").read_bytes()
+    got = canonical.text_columns(data)
+    assert got is not None and got[0].size == 28
+    assert list(zip([n.decode() for n in got[0].tolist()], got[1].tolist())) == protobuf_costs(data)
+
+
+@pytest.mark.parametrize("data", [
     b'costs {\n  name: "x"\n  cost_us: 1.2.3\n}\n',
+    b'costs {\n  name: "x"\n  name: "y"\n}\n',
     b'costs {\n  name: "x"\n  cost_us: 00.5\n}\n',  # text_format: an invalid octal float
     b'costs {\n  name: "x"\n  cost_us: 1-2\n}\n',
     b'costs {\n  name: "x"\n  cost_us: --1\n}\n',
@@ -211,7 +237,7 @@ def test_layouts_it_does_not_take_are_read_by_the_general_path(tmp_path):
 def test_malformed_text_steps_aside_and_is_protobufs_error(tmp_path, data):
     from pgle.errors import ProfileError
 
-    assert columns.canonical_text_columns(data) is None
+    assert canonical.text_columns(data) is None
     path = tmp_path / "bad.pbtxt"
     path.write_bytes(data)
     with pytest.raises(ProfileError) as caught:
@@ -261,7 +287,7 @@ def test_pgle_written_folders_merge_to_the_same_bytes_whichever_path_reads_them(
             write_profile(Profile(costs), folder / f"{fp}.pbtxt")
         folders.append(folder)
     taken = []
-    real = columns.canonical_text_columns
+    real = columns.text_columns
 
     def counting(data):
         got = real(data)
@@ -269,12 +295,12 @@ def test_pgle_written_folders_merge_to_the_same_bytes_whichever_path_reads_them(
         return got
 
     outputs = {}
-    for mode in ("canonical", "numpy", "general"):
+    for mode in ("canonical", "protobuf", "general"):
         with monkeypatch.context() as m:
             if mode == "canonical":
-                m.setattr(columns, "canonical_text_columns", counting)
-            elif mode == "numpy":
-                m.setattr(columns, "canonical_text_columns", lambda data: None)
+                m.setattr(columns, "text_columns", counting)
+            elif mode == "protobuf":
+                m.setattr(columns, "text_columns", lambda data: None)
             else:
                 m.setattr(commands, "_merge_columns", lambda *a, **k: None)
             for method in ("percentile", "median", "mean", "min", "max"):
@@ -294,10 +320,10 @@ def test_names_keep_every_byte_and_width():
     exactly, and one longer than the limit steps aside."""
     names = ["", "a", "ab" * 4, "c" * 7, "d" * 8, "e" * 9, "f" * 255, "g" * 512]
     costs = [(n, float(i + 1)) for i, n in enumerate(names) if n]
-    got = columns.canonical_text_columns(text_of(costs))
+    got = canonical.text_columns(text_of(costs))
     assert got is not None
     same(got, costs)
-    assert columns.canonical_text_columns(text_of([("h" * 513, 1.0)])) is None
+    assert canonical.text_columns(text_of([("h" * 513, 1.0)])) is None
     assert np.asarray(got[0]).dtype.kind == "S"
 
 
@@ -339,3 +365,26 @@ def test_names_cross_from_workers_as_deltas_and_come_back_whole(tmp_path):
             assert back.modules["ab" * 16].names.tolist() == names.tolist()
     finally:
         _SENT.clear()
+
+
+def test_both_line_finders_agree_on_four_line_entries():
+    """Files of four-line entries take `_four_line_entries` (issue 35: faster than classifying
+    every line); it must find the same lines `_classified_lines` does, and step aside for
+    anything else."""
+    def finders(data):
+        buf = np.frombuffer(data, np.uint8)
+        f = canonical._FIELD
+        pad = np.zeros(len(data) + 2 * f + canonical._NAME_WIDTH + 8, np.uint8)
+        pad[f : f + len(data)] = buf
+        words = np.ndarray((len(data) + f + 8,), "<u8", pad, 0, (1,))
+        ends = np.flatnonzero(buf == 10)
+        return (canonical._four_line_entries(ends, pad, words),
+                canonical._classified_lines(ends, pad, words))
+
+    fast, general = finders(text_of([("a", 1.5), ("bb", 2.0), ("c", -3e-5)]))
+    assert fast is not None and general is not None
+    for x, y in zip(fast[:4], general[:4], strict=True):
+        assert x.tolist() == y.tolist()
+    assert fast[4:] == general[4:] == (3, None, None)
+    fast, general = finders(b'costs {\n  name: "x"\n}\ncosts {\n  cost_us: 2.5\n}\ncosts {\n}\n')
+    assert fast is None and general is not None and general[4] == 3
