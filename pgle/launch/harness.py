@@ -802,12 +802,14 @@ class Harness:
         indices = self._indices
         step_name, others = self.step_name, self.other_step_names
         idle = window.mode in (None, "time")  # a mode no step opens a window in
+        depth, done = _depth, self.jits.steps.done
 
         def enter(name: str, step_num) -> int | None:
             if step_name and name != step_name:
                 if name not in others and len(others) < 5:
                     others.append(name)  # for the warning on a mistyped --step-name
                 return None
+            depth.out = None  # the step's completion is that of the work dispatched inside it
             index = next(indices)  # atomic under the GIL: no lock
             self.step_index = index + 1
             if index == LIGHT_AFTER_STEPS and not window.counting:
@@ -830,9 +832,14 @@ class Harness:
         def exit(index: int | None) -> None:
             if index is None:
                 return
-            extend((-_now_ns(), index, 0, 0))
+            t = _now_ns()
+            extend((-t, index, 0, 0))
             if events._through:
                 events.flush()
+            out = depth.out
+            if out is not None:
+                depth.out = None
+                done(index, t, out)
             if window.active is not None:
                 window.on_step_exit(index)
 
@@ -1185,6 +1192,9 @@ class _Depth(threading.local):
 
     n = 0
     name: str | None = None
+    # The outputs of this thread's last top-level counted call since its marked step began
+    # (None: none yet): what a marked step's completion is waited on (StepCompletions).
+    out: Any = None
 
 
 _depth = _Depth()
@@ -1221,6 +1231,7 @@ class JitCounter:
         self.export: Callable[[str, Any, tuple, dict], None] | None = None
         self.compiles = 0  # backend compiles so far: a span holding one is no step's work
         self.watcher = CompletionWatcher(self)
+        self.steps = StepCompletions(self)
         # name -> [(start, seconds of work)] and [work seconds, executions with a known share]
         self.work: dict[str, list[tuple[float, float]]] = {}
         self.work_sum: dict[str, list] = {}
@@ -1291,8 +1302,9 @@ class JitCounter:
 
     def record(self, events: Events) -> None:
         """The `jit_functions` event: the busiest functions, the step, its start times and
-        its executions' work (pgle.launch.step_rule)."""
+        its executions' work (pgle.launch.step_rule); the marked steps' completions."""
         self.watcher.finish(WATCH_DRAIN_S)
+        self.steps.record(events)
         functions = sorted(
             self.snapshot(), key=lambda f: (-step_rule.weight(f), -f["seconds"], -f["executions"])
         )
@@ -1379,6 +1391,13 @@ class CompletionWatcher:
             leaf = _any_leaf(out, arrays)
         self.queue.put((name, n, t, self.counter.compiles, leaf))
 
+    def put_step(self, index: int, compiles: int, leaf: Any) -> None:
+        """A marked step's output to wait on (StepCompletions.done)."""
+        if self.arrays is None:
+            self.arrays = _array_type()
+            self._start()
+        self.queue.put((None, index, 0.0, compiles, leaf))
+
     def _start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="pgle-completions", daemon=True)
         self.thread.start()
@@ -1398,6 +1417,10 @@ class CompletionWatcher:
             if item is None:
                 return
             name, n, t, c, leaf = item
+            if name is None:  # a marked step's outputs, not ready at its marker's end
+                self.counter.steps.waited(n, c, leaf)
+                del leaf, item
+                continue
             span.append((name, t))
             if n == 1 or c != compiles:
                 tainted = True  # a compile ran in this span: the device may have idled
@@ -1431,6 +1454,102 @@ class CompletionWatcher:
         return {"known": self.known, "unknown": self.unknown, "no_array": self.no_array}
 
 
+class StepCompletions:
+    """When the work dispatched inside each marked step completed (issue 33).
+
+    A marker closes when the host leaves the `with` block; with async dispatch the device may
+    still be steps behind, so marker to marker is how fast the host enqueues. At a marker's
+    end, the outputs of the last top-level jitted call made inside it (one jax array of them:
+    the last of a returned tuple, such as the loss, which no later call donates) are either
+    ready, and the step completed by the marker's end (a loop that syncs: its time is taken
+    then, in the workload's thread: one `is_ready`, no thread woken), or handed to the
+    CompletionWatcher's thread, which notes when they become ready. A step's time is then
+    the interval between the completions of consecutive steps (pgle.evidence.jit_steps), the
+    loop's throughput whether or not it syncs. A step with no jitted call inside it, or
+    whose outputs were donated before the watcher reached them, has no completion: the time
+    between the completions around it is shared among its steps.
+
+    Rows are (index, time.time_ns(), backend compiles so far): a span across a compile is
+    not a step's work. Kept for the first MAX_STARTS steps."""
+
+    def __init__(self, counter: JitCounter) -> None:
+        self.counter = counter
+        self.rows = array.array("q")  # index, done (ns), compiles: three numbers a step
+        self.arrays: tuple[type, ...] | None = None
+        self.ready = self.waited_on = self.unknown = self.no_array = 0
+
+    def done(self, index: int, t_ns: int, out: Any) -> None:
+        """In the workload's thread, at the end of marked step `index` (at `t_ns`), whose
+        last top-level jitted call returned `out`."""
+        arrays = self.arrays
+        if arrays is None:
+            arrays = self.arrays = _array_type()
+        if len(self.rows) >= 3 * MAX_STARTS:
+            return
+        leaf = out if type(out) in arrays else _quick_leaf(out, arrays)
+        if leaf is None:
+            self.no_array += 1
+            return
+        try:
+            ready = leaf.is_ready()
+        except Exception:  # deleted: donated inside the step, after its last call
+            self.unknown += 1
+            return
+        counter = self.counter
+        if ready:
+            self.ready += 1
+            self.rows.extend((index, t_ns, counter.compiles))
+        elif counter.watcher.on:
+            counter.watcher.put_step(index, counter.compiles, leaf)
+
+    def waited(self, index: int, compiles: int, leaf: Any) -> None:
+        """In the watcher's thread: wait for a step's output, note when it was ready."""
+        try:
+            leaf.block_until_ready()
+        except Exception:
+            self.unknown += 1  # donated to a later call before it could be waited on
+            return
+        self.waited_on += 1
+        self.rows.extend((index, _now_ns(), compiles))
+
+    def record(self, events: Events) -> None:
+        """The `step_completions` event, when some marked step's outputs were seen."""
+        if not (self.ready or self.waited_on or self.unknown or self.no_array):
+            return
+        rows = self.rows
+        events.write(
+            schema.STEP_COMPLETIONS,
+            index=rows[0::3].tolist(),
+            done_ns=rows[1::3].tolist(),
+            compiles=rows[2::3].tolist(),
+            watch={
+                "ready_at_end": self.ready,
+                "waited": self.waited_on,
+                "unknown": self.unknown,
+                "no_array": self.no_array,
+            },
+        )
+
+
+def _quick_leaf(out: Any, arrays: tuple[type, ...]) -> Any:
+    """A jax array of a step's outputs, looked for as `return state, loss` and `return state,
+    {"loss": loss}` put them (the last first), else among all its leaves."""
+    kind = type(out)
+    if kind is tuple or kind is list:
+        for x in reversed(out):
+            if type(x) in arrays:
+                return x
+            if type(x) is dict:
+                for v in reversed(x.values()):
+                    if type(v) in arrays:
+                        return v
+    elif kind is dict:
+        for v in reversed(out.values()):
+            if type(v) in arrays:
+                return v
+    return _any_leaf(out, arrays)
+
+
 def _any_leaf(out: Any, arrays: tuple[type, ...]) -> Any:
     """A jax array among a pytree's leaves (the last), or None (a tracer, no array)."""
     try:
@@ -1461,9 +1580,10 @@ def _counted_call(self, *args, **kwargs):
             row[0] += 1  # no lock: a count (the GIL keeps it whole but for racing threads)
             depth.n = 1
             try:
-                return wrapped(*args, **kwargs)
+                out = depth.out = wrapped(*args, **kwargs)
             finally:
                 depth.n = 0
+            return out
     depth.n, depth.name = 1, name
     tell = False
     try:
@@ -1471,7 +1591,7 @@ def _counted_call(self, *args, **kwargs):
         if n == step_rule.MIN_EXECUTIONS and counter.export is not None:
             counter.export(name, wrapped, args, kwargs)
         tell = window.counting and window.before_execution(name, n)
-        out = wrapped(*args, **kwargs)
+        out = depth.out = wrapped(*args, **kwargs)
     finally:
         depth.n, depth.name = 0, None
     if counter.watcher.on:
