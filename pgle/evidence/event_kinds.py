@@ -286,6 +286,7 @@ class StepCompletions(Event):
     index: list[int] | None = None
     done_ns: list[int] | None = None
     compiles: list[int] | None = None
+    at_end: list[int] | None = None
     watch: dict[str, int] | None = None
 
 

@@ -30,7 +30,7 @@ from pgle.evidence.event_kinds import (
     TraceStart,
     TraceStop,
 )
-from pgle.evidence.events import RunEvents
+from pgle.evidence.events import RunEvents, Steps
 from pgle.evidence.steps import step_times
 
 
@@ -103,7 +103,7 @@ def run_steps(events: RunEvents) -> RunSteps:
         name = events.steps[0].name
         marked = f"StepTraceAnnotation steps{f' named {name!r}' if name else ''}"
         done = next(reversed(events.of(StepCompletions)), None)
-        times = completion_times(done, excluded) if done else []
+        times = completion_times(done, excluded, _starts(events)) if done else []
         if times:
             return RunSteps(
                 times,
@@ -182,6 +182,14 @@ def run_steps(events: RunEvents) -> RunSteps:
     return RunSteps(times, "executions", function, module, how, left_out, "completion")
 
 
+def _starts(events: RunEvents) -> dict[int, float]:
+    """Each marked step's start (its marker's entry), by index."""
+    steps = events.steps
+    if isinstance(steps, Steps):
+        return dict(zip(steps.indices, steps.t_enter, strict=False))
+    return {s.index: s.t_enter for s in steps}
+
+
 def _watched(watch: dict[str, int]) -> str:
     """The watcher's tally of marked steps, in words."""
     parts = [
@@ -195,30 +203,42 @@ def _watched(watch: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-def completion_times(done: StepCompletions, exclude: set[int]) -> list[float]:
+def completion_times(
+    done: StepCompletions, exclude: set[int], starts: dict[int, float] | None = None
+) -> list[float]:
     """Marked steps' times from their completions: step k's is the time from the previous
-    known completion (step j's) to its own, shared equally among steps j+1..k when the steps
-    between have none. Device work completes in dispatch order, so a step whose successor
+    known completion (step j's) to its own, shared among steps j+1..k when the steps between
+    have none: equally, or, when both j and k were ready by their marker's end (a loop that
+    syncs, where pgle checks one step in several), in proportion to the steps' start-to-start
+    marker times (`starts`: index -> its marker's start), so that a loop that syncs keeps its
+    per-step spread. Device work completes in dispatch order, so a step whose successor
     completed had completed by then too (a completion noted late by the watcher's thread is
     brought forward). Left out: the steps before the first known completion (step 0: the
     compile), a span with a backend compile in it, and one that touches an excluded step
     (profiled) or follows one (the profiler's stop ran before it)."""
     index, at, compiles = done.index or [], done.done_ns or [], done.compiles or []
-    rows = sorted(zip(index, at, compiles, strict=False))
-    known: list[tuple[int, int, int]] = []
-    for i, t, c in reversed(rows):  # dedupe by index, completions in dispatch order
+    at_end = done.at_end or [0] * len(index)
+    rows = sorted(zip(index, at, compiles, at_end, strict=False))
+    known: list[tuple[int, int, int, int]] = []
+    for i, t, c, e in reversed(rows):  # dedupe by index, completions in dispatch order
         if known and known[-1][0] == i:
-            known[-1] = (i, min(t, known[-1][1]), c)
+            known[-1] = (i, min(t, known[-1][1]), c, e)
             continue
         if known:
             t = min(t, known[-1][1])
-        known.append((i, t, c))
+        known.append((i, t, c, e))
     known.reverse()
+    starts = starts or {}
     times: list[float] = []
-    for (j, tj, cj), (k, tk, ck) in zip(known, known[1:], strict=False):
+    for (j, tj, cj, ej), (k, tk, ck, ek) in zip(known, known[1:], strict=False):
         if ck != cj or any(i in exclude for i in range(j, k + 1)):
             continue
-        times += [(tk - tj) / 1e9 / (k - j)] * (k - j)
+        total = (tk - tj) / 1e9
+        marks = [starts.get(i + 1, 0.0) - starts.get(i, 0.0) for i in range(j + 1, k + 1)]
+        if k - j > 1 and ej and ek and all(m > 0 for m in marks):
+            times += [m * total / sum(marks) for m in marks]
+        else:
+            times += [total / (k - j)] * (k - j)
     return times
 
 

@@ -115,9 +115,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # watch: completions {known, unknown, no_array} over every function
     JIT_FUNCTIONS: ("functions", "step", "module", "starts", "work", "watch", "rule"),
     # per marked step whose completion was seen: its index, time.time_ns() of its completion
-    # (its marker's end when its outputs were ready then), backend compiles so far (issue 33);
-    # watch: {ready_at_end, waited, unknown, no_array} steps
-    STEP_COMPLETIONS: ("index", "done_ns", "compiles", "watch"),
+    # (its marker's end when its outputs were ready then: at_end 1), backend compiles so far
+    # (issue 33); watch: {ready_at_end, waited, unknown, no_array, skipped} steps
+    STEP_COMPLETIONS: ("index", "done_ns", "compiles", "at_end", "watch"),
     COMPILE_BEGIN: ("module", "fdo", "thread"),
     COMPILE_END: ("module", "ok"),
     STACKS: ("file", "signal", "main_thread"),

@@ -802,7 +802,11 @@ class Harness:
         indices = self._indices
         step_name, others = self.step_name, self.other_step_names
         idle = window.mode in (None, "time")  # a mode no step opens a window in
-        depth, done = _depth, self.jits.steps.done
+        depth, jits = _depth, self.jits
+        marks = jits.steps
+        rows, pending = marks.rows.extend, marks.pending
+        arrays: tuple[type, ...] = ()  # jax's array class, once a step's outputs are seen
+        streak = skip = 0  # steps ready by their marker's end in a row; steps left to skip
 
         def enter(name: str, step_num) -> int | None:
             if step_name and name != step_name:
@@ -830,6 +834,7 @@ class Harness:
             return index
 
         def exit(index: int | None) -> None:
+            nonlocal arrays, streak, skip
             if index is None:
                 return
             t = _now_ns()
@@ -837,9 +842,28 @@ class Harness:
             if events._through:
                 events.flush()
             out = depth.out
-            if out is not None:
+            if out is not None and index < MAX_STARTS:
+                # StepCompletions, inline: a frame and its attribute reads were most of its
+                # cost on a short step that syncs
                 depth.out = None
-                done(index, t, out)
+                if skip:
+                    skip -= 1  # a loop that syncs: one step in SYNCED_EVERY is checked
+                else:
+                    if not arrays:
+                        arrays = _array_type()
+                    leaf = out if type(out) in arrays else _quick_leaf(out, arrays)
+                    try:
+                        ready = leaf.is_ready()
+                    except Exception:  # deleted (donated inside the step), or no array
+                        ready = None if leaf is not None else False
+                    if ready:
+                        rows((index, t, jits.compiles, 1))
+                        streak += 1
+                        if streak >= SYNCED_STREAK:
+                            skip = SYNCED_EVERY - 1
+                    else:
+                        streak = 0
+                        pending(index, t, leaf, ready)
             if window.active is not None:
                 window.on_step_exit(index)
 
@@ -1334,6 +1358,12 @@ class JitCounter:
 
 
 WATCH_DRAIN_S = 30.0  # at exit, the longest pgle waits for the last executions to complete
+WAKE_EVERY_NS = 1_000_000  # the watcher is woken from idle for a marked step at most this often
+# After SYNCED_STREAK marked steps in a row whose outputs were ready by their marker's end (a
+# loop that syncs), one step in SYNCED_EVERY is checked (the time between two checked steps is
+# shared among them) until one is not ready: a check was ~1 us of a short step's 5 us budget.
+SYNCED_STREAK = 32
+SYNCED_EVERY = 8
 
 
 def _array_type() -> tuple[type, ...]:
@@ -1369,6 +1399,7 @@ class CompletionWatcher:
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.on = True  # off in a forked child (no thread there) and after finish
+        self.busy = False  # the thread has work queued or is waiting on an output
         self.arrays: tuple[type, ...] | None = None
         self.known = self.unknown = self.no_array = 0
 
@@ -1412,8 +1443,12 @@ class CompletionWatcher:
         last_done: float | None = None
         compiles = -1
         tainted = True  # the first span: no completion before it to start from
+        empty = self.queue.empty
         while True:
+            if empty():
+                self.busy = False
             item = get()
+            self.busy = True
             if item is None:
                 return
             name, n, t, c, leaf = item
@@ -1463,70 +1498,80 @@ class StepCompletions:
     the last of a returned tuple, such as the loss, which no later call donates) are either
     ready, and the step completed by the marker's end (a loop that syncs: its time is taken
     then, in the workload's thread: one `is_ready`, no thread woken), or handed to the
-    CompletionWatcher's thread, which notes when they become ready. A step's time is then
-    the interval between the completions of consecutive steps (pgle.evidence.jit_steps), the
-    loop's throughput whether or not it syncs. A step with no jitted call inside it, or
+    CompletionWatcher's thread, which notes when they become ready (woken from idle at most
+    every WAKE_EVERY_NS). A step's time is then the interval between the completions of
+    consecutive steps (pgle.evidence.jit_steps), the loop's throughput whether or not it
+    syncs. A step with no jitted call inside it, or
     whose outputs were donated before the watcher reached them, has no completion: the time
     between the completions around it is shared among its steps.
 
-    Rows are (index, time.time_ns(), backend compiles so far): a span across a compile is
-    not a step's work. Kept for the first MAX_STARTS steps."""
+    Rows are (index, time.time_ns(), backend compiles so far, 1 if ready by the marker's end):
+    a span across a compile is not a step's work. Kept for the first MAX_STARTS steps. The
+    check at a marker's end is inline in Harness.step_hooks' `exit`."""
 
     def __init__(self, counter: JitCounter) -> None:
         self.counter = counter
-        self.rows = array.array("q")  # index, done (ns), compiles: three numbers a step
-        self.arrays: tuple[type, ...] | None = None
-        self.ready = self.waited_on = self.unknown = self.no_array = 0
+        # index, done (ns), compiles, 1 if ready by the marker's end: four numbers a step
+        self.rows = array.array("q")
+        self.waited_on = self.unknown = self.no_array = self.skipped = 0
+        self.woke = 0  # time.time_ns() the watcher was last woken for a step
+        self.keeps_up = False  # the last step the watcher reached had completed already
 
-    def done(self, index: int, t_ns: int, out: Any) -> None:
-        """In the workload's thread, at the end of marked step `index` (at `t_ns`), whose
-        last top-level jitted call returned `out`."""
-        arrays = self.arrays
-        if arrays is None:
-            arrays = self.arrays = _array_type()
-        if len(self.rows) >= 3 * MAX_STARTS:
-            return
-        leaf = out if type(out) in arrays else _quick_leaf(out, arrays)
+    def pending(self, index: int, t_ns: int, leaf: Any, ready: bool | None) -> None:
+        """In the workload's thread: step `index` ended at `t_ns` with `leaf` not ready
+        (None: deleted). The watcher's thread waits on it; while the steps it reaches have
+        completed already (a loop whose host barely runs ahead of the device), it is woken
+        from idle at most once every WAKE_EVERY_NS: it would otherwise be woken every step,
+        and each wake costs the loop the GIL. A step left out has no completion: the
+        time between the completions around it is shared (pgle.evidence.jit_steps)."""
         if leaf is None:
             self.no_array += 1
             return
-        try:
-            ready = leaf.is_ready()
-        except Exception:  # deleted: donated inside the step, after its last call
+        if ready is None:
             self.unknown += 1
             return
         counter = self.counter
-        if ready:
-            self.ready += 1
-            self.rows.extend((index, t_ns, counter.compiles))
-        elif counter.watcher.on:
-            counter.watcher.put_step(index, counter.compiles, leaf)
+        watcher = counter.watcher
+        if not watcher.on:
+            return
+        if watcher.busy or not self.keeps_up:
+            watcher.put_step(index, counter.compiles, leaf)
+        elif t_ns - self.woke > WAKE_EVERY_NS:
+            self.woke = t_ns
+            watcher.put_step(index, counter.compiles, leaf)
+        else:
+            self.skipped += 1
 
     def waited(self, index: int, compiles: int, leaf: Any) -> None:
         """In the watcher's thread: wait for a step's output, note when it was ready."""
         try:
+            self.keeps_up = leaf.is_ready()
             leaf.block_until_ready()
         except Exception:
+            self.keeps_up = False
             self.unknown += 1  # donated to a later call before it could be waited on
             return
         self.waited_on += 1
-        self.rows.extend((index, _now_ns(), compiles))
+        self.rows.extend((index, _now_ns(), compiles, 0))
 
     def record(self, events: Events) -> None:
         """The `step_completions` event, when some marked step's outputs were seen."""
-        if not (self.ready or self.waited_on or self.unknown or self.no_array):
-            return
         rows = self.rows
+        ready = len(rows) // 4 - self.waited_on
+        if not (ready or self.waited_on or self.unknown or self.no_array or self.skipped):
+            return
         events.write(
             schema.STEP_COMPLETIONS,
-            index=rows[0::3].tolist(),
-            done_ns=rows[1::3].tolist(),
-            compiles=rows[2::3].tolist(),
+            index=rows[0::4].tolist(),
+            done_ns=rows[1::4].tolist(),
+            compiles=rows[2::4].tolist(),
+            at_end=rows[3::4].tolist(),
             watch={
-                "ready_at_end": self.ready,
+                "ready_at_end": ready,
                 "waited": self.waited_on,
                 "unknown": self.unknown,
                 "no_array": self.no_array,
+                "skipped": self.skipped,
             },
         )
 
