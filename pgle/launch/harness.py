@@ -858,12 +858,14 @@ class Harness:
                         ready = None if leaf is not None else False
                     if ready:
                         rows((index, t, jits.compiles, 1))
+                    else:
+                        pending(index, t, leaf, ready)
+                    if ready or marks.keeps_up:
                         streak += 1
                         if streak >= SYNCED_STREAK:
                             skip = SYNCED_EVERY - 1
                     else:
                         streak = 0
-                        pending(index, t, leaf, ready)
             if window.active is not None:
                 window.on_step_exit(index)
 
@@ -1360,8 +1362,9 @@ class JitCounter:
 WATCH_DRAIN_S = 30.0  # at exit, the longest pgle waits for the last executions to complete
 WAKE_EVERY_NS = 1_000_000  # the watcher is woken from idle for a marked step at most this often
 # After SYNCED_STREAK marked steps in a row whose outputs were ready by their marker's end (a
-# loop that syncs), one step in SYNCED_EVERY is checked (the time between two checked steps is
-# shared among them) until one is not ready: a check was ~1 us of a short step's 5 us budget.
+# loop that syncs) or had completed when the watcher reached them (the device keeps up), one
+# step in SYNCED_EVERY is checked (the time between two checked steps is shared among them)
+# until one is behind: a check was ~1 us of a short step's 5 us budget.
 SYNCED_STREAK = 32
 SYNCED_EVERY = 8
 
