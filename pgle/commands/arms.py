@@ -190,6 +190,9 @@ def compare_step_times(
         "caveat": None,
     }
     gpu = platform is not None and platform.lower() in GPU_PLATFORMS
+    # What the runs' label says: "with the profile" only where some module used it (on CPU
+    # XLA ignores a profile: those runs ran the baseline's program)
+    out["profile_applied"] = bool(gpu and applied and baseline_dirs)
     if not collect and not after and not before:
         out["caveat"] = "no step times: " + (
             steps.how
@@ -238,7 +241,13 @@ def step_time_lines(times: dict[str, Any], *, profiled: bool) -> list[str]:
         parts = [f"{_ms(times.get('collect'))} (collect, profiled steps left out)"]
         if times.get("baseline"):
             parts.append(f"{_ms(times['baseline'])} (baseline)")
-        parts.append(f"{_ms(times.get('run'))} ({'with the profile' if profiled else 'run'})")
+        if profiled and times.get("profile_applied", True):
+            label = "with the profile"
+        elif profiled:
+            label = "run; no module applied the profile"
+        else:
+            label = "run"
+        parts.append(f"{_ms(times.get('run'))} ({label})")
         lines.append("median step: " + ", ".join(parts))
     if times.get("caveat"):
         lines.append(times["caveat"])

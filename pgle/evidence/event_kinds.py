@@ -315,6 +315,16 @@ class JitFunctions(Event):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class StepCompletions(Event):
+    KIND = schema.STEP_COMPLETIONS
+    index: list[int] | None = None
+    done_ns: list[int] | None = None
+    compiles: list[int] | None = None
+    at_end: list[int] | None = None
+    watch: dict[str, int] | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CompileBegin(Event):
     KIND = schema.COMPILE_BEGIN
     module: str | None = None
@@ -385,6 +395,7 @@ KINDS: dict[str, type[Event]] = {
         XlaFlagsSeen,
         WindowPlan,
         JitFunctions,
+        StepCompletions,
         CompileBegin,
         CompileEnd,
         Stacks,

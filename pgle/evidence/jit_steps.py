@@ -1,7 +1,13 @@
 """The steps of a run, marked or not: what `tune`, `run` and `pgle report` time.
 
-A script that marks steps (jax.profiler.StepTraceAnnotation) is timed by its markers
-(pgle.evidence.steps). Most training scripts mark none; their steps are then the executions
+A script that marks steps (jax.profiler.StepTraceAnnotation) is timed by its markers: a
+step's time is the interval between the completions of the work dispatched inside consecutive
+markers (the harness's `step_completions` event: pgle.launch.harness.StepCompletions), the
+loop's throughput whether or not it syncs; a marker closes when the host leaves it, which with
+async dispatch can be long before the device finishes (issue 33). Where no marked step's
+completion was seen (no jitted call inside the markers, or a run of a pgle before issue 33),
+they are timed start to start of the markers (pgle.evidence.steps), and `how` says so. Most
+training scripts mark none; their steps are then the executions
 of the step function the harness found (its `jit_functions` event, written at exit;
 pgle.launch.step_rule): a step's time is the work of one execution, from the completion of its
 outputs (pgle.launch.harness.CompletionWatcher: the time between two known completions, shared
@@ -17,8 +23,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pgle.evidence.event_kinds import JitFunctions, ScriptTrace, TraceStart, TraceStop
-from pgle.evidence.events import RunEvents
+from pgle.evidence.event_kinds import (
+    JitFunctions,
+    ScriptTrace,
+    StepCompletions,
+    TraceStart,
+    TraceStop,
+)
+from pgle.evidence.events import RunEvents, Steps
 from pgle.evidence.steps import step_times
 
 
@@ -30,8 +42,9 @@ class RunSteps:
     module: str | None = None  # its XLA module (`jit_train_step`)
     how: str = ""  # how the steps were found, in words
     excluded: int = 0  # intervals left out (compile, kept trace)
-    # What a time measures: "markers" (start to start of marked steps), "completion" (the work
-    # until the outputs were ready), None (no step times: completion not seen)
+    # What a time measures: "completion" (marked steps: from one step's completion to the
+    # next's; executions: the work until the outputs were ready), "markers" (start to start
+    # of marked steps, whose completion was not seen), None (no step times)
     time_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,14 +100,40 @@ def run_steps(events: RunEvents) -> RunSteps:
         trace = events.trace
         if trace and trace.first_step is not None and trace.steps:
             excluded = set(range(trace.first_step, trace.first_step + trace.steps))
-        times = step_times(events.steps, excluded)
         name = events.steps[0].name
+        marked = f"StepTraceAnnotation steps{f' named {name!r}' if name else ''}"
+        done = next(reversed(events.of(StepCompletions)), None)
+        times = completion_times(done, excluded, _starts(events)) if done else []
+        if times:
+            return RunSteps(
+                times,
+                "markers",
+                function,
+                module,
+                f"{marked}; each step's time is from the completion of the previous step's "
+                "work to that of its own (the outputs of the last jitted call inside its "
+                f"marker ready; {_watched((done.watch if done else None) or {})})",
+                max(len(events.steps) - 1 - len(times), 0),
+                "completion",
+            )
+        times = step_times(events.steps, excluded)
+        if done is None and jit is not None and jit.work is None:
+            why = "this run's events predate completion timing (pgle < issue 33)"
+        elif done is None:
+            why = "pgle saw no counted jitted call inside the markers"
+        else:
+            why = (
+                "pgle saw the outputs of too few marked steps complete "
+                f"({_watched(done.watch or {})})"
+            )
         return RunSteps(
             times,
             "markers",
             function,
             module,
-            f"StepTraceAnnotation steps{f' named {name!r}' if name else ''}",
+            f"{marked}; each step's time is start to start of its marker ({why}: with "
+            "asynchronous dispatch a marker can close long before its work is done, so a "
+            "loop that never waits on its steps shows how fast the host enqueues them)",
             max(len(events.steps) - 1 - len(times), 0),
             "markers",
         )
@@ -141,6 +180,66 @@ def run_steps(events: RunEvents) -> RunSteps:
     left_out += max(execs - len(jit.work), 0)  # the compile, executions of unknown completion
     how = f"{found}; each step's time is its work until its outputs were ready"
     return RunSteps(times, "executions", function, module, how, left_out, "completion")
+
+
+def _starts(events: RunEvents) -> dict[int, float]:
+    """Each marked step's start (its marker's entry), by index."""
+    steps = events.steps
+    if isinstance(steps, Steps):
+        return dict(zip(steps.indices, steps.t_enter, strict=False))
+    return {s.index: s.t_enter for s in steps}
+
+
+def _watched(watch: dict[str, int]) -> str:
+    """The watcher's tally of marked steps, in words."""
+    parts = [
+        f"{watch.get('ready_at_end', 0)} ready by the marker's end",
+        f"{watch.get('waited', 0)} after it",
+    ]
+    if watch.get("unknown"):
+        parts.append(f"{watch['unknown']} donated before they could be waited on")
+    if watch.get("no_array"):
+        parts.append(f"{watch['no_array']} with no jax array among the outputs")
+    return ", ".join(parts)
+
+
+def completion_times(
+    done: StepCompletions, exclude: set[int], starts: dict[int, float] | None = None
+) -> list[float]:
+    """Marked steps' times from their completions: step k's is the time from the previous
+    known completion (step j's) to its own, shared among steps j+1..k when the steps between
+    have none: equally, or, when both j and k were ready by their marker's end (a loop that
+    syncs, where pgle checks one step in several), in proportion to the steps' start-to-start
+    marker times (`starts`: index -> its marker's start), so that a loop that syncs keeps its
+    per-step spread. Device work completes in dispatch order, so a step whose successor
+    completed had completed by then too (a completion noted late by the watcher's thread is
+    brought forward). Left out: the steps before the first known completion (step 0: the
+    compile), a span with a backend compile in it, and one that touches an excluded step
+    (profiled) or follows one (the profiler's stop ran before it)."""
+    index, at, compiles = done.index or [], done.done_ns or [], done.compiles or []
+    at_end = done.at_end or [0] * len(index)
+    rows = sorted(zip(index, at, compiles, at_end, strict=False))
+    known: list[tuple[int, int, int, int]] = []
+    for i, t, c, e in reversed(rows):  # dedupe by index, completions in dispatch order
+        if known and known[-1][0] == i:
+            known[-1] = (i, min(t, known[-1][1]), c, e)
+            continue
+        if known:
+            t = min(t, known[-1][1])
+        known.append((i, t, c, e))
+    known.reverse()
+    starts = starts or {}
+    times: list[float] = []
+    for (j, tj, cj, ej), (k, tk, ck, ek) in zip(known, known[1:], strict=False):
+        if ck != cj or any(i in exclude for i in range(j, k + 1)):
+            continue
+        total = (tk - tj) / 1e9
+        marks = [starts.get(i + 1, 0.0) - starts.get(i, 0.0) for i in range(j + 1, k + 1)]
+        if k - j > 1 and ej and ek and all(m > 0 for m in marks):
+            times += [m * total / sum(marks) for m in marks]
+        else:
+            times += [total / (k - j)] * (k - j)
+    return times
 
 
 def executions_by_module(events: RunEvents) -> dict[str, int]:

@@ -56,6 +56,7 @@ SCRIPT_TRACE = "script_trace"  # the workload called jax.profiler.start_trace/st
 XLA_FLAGS_SEEN = "xla_flags_seen"  # XLA_FLAGS as the workload's process had it at the first compile
 WINDOW_PLAN = "window_plan"  # the execution window chose its function (no step markers)
 JIT_FUNCTIONS = "jit_functions"  # at exit: executions per jitted function, the step, its starts
+STEP_COMPLETIONS = "step_completions"  # at exit: when each marked step's work completed
 # XLA's compile of `module` started / ended (`fdo`: it was handed a profile: auto PGLE's
 # recompile); what the stall watchdog names when a process stops making progress
 COMPILE_BEGIN = "compile_begin"
@@ -124,6 +125,10 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # executions; work: [start, seconds of work] of those whose completion was seen (issue 33);
     # watch: completions {known, unknown, no_array} over every function
     JIT_FUNCTIONS: ("functions", "step", "module", "starts", "work", "watch", "rule"),
+    # per marked step whose completion was seen: its index, time.time_ns() of its completion
+    # (its marker's end when its outputs were ready then: at_end 1), backend compiles so far
+    # (issue 33); watch: {ready_at_end, waited, unknown, no_array, skipped} steps
+    STEP_COMPLETIONS: ("index", "done_ns", "compiles", "at_end", "watch"),
     COMPILE_BEGIN: ("module", "fdo", "thread"),
     COMPILE_END: ("module", "ok"),
     STACKS: ("file", "signal", "main_thread"),

@@ -924,12 +924,18 @@ class Harness:
         indices = self._indices
         step_name, others = self.step_name, self.other_step_names
         idle = window.mode in (None, "time")  # a mode no step opens a window in
+        depth, jits = _depth, self.jits
+        marks = jits.steps
+        rows, pending = marks.rows.extend, marks.pending
+        arrays: tuple[type, ...] = ()  # jax's array class, once a step's outputs are seen
+        streak = skip = 0  # steps ready by their marker's end in a row; steps left to skip
 
         def enter(name: str, step_num) -> int | None:
             if step_name and name != step_name:
                 if name not in others and len(others) < 5:
                     others.append(name)  # for the warning on a mistyped --step-name
                 return None
+            depth.out = None  # the step's completion is that of the work dispatched inside it
             index = next(indices)  # atomic under the GIL: no lock
             self.step_index = index + 1
             if index == LIGHT_AFTER_STEPS and not window.counting:
@@ -950,11 +956,38 @@ class Harness:
             return index
 
         def exit(index: int | None) -> None:
+            nonlocal arrays, streak, skip
             if index is None:
                 return
-            extend((-_now_ns(), index, 0, 0))
+            t = _now_ns()
+            extend((-t, index, 0, 0))
             if events._through:
                 events.flush()
+            out = depth.out
+            if out is not None and index < MAX_STARTS:
+                # StepCompletions, inline: a frame and its attribute reads were most of its
+                # cost on a short step that syncs
+                depth.out = None
+                if skip:
+                    skip -= 1  # a loop that syncs: one step in SYNCED_EVERY is checked
+                else:
+                    if not arrays:
+                        arrays = _array_type()
+                    leaf = out if type(out) in arrays else _quick_leaf(out, arrays)
+                    try:
+                        ready = leaf.is_ready()
+                    except Exception:  # deleted (donated inside the step), or no array
+                        ready = None if leaf is not None else False
+                    if ready:
+                        rows((index, t, jits.compiles, 1))
+                    else:
+                        pending(index, t, leaf, ready)
+                    if ready or marks.keeps_up:
+                        streak += 1
+                        if streak >= SYNCED_STREAK:
+                            skip = SYNCED_EVERY - 1
+                    else:
+                        streak = 0
             if window.active is not None:
                 window.on_step_exit(index)
 
@@ -1307,6 +1340,9 @@ class _Depth(threading.local):
 
     n = 0
     name: str | None = None
+    # The outputs of this thread's last top-level counted call since its marked step began
+    # (None: none yet): what a marked step's completion is waited on (StepCompletions).
+    out: Any = None
 
 
 _depth = _Depth()
@@ -1343,6 +1379,7 @@ class JitCounter:
         self.export: Callable[[str, Any, tuple, dict], None] | None = None
         self.compiles = 0  # backend compiles so far: a span holding one is no step's work
         self.watcher = CompletionWatcher(self)
+        self.steps = StepCompletions(self)
         # name -> [(start, seconds of work)] and [work seconds, executions with a known share]
         self.work: dict[str, list[tuple[float, float]]] = {}
         self.work_sum: dict[str, list] = {}
@@ -1413,8 +1450,9 @@ class JitCounter:
 
     def record(self, events: Events) -> None:
         """The `jit_functions` event: the busiest functions, the step, its start times and
-        its executions' work (pgle.launch.step_rule)."""
+        its executions' work (pgle.launch.step_rule); the marked steps' completions."""
         self.watcher.finish(WATCH_DRAIN_S)
+        self.steps.record(events)
         functions = sorted(
             self.snapshot(), key=lambda f: (-step_rule.weight(f), -f["seconds"], -f["executions"])
         )
@@ -1444,6 +1482,13 @@ class JitCounter:
 
 
 WATCH_DRAIN_S = 30.0  # at exit, the longest pgle waits for the last executions to complete
+WAKE_EVERY_NS = 1_000_000  # the watcher is woken from idle for a marked step at most this often
+# After SYNCED_STREAK marked steps in a row whose outputs were ready by their marker's end (a
+# loop that syncs) or had completed when the watcher reached them (the device keeps up), one
+# step in SYNCED_EVERY is checked (the time between two checked steps is shared among them)
+# until one is behind: a check was ~1 us of a short step's 5 us budget.
+SYNCED_STREAK = 32
+SYNCED_EVERY = 8
 
 
 def _array_type() -> tuple[type, ...]:
@@ -1479,6 +1524,7 @@ class CompletionWatcher:
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.on = True  # off in a forked child (no thread there) and after finish
+        self.busy = False  # the thread has work queued or is waiting on an output
         self.arrays: tuple[type, ...] | None = None
         self.known = self.unknown = self.no_array = 0
 
@@ -1501,6 +1547,13 @@ class CompletionWatcher:
             leaf = _any_leaf(out, arrays)
         self.queue.put((name, n, t, self.counter.compiles, leaf))
 
+    def put_step(self, index: int, compiles: int, leaf: Any) -> None:
+        """A marked step's output to wait on (StepCompletions.done)."""
+        if self.arrays is None:
+            self.arrays = _array_type()
+            self._start()
+        self.queue.put((None, index, 0.0, compiles, leaf))
+
     def _start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="pgle-completions", daemon=True)
         self.thread.start()
@@ -1515,11 +1568,19 @@ class CompletionWatcher:
         last_done: float | None = None
         compiles = -1
         tainted = True  # the first span: no completion before it to start from
+        empty = self.queue.empty
         while True:
+            if empty():
+                self.busy = False
             item = get()
+            self.busy = True
             if item is None:
                 return
             name, n, t, c, leaf = item
+            if name is None:  # a marked step's outputs, not ready at its marker's end
+                self.counter.steps.waited(n, c, leaf)
+                del leaf, item
+                continue
             span.append((name, t))
             if n == 1 or c != compiles:
                 tainted = True  # a compile ran in this span: the device may have idled
@@ -1553,6 +1614,112 @@ class CompletionWatcher:
         return {"known": self.known, "unknown": self.unknown, "no_array": self.no_array}
 
 
+class StepCompletions:
+    """When the work dispatched inside each marked step completed (issue 33).
+
+    A marker closes when the host leaves the `with` block; with async dispatch the device may
+    still be steps behind, so marker to marker is how fast the host enqueues. At a marker's
+    end, the outputs of the last top-level jitted call made inside it (one jax array of them:
+    the last of a returned tuple, such as the loss, which no later call donates) are either
+    ready, and the step completed by the marker's end (a loop that syncs: its time is taken
+    then, in the workload's thread: one `is_ready`, no thread woken), or handed to the
+    CompletionWatcher's thread, which notes when they become ready (woken from idle at most
+    every WAKE_EVERY_NS). A step's time is then the interval between the completions of
+    consecutive steps (pgle.evidence.jit_steps), the loop's throughput whether or not it
+    syncs. A step with no jitted call inside it, or
+    whose outputs were donated before the watcher reached them, has no completion: the time
+    between the completions around it is shared among its steps.
+
+    Rows are (index, time.time_ns(), backend compiles so far, 1 if ready by the marker's end):
+    a span across a compile is not a step's work. Kept for the first MAX_STARTS steps. The
+    check at a marker's end is inline in Harness.step_hooks' `exit`."""
+
+    def __init__(self, counter: JitCounter) -> None:
+        self.counter = counter
+        # index, done (ns), compiles, 1 if ready by the marker's end: four numbers a step
+        self.rows = array.array("q")
+        self.waited_on = self.unknown = self.no_array = self.skipped = 0
+        self.woke = 0  # time.time_ns() the watcher was last woken for a step
+        self.keeps_up = False  # the last step the watcher reached had completed already
+
+    def pending(self, index: int, t_ns: int, leaf: Any, ready: bool | None) -> None:
+        """In the workload's thread: step `index` ended at `t_ns` with `leaf` not ready
+        (None: deleted). The watcher's thread waits on it; while the steps it reaches have
+        completed already (a loop whose host barely runs ahead of the device), it is woken
+        from idle at most once every WAKE_EVERY_NS: it would otherwise be woken every step,
+        and each wake costs the loop the GIL. A step left out has no completion: the
+        time between the completions around it is shared (pgle.evidence.jit_steps)."""
+        if leaf is None:
+            self.no_array += 1
+            return
+        if ready is None:
+            self.unknown += 1
+            return
+        counter = self.counter
+        watcher = counter.watcher
+        if not watcher.on:
+            return
+        if watcher.busy or not self.keeps_up:
+            watcher.put_step(index, counter.compiles, leaf)
+        elif t_ns - self.woke > WAKE_EVERY_NS:
+            self.woke = t_ns
+            watcher.put_step(index, counter.compiles, leaf)
+        else:
+            self.skipped += 1
+
+    def waited(self, index: int, compiles: int, leaf: Any) -> None:
+        """In the watcher's thread: wait for a step's output, note when it was ready."""
+        try:
+            self.keeps_up = leaf.is_ready()
+            leaf.block_until_ready()
+        except Exception:
+            self.keeps_up = False
+            self.unknown += 1  # donated to a later call before it could be waited on
+            return
+        self.waited_on += 1
+        self.rows.extend((index, _now_ns(), compiles, 0))
+
+    def record(self, events: Events) -> None:
+        """The `step_completions` event, when some marked step's outputs were seen."""
+        rows = self.rows
+        ready = len(rows) // 4 - self.waited_on
+        if not (ready or self.waited_on or self.unknown or self.no_array or self.skipped):
+            return
+        events.write(
+            schema.STEP_COMPLETIONS,
+            index=rows[0::4].tolist(),
+            done_ns=rows[1::4].tolist(),
+            compiles=rows[2::4].tolist(),
+            at_end=rows[3::4].tolist(),
+            watch={
+                "ready_at_end": ready,
+                "waited": self.waited_on,
+                "unknown": self.unknown,
+                "no_array": self.no_array,
+                "skipped": self.skipped,
+            },
+        )
+
+
+def _quick_leaf(out: Any, arrays: tuple[type, ...]) -> Any:
+    """A jax array of a step's outputs, looked for as `return state, loss` and `return state,
+    {"loss": loss}` put them (the last first), else among all its leaves."""
+    kind = type(out)
+    if kind is tuple or kind is list:
+        for x in reversed(out):
+            if type(x) in arrays:
+                return x
+            if type(x) is dict:
+                for v in reversed(x.values()):
+                    if type(v) in arrays:
+                        return v
+    elif kind is dict:
+        for v in reversed(out.values()):
+            if type(v) in arrays:
+                return v
+    return _any_leaf(out, arrays)
+
+
 def _any_leaf(out: Any, arrays: tuple[type, ...]) -> Any:
     """A jax array among a pytree's leaves (the last), or None (a tracer, no array)."""
     try:
@@ -1583,9 +1750,10 @@ def _counted_call(self, *args, **kwargs):
             row[0] += 1  # no lock: a count (the GIL keeps it whole but for racing threads)
             depth.n = 1
             try:
-                return wrapped(*args, **kwargs)
+                out = depth.out = wrapped(*args, **kwargs)
             finally:
                 depth.n = 0
+            return out
     depth.n, depth.name = 1, name
     tell = False
     try:
@@ -1593,7 +1761,7 @@ def _counted_call(self, *args, **kwargs):
         if n == step_rule.MIN_EXECUTIONS and counter.export is not None:
             counter.export(name, wrapped, args, kwargs)
         tell = window.counting and window.before_execution(name, n)
-        out = wrapped(*args, **kwargs)
+        out = depth.out = wrapped(*args, **kwargs)
     finally:
         depth.n, depth.name = 0, None
     if counter.watcher.on:

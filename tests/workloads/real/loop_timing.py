@@ -1,5 +1,6 @@
 """Training loops as people write them, timing themselves (issue 33): the loop's own time per
-step is the oracle pgle's step times are checked against. None marks its steps.
+step is the oracle pgle's step times are checked against. With --marked, each step (the
+training call) runs inside `jax.profiler.StepTraceAnnotation("train", step_num=i)`.
 
   --form mnist      jax's mnist_classifier.py: `jit(update)` over batches, never waited on
                     inside an epoch; the epoch ends on `float(accuracy)`
@@ -9,14 +10,17 @@ step is the oracle pgle's step times are checked against. None marks its steps.
   --form log        `float(loss)` logged every --every steps, nothing else waits
   --form eval       jax's spmd_mnist: an unsynced `jit(train_step)`, a cheap `jit(accuracy)`
                     read with float() every --every steps (it absorbs the queued steps' time)
+  --form synced     the 4-matmul step waited on each step (`.block_until_ready()` inside the
+                    step): every step is its own synced segment
 
 Writes {"form", "per_step_s": [...], "median_s", "segments": [[t0, t1, steps], ...]} to
 --oracle: the loop's own time per step, one value per synced segment (a segment's wall time over
 its steps; the first segment, with the compile, is left out), and each segment's time.time()
 edges, so that a test can set pgle's step times of the same steps beside it.
-Usage: loop_timing.py --form F [--steps N] [--every N] [--size N] --oracle FILE
+Usage: loop_timing.py --form F [--steps N] [--every N] [--size N] [--marked] --oracle FILE
 """
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -26,12 +30,23 @@ import jax.numpy as jnp
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--form", required=True,
-                    choices=["mnist", "donated", "matmul", "log", "eval"])
+                    choices=["mnist", "donated", "matmul", "log", "eval", "synced"])
 parser.add_argument("--steps", type=int, default=60)
 parser.add_argument("--every", type=int, default=5)
 parser.add_argument("--size", type=int, default=384)
+parser.add_argument("--marked", action="store_true")
 parser.add_argument("--oracle", required=True)
 args = parser.parse_args()
+counter = iter(range(10**9))
+
+
+def marked():
+    """The step's marker (--marked), numbered in call order."""
+    if args.marked:
+        return jax.profiler.StepTraceAnnotation("train", step_num=next(counter))
+    return contextlib.nullcontext()
+
+
 n, every = args.size, args.every
 key = jax.random.PRNGKey(0)
 segments = []  # (seconds, steps, wall t0, wall t1) of each synced segment after the first
@@ -85,7 +100,8 @@ if args.form in ("mnist", "eval"):
     for epoch in range(epochs):
         t0 = time.perf_counter()
         for _ in range(every):
-            params = update(params, (x, y))
+            with marked():
+                params = update(params, (x, y))
         # the epoch's only wait; on a small batch, as an eval between train steps is cheap
         acc = float(accuracy(params, small))
         if epoch:
@@ -103,11 +119,12 @@ elif args.form == "donated":
     for epoch in range(args.steps // every):
         t0 = time.perf_counter()
         for _ in range(every):
-            state = train_step(state, x)
+            with marked():
+                state = train_step(state, x)
         jax.block_until_ready(state)
         if epoch:
             segment(t0, every)
-elif args.form == "matmul":
+elif args.form in ("matmul", "synced"):
     w = [jax.random.normal(jax.random.PRNGKey(i), (n, n)) / n**0.5 for i in range(4)]
 
     @jax.jit
@@ -116,12 +133,21 @@ elif args.form == "matmul":
             a = jnp.tanh(a @ m)
         return a
 
-    a = jax.block_until_ready(step(x))  # compile
-    t0 = time.perf_counter()
-    for _ in range(args.steps):
-        a = step(a)
-    jax.block_until_ready(a)
-    segment(t0, args.steps)
+    with marked():
+        a = jax.block_until_ready(step(x))  # compile
+    if args.form == "synced":
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            with marked():
+                a = step(a).block_until_ready()
+            segment(t0, 1)
+    else:
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            with marked():
+                a = step(a)
+        jax.block_until_ready(a)
+        segment(t0, args.steps)
 else:  # log
     params = mlp_params([n, n, n, 10])
 
@@ -133,7 +159,8 @@ else:  # log
 
     t0 = time.perf_counter()
     for i in range(args.steps):
-        params, loss = train_step(params, (x, y))
+        with marked():
+            params, loss = train_step(params, (x, y))
         if (i + 1) % every == 0:
             print(f"step {i + 1} loss {float(loss):.4f}", flush=True)
             if i + 1 > every:
