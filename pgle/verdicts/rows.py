@@ -9,6 +9,7 @@ row and add `ranks`, `absent_ranks`, `ranks_summary` and `per_rank`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -225,7 +226,7 @@ def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) ->
         if not any(r is o for o in one_shot):
             label, text = _label_and_text(r, ok)
             groups.setdefault(text, []).append(label)
-    lines = [f"  {_names(labels)}: {text}" for text, labels in groups.items()]
+    lines = said_once([f"  {_names(labels)}: {text}" for text, labels in groups.items()])
     if one_shot:
         statuses = ", ".join(dict.fromkeys(r["status"] for r in one_shot))
         lines.append(
@@ -234,6 +235,28 @@ def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) ->
             + _names([_label_and_text(r, ok)[0] for r in one_shot])
         )
     return lines
+
+
+_CLAUSE = re.compile(r"(; | \(|\): |: )")
+LONG_CLAUSE = 40  # characters: a cause or fix this long is said once, then "as above"
+
+
+def said_once(lines: list[str]) -> list[str]:
+    """Lines whose long clauses (a cause, a fix) repeat an earlier line's say "as above"
+    instead: groups that differ only by a count would otherwise repeat a 200-character cause
+    (issue 38)."""
+    seen: set[str] = set()
+    out = []
+    for line in lines:
+        parts = _CLAUSE.split(line)
+        for i in range(0, len(parts), 2):  # the clauses; the separators sit between them
+            clause = parts[i]
+            if len(clause) >= LONG_CLAUSE:
+                if clause in seen:
+                    parts[i] = "as above"
+                seen.add(clause)
+        out.append("".join(parts))
+    return out
 
 
 def _applied_lines(rows: list[Mapping[str, Any]], ok: str | None) -> list[str]:
