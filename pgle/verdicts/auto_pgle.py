@@ -364,15 +364,17 @@ def nsys_modules(facts: jax_log.RunFacts, manifest: Mapping[str, Any]) -> list[d
                     "evicted) or its key changed; loaded the first-pass executable"
                 )
                 row.fix = "prewarm again; keep JAX_COMPILATION_CACHE_MAX_SIZE unset"
-            elif (
-                before
-                and all_profiles_empty(before)
-                # Prewarm's own row: empty profiles were the cause only where the module ran
-                # its profiled executions in full; else it ran too few (the branch below).
-                and before.get("status") == STATUS_EMPTY_PROFILE
-            ):
+            elif before and all_profiles_empty(before):
+                # Every profile prewarm took was empty: more executions would not have helped,
+                # so that is the cause to fix; a module that also ran too few times says so.
+                seen = before.get("executions_seen")
+                few = (
+                    f"prewarm executed it {times(seen)}, fewer than runs+1, and "
+                    if before.get("status") != STATUS_EMPTY_PROFILE and seen is not None
+                    else ""
+                )
                 row.reason = (
-                    "loaded the first-pass executable: "
+                    f"loaded the first-pass executable: {few}"
                     f"{all_of(before['profiled_executions'], 'execution')} prewarm profiled "
                     "gave an empty profile, so JAX never "
                     "recompiled it with one: "

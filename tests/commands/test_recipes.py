@@ -165,8 +165,11 @@ def test_item9_nsys_causes_from_the_manifest():
         "jit_pruned": {"executions_seen": 4, "profiled_executions": 3, "empty_profiles": 0,
                        "status": "optimized", "pgle_optimized_keys": ["k-opt"]}}}
     rows = {r["module"]: r for r in nsys_modules(facts, manifest)}
+    # Both facts: it ran too few times, and every profile it took was empty (the cause to
+    # fix: more executions would give more empty profiles).
     assert "prewarm executed it 2 times, fewer than runs+1" in rows["jit_few"]["reason"]
-    assert "empty profile" not in rows["jit_few"]["reason"]
+    assert "all 2 executions prewarm profiled gave an empty profile" in rows["jit_few"]["reason"]
+    assert rows["jit_few"]["fix"].startswith("prewarm on an NVIDIA GPU")
     assert rows["jit_pruned"]["reason"].startswith("prewarm's cache entry for it is gone")
 
 
