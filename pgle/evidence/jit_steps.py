@@ -209,9 +209,7 @@ def execution_times(
     rows of two (a pgle before throughput timing) have no completion. Left out: an interval
     with a compile in it (the compiles differ, or an execution of the function has no row: its
     span held one), or one that touches the kept trace `trace` (start, stop)."""
-    rows = sorted(
-        (int(r[3]), float(r[0]), float(r[2]), int(r[4])) for r in work if len(r) >= 5
-    )
+    rows = sorted((int(r[3]), float(r[0]), float(r[2]), int(r[4])) for r in work if len(r) >= 5)
     groups: list[list[tuple[int, float, float, int]]] = []
     for row in rows:
         last = groups[-1][-1] if groups else None
