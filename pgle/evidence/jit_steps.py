@@ -9,13 +9,15 @@ completion was seen (no jitted call inside the markers, or a run of a pgle befor
 they are timed start to start of the markers (pgle.evidence.steps), and `how` says so. Most
 training scripts mark none; their steps are then the executions
 of the step function the harness found (its `jit_functions` event, written at exit;
-pgle.launch.step_rule): a step's time is the work of one execution, from the completion of its
-outputs (pgle.launch.harness.CompletionWatcher: the time between two known completions, shared
-among the executions between them), never the interval between the starts of two executions:
-with jax's async dispatch that is how fast the host enqueues, hundreds of times less than a
-step takes (issue 33). Where no completion was seen, there are no step times (and so no ratio),
-and `how` says why. Its first execution (the compile) and every execution that started inside
-a kept trace (the profiler's window) are left out.
+pgle.launch.step_rule), timed like marked steps: from the completion of one execution's outputs
+to that of the next (pgle.launch.harness.CompletionWatcher), the loop's throughput, everything
+it does per step (other jitted calls, Python) included, shared equally among executions that
+completed together (`execution_times`). Never the interval between the starts of two
+executions: with jax's async dispatch that is how fast the host enqueues, hundreds of times less
+than a step takes; nor one execution's device work alone, which on a Python-bound loop is a
+fraction of its time per step (issue 33). Where no completion was seen, there are no step times
+(and so no ratio), and `how` says why. Its first execution (the compile), intervals with a
+compile in them and those that touch a kept trace (the profiler's window) are left out.
 """
 
 from __future__ import annotations
@@ -168,6 +170,18 @@ def run_steps(events: RunEvents) -> RunSteps:
             "only how fast the host dispatches",
             len(jit.starts or []),
         )
+    timed = execution_times(jit.work, span)
+    if timed:
+        times = [t for _, t in timed]
+        how = (
+            f"{found}; each step's time is from the completion of the previous execution's "
+            "outputs to that of its own (the loop's throughput: other jitted calls and Python "
+            "included), shared equally among executions that completed together"
+        )
+        return RunSteps(
+            times, "executions", function, module, how, max(execs - len(times), 0), "completion"
+        )
+    # Events of a pgle before throughput timing: rows [start, seconds of work] only.
     times, left_out = [], 0
     for row in jit.work:
         if len(row) < 2:
@@ -178,8 +192,42 @@ def run_steps(events: RunEvents) -> RunSteps:
             continue
         times.append(seconds)
     left_out += max(execs - len(jit.work), 0)  # the compile, executions of unknown completion
-    how = f"{found}; each step's time is its work until its outputs were ready"
+    how = (
+        f"{found}; each step's time is its device work until its outputs were ready (this "
+        "run's events predate throughput timing: a loop's Python and other calls left out)"
+    )
     return RunSteps(times, "executions", function, module, how, left_out, "completion")
+
+
+def execution_times(
+    work: list[list[float]], trace: tuple[float, float] | None = None
+) -> list[tuple[float, float]]:
+    """(start, seconds) of the step function's executions, timed completion to completion:
+    an execution's time is from the known completion of the function's previous executions to
+    that of its own, over the executions in between (those that completed together share it
+    equally). `work`: the harness's rows [start, work seconds, completion, number, compiles];
+    rows of two (a pgle before throughput timing) have no completion. Left out: an interval
+    with a compile in it (the compiles differ, or an execution of the function has no row: its
+    span held one), or one that touches the kept trace `trace` (start, stop)."""
+    rows = sorted((int(r[3]), float(r[0]), float(r[2]), int(r[4])) for r in work if len(r) >= 5)
+    groups: list[list[tuple[int, float, float, int]]] = []
+    for row in rows:
+        last = groups[-1][-1] if groups else None
+        if last is not None and row[2] == last[2] and row[0] == last[0] + 1:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    out: list[tuple[float, float]] = []
+    for prev, group in zip(groups, groups[1:], strict=False):
+        n0, _, d0, c0 = prev[-1]
+        n1, d1, c1 = group[-1][0], group[-1][2], group[-1][3]
+        if c1 != c0 or group[0][0] != n0 + 1 or d1 <= d0:
+            continue
+        if trace is not None and d1 >= trace[0] and d0 <= trace[1]:
+            continue  # the profiler's window: its start, stop and settle
+        share = (d1 - d0) / (n1 - n0)
+        out += [(start, share) for _, start, _, _ in group]
+    return out
 
 
 def _starts(events: RunEvents) -> dict[int, float]:

@@ -1380,8 +1380,9 @@ class JitCounter:
         self.compiles = 0  # backend compiles so far: a span holding one is no step's work
         self.watcher = CompletionWatcher(self)
         self.steps = StepCompletions(self)
-        # name -> [(start, seconds of work)] and [work seconds, executions with a known share]
-        self.work: dict[str, list[tuple[float, float]]] = {}
+        # name -> [(start, seconds of work, its span's completion, number, compiles)] and
+        # [work seconds, executions with a known share]
+        self.work: dict[str, list[tuple[float, float, float, int, int]]] = {}
         self.work_sum: dict[str, list] = {}
 
     def compiled(self, name: str | None, fun_name: str | None) -> None:
@@ -1413,11 +1414,16 @@ class JitCounter:
                 starts.append(t)
             return n, t
 
-    def worked(self, span: list[tuple[str, float]], seconds: float | None) -> None:
+    def worked(
+        self, span: list[tuple[str, float, int]], seconds: float | None, done: float, c: int
+    ) -> None:
         """The watcher's share of a span of executions between two known completions: each
-        execution in it took `seconds` of work (None: unknown, the span held a compile)."""
+        execution in it took `seconds` of work (None: unknown, the span held a compile), and
+        completed by `done`, after `c` backend compiles. The work ranks the step
+        (pgle.launch.step_rule); `done` and the execution's number time it from completion to
+        completion (pgle.evidence.jit_steps: the loop's throughput)."""
         with self.lock:
-            for name, t in span:
+            for name, t, n in span:
                 agg = self.work_sum.get(name)
                 if agg is None:
                     agg = self.work_sum[name] = [0.0, 0, 0]  # seconds, known, unknown
@@ -1429,7 +1435,7 @@ class JitCounter:
                 agg[1] += 1
                 rows = self.work[name]
                 if len(rows) < MAX_STARTS:
-                    rows.append((t, seconds))
+                    rows.append((t, seconds, done, n, c))
 
     def snapshot(self) -> list[dict]:
         with self.lock:
@@ -1468,7 +1474,7 @@ class JitCounter:
             step=step["function"] if step else None,
             module=step["module"] if step else None,
             starts=[round(t, 6) for t in starts],
-            work=[[round(t, 6), round(w, 9)] for t, w in work],
+            work=[[round(t, 6), round(w, 9), round(d, 6), n, c] for t, w, d, n, c in work],
             watch=self.watcher.summary(),
             rule=step_rule.describe(
                 step is None
@@ -1511,7 +1517,9 @@ class CompletionWatcher:
     of what it returned to this thread, which waits on it (`block_until_ready` releases the
     GIL; the workload's loop keeps its pipelining) and notes when it became ready. The work of
     the executions between two known completions is the gap between those completions (from
-    the first one's start when the device was idle before it), shared equally among them.
+    the first one's start when the device was idle before it), shared equally among them: it
+    ranks the step. Each execution also keeps its span's completion time, from which the step
+    function's executions are timed completion to completion (the loop's throughput).
 
     Donation: a later call may donate the leaf before this thread reaches it; waiting on a
     deleted array raises (jax 0.10.2: INVALID_ARGUMENT, "called on deleted or donated
@@ -1564,7 +1572,7 @@ class CompletionWatcher:
 
     def _run(self) -> None:
         get, counter = self.queue.get, self.counter
-        span: list[tuple[str, float]] = []
+        span: list[tuple[str, float, int]] = []
         last_done: float | None = None
         compiles = -1
         tainted = True  # the first span: no completion before it to start from
@@ -1581,7 +1589,7 @@ class CompletionWatcher:
                 self.counter.steps.waited(n, c, leaf)
                 del leaf, item
                 continue
-            span.append((name, t))
+            span.append((name, t, n))
             if n == 1 or c != compiles:
                 tainted = True  # a compile ran in this span: the device may have idled
                 compiles = c
@@ -1596,9 +1604,9 @@ class CompletionWatcher:
             done = _now()
             self.known += 1
             if tainted or last_done is None:
-                counter.worked(span, None)
+                counter.worked(span, None, done, c)
             else:
-                counter.worked(span, (done - max(last_done, span[0][1])) / len(span))
+                counter.worked(span, (done - max(last_done, span[0][1])) / len(span), done, c)
             last_done, span, tainted = done, [], False
             del leaf, item  # hold no output past its completion
 

@@ -179,7 +179,7 @@ def test_terminal_is_quiet_log_is_complete_and_tracebacks_are_the_workloads(proj
     (FLAX, ["--steps", "16"], "jit(train_step)"),
     (EQX, ["--steps", "16"], "jit(make_step)"),
     (GPT, ["--profile-dir", "own-trace", "--steps", "16"], "jit(train_step)"),
-    (STAX, [], None),
+    (STAX, ["--steps", "16"], None),  # 16: the kept trace and the intervals that touch it
 ])
 def test_tune_on_cpu_times_unmarked_steps_and_prints_no_ratio(project, script, args, function):
     """Case 4, and issue 22: none of these scripts marks steps, yet tune times the steps it

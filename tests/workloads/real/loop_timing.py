@@ -12,6 +12,9 @@ training call) runs inside `jax.profiler.StepTraceAnnotation("train", step_num=i
                     read with float() every --every steps (it absorbs the queued steps' time)
   --form synced     the 4-matmul step waited on each step (`.block_until_ready()` inside the
                     step): every step is its own synced segment
+  --form host       Python-bound: each step builds its batch on the host (numpy and Python,
+                    ~5 ms), runs a tiny `jit(train_step)` and logs `float(loss)`: the device
+                    work is a small part of the step; every step is its own synced segment
 
 Writes {"form", "per_step_s": [...], "median_s", "segments": [[t0, t1, steps], ...]} to
 --oracle: the loop's own time per step, one value per synced segment (a segment's wall time over
@@ -30,7 +33,7 @@ import jax.numpy as jnp
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--form", required=True,
-                    choices=["mnist", "donated", "matmul", "log", "eval", "synced"])
+                    choices=["mnist", "donated", "matmul", "log", "eval", "synced", "host"])
 parser.add_argument("--steps", type=int, default=60)
 parser.add_argument("--every", type=int, default=5)
 parser.add_argument("--size", type=int, default=384)
@@ -148,6 +151,35 @@ elif args.form in ("matmul", "synced"):
                 a = step(a)
         jax.block_until_ready(a)
         segment(t0, args.steps)
+elif args.form == "host":
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    w = jnp.zeros((32, 10))
+
+    @jax.jit
+    def train_step(w, xb, yb):
+        loss, g = jax.value_and_grad(lambda w: jnp.mean((xb @ w - yb) ** 2))(w)
+        return w - 0.01 * g, loss
+
+    def batch():
+        """The host's share of a step: a batch put together in Python and numpy."""
+        rows = [rng.standard_normal(32) for _ in range(256)]
+        acc = 0
+        for i in range(100_000):  # e.g. tokenizing, augmenting: pure Python
+            acc += i & 7
+        xb = np.stack(rows)
+        return xb, np.tile(xb[:, :10], 1) + acc * 1e-9
+
+    w, loss = train_step(w, *batch())  # compile
+    print(f"loss {float(loss):.4f}", flush=True)
+    t0 = time.perf_counter()
+    for i in range(args.steps):
+        with marked():
+            w, loss = train_step(w, *batch())
+        print(f"step {i} loss {float(loss):.4f}", flush=True)
+        segment(t0, 1)
+        t0 = segments[-1][0] + t0  # the next step starts where this one ended
 else:  # log
     params = mlp_params([n, n, n, 10])
 
