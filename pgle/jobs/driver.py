@@ -305,6 +305,10 @@ class RankRun:
                 pid = min(names) if names else None
                 forensics.publish_stall(names.get(pid), texts.get(pid), own=True)
             raise
+        if forensics is not None:
+            # The workload's last events (its harness writes them out at exit): the modules it
+            # compiled and its steps reach the job folder before this rank reports.
+            forensics.flush()
         if forensics is not None and self.stopped_for is not None:
             found = fleet.dumped_phase(run.path)
             forensics.publish_stall(

@@ -155,6 +155,15 @@ class Fleet:
                 log.warning(f"fleet: cannot use {self.dir}: {e.strerror or e}")
         return None
 
+    def flush(self) -> None:
+        """After the workload ended: read what its harness wrote last and publish it (the
+        polls stop with the workload; a short run writes its events out at exit)."""
+        try:
+            if self.feed is not None and self.feed.read():
+                self.publish()
+        except OSError as e:
+            log.warning(f"fleet: cannot use {self.dir}: {e.strerror or e}")
+
     def _own_text(self, path: str | None) -> str | None:
         if not path:
             return None
