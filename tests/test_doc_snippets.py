@@ -149,7 +149,6 @@ def _build_snippets() -> None:
               "python3 -m ruff format pgle cli"):
         d[dev, c] = Spec(LINT)
     d[dev, "python3 tests/mutants/run.py"] = Spec(MUTATION)
-    d[dev, "python3 tests/mutants/run.py --only V01 K01"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/run.py --only I01 I02"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/score.py --list"] = Spec("exit 0; stdout: verdicts.require",
                                                            in_repo=True)
@@ -284,6 +283,16 @@ def _build_snippets() -> None:
         "needs: estimate: the CUDA compiler plugin (tests/estimate runs in the xla_gpu lane)")
     d[wh, "pgle estimate train.py --what-if collective=x100 --json | jq .prediction"] = Spec(
         "needs: estimate: the CUDA compiler plugin (tests/estimate runs in the xla_gpu lane)")
+    d[wh, "pgle estimate tests/estimate/helps_step.py --what-if all-gather=800us --what-if "
+          "all-reduce=20us --what-if compute=x20"] = Spec(
+        "needs: estimate: the CUDA compiler plugin (tests/xla_gpu/test_estimate.py runs this "
+        "step in the xla_gpu lane)")
+    # tune --compare --predict needs the plugin too; tests/commands/test_tune_predict.py runs
+    # the command's CPU side (the plugin missing: one line, the tune goes on).
+    d[wh, "pgle tune --compare default,o1,sol,pgle --predict --store /shared/pgle-store "
+          "train.py"] = Spec(
+        "needs: estimate: the CUDA compiler plugin (predicted ratios); "
+        "tests/commands/test_tune_predict.py")
 
 
 _build_snippets()
