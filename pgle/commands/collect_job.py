@@ -179,7 +179,8 @@ def _rank_output(opts: CollectOptions, layout: RankLayout) -> Callable[[int], st
         if opts.output is None:
             return None
         info = dataclasses.replace(layout.info, rank=rank)
-        return ranks.expand_path(os.fspath(opts.output), info)
+        # Absolute, as the rank's own report named it (the ranks start in one folder).
+        return os.path.abspath(ranks.expand_path(os.fspath(opts.output), info))
 
     return where
 

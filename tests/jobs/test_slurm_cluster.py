@@ -92,8 +92,10 @@ while child.poll() is None:
         break
     time.sleep(0.5)
 job.mark_exit(jd, info.rank, child.returncode, stopped_for=stopped_for)
+# A report in the shape rank 0 accepts (pgle.jobs.rank_data: `stopped_for` is an object).
 job.write_report(jd, info.rank, {"rank": info.rank, "code": child.returncode,
-                                 "stopped_for": stopped_for, "seconds": time.monotonic() - t0})
+                                 "stopped_for": None if stopped_for is None else {"rank": stopped_for},
+                                 "seconds": time.monotonic() - t0})
 if info.is_leader:
     reports, missing = job.gather(jd, info.world_size, timeout_s=30)
     print("GATHERED " + json.dumps({"reports": reports, "missing": missing}), flush=True)
@@ -111,8 +113,8 @@ def test_a_crashed_rank_stops_its_peer_through_the_job_folder(slurm_cluster, tmp
     assert proc.returncode != 0
     line = next(l for l in proc.stdout.splitlines() if l.startswith("GATHERED "))
     gathered = json.loads(line[len("GATHERED "):])
-    assert gathered["missing"] == []
+    assert gathered["missing"] == [], (line, proc.stderr[-2000:])
     r0, r1 = gathered["reports"]["0"], gathered["reports"]["1"]
     assert (r1["code"], r1["stopped_for"]) == (3, None)
-    assert r0["stopped_for"] == 1 and r0["code"] in (-15, -9), r0
+    assert r0["stopped_for"] == {"rank": 1} and r0["code"] in (-15, -9), r0
     assert r0["seconds"] < 30, r0
