@@ -231,7 +231,8 @@ def test_help_does_not_import_jax():
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from pgle.cli.main import cli, COMMANDS\n"
+        "from pgle.cli.commands import COMMANDS\n"
+        "from pgle.cli.main import cli\n"
         "r = CliRunner()\n"
         "assert r.invoke(cli, ['--help']).exit_code == 0\n"
         "for name in COMMANDS:\n"
