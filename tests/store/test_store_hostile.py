@@ -125,7 +125,7 @@ def test_deeply_nested_metadata_is_one_warning_for_every_command(tmp_path: Path)
     field.write_text(json.dumps({"fingerprint": [[[[[[[[1]]]]]]]]} | {k: "x" for k in (
         "entry_id", "jax", "jaxlib", "device_kind", "device_count", "created", "source")}))
     for argv in (["store", "ls", str(store)],
-                 ["store", "prune", str(store), "--keep", "1", "--yes"],
+                 ["store", "prune", str(store), "--keep-last", "1", "--yes"],
                  ["store", "get", str(store), str(tmp_path / "v"), "--device-kind", KIND,
                   "--jax", JAX],
                  ["store", "add", str(store), str(tmp_path / "prof"), "--device-kind", KIND,
@@ -149,10 +149,10 @@ def test_prune_keep_counts_per_jax_version_and_device_kind(tmp_path: Path):
             for _ in range(2):
                 assert add(store, tmp_path, jax=jax, kind=kind).returncode == 0
                 time.sleep(0.01)
-    dry = report_of(run_pgle("store", "prune", str(store), "--keep", "1", "--json", cwd=tmp_path))
+    dry = report_of(run_pgle("store", "prune", str(store), "--keep-last", "1", "--json", cwd=tmp_path))
     keys = sorted((r["jax"], r["device_kind"]) for r in dry["modules"])
     assert keys == sorted((j, k) for j in ("0.10.2", "0.11.0") for k in ("NVIDIA H100", "NVIDIA A100"))
-    done = report_of(run_pgle("store", "prune", str(store), "--keep", "1", "--yes", "--json",
+    done = report_of(run_pgle("store", "prune", str(store), "--keep-last", "1", "--yes", "--json",
                               cwd=tmp_path))
     assert sorted(r["entry_id"] for r in done["modules"]) == sorted(r["entry_id"] for r in dry["modules"])
     assert len(entry_ids(store)) == 4
@@ -185,9 +185,9 @@ def test_prune_touches_only_what_pgle_recognises(tmp_path: Path):
     ls = report_of(run_pgle("store", "ls", str(store), "--json", cwd=tmp_path))
     assert all(r["fingerprint"] == FP for r in ls["modules"])
     before = tree(store)
-    dry = report_of(run_pgle("store", "prune", str(store), "--keep", "1", "--json", cwd=tmp_path))
+    dry = report_of(run_pgle("store", "prune", str(store), "--keep-last", "1", "--json", cwd=tmp_path))
     listed = sorted(r["entry_id"] for r in dry["modules"])
-    done = report_of(run_pgle("store", "prune", str(store), "--keep", "1", "--yes", "--json",
+    done = report_of(run_pgle("store", "prune", str(store), "--keep-last", "1", "--yes", "--json",
                               cwd=tmp_path))
     assert sorted(r["entry_id"] for r in done["modules"]) == listed and len(listed) == 2
     after = tree(store)
