@@ -257,3 +257,21 @@ class HarnessSpec:
 # that changed any, the real ones reach the harness in this variable (a JSON list), which the
 # harness removes from its environment before the user's script runs.
 WORKLOAD_ARGS = "PGLE_WORKLOAD_ARGS"
+
+
+# A marked step's edge lines, as the harness writes them (pgle.launch.harness: most of a long
+# run's events file, written without json.dumps): their start, and the one reader of their
+# time, for the readers that skim the file while the workload runs (progress, stall, fleet).
+STEP_ENTER_LINE = f'{{"kind": "{STEP_ENTER}", "t": '
+STEP_EXIT_LINE = f'{{"kind": "{STEP_EXIT}", "t": '
+STEP_ENTER_BYTES = STEP_ENTER_LINE.encode()
+
+
+def step_enter_time(line: bytes) -> float | None:
+    """The time of a step_enter line (None: another line, or a damaged one)."""
+    if not line.startswith(STEP_ENTER_BYTES):
+        return None
+    try:
+        return float(line[len(STEP_ENTER_BYTES) :].split(b",", 1)[0])
+    except ValueError:
+        return None

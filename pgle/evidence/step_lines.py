@@ -26,8 +26,10 @@ import functools
 
 import numpy as np
 
-ENTER = b'{"kind": "step_enter", "t": '
-EXIT = b'{"kind": "step_exit", '
+from pgle.evidence import schema
+
+ENTER = schema.STEP_ENTER_BYTES  # the harness's own line starts (pgle.evidence.schema)
+EXIT = schema.STEP_EXIT_LINE.encode()
 NAME_KEY = b', "name": "'
 NUM_KEY = b'", "step_num": '
 INDEX_KEY = b', "index": '

@@ -49,7 +49,6 @@ _RANK_FILE = re.compile(r"^rank-(\d+)\.json$")
 _STALL_FILE = re.compile(r"^rank-(\d+)\.stall\.json$")
 _FP = re.compile(r"^[0-9a-f]{8,64}$")
 _IDENTITY = f'{{"kind": "{schema.MODULE_IDENTITY}"'.encode()
-_STEP_ENTER = f'{{"kind": "{schema.STEP_ENTER}", "t": '.encode()
 
 
 class _Feed:
@@ -74,10 +73,10 @@ class _Feed:
                         break
                     self.offset += len(line)
                     moved = True
-                    if line.startswith(_STEP_ENTER):
+                    if line.startswith(schema.STEP_ENTER_BYTES):
                         self.steps += 1
-                        with contextlib.suppress(ValueError):
-                            t = float(line[len(_STEP_ENTER) :].split(b",", 1)[0])
+                        t = schema.step_enter_time(line)
+                        if t is not None:
                             self.last_progress = max(self.last_progress, t)
                     elif line.startswith(_IDENTITY):
                         self._identity(line)

@@ -223,8 +223,8 @@ def _interleave(steps: list[str], items: list[tuple[int, str]], start: int) -> s
 
 _now = time.time
 _now_ns = time.time_ns  # a step edge's time: formatted without a float's repr (_step_lines)
-_ENTER_T = f'{{"kind": "{schema.STEP_ENTER}", "t": '
-_EXIT_T = f'{{"kind": "{schema.STEP_EXIT}", "t": '
+_ENTER_T = schema.STEP_ENTER_LINE
+_EXIT_T = schema.STEP_EXIT_LINE
 
 
 # What --delay counts from: the harness's import, before the workload's code (script mode), or

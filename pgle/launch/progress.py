@@ -19,8 +19,7 @@ from pgle.phrases import plural
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 10.0
-_STEP_ENTER = b'{"kind": "%s",' % schema.STEP_ENTER.encode()
-_STEP_EXIT = b'{"kind": "%s",' % schema.STEP_EXIT.encode()
+_STEP_EXIT = schema.STEP_EXIT_LINE.encode()
 
 
 class WindowProgress:
@@ -62,7 +61,7 @@ class WindowProgress:
         # start (as the harness writes them), never parsed, while the workload runs.
         if line.startswith(_STEP_EXIT):
             return
-        if line.startswith(_STEP_ENTER):
+        if line.startswith(schema.STEP_ENTER_BYTES):
             kind = schema.STEP_ENTER
         else:
             try:

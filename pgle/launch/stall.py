@@ -66,7 +66,6 @@ DUMP_WAIT_S = 5.0  # the most pgle waits for the processes to write their stacks
 STEP_WINDOW = 50  # steps whose times give the median
 # With an explicit --stall-timeout, the least an export of pgle's trace is given (module doc).
 EXPORT_STOP_S = 1800.0
-_STEP_ENTER = (f'{{"kind": "{schema.STEP_ENTER}", "t": ').encode()
 _TRACE_OPEN = (schema.TRACE_START,)
 _TRACE_CLOSE = (schema.TRACE_STOP, schema.TRACE_DISCARD)
 
@@ -371,9 +370,10 @@ class StallWatch:
                         break  # half-written: the next read has it whole
                     proc.offset += len(line)
                     moved = True
-                    if line.startswith(_STEP_ENTER):
-                        with contextlib.suppress(ValueError):
-                            proc.steps.append(float(line[len(_STEP_ENTER) :].split(b",", 1)[0]))
+                    if line.startswith(schema.STEP_ENTER_BYTES):
+                        t = schema.step_enter_time(line)
+                        if t is not None:
+                            proc.steps.append(t)
                     elif b'"kind": "step_exit"' not in line[:30]:
                         self._record(proc, line)
         except OSError:
