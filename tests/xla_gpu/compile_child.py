@@ -32,77 +32,35 @@ import argparse
 import glob
 import json
 import os
-import re
 import sys
-import tempfile
 import threading
 import time
 
 NDEV = 8
 
 
-def drop_field(cfg: str, field: str) -> str:
-    """Remove `field: value` lines and `field { ... }` blocks from a text proto."""
-    out, depth = [], 0
-    for line in cfg.splitlines():
-        t = line.strip()
-        if depth:
-            depth += t.count("{") - t.count("}")
-            continue
-        if t.startswith(field + ":") or t.startswith(field + " {") or t.startswith(field + "{"):
-            depth = t.count("{") - t.count("}")
-            continue
-        out.append(line)
-    return "\n".join(out) + "\n"
-
-
-def build_topology(cfg: str):
-    """get_topology_desc for 1x1x8 CUDA devices; drops each field the parser rejects.
-
-    The jaxlib's text-proto parser logs `has no field named "X"` on fd 2 and the call
-    raises `Failed to parse GpuTargetConfigProto`: capture fd 2 around each try."""
-    from jax.experimental import topologies
-    dropped: list[str] = []
-    err: Exception | None = None
-    for _ in range(40):
-        tmp = tempfile.TemporaryFile()
-        saved = os.dup(2)
-        sys.stderr.flush()
-        os.dup2(tmp.fileno(), 2)
-        try:
-            topo = topologies.get_topology_desc(
-                platform="cuda", target_config=cfg, topology=f"1x1x{NDEV}")
-            return topo, dropped
-        except Exception as e:  # noqa: BLE001 - re-raised below when not a field error
-            err = e
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-        tmp.seek(0)
-        captured = tmp.read().decode("utf-8", "replace")
-        m = re.search(r'has no field named "(\w+)"', captured)
-        if not m or "GpuTargetConfigProto" not in str(err):
-            sys.stderr.write(captured)
-            raise err
-        dropped.append(m.group(1))
-        cfg = drop_field(cfg, m.group(1))
-    assert err is not None
-    raise err
-
-
-# ----------------------------------------------------------------------------- HLO text
-def hlo_text():
-    """pgle's one HLO text reader (stdlib only), loaded by its path: this child runs in the
-    lane's venv, where pgle is not installed."""
+def _pgle_file(name: str, *parts: str):
+    """A stdlib-only module of pgle, loaded by its path: this child runs in the lane's venv,
+    where pgle is not installed."""
     import importlib.util
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pgle", "xla",
-                        "hlo_text.py")
-    spec = importlib.util.spec_from_file_location("pgle_hlo_text", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pgle", *parts)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up while it loads
     spec.loader.exec_module(mod)
     return mod
+
+
+def build_topology(cfg: str):
+    """get_topology_desc for 1x1x8 CUDA devices, dropping each field the jaxlib rejects: pgle
+    estimate's own compile child does it (one reading of XLA's refusal)."""
+    return _pgle_file("pgle_estimate_child", "estimate", "compile_child.py").topology(cfg, NDEV)
+
+
+# ----------------------------------------------------------------------------- HLO text
+def hlo_text():
+    """pgle's one HLO text reader (stdlib only)."""
+    return _pgle_file("pgle_hlo_text", "xla", "hlo_text.py")
 
 
 def module_record(name: str, text: str | None, source: str) -> dict:

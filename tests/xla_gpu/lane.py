@@ -37,7 +37,7 @@ CAPTURE_DATE = time.strftime("%Y-%m-%d")
 # An H100 SXM (sm_90a, 132 SMs, 80 GB HBM3): the device facts of XLA's
 # xla/backends/gpu/target_config/specs/h100_sxm.txtpb (openxla/xla), without its
 # per-dtype scalar/matrix rate tables. A jaxlib rejects fields it does not know
-# (`has no field named "X"`); compile_child.drop_field() removes those and retries, and
+# (`has no field named "X"`); pgle/estimate/compile_child.topology() removes those and retries, and
 # the fields dropped are recorded per version.
 H100_SXM_CONFIG = """\
 gpu_device_info {
