@@ -95,12 +95,12 @@ def main() -> None:
         h.run_once(h.Side("pgle convert --stat mean", user.pgle_argv(
             "convert", "--stat", "mean", "--force", str(run_dir), str(one)), env=env, cwd=user.cwd))
         from pgle.profiles.files import read_profile
-        from pgle.profiles.xspace_file import XSpaceFile
+        from pgle.profiles.xspace_file import TraceFile
 
         if dict(read_profile(one).costs) != dict(read_profile(theirs).costs):
             raise SystemExit("pgle convert --stat mean and jaxlib disagree on the trace")
         res = h.compare(jaxlib, pgle, pairs=args.pairs)
-        plane_mb = max(ref.size for ref in XSpaceFile(str(trace)).planes) / 2**20
+        plane_mb = max(ref.size for ref in TraceFile(str(trace)).planes) / 2**20
         grew = []
         for _ in range(3):
             base, peak = map(int, subprocess.run([user.python, "-c", MEASURE, str(run_dir)], env=env,

@@ -39,14 +39,15 @@ from benchmarks import harness as h  # noqa: E402
 
 READER = """
 import json, resource, sys
-from pgle.analysis.timeline import TraceFile
+from pgle.analysis.timeline import device_planes, host_steps
+from pgle.profiles.xspace_file import TraceFile
 from pgle.analysis.overlap import OverlapAccumulator
 from pgle.analysis.diagnostics import TraceDiagnostics
 import numpy, google.protobuf.message
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t = TraceFile(sys.argv[1]); steps = t.host_steps()
+t = TraceFile(sys.argv[1]); steps = host_steps(t)
 acc, diag = OverlapAccumulator(steps), TraceDiagnostics(steps)
-for plane in t.device_planes():
+for plane in device_planes(t):
     acc.add(plane); diag.add(plane)
 r = acc.result(); diag.result()
 print(json.dumps({"span_ps": r["span_ps"], "exposed_ps": r["exposed_ps"],
@@ -98,9 +99,9 @@ def generate_gpu(run: Path, target_mb: float) -> Path:
 
 
 def largest_plane(path: Path) -> int:
-    from pgle.profiles.xspace_file import XSpaceFile
+    from pgle.profiles.xspace_file import TraceFile
 
-    return max(ref.size for ref in XSpaceFile(str(path)).planes)
+    return max(ref.size for ref in TraceFile(str(path)).planes)
 
 
 def answer(side: h.Side) -> dict:

@@ -49,14 +49,15 @@ REPORT_GOAL_S = 5.0
 TIMED = {
     "report_trace": """
 import sys, time
-from pgle.analysis.timeline import TraceFile
+from pgle.analysis.timeline import device_planes, host_steps
+from pgle.profiles.xspace_file import TraceFile
 from pgle.analysis.overlap import OverlapAccumulator
 from pgle.analysis.diagnostics import TraceDiagnostics
 import numpy, google.protobuf
 t0 = time.perf_counter()
-t = TraceFile(sys.argv[1]); steps = t.host_steps()
+t = TraceFile(sys.argv[1]); steps = host_steps(t)
 a, d = OverlapAccumulator(steps), TraceDiagnostics(steps)
-for plane in t.device_planes():
+for plane in device_planes(t):
     a.add(plane); d.add(plane)
 a.result(); d.result()
 print(time.perf_counter() - t0)

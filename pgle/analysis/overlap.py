@@ -115,18 +115,11 @@ def _windows(plane: DevicePlane) -> _Windows:
         names = _Names()
         asyncs = np.flatnonzero(on_async)
         if asyncs.size:
-            ids = names.of([instr[t] for t in range(len(plane.texts))])
-            return _Windows(
-                names.list,
-                ids[plane.op[asyncs]],
-                plane.module[asyncs],
-                plane.start[asyncs],
-                end[asyncs],
-                plane.start[compute],
-                end[compute],
-                ASYNC_OPS_LINE,
-            )
-        starts, dones = _pair_starts_and_dones(plane, ops, instr)
+            starts = dones = asyncs
+            source = ASYNC_OPS_LINE
+        else:
+            starts, dones = _pair_starts_and_dones(plane, ops, instr)
+            source = "start_done_pairs"
         ids = names.of([instr[t] for t in range(len(plane.texts))])
         return _Windows(
             names.list,
@@ -136,7 +129,7 @@ def _windows(plane: DevicePlane) -> _Windows:
             end[dones],
             plane.start[compute],
             end[compute],
-            "start_done_pairs",
+            source,
         )
     kind = _text_flags(plane.texts, collective_kind)
     memcpy_text = _text_flags(plane.texts, MEMCPY_RE.search)

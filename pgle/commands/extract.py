@@ -26,8 +26,8 @@ from pgle.launch import childenv
 from pgle.launch.execution import Execution
 from pgle.phrases import all_of, plural
 from pgle.profiles import files, jaxlib, manifest
-from pgle.profiles.convert import find_xplane_files
 from pgle.profiles.trace_contents import TraceContents, read_contents
+from pgle.profiles.xspace_file import find_xplane_files
 from pgle.report import Report
 from pgle.units import human_bytes
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS

@@ -7,14 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pgle.analysis import diagnostics, overlap
-from pgle.analysis.timeline import TraceFile, find_xplane_files
+from pgle.analysis import diagnostics, overlap, timeline
+from pgle.profiles.jaxlib import newest_run_folder
+from pgle.profiles.xspace_file import TraceFile, find_xplane_files
 from pgle.verdicts.pgle_applied import GPU_PLATFORMS
 
 
 def trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
     """Exposed vs hidden communication and the trace diagnostics of a run folder's trace."""
-    files = find_xplane_files(folder / "trace") if (folder / "trace").is_dir() else []
+    run = newest_run_folder(folder / "trace")
+    # By name: the first host's steps frame the windows, whatever the directory's order.
+    files = sorted(find_xplane_files(run)) if run is not None else []
     if not files:
         why = (
             "this run kept no trace (tune keeps one for the first run of each side; `pgle "
@@ -31,14 +34,13 @@ def trace_sections(folder: Path, platform: str | None) -> dict[str, Any]:
     acc = over = None
     for path in files:
         trace = TraceFile(path)
-        steps = trace.host_steps()
+        steps = timeline.host_steps(trace)
         steps_all += steps
         acc = acc or overlap.OverlapAccumulator(steps)
         over = over or diagnostics.TraceDiagnostics(steps)
-        for plane in trace.device_planes():
+        for plane in timeline.device_planes(trace):
             acc.add(plane)
             over.add(plane)
-        trace.planes = []
     assert acc is not None and over is not None
     comm = acc.result()
     out: dict[str, Any] = {"trace_files": files, "trace_steps": len(steps_all)}

@@ -40,6 +40,7 @@ from pgle.errors import BadInput, ProfileError
 from pgle.phrases import all_of
 from pgle.profiles.files import FINGERPRINT_RE, QUALIFIER, Profile
 from pgle.profiles.proto import hlo_proto_class
+from pgle.profiles.xspace_file import METADATA_PLANE, TraceFile, find_xplane_files
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,10 +63,6 @@ EventStats: TypeAlias = "tuple[str | None, str | None, StatInt | None, StatInt |
 StatSetup: TypeAlias = "tuple[dict[int, int], dict[int, str], dict[int, EventStats | None]]"
 
 # tsl/profiler/utils/xplane_schema.h
-GPU_PLANE_PREFIX = "/device:GPU:"
-TPU_PLANE_PREFIX = "/device:TPU:"
-CUSTOM_PLANE_PREFIX = "/device:CUSTOM:"
-METADATA_PLANE = "/host:metadata"
 TASK_ENV_PLANE = "Task Environment"
 ASYNC_OPS_LINE = "Async XLA Ops"
 FINGERPRINT_ATTR = "fingerprint_before_lhs"
@@ -245,109 +242,6 @@ def trace_files(path: Any) -> list[str] | None:
     return files or None
 
 
-def find_xplane_files(run_dir: Any) -> list[str]:
-    """The `*.xplane.pb` files directly in `run_dir` (jaxlib's reader is not recursive either)."""
-    run_dir = os.fspath(run_dir)
-    if not os.path.isdir(run_dir):
-        raise ProfileError(f"trace folder {run_dir} does not exist or is not a directory.")
-    try:
-        # Directory order, not sorted: jaxlib reads hosts in this order, and the
-        # order of a floating-point sum decides its last bits.
-        names = os.listdir(run_dir)
-    except PermissionError:
-        raise ProfileError(f"trace folder {run_dir} is not readable (permission denied).") from None
-    files = [os.path.join(run_dir, n) for n in names if n.endswith("xplane.pb")]
-    if not files:
-        hint = "Pass the run folder <log_dir>/plugins/profile/<timestamp>/."
-        nested = os.path.join(run_dir, "plugins", "profile")
-        if os.path.isdir(nested):
-            runs = sorted(os.listdir(nested))
-            if runs:
-                hint = f"Pass the run folder itself, for example {os.path.join(nested, runs[-1])}."
-        raise ProfileError(f"trace folder {run_dir} holds no .xplane.pb file.", hint=hint)
-    return files
-
-
-class _HostTrace:
-    """One `<host>.xplane.pb`: where its planes lie; each plane read from the file only when
-    needed, so memory follows the largest plane, not the file (issue 25)."""
-
-    def __init__(self, path: str):
-        from pgle.profiles.proto import WireError
-        from pgle.profiles.xspace_file import XSpaceFile
-
-        self.path = path
-        try:
-            self.file = XSpaceFile(path)
-        except OSError as e:
-            raise ProfileError(f"cannot read trace {path}: {e.strerror or e}.") from None
-        except WireError as e:
-            raise _corrupt(path, f"at byte {e.offset} ({e.what})") from None
-        self.planes = [ref.name for ref in self.file.planes]
-
-    def read(self, index: int) -> bytes:
-        from pgle.profiles.proto import WireError
-
-        try:
-            return self.file.read(index)
-        except OSError as e:
-            raise ProfileError(f"cannot read trace {self.path}: {e.strerror or e}.") from None
-        except WireError as e:
-            raise _corrupt(self.path, f"at byte {e.offset} ({e.what})") from None
-
-    def parse(self, index: int, data: bytes | None = None) -> Message:
-        """The whole plane as a protobuf message (small planes, and the fallback path)."""
-        from google.protobuf.message import DecodeError
-
-        from pgle.profiles.proto import xplane_class
-
-        try:
-            return xplane_class().FromString(self.read(index) if data is None else data)
-        except DecodeError:
-            raise _corrupt(self.path, f"in plane {self.planes[index]!r}") from None
-
-    def layout(self, index: int, data: bytes) -> tuple[PlaneBytes, Message]:
-        """(the plane's events walked once, its skeleton parsed: metadata and lines without
-        events), every event checked by protobuf in slices; corrupt bytes are an error here."""
-        from google.protobuf.message import DecodeError
-
-        from pgle.profiles.proto import WireError, xline_class, xplane_class
-        from pgle.profiles.xspace_file import PlaneBytes
-
-        try:
-            layout = PlaneBytes(data)
-            skeleton = xplane_class().FromString(layout.skeleton)
-            layout.validate(xline_class)
-        except (WireError, DecodeError):
-            raise _corrupt(self.path, f"in plane {self.planes[index]!r}") from None
-        return layout, skeleton
-
-    def first(self, name: str) -> Message | None:
-        """The first plane with this name (tsl FindPlaneWithName), parsed, or None."""
-        for i, n in enumerate(self.planes):
-            if n == name:
-                return self.parse(i)
-        return None
-
-    def device_plane_indices(self) -> list[int]:
-        """GPU planes, else TPU, else CUSTOM (jaxlib does not expect a mix)."""
-        for prefix in (GPU_PLANE_PREFIX, TPU_PLANE_PREFIX, CUSTOM_PLANE_PREFIX):
-            found = [i for i, n in enumerate(self.planes) if n.startswith(prefix)]
-            if found:
-                return found
-        return []
-
-    def close(self) -> None:
-        self.planes = []
-
-
-def _corrupt(path: str, where: str) -> ProfileError:
-    return ProfileError(
-        f"trace {path} is not a valid XSpace protobuf: parsing failed {where}.",
-        hint="Capture the trace again; make sure the profiler was stopped cleanly.",
-    )
-
-
 def _stat_str(stat: Message, ref_names: dict[int, str]) -> str | None:
     """tsl XStatVisitor::ToString(); None when no value is set (jaxlib skips those)."""
     kind = stat.WhichOneof("value")
@@ -522,9 +416,8 @@ def convert_trace_detailed(
     host_infos = []
     hlo: dict[tuple[str, int], _HloModuleInfo] = {}
     for path in files:
-        host = _HostTrace(path)
+        host = TraceFile(path)
         infos = _hlo_modules(host.first(METADATA_PLANE))
-        host.close()  # read again below: holding every host's bytes would not scale
         host_infos.append((path, infos))
         for info in infos:
             hlo[(info.name, info.id)] = info
@@ -536,7 +429,7 @@ def convert_trace_detailed(
     modules_seen: dict[tuple[str, int | None], int] = {}
     device_planes = used = outside = 0
     for path, infos in host_infos:
-        host = _HostTrace(path)
+        host = TraceFile(path)
         if namer is not None:
             namer.add_host_modules(infos)
         start_ns = _profile_start_ns(host.first(TASK_ENV_PLANE))
@@ -588,7 +481,6 @@ def convert_trace_detailed(
             u, o = got
             used += u
             outside += o
-        host.close()
 
     summaries = []
     for mkey, count in modules_seen.items():

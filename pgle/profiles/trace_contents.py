@@ -17,15 +17,11 @@ import dataclasses
 import os
 from typing import Any
 
-from pgle.profiles.proto import WireError, _skip, _varint, xplane_class
-from pgle.profiles.xspace_file import XSpaceFile
+from pgle.errors import ProfileError
+from pgle.profiles.xspace_file import TraceFile
 
-HOST_PREFIX = "/host:"
-METADATA_PLANE = "/host:metadata"
 DEVICE_PREFIX = "/device:"
 PYTHON_EVENT_PREFIX = "$"  # tsl's python hooks name a Python call's event "$file.py:LINE name"
-_LINES_FIELD = 3  # XPlane.lines: skipped (the events)
-_LEN = 2
 
 
 @dataclasses.dataclass
@@ -59,38 +55,12 @@ def read_contents(files: list[str]) -> TraceContents:
             out.empty_files += 1
             continue
         try:
-            space = XSpaceFile(path)
-            for index, ref in enumerate(space.planes):
-                if ref.name.startswith(DEVICE_PREFIX):
-                    out.device_planes += 1
-                elif ref.name.startswith(HOST_PREFIX) and ref.name != METADATA_PLANE:
-                    names = _event_names(space.read(index))
-                    out.host_event_kinds += len(names)
-                    out.python_event_kinds += sum(
-                        1 for n in names if n.startswith(PYTHON_EVENT_PREFIX)
-                    )
-        except (OSError, WireError, ValueError):
+            trace = TraceFile(path)
+            out.device_planes += sum(1 for p in trace.planes if p.name.startswith(DEVICE_PREFIX))
+            for index in trace.host_plane_indices():
+                names = [str(md.name) for md in trace.metadata(index).event_metadata.values()]
+                out.host_event_kinds += len(names)
+                out.python_event_kinds += sum(1 for n in names if n.startswith(PYTHON_EVENT_PREFIX))
+        except ProfileError:
             out.unreadable.append(path)
     return out
-
-
-def _event_names(plane: bytes) -> list[str]:
-    """The names of a plane's kinds of events: the plane parsed without its lines."""
-    view = memoryview(plane)
-    data: Any = view  # proto's walkers index and slice it as they do bytes
-    kept: list[bytes] = []
-    pos, end = 0, len(view)
-    while pos < end:
-        tag_pos = pos
-        key, pos = _varint(data, pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 0:
-            raise WireError(tag_pos, "field number 0 in a plane")
-        pos = _skip(data, pos, end, wtype, field, tag_pos, 0)
-        if not (field == _LINES_FIELD and wtype == _LEN):
-            kept.append(bytes(view[tag_pos:pos]))
-    try:
-        skeleton = xplane_class().FromString(b"".join(kept))
-    except Exception as e:  # protobuf's DecodeError: a corrupt plane
-        raise ValueError(str(e)) from None
-    return [str(md.name) for md in skeleton.event_metadata.values()]

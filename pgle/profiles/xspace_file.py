@@ -1,12 +1,16 @@
-"""A `<host>.xplane.pb` read plane by plane from the file: memory follows the largest plane.
+"""The one reader of XSpace traces (`<host>.xplane.pb`): the run folder's files
+(`find_xplane_files`) and each file read plane by plane (`TraceFile`), for the converter
+(`pgle.profiles.convert`), the report (`pgle.analysis.timeline`) and the trace's contents
+(`pgle.profiles.trace_contents`). Memory follows the largest plane.
 
 Why not `f.read()` and protobuf: a trace of 8 GPUs is 8 device planes plus host planes in one
 file, and reading the file whole, then parsing a plane into protobuf (upb) objects of about
 8 times its bytes, made `pgle convert` peak at ~2.1x and `pgle report` at ~2.8x the trace
 (issue 25). Here:
 
-- `XSpaceFile` walks the file's top-level framing through a small window (planes, and each
-  plane's name) and keeps only where each plane lies; `read(i)` reads one plane's bytes.
+- `TraceFile` walks the file's top-level framing through a small window (planes, and each
+  plane's name) and keeps only where each plane lies; `read(i)` reads one plane's bytes,
+  `layout(i, data)` walks them (below), `parse` and `metadata` hand them to protobuf.
 - `PlaneBytes` splits one plane's bytes into a *skeleton* (the plane with its lines' events
   left out: metadata, stat metadata, line names and timestamps, parsed by protobuf, small) and
   the position of every event, which `pgle.profiles.xplane_columns` decodes into numpy
@@ -26,12 +30,17 @@ from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from pgle.profiles.proto import WireError, _skip, _varint
+from pgle.errors import ProfileError
+from pgle.profiles.proto import WireError, _skip, _varint, xline_class, xplane_class
 
 if TYPE_CHECKING:
     import numpy as np
 
 _VARINT, _I64, _LEN, _SGROUP, _I32 = 0, 1, 2, 3, 5
+# tsl/profiler/utils/xplane_schema.h
+DEVICE_PREFIXES = ("/device:GPU:", "/device:TPU:", "/device:CUSTOM:")
+HOST_PREFIX = "/host:"
+METADATA_PLANE = "/host:metadata"
 # Protobuf parses events in slices of about this many bytes (upb objects are ~8x their bytes).
 VALIDATE_SLICE = 1 << 19
 
@@ -91,26 +100,123 @@ class _Window:
             raise WireError(e.offset - i + pos, e.what) from None
 
 
-class XSpaceFile:
-    """One `<host>.xplane.pb`: where its planes lie, each plane read only when asked for.
-    Raises OSError (cannot read) and WireError (not an XSpace) from the constructor."""
+def find_xplane_files(run_dir: Any) -> list[str]:
+    """The `*.xplane.pb` files directly in a trace run folder (`<dir>/plugins/profile/<stamp>/`:
+    `pgle.profiles.jaxlib.newest_run_folder` finds it), as jaxlib's reader takes them: not
+    recursive, in directory order (jaxlib reads hosts in this order, and the order of a
+    floating-point sum decides its last bits). ProfileError when there is none."""
+    run_dir = os.fspath(run_dir)
+    if not os.path.isdir(run_dir):
+        raise ProfileError(f"trace folder {run_dir} does not exist or is not a directory.")
+    try:
+        names = os.listdir(run_dir)
+    except PermissionError:
+        raise ProfileError(f"trace folder {run_dir} is not readable (permission denied).") from None
+    files = [os.path.join(run_dir, n) for n in names if n.endswith("xplane.pb")]
+    if not files:
+        hint = "Pass the run folder <log_dir>/plugins/profile/<timestamp>/."
+        nested = os.path.join(run_dir, "plugins", "profile")
+        if os.path.isdir(nested):
+            runs = sorted(os.listdir(nested))
+            if runs:
+                hint = f"Pass the run folder itself, for example {os.path.join(nested, runs[-1])}."
+        raise ProfileError(f"trace folder {run_dir} holds no .xplane.pb file.", hint=hint)
+    return files
+
+
+class TraceFile:
+    """One `<host>.xplane.pb`: where its planes lie, each plane read from the file only when
+    asked for, so memory follows the largest plane, not the file (issue 25). Every reader of a
+    trace (the converter, the report, the trace's contents) goes through it; a file it cannot
+    read, or bytes that are no XSpace, are a ProfileError naming the file."""
 
     def __init__(self, path: str):
         self.path = path
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            self.planes = _index(_Window(f, size), size)
+        self.host = os.path.basename(path).removesuffix(".xplane.pb")
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                self.planes = _index(_Window(f, size), size)
+        except OSError as e:
+            raise ProfileError(f"cannot read trace {path}: {e.strerror or e}.") from None
+        except WireError as e:
+            raise self._corrupt(f"at byte {e.offset} ({e.what})") from None
+
+    def _corrupt(self, where: str) -> ProfileError:
+        return ProfileError(
+            f"trace {self.path} is not a valid XSpace protobuf: parsing failed {where}.",
+            hint="Capture the trace again; make sure the profiler was stopped cleanly.",
+        )
 
     def read(self, index: int) -> bytes:
+        """The plane's bytes."""
         ref = self.planes[index]
-        with open(self.path, "rb") as f:
-            f.seek(ref.offset)
-            data = f.read(ref.size)
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(ref.offset)
+                data = f.read(ref.size)
+        except OSError as e:
+            raise ProfileError(f"cannot read trace {self.path}: {e.strerror or e}.") from None
         if len(data) != ref.size:
-            raise WireError(
-                ref.offset + len(data), "the file ended inside a plane (was it cut short?)"
+            raise self._corrupt(
+                f"at byte {ref.offset + len(data)} (the file ended inside a plane: was it cut "
+                "short?)"
             )
         return data
+
+    def parse(self, index: int, data: bytes | None = None) -> Any:
+        """The whole plane as a protobuf message (small planes, and the fallback paths)."""
+        from google.protobuf.message import DecodeError
+
+        try:
+            return xplane_class().FromString(self.read(index) if data is None else data)
+        except DecodeError:
+            raise self._corrupt(f"in plane {self.planes[index].name!r}") from None
+
+    def layout(self, index: int, data: bytes) -> tuple[PlaneBytes, Any]:
+        """(the plane's events walked once, its skeleton parsed: metadata and lines without
+        events), every event checked by protobuf in slices; corrupt bytes are an error here."""
+        from google.protobuf.message import DecodeError
+
+        try:
+            layout = PlaneBytes(data)
+            skeleton = xplane_class().FromString(layout.skeleton)
+            layout.validate(xline_class)
+        except (WireError, DecodeError):
+            raise self._corrupt(f"in plane {self.planes[index].name!r}") from None
+        return layout, skeleton
+
+    def metadata(self, index: int) -> Any:
+        """The plane without its lines (nearly all of its bytes, skipped unread), parsed."""
+        from google.protobuf.message import DecodeError
+
+        try:
+            return xplane_class().FromString(PlaneBytes(self.read(index), events=False).skeleton)
+        except (WireError, DecodeError):
+            raise self._corrupt(f"in plane {self.planes[index].name!r}") from None
+
+    def first(self, name: str) -> Any | None:
+        """The first plane with this name (tsl FindPlaneWithName), parsed, or None."""
+        for i, ref in enumerate(self.planes):
+            if ref.name == name:
+                return self.parse(i)
+        return None
+
+    def device_plane_indices(self) -> list[int]:
+        """GPU planes, else TPU, else CUSTOM (jaxlib's converter does not expect a mix)."""
+        for prefix in DEVICE_PREFIXES:
+            found = [i for i, ref in enumerate(self.planes) if ref.name.startswith(prefix)]
+            if found:
+                return found
+        return []
+
+    def host_plane_indices(self) -> list[int]:
+        """The host planes but the metadata plane (the HLO protos): where TraceMe events are."""
+        return [
+            i
+            for i, ref in enumerate(self.planes)
+            if ref.name.startswith(HOST_PREFIX) and ref.name != METADATA_PLANE
+        ]
 
 
 def _index(w: _Window, end: int) -> list[PlaneRef]:
@@ -156,9 +262,11 @@ def _plane_name(w: _Window, pos: int, end: int) -> str:
 
 class PlaneBytes:
     """One serialized XPlane, walked once: its skeleton (everything but the lines' events) and
-    where each event starts. Raises WireError where the framing is broken."""
+    where each event starts; with `events=False`, the skeleton leaves the lines out whole and
+    no event is looked at (the trace's contents: only the plane's metadata). Raises WireError
+    where the framing is broken."""
 
-    def __init__(self, data: bytes | memoryview):
+    def __init__(self, data: bytes | memoryview, *, events: bool = True):
         self.data = data
         view = memoryview(data)
         self.line_ranges: list[tuple[int, int]] = []
@@ -169,21 +277,18 @@ class PlaneBytes:
         self.line_events: list[int] = []
         self.long: list[tuple[int, int]] = []
         try:
-            self.skeleton = self._walk(view)
+            self.skeleton = self._walk(view, events)
         except IndexError:  # a length or tag cut by the end of the plane
             raise WireError(len(view), "the plane ends inside a field") from None
 
-    def _walk(self, mv: memoryview) -> bytes:
+    def _walk(self, mv: memoryview, events: bool) -> bytes:
         view = cast(bytes, mv)  # proto's walkers index and slice it as they do bytes
         pieces: list[Any] = []
         pos, end = 0, len(view)
         while pos < end:
             tag_pos = pos
-            key, pos = _varint(view, pos, end)
-            field, wtype = key >> 3, key & 7
-            if field == 0:
-                raise WireError(tag_pos, "field number 0 in a plane")
-            if field == 3 and wtype == _LEN:
+            field, wtype, pos = _tag(view, pos, end, "a plane")
+            if field == 3 and wtype == _LEN and events:
                 n, body = _varint(view, pos, end)
                 if body + n > end:
                     raise WireError(tag_pos, f"line claims {n} bytes but only {end - body} remain")
@@ -193,7 +298,8 @@ class PlaneBytes:
                 pos = body + n
             else:
                 pos = _skip(view, pos, end, wtype, field, tag_pos, 0)
-                pieces.append(view[tag_pos:pos])
+                if not (field == 3 and wtype == _LEN):
+                    pieces.append(view[tag_pos:pos])
         return b"".join(pieces)
 
     def _walk_line(self, data: bytes, pos: int, end: int) -> bytes:
@@ -210,10 +316,7 @@ class PlaneBytes:
                     pos += n
                     continue
             tag_pos = pos
-            key, pos = _varint(data, pos, end)
-            field, wtype = key >> 3, key & 7
-            if field == 0:
-                raise WireError(tag_pos, "field number 0 in a line")
+            field, wtype, pos = _tag(data, pos, end, "a line")
             if field == 4 and wtype == _LEN:
                 n, pos = _varint(data, pos, end)
                 self.long.append((len(starts), n))
@@ -263,6 +366,14 @@ class PlaneBytes:
                 c = max(a + 1, a + int(np.searchsorted(end[a:b], limit, side="right")))
                 parse(view[int(tag[a]) : int(end[c - 1])])
                 a = c
+
+
+def _tag(data: bytes, pos: int, end: int, where: str) -> tuple[int, int, int]:
+    """(field, wire type, position after the tag) of the tag at `pos`."""
+    key, after = _varint(data, pos, end)
+    if key >> 3 == 0:
+        raise WireError(pos, f"field number 0 in {where}")
+    return key >> 3, key & 7, after
 
 
 def _encode_varint(n: int) -> bytes:

@@ -18,7 +18,8 @@ import pytest
 from helpers.xspace import US, TraceBuilder, add_host_steps, add_xla_ops_plane, gpu_overlap_trace
 from pgle.analysis import schedule
 from pgle.analysis.overlap import OverlapAccumulator
-from pgle.analysis.timeline import TraceFile
+from pgle.analysis.timeline import device_planes, host_steps
+from pgle.profiles.xspace_file import TraceFile
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPERS = ROOT / "tests" / "helpers"
@@ -27,8 +28,8 @@ PGLE = [sys.executable, "-m", "pgle"]
 
 def _overlap(path):
     trace = TraceFile(str(path))
-    acc = OverlapAccumulator(trace.host_steps())
-    for plane in trace.device_planes():
+    acc = OverlapAccumulator(host_steps(trace))
+    for plane in device_planes(trace):
         acc.add(plane)
     return acc.result()
 

@@ -18,6 +18,7 @@ from pgle.analysis import overlap, timeline
 from pgle.analysis.diagnostics import TraceDiagnostics
 from pgle.analysis.overlap import OverlapAccumulator
 from pgle.errors import BadInput
+from pgle.profiles.xspace_file import TraceFile
 
 OPS = ["fusion.1", "fusion.2", "all-gather-start.1", "all-gather-done.1", "all-reduce-start.2",
        "all-reduce-done.2", "copy-start", "copy-done", "reduce-scatter.3", "send.4", "recv-done.4",
@@ -68,6 +69,19 @@ def random_trace(folder, seed: int) -> str:
     return t.write(folder)
 
 
+class Ours:
+    """pgle's reader, in the reference reader's shape."""
+
+    def __init__(self, path: str):
+        self.trace = TraceFile(path)
+
+    def host_steps(self):
+        return timeline.host_steps(self.trace)
+
+    def device_planes(self):
+        return timeline.device_planes(self.trace)
+
+
 def analyse(module_trace, module_acc, module_diag, path):
     trace = module_trace(str(path))
     steps = trace.host_steps()
@@ -91,7 +105,7 @@ def plane_rows(plane) -> list[tuple]:
 
 
 def assert_same(path) -> None:
-    new = analyse(timeline.TraceFile, OverlapAccumulator, TraceDiagnostics, path)
+    new = analyse(Ours, OverlapAccumulator, TraceDiagnostics, path)
     old = analyse(ref.TraceFile, ref.OverlapAccumulator, ref.TraceDiagnostics, path)
     assert [dataclasses.asdict(s) for s in new[0]] == [dataclasses.asdict(s) for s in old[0]]
     assert [plane_rows(p) for p in new[1]] == [plane_rows(p) for p in old[1]]
@@ -122,7 +136,7 @@ def test_columns_equal_the_per_event_reader_on_random_traces(tmp_path, seed):
 def test_columns_equal_the_per_event_reader_on_gpu_shaped_traces(tmp_path, shape):
     path = write_gpu_trace(tmp_path, shape)
     assert_same(path)
-    steps, planes, comm, diag = analyse(timeline.TraceFile, OverlapAccumulator, TraceDiagnostics, path)
+    steps, planes, comm, diag = analyse(Ours, OverlapAccumulator, TraceDiagnostics, path)
     assert len(steps) == shape.steps and len(planes) == shape.devices
     if not shape.derived_lines:
         # Worked from the shape: every collective counted once per step and device.
@@ -146,7 +160,7 @@ def test_async_start_done_pairs_are_a_queue_per_op(tmp_path):
     ])
     path = b.write(tmp_path)
     assert_same(path)
-    comm = analyse(timeline.TraceFile, OverlapAccumulator, TraceDiagnostics, path)[2]
+    comm = analyse(Ours, OverlapAccumulator, TraceDiagnostics, path)[2]
     assert comm["collectives"] == 4
     # [10, 101) and [20, 301) under fusion.1 [0, 400): hidden; [30, 601) and [30, 701): 200
     # and 300 us past its end.
@@ -158,7 +172,7 @@ def test_idle_gaps_between_steps_and_largest_gaps(tmp_path):
     shape = GpuShape(steps=40, devices=2, idle_us=300, host_copy=False)
     path = write_gpu_trace(tmp_path, shape)
     assert_same(path)
-    diag = analyse(timeline.TraceFile, OverlapAccumulator, TraceDiagnostics, path)[3]
+    diag = analyse(Ours, OverlapAccumulator, TraceDiagnostics, path)[3]
     # Every boundary: the device idles from the end of a step's work to the next step.
     gap = (shape.step_us - shape.busy_us + shape.idle_us) * US
     assert diag["gaps_between_steps"] == 2 * (shape.steps - 1)
@@ -176,7 +190,7 @@ def test_corrupt_events_are_refused_as_before(tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "h.xplane.pb").write_bytes(bytes(data))
-    for reader in (timeline.TraceFile, ref.TraceFile):
+    for reader in (Ours, ref.TraceFile):
         trace = reader(str(broken / "h.xplane.pb"))
         with pytest.raises(BadInput, match="not a valid XSpace protobuf"):
             for _ in trace.device_planes():
@@ -184,7 +198,7 @@ def test_corrupt_events_are_refused_as_before(tmp_path):
     cut = tmp_path / "cut.xplane.pb"
     cut.write_bytes(bytes(data[: len(data) // 2]))
     with pytest.raises(BadInput, match="not a valid XSpace protobuf"):
-        timeline.TraceFile(str(cut))
+        TraceFile(str(cut))
 
 
 def test_memory_follows_the_largest_plane_not_the_file(tmp_path):
@@ -194,11 +208,12 @@ def test_memory_follows_the_largest_plane_not_the_file(tmp_path):
     size_mb = (tmp_path / "gpu-host.xplane.pb").stat().st_size / 2**20
     code = ("import resource, sys\n"
             "from pgle.analysis import timeline, overlap, diagnostics\n"
+            "from pgle.profiles.xspace_file import TraceFile\n"
             "import google.protobuf, numpy\n"
             "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            "t = timeline.TraceFile(sys.argv[1]); s = t.host_steps()\n"
+            "t = TraceFile(sys.argv[1]); s = timeline.host_steps(t)\n"
             "a, d = overlap.OverlapAccumulator(s), diagnostics.TraceDiagnostics(s)\n"
-            "for p in t.device_planes(): a.add(p); d.add(p)\n"
+            "for p in timeline.device_planes(t): a.add(p); d.add(p)\n"
             "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)\n")
     grew = float(subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
                                 check=True).stdout)
@@ -220,6 +235,9 @@ def test_step_numbers_of_every_type(tmp_path, kind):
             plane.add_stat(ev.stats, "step_num", str(value) if kind in ("str", "ref") else value, kind)
         plane.add_stat(ev.stats, "group_id", k, "int64")
     path = b.write(tmp_path)
-    assert_same(path)
-    nums = [s.step_num for s in timeline.TraceFile(path).host_steps()]
-    assert nums == ([3, 4, 5, 6] if kind in ("str", "ref") else [3, 4, 6])
+    nums = [s.step_num for s in timeline.host_steps(TraceFile(path))]
+    # A string-valued step number is no step (issue 35: no jax.profiler capture writes one; the
+    # protobuf path that read it is gone); a reference to a name that is a number is one.
+    assert nums == {"ref": [3, 4, 5, 6], "str": []}.get(kind, [3, 4, 6])
+    if kind != "str":
+        assert_same(path)

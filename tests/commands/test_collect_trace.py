@@ -14,7 +14,7 @@ from helpers.pgle_testing import WORKLOADS, report_of, run_pgle
 from pgle.commands.extract import option_warnings
 from pgle.commands.run_trace import trace_sections
 from pgle.launch.trace_options import PGLE_OPTIONS
-from pgle.profiles.convert import find_xplane_files
+from pgle.profiles.xspace_file import find_xplane_files
 from pgle.profiles.trace_contents import read_contents
 
 HEAVY = WORKLOADS / "py_heavy_steps.py"
