@@ -277,10 +277,10 @@ def _merge_columns(
     inputs: Sequence[Any], out: Any, kind: str, *, method: str, percentile: int, force: bool
 ):
     """Files into a file, or per-module folders into a folder, as numpy columns
-    (pgle.profiles.merge.ColumnMerge): the same result as the general path below, at
-    jaxlib's speed and a fraction of the input in memory (issue 25). None when the general
-    path must do it: latencies, NaN costs, layouts only protobuf reads, inputs that mix files
-    and folders or do not match the output (its errors are the messages)."""
+    read straight into the merge engine (pgle.profiles.merge.ColumnMerge, which the general
+    path below uses too): jaxlib's speed and a fraction of the input in memory (issue 25). None
+    when the general path must read the inputs: latencies, layouts only protobuf reads, inputs
+    that mix files and folders or do not match the output (its errors are the messages)."""
     from pgle.profiles.columns import read_all
     from pgle.profiles.merge import ColumnMerge, InputOverlap, overlap_warnings
 
@@ -295,10 +295,7 @@ def _merge_columns(
                 return None
             labels.append(str(cols.path))
             merge.add(cols.names, cols.costs)
-        merged = merge.merge(method, percentile)
-        if merged is None:
-            return None
-        names, costs = merged
+        names, costs = merge.merge(method, percentile)
         written = write_profile(
             Profile(costs=list(zip(names, costs.tolist(), strict=False))), out, force=force
         )
@@ -371,8 +368,6 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
     done: dict[tuple[str, ...], tuple[Profile, list]] = {}
     for key, merge in merges.items():
         result = merge.merge(method, percentile)
-        if result is None:
-            return None
         done[key] = (
             Profile(costs=list(zip(result[0], result[1].tolist(), strict=False))),
             [

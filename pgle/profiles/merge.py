@@ -15,14 +15,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile
-
-# A merge method over one name's values (all inputs), in input order.
-Reducer: TypeAlias = Callable[[list[float]], float]
 
 METHODS = ("percentile", "median", "mean", "min", "max")
 # Below this share of its names found in any other input, an input is flagged as
@@ -35,32 +32,12 @@ def percentile_index(n: int, percentile: int) -> int:
     return int(percentile / 100.0 * (n - 1)) if n > 1 else 0
 
 
-def _reducer(method: str, percentile: int) -> Reducer:
-    if method == "percentile":
-        return lambda vals: sorted(vals)[percentile_index(len(vals), percentile)]
-    if method == "median":
-        import statistics  # only here: its import (fractions, decimal) costs start-up
-
-        return statistics.median
-    if method == "mean":
-
-        def mean(vals: list[float]) -> float:
-            total = 0.0
-            for v in vals:
-                total += v
-            return total / len(vals)
-
-        return mean
-    if method == "min":
-        return min
-    if method == "max":
-        return max
-    raise BadInput(f"unknown merge method '{method}'.", hint=f"Use one of: {', '.join(METHODS)}.")
-
-
 def check_method(method: str, percentile: int) -> None:
-    """BadInput for an unknown --method (or a --percentile it cannot use)."""
-    _reducer(method, percentile)
+    """BadInput for an unknown --method."""
+    if method not in METHODS:
+        raise BadInput(
+            f"unknown merge method '{method}'.", hint=f"Use one of: {', '.join(METHODS)}."
+        )
 
 
 def check_percentile(percentile: object) -> int:
@@ -76,24 +53,35 @@ def check_percentile(percentile: object) -> int:
 def merge_profiles(
     profiles: Sequence[Profile], *, method: str = "percentile", percentile: int = 90
 ) -> Profile:
-    """One profile whose every cost (and latency) is `method` over all inputs' values."""
+    """One profile whose every cost (and latency) is `method` over all inputs' values: the
+    profiles' tuples through the one merge engine, `ColumnMerge` (names as numpy objects)."""
+    import numpy as np
+
     percentile = check_percentile(percentile)
-    reduce = _reducer(method, percentile)
-    costs: dict[str, list[float]] = {}
-    latencies: dict[tuple[str, str], list[float]] = {}
+    check_method(method, percentile)
+    costs, latencies = ColumnMerge(), ColumnMerge()
     for p in profiles:
-        for name, cost in p.costs:
-            values = costs.get(name)
-            if values is None:
-                costs[name] = [cost]
-            else:
-                values.append(cost)
-        for src, dst, lat in p.latencies:
-            latencies.setdefault((src, dst), []).append(lat)
+        costs.add(_objects([n for n, _ in p.costs]), np.array([c for _, c in p.costs], float))
+        latencies.add(
+            _objects([(s, t) for s, t, _ in p.latencies]),
+            np.array([v for _, _, v in p.latencies], float),
+        )
+    names, merged = costs.merge(method, percentile)
+    pairs, lat = latencies.merge(method, percentile)
     return Profile(
-        costs=[(name, reduce(values)) for name, values in costs.items()],
-        latencies=[(src, dst, reduce(values)) for (src, dst), values in latencies.items()],
+        costs=list(zip(names, merged.tolist(), strict=True)),
+        latencies=[(s, t, v) for (s, t), v in zip(pairs, lat.tolist(), strict=True)],
     )
+
+
+def _objects(items: list[Any]) -> Any:
+    """A 1-d numpy object array of these names (tuples stay whole, NUL bytes stay)."""
+    import numpy as np
+
+    out = np.empty(len(items), object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
 
 
 @dataclasses.dataclass
@@ -209,16 +197,18 @@ DENSE_KTHS = 64
 
 
 class ColumnMerge:
-    """`merge_profiles` over inputs given as numpy columns, added one at a time (issue 25: one
-    path for ranks whose names differ, text profiles and per-module folders).
+    """pgle's one merge engine (issue 35): inputs given as numpy columns (names as bytes, or as
+    any objects: `merge_profiles`), added one at a time (issue 25: ranks whose names differ,
+    text profiles, per-module folders, latencies).
 
     Names become ids in first-seen order (an input that matches the first one position by
     position costs one vectorized comparison; a few renamed names a dict lookup each; any other
     order a dict lookup each). Each value keeps its id, its occurrence rank (the how-many-th value
     of its name it is, over the inputs in order) and its cost: 16 bytes, where the files hold
-    30-40 bytes a value. The merge then follows `merge_profiles` exactly: the values of a name
-    in the order the inputs give them, sorted stably for percentile and median, summed left to
-    right for the mean, first of equals for min and max."""
+    30-40 bytes a value. The merge follows jaxlib's aggregate (a stable sort of a name's values
+    in input order, the value at the percentile's index) and Python's own rules for the other
+    methods: summed left to right for the mean, first of equals for min and max, and a name
+    holding a NaN sorted by Python's `sorted`, as `statistics.median` does."""
 
     def __init__(self) -> None:
         import numpy as np
@@ -231,7 +221,7 @@ class ColumnMerge:
         self.occ = np.zeros(0, np.int64)  # values so far, per id
         self.present = np.zeros(0, np.int64)  # inputs holding each id
         self.inputs: list[tuple[Any, Any, Any, bool]] = []  # (ids, ranks, costs, duplicates)
-        self.nan = False
+        self.nan: list[Any] = []  # ids holding a NaN
         self.negative_zero: list[Any] = []  # ids holding a -0.0 (equal to 0.0, other bits)
 
     def _grow(self) -> None:
@@ -275,14 +265,15 @@ class ColumnMerge:
 
     def add(self, names: Any, costs: Any) -> None:
         np = self.np
-        if np.isnan(costs).any():
-            self.nan = True  # Python's sort and min/max order NaN their own way: general path
+        nan = np.isnan(costs)
         zero = costs == 0
         if zero.any():
             negative = zero & np.signbit(costs)
             if negative.any():
                 self.negative_zero.append(names[negative])
         ids = self._ids_of(names)
+        if nan.any():
+            self.nan.append(ids[nan])  # Python's sort orders NaN its own way
         self._grow()
         unique = (ids is self.ref_ids and self.ref_unique) or (
             ids.size == 0 or np.bincount(ids, minlength=1).max() <= 1
@@ -331,15 +322,13 @@ class ColumnMerge:
                 )
         return out
 
-    def merge(self, method: str, percentile: int) -> tuple[Any, Any] | None:
-        """(names in first-seen order, merged costs); None when a cost is NaN."""
+    def merge(self, method: str, percentile: int) -> tuple[list[Any], Any]:
+        """(names in first-seen order, merged costs)."""
         np = self.np
-        if self.nan:
-            return None
         check_method(method, check_percentile(percentile))
         n = len(self.names)
         count = self.occ
-        names = [b.decode("utf-8") for b in self.names]
+        names = [b.decode("utf-8") if isinstance(b, bytes) else b for b in self.names]
         if method in ("mean", "min", "max"):
             acc = np.zeros(n, np.float64)
             for ids, ranks, costs, dups in self.inputs:
@@ -388,6 +377,13 @@ class ColumnMerge:
         merged = pick_lo if method == "percentile" else (pick_lo + pick_hi) / 2
         if method == "median":
             merged = np.where(count % 2 == 1, pick_hi, merged)
+        for i in np.unique(np.concatenate(self.nan)).tolist() if self.nan else []:
+            # Python's sort of this name's values, in input order, and the same picks.
+            values: list[float] = []
+            for ids, _, costs, _ in self.inputs:
+                values += costs[ids == i].tolist()
+            values.sort()
+            merged[i] = (values[lo[i]] + values[hi[i]]) / 2 if lo[i] != hi[i] else values[hi[i]]
         return names, merged
 
 

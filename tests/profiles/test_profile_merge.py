@@ -145,3 +145,44 @@ def test_merge_cli_json(tmp_path):
     r = CliRunner().invoke(cli, ["merge", str(a), str(tmp_path / "bad.pb"), "-o", str(tmp_path / "m3.pb")])
     assert r.exit_code == 2 and "bad.pb" in r.stderr and "at byte 0" in r.stderr
     assert not (tmp_path / "m3.pb").exists()
+
+
+def python_merge(profiles: list[Profile], method: str, percentile: int) -> Profile:
+    """The Python reduction merge_profiles was before it ran on the one engine (issue 35)."""
+    def reduce(vals: list[float]) -> float:
+        if method == "percentile":
+            return sorted(vals)[percentile_index(len(vals), percentile)]
+        if method == "median":
+            return statistics.median(vals)
+        if method == "mean":
+            total = 0.0
+            for v in vals:
+                total += v
+            return total / len(vals)
+        return min(vals) if method == "min" else max(vals)
+
+    costs: dict[str, list[float]] = {}
+    lats: dict[tuple[str, str], list[float]] = {}
+    for p in profiles:
+        for name, cost in p.costs:
+            costs.setdefault(name, []).append(cost)
+        for src, dst, lat in p.latencies:
+            lats.setdefault((src, dst), []).append(lat)
+    return Profile([(n, reduce(v)) for n, v in costs.items()],
+                   [(s, d, reduce(v)) for (s, d), v in lats.items()])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_engine_equals_python_reduction_nan_and_latencies_included(seed):
+    """NaN costs (Python's sort orders them its own way), -0.0, names with a NUL byte,
+    repeated names and latencies: bit for bit the Python reduction."""
+    rng = random.Random(seed)
+    profiles = random_profiles(rng, rng.randrange(1, 9))
+    for p in profiles:
+        p.costs = [(n + ("\0" if rng.random() < 0.05 else ""),
+                    rng.choice([c, c, float("nan"), -0.0])) for n, c in p.costs]
+    for method in ("percentile", "median", "mean", "min", "max"):
+        pct = rng.randrange(101)
+        ours, want = merge_profiles(profiles, method=method, percentile=pct), python_merge(profiles, method, pct)
+        assert [(n, repr(c)) for n, c in ours.costs] == [(n, repr(c)) for n, c in want.costs]
+        assert [(s, d, repr(v)) for s, d, v in ours.latencies] == [(s, d, repr(v)) for s, d, v in want.latencies]
