@@ -33,7 +33,7 @@ from pgle.profiles.files import (
     _name_of,
     _parse_binary,
     _read_bytes,
-    fingerprint_file_name,
+    by_fingerprint,
     profile_format,
     protobuf_profile,
 )
@@ -112,14 +112,7 @@ def read_directory_columns(
                 f"profile directory {_name_of(path)} is not readable (permission denied).",
                 hint="Fix its permissions.",
             ) from None
-    by_fp: dict[str, dict[str, str]] = {}
-    ignored = []
-    for name, is_dir in entries:
-        parsed = fingerprint_file_name(name)
-        if parsed is None or is_dir:
-            ignored.append(name + ("/" if is_dir else ""))
-            continue
-        by_fp.setdefault(parsed[0], {})[parsed[1]] = name
+    by_fp, ignored = by_fingerprint(entries)
     if not by_fp:
         return None  # load_profile_source says what is wrong
     root = _absolute(path)

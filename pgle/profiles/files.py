@@ -466,7 +466,10 @@ def load_profile_source(path: Any) -> ProfileSource:
     if is_dir:
         return _load_directory(path)
     fmt = profile_format(path)
-    data = _read_bytes(path)
+    return _file_source(path, fmt, _read_bytes(path))
+
+
+def _file_source(path: Any, fmt: str, data: bytes) -> ProfileSource:
     profile = parse_profile(data, fmt, _name_of(path))
     abs_path = _absolute(path)
     return ProfileSource(
@@ -500,21 +503,26 @@ def source_from_reader(
     `read("")`, for a per-module directory `read(name)` of each name in `listing` ((name,
     is_directory) pairs). How a caller reads foreign files its own way (pgle.jobs.rank_data:
     without following links, bounded)."""
-    abs_path = _absolute(path)
     if listing is not None:
-        return _directory_source(abs_path, listing, read)
+        return _directory_source(_absolute(path), listing, read)
     fmt = profile_format(path)
-    data = read("")
-    profile = parse_profile(data, fmt, _name_of(path))
-    return ProfileSource(
-        path=abs_path,
-        kind="file",
-        files=[abs_path],
-        instruction_count=profile.instruction_count,
-        latency_count=profile.latency_count,
-        sha256=hashlib.sha256(data).hexdigest(),
-        modules={"": profile},
-    )
+    return _file_source(path, fmt, read(""))
+
+
+def by_fingerprint(
+    listing: list[tuple[str, bool]],
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """A folder's (name, is_directory) entries -> ({fingerprint: {format: file name}}, the
+    names ignored: not `<fingerprint>.pb[txt]`, or a folder)."""
+    by_fp: dict[str, dict[str, str]] = {}
+    ignored: list[str] = []
+    for name, is_dir in listing:
+        parsed = fingerprint_file_name(name)
+        if parsed is None or is_dir:
+            ignored.append(name + ("/" if is_dir else ""))
+            continue
+        by_fp.setdefault(parsed[0], {})[parsed[1]] = name
+    return by_fp, ignored
 
 
 def _directory_source(
@@ -525,14 +533,7 @@ def _directory_source(
     shown: Any = None,
 ) -> ProfileSource:
     path = root if shown is None else shown  # as the user named it, in messages
-    by_fp: dict[str, dict[str, str]] = {}
-    ignored: list[str] = []
-    for name, is_dir in listing:
-        parsed = fingerprint_file_name(name)
-        if parsed is None or is_dir:
-            ignored.append(name + ("/" if is_dir else ""))
-            continue
-        by_fp.setdefault(parsed[0], {})[parsed[1]] = name
+    by_fp, ignored = by_fingerprint(listing)
     if not by_fp:
         seen = (
             f" (it ignored: {', '.join(ignored[:10])}{', ...' if len(ignored) > 10 else ''})"

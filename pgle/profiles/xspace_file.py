@@ -79,6 +79,13 @@ class _Window:
             raise WireError(e.offset - i + pos, e.what) from None
         return value, pos + (j - i)
 
+    def tag(self, pos: int, end: int, where: str) -> tuple[int, int, int]:
+        """(field, wire type, position after the tag) of the tag at `pos`."""
+        key, after = self.varint(pos, end)
+        if key >> 3 == 0:
+            raise WireError(pos, f"field number 0 {where}")
+        return key >> 3, key & 7, after
+
     def skip(self, pos: int, end: int, wtype: int, field: int, tag_pos: int) -> int:
         """`proto._skip` on the file: past a field's value (its framing checked)."""
         if wtype == _LEN:
@@ -225,10 +232,7 @@ def _index(w: _Window, end: int) -> list[PlaneRef]:
     pos = 0
     while pos < end:
         tag_pos = pos
-        key, pos = w.varint(pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 0:
-            raise WireError(tag_pos, "field number 0 (not a protobuf message)")
+        field, wtype, pos = w.tag(pos, end, "(not a protobuf message)")
         if field != 1 or wtype != _LEN:
             pos = w.skip(pos, end, wtype, field, tag_pos)
             continue
@@ -244,10 +248,7 @@ def _plane_name(w: _Window, pos: int, end: int) -> str:
     name = ""
     while pos < end:
         tag_pos = pos
-        key, pos = w.varint(pos, end)
-        field, wtype = key >> 3, key & 7
-        if field == 0:
-            raise WireError(tag_pos, "field number 0 in a plane")
+        field, wtype, pos = w.tag(pos, end, "in a plane")
         if field == 2 and wtype == _LEN:
             n, body = w.varint(pos, end)
             if body + n > end:
@@ -287,7 +288,7 @@ class PlaneBytes:
         pos, end = 0, len(view)
         while pos < end:
             tag_pos = pos
-            field, wtype, pos = _tag(view, pos, end, "a plane")
+            field, wtype, pos = _tag(view, pos, end, "in a plane")
             if field == 3 and wtype == _LEN and events:
                 n, body = _varint(view, pos, end)
                 if body + n > end:
@@ -316,7 +317,7 @@ class PlaneBytes:
                     pos += n
                     continue
             tag_pos = pos
-            field, wtype, pos = _tag(data, pos, end, "a line")
+            field, wtype, pos = _tag(data, pos, end, "in a line")
             if field == 4 and wtype == _LEN:
                 n, pos = _varint(data, pos, end)
                 self.long.append((len(starts), n))
@@ -372,7 +373,7 @@ def _tag(data: bytes, pos: int, end: int, where: str) -> tuple[int, int, int]:
     """(field, wire type, position after the tag) of the tag at `pos`."""
     key, after = _varint(data, pos, end)
     if key >> 3 == 0:
-        raise WireError(pos, f"field number 0 in {where}")
+        raise WireError(pos, f"field number 0 {where}")
     return key >> 3, key & 7, after
 
 
