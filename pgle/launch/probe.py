@@ -9,9 +9,9 @@ can report the backend), and then check it against the run's own backend event.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
+
+from pgle.xla import flag_probe
 
 BACKEND_TIMEOUT_S = 30.0
 _MARK = "PGLE_BACKEND_PROBE"
@@ -50,26 +50,13 @@ def backend_info(environ: dict[str, str]) -> dict:
 def _run_child(
     code: str, environ: dict[str, str], timeout: float
 ) -> subprocess.CompletedProcess[str] | None:
-    """A short jax child, None when it outlives `timeout`. Without XLA_FLAGS: flags are checked
-    on their own, and a removed one would abort the child. Run from / : no local jax.py
-    shadows jax."""
+    """A short jax child (pgle.xla.flag_probe.run_child), None when it outlives `timeout`.
+    Without XLA_FLAGS: flags are checked on their own, and a removed one would abort it."""
     env = dict(environ)
     env.pop("XLA_FLAGS", None)
     # Starting a GPU client must not grab 75% of a GPU another job may be using.
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            cwd=os.path.abspath(os.sep),
-        )
-    except subprocess.TimeoutExpired:
-        return None
+    return flag_probe.run_child(code, env, timeout)
 
 
 def _result(proc: subprocess.CompletedProcess[str], mark: str, who: str) -> dict:
