@@ -103,13 +103,18 @@ def read_bytes_nofollow(
 ) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, refusing a link or anything but a
     regular file (a FIFO would block, a device never end) with one BadInput sentence."""
-    fd = open_nofollow(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0), what=what)
+    fd = open_nofollow(path, os.O_RDONLY | NONBLOCK, what=what)
+    return _read_regular(fd, path, what, limit)
+
+
+def _read_regular(fd: int, shown: os.PathLike | str, what: str, limit: int | None) -> bytes:
+    """The bytes behind `fd` (closed here), refused unless a regular file within `limit`."""
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise NotAFile(path, what, "not a regular file")
+            raise NotAFile(shown, what, "not a regular file")
         if limit is not None and st.st_size > limit:
-            raise NotAFile(path, what, f"larger than {limit} bytes")
+            raise NotAFile(shown, what, f"larger than {limit} bytes")
         chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -403,27 +408,11 @@ class OpenDir:
 
     def read_bytes(self, name: str, what: str = "file", limit: int | None = None) -> bytes:
         """read_bytes_nofollow, relative to this folder."""
+        shown = self.child(name)
         fd = open_nofollow(
-            _check_name(name),
-            os.O_RDONLY | NONBLOCK,
-            what=what,
-            dir_fd=self.fd,
-            shown=self.child(name),
+            _check_name(name), os.O_RDONLY | NONBLOCK, what=what, dir_fd=self.fd, shown=shown
         )
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise NotAFile(self.child(name), what, "not a regular file")
-            if limit is not None and st.st_size > limit:
-                raise NotAFile(self.child(name), what, f"larger than {limit} bytes")
-            chunks: list[bytes] = []
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
+        return _read_regular(fd, shown, what, limit)
 
     def create_exclusive(self, name: str, mode: int | None = None) -> int:
         """create_exclusive, relative to this folder."""

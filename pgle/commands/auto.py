@@ -19,7 +19,6 @@ from pgle.commands.options import AutoPgleOptions, StoreOptions
 from pgle.errors import PgleError
 from pgle.evidence import jax_log
 from pgle.evidence.event_kinds import PgleSessionError
-from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
@@ -29,7 +28,6 @@ from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
-from pgle.verdicts.rows import module_lines
 from pgle.xla import flag_table, versions
 
 log = logging.getLogger(__name__)
@@ -70,12 +68,8 @@ def combine(opts: AutoOptions, layout: RankLayout, job: JobReports) -> Report:
         headline="auto PGLE",
         what="optimized",
         keep=("runs", "percentile"),
-        required=lambda modules: auto_pgle.required_failures(
-            modules,
-            ok=STATUS_OPTIMIZED,
-            require_all=opts.pgle.require_all,
-            require=opts.pgle.require,
-        ),
+        require_all=opts.pgle.require_all,
+        require=opts.pgle.require,
     )
 
 
@@ -104,23 +98,14 @@ def body(opts: AutoOptions, layout: RankLayout, launch, environ: dict[str, str])
         f"running with auto PGLE ({plural(p.runs, 'profiled execution')}, percentile "
         f"{p.percentile}): {opts.workload.describe()} (run folder {run.path})"
     )
-    ex = launch(
-        opts.workload,
-        run,
-        child,
-        capture_loggers=auto_env.CAPTURE_LOGGERS,
-        warnings_always=auto_env.WARNINGS_ALWAYS,
-        log_copy=layout.log,
-        observe_pgle=True,
-        progress=True,
-        count_jits=False,
-    )
+    ex = launch(opts.workload, run, child, log_copy=layout.log, **auto_env.AUTO_PGLE_LAUNCH)
     facts = jax_log.summarize(ex.events.records)
     collision = auto_pgle.profiler_collision(
         ex.run.log, ex.events.of(PgleSessionError), ex.events.script_traces
     )
     known, unreadable = _known_pgle_keys(child.env)
-    modules = auto_pgle.auto_modules(facts, p.runs, ex.events.platform, known, collision)
+    rows = auto_pgle.auto_rows(facts, p.runs, ex.events.platform, known, collision)
+    modules = [r.to_dict() for r in rows]
     report = Report(
         "auto",
         auto_pgle.auto_status(modules),
@@ -152,21 +137,10 @@ def body(opts: AutoOptions, layout: RankLayout, launch, environ: dict[str, str])
             "no jitted module was profiled or recompiled (did the workload run "
             "any jax.jit function?)"
         )
-    report.summary.append(
-        f"auto PGLE: {report.status}: "
-        + auto_pgle.count_line(modules, STATUS_OPTIMIZED, "optimized")
-    )
-    report.summary += module_lines(modules)
+    auto_env.summarize(report, "auto PGLE", STATUS_OPTIMIZED, "optimized")
     if collision:  # the per-module rows say "not profiled"; this says why, once, with the fix
         report.summary.append(collision.text)
-    report.exit_code = auto_pgle.finish_code(
-        report,
-        ex.exit_code,
-        STATUS_OPTIMIZED,
-        p.require_all,
-        p.require,
-        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode),
-    )
+    report.exit_code = auto_env.finish_code(report, ex, STATUS_OPTIMIZED, p.require_all, p.require)
     if view is not None and opts.store is not None:
         report.details["store"] = {
             "path": opts.store.path,

@@ -9,18 +9,35 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from typing import TYPE_CHECKING
 
 from pgle.cache import key_rules, manifest
 from pgle.commands.options import AutoPgleOptions
+from pgle.errors import BadInput
 from pgle.evidence import jax_log
+from pgle.evidence.events import workload_exit_phrase
 from pgle.launch import childenv
 from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
+from pgle.report import Report
+from pgle.verdicts import auto_pgle
+from pgle.verdicts.rows import module_lines
 from pgle.xla import flag_table, versions
+
+if TYPE_CHECKING:
+    from pgle.launch.execution import Execution
 
 # What the harness must capture for the verdicts of auto, prewarm and nsys.
 CAPTURE_LOGGERS = list(jax_log.CAPTURE_LOGGERS)
 WARNINGS_ALWAYS = list(jax_log.WARNING_CATEGORIES)
+# How the three launch (pgle nsys adds its prefix): no per-call work their verdicts do not need.
+LAUNCH = {
+    "capture_loggers": CAPTURE_LOGGERS,
+    "warnings_always": WARNINGS_ALWAYS,
+    "count_jits": False,
+}
+# auto and prewarm: auto PGLE's sessions observed, progress shown.
+AUTO_PGLE_LAUNCH = {**LAUNCH, "observe_pgle": True, "progress": True}
 
 # Variables pgle sets differently in the Nsight run; never part of the replayed environment.
 PHASE_VARIABLES = frozenset(
@@ -123,7 +140,33 @@ def pre_launch_warnings(workload: Workload, runs: int, percentile: int) -> list[
     return warnings
 
 
+def summarize(report: Report, headline: str, ok: str, what: str, where: str = "") -> None:
+    """The verdict's line (`auto PGLE: optimized: 2 of 3 modules optimized`), then a line per
+    module."""
+    count = auto_pgle.count_line(report.modules, ok, what)
+    report.summary.append(f"{headline}: {report.status}: {count}{where}")
+    report.summary += module_lines(report.modules)
+
+
+def finish_code(
+    report: Report, ex: Execution, ok: str, require_all: bool, require: tuple[str, ...]
+) -> int:
+    """The exit code: the workload's own failure first, as its events tell it; then
+    --require-all / --require (pgle.verdicts.auto_pgle.finish_code)."""
+    phrase = workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode)
+    return auto_pgle.finish_code(report, ex.exit_code, ok, require_all, require, phrase)
+
+
 # -- the cache (prewarm, nsys) ---------------------------------------------------------
+def require_expect_pgle(consequence: str = "") -> None:
+    """prewarm and nsys need JAX_COMPILATION_CACHE_EXPECT_PGLE (jax >= 0.5.1)."""
+    if not versions.supports_expect_pgle(versions.jax_version()):
+        raise BadInput(
+            f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
+            f"(added in jax 0.5.1){consequence}; upgrade jax."
+        )
+
+
 def normalize_cache_dir(path: str) -> str:
     """The exact string JAX gets: absolute, user-expanded, no trailing '/'; URLs untouched."""
     if manifest.is_remote(path):

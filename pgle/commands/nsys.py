@@ -25,7 +25,6 @@ from pgle.cache.manifest import MANIFEST_NAME, ROLE_PLAIN, is_remote, record_key
 from pgle.commands import auto_env
 from pgle.errors import BadInput, PgleError
 from pgle.evidence import jax_log
-from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch.runfolder import RunFolder
 from pgle.launch.workload import Workload
@@ -34,7 +33,6 @@ from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_LOADED
-from pgle.verdicts.rows import module_lines
 from pgle.xla import versions
 
 log = logging.getLogger(__name__)
@@ -285,9 +283,8 @@ def combine(opts: NsysOptions, layout: RankLayout, job: JobReports) -> Report:
         headline="nsys",
         what="loaded PGLE-optimized",
         keep=("cache_dir", "drift"),
-        required=lambda modules: auto_pgle.required_failures(
-            modules, ok=STATUS_LOADED, require_all=opts.require_all, require=opts.require
-        ),
+        require_all=opts.require_all,
+        require=opts.require,
     )
     found = {
         r: (rep.get("nsys") or {}).get("report")
@@ -305,11 +302,7 @@ def combine(opts: NsysOptions, layout: RankLayout, job: JobReports) -> Report:
 def body(opts: NsysOptions, layout: RankLayout, launch, environ: dict[str, str]) -> Report:
     """The Nsight run and its verdict. In a job the ranks in --ranks (all by default) run under
     nsys (layout.selected), the others in the very same environment without it."""
-    if not versions.supports_expect_pgle(versions.jax_version()):
-        raise BadInput(
-            f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
-            "(added in jax 0.5.1); upgrade jax."
-        )
+    auto_env.require_expect_pgle()
     given_cache = layout.input("cache_dir")
     manifest = pgle.cache.manifest.load(auto_env.normalize_cache_dir(given_cache))
     if manifest is None or not manifest.get("environment"):
@@ -363,16 +356,7 @@ def body(opts: NsysOptions, layout: RankLayout, launch, environ: dict[str, str])
             f"JAX_COMPILATION_CACHE_EXPECT_PGLE: {opts.workload.describe()} "
             f"(run folder {run.path})"
         )
-    ex = launch(
-        opts.workload,
-        run,
-        child,
-        capture_loggers=auto_env.CAPTURE_LOGGERS,
-        warnings_always=auto_env.WARNINGS_ALWAYS,
-        prefix=prefix,
-        log_copy=layout.log,
-        count_jits=False,
-    )  # the Nsight run: no per-call work it does not need
+    ex = launch(opts.workload, run, child, prefix=prefix, log_copy=layout.log, **auto_env.LAUNCH)
     facts = jax_log.summarize(ex.events.records)
     modules = auto_pgle.nsys_modules(facts, manifest)
     if layout.writes_shared:  # JAX writes from process 0 only
@@ -410,20 +394,11 @@ def body(opts: NsysOptions, layout: RankLayout, launch, environ: dict[str, str])
             "no module went through the compilation cache: is the workload using "
             "jax.jit, and did the harness start under the launcher?"
         )
-    report.summary.append(
-        f"nsys: {report.status}: "
-        + auto_pgle.count_line(modules, STATUS_LOADED, "loaded PGLE-optimized")
-    )
-    report.summary += module_lines(modules)
+    auto_env.summarize(report, "nsys", STATUS_LOADED, "loaded PGLE-optimized")
     if report_path:
         report.summary.append(f"Nsight Systems report: {report_path}")
-    report.exit_code = auto_pgle.finish_code(
-        report,
-        ex.exit_code,
-        STATUS_LOADED,
-        opts.require_all,
-        opts.require,
-        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode),
+    report.exit_code = auto_env.finish_code(
+        report, ex, STATUS_LOADED, opts.require_all, opts.require
     )
     return report
 

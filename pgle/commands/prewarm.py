@@ -25,9 +25,7 @@ import time
 from pgle.cache import entries, manifest
 from pgle.commands import auto_env
 from pgle.commands.options import AutoPgleOptions
-from pgle.errors import BadInput
 from pgle.evidence import jax_log
-from pgle.evidence.events import workload_exit_phrase
 from pgle.jobs.layout import LayoutRequest, RankLayout
 from pgle.launch import childenv
 from pgle.launch.runfolder import RunFolder
@@ -37,8 +35,6 @@ from pgle.report import Report
 from pgle.verdicts import auto_pgle
 from pgle.verdicts.across_ranks import JobReports, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
-from pgle.verdicts.rows import module_lines
-from pgle.xla import versions
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +63,8 @@ def combine(opts: PrewarmOptions, layout: RankLayout, job: JobReports) -> Report
         headline="prewarm",
         what="have a PGLE-optimized entry",
         keep=("cache_dir", "manifest", "environment", "runs", "percentile"),
-        required=lambda modules: auto_pgle.required_failures(
-            modules,
-            ok=STATUS_OPTIMIZED,
-            require_all=opts.pgle.require_all,
-            require=opts.pgle.require,
-        ),
+        require_all=opts.pgle.require_all,
+        require=opts.pgle.require,
     )
 
 
@@ -80,11 +72,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, environ: dict[str, st
     """Fill the cache, a verdict per module. JAX writes cache entries from process 0 only, so
     only the process that `writes_shared` records the run and its modules in the manifest."""
     p = opts.pgle
-    if not versions.supports_expect_pgle(versions.jax_version()):
-        raise BadInput(
-            f"jax {versions.installed('jax')} has no JAX_COMPILATION_CACHE_EXPECT_PGLE "
-            "(added in jax 0.5.1), so a prewarmed cache cannot be checked; upgrade jax."
-        )
+    auto_env.require_expect_pgle(", so a prewarmed cache cannot be checked")
     cache_dir = auto_env.normalize_cache_dir(layout.input("cache_dir"))
     entries.check_writable_dir(cache_dir, create=True, what="write to")
     previous = manifest.load(cache_dir)  # a corrupt manifest stops us before the run
@@ -119,17 +107,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, environ: dict[str, st
         f"{opts.workload.describe()} (run folder {run.path})"
     )
     try:
-        ex = launch(
-            opts.workload,
-            run,
-            child,
-            capture_loggers=auto_env.CAPTURE_LOGGERS,
-            warnings_always=auto_env.WARNINGS_ALWAYS,
-            log_copy=layout.log,
-            observe_pgle=True,
-            progress=True,
-            count_jits=False,
-        )
+        ex = launch(opts.workload, run, child, log_copy=layout.log, **auto_env.AUTO_PGLE_LAUNCH)
     except BaseException:
         # Never leave a run "in progress" behind: it would block `pgle cache prune`.
         if writes:
@@ -185,20 +163,10 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, environ: dict[str, st
             "cache_writer": writer,
         }
     )
-    report.summary.append(
-        f"prewarm: {report.status}: "
-        + auto_pgle.count_line(modules, STATUS_OPTIMIZED, "have a PGLE-optimized entry")
-        + f" in {cache_dir}"
+    auto_env.summarize(
+        report, "prewarm", STATUS_OPTIMIZED, "have a PGLE-optimized entry", f" in {cache_dir}"
     )
-    report.summary += module_lines(modules)
-    report.exit_code = auto_pgle.finish_code(
-        report,
-        ex.exit_code,
-        STATUS_OPTIMIZED,
-        p.require_all,
-        p.require,
-        exit_phrase=workload_exit_phrase(ex.exit_code, ex.events, command=ex.spec.command_mode),
-    )
+    report.exit_code = auto_env.finish_code(report, ex, STATUS_OPTIMIZED, p.require_all, p.require)
     return report
 
 

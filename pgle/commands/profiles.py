@@ -197,7 +197,6 @@ def merge_report(
         merge_directory_modules,
         merge_profiles,
         name_overlap,
-        overlap_warnings,
     )
 
     if not inputs:
@@ -226,50 +225,25 @@ def merge_report(
             hint="Use a .pb/.pbtxt output for files, a directory for directories.",
         )
     warnings: list[str] = [w for s in sources for w in s.warnings]
-    modules_report = []
-    aliases: dict[str, list[str]] = {}
     if in_kind == "file":
         labelled = [(str(s.path), s.modules[""]) for s in sources]
-        overlaps = name_overlap(labelled)
-        warnings += overlap_warnings(overlaps)
         merged = merge_profiles([p for _, p in labelled], method=method, percentile=percentile)
         written = write_profile(merged, out, force=force)
-        inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
-    else:
-        merged_modules, aliases, fps = merge_directory_modules(
-            sources, method=method, percentile=percentile
-        )
-        for fp, labelled in fps.items():
-            overlaps = name_overlap(labelled)
-            for w in overlap_warnings(overlaps):
-                warnings.append(f"module {fp}: {w}")
-            modules_report.append(
-                {
-                    "module": fp,
-                    "status": "merged",
-                    "inputs": len(labelled),
-                    "instruction_count": merged_modules[fp].instruction_count,
-                }
-            )
-            if len(labelled) < len(sources):
-                warnings.append(f"module {fp} is in {len(labelled)} of {len(sources)} inputs.")
-        all_text = all(f.suffix == ".pbtxt" for s in sources for f in s.files)
-        written = write_profile_directory(
-            merged_modules, out, fmt="text" if all_text else BINARY, force=force, inputs=inputs
-        )
-        if aliases:
-            _record_aliases(written, aliases)
-        inputs_report = [{"label": str(s.path), "modules": len(s.modules)} for s in sources]
-    return _merge_result(
-        written,
-        len(sources),
-        in_kind,
-        method,
-        percentile,
-        modules_report,
+        return _file_result(written, name_overlap(labelled), warnings, method, percentile)
+    merged_modules, aliases, fps = merge_directory_modules(
+        sources, method=method, percentile=percentile
+    )
+    return _directory_result(
+        {fp: (merged_modules[fp], name_overlap(labelled)) for fp, labelled in fps.items()},
+        out,
+        [{"label": str(s.path), "modules": len(s.modules)} for s in sources],
         warnings,
-        inputs_report,
         aliases,
+        text=all(f.suffix == ".pbtxt" for s in sources for f in s.files),
+        inputs=inputs,
+        force=force,
+        method=method,
+        percentile=percentile,
     )
 
 
@@ -282,7 +256,7 @@ def _merge_columns(
     when the general path must read the inputs: latencies, layouts only protobuf reads, inputs
     that mix files and folders or do not match the output (its errors are the messages)."""
     from pgle.profiles.columns import read_all
-    from pgle.profiles.merge import ColumnMerge, InputOverlap, overlap_warnings
+    from pgle.profiles.merge import ColumnMerge, InputOverlap
 
     is_dir = [os.path.isdir(os.fspath(p)) if "://" not in os.fspath(p) else False for p in inputs]
     if any(d != (kind == "directory") for d in is_dir):
@@ -303,18 +277,7 @@ def _merge_columns(
             InputOverlap(label=label, names=count, shared=shared)
             for label, (count, shared) in zip(labels, merge.overlaps(), strict=False)
         ]
-        inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
-        return _merge_result(
-            written,
-            len(inputs),
-            "file",
-            method,
-            percentile,
-            [],
-            overlap_warnings(overlaps),
-            inputs_report,
-            {},
-        )
+        return _file_result(written, overlaps, [], method, percentile)
     return _merge_directory_columns(
         inputs, out, method=method, percentile=percentile, force=force, merge_class=ColumnMerge
     )
@@ -331,7 +294,6 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
         InputOverlap,
         fingerprint_aliases,
         module_names,
-        overlap_warnings,
     )
 
     aliases = fingerprint_aliases(
@@ -375,15 +337,55 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
                 for label, (count, shared) in zip(labels[key], merge.overlaps(), strict=False)
             ],
         )
-    merged_modules: dict[str, Profile] = {}
-    warnings: list[str] = []
-    modules_report = []
-    for fp in seen:
-        profile, overlaps = done[key_of.get(fp, (fp,))]
-        merged_modules[fp] = profile
-        for w in overlap_warnings(overlaps):
-            warnings.append(f"module {fp}: {w}")
-        modules_report.append(
+    return _directory_result(
+        {fp: done[key_of.get(fp, (fp,))] for fp in seen},
+        out,
+        [{"label": label, "modules": count} for label, count in folders],
+        [],
+        aliases,
+        text=all_text,
+        inputs=inputs,
+        force=force,
+        method=method,
+        percentile=percentile,
+    )
+
+
+def _file_result(
+    written: Any, overlaps: Sequence[Any], warnings: list[str], method: str, percentile: int
+) -> Report:
+    """The report of files merged into a file: an overlap row per input."""
+    from pgle.profiles.merge import overlap_warnings
+
+    inputs_report = [dataclasses.asdict(o) | {"low_overlap": o.low} for o in overlaps]
+    warnings = warnings + overlap_warnings(overlaps)
+    return _merge_result(
+        written, len(overlaps), "file", method, percentile, [], warnings, inputs_report, {}
+    )
+
+
+def _directory_result(
+    merged: Mapping[str, tuple[Profile, Sequence[Any]]],
+    out: Any,
+    inputs_report: list[dict[str, Any]],
+    warnings: list[str],
+    aliases: Mapping[str, Sequence[str]],
+    *,
+    text: bool,
+    inputs: Sequence[Any],
+    force: bool,
+    method: str,
+    percentile: int,
+) -> Report:
+    """Write the merged modules (fingerprint -> (profile, the inputs' overlaps)) into the folder
+    `out`, and report a row per module; a warning where names overlap little or inputs lack
+    the module."""
+    from pgle.profiles.merge import overlap_warnings
+
+    rows = []
+    for fp, (profile, overlaps) in merged.items():
+        warnings += [f"module {fp}: {w}" for w in overlap_warnings(overlaps)]
+        rows.append(
             {
                 "module": fp,
                 "status": "merged",
@@ -391,24 +393,20 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
                 "instruction_count": profile.instruction_count,
             }
         )
-        if len(overlaps) < len(folders):
-            warnings.append(f"module {fp} is in {len(overlaps)} of {len(folders)} inputs.")
+        if len(overlaps) < len(inputs_report):
+            warnings.append(f"module {fp} is in {len(overlaps)} of {len(inputs_report)} inputs.")
     written = write_profile_directory(
-        merged_modules, out, fmt="text" if all_text else BINARY, force=force, inputs=inputs
+        {fp: profile for fp, (profile, _) in merged.items()},
+        out,
+        fmt="text" if text else BINARY,
+        force=force,
+        inputs=inputs,
     )
     if aliases:
         _record_aliases(written, aliases)
-    inputs_report = [{"label": label, "modules": count} for label, count in folders]
+    n = len(inputs_report)
     return _merge_result(
-        written,
-        len(folders),
-        "directory",
-        method,
-        percentile,
-        modules_report,
-        warnings,
-        inputs_report,
-        aliases,
+        written, n, "directory", method, percentile, rows, warnings, inputs_report, aliases
     )
 
 

@@ -240,13 +240,7 @@ def _sol_expected(
         return False
     if given is not None:
         return collectives.sol_fallback_expected(given, device_kind)
-    if inference.low is None and inference.high is None and not inference.matches:
-        return None
-    if inference.within(collectives.SOL_FALLBACK_SINCE, None):
-        return True
-    if inference.within(None, collectives.LAST_WITHOUT_SOL_FALLBACK):
-        return False
-    return None
+    return inference.since(collectives.SOL_FALLBACK_SINCE, collectives.LAST_WITHOUT_SOL_FALLBACK)
 
 
 def _renamed(given: tuple[int, ...] | None, inference: log_version.Inference) -> bool | None:
@@ -255,13 +249,7 @@ def _renamed(given: tuple[int, ...] | None, inference: log_version.Inference) ->
     the log's wording allows agrees (None: unknown)."""
     if given is not None:
         return sync_converted.renames(given)
-    if inference.low is None and inference.high is None and not inference.matches:
-        return None
-    if inference.within(sync_converted.RENAMED_SINCE, None):
-        return True
-    if inference.within(None, sync_converted.LAST_KEEPING_NAMES):
-        return False
-    return None
+    return inference.since(sync_converted.RENAMED_SINCE, sync_converted.LAST_KEEPING_NAMES)
 
 
 class _DeviceSniffer(io.RawIOBase):

@@ -27,19 +27,10 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "fdo_unparsable_old": (352,),
         "fingerprint": (447,),
         "found_profile": (477,),
-        "parse_failed_old": (
-            374,
-            385,
-        ),
+        "parse_failed_old": (374, 385),
         "unknown_flags_listed": (224,),
-        "using": (
-            371,
-            382,
-        ),
-        "using_fdo_for_module": (
-            342,
-            349,
-        ),
+        "using": (371, 382),
+        "using_fdo_for_module": (342, 349),
     },
     "0.4.35": {
         "added_pair": (188,),
@@ -49,19 +40,10 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "fdo_unparsable_old": (354,),
         "fingerprint": (449,),
         "found_profile": (493,),
-        "parse_failed_old": (
-            376,
-            387,
-        ),
+        "parse_failed_old": (376, 387),
         "unknown_flags_listed": (226,),
-        "using": (
-            373,
-            384,
-        ),
-        "using_fdo_for_module": (
-            344,
-            351,
-        ),
+        "using": (373, 384),
+        "using_fdo_for_module": (344, 351),
     },
     "0.4.38": {
         "added_pair": (188,),
@@ -69,19 +51,10 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "fdo_unparsable_old": (370,),
         "fingerprint": (453,),
         "found_profile": (479,),
-        "parse_failed_old": (
-            392,
-            403,
-        ),
+        "parse_failed_old": (392, 403),
         "unknown_flags_listed": (226,),
-        "using": (
-            389,
-            400,
-        ),
-        "using_fdo_for_module": (
-            360,
-            367,
-        ),
+        "using": (389, 400),
+        "using_fdo_for_module": (360, 367),
     },
     "0.5.0": {
         "added_pair": (187,),
@@ -89,19 +62,10 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "fdo_unparsable_old": (371,),
         "fingerprint": (454,),
         "found_profile": (480,),
-        "parse_failed_old": (
-            393,
-            404,
-        ),
+        "parse_failed_old": (393, 404),
         "unknown_flags_listed": (226,),
-        "using": (
-            390,
-            401,
-        ),
-        "using_fdo_for_module": (
-            361,
-            368,
-        ),
+        "using": (390, 401),
+        "using_fdo_for_module": (361, 368),
     },
     "0.5.1": {
         "added_pair": (187,),
@@ -115,10 +79,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "parse_failed": (397,),
         "unknown_flag": (233,),
         "using": (394,),
-        "using_fdo": (
-            368,
-            377,
-        ),
+        "using_fdo": (368, 377),
     },
     "0.5.3": {
         "added_pair": (187,),
@@ -132,10 +93,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "parse_failed": (397,),
         "unknown_flag": (233,),
         "using": (394,),
-        "using_fdo": (
-            368,
-            377,
-        ),
+        "using_fdo": (368, 377),
     },
     "0.6.2": {
         "added_pair": (187,),
@@ -150,10 +108,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "parse_failed": (380,),
         "unknown_flag": (234,),
         "using": (377,),
-        "using_fdo": (
-            351,
-            360,
-        ),
+        "using_fdo": (351, 360),
     },
     "0.7.0": {
         "added_pair": (187,),
@@ -168,10 +123,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "parse_failed": (373,),
         "unknown_flag": (234,),
         "using": (370,),
-        "using_fdo": (
-            344,
-            353,
-        ),
+        "using_fdo": (344, 353),
     },
     "0.7.2": {
         "added_pair": (187,),
@@ -186,10 +138,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "unified_estimator": (494,),
         "unknown_flag": (234,),
         "using": (371,),
-        "using_fdo": (
-            345,
-            354,
-        ),
+        "using_fdo": (345, 354),
     },
     "0.8.3": {
         "added_pair": (203,),
@@ -204,10 +153,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "unified_estimator": (495,),
         "unknown_flag": (234,),
         "using": (371,),
-        "using_fdo": (
-            345,
-            354,
-        ),
+        "using_fdo": (345, 354),
     },
     "0.9.2": {
         "added_pair": (203,),
@@ -222,10 +168,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "unified_estimator": (501,),
         "unknown_flag": (234,),
         "using": (371,),
-        "using_fdo": (
-            345,
-            354,
-        ),
+        "using_fdo": (345, 354),
     },
     "0.10.2": {
         "added_pair": (238,),
@@ -241,10 +184,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "unified_estimator": (536,),
         "unknown_flag": (234,),
         "using": (377,),
-        "using_fdo": (
-            351,
-            360,
-        ),
+        "using_fdo": (351, 360),
     },
     "0.11.2": {
         "added_pair": (252,),
@@ -260,10 +200,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "unified_estimator": (552,),
         "unknown_flag": (234,),
         "using": (393,),
-        "using_fdo": (
-            367,
-            376,
-        ),
+        "using_fdo": (367, 376),
     },
     "0.12.0.1": {
         "added_pair": (75,),
@@ -279,10 +216,7 @@ LINES: dict[str, dict[str, tuple[int, ...]]] = {
         "unified_estimator": (551,),
         "unknown_flag": (234,),
         "using": (392,),
-        "using_fdo": (
-            366,
-            375,
-        ),
+        "using_fdo": (366, 375),
     },
 }
 
@@ -359,6 +293,13 @@ class Inference:
         lo_ok = low is None or (self.low is not None and self.low >= low)
         hi_ok = high is None or (self.high is not None and self.high <= high)
         return lo_ok and hi_ok
+
+    def since(self, first: Version, last_before: Version) -> bool | None:
+        """Whether the log's jax is `first` or newer: True or False where every version the log
+        may come from agrees (all >= `first`, or all <= `last_before`), else None."""
+        if self.within(first, None):
+            return True
+        return False if self.within(None, last_before) else None
 
 
 def infer(

@@ -19,6 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pgle.errors import BadInput
+from pgle.shared_folders import read_bytes_nofollow
+
 TEXT_MAX_BYTES = 4 << 20  # the most of a module's text read to find the first difference
 LINE_MAX_CHARS = 240  # of a differing line, in the report
 
@@ -114,15 +117,8 @@ def _read_text(path: str) -> list[str] | None:
     """A module's text another rank's harness wrote: foreign data, read without following a
     link and only up to TEXT_MAX_BYTES."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(TEXT_MAX_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > TEXT_MAX_BYTES:
+        data = read_bytes_nofollow(path, "module text", TEXT_MAX_BYTES)
+    except (OSError, BadInput):
         return None
     return data.decode("utf-8", "replace").splitlines()
 

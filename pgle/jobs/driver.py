@@ -472,14 +472,14 @@ class RankRun:
         return quiet
 
     # -- the end --
-    def _write_job_error(self, code: int, message: str) -> None:
-        report = Report(
-            self.command.split(":")[-1],
-            "error",
-            exit_code=code,
-            reasons=[f"rank 0 could not build the job report: {message}"],
-        )
+    def _error_report(self, code: int, what: str, message: str) -> Report:
+        reason = f"{what}: {message}"
+        report = Report(self.command.split(":")[-1], "error", exit_code=code, reasons=[reason])
         report.details["pgle_error"] = message
+        return report
+
+    def _write_job_error(self, code: int, message: str) -> None:
+        report = self._error_report(code, "rank 0 could not build the job report", message)
         with contextlib.suppress(OSError):
             write_text_atomic(self.job_dir / JOB_REPORT, report.to_json() + "\n")
 
@@ -488,13 +488,7 @@ class RankRun:
         instead of waiting in a collective) and leaves a report for rank 0."""
         try:
             self.mark_exit(code)
-            report = Report(
-                self.command.split(":")[-1],
-                "error",
-                exit_code=code,
-                reasons=[f"pgle failed on rank {self.rank}: {message}"],
-            )
-            report.details["pgle_error"] = message
+            report = self._error_report(code, f"pgle failed on rank {self.rank}", message)
             self.annotate(report)
             folder.write_report(self.job_dir, self.rank, report)
         except (OSError, PgleError):

@@ -9,9 +9,9 @@ can report the backend), and then check it against the run's own backend event.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
+
+from pgle.xla import flag_probe
 
 BACKEND_TIMEOUT_S = 30.0
 _MARK = "PGLE_BACKEND_PROBE"
@@ -41,30 +41,32 @@ print("{_MARK} " + json.dumps(out), flush=True)
 
 
 def backend_info(environ: dict[str, str]) -> dict:
+    proc = _run_child(_BACKEND_CHILD, environ, BACKEND_TIMEOUT_S)
+    if proc is None:
+        return {"error": f"jax did not list its devices within {BACKEND_TIMEOUT_S:g} s"}
+    return _result(proc, _MARK, "the jax process")
+
+
+def _run_child(
+    code: str, environ: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str] | None:
+    """A short jax child (pgle.xla.flag_probe.run_child), None when it outlives `timeout`.
+    Without XLA_FLAGS: flags are checked on their own, and a removed one would abort it."""
     env = dict(environ)
-    # Flags are checked on their own; a removed one would abort this child.
     env.pop("XLA_FLAGS", None)
     # Starting a GPU client must not grab 75% of a GPU another job may be using.
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _BACKEND_CHILD],
-            env=env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=BACKEND_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            cwd=os.path.abspath(os.sep),
-        )  # no local jax.py shadows jax
-    except subprocess.TimeoutExpired:
-        return {"error": f"jax did not list its devices within {BACKEND_TIMEOUT_S:g} s"}
+    return flag_probe.run_child(code, env, timeout)
+
+
+def _result(proc: subprocess.CompletedProcess[str], mark: str, who: str) -> dict:
+    """The JSON the child printed after `mark`, or {error} with the last line it wrote."""
     for line in proc.stdout.splitlines():
-        if line.startswith(_MARK):
-            return json.loads(line[len(_MARK) :])
+        if line.startswith(mark):
+            return json.loads(line[len(mark) :])
     tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return {
-        "error": f"the jax process died (exit code {proc.returncode}): "
+        "error": f"{who} died (exit code {proc.returncode}): "
         f"{tail[-1][:300] if tail else 'no output'}"
     }
 
@@ -116,32 +118,12 @@ CUPTI_ERRORS = ("CUPTI_ERROR", "cupti", "CUPTI")
 def cupti_trace(environ: dict[str, str]) -> dict:
     """{platform, executions, profile_bytes, trace, cupti_lines} from a one-second trace in a
     child, or {error}."""
-    env = dict(environ)
-    env.pop("XLA_FLAGS", None)
-    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    env.pop("JAX_ENABLE_PGLE", None)  # auto PGLE's session would collide with the probe's
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _CUPTI_CHILD],
-            env=env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=CUPTI_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            cwd=os.path.abspath(os.sep),
-        )
-    except subprocess.TimeoutExpired:
+    # auto PGLE's session would collide with the probe's
+    env = {k: v for k, v in environ.items() if k != "JAX_ENABLE_PGLE"}
+    proc = _run_child(_CUPTI_CHILD, env, CUPTI_TIMEOUT_S)
+    if proc is None:
         return {"error": f"the one-second trace did not finish within {CUPTI_TIMEOUT_S:g} s"}
     cupti = [
         ln.strip()[:300] for ln in proc.stderr.splitlines() if any(m in ln for m in CUPTI_ERRORS)
     ]
-    for line in proc.stdout.splitlines():
-        if line.startswith(_CUPTI_MARK):
-            return {**json.loads(line[len(_CUPTI_MARK) :]), "cupti_lines": cupti[:5]}
-    tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    return {
-        "error": f"the tracing process died (exit code {proc.returncode}): "
-        f"{tail[-1][:300] if tail else 'no output'}",
-        "cupti_lines": cupti[:5],
-    }
+    return {**_result(proc, _CUPTI_MARK, "the tracing process"), "cupti_lines": cupti[:5]}

@@ -15,6 +15,7 @@ from typing import Any
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.phrases import plural, ranks_phrase
 from pgle.report import Report
+from pgle.verdicts.auto_pgle import required_failures
 from pgle.verdicts.pgle_applied import overall_status
 from pgle.verdicts.rows import module_lines, module_name
 from pgle.verdicts.statuses import Applied
@@ -250,14 +251,15 @@ def combine_modules(
     overall: Callable[[list[dict[str, Any]]], str],
     headline: str,
     what: str,
-    required: Callable[[list[dict[str, Any]]], list[str]] = lambda modules: [],
+    require_all: bool = False,
+    require: tuple[str, ...] = (),
     keep: Sequence[str] = (),
 ) -> Report:
     """The job report of a workflow whose modules have one `ok` status (auto: optimized, prewarm:
     optimized, nsys: loaded_optimized): per module across the ranks; `overall` (the workflow's
     own rule) on the aggregated modules, and `partial` when a module is `ok` on some ranks
-    only. `required(modules)`: sentences for --require/--require-all failures (exit
-    3). `keep`: details of rank 0's report copied into the job report."""
+    only. `require_all`, `require`: --require-all / --require (failures exit 3). `keep`: details
+    of rank 0's report copied into the job report."""
     reports = job.reports
     by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
     modules = aggregate_modules(by_rank, ok=ok, expected=sorted(reports))
@@ -291,7 +293,7 @@ def combine_modules(
     report.reasons += grouped({r: rep for r, rep in reports.items()}, "reasons", len(reports))
     report.summary.append(f"{headline}: {status}: {head}")
     report.summary += module_lines(modules, ok=ok)
-    failures = required(modules)
+    failures = required_failures(modules, ok=ok, require_all=require_all, require=require)
     if failures:
         report.exit_code = EXIT_NOT_VERIFIED
         report.reasons += failures

@@ -241,16 +241,6 @@ def auto_rows(
     return out
 
 
-def auto_modules(
-    facts: jax_log.RunFacts,
-    runs: int,
-    platform: str | None,
-    known_pgle_keys: AbstractSet[str] = frozenset(),
-    collision: Collision | None = None,
-) -> list[dict[str, Any]]:
-    return [r.to_dict() for r in auto_rows(facts, runs, platform, known_pgle_keys, collision)]
-
-
 def auto_status(modules: list[dict[str, Any]]) -> str:
     statuses = {m["status"] for m in modules}
     if STATUS_OPTIMIZED in statuses:

@@ -205,25 +205,31 @@ def split(
     return out
 
 
+def _listed(names: list[str]) -> str:
+    """The first eight names, and how many more."""
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+
 def converted_note(s: Split) -> str | None:
     if not s.converted:
         return None
     if s.by == "hlo":
-        shown = ", ".join(
-            f"{n} ran as the synchronous {e}" if e else f"{n} is not in the executed module"
-            for n, e in s.converted[:8]
+        shown = _listed(
+            [
+                f"{n} ran as the synchronous {e}" if e else f"{n} is not in the executed module"
+                for n, e in s.converted
+            ]
         )
         how = "read from the executed HLO"
     else:
-        shown = ", ".join(n for n, _ in s.converted[:8])
+        shown = _listed([n for n, _ in s.converted])
         how = (
             "the log's `Added pair` lines: XLA made them synchronous after scheduling, and "
             "jax >= 0.11.1 renames such a pair"
         )
-    more = f" and {len(s.converted) - 8} more" if len(s.converted) > 8 else ""
     return (
         f"{len(s.converted)} async collective(s) the scheduler asked for are in no profile "
-        f"and cannot be: {shown}{more} ({how}). Nothing was scheduled to overlap them, so "
+        f"and cannot be: {shown} ({how}). Nothing was scheduled to overlap them, so "
         "XLA turned them into new synchronous instructions after scheduling (jax >= "
         "0.11.1); a trace of the module, and any profile made from one, names those. Not "
         "counted, and collecting again would not change it."
@@ -233,12 +239,9 @@ def converted_note(s: Split) -> str | None:
 def unknown_note(s: Split) -> str | None:
     if not s.unknown:
         return None
-    names = ", ".join(s.unknown[:8]) + (
-        f" and {len(s.unknown) - 8} more" if len(s.unknown) > 8 else ""
-    )
     return (
-        f"{names}: async instructions not in the profile whose kind the log does not show, "
-        "so pgle never counts them as compute: on jax >= 0.11 a small all-reduce compiles "
+        f"{_listed(s.unknown)}: async instructions not in the profile whose kind the log does not "
+        "show, so pgle never counts them as compute: on jax >= 0.11 a small all-reduce compiles "
         "to an async Triton collective fusion (fusion-start/-done), and async custom calls "
         "(custom-call-start) carry communication (TransformerEngine-JAX's expert-parallel "
         "dispatch/combine, collective GEMMs). To tell: run the workload under `pgle run` (it "
@@ -251,9 +254,7 @@ def unknown_note(s: Split) -> str | None:
 def unresolved_note(s: Split) -> str | None:
     if not s.unresolved:
         return None
-    names = ", ".join(s.unresolved[:8]) + (
-        f" and {len(s.unresolved) - 8} more" if len(s.unresolved) > 8 else ""
-    )
+    names = _listed(s.unresolved)
     if s.why_unresolved == "version":
         return (
             f"{names}: not in the profile; the log says XLA made it synchronous after "

@@ -23,7 +23,7 @@ DEFAULTS_FROM = CHECKED_THROUGH  # `FlagInfo.default` is this release's
 class RemovedFlag:
     pattern: str  # flag name, or an fnmatch pattern for a family
     removed_in: Version  # first jax release whose XLA aborts on it
-    replacement: str  # what to use instead, in words a user can paste
+    replacement: str = "delete the flag"  # what to use instead, in words a user can paste
     since: Version | None = None  # first release that had it (None: before jax 0.4.34)
 
 
@@ -80,38 +80,18 @@ REMOVED_FLAGS: tuple[RemovedFlag, ...] = (
         "CUDA graphs off)",
     ),
     # Removed after jax 0.10.2 (the inventories of 0.11.0-0.12.0.1).
-    RemovedFlag(
-        "xla_gpu_enable_llvm_module_compilation_parallelism", (0, 11, 0), "delete the flag"
-    ),
-    RemovedFlag(
-        "xla_gpu_experimental_enable_nvshmem", (0, 11, 0), "delete the flag", since=(0, 6, 1)
-    ),
-    RemovedFlag(
-        "xla_gpu_experimental_ragged_all_to_all_zero_copy",
-        (0, 11, 0),
-        "delete the flag",
-        since=(0, 10, 1),
-    ),
-    RemovedFlag("xla_gpu_use_embeded_device_lib", (0, 11, 0), "delete the flag", since=(0, 8, 0)),
-    RemovedFlag("xla_gpu_use_inprocess_lld", (0, 11, 0), "delete the flag", since=(0, 6, 2)),
-    RemovedFlag("xla_cpu_use_fusion_emitters", (0, 11, 1), "delete the flag", since=(0, 5, 3)),
-    RemovedFlag(
-        "xla_gpu_experimental_aot_compiled_thunks", (0, 11, 1), "delete the flag", since=(0, 8, 2)
-    ),
-    RemovedFlag(
-        "xla_gpu_experimental_autotuner_cache_dir", (0, 11, 1), "delete the flag", since=(0, 8, 0)
-    ),
-    RemovedFlag(
-        "xla_gpu_experimental_ragged_all_to_all_use_barrier",
-        (0, 11, 1),
-        "delete the flag",
-        since=(0, 9, 1),
-    ),
-    RemovedFlag(
-        "xla_gpu_experimental_use_raft_select_k", (0, 11, 1), "delete the flag", since=(0, 8, 0)
-    ),
-    RemovedFlag("xla_gpu_fused_attention_use_cudnn_rng", (0, 11, 1), "delete the flag"),
-    RemovedFlag("xla_llvm_force_inline_before_split", (0, 11, 1), "delete the flag"),
+    RemovedFlag("xla_gpu_enable_llvm_module_compilation_parallelism", (0, 11, 0)),
+    RemovedFlag("xla_gpu_experimental_enable_nvshmem", (0, 11, 0), since=(0, 6, 1)),
+    RemovedFlag("xla_gpu_experimental_ragged_all_to_all_zero_copy", (0, 11, 0), since=(0, 10, 1)),
+    RemovedFlag("xla_gpu_use_embeded_device_lib", (0, 11, 0), since=(0, 8, 0)),
+    RemovedFlag("xla_gpu_use_inprocess_lld", (0, 11, 0), since=(0, 6, 2)),
+    RemovedFlag("xla_cpu_use_fusion_emitters", (0, 11, 1), since=(0, 5, 3)),
+    RemovedFlag("xla_gpu_experimental_aot_compiled_thunks", (0, 11, 1), since=(0, 8, 2)),
+    RemovedFlag("xla_gpu_experimental_autotuner_cache_dir", (0, 11, 1), since=(0, 8, 0)),
+    RemovedFlag("xla_gpu_experimental_ragged_all_to_all_use_barrier", (0, 11, 1), since=(0, 9, 1)),
+    RemovedFlag("xla_gpu_experimental_use_raft_select_k", (0, 11, 1), since=(0, 8, 0)),
+    RemovedFlag("xla_gpu_fused_attention_use_cudnn_rng", (0, 11, 1)),
+    RemovedFlag("xla_llvm_force_inline_before_split", (0, 11, 1)),
 )
 
 
@@ -166,6 +146,36 @@ _PIPELINE = (
     "collect and run phases."
 )
 _SAME_IN_BOTH = "Changes the HLO before scheduling: keep it identical in both phases."
+
+
+def _pipelined(op: str, default: str, **more) -> FlagInfo:
+    """--xla_gpu_enable_pipelined_{op}, one per collective."""
+    return _f(
+        f"xla_gpu_enable_pipelined_{op}",
+        "bool",
+        default,
+        f"Pipeline {op.replace('_', '-')}s across loop iterations.",
+        _PIPELINED_ALIAS.format(op=op),
+        **more,
+    )
+
+
+def _pipeline(op: str, default: str) -> FlagInfo:
+    """--xla_gpu_pipeline_{op} (jax >= 0.11.1), one per collective."""
+    words = op.replace("_", "-")
+    return _f(
+        f"xla_gpu_pipeline_{op}",
+        "enum",
+        default,
+        f"{words.capitalize()} pipelining: default follows the optimization effort, off "
+        f"disables the pass, on considers every eligible {words}, explicit only those marked "
+        "is_pipelineable.",
+        _PIPELINE.format(op=op),
+        since=(0, 11, 1),
+        values=_PIPELINE_MODES,
+        ignore_case=True,
+    )
+
 
 FLAGS: dict[str, FlagInfo] = {
     f.name: f
@@ -311,62 +321,12 @@ FLAGS: dict[str, FlagInfo] = {
             "true",
             "Give the async (collective) stream the highest priority.",
         ),
-        _f(
-            "xla_gpu_enable_pipelined_all_reduce",
-            "bool",
-            "false",
-            "Pipeline all-reduces across loop iterations.",
-            _PIPELINED_ALIAS.format(op="all_reduce"),
-        ),
-        _f(
-            "xla_gpu_enable_pipelined_all_gather",
-            "bool",
-            "false",
-            "Pipeline all-gathers across loop iterations.",
-            _PIPELINED_ALIAS.format(op="all_gather"),
-        ),
-        _f(
-            "xla_gpu_enable_pipelined_reduce_scatter",
-            "bool",
-            "true",
-            "Pipeline reduce-scatters across loop iterations.",
-            _PIPELINED_ALIAS.format(op="reduce_scatter"),
-            older_defaults=(((0, 4, 35), "false"),),
-        ),
-        _f(
-            "xla_gpu_pipeline_all_reduce",
-            "enum",
-            "default",
-            "All-reduce pipelining: default follows the optimization effort, off disables the pass, "
-            "on considers every eligible all-reduce, explicit only those marked is_pipelineable.",
-            _PIPELINE.format(op="all_reduce"),
-            since=(0, 11, 1),
-            values=_PIPELINE_MODES,
-            ignore_case=True,
-        ),
-        _f(
-            "xla_gpu_pipeline_all_gather",
-            "enum",
-            "default",
-            "All-gather pipelining: default follows the optimization effort, off disables the pass, "
-            "on considers every eligible all-gather, explicit only those marked is_pipelineable.",
-            _PIPELINE.format(op="all_gather"),
-            since=(0, 11, 1),
-            values=_PIPELINE_MODES,
-            ignore_case=True,
-        ),
-        _f(
-            "xla_gpu_pipeline_reduce_scatter",
-            "enum",
-            "on",
-            "Reduce-scatter pipelining: default follows the optimization effort, off disables the "
-            "pass, on considers every eligible reduce-scatter, explicit only those marked "
-            "is_pipelineable.",
-            _PIPELINE.format(op="reduce_scatter"),
-            since=(0, 11, 1),
-            values=_PIPELINE_MODES,
-            ignore_case=True,
-        ),
+        _pipelined("all_reduce", "false"),
+        _pipelined("all_gather", "false"),
+        _pipelined("reduce_scatter", "true", older_defaults=(((0, 4, 35), "false"),)),
+        _pipeline("all_reduce", "default"),
+        _pipeline("all_gather", "default"),
+        _pipeline("reduce_scatter", "on"),
         _f(
             "xla_gpu_enable_pipelined_p2p",
             "bool",

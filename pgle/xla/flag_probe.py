@@ -158,11 +158,25 @@ def _run(text: str, environ: dict[str, str] | None, timeout: float, python: str 
     env = dict(os.environ if environ is None else environ)
     env.update(XLA_FLAGS=text, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="1")
     python = python or sys.executable
-    # A temp cwd keeps a local jax.py (or the user's package) from shadowing jax.
+    try:
+        proc = run_child(_CHILD, env, timeout, python)
+    except OSError as e:
+        return _Run(False, None, set(), {}, False, f"cannot start {python}: {e.strerror}")
+    if proc is None:
+        return _Run(False, None, set(), {}, False, f"jax did not start within {timeout:g} s")
+    return parse_output(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_child(
+    code: str, env: dict[str, str], timeout: float, python: str | None = None
+) -> subprocess.CompletedProcess[str] | None:
+    """`python -c code` (this interpreter by default), None when it outlives `timeout`; OSError
+    when `python` does not start. A temp cwd keeps a local jax.py (or the user's package) from
+    shadowing jax."""
     with tempfile.TemporaryDirectory(prefix="pgle-probe-") as cwd:
         try:
-            proc = subprocess.run(
-                [python, "-c", _CHILD],
+            return subprocess.run(
+                [python or sys.executable, "-c", code],
                 env=env,
                 cwd=cwd,
                 capture_output=True,
@@ -172,10 +186,7 @@ def _run(text: str, environ: dict[str, str] | None, timeout: float, python: str 
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
-            return _Run(False, None, set(), {}, False, f"jax did not start within {timeout:g} s")
-        except OSError as e:
-            return _Run(False, None, set(), {}, False, f"cannot start {python}: {e.strerror}")
-    return parse_output(proc.returncode, proc.stdout, proc.stderr)
+            return None
 
 
 def parse_output(returncode: int, stdout: str, stderr: str) -> _Run:

@@ -300,3 +300,19 @@ def test_a_saved_log_of_unknown_version_stays_unknown_even_with_discards():
     for inf in (unknown, either):
         assert checker.silence_of_log(inf, checker_off=False, checker_lines=0,
                                       discards=1) == SILENCE_UNKNOWN
+
+
+def test_since_decides_only_where_every_version_the_log_allows_agrees():
+    """verify's version rules (SoL fallback, renamed pairs): True past `first`, False up to
+    `last_before`, None where the log's versions straddle the boundary or nothing tells."""
+    cases = {
+        "old": log_version.Inference(None, (0, 5, 0), (), ()),
+        "new": log_version.Inference((0, 11, 1), None, (), ()),
+        "straddles": log_version.Inference((0, 5, 0), (0, 12, 0), (), ()),
+        "unknown": log_version.Inference(None, None, (), ()),
+        "pinned old": log_version.Inference(None, None, ("0.10.2",), ()),
+        "pinned new": log_version.Inference(None, None, ("0.12.0.1",), ()),
+    }
+    got = {name: inf.since((0, 11, 1), (0, 11, 0)) for name, inf in cases.items()}
+    assert got == {"old": False, "new": True, "straddles": None, "unknown": None,
+                   "pinned old": False, "pinned new": True}
