@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 BACKEND_TIMEOUT_S = 30.0
 _MARK = "PGLE_BACKEND_PROBE"
@@ -40,7 +41,7 @@ print("{_MARK} " + json.dumps(out), flush=True)
 """
 
 
-def backend_info(environ: dict[str, str]) -> dict:
+def backend_info(environ: dict[str, str]) -> dict[str, Any]:
     env = dict(environ)
     # Flags are checked on their own; a removed one would abort this child.
     env.pop("XLA_FLAGS", None)
@@ -61,7 +62,8 @@ def backend_info(environ: dict[str, str]) -> dict:
         return {"error": f"jax did not list its devices within {BACKEND_TIMEOUT_S:g} s"}
     for line in proc.stdout.splitlines():
         if line.startswith(_MARK):
-            return json.loads(line[len(_MARK) :])
+            info: dict[str, Any] = json.loads(line[len(_MARK) :])  # the child prints an object
+            return info
     tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return {
         "error": f"the jax process died (exit code {proc.returncode}): "
@@ -113,7 +115,7 @@ print("{_CUPTI_MARK} " + json.dumps(out), flush=True)
 CUPTI_ERRORS = ("CUPTI_ERROR", "cupti", "CUPTI")
 
 
-def cupti_trace(environ: dict[str, str]) -> dict:
+def cupti_trace(environ: dict[str, str]) -> dict[str, Any]:
     """{platform, executions, profile_bytes, trace, cupti_lines} from a one-second trace in a
     child, or {error}."""
     env = dict(environ)
