@@ -1,21 +1,36 @@
-"""Runs inside the workload's process: `python -m pgle.launch.harness --spec SPEC -- SCRIPT ARGS`.
+"""Runs inside the workload's processes and observes the run from there.
 
-It runs the user's script (or `-m module`) with runpy so that `sys.argv`,
-`sys.path[0]` and `__main__` look exactly as under plain `python`, and it
-observes the run from inside:
+Two ways in:
+- script mode: `python -m pgle.launch.harness --spec SPEC.json` (`main`; the workload's
+  arguments come in the environment, schema.WORKLOAD_ARGS) runs the user's script or
+  `-m module` with runpy, so that `sys.argv`, `sys.path[0]` and `__main__` look exactly as
+  under plain `python`;
+- command mode: `pgle CMD -- COMMAND` puts pgle/launch/boot first on PYTHONPATH; its
+  sitecustomize calls `activate` in every Python process of the command, and a process is
+  harnessed once it imports jax (the first in the run folder, the others in procs/<pid>/).
 
-- step boundaries, by wrapping `jax.profiler.StepTraceAnnotation` once the
-  workload imports jax (never earlier: JAX reads its JAX_* variables at import
-  and XLA_FLAGS at backend start, and a script may set them itself);
-- compilations, through `jax.monitoring` (public API);
-- records of the JAX loggers named in the spec, and Python warnings;
-- the JAX profiler window of `pgle collect`.
+What it observes, once the workload imports jax (never earlier: JAX reads its JAX_* variables
+at import and XLA_FLAGS at backend start, and a script may set them itself):
+- step boundaries, through a subclass put in place of `jax.profiler.StepTraceAnnotation`,
+  and the executions of the workload's jitted functions (`jax.jit`, `jax.pmap`, pjit
+  wrapped: JitCounter), with their completion times (CompletionWatcher, StepCompletions);
+- compilations, through `jax.monitoring` (public API), and each compiled module's facts and
+  scheduled HLO through jax's compiler internals (pgle.launch.jax_internals), as auto PGLE's
+  profiled executions when asked;
+- records of the JAX loggers named in the spec, Python warnings, the workload's own profiler
+  calls (`jax.profiler.start_trace`/`stop_trace`/`trace`, or jax >= 0.12's ProfileSession);
+- the JAX profiler window of `pgle collect` (ProfilerWindow);
+- the exit: its code, stack dumps on request (faulthandler), and, for a `--gather kv` job,
+  the hand-off rounds before jax's own teardown (pgle.launch.handoff).
 
-Everything observed goes as JSON lines to the events file named in the spec.
-The profiler is only ever started once the backend is up (after the first
-compilation): `jax.profiler.start_trace` initializes the backends (jax 0.10.2,
-`jax/_src/profiler.py`), which would break a script that calls
-`jax.distributed.initialize()` or sets XLA_FLAGS itself.
+Everything observed goes as JSON lines to the events file in the run folder (Events: step
+edges buffered as int64 records and written in one compact layout, pgle.evidence.step_lines
+reads it); the `progress` beacon counts executions for the stall watchdog. The harness also
+watches pgle (PGLE_PARENT_FD): if pgle dies, the workload's process group is killed.
+The profiler is only ever started once the backend is up (after the first compilation):
+`jax.profiler.start_trace` initializes the backends (jax 0.10.2, `jax/_src/profiler.py`),
+which would break a script that calls `jax.distributed.initialize()` or sets XLA_FLAGS
+itself.
 """
 
 from __future__ import annotations
