@@ -205,11 +205,22 @@ ANCHORS = MAIN + tuple(lit for _, lits in RARE for lit in lits)
 RARE_BUDGET = 1 << 13  # bytes per memchr hit, on average, below which two-way search is cheaper
 
 
-def line_starts(data: bytes | bytearray, end: int) -> list[int]:
-    """The start of each line of data[:end] that holds one of ANCHORS, once, in order."""
+# After a MAIN file name in a log line's prefix: its line number and the prefix's end.
+_AFTER_FILE = re.compile(rb":\d+\] ")
+
+
+def line_starts(
+    data: bytes | bytearray, end: int, messages: tuple[bytes, ...] | None = None
+) -> list[int]:
+    """The start of each line of data[:end] the scanner can use, once, in order: a line with a
+    RARE literal, and a line where a MAIN file name ends a log prefix (`file.cc:NNN] `) whose
+    message starts with one of `messages` (None: every line holding a MAIN literal)."""
     starts: set[int] = set()
     for lit in MAIN:
-        _lines_with(data, lit, 0, end, starts)
+        if messages is None:
+            _lines_with(data, lit, 0, end, starts)
+        else:
+            _lines_logged(data, lit, messages, end, starts)
     for byte, lits in RARE:
         _lines_with_rare(data, byte, lits, end, starts)
     return sorted(starts)
@@ -223,6 +234,25 @@ def _lines_with(data: bytes | bytearray, lit: bytes, pos: int, end: int, starts:
         if nl < 0:
             return
         hit = data.find(lit, nl + 1, end)
+
+
+def _lines_logged(
+    data: bytes | bytearray, lit: bytes, messages: tuple[bytes, ...], end: int, starts: set[int]
+) -> None:
+    """Lines where `lit` is the file of a log prefix whose message starts with one of
+    `messages`: the file's other lines (the profile dump's `Profile:`, the parse attempts,
+    VLOG lines no handler reads) cost one match and one startswith each, not a line in Python."""
+    hit = data.find(lit, 0, end)
+    while hit >= 0:
+        after = _AFTER_FILE.match(data, hit + len(lit), end)
+        if after is not None and data.startswith(messages, after.end(), end):
+            starts.add(data.rfind(b"\n", 0, hit) + 1)
+            nl = data.find(b"\n", hit, end)
+            if nl < 0:
+                return
+            hit = data.find(lit, nl + 1, end)
+        else:  # not this prefix's message: a later prefix on the same line may still be one
+            hit = data.find(lit, hit + len(lit), end)
 
 
 def _lines_with_rare(

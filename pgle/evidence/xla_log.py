@@ -81,6 +81,12 @@ _MESSAGE_STARTS = tuple(
         logscan.ASYNC_START_SEEN,
     )
 )
+# What the pre-filter keeps of the XLA:GPU files' own lines (logscan.line_starts), and what
+# feed() reads of them: the messages above, and the checker's missing names ("  <name>",
+# CHECK_NAME). Both sides use this one tuple, so the scan of a file and the feed of every line
+# see the same lines.
+_KEPT_MESSAGES = (*_MESSAGE_STARTS, "  ")
+_KEPT_MESSAGE_BYTES = tuple(s.encode() for s in _KEPT_MESSAGES)
 
 
 @dataclasses.dataclass
@@ -253,7 +259,7 @@ class LogScanner:
     def _scan_block(self, data: bytearray, end: int) -> None:
         """Feed each line of data[:end] that holds a pre-filter literal (logscan.line_starts):
         a block without one costs a few C-level searches and no Python work per line."""
-        for start in logscan.line_starts(data, end):
+        for start in logscan.line_starts(data, end, _KEPT_MESSAGE_BYTES):
             nl = data.find(b"\n", start, end)
             self.feed(bytes(data[start : end if nl < 0 else nl]))
 
@@ -279,6 +285,8 @@ class LogScanner:
             return
         if line.severity == "I":
             ev.info_lines += 1
+        if line.file in _XLA_GPU_FILES and not line.message.startswith(_KEPT_MESSAGES):
+            return  # a line of theirs no handler reads (the pre-filter drops it too)
         key = (line.rank, line.thread)
         state = self._threads.get(key)
         if state is None:
@@ -320,164 +328,210 @@ class LogScanner:
             words.setdefault("checker_prefix", style)
 
     def _message(self, msg: str, state: _Thread, rank: int | None) -> None:
+        """Hand `msg` to the first handler whose pattern matches it; the order matters where
+        two patterns share a start (USING_FDO before USING_PROFILE)."""
         if not msg.startswith(_MESSAGE_STARTS):
             return  # the scheduler's other lines
+        for match, handle in (
+            (logscan.FINGERPRINT.match, self._on_fingerprint),
+            (logscan.USING_FDO.match, self._on_using_fdo),
+            (logscan.USING_PROFILE.match, self._on_using_profile),
+            (logscan.FOUND_PROFILE.match, self._on_found_profile),
+            (logscan.CHECK_FOUND.match, self._on_check_found),
+            (logscan.CHECK_MISSING.match, self._on_check_missing),
+            (logscan.FILE_MISSING.match, self._on_file_missing),
+            (logscan.PARSE_FAILED.match, self._on_parse_failed),
+            (logscan.PARSE_FAILED_OLD.match, self._on_parse_failed),
+            (logscan.FDO_UNPARSABLE.match, self._on_fdo_unparsable),
+            (logscan.MAY_NOT_APPLY.match, self._on_may_not_apply),
+            (logscan.UNKNOWN_FLAGS.match, self._on_unknown_flags),
+            (logscan.SOL_FALLBACK.match, self._on_sol_fallback),
+            (logscan.MISSED_COST.match, self._on_missed_cost),
+            (logscan.LHS_UNSET.match, self._on_lhs_unset),
+            (logscan.CHECKER_WITHOUT_PATH.match, self._on_checker_without_path),
+            (logscan.UNIFIED_ESTIMATOR.match, self._on_unified_estimator),
+            (logscan.ADDED_PAIR.match, self._on_pair_or_start),
+            (logscan.ASYNC_START_SEEN.match, self._on_pair_or_start),
+        ):
+            if m := match(msg):
+                handle(m, state, rank)
+                return
+
+    # -- the handlers: one per kind of line, given the match, the thread's state, the rank --
+    def _on_fingerprint(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
         ev = self.evidence
-        assert self._line is not None  # set by feed() before any message is read
-        thread = self._line.thread
-        if m := logscan.FINGERPRINT.match(msg):
-            self._flush_fingerprint(state, rank, thread)
-            state.fingerprint = (
-                m.group("module"),
-                m.group("fp"),
-                int(m.group("id")) if m.group("id") else None,
-            )
-            state.scheduled, state.began = None, True
-            self._newest = (state, rank, thread)
-            ev.pgle_lines += 1
-            ev.fingerprint_lines += 1
-            self._seen("fingerprint")
-        elif m := logscan.USING_FDO.match(msg):
-            state.using = f"fdo_profile ({m.group('fmt')})"
-            ev.reads.append(state.using)
-            ev.pgle_lines += 1
-            self._seen("using_fdo_for_module" if " for module " in msg else "using_fdo")
-        elif m := logscan.USING_PROFILE.match(msg):
-            state.using = m.group("path")
-            ev.reads.append(state.using)
-            ev.pgle_lines += 1
-            self._seen("using")
+        self._flush_fingerprint(state, rank, self._thread())
+        state.fingerprint = (
+            m.group("module"),
+            m.group("fp"),
+            int(m.group("id")) if m.group("id") else None,
+        )
+        state.scheduled, state.began = None, True
+        self._newest = (state, rank, self._thread())
+        ev.pgle_lines += 1
+        ev.fingerprint_lines += 1
+        self._seen("fingerprint")
+
+    def _on_using_fdo(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        ev = self.evidence
+        state.using = f"fdo_profile ({m.group('fmt')})"
+        ev.reads.append(state.using)
+        ev.pgle_lines += 1
+        self._seen("using_fdo_for_module" if " for module " in m.string else "using_fdo")
+
+    def _on_using_profile(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        ev = self.evidence
+        state.using = m.group("path")
+        ev.reads.append(state.using)
+        ev.pgle_lines += 1
+        self._seen("using")
+        fm = _FINGERPRINT_FILE.match(Path(state.using).name)
+        if state.unreadable and fm and fm.group(2) == "pb" and fm.group(1) == state.unreadable[1]:
+            # <fp>.pbtxt did not parse and XLA read <fp>.pb: the normal lookup order.
+            index, _ = state.unreadable
+            state.fallback_from = ev.parse_errors[index].rsplit(": ", 1)[0]
+            ev.fallbacks.append(state.fallback_from)
+            ev.parse_errors[index] = ""  # dropped in finish()
+        state.unreadable = None
+
+    def _on_found_profile(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        ev = self.evidence
+        ev.pgle_lines += 1
+        self._seen("found_profile_named" if m.group("module") else "found_profile")
+        module, fp, module_id = m.group("module"), None, None
+        if state.fingerprint:
+            module = module or state.fingerprint[0]
+            fp, module_id = state.fingerprint[1], state.fingerprint[2]
+        if fp is None and state.using:
             fm = _FINGERPRINT_FILE.match(Path(state.using).name)
-            if (
-                state.unreadable
-                and fm
-                and fm.group(2) == "pb"
-                and fm.group(1) == state.unreadable[1]
-            ):
-                # <fp>.pbtxt did not parse and XLA read <fp>.pb: the normal lookup order.
-                index, _ = state.unreadable
-                state.fallback_from = ev.parse_errors[index].rsplit(": ", 1)[0]
-                ev.fallbacks.append(state.fallback_from)
-                ev.parse_errors[index] = ""  # dropped in finish()
-            state.unreadable = None
-        elif m := logscan.FOUND_PROFILE.match(msg):
-            ev.pgle_lines += 1
-            self._seen("found_profile_named" if m.group("module") else "found_profile")
-            module, fp, module_id = m.group("module"), None, None
-            if state.fingerprint:
-                module = module or state.fingerprint[0]
-                fp, module_id = state.fingerprint[1], state.fingerprint[2]
-            if fp is None and state.using:
-                fm = _FINGERPRINT_FILE.match(Path(state.using).name)
-                fp = fm.group(1) if fm else None
-            state.current = ModuleEvidence(
-                module,
-                rank,
-                fp,
-                state.using,
-                found_profile=True,
-                ordinal=sum(1 for x in ev.modules if x.found_profile) + 1,
-                module_id=module_id,
-                thread=thread,
-                fallback_from=state.fallback_from,
+            fp = fm.group(1) if fm else None
+        state.current = ModuleEvidence(
+            module,
+            rank,
+            fp,
+            state.using,
+            found_profile=True,
+            ordinal=sum(1 for x in ev.modules if x.found_profile) + 1,
+            module_id=module_id,
+            thread=self._thread(),
+            fallback_from=state.fallback_from,
+        )
+        ev.modules.append(state.current)
+        state.current.sol_fallback, state.sol_fallback = state.sol_fallback, False
+        # Where this module's own fingerprint line began it, its post-scheduling lines
+        # are its own; without one, nothing tells where the next module begins.
+        state.scheduled = state.current if state.fingerprint is not None else None
+        state.began = state.fingerprint is not None
+        state.using = state.fingerprint = state.fallback_from = None
+        self._newest = (state, rank, self._thread())
+
+    def _on_check_found(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        self.evidence.pgle_lines += 1
+        self.evidence.checker_lines += 1
+        self._seen("checker_found")
+        self._block_owner(state, rank).checker_found = int(m.group("n"))
+
+    def _on_check_missing(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        self.evidence.pgle_lines += 1
+        self.evidence.checker_lines += 1
+        self._seen("checker_missing")
+        n = int(m.group("n"))
+        self._current(state, rank).checker_missing = n
+        state.expect_names = n
+
+    def _on_file_missing(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        ev = self.evidence
+        ev.pgle_lines += 1
+        self._seen("file_missing")
+        path = m.group("path")
+        fm = _FINGERPRINT_FILE.match(Path(path).name)
+        if fm is None:
+            ev.missing_files.append(path)
+        elif fm.group(2) == "pb":
+            # XLA looks for <fp>.pbtxt, then <fp>.pb: both gone means no profile for it.
+            module, module_id = (
+                (state.fingerprint[0], state.fingerprint[2]) if state.fingerprint else (None, None)
             )
-            ev.modules.append(state.current)
-            state.current.sol_fallback, state.sol_fallback = state.sol_fallback, False
-            # Where this module's own fingerprint line began it, its post-scheduling lines
-            # are its own; without one, nothing tells where the next module begins.
-            state.scheduled = state.current if state.fingerprint is not None else None
-            state.began = state.fingerprint is not None
-            state.using = state.fingerprint = state.fallback_from = None
-            self._newest = (state, rank, thread)
-        elif m := logscan.CHECK_FOUND.match(msg):
-            ev.pgle_lines += 1
-            ev.checker_lines += 1
-            self._seen("checker_found")
-            self._block_owner(state, rank).checker_found = int(m.group("n"))
-        elif m := logscan.CHECK_MISSING.match(msg):
-            ev.pgle_lines += 1
-            ev.checker_lines += 1
-            self._seen("checker_missing")
-            n = int(m.group("n"))
-            self._current(state, rank).checker_missing = n
-            state.expect_names = n
-        elif m := logscan.FILE_MISSING.match(msg):
-            ev.pgle_lines += 1
-            self._seen("file_missing")
-            path = m.group("path")
-            fm = _FINGERPRINT_FILE.match(Path(path).name)
-            if fm is None:
-                ev.missing_files.append(path)
-            elif fm.group(2) == "pb":
-                # XLA looks for <fp>.pbtxt, then <fp>.pb: both gone means no profile for it.
-                module, module_id = (
-                    (state.fingerprint[0], state.fingerprint[2])
-                    if state.fingerprint
-                    else (None, None)
+            ev.modules.append(
+                ModuleEvidence(
+                    module,
+                    rank,
+                    fm.group(1),
+                    path,
+                    no_profile_file=True,
+                    module_id=module_id,
+                    thread=self._thread(),
                 )
-                ev.modules.append(
-                    ModuleEvidence(
-                        module,
-                        rank,
-                        fm.group(1),
-                        path,
-                        no_profile_file=True,
-                        module_id=module_id,
-                        thread=thread,
-                    )
-                )
-                state.fingerprint = None
-        elif m := (logscan.PARSE_FAILED.match(msg) or logscan.PARSE_FAILED_OLD.match(msg)):
-            ev.pgle_lines += 1
-            self._seen("parse_failed" if msg.startswith("Tried") else "parse_failed_old")
-            ev.parse_errors.append(f"{m.group('path')}: {m.group('error')}")
-            fm = _FINGERPRINT_FILE.match(Path(m.group("path")).name)
-            if fm and fm.group(2) == "pbtxt":
-                state.unreadable = (len(ev.parse_errors) - 1, fm.group(1))
-        elif logscan.FDO_UNPARSABLE.match(msg):
-            ev.pgle_lines += 1
-            self._seen("fdo_unparsable_old" if "prase" in msg else "fdo_unparsable")
-            ev.parse_errors.append("fdo_profile: not a valid ProfiledInstructionsProto")
-        elif m := logscan.MAY_NOT_APPLY.match(msg):
-            ev.pgle_lines += 1
-            self._seen("may_not_apply")
-            if state.current is not None:
-                if m.group("name"):
-                    state.current.module = state.current.module or m.group("module")
-                    state.current.not_in_module.append(m.group("name"))
-                else:
-                    state.current.note = f"XLA: profile may not apply: {m.group('why')}"
-        elif m := logscan.UNKNOWN_FLAGS.match(msg):
-            ev.pgle_lines += 1
-            # jax <= 0.5.0 lists the rest of XLA_FLAGS after two spaces.
-            self._seen("unknown_flags_listed" if "  " in msg.split(": ", 1)[-1] else "unknown_flag")
-            ev.unknown_flags += m.group("flags").split()
-        elif logscan.SOL_FALLBACK.match(msg):
-            # Logged before "Found profile for module": remember it for that module.
-            self._seen("sol_fallback")
-            state.sol_fallback = True
-        elif m := logscan.MISSED_COST.match(msg):
-            if state.current is not None:
-                state.current.missed_costs += 1
-        elif logscan.LHS_UNSET.match(msg):
-            self._seen("lhs_unset")
-            ev.lhs_unset_warnings += 1
-        elif logscan.CHECKER_WITHOUT_PATH.match(msg):
-            self._seen("checker_without_path")
-            ev.checker_without_path += 1
-        elif logscan.UNIFIED_ESTIMATOR.match(msg):
-            self._seen("unified_estimator")
-        elif m := (logscan.ADDED_PAIR.match(msg) or logscan.ASYNC_START_SEEN.match(msg)):
-            pair = msg.startswith("Added")
-            self._seen("added_pair" if pair else "async_start_seen")
-            ev.added_pairs += pair
-            if state.scheduled is not None:
-                (
-                    state.scheduled.converted_pairs if pair else state.scheduled.async_starts_seen
-                ).append(m.group("start"))
-            elif not state.began:
-                ev.unattributed_pairs += pair
-            # else: a module that read no profile (its fingerprint line began it): no row
+            )
+            state.fingerprint = None
+
+    def _on_parse_failed(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        ev = self.evidence
+        ev.pgle_lines += 1
+        self._seen("parse_failed" if m.string.startswith("Tried") else "parse_failed_old")
+        ev.parse_errors.append(f"{m.group('path')}: {m.group('error')}")
+        fm = _FINGERPRINT_FILE.match(Path(m.group("path")).name)
+        if fm and fm.group(2) == "pbtxt":
+            state.unreadable = (len(ev.parse_errors) - 1, fm.group(1))
+
+    def _on_fdo_unparsable(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        self.evidence.pgle_lines += 1
+        self._seen("fdo_unparsable_old" if "prase" in m.string else "fdo_unparsable")
+        self.evidence.parse_errors.append("fdo_profile: not a valid ProfiledInstructionsProto")
+
+    def _on_may_not_apply(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        self.evidence.pgle_lines += 1
+        self._seen("may_not_apply")
+        if state.current is not None:
+            if m.group("name"):
+                state.current.module = state.current.module or m.group("module")
+                state.current.not_in_module.append(m.group("name"))
+            else:
+                state.current.note = f"XLA: profile may not apply: {m.group('why')}"
+
+    def _on_unknown_flags(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        self.evidence.pgle_lines += 1
+        # jax <= 0.5.0 lists the rest of XLA_FLAGS after two spaces.
+        listed = "  " in m.string.split(": ", 1)[-1]
+        self._seen("unknown_flags_listed" if listed else "unknown_flag")
+        self.evidence.unknown_flags += m.group("flags").split()
+
+    def _on_sol_fallback(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        # Logged before "Found profile for module": remember it for that module.
+        self._seen("sol_fallback")
+        state.sol_fallback = True
+
+    def _on_missed_cost(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        if state.current is not None:
+            state.current.missed_costs += 1
+
+    def _on_lhs_unset(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        self._seen("lhs_unset")
+        self.evidence.lhs_unset_warnings += 1
+
+    def _on_checker_without_path(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        self._seen("checker_without_path")
+        self.evidence.checker_without_path += 1
+
+    def _on_unified_estimator(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        self._seen("unified_estimator")
+
+    def _on_pair_or_start(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
+        pair = m.string.startswith("Added")
+        self._seen("added_pair" if pair else "async_start_seen")
+        self.evidence.added_pairs += pair
+        if state.scheduled is not None:
+            (state.scheduled.converted_pairs if pair else state.scheduled.async_starts_seen).append(
+                m.group("start")
+            )
+        elif not state.began:
+            self.evidence.unattributed_pairs += pair
+        # else: a module that read no profile (its fingerprint line began it): no row
+
+    def _thread(self) -> str | None:
+        """The thread id of the line being read."""
+        assert self._line is not None  # set by feed() before any message is read
+        return self._line.thread
 
     def _flush_fingerprint(self, state: _Thread, rank: int | None, thread: str | None) -> None:
         """The thread's previous module printed its fingerprint line and nothing else."""

@@ -46,7 +46,10 @@ from pgle.jobs import first_stopped, fleet, folder, kv, layout, rank_data, ranks
 from pgle.jobs.layout import JobOptions, LayoutRequest, RankLayout
 from pgle.jobs.ranks import RankInfo
 from pgle.launch import execution
+from pgle.launch.childenv import ChildEnv
+from pgle.launch.runfolder import RunFolder
 from pgle.launch.stall import StallPolicy
+from pgle.launch.workload import Workload
 from pgle.phrases import ranks_phrase
 from pgle.report import Report
 from pgle.verdicts.across_ranks import JobReports, grouped
@@ -77,11 +80,11 @@ class Workflow:
 @dataclasses.dataclass
 class PhaseResult:
     own: Report  # this process's report (another rank's: its one line)
-    job: dict  # the phase's job report, the same on every rank (one process: `own`)
+    job: dict[str, Any]  # the phase's job report, the same on every rank (one process: `own`)
 
 
 def run(
-    wf: Workflow, opts, job_opts: JobOptions | None = None, *, environ: Mapping[str, str]
+    wf: Workflow, opts: Any, job_opts: JobOptions | None = None, *, environ: Mapping[str, str]
 ) -> Report:
     """Run `wf` in this process: alone, or as one rank of the job the environment describes."""
     job_opts = job_opts or JobOptions()
@@ -143,7 +146,7 @@ def _alone(
     lay = layout.resolve(request, info, None)
     if wf.combine is None:
 
-        def phase(name: str, sub: Workflow, sub_opts, run_root: str) -> PhaseResult:
+        def phase(name: str, sub: Workflow, sub_opts: Any, run_root: str) -> PhaseResult:
             own = _alone(sub, sub_opts, info, environ, job_opts, run_root)
             return PhaseResult(own, own.to_dict())
 
@@ -279,7 +282,9 @@ class RankRun:
             raise
 
     # -- the launch hooks --
-    def launch(self, workload, run, child, **kwargs):
+    def launch(
+        self, workload: Workload, run: RunFolder, child: ChildEnv, **kwargs: Any
+    ) -> execution.Execution:
         self._release()  # a body that launches again: the earlier workload ends first
         forensics = self.forensics
         if forensics is not None:
@@ -561,7 +566,7 @@ class RankRun:
         return report
 
     def _job_details(
-        self, report: Report, reports: Mapping[int, dict], missing: Mapping[int, str]
+        self, report: Report, reports: Mapping[int, dict[str, Any]], missing: Mapping[int, str]
     ) -> None:
         report.run_dir = str(self.job_dir)
         report.details["job"] = {
@@ -597,7 +602,7 @@ class RankRun:
             report.summary.append(f"rank {r} never reported: {why}")
 
     def _job_exit_code(
-        self, report: Report, reports: Mapping[int, dict], missing: Mapping[int, str]
+        self, report: Report, reports: Mapping[int, dict[str, Any]], missing: Mapping[int, str]
     ) -> None:
         failure = folder.peer_failure(self.job_dir, -1)
         if failure is not None:
@@ -633,7 +638,7 @@ class RankRun:
             report.reasons.append(text + ".")
             report.summary.append(text)
 
-    def wait_for_job_report(self) -> dict:
+    def wait_for_job_report(self) -> dict[str, Any]:
         """The job report rank 0 wrote for this (phase) job, waiting up to the gather timeout;
         gives up early when rank 0 failed. PgleError if it never comes."""
         path = self.job_dir / JOB_REPORT
@@ -693,7 +698,7 @@ class QuietReport(Report):
     """What a rank other than 0 returns: the CLI prints its one line (summary) and no warnings;
     `--json`/`--report` still carry the rank's full report."""
 
-    full: dict | None = None
+    full: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, report: Report, line: str) -> QuietReport:

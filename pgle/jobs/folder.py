@@ -69,27 +69,27 @@ class Gathered(NamedTuple):
     missing: list[int]
 
 
-def start_path(job_dir: os.PathLike | str, rank: int) -> Path:
+def start_path(job_dir: os.PathLike[str] | str, rank: int) -> Path:
     return Path(job_dir) / f"rank-{rank}.start"
 
 
-def exit_path(job_dir: os.PathLike | str, rank: int) -> Path:
+def exit_path(job_dir: os.PathLike[str] | str, rank: int) -> Path:
     return Path(job_dir) / f"rank-{rank}.exit"
 
 
-def report_path(job_dir: os.PathLike | str, rank: int) -> Path:
+def report_path(job_dir: os.PathLike[str] | str, rank: int) -> Path:
     return Path(job_dir) / f"rank-{rank}.json"
 
 
-def failed_path(job_dir: os.PathLike | str, rank: int) -> Path:
+def failed_path(job_dir: os.PathLike[str] | str, rank: int) -> Path:
     return Path(job_dir) / FAILED / f"rank-{rank}"
 
 
 def job_dir_for(
     info: RankInfo,
     *,
-    explicit: os.PathLike | str | None = None,
-    root: os.PathLike | str = DEFAULT_ROOT,
+    explicit: os.PathLike[str] | str | None = None,
+    root: os.PathLike[str] | str = DEFAULT_ROOT,
 ) -> Path:
     """The job folder every rank of this launch agrees on, as an absolute path.
 
@@ -139,7 +139,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return rank_data.read_report(path.parent if rel == path.name else path.parent.parent, rel)
 
 
-def claim_rank(job_dir: os.PathLike | str, info: RankInfo) -> Path:
+def claim_rank(job_dir: os.PathLike[str] | str, info: RankInfo) -> Path:
     """Claim this rank of the job: its start record, created only where none exists (before
     the rank's run folder is made, so that two processes given one rank meet here first).
 
@@ -173,7 +173,7 @@ def claim_rank(job_dir: os.PathLike | str, info: RankInfo) -> Path:
     return path
 
 
-def mark_started(job_dir: os.PathLike | str, info: RankInfo, *, claimed: bool = False) -> Path:
+def mark_started(job_dir: os.PathLike[str] | str, info: RankInfo, *, claimed: bool = False) -> Path:
     """Record that this rank is about to launch its workload: its start record, claimed first
     (claim_rank) unless this process `claimed` it already."""
     if not claimed:
@@ -230,7 +230,7 @@ def _claim_json(path: Path, data: Mapping[str, Any]) -> bool:
 
 
 def mark_exit(
-    job_dir: os.PathLike | str,
+    job_dir: os.PathLike[str] | str,
     rank: int,
     exit_code: int,
     *,
@@ -248,14 +248,14 @@ def mark_exit(
     return _write_json(exit_path(job_dir, rank), data)
 
 
-def write_report(job_dir: os.PathLike | str, rank: int, report: Any) -> Path:
+def write_report(job_dir: os.PathLike[str] | str, rank: int, report: Any) -> Path:
     """Write this rank's report: a JSON-able dict, or an object with to_dict()
     (pgle.report.Report)."""
     data = report.to_dict() if hasattr(report, "to_dict") else dict(report)
     return _write_json(report_path(job_dir, rank), data)
 
 
-def peer_failure(job_dir: os.PathLike | str, my_rank: int) -> PeerFailure | None:
+def peer_failure(job_dir: os.PathLike[str] | str, my_rank: int) -> PeerFailure | None:
     """The first peer whose workload failed on its own, or None.
 
     Cheap enough to call twice a second on every rank: one listing of
@@ -290,7 +290,7 @@ def peer_failure(job_dir: os.PathLike | str, my_rank: int) -> PeerFailure | None
 
 
 def watchdog(
-    job_dir: os.PathLike | str, my_rank: int, *, min_interval_s: float = 0.0
+    job_dir: os.PathLike[str] | str, my_rank: int, *, min_interval_s: float = 0.0
 ) -> Callable[[], PeerFailure | None]:
     """A no-argument callable for the launcher's poll loop, wrapping peer_failure.
 
@@ -298,17 +298,19 @@ def watchdog(
     `min_interval_s` bounds how often the filesystem is asked (big jobs on a
     busy metadata server), returning None in between.
     """
-    state: dict[str, Any] = {"last": float("-inf"), "failure": None}
+    last = float("-inf")
+    failure: PeerFailure | None = None
 
     def check() -> PeerFailure | None:
-        if state["failure"] is not None:
-            return state["failure"]
+        nonlocal last, failure
+        if failure is not None:
+            return failure
         now = time.monotonic()
-        if now - state["last"] < min_interval_s:
+        if now - last < min_interval_s:
             return None
-        state["last"] = now
-        state["failure"] = peer_failure(job_dir, my_rank)
-        return state["failure"]
+        last = now
+        failure = peer_failure(job_dir, my_rank)
+        return failure
 
     return check
 
@@ -328,7 +330,7 @@ def _listing(job_dir: Path) -> dict[str, set[int]]:
 
 
 def gather(
-    job_dir: os.PathLike | str,
+    job_dir: os.PathLike[str] | str,
     world_size: int,
     timeout_s: float,
     *,
@@ -384,7 +386,7 @@ def gather(
     return Gathered(dict(sorted(reports.items())), missing)
 
 
-def describe_missing(job_dir: os.PathLike | str, ranks: list[int]) -> dict[int, str]:
+def describe_missing(job_dir: os.PathLike[str] | str, ranks: list[int]) -> dict[int, str]:
     """For each rank that never reported, what its files say, in a phrase.
 
     "never started", "started on host h (pid p); its workload has not exited",

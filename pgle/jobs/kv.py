@@ -38,6 +38,7 @@ from pgle.atomic import write_bytes_atomic, write_stream_atomic
 from pgle.errors import PgleError
 from pgle.evidence import schema
 from pgle.jobs import rank_data
+from pgle.launch import handoff
 
 # A profile directory of a huge model is tens of MB; one rank's profile may be at most
 # rank_data.MAX_PROFILE_BYTES, and a bundle a little more (its reports).
@@ -125,7 +126,7 @@ class Bundle:
     """A received bundle, read from its file (or bytes) a member at a time, every size checked
     against its bound before it is read. ValueError (one phrase) for anything malformed."""
 
-    def __init__(self, source: bytes | os.PathLike | str):
+    def __init__(self, source: bytes | os.PathLike[str] | str):
         if isinstance(source, (bytes, bytearray)):
             self.f: BinaryIO = io.BytesIO(bytes(source))
             total = len(source)
@@ -206,7 +207,7 @@ class Bundle:
         self.close()
 
 
-def unbundle(raw: bytes | os.PathLike | str) -> tuple[str, dict[str, bytes], dict[str, Any]]:
+def unbundle(raw: bytes | os.PathLike[str] | str) -> tuple[str, dict[str, bytes], dict[str, Any]]:
     """Every member in memory (small bundles: tests, job files)."""
     with Bundle(raw) as b:
         files = {name: b.read(MAX_BUNDLE_BYTES) for name, _, _ in b.items()}
@@ -231,7 +232,7 @@ def _limit(rel: str) -> int:
     )
 
 
-def write_rank_files(job_dir: Path, rank: int, raw: bytes | os.PathLike | str) -> list[str]:
+def write_rank_files(job_dir: Path, rank: int, raw: bytes | os.PathLike[str] | str) -> list[str]:
     """Rank 0 keeps what rank `rank` sent (bytes, or the file they arrived in); returns the
     files written. Foreign data: a name that is not one of that rank's files is skipped, each
     file is bounded (rank_data) and streamed to disk with at most the mode it had, a report is
@@ -304,8 +305,8 @@ def _manifest_of(path: Path) -> Path:
 
 
 def write_job_files(
-    job_dir: Path, raw: bytes | os.PathLike | str, own_profile: str | None
-) -> dict | None:
+    job_dir: Path, raw: bytes | os.PathLike[str] | str, own_profile: str | None
+) -> dict[str, Any] | None:
     """A rank keeps what rank 0 sent: the job's profile at `own_profile` (this rank's path for
     it: its own -o) or at the same place in its own job folder, and job.json with the paths of
     what came along mapped to this rank's. Returns the job report. ValueError for a malformed
@@ -369,7 +370,7 @@ class HeldExchange:
             return {}, ["the workload was already released"]
         out = self.folder / "pgle"
         out.mkdir(exist_ok=True)
-        request: dict[str, Any] = {
+        request: handoff.Request = {
             "publish": {},
             "fetch": [],
             "timeout_s": timeout_s,
@@ -394,28 +395,27 @@ class HeldExchange:
                 )
             ]
         fetched: dict[str, Path] = {}
-        for key, path in (answer.get("fetched") or {}).items():
-            # Only where this round asked the workload to put it.
-            wanted = {item["key"]: item["to"] for item in request["fetch"]}
-            if key in wanted and str(path) == wanted[key] and os.path.isfile(path):
-                fetched[key] = Path(path)
+        errors = answer["errors"]
+        # Only where this round asked the workload to put it.
+        wanted = {item["key"]: item["to"] for item in request["fetch"]}
+        for key, arrived in answer["fetched"].items():
+            if key in wanted and arrived == wanted[key] and os.path.isfile(arrived):
+                fetched[key] = Path(arrived)
             else:
-                answer.setdefault("errors", []).append(f"fetch {key}: nothing arrived")
-        return fetched, [str(e) for e in answer.get("errors") or []]
+                errors.append(f"fetch {key}: nothing arrived")
+        return fetched, errors
 
-    def _answer(self, path: Path, wait_s: float) -> dict | None:
+    def _answer(self, path: Path, wait_s: float) -> handoff.Answer | None:
         deadline = time.monotonic() + wait_s
         pending = self.execution.result.pending
         while time.monotonic() < deadline:
             try:
-                data = json.loads(path.read_bytes())
-                return data if isinstance(data, dict) else None
+                return handoff.read_answer(path.read_bytes())
             except (FileNotFoundError, ValueError):
                 pass
             if pending is not None and pending.child.poll() is not None:
                 try:
-                    data = json.loads(path.read_bytes())
-                    return data if isinstance(data, dict) else None
+                    return handoff.read_answer(path.read_bytes())
                 except (FileNotFoundError, ValueError):
                     return None
             time.sleep(0.02)

@@ -81,7 +81,7 @@ class JobOptions:
     stall_timeout: float | str | None = None
     require_same_program: bool = False  # issue 36: ranks compiling different programs stop
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.gather_timeout is not None and self.gather_timeout < 0:
             raise BadInput(f"--gather-timeout {self.gather_timeout:g} is negative.")
         if self.job_dir is not None:

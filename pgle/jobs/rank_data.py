@@ -157,7 +157,9 @@ def _names(types: tuple[type, ...]) -> str:
     return " or ".join(dict.fromkeys(words.get(t, t.__name__) for t in types))
 
 
-def _check_fields(where: str, data: Mapping[str, Any], fields: Mapping[str, tuple]) -> None:
+def _check_fields(
+    where: str, data: Mapping[str, Any], fields: Mapping[str, tuple[type, ...]]
+) -> None:
     for key, types in fields.items():
         if key not in data:
             continue

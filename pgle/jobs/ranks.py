@@ -37,8 +37,10 @@ believe jax honours them. The coordinator address is kept for reports.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from pgle.errors import BadInput
 
@@ -72,7 +74,7 @@ class RankInfo:
             return None
         return f"{self.job_id}.{self.step_id}" if self.step_id is not None else self.job_id
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -307,8 +309,6 @@ def validate_template(template: str) -> None:
     _placeholders(template)
 
 
-def literal(path) -> str:
+def literal(path: os.PathLike[str] | str) -> str:
     """`path` with %, { and } escaped, so that placeholder expansion gives it back unchanged."""
-    import os
-
     return os.fspath(path).replace("%", "%%").replace("{", "{{").replace("}", "}}")

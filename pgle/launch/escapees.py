@@ -113,7 +113,7 @@ class Watcher:
     """Kills the marked processes if pgle dies before `done()` (module docstring)."""
 
     def __init__(self, token: str):
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.write_fd: int | None = None
         try:
             read_fd, self.write_fd = os.pipe()

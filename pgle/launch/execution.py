@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.errors import Interrupted, Stalled
@@ -154,7 +155,7 @@ def execute(
     *,
     profile_window: WindowSpec | None = None,
     step_name: str | None = None,
-    capture_loggers: Sequence[dict] = (),
+    capture_loggers: Sequence[dict[str, Any]] = (),
     warnings_always: Sequence[str] = (),
     prefix: Sequence[str] = (),
     watchdog: Callable[[], int | None] | None = None,

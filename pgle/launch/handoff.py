@@ -29,11 +29,70 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from pgle.evidence import schema
 
 POLL_S = 0.02
+
+
+class FetchItem(TypedDict):
+    key: str
+    to: str  # where the harness writes the value
+
+
+class Request(TypedDict):
+    """request-<n>.json, written by pgle (pgle.jobs.kv.HeldExchange)."""
+
+    publish: dict[str, str]  # key -> the file holding its value
+    fetch: list[FetchItem]
+    timeout_s: float
+    final: bool
+
+
+class Answer(TypedDict):
+    """answer-<n>.json, written by the harness."""
+
+    fetched: dict[str, str]  # key -> the file its value was written to
+    errors: list[str]
+
+
+def _str_map(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def read_request(raw: bytes) -> Request | None:
+    """A request file's content as a Request (absent or mistyped fields empty), None when it is
+    not a JSON object; ValueError when it is not JSON."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        return None
+    fetch = data.get("fetch")
+    items: list[FetchItem] = [
+        {"key": str(item["key"]), "to": str(item["to"])}
+        for item in (fetch if isinstance(fetch, list) else [])
+        if isinstance(item, dict) and "key" in item and "to" in item
+    ]
+    timeout_s = data.get("timeout_s")
+    return {
+        "publish": _str_map(data.get("publish")),
+        "fetch": items,
+        "timeout_s": float(timeout_s) if isinstance(timeout_s, (int, float)) else 0.0,
+        "final": bool(data.get("final")),
+    }
+
+
+def read_answer(raw: bytes) -> Answer | None:
+    """An answer file's content as an Answer, None when it is not a JSON object; ValueError
+    when it is not JSON."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        return None
+    errors = data.get("errors")
+    return {
+        "fetched": _str_map(data.get("fetched")),
+        "errors": [str(e) for e in errors] if isinstance(errors, list) else [],
+    }
 
 
 def _flush_streams() -> None:
@@ -49,12 +108,11 @@ def _write_atomic(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _wait_for(path: str, deadline: float) -> dict[str, Any] | None:
+def _wait_for(path: str, deadline: float) -> Request | None:
     while time.monotonic() < deadline:
         try:
             with open(path, "rb") as f:
-                data = json.loads(f.read())
-            return data if isinstance(data, dict) else None
+                return read_request(f.read())
         except FileNotFoundError:
             time.sleep(POLL_S)
         except (OSError, ValueError):
@@ -89,7 +147,7 @@ def hold(
                 break
             answer = _serve(client, request)
             _write_atomic(os.path.join(folder, f"answer-{n}.json"), json.dumps(answer).encode())
-            if request.get("final"):
+            if request["final"]:
                 break
             n += 1
             deadline = time.monotonic() + timeout_s
@@ -103,18 +161,18 @@ def hold(
     return True
 
 
-def _serve(client: Any, request: dict[str, Any]) -> dict[str, Any]:
+def _serve(client: Any, request: Request) -> Answer:
     errors: list[str] = []
     fetched: dict[str, str] = {}
-    for key, path in (request.get("publish") or {}).items():
+    for key, path in request["publish"].items():
         try:
             with open(path, "rb") as f:
                 client.key_value_set_bytes(str(key), f.read())
         except Exception as e:  # the coordinator gone, a key set twice: pgle reports it
             errors.append(f"publish {key}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-    deadline = time.monotonic() + float(request.get("timeout_s") or 60.0)
-    for item in request.get("fetch") or []:
-        key, to = str(item["key"]), str(item["to"])
+    deadline = time.monotonic() + (request["timeout_s"] or 60.0)
+    for item in request["fetch"]:
+        key, to = item["key"], item["to"]
         left_ms = max(1, int((deadline - time.monotonic()) * 1000))
         try:
             data = client.blocking_key_value_get_bytes(key, left_ms)

@@ -1,21 +1,36 @@
-"""Runs inside the workload's process: `python -m pgle.launch.harness --spec SPEC -- SCRIPT ARGS`.
+"""Runs inside the workload's processes and observes the run from there.
 
-It runs the user's script (or `-m module`) with runpy so that `sys.argv`,
-`sys.path[0]` and `__main__` look exactly as under plain `python`, and it
-observes the run from inside:
+Two ways in:
+- script mode: `python -m pgle.launch.harness --spec SPEC.json` (`main`; the workload's
+  arguments come in the environment, schema.WORKLOAD_ARGS) runs the user's script or
+  `-m module` with runpy, so that `sys.argv`, `sys.path[0]` and `__main__` look exactly as
+  under plain `python`;
+- command mode: `pgle CMD -- COMMAND` puts pgle/launch/boot first on PYTHONPATH; its
+  sitecustomize calls `activate` in every Python process of the command, and a process is
+  harnessed once it imports jax (the first in the run folder, the others in procs/<pid>/).
 
-- step boundaries, by wrapping `jax.profiler.StepTraceAnnotation` once the
-  workload imports jax (never earlier: JAX reads its JAX_* variables at import
-  and XLA_FLAGS at backend start, and a script may set them itself);
-- compilations, through `jax.monitoring` (public API);
-- records of the JAX loggers named in the spec, and Python warnings;
-- the JAX profiler window of `pgle collect`.
+What it observes, once the workload imports jax (never earlier: JAX reads its JAX_* variables
+at import and XLA_FLAGS at backend start, and a script may set them itself):
+- step boundaries, through a subclass put in place of `jax.profiler.StepTraceAnnotation`,
+  and the executions of the workload's jitted functions (`jax.jit`, `jax.pmap`, pjit
+  wrapped: JitCounter), with their completion times (CompletionWatcher, StepCompletions);
+- compilations, through `jax.monitoring` (public API), and each compiled module's facts and
+  scheduled HLO through jax's compiler internals (pgle.launch.jax_internals), as auto PGLE's
+  profiled executions when asked;
+- records of the JAX loggers named in the spec, Python warnings, the workload's own profiler
+  calls (`jax.profiler.start_trace`/`stop_trace`/`trace`, or jax >= 0.12's ProfileSession);
+- the JAX profiler window of `pgle collect` (ProfilerWindow);
+- the exit: its code, stack dumps on request (faulthandler), and, for a `--gather kv` job,
+  the hand-off rounds before jax's own teardown (pgle.launch.handoff).
 
-Everything observed goes as JSON lines to the events file named in the spec.
-The profiler is only ever started once the backend is up (after the first
-compilation): `jax.profiler.start_trace` initializes the backends (jax 0.10.2,
-`jax/_src/profiler.py`), which would break a script that calls
-`jax.distributed.initialize()` or sets XLA_FLAGS itself.
+Everything observed goes as JSON lines to the events file in the run folder (Events: step
+edges buffered as int64 records and written in one compact layout, pgle.evidence.step_lines
+reads it); the `progress` beacon counts executions for the stall watchdog. The harness also
+watches pgle (PGLE_PARENT_FD): if pgle dies, the workload's process group is killed.
+The profiler is only ever started once the backend is up (after the first compilation):
+`jax.profiler.start_trace` initializes the backends (jax 0.10.2, `jax/_src/profiler.py`),
+which would break a script that calls `jax.distributed.initialize()` or sets XLA_FLAGS
+itself.
 """
 
 from __future__ import annotations
@@ -26,6 +41,7 @@ import collections
 import contextlib
 import dataclasses
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import itertools
 import json
@@ -38,9 +54,9 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
-from types import FrameType
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType, ModuleType, TracebackType
+from typing import Any, NoReturn, TextIO
 
 try:
     from pgle.evidence import schema
@@ -107,12 +123,13 @@ class Events:
         self._through = False  # a forked child writes each line at once (it has no flusher)
         self._names: dict[str, int] = {}  # step name -> its id
         self._quoted: list[str] = []  # id -> the name's JSON text
-        self.on_tick: list = []  # called by the flusher thread every FLUSH_EVERY_S
+        # called by the flusher thread every FLUSH_EVERY_S
+        self.on_tick: list[Callable[[], None]] = []
         threading.Thread(target=self._flusher, name="pgle-events", daemon=True).start()
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(before=self.flush, after_in_child=self._forked)
 
-    def write(self, kind: str, **fields) -> None:
+    def write(self, kind: str, **fields: Any) -> None:
         # Secrets never reach the file: the workload's argv (`-- COMMAND --token x`), a
         # warning quoting a URL with its password (pgle.redact; issue 31).
         record = redact_json({"kind": kind, "t": time.time(), **fields})
@@ -185,7 +202,7 @@ STEP_FIELDS = 4  # int64 numbers a step edge takes in Events._steps
 NULL_STEP_NUM = -(2**63)  # step_num=None (any other non-int step_num takes Events.write)
 
 
-def _step_lines(block: array.array, quoted: list[str]) -> list[str]:
+def _step_lines(block: array.array[int], quoted: list[str]) -> list[str]:
     """The JSON lines of the step edges in `block`, in the layout `Events.write` gives them
     (pgle.evidence.step_lines reads it in bulk). `t` is time.time_ns() as seconds: its digits
     with a dot nine from the end, a quarter cheaper than a float's repr."""
@@ -447,7 +464,7 @@ class ProfilerWindow:
         _say(f"warning: {message}")
 
     # -- the workload's own profiler ----------------------------------------
-    def on_script_start(self, site: str, log_dir) -> None:
+    def on_script_start(self, site: str, log_dir: object) -> None:
         """The workload calls jax.profiler.start_trace: pgle's window gives way to it, and
         collect converts the workload's own trace."""
         with self.lock:
@@ -750,12 +767,14 @@ def _wait_for_devices() -> None:
     import jax
 
     try:
-        for array in jax.live_arrays():
+        live: Callable[[], list[Any]] = jax.live_arrays  # unannotated in jax 0.10.2
+        for array in live():
             array.block_until_ready()
     except Exception:
         pass
     with contextlib.suppress(Exception):
-        jax.effects_barrier()
+        barrier: Callable[[], None] = jax.effects_barrier  # unannotated in jax 0.10.2
+        barrier()
 
 
 class Harness:
@@ -860,7 +879,7 @@ class Harness:
         self._record_backend()
         self.window.on_backend_up()
 
-    def _on_event(self, event: str, **kwargs) -> None:
+    def _on_event(self, event: str, **kwargs: object) -> None:
         if event.startswith("/jax/compilation_cache/") or "pgle" in event.lower():
             self.events.write(
                 schema.JAX_EVENT, event=event, **{k: str(v) for k, v in kwargs.items()}
@@ -930,7 +949,7 @@ class Harness:
         arrays: tuple[type, ...] = ()  # jax's array class, once a step's outputs are seen
         streak = skip = 0  # steps ready by their marker's end in a row; steps left to skip
 
-        def enter(name: str, step_num) -> int | None:
+        def enter(name: str, step_num: object) -> int | None:
             if step_name and name != step_name:
                 if name not in others and len(others) < 5:
                     others.append(name)  # for the warning on a mistyped --step-name
@@ -998,10 +1017,17 @@ class Harness:
         original = warnings.showwarning
         events = self.events
 
-        shown: set = set()
+        shown: set[tuple[str, type[Warning], str, int]] = set()
         forced = tuple(getattr(builtins, c, Warning) for c in self.spec.warnings_always)
 
-        def showwarning(message, category, filename, lineno, file=None, line=None):
+        def showwarning(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
             events.write(
                 schema.WARNING,
                 category=category.__name__,
@@ -1135,7 +1161,7 @@ def _count_execution() -> None:
     _EXECUTIONS[0] += 1
 
 
-_STACK_FILES: list = []  # kept open: faulthandler writes to them from its signal handler
+_STACK_FILES: list[TextIO] = []  # kept open: faulthandler writes to them from its signal handler
 
 
 def _register_stack_dump(home: str, events: Events) -> None:
@@ -1180,10 +1206,15 @@ def _exclude_own_frames() -> None:
 class _JaxImportHook(importlib.abc.MetaPathFinder):
     """Calls `on_import()` right after the workload's own `import jax` completes."""
 
-    def __init__(self, on_import):
+    def __init__(self, on_import: Callable[[], None]):
         self.on_import = on_import
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != "jax":
             return None
         sys.meta_path.remove(self)
@@ -1193,7 +1224,7 @@ class _JaxImportHook(importlib.abc.MetaPathFinder):
         loader, on_import = spec.loader, self.on_import
         original = loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: ModuleType) -> None:
             original(module)
             on_import()
 
@@ -1201,7 +1232,8 @@ class _JaxImportHook(importlib.abc.MetaPathFinder):
         return spec
 
 
-_ORIGINAL: dict = {}  # jax.profiler.start_trace/stop_trace before the hooks: pgle's own calls
+# jax.profiler.start_trace/stop_trace before the hooks: pgle's own calls
+_ORIGINAL: dict[str, Callable[..., Any]] = {}
 _HERE = os.path.abspath(__file__)
 
 
@@ -1236,7 +1268,7 @@ _OWN = threading.local()
 
 
 @contextlib.contextmanager
-def _pgle_own():
+def _pgle_own() -> Iterator[None]:
     """pgle's own profiler calls: the hooks below let them through unseen."""
     _OWN.active = True
     try:
@@ -1245,7 +1277,7 @@ def _pgle_own():
         _OWN.active = False
 
 
-def _hook_profiler(profiler, window: ProfilerWindow) -> None:
+def _hook_profiler(profiler: ModuleType, window: ProfilerWindow) -> None:
     """The workload's own jax.profiler.start_trace/stop_trace/trace (MaxText `profiler: xplane`,
     levanter `--profiler`) go through pgle's window: pgle gives way to the script's trace.
 
@@ -1269,18 +1301,18 @@ def _hook_profiler(profiler, window: ProfilerWindow) -> None:
         _hook_session(session, window)
         return
 
-    def start_trace(log_dir, *args, **kwargs):
+    def start_trace(log_dir: object, *args: Any, **kwargs: Any) -> Any:
         window.on_script_start(_call_site(), log_dir)
         return start(log_dir, *args, **kwargs)
 
-    def stop_trace():
+    def stop_trace() -> Any:
         try:
             return stop()
         finally:
             window.on_script_stop(_call_site())
 
     @contextlib.contextmanager
-    def trace(log_dir, *args, **kwargs):
+    def trace(log_dir: object, *args: Any, **kwargs: Any) -> Iterator[None]:
         start_trace(log_dir, *args, **kwargs)
         try:
             yield
@@ -1293,19 +1325,19 @@ def _hook_profiler(profiler, window: ProfilerWindow) -> None:
         setattr(profiler, name, fn)
 
 
-def _hook_session(session_cls, window: ProfilerWindow) -> None:
+def _hook_session(session_cls: type[Any], window: ProfilerWindow) -> None:
     """jax >= 0.12: `ProfileSession.start`/`stop` tell the window about the workload's own
     sessions (not pgle's: `_pgle_own`). A session with no log_dir keeps its trace in memory;
     once it stops, pgle exports it where its own window would have written (collect converts
     it; `ProfileSession.export_profile_data`, jax 0.12)."""
     original_start, original_stop = session_cls.start, session_cls.stop
 
-    def start(self):
+    def start(self: Any) -> Any:
         if not getattr(_OWN, "active", False):
             window.on_script_start(_call_site(), getattr(self, "log_dir", None))
         return original_start(self)
 
-    def stop(self):
+    def stop(self: Any) -> Any:
         if getattr(_OWN, "active", False):
             return original_stop(self)
         site = _call_site()
@@ -1742,7 +1774,7 @@ def _any_leaf(out: Any, arrays: tuple[type, ...]) -> Any:
     return None
 
 
-def _counted_call(self, *args, **kwargs):
+def _counted_call(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
     """A call of a counted jitted (or compiled) function: one execution of its name when it is
     a top-level call (not nested in another counted call, such as a jitted function traced
     inside another). Runs on every call of the workload's jitted functions, so it is one frame
@@ -1782,15 +1814,17 @@ def _counted_call(self, *args, **kwargs):
 class _Proxy:
     """Forwards every attribute to the wrapped jax object."""
 
-    def __init__(self, wrapped, name: str, counter: JitCounter, window: ProfilerWindow):
+    _pgle: tuple[Any, str, JitCounter, ProfilerWindow]  # (wrapped, name, counter, window)
+
+    def __init__(self, wrapped: Any, name: str, counter: JitCounter, window: ProfilerWindow):
         self._pgle = (wrapped, name, counter, window)
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> Any:
         if attr == "_pgle":  # copy/pickle build the object without __init__
             raise AttributeError(attr)
         return getattr(self._pgle[0], attr)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return repr(self._pgle[0])
 
 
@@ -1801,7 +1835,7 @@ class _Compiled(_Proxy):
 
 
 class _Lowered(_Proxy):
-    def compile(self, *args, **kwargs):
+    def compile(self, *args: Any, **kwargs: Any) -> _Compiled:
         wrapped, name, counter, window = self._pgle
         outer = _depth.name
         _depth.name = outer or name  # the compile is this function's (pgle.launch.step_rule)
@@ -1813,7 +1847,7 @@ class _Lowered(_Proxy):
 
 
 class _Traced(_Proxy):
-    def lower(self, *args, **kwargs):
+    def lower(self, *args: Any, **kwargs: Any) -> _Lowered:
         wrapped, name, counter, window = self._pgle
         return _Lowered(wrapped.lower(*args, **kwargs), name, counter, window)
 
@@ -1821,7 +1855,7 @@ class _Traced(_Proxy):
 class _Jitted(_Proxy):
     """A jitted (or pmapped) function whose top-level calls are counted."""
 
-    def __init__(self, wrapped, name, counter, window):
+    def __init__(self, wrapped: Any, name: str, counter: JitCounter, window: ProfilerWindow):
         super().__init__(wrapped, name, counter, window)
         import functools
 
@@ -1830,25 +1864,26 @@ class _Jitted(_Proxy):
 
     __call__ = _counted_call
 
-    def __get__(self, obj, objtype=None):  # as a method, like jax's own jitted functions
+    # as a method, like jax's own jitted functions
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
         import functools
 
         return self if obj is None else functools.partial(self, obj)
 
-    def lower(self, *args, **kwargs):
+    def lower(self, *args: Any, **kwargs: Any) -> _Lowered:
         wrapped, name, counter, window = self._pgle
         return _Lowered(wrapped.lower(*args, **kwargs), name, counter, window)
 
-    def trace(self, *args, **kwargs):
+    def trace(self, *args: Any, **kwargs: Any) -> _Traced:
         wrapped, name, counter, window = self._pgle
         return _Traced(wrapped.trace(*args, **kwargs), name, counter, window)
 
 
-def _fun_name(fun) -> str:
+def _fun_name(fun: Any) -> str:
     """The name jax gives the function's module (jax/_src/util.py `fun_name`, 0.10.2)."""
     import functools
 
-    name = getattr(fun, "__name__", None)
+    name: str | None = getattr(fun, "__name__", None)
     if name is not None:
         return name
     if isinstance(fun, functools.partial):
@@ -1856,7 +1891,9 @@ def _fun_name(fun) -> str:
     return "<unnamed function>"
 
 
-def _counting(transform, prefix: str, counter: JitCounter, window: ProfilerWindow):
+def _counting(
+    transform: Callable[..., Any], prefix: str, counter: JitCounter, window: ProfilerWindow
+) -> Callable[..., Any]:
     """`transform` (jax.jit, jax.pmap, pjit) whose functions are counted. Every way scripts
     write it reaches here: `@jax.jit`, `@jax.jit(donate_argnums=0)` (jax >= 0.8.1: no function
     gives a decorator), `functools.partial(jax.jit, ...)`, `jax.jit(f).lower(x).compile()`, and
@@ -1865,7 +1902,7 @@ def _counting(transform, prefix: str, counter: JitCounter, window: ProfilerWindo
     import functools
 
     @functools.wraps(transform)
-    def counting(*args, **kwargs):
+    def counting(*args: Any, **kwargs: Any) -> Any:
         fun = args[0] if args else kwargs.get("fun")
         result = transform(*args, **kwargs)
         if fun is None:
@@ -1873,7 +1910,7 @@ def _counting(transform, prefix: str, counter: JitCounter, window: ProfilerWindo
                 return result
 
             @functools.wraps(result)
-            def decorate(f):  # the decorator jax returned, with pgle's count
+            def decorate(f: Any) -> Any:  # the decorator jax returned, with pgle's count
                 return counting(f, *args, **kwargs)
 
             return decorate
@@ -1904,14 +1941,14 @@ def _hook_pjit(counter: JitCounter, window: ProfilerWindow) -> None:
         module.pjit = _counting(module.__dict__["pjit"], "jit", counter, window)
 
 
-def _step_annotation_class(base, harness: Harness):
+def _step_annotation_class(base: Any, harness: Harness) -> type[Any]:
     base_init, base_exit = base.__init__, base.__exit__
     step_enter, step_exit = harness.step_hooks()
 
-    class StepTraceAnnotation(base):
+    class StepTraceAnnotation(base):  # type: ignore[misc]  # jax's class, known at run time
         __doc__ = base.__doc__
 
-        def __init__(self, name: str, **kwargs):
+        def __init__(self, name: str, **kwargs: Any) -> None:
             # The step counts (and the window may start) here, before the base class
             # constructs its TraceMe: jaxlib's TraceMe decides at construction whether
             # the profiler records it (jax 0.10.2), so a trace started in __enter__
@@ -1919,7 +1956,7 @@ def _step_annotation_class(base, harness: Harness):
             self._pgle_index = step_enter(name, kwargs.get("step_num"))
             base_init(self, name, **kwargs)  # not super(): this runs every step (issue 25)
 
-        def __exit__(self, *exc):
+        def __exit__(self, *exc: object) -> Any:
             result = base_exit(self, *exc)
             step_exit(self._pgle_index)
             return result
@@ -1983,7 +2020,7 @@ def _capture_logger(name: str, level: str, events: Events) -> None:
         logger.setLevel(capture_level)
 
 
-def _exit_code(code) -> int:
+def _exit_code(code: object) -> int:
     if code is None:
         return 0
     if isinstance(code, int):
@@ -2131,7 +2168,9 @@ def _watch_exit_code() -> None:
         _EXIT_CODE[0] = _exit_code(code)
         real_exit(code)
 
-    def excepthook(kind, value, tb) -> None:
+    def excepthook(
+        kind: type[BaseException], value: BaseException, tb: TracebackType | None
+    ) -> None:
         _EXIT_CODE[0] = 130 if issubclass(kind, KeyboardInterrupt) else 1
         previous_hook(kind, value, tb)
 

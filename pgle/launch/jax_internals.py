@@ -31,12 +31,13 @@ can tell threads from the script's own profiler.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pgle.evidence import schema
@@ -78,7 +79,7 @@ def observe_pgle(
     # may finish between the failed start and this thread's handler seeing the error
     finished: dict[int, tuple[str | None, float]] = {}
 
-    def compile_or_get_cached(backend, computation, *args, **kwargs):
+    def compile_or_get_cached(backend: Any, computation: Any, *args: Any, **kwargs: Any) -> Any:
         runner = kwargs.get("pgle_profiler", args[4] if len(args) > 4 else None)
         if runner is not None and runner not in names:
             try:
@@ -88,7 +89,7 @@ def observe_pgle(
                 pass
         return original_compile(backend, computation, *args, **kwargs)
 
-    def will_profile(runner) -> bool:
+    def will_profile(runner: Any) -> bool:
         # PGLEProfiler.trace's own test (jax 0.10.2): this execution starts a session.
         try:
             return (
@@ -101,7 +102,7 @@ def observe_pgle(
             return False
 
     @contextlib.contextmanager
-    def trace(runner):
+    def trace(runner: Any) -> Iterator[None]:
         if on_execution is not None:
             on_execution()
         before = getattr(runner, "called_times", None)
@@ -368,7 +369,7 @@ def _has_fdo_profile(compile_options: Any) -> bool:
         return False
 
 
-def _has_async_ops(module) -> bool:
+def _has_async_ops(module: Any) -> bool:
     """Whether an instruction is an async start/done or a (synchronous) collective: the
     modules whose scheduled HLO is kept. From the names and opcodes: walking them is several
     times cheaper than `to_string()` on a realistic module (benchmarks/bench_observe.py), and
@@ -412,9 +413,9 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
     except Exception:
         return False
     counter = [0]
-    seen: set[tuple] = set()
+    seen: set[tuple[str | None, str]] = set()
 
-    def compile_or_get_cached(*args, **kwargs):
+    def compile_or_get_cached(*args: Any, **kwargs: Any) -> Any:
         # Before the compile (it may fail): which platform XLA compiles for, from which
         # thread. A deviceless compile for a GPU topology is `gpu` too (jax 0.4.35-0.12).
         module = None
@@ -450,7 +451,9 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
             write(schema.MODULE_ERROR, error=f"{type(e).__name__}: {e}")
         return executable
 
-    def _describe(executable, write, hlo_dir, counter):
+    def _describe(
+        executable: Any, write: Callable[..., None], hlo_dir: str, counter: list[int]
+    ) -> None:
         module = executable.hlo_modules()[0]
         try:
             cost = executable.cost_analysis() or {}
@@ -516,30 +519,38 @@ def kv_client() -> tuple[Any, int, int] | None:
         return None
 
 
-_shutdown: dict[str, Any] = {}
+@dataclasses.dataclass
+class _DeferredShutdown:
+    real: Callable[[], None]  # jax's own global_state.shutdown
+    released: bool = False
+    asked: bool = False
+
+
+_shutdown: _DeferredShutdown | None = None
 
 
 def defer_distributed_shutdown() -> bool:
     """Until `release_distributed_shutdown()`, `jax.distributed.shutdown()` (the workload's own,
     or jax's atexit) only records that it was asked: the key-value store must outlive the
     workload's last line for pgle's exchange. True when deferred."""
+    global _shutdown
     try:
         from jax._src import distributed
 
         state = distributed.global_state
-        real = state.shutdown
+        real: Callable[[], None] = state.shutdown
     except Exception:
         return False
-    if _shutdown:
+    if _shutdown is not None:
         return True
+    deferred = _shutdown = _DeferredShutdown(real)
 
     def shutdown() -> None:
-        if _shutdown.get("released"):
-            real()
+        if deferred.released:
+            deferred.real()
         else:
-            _shutdown["asked"] = True
+            deferred.asked = True
 
-    _shutdown.update(real=real, state=state, released=False, asked=False)
     # The instance's: jax calls global_state.shutdown().
     state.shutdown = shutdown  # type: ignore[method-assign]
     return True
@@ -547,11 +558,11 @@ def defer_distributed_shutdown() -> bool:
 
 def release_distributed_shutdown() -> None:
     """Let shutdown through again, and do the one the workload asked for meanwhile."""
-    if not _shutdown or _shutdown.get("released"):
+    if _shutdown is None or _shutdown.released:
         return
-    _shutdown["released"] = True
-    if _shutdown.get("asked"):
-        _shutdown["real"]()
+    _shutdown.released = True
+    if _shutdown.asked:
+        _shutdown.real()
 
 
 def exclude_from_jax_tracebacks(paths: list[str]) -> None:

@@ -58,6 +58,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Protocol
 
 from pgle.errors import BadInput, PgleError
@@ -185,7 +186,7 @@ class _ExitWatch:
     readable when the child exits, so `poll` on it returns at once. Without pidfd_open (older
     kernels, seccomp sandboxes), `Popen.wait(timeout)` as before."""
 
-    def __init__(self, child: subprocess.Popen):
+    def __init__(self, child: subprocess.Popen[bytes]):
         self.child = child
         self.fd: int | None = None
         try:
@@ -219,7 +220,7 @@ class _Signals:
     def __init__(self, grace_s: float, channels: tuple[_Channel, _Channel]):
         self.grace_s = grace_s
         self.channels = channels
-        self.child: subprocess.Popen | None = None
+        self.child: subprocess.Popen[bytes] | None = None
         self.pending: list[int] = []
         self.interrupted: int | None = None
         self.kill_at: float | None = None
@@ -238,7 +239,7 @@ class _Signals:
                 continue  # ignored when pgle started (nohup, `&`): the workload inherits it
             self.previous[sig] = signal.signal(sig, handler)
 
-    def attach(self, child: subprocess.Popen) -> None:
+    def attach(self, child: subprocess.Popen[bytes]) -> None:
         self.child = child
         while self.pending:
             self._send(self.pending.pop(0))
@@ -255,7 +256,7 @@ class _Signals:
         else:
             signal_group(self.child, signum)
 
-    def forward(self, signum: int, frame) -> None:
+    def forward(self, signum: int, frame: FrameType | None) -> None:
         if signum in STOPPING_SIGNALS and self.interrupted is None:
             self.interrupted = signum
         if signum == signal.SIGTERM and self.kill_at is None:
@@ -265,7 +266,7 @@ class _Signals:
             # The command stops: what left the workload's group gets the signal too.
             escapees.signal_all(escapees.marked(self.token, outside_group=self.child.pid), signum)
 
-    def suspend(self, signum: int, frame) -> None:
+    def suspend(self, signum: int, frame: FrameType | None) -> None:
         """Ctrl-Z: stop the workload's group, then pgle, as the default action would (the shell
         sees the job stopped); resumed by SIGCONT (`fg`, `bg`), which `resume` passes on."""
         if self.child is not None:
@@ -276,13 +277,13 @@ class _Signals:
         finally:
             signal.signal(signal.SIGTSTP, self.suspend)
 
-    def resume(self, signum: int, frame) -> None:
+    def resume(self, signum: int, frame: FrameType | None) -> None:
         if self.child is not None:
             signal_group(self.child, signal.SIGCONT)
         for then in self.on_resume:
             then()
 
-    def resized(self, signum: int, frame) -> None:
+    def resized(self, signum: int, frame: FrameType | None) -> None:
         # The child's pseudo-terminal is no process's controlling terminal (the child runs in
         # its own process group), so the kernel signals nobody when its size changes: pgle
         # copies the new size and tells the workload, as the terminal would have.
@@ -348,7 +349,6 @@ class Running:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log = Log(log_path, _warn)
         self.sinks = Sink.pair(sys.stdout, sys.stderr, log_path)
-        group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
         # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
         watch_r, self.watch_w = os.pipe()
         self.token = escapees.new_token()
@@ -366,7 +366,7 @@ class Running:
                 stdout=out.child_fd,
                 stderr=err.child_fd,
                 pass_fds=(watch_r,),
-                **group,
+                process_group=0,
             )
         except OSError as e:
             self.signals.restore()
@@ -559,7 +559,7 @@ def _stopped(pid: int) -> bool:
     return state in (b"T", b"t")
 
 
-def signal_group(child: subprocess.Popen, signum: int) -> None:
+def signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
     """`signum` to the child's whole process group (the workload's own children included)."""
     try:
         os.killpg(child.pid, signum)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Any
 
 from pgle.xla import flag_probe
 
@@ -40,7 +41,7 @@ print("{_MARK} " + json.dumps(out), flush=True)
 """
 
 
-def backend_info(environ: dict[str, str]) -> dict:
+def backend_info(environ: dict[str, str]) -> dict[str, Any]:
     proc = _run_child(_BACKEND_CHILD, environ, BACKEND_TIMEOUT_S)
     if proc is None:
         return {"error": f"jax did not list its devices within {BACKEND_TIMEOUT_S:g} s"}
@@ -59,11 +60,12 @@ def _run_child(
     return flag_probe.run_child(code, env, timeout)
 
 
-def _result(proc: subprocess.CompletedProcess[str], mark: str, who: str) -> dict:
+def _result(proc: subprocess.CompletedProcess[str], mark: str, who: str) -> dict[str, Any]:
     """The JSON the child printed after `mark`, or {error} with the last line it wrote."""
     for line in proc.stdout.splitlines():
         if line.startswith(mark):
-            return json.loads(line[len(mark) :])
+            info: dict[str, Any] = json.loads(line[len(mark) :])  # the child prints an object
+            return info
     tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return {
         "error": f"{who} died (exit code {proc.returncode}): "
@@ -115,7 +117,7 @@ print("{_CUPTI_MARK} " + json.dumps(out), flush=True)
 CUPTI_ERRORS = ("CUPTI_ERROR", "cupti", "CUPTI")
 
 
-def cupti_trace(environ: dict[str, str]) -> dict:
+def cupti_trace(environ: dict[str, str]) -> dict[str, Any]:
     """{platform, executions, profile_bytes, trace, cupti_lines} from a one-second trace in a
     child, or {error}."""
     # auto PGLE's session would collide with the probe's

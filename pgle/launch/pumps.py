@@ -28,12 +28,15 @@ import re
 import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeAlias
 
 from pgle.errors import PgleError
 from pgle.launch import streams
+
+# What the pumps read into and pass on: their buffers, views of them, and pgle's own lines.
+BytesLike: TypeAlias = bytes | bytearray | memoryview
 
 # A line longer than this goes to the log in pieces: whole lines keep stdout and stderr from
 # interleaving mid-line, but must not make memory grow without bound.
@@ -87,7 +90,7 @@ class Log:
         except OSError as e:
             raise PgleError(f"cannot write the workload log {path}: {e.strerror}.") from None
 
-    def write(self, parts: list) -> None:
+    def write(self, parts: Sequence[BytesLike]) -> None:
         """Append `parts` (bytes-like) in one writev; every byte or, after an error, none."""
         with self.lock:
             if self.error is not None or self.closed:
@@ -142,7 +145,7 @@ class Behind:
         self.thread = threading.Thread(target=self._run, name="pgle-terminal", daemon=True)
         self.thread.start()
 
-    def put(self, data) -> None:
+    def put(self, data: BytesLike) -> None:
         chunk = bytes(data)  # a copy: the pump reads into its buffer again
         with self.cond:
             while self.held >= BEHIND_MAX and self.error is None:
@@ -184,7 +187,7 @@ class Behind:
                 self.cond.notify_all()
 
 
-def write_all(fd: int, data) -> None:
+def write_all(fd: int, data: BytesLike) -> None:
     """Every byte of `data` to `fd`, waiting where the user left a terminal non-blocking."""
     view = memoryview(data)
     while view:
@@ -200,7 +203,7 @@ class Sink:
     none (an in-memory stream), and dropped after its first failure. That failure is said
     once, on the other sink (`other`), between two of the workload's lines there."""
 
-    def __init__(self, stream: IO | None, fd: int, log_path: Path):
+    def __init__(self, stream: IO[str] | None, fd: int, log_path: Path):
         self.fd = fd  # 1 or 2: which of pgle's streams this is
         self.name = streams.STREAM_NAMES[fd]
         self.stream = stream
@@ -229,7 +232,7 @@ class Sink:
             self.behind = Behind(self.out_fd)
 
     @staticmethod
-    def pair(stdout: IO | None, stderr: IO | None, log_path: Path) -> tuple[Sink, Sink]:
+    def pair(stdout: IO[str] | None, stderr: IO[str] | None, log_path: Path) -> tuple[Sink, Sink]:
         out, err = Sink(stdout, 1, log_path), Sink(stderr, 2, log_path)
         out.other, err.other = err, out
         for sink in (out, err):
@@ -237,7 +240,7 @@ class Sink:
                 sink._say_failure()
         return out, err
 
-    def write(self, data) -> None:
+    def write(self, data: BytesLike) -> None:
         if self.failed is not None or not data:
             return
         with self.lock:
@@ -290,7 +293,7 @@ class Sink:
         self._after()
         return self.failed is None
 
-    def _put(self, data) -> None:
+    def _put(self, data: BytesLike) -> None:
         if self.failed is not None or not len(data):
             return
         try:

@@ -18,6 +18,7 @@ import json
 import os
 import pickle
 import threading
+from collections.abc import Callable
 from typing import Any
 
 INDEX = "index.jsonl"
@@ -32,7 +33,9 @@ class Exporter:
         self.count = 0
         os.makedirs(folder, exist_ok=True)
 
-    def __call__(self, name: str, jitted: Any, args: tuple, kwargs: dict) -> None:
+    def __call__(
+        self, name: str, jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         with self.lock:
             self.count += 1
             number = self.count
@@ -50,12 +53,15 @@ class Exporter:
             fh.write(json.dumps(record) + "\n")
 
 
-def export(jitted: Any, args: tuple, kwargs: dict) -> Any:
+def export(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     import jax
+
+    # jax's ShapeDtypeStruct.__init__ is unannotated (jax 0.10.2): called through a typed name.
+    shape_dtype: Callable[..., Any] = jax.ShapeDtypeStruct
 
     def spec(x: Any) -> Any:
         if isinstance(x, jax.Array):
-            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+            return shape_dtype(x.shape, x.dtype, sharding=x.sharding)
         return x
 
     args, kwargs = jax.tree_util.tree_map(spec, (args, kwargs))

@@ -1,9 +1,11 @@
-"""The `tensorflow.profiler.ProfiledInstructionsProto` message, declared here.
+"""The protobuf messages pgle reads and writes, declared here, and its readers of their bytes.
 
-Why declared and not imported: the schema lives in tsl
-(`tsl/profiler/protobuf/profiled_instructions.proto`), which no pip package
-ships as a Python module, and the CLI must not import jax. The layout
-(docs/xla-facts.md section 2) is proto3:
+Why declared and not imported: the schemas live in tsl and xla
+(`tsl/profiler/protobuf/profiled_instructions.proto`, `.../xplane.proto`,
+`xla/service/hlo.proto`), which no pip package ships as Python modules, and the CLI must not
+import jax. Declared from FileDescriptorProtos, in pools of their own:
+- `message_class()`: `tensorflow.profiler.ProfiledInstructionsProto`, the PGLE profile
+  (docs/xla-facts.md section 2), proto3:
 
     message ProfiledInstructionsProto {
       message InstructionCost { string name = 1; double cost_us = 2; }
@@ -12,13 +14,18 @@ ships as a Python module, and the CLI must not import jax. The layout
       repeated Latency latencies = 2;
     }
 
-Two codecs live here:
-- `message_class()`: a real protobuf message built from a FileDescriptorProto,
-  used for encoding, fast decoding and the text format (`text_format`).
-- `locate_corruption(data)`: a hand-written wire decoder that walks the bytes
-  the same way and returns the byte offset of the first thing protobuf would
-  reject, so a corrupt file error can say *where* it broke. It is only run
-  after the fast parser has failed.
+  used for encoding, decoding and the text format (`text_format`);
+- `xspace_class()`, `xplane_class()`, `xline_class()`: the XSpace of a trace
+  (`<host>.xplane.pb`), and `hlo_proto_class()`: `xla.HloProto` reduced to names, ids and
+  frontend attributes; only the fields pgle reads are declared.
+
+Readers of a profile's bytes besides protobuf's own:
+- `binary_columns(data)`: names and costs as numpy columns for the one layout XLA, jaxlib and
+  pgle write (costs only, one-byte lengths), None for any other; `ColumnLayout` reads a
+  file with the same names in the same places (the ranks of one program) by its costs only;
+- `locate_corruption(data)`: a hand-written wire decoder that walks the bytes as protobuf
+  does and returns the offset of the first thing protobuf would reject, so a corrupt-file
+  error says *where* it broke; run only after protobuf has failed.
 """
 
 from __future__ import annotations

@@ -15,15 +15,17 @@ import fnmatch
 import os
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgle.errors import EXIT_NOT_VERIFIED
-from pgle.evidence import jax_log
-from pgle.evidence.event_kinds import PgleSessionError, ScriptTrace
 from pgle.phrases import all_of, plural
 from pgle.report import Report
 from pgle.verdicts.rows import AutoRow, NsysRow, PrewarmRow
 from pgle.verdicts.statuses import Applied, Loaded, Optimized
+
+if TYPE_CHECKING:  # annotations only: the events modules cost `pgle verify` start-up
+    from pgle.evidence import jax_log
+    from pgle.evidence.event_kinds import PgleSessionError, ScriptTrace
 
 STATUS_OPTIMIZED = Optimized.OPTIMIZED
 STATUS_NOT_OPTIMIZED = Optimized.NOT_OPTIMIZED

@@ -34,14 +34,16 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pgle.evidence.event_kinds import ModuleCompiled
 from pgle.phrases import plural
 from pgle.verdicts.statuses import Applied
 from pgle.verdicts.sync_converted import Split, converted_note, unknown_note, unresolved_note
 from pgle.xla import hlo_text
 from pgle.xla.instruction_kinds import classify, classify_module
+
+if TYPE_CHECKING:  # the events module costs start-up: verify reads no events
+    from pgle.evidence.event_kinds import ModuleCompiled
 
 # jax 0.10.2's plugin holds `PGLE fallback: using SolLatencyEstimator`; 0.9.2's does not
 # (docs/xla-facts.md). XLA PR #41660 shipped in jax 0.10.1.

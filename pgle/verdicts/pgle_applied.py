@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Collection, Iterable
-from typing import Any
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, NamedTuple
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
@@ -93,7 +93,10 @@ def judge(
     `loaded_from_cache`: the modules whose executables jax loaded from its persistent
     compilation cache, and `compiled_anew` how many it compiled (pgle.evidence.compiles; None:
     unknown): XLA compiles nothing for a loaded module, so it logs no PGLE line for it, and
-    such a module is never judged not_applied for that."""
+    such a module is never judged not_applied for that.
+
+    The log-level rules (_LOG_RULES, first match decides) and the notes added after the
+    status (_NOTES) are tables below, in the order docs/reference/verdicts.md gives them."""
     silence = silence or (SILENCE_FULL if accuracy_checker else SILENCE_OFF)
     details: dict[str, Any] = {}
     if workload_modules:
@@ -117,63 +120,148 @@ def judge(
             row.status, row.coverage = Applied.NOT_APPLIED, None
             row.notes.insert(0, not_counted[m.profile_path])
         rows.append(row.to_dict())
-    modules = fold_clones(rows)
+    case = _Case(
+        evidence=evidence,
+        modules=fold_clones(rows),
+        platform=platform,
+        jax_imported=jax_imported,
+        command=command,
+        # A backend that is not XLA:GPU explains a log without PGLE lines whatever it hides.
+        off_gpu=bool(platform) and str(platform).lower() not in GPU_PLATFORMS,
+        info_hidden=info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0),
+        looked=bool(evidence.reads) or any(not m.fingerprint_only for m in evidence.modules),
+        loaded_from_cache=loaded_from_cache,
+        compiled_anew=compiled_anew,
+        silence=silence,
+        device_kind=device_kind,
+        details=details,
+    )
     reasons: list[str] = []
     if not_counted:
         details["not_counted"] = {"reads": sorted(not_counted)}
         reasons += list(dict.fromkeys(not_counted.values()))
     if evidence.sub_compiles:
         details["sub_compiles"] = [sub_compile_row(m) for m in evidence.sub_compiles]
-    looked = evidence.reads or any(not m.fingerprint_only for m in evidence.modules)
-    # A backend that is not XLA:GPU explains a log without PGLE lines whatever it hides.
-    off_gpu = bool(platform) and str(platform).lower() not in GPU_PLATFORMS
-    info_hidden = info_log_hidden or (evidence.checker_lines > 0 and evidence.info_lines == 0)
-    status = None
-    if evidence.unknown_flags:
-        flags = " ".join(dict.fromkeys(evidence.unknown_flags))
-        reasons.append(
-            f'XLA aborted before compiling: it does not know {flags} ("Unknown flag in '
-            "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`)."
-        )
-        status = Applied.ERROR
-    elif evidence.discards or evidence.verifier_failures:
-        if evidence.discards:
-            n = len(evidence.discards)
-            reasons.append(
-                f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
-                f'strictness discarded the profile ("{evidence.discards[0]}"): the '
-                "profile misses instructions of the modules below; collect it again or "
-                "use PGLE_STRICTNESS_LEVEL_WARN."
+    ruling = next((r for rule in _LOG_RULES if (r := rule(case)) is not None), None)
+    if ruling is not None:
+        status = ruling.status
+        reasons += ruling.reasons
+        if ruling.drop_modules:
+            case.modules = []
+    else:
+        status = _module_ruling(case.modules, reasons)
+    case.status = status
+    reasons += [note for make in _NOTES if (note := make(case)) is not None]
+    return Verdict(status, case.modules, reasons, evidence, details)
+
+
+@dataclasses.dataclass
+class _Case:
+    """What the log-level rules and the notes read."""
+
+    evidence: Evidence
+    modules: list[dict[str, Any]]  # the judged rows, clones folded
+    platform: str | None
+    jax_imported: bool | None
+    command: bool
+    off_gpu: bool
+    info_hidden: bool
+    looked: bool  # XLA read a profile, or a module logged more than its fingerprint
+    loaded_from_cache: Collection[str]
+    compiled_anew: int | None
+    silence: str
+    device_kind: str | None
+    details: dict[str, Any]  # the verdict's: a note may add to it
+    status: Applied = Applied.NOT_APPLIED  # once decided: what the notes see
+
+
+class _Ruling(NamedTuple):
+    """A log-level rule's decision: the overall status, why, and whether the module rows
+    go (nothing in the log can back them)."""
+
+    status: Applied
+    reasons: list[str]
+    drop_modules: bool = False
+
+
+def _unknown_flags(c: _Case) -> _Ruling | None:
+    if not c.evidence.unknown_flags:
+        return None
+    flags = " ".join(dict.fromkeys(c.evidence.unknown_flags))
+    return _Ruling(
+        Applied.ERROR,
+        [
+            (
+                f'XLA aborted before compiling: it does not know {flags} ("Unknown flag in '
+                "XLA_FLAGS\"); this jax's XLA has no such flag (see `pgle flags explain`)."
             )
-        if evidence.verifier_failures:
-            reasons.append(verifier_sentence(evidence.verifier_failures))
-        status = Applied.ERROR
-    elif evidence.parse_errors:
-        # One line per compile that tried (every module, every clone): each error said once.
-        reasons += [
-            f"XLA could not parse the profile: {e}" + (f" ({n} compiles)" if n > 1 else "")
-            for e, n in Counter(evidence.parse_errors).items()
-        ]
-        status = Applied.ERROR
-    elif evidence.missing_files:
-        missing = dict.fromkeys(evidence.missing_files)  # each once, in order
-        reasons += [f"XLA found no profile file at {p}" for p in missing]
-        status = Applied.ERROR
-    elif jax_imported is False and not modules and not evidence.reads:
-        status = Applied.NOT_APPLIED
+        ],
+    )
+
+
+def _compile_failed(c: _Case) -> _Ruling | None:
+    evidence = c.evidence
+    if not (evidence.discards or evidence.verifier_failures):
+        return None
+    reasons = []
+    if evidence.discards:
+        n = len(evidence.discards)
         reasons.append(
+            f"the compile failed ({plural(n, 'time')}): XLA's accuracy checker at ERROR "
+            f'strictness discarded the profile ("{evidence.discards[0]}"): the '
+            "profile misses instructions of the modules below; collect it again or "
+            "use PGLE_STRICTNESS_LEVEL_WARN."
+        )
+    if evidence.verifier_failures:
+        reasons.append(verifier_sentence(evidence.verifier_failures))
+    return _Ruling(Applied.ERROR, reasons)
+
+
+def _parse_errors(c: _Case) -> _Ruling | None:
+    if not c.evidence.parse_errors:
+        return None
+    # One line per compile that tried (every module, every clone): each error said once.
+    return _Ruling(
+        Applied.ERROR,
+        [
+            f"XLA could not parse the profile: {e}" + (f" ({n} compiles)" if n > 1 else "")
+            for e, n in Counter(c.evidence.parse_errors).items()
+        ],
+    )
+
+
+def _missing_files(c: _Case) -> _Ruling | None:
+    if not c.evidence.missing_files:
+        return None
+    missing = dict.fromkeys(c.evidence.missing_files)  # each once, in order
+    return _Ruling(Applied.ERROR, [f"XLA found no profile file at {p}" for p in missing])
+
+
+def _jax_never_imported(c: _Case) -> _Ruling | None:
+    if not (c.jax_imported is False and not c.modules and not c.evidence.reads):
+        return None
+    return _Ruling(
+        Applied.NOT_APPLIED,
+        [
             "no process of the command imported jax under pgle's harness, so no profile "
             "could apply (the harness travels by PYTHONPATH: a python started with -I, -E "
             "or -S does not read it)."
-            if command
+            if c.command
             else "the workload never imported jax, so XLA compiled nothing and no profile "
             "could apply (a wrapper that starts the training script in another "
             "process? give it as `-- COMMAND ARGS`: pgle then reaches every Python "
             "process below it)."
-        )
-    elif info_hidden and not evidence.reads and not off_gpu:
-        status = Applied.ERROR
-        reasons.append(
+        ],
+    )
+
+
+def _info_log_hidden(c: _Case) -> _Ruling | None:
+    evidence = c.evidence
+    if not (c.info_hidden and not evidence.reads and not c.off_gpu):
+        return None
+    return _Ruling(
+        Applied.ERROR,
+        [
             "XLA's INFO log is hidden (TF_CPP_MIN_LOG_LEVEL is not 0), so the log cannot show "
             "which modules used the profile"
             + (
@@ -183,127 +271,216 @@ def judge(
                 else ""
             )
             + ". Rerun with TF_CPP_MIN_LOG_LEVEL=0."
+        ],
+        drop_modules=True,
+    )
+
+
+def _nothing_read(c: _Case) -> _Ruling | None:
+    if c.looked:
+        return None
+    evidence, modules, platform = c.evidence, c.modules, c.platform
+    cached = sorted(set(c.loaded_from_cache))
+    if platform and platform.lower() not in GPU_PLATFORMS:
+        return _Ruling(
+            Applied.NOT_APPLICABLE,
+            [
+                (
+                    f"backend {platform}: PGLE is an XLA:GPU feature, so no module used a profile "
+                    "and none could; run on an NVIDIA GPU to apply it."
+                )
+            ],
         )
-        modules = []
-    elif not looked:
-        cached = sorted(set(loaded_from_cache))
-        if platform and platform.lower() not in GPU_PLATFORMS:
-            status = Applied.NOT_APPLICABLE
-            reasons.append(
-                f"backend {platform}: PGLE is an XLA:GPU feature, so no module used a profile and "
-                "none could; run on an NVIDIA GPU to apply it."
-            )
-        elif evidence.checker_without_path:
-            status = Applied.NOT_APPLIED
-            reasons.append(
-                "XLA says the accuracy checker is set but no profile path is "
-                '("xla_gpu_pgle_accuracy_checker is set to WARN, but no profile path specified", '
-                f"{plural(evidence.checker_without_path, 'time')}): the profile flag "
-                "--xla_gpu_pgle_profile_file_or_directory_path did not reach XLA."
-            )
-        elif cached and compiled_anew == 0 and not modules:
-            # jax 0.4.x-0.10.2: a cache hit deserializes the executable; XLA compiles nothing.
-            status = Applied.ERROR
-            reasons.append(
+    if evidence.checker_without_path:
+        return _Ruling(
+            Applied.NOT_APPLIED,
+            [
+                (
+                    "XLA says the accuracy checker is set but no profile path is "
+                    '("xla_gpu_pgle_accuracy_checker is set to WARN, but no profile path '
+                    f'specified", {plural(evidence.checker_without_path, "time")}): the profile '
+                    "flag --xla_gpu_pgle_profile_file_or_directory_path did not reach XLA."
+                )
+            ],
+        )
+    if cached and c.compiled_anew == 0 and not modules:
+        # jax 0.4.x-0.10.2: a cache hit deserializes the executable; XLA compiles nothing.
+        return _Ruling(
+            Applied.ERROR,
+            [
                 f"every executable was loaded from jax's persistent compilation cache "
                 f"({plural(len(cached), 'module')}: {', '.join(cached[:5])}"
                 + (", ..." if len(cached) > 5 else "")
                 + "): XLA compiled nothing, so its log cannot show whether the profile "
                 "applied; rerun with the cache off (JAX_ENABLE_COMPILATION_CACHE=false) or "
                 "an empty cache folder (JAX_COMPILATION_CACHE_DIR)."
-            )
-        elif modules:
-            status = Applied.NOT_APPLIED
-            reasons.append(
-                f"XLA compiled {plural(len(modules), 'module')} and read no profile for any "
-                "(only their fingerprints were logged): did the profile flag reach XLA? "
-                "jax <= 0.5.3 logs nothing when the profile file does not exist, jax <= 0.5.x "
-                "nothing for a directory without the module's file, and jax >= 0.5.1 ignores a "
-                "file that is not .pb/.pbtxt silently."
-            )
-        else:
-            status = Applied.NOT_APPLIED
-            # INFO lines in the log show the INFO log was on: then only the flag is in doubt.
-            reasons.append(
-                "no PGLE line in the log: XLA never read a profile ("
-                + (
-                    ""
-                    if evidence.info_lines
-                    else "is the INFO log on, TF_CPP_MIN_LOG_LEVEL=0, and "
+            ],
+        )
+    if modules:
+        return _Ruling(
+            Applied.NOT_APPLIED,
+            [
+                (
+                    f"XLA compiled {plural(len(modules), 'module')} and read no profile for any "
+                    "(only their fingerprints were logged): did the profile flag reach XLA? "
+                    "jax <= 0.5.3 logs nothing when the profile file does not exist, jax <= 0.5.x "
+                    "nothing for a directory without the module's file, and jax >= 0.5.1 ignores "
+                    "a file that is not .pb/.pbtxt silently."
                 )
-                + "did the profile flag reach XLA? jax <= "
-                "0.5.3 logs nothing when the profile file does not exist)."
-            )
-    elif not modules:
-        status = Applied.NOT_APPLIED
-        reasons.append("XLA read the profile but no module reported using it.")
-    if status is None:
-        counts = {s: sum(1 for m in modules if m["status"] == s) for s in STATUSES}
-        status = overall_status(m["status"] for m in modules)
-        reasons.append(
-            f"{counts[Applied.APPLIED]} of {plural(len(modules), 'module')} applied the profile"
-            + (f", {counts[Applied.PARTIAL]} partially" if counts[Applied.PARTIAL] else "")
-            + (f", {counts[Applied.NOT_APPLIED]} not at all" if counts[Applied.NOT_APPLIED] else "")
-            + "."
+            ],
         )
-    unknown = [m for m in modules if m["status"] == Applied.APPLIED and m["coverage"] is None]
-    if unknown and status in (Applied.APPLIED, Applied.PARTIAL) and silence == SILENCE_UNKNOWN:
-        details["coverage_unknown"] = len(unknown)
-        reasons.append(
-            f"coverage unknown for {plural(len(unknown), 'module')}: this jax's WARN "
-            "accuracy checker prints nothing even when instructions are missing (jax "
-            "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit."
-        )
-    by_sol = [m for m in modules if m.get("rule") == collectives.RULE_SOL_FALLBACK]
-    if by_sol:
-        reasons.append(sol_rule_sentence(by_sol, device_kind))
-    unresolved = [m for m in modules if m.get("rule") == collectives.RULE_UNRESOLVED]
-    if unresolved and status in (Applied.APPLIED, Applied.PARTIAL):
-        reasons.append(
-            f"{len(unresolved)} module(s) ({', '.join(str(m['module']) for m in unresolved[:4])}"
-            f"{' ...' if len(unresolved) > 4 else ''}) miss only async collectives that XLA may "
-            "have made synchronous after scheduling (jax >= 0.11.1 renames those, so that no "
-            "profile can hold them); the log cannot tell: `pgle run` reads the executed HLO, or "
-            f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log."
-        )
-    unknown_kind = [m for m in modules if m.get("rule") == collectives.RULE_ASYNC_UNKNOWN]
-    if unknown_kind and status in (Applied.APPLIED, Applied.PARTIAL):
-        reasons.append(
-            f"{len(unknown_kind)} module(s) "
-            f"({', '.join(str(m['module']) for m in unknown_kind[:4])}"
-            f"{' ...' if len(unknown_kind) > 4 else ''}) miss async instructions whose kind "
-            "the log does not show (fusion-start: on jax >= 0.11 maybe a Triton collective "
-            "fusion; custom-call-start): never counted as compute; `pgle run` reads the "
-            "executed HLO and tells."
-        )
-    if evidence.unattributed_pairs and any(m.get("collectives_unresolved") for m in modules):
-        reasons.append(
-            f"XLA logged {evidence.unattributed_pairs} `Added pair` line(s) (async "
-            "collectives it made synchronous) that pgle cannot give to a module: "
-            "without the VLOG fingerprint lines nothing shows where each module's "
-            f"compile begins; rerun with TF_CPP_VMODULE={sync_converted.VMODULE}."
-        )
-    if evidence.sub_compiles:
-        reasons.append(sub_compile_sentence(evidence.sub_compiles))
-    if evidence.fallbacks:
-        n = len(evidence.fallbacks)
-        reasons.append(
-            f"{plural(n, '<fp>.pbtxt file')} did not parse and XLA read the <fp>.pb "
-            f"beside {'it' if n == 1 else 'each'} instead (its lookup order): not an "
-            f"error, but remove the broken {'file' if n == 1 else 'files'}, e.g. "
-            f"{evidence.fallbacks[0]}."
-        )
-    if evidence.lhs_unset_warnings:
-        # docs/gpu-validation.md ("no LHS flag"): jax 0.4.34 ignores a profile without the
-        # flag; 0.5.x-0.6.x read it and warn; 0.7.2 and later read it silently.
-        details["lhs_unset"] = evidence.lhs_unset_warnings
-        reasons.append(
-            "XLA warned that --xla_gpu_enable_latency_hiding_scheduler is unset "
-            f"({plural(evidence.lhs_unset_warnings, 'time')}): this jax schedules "
-            "with the profile anyway, but jax 0.4.34 ignores a profile without the "
-            "flag; set it to true to keep the run's flags portable."
-        )
-    return Verdict(status, modules, reasons, evidence, details)
+    # INFO lines in the log show the INFO log was on: then only the flag is in doubt.
+    return _Ruling(
+        Applied.NOT_APPLIED,
+        [
+            "no PGLE line in the log: XLA never read a profile ("
+            + ("" if evidence.info_lines else "is the INFO log on, TF_CPP_MIN_LOG_LEVEL=0, and ")
+            + "did the profile flag reach XLA? jax <= "
+            "0.5.3 logs nothing when the profile file does not exist)."
+        ],
+    )
+
+
+def _no_module_used(c: _Case) -> _Ruling | None:
+    if c.modules:
+        return None
+    return _Ruling(Applied.NOT_APPLIED, ["XLA read the profile but no module reported using it."])
+
+
+# What the log as a whole decides before any module does; the first rule that answers wins.
+_LOG_RULES: tuple[Callable[[_Case], _Ruling | None], ...] = (
+    _unknown_flags,
+    _compile_failed,
+    _parse_errors,
+    _missing_files,
+    _jax_never_imported,
+    _info_log_hidden,
+    _nothing_read,
+    _no_module_used,
+)
+
+
+def _module_ruling(modules: list[dict[str, Any]], reasons: list[str]) -> Applied:
+    """No log-level rule decided: the modules' statuses do, counted in the reasons."""
+    counts = {s: sum(1 for m in modules if m["status"] == s) for s in STATUSES}
+    reasons.append(
+        f"{counts[Applied.APPLIED]} of {plural(len(modules), 'module')} applied the profile"
+        + (f", {counts[Applied.PARTIAL]} partially" if counts[Applied.PARTIAL] else "")
+        + (f", {counts[Applied.NOT_APPLIED]} not at all" if counts[Applied.NOT_APPLIED] else "")
+        + "."
+    )
+    return overall_status(m["status"] for m in modules)
+
+
+def _applied_some(c: _Case) -> bool:
+    return c.status in (Applied.APPLIED, Applied.PARTIAL)
+
+
+def _rows_with_rule(c: _Case, rule: str) -> list[dict[str, Any]]:
+    return [m for m in c.modules if m.get("rule") == rule]
+
+
+def _names(rows: list[dict[str, Any]]) -> str:
+    return f"{', '.join(str(m['module']) for m in rows[:4])}{' ...' if len(rows) > 4 else ''}"
+
+
+def _coverage_unknown_note(c: _Case) -> str | None:
+    unknown = [m for m in c.modules if m["status"] == Applied.APPLIED and m["coverage"] is None]
+    if not (unknown and _applied_some(c) and c.silence == SILENCE_UNKNOWN):
+        return None
+    c.details["coverage_unknown"] = len(unknown)
+    return (
+        f"coverage unknown for {plural(len(unknown), 'module')}: this jax's WARN "
+        "accuracy checker prints nothing even when instructions are missing (jax "
+        "0.4.36-0.5.0); PGLE_STRICTNESS_LEVEL_ERROR proves the fit."
+    )
+
+
+def _sol_note(c: _Case) -> str | None:
+    by_sol = _rows_with_rule(c, collectives.RULE_SOL_FALLBACK)
+    return sol_rule_sentence(by_sol, c.device_kind) if by_sol else None
+
+
+def _unresolved_note(c: _Case) -> str | None:
+    unresolved = _rows_with_rule(c, collectives.RULE_UNRESOLVED)
+    if not (unresolved and _applied_some(c)):
+        return None
+    return (
+        f"{len(unresolved)} module(s) ({_names(unresolved)}) miss only async collectives that "
+        "XLA may have made synchronous after scheduling (jax >= 0.11.1 renames those, so that "
+        "no profile can hold them); the log cannot tell: `pgle run` reads the executed HLO, or "
+        f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log."
+    )
+
+
+def _async_unknown_note(c: _Case) -> str | None:
+    unknown_kind = _rows_with_rule(c, collectives.RULE_ASYNC_UNKNOWN)
+    if not (unknown_kind and _applied_some(c)):
+        return None
+    return (
+        f"{len(unknown_kind)} module(s) ({_names(unknown_kind)}) miss async instructions whose "
+        "kind the log does not show (fusion-start: on jax >= 0.11 maybe a Triton collective "
+        "fusion; custom-call-start): never counted as compute; `pgle run` reads the "
+        "executed HLO and tells."
+    )
+
+
+def _unattributed_pairs_note(c: _Case) -> str | None:
+    pairs = c.evidence.unattributed_pairs
+    if not (pairs and any(m.get("collectives_unresolved") for m in c.modules)):
+        return None
+    return (
+        f"XLA logged {pairs} `Added pair` line(s) (async "
+        "collectives it made synchronous) that pgle cannot give to a module: "
+        "without the VLOG fingerprint lines nothing shows where each module's "
+        f"compile begins; rerun with TF_CPP_VMODULE={sync_converted.VMODULE}."
+    )
+
+
+def _sub_compiles_note(c: _Case) -> str | None:
+    subs = c.evidence.sub_compiles
+    return sub_compile_sentence(subs) if subs else None
+
+
+def _fallbacks_note(c: _Case) -> str | None:
+    fallbacks = c.evidence.fallbacks
+    if not fallbacks:
+        return None
+    n = len(fallbacks)
+    return (
+        f"{plural(n, '<fp>.pbtxt file')} did not parse and XLA read the <fp>.pb "
+        f"beside {'it' if n == 1 else 'each'} instead (its lookup order): not an "
+        f"error, but remove the broken {'file' if n == 1 else 'files'}, e.g. "
+        f"{fallbacks[0]}."
+    )
+
+
+def _lhs_unset_note(c: _Case) -> str | None:
+    warnings = c.evidence.lhs_unset_warnings
+    if not warnings:
+        return None
+    # docs/gpu-validation.md ("no LHS flag"): jax 0.4.34 ignores a profile without the
+    # flag; 0.5.x-0.6.x read it and warn; 0.7.2 and later read it silently.
+    c.details["lhs_unset"] = warnings
+    return (
+        "XLA warned that --xla_gpu_enable_latency_hiding_scheduler is unset "
+        f"({plural(warnings, 'time')}): this jax schedules "
+        "with the profile anyway, but jax 0.4.34 ignores a profile without the "
+        "flag; set it to true to keep the run's flags portable."
+    )
+
+
+# What is said after the status, in this order; each note speaks only when it applies.
+_NOTES: tuple[Callable[[_Case], str | None], ...] = (
+    _coverage_unknown_note,
+    _sol_note,
+    _unresolved_note,
+    _async_unknown_note,
+    _unattributed_pairs_note,
+    _sub_compiles_note,
+    _fallbacks_note,
+    _lhs_unset_note,
+)
 
 
 # jax 0.11.2 and 0.12.0.1 (the real XLA:GPU compiler, deviceless H100 x8): ERROR strictness

@@ -33,8 +33,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from pgle.evidence.event_kinds import ModuleCompiled
 from pgle.xla import hlo_text
 from pgle.xla.instruction_kinds import (
     COMPUTE,
@@ -45,6 +45,9 @@ from pgle.xla.instruction_kinds import (
     classify_module,
     is_async_collective_start,
 )
+
+if TYPE_CHECKING:  # the events module costs start-up: verify reads no events
+    from pgle.evidence.event_kinds import ModuleCompiled
 
 # jax 0.11.0 keeps the names of a pair it makes synchronous; 0.11.1, 0.11.2 and 0.12.0.1
 # replace the pair with a new synchronous instruction (the real compiler, deviceless H100).
