@@ -145,14 +145,6 @@ def check_inside(root: os.PathLike | str, path: os.PathLike | str, what: str = "
     return os.fspath(path)
 
 
-def real_directory(path: os.PathLike | str) -> bool:
-    """A directory that is not a symbolic link."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def flocked(
     path: os.PathLike | str,

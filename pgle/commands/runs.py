@@ -159,13 +159,6 @@ def _recognised(runs: OpenDir, name: str) -> OpenDir | None:
     return None
 
 
-def list_runs(root: str) -> list[RunEntry]:
-    """Every run folder directly under `root` (module docstring), newest first."""
-    runs, path = open_root(root)
-    with runs:
-        return _list(runs, path)
-
-
 def _others(runs: OpenDir, found: list[RunEntry]) -> list[str]:
     """What ROOT holds besides run folders: never listed as runs, never deleted."""
     ours = {r.name for r in found}

@@ -60,13 +60,8 @@ def _rank_of(relpath: str) -> int | None:
     return int(next(g for g in m.groups() if g is not None))
 
 
-def rank_files(job_dir: Path, rank: int) -> dict[str, bytes]:
-    """What rank `rank` sends rank 0: its files in its job folder."""
-    return {rel: data for rel, (data, _) in rank_files_with_modes(job_dir, rank).items()}
-
-
 def rank_files_with_modes(job_dir: Path, rank: int) -> dict[str, tuple[bytes, int]]:
-    """rank_files, each with its permission bits (a copy gets no more)."""
+    """Every file a rank published, each with its permission bits (a copy gets no more)."""
     out: dict[str, tuple[bytes, int]] = {}
     candidates = [
         f"rank-{rank}.start",
@@ -205,13 +200,6 @@ class Bundle:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def unbundle(raw: bytes | os.PathLike[str] | str) -> tuple[str, dict[str, bytes], dict[str, Any]]:
-    """Every member in memory (small bundles: tests, job files)."""
-    with Bundle(raw) as b:
-        files = {name: b.read(MAX_BUNDLE_BYTES) for name, _, _ in b.items()}
-        return b.job_dir, files, b.extra
 
 
 def _mapped(value: Any, paths: dict[str, str]) -> Any:

@@ -295,14 +295,6 @@ def list_under(root: Path, rel: str) -> list[tuple[str, bool]]:
         os.close(fd)
 
 
-def exists_under(root: Path, rel: str) -> bool:
-    try:
-        os.lstat(root / rel)
-    except OSError:
-        return False
-    return True
-
-
 def read_report(job_dir: Path, rel: str) -> dict[str, Any]:
     """A JSON object written by a rank (`rank-<r>.json|.start|.exit`, `failed/rank-<r>`):
     bounded, without following links, typed when it is a report. OSError or ValueError."""

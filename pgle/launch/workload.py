@@ -80,10 +80,6 @@ class Workload:
             return cls(path, None, tuple(args))
         return cls(None, None, tuple(args), (*interpreter, *args))
 
-    @property
-    def is_command(self) -> bool:
-        return bool(self.command)
-
     def describe(self) -> str:
         """The command line as pgle shows it: secrets redacted (pgle.redact)."""
         from pgle.redact import redact_args

@@ -183,12 +183,6 @@ def _converted_text(row: Mapping[str, Any]) -> str | None:
     return "; ".join(parts) or None
 
 
-def module_line(row: Mapping[str, Any], *, ok: str | None = None) -> str:
-    """One indented summary line for a row of any verdict (one rank, or across ranks)."""
-    label, text = _label_and_text(row, ok)
-    return f"  {label}: {text}"
-
-
 # The execution count of a row of the auto-PGLE family (auto, prewarm, nsys), by field.
 EXECUTION_FIELDS = ("executions_seen", "profiled_executions", "prewarm_executions")
 MAX_NAMES = 8  # names listed on one grouped line before "and N more"
