@@ -36,6 +36,15 @@ def project(tmp_path: Path) -> Path:
 from helpers.slurm_fixture import *  # noqa: E402,F401,F403  the one-node SLURM cluster's fixtures
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (the README's `-n 2`, `--dist loadgroup` in pyproject.toml) every test
+    that uses the one-node SLURM cluster runs on one worker, one job at a time: the node's CPUs
+    are few, and a second worker's job would wait in the queue past the test's deadline."""
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """The live XLA:GPU lane (tests/xla_gpu/test_live.py) states which jax versions ran."""
     line = getattr(config, "xla_gpu_lane_summary", None)
