@@ -16,6 +16,7 @@ as written, and fields a newer harness adds survive.
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -370,6 +371,17 @@ def _fields_of(cls: type[Event]) -> tuple[tuple[str, Check, bool], ...]:
 
 
 _FIELDS = {kind: _fields_of(cls) for kind, cls in KINDS.items()}
+
+
+def decode(line: bytes) -> dict[str, Any] | None:
+    """The JSON object of one line of the events file; None for anything else."""
+    try:
+        r = json.loads(line.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        # A line cut short by a crash; or, in another user's run folder, anything (nesting
+        # deeper than json's recursion limit raises RecursionError, not a decode error).
+        return None
+    return r if isinstance(r, dict) else None
 
 
 def parse(record: Any) -> Event | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import json
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from pgle.evidence.event_kinds import (
     TraceStop,
     XlaCompile,
     XlaFlagsSeen,
+    decode,
     parse,
 )
 
@@ -264,16 +264,6 @@ class RunEvents:
         return False if self.lines else None
 
 
-def _decode(line: bytes) -> dict[str, Any] | None:
-    try:
-        r = json.loads(line.decode("utf-8", errors="replace"))
-    except (ValueError, RecursionError):
-        # A line cut short by a crash; or, in another user's run folder, anything (nesting
-        # deeper than json's recursion limit raises RecursionError, not a decode error).
-        return None
-    return r if isinstance(r, dict) else None
-
-
 def _lines(path: Path) -> Iterator[bytes]:
     """The file's lines, a block at a time (the last one may lack its newline)."""
     with open(path, "rb") as f:
@@ -307,7 +297,7 @@ def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict[str, Any]]:
             if upto > done:
                 steps.add_rows(_take(rows, done, upto))
                 done = upto
-            r = _decode(line)
+            r = decode(line)
             if r is not None:
                 yield r
         if done < rows.line.size:
@@ -449,7 +439,7 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
         if bulk:
             source: Iterator[dict[str, Any]] = _records_bulk(path, steps)
         else:
-            source = (r for r in map(_decode, _lines(path)) if r is not None)
+            source = (r for r in map(decode, _lines(path)) if r is not None)
         for r in source:
             lines += 1
             kind = r.get("kind")
