@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from pgle.atomic import write_text_atomic
-from pgle.errors import EXIT_NOT_VERIFIED
+from pgle.errors import EXIT_NOT_VERIFIED, BadInput
 from pgle.evidence import schema, stacks
 from pgle.evidence.event_kinds import ModuleIdentity, Stacks
 from pgle.evidence.event_tail import EventTail
 from pgle.jobs import divergence, first_stopped
+from pgle.shared_folders import read_bytes_nofollow
 
 log = logging.getLogger(__name__)
 
@@ -179,20 +180,19 @@ class Fleet:
         return (self.dir / DIVERGENCE).is_file()
 
     # -- rank 0 ------------------------------------------------------------------------------
-    def _read_ranks(self) -> dict[int, dict[str, Any]]:
-        """Every rank's fleet file, validated; re-read only when it changed."""
+    def _read_ranks(self, name: re.Pattern[str] = _RANK_FILE) -> dict[int, dict[str, Any]]:
+        """Every rank's fleet file (`name`: or its stall file), validated."""
         out: dict[int, dict[str, Any]] = {}
         try:
             entries = list(os.scandir(self.dir))
         except (FileNotFoundError, NotADirectoryError):
             return out
         for entry in entries:
-            m = _RANK_FILE.match(entry.name)
-            if not m or int(m.group(1)) >= self.world_size:
-                continue
-            data = _read_json(Path(entry.path))
-            if data is not None:
-                out[int(m.group(1))] = data
+            m = name.match(entry.name)
+            if m and int(m.group(1)) < self.world_size:
+                data = _read_json(Path(entry.path))
+                if data is not None:
+                    out[int(m.group(1))] = data
         return out
 
     def modules(self) -> dict[int, list[divergence.ModuleId]]:
@@ -254,7 +254,7 @@ class Fleet:
         `wait_s` for every rank's phase. None when no rank published a stall."""
         deadline = time.monotonic() + wait_s
         while True:
-            phases = self._stall_phases()
+            phases = self._read_ranks(_STALL_FILE)
             if len(phases) >= self.world_size or time.monotonic() >= deadline:
                 break
             time.sleep(0.2)
@@ -278,20 +278,6 @@ class Fleet:
                 _text(phase.get("what")),
             )
         return first_stopped.first_stopped(progress)
-
-    def _stall_phases(self) -> dict[int, dict[str, Any]]:
-        out: dict[int, dict[str, Any]] = {}
-        try:
-            entries = list(os.scandir(self.dir))
-        except (FileNotFoundError, NotADirectoryError):
-            return out
-        for entry in entries:
-            m = _STALL_FILE.match(entry.name)
-            if m and int(m.group(1)) < self.world_size:
-                data = _read_json(Path(entry.path))
-                if data is not None:
-                    out[int(m.group(1))] = data
-        return out
 
     # -- the job report -----------------------------------------------------------------------
     def annotate(self, report: Any, *, stalled: bool) -> None:
@@ -326,16 +312,8 @@ def _text(v: Any) -> str | None:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-        if len(raw) > MAX_FILE_BYTES:
-            return None
-        data = json.loads(raw)
-    except (OSError, ValueError):
+        data = json.loads(read_bytes_nofollow(path, "fleet file", MAX_FILE_BYTES))
+    except (OSError, ValueError, RecursionError, BadInput):
         return None
     return data if isinstance(data, dict) else None
 

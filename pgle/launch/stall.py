@@ -152,32 +152,32 @@ class StallReport:
     stacks: dict[int, str]  # pid -> stacks file
     run: str
 
-    def _where(self) -> tuple[str, str]:
+    def _said(self, rule: str, then: str) -> str:
         procs = sorted(self.phases)
         if not procs:
-            return "no harnessed process answered", "no stacks were written"
-        if len(procs) == 1:
-            files = self.stacks.get(procs[0]) or "(no stacks were written)"
-            return self.phases[procs[0]], f"its Python stacks are in {files}"
-        where = "; ".join(f"process {p}: {self.phases[p]}" for p in procs)
-        return where, f"every process's Python stacks are in {self.run} (stacks.txt, procs/*/)"
+            where, stacks = "no harnessed process answered", "no stacks were written"
+        elif len(procs) == 1:
+            where, files = self.phases[procs[0]], self.stacks.get(procs[0])
+            stacks = f"its Python stacks are in {files or '(no stacks were written)'}"
+        else:
+            where = "; ".join(f"process {p}: {self.phases[p]}" for p in procs)
+            stacks = f"every process's Python stacks are in {self.run} (stacks.txt, procs/*/)"
+        quiet = describe_seconds(self.seconds)
+        return f"the workload made no progress for {quiet}{rule}: {where}; {stacks}; {then}"
 
     def message(self) -> str:
-        where, stacks = self._where()
-        return (
-            f"the workload made no progress for {describe_seconds(self.seconds)} "
-            f"({self.bound_rule}): {where}; {stacks}; pgle stopped it (exit "
-            f"{EXIT_STALLED}; --stall-timeout sets the bound)"
+        return self._said(
+            f" ({self.bound_rule})",
+            f"pgle stopped it (exit {EXIT_STALLED}; --stall-timeout sets the bound)",
         )
 
     def note(self) -> str:
         """The report of a quiet spell pgle does not stop (the default watchdog)."""
-        where, stacks = self._where()
-        return (
-            f"the workload made no progress for {describe_seconds(self.seconds)}: {where}; "
-            f"{stacks}; pgle lets it run (a compile, a trace export, a checkpoint or the "
-            f"set-up before the first step is no stall; --stall-timeout DURATION stops a "
-            f"workload after that long without progress)"
+        return self._said(
+            "",
+            "pgle lets it run (a compile, a trace export, a checkpoint or the set-up before the "
+            "first step is no stall; --stall-timeout DURATION stops a workload after that long "
+            "without progress)",
         )
 
     def to_dict(self) -> dict[str, Any]:
