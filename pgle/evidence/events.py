@@ -264,23 +264,28 @@ class RunEvents:
         return False if self.lines else None
 
 
-def _lines(path: Path) -> Iterator[bytes]:
-    """The file's lines, a block at a time (the last one may lack its newline)."""
+def _blocks(path: Path, start: int, end: int) -> Iterator[bytes]:
+    """The file's bytes from `start` to `end` in blocks of whole lines, then the bytes after
+    the last newline (a line cut short), if any."""
     with open(path, "rb") as f:
-        rest = b""
-        while True:
-            block = f.read(BLOCK_BYTES)
-            if not block:
-                break
+        f.seek(start)
+        left, rest = end - start, b""
+        while left > 0 and (block := f.read(min(BLOCK_BYTES, left))):
+            left -= len(block)
             block = rest + block
             cut = block.rfind(b"\n") + 1
             rest = block[cut:]
             if cut:
-                # Split on newlines only, as the bulk parser does (json.dumps never writes a
-                # raw carriage return).
-                yield from block[: cut - 1].split(b"\n")
+                yield block[:cut]
         if rest:
             yield rest
+
+
+def _lines(path: Path, size: int) -> Iterator[bytes]:
+    """The file's lines (the last one may lack its newline), split on newlines only, as the
+    bulk parser does (json.dumps never writes a raw carriage return)."""
+    for block in _blocks(path, 0, size):
+        yield from (block[:-1] if block.endswith(b"\n") else block).split(b"\n")
 
 
 def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict[str, Any]]:
@@ -370,22 +375,8 @@ def _parse_part(args: tuple[str, int, int]) -> list[Chunk]:
 def _parse_range(path: Path, start: int, end: int) -> Iterator[Chunk]:
     from pgle.evidence.step_lines import parse_chunk
 
-    with open(path, "rb") as f:
-        f.seek(start)
-        left = end - start
-        rest = b""
-        while left > 0:
-            block = f.read(min(BLOCK_BYTES, left))
-            if not block:
-                break
-            left -= len(block)
-            block = rest + block
-            cut = block.rfind(b"\n") + 1
-            rest = block[cut:]
-            if cut:
-                yield parse_chunk(block[:cut])
-        if rest:
-            yield parse_chunk_tail(rest)
+    for block in _blocks(path, start, end):
+        yield parse_chunk(block) if block.endswith(b"\n") else parse_chunk_tail(block)
 
 
 def parse_chunk_tail(line: bytes) -> Chunk:
@@ -439,7 +430,7 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
         if bulk:
             source: Iterator[dict[str, Any]] = _records_bulk(path, steps)
         else:
-            source = (r for r in map(decode, _lines(path)) if r is not None)
+            source = (r for r in map(decode, _lines(path, size)) if r is not None)
         for r in source:
             lines += 1
             kind = r.get("kind")
