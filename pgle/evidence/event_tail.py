@@ -27,6 +27,7 @@ BLOCK_BYTES = 1 << 20
 MAX_LINE_BYTES = 64 << 20
 _HEAD = b'{"kind": "'
 _STEP_ENTER = schema.STEP_ENTER.encode()
+_ENTER, _EXIT = schema.STEP_ENTER_BYTES, schema.STEP_EXIT_LINE.encode()
 
 
 class EventTail:
@@ -54,10 +55,13 @@ class EventTail:
             with open(self.path, "rb") as f:
                 f.seek(self.offset + sum(map(len, self._rest)))
                 while block := f.read(BLOCK_BYTES):
-                    for line in self._complete(block):
-                        self.lines += 1
-                        event = self._event(line)
-                        if event is not None:
+                    lines = self._complete(block)
+                    self.lines += len(lines)
+                    for line in lines:
+                        # a step's two lines first, inline: most of the file
+                        if line.startswith(_ENTER):
+                            self._step(schema.step_enter_time(line))
+                        elif not line.startswith(_EXIT) and (event := self._event(line)):
                             yield event
         except OSError:
             return
