@@ -1,17 +1,22 @@
-"""One frozen dataclass per kind of the harness's events (the kinds and their fields:
-pgle/evidence/schema.py), and the one place a record read from `events.jsonl` becomes one.
+"""The schema of the harness's events file: one frozen dataclass per kind (the kinds' names are
+in pgle/evidence/schema.py, which the harness imports), its fields the fields the harness
+writes (tests/evidence/test_event_kinds.py holds the harness to them, both ways), and the one
+place a record read from `events.jsonl` becomes one.
 
-A run folder may come from another user (a shared job folder, `pgle report` on a colleague's
-run): a record is taken only when each field it holds has the type the harness writes, and a
-closed field (a trace's purpose, a script trace's call) one of its values; anything else is
-rejected, never half-read. A kind this pgle does not know (a newer harness) is kept as
-`UnknownEvent`. Every event keeps the record it was read from (`to_dict`): reports that show
-a record (a run's `backend`) show it as written, and fields a newer harness adds survive.
+Every event is one JSON object per line, `{"kind": ..., "t": ..., **fields}` (pgle.launch.harness
+`Events.write`; its marked steps' layout: schema.STEP_ENTER_LINE). A run folder may come from
+another user (a shared job folder, `pgle report` on a colleague's run): a record is taken only
+when each field it holds has the type the harness writes, and a closed field (a trace's
+purpose, a script trace's call) one of its values; anything else is rejected, never half-read.
+A kind this pgle does not know (a newer harness) is kept as `UnknownEvent`. Every event keeps
+the record it was read from (`to_dict`): reports that show a record (a run's `backend`) show it
+as written, and fields a newer harness adds survive.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -20,13 +25,26 @@ from typing import Any, ClassVar, Literal, Union
 from pgle.evidence import schema
 
 Thread = int | str  # a native thread id (jax_internals writes ints; older runs, strings)
+KINDS: dict[str, type[Event]] = {}  # kind -> its class, filled as the classes below are made
 
 
+@typing.dataclass_transform(frozen_default=True, kw_only_default=True)
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Event:
+    """One record of the events file. A kind's class names its kind, `class Exit(Event,
+    kind=schema.EXIT)`, and is made a frozen keyword-only dataclass here (one definition for
+    every kind)."""
+
     KIND: ClassVar[str] = ""
     t: float  # time.time() in the workload
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+        if kind:
+            cls.KIND = kind
+            KINDS[kind] = cls
 
     @property
     def kind(self) -> str:
@@ -37,7 +55,6 @@ class Event:
         return dict(self.raw)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class UnknownEvent(Event):
     """A kind this pgle does not know (written by a newer harness): kept as it was."""
 
@@ -48,24 +65,18 @@ class UnknownEvent(Event):
         return self.name
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Start(Event):
-    KIND = schema.START
+class Start(Event, kind=schema.START):
     pid: int | None = None
     argv: list[str] | None = None
     python: str | None = None
     ppid: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class JaxImported(Event):
-    KIND = schema.JAX_IMPORTED
+class JaxImported(Event, kind=schema.JAX_IMPORTED):
     version: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Backend(Event):
-    KIND = schema.BACKEND
+class Backend(Event, kind=schema.BACKEND):
     platform: str | None = None
     device_count: int | None = None
     local_device_count: int | None = None
@@ -74,57 +85,43 @@ class Backend(Event):
     process_count: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BackendError(Event):
-    KIND = schema.BACKEND_ERROR
+class BackendError(Event, kind=schema.BACKEND_ERROR):
     error: str = ""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Compile(Event):
-    KIND = schema.COMPILE
+class Compile(Event, kind=schema.COMPILE):
     fun_name: str | None = None
     seconds: float | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class JaxEvent(Event):
+class JaxEvent(Event, kind=schema.JAX_EVENT):
     """Another jax.monitoring event; its keyword arguments, as strings, are in `raw`."""
 
-    KIND = schema.JAX_EVENT
     event: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class StepEnter(Event):
-    KIND = schema.STEP_ENTER
+class StepEnter(Event, kind=schema.STEP_ENTER):
     index: int
     name: str | None = None
     step_num: Any = None  # the script's own: usually an int, may be anything JSON holds
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class StepExit(Event):
-    KIND = schema.STEP_EXIT
+class StepExit(Event, kind=schema.STEP_EXIT):
     index: int
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TraceStart(Event):
-    KIND = schema.TRACE_START
+class TraceStart(Event, kind=schema.TRACE_START):
     purpose: Literal["window", "executions"]
     dir: str | None = None
     # what pgle asked the profiler: {"detail", "asked", "ignored", "why"} (trace_options)
     options: dict[str, Any] | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TraceStop(Event):
+class TraceStop(Event, kind=schema.TRACE_STOP):
     """The kept trace: `seconds` the window (to the device barrier), `stop_trace_seconds`
     stop_trace's own time; `steps`/`first_step` for a step window, `function`,
     `first_execution`, `executions` for an execution window, `site` for the script's own."""
 
-    KIND = schema.TRACE_STOP
     purpose: Literal["window", "executions", "script"]
     dir: str | None = None
     seconds: float | None = None
@@ -139,19 +136,15 @@ class TraceStop(Event):
     bytes: int | None = None  # the trace's files on disk once stop_trace wrote them
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TraceExport(Event):
+class TraceExport(Event, kind=schema.TRACE_EXPORT):
     """pgle's window closed; stop_trace writes the trace (until the trace_stop)."""
 
-    KIND = schema.TRACE_EXPORT
     purpose: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TraceProbe(Event):
+class TraceProbe(Event, kind=schema.TRACE_PROBE):
     """--trace-max-bytes: the step before the window traced alone, to size the window."""
 
-    KIND = schema.TRACE_PROBE
     step: int | None = None
     bytes: int | None = None
     stop_trace_seconds: float | None = None
@@ -159,57 +152,41 @@ class TraceProbe(Event):
     error: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TraceDiscard(Event):
-    KIND = schema.TRACE_DISCARD
+class TraceDiscard(Event, kind=schema.TRACE_DISCARD):
     dir: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TraceError(Event):
-    KIND = schema.TRACE_ERROR
+class TraceError(Event, kind=schema.TRACE_ERROR):
     error: str = ""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WindowWarning(Event):
-    KIND = schema.WINDOW_WARNING
+class WindowWarning(Event, kind=schema.WINDOW_WARNING):
     message: str = ""
     early: bool | None = None  # said while the workload ran
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PythonWarning(Event):
-    KIND = schema.WARNING
+class PythonWarning(Event, kind=schema.WARNING):
     category: str | None = None
     message: str = ""
     filename: str | None = None
     lineno: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Log(Event):
-    KIND = schema.LOG
+class Log(Event, kind=schema.LOG):
     logger: str | None = None
     level: str | None = None
     message: str = ""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ObservePgle(Event):
-    KIND = schema.OBSERVE_PGLE
+class ObservePgle(Event, kind=schema.OBSERVE_PGLE):
     installed: bool | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ObserveError(Event):
-    KIND = schema.OBSERVE_ERROR
+class ObserveError(Event, kind=schema.OBSERVE_ERROR):
     error: str = ""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PgleProfiled(Event):
-    KIND = schema.PGLE_PROFILED
+class PgleProfiled(Event, kind=schema.PGLE_PROFILED):
     module: str | None = None
     index: int | None = None
     runs: int | None = None
@@ -217,9 +194,7 @@ class PgleProfiled(Event):
     thread: Thread | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PgleSessionError(Event):
-    KIND = schema.PGLE_SESSION_ERROR
+class PgleSessionError(Event, kind=schema.PGLE_SESSION_ERROR):
     module: str | None = None
     thread: Thread | None = None
     error: str = ""
@@ -227,15 +202,11 @@ class PgleSessionError(Event):
     holder_thread: Thread | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ObserveModules(Event):
-    KIND = schema.OBSERVE_MODULES
+class ObserveModules(Event, kind=schema.OBSERVE_MODULES):
     installed: bool | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ModuleCompiled(Event):
-    KIND = schema.MODULE_COMPILED
+class ModuleCompiled(Event, kind=schema.MODULE_COMPILED):
     module: str | None = None
     flops: float | None = None
     transcendentals: float | None = None
@@ -244,67 +215,61 @@ class ModuleCompiled(Event):
     hlo_file: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ModuleIdentity(Event):
+class ModuleIdentity(Event, kind=schema.MODULE_IDENTITY):
     """A module's fingerprint, before its compile, in a jax.distributed process (issue 36)."""
 
-    KIND = schema.MODULE_IDENTITY
     module: str | None = None
     fingerprint: str = ""
     bytes: int | None = None
     text_file: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ModuleError(Event):
-    KIND = schema.MODULE_ERROR
+class ModuleError(Event, kind=schema.MODULE_ERROR):
     error: str = ""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class XlaCompile(Event):
-    KIND = schema.XLA_COMPILE
+class XlaCompile(Event, kind=schema.XLA_COMPILE):
     platform: str | None = None
     thread: Thread | None = None
     pid: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Exit(Event):
-    KIND = schema.EXIT
+class Exit(Event, kind=schema.EXIT):
     code: int | None = None
     error: str | None = None
     interrupted: bool | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ScriptTrace(Event):
-    KIND = schema.SCRIPT_TRACE
+class ScriptTrace(Event, kind=schema.SCRIPT_TRACE):
+    """The workload's own start_trace/stop_trace: `site` its call's "file:line", `dir` its
+    log_dir."""
+
     call: Literal["start", "stop"]
     site: str | None = None
     dir: str | None = None
-    error: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class XlaFlagsSeen(Event):
-    KIND = schema.XLA_FLAGS_SEEN
+class XlaFlagsSeen(Event, kind=schema.XLA_FLAGS_SEEN):
+    """`effective`: os.environ["XLA_FLAGS"] at the first compile; `missing`: pgle's flags not
+    in it."""
+
     effective: str | None = None
     missing: list[str] | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WindowPlan(Event):
-    KIND = schema.WINDOW_PLAN
+class WindowPlan(Event, kind=schema.WINDOW_PLAN):
     function: str | None = None
     first_execution: int | None = None
     executions: int | None = None
     max_seconds: float | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class JitFunctions(Event):
-    KIND = schema.JIT_FUNCTIONS
+class JitFunctions(Event, kind=schema.JIT_FUNCTIONS):
+    """`functions`: [{function, module, executions, seconds, work_s, work_known}] most work
+    first; `step`/`module`: the one pgle.launch.step_rule picks; `starts`: time.time() of each
+    of its executions; `work`: [start, seconds of work] of those whose completion was seen
+    (issue 33); `watch`: completions {known, unknown, no_array} over every function."""
+
     functions: list[dict[str, Any]] | None = None
     step: str | None = None
     module: str | None = None
@@ -314,9 +279,11 @@ class JitFunctions(Event):
     rule: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class StepCompletions(Event):
-    KIND = schema.STEP_COMPLETIONS
+class StepCompletions(Event, kind=schema.STEP_COMPLETIONS):
+    """Per marked step whose completion was seen: its index, time.time_ns() of its completion
+    (its marker's end when its outputs were ready then: at_end 1), backend compiles so far
+    (issue 33); `watch`: {ready_at_end, waited, unknown, no_array, skipped} steps."""
+
     index: list[int] | None = None
     done_ns: list[int] | None = None
     compiles: list[int] | None = None
@@ -324,85 +291,31 @@ class StepCompletions(Event):
     watch: dict[str, int] | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CompileBegin(Event):
-    KIND = schema.COMPILE_BEGIN
+class CompileBegin(Event, kind=schema.COMPILE_BEGIN):
     module: str | None = None
     fdo: bool | None = None
     thread: Thread | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CompileEnd(Event):
-    KIND = schema.COMPILE_END
+class CompileEnd(Event, kind=schema.COMPILE_END):
     module: str | None = None
     ok: bool | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Stacks(Event):
-    KIND = schema.STACKS
+class Stacks(Event, kind=schema.STACKS):
     file: str | None = None
     signal: int | None = None
     main_thread: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Hold(Event):
-    KIND = schema.HOLD
+class Hold(Event, kind=schema.HOLD):
     process_index: int | None = None
     process_count: int | None = None
     dir: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Released(Event):
-    KIND = schema.RELEASED
+class Released(Event, kind=schema.RELEASED):
     error: str | None = None
-
-
-KINDS: dict[str, type[Event]] = {
-    cls.KIND: cls
-    for cls in (
-        Start,
-        JaxImported,
-        Backend,
-        BackendError,
-        Compile,
-        JaxEvent,
-        StepEnter,
-        StepExit,
-        TraceStart,
-        TraceStop,
-        TraceDiscard,
-        TraceExport,
-        TraceProbe,
-        TraceError,
-        WindowWarning,
-        PythonWarning,
-        Log,
-        ObservePgle,
-        ObserveError,
-        PgleProfiled,
-        PgleSessionError,
-        ObserveModules,
-        ModuleCompiled,
-        ModuleError,
-        ModuleIdentity,
-        XlaCompile,
-        Exit,
-        ScriptTrace,
-        XlaFlagsSeen,
-        WindowPlan,
-        JitFunctions,
-        StepCompletions,
-        CompileBegin,
-        CompileEnd,
-        Stacks,
-        Hold,
-        Released,
-    )
-}
 
 
 # -- checking a record against its kind's fields ---------------------------------------------
@@ -458,6 +371,17 @@ def _fields_of(cls: type[Event]) -> tuple[tuple[str, Check, bool], ...]:
 
 
 _FIELDS = {kind: _fields_of(cls) for kind, cls in KINDS.items()}
+
+
+def decode(line: bytes) -> dict[str, Any] | None:
+    """The JSON object of one line of the events file; None for anything else."""
+    try:
+        r = json.loads(line.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        # A line cut short by a crash; or, in another user's run folder, anything (nesting
+        # deeper than json's recursion limit raises RecursionError, not a decode error).
+        return None
+    return r if isinstance(r, dict) else None
 
 
 def parse(record: Any) -> Event | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import json
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from pgle.evidence.event_kinds import (
     TraceStop,
     XlaCompile,
     XlaFlagsSeen,
+    decode,
     parse,
 )
 
@@ -264,33 +264,28 @@ class RunEvents:
         return False if self.lines else None
 
 
-def _decode(line: bytes) -> dict[str, Any] | None:
-    try:
-        r = json.loads(line.decode("utf-8", errors="replace"))
-    except (ValueError, RecursionError):
-        # A line cut short by a crash; or, in another user's run folder, anything (nesting
-        # deeper than json's recursion limit raises RecursionError, not a decode error).
-        return None
-    return r if isinstance(r, dict) else None
-
-
-def _lines(path: Path) -> Iterator[bytes]:
-    """The file's lines, a block at a time (the last one may lack its newline)."""
+def _blocks(path: Path, start: int, end: int) -> Iterator[bytes]:
+    """The file's bytes from `start` to `end` in blocks of whole lines, then the bytes after
+    the last newline (a line cut short), if any."""
     with open(path, "rb") as f:
-        rest = b""
-        while True:
-            block = f.read(BLOCK_BYTES)
-            if not block:
-                break
+        f.seek(start)
+        left, rest = end - start, b""
+        while left > 0 and (block := f.read(min(BLOCK_BYTES, left))):
+            left -= len(block)
             block = rest + block
             cut = block.rfind(b"\n") + 1
             rest = block[cut:]
             if cut:
-                # Split on newlines only, as the bulk parser does (json.dumps never writes a
-                # raw carriage return).
-                yield from block[: cut - 1].split(b"\n")
+                yield block[:cut]
         if rest:
             yield rest
+
+
+def _lines(path: Path, size: int) -> Iterator[bytes]:
+    """The file's lines (the last one may lack its newline), split on newlines only, as the
+    bulk parser does (json.dumps never writes a raw carriage return)."""
+    for block in _blocks(path, 0, size):
+        yield from (block[:-1] if block.endswith(b"\n") else block).split(b"\n")
 
 
 def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict[str, Any]]:
@@ -307,7 +302,7 @@ def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict[str, Any]]:
             if upto > done:
                 steps.add_rows(_take(rows, done, upto))
                 done = upto
-            r = _decode(line)
+            r = decode(line)
             if r is not None:
                 yield r
         if done < rows.line.size:
@@ -380,22 +375,8 @@ def _parse_part(args: tuple[str, int, int]) -> list[Chunk]:
 def _parse_range(path: Path, start: int, end: int) -> Iterator[Chunk]:
     from pgle.evidence.step_lines import parse_chunk
 
-    with open(path, "rb") as f:
-        f.seek(start)
-        left = end - start
-        rest = b""
-        while left > 0:
-            block = f.read(min(BLOCK_BYTES, left))
-            if not block:
-                break
-            left -= len(block)
-            block = rest + block
-            cut = block.rfind(b"\n") + 1
-            rest = block[cut:]
-            if cut:
-                yield parse_chunk(block[:cut])
-        if rest:
-            yield parse_chunk_tail(rest)
+    for block in _blocks(path, start, end):
+        yield parse_chunk(block) if block.endswith(b"\n") else parse_chunk_tail(block)
 
 
 def parse_chunk_tail(line: bytes) -> Chunk:
@@ -449,7 +430,7 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
         if bulk:
             source: Iterator[dict[str, Any]] = _records_bulk(path, steps)
         else:
-            source = (r for r in map(_decode, _lines(path)) if r is not None)
+            source = (r for r in map(decode, _lines(path, size)) if r is not None)
         for r in source:
             lines += 1
             kind = r.get("kind")

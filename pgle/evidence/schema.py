@@ -1,15 +1,15 @@
 """The contract between pgle and its harness inside the workload: the spec pgle writes to
-`spec.json`, and the kinds of the records the harness appends to `events.jsonl`.
+`spec.json`, and the kinds of the records the harness appends to `events.jsonl` (each kind's
+fields: its class in pgle/evidence/event_kinds.py, the events' schema).
 
 Both sides import this module: pgle.launch.execution writes the spec, pgle.launch.harness
-reads it and writes events, pgle.evidence.events (and pgle.evidence.jax_log) read them; it
+reads it and writes events, pgle.evidence.events and pgle.evidence.event_tail read them; it
 lives with the readers so that pgle/evidence/ never imports pgle/launch/ (the floors,
-docs/architecture.md). It
-runs inside the workload's process before the user's script, so it uses the standard
-library only and imports nothing heavy.
+docs/architecture.md). It runs inside the workload's process before the user's script, so it
+uses the standard library only and imports nothing heavy.
 
-Every event is one JSON object per line with `kind` and `t` (time.time() in the workload)
-plus the fields listed in EVENT_FIELDS. A line cut short by a crash is skipped by readers.
+Every event is one JSON object per line, `{"kind": ..., "t": ..., **fields}` (t: time.time()
+in the workload). A line cut short by a crash is skipped by readers.
 """
 
 from __future__ import annotations
@@ -69,72 +69,6 @@ STACKS = "stacks"
 # (pgle.launch.handoff); `released` when it goes on
 HOLD = "hold"
 RELEASED = "released"
-
-EVENT_FIELDS: dict[str, tuple[str, ...]] = {
-    START: ("pid", "argv", "python"),
-    JAX_IMPORTED: ("version",),
-    BACKEND: ("platform", "device_count", "device_kind", "process_count", "process_index"),
-    BACKEND_ERROR: ("error",),
-    COMPILE: ("fun_name", "seconds"),
-    JAX_EVENT: ("event",),
-    STEP_ENTER: ("name", "step_num", "index"),
-    STEP_EXIT: ("index",),
-    # options: what pgle asked the profiler (pgle.launch.trace_options.build's record)
-    TRACE_START: ("dir", "purpose", "options"),
-    # seconds: the window, to the device barrier; stop_trace_seconds: stop_trace's own time
-    # purpose: window (steps, time) | executions (no markers) | script (the workload's own)
-    TRACE_STOP: (
-        "dir",
-        "purpose",
-        "seconds",
-        "stop_trace_seconds",
-        "first_step",
-        "steps",
-        "reason",
-        "function",
-        "first_execution",
-        "executions",
-        "site",
-        "bytes",
-    ),
-    TRACE_DISCARD: ("dir",),
-    TRACE_EXPORT: ("purpose",),
-    # step: the step traced; bytes, stop_trace_seconds: its trace; steps: what the window keeps
-    TRACE_PROBE: ("step", "bytes", "stop_trace_seconds", "steps", "error"),
-    TRACE_ERROR: ("error",),
-    WINDOW_WARNING: ("message",),
-    WARNING: ("category", "message", "filename", "lineno"),
-    LOG: ("logger", "level", "message"),
-    OBSERVE_PGLE: ("installed",),
-    OBSERVE_ERROR: ("error",),
-    PGLE_PROFILED: ("module", "index", "runs", "profile_bytes", "thread"),
-    PGLE_SESSION_ERROR: ("module", "thread", "error", "holder_module", "holder_thread"),
-    OBSERVE_MODULES: ("installed",),
-    MODULE_COMPILED: ("module", "flops", "transcendentals", "bytes_accessed", "memory", "hlo_file"),
-    MODULE_ERROR: ("error",),
-    MODULE_IDENTITY: ("module", "fingerprint", "bytes", "text_file"),
-    XLA_COMPILE: ("platform", "thread", "pid"),
-    EXIT: ("code", "error", "interrupted"),
-    # call: start | stop; site: "file:line" of the workload's call; dir: its log_dir
-    SCRIPT_TRACE: ("call", "site", "dir", "error"),
-    # effective: os.environ["XLA_FLAGS"] at the first compile; missing: pgle's flags not in it
-    XLA_FLAGS_SEEN: ("effective", "missing"),
-    WINDOW_PLAN: ("function", "first_execution", "executions", "max_seconds"),
-    # functions: [{function, module, executions, seconds, work_s, work_known}] most work first;
-    # step/module: the one pgle.launch.step_rule picks; starts: time.time() of each of its
-    # executions; work: [start, seconds of work] of those whose completion was seen (issue 33);
-    # watch: completions {known, unknown, no_array} over every function
-    JIT_FUNCTIONS: ("functions", "step", "module", "starts", "work", "watch", "rule"),
-    # per marked step whose completion was seen: its index, time.time_ns() of its completion
-    # (its marker's end when its outputs were ready then: at_end 1), backend compiles so far
-    # (issue 33); watch: {ready_at_end, waited, unknown, no_array, skipped} steps
-    STEP_COMPLETIONS: ("index", "done_ns", "compiles", "at_end", "watch"),
-    COMPILE_BEGIN: ("module", "fdo", "thread"),
-    COMPILE_END: ("module", "ok"),
-    STACKS: ("file", "signal", "main_thread"),
-    HOLD: ("process_index", "process_count", "dir"),
-    RELEASED: ("error",),
-}
 
 # -- files beside the events file (the run folder of one process) ---------------------------
 STACKS_NAME = "stacks.txt"  # faulthandler's dump of every thread, on pgle's signal

@@ -37,7 +37,8 @@ import linecache
 import os
 import re
 import sysconfig
-from typing import Any
+
+from pgle.evidence.event_kinds import CompileBegin
 
 _THREAD = re.compile(
     r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[[^\]]*\])? \(most recent call first\):"
@@ -211,10 +212,10 @@ class Phase:
 
 
 def phase(
-    threads: list[Thread], main: str | None = None, compiling: dict[str, Any] | None = None
+    threads: list[Thread], main: str | None = None, compiling: CompileBegin | None = None
 ) -> Phase:
     """Name what one process was doing. `main`: the main thread's ident (hex); `compiling`:
-    the compile the events show in flight ({module, fdo}), if any."""
+    the compile the events show in flight, if any."""
     for t in threads:
         if any(f.function == "_share_fdo_profiles" for f in t.frames):
             return Phase(
@@ -234,8 +235,8 @@ def phase(
                 + _describe_user(_user_frame([f for f in t.frames if not _in_jax(f)])),
             )
     if compiling:
-        module = compiling.get("module") or "a module"
-        if compiling.get("fdo"):
+        module = compiling.module or "a module"
+        if compiling.fdo:
             return Phase(
                 "fdo_recompile",
                 f"the FDO recompile of {module} (auto PGLE's recompile with the collected profile)",

@@ -4,7 +4,7 @@ Why: a run of a million steps leaves two million JSON lines; `json.loads` per li
 seconds after the workload had exited and kept ~1.3 KB per step (issue 25). Nearly every
 line is a step line in the one layout `json.dumps` gives the harness's record
 (pgle/launch/harness.py `Events.write`: `{"kind": ..., "t": ..., **fields}`, fields in
-schema.EVENT_FIELDS order):
+the order of its call's keywords):
 
     {"kind": "step_enter", "t": 1764000000.000106, "name": "train", "step_num": 0, "index": 0}
     {"kind": "step_exit", "t": 1764000000.0001562, "index": 0}

@@ -33,9 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from pgle.atomic import write_text_atomic
-from pgle.errors import EXIT_NOT_VERIFIED
+from pgle.errors import EXIT_NOT_VERIFIED, BadInput
 from pgle.evidence import schema, stacks
+from pgle.evidence.event_kinds import ModuleIdentity, Stacks
+from pgle.evidence.event_tail import EventTail
 from pgle.jobs import divergence, first_stopped
+from pgle.shared_folders import read_bytes_nofollow
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,6 @@ MAX_MODULES = 20000
 _RANK_FILE = re.compile(r"^rank-(\d+)\.json$")
 _STALL_FILE = re.compile(r"^rank-(\d+)\.stall\.json$")
 _FP = re.compile(r"^[0-9a-f]{8,64}$")
-_IDENTITY = f'{{"kind": "{schema.MODULE_IDENTITY}"'.encode()
 
 
 class _Feed:
@@ -56,32 +58,24 @@ class _Feed:
 
     def __init__(self, run_path: Path):
         self.run = Path(run_path)
-        self.offset = 0
+        self.events = EventTail(self.run / "events.jsonl", (ModuleIdentity,))
         self.modules: list[tuple[str, str, str | None]] = []
-        self.steps = 0
         self.last_progress = time.time()
         self.executions = 0
         self.progress_mtime = 0
 
     def read(self) -> bool:
-        moved = False
-        try:
-            with open(self.run / "events.jsonl", "rb") as f:
-                f.seek(self.offset)
-                for line in f:
-                    if not line.endswith(b"\n"):
-                        break
-                    self.offset += len(line)
-                    moved = True
-                    if line.startswith(schema.STEP_ENTER_BYTES):
-                        self.steps += 1
-                        t = schema.step_enter_time(line)
-                        if t is not None:
-                            self.last_progress = max(self.last_progress, t)
-                    elif line.startswith(_IDENTITY):
-                        self._identity(line)
-        except OSError:
-            pass
+        lines = self.events.lines
+        for event in self.events.read():
+            if (
+                isinstance(event, ModuleIdentity)
+                and event.module is not None
+                and _FP.match(event.fingerprint)
+            ):
+                self.modules.append((event.module, event.fingerprint, event.text_file))
+                self.last_progress = max(self.last_progress, event.t)
+        self.last_progress = max([self.last_progress, *self.events.step_times])
+        moved = self.events.lines != lines
         path = self.run / schema.PROGRESS_NAME
         try:
             st = path.stat()
@@ -95,17 +89,6 @@ class _Feed:
         except (OSError, ValueError):
             pass
         return moved
-
-    def _identity(self, line: bytes) -> None:
-        try:
-            r = json.loads(line)
-        except ValueError:
-            return
-        fp, name = r.get("fingerprint"), r.get("module")
-        if isinstance(fp, str) and isinstance(name, str) and _FP.match(fp):
-            text = r.get("text_file") if isinstance(r.get("text_file"), str) else None
-            self.modules.append((name, fp, text))
-            self.last_progress = max(self.last_progress, float(r.get("t") or 0))
 
 
 class Fleet:
@@ -180,7 +163,7 @@ class Fleet:
             "rank": self.rank,
             "pid": os.getpid(),
             "modules": [[n, fp, self._own_text(t)] for n, fp, t in feed.modules[:MAX_MODULES]],
-            "steps": feed.steps,
+            "steps": feed.events.steps,
             "executions": feed.executions,
             "last_progress": feed.last_progress,
         }
@@ -197,20 +180,19 @@ class Fleet:
         return (self.dir / DIVERGENCE).is_file()
 
     # -- rank 0 ------------------------------------------------------------------------------
-    def _read_ranks(self) -> dict[int, dict[str, Any]]:
-        """Every rank's fleet file, validated; re-read only when it changed."""
+    def _read_ranks(self, name: re.Pattern[str] = _RANK_FILE) -> dict[int, dict[str, Any]]:
+        """Every rank's fleet file (`name`: or its stall file), validated."""
         out: dict[int, dict[str, Any]] = {}
         try:
             entries = list(os.scandir(self.dir))
         except (FileNotFoundError, NotADirectoryError):
             return out
         for entry in entries:
-            m = _RANK_FILE.match(entry.name)
-            if not m or int(m.group(1)) >= self.world_size:
-                continue
-            data = _read_json(Path(entry.path))
-            if data is not None:
-                out[int(m.group(1))] = data
+            m = name.match(entry.name)
+            if m and int(m.group(1)) < self.world_size:
+                data = _read_json(Path(entry.path))
+                if data is not None:
+                    out[int(m.group(1))] = data
         return out
 
     def modules(self) -> dict[int, list[divergence.ModuleId]]:
@@ -272,7 +254,7 @@ class Fleet:
         `wait_s` for every rank's phase. None when no rank published a stall."""
         deadline = time.monotonic() + wait_s
         while True:
-            phases = self._stall_phases()
+            phases = self._read_ranks(_STALL_FILE)
             if len(phases) >= self.world_size or time.monotonic() >= deadline:
                 break
             time.sleep(0.2)
@@ -296,20 +278,6 @@ class Fleet:
                 _text(phase.get("what")),
             )
         return first_stopped.first_stopped(progress)
-
-    def _stall_phases(self) -> dict[int, dict[str, Any]]:
-        out: dict[int, dict[str, Any]] = {}
-        try:
-            entries = list(os.scandir(self.dir))
-        except (FileNotFoundError, NotADirectoryError):
-            return out
-        for entry in entries:
-            m = _STALL_FILE.match(entry.name)
-            if m and int(m.group(1)) < self.world_size:
-                data = _read_json(Path(entry.path))
-                if data is not None:
-                    out[int(m.group(1))] = data
-        return out
 
     # -- the job report -----------------------------------------------------------------------
     def annotate(self, report: Any, *, stalled: bool) -> None:
@@ -344,16 +312,8 @@ def _text(v: Any) -> str | None:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-        if len(raw) > MAX_FILE_BYTES:
-            return None
-        data = json.loads(raw)
-    except (OSError, ValueError):
+        data = json.loads(read_bytes_nofollow(path, "fleet file", MAX_FILE_BYTES))
+    except (OSError, ValueError, RecursionError, BadInput):
         return None
     return data if isinstance(data, dict) else None
 
@@ -363,14 +323,8 @@ def dumped_phase(run_path: Path) -> stacks.Phase | None:
     a peer failed dumps them, pgle.launch.stall), or None when it dumped none."""
     run = Path(run_path)
     main = None
-    try:
-        with open(run / "events.jsonl", "rb") as f:
-            for line in f:
-                if line.startswith(f'{{"kind": "{schema.STACKS}"'.encode()):
-                    with contextlib.suppress(ValueError):
-                        main = json.loads(line).get("main_thread")
-    except OSError:
-        return None
+    for event in EventTail(run / "events.jsonl", (Stacks,)).read():
+        main = event.main_thread if isinstance(event, Stacks) else main
     try:
         text = (run / schema.STACKS_NAME).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -381,4 +335,4 @@ def dumped_phase(run_path: Path) -> stacks.Phase | None:
     last: dict[str, stacks.Thread] = {}
     for t in threads:  # several dumps: each thread's last
         last[t.ident] = t
-    return stacks.phase(list(last.values()), main if isinstance(main, str) else None)
+    return stacks.phase(list(last.values()), main)

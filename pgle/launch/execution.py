@@ -17,7 +17,8 @@ from typing import Any
 from pgle.atomic import copy_file_atomic, write_text_atomic
 from pgle.errors import Interrupted, Stalled
 from pgle.evidence import schema
-from pgle.evidence.event_kinds import Event, Exit, Hold, parse
+from pgle.evidence.event_kinds import Exit, Hold
+from pgle.evidence.event_tail import EventTail
 from pgle.evidence.events import RunEvents, read_run_events
 from pgle.evidence.schema import WORKLOAD_ARGS, HarnessSpec, WindowSpec, WorkloadSpec
 from pgle.launch import launcher, streams
@@ -113,13 +114,15 @@ def command_environment(env: dict[str, str], spec_path: Path) -> dict[str, str]:
 def _held(run: RunFolder) -> Callable[[], int | None]:
     """The launcher's poll of a held workload: its exit code, once the harness holds."""
     folder = run.path / schema.HANDOFF_DIR
+    events = EventTail(run.events, (Exit, Hold))
+    code: int | None = None
+    held = False
 
     def poll() -> int | None:
+        nonlocal code, held
         if not folder.is_dir():
             return None
-        code = None
-        held = False
-        for r in _tail_events(run.events):
+        for r in events.read():
             if isinstance(r, Exit):
                 code = r.code
             elif isinstance(r, Hold):
@@ -127,25 +130,6 @@ def _held(run: RunFolder) -> Callable[[], int | None]:
         return int(code or 0) if held else None
 
     return poll
-
-
-def _tail_events(path: Path, size: int = 65536) -> list[Event]:
-    """The events of the file's last `size` bytes (a line cut by the seek is no event)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, 2) - size))
-            data = f.read()
-    except OSError:
-        return []
-    out = []
-    for line in data.splitlines():
-        try:
-            event = parse(json.loads(line))
-        except (ValueError, RecursionError):
-            continue
-        if event is not None:
-            out.append(event)
-    return out
 
 
 def execute(

@@ -45,17 +45,30 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import signal
 import statistics
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pgle.errors import EXIT_STALLED
 from pgle.evidence import schema, stacks
+from pgle.evidence.event_kinds import (
+    CompileBegin,
+    CompileEnd,
+    Event,
+    Exit,
+    ScriptTrace,
+    Stacks,
+    Start,
+    TraceDiscard,
+    TraceExport,
+    TraceStart,
+    TraceStop,
+)
+from pgle.evidence.event_tail import EventTail
 
 REPORT_AFTER_S = 600.0  # 10 min without progress: stacks and a line, the workload goes on
 STOP_FLOOR_S = 3600.0  # by default never stopped before 1 h without progress...
@@ -66,8 +79,9 @@ DUMP_WAIT_S = 5.0  # the most pgle waits for the processes to write their stacks
 STEP_WINDOW = 50  # steps whose times give the median
 # With an explicit --stall-timeout, the least an export of pgle's trace is given (module doc).
 EXPORT_STOP_S = 1800.0
-_TRACE_OPEN = (schema.TRACE_START,)
-_TRACE_CLOSE = (schema.TRACE_STOP, schema.TRACE_DISCARD)
+# The events that say what a process is doing (its steps are counted and timed besides)
+_WATCHED: tuple[type[Event], ...] = (Start, Stacks, Exit, CompileBegin, CompileEnd, ScriptTrace)
+_WATCHED += (TraceStart, TraceExport, TraceStop, TraceDiscard)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,13 +129,11 @@ class _Process:
     """What pgle knows of one harnessed process of the workload."""
 
     home: Path
-    offset: int = 0
+    events: EventTail
     pid: int | None = None
     main_thread: str | None = None
     stacks: Path | None = None
-    steps: deque = dataclasses.field(default_factory=lambda: deque(maxlen=STEP_WINDOW + 1))
-    compiling: dict[str, dict] = dataclasses.field(default_factory=dict)  # thread -> begin
-    longest_compile: float = 0.0
+    compiling: dict[str, CompileBegin] = dataclasses.field(default_factory=dict)  # by thread
     tracing: bool = False  # a trace (pgle's window or the workload's own) is open or exporting
     exporting: bool = False  # pgle's window closed and stop_trace writes its trace
     progress_mtime: int = 0
@@ -140,35 +152,35 @@ class StallReport:
     stacks: dict[int, str]  # pid -> stacks file
     run: str
 
-    def _where(self) -> tuple[str, str]:
+    def _said(self, rule: str, then: str) -> str:
         procs = sorted(self.phases)
         if not procs:
-            return "no harnessed process answered", "no stacks were written"
-        if len(procs) == 1:
-            files = self.stacks.get(procs[0]) or "(no stacks were written)"
-            return self.phases[procs[0]], f"its Python stacks are in {files}"
-        where = "; ".join(f"process {p}: {self.phases[p]}" for p in procs)
-        return where, f"every process's Python stacks are in {self.run} (stacks.txt, procs/*/)"
+            where, stacks = "no harnessed process answered", "no stacks were written"
+        elif len(procs) == 1:
+            where, files = self.phases[procs[0]], self.stacks.get(procs[0])
+            stacks = f"its Python stacks are in {files or '(no stacks were written)'}"
+        else:
+            where = "; ".join(f"process {p}: {self.phases[p]}" for p in procs)
+            stacks = f"every process's Python stacks are in {self.run} (stacks.txt, procs/*/)"
+        quiet = describe_seconds(self.seconds)
+        return f"the workload made no progress for {quiet}{rule}: {where}; {stacks}; {then}"
 
     def message(self) -> str:
-        where, stacks = self._where()
-        return (
-            f"the workload made no progress for {describe_seconds(self.seconds)} "
-            f"({self.bound_rule}): {where}; {stacks}; pgle stopped it (exit "
-            f"{EXIT_STALLED}; --stall-timeout sets the bound)"
+        return self._said(
+            f" ({self.bound_rule})",
+            f"pgle stopped it (exit {EXIT_STALLED}; --stall-timeout sets the bound)",
         )
 
     def note(self) -> str:
         """The report of a quiet spell pgle does not stop (the default watchdog)."""
-        where, stacks = self._where()
-        return (
-            f"the workload made no progress for {describe_seconds(self.seconds)}: {where}; "
-            f"{stacks}; pgle lets it run (a compile, a trace export, a checkpoint or the "
-            f"set-up before the first step is no stall; --stall-timeout DURATION stops a "
-            f"workload after that long without progress)"
+        return self._said(
+            "",
+            "pgle lets it run (a compile, a trace export, a checkpoint or the set-up before the "
+            "first step is no stall; --stall-timeout DURATION stops a workload after that long "
+            "without progress)",
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "seconds": round(self.seconds, 1),
             "bound_s": round(self.bound_s, 1),
@@ -293,7 +305,7 @@ class StallWatch:
         return [
             b - a
             for p in self.processes.values()
-            for a, b in zip(p.steps, list(p.steps)[1:], strict=False)
+            for a, b in zip(p.events.step_times, list(p.events.step_times)[1:], strict=False)
         ]
 
     def stop_bound(self) -> tuple[float, str] | None:
@@ -339,7 +351,9 @@ class StallWatch:
         if now >= self.next_scan:
             self.next_scan = now + 2.0
             for home in self._homes():
-                self.processes.setdefault(home, _Process(home))
+                if home not in self.processes:
+                    events = EventTail(home / "events.jsonl", _WATCHED, keep_steps=STEP_WINDOW + 1)
+                    self.processes[home] = _Process(home, events)
         moved = False
         for proc in self.processes.values():
             moved |= self._read_events(proc)
@@ -357,73 +371,41 @@ class StallWatch:
         return True
 
     def _read_events(self, proc: _Process) -> bool:
-        """The complete lines added since the last read, one at a time, as WindowProgress reads
-        them (pgle.launch.progress): a fast workload adds tens of MB between two polls (a
-        million short steps), and reading them whole, split into lines, took pgle's memory past
-        200 MB while it waited (issue 25)."""
-        moved = False
-        try:
-            with open(proc.home / "events.jsonl", "rb") as f:
-                f.seek(proc.offset)
-                for line in f:
-                    if not line.endswith(b"\n"):
-                        break  # half-written: the next read has it whole
-                    proc.offset += len(line)
-                    moved = True
-                    if line.startswith(schema.STEP_ENTER_BYTES):
-                        t = schema.step_enter_time(line)
-                        if t is not None:
-                            proc.steps.append(t)
-                    elif b'"kind": "step_exit"' not in line[:30]:
-                        self._record(proc, line)
-        except OSError:
-            return moved
-        return moved
+        """Read the events added since the last read; True when any line was."""
+        lines = proc.events.lines
+        for event in proc.events.read():
+            self._record(proc, event)
+        return proc.events.lines != lines
 
-    def _record(self, proc: _Process, line: bytes) -> None:
-        head = line[:40]
-        keys = (b'"compile_', b'"start"', b'"stacks"', b'"exit"', b'"trace_', b'"script_trace"')
-        if not any(k in head for k in keys):
-            return
-        try:
-            r = json.loads(line)
-        except ValueError:
-            return
-        kind = r.get("kind")
-        if kind == schema.START:
-            proc.pid = r.get("pid")
-        elif kind == schema.STACKS:
-            proc.stacks = Path(r["file"]) if r.get("file") else None
-            proc.main_thread = r.get("main_thread")
-        elif kind == schema.COMPILE_BEGIN:
-            proc.compiling[str(r.get("thread"))] = {
-                "module": r.get("module"),
-                "fdo": r.get("fdo"),
-                "t": r.get("t"),
-            }
-        elif kind == schema.COMPILE_END:
-            begin = next(
-                (k for k, c in proc.compiling.items() if c.get("module") == r.get("module")), None
-            )
+    @staticmethod
+    def _record(proc: _Process, event: Event) -> None:
+        if isinstance(event, Start):
+            proc.pid = event.pid
+        elif isinstance(event, Stacks):
+            proc.stacks = Path(event.file) if event.file else None
+            proc.main_thread = event.main_thread
+        elif isinstance(event, CompileBegin):
+            proc.compiling[str(event.thread)] = event
+        elif isinstance(event, CompileEnd):
+            begin = next((k for k, c in proc.compiling.items() if c.module == event.module), None)
             if begin is not None:
-                started = proc.compiling.pop(begin)
-                seconds = float(r.get("t") or 0) - float(started.get("t") or 0)
-                if seconds > 0:
-                    proc.longest_compile = max(proc.longest_compile, seconds)
-        elif kind in _TRACE_OPEN:
+                del proc.compiling[begin]
+        elif isinstance(event, TraceStart):
             proc.tracing = True
-        elif kind == schema.TRACE_EXPORT:
+        elif isinstance(event, TraceExport):
             proc.exporting = True
-        elif kind in _TRACE_CLOSE:
+        elif isinstance(event, (TraceStop, TraceDiscard)):
             proc.tracing = proc.exporting = False
-        elif kind == schema.SCRIPT_TRACE:
-            proc.tracing = r.get("call") == "start"  # its stop event comes once it is written
-        elif kind == schema.EXIT:
+        elif isinstance(event, ScriptTrace):
+            proc.tracing = event.call == "start"  # its stop event comes once it is written
+        elif isinstance(event, Exit):
             proc.exited = True
 
     # -- the findings ---------------------------------------------------------------------------
     def _findings(self, seconds: float, bound: float, rule: str) -> StallReport:
-        phases, names, files = {}, {}, {}
+        phases: dict[int, str] = {}
+        names: dict[int, str] = {}
+        files: dict[int, str] = {}
         for proc in self.processes.values():
             if proc.pid is None or proc.pid not in self.dumped:
                 continue

@@ -5,6 +5,8 @@ pgle does not know is kept as it was."""
 
 from __future__ import annotations
 
+import array
+import ast
 import dataclasses
 import json
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, report_of, run_pgle
 
+from pgle import launch
 from pgle.evidence import event_kinds, schema
 from pgle.evidence.event_kinds import (
     Backend,
@@ -23,6 +26,7 @@ from pgle.evidence.event_kinds import (
     parse,
 )
 from pgle.evidence.events import read_events
+from pgle.launch import harness
 
 WORKLOAD = """
 import warnings
@@ -69,13 +73,78 @@ def parsed(records: list[dict[str, Any]]) -> list[Event]:
     return out
 
 
-def test_every_kind_has_its_dataclass_with_the_schemas_fields() -> None:
-    assert set(event_kinds.KINDS) == set(schema.EVENT_FIELDS)
-    for kind, names in schema.EVENT_FIELDS.items():
+# The harness's writers of events (`write(schema.KIND, field=...)`), read as source: every call,
+# whatever path of the workload runs it.
+WRITERS = ("harness.py", "jax_internals.py", "handoff.py")
+# A `**spread` whose keys the source does not hold: jax.monitoring's keyword arguments, as
+# strings (JaxEvent keeps them in `raw`).
+OPEN_KINDS = {schema.JAX_EVENT}
+
+
+def _returned_keys(tree: ast.Module, function: str) -> set[str]:
+    """The keys of the dict literals `function` (a module function) returns."""
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
+    return {k.value for r in ast.walk(node) if isinstance(r, ast.Return)
+            and isinstance(r.value, ast.Dict) for k in r.value.keys
+            if isinstance(k, ast.Constant)}
+
+
+def _written_fields() -> dict[str, set[str]]:
+    """kind -> the fields the harness's write calls give it (`t` is Events.write's own)."""
+    out: dict[str, set[str]] = {}
+    for name in WRITERS:
+        tree = ast.parse((Path(launch.__file__).parent / name).read_text())
+        calls = {}  # a local name -> the module function whose result it holds
+        aliases = {n.targets[0].id: n.value.attr for n in tree.body  # EVENT_MODULE = schema.X
+                   if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                   and isinstance(n.value, ast.Attribute) and isinstance(n.value.value, ast.Name)
+                   and n.value.value.id == "schema"}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Name)):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        calls[target.id] = node.value.func.id
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            first = node.args[0]
+            if (isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name)
+                    and first.value.id == "schema"):
+                kind = getattr(schema, first.attr)
+            elif isinstance(first, ast.Name) and first.id in aliases:
+                kind = getattr(schema, aliases[first.id])
+            else:
+                continue
+            if not isinstance(kind, str) or kind not in event_kinds.KINDS:
+                continue  # another use of schema (a file's name)
+            fields = out.setdefault(kind, set())
+            for kw in node.keywords:
+                if kw.arg is not None:
+                    fields.add(kw.arg)
+                elif isinstance(kw.value, ast.Name):  # **identity = module_identity(...)
+                    fields |= _returned_keys(tree, calls[kw.value.id])
+                else:
+                    assert kind in OPEN_KINDS, (name, kind, ast.unparse(kw.value))
+    # The marked steps' edges, written without Events.write (harness._step_lines)
+    block = array.array("q", [1_764_000_000_000_106_000, 3, 3, 0, -1_764_000_000_000_206_000, 3,
+                              3, 0])
+    for line in harness._step_lines(block, ['"train"']):
+        record = json.loads(line)
+        out.setdefault(record.pop("kind"), set()).update(set(record) - {"t"})
+    return out
+
+
+def test_the_event_classes_are_the_fields_the_harness_writes_both_ways() -> None:
+    """The event classes are the schema: every field the harness writes is a field of its
+    kind's class, and every field of a class is one the harness writes."""
+    written = _written_fields()
+    assert set(written) == set(event_kinds.KINDS)
+    for kind, fields in written.items():
         cls = event_kinds.KINDS[kind]
-        assert cls.KIND == kind
-        assert set(names) <= {f.name for f in dataclasses.fields(cls)}, kind
-        assert dataclasses.fields(cls) and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        assert cls.KIND == kind and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        known = {f.name for f in dataclasses.fields(cls)} - {"t", "raw"}
+        assert fields == known, (kind, "written, not known:", fields - known,
+                                 "known, never written:", known - fields)
 
 
 def test_every_line_of_real_runs_parses_into_its_kind(tmp_path: Path) -> None:

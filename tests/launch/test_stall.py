@@ -292,13 +292,14 @@ def test_many_new_events_are_read_in_blocks_whole(tmp_path):
         f.write(begin[:20])  # being written
     assert watch.poll(0.0) is None
     proc = next(iter(watch.processes.values()))
-    assert list(proc.steps) == [i + 0.5 for i in range(count - STEP_WINDOW - 1, count)]
-    assert proc.offset == events.stat().st_size - 20 and not proc.compiling
+    assert list(proc.events.step_times) == [i + 0.5 for i in range(count - STEP_WINDOW - 1, count)]
+    assert proc.events.offset == events.stat().st_size - 20 and not proc.compiling
     with open(events, "a") as f:
         f.write(begin[20:] + "\n")
     watch.poll(0.0)
-    assert proc.compiling == {"7": {"module": "jit_step", "fdo": False, "t": 2.0}}
-    assert proc.offset == events.stat().st_size
+    assert [(k, c.module, c.fdo, c.t) for k, c in proc.compiling.items()] == [
+        ("7", "jit_step", False, 2.0)]
+    assert proc.events.offset == events.stat().st_size
 
 
 def _profile(project: Path) -> Path:

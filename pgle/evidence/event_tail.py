@@ -1,0 +1,107 @@
+"""The one incremental reader of a run's events file while the workload writes it: the stall
+watchdog (pgle.launch.stall), the progress lines (pgle.launch.progress), a job's fleet feed
+(pgle.jobs.fleet) and the poll of a held workload (pgle.launch.execution). The whole file
+after the run: pgle.evidence.events.
+
+Each `read()` yields the events of the asked kinds (pgle.evidence.event_kinds) in the lines
+completed since the last read; a half-written last line is kept for the next one. The writer,
+pgle.launch.harness `Events`, starts every line `{"kind": "<kind>", ` (json.dumps of
+`{"kind": ..., "t": ..., **fields}`; its marked steps: schema.STEP_ENTER_LINE), so a line of
+another kind is told by its start and never decoded, and a marked step (most of a long run's
+lines: a fast workload adds a million between two polls) is counted and its time read from its
+start (schema.step_enter_time), never decoded either. A line in another layout (a run folder is
+untrusted input) goes through json.loads. Memory stays flat: the file is read in blocks, and a
+line longer than MAX_LINE_BYTES (none the harness writes) is skipped.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Collection, Iterator
+from pathlib import Path
+
+from pgle.evidence import schema
+from pgle.evidence.event_kinds import Event, StepEnter, decode, parse
+
+BLOCK_BYTES = 1 << 20
+MAX_LINE_BYTES = 64 << 20
+_HEAD = b'{"kind": "'
+_STEP_ENTER = schema.STEP_ENTER.encode()
+_ENTER, _EXIT = schema.STEP_ENTER_BYTES, schema.STEP_EXIT_LINE.encode()
+
+
+class EventTail:
+    """`kinds`: the event classes `read` yields (a line of another kind is only counted);
+    `keep_steps`: how many of the last marked steps' times `step_times` holds."""
+
+    def __init__(
+        self, path: Path | str, kinds: Collection[type[Event]], *, keep_steps: int = 1
+    ) -> None:
+        self.path = Path(path)
+        self.kinds = frozenset(cls.KIND for cls in kinds)
+        self._kinds = frozenset(k.encode() for k in self.kinds)
+        self.offset = 0  # the end of the last complete line read
+        self.lines = 0  # complete lines read
+        self.rejected = 0  # lines of an asked kind (or another layout) that were no event
+        self.steps = 0  # marked steps entered (step_enter lines)
+        self.step_times: collections.deque[float] = collections.deque(maxlen=keep_steps)
+        self._rest: list[bytes] = []  # the last line, not complete yet
+        self._skip = False  # within a line longer than MAX_LINE_BYTES
+
+    def read(self) -> Iterator[Event]:
+        """The events of the asked kinds completed since the last read, in file order. Consume
+        it whole: `steps` and `step_times` move as it goes (at an event: the steps before it)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset + sum(map(len, self._rest)))
+                while block := f.read(BLOCK_BYTES):
+                    lines = self._complete(block)
+                    self.lines += len(lines)
+                    for line in lines:
+                        # a step's two lines first, inline: most of the file
+                        if line.startswith(_ENTER):
+                            self._step(schema.step_enter_time(line))
+                        elif not line.startswith(_EXIT) and (event := self._event(line)):
+                            yield event
+        except OSError:
+            return
+
+    def _complete(self, block: bytes) -> list[bytes]:
+        """The lines `block` completes; its last, incomplete line is kept."""
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            self._rest.append(block)
+            if sum(map(len, self._rest)) > MAX_LINE_BYTES:
+                self.offset += sum(map(len, self._rest))
+                self._rest, self._skip = [], True
+            return []
+        lines = b"".join([*self._rest, block[:cut]]).split(b"\n")
+        self._rest = [block[cut + 1 :]] if cut + 1 < len(block) else []
+        self.offset += sum(map(len, lines)) + len(lines)
+        if self._skip:  # the end of a line too long to be an event
+            self._skip = False
+            self.rejected += 1
+            del lines[0]
+        return lines
+
+    def _event(self, line: bytes) -> Event | None:
+        if line.startswith(_HEAD):
+            kind = line[len(_HEAD) : line.find(b'"', len(_HEAD))]
+            if kind == _STEP_ENTER:
+                self._step(schema.step_enter_time(line))
+                return None
+            if kind not in self._kinds:
+                return None
+        event = parse(decode(line))
+        if event is None:
+            self.rejected += 1
+        elif isinstance(event, StepEnter):  # a step line in another layout
+            self._step(event.t)
+        elif event.kind in self.kinds:
+            return event
+        return None
+
+    def _step(self, t: float | None) -> None:
+        self.steps += 1
+        if t is not None:
+            self.step_times.append(t)
