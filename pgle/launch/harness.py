@@ -1489,6 +1489,9 @@ class JitCounter:
 
 WATCH_DRAIN_S = 30.0  # at exit, the longest pgle waits for the last executions to complete
 WAKE_EVERY_NS = 1_000_000  # the watcher is woken from idle for a marked step at most this often
+# While the outputs the watcher reaches have completed already (the device keeps up with the
+# host: a dispatch-bound loop), an execution is handed to it at most this often (seconds).
+WAKE_EVERY_S = WAKE_EVERY_NS / 1e9
 # After SYNCED_STREAK marked steps in a row whose outputs were ready by their marker's end (a
 # loop that syncs) or had completed when the watcher reached them (the device keeps up), one
 # step in SYNCED_EVERY is checked (the time between two checked steps is shared among them)
@@ -1525,7 +1528,21 @@ class CompletionWatcher:
     deleted array raises (jax 0.10.2: INVALID_ARGUMENT, "called on deleted or donated
     buffer"), and that completion is unknown: the span runs on to the next known one (the
     step's last output, donated by no later call, always is). A span holding a compile is
-    unknown. Nothing is held after its completion, so a step's outputs live no longer."""
+    unknown. Nothing is held after its completion, so a step's outputs live no longer.
+
+    Rate: each execution handed over wakes the thread, whose GIL hand-offs cost a loop of tiny
+    steps ~4 us a call (issue 33: a dispatch-bound loop of 16x16 matmuls ran 1.4x slower).
+    While the last output the thread reached had completed already (`keeps_up`: the device
+    keeps up with the host, so completions only trail dispatches), an execution is handed
+    over at most once every WAKE_EVERY_S; the ones in between are kept as (name, start,
+    number, compiles) with no output held (so donation is untouched) and ride along with the
+    next one handed over: its span holds them, and its time is shared equally among them, as
+    with a donated output, which is the loop's throughput. A compile among them still makes
+    the span unknown. The simplest rule that keeps every measured figure: once the device is
+    behind (a loop of real steps, an eval that waits on the queue), the first output found
+    not ready turns `keeps_up` off and every execution is waited on again, so work is ranked
+    per execution where it differs. Executions held at exit (at most WAKE_EVERY_S of them)
+    have no completion."""
 
     def __init__(self, counter: JitCounter) -> None:
         self.counter = counter
@@ -1534,10 +1551,19 @@ class CompletionWatcher:
         self.on = True  # off in a forked child (no thread there) and after finish
         self.busy = False  # the thread has work queued or is waiting on an output
         self.arrays: tuple[type, ...] | None = None
-        self.known = self.unknown = self.no_array = 0
+        self.known = self.unknown = self.no_array = self.skipped = 0
+        self.keeps_up = False  # the last output the thread reached had completed already
+        self.sent = 0.0  # the start of the last execution handed to the thread
+        self.held: list[tuple[str, float, int, int]] = []  # executions not handed over yet
 
     def put(self, name: str, n: int, t: float, out: Any) -> None:
-        """In the workload's thread, after a top-level call returned: one tuple on a queue."""
+        """In the workload's thread, after a top-level call returned: one tuple on a queue,
+        or, while the device keeps up and one went less than WAKE_EVERY_S ago, one on a
+        list (no thread woken, no output held)."""
+        if self.keeps_up and t - self.sent < WAKE_EVERY_S:
+            self.held.append((name, t, n, self.counter.compiles))
+            return
+        self.sent = t
         arrays = self.arrays
         if arrays is None:
             arrays = self.arrays = _array_type()
@@ -1553,14 +1579,19 @@ class CompletionWatcher:
                     break
         if leaf is None:
             leaf = _any_leaf(out, arrays)
-        self.queue.put((name, n, t, self.counter.compiles, leaf))
+        held = self.held
+        if held:
+            self.held = []
+        else:
+            held = None
+        self.queue.put((name, n, t, self.counter.compiles, leaf, held))
 
     def put_step(self, index: int, compiles: int, leaf: Any) -> None:
         """A marked step's output to wait on (StepCompletions.done)."""
         if self.arrays is None:
             self.arrays = _array_type()
             self._start()
-        self.queue.put((None, index, 0.0, compiles, leaf))
+        self.queue.put((None, index, 0.0, compiles, leaf, None))
 
     def _start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="pgle-completions", daemon=True)
@@ -1584,11 +1615,18 @@ class CompletionWatcher:
             self.busy = True
             if item is None:
                 return
-            name, n, t, c, leaf = item
+            name, n, t, c, leaf, held = item
             if name is None:  # a marked step's outputs, not ready at its marker's end
                 self.counter.steps.waited(n, c, leaf)
                 del leaf, item
                 continue
+            if held:  # executions before this one that were not handed over (put)
+                self.skipped += len(held)
+                for hn, ht, hi, hc in held:
+                    span.append((hn, ht, hi))
+                    if hi == 1 or hc != compiles:
+                        tainted = True
+                        compiles = hc
             span.append((name, t, n))
             if n == 1 or c != compiles:
                 tainted = True  # a compile ran in this span: the device may have idled
@@ -1597,8 +1635,13 @@ class CompletionWatcher:
                 self.no_array += 1
                 continue
             try:
-                leaf.block_until_ready()
+                # A ready output is not waited on: block_until_ready releases and retakes the
+                # GIL (jaxlib 0.10.2), a hand-off the loop pays for even when nothing waits.
+                self.keeps_up = ready = leaf.is_ready()
+                if not ready:
+                    leaf.block_until_ready()
             except Exception:
+                self.keeps_up = False
                 self.unknown += 1  # donated (deleted) before it could be waited on
                 continue
             done = _now()
@@ -1619,7 +1662,15 @@ class CompletionWatcher:
         self.thread.join(timeout)
 
     def summary(self) -> dict[str, int]:
-        return {"known": self.known, "unknown": self.unknown, "no_array": self.no_array}
+        """Executions by what became of them: waited on (known), donated first (unknown), no
+        array to wait on, and not handed over (skipped: the device kept up; those still held
+        at exit included)."""
+        return {
+            "known": self.known,
+            "unknown": self.unknown,
+            "no_array": self.no_array,
+            "skipped": self.skipped + len(self.held),
+        }
 
 
 class StepCompletions:
