@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, NoReturn
@@ -1512,6 +1513,9 @@ def _array_type() -> tuple[type, ...]:
         return (jax.Array,)
 
 
+_DELETED = object()  # a held execution's output, freed before the watcher could wait on it
+
+
 class CompletionWatcher:
     """When each execution's work completes, without a sync in the workload (issue 33).
 
@@ -1533,16 +1537,18 @@ class CompletionWatcher:
     Rate: each execution handed over wakes the thread, whose GIL hand-offs cost a loop of tiny
     steps ~4 us a call (issue 33: a dispatch-bound loop of 16x16 matmuls ran 1.4x slower).
     While the last output the thread reached had completed already (`keeps_up`: the device
-    keeps up with the host, so completions only trail dispatches), an execution is handed
-    over at most once every WAKE_EVERY_S; the ones in between are kept as (name, start,
-    number, compiles) with no output held (so donation is untouched) and ride along with the
-    next one handed over: its span holds them, and its time is shared equally among them, as
-    with a donated output, which is the loop's throughput. A compile among them still makes
-    the span unknown. The simplest rule that keeps every measured figure: once the device is
-    behind (a loop of real steps, an eval that waits on the queue), the first output found
-    not ready turns `keeps_up` off and every execution is waited on again, so work is ranked
-    per execution where it differs. Executions held at exit (at most WAKE_EVERY_S of them)
-    have no completion."""
+    keeps up with the host, so completions only trail dispatches), further executions of the
+    same function are handed over at most once every WAKE_EVERY_S; the ones in between are
+    held as (name, start, number, compiles), no output kept alive, and ride along with the
+    next one handed over: its span holds them and shares its time equally among them, as a
+    donated output's span does, which is the loop's throughput. A compile among them still
+    makes the span unknown. When another function is called (or at exit), the last held
+    execution is handed over first, with its output if the workload still holds it (a weak
+    reference), so a span holds one function's executions and the work ranks the step as
+    before. The simplest rule that keeps every figure: once the device is behind (real steps,
+    an eval that waits on the queue), the first output found not ready turns `keeps_up` off
+    and every execution is waited on again; a loop that alternates functions saves nothing,
+    and loses nothing."""
 
     def __init__(self, counter: JitCounter) -> None:
         self.counter = counter
@@ -1554,16 +1560,16 @@ class CompletionWatcher:
         self.known = self.unknown = self.no_array = self.skipped = 0
         self.keeps_up = False  # the last output the thread reached had completed already
         self.sent = 0.0  # the start of the last execution handed to the thread
-        self.held: list[tuple[str, float, int, int]] = []  # executions not handed over yet
+        self.last: str | None = None  # the function of the last execution handed over
+        # executions not handed over yet (name, start, number, compiles), and a weak
+        # reference to the last one's output: no output is kept alive by being held
+        self.held: list[tuple[str, float, int, int]] = []
+        self.tail: Callable[[], Any] | None = None
 
     def put(self, name: str, n: int, t: float, out: Any) -> None:
         """In the workload's thread, after a top-level call returned: one tuple on a queue,
-        or, while the device keeps up and one went less than WAKE_EVERY_S ago, one on a
-        list (no thread woken, no output held)."""
-        if self.keeps_up and t - self.sent < WAKE_EVERY_S:
-            self.held.append((name, t, n, self.counter.compiles))
-            return
-        self.sent = t
+        or, for another execution of the function just seen while the device keeps up and
+        one was handed over less than WAKE_EVERY_S ago, one on a list (no thread woken)."""
         arrays = self.arrays
         if arrays is None:
             arrays = self.arrays = _array_type()
@@ -1580,11 +1586,31 @@ class CompletionWatcher:
         if leaf is None:
             leaf = _any_leaf(out, arrays)
         held = self.held
+        if name == self.last and self.keeps_up and t - self.sent < WAKE_EVERY_S:
+            held.append((name, t, n, self.counter.compiles))
+            try:
+                self.tail = None if leaf is None else weakref.ref(leaf)
+            except TypeError:  # an array type without weak references: counted as none
+                self.tail = None
+            return
+        if held and name != self.last:
+            self._flush()
+            held = self.held
+        self.last, self.sent = name, t
         if held:
             self.held = []
-        else:
-            held = None
-        self.queue.put((name, n, t, self.counter.compiles, leaf, held))
+        self.queue.put((name, n, t, self.counter.compiles, leaf, held or None))
+
+    def _flush(self) -> None:
+        """Hand over the last held execution with its output (if it still exists), so that
+        the next function's executions start a span of their own."""
+        held, ref = self.held, self.tail
+        self.held, self.tail = [], None
+        name, t, n, c = held.pop()
+        leaf = None if ref is None else ref()
+        if ref is not None and leaf is None:
+            leaf = _DELETED  # freed by the workload before it could be waited on
+        self.queue.put((name, n, t, c, leaf, held or None))
 
     def put_step(self, index: int, compiles: int, leaf: Any) -> None:
         """A marked step's output to wait on (StepCompletions.done)."""
@@ -1634,6 +1660,10 @@ class CompletionWatcher:
             if leaf is None:
                 self.no_array += 1
                 continue
+            if leaf is _DELETED:
+                self.keeps_up = False
+                self.unknown += 1
+                continue
             try:
                 # A ready output is not waited on: block_until_ready releases and retakes the
                 # GIL (jaxlib 0.10.2), a hand-off the loop pays for even when nothing waits.
@@ -1658,13 +1688,14 @@ class CompletionWatcher:
         if self.thread is None or not self.on:
             return
         self.on = False
+        if self.held:
+            self._flush()
         self.queue.put(None)
         self.thread.join(timeout)
 
     def summary(self) -> dict[str, int]:
         """Executions by what became of them: waited on (known), donated first (unknown), no
-        array to wait on, and not handed over (skipped: the device kept up; those still held
-        at exit included)."""
+        array to wait on, and not waited on (skipped: held while the device kept up)."""
         return {
             "known": self.known,
             "unknown": self.unknown,
