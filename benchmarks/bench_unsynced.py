@@ -1,8 +1,9 @@
 """An unsynced training loop under `pgle run` against the same loop run plainly (issue 33).
 
 pgle times a step without markers by the completion of its outputs: a thread of the harness
-waits on one output of each execution while the loop runs on (no sync added). The loop must
-run as fast under pgle as without it. The workload (tests/workloads/real/loop_timing.py
+waits on them while the loop runs on (no sync added; while the device keeps up, on one
+execution about every millisecond, the time between shared among those in between). The loop
+must run as fast under pgle as without it. The workload (tests/workloads/real/loop_timing.py
 --form matmul: `x = step(x)` with a 4-matmul step, one sync at the end) times its own loop:
 the figure is the per-pair ratio of those times (`own_ratio`), for steps of real work (256x256
 matmuls, milliseconds each) and for tiny steps where the host's dispatch is the bottleneck

@@ -268,7 +268,7 @@ class JitFunctions(Event, kind=schema.JIT_FUNCTIONS):
     """`functions`: [{function, module, executions, seconds, work_s, work_known}] most work
     first; `step`/`module`: the one pgle.launch.step_rule picks; `starts`: time.time() of each
     of its executions; `work`: [start, seconds of work] of those whose completion was seen
-    (issue 33); `watch`: completions {known, unknown, no_array} over every function."""
+    (issue 33); `watch`: completions {known, unknown, no_array, skipped} over every function."""
 
     functions: list[dict[str, Any]] | None = None
     step: str | None = None

@@ -54,6 +54,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType, ModuleType, TracebackType
 from typing import Any, NoReturn, TextIO
@@ -1399,23 +1400,23 @@ class JitCounter:
     def __init__(self) -> None:
         self.marked = False
         self.lock = threading.Lock()
-        self.stats: dict[str, list] = {}  # name -> [executions, seconds after the first]
+        self.stats: dict[str, list[Any]] = {}  # name -> [executions, seconds after the first]
         self.starts: dict[str, list[float]] = {}
-        self.last: tuple[str, float, int, list] | None = None  # (name, start, number, row)
+        self.last: tuple[str, float, int, list[Any]] | None = None  # (name, start, number, row)
         # name -> the module XLA compiled for it: the last compile while its first execution
         # (or its AOT `.compile()`) ran; the eager jits its tracing runs compile before it.
         # jax 0.10.2 compiles `jax.pmap(f)` as `jit__fun` (a jit of a shard_map), not pmap_f.
         self.modules: dict[str, str] = {}
         # `pgle estimate`: called with (name, jitted, args, kwargs) at a function's
         # step_rule.MIN_EXECUTIONS-th execution (pgle.launch.step_export).
-        self.export: Callable[[str, Any, tuple, dict], None] | None = None
+        self.export: Callable[[str, Any, tuple[Any, ...], dict[str, Any]], None] | None = None
         self.compiles = 0  # backend compiles so far: a span holding one is no step's work
         self.watcher = CompletionWatcher(self)
         self.steps = StepCompletions(self)
         # name -> [(start, seconds of work, its span's completion, number, compiles)] and
         # [work seconds, executions with a known share]
         self.work: dict[str, list[tuple[float, float, float, int, int]]] = {}
-        self.work_sum: dict[str, list] = {}
+        self.work_sum: dict[str, list[Any]] = {}  # name -> [seconds, known, unknown]
 
     def compiled(self, name: str | None, fun_name: str | None) -> None:
         """XLA compiled `fun_name` (jax's `jit(f)`) while `name` ran."""
@@ -1469,7 +1470,7 @@ class JitCounter:
                 if len(rows) < MAX_STARTS:
                     rows.append((t, seconds, done, n, c))
 
-    def snapshot(self) -> list[dict]:
+    def snapshot(self) -> list[dict[str, Any]]:
         with self.lock:
             out = []
             for n, r in self.stats.items():
@@ -1521,6 +1522,9 @@ class JitCounter:
 
 WATCH_DRAIN_S = 30.0  # at exit, the longest pgle waits for the last executions to complete
 WAKE_EVERY_NS = 1_000_000  # the watcher is woken from idle for a marked step at most this often
+# While the outputs the watcher reaches have completed already (the device keeps up with the
+# host: a dispatch-bound loop), an execution is handed to it at most this often (seconds).
+WAKE_EVERY_S = WAKE_EVERY_NS / 1e9
 # After SYNCED_STREAK marked steps in a row whose outputs were ready by their marker's end (a
 # loop that syncs) or had completed when the watcher reached them (the device keeps up), one
 # step in SYNCED_EVERY is checked (the time between two checked steps is shared among them)
@@ -1541,6 +1545,9 @@ def _array_type() -> tuple[type, ...]:
         return (jax.Array,)
 
 
+_DELETED = object()  # a held execution's output, freed before the watcher could wait on it
+
+
 class CompletionWatcher:
     """When each execution's work completes, without a sync in the workload (issue 33).
 
@@ -1557,19 +1564,44 @@ class CompletionWatcher:
     deleted array raises (jax 0.10.2: INVALID_ARGUMENT, "called on deleted or donated
     buffer"), and that completion is unknown: the span runs on to the next known one (the
     step's last output, donated by no later call, always is). A span holding a compile is
-    unknown. Nothing is held after its completion, so a step's outputs live no longer."""
+    unknown. Nothing is held after its completion, so a step's outputs live no longer.
+
+    Rate: each execution handed over wakes the thread, whose GIL hand-offs cost a loop of tiny
+    steps ~4 us a call (issue 33: a dispatch-bound loop of 16x16 matmuls ran 1.4x slower).
+    While the last output the thread reached had completed already (`keeps_up`: the device
+    keeps up with the host, so completions only trail dispatches), further executions of the
+    same function are handed over at most once every WAKE_EVERY_S; the ones in between are
+    held as (name, start, number, compiles), no output kept alive, and ride along with the
+    next one handed over: its span holds them and shares its time equally among them, as a
+    donated output's span does, which is the loop's throughput. A compile among them still
+    makes the span unknown. When another function is called (or at exit), the last held
+    execution is handed over first, with its output if the workload still holds it (a weak
+    reference), so a span holds one function's executions and the work ranks the step as
+    before. The simplest rule that keeps every figure: once the device is behind (real steps,
+    an eval that waits on the queue), the first output found not ready turns `keeps_up` off
+    and every execution is waited on again; a loop that alternates functions saves nothing,
+    and loses nothing."""
 
     def __init__(self, counter: JitCounter) -> None:
         self.counter = counter
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.on = True  # off in a forked child (no thread there) and after finish
         self.busy = False  # the thread has work queued or is waiting on an output
         self.arrays: tuple[type, ...] | None = None
-        self.known = self.unknown = self.no_array = 0
+        self.known = self.unknown = self.no_array = self.skipped = 0
+        self.keeps_up = False  # the last output the thread reached had completed already
+        self.sent = 0.0  # the start of the last execution handed to the thread
+        self.last: str | None = None  # the function of the last execution handed over
+        # executions not handed over yet (name, start, number, compiles), and a weak
+        # reference to the last one's output: no output is kept alive by being held
+        self.held: list[tuple[str, float, int, int]] = []
+        self.tail: Callable[[], Any] | None = None
 
     def put(self, name: str, n: int, t: float, out: Any) -> None:
-        """In the workload's thread, after a top-level call returned: one tuple on a queue."""
+        """In the workload's thread, after a top-level call returned: one tuple on a queue,
+        or, for another execution of the function just seen while the device keeps up and
+        one was handed over less than WAKE_EVERY_S ago, one on a list (no thread woken)."""
         arrays = self.arrays
         if arrays is None:
             arrays = self.arrays = _array_type()
@@ -1585,14 +1617,39 @@ class CompletionWatcher:
                     break
         if leaf is None:
             leaf = _any_leaf(out, arrays)
-        self.queue.put((name, n, t, self.counter.compiles, leaf))
+        held = self.held
+        if name == self.last and self.keeps_up and t - self.sent < WAKE_EVERY_S:
+            held.append((name, t, n, self.counter.compiles))
+            try:
+                self.tail = None if leaf is None else weakref.ref(leaf)
+            except TypeError:  # an array type without weak references: counted as none
+                self.tail = None
+            return
+        if held and name != self.last:
+            self._flush()
+            held = self.held
+        self.last, self.sent = name, t
+        if held:
+            self.held = []
+        self.queue.put((name, n, t, self.counter.compiles, leaf, held or None))
+
+    def _flush(self) -> None:
+        """Hand over the last held execution with its output (if it still exists), so that
+        the next function's executions start a span of their own."""
+        held, ref = self.held, self.tail
+        self.held, self.tail = [], None
+        name, t, n, c = held.pop()
+        leaf = None if ref is None else ref()
+        if ref is not None and leaf is None:
+            leaf = _DELETED  # freed by the workload before it could be waited on
+        self.queue.put((name, n, t, c, leaf, held or None))
 
     def put_step(self, index: int, compiles: int, leaf: Any) -> None:
         """A marked step's output to wait on (StepCompletions.done)."""
         if self.arrays is None:
             self.arrays = _array_type()
             self._start()
-        self.queue.put((None, index, 0.0, compiles, leaf))
+        self.queue.put((None, index, 0.0, compiles, leaf, None))
 
     def _start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="pgle-completions", daemon=True)
@@ -1616,11 +1673,18 @@ class CompletionWatcher:
             self.busy = True
             if item is None:
                 return
-            name, n, t, c, leaf = item
+            name, n, t, c, leaf, held = item
             if name is None:  # a marked step's outputs, not ready at its marker's end
                 self.counter.steps.waited(n, c, leaf)
                 del leaf, item
                 continue
+            if held:  # executions before this one that were not handed over (put)
+                self.skipped += len(held)
+                for hn, ht, hi, hc in held:
+                    span.append((hn, ht, hi))
+                    if hi == 1 or hc != compiles:
+                        tainted = True
+                        compiles = hc
             span.append((name, t, n))
             if n == 1 or c != compiles:
                 tainted = True  # a compile ran in this span: the device may have idled
@@ -1628,9 +1692,18 @@ class CompletionWatcher:
             if leaf is None:
                 self.no_array += 1
                 continue
+            if leaf is _DELETED:
+                self.keeps_up = False
+                self.unknown += 1
+                continue
             try:
-                leaf.block_until_ready()
+                # A ready output is not waited on: block_until_ready releases and retakes the
+                # GIL (jaxlib 0.10.2), a hand-off the loop pays for even when nothing waits.
+                self.keeps_up = ready = leaf.is_ready()
+                if not ready:
+                    leaf.block_until_ready()
             except Exception:
+                self.keeps_up = False
                 self.unknown += 1  # donated (deleted) before it could be waited on
                 continue
             done = _now()
@@ -1647,11 +1720,20 @@ class CompletionWatcher:
         if self.thread is None or not self.on:
             return
         self.on = False
+        if self.held:
+            self._flush()
         self.queue.put(None)
         self.thread.join(timeout)
 
     def summary(self) -> dict[str, int]:
-        return {"known": self.known, "unknown": self.unknown, "no_array": self.no_array}
+        """Executions by what became of them: waited on (known), donated first (unknown), no
+        array to wait on, and not waited on (skipped: held while the device kept up)."""
+        return {
+            "known": self.known,
+            "unknown": self.unknown,
+            "no_array": self.no_array,
+            "skipped": self.skipped + len(self.held),
+        }
 
 
 class StepCompletions:

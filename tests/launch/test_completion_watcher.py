@@ -1,0 +1,72 @@
+"""The harness's completion watcher in-process, on real jax (CPU): while the device keeps up,
+runs of one function's executions are waited on only now and then (issue 33: each wake of its
+thread cost a dispatch-bound loop the GIL), and a span between two known completions never
+mixes functions, so the work still ranks the step (pgle.launch.step_rule)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from pgle.launch import harness
+
+
+def _loop(counter, rounds=20, run=100):
+    """`run` tiny calls of f, then one of g, `rounds` times; counted as the harness's
+    _counted_call counts a top-level call (begin, the call, the watcher's put)."""
+    f = jax.jit(lambda x: x * 0.5 + 1.0)
+    g = jax.jit(lambda x: jnp.tanh(x @ x.T))
+
+    def call(name, fn, arg):
+        n, t = counter.begin(name)
+        out = fn(arg)
+        counter.watcher.put(name, n, t, out)
+        return out
+
+    x = jnp.ones((16, 16))
+    outs = []
+    for _ in range(rounds):
+        for _ in range(run):
+            x = call("jit(f)", f, x)
+        outs.append(call("jit(g)", g, x))
+    jax.block_until_ready((x, outs))
+    counter.watcher.finish(30.0)
+    return outs
+
+
+def test_a_span_holds_one_functions_executions():
+    counter = harness.JitCounter()
+    _loop(counter)
+    watch = counter.watcher.summary()
+    assert watch["skipped"] > 1000, watch  # most of the 2,000 tiny calls were not waited on
+    functions_by_done: dict[float, set[str]] = {}
+    for name, rows in counter.work.items():
+        for _start, _work, done, _n, _c in rows:
+            functions_by_done.setdefault(done, set()).add(name)
+    mixed = {d: names for d, names in functions_by_done.items() if len(names) > 1}
+    assert not mixed, (len(mixed), watch)
+    # Every round's g has its own completion (the f before it was handed over first).
+    assert len(counter.work["jit(g)"]) >= 19, watch
+    executions = counter.stats["jit(f)"][0] + counter.stats["jit(g)"][0]
+    assert sum(watch.values()) == executions == 2020
+
+
+def test_held_executions_keep_no_output_alive():
+    """The last held execution's output is referenced weakly: once the workload drops it, the
+    watcher does not hold it (it is counted as unknown, not waited on)."""
+    counter = harness.JitCounter()
+    f = jax.jit(lambda x: x + 1.0)
+    x = jnp.ones((8,))
+    for i in range(100_000):  # until some calls ran and the last one was held
+        n, t = counter.begin("jit(f)")
+        out = f(x)
+        counter.watcher.put("jit(f)", n, t, out)
+        del out  # never used again: only the watcher could keep it
+        if i >= 2000 and counter.watcher.held:
+            break
+    held = len(counter.watcher.held)
+    tail = counter.watcher.tail
+    assert held and tail is not None and tail() is None, (held, counter.watcher.summary())
+    counter.watcher.finish(30.0)
+    watch = counter.watcher.summary()
+    assert watch["unknown"] >= 1 and watch["skipped"] > 1000, watch
