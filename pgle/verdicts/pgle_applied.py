@@ -489,7 +489,6 @@ _NOTES: tuple[Callable[[_Case], str | None], ...] = (
 # jax 0.11.2 and 0.12.0.1 (the real XLA:GPU compiler, deviceless H100 x8): ERROR strictness
 # fails, in the HLO verifier, every module with an async collective XLA makes synchronous after
 # scheduling (it renames the pair), with a complete profile and with none.
-VERIFIER_FAILS_SINCE = (0, 11)
 RULE_COMPILE_FAILED = "compile_failed"
 
 
