@@ -44,7 +44,6 @@ PEAKS: list[tuple[str, str, dict[str, float | None], str]] = [
     (r"H200", "H200", {"tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0}, "H200"),
     (r"B200", "B200", {"tf32": 1100.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0}, "B200"),
 ]
-DTYPES = ("bf16", "fp16", "fp8", "tf32")
 
 
 def peak_for(device_kind: str | None) -> dict[str, Any] | None:

@@ -136,6 +136,14 @@ def _origin(timestamps_ns: list[int]) -> int:
     return min(timestamps_ns) * 1000 if timestamps_ns else 0
 
 
+def _plane_of(
+    plane: Any, name: str, host: str, origin_ps: int, texts: _Texts, *columns: np.ndarray
+) -> DevicePlane:
+    """Both readers' result: `columns` are line, op, module, start and duration."""
+    line_names = [line.display_name or line.name for line in plane.lines]
+    return DevicePlane(name, host, origin_ps, line_names, texts.list(), *columns)
+
+
 def _device_plane_columns(layout: PlaneBytes, plane, name: str, host: str) -> DevicePlane | None:
     """The plane's events from the column reader; None for layouts it does not decode (the
     caller then reads the plane's protobuf objects)."""
@@ -208,17 +216,9 @@ def _device_plane_columns(layout: PlaneBytes, plane, name: str, host: str) -> De
         >= _SPAN_LIMIT
     ):
         raise _span_too_long(name)
-    return DevicePlane(
-        name=name,
-        host=host,
-        origin_ps=origin_ps,
-        line_names=[line.display_name or line.name for line in plane.lines],
-        texts=texts.list(),
-        line=cols.line,
-        op=op,
-        module=module,
-        start=line_base[cols.line] + cols.offset_ps,
-        duration=cols.duration_ps,
+    start = line_base[cols.line] + cols.offset_ps
+    return _plane_of(
+        plane, name, host, origin_ps, texts, cols.line, op, module, start, cols.duration_ps
     )
 
 
@@ -268,18 +268,8 @@ def _device_plane(plane, name: str, host: str) -> DevicePlane:
             durations.append(ev.duration_ps)
     if any(abs(x) >= _SPAN_LIMIT for x in starts) or any(abs(x) >= _SPAN_LIMIT for x in durations):
         raise _span_too_long(name)
-    return DevicePlane(
-        name=name,
-        host=host,
-        origin_ps=origin_ps,
-        line_names=[line.display_name or line.name for line in plane.lines],
-        texts=texts.list(),
-        line=np.array(line_ids, np.int64),
-        op=np.array(ops, np.int64),
-        module=np.array(modules, np.int64),
-        start=np.array(starts, np.int64),
-        duration=np.array(durations, np.int64),
-    )
+    columns = (np.array(c, np.int64) for c in (line_ids, ops, modules, starts, durations))
+    return _plane_of(plane, name, host, origin_ps, texts, *columns)
 
 
 def _host_steps_columns(layout: PlaneBytes, plane) -> list[HostStep] | None:

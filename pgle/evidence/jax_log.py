@@ -39,31 +39,14 @@ CAPTURE_LOGGERS = (
 # only once per code location, so the harness must set them to "always".
 WARNING_CATEGORIES = ("UserWarning", "RuntimeWarning")
 
-# -- jax.monitoring events (public API: jax.monitoring.register_*_listener) --
-EVENT_CACHE_HITS = "/jax/compilation_cache/cache_hits"
-# Recorded when an entry is *written* (compilation_cache.put_executable_and_time).
-EVENT_CACHE_WRITES = "/jax/compilation_cache/cache_misses"
-EVENT_COMPILE_REQUESTS_USE_CACHE = "/jax/compilation_cache/compile_requests_use_cache"
-EVENT_TASKS_USING_CACHE = "/jax/compilation_cache/tasks_using_cache"
-EVENT_TASK_DISABLED_CACHE = "/jax/compilation_cache/task_disabled_cache"
-EVENT_COMPILE_TIME_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
-EVENT_CACHE_RETRIEVAL_TIME = "/jax/compilation_cache/cache_retrieval_time_sec"
-# Duration event with kwarg fun_name=<module name>, once per backend compile.
-EVENT_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
-
 # -- cache keys (cache_key.get(): "<module name>-<sha256 hex>"; module names may hold '-';
 # the entry files themselves: pgle.cache.entries) ------------------------------------------
 CACHE_KEY = re.compile(r"^(?P<module>.+)-(?P<hash>[0-9a-f]{64})$")
-# The fdo_profile JAX substitutes to derive the PGLE-optimized key (compiler.py).
-PGLE_SENTINEL_PROFILE = b"pgle profiled"
-# Auto PGLE's first-pass compile adds this override (compiler.py, b/376647494).
-FIRST_PASS_OVERRIDE = ("xla_gpu_enable_command_buffer", "")
 
 # -- what the cache key hashes (jax/_src/cache_key.py) ----------------------
 # XLA_FLAGS (and LIBTPU_INIT_ARGS) split on whitespace, sorted, plus every sys.argv word
 # starting with "--xla"; except the flags that never change the executable, which depend on
 # the jax version (pgle.cache.key_rules).
-KEY_EXCLUDED_FLAGS = key_rules.key_excluded_flags(None)  # the newest jax's
 
 
 def key_flag_words(
@@ -77,12 +60,6 @@ def key_flag_words(
     words = (xla_flags or "").split() + [a for a in argv if a.startswith("--xla")]
     return sorted(w for w in words if w.split("=")[0].lstrip("-") not in excluded)
 
-
-# The compile options also hold `<cache dir>/xla_gpu_per_fusion_autotune_cache_dir`
-# (compiler.get_compile_options) unless JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES names no XLA
-# cache ("none"); jax 0.4.36-0.10.2 hash it, jax >= 0.11 clear it from the key
-# (pgle.cache.key_rules.key_holds_cache_dir).
-XLA_CACHES_VAR = key_rules.XLA_CACHES_VAR
 
 # -- log messages (record.getMessage()) ------------------------------------
 # DEBUG, compiler.backend_compile_and_load: auto PGLE recompiles with a non-empty profile.

@@ -56,8 +56,6 @@ from pgle.verdicts.across_ranks import JobReports, grouped
 
 JOB_REPORT = "job.json"
 
-Launch = Callable[..., "execution.Execution"]
-
 
 @dataclasses.dataclass(frozen=True)
 class Workflow:

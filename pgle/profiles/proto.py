@@ -53,32 +53,43 @@ FULL_NAME = f"{PACKAGE}.ProfiledInstructionsProto"
 _FILE_NAME = "pgle/profiled_instructions.proto"
 
 
+def _message(parent: Any, name: str, *fields: tuple[Any, ...], map_entry: bool = False) -> Any:
+    """Add message `name` to a FileDescriptorProto (or nested in a DescriptorProto), its fields
+    given as (name, number, type, label[, type_name[, oneof_index]])."""
+    added = parent.message_type if hasattr(parent, "message_type") else parent.nested_type
+    m = added.add(name=name)
+    for fname, number, ftype, label, *rest in fields:
+        f = m.field.add(name=fname, number=number, type=ftype, label=label)
+        if rest and rest[0]:
+            f.type_name = rest[0]
+        if len(rest) > 1:
+            f.oneof_index = rest[1]
+    if map_entry:
+        m.options.map_entry = True
+    return m
+
+
 def _file_descriptor() -> Descriptor:
     from google.protobuf import descriptor_pb2
 
     F = descriptor_pb2.FieldDescriptorProto
+    S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
     fdp = descriptor_pb2.FileDescriptorProto(name=_FILE_NAME, package=PACKAGE, syntax="proto3")
-    top = fdp.message_type.add(name="ProfiledInstructionsProto")
-    cost = top.nested_type.add(name="InstructionCost")
-    cost.field.add(name="name", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    cost.field.add(name="cost_us", number=2, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
-    lat = top.nested_type.add(name="Latency")
-    lat.field.add(name="source", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    lat.field.add(name="target", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    lat.field.add(name="latency_us", number=3, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
-    top.field.add(
-        name="costs",
-        number=1,
-        type=F.TYPE_MESSAGE,
-        label=F.LABEL_REPEATED,
-        type_name=f".{FULL_NAME}.InstructionCost",
+    top = _message(
+        fdp,
+        "ProfiledInstructionsProto",
+        ("costs", 1, F.TYPE_MESSAGE, R, f".{FULL_NAME}.InstructionCost"),
+        ("latencies", 2, F.TYPE_MESSAGE, R, f".{FULL_NAME}.Latency"),
     )
-    top.field.add(
-        name="latencies",
-        number=2,
-        type=F.TYPE_MESSAGE,
-        label=F.LABEL_REPEATED,
-        type_name=f".{FULL_NAME}.Latency",
+    _message(
+        top, "InstructionCost", ("name", 1, F.TYPE_STRING, S), ("cost_us", 2, F.TYPE_DOUBLE, S)
+    )
+    _message(
+        top,
+        "Latency",
+        ("source", 1, F.TYPE_STRING, S),
+        ("target", 2, F.TYPE_STRING, S),
+        ("latency_us", 3, F.TYPE_DOUBLE, S),
     )
     return fdp
 
@@ -322,187 +333,128 @@ def _xplane_file_descriptor() -> Descriptor:
     from google.protobuf import descriptor_pb2
 
     F = descriptor_pb2.FieldDescriptorProto
+    S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
+    I64, STR, MSG = F.TYPE_INT64, F.TYPE_STRING, F.TYPE_MESSAGE
     fdp = descriptor_pb2.FileDescriptorProto(
         name=_XPLANE_FILE, package=XSPACE_PACKAGE, syntax="proto3"
     )
     P = f".{XSPACE_PACKAGE}."
-
-    def msg(
-        name: str,
-        *fields: tuple[str, int, int, int, str | None, int | None],
-        nested: Any = None,
-        options: bool | None = None,
-    ) -> Any:
-        m = fdp.message_type.add(name=name) if nested is None else nested.nested_type.add(name=name)
-        for fname, number, ftype, label, type_name, oneof in fields:
-            f = m.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
-                f.type_name = type_name
-            if oneof is not None:
-                f.oneof_index = oneof
-        if options:
-            m.options.map_entry = True
-        return m
-
-    S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
-    msg(
+    _message(
+        fdp,
         "XSpace",
-        ("planes", 1, F.TYPE_MESSAGE, R, P + "XPlane", None),
-        ("errors", 2, F.TYPE_STRING, R, None, None),
-        ("warnings", 3, F.TYPE_STRING, R, None, None),
-        ("hostnames", 4, F.TYPE_STRING, R, None, None),
+        ("planes", 1, MSG, R, P + "XPlane"),
+        ("errors", 2, STR, R),
+        ("warnings", 3, STR, R),
+        ("hostnames", 4, STR, R),
     )
-    plane = msg(
+    plane = _message(
+        fdp,
         "XPlane",
-        ("id", 1, F.TYPE_INT64, S, None, None),
-        ("name", 2, F.TYPE_STRING, S, None, None),
-        ("lines", 3, F.TYPE_MESSAGE, R, P + "XLine", None),
-        ("event_metadata", 4, F.TYPE_MESSAGE, R, P + "XPlane.EventMetadataEntry", None),
-        ("stat_metadata", 5, F.TYPE_MESSAGE, R, P + "XPlane.StatMetadataEntry", None),
-        ("stats", 6, F.TYPE_MESSAGE, R, P + "XStat", None),
+        ("id", 1, I64, S),
+        ("name", 2, STR, S),
+        ("lines", 3, MSG, R, P + "XLine"),
+        ("event_metadata", 4, MSG, R, P + "XPlane.EventMetadataEntry"),
+        ("stat_metadata", 5, MSG, R, P + "XPlane.StatMetadataEntry"),
+        ("stats", 6, MSG, R, P + "XStat"),
     )
-    msg(
-        "EventMetadataEntry",
-        ("key", 1, F.TYPE_INT64, S, None, None),
-        ("value", 2, F.TYPE_MESSAGE, S, P + "XEventMetadata", None),
-        nested=plane,
-        options=True,
-    )
-    msg(
-        "StatMetadataEntry",
-        ("key", 1, F.TYPE_INT64, S, None, None),
-        ("value", 2, F.TYPE_MESSAGE, S, P + "XStatMetadata", None),
-        nested=plane,
-        options=True,
-    )
-    msg(
+    for entry, value in (
+        ("EventMetadataEntry", "XEventMetadata"),
+        ("StatMetadataEntry", "XStatMetadata"),
+    ):
+        _message(plane, entry, ("key", 1, I64, S), ("value", 2, MSG, S, P + value), map_entry=True)
+    _message(
+        fdp,
         "XLine",
-        ("id", 1, F.TYPE_INT64, S, None, None),
-        ("name", 2, F.TYPE_STRING, S, None, None),
-        ("timestamp_ns", 3, F.TYPE_INT64, S, None, None),
-        ("events", 4, F.TYPE_MESSAGE, R, P + "XEvent", None),
-        ("duration_ps", 9, F.TYPE_INT64, S, None, None),
-        ("display_id", 10, F.TYPE_INT64, S, None, None),
-        ("display_name", 11, F.TYPE_STRING, S, None, None),
+        ("id", 1, I64, S),
+        ("name", 2, STR, S),
+        ("timestamp_ns", 3, I64, S),
+        ("events", 4, MSG, R, P + "XEvent"),
+        ("duration_ps", 9, I64, S),
+        ("display_id", 10, I64, S),
+        ("display_name", 11, STR, S),
     )
-    ev = msg(
+    _message(
+        fdp,
         "XEvent",
-        ("metadata_id", 1, F.TYPE_INT64, S, None, None),
-        ("offset_ps", 2, F.TYPE_INT64, S, None, 0),
-        ("duration_ps", 3, F.TYPE_INT64, S, None, None),
-        ("stats", 4, F.TYPE_MESSAGE, R, P + "XStat", None),
-        ("num_occurrences", 5, F.TYPE_INT64, S, None, 0),
-    )
-    ev.oneof_decl.add(name="data")
-    st = msg(
+        ("metadata_id", 1, I64, S),
+        ("offset_ps", 2, I64, S, None, 0),
+        ("duration_ps", 3, I64, S),
+        ("stats", 4, MSG, R, P + "XStat"),
+        ("num_occurrences", 5, I64, S, None, 0),
+    ).oneof_decl.add(name="data")
+    _message(
+        fdp,
         "XStat",
-        ("metadata_id", 1, F.TYPE_INT64, S, None, None),
+        ("metadata_id", 1, I64, S),
         ("double_value", 2, F.TYPE_DOUBLE, S, None, 0),
         ("uint64_value", 3, F.TYPE_UINT64, S, None, 0),
-        ("int64_value", 4, F.TYPE_INT64, S, None, 0),
-        ("str_value", 5, F.TYPE_STRING, S, None, 0),
+        ("int64_value", 4, I64, S, None, 0),
+        ("str_value", 5, STR, S, None, 0),
         ("bytes_value", 6, F.TYPE_BYTES, S, None, 0),
         ("ref_value", 7, F.TYPE_UINT64, S, None, 0),
-    )
-    st.oneof_decl.add(name="value")
-    msg(
+    ).oneof_decl.add(name="value")
+    _message(
+        fdp,
         "XEventMetadata",
-        ("id", 1, F.TYPE_INT64, S, None, None),
-        ("name", 2, F.TYPE_STRING, S, None, None),
-        ("metadata", 3, F.TYPE_BYTES, S, None, None),
-        ("display_name", 4, F.TYPE_STRING, S, None, None),
-        ("stats", 5, F.TYPE_MESSAGE, R, P + "XStat", None),
-        ("child_id", 6, F.TYPE_INT64, R, None, None),
+        ("id", 1, I64, S),
+        ("name", 2, STR, S),
+        ("metadata", 3, F.TYPE_BYTES, S),
+        ("display_name", 4, STR, S),
+        ("stats", 5, MSG, R, P + "XStat"),
+        ("child_id", 6, I64, R),
     )
-    msg(
-        "XStatMetadata",
-        ("id", 1, F.TYPE_INT64, S, None, None),
-        ("name", 2, F.TYPE_STRING, S, None, None),
-        ("description", 3, F.TYPE_STRING, S, None, None),
+    _message(
+        fdp, "XStatMetadata", ("id", 1, I64, S), ("name", 2, STR, S), ("description", 3, STR, S)
     )
     return fdp
 
 
 def _hlo_file_descriptor() -> Descriptor:
+    """HloProto -> HloModuleProto -> computations -> instructions, frontend attributes only."""
     from google.protobuf import descriptor_pb2
 
-    """HloProto -> HloModuleProto -> computations -> instructions, frontend attributes only."""
     F = descriptor_pb2.FieldDescriptorProto
     S, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED  # single, repeated
+    I64, STR, MSG = F.TYPE_INT64, F.TYPE_STRING, F.TYPE_MESSAGE
     fdp = descriptor_pb2.FileDescriptorProto(name=_HLO_FILE, package="xla", syntax="proto3")
-    fa = fdp.message_type.add(name="FrontendAttributes")
-    fa.field.add(
-        name="map",
-        number=1,
-        type=F.TYPE_MESSAGE,
-        label=R,
-        type_name=".xla.FrontendAttributes.MapEntry",
-    )
-    entry = fa.nested_type.add(name="MapEntry")
-    entry.options.map_entry = True
-    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=S)
-    entry.field.add(name="value", number=2, type=F.TYPE_STRING, label=S)
+    fa = _message(fdp, "FrontendAttributes", ("map", 1, MSG, R, ".xla.FrontendAttributes.MapEntry"))
+    _message(fa, "MapEntry", ("key", 1, STR, S), ("value", 2, STR, S), map_entry=True)
     # Layout memory space, OpMetadata.scheduling_name (xla_data.proto; added to XLA in 2025),
     # operands and called computations: what the Nsight converter needs (pgle/profiles/nsys*.py).
-    lay = fdp.message_type.add(name="LayoutProto")
-    lay.field.add(name="memory_space", number=8, type=F.TYPE_INT64, label=S)
-    shp = fdp.message_type.add(name="ShapeProto")
-    shp.field.add(
-        name="layout", number=5, type=F.TYPE_MESSAGE, label=S, type_name=".xla.LayoutProto"
+    _message(fdp, "LayoutProto", ("memory_space", 8, I64, S))
+    _message(fdp, "ShapeProto", ("layout", 5, MSG, S, ".xla.LayoutProto"))
+    _message(fdp, "OpMetadata", ("scheduling_name", 16, STR, S))
+    _message(
+        fdp,
+        "HloInstructionProto",
+        ("name", 1, STR, S),
+        ("opcode", 2, STR, S),
+        ("shape", 3, MSG, S, ".xla.ShapeProto"),
+        ("metadata", 7, MSG, S, ".xla.OpMetadata"),
+        ("id", 35, I64, S),
+        ("operand_ids", 36, I64, R),
+        ("called_computation_ids", 38, I64, R),
+        ("frontend_attributes", 68, MSG, S, ".xla.FrontendAttributes"),
     )
-    md = fdp.message_type.add(name="OpMetadata")
-    md.field.add(name="scheduling_name", number=16, type=F.TYPE_STRING, label=S)
-    ins = fdp.message_type.add(name="HloInstructionProto")
-    ins.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
-    ins.field.add(name="opcode", number=2, type=F.TYPE_STRING, label=S)
-    ins.field.add(name="shape", number=3, type=F.TYPE_MESSAGE, label=S, type_name=".xla.ShapeProto")
-    ins.field.add(
-        name="metadata", number=7, type=F.TYPE_MESSAGE, label=S, type_name=".xla.OpMetadata"
+    _message(
+        fdp,
+        "HloComputationProto",
+        ("name", 1, STR, S),
+        ("instructions", 2, MSG, R, ".xla.HloInstructionProto"),
+        ("id", 5, I64, S),
+        ("root_id", 6, I64, S),
     )
-    ins.field.add(name="id", number=35, type=F.TYPE_INT64, label=S)
-    ins.field.add(name="operand_ids", number=36, type=F.TYPE_INT64, label=R)
-    ins.field.add(name="called_computation_ids", number=38, type=F.TYPE_INT64, label=R)
-    ins.field.add(
-        name="frontend_attributes",
-        number=68,
-        type=F.TYPE_MESSAGE,
-        label=S,
-        type_name=".xla.FrontendAttributes",
+    _message(
+        fdp,
+        "HloModuleProto",
+        ("name", 1, STR, S),
+        ("entry_computation_name", 2, STR, S),
+        ("computations", 3, MSG, R, ".xla.HloComputationProto"),
+        ("id", 5, I64, S),
+        ("entry_computation_id", 6, I64, S),
+        ("frontend_attributes", 19, MSG, S, ".xla.FrontendAttributes"),
     )
-    comp = fdp.message_type.add(name="HloComputationProto")
-    comp.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
-    comp.field.add(
-        name="instructions",
-        number=2,
-        type=F.TYPE_MESSAGE,
-        label=R,
-        type_name=".xla.HloInstructionProto",
-    )
-    comp.field.add(name="id", number=5, type=F.TYPE_INT64, label=S)
-    comp.field.add(name="root_id", number=6, type=F.TYPE_INT64, label=S)
-    mod = fdp.message_type.add(name="HloModuleProto")
-    mod.field.add(name="name", number=1, type=F.TYPE_STRING, label=S)
-    mod.field.add(name="entry_computation_name", number=2, type=F.TYPE_STRING, label=S)
-    mod.field.add(
-        name="computations",
-        number=3,
-        type=F.TYPE_MESSAGE,
-        label=R,
-        type_name=".xla.HloComputationProto",
-    )
-    mod.field.add(name="id", number=5, type=F.TYPE_INT64, label=S)
-    mod.field.add(name="entry_computation_id", number=6, type=F.TYPE_INT64, label=S)
-    mod.field.add(
-        name="frontend_attributes",
-        number=19,
-        type=F.TYPE_MESSAGE,
-        label=S,
-        type_name=".xla.FrontendAttributes",
-    )
-    hp = fdp.message_type.add(name="HloProto")
-    hp.field.add(
-        name="hlo_module", number=1, type=F.TYPE_MESSAGE, label=S, type_name=".xla.HloModuleProto"
-    )
+    _message(fdp, "HloProto", ("hlo_module", 1, MSG, S, ".xla.HloModuleProto"))
     return fdp
 
 

@@ -401,28 +401,31 @@ def _sol_note(c: _Case) -> str | None:
     return sol_rule_sentence(by_sol, c.device_kind) if by_sol else None
 
 
-def _unresolved_note(c: _Case) -> str | None:
-    unresolved = _rows_with_rule(c, collectives.RULE_UNRESOLVED)
-    if not (unresolved and _applied_some(c)):
-        return None
-    return (
-        f"{len(unresolved)} module(s) ({_names(unresolved)}) miss only async collectives that "
-        "XLA may have made synchronous after scheduling (jax >= 0.11.1 renames those, so that "
-        "no profile can hold them); the log cannot tell: `pgle run` reads the executed HLO, or "
-        f"rerun with TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log."
-    )
+def _rule_note(rule: str, what: str) -> Callable[[_Case], str | None]:
+    """A note on the modules `rule` judged, said where PGLE applied to some."""
+
+    def note(c: _Case) -> str | None:
+        rows = _rows_with_rule(c, rule)
+        return (
+            f"{len(rows)} module(s) ({_names(rows)}) {what}" if rows and _applied_some(c) else None
+        )
+
+    return note
 
 
-def _async_unknown_note(c: _Case) -> str | None:
-    unknown_kind = _rows_with_rule(c, collectives.RULE_ASYNC_UNKNOWN)
-    if not (unknown_kind and _applied_some(c)):
-        return None
-    return (
-        f"{len(unknown_kind)} module(s) ({_names(unknown_kind)}) miss async instructions whose "
-        "kind the log does not show (fusion-start: on jax >= 0.11 maybe a Triton collective "
-        "fusion; custom-call-start): never counted as compute; `pgle run` reads the "
-        "executed HLO and tells."
-    )
+_unresolved_note = _rule_note(
+    collectives.RULE_UNRESOLVED,
+    "miss only async collectives that XLA may have made synchronous after scheduling (jax >= "
+    "0.11.1 renames those, so that no profile can hold them); the log cannot tell: `pgle run` "
+    "reads the executed HLO, or rerun with "
+    f"TF_CPP_VMODULE={sync_converted.VMODULE} and verify that log.",
+)
+_async_unknown_note = _rule_note(
+    collectives.RULE_ASYNC_UNKNOWN,
+    "miss async instructions whose kind the log does not show (fusion-start: on jax >= 0.11 "
+    "maybe a Triton collective fusion; custom-call-start): never counted as compute; `pgle "
+    "run` reads the executed HLO and tells.",
+)
 
 
 def _unattributed_pairs_note(c: _Case) -> str | None:
@@ -486,7 +489,6 @@ _NOTES: tuple[Callable[[_Case], str | None], ...] = (
 # jax 0.11.2 and 0.12.0.1 (the real XLA:GPU compiler, deviceless H100 x8): ERROR strictness
 # fails, in the HLO verifier, every module with an async collective XLA makes synchronous after
 # scheduling (it renames the pair), with a complete profile and with none.
-VERIFIER_FAILS_SINCE = (0, 11)
 RULE_COMPILE_FAILED = "compile_failed"
 
 
