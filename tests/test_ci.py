@@ -71,7 +71,7 @@ def test_ci_runs_ruff_and_mypy_on_pgle_and_cli_before_the_tests(tmp_path):
     proc = run_ci(repo, tmp_path)
     assert "ci: FAILED: the README's test command (exit 1)" in proc.stderr, proc.stderr
     ran = calls.read_text().splitlines()
-    tests = ran.index("python3 -m pytest -q")
+    tests = ran.index("python3 -m pytest -q -n 2 --dist loadgroup")
     assert [ran.index(c) for c in LINT] == sorted(ran.index(c) for c in LINT)
     assert all(ran.index(c) < tests for c in LINT), ran
 
@@ -84,7 +84,7 @@ def test_a_lint_or_type_error_stops_ci_before_any_test(tmp_path):
         proc = run_ci(repo, here)
         assert proc.returncode == 1 and f"ci: FAILED: {message}" in proc.stderr, proc.stderr
         ran = calls.read_text().splitlines()
-        assert "python3 -m pytest -q" not in ran, ran
+        assert "python3 -m pytest -q -n 2 --dist loadgroup" not in ran, ran
 
 
 def _tool(module: str) -> list[str]:

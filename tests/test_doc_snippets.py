@@ -120,7 +120,7 @@ SNIPPETS: dict[tuple[str, str], Spec] = {
     ("README.md", "pgle tune examples/train.py"): Spec(NA),
     ("README.md", "python3 -m pip install -e '.[test]'"): Spec(
         "needs: install: the environment these tests run in"),
-    ("README.md", "python3 -m pytest -q"): Spec(PROJECT_SELF),
+    ("README.md", "python3 -m pytest -q -n 2 --dist loadgroup"): Spec(PROJECT_SELF),
     ("README.md", "pgle tune train.py -- --batch 64"): Spec("long: " + NA),
     ("README.md", "pgle collect train.py --steps 10:5 -o profile.pb -- --batch 64"): Spec(CPU_EMPTY),
     ("README.md", "pgle run --profile profile.pb --require-applied train.py -- --batch 64"): Spec(
@@ -139,7 +139,7 @@ def _build_snippets() -> None:
     dev = "docs/development.md"
     d[dev, "python3 -m pip install -e '.[test]'"] = Spec(
         "needs: install: the environment these tests run in")
-    d[dev, "python3 -m pytest -q"] = Spec(PROJECT_SELF)
+    d[dev, "python3 -m pytest -q -n 2 --dist loadgroup"] = Spec(PROJECT_SELF)
     d[dev, "python3 docs/gen_cli_reference.py"] = Spec(
         "needs: self: tests/test_docs_help.py checks its output against the committed file")
     d[dev, "python3 docs/gen_api_reference.py"] = Spec(

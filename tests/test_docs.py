@@ -130,7 +130,7 @@ def test_readme_fits_the_limit():
 def test_readme_setup_commands_are_the_ones_ci_and_users_run():
     readme = README.read_text()
     lines = [ln.strip() for ln in (REPO / ".ci" / "run").read_text().splitlines()]
-    ci_command = "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
+    ci_command = "python3 -m pip install -e '.[test]' && python3 -m pytest -q -n 2 --dist loadgroup"
     # .ci/run runs the command exactly as written, and stops when it fails (`|| fail ...`).
     runs = [i for i, ln in enumerate(lines) if ln.startswith(ci_command + " || fail ")]
     assert len(runs) == 1, "the README's test command must be exactly what .ci/run runs"
