@@ -76,48 +76,70 @@ P = "tests/properties/"
 AREAS: dict[str, tuple[str, ...]] = {
     "pgle/verdicts/checker.py": (V + "test_thresholds.py", P + "test_version_boundaries.py"),
     "pgle/verdicts/collectives.py": (
+        P + "test_version_boundaries.py",
         V + "test_thresholds.py",
         V + "test_collectives.py",
         V + "test_verdict.py",
     ),
-    "pgle/verdicts/sync_converted.py": (V + "test_sync_converted.py", V + "test_thresholds.py"),
+    "pgle/verdicts/sync_converted.py": (
+        V + "test_executed_by_name.py",
+        V + "test_sync_converted.py",
+        V + "test_thresholds.py",
+        P + "test_version_boundaries.py",
+    ),
     "pgle/verdicts/across_ranks.py": (
+        V + "test_require_applied_job.py",
         V + "test_thresholds.py",
         J + "test_multiprocess_units.py",
-        K + "test_recipes.py",
     ),
-    "pgle/verdicts/auto_pgle.py": (K + "test_recipes.py", K + "test_auto.py"),
+    # tests/commands/test_recipes.py also imports it; with test_auto.py it takes over 5 minutes.
+    "pgle/verdicts/auto_pgle.py": (V + "test_auto_empty_profiles.py", K + "test_auto.py"),
     "pgle/verdicts/require.py": (V + "test_require_units.py", V + "test_verdict.py"),
     "pgle/evidence/steps.py": (
         P + "test_stats_props.py",
         E + "test_step_times.py",
         L + "test_marked_step_timing.py",
     ),
-    "pgle/evidence/log_version.py": (P + "test_version_boundaries.py", E + "test_version_rules.py"),
+    "pgle/evidence/log_version.py": (
+        E + "test_version_inference.py",
+        P + "test_version_boundaries.py",
+        E + "test_version_rules.py",
+    ),
     "pgle/evidence/logscan.py": (
+        E + "test_version_inference.py",
         P + "test_log_lines.py",
         E + "test_logscan_prefilter.py",
         E + "test_version_rules.py",
         V + "test_verdict.py",
     ),
     "pgle/evidence/xla_log.py": (
+        E + "test_version_inference.py",
         V + "test_verdict.py",
         E + "test_version_rules.py",
         E + "test_caps.py",
         P + "test_log_lines.py",
     ),
-    "pgle/evidence/compiles.py": (L + "test_step_cache_labels.py", V + "test_warm_cache.py"),
-    "pgle/launch/streams.py": (L + "test_closed_std_fds.py", L + "test_terminal.py"),
-    "pgle/launch/childenv.py": (L + "test_launch_units.py", L + "test_launch_contract.py"),
+    "pgle/evidence/compiles.py": (
+        L + "test_mixed_executables.py",
+        L + "test_step_cache_labels.py",
+        V + "test_warm_cache.py",
+    ),
+    "pgle/launch/streams.py": (
+        L + "test_closed_stderr.py",
+        L + "test_closed_std_fds.py",
+        L + "test_terminal.py",
+    ),
+    "pgle/launch/childenv.py": (L + "test_childenv_defaults.py", L + "test_launch_units.py"),
     "pgle/launch/runfolder.py": (
+        L + "test_claimed_files.py",
+        K + "test_runs_other_hosts.py",
         L + "test_run_folders.py",
         L + "test_planted_files.py",
-        K + "test_runs.py",
         K + "test_runs_hostile.py",
     ),
     "pgle/launch/pumps.py": (L + "test_terminal.py", L + "test_streams.py"),
     "pgle/launch/step_rule.py": (L + "test_step_forms.py", L + "test_step_timing.py"),
-    "pgle/launch/execution.py": (L + "test_signals.py", L + "test_launch_contract.py"),
+    "pgle/launch/execution.py": (L + "test_signals.py",),
     "pgle/store/store.py": (
         S + "test_store_units.py",
         S + "test_store.py",
@@ -163,6 +185,13 @@ AREAS: dict[str, tuple[str, ...]] = {
         S + "test_store_safety.py",
     ),
 }
+
+# Fails unmutated on a loaded 2-core machine (80000 lines through a pseudo-terminal arrive cut
+# short at about 72000 while other jobs run): left out so it kills no mutant by accident.
+DESELECT = (
+    "--deselect",
+    "tests/launch/test_terminal.py::test_a_flood_of_lines_reaches_the_terminal_whole_and_in_order",
+)
 
 M = Mutant
 MUTANTS: tuple[Mutant, ...] = (
@@ -508,7 +537,7 @@ def _env(tree: Path) -> dict[str, str]:
 
 
 def _run_area(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *DESELECT, *tests]
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, timeout=timeout)
