@@ -137,8 +137,16 @@ AREAS: dict[str, tuple[str, ...]] = {
         L + "test_planted_files.py",
         K + "test_runs_hostile.py",
     ),
-    "pgle/launch/pumps.py": (L + "test_terminal.py", L + "test_streams.py"),
-    "pgle/launch/step_rule.py": (L + "test_step_forms.py", L + "test_step_timing.py"),
+    "pgle/launch/pumps.py": (
+        L + "test_line_after_partial.py",
+        L + "test_terminal.py",
+        L + "test_streams.py",
+    ),
+    "pgle/launch/step_rule.py": (
+        L + "test_step_module_names.py",
+        L + "test_step_forms.py",
+        L + "test_step_timing.py",
+    ),
     "pgle/launch/execution.py": (L + "test_signals.py",),
     "pgle/store/store.py": (
         S + "test_store_units.py",
