@@ -144,11 +144,13 @@ AREAS: dict[str, tuple[str, ...]] = {
     ),
     "pgle/launch/step_rule.py": (
         L + "test_step_module_names.py",
+        L + "test_step_by_total_work.py",
         L + "test_step_forms.py",
         L + "test_step_timing.py",
     ),
     "pgle/launch/execution.py": (L + "test_signals.py",),
     "pgle/store/store.py": (
+        S + "test_store_prune_by_age.py",
         S + "test_store_units.py",
         S + "test_store.py",
         S + "test_store_policy.py",
