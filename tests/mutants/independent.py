@@ -148,9 +148,9 @@ AREAS: dict[str, tuple[str, ...]] = {
         L + "test_step_forms.py",
         L + "test_step_timing.py",
     ),
-    "pgle/launch/execution.py": (L + "test_signals.py",),
+    "pgle/launch/execution.py": (L + "test_interrupted_rank_exit.py", L + "test_signals.py"),
     "pgle/store/store.py": (
-        S + "test_store_prune_by_age.py",
+        S + "test_store_ages.py",
         S + "test_store_units.py",
         S + "test_store.py",
         S + "test_store_policy.py",
