@@ -151,6 +151,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "pgle/launch/execution.py": (L + "test_interrupted_rank_exit.py", L + "test_signals.py"),
     "pgle/store/store.py": (
         S + "test_store_ages.py",
+        S + "test_store_source_redacted.py",
         S + "test_store_units.py",
         S + "test_store.py",
         S + "test_store_policy.py",
@@ -183,6 +184,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         K + "test_command_units.py",
     ),
     "pgle/redact.py": (
+        L + "test_secret_option_names.py",
         P + "test_redact_props.py",
         L + "test_redact_forms.py",
         L + "test_secret_positions.py",
@@ -622,12 +624,16 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(secs, 1), "why": m.why, "detail": tail,
             }
             print(f"{m.id:4} {outcome:10} {secs:6.1f}s {m.file}: {m.why}", flush=True)
+            if args.write:  # after each mutant: an interrupted run keeps what it measured
+                _save({m.id: results[m.id]})
     print(summary(results))
-    if args.write:
-        old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        old.update(results)
-        RESULTS.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
     return 0 if all(r["outcome"] != "survived" for r in results.values()) else 1
+
+
+def _save(results: dict[str, dict]) -> None:
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    old.update(results)
+    RESULTS.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
 
 
 def summary(results: dict[str, dict]) -> str:
