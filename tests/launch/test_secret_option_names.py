@@ -28,3 +28,19 @@ def test_options_naming_a_secret_inside_a_word_are_redacted(project):
     spec = json.loads((project / "r" / "spec.json").read_text())
     assert json.dumps(spec).count("<redacted>") >= 3
     assert "--keep" in json.dumps(report_of(proc)) or "--keep" in json.dumps(spec)
+
+
+def test_only_the_secret_is_redacted_never_its_neighbours(project):
+    # `--token=x` carries its own value: the next argument is the workload's, kept; an XLA
+    # flag is never a secret, though `pass` is a word of `--xla_dump_hlo_pass_re`.
+    write_profile(project / "p.pb", {"fusion.1": 1.0})
+    script = project / "w.py"
+    script.write_text("import sys\nprint(sys.argv[1:])\n")
+    args = ["--token=t0k", "data/train", "--xla_dump_hlo_pass_re=fusion", "--password", "pw"]
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "r", str(script), "--", *args,
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    spec = json.loads((project / "r" / "spec.json").read_text())
+    assert spec["workload"]["args"] == ["--token=<redacted>", "data/train",
+                                        "--xla_dump_hlo_pass_re=fusion", "--password",
+                                        "<redacted>"]

@@ -164,11 +164,13 @@ AREAS: dict[str, tuple[str, ...]] = {
     "pgle/units.py": (S + "test_store_units.py", C + "test_cache_units.py", C + "test_cache.py"),
     "pgle/cache/key_rules.py": (C + "test_cache_units.py", P + "test_version_boundaries.py"),
     "pgle/cache/entries.py": (
+        C + "test_cache_prune_selection.py",
         C + "test_cache_units.py",
         C + "test_cache.py",
         C + "test_cache_hostile.py",
     ),
     "pgle/cache/manifest.py": (
+        C + "test_cache_prune_selection.py",
         C + "test_cache_units.py",
         C + "test_cache.py",
         C + "test_prune_under_another_users_run.py",
@@ -185,6 +187,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     ),
     "pgle/redact.py": (
         L + "test_secret_option_names.py",
+        C + "test_cache_prune_selection.py",
         P + "test_redact_props.py",
         L + "test_redact_forms.py",
         L + "test_secret_positions.py",
