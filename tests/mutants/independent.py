@@ -176,7 +176,11 @@ AREAS: dict[str, tuple[str, ...]] = {
         C + "test_prune_under_another_users_run.py",
     ),
     "pgle/jobs/ranks.py": (J + "test_ranks.py", J + "test_multiprocess_units.py"),
-    "pgle/jobs/layout.py": (J + "test_multiprocess_units.py", J + "test_ranks.py"),
+    "pgle/jobs/layout.py": (
+        J + "test_selected_ranks.py",
+        J + "test_multiprocess_units.py",
+        J + "test_ranks.py",
+    ),
     "pgle/jobs/folder.py": (J + "test_multiprocess_units.py", J + "test_hostile_ranks.py"),
     "pgle/commands/compare.py": (K + "test_compare_direction.py", K + "test_tune_predict.py"),
     "pgle/commands/arms.py": (K + "test_compare_direction.py", K + "test_tune_labels.py"),
