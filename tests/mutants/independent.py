@@ -175,7 +175,11 @@ AREAS: dict[str, tuple[str, ...]] = {
         C + "test_cache.py",
         C + "test_prune_under_another_users_run.py",
     ),
-    "pgle/jobs/ranks.py": (J + "test_ranks.py", J + "test_multiprocess_units.py"),
+    "pgle/jobs/ranks.py": (
+        J + "test_empty_launcher_variables.py",
+        J + "test_ranks.py",
+        J + "test_multiprocess_units.py",
+    ),
     "pgle/jobs/layout.py": (
         J + "test_selected_ranks.py",
         J + "test_multiprocess_units.py",
