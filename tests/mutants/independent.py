@@ -182,6 +182,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     ),
     "pgle/jobs/layout.py": (
         J + "test_selected_ranks.py",
+        J + "test_stall_timeout_values.py",
         J + "test_multiprocess_units.py",
         J + "test_ranks.py",
     ),
