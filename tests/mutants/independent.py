@@ -203,6 +203,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         L + "test_secrets.py",
     ),
     "pgle/shared_folders.py": (
+        S + "test_store_fifo_entry.py",
         S + "test_store_units.py",
         L + "test_planted_files.py",
         K + "test_runs_hostile.py",
@@ -594,6 +595,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="each mutant applies, nothing runs")
     ap.add_argument("--baseline", action="store_true", help="run each area unmutated")
     ap.add_argument("--write", action="store_true", help=f"save results to {RESULTS.name}")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where --write saves them")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S)
     args = ap.parse_args(argv)
     chosen = [
@@ -637,15 +639,15 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(f"{m.id:4} {outcome:10} {secs:6.1f}s {m.file}: {m.why}", flush=True)
             if args.write:  # after each mutant: an interrupted run keeps what it measured
-                _save({m.id: results[m.id]})
+                _save(args.out, {m.id: results[m.id]})
     print(summary(results))
     return 0 if all(r["outcome"] != "survived" for r in results.values()) else 1
 
 
-def _save(results: dict[str, dict]) -> None:
-    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+def _save(path: Path, results: dict[str, dict]) -> None:
+    old = json.loads(path.read_text()) if path.exists() else {}
     old.update(results)
-    RESULTS.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
 
 
 def summary(results: dict[str, dict]) -> str:
