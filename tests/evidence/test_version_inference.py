@@ -25,10 +25,9 @@ def verify(*args: str) -> tuple[dict, int]:
 
 @pytest.mark.parametrize("version", LANE)
 def test_the_lane_s_line_numbers_pin_each_version(version):
-    # Every captured version has logs whose source line numbers only it (or it and one
-    # neighbour with the same sources, 0.5.1/0.5.3) prints: verify names it as the writer, and
-    # never leaves it out (a log pinned to many versions would leave the checker's silence to
-    # the weakest of them).
+    # Every captured version has logs whose source line numbers only it prints: verify names
+    # it, alone, as the writer, and never leaves it out of a log it wrote (a log pinned to
+    # several versions leaves the checker's silence to the weakest of them).
     narrowest = None
     for log in sorted((DATA / version).glob("*.log")):
         report, _ = verify(str(log))
@@ -40,7 +39,7 @@ def test_the_lane_s_line_numbers_pin_each_version(version):
         narrowest = min(narrowest or versions, versions, key=len)
         if len(narrowest) == 1:
             break
-    assert narrowest is not None and len(narrowest) <= 2, narrowest
+    assert narrowest == [version], narrowest
 
 
 def _moved_lines(text: str) -> str:
