@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from helpers.pgle_testing import REPO
+from helpers.pgle_testing import REPO, write_profile
 from pgle.cli.main import cli as pgle_main
 
 DATA = REPO / "tests" / "data" / "xla_gpu"
@@ -59,18 +59,26 @@ def test_a_log_of_an_unseen_release_is_dated_by_its_newest_clue(tmp_path: Path):
     assert report["jax_assumed"].startswith("jax >= 0.9.3 (from "), report["jax_assumed"]
 
 
-def test_a_profile_path_with_a_space_is_the_profile_xla_read(tmp_path: Path):
+def test_a_profile_read_at_a_path_with_a_space_is_seen(tmp_path: Path):
     # XLA prints the path as given; a folder with a space in its name is as common as any.
+    # The log's profile is not the one handed to verify: that read is named and not counted.
     src = (DATA / "0.10.2" / "good-pbtxt.log").read_text()
     old = "/tmp/pgle-lane/0.10.2/profiles/good.pbtxt"
     assert old in src
-    plain, _ = verify(str(DATA / "0.10.2" / "good-pbtxt.log"))
+    read = str(tmp_path / "my profiles" / "good.pbtxt")
     log = tmp_path / "spaced.log"
-    log.write_text(src.replace(old, "/tmp/my profiles/good.pbtxt"))
-    spaced, code = verify(str(log))
-    assert plain["status"] == "applied"
-    assert (spaced["status"], code) == (plain["status"], 0), spaced["reasons"]
-    assert [m["status"] for m in spaced["modules"]] == [m["status"] for m in plain["modules"]]
+    log.write_text(src.replace(old, read))
+    other = write_profile(tmp_path / "other.pbtxt", {"fusion.1": 1.0})
+    report, _ = verify("--profile", str(other), str(log))
+    assert report["status"] == "not_applied", report["reasons"]
+    assert report["reasons"][0] == (
+        f"XLA read {read}, which is not the profile pgle handed over ({other}) nor inside it: "
+        "not counted."
+    )
+    # The profile it did read, handed over: applied.
+    write_profile(Path(read), {"fusion.1": 1.0})
+    report, code = verify("--profile", read, str(log))
+    assert (report["status"], code) == ("applied", 0), report["reasons"]
 
 
 def _has_pbtxt_misses(version: str) -> bool:
