@@ -191,7 +191,11 @@ AREAS: dict[str, tuple[str, ...]] = {
         J + "test_multiprocess_units.py",
         J + "test_hostile_ranks.py",
     ),
-    "pgle/commands/compare.py": (K + "test_compare_direction.py", K + "test_tune_predict.py"),
+    "pgle/commands/compare.py": (
+        K + "test_compare_communication.py",
+        K + "test_compare_direction.py",
+        K + "test_tune_predict.py",
+    ),
     "pgle/commands/arms.py": (K + "test_compare_direction.py", K + "test_tune_labels.py"),
     "pgle/commands/tune.py": (
         K + "test_compare_direction.py",
