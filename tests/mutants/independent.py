@@ -196,7 +196,11 @@ AREAS: dict[str, tuple[str, ...]] = {
         K + "test_compare_direction.py",
         K + "test_tune_predict.py",
     ),
-    "pgle/commands/arms.py": (K + "test_compare_direction.py", K + "test_tune_labels.py"),
+    "pgle/commands/arms.py": (
+        K + "test_arms_rules.py",
+        K + "test_compare_direction.py",
+        K + "test_tune_labels.py",
+    ),
     "pgle/commands/tune.py": (
         K + "test_compare_direction.py",
         K + "test_tune_phases.py",
