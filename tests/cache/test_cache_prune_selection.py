@@ -59,3 +59,17 @@ def test_cache_ls_lists_the_real_keys(tmp_path):
     os.utime(cache / f"{key}-cache", (old, old))
     report = report_of(run_pgle("cache", "ls", str(cache), "--json", cwd=tmp_path))
     assert [e["key"] for e in report["entries"]] == [key], report["entries"]
+
+
+def test_a_manifest_beyond_its_size_cap_is_refused_unread(tmp_path):
+    # A shared cache folder is untrusted: a manifest of more than 64 MiB (a sparse file here,
+    # no disk used) is refused with one line before a byte of it is read.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    _entry(cache, "jit_train", "a")
+    with open(cache / "pgle-manifest.json", "wb") as f:
+        f.truncate((64 << 20) + 1)
+    proc = run_pgle("cache", "ls", str(cache), cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert "larger than 67108864 bytes" in err and "Traceback" not in err, err

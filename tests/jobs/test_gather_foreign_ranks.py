@@ -30,3 +30,14 @@ def test_a_report_of_rank_n_in_an_n_rank_job_is_ignored(tmp_path):
     got = folder.gather(job, 2, 60)
     writer.join()
     assert (sorted(got.reports), got.missing) == ([0, 1], [])
+
+
+def test_a_rank_s_own_failure_is_no_peer_failure(tmp_path):
+    # Every rank watches failed/ for a peer that failed on its own (then it stops its
+    # workload for that peer): its own failure there is not a peer's.
+    job = tmp_path / "job"
+    job.mkdir()
+    folder.mark_exit(job, 1, 3)
+    assert folder.peer_failure(job, 1) is None
+    peer = folder.peer_failure(job, 0)
+    assert peer is not None and (peer.rank, peer.exit_code) == (1, 3)

@@ -202,6 +202,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         K + "test_tune_labels.py",
     ),
     "pgle/commands/tune.py": (
+        K + "test_tune_repeat.py",
         K + "test_compare_direction.py",
         K + "test_tune_phases.py",
         K + "test_command_units.py",
@@ -216,6 +217,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     ),
     "pgle/shared_folders.py": (
         S + "test_store_fifo_entry.py",
+        C + "test_cache_prune_selection.py",
         S + "test_store_units.py",
         L + "test_planted_files.py",
         K + "test_runs_hostile.py",
@@ -495,7 +497,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "tune on CPU labels runs 'with the profile'"),
     M("K8", "pgle/commands/tune.py",
       "repeat: int = 3", "repeat: int = 1",
-      "tune's default --repeat 1, not the documented 3"),
+      "tune's default --repeat 1, not the documented 3",
+      equivalent="every caller passes repeat: the CLI's --repeat (click default 3, IntRange "
+      "min 1) and pgle.api.tune(repeat=3); the dataclass default is never used"),
     M("K9", "pgle/commands/tune.py",
       "if self.repeat < 1:", "if self.repeat < 0:",
       "--repeat 0 accepted"),
