@@ -598,7 +598,8 @@ def _apply(tree: Path, m: Mutant) -> str:
     path = tree / m.file
     text = path.read_text()
     if text.count(m.find) != 1:
-        raise SystemExit(f"{m.id}: the text to mutate occurs {text.count(m.find)} times in {m.file}")
+        n = text.count(m.find)
+        raise SystemExit(f"{m.id}: the text to mutate occurs {n} times in {m.file}")
     path.write_text(text.replace(m.find, m.replace))
     return text
 
@@ -637,7 +638,8 @@ def main(argv: list[str] | None = None) -> int:
                 outcome, secs, tail = _run_area(tree, area, args.timeout)
                 ok = outcome == "survived"
                 bad += not ok
-                print(f"{'ok ' if ok else 'BAD'} {secs:6.1f}s {' '.join(area)} {'' if ok else tail}")
+                shown = f"{' '.join(area)} {'' if ok else tail}"
+                print(f"{'ok ' if ok else 'BAD'} {secs:6.1f}s {shown}")
             return 1 if bad else 0
         results: dict[str, dict] = {}
         for m in chosen:
