@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from helpers.pgle_testing import report_of, run_pgle
-
 from pgle.cache import manifest
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from helpers.pgle_testing import pgle_lines, run_pgle
-
 from pgle.commands import arms
 from pgle.errors import BadInput
 

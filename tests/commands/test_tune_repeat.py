@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.pgle_testing import pgle_lines, run_pgle
-
 import pgle.api
+from helpers.pgle_testing import pgle_lines, run_pgle
 from pgle.errors import BadInput
 
 

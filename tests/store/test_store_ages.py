@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 
 from helpers.pgle_testing import report_of, run_pgle
-
 from pgle.profiles.files import Profile, read_profile
 from pgle.store.store import ProfileStore
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 from helpers.pgle_testing import report_of, run_pgle
-
 from pgle.profiles.files import Profile
 from pgle.store.store import ProfileStore
 

@@ -22,5 +22,6 @@ def test_a_secret_in_the_source_never_reaches_the_store(tmp_path):
         assert b"wk-s3cret" not in text and b"hunter2" not in text, p
     listed = report_of(run_pgle("store", "ls", str(store), "--json", cwd=tmp_path))
     sources = {e["source"] for m in listed["modules"] for e in m.get("entries", [m])}
-    assert sources == {"python train.py --wandb-api-key=<redacted> "
-                       "https://bob:<redacted>@data.example/x"}, sources
+    assert sources == {
+        "python train.py --wandb-api-key=<redacted> https://bob:<redacted>@data.example/x"
+    }, sources

@@ -17,7 +17,8 @@ ENTRY %main (p: f32[8]) -> f32[8] {
 
 
 def test_a_name_compiled_twice_is_matched_by_fingerprint_only():
-    first, second = executed_of(HLO.replace("NAME", "add.1")), executed_of(HLO.replace("NAME", "add.2"))
+    first = executed_of(HLO.replace("NAME", "add.1"))
+    second = executed_of(HLO.replace("NAME", "add.2"))
     assert first.names != second.names
     once = ExecutedModules([("jit_step", first), ("jit_eval", second)])
     assert once.find("jit_step", None) is first and once.find("jit_eval", None) is second

@@ -27,6 +27,7 @@ def test_require_applied_holds_the_job_to_applied(rank1, status, code):
     report = combine_verdicts(JobReports("run", 2, ranks), require_applied=True)
     assert (report.status, report.exit_code) == (status, code)
     said = [line for line in report.summary if line.startswith("--require-applied")]
-    assert said == ([] if code == 0 else [f"--require-applied: the job's status is {status}, not applied"])
+    expected = f"--require-applied: the job's status is {status}, not applied"
+    assert said == ([] if code == 0 else [expected])
     # Without the option the same job exits 0: the verdict is reported, not enforced.
     assert combine_verdicts(JobReports("run", 2, ranks)).exit_code == 0
