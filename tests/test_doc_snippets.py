@@ -155,6 +155,10 @@ def _build_snippets() -> None:
     for cmd in ("verdicts.require --show", "store --check", "store --write", "--check"):
         d[dev, f"python3 tests/mutants/score.py {cmd}"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/run.py --list"] = Spec("exit 0; stdout: V01", in_repo=True)
+    d[dev, "python3 tests/mutants/independent.py --list"] = Spec("exit 0; stdout: V1 ",
+                                                                 in_repo=True)
+    for cmd in ("--baseline", "--write", "--package store --only S1"):
+        d[dev, f"python3 tests/mutants/independent.py {cmd}"] = Spec(MUTATION)
 
     gv = "docs/gpu-validation.md"
     for c in ("pip install -e .",

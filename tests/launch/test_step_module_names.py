@@ -1,0 +1,39 @@
+"""The step's XLA module is named as jax names it (pgle.launch.step_rule.module_of) for every
+character a function's name may hold: a step named `train-step` (a `__name__` set by a library
+or by hand) compiles as `jit_train-step` (jax 0.10.2 keeps `-` and `.`), and pgle finds that
+compile (issue 37's independent mutants: `-` became `_` and the step had no module)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from helpers.pgle_testing import run_pgle
+
+WORKLOAD = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+
+    def step(x):
+        return jnp.tanh(x @ x) / 8
+
+    step.__name__ = step.__qualname__ = "train-step.v2"
+    train = jax.jit(step)
+    x = jnp.ones((32, 32))
+    for _ in range(8):
+        x = train(x)
+    x.block_until_ready()
+""")
+
+
+def test_a_step_named_with_dash_and_dot_has_its_module(tmp_path):
+    script = tmp_path / "named.py"
+    script.write_text(WORKLOAD)
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", "--run-dir", "c",
+                    str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    events = [json.loads(ln) for ln in (tmp_path / "c" / "events.jsonl").read_text().splitlines()
+              if ln.strip()]
+    jit = next(r for r in events if r["kind"] == "jit_functions")
+    compiled = {r["module"] for r in events if r["kind"] == "module_compiled"}
+    assert jit["step"] == "jit(train-step.v2)"
+    assert jit["module"] == "jit_train-step.v2" and jit["module"] in compiled, (jit, compiled)
