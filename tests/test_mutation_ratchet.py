@@ -46,3 +46,15 @@ def test_a_fall_is_refused_and_a_rise_is_not():
     assert score.fell(old, {"score": 0.89, "files": {"pgle/a.py": 0.9, "pgle/b.py": 1.0}})
     assert score.fell(old, {"score": 0.95, "files": {"pgle/a.py": 1.0, "pgle/b.py": 0.9}}) == [
         "pgle/b.py: 0.9000 < 1.0000"]
+
+
+def test_every_independent_mutant_still_applies_to_the_code():
+    """tests/mutants/independent.py finds each mutant by its exact text: a refactor that moves
+    one must move the mutant with it, or the kill rate silently measures fewer bugs."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "mutants" / "independent.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "mutants apply" in proc.stdout, proc.stdout

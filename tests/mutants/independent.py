@@ -531,8 +531,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "return parent == real_root or parent.startswith(real_root.rstrip(os.sep))",
       "a sibling folder /store-evil taken as inside /store"),
     M("F2", "pgle/shared_folders.py",
-      "            if not stat.S_ISREG(st.st_mode):\n                raise NotAFile(self.child(",
-      "            if False:\n                raise NotAFile(self.child(",
+      "        if not stat.S_ISREG(st.st_mode):\n            raise NotAFile(shown, what, \"not a regular file\")\n        if limit",
+      "        if False:\n            raise NotAFile(shown, what, \"not a regular file\")\n        if limit",
       "a FIFO or device in a shared folder read (blocks or never ends)"),
     M("F3", "pgle/shared_folders.py",
       "op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX", "op = fcntl.LOCK_SH",
@@ -549,8 +549,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "if stat.S_ISLNK(st.st_mode):",
       "another user's link followed where only the user's own is"),
     M("F7", "pgle/shared_folders.py",
-      "if limit is not None and st.st_size > limit:\n            raise NotAFile(path,",
-      "if limit is not None and st.st_size > limit * 1024:\n            raise NotAFile(path,",
+      "if limit is not None and st.st_size > limit:\n            raise NotAFile(shown,",
+      "if limit is not None and st.st_size > limit * 1024:\n            raise NotAFile(shown,",
       "the size cap on a file read from a shared folder 1024x too high"),
 )
 
