@@ -54,7 +54,8 @@ def test_every_independent_mutant_still_applies_to_the_code():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "mutants" / "independent.py"), "--check"],
+    script = ROOT / "tests" / "mutants" / "independent.py"
+    proc = subprocess.run([sys.executable, str(script), "--check"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "mutants apply" in proc.stdout, proc.stdout

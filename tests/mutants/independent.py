@@ -531,8 +531,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "return parent == real_root or parent.startswith(real_root.rstrip(os.sep))",
       "a sibling folder /store-evil taken as inside /store"),
     M("F2", "pgle/shared_folders.py",
-      "        if not stat.S_ISREG(st.st_mode):\n            raise NotAFile(shown, what, \"not a regular file\")\n        if limit",
-      "        if False:\n            raise NotAFile(shown, what, \"not a regular file\")\n        if limit",
+      "        if not stat.S_ISREG(st.st_mode):\n"
+      "            raise NotAFile(shown, what, \"not a regular file\")\n        if limit",
+      "        if False:\n"
+      "            raise NotAFile(shown, what, \"not a regular file\")\n        if limit",
       "a FIFO or device in a shared folder read (blocks or never ends)"),
     M("F3", "pgle/shared_folders.py",
       "op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX", "op = fcntl.LOCK_SH",
