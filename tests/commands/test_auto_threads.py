@@ -21,10 +21,23 @@ def eval_step(x):
 
 x = jnp.ones((256, 256))
 
+# Both threads start each execution together, so their profiled executions overlap whatever
+# the machine's load (without it a busy scheduler could run them one after the other). The
+# thread whose execution fails breaks the barrier: the other then runs on alone.
+together = threading.Barrier(2)
+
 def loop(fn):
     y = x
     for _ in range(30):
-        y = fn(y)  # no eager op here: only the two steps can collide
+        try:
+            together.wait(timeout=60)
+        except threading.BrokenBarrierError:
+            pass
+        try:
+            y = fn(y)  # no eager op here: only the two steps can collide
+        except BaseException:
+            together.abort()
+            raise
     y.block_until_ready()
 
 threads = [threading.Thread(target=loop, args=(fn,)) for fn in (train_step, eval_step)]

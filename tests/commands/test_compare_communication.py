@@ -17,7 +17,8 @@ def test_communication_is_milliseconds_per_device(tmp_path, devices):
     # 150 us of it behind the fusions and 150 us exposed after them; 20 steps.
     shape = GpuShape(steps=20, devices=devices, compute_ops=2, op_us=100,
                      collectives=("all-gather",), collective_us=300, host_copy=False)
-    write_gpu_trace(tmp_path / "trace", shape)
+    # Where jax.profiler puts a run's trace, as pgle keeps it: trace/plugins/profile/<stamp>/.
+    write_gpu_trace(tmp_path / "trace" / "plugins" / "profile" / "2026_11_28_12_00_00", shape)
     comm, why = _communication(tmp_path, "gpu")
     assert why is None and comm is not None
     total_ms = 20 * 0.300

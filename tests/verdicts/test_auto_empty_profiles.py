@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pgle.evidence.jax_log import ModuleFacts, RunFacts
-from pgle.verdicts.auto_pgle import auto_modules
+from pgle.verdicts.auto_pgle import auto_rows
 
 
 @pytest.mark.parametrize(("empty", "status"), [(3, "empty_profile"), (1, "not_optimized"),
@@ -15,7 +15,7 @@ from pgle.verdicts.auto_pgle import auto_modules
 def test_empty_profile_needs_every_profiled_execution_empty(empty, status):
     facts = RunFacts({"jit_step": ModuleFacts("jit_step", profiled=3, runs=3,
                                               empty_profiles=empty)}, observed=True)
-    (row,) = auto_modules(facts, 3, "gpu")
+    (row,) = [r.to_dict() for r in auto_rows(facts, 3, "gpu")]
     assert row["status"] == status, row
     if status == "not_optimized":
         # The real cause: profiled, then never executed again to be recompiled.
