@@ -32,7 +32,7 @@ from benchmarks import harness as h  # noqa: E402
 SCRIPT = str(h.ROOT / "tests" / "workloads" / "real" / "loop_timing.py")
 CASES = (  # key, size, steps, what
     ("unsynced_loop", 256, 300, "a 300-step unsynced loop of 4 256x256 matmuls"),
-    ("unsynced_tiny", 16, 3000, "a 3,000-step unsynced loop of 4 16x16 matmuls (dispatch-bound)"),
+    ("unsynced_tiny", 16, 30000, "a 30,000-step unsynced loop of 4 16x16 matmuls (dispatch-bound)"),
 )
 
 
