@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -51,9 +53,6 @@ def test_a_fall_is_refused_and_a_rise_is_not():
 def test_every_independent_mutant_still_applies_to_the_code():
     """tests/mutants/independent.py finds each mutant by its exact text: a refactor that moves
     one must move the mutant with it, or the kill rate silently measures fewer bugs."""
-    import subprocess
-    import sys
-
     script = ROOT / "tests" / "mutants" / "independent.py"
     proc = subprocess.run([sys.executable, str(script), "--check"],
                           capture_output=True, text=True, timeout=120)
