@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from helpers.pgle_testing import WORKLOADS, pgle_env, write_profile
+from pgle.launch.pumps import BEHIND_MAX
 
 ECHO = str(WORKLOADS / "echo_env.py")
 DEADLINE_S = 120  # generous: a loaded 2-core machine; the tests never wait this long when they pass
@@ -247,11 +248,15 @@ def test_a_frozen_terminal_that_goes_away_never_stops_the_workload(project):
     proc = start(project, str(script), stdout=slave, stderr=subprocess.PIPE)
     os.close(slave)
     log = project / "run" / "workload.log"
-    deadline, size = time.monotonic() + DEADLINE_S, -1
-    while not (log.exists() and log.stat().st_size == size and size > 4 << 20):
-        assert proc.poll() is None and time.monotonic() < deadline, "pgle never waited"
-        size = log.stat().st_size if log.exists() else -1
+    # pgle waits once the terminal is BEHIND_MAX behind: the log stops growing past it (three
+    # equal sizes, 0.5 s apart). The sizes seen go into the failure message: a miss says where
+    # it stood (a CI run once timed out here, and the bare message said nothing).
+    deadline, sizes = time.monotonic() + DEADLINE_S, [-1]
+    while not (sizes[-1] >= BEHIND_MAX and sizes[-3:] == [sizes[-1]] * 3):
+        assert proc.poll() is None, f"pgle ended ({proc.returncode}); log sizes {sizes[-20:]}"
+        assert time.monotonic() < deadline, f"pgle never waited; log sizes {sizes[-20:]}"
         time.sleep(0.5)
+        sizes.append(log.stat().st_size if log.exists() else -1)
     assert b"END" not in log.read_bytes()  # pgle waits for the terminal, with the workload
     os.close(master)  # the window is gone
     _, err = proc.communicate(timeout=DEADLINE_S)  # a pump left waiting on a dead writer hangs
