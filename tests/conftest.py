@@ -35,22 +35,7 @@ def project(tmp_path: Path) -> Path:
 
 from helpers.slurm_fixture import *  # noqa: E402,F401,F403  the one-node SLURM cluster's fixtures
 
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (the README's `-n 2 --dist loadgroup`): every test that uses the
-    one-node SLURM cluster runs on one worker, one job at a time (the node's CPUs are few, and a
-    second worker's job would wait in the queue past the test's deadline); the tests of a module
-    with a module-scoped fixture (the doc recipes' workload runs, a served trace) stay on one
-    worker, so that fixture runs once, not once per worker."""
-    for item in items:
-        names = getattr(item, "fixturenames", ())
-        if "slurm_cluster" in names:
-            item.add_marker(pytest.mark.xdist_group("slurm"))
-            continue
-        defs = getattr(item, "_fixtureinfo", None)
-        defs = defs.name2fixturedefs if defs is not None else {}
-        if any(d.scope == "module" for n in names for d in defs.get(n, ())):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+pytest_plugins = ["helpers.xdist_groups"]  # which tests share a worker under -n 2
 
 
 def pytest_terminal_summary(terminalreporter, config):
