@@ -102,14 +102,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch, environ: dict[str, str])
     known, unreadable = _known_pgle_keys(child.env)
     rows = auto_pgle.auto_rows(facts, p.runs, ex.events.platform, known, collision)
     modules = [r.to_dict() for r in rows]
-    report = Report(
-        "auto",
-        auto_pgle.auto_status(modules),
-        workload_exit_code=ex.exit_code,
-        log_path=str(ex.run.log),
-        run_dir=str(ex.run.path),
-        modules=modules,
-    )
+    report = ex.report("auto", auto_pgle.auto_status(modules), modules=modules)
     report.warnings += warnings + child.warnings + ([unreadable] if unreadable else [])
     if collision:
         report.reasons.append(collision.text)

@@ -138,14 +138,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, environ: dict[str, st
             modules if writer else [],
         )
 
-    report = Report(
-        "prewarm",
-        auto_pgle.prewarm_status(modules),
-        workload_exit_code=ex.exit_code,
-        log_path=str(ex.run.log),
-        run_dir=str(ex.run.path),
-        modules=modules,
-    )
+    report = ex.report("prewarm", auto_pgle.prewarm_status(modules), modules=modules)
     report.warnings += warnings + child.warnings
     if facts.filelock_missing:
         report.warnings.append(
