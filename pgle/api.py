@@ -884,9 +884,7 @@ def store_ls(
 ) -> Report:
     """`pgle store ls STORE`: one `modules` row per stored profile (fingerprint, entry, jax,
     device, instructions, age, module, source)."""
-    return _command("store").ls_report(
-        store, fingerprint=fingerprint, jax=jax, device_kind=device_kind
-    )
+    return _command("store").ls_report(store, fingerprint, jax, device_kind)
 
 
 @_front_door

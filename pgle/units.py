@@ -48,5 +48,12 @@ def human_bytes(n: float) -> str:
     return f"{size:.1f} TiB"
 
 
+def human_seconds(seconds: float, units: tuple[tuple[float, float, str], ...]) -> str:
+    """`seconds` in the first of `units` ((below, seconds per unit, format), ...) it is below,
+    else in the last (whose `below` is not read)."""
+    _, per, fmt = next((u for u in units if seconds < u[0]), units[-1])
+    return fmt.format(seconds / per)
+
+
 def iso(t: float) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else None

@@ -26,7 +26,7 @@ from pgle.launch.workload import Workload
 from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
-from pgle.verdicts.across_ranks import JobReports, combine_modules
+from pgle.verdicts.across_ranks import JobReports, ModuleRule, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 from pgle.xla import flag_table, versions
 
@@ -59,18 +59,14 @@ def request(opts) -> LayoutRequest:
     return LayoutRequest(run_dir=opts.run_dir, log=opts.log)
 
 
+RULE = ModuleRule(
+    STATUS_OPTIMIZED, auto_pgle.auto_status, "auto PGLE", "optimized", ("runs", "percentile")
+)
+
+
 def combine(opts: AutoOptions, layout: RankLayout, job: JobReports) -> Report:
     """The job's verdict: per module across the ranks."""
-    return combine_modules(
-        job,
-        ok=STATUS_OPTIMIZED,
-        overall=auto_pgle.auto_status,
-        headline="auto PGLE",
-        what="optimized",
-        keep=("runs", "percentile"),
-        require_all=opts.pgle.require_all,
-        require=opts.pgle.require,
-    )
+    return combine_modules(job, RULE, opts.pgle.require_all, opts.pgle.require)
 
 
 def body(opts: AutoOptions, layout: RankLayout, launch, environ: dict[str, str]) -> Report:
@@ -106,14 +102,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch, environ: dict[str, str])
     known, unreadable = _known_pgle_keys(child.env)
     rows = auto_pgle.auto_rows(facts, p.runs, ex.events.platform, known, collision)
     modules = [r.to_dict() for r in rows]
-    report = Report(
-        "auto",
-        auto_pgle.auto_status(modules),
-        workload_exit_code=ex.exit_code,
-        log_path=str(ex.run.log),
-        run_dir=str(ex.run.path),
-        modules=modules,
-    )
+    report = ex.report("auto", auto_pgle.auto_status(modules), modules=modules)
     report.warnings += warnings + child.warnings + ([unreadable] if unreadable else [])
     if collision:
         report.reasons.append(collision.text)

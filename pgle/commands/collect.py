@@ -284,14 +284,7 @@ def add_to_store(store: StoreOptions, ex: Execution, report: Report, layout: Ran
 
 
 def not_profiled_report(ex: Execution, only_rank: int) -> Report:
-    report = Report(
-        "collect",
-        STATUS_NOT_PROFILED,
-        log_path=str(ex.run.log),
-        run_dir=str(ex.run.path),
-        workload_exit_code=ex.exit_code,
-        exit_code=ex.exit_code,
-    )
+    report = ex.report("collect", STATUS_NOT_PROFILED, exit_code=ex.exit_code)
     report.details["backend"] = ex.events.backend_record
     report.reasons.append(f"--rank {only_rank}: only rank {only_rank} runs the profiler.")
     report.summary.append(f"ran without the profiler (--rank {only_rank})")
@@ -390,14 +383,7 @@ def finish_collect(
 ) -> Report:
     """The report of a profiled run: the profile extracted from the window's trace, kept
     whenever the window closed cleanly (the workload's own exit code is pgle's then)."""
-    report = Report(
-        "collect",
-        Collected.FAILED,
-        log_path=str(ex.run.log),
-        run_dir=str(ex.run.path),
-        trace_dir=str(ex.run.trace),
-        workload_exit_code=ex.exit_code,
-    )
+    report = ex.report("collect", Collected.FAILED, trace_dir=str(ex.run.trace))
     report.warnings += ex.child.warnings
     window_warnings = [r.message for r in ex.events.of(WindowWarning)]
     report.warnings += window_warnings

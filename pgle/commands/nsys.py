@@ -31,7 +31,7 @@ from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
-from pgle.verdicts.across_ranks import JobReports, combine_modules
+from pgle.verdicts.across_ranks import JobReports, ModuleRule, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_LOADED
 from pgle.xla import versions
 
@@ -275,17 +275,13 @@ def request(opts: NsysOptions) -> LayoutRequest:
     )
 
 
+RULE = ModuleRule(
+    STATUS_LOADED, auto_pgle.nsys_status, "nsys", "loaded PGLE-optimized", ("cache_dir", "drift")
+)
+
+
 def combine(opts: NsysOptions, layout: RankLayout, job: JobReports) -> Report:
-    report = combine_modules(
-        job,
-        ok=STATUS_LOADED,
-        overall=auto_pgle.nsys_status,
-        headline="nsys",
-        what="loaded PGLE-optimized",
-        keep=("cache_dir", "drift"),
-        require_all=opts.require_all,
-        require=opts.require,
-    )
+    report = combine_modules(job, RULE, opts.require_all, opts.require)
     found = {
         r: (rep.get("nsys") or {}).get("report")
         for r, rep in sorted(job.reports.items())

@@ -33,7 +33,7 @@ from pgle.launch.workload import Workload
 from pgle.phrases import plural
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
-from pgle.verdicts.across_ranks import JobReports, combine_modules
+from pgle.verdicts.across_ranks import JobReports, ModuleRule, combine_modules
 from pgle.verdicts.auto_pgle import STATUS_OPTIMIZED
 
 log = logging.getLogger(__name__)
@@ -55,17 +55,17 @@ def request(opts: PrewarmOptions) -> LayoutRequest:
     return LayoutRequest(run_dir=opts.run_dir, log=opts.log, inputs={"cache_dir": opts.cache_dir})
 
 
+RULE = ModuleRule(
+    STATUS_OPTIMIZED,
+    auto_pgle.prewarm_status,
+    "prewarm",
+    "have a PGLE-optimized entry",
+    ("cache_dir", "manifest", "environment", "runs", "percentile"),
+)
+
+
 def combine(opts: PrewarmOptions, layout: RankLayout, job: JobReports) -> Report:
-    return combine_modules(
-        job,
-        ok=STATUS_OPTIMIZED,
-        overall=auto_pgle.prewarm_status,
-        headline="prewarm",
-        what="have a PGLE-optimized entry",
-        keep=("cache_dir", "manifest", "environment", "runs", "percentile"),
-        require_all=opts.pgle.require_all,
-        require=opts.pgle.require,
-    )
+    return combine_modules(job, RULE, opts.pgle.require_all, opts.pgle.require)
 
 
 def body(opts: PrewarmOptions, layout: RankLayout, launch, environ: dict[str, str]) -> Report:
@@ -138,14 +138,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, environ: dict[str, st
             modules if writer else [],
         )
 
-    report = Report(
-        "prewarm",
-        auto_pgle.prewarm_status(modules),
-        workload_exit_code=ex.exit_code,
-        log_path=str(ex.run.log),
-        run_dir=str(ex.run.path),
-        modules=modules,
-    )
+    report = ex.report("prewarm", auto_pgle.prewarm_status(modules), modules=modules)
     report.warnings += warnings + child.warnings
     if facts.filelock_missing:
         report.warnings.append(

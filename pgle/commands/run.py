@@ -301,15 +301,7 @@ def directory_lookups(verdict: Verdict, source) -> dict:
 
 
 def verdict_report(command: str, verdict: Verdict, ex: Execution) -> Report:
-    report = Report(
-        command,
-        verdict.status,
-        workload_exit_code=ex.exit_code,
-        log_path=str(ex.run.log),
-        run_dir=str(ex.run.path),
-        modules=verdict.modules,
-        reasons=verdict.reasons,
-    )
+    report = ex.report(command, verdict.status, modules=verdict.modules, reasons=verdict.reasons)
     report.details["backend"] = ex.events.backend_record
     report.details.update(verdict.details)
     report.summary += summary_lines(verdict)

@@ -32,16 +32,11 @@ def _store_warnings(report: Report, st: ProfileStore) -> Report:
     return report
 
 
-def ls_report(
-    store: Any,
-    *,
-    fingerprint: str | None = None,
-    jax: str | None = None,
-    device_kind: str | None = None,
-) -> Report:
-    """The entries as `modules` rows (cli/store.py prints them on stdout); a count line."""
+def ls_report(store: Any, fingerprint: str | None, jax: str | None, kind: str | None) -> Report:
+    """The entries (of `fingerprint`, `jax`, device `kind` where given) as `modules` rows
+    (cli/store.py prints them on stdout); a count line."""
     st = ProfileStore(store)
-    entries = st.entries(fingerprint, jax=jax, device_kind=device_kind)
+    entries = st.entries(fingerprint, jax=jax, device_kind=kind)
     now = dt.datetime.now(dt.UTC)
     from pgle.store.serving import age_text
 

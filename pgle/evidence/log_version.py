@@ -17,208 +17,70 @@ import dataclasses
 
 Version = tuple[int, ...]
 
-# Source line of each kind of line, per jax version (the lane's captures, 2026-11-23/25;
-# added_pair / async_start_seen: convert_async_collectives_to_sync.cc, scenario sync-converted).
-# Kinds as pgle.evidence.xla_log records them in Evidence.wording.
-LINES: dict[str, dict[str, tuple[int, ...]]] = {
-    "0.4.34": {
-        "checker_found": (191,),
-        "checker_missing": (193,),
-        "fdo_unparsable_old": (352,),
-        "fingerprint": (447,),
-        "found_profile": (477,),
-        "parse_failed_old": (374, 385),
-        "unknown_flags_listed": (224,),
-        "using": (371, 382),
-        "using_fdo_for_module": (342, 349),
-    },
-    "0.4.35": {
-        "added_pair": (188,),
-        "async_start_seen": (172,),
-        "checker_found": (191,),
-        "checker_missing": (193,),
-        "fdo_unparsable_old": (354,),
-        "fingerprint": (449,),
-        "found_profile": (493,),
-        "parse_failed_old": (376, 387),
-        "unknown_flags_listed": (226,),
-        "using": (373, 384),
-        "using_fdo_for_module": (344, 351),
-    },
-    "0.4.38": {
-        "added_pair": (188,),
-        "async_start_seen": (172,),
-        "fdo_unparsable_old": (370,),
-        "fingerprint": (453,),
-        "found_profile": (479,),
-        "parse_failed_old": (392, 403),
-        "unknown_flags_listed": (226,),
-        "using": (389, 400),
-        "using_fdo_for_module": (360, 367),
-    },
-    "0.5.0": {
-        "added_pair": (187,),
-        "async_start_seen": (171,),
-        "fdo_unparsable_old": (371,),
-        "fingerprint": (454,),
-        "found_profile": (480,),
-        "parse_failed_old": (393, 404),
-        "unknown_flags_listed": (226,),
-        "using": (390, 401),
-        "using_fdo_for_module": (361, 368),
-    },
-    "0.5.1": {
-        "added_pair": (187,),
-        "async_start_seen": (171,),
-        "checker_found": (191,),
-        "checker_missing": (193,),
-        "fdo_unparsable": (380,),
-        "fingerprint": (478,),
-        "found_profile": (504,),
-        "lhs_unset": (668,),
-        "parse_failed": (397,),
-        "unknown_flag": (233,),
-        "using": (394,),
-        "using_fdo": (368, 377),
-    },
-    "0.5.3": {
-        "added_pair": (187,),
-        "async_start_seen": (171,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (380,),
-        "fingerprint": (478,),
-        "found_profile": (504,),
-        "lhs_unset": (672,),
-        "parse_failed": (397,),
-        "unknown_flag": (233,),
-        "using": (394,),
-        "using_fdo": (368, 377),
-    },
-    "0.6.2": {
-        "added_pair": (187,),
-        "async_start_seen": (171,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (363,),
-        "file_missing": (384,),
-        "fingerprint": (463,),
-        "found_profile": (489,),
-        "lhs_unset": (614,),
-        "parse_failed": (380,),
-        "unknown_flag": (234,),
-        "using": (377,),
-        "using_fdo": (351, 360),
-    },
-    "0.7.0": {
-        "added_pair": (187,),
-        "async_start_seen": (171,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (356,),
-        "file_missing": (377,),
-        "fingerprint": (453,),
-        "found_profile_named": (479,),
-        "lhs_unset": (626,),
-        "parse_failed": (373,),
-        "unknown_flag": (234,),
-        "using": (370,),
-        "using_fdo": (344, 353),
-    },
-    "0.7.2": {
-        "added_pair": (187,),
-        "async_start_seen": (171,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (357,),
-        "file_missing": (378,),
-        "fingerprint": (454,),
-        "found_profile_named": (480,),
-        "parse_failed": (374,),
-        "unified_estimator": (494,),
-        "unknown_flag": (234,),
-        "using": (371,),
-        "using_fdo": (345, 354),
-    },
-    "0.8.3": {
-        "added_pair": (203,),
-        "async_start_seen": (187,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (357,),
-        "file_missing": (378,),
-        "fingerprint": (454,),
-        "found_profile_named": (480,),
-        "parse_failed": (374,),
-        "unified_estimator": (495,),
-        "unknown_flag": (234,),
-        "using": (371,),
-        "using_fdo": (345, 354),
-    },
-    "0.9.2": {
-        "added_pair": (203,),
-        "async_start_seen": (187,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (357,),
-        "file_missing": (378,),
-        "fingerprint": (460,),
-        "found_profile_named": (486,),
-        "parse_failed": (374,),
-        "unified_estimator": (501,),
-        "unknown_flag": (234,),
-        "using": (371,),
-        "using_fdo": (345, 354),
-    },
-    "0.10.2": {
-        "added_pair": (238,),
-        "async_start_seen": (222,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (363,),
-        "file_missing": (384,),
-        "fingerprint": (466,),
-        "found_profile_named": (522,),
-        "parse_failed": (380,),
-        "sol_fallback": (506,),
-        "unified_estimator": (536,),
-        "unknown_flag": (234,),
-        "using": (377,),
-        "using_fdo": (351, 360),
-    },
-    "0.11.2": {
-        "added_pair": (252,),
-        "async_start_seen": (233,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (379,),
-        "file_missing": (400,),
-        "fingerprint": (482,),
-        "found_profile_named": (538,),
-        "parse_failed": (396,),
-        "sol_fallback": (522,),
-        "unified_estimator": (552,),
-        "unknown_flag": (234,),
-        "using": (393,),
-        "using_fdo": (367, 376),
-    },
-    "0.12.0.1": {
-        "added_pair": (75,),
-        "async_start_seen": (56,),
-        "checker_found": (192,),
-        "checker_missing": (194,),
-        "fdo_unparsable": (378,),
-        "file_missing": (399,),
-        "fingerprint": (481,),
-        "found_profile_named": (537,),
-        "parse_failed": (395,),
-        "sol_fallback": (521,),
-        "unified_estimator": (551,),
-        "unknown_flag": (234,),
-        "using": (392,),
-        "using_fdo": (366, 375),
-    },
-}
+# Source line of each kind of line (rows) per jax version (columns): the lane's captures,
+# 2026-11-23/25 ("-": that version does not print it; "a/b": either line). added_pair /
+# async_start_seen: convert_async_collectives_to_sync.cc, scenario sync-converted. Kinds as
+# pgle.evidence.xla_log records them in Evidence.wording.
+_LINE_GRID = """
+                       0.4.34   0.4.35   0.4.38    0.5.0    0.5.1    0.5.3    0.6.2
+added_pair                  -      188      188      187      187      187      187
+async_start_seen            -      172      172      171      171      171      171
+checker_found             191      191        -        -      191      192      192
+checker_missing           193      193        -        -      193      194      194
+fdo_unparsable              -        -        -        -      380      380      363
+fdo_unparsable_old        352      354      370      371        -        -        -
+file_missing                -        -        -        -        -        -      384
+fingerprint               447      449      453      454      478      478      463
+found_profile             477      493      479      480      504      504      489
+found_profile_named         -        -        -        -        -        -        -
+lhs_unset                   -        -        -        -      668      672      614
+parse_failed                -        -        -        -      397      397      380
+parse_failed_old      374/385  376/387  392/403  393/404        -        -        -
+sol_fallback                -        -        -        -        -        -        -
+unified_estimator           -        -        -        -        -        -        -
+unknown_flag                -        -        -        -      233      233      234
+unknown_flags_listed      224      226      226      226        -        -        -
+using                 371/382  373/384  389/400  390/401      394      394      377
+using_fdo                   -        -        -        -  368/377  368/377  351/360
+using_fdo_for_module  342/349  344/351  360/367  361/368        -        -        -
+
+                        0.7.0    0.7.2    0.8.3    0.9.2   0.10.2   0.11.2 0.12.0.1
+added_pair                187      187      203      203      238      252       75
+async_start_seen          171      171      187      187      222      233       56
+checker_found             192      192      192      192      192      192      192
+checker_missing           194      194      194      194      194      194      194
+fdo_unparsable            356      357      357      357      363      379      378
+fdo_unparsable_old          -        -        -        -        -        -        -
+file_missing              377      378      378      378      384      400      399
+fingerprint               453      454      454      460      466      482      481
+found_profile               -        -        -        -        -        -        -
+found_profile_named       479      480      480      486      522      538      537
+lhs_unset                 626        -        -        -        -        -        -
+parse_failed              373      374      374      374      380      396      395
+parse_failed_old            -        -        -        -        -        -        -
+sol_fallback                -        -        -        -      506      522      521
+unified_estimator           -      494      495      501      536      552      551
+unknown_flag              234      234      234      234      234      234      234
+unknown_flags_listed        -        -        -        -        -        -        -
+using                     370      371      371      371      377      393      392
+using_fdo             344/353  345/354  345/354  345/354  351/360  367/376  366/375
+using_fdo_for_module        -        -        -        -        -        -        -
+"""
+
+
+def _grid(text: str) -> dict[str, dict[str, tuple[int, ...]]]:
+    table: dict[str, dict[str, tuple[int, ...]]] = {}
+    for block in text.strip("\n").split("\n\n"):
+        versions, *rows = (line.split() for line in block.splitlines())
+        table.update((version, {}) for version in versions)
+        for kind, *cells in rows:
+            for version, cell in zip(versions, cells, strict=True):
+                if cell != "-":
+                    table[version][kind] = tuple(map(int, cell.split("/")))
+    return table
+
+
+LINES = _grid(_LINE_GRID)
 
 # (kind, first jax version that prints it or None, last one or None): what a kind of line
 # or prefix proves about the version that wrote the log.

@@ -182,14 +182,8 @@ def mark_started(job_dir: os.PathLike[str] | str, info: RankInfo, *, claimed: bo
 
 
 def _start_record(info: RankInfo) -> dict[str, Any]:
-    return {
-        "rank": info.rank,
-        "local_rank": info.local_rank,
-        "node_id": info.node_id,
-        "world_size": info.world_size,
-        "job": info.job_key,
-        **_stamp(),
-    }
+    names = ("rank", "local_rank", "node_id", "world_size")
+    return {name: getattr(info, name) for name in names} | {"job": info.job_key, **_stamp()}
 
 
 class RankTaken(BadInput):

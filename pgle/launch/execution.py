@@ -28,6 +28,7 @@ from pgle.launch.runfolder import RunFolder
 from pgle.launch.stall import StallPolicy, StallReport, StallWatch
 from pgle.launch.workload import Workload
 from pgle.redact import redact_args
+from pgle.report import Report
 
 HARNESS = Path(__file__).with_name("harness.py")
 # Command mode: the folder put first on the command's PYTHONPATH; its sitecustomize.py starts
@@ -48,6 +49,17 @@ class Execution:
     @property
     def exit_code(self) -> int:
         return self.result.exit_code
+
+    def report(self, command: str, status: str, **fields: Any) -> Report:
+        """`command`'s report of this launch: the workload's exit code, log and run folder."""
+        return Report(
+            command,
+            status,
+            workload_exit_code=self.exit_code,
+            log_path=str(self.run.log),
+            run_dir=str(self.run.path),
+            **fields,
+        )
 
     @property
     def held(self) -> bool:

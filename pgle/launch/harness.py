@@ -858,9 +858,15 @@ class Harness:
         jax.monitoring.register_event_listener(self._on_event)
         for entry in self.spec.capture_loggers:
             _capture_logger(entry["name"], entry.get("level", "DEBUG"), self.events)
-        if self.spec.observe_pgle:
-            _observe_pgle(self.events)
-        _observe_modules(self.events, os.path.join(self.home, "hlo"))
+        events, hlo_dir = self.events, os.path.join(self.home, "hlo")
+        if self.spec.observe_pgle:  # per-execution auto PGLE events; the verdict works without
+            _observe(
+                events,
+                schema.OBSERVE_PGLE,
+                lambda j: j.observe_pgle(events.write, _count_execution),
+            )
+        # Per-module FLOPs, memory and scheduled HLO for `pgle report`; nothing depends on them.
+        _observe(events, schema.OBSERVE_MODULES, lambda j: j.observe_modules(events.write, hlo_dir))
         if self.spec.hold:
             from pgle.launch import jax_internals  # importable: see the schema import above
 
@@ -2048,29 +2054,16 @@ def _step_annotation_class(base: Any, harness: Harness) -> type[Any]:
     return StepTraceAnnotation
 
 
-def _observe_modules(events: Events, hlo_dir: str) -> None:
-    """Per-module FLOPs, memory and scheduled HLO for `pgle report`; nothing depends on them."""
+def _observe(events: Events, kind: str, install: Callable[[ModuleType], bool]) -> None:
+    """Install one of pgle.launch.jax_internals' observers; `kind` records whether it is."""
     try:
         from pgle.launch import jax_internals  # importable: see the schema import above
 
-        ok = jax_internals.observe_modules(events.write, hlo_dir)
+        ok = install(jax_internals)
     except Exception as e:  # never break the user's run for a diagnostic
         events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
         ok = False
-    events.write(schema.OBSERVE_MODULES, installed=ok)
-
-
-def _observe_pgle(events: Events) -> None:
-    """Per-execution auto PGLE events (pgle/launch/jax_internals.py); the verdict works
-    without them."""
-    try:
-        from pgle.launch import jax_internals  # importable: see the schema import above
-
-        ok = jax_internals.observe_pgle(events.write, _count_execution)
-    except Exception as e:  # never break the user's run for a diagnostic
-        events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
-        ok = False
-    events.write(schema.OBSERVE_PGLE, installed=ok)
+    events.write(kind, installed=ok)
 
 
 def _capture_logger(name: str, level: str, events: Events) -> None:

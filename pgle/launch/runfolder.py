@@ -161,6 +161,16 @@ def _new_folder(command: str, suffix: str) -> tuple[Path, OpenDir]:
     raise BadInput(f"cannot create a run folder in {DEFAULT_ROOT}/runs: 100 names were taken.")
 
 
+class _Member:
+    """A file of the run folder: `folder.log` is `folder.path / LOG_NAME`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, folder: RunFolder, owner: type | None = None) -> Path:
+        return folder.path / self.name
+
+
 @dataclasses.dataclass(frozen=True)
 class RunFolder:
     path: Path
@@ -241,22 +251,8 @@ class RunFolder:
             os.close(fd)
         _HEARTBEAT.hold(str(self.lease))
 
-    @property
-    def log(self) -> Path:
-        return self.path / LOG_NAME
-
-    @property
-    def events(self) -> Path:
-        return self.path / EVENTS_NAME
-
-    @property
-    def spec(self) -> Path:
-        return self.path / SPEC_NAME
-
-    @property
-    def trace(self) -> Path:
-        return self.path / TRACE_NAME
-
-    @property
-    def lease(self) -> Path:
-        return self.path / LEASE_NAME
+    log = _Member(LOG_NAME)
+    events = _Member(EVENTS_NAME)
+    spec = _Member(SPEC_NAME)
+    trace = _Member(TRACE_NAME)
+    lease = _Member(LEASE_NAME)

@@ -69,6 +69,7 @@ from pgle.evidence.event_kinds import (
     TraceStop,
 )
 from pgle.evidence.event_tail import EventTail
+from pgle.units import human_seconds
 
 REPORT_AFTER_S = 600.0  # 10 min without progress: stacks and a line, the workload goes on
 STOP_FLOOR_S = 3600.0  # by default never stopped before 1 h without progress...
@@ -117,11 +118,9 @@ class StallPolicy:
 
 
 def describe_seconds(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    return human_seconds(
+        seconds, ((120, 1, "{:.0f} s"), (7200, 60, "{:.0f} min"), (0, 3600, "{:.1f} h"))
+    )
 
 
 @dataclasses.dataclass

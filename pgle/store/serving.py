@@ -19,6 +19,7 @@ from pgle.profiles.files import Profile
 from pgle.store.key import StoreKey
 from pgle.store.policy import Policy, parse_policy
 from pgle.store.store import Entry, ProfileStore
+from pgle.units import human_seconds
 
 STATUS_ADDED, STATUS_REFRESHED, STATUS_EMPTY = "added", "refreshed", "empty"
 
@@ -116,11 +117,9 @@ def _own_view(path: Path) -> bool:
 
 
 def age_text(seconds: float) -> str:
-    if seconds < 3600:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 86400:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
+    return human_seconds(
+        seconds, ((3600, 60, "{:.0f}m"), (86400, 3600, "{:.1f}h"), (0, 86400, "{:.1f}d"))
+    )
 
 
 def mark_modules(

@@ -244,26 +244,31 @@ def combine_verdicts(job: JobReports, *, require_applied: bool = False) -> Repor
 # -- the job verdict of auto / prewarm / nsys ----------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class ModuleRule:
+    """How a workflow whose modules have one `ok` status (auto: optimized, prewarm: optimized,
+    nsys: loaded_optimized) judges them across the ranks: `overall`, the workflow's own rule
+    on the aggregated modules; `headline` and `what` (`ok` in words) for the summary; `keep`:
+    details of rank 0's report copied into the job report."""
+
+    ok: str
+    overall: Callable[[list[dict[str, Any]]], str]
+    headline: str
+    what: str
+    keep: tuple[str, ...] = ()
+
+
 def combine_modules(
-    job: JobReports,
-    *,
-    ok: str,
-    overall: Callable[[list[dict[str, Any]]], str],
-    headline: str,
-    what: str,
-    require_all: bool = False,
-    require: tuple[str, ...] = (),
-    keep: Sequence[str] = (),
+    job: JobReports, rule: ModuleRule, require_all: bool, require: tuple[str, ...]
 ) -> Report:
-    """The job report of a workflow whose modules have one `ok` status (auto: optimized, prewarm:
-    optimized, nsys: loaded_optimized): per module across the ranks; `overall` (the workflow's
-    own rule) on the aggregated modules, and `partial` when a module is `ok` on some ranks
-    only. `require_all`, `require`: --require-all / --require (failures exit 3). `keep`: details
-    of rank 0's report copied into the job report."""
+    """The job report: per module across the ranks, by `rule`; `partial` when a module is
+    `ok` on some ranks only. `require_all`, `require`: --require-all / --require (failures
+    exit 3)."""
+    ok, what = rule.ok, rule.what
     reports = job.reports
     by_rank = {r: rep.get("modules") or [] for r, rep in reports.items()}
     modules = aggregate_modules(by_rank, ok=ok, expected=sorted(reports))
-    status = overall(modules)
+    status = rule.overall(modules)
     if any(m["status"] == Applied.PARTIAL for m in modules):
         status = (
             Applied.PARTIAL
@@ -276,7 +281,7 @@ def combine_modules(
         log_path=own.get("log_path"),
         workload_exit_code=own.get("workload_exit_code"),
     )
-    for key in ("backend", *keep):
+    for key in ("backend", *rule.keep):
         if key in own:
             report.details[key] = own[key]
     mixed = [m for m in modules if len(m["ranks"]) > 1 or m["absent_ranks"]]
@@ -291,7 +296,7 @@ def combine_modules(
     for m in mixed:
         report.reasons.append(f"{m.get('module')}: {m['ranks_summary']}.")
     report.reasons += grouped({r: rep for r, rep in reports.items()}, "reasons", len(reports))
-    report.summary.append(f"{headline}: {status}: {head}")
+    report.summary.append(f"{rule.headline}: {status}: {head}")
     report.summary += module_lines(modules, ok=ok)
     failures = required_failures(modules, ok=ok, require_all=require_all, require=require)
     if failures:
