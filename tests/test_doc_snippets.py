@@ -148,13 +148,14 @@ def _build_snippets() -> None:
               "python3 -m mypy pgle cli", "python3 -m ruff check --fix pgle cli",
               "python3 -m ruff format pgle cli"):
         d[dev, c] = Spec(LINT)
-    d[dev, "python3 tests/mutants/run.py"] = Spec(MUTATION)
-    d[dev, "python3 tests/mutants/run.py --only I01 I02"] = Spec(MUTATION)
+    d[dev, "python3 tests/mutants/independent.py --set regression --write"] = Spec(MUTATION)
+    d[dev, "python3 tests/mutants/independent.py --set regression --only I01"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/score.py --list"] = Spec("exit 0; stdout: verdicts.require",
                                                            in_repo=True)
     for cmd in ("verdicts.require --show", "store --check", "store --write", "--check"):
         d[dev, f"python3 tests/mutants/score.py {cmd}"] = Spec(MUTATION)
-    d[dev, "python3 tests/mutants/run.py --list"] = Spec("exit 0; stdout: V01", in_repo=True)
+    d[dev, "python3 tests/mutants/independent.py --set regression --list"] = Spec(
+        "exit 0; stdout: V01", in_repo=True)
     d[dev, "python3 tests/mutants/independent.py --list"] = Spec("exit 0; stdout: V1 ",
                                                                  in_repo=True)
     for cmd in ("--baseline", "--write", "--package store --only S1"):

@@ -12,6 +12,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("score", ROOT / "tests" / "mutants" / "score.py")
 score = importlib.util.module_from_spec(_spec)
@@ -50,11 +52,13 @@ def test_a_fall_is_refused_and_a_rise_is_not():
         "pgle/b.py: 0.9000 < 1.0000"]
 
 
-def test_every_independent_mutant_still_applies_to_the_code():
-    """tests/mutants/independent.py finds each mutant by its exact text: a refactor that moves
-    one must move the mutant with it, or the kill rate silently measures fewer bugs."""
+@pytest.mark.parametrize("which", ["independent", "regression"])
+def test_every_mutant_still_applies_to_the_code(which):
+    """tests/mutants/independent.py and mutants.py find each mutant by its exact text: a
+    refactor that moves one must move the mutant with it, or the kill rate silently measures
+    fewer bugs (two regression mutants once went stale unnoticed: nothing ran that list)."""
     script = ROOT / "tests" / "mutants" / "independent.py"
-    proc = subprocess.run([sys.executable, str(script), "--check"],
+    proc = subprocess.run([sys.executable, str(script), "--set", which, "--check"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "mutants apply" in proc.stdout, proc.stdout

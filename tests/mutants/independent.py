@@ -4,16 +4,19 @@ and the tests of each bug's area run against each.
 
     python3 tests/mutants/independent.py              # every mutant (about 20 min on 2 cores)
     python3 tests/mutants/independent.py --package store --package cache
-    python3 tests/mutants/independent.py --only S3 --keep-going
+    python3 tests/mutants/independent.py --only S3
     python3 tests/mutants/independent.py --baseline   # each area unmutated: passes, and how long
     python3 tests/mutants/independent.py --list
+    python3 tests/mutants/independent.py --set regression   # the project's own list, the same way
 
 The working tree is never touched: the tracked and untracked (not ignored) files are copied to a
 temporary folder once, each mutant is written into that copy and undone there after its run, and
 pytest runs there (PYTHONPATH at the copy; no bytecode is written or read, so a mutant of the
 same size within the same second never runs stale code). A mutant is killed when its area's
 tests fail (or pass the time limit: a hang the mutant caused), survived when they pass.
-Results: tests/mutants/independent-results.json (`--write`).
+Results: tests/mutants/independent-results.json (`--write`). The same runner runs the project's
+own regression list (tests/mutants/mutants.py, `--set regression`: bugs once seen, in the same
+format), into tests/mutants/regression-results.json.
 
 Each mutant is (id, file, the exact text it changes, the replacement, its area's test files).
 `find` must occur exactly once in the file (a line, with a neighbour where needed to be unique).
@@ -25,7 +28,6 @@ end-to-end tests of the command it serves (AREAS, or the mutant's own `tests`).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -36,30 +38,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = Path(__file__).resolve().parent / "independent-results.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mutant import Mutant  # noqa: E402
+
+RESULTS = {  # where --write keeps each list's outcomes
+    "independent": Path(__file__).resolve().parent / "independent-results.json",
+    "regression": Path(__file__).resolve().parent / "regression-results.json",
+}
 TIMEOUT_S = 300
-
-
-@dataclasses.dataclass(frozen=True)
-class Mutant:
-    id: str
-    file: str
-    find: str
-    replace: str
-    why: str  # the bug a user would see
-    tests: tuple[str, ...] = ()  # overrides AREAS[file]
-    equivalent: str = ""  # why no test can tell it from the original
-
-    @property
-    def package(self) -> str:
-        parts = Path(self.file).parts  # pgle/<package>/x.py or pgle/x.py
-        if parts[1] == "commands":
-            return "commands"
-        return parts[1].removesuffix(".py") if len(parts) == 2 else parts[1]
-
-    @property
-    def area(self) -> tuple[str, ...]:
-        return self.tests or AREAS[self.file]
 
 
 V = "tests/verdicts/"
@@ -602,23 +589,45 @@ def _apply(tree: Path, m: Mutant) -> str:
     if text.count(m.find) != 1:
         n = text.count(m.find)
         raise SystemExit(f"{m.id}: the text to mutate occurs {n} times in {m.file}")
-    path.write_text(text.replace(m.find, m.replace))
+    mutated = text.replace(m.find, m.replace)
+    compile(mutated, str(path), "exec")  # a mutant is a bug, never a syntax error
+    path.write_text(mutated)
     return text
+
+
+def area(m: Mutant) -> tuple[str, ...]:
+    return m.tests or AREAS[m.file]
+
+
+def mutants_of(which: str) -> tuple[Mutant, ...]:
+    if which == "independent":
+        return MUTANTS
+    import mutants  # tests/mutants/mutants.py: the regression list
+
+    return mutants.MUTANTS
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--set", dest="which", choices=sorted(RESULTS), default="independent",
+                    help="the independent list (the measure; default) or the regression list "
+                    "(tests/mutants/mutants.py: bugs once seen)")
     ap.add_argument("--only", action="append", default=[], help="mutant id (repeatable)")
     ap.add_argument("--package", action="append", default=[], help="verdicts, store, ...")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--check", action="store_true", help="each mutant applies, nothing runs")
     ap.add_argument("--baseline", action="store_true", help="run each area unmutated")
-    ap.add_argument("--write", action="store_true", help=f"save results to {RESULTS.name}")
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where --write saves them")
+    ap.add_argument("--write", action="store_true", help="save results (--out)")
+    ap.add_argument("--out", type=Path, help="where --write saves them (default: by --set, "
+                    "tests/mutants/independent-results.json or regression-results.json)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S)
     args = ap.parse_args(argv)
+    args.out = args.out or RESULTS[args.which]
+    listed = mutants_of(args.which)
+    ids = [m.id for m in listed]
+    assert len(ids) == len(set(ids)), "duplicate mutant ids"
     chosen = [
-        m for m in MUTANTS
+        m for m in listed
         if (not args.only or m.id in args.only) and (not args.package or m.package in args.package)
     ]
     if args.list:
@@ -636,11 +645,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.baseline:
             bad = 0
-            for area in sorted({m.area for m in chosen}):
-                outcome, secs, tail = _run_area(tree, area, args.timeout)
+            for tests in sorted({area(m) for m in chosen}):
+                outcome, secs, tail = _run_area(tree, tests, args.timeout)
                 ok = outcome == "survived"
                 bad += not ok
-                shown = f"{' '.join(area)} {'' if ok else tail}"
+                shown = f"{' '.join(tests)} {'' if ok else tail}"
                 print(f"{'ok ' if ok else 'BAD'} {secs:6.1f}s {shown}")
             return 1 if bad else 0
         results: dict[str, dict] = {}
@@ -650,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
                 if m.equivalent:
                     outcome, secs, tail = "equivalent", 0.0, m.equivalent
                 else:
-                    outcome, secs, tail = _run_area(tree, m.area, args.timeout)
+                    outcome, secs, tail = _run_area(tree, area(m), args.timeout)
             finally:
                 (tree / m.file).write_text(original)
             results[m.id] = {
