@@ -87,7 +87,6 @@ SPEC_VAR = "PGLE_HARNESS_SPEC"
 
 
 # -- the spec (spec.json) ---------------------------------------------------------------------
-WINDOW_MODES = ("steps", "time", "auto")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -316,7 +316,6 @@ PGLE_PROFILE_PATH = "xla_gpu_pgle_profile_file_or_directory_path"
 LHS = "xla_gpu_enable_latency_hiding_scheduler"
 COMMAND_BUFFER = "xla_gpu_enable_command_buffer"
 ACCURACY_CHECKER = "xla_gpu_pgle_accuracy_checker"
-ACCURACY_CHECKER_SINCE = (0, 4, 36)
 # Its predecessor (jax <= 0.4.35): a bool, and strict only: any missing instruction fails the
 # compile (`Found N missing instructions. Discarding the profile.`; seen on jax 0.4.34).
 OLD_ACCURACY_CHECKER = "xla_gpu_enable_pgle_accuracy_checker"
