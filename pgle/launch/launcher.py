@@ -517,7 +517,16 @@ class Running:
         self._end_escapees()
         self._close()
         pumps, log, log_path = self.pumps, self.log, self.log_path
-        if not drained(pumps, PIPE_GRACE_S):
+        stuck = [] if drained(pumps, PIPE_GRACE_S) else [p for p in pumps if p.terminal_stuck()]
+        for p in stuck:  # the terminal took nothing for the grace: the log has the rest
+            assert p.sink.behind is not None
+            p.sink.behind.abandon()
+            _warn(
+                f"pgle: warning: the terminal took none of the workload's {p.sink.name} for "
+                f"{PIPE_GRACE_S:g} s after the workload exited (frozen with Ctrl-S?); the rest "
+                f"of it is in {log_path} only"
+            )
+        if any(p.is_alive() for p in pumps) and not drained(pumps, PIPE_GRACE_S):
             for p in pumps:
                 p.detached = True  # drained and dropped from now on; its fd stays open until then
             _warn(

@@ -140,16 +140,20 @@ class Behind:
         self.cond = threading.Condition()
         self.chunks: collections.deque[bytes] = collections.deque()
         self.held = 0  # bytes given and not yet written
+        self.written = 0  # bytes written: the terminal still takes them (pumps.drained)
         self.error: OSError | None = None
         self.ending = False
+        self.abandoned = False  # pgle stopped waiting for this terminal (Behind.abandon)
         self.thread = threading.Thread(target=self._run, name="pgle-terminal", daemon=True)
         self.thread.start()
 
     def put(self, data: BytesLike) -> None:
         chunk = bytes(data)  # a copy: the pump reads into its buffer again
         with self.cond:
-            while self.held >= BEHIND_MAX and self.error is None:
+            while self.held >= BEHIND_MAX and self.error is None and not self.abandoned:
                 self.cond.wait()
+            if self.abandoned:
+                return
             if self.error is not None:
                 raise self.error
             self.chunks.append(chunk)
@@ -157,13 +161,24 @@ class Behind:
             self.cond.notify_all()
 
     def drain(self) -> None:
-        """Everything given is written (or the error that stopped it is raised)."""
+        """Everything given is written (or the error that stopped it is raised), or pgle
+        abandoned the terminal. Waits on the count, not the thread: an abandoned thread may
+        sit in a write to a frozen terminal for good."""
         with self.cond:
             self.ending = True
             self.cond.notify_all()
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
+            while self.held and self.error is None and not self.abandoned:
+                self.cond.wait()
+            if self.error is not None and not self.abandoned:
+                raise self.error
+
+    def abandon(self) -> None:
+        """The workload has exited and the terminal took nothing for PIPE_GRACE_S: what is
+        queued is dropped, and from now on so is everything given (the run log has it)."""
+        with self.cond:
+            self.abandoned = True
+            self.chunks.clear()
+            self.cond.notify_all()
 
     def _run(self) -> None:
         while True:
@@ -174,7 +189,7 @@ class Behind:
                     return
                 chunk = self.chunks.popleft()
             try:
-                write_all(self.fd, chunk)
+                write_all(self.fd, chunk, self._wrote)
             except OSError as e:
                 with self.cond:
                     self.error = e
@@ -186,15 +201,25 @@ class Behind:
                 self.held -= len(chunk)
                 self.cond.notify_all()
 
+    def _wrote(self, n: int) -> None:
+        # Per write, not per chunk: a chunk of a MiB takes a slow terminal many seconds,
+        # all of them progress (pumps.drained).
+        self.written += n
 
-def write_all(fd: int, data: BytesLike) -> None:
-    """Every byte of `data` to `fd`, waiting where the user left a terminal non-blocking."""
+
+def write_all(fd: int, data: BytesLike, wrote: Callable[[int], None] | None = None) -> None:
+    """Every byte of `data` to `fd`, waiting where the user left a terminal non-blocking;
+    `wrote(n)` after each write."""
     view = memoryview(data)
     while view:
         try:
-            view = view[os.write(fd, view) :]
+            n = os.write(fd, view)
         except BlockingIOError:  # a terminal the user left non-blocking: wait
             select.select([], [fd], [])
+            continue
+        view = view[n:]
+        if wrote is not None:
+            wrote(n)
 
 
 class Sink:
@@ -406,6 +431,16 @@ class Pump(threading.Thread):
         time.sleep(settle_s)
         return self.chunks == before
 
+    def progress(self) -> tuple[int, int]:
+        """Chunks read and bytes the terminal took: both still for a pump that waits."""
+        behind = self.sink.behind
+        return self.chunks, behind.written if behind is not None else 0
+
+    def terminal_stuck(self) -> bool:
+        """The pump waits on a terminal that has not taken what it was given."""
+        behind = self.sink.behind
+        return behind is not None and behind.held > 0 and not behind.abandoned
+
     def run(self) -> None:
         buf = bytearray(READ_SIZE)
         view = memoryview(buf)
@@ -423,8 +458,10 @@ class Pump(threading.Thread):
                 self.chunks += 1
                 continue
             chunk = view[:n]
-            self.sink.write(chunk if self.hide is None else self._visible(bytes(chunk)))
+            # The log first: a terminal that takes the bytes slowly (or not at all: Ctrl-S)
+            # makes sink.write wait, and the log must not wait with it.
             self._to_log(buf, chunk, n)
+            self.sink.write(chunk if self.hide is None else self._visible(bytes(chunk)))
             self.chunks += 1
         if self.detached:
             return
@@ -513,8 +550,18 @@ def hide_below(level: int) -> Callable[[bytes], bool]:
 
 
 def drained(pumps: list[Pump], seconds: float) -> bool:
-    """Wait for every pump to reach the end of its stream, `seconds` in all (not each)."""
-    deadline = time.monotonic() + seconds
-    for p in pumps:
-        p.join(timeout=max(0.0, deadline - time.monotonic()))
-    return not any(p.is_alive() for p in pumps)
+    """Wait for every pump to reach the end of its stream and hand its terminal all it read,
+    as long as bytes move: False once `seconds` passed in which none was read or shown. A
+    slow terminal (a loaded machine, an ssh link) is waited for, as the workload would have
+    waited for it; a fixed deadline once cut the last ~900 KB of a fast printer's output."""
+    mark, since = None, time.monotonic()
+    while True:
+        alive = [p for p in pumps if p.is_alive()]
+        if not alive:
+            return True
+        now = [p.progress() for p in alive]
+        if now != mark:
+            mark, since = now, time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            return False
+        alive[0].join(timeout=0.05)

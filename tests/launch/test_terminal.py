@@ -266,3 +266,75 @@ def test_a_frozen_terminal_that_goes_away_never_stops_the_workload(project):
     assert "Traceback" not in said
     text = log.read_text()
     assert "\nEND\n" in text and text.count("after ") == 80000
+
+
+FROZEN_AT_END = """
+for i in range(30000):  # ~2 MB: less than pgle holds for the terminal (pumps.BEHIND_MAX), so
+    print(f"tail {i:06d} " + "z" * 60)  # the workload ends while the terminal has ~2 MB to show
+print("END")
+"""
+
+
+def test_a_terminal_frozen_when_the_workload_exits_costs_the_grace_and_no_log_line(project):
+    """The terminal stops taking bytes (Ctrl-S) and the workload ends with megabytes still to
+    show: pgle waits PIPE_GRACE_S without progress, then says once that the rest is in the log
+    only (not that a daemon holds the output), and exits with the workload's code; the log has
+    every line (it never waits for the terminal). With more than BEHIND_MAX to show, the
+    workload itself waits for the terminal, as without pgle (the frozen test above)."""
+    from pgle.launch.launcher import PIPE_GRACE_S
+
+    script = project / "frozen_end.py"
+    script.write_text(FROZEN_AT_END)
+    master, slave = os.openpty()  # never read until pgle ends
+    try:
+        proc = start(project, str(script), stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        _, err = proc.communicate(timeout=DEADLINE_S + PIPE_GRACE_S)
+    finally:
+        os.close(master)
+    said = err.decode(errors="replace")
+    assert proc.returncode == 0, said[-3000:]
+    warnings = [l for l in said.splitlines() if "took none of the workload's stdout" in l]
+    assert len(warnings) == 1 and "frozen_end" not in warnings[0], said[-3000:]
+    assert "still holds its output" not in said and "Traceback" not in said, said[-3000:]
+    text = (project / "run" / "workload.log").read_text()
+    assert text.count("tail ") == 30000 and "\nEND\n" in text
+
+
+class SlowTerminal(Terminal):
+    """A terminal that reads every 10 ms (a pseudo-terminal read returns at most ~4 KiB: a few
+    hundred KB/s, an ssh link, a loaded machine)."""
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 32 << 10)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self.lock:
+                self.data += chunk
+            time.sleep(0.01)
+
+
+def test_a_slow_terminal_gets_every_byte_after_the_workload_exits(project):
+    """pgle holds up to BEHIND_MAX (4 MiB) for a slow terminal, so the workload exits while
+    seconds of output are still to show: pgle waits as long as the terminal takes bytes, past
+    PIPE_GRACE_S, and every line reaches it. (A fixed PIPE_GRACE_S after the exit cut the
+    last megabytes and blamed a daemon; on a loaded machine the fast flood above lost ~900 KB
+    that way.)"""
+    from pgle.launch.launcher import PIPE_GRACE_S
+
+    script = project / "flood.py"
+    script.write_text(FLOOD)
+    out = SlowTerminal()
+    proc = start(project, str(script), stdout=out.slave, stderr=subprocess.PIPE)
+    out.close_pgle_side()
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=DEADLINE_S * 2)
+    shown = out.finish()
+    expected = b"".join(b"line %06d " % i + b"x" * 60 + b"\n" for i in range(80000)) + b"END\n"
+    assert shown.startswith(expected), (len(shown), len(expected), err.decode()[-3000:])
+    assert b"still holds its output" not in err and b"took none" not in err, err[-2000:]
+    assert time.monotonic() - t0 > PIPE_GRACE_S  # the case at hand: it outlasted the grace
