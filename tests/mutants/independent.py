@@ -214,10 +214,6 @@ AREAS: dict[str, tuple[str, ...]] = {
 
 # Fails unmutated on a loaded 2-core machine (80000 lines through a pseudo-terminal arrive cut
 # short at about 72000 while other jobs run): left out so it kills no mutant by accident.
-DESELECT = (
-    "--deselect",
-    "tests/launch/test_terminal.py::test_a_flood_of_lines_reaches_the_terminal_whole_and_in_order",
-)
 
 M = Mutant
 MUTANTS: tuple[Mutant, ...] = (
@@ -567,7 +563,7 @@ def _env(tree: Path) -> dict[str, str]:
 
 
 def _run_area(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *DESELECT, *tests]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, timeout=timeout)
