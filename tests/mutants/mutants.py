@@ -456,7 +456,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("K09", "commands", "pgle/commands/collect.py",
            "            if not dest.exists():\n                try:\n                    os.link(src, dest)",
            "            dest = pooled / src.name\n            if not dest.exists():\n                try:\n                    os.link(src, dest)",
-           [L + "test_any_launcher.py::test_a_launcher_with_two_workers_is_a_multi_process_job"],
+           [K + "test_trace_pooling.py"],
            "the traces of two processes with one file name: the second is dropped"),
     # -- issue 37: survivors of an independent mutation run, each with the test that kills it --
     _m("I01", "issue37", "pgle/commands/compare.py",
