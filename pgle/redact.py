@@ -148,10 +148,6 @@ def redact_args(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def redact_env(environ: Mapping[str, str]) -> dict[str, str]:
-    return {k: (REDACTED if secret_variable(k) else v) for k, v in environ.items()}
-
-
 def redact_json(data: Any) -> Any:
     """A copy of a JSON-like value (dicts, lists, strings) with every secret replaced: values
     of environment-variable-like keys named as secrets, lists read as command lines, text."""

@@ -13,7 +13,7 @@ from helpers.pgle_testing import run_pgle
 from pgle.errors import BadInput
 from pgle.launch.childenv import PGLE_SET_LEVEL, ensure_info_log
 from pgle.launch.launcher import KILL_GRACE_VAR, kill_grace, shell_exit_code
-from pgle.redact import REDACTED, redact_args, redact_env, redact_text
+from pgle.redact import REDACTED, redact_args, redact_json, redact_text
 
 
 def test_a_signal_death_is_128_plus_the_signal_as_a_shell_says():
@@ -51,7 +51,7 @@ def test_info_log_turned_on_only_where_the_user_chose_no_level():
 
 
 def test_secrets_are_redacted_wherever_their_word_stands():
-    env = redact_env({"AWS_SECRET_ACCESS_KEY": "s1", "HF_TOKEN": "s2", "MY_TOKEN_FILE_X": "s3",
+    env = redact_json({"AWS_SECRET_ACCESS_KEY": "s1", "HF_TOKEN": "s2", "MY_TOKEN_FILE_X": "s3",
                       "XLA_FLAGS": "--xla_dump_to=/tmp", "PATH": "/bin"})
     assert env["AWS_SECRET_ACCESS_KEY"] == REDACTED and env["HF_TOKEN"] == REDACTED
     assert env["MY_TOKEN_FILE_X"] == REDACTED

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgle.redact import REDACTED, redact_args, redact_env, redact_json, redact_text
+from pgle.redact import REDACTED, redact_args, redact_json, redact_text
 
 # Values: a marker no other part of the text holds, then characters a shell word may hold.
 values = st.text(string.ascii_letters + string.digits + "_+/.:@%~^!*&$#", min_size=1,
@@ -95,7 +95,7 @@ def test_argv_lists_hide_the_value_after_a_secret_option(before, dash, name, val
                        st.text(string.ascii_letters + "/:", max_size=10), max_size=3))
 def test_environments_and_json_hide_secret_variables(secrets, plain):
     env = {**plain, **secrets}
-    out = redact_env(env)
+    out = redact_json(env)
     assert all(out[k] == REDACTED for k in secrets) and all(out[k] == v for k, v in plain.items())
     doc = redact_json({"env": env, "argv": ["python", "t.py"], "n": 3})
     assert all(doc["env"][k] == REDACTED for k in secrets)
