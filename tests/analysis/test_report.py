@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cheap_train import write_cheap_train
 from helpers.xspace import US, TraceBuilder, add_host_steps, add_xla_ops_plane, gpu_overlap_trace
 from pgle.analysis import schedule
 from pgle.analysis.overlap import OverlapAccumulator
@@ -216,7 +217,9 @@ def browse(html_file: Path, tmp_path: Path) -> str:
 
 def test_tune_report_on_cpu_matches_independent_figures(tmp_path):
     out = tmp_path / "report.html"
-    p = subprocess.run(PGLE + ["tune", str(ROOT / "examples" / "train.py"), "--run-dir",
+    # examples/train.py with a smaller model, compiled at -O0 (tests/helpers/cheap_train.py).
+    train = write_cheap_train(tmp_path, small=True)
+    p = subprocess.run(PGLE + ["tune", str(train), "--run-dir",
                                str(tmp_path / "run"), "--report", str(out), "--json",
                                "--", "--steps", "14"],
                        capture_output=True, text=True, cwd=tmp_path)
@@ -244,7 +247,7 @@ def test_tune_report_on_cpu_matches_independent_figures(tmp_path):
     assert collect["step_time"]["median_s"] == pytest.approx(statistics.median(mine), rel=1e-12)
     # FLOPs: XLA's cost analysis of train_step through jax's public AOT API, another process.
     q = subprocess.run([sys.executable, str(ROOT / "tests" / "workloads" / "train_step_flops.py"),
-                        str(ROOT / "examples" / "train.py"), "--steps", "1"],
+                        str(train), "--steps", "1"],
                        capture_output=True, text=True)
     flops = float(re.search(r"^FLOPS (\S+)$", q.stdout, re.M).group(1))
     assert collect["step_module"]["module"] == "jit_train_step"

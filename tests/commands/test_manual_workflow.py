@@ -1,4 +1,5 @@
-"""collect / run / tune end to end: real pgle, real JAX on CPU, real subprocesses."""
+"""collect / run / tune end to end: real pgle, real JAX on CPU, real subprocesses (examples/train.py
+as a test copy with a smaller model, compiled at -O0: tests/helpers/cheap_train.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cheap_train import write_cheap_train
 from helpers.pgle_testing import EXAMPLES, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
 
-TRAIN = str(EXAMPLES / "train.py")
 REPLAY = str(WORKLOADS / "replay_xla_log.py")
 
 
 def test_collect_step_window_writes_trace_and_manifest(project):
+    TRAIN = str(write_cheap_train(project, small=True))
     proc = run_pgle("collect", TRAIN, "--steps", "2:3", "-o", "prof.pb", "--allow-empty", "--json",
                     "--", "--steps", "7", cwd=project,
                     env=pgle_env(XLA_FLAGS="--xla_gpu_enable_command_buffer=''"))
@@ -43,6 +45,7 @@ def test_collect_step_window_writes_trace_and_manifest(project):
 
 
 def test_collect_empty_profile_is_an_error_with_diagnosis(project):
+    TRAIN = str(write_cheap_train(project, small=True))
     proc = run_pgle("collect", TRAIN, "--steps", "1:1", "-o", "prof.pb", "--keep-trace", "no",
                     "--json", "--", "--steps", "3", cwd=project)
     assert proc.returncode == 1
@@ -57,6 +60,7 @@ def test_collect_empty_profile_is_an_error_with_diagnosis(project):
 
 
 def test_collect_window_that_sees_no_step(project):
+    TRAIN = str(write_cheap_train(project, small=True))
     proc = run_pgle("collect", TRAIN, "--steps", "50:2", "-o", "prof.pb", "--json", "--",
                     "--steps", "3", cwd=project)
     assert proc.returncode == 1
@@ -201,6 +205,7 @@ def _manifest(project, name="prof.pb"):
 
 
 def test_default_window_is_steps_2_to_6_when_the_script_marks_steps(project):
+    TRAIN = str(write_cheap_train(project, small=True))
     # The same run is issue 13 case 7's: --keep-trace no deletes the trace once the profile
     # is written, and says so (the failed extraction that keeps it: the empty-profile test).
     proc = run_pgle("collect", TRAIN, "-o", "prof.pb", "--allow-empty", "--keep-trace", "no",

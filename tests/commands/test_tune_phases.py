@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from helpers.pgle_testing import EXAMPLES, pgle_lines, report_of, run_pgle
+from helpers.cheap_train import write_cheap_train
+from helpers.pgle_testing import pgle_lines, report_of, run_pgle
 
-TRAIN = str(EXAMPLES / "train.py")
 
 # The tune report's keys (pgle 0.x as of issue 24): scripts read them.
 TUNE_KEYS = {"collect_changed", "command", "exit_code", "exit_code_from", "log_path", "modules",
@@ -31,7 +31,8 @@ raise SystemExit(3)
 
 
 def test_tune_json_keeps_its_keys(tmp_path: Path) -> None:
-    proc = run_pgle("tune", TRAIN, "--steps", "1:2", "--json", "--", "--steps", "7",
+    train = str(write_cheap_train(tmp_path, small=True))  # tests/helpers/cheap_train.py
+    proc = run_pgle("tune", train, "--steps", "1:2", "--json", "--", "--steps", "7",
                     cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     report = report_of(proc)
