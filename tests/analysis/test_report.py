@@ -4,6 +4,7 @@ headless browser, and bad input."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cheap_train import write_cheap_train
 from helpers.xspace import US, TraceBuilder, add_host_steps, add_xla_ops_plane, gpu_overlap_trace
 from pgle.analysis import schedule
 from pgle.analysis.overlap import OverlapAccumulator
@@ -215,7 +217,9 @@ def browse(html_file: Path, tmp_path: Path) -> str:
 
 def test_tune_report_on_cpu_matches_independent_figures(tmp_path):
     out = tmp_path / "report.html"
-    p = subprocess.run(PGLE + ["tune", str(ROOT / "examples" / "train.py"), "--run-dir",
+    # examples/train.py with a smaller model, compiled at -O0 (tests/helpers/cheap_train.py).
+    train = write_cheap_train(tmp_path, small=True)
+    p = subprocess.run(PGLE + ["tune", str(train), "--run-dir",
                                str(tmp_path / "run"), "--report", str(out), "--json",
                                "--", "--steps", "14"],
                        capture_output=True, text=True, cwd=tmp_path)
@@ -243,7 +247,7 @@ def test_tune_report_on_cpu_matches_independent_figures(tmp_path):
     assert collect["step_time"]["median_s"] == pytest.approx(statistics.median(mine), rel=1e-12)
     # FLOPs: XLA's cost analysis of train_step through jax's public AOT API, another process.
     q = subprocess.run([sys.executable, str(ROOT / "tests" / "workloads" / "train_step_flops.py"),
-                        str(ROOT / "examples" / "train.py"), "--steps", "1"],
+                        str(train), "--steps", "1"],
                        capture_output=True, text=True)
     flops = float(re.search(r"^FLOPS (\S+)$", q.stdout, re.M).group(1))
     assert collect["step_module"]["module"] == "jit_train_step"
@@ -255,9 +259,59 @@ def test_tune_report_on_cpu_matches_independent_figures(tmp_path):
     assert collect["throughput"]["mfu"] is None and "cpu" in collect["throughput"]["why_no_mfu"]
     assert "no device plane" in collect["communication_why"]
     assert "synchronously" in data["schedule_why"]
+    the_truth_first(p, out, tmp_path)
     page = browse(out, tmp_path)
     assert f"{collect['step_time']['median_s'] * 1e3:.3f} ms" in page
     assert f"{flops:.4g}" in page
+
+
+STATUSES = ("not_applicable", "not_applied", "applied", "partial", "error")
+
+
+def _text(page: str) -> str:
+    """The page's visible text, in order (no JSON blob, no styles)."""
+    page = re.sub(r"<details>.*?</details>", "", page, flags=re.S)
+    page = re.sub(r"<(style|svg)\b.*?</\1>", "", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def the_truth_first(proc: subprocess.CompletedProcess, out: Path, cwd: Path) -> None:
+    """Issue 22 item 5 (of the same tune run: each costs two workload runs): the HTML of a CPU
+    tune says not_applicable first, never labels the run "with profile", gives no ratio where
+    the terminal said none, and shows the terminal's numbers; `pgle report` on the folder
+    afterwards says the same."""
+    report = json.loads(proc.stdout)
+    times = report["step_times"]
+    assert report["status"] == "not_applicable" and times["ratio"] is None
+    page = out.read_text()
+    text = _text(page)
+    first = min((text.find(s), s) for s in STATUSES if s in text)[1]
+    assert first == "not_applicable"
+    assert text.index("not_applicable") < text.index("Step time")
+    assert "with profile" not in text and "ratio (" not in text
+    analysis = report["analysis"]
+    assert analysis["verdict"]["status"] == "not_applicable"
+    assert list(analysis)[0] == "verdict"
+    # The terminal's step lines, the JSON's numbers and the page agree.
+    lines = [ln.removeprefix("pgle: ") for ln in proc.stderr.splitlines()
+             if ln.startswith("pgle:")]
+    median = next(ln for ln in lines if ln.startswith("median step: "))
+    assert f"{times['run']['median_s'] * 1e3:.2f} ms (run)" in median
+    assert f"{times['collect']['median_s'] * 1e3:.2f} ms (collect" in median
+    assert median in html.unescape(page) and times["caveat"] in html.unescape(page)
+    run_phase = next(p for p in analysis["phases"] if p["role"] == "run")
+    assert run_phase["step_time"]["median_s"] == pytest.approx(times["run"]["median_s"])
+    assert f"{run_phase['step_time']['median_s'] * 1e3:.3f} ms" in page
+    # `pgle report` on the tune folder: the same verdict first, the same numbers.
+    again = subprocess.run(PGLE + ["report", "run", "--json"], capture_output=True, text=True,
+                           cwd=cwd)
+    assert again.returncode == 0, again.stderr
+    rep = json.loads(again.stdout)
+    assert rep["status"] == "not_applicable" and rep["analysis"]["step_ratio"] is None
+    again_lines = [ln for ln in again.stderr.splitlines() if ln.startswith("pgle:")]
+    assert again_lines[0].startswith("pgle: verdict: not_applicable")
+    assert rep["analysis"]["tune_lines"] == [ln for ln in lines if ln in rep["analysis"]["tune_lines"]]
+    assert median in rep["analysis"]["tune_lines"]
 
 
 # --- bad input -----------------------------------------------------------------------------

@@ -132,8 +132,9 @@ def test_module_lines_most_executed_first_one_shots_collapsed_reasons_grouped(pr
     line without "run more steps", identical reasons are said once; the JSON rows stay."""
     script = project / "many.py"
     script.write_text(MANY)
-    proc = run_pgle("auto", "--runs", "2", "--percentile", "100", str(script), cwd=project,
-                    env=helper_env())
+    # One run for both: with --json the lines stay on stderr, the rows go to stdout.
+    proc = run_pgle("auto", "--runs", "2", "--percentile", "100", "--json", str(script),
+                    cwd=project, env=helper_env())
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     lines = [l for l in pgle_lines(proc) if l.startswith("pgle:   ")]
     assert lines[0].startswith("pgle:   jit_zstep: optimized"), lines
@@ -142,8 +143,7 @@ def test_module_lines_most_executed_first_one_shots_collapsed_reasons_grouped(pr
     assert re.match(r"pgle:   \d+ modules executed only once \(not_optimized;", lines[2]), lines[2]
     assert "jit_a_init, jit_b_init" in lines[2] and "run more steps" not in lines[2]
     assert len(lines) == 3
-    rep = report_of(run_pgle("auto", "--runs", "2", "--json", str(script), cwd=project,
-                             env=helper_env()))
+    rep = report_of(proc)
     assert {"jit_a_init", "jit_b_init", "jit_e1_eval", "jit_e2_eval", "jit_zstep"} <= {
         m["module"] for m in rep["modules"]}
     assert all("profiled_executions" in m and "reason" in m for m in rep["modules"])

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
-from helpers.pgle_testing import EXAMPLES, pgle_env, run_pgle
+from helpers.cheap_train import write_cheap_train
+from helpers.pgle_testing import pgle_env, run_pgle
 from pgle.commands import collect_job as job_profile
 from pgle.commands.collect import CollectOptions
 from pgle.jobs import layout
@@ -22,7 +22,8 @@ from pgle.launch.workload import Workload
 from pgle.profiles.files import Profile, load_profile_source, write_profile
 from pgle.verdicts.across_ranks import JobReports
 
-# A small model: compile time, not steps, is most of each run's cost.
+# A small model: compile time, not steps, is most of each run's cost (and the copy compiles at
+# -O0: tests/helpers/cheap_train.py).
 TRAIN = ["train.py", "--", "--steps", "3", "--devices", "2", "--dim", "16", "--vocab", "32",
          "--seq", "8"]
 
@@ -35,7 +36,7 @@ def lines(proc) -> list[str]:
 def runs(tmp_path_factory):
     """The CPU invocations the items below read (each runs once)."""
     d = tmp_path_factory.mktemp("recipes")
-    shutil.copy(EXAMPLES / "train.py", d / "train.py")
+    write_cheap_train(d)
     (d / "p.pbtxt").write_text('costs { name: "fusion.1" cost_us: 12.5 }\n')
     (d / "run.sh").write_text('#!/bin/bash\npython3 -I -c "print(1)"\n')
     out = {"dir": d}
@@ -97,7 +98,7 @@ def test_item4_a_delay_that_outlasts_the_run_is_the_cause(runs):
 
 
 def test_item5_store_recipe_creates_the_store_and_refreshes(tmp_path):
-    shutil.copy(EXAMPLES / "train.py", tmp_path / "train.py")
+    write_cheap_train(tmp_path)
     for _ in range(2):  # the second refresh must not trip over the first one's profiles/
         proc = run_pgle("collect", "--per-module", "--store", "S", *TRAIN, cwd=tmp_path)
         assert proc.returncode == 1, lines(proc)  # CPU: an empty profile, as documented

@@ -1,14 +1,16 @@
 """tune reads phase 1 as a typed result (pgle.commands.tune.CollectPhase); its --json report
 keeps the keys it had when phase 1 was a dict, on the way through and on the way out at a
-failed collect. Real tune runs of real JAX workloads on CPU."""
+failed collect. Real tune runs of real JAX workloads on CPU (the first is also the CPU tune's
+verdict: not_applicable, step times without a ratio)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from helpers.pgle_testing import EXAMPLES, report_of, run_pgle
+from helpers.cheap_train import write_cheap_train
+from helpers.pgle_testing import pgle_lines, report_of, run_pgle
 
-TRAIN = str(EXAMPLES / "train.py")
 
 # The tune report's keys (pgle 0.x as of issue 24): scripts read them.
 TUNE_KEYS = {"collect_changed", "command", "exit_code", "exit_code_from", "log_path", "modules",
@@ -29,7 +31,8 @@ raise SystemExit(3)
 
 
 def test_tune_json_keeps_its_keys(tmp_path: Path) -> None:
-    proc = run_pgle("tune", TRAIN, "--steps", "1:2", "--json", "--", "--steps", "7",
+    train = str(write_cheap_train(tmp_path, small=True))  # tests/helpers/cheap_train.py
+    proc = run_pgle("tune", train, "--steps", "1:2", "--json", "--", "--steps", "7",
                     cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     report = report_of(proc)
@@ -43,6 +46,18 @@ def test_tune_json_keeps_its_keys(tmp_path: Path) -> None:
     assert report["profile"] == collect["profile"]
     assert all(w in report["warnings"] for w in collect["warnings"])
     assert any(r.startswith("phase 1 could not produce a profile: ") for r in report["reasons"])
+    # The same run is the CPU tune's verdict (one run for both: each costs two workload runs).
+    assert report["status"] == "not_applicable"
+    assert any("backend cpu" in r for r in report["reasons"])
+    times = report["step_times"]
+    # 7 steps, 6 intervals: step 0 (compile) and the window 1..2 are left out of both phases:
+    # the run keeps a trace of the same window too (issue 22: the after-picture).
+    assert times["collect"]["count"] == 3 and times["run"]["count"] == 3
+    assert report["phases"]["run"]["trace_dir"] and times["steps"]["source"] == "markers"
+    # No profile was applied on CPU: a ratio would only measure the profiler and noise.
+    assert times["ratio"] is None and "backend cpu applies no profile" in times["caveat"]
+    assert not any(re.search(r"ratio \d", l) for l in pgle_lines(proc))
+    assert any("phase 2/2: run without a profile" in l for l in pgle_lines(proc))
 
 
 def test_tune_json_at_a_failed_collect_keeps_its_keys(tmp_path: Path) -> None:
