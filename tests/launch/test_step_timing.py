@@ -56,7 +56,7 @@ def _run(tmp_path, form, *extra):
 @pytest.fixture(scope="module")
 def loops(tmp_path_factory):
     """`pgle run` of a loop form, once per module for each form and arguments (a run costs
-    ~5 s of CPU, mostly jax's import and compiles): tests that read the same run share it.
+    ~9 s of CPU, mostly jax's import and compiles): tests that read the same run share it.
     Returns (report, the loop's own timing, the jit_functions event, the run folder)."""
     done = {}
 

@@ -9,7 +9,6 @@ import sys
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 parser = argparse.ArgumentParser()
@@ -52,10 +51,8 @@ def make_step(model, opt_state, xs, ys):
     return value, eqx.apply_updates(model, updates), opt_state
 
 
-# The batch comes from numpy, as a data loader's does (jax.random.normal's eager compile cost
-# ~1 s of CPU a run on XLA:CPU, jax 0.10.2; the model's init keeps the library's own idiom).
-xs = np.random.default_rng(1).standard_normal((16, 10, 2)).astype(np.float32)
-ys = (xs[:, :, 0].sum(1) > 0).astype(np.float32)
+xs = jax.random.normal(jax.random.PRNGKey(1), (16, 10, 2))
+ys = (xs[:, :, 0].sum(1) > 0).astype(jnp.float32)
 for step in range(args.steps):
     value, model, opt_state = make_step(model, opt_state, xs, ys)
     print(f"step={step} loss={float(value):.4f}")

@@ -21,7 +21,6 @@ else:
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
@@ -54,10 +53,9 @@ def eval_step(model, x, y):
     return (model(x).argmax(-1) == y).mean()
 
 
-# The batch comes from numpy, as a data loader's does (jax.random.normal's eager compile cost
-# ~1 s of CPU a run on XLA:CPU, jax 0.10.2; the model's init keeps the library's own idiom).
-x = np.random.default_rng(0).standard_normal((64, 16)).astype(np.float32)
-y = (x[:, 0] > 0).astype(np.int32)
+key = jax.random.PRNGKey(0)
+x = jax.random.normal(key, (64, 16))
+y = (x[:, 0] > 0).astype(jnp.int32)
 for step in range(args.steps):
     loss = train_step(model, optimizer, x, y)
     sys.stdout.write(f"\rtrain {step + 1}/{args.steps} loss {float(loss):.4f}")

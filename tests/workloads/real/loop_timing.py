@@ -30,7 +30,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--form", required=True,
@@ -52,18 +51,14 @@ def marked():
 
 
 n, every = args.size, args.every
-data = np.random.default_rng(0)
+key = jax.random.PRNGKey(0)
 segments = []  # (seconds, steps, wall t0, wall t1) of each synced segment after the first
 
 
-def normal(shape, scale=1.0):
-    """Random data drawn by numpy: jax.random's eager compiles (jit__normal, one per shape)
-    cost ~3 s of CPU a run on XLA:CPU (jax 0.10.2), more than the loop itself."""
-    return jnp.asarray((data.standard_normal(shape) * scale).astype(np.float32))
-
-
 def mlp_params(sizes):
-    return [(normal((a, b), a**-0.5), jnp.zeros(b)) for a, b in zip(sizes[:-1], sizes[1:])]
+    keys = jax.random.split(key, len(sizes))
+    return [(jax.random.normal(k, (a, b)) / a**0.5, jnp.zeros(b))
+            for k, a, b in zip(keys, sizes[:-1], sizes[1:])]
 
 
 def predict(params, x):
@@ -79,7 +74,7 @@ def loss_fn(params, batch):
     return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * y, axis=1))
 
 
-x = normal((2 * n, n))
+x = jax.random.normal(key, (2 * n, n))
 y = jax.nn.one_hot(jnp.arange(2 * n) % 10, 10)
 
 
@@ -115,7 +110,7 @@ if args.form in ("mnist", "eval"):
         if epoch:
             segment(t0, every)
 elif args.form == "donated":
-    state = {"w": normal((n, n), n**-0.5), "step": jnp.zeros((), jnp.int32)}
+    state = {"w": jax.random.normal(key, (n, n)) / n**0.5, "step": jnp.zeros((), jnp.int32)}
 
     @jax.jit(donate_argnums=0)
     def train_step(state, x):
@@ -133,7 +128,7 @@ elif args.form == "donated":
         if epoch:
             segment(t0, every)
 elif args.form in ("matmul", "synced"):
-    w = [normal((n, n), n**-0.5) for _ in range(4)]
+    w = [jax.random.normal(jax.random.PRNGKey(i), (n, n)) / n**0.5 for i in range(4)]
 
     @jax.jit
     def step(a):
@@ -157,6 +152,8 @@ elif args.form in ("matmul", "synced"):
         jax.block_until_ready(a)
         segment(t0, args.steps)
 elif args.form == "host":
+    import numpy as np
+
     rng = np.random.default_rng(0)
     w = jnp.zeros((32, 10))
 

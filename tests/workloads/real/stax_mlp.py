@@ -9,7 +9,6 @@ import warnings
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.example_libraries import optimizers, stax
 
 parser = argparse.ArgumentParser()
@@ -19,10 +18,8 @@ args = parser.parse_args()
 init_fun, predict = stax.serial(stax.Dense(32), stax.Relu, stax.Dense(4), stax.LogSoftmax)
 _, params = init_fun(jax.random.PRNGKey(0), (-1, 16))
 opt_init, opt_update, get_params = optimizers.momentum(0.1, mass=0.9)
-# The batch comes from numpy, as a data loader's does (jax.random.normal's eager compile cost
-# ~1 s of CPU a run on XLA:CPU, jax 0.10.2; the model's init keeps the library's own idiom).
-x = np.random.default_rng(1).standard_normal((64, 16)).astype(np.float32)
-y = np.eye(4, dtype=np.float32)[(x[:, 0] > 0).astype(np.int32)]
+x = jax.random.normal(jax.random.PRNGKey(1), (64, 16))
+y = jax.nn.one_hot((x[:, 0] > 0).astype(jnp.int32), 4)
 
 
 def loss(params, batch):

@@ -14,7 +14,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--form", required=True)
@@ -98,10 +97,8 @@ elif form == "equinox":
 else:
     raise SystemExit(f"unknown --form {form}")
 
-# Built by numpy: jax.random.normal's and jnp.eye's eager compiles cost ~1 s of CPU a run
-# (jax 0.10.2, XLA:CPU), half of what the rest of the script costs.
-data = jnp.asarray(np.random.default_rng(0).standard_normal((4 * N, N)).astype(np.float32))
-w = jnp.asarray(np.eye(N, dtype=np.float32) * 0.5)
+data = jax.random.normal(jax.random.PRNGKey(0), (4 * N, N))
+w = jnp.eye(N) * 0.5
 for step in range(args.steps):
     x = data[:N] if args.only_step else next_batch(data, step)
     w = train_step(w, x)
