@@ -148,12 +148,13 @@ def test_same_events_as_the_reader_that_kept_every_record(tmp_path, seed):
 PARALLEL = """
 import json, sys
 from pgle.evidence import events
-events.BLOCK_BYTES = int(sys.argv[2])
 events.PARALLEL_MIN_BYTES = 0
 assert events._fork_is_safe()
-e = events.read_events(sys.argv[1], bulk=True)
-print(json.dumps({"steps": [(s.index, s.name, s.step_num, repr(float(s.t_enter))) for s in e.steps],
-                  "records": [r.to_dict() for r in e.records], "exit": e.exit.to_dict()}))
+for size in sys.argv[2:]:  # one line per block size
+    events.BLOCK_BYTES = int(size)
+    e = events.read_events(sys.argv[1], bulk=True)
+    print(json.dumps({"steps": [(s.index, s.name, s.step_num, repr(float(s.t_enter))) for s in e.steps],
+                      "records": [r.to_dict() for r in e.records], "exit": e.exit.to_dict()}))
 """
 
 
@@ -164,15 +165,21 @@ def test_blocks_split_anywhere(tmp_path, monkeypatch):
 
     path = tmp_path / "events.jsonl"
     odd_file(path, 1, steps=400)
-    for size in (64, 100, 997, 4096):
+    sizes = (64, 100, 997, 4096)
+    for size in sizes:
         monkeypatch.setattr(events, "BLOCK_BYTES", size)
         assert_same_as_old(path)
-        # In a fresh interpreter (no jax loaded: fork is allowed), parts in worker processes.
-        got = subprocess.run([sys.executable, "-c", PARALLEL, str(path), str(size)], env=pgle_env(),
-                             capture_output=True, text=True, check=True).stdout
-        old = as_old(ref.read_events(path))
-        assert json.loads(got) == json.loads(json.dumps({"steps": old["steps"], "records": old["records"],
-                                                         "exit": old["exit"]}))
+    # In a fresh interpreter (no jax loaded: fork is allowed), parts in worker processes; one
+    # interpreter for every size (each start costs more CPU than the parse).
+    got = subprocess.run([sys.executable, "-c", PARALLEL, str(path), *map(str, sizes)],
+                         env=pgle_env(), capture_output=True, text=True, check=True).stdout
+    old = as_old(ref.read_events(path))
+    want = json.loads(json.dumps({"steps": old["steps"], "records": old["records"],
+                                  "exit": old["exit"]}))
+    lines = got.splitlines()
+    assert len(lines) == len(sizes)
+    for size, line in zip(sizes, lines):
+        assert json.loads(line) == want, size
 
 
 def test_bulk_parser_takes_only_exact_harness_lines():
@@ -217,15 +224,28 @@ def test_t_values_bit_for_bit(tmp_path):
     assert [struct.pack("<d", x) for x in rows.t.tolist()] == [struct.pack("<d", x) for x in values]
 
 
-def test_real_run_events(tmp_path):
+def _many_steps(folder, steps: int, *json_out: str):
+    """`pgle run` of many_steps.py: `steps` marked steps, its run folder in folder/run<steps>."""
+    profile = folder / "p.pbtxt"
+    profile.write_text('costs {\n  name: "fusion.1"\n  cost_us: 1.0\n}\n')
+    run = folder / f"run{steps}"
+    p = run_pgle("run", "--profile", str(profile), str(WORKLOADS / "many_steps.py"), *json_out,
+                 "--run-dir", str(run), "--", str(steps), cwd=folder, timeout=600)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    return p, run
+
+
+@pytest.fixture(scope="module")
+def run_20k(tmp_path_factory):
+    """One real run of 20,000 marked steps, read by the two tests below."""
+    return _many_steps(tmp_path_factory.mktemp("steps"), 20_000, "--json")
+
+
+def test_real_run_events(run_20k):
     """The events of a real run (20,000 marked steps under `pgle run`), both parsers, and
     pgle run's own step summary against one recomputed from the raw file."""
-    profile = tmp_path / "p.pbtxt"
-    profile.write_text('costs {\n  name: "fusion.1"\n  cost_us: 1.0\n}\n')
-    p = run_pgle("run", "--profile", str(profile), str(WORKLOADS / "many_steps.py"), "--json",
-                 "--run-dir", str(tmp_path / "run"), "--", "20000", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr.decode()[-2000:]
-    path = tmp_path / "run" / "events.jsonl"
+    p, run = run_20k
+    path = run / "events.jsonl"
     assert_same_as_old(path)
     enters = {}
     for line in path.open():
@@ -249,18 +269,13 @@ print(s["count"], (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 
 """
 
 
-def test_memory_does_not_follow_the_steps(tmp_path):
-    """A real run of 200,000 marked steps and one of 20,000: reading the events, the step
-    times and their summary (what `pgle run` does at the end) costs a few MB more for ten
-    times the steps; the old reader kept ~1.3 KB a step (about 230 MB more here)."""
-    profile = tmp_path / "p.pbtxt"
-    profile.write_text('costs {\n  name: "fusion.1"\n  cost_us: 1.0\n}\n')
+def test_memory_does_not_follow_the_steps(tmp_path, run_20k):
+    """A real run of 200,000 marked steps and one of 20,000 (the run above): reading the
+    events, the step times and their summary (what `pgle run` does at the end) costs a few MB
+    more for ten times the steps; the old reader kept ~1.3 KB a step (about 230 MB more here)."""
     grew = {}
     for steps in (20_000, 200_000):
-        run = tmp_path / f"run{steps}"
-        p = run_pgle("run", "--profile", str(profile), str(WORKLOADS / "many_steps.py"),
-                     "--run-dir", str(run), "--", str(steps), cwd=tmp_path, timeout=600)
-        assert p.returncode == 0, p.stderr.decode()[-2000:]
+        run = run_20k[1] if steps == 20_000 else _many_steps(tmp_path, steps)[1]
         out = subprocess.run([sys.executable, "-c", MEASURE, str(run / "events.jsonl")],
                              capture_output=True, text=True, check=True, env=pgle_env()).stdout.split()
         assert int(out[0]) == steps - 2

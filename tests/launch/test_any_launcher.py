@@ -68,38 +68,29 @@ def test_tune_runs_a_shell_wrapper_as_a_command(project):
 
 def test_double_dash_commands_reach_the_python_below(project):
     """`-- bash run.sh`, `-- python -m pkg`, `-- python script.py`: the harness is in the
-    Python process that imports jax, whichever way it was started."""
+    Python process that imports jax, whichever way it was started, and the user's own
+    sitecustomize (first on their PYTHONPATH, which pgle's shadows) still runs in each. (The
+    script form, in-process: tests/launch/test_launch_contract.py, argv and sys.path[0].)"""
     _wrapper(project, executable=False)
     pkg = project / "trainpkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "__main__.py").write_text(STEPS)
+    user = project / "usersite"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
     profile = _profile(project)
     for command in (["bash", "run.sh", "a"], [sys.executable, "-m", "trainpkg", "a"],
                     [sys.executable, "steps.py", "a"]):
-        proc = run_pgle("run", "--profile", str(profile), "--json", "--", *command, cwd=project)
+        proc = run_pgle("run", "--profile", str(profile), "--json", "--", *command, cwd=project,
+                        env=pgle_env(PYTHONPATH=str(user)))
         assert proc.returncode == 0, (command, proc.stderr.decode())
         report = report_of(proc)
         assert report["status"] == "not_applicable", command  # CPU: evidence, not a guess
         assert _steps_seen(report["run_dir"]) == 8, command
-        assert "steps done ['a']" in proc.stderr.decode() + proc.stdout.decode()
+        assert "steps done ['a'] yes" in proc.stderr.decode() + proc.stdout.decode(), command
         spec = json.loads(Path(report["run_dir"], "spec.json").read_text())
         assert spec["workload"]["command"] == command
-    # The script form still runs in-process, as before (its args after --).
-    proc = run_pgle("run", "--profile", str(profile), "--json", "steps.py", "--", "a",
-                    cwd=project)
-    assert proc.returncode == 0 and report_of(proc)["status"] == "not_applicable"
-
-
-def test_the_users_sitecustomize_still_runs(project):
-    user = project / "usersite"
-    user.mkdir()
-    (user / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
-    _wrapper(project)
-    proc = run_pgle("run", "--profile", str(_profile(project)), "--", "bash", "run.sh",
-                    cwd=project, env=pgle_env(PYTHONPATH=str(user)))
-    assert proc.returncode == 0, proc.stderr.decode()
-    assert "steps done [] yes" in proc.stdout.decode() + proc.stderr.decode()
 
 
 LAUNCHER = """

@@ -313,12 +313,9 @@ def test_convert_on_a_full_disk(project, tmp_path):
     assert left == []
 
 
-def test_convert_of_a_cpu_trace_writes_nothing(project):
-    script = write_script(project / "steps.py", JAX_STEPS)
-    proc = run_pgle("collect", "--steps", "1:2", "--allow-empty", "-o", "c.pb", "--run-dir", "r",
-                    script, cwd=project)
-    assert proc.returncode == 0, proc.stderr.decode()
-    runs = list((project / "r" / "trace" / "plugins" / "profile").iterdir())
+def test_convert_of_a_cpu_trace_writes_nothing(project, twelve_steps):
+    """The CPU trace of a real collect (the one of section 10 below)."""
+    runs = list((twelve_steps[1] / "r" / "trace" / "plugins" / "profile").iterdir())
     proc = run_pgle("convert", str(runs[0]), "cpu.pb", cwd=project)
     no_traceback(proc)
     assert proc.returncode == 1 and "empty profile" in proc.stderr.decode()
@@ -388,7 +385,12 @@ def trace_steps(trace_dir: Path, name: str = "train") -> list[int]:
     return sorted(steps)
 
 
-def test_collect_window_holds_exactly_the_steps_claimed(project):
+@pytest.fixture(scope="module")
+def twelve_steps(tmp_path_factory):
+    """A real collect of 12 marked steps, window 4:3, run folder r/: (process, project). Two
+    tests read it (a run costs ~2.5 s of CPU)."""
+    project = tmp_path_factory.mktemp("twelve") / "proj ü"
+    project.mkdir()
     script = write_script(project / "twelve.py", """
         import jax, jax.numpy as jnp
         f = jax.jit(lambda x: jnp.sin(x) @ x.T)
@@ -401,6 +403,11 @@ def test_collect_window_holds_exactly_the_steps_claimed(project):
     proc = run_pgle("collect", "--steps", "4:3", "--allow-empty", "-o", "p.pb", "--run-dir", "r",
                     "--json", script, cwd=project)
     assert proc.returncode == 0, proc.stderr.decode()
+    return proc, project
+
+
+def test_collect_window_holds_exactly_the_steps_claimed(twelve_steps):
+    proc, project = twelve_steps
     window = report_of(proc)["window"]
     assert (window["first_step"], window["steps"]) == (4, 3)
     assert trace_steps(project / "r" / "trace") == [4, 5, 6]

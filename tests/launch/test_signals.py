@@ -248,15 +248,16 @@ def test_signal_tests_do_not_depend_on_inherited_dispositions(project):
                 "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                 "signal.signal(signal.SIGQUIT, signal.SIG_IGN)\n"
                 "os.execv(sys.executable, [sys.executable, '-m', 'pytest', *sys.argv[1:]])\n")
+    # SIGINT to a workload on Python's own KeyboardInterrupt (installed only where SIGINT was
+    # not ignored at its start), and SIGQUIT to pgle. (The recorder of this file's SIGINT
+    # test sets its handlers itself, and its pgle is started by the same start_pgle.)
     ids = ["tests/launch/test_launch_contract.py::test_sigint_is_forwarded_and_exit_is_130",
            "tests/launch/test_reliability.py::test_killing_pgle_kills_the_workload_and_its_"
-           "children[ctrl-backslash-run]",
-           "tests/launch/test_signals.py::test_forwarded_signals_reach_the_whole_process_group"
-           "[SIGINT]"]
+           "children[ctrl-backslash-run]"]
     proc = subprocess.run([sys.executable, "-c", ignoring, "-q", "-p", "no:cacheprovider", *ids],
                           cwd=REPO, capture_output=True, timeout=600)
     out = proc.stdout.decode(errors="replace")
-    assert proc.returncode == 0 and "3 passed" in out, out[-4000:]
+    assert proc.returncode == 0 and "2 passed" in out, out[-4000:]
 
 
 def pgle_lines_of(err: str) -> list[str]:

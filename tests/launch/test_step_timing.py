@@ -53,6 +53,23 @@ def _run(tmp_path, form, *extra):
     return report_of(proc), own, jit
 
 
+@pytest.fixture(scope="module")
+def loops(tmp_path_factory):
+    """`pgle run` of a loop form, once per module for each form and arguments (a run costs
+    ~9 s of CPU, mostly jax's import and compiles): tests that read the same run share it.
+    Returns (report, the loop's own timing, the jit_functions event, the run folder)."""
+    done = {}
+
+    def run(form, *extra):
+        key = (form, *extra)
+        if key not in done:
+            folder = tmp_path_factory.mktemp(form)
+            done[key] = (*_run(folder, form, *extra), folder / "r")
+        return done[key]
+
+    return run
+
+
 @pytest.mark.parametrize("form,function", [
     ("mnist", "jit(update)"),
     ("donated", "jit(train_step)"),
@@ -60,8 +77,8 @@ def _run(tmp_path, form, *extra):
     ("log", "jit(train_step)"),
     ("eval", "jit(update)"),
 ])
-def test_a_step_time_is_the_loops_own_time_per_step(tmp_path, form, function):
-    report, own, jit = _run(tmp_path, form, "--steps", "60")
+def test_a_step_time_is_the_loops_own_time_per_step(loops, form, function):
+    report, own, jit, _ = loops(form, "--steps", "60")
     steps = report["steps"]
     assert steps["function"] == function and steps["step_time_source"] == "completion"
     theirs = own["median_s"]
@@ -76,27 +93,27 @@ def test_a_step_time_is_the_loops_own_time_per_step(tmp_path, form, function):
         assert gaps[len(gaps) // 2] < theirs / 3
 
 
-def test_the_eval_that_absorbs_the_queue_is_not_the_step(tmp_path):
+def test_the_eval_that_absorbs_the_queue_is_not_the_step(loops):
     """jax's spmd_mnist: jit(accuracy), read with float() every 5 steps, waits for the queued
     train steps and so holds most host time; the rule ranks by work and finds jit(update), in
-    the event, the module lists' order and the report alike."""
-    report, _, jit = _run(tmp_path, "eval", "--steps", "30")
+    the event, the module lists' order and the report alike (the eval form's run above)."""
+    report, _, jit, folder = loops("eval", "--steps", "60")
     rows = {f["function"]: f for f in jit["functions"]}
     assert rows["jit(accuracy)"]["seconds"] > rows["jit(update)"]["seconds"]  # by host time
     assert rows["jit(update)"]["work_s"] > 5 * rows["jit(accuracy)"]["work_s"]
     assert jit["step"] == "jit(update)" and jit["module"] == "jit_update"
     assert report["steps"]["function"] == "jit(update)"
     # The module lists (on a GPU, run's and report's) put the step's module first.
-    events = read_events(tmp_path / "r" / "events.jsonl")
+    events = read_events(folder / "events.jsonl")
     rows = step_first([{"module": "jit_accuracy"}, {"module": "jit_update"}], events)
     assert [r["module"] for r in rows] == ["jit_update", "jit_accuracy"]
 
 
-def test_donated_outputs_are_timed_without_breaking_the_loop(tmp_path):
+def test_donated_outputs_are_timed_without_breaking_the_loop(loops):
     """Each call donates the previous call's output: most outputs are gone before pgle can wait
     on them (their completion unknown), the workload never sees an error, and the spans
-    between the known completions still time every step."""
-    report, own, jit = _run(tmp_path, "donated", "--steps", "40", "--every", "10")
+    between the known completions still time every step (the donated form's run above)."""
+    report, own, jit, _ = loops("donated", "--steps", "60")
     assert jit["watch"]["unknown"] > 0 and jit["watch"]["known"] >= 3
     assert report["step_times"]["count"] >= 20
 
