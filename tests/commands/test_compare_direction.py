@@ -2,7 +2,7 @@
 survived every test): each arm's ratio is its median step over `default`'s, so a faster arm
 is below 1 in the JSON, in the terminal table and in its interval. Real events files as the
 harness writes them, read by the compare table's own code (the ratio needs a GPU run: on CPU
-the table prints none, tests/commands/test_tune_value.py)."""
+the table prints none, tests/commands/test_tune_predict.py)."""
 
 from __future__ import annotations
 
