@@ -134,8 +134,10 @@ def test_auto_store_serves_only(tmp_path):
     proc = run_pgle("store", "add", str(store), str(REFERENCE), "--device-kind", "cpu",
                     "--jax", jax_version(), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()
+    # A small training: serving from the store does not depend on the workload's size.
     proc = run_pgle("auto", "--store", str(store), "--runs", "1", "--json",
-                    str(WORKLOADS / "auto_train.py"), cwd=tmp_path, timeout=300)
+                    str(WORKLOADS / "auto_train.py"), "--", "--steps", "3", "--width", "64",
+                    "--batch", "16", cwd=tmp_path, timeout=300)
     report = report_of(proc)
     assert report["store"]["view_modules"] == len(list(REFERENCE.glob("*.pbtxt")))
     assert report["store"]["adds"] is False and "only serves" in report["store"]["note"]
