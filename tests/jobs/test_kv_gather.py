@@ -183,8 +183,10 @@ def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
     rank0, rank1 = procs
     try:
         # Rank 0's workload has finished and waits while pgle asks it for rank 1's files.
-        wait_until(lambda: any((tmp_path / "rank0").rglob("handoff/request-0.json")),
-                   "rank 0's held workload", proc=rank0, timeout=240)
+        # (The exact path, not a walk of rank0/: pgle removes folders under it meanwhile.)
+        request = (tmp_path / "rank0" / ".pgle" / "jobs" / "held" / "rank-0" / "handoff"
+                   / "request-0.json")
+        wait_until(request.exists, "rank 0's held workload", proc=rank0, timeout=240)
         # Ctrl-C on the job, as srun passes it on: every rank gets SIGINT (rank 1's workload
         # still runs; its jax.distributed shutdown then meets rank 0's).
         for proc in procs:
