@@ -20,6 +20,21 @@ TRAIN = str(EXAMPLES / "train.py")
 REPLAY = str(WORKLOADS / "replay_xla_log.py")
 
 
+STEPS = """
+import jax, jax.numpy as jnp
+
+@jax.jit
+def step(x):
+    return jnp.sin(x) @ x
+
+x = jnp.ones((16, 16))
+for i in range(3):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        x = step(x) / 16
+x.block_until_ready()
+"""
+
+
 def nothing_launched(project) -> bool:
     return not (project / ".pgle").exists()
 
@@ -109,12 +124,17 @@ def test_bool_env_rule_is_jaxs(value):
 
 @pytest.mark.parametrize("value", ["t", "y", "YES", "On", "1", "0", "f", "no", "maybe"])
 def test_collect_refuses_exactly_what_doctor_calls_an_error(project, value):
+    # The guard is decided before the launch: a workload without jax (no steps, so a collect
+    # that is not refused fails with 1) tells refused from launched as well as a training does.
+    script = project / "no_jax.py"
+    script.write_text("print('launched')\n")
     env = pgle_env(JAX_ENABLE_PGLE=value)
-    proc = run_pgle("collect", TRAIN, "--steps", "1:1", "-o", "p.pb", "--", "--steps", "2",
-                    cwd=project, env=env, timeout=300)
+    proc = run_pgle("collect", str(script), "--steps", "1:1", "-o", "p.pb", cwd=project,
+                    env=env, timeout=300)
     checks = doctor.hazard_checks(doctor.Context.detect("manual", env))
     (check,) = [c for c in checks if c.check == "JAX_ENABLE_PGLE"]
     refused = proc.returncode == 2 and "JAX_ENABLE_PGLE" in proc.stderr.decode()
+    assert refused != (b"launched" in proc.stdout), proc.stderr.decode()[-2000:]
     assert refused == (check.status == "error"), (proc.returncode, check)
     assert refused == (value.lower() not in env_rule.FALSE_VALUES)
 
@@ -124,8 +144,12 @@ def test_collect_refuses_exactly_what_doctor_calls_an_error(project, value):
 def test_allow_empty_per_rank_outputs_exit_0_like_one_process(project):
     """Two ranks through pgle's own rank variables (no SLURM): on CPU both profiles are empty;
     with --allow-empty each rank writes its own and the job exits 0, as one process does."""
+    # A few marked steps of one small jitted function: what --allow-empty is about (an empty
+    # profile per rank) needs no 8-device training.
+    steps = project / "steps.py"
+    steps.write_text(STEPS)
     args = [sys.executable, "-m", "pgle", "collect", "--allow-empty", "--json", "-o",
-            "rank%r.pb", "--steps", "1:1", TRAIN, "--", "--steps", "3"]
+            "rank%r.pb", "--steps", "1:1", str(steps)]
     procs = [subprocess.Popen(args, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env=pgle_env(PGLE_RANK=str(r), PGLE_WORLD_SIZE="2",
                                            PGLE_JOB_ID="empty"))
@@ -137,9 +161,7 @@ def test_allow_empty_per_rank_outputs_exit_0_like_one_process(project):
     assert sorted(job["profile"]["ranks"]) == ["0", "1"]
     for r in (0, 1):
         assert (project / f"rank{r}.pb").is_file()
-    single = run_pgle("collect", "--allow-empty", "-o", "one.pb", "--steps", "1:1", TRAIN, "--",
-                      "--steps", "3", cwd=project)
-    assert single.returncode == 0
+    # One process's --allow-empty exit 0: tests/commands/test_collect_empty.py.
 
 
 # -- the CLI's command table --------------------------------------------------------------
@@ -170,18 +192,19 @@ def test_python_verify_equals_the_cli(project):
     assert api == cli
 
 
-@pytest.mark.parametrize("scenario", ["applied", "partial"])
-def test_python_run_equals_the_cli(project, scenario, monkeypatch, caplog):
+def test_python_run_equals_the_cli(project, monkeypatch, caplog):
+    """A partial verdict: status, exit code 3 and reasons all differ from the defaults."""
     import pgle
 
     write_profile(project / "p.pb", {"fusion.1": 10.0, "all-reduce-start.2": 30.0})
-    env = pgle_env(REPLAY_SCENARIO=scenario)
+    env = pgle_env(REPLAY_SCENARIO="partial")
     cli = report_of(run_pgle("run", "--profile", "p.pb", "--json", "--require-applied", REPLAY,
                              cwd=project, env=env))
     monkeypatch.chdir(project)
     caplog.set_level("INFO", logger="pgle")
     api = pgle.run(REPLAY, profile="p.pb", require_applied=True, environ=env).to_dict()
     messages = [r.getMessage() for r in caplog.records]
+    assert (cli["status"], cli["exit_code"]) == ("partial", 3), cli["reasons"]
     for key in ("command", "status", "exit_code", "workload_exit_code", "reasons"):
         assert api[key] == cli[key], key
     assert [(m["module"], m["status"], m["coverage"]) for m in api["modules"]] == \

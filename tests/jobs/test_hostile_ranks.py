@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -29,95 +30,110 @@ PRIVATE = 'costs { name: "private_fusion.7" cost_us: 1234.0 }\n'
 RANK1 = 'costs { name: "fusion.0" cost_us: 20.0 }\ncosts { name: "fusion.2" cost_us: 5.0 }\n'
 
 
-def _plant_rank_1(jd: Path, profile: dict | None = None) -> None:
+def _plant_rank(jd: Path, rank: int, profile: dict | None = None) -> None:
     jd.mkdir(parents=True, exist_ok=True)
-    (jd / "rank-1.start").write_text(json.dumps({"rank": 1, "host": "h", "pid": 1}))
-    (jd / "rank-1.exit").write_text(json.dumps({"rank": 1, "exit_code": 0}))
+    (jd / f"rank-{rank}.start").write_text(json.dumps({"rank": rank, "host": "h", "pid": 1}))
+    (jd / f"rank-{rank}.exit").write_text(json.dumps({"rank": rank, "exit_code": 0}))
     report = {"command": "collect", "status": "collected", "exit_code": 0,
               "profile": profile or {}, "modules": []}
-    (jd / "rank-1.json").write_text(json.dumps(report))
+    (jd / f"rank-{rank}.json").write_text(json.dumps(report))
 
 
-def _rank_0(project: Path, *extra: str) -> tuple[int, dict | None, str]:
-    env = pgle_env(PGLE_RANK="0", PGLE_WORLD_SIZE="2", PGLE_JOB_ID="hostile", SLURM_PROCID="0",
-                   PYTHONPATH=HELPER)
+def _rank_0(project: Path, world_size: int) -> tuple[int, dict | None, str]:
+    env = pgle_env(PGLE_RANK="0", PGLE_WORLD_SIZE=str(world_size), PGLE_JOB_ID="hostile",
+                   SLURM_PROCID="0", PYTHONPATH=HELPER)
     proc = subprocess.run(
         [sys.executable, "-m", "pgle", "collect", "--json", "-o", "profile.pb",
-         "--gather-timeout", "30", *extra, STEPS, "--", "12"],
+         "--gather-timeout", "30", STEPS, "--", "12"],
         cwd=project, env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout.strip()
     return proc.returncode, json.loads(out) if out.startswith("{") else None, proc.stderr
 
 
-def test_a_report_naming_another_file_is_not_read(tmp_path):
-    """Rank 1's report names a private (0600) profile: rank 0 reads rank 1's profile only at
-    the place it derives itself, so the private one is neither merged nor echoed back."""
-    victim = tmp_path / "victim.pbtxt"
+class HostileJob(NamedTuple):
+    victim: Path
+    project: Path
+    jd: Path
+    code: int
+    job: dict
+    err: str
+
+
+@pytest.fixture(scope="module")
+def hostile_job(tmp_path_factory) -> HostileJob:
+    """One real rank 0 of a job of 5 whose ranks 1-4 are planted, one hostile case each (one
+    launch for all: each case is about one rank's row, warning or file):
+      rank 1: its report names a private (0600) profile elsewhere
+      rank 2: a link to that private profile planted as its profile
+      rank 3: a real profile of its own, 0600 (its owner's umask 077)
+      rank 4: a malformed report"""
+    tmp = tmp_path_factory.mktemp("hostile")
+    victim = tmp / "victim.pbtxt"
     victim.write_text(PRIVATE)
     victim.chmod(0o600)
-    project = tmp_path / "project"
+    project = tmp / "project"
     project.mkdir()
     jd = project / ".pgle" / "jobs" / "hostile"
-    _plant_rank_1(jd, {"path": str(victim), "instructions": 1})
-    code, job, err = _rank_0(project)
-    assert job is not None, err[-3000:]
-    assert "private_fusion.7" not in (project / "profile.pb").read_bytes().decode("latin-1")
-    assert job["status"] == "partial"
-    assert any("rank 1" in w and "does not exist" in w for w in job["warnings"]), job["warnings"]
-    assert str(victim) not in json.dumps(job)  # not even its name goes into the job report
-    assert "Traceback" not in err
-
-
-def test_a_link_planted_as_a_ranks_profile_is_refused(tmp_path):
-    victim = tmp_path / "victim.pbtxt"
-    victim.write_text(PRIVATE)
-    victim.chmod(0o600)
-    project = tmp_path / "project"
-    project.mkdir()
-    jd = project / ".pgle" / "jobs" / "hostile"
-    _plant_rank_1(jd, {"path": str(jd / "profiles" / "rank-1.pb")})
+    _plant_rank(jd, 1, {"path": str(victim), "instructions": 1})
+    _plant_rank(jd, 2, {"path": str(jd / "profiles" / "rank-2.pb")})
     (jd / "profiles").mkdir()
-    os.symlink(victim, jd / "profiles" / "rank-1.pb")
-    code, job, err = _rank_0(project)
-    assert job is not None, err[-3000:]
-    assert "private_fusion.7" not in (project / "profile.pb").read_bytes().decode("latin-1")
-    assert any("rank 1" in w and "symbolic link" in w for w in job["warnings"]), job["warnings"]
-    assert "Traceback" not in err
-
-
-def test_a_merge_of_private_profiles_is_private(tmp_path):
-    """Rank 1's profile is 0600 (its owner's umask 077): the merge is no wider, whatever rank
-    0's umask."""
-    project = tmp_path / "project"
-    project.mkdir()
-    jd = project / ".pgle" / "jobs" / "hostile"
-    _plant_rank_1(jd, {"path": "/anything/at/all.pb"})
-    (jd / "profiles").mkdir()
-    mine = jd / "profiles" / "rank-1.pb"
+    os.symlink(victim, jd / "profiles" / "rank-2.pb")
+    _plant_rank(jd, 3, {"path": "/anything/at/all.pb"})
+    mine = jd / "profiles" / "rank-3.pb"
     mine.write_bytes(encode_profile(Profile(costs=[("fusion.0", 20.0), ("fusion.2", 5.0)]), BINARY))
     mine.chmod(0o600)
-    code, job, err = _rank_0(project)
-    assert (code, job and job["status"]) == (0, "collected"), err[-3000:]
+    _plant_rank(jd, 4)
+    (jd / "rank-4.json").write_text(json.dumps(
+        {"status": "collected", "exit_code": "zero", "modules": "all of them"}))
+    code, job, err = _rank_0(project, 5)
+    assert job is not None, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    return HostileJob(victim, project, jd, code, job, err)
+
+
+def _warnings_of(job: dict, rank: int) -> list[str]:
+    return [w for w in job["warnings"] if f"rank {rank}" in w]
+
+
+def test_a_report_naming_another_file_is_not_read(hostile_job):
+    """Rank 1's report names a private (0600) profile: rank 0 reads rank 1's profile only at
+    the place it derives itself, so the private one is neither merged nor echoed back."""
+    job = hostile_job.job
+    assert "private_fusion.7" not in (hostile_job.project / "profile.pb").read_bytes().decode(
+        "latin-1")
+    assert job["status"] == "partial"
+    assert any("does not exist" in w for w in _warnings_of(job, 1)), job["warnings"]
+    assert str(hostile_job.victim) not in json.dumps(job)  # not even its name goes into it
+
+
+def test_a_link_planted_as_a_ranks_profile_is_refused(hostile_job):
+    job = hostile_job.job
+    assert "private_fusion.7" not in (hostile_job.project / "profile.pb").read_bytes().decode(
+        "latin-1")
+    assert any("symbolic link" in w for w in _warnings_of(job, 2)), job["warnings"]
+
+
+def test_a_merge_of_private_profiles_is_private(hostile_job):
+    """Rank 3's profile is 0600 (its owner's umask 077): the merge is no wider, whatever rank
+    0's umask."""
+    job, project = hostile_job.job, hostile_job.project
+    # Only rank 0's and rank 3's profiles were merged (ranks 1 and 2 were refused above).
+    assert sorted(job["profile"]["merged_from"]) == ["0", "3"], job["profile"]
     assert dict(read_profile(project / "profile.pb").costs)["fusion.0"] == 10.0
     assert stat.S_IMODE((project / "profile.pb").stat().st_mode) == 0o600
     assert stat.S_IMODE((project / "profile.pb.manifest.json").stat().st_mode) == 0o600
-    row = job["rank_profiles"][1]
-    assert row["profile_path"] == str(mine)  # rank 0's own reckoning, not the report's
+    (row,) = [r for r in job["rank_profiles"] if r["rank"] == 3]
+    assert row["status"] == "collected"
+    assert row["profile_path"] == str(hostile_job.jd / "profiles" / "rank-3.pb")  # rank 0's
+    # own reckoning, not the report's
 
 
-def test_malformed_rank_data_names_the_rank_and_still_writes_a_job_report(tmp_path):
-    project = tmp_path / "project"
-    project.mkdir()
-    jd = project / ".pgle" / "jobs" / "hostile"
-    _plant_rank_1(jd)
-    (jd / "rank-1.json").write_text(json.dumps(
-        {"status": "collected", "exit_code": "zero", "modules": "all of them"}))
-    code, job, err = _rank_0(project)
-    assert code == 1 and job is not None, err[-3000:]
+def test_malformed_rank_data_names_the_rank_and_still_writes_a_job_report(hostile_job):
+    code, job = hostile_job.code, hostile_job.job
+    assert code == 1, hostile_job.err[-3000:]
     (missing,) = job["job"]["missing"]
-    assert missing["rank"] == 1 and "report unreadable: exit_code is str" in missing["why"]
-    assert (jd / "job.json").is_file()
-    assert "Traceback" not in err
+    assert missing["rank"] == 4 and "report unreadable: exit_code is str" in missing["why"]
+    assert (hostile_job.jd / "job.json").is_file()
 
 
 # -- the readers, on real files ---------------------------------------------------------------

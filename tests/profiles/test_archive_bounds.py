@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import lzma
 import os
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,47 @@ from helpers.pgle_testing import DATA, pgle_env, pgle_lines, run_pgle
 
 ARCHIVE = DATA / "nsys" / "pax_fsdp4_4proc_proc0.trimmed.zip"
 TRACE = "nvtx_gpu_proj_trace/trace.parquet"
+
+
+def deflated_zeros(mib: int) -> tuple[bytes, int]:
+    """A raw deflate stream of `mib` MiB of zeros and their CRC-32, for the cost of compressing
+    one MiB: after a full flush the compressor starts afresh, so every MiB compresses to the
+    same bytes (zlib)."""
+    c = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+    one = c.compress(bytes(1 << 20)) + c.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(mib):
+        crc = zlib.crc32(bytes(1 << 20), crc)
+    return one * mib + c.flush(), crc
+
+
+def write_deflated(z: zipfile.ZipFile, name: str, stream: bytes) -> None:
+    """`stream` (raw deflate) as member `name`: written stored, byte for byte; declare() then
+    makes its headers say deflated."""
+    z.writestr(zipfile.ZipInfo(name), stream, compress_type=zipfile.ZIP_STORED)
+
+
+def declare(archive: Path, name: str, size: int, crc: int) -> None:
+    """Member `name`'s headers (central and local) say: deflated, `size` bytes, CRC `crc`."""
+    data = bytearray(archive.read_bytes())
+    central = data.find(b"PK\x01\x02")
+    patched = 0
+    while central != -1:
+        name_len = struct.unpack_from("<H", data, central + 28)[0]
+        if bytes(data[central + 46:central + 46 + name_len]) == name.encode():
+            local = struct.unpack_from("<I", data, central + 42)[0]
+            assert data[local:local + 4] == b"PK\x03\x04"
+            for method, crc_at, size_at in ((central + 10, central + 16, central + 24),
+                                            (local + 8, local + 14, local + 22)):
+                struct.pack_into("<H", data, method, zipfile.ZIP_DEFLATED)
+                struct.pack_into("<I", data, crc_at, crc)
+                struct.pack_into("<I", data, size_at, size)
+            patched += 1
+        central = data.find(b"PK\x01\x02", central + 4)
+    assert patched == 1
+    archive.write_bytes(bytes(data))
+    info = zipfile.ZipFile(archive).getinfo(name)
+    assert (info.compress_type, info.file_size, info.CRC) == (zipfile.ZIP_DEFLATED, size, crc)
 
 
 def one_error(proc, *words: str) -> str:
@@ -33,7 +76,9 @@ def test_a_zip_bomb_is_refused_before_anything_is_extracted(tmp_path):
             if name != TRACE:
                 z.writestr(name, real.read(name))
         # 200 MiB of zeros in ~200 KB: the "trace" expands 1000x.
-        z.writestr(zipfile.ZipInfo(TRACE), b"\0" * (200 << 20), compress_type=zipfile.ZIP_DEFLATED)
+        stream, crc = deflated_zeros(200)
+        write_deflated(z, TRACE, stream)
+    declare(bomb, TRACE, 200 << 20, crc)
     scratch = tmp_path / "tmpdir"
     scratch.mkdir()
     proc = run_pgle("convert", str(bomb), f"{tmp_path / 'out'}/", cwd=tmp_path,
@@ -145,7 +190,6 @@ def test_a_zip_member_that_lies_about_its_size_is_cut_at_the_size_it_declared(tm
     itself must stop there. It stops at the declared size (zipfile), the checksum then fails,
     and the member is one "damaged" line: exit 2, promptly, nothing left behind."""
     import resource
-    import struct
     import subprocess
     import sys
 
@@ -154,28 +198,11 @@ def test_a_zip_member_that_lies_about_its_size_is_cut_at_the_size_it_declared(tm
         for name in real.namelist():
             if name != TRACE:
                 z.writestr(name, real.read(name))
-        member = zipfile.ZipInfo(TRACE)
-        member.compress_type = zipfile.ZIP_DEFLATED
-        with z.open(member, "w", force_zip64=True) as w:
-            zeros = bytes(1 << 20)
-            for _ in range(1024):  # 1 GiB of zeros in ~1 MB
-                w.write(zeros)
-    data = bytearray(bomb.read_bytes())
+        # 1 GiB of zeros in ~1 MB, declared as 4 KiB (with the 1 GiB's CRC, as zipfile writes).
+        stream, crc = deflated_zeros(1024)
+        write_deflated(z, TRACE, stream)
     declared = 4096
-    central = data.find(b"PK\x01\x02")
-    patched = 0
-    while central != -1:
-        name_len = struct.unpack_from("<H", data, central + 28)[0]
-        if bytes(data[central + 46:central + 46 + name_len]) == TRACE.encode():
-            struct.pack_into("<I", data, central + 24, declared)  # its uncompressed size
-            local = struct.unpack_from("<I", data, central + 42)[0]
-            assert data[local:local + 4] == b"PK\x03\x04"
-            struct.pack_into("<I", data, local + 22, declared)
-            patched += 1
-        central = data.find(b"PK\x01\x02", central + 4)
-    assert patched == 1
-    bomb.write_bytes(bytes(data))
-    assert zipfile.ZipFile(bomb).getinfo(TRACE).file_size == declared
+    declare(bomb, TRACE, declared, crc)
     scratch = tmp_path / "tmpdir"
     scratch.mkdir()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
