@@ -860,13 +860,11 @@ class Harness:
             _capture_logger(entry["name"], entry.get("level", "DEBUG"), self.events)
         events, hlo_dir = self.events, os.path.join(self.home, "hlo")
         if self.spec.observe_pgle:  # per-execution auto PGLE events; the verdict works without
-            _observe(
-                events,
-                schema.OBSERVE_PGLE,
-                lambda j: j.observe_pgle(events.write, _count_execution),
-            )
+            ok = _observe(events, lambda j: j.observe_pgle(events.write, _count_execution))
+            events.write(schema.OBSERVE_PGLE, installed=ok)
         # Per-module FLOPs, memory and scheduled HLO for `pgle report`; nothing depends on them.
-        _observe(events, schema.OBSERVE_MODULES, lambda j: j.observe_modules(events.write, hlo_dir))
+        ok = _observe(events, lambda j: j.observe_modules(events.write, hlo_dir))
+        events.write(schema.OBSERVE_MODULES, installed=ok)
         if self.spec.hold:
             from pgle.launch import jax_internals  # importable: see the schema import above
 
@@ -2054,16 +2052,16 @@ def _step_annotation_class(base: Any, harness: Harness) -> type[Any]:
     return StepTraceAnnotation
 
 
-def _observe(events: Events, kind: str, install: Callable[[ModuleType], bool]) -> None:
-    """Install one of pgle.launch.jax_internals' observers; `kind` records whether it is."""
+def _observe(events: Events, install: Callable[[ModuleType], bool]) -> bool:
+    """Install one of pgle.launch.jax_internals' observers: whether it is. (Its event is
+    written by the caller, by name: tests/evidence/test_event_kinds.py reads the writes.)"""
     try:
         from pgle.launch import jax_internals  # importable: see the schema import above
 
-        ok = install(jax_internals)
+        return install(jax_internals)
     except Exception as e:  # never break the user's run for a diagnostic
         events.write(schema.OBSERVE_ERROR, error=f"{type(e).__name__}: {e}")
-        ok = False
-    events.write(kind, installed=ok)
+        return False
 
 
 def _capture_logger(name: str, level: str, events: Events) -> None:
