@@ -45,7 +45,11 @@ log = logging.getLogger(__name__)
 FLEET_DIR = "fleet"
 DIVERGENCE = "divergence.json"
 POLL_S = 1.0  # the most a divergence waits to be published and seen (x2: rank r, then rank 0)
-STALL_WAIT_S = 10.0  # how long rank 0 waits for the peers' phases after a stall
+# How long rank 0 waits for the peers' phases after a stall. A rank names its phase after
+# its workload's stacks are dumped and read; on a loaded 2-core machine that took over the
+# 10 s this once was, and the report named the first rank with no phase. Only a rank that
+# never publishes (dead, or its folder unwritable) makes rank 0 wait it out.
+STALL_WAIT_S = 30.0
 MAX_FILE_BYTES = 4 << 20  # a rank's fleet file: thousands of modules
 MAX_MODULES = 20000
 _RANK_FILE = re.compile(r"^rank-(\d+)\.json$")

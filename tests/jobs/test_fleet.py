@@ -114,7 +114,7 @@ def test_stall_names_the_rank_that_stopped_first(tmp_path):
     assert len(fingerprints) == 2 and len(set(fingerprints)) == 1, fingerprints
     stall = report["stall"]
     assert stall["first_rank"] == 1, stall
-    assert stall["phase"] == "user_code" and "dist_fleet.py" in stall["what"]
+    assert stall["phase"] == "user_code" and "dist_fleet.py" in stall["what"], stall
     assert stall["steps"] == 3
     assert stall["waiting"] == [0]
     phases = {r["rank"]: r["phase"] for r in stall["ranks"]}
