@@ -517,10 +517,9 @@ class Running:
         self._end_escapees()
         self._close()
         pumps, log, log_path = self.pumps, self.log, self.log_path
-        stuck = [] if drained(pumps, PIPE_GRACE_S) else [p for p in pumps if p.terminal_stuck()]
+        done = drained(pumps, PIPE_GRACE_S)
+        stuck = [] if done else [p for p in pumps if p.abandon_stuck_terminal()]
         for p in stuck:  # the terminal took nothing for the grace: the log has the rest
-            assert p.sink.behind is not None
-            p.sink.behind.abandon()
             _warn(
                 f"pgle: warning: the terminal took none of the workload's {p.sink.name} for "
                 f"{PIPE_GRACE_S:g} s after the workload exited (frozen with Ctrl-S?); the rest "

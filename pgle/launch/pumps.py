@@ -436,10 +436,14 @@ class Pump(threading.Thread):
         behind = self.sink.behind
         return self.chunks, behind.written if behind is not None else 0
 
-    def terminal_stuck(self) -> bool:
-        """The pump waits on a terminal that has not taken what it was given."""
+    def abandon_stuck_terminal(self) -> bool:
+        """Where the pump waits on a terminal that has not taken what it was given, stop
+        waiting for it (Behind.abandon): whether it did."""
         behind = self.sink.behind
-        return behind is not None and behind.held > 0 and not behind.abandoned
+        if behind is None or not behind.held or behind.abandoned:
+            return False
+        behind.abandon()
+        return True
 
     def run(self) -> None:
         buf = bytearray(READ_SIZE)

@@ -4,21 +4,9 @@ said to be empty. Both outputs: one file, and a per-module directory."""
 
 from __future__ import annotations
 
-from helpers.pgle_testing import pgle_lines, report_of, run_pgle
+from helpers.pgle_testing import marked_steps_script, pgle_lines, report_of, run_pgle
 
-STEPS = """
-import jax, jax.numpy as jnp
-
-@jax.jit
-def step(x):
-    return jnp.sin(x) @ x
-
-x = jnp.ones((64, 64))
-for i in range(6):
-    with jax.profiler.StepTraceAnnotation("train", step_num=i):
-        x = step(x) / 64
-x.block_until_ready()
-"""
+STEPS = marked_steps_script(6, 64)
 
 
 def test_an_empty_profile_is_refused_then_written_with_allow_empty(project):

@@ -17,6 +17,23 @@ EXAMPLES = REPO / "examples"
 DATA = TESTS / "data"
 
 
+def marked_steps_script(steps: int, size: int) -> str:
+    """A script of `steps` marked steps of one small jitted function, synced once at the end."""
+    return f"""
+import jax, jax.numpy as jnp
+
+@jax.jit
+def step(x):
+    return jnp.sin(x) @ x
+
+x = jnp.ones(({size}, {size}))
+for i in range({steps}):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        x = step(x) / {size}
+x.block_until_ready()
+"""
+
+
 def pgle_env(**extra: str) -> dict[str, str]:
     """A clean environment: no PGLE-related variables from the developer's shell."""
     env = {k: v for k, v in os.environ.items()

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from helpers.pgle_testing import EXAMPLES, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
+from helpers.pgle_testing import (EXAMPLES, WORKLOADS, marked_steps_script, pgle_env, pgle_lines,
+                                  report_of, run_pgle, write_profile)
 from pgle.commands import doctor
 from pgle.errors import BadInput
 from pgle.xla import env as env_rule
@@ -20,19 +21,7 @@ TRAIN = str(EXAMPLES / "train.py")
 REPLAY = str(WORKLOADS / "replay_xla_log.py")
 
 
-STEPS = """
-import jax, jax.numpy as jnp
-
-@jax.jit
-def step(x):
-    return jnp.sin(x) @ x
-
-x = jnp.ones((16, 16))
-for i in range(3):
-    with jax.profiler.StepTraceAnnotation("train", step_num=i):
-        x = step(x) / 16
-x.block_until_ready()
-"""
+STEPS = marked_steps_script(3, 16)
 
 
 def nothing_launched(project) -> bool:
