@@ -1572,8 +1572,11 @@ class CompletionWatcher:
 
     Rate: each execution handed over wakes the thread, whose GIL hand-offs cost a loop of tiny
     steps ~4 us a call (issue 33: a dispatch-bound loop of 16x16 matmuls ran 1.4x slower).
-    While the last output the thread reached had completed already (`keeps_up`: the device
-    keeps up with the host, so completions only trail dispatches), further executions of the
+    While the last output the thread reached had completed already, or did within
+    WAKE_EVERY_S of its call (`keeps_up`: the device keeps up with the host, so completions
+    only trail dispatches; with asynchronous dispatch the output reached is mostly the one
+    the device is running, so "completed already" alone turned holding off every few
+    executions and woke the thread ~3x as often), further executions of the
     same function are handed over at most once every WAKE_EVERY_S; the ones in between are
     held as (name, start, number, compiles), no output kept alive, and ride along with the
     next one handed over: its span holds them and shares its time equally among them, as a
@@ -1582,8 +1585,9 @@ class CompletionWatcher:
     execution is handed over first, with its output if the workload still holds it (a weak
     reference), so a span holds one function's executions and the work ranks the step as
     before. The simplest rule that keeps every figure: once the device is behind (real steps,
-    an eval that waits on the queue), the first output found not ready turns `keeps_up` off
-    and every execution is waited on again; a loop that alternates functions saves nothing,
+    an eval that waits on the queue), the first output that completes WAKE_EVERY_S or more
+    after its call turns `keeps_up` off and every execution is waited on again (a step of
+    the device's own time is then timed alone); a loop that alternates functions saves nothing,
     and loses nothing."""
 
     def __init__(self, counter: JitCounter) -> None:
@@ -1648,12 +1652,12 @@ class CompletionWatcher:
             leaf = _DELETED  # freed by the workload before it could be waited on
         self.queue.put((name, n, t, c, leaf, held or None))
 
-    def put_step(self, index: int, compiles: int, leaf: Any) -> None:
-        """A marked step's output to wait on (StepCompletions.done)."""
+    def put_step(self, index: int, compiles: int, leaf: Any, end_ns: int) -> None:
+        """A marked step's output to wait on (StepCompletions.pending)."""
         if self.arrays is None:
             self.arrays = _array_type()
             self._start()
-        self.queue.put((None, index, 0.0, compiles, leaf, None))
+        self.queue.put((None, index, end_ns, compiles, leaf, None))
 
     def _start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="pgle-completions", daemon=True)
@@ -1679,7 +1683,7 @@ class CompletionWatcher:
                 return
             name, n, t, c, leaf, held = item
             if name is None:  # a marked step's outputs, not ready at its marker's end
-                self.counter.steps.waited(n, c, leaf)
+                self.counter.steps.waited(n, c, leaf, t)
                 del leaf, item
                 continue
             if held:  # executions before this one that were not handed over (put)
@@ -1703,7 +1707,7 @@ class CompletionWatcher:
             try:
                 # A ready output is not waited on: block_until_ready releases and retakes the
                 # GIL (jaxlib 0.10.2), a hand-off the loop pays for even when nothing waits.
-                self.keeps_up = ready = leaf.is_ready()
+                ready = leaf.is_ready()
                 if not ready:
                     leaf.block_until_ready()
             except Exception:
@@ -1711,6 +1715,7 @@ class CompletionWatcher:
                 self.unknown += 1  # donated (deleted) before it could be waited on
                 continue
             done = _now()
+            self.keeps_up = ready or done - t < WAKE_EVERY_S
             self.known += 1
             if tainted or last_done is None:
                 counter.worked(span, None, done, c)
@@ -1786,24 +1791,27 @@ class StepCompletions:
         if not watcher.on:
             return
         if watcher.busy or not self.keeps_up:
-            watcher.put_step(index, counter.compiles, leaf)
+            watcher.put_step(index, counter.compiles, leaf, t_ns)
         elif t_ns - self.woke > WAKE_EVERY_NS:
             self.woke = t_ns
-            watcher.put_step(index, counter.compiles, leaf)
+            watcher.put_step(index, counter.compiles, leaf, t_ns)
         else:
             self.skipped += 1
 
-    def waited(self, index: int, compiles: int, leaf: Any) -> None:
-        """In the watcher's thread: wait for a step's output, note when it was ready."""
+    def waited(self, index: int, compiles: int, leaf: Any, end_ns: int) -> None:
+        """In the watcher's thread: wait for the output of a step that ended at `end_ns`,
+        note when it was ready."""
         try:
-            self.keeps_up = leaf.is_ready()
+            ready = leaf.is_ready()
             leaf.block_until_ready()
         except Exception:
             self.keeps_up = False
             self.unknown += 1  # donated to a later call before it could be waited on
             return
+        done = _now_ns()
+        self.keeps_up = ready or done - end_ns < WAKE_EVERY_NS  # see CompletionWatcher
         self.waited_on += 1
-        self.rows.extend((index, _now_ns(), compiles, 0))
+        self.rows.extend((index, done, compiles, 0))
 
     def record(self, events: Events) -> None:
         """The `step_completions` event, when some marked step's outputs were seen."""
