@@ -77,7 +77,10 @@ MUTANTS: tuple[Mutant, ...] = (
     M("H15", "pgle/evidence/compiles.py",
       '            waiting.pop(0)["seconds"] = float(r.seconds or 0.0)',
       '            waiting.pop()["seconds"] = float(r.seconds or 0.0)',
-      "compile seconds given to the last executable instead of the first waiting"),
+      "compile seconds given to the last executable instead of the first waiting",
+      equivalent="jax records each backend_compile_duration right after its compile_or_get_cached "
+      "returns, before the next COMPILE_BEGIN (jax 0.10.2 on CPU, a failing compile too): "
+      "`waiting` never holds two rows, so pop() takes the row pop(0) takes"),
     M("H16", "pgle/evidence/compiles.py",
       '                open_row["kind"], open_row["cache"] = "cached", "hit"',
       '                open_row["kind"], open_row["cache"] = "compiled", "hit"',
@@ -221,7 +224,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("H50", "pgle/jobs/layout.py",
       '    if text in ("off", "0", "none", "no"):',
       '    if text in ("off", "none", "no"):',
-      "--stall-timeout 0 (off) refused as not a duration"),
+      "--stall-timeout 0 (off) refused as not a duration",
+      equivalent="'0' then reaches _duration, whose float('0') is 0.0: the same 0.0 (off) as "
+      "the listed spelling, for the CLI and the API alike"),
     # -- commands (10) ----------------------------------------------------------------------
     M("H51", "pgle/commands/compare.py",
       'if row["status"] is not None and row["status"] not in (Applied.APPLIED, Applied.PARTIAL):',
