@@ -152,6 +152,7 @@ def _build_snippets() -> None:
         d[dev, c] = Spec(LINT)
     d[dev, "python3 tests/mutants/independent.py --set regression --write"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/independent.py --set regression --only I01"] = Spec(MUTATION)
+    d[dev, "python3 tests/mutants/independent.py --set heldout --write"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/score.py --list"] = Spec("exit 0; stdout: verdicts.require",
                                                            in_repo=True)
     for cmd in ("verdicts.require --show", "store --check", "store --write", "--check"):

@@ -43,3 +43,26 @@ def test_no_ratio_from_too_few_steps_on_either_side():
         assert interval is None and why.startswith("no step-time ratio"), (before, after)
     interval, why = arms.ratio(many, [0.005] * 10)
     assert why is None and interval["ratio"] == pytest.approx(0.5)
+
+
+def test_default_runs_first_whatever_the_order_given():
+    """Every ratio is against `default`: it leads the arms (added when missing), the others
+    keep the order given."""
+    assert [a.name for a in arms.parse_arms("pgle,default,o1")] == ["default", "pgle", "o1"]
+    assert [a.name for a in arms.parse_arms("sol,pgle")] == ["default", "sol", "pgle"]
+
+
+def test_an_arm_naming_a_part_twice_is_refused():
+    with pytest.raises(BadInput, match="unknown arm 'o1\\+o1'"):
+        arms.parse_arms("o1+o1")
+    with pytest.raises(BadInput, match="unknown arm 'pgle\\+sol\\+pgle'"):
+        arms.parse_arms("pgle+sol+pgle")
+
+
+def test_an_arms_runs_are_numbered_from_the_second():
+    """`--repeat 3`: an arm's folders are its name, then -2, -3 (the n-th run)."""
+    pgle = arms.Arm("o1+pgle", o1=True, pgle=True)
+    assert [pgle.folder(False, i) for i in range(3)] == [
+        "arm-o1-pgle", "arm-o1-pgle-2", "arm-o1-pgle-3"]
+    assert [arms.Arm("default").folder(True, i) for i in range(2)] == ["baseline", "baseline-2"]
+    assert [arms.PLAIN[1].folder(True, i) for i in range(2)] == ["run", "run-2"]

@@ -43,3 +43,43 @@ def test_a_faster_arm_is_below_one_and_a_slower_one_above(tmp_path):
     assert "800.00 ms" in sol and "2.000 (2.000..2.000)" in sol
     (default,) = [ln for ln in lines if ln.startswith("default ")]
     assert "400.00 ms" in default and "1 (baseline)" in default
+
+
+def test_a_ratio_says_when_its_arms_profile_was_not_applied(tmp_path):
+    """An arm whose profile XLA did not apply measures its other flags only, and its ratio says
+    so; a partially applied profile still shapes the schedule: its ratio stands unqualified."""
+    from pgle.report import Report
+
+    runs = [
+        ArmRuns(Arm("default"), [_folder(tmp_path, "arm-default", 0.4)]),
+        ArmRuns(Arm("pgle", pgle=True), [_folder(tmp_path, "arm-pgle", 0.3)],
+                [Report("run", "partial")]),
+        ArmRuns(Arm("o1+pgle", o1=True, pgle=True), [_folder(tmp_path, "arm-o1-pgle", 0.2)],
+                [Report("run", "not_applied")]),
+    ]
+    rows = {r["arm"]: r for r in compare.table(runs, platform="cuda")["arms"]}
+    assert rows["pgle"]["status"] == "partial" and rows["pgle"]["why_no_ratio"] is None
+    assert abs(rows["pgle"]["ratio"] - 0.75) < 1e-9
+    assert abs(rows["o1+pgle"]["ratio"] - 0.5) < 1e-9
+    assert "its profile was not_applied" in rows["o1+pgle"]["why_no_ratio"]
+
+
+def test_off_a_gpu_the_caveat_names_what_needs_one(tmp_path):
+    """On CPU the arms run but no arm has a ratio or exposed communication; the verdict needs
+    a GPU only where an arm's profile was judged not_applicable."""
+    from pgle.report import Report
+
+    def table(status):
+        runs = [ArmRuns(Arm("default"), [_folder(tmp_path / status, "arm-default", 0.4)]),
+                ArmRuns(Arm("pgle", pgle=True), [_folder(tmp_path / status, "arm-pgle", 0.4)],
+                        [Report("run", status)])]
+        return compare.table(runs, platform="cpu")
+
+    (tmp_path / "applied").mkdir()
+    (tmp_path / "not_applicable").mkdir()
+    t = table("applied")
+    assert t["needs_gpu"] == ["step-time ratio", "exposed communication"]
+    assert t["caveat"] == ("backend cpu: the arms ran, but the step-time ratio, exposed "
+                           "communication need an NVIDIA GPU")
+    assert table("not_applicable")["needs_gpu"] == [
+        "step-time ratio", "exposed communication", "verdict"]

@@ -75,3 +75,29 @@ def test_tune_json_at_a_failed_collect_keeps_its_keys(tmp_path: Path) -> None:
     assert report["reasons"] == collect["reasons"] and report["reasons"]
     assert report["log_path"] == collect["log_path"] and Path(report["log_path"]).is_file()
     assert report["summary"][:len(collect["summary"])] == collect["summary"]
+
+
+def _collect(status, mode=None, platform="cuda", workload_exit_code=0):
+    from pgle.commands.tune import CollectPhase
+
+    return CollectPhase.from_job({"status": status, "mode": mode, "backend": {"platform": platform},
+                                  "workload_exit_code": workload_exit_code})
+
+
+def test_which_collect_gives_the_later_phases_a_profile():
+    """A job's merged profile is usable where only some ranks' profiles went in (`partial`);
+    per-rank profiles (`-o ...%r`) are not: a rank without its own has nothing to run with."""
+    assert _collect("collected").made_profile and _collect("collected", "per_rank").made_profile
+    assert _collect("partial", "merge").made_profile and not _collect("partial", "merge").failed
+    for mode in ("per_rank", None):
+        assert not _collect("partial", mode).made_profile and _collect("partial", mode).failed
+
+
+def test_which_collect_stops_tune():
+    """tune stops after phase 1 when the workload failed, or when no profile came of it, except
+    off a GPU where an empty profile is expected (the later phases still time the steps)."""
+    assert not _collect("empty", platform="cpu").failed
+    assert _collect("empty", platform="cuda").failed
+    for status in ("error", "not_applied"):
+        assert _collect(status, platform="cpu").failed, status
+    assert _collect("collected", workload_exit_code=1).failed

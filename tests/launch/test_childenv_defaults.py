@@ -23,3 +23,13 @@ def test_defaults_fill_only_what_the_user_left_unset():
     forced = build({"JAX_ENABLE_PGLE": "true"}, variables={"JAX_ENABLE_PGLE": "false"})
     assert forced.env["JAX_ENABLE_PGLE"] == "false"
     assert forced.notices == ["replacing your JAX_ENABLE_PGLE=true with JAX_ENABLE_PGLE=false"]
+
+
+def test_the_terminal_hides_the_info_lines_pgle_turned_on_unless_verbose():
+    """pgle turns XLA's INFO log on to read it; the terminal keeps hiding what the user never
+    asked for, unless `--verbose` or PGLE_VERBOSE=1 (docs/guide/real-scripts.md); 0 is off."""
+    assert build({}, info_log=True).terminal_level == 1
+    assert build({"PGLE_VERBOSE": "0"}, info_log=True).terminal_level == 1
+    assert build({"PGLE_VERBOSE": "1"}, info_log=True).terminal_level is None
+    # The user's own level: pgle lowered nothing, the terminal shows what XLA prints.
+    assert build({"TF_CPP_MIN_LOG_LEVEL": "0"}, info_log=True).terminal_level is None

@@ -17,6 +17,9 @@ from pgle.redact import REDACTED, redact_args, redact_json, redact_text
     ("fetch https://user:a/b@example.com/x now", "a/b"),
     ("Authorization: Bearer xyz.abc", "xyz.abc"),
     ('curl -H "Authorization: Basic dXNlcjpw" http://h', "dXNlcjpw"),
+    # A header alone: no `=`, no option, no URL, only its `:` tells the fast path to look.
+    ("Authorization: Basic dXNlcjpw", "dXNlcjpw"),
+    ("Proxy-Authorization: Token q9w8e7", "q9w8e7"),
     ("token is Bearer q1w2e3", "q1w2e3"),
     ("--password hunter2", "hunter2"),
     ("first line\n--token t0k3n", "t0k3n"),

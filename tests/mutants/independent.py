@@ -8,6 +8,7 @@ and the tests of each bug's area run against each.
     python3 tests/mutants/independent.py --baseline   # each area unmutated: passes, and how long
     python3 tests/mutants/independent.py --list
     python3 tests/mutants/independent.py --set regression   # the project's own list, the same way
+    python3 tests/mutants/independent.py --set heldout      # bugs written blind to both lists
 
 The working tree is never touched: the tracked and untracked (not ignored) files are copied to a
 temporary folder once, each mutant is written into that copy and undone there after its run, and
@@ -45,6 +46,7 @@ from mutant import Mutant  # noqa: E402
 RESULTS = {  # where --write keeps each list's outcomes
     "independent": Path(__file__).resolve().parent / "independent-results.json",
     "regression": Path(__file__).resolve().parent / "regression-results.json",
+    "heldout": Path(__file__).resolve().parent / "heldout-results.json",
 }
 TIMEOUT_S = 300
 
@@ -598,6 +600,10 @@ def area(m: Mutant) -> tuple[str, ...]:
 def mutants_of(which: str) -> tuple[Mutant, ...]:
     if which == "independent":
         return MUTANTS
+    if which == "heldout":
+        import heldout  # tests/mutants/heldout.py: written without reading either list
+
+        return heldout.MUTANTS
     import mutants  # tests/mutants/mutants.py: the regression list
 
     return mutants.MUTANTS
@@ -606,8 +612,9 @@ def mutants_of(which: str) -> tuple[Mutant, ...]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", dest="which", choices=sorted(RESULTS), default="independent",
-                    help="the independent list (the measure; default) or the regression list "
-                    "(tests/mutants/mutants.py: bugs once seen)")
+                    help="the independent list (the measure; default), the regression list "
+                    "(tests/mutants/mutants.py: bugs once seen) or the held-out list "
+                    "(tests/mutants/heldout.py: written without reading the other two)")
     ap.add_argument("--only", action="append", default=[], help="mutant id (repeatable)")
     ap.add_argument("--package", action="append", default=[], help="verdicts, store, ...")
     ap.add_argument("--list", action="store_true")

@@ -69,6 +69,20 @@ def test_policies_keep_and_merge(tmp_path):
     assert st.serve(FP[0], jax="other", device_kind="d") is None
 
 
+def test_a_merge_view_merges_the_newest_entries(tmp_path):
+    """`store get --policy merge:2` over a module with four entries: the two newest merged, as
+    auto PGLE aggregates its latest runs; the older two are history, not the profile."""
+    st = ProfileStore(tmp_path / "s", create=True)
+    for v in (10.0, 20.0, 30.0, 40.0):
+        st.add(FP[0], Profile(costs=[("fusion.1", v)]), jax="j", jaxlib="j", device_kind="d",
+               device_count=1, source="t", policy="keep:5")
+    entries = st.entries(FP[0])
+    served = st.materialize(tmp_path / "view", jax="j", device_kind="d", policy="merge:2:p0")
+    assert served == {FP[0]: entries[-2:]}
+    # p0 of the two newest (30, 40) is 30; of the two oldest it would be 10.
+    assert read_profile(tmp_path / "view" / f"{FP[0]}.pbtxt").costs == [("fusion.1", 30.0)]
+
+
 def test_bad_policy_and_missing_store(tmp_path):
     proc = run_pgle("store", "add", str(tmp_path / "s"), str(REFERENCE), "--device-kind", "x",
                     "--policy", "newest", cwd=tmp_path)

@@ -367,3 +367,23 @@ def test_copies_never_get_wider_permissions_than_their_source(tmp_path):
     os.chmod(private, 0o600)
     copy = content_addressed_copy(load_profile_source(private), tmp_path / "copies")
     assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+
+
+def test_no_name_climbs_out_of_a_shared_folder(tmp_path):
+    """Every operation in a shared folder takes one path component: `..` (or `.`, a `/`) is
+    refused before any system call, so no name (a planted one, a computed one gone wrong)
+    opens, stats or writes the folder around the store."""
+    from pgle.errors import BadInput
+    from pgle.shared_folders import OpenDir
+
+    root = tmp_path / "store"
+    root.mkdir()
+    with OpenDir.open(root) as folder:
+        for name in ("..", ".", "", "../store", "a/b"):
+            with pytest.raises(BadInput, match="is not a file name"):
+                folder.sub(name, create=True)
+            with pytest.raises(BadInput, match="is not a file name"):
+                folder.lstat(name)
+            with pytest.raises(BadInput, match="is not a file name"):
+                folder.create_exclusive(name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
