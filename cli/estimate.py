@@ -6,8 +6,9 @@ from typing import Any
 
 import click
 
+from pgle.report import Report
+
 from .options import report_options
-from .output import finish
 
 
 @click.command(
@@ -54,22 +55,10 @@ from .output import finish
 )
 @click.option("--run-dir", metavar="DIR", help="Run folder to use (default: a new one).")
 @report_options
-def estimate(
-    source: str,
-    args: tuple[str, ...],
-    json_out: bool,
-    report_path: str | None,
-    debug: bool,
-    **options: Any,
-) -> None:
+def estimate(source: str, args: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     """Capture the step of SCRIPT (or of RUN_FOLDER's script) on CPU, compile it with XLA:GPU for
     --target once per arm, read XLA's own schedule statistics, replay every schedule with the
     same costs and predict what PGLE buys. Needs: pip install 'pgle[estimate]'."""
     from pgle import api
 
-    finish(
-        lambda: api.estimate(source, *args, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return api.estimate(source, *args, **options)

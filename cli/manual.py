@@ -10,11 +10,14 @@ from typing import Any
 
 import click
 
+from pgle.report import Report
+
 from .options import (
     WORKLOAD_HELP,
     extraction_options,
     force_option,
     job_options,
+    report_flags,
     report_options,
     store_options,
     verdict_options,
@@ -52,19 +55,11 @@ from .output import finish
 )
 @store_options
 @job_options
-@report_options
-def collect(
-    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+@report_options(job=True)
+def collect(words: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.collect(*words, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-        job=True,
-    )
+    return api.collect(*words, **options)
 
 
 @click.command(
@@ -94,19 +89,11 @@ def collect(
     "times): the after-picture for `pgle report`.",
 )
 @job_options
-@report_options
-def run(
-    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+@report_options(job=True)
+def run(words: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.run(*words, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-        job=True,
-    )
+    return api.run(*words, **options)
 
 
 @click.command(
@@ -153,7 +140,7 @@ def run(
     "pip install 'pgle[estimate]'; without it the table says so. With --store the store "
     "keeps both ratios next to the step module's entry.",
 )
-@report_options
+@report_flags
 def tune(
     words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
 ) -> None:
@@ -207,9 +194,7 @@ def tune(
 )
 @verdict_options
 @report_options
-def verify(log: str, json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
+def verify(log: str, json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.verify(log, **options), json_out=json_out, report_path=report_path, debug=debug
-    )
+    return api.verify(log, **options)

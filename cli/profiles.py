@@ -9,7 +9,7 @@ import click
 from pgle.report import Report
 
 from .options import report_options
-from .output import echo, finish
+from .output import echo
 
 
 def _to_stdout(report: Report, json_out: bool) -> Report:
@@ -37,15 +37,10 @@ def _to_stdout(report: Report, json_out: bool) -> Report:
     help="How many of the costliest instructions to list.",
 )
 @report_options
-def inspect(profile: str, top: int, json_out: bool, report_path: str | None, debug: bool) -> None:
+def inspect(profile: str, top: int, json_out: bool) -> Report:
     from pgle import api
 
-    finish(
-        lambda: _to_stdout(api.inspect(profile, top=top), json_out),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return _to_stdout(api.inspect(profile, top=top), json_out)
 
 
 @click.command(
@@ -64,15 +59,10 @@ def inspect(profile: str, top: int, json_out: bool, report_path: str | None, deb
     help="How many of the largest changes to list.",
 )
 @report_options
-def diff(a: str, b: str, top: int, json_out: bool, report_path: str | None, debug: bool) -> None:
+def diff(a: str, b: str, top: int, json_out: bool) -> Report:
     from pgle import api
 
-    finish(
-        lambda: _to_stdout(api.diff(a, b, top=top), json_out),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return _to_stdout(api.diff(a, b, top=top), json_out)
 
 
 @click.command(
@@ -110,17 +100,10 @@ def diff(a: str, b: str, top: int, json_out: bool, report_path: str | None, debu
     "holds nothing but profiles and their manifest).",
 )
 @report_options
-def merge(
-    profiles: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+def merge(profiles: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.merge(*profiles, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return api.merge(*profiles, **options)
 
 
 @click.command(
@@ -190,14 +173,7 @@ def merge(
     "holds nothing but profiles and their manifest).",
 )
 @report_options
-def convert(
-    src: str, out: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+def convert(src: str, out: str, json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.convert(src, out, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return api.convert(src, out, **options)
