@@ -19,7 +19,6 @@ from .options import (
 
 
 @click.command(
-    short_help="Run with JAX's auto PGLE and verify each module was re-optimized.",
     help="Run the workload with JAX's auto PGLE and report, per module, whether it was "
     "recompiled with a non-empty profile.\n\n" + WORKLOAD_HELP,
 )

@@ -14,7 +14,6 @@ from .output import echo, emit, table
 
 
 @click.group(
-    short_help="List, total and prune a JAX persistent compilation cache.",
     help="Inspect and prune a JAX persistent compilation cache directory.",
 )
 def cache() -> None:

@@ -12,9 +12,7 @@ from .options import report_options
 from .output import echo, table
 
 
-@click.command(
-    "doctor", short_help="Check jax, GPU, CUPTI, nsys, XLA_FLAGS and the cache before a job."
-)
+@click.command("doctor")
 @click.option(
     "--workflow",
     type=click.Choice(["manual", "auto", "prewarm", "nsys"]),

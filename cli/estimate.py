@@ -13,7 +13,6 @@ from .options import report_options
 
 @click.command(
     "estimate",
-    short_help="Predict PGLE's gain with XLA:GPU's own compiler, without a GPU.",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.argument("source", metavar="SCRIPT|RUN_FOLDER")

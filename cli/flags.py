@@ -12,7 +12,7 @@ from .options import report_options
 from .output import echo
 
 
-@click.group("flags", short_help="Explain an XLA_FLAGS string: meaning, defaults, status.")
+@click.group("flags")
 def flags() -> None:
     """Explain XLA flags."""
 

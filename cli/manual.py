@@ -28,7 +28,6 @@ from .output import finish
 
 
 @click.command(
-    short_help="Profile a workload and extract the PGLE profile.",
     help="Profile a window of the workload and extract the PGLE profile.\n\n" + WORKLOAD_HELP,
 )
 @workload_options
@@ -63,7 +62,6 @@ def collect(words: tuple[str, ...], json_out: bool, **options: Any) -> Report:
 
 
 @click.command(
-    short_help="Run a workload with a PGLE profile and verify XLA used it.",
     help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
     + WORKLOAD_HELP,
 )
@@ -97,7 +95,6 @@ def run(words: tuple[str, ...], json_out: bool, **options: Any) -> Report:
 
 
 @click.command(
-    short_help="Collect, then run with the profile: one verdict, with step times.",
     help="Collect, then run with the profile: one verdict, with the step times of both "
     "phases.\n\n" + WORKLOAD_HELP,
 )
@@ -158,7 +155,6 @@ def tune(
 
 
 @click.command(
-    short_help="Build the PGLE verdict from a saved log.",
     help="Build the PGLE verdict from a saved log (`-` for stdin).",
 )
 @click.argument("log", metavar="LOG")

@@ -28,7 +28,6 @@ class _SplitAtDashes(click.Command):
 
 
 @click.command(
-    short_help="Run under Nsight Systems; verify it loaded the prewarmed PGLE modules.",
     cls=_SplitAtDashes,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     help="Run the workload under Nsight Systems with JAX_COMPILATION_CACHE_EXPECT_PGLE and the "

@@ -12,7 +12,6 @@ from .options import WORKLOAD_HELP, auto_pgle_options, job_options, report_optio
 
 
 @click.command(
-    short_help="Fill a compilation cache with PGLE-optimized executables.",
     help="Run the workload with auto PGLE and a persistent compilation cache, so that "
     "`pgle nsys` can load PGLE-optimized executables; writes DIR/pgle-manifest.json."
     "\n\n" + WORKLOAD_HELP,

@@ -24,7 +24,6 @@ def _to_stdout(report: Report, json_out: bool) -> Report:
 
 @click.command(
     "inspect",
-    short_help="Show what a profile holds: counts, top costs, categories.",
     help="Show what a profile (file or per-module directory) holds: counts, total and top costs, "
     "cost by category, collectives, modules. Exit 1 if it is empty.",
 )
@@ -45,7 +44,6 @@ def inspect(profile: str, top: int, json_out: bool) -> Report:
 
 @click.command(
     "diff",
-    short_help="Compare two profiles: missing instructions, largest changes.",
     help="Compare two profiles: instructions only in A or B, the largest cost changes (absolute "
     "and relative) and the shift per category.",
 )
@@ -67,7 +65,6 @@ def diff(a: str, b: str, top: int, json_out: bool) -> Report:
 
 @click.command(
     "merge",
-    short_help="Merge profiles of several runs or ranks (jaxlib's percentile rule).",
     help="Merge profiles of several runs or ranks into one. The default equals jaxlib's "
     "aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the sorted "
     "costs); unlike jaxlib, latencies are kept. Directories merge per module.",
@@ -108,7 +105,6 @@ def merge(profiles: tuple[str, ...], json_out: bool, **options: Any) -> Report:
 
 @click.command(
     "convert",
-    short_help="Convert profiles (binary/text, file/directory) or a trace.",
     help="Convert a profile: binary <-> text (by extension), single file <-> "
     "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
     "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>), an Nsight "

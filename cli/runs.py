@@ -16,7 +16,6 @@ ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pg
 
 
 @click.group(
-    short_help="List and prune the run folders under .pgle/runs (logs, traces).",
     help="List and prune pgle's run folders (default ROOT: .pgle/runs; a project folder or a "
     ".pgle folder stands for the runs folder in it). Only folders pgle recognises as its run "
     "folders (named <stamp>-<command>-<pid>, holding its lease.json or log) are listed or "

@@ -18,7 +18,6 @@ _POLICY_HELP = (
 
 @click.group(
     "store",
-    short_help="A fingerprint-keyed profile store for recurring jobs: ls, add, get, prune.",
     help="A profile store: per-module profiles keyed by fingerprint, jax version "
     "and device kind, shared by recurring jobs (a folder or gs://bucket/path).",
 )

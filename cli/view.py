@@ -13,7 +13,7 @@ from pgle.report import Report
 from .options import report_options
 
 
-@click.command("view", short_help="Open a run folder's kept trace in XProf.")
+@click.command("view")
 @click.argument("run_folder", type=click.Path(file_okay=False))
 @click.option(
     "--host",
