@@ -98,10 +98,7 @@ def ls_cmd(cache_dir: str, json_out: bool, **options: Any) -> Report:
 )
 @click.argument("cache_dir", metavar="DIR")
 @report_options
-def stats_cmd(
-    cache_dir: str,
-    json_out: bool,
-) -> Report:
+def stats_cmd(cache_dir: str, json_out: bool) -> Report:
     from pgle import api
 
     report = api.cache_stats(cache_dir)

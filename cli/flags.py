@@ -25,11 +25,7 @@ def flags() -> None:
     help="Also ask the installed jaxlib (starts jax on CPU; a few seconds).",
 )
 @report_options
-def explain(
-    xla_flags: tuple[str, ...],
-    probe: bool,
-    json_out: bool,
-) -> Report:
+def explain(xla_flags: tuple[str, ...], probe: bool, json_out: bool) -> Report:
     """Print each flag's meaning, default, jax versions and status (default: $XLA_FLAGS).
 
     Exits 1 when XLA would abort on a flag (removed, unknown to jaxlib with

@@ -36,10 +36,7 @@ def _in_use(r: dict[str, Any]) -> str:
 @runs.command("ls", help="List run folders, newest first: size, last write, in use or not.")
 @ROOT_ARG
 @report_options
-def ls_cmd(
-    root: str,
-    json_out: bool,
-) -> Report:
+def ls_cmd(root: str, json_out: bool) -> Report:
     from pgle import api
 
     report = api.runs_ls(root)

@@ -134,13 +134,7 @@ def get(store: str, out: str, json_out: bool, **options: Any) -> Report:
 @click.option("--yes", is_flag=True, help="Really remove (default: only show what would go).")
 @click.option("--dry-run", is_flag=True, hidden=True)  # the default now; kept for old scripts
 @report_options
-def prune(
-    store: str,
-    yes: bool,
-    dry_run: bool,
-    json_out: bool,
-    **options: Any,
-) -> Report:
+def prune(store: str, yes: bool, dry_run: bool, json_out: bool, **options: Any) -> Report:
     from pgle import api
 
     report = api.store_prune(store, yes=yes and not dry_run, **options)
