@@ -6,6 +6,8 @@ from typing import Any
 
 import click
 
+from pgle.report import Report
+
 from .options import (
     WORKLOAD_HELP,
     auto_pgle_options,
@@ -14,11 +16,9 @@ from .options import (
     store_options,
     workload_options,
 )
-from .output import finish
 
 
 @click.command(
-    short_help="Run with JAX's auto PGLE and verify each module was re-optimized.",
     help="Run the workload with JAX's auto PGLE and report, per module, whether it was "
     "recompiled with a non-empty profile.\n\n" + WORKLOAD_HELP,
 )
@@ -26,16 +26,8 @@ from .output import finish
 @auto_pgle_options
 @store_options
 @job_options
-@report_options
-def auto(
-    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+@report_options(job=True)
+def auto(words: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.auto(*words, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-        job=True,
-    )
+    return api.auto(*words, **options)

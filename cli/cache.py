@@ -10,11 +10,10 @@ from pgle.report import Report
 from pgle.units import human_bytes
 
 from .options import report_options
-from .output import echo, emit, finish, table
+from .output import echo, emit, table
 
 
 @click.group(
-    short_help="List, total and prune a JAX persistent compilation cache.",
     help="Inspect and prune a JAX persistent compilation cache directory.",
 )
 def cache() -> None:
@@ -85,18 +84,13 @@ def _stats(report: Report) -> None:
     help="Only this module (glob patterns allowed; repeatable).",
 )
 @report_options
-def ls_cmd(
-    cache_dir: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
-    def produce() -> Report:
-        from pgle import api
+def ls_cmd(cache_dir: str, json_out: bool, **options: Any) -> Report:
+    from pgle import api
 
-        report = api.cache_ls(cache_dir, **options)
-        if not json_out:
-            _entries(report)
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.cache_ls(cache_dir, **options)
+    if not json_out:
+        _entries(report)
+    return report
 
 
 @cache.command(
@@ -104,16 +98,13 @@ def ls_cmd(
 )
 @click.argument("cache_dir", metavar="DIR")
 @report_options
-def stats_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bool) -> None:
-    def produce() -> Report:
-        from pgle import api
+def stats_cmd(cache_dir: str, json_out: bool) -> Report:
+    from pgle import api
 
-        report = api.cache_stats(cache_dir)
-        if not json_out:
-            _stats(report)
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.cache_stats(cache_dir)
+    if not json_out:
+        _stats(report)
+    return report
 
 
 @cache.command(
@@ -136,17 +127,12 @@ def stats_cmd(cache_dir: str, json_out: bool, report_path: str | None, debug: bo
 )
 @click.option("--yes", is_flag=True, help="Really delete (default: only show what would go).")
 @report_options
-def prune_cmd(
-    cache_dir: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
-    def produce() -> Report:
-        from pgle import api
+def prune_cmd(cache_dir: str, json_out: bool, **options: Any) -> Report:
+    from pgle import api
 
-        report = api.cache_prune(cache_dir, **options)
-        if not json_out:
-            verb = "delete" if options["yes"] else "would delete"
-            for r in report.details["selected"]:
-                emit(f"{verb} {r['key']} ({r['role_label']}, {r['modified']})")
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.cache_prune(cache_dir, **options)
+    if not json_out:
+        verb = "delete" if options["yes"] else "would delete"
+        for r in report.details["selected"]:
+            emit(f"{verb} {r['key']} ({r['role_label']}, {r['modified']})")
+    return report

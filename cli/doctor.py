@@ -9,12 +9,10 @@ import click
 from pgle.report import Report
 
 from .options import report_options
-from .output import echo, finish, table
+from .output import echo, table
 
 
-@click.command(
-    "doctor", short_help="Check jax, GPU, CUPTI, nsys, XLA_FLAGS and the cache before a job."
-)
+@click.command("doctor")
 @click.option(
     "--workflow",
     type=click.Choice(["manual", "auto", "prewarm", "nsys"]),
@@ -34,23 +32,20 @@ from .output import echo, finish, table
     help="Also start jax with your XLA_FLAGS to see which flags jaxlib rejects (a few seconds).",
 )
 @report_options
-def doctor(json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
+def doctor(json_out: bool, **options: Any) -> Report:
     """Check python, jax, the backend, CUPTI, nsys, XLA_FLAGS, the environment and the cache.
 
     Prints one line per check (ok, WARN, ERROR, with what to do); exits 1 when
     any check is an error.
     """
 
-    def produce() -> Report:
-        from pgle import api
+    from pgle import api
 
-        report = api.doctor(**options)
-        if not json_out:
-            for line in checks_table(report.details["checks"]):
-                echo(line)
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.doctor(**options)
+    if not json_out:
+        for line in checks_table(report.details["checks"]):
+            echo(line)
+    return report
 
 
 def checks_table(checks: list[dict[str, Any]]) -> list[str]:

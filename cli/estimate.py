@@ -6,13 +6,13 @@ from typing import Any
 
 import click
 
+from pgle.report import Report
+
 from .options import report_options
-from .output import finish
 
 
 @click.command(
     "estimate",
-    short_help="Predict PGLE's gain with XLA:GPU's own compiler, without a GPU.",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.argument("source", metavar="SCRIPT|RUN_FOLDER")
@@ -54,22 +54,10 @@ from .output import finish
 )
 @click.option("--run-dir", metavar="DIR", help="Run folder to use (default: a new one).")
 @report_options
-def estimate(
-    source: str,
-    args: tuple[str, ...],
-    json_out: bool,
-    report_path: str | None,
-    debug: bool,
-    **options: Any,
-) -> None:
+def estimate(source: str, args: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     """Capture the step of SCRIPT (or of RUN_FOLDER's script) on CPU, compile it with XLA:GPU for
     --target once per arm, read XLA's own schedule statistics, replay every schedule with the
     same costs and predict what PGLE buys. Needs: pip install 'pgle[estimate]'."""
     from pgle import api
 
-    finish(
-        lambda: api.estimate(source, *args, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return api.estimate(source, *args, **options)

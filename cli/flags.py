@@ -9,10 +9,10 @@ import click
 from pgle.report import Report
 
 from .options import report_options
-from .output import echo, finish
+from .output import echo
 
 
-@click.group("flags", short_help="Explain an XLA_FLAGS string: meaning, defaults, status.")
+@click.group("flags")
 def flags() -> None:
     """Explain XLA flags."""
 
@@ -25,26 +25,21 @@ def flags() -> None:
     help="Also ask the installed jaxlib (starts jax on CPU; a few seconds).",
 )
 @report_options
-def explain(
-    xla_flags: tuple[str, ...], probe: bool, json_out: bool, report_path: str | None, debug: bool
-) -> None:
+def explain(xla_flags: tuple[str, ...], probe: bool, json_out: bool) -> Report:
     """Print each flag's meaning, default, jax versions and status (default: $XLA_FLAGS).
 
     Exits 1 when XLA would abort on a flag (removed, unknown to jaxlib with
     --probe, or a value it cannot read).
     """
 
-    def produce() -> Report:
-        from pgle import api
+    from pgle import api
 
-        report = api.flags_explain(*xla_flags, probe=probe)
-        if not json_out:
-            rows = report.details["flags"]
-            for line in flag_blocks(rows) if rows else ["no flags"]:
-                echo(line)
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.flags_explain(*xla_flags, probe=probe)
+    if not json_out:
+        rows = report.details["flags"]
+        for line in flag_blocks(rows) if rows else ["no flags"]:
+            echo(line)
+    return report
 
 
 def flag_blocks(rows: list[dict[str, Any]]) -> list[str]:

@@ -10,11 +10,14 @@ from typing import Any
 
 import click
 
+from pgle.report import Report
+
 from .options import (
     WORKLOAD_HELP,
     extraction_options,
     force_option,
     job_options,
+    report_flags,
     report_options,
     store_options,
     verdict_options,
@@ -25,7 +28,6 @@ from .output import finish
 
 
 @click.command(
-    short_help="Profile a workload and extract the PGLE profile.",
     help="Profile a window of the workload and extract the PGLE profile.\n\n" + WORKLOAD_HELP,
 )
 @workload_options
@@ -52,23 +54,14 @@ from .output import finish
 )
 @store_options
 @job_options
-@report_options
-def collect(
-    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+@report_options(job=True)
+def collect(words: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.collect(*words, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-        job=True,
-    )
+    return api.collect(*words, **options)
 
 
 @click.command(
-    short_help="Run a workload with a PGLE profile and verify XLA used it.",
     help="Run the workload with a PGLE profile and verify from XLA's log that it was used.\n\n"
     + WORKLOAD_HELP,
 )
@@ -94,23 +87,14 @@ def collect(
     "times): the after-picture for `pgle report`.",
 )
 @job_options
-@report_options
-def run(
-    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+@report_options(job=True)
+def run(words: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.run(*words, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-        job=True,
-    )
+    return api.run(*words, **options)
 
 
 @click.command(
-    short_help="Collect, then run with the profile: one verdict, with step times.",
     help="Collect, then run with the profile: one verdict, with the step times of both "
     "phases.\n\n" + WORKLOAD_HELP,
 )
@@ -153,7 +137,7 @@ def run(
     "pip install 'pgle[estimate]'; without it the table says so. With --store the store "
     "keeps both ratios next to the step module's entry.",
 )
-@report_options
+@report_flags
 def tune(
     words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
 ) -> None:
@@ -171,7 +155,6 @@ def tune(
 
 
 @click.command(
-    short_help="Build the PGLE verdict from a saved log.",
     help="Build the PGLE verdict from a saved log (`-` for stdin).",
 )
 @click.argument("log", metavar="LOG")
@@ -207,9 +190,7 @@ def tune(
 )
 @verdict_options
 @report_options
-def verify(log: str, json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
+def verify(log: str, json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.verify(log, **options), json_out=json_out, report_path=report_path, debug=debug
-    )
+    return api.verify(log, **options)

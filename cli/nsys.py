@@ -10,7 +10,6 @@ from pgle.errors import BadInput
 from pgle.report import Report
 
 from .options import job_options, report_options
-from .output import finish
 
 
 class _SplitAtDashes(click.Command):
@@ -29,7 +28,6 @@ class _SplitAtDashes(click.Command):
 
 
 @click.command(
-    short_help="Run under Nsight Systems; verify it loaded the prewarmed PGLE modules.",
     cls=_SplitAtDashes,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     help="Run the workload under Nsight Systems with JAX_COMPILATION_CACHE_EXPECT_PGLE and the "
@@ -88,26 +86,21 @@ class _SplitAtDashes(click.Command):
 )
 @job_options
 @click.argument("nsys_options", nargs=-1, type=click.UNPROCESSED)
-@report_options
+@report_options(job=True)
 @click.pass_context
-def nsys(
-    ctx: click.Context, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+def nsys(ctx: click.Context, json_out: bool, **options: Any) -> Report:
     words = ctx.meta.get("pgle_workload")
 
-    def produce() -> Report:
-        from pgle import api
+    from pgle import api
 
-        if not words:
-            raise BadInput(
-                "no workload after `--`.",
-                hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] "
-                "(or -- -m MODULE [ARGS], or -- COMMAND [ARGS]).",
-            )
-        _refuse_typos(ctx, options.get("nsys_options") or ())
-        return api.nsys(*words, **options)
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug, job=True)
+    if not words:
+        raise BadInput(
+            "no workload after `--`.",
+            hint="Usage: pgle nsys --cache-dir DIR [NSYS OPTIONS] -- SCRIPT [ARGS] "
+            "(or -- -m MODULE [ARGS], or -- COMMAND [ARGS]).",
+        )
+    _refuse_typos(ctx, options.get("nsys_options") or ())
+    return api.nsys(*words, **options)
 
 
 def _refuse_typos(ctx: click.Context, passed: tuple[str, ...]) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
+
+from .output import finish
 
 WORKLOAD_HELP = (
     "SCRIPT [-- ARGS], -m MODULE [-- ARGS], or -- COMMAND [ARGS] (any launcher: "
@@ -11,8 +15,30 @@ WORKLOAD_HELP = (
 )
 
 
-def report_options(f):
-    """--json, --report FILE and --debug for a command that returns a Report."""
+def report_options(f=None, *, job=False):
+    """--json, --report FILE and --debug for a command whose body returns a Report: the body
+    gets `json_out` (it prints its own table on stdout without --json), and output.finish
+    renders the Report and exits with its code. `job`: one rank of a multi-process job
+    (`@report_options(job=True)`; see cli/output.py)."""
+    if f is None:
+        return functools.partial(report_options, job=job)
+    body = f
+
+    @functools.wraps(body)
+    def command(*args, json_out: bool, report_path: str | None, debug: bool, **kwargs):
+        finish(
+            lambda: body(*args, json_out=json_out, **kwargs),
+            json_out=json_out,
+            report_path=report_path,
+            debug=debug,
+            job=job,
+        )
+
+    return report_flags(command)
+
+
+def report_flags(f):
+    """--json, --report FILE and --debug alone (the body calls output.finish itself)."""
     f = click.option("--debug", is_flag=True, help="Show a traceback on errors.")(f)
     f = click.option(
         "--report",

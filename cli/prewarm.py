@@ -6,12 +6,12 @@ from typing import Any
 
 import click
 
+from pgle.report import Report
+
 from .options import WORKLOAD_HELP, auto_pgle_options, job_options, report_options, workload_options
-from .output import finish
 
 
 @click.command(
-    short_help="Fill a compilation cache with PGLE-optimized executables.",
     help="Run the workload with auto PGLE and a persistent compilation cache, so that "
     "`pgle nsys` can load PGLE-optimized executables; writes DIR/pgle-manifest.json."
     "\n\n" + WORKLOAD_HELP,
@@ -32,16 +32,8 @@ from .output import finish
 @workload_options
 @auto_pgle_options
 @job_options
-@report_options
-def prewarm(
-    words: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+@report_options(job=True)
+def prewarm(words: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.prewarm(*words, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-        job=True,
-    )
+    return api.prewarm(*words, **options)

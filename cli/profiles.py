@@ -9,7 +9,7 @@ import click
 from pgle.report import Report
 
 from .options import report_options
-from .output import echo, finish
+from .output import echo
 
 
 def _to_stdout(report: Report, json_out: bool) -> Report:
@@ -24,7 +24,6 @@ def _to_stdout(report: Report, json_out: bool) -> Report:
 
 @click.command(
     "inspect",
-    short_help="Show what a profile holds: counts, top costs, categories.",
     help="Show what a profile (file or per-module directory) holds: counts, total and top costs, "
     "cost by category, collectives, modules. Exit 1 if it is empty.",
 )
@@ -37,20 +36,14 @@ def _to_stdout(report: Report, json_out: bool) -> Report:
     help="How many of the costliest instructions to list.",
 )
 @report_options
-def inspect(profile: str, top: int, json_out: bool, report_path: str | None, debug: bool) -> None:
+def inspect(profile: str, top: int, json_out: bool) -> Report:
     from pgle import api
 
-    finish(
-        lambda: _to_stdout(api.inspect(profile, top=top), json_out),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return _to_stdout(api.inspect(profile, top=top), json_out)
 
 
 @click.command(
     "diff",
-    short_help="Compare two profiles: missing instructions, largest changes.",
     help="Compare two profiles: instructions only in A or B, the largest cost changes (absolute "
     "and relative) and the shift per category.",
 )
@@ -64,20 +57,14 @@ def inspect(profile: str, top: int, json_out: bool, report_path: str | None, deb
     help="How many of the largest changes to list.",
 )
 @report_options
-def diff(a: str, b: str, top: int, json_out: bool, report_path: str | None, debug: bool) -> None:
+def diff(a: str, b: str, top: int, json_out: bool) -> Report:
     from pgle import api
 
-    finish(
-        lambda: _to_stdout(api.diff(a, b, top=top), json_out),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return _to_stdout(api.diff(a, b, top=top), json_out)
 
 
 @click.command(
     "merge",
-    short_help="Merge profiles of several runs or ranks (jaxlib's percentile rule).",
     help="Merge profiles of several runs or ranks into one. The default equals jaxlib's "
     "aggregate_profiled_instructions (the value at index int(p/100*(n-1)) of the sorted "
     "costs); unlike jaxlib, latencies are kept. Directories merge per module.",
@@ -110,22 +97,14 @@ def diff(a: str, b: str, top: int, json_out: bool, report_path: str | None, debu
     "holds nothing but profiles and their manifest).",
 )
 @report_options
-def merge(
-    profiles: tuple[str, ...], json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+def merge(profiles: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.merge(*profiles, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return api.merge(*profiles, **options)
 
 
 @click.command(
     "convert",
-    short_help="Convert profiles (binary/text, file/directory) or a trace.",
     help="Convert a profile: binary <-> text (by extension), single file <-> "
     "fingerprint-qualified file <-> per-module directory (OUT without extension or ending "
     "in /). IN may also be a trace run folder (<log_dir>/plugins/profile/<stamp>), an Nsight "
@@ -190,14 +169,7 @@ def merge(
     "holds nothing but profiles and their manifest).",
 )
 @report_options
-def convert(
-    src: str, out: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+def convert(src: str, out: str, json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.convert(src, out, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return api.convert(src, out, **options)

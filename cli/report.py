@@ -10,7 +10,6 @@ from .output import finish
 
 
 @click.command(
-    short_help="What PGLE bought, and why: one HTML/JSON report from run folders.",
     help="Analyse run folders: step time with spread, FLOPs and MFU, exposed vs hidden "
     "communication, the schedule change, memory, diagnostics. Pass a tune run folder, or "
     "WITHOUT and WITH run folders.",

@@ -10,13 +10,12 @@ from pgle.report import Report
 from pgle.units import human_bytes
 
 from .options import report_options
-from .output import echo, emit, finish, table
+from .output import echo, emit, table
 
 ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pgle/runs")
 
 
 @click.group(
-    short_help="List and prune the run folders under .pgle/runs (logs, traces).",
     help="List and prune pgle's run folders (default ROOT: .pgle/runs; a project folder or a "
     ".pgle folder stands for the runs folder in it). Only folders pgle recognises as its run "
     "folders (named <stamp>-<command>-<pid>, holding its lease.json or log) are listed or "
@@ -37,24 +36,21 @@ def _in_use(r: dict[str, Any]) -> str:
 @runs.command("ls", help="List run folders, newest first: size, last write, in use or not.")
 @ROOT_ARG
 @report_options
-def ls_cmd(root: str, json_out: bool, report_path: str | None, debug: bool) -> None:
-    def produce() -> Report:
-        from pgle import api
+def ls_cmd(root: str, json_out: bool) -> Report:
+    from pgle import api
 
-        report = api.runs_ls(root)
-        rows = report.details["runs"]
-        if not json_out and rows:  # the listing is the command's product: stdout
-            for line in table(
-                ("RUN", ">SIZE", "MODIFIED", "IN USE"),
-                [
-                    (r["name"], human_bytes(r["size"]), r["modified_iso"] or "-", _in_use(r))
-                    for r in rows
-                ],
-            ):
-                echo(line.rstrip())
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.runs_ls(root)
+    rows = report.details["runs"]
+    if not json_out and rows:  # the listing is the command's product: stdout
+        for line in table(
+            ("RUN", ">SIZE", "MODIFIED", "IN USE"),
+            [
+                (r["name"], human_bytes(r["size"]), r["modified_iso"] or "-", _in_use(r))
+                for r in rows
+            ],
+        ):
+            echo(line.rstrip())
+    return report
 
 
 @runs.command(
@@ -82,17 +78,12 @@ def ls_cmd(root: str, json_out: bool, report_path: str | None, debug: bool) -> N
 )
 @click.option("--yes", is_flag=True, help="Really delete (default: only show what would go).")
 @report_options
-def prune_cmd(
-    root: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
-    def produce() -> Report:
-        from pgle import api
+def prune_cmd(root: str, json_out: bool, **options: Any) -> Report:
+    from pgle import api
 
-        report = api.runs_prune(root, **options)
-        if not json_out:
-            verb = "delete" if options["yes"] else "would delete"
-            for r in report.details["selected"]:
-                emit(f"{verb} {r['name']} ({human_bytes(r['size'])}, {r['modified_iso']})")
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.runs_prune(root, **options)
+    if not json_out:
+        verb = "delete" if options["yes"] else "would delete"
+        for r in report.details["selected"]:
+            emit(f"{verb} {r['name']} ({human_bytes(r['size'])}, {r['modified_iso']})")
+    return report

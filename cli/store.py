@@ -9,7 +9,7 @@ import click
 from pgle.report import Report
 
 from .options import deprecated_alias, report_options
-from .output import echo, emit, finish, table
+from .output import echo, emit, table
 
 _POLICY_HELP = (
     "replace, keep:N (serve the newest) or merge:N[:pP] (serve the percentile P of the N newest)."
@@ -18,7 +18,6 @@ _POLICY_HELP = (
 
 @click.group(
     "store",
-    short_help="A fingerprint-keyed profile store for recurring jobs: ls, add, get, prune.",
     help="A profile store: per-module profiles keyed by fingerprint, jax version "
     "and device kind, shared by recurring jobs (a folder or gs://bucket/path).",
 )
@@ -59,16 +58,13 @@ def _table(rows: list[dict[str, Any]]) -> None:
 @click.option("--jax", default=None, metavar="VERSION")
 @click.option("--device-kind", default=None, metavar="KIND")
 @report_options
-def ls(store: str, json_out: bool, report_path: str | None, debug: bool, **options: Any) -> None:
-    def produce() -> Report:
-        from pgle import api
+def ls(store: str, json_out: bool, **options: Any) -> Report:
+    from pgle import api
 
-        report = api.store_ls(store, **options)
-        if not json_out:
-            _table(report.modules)
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.store_ls(store, **options)
+    if not json_out:
+        _table(report.modules)
+    return report
 
 
 @store.command(
@@ -88,17 +84,10 @@ def ls(store: str, json_out: bool, report_path: str | None, debug: bool, **optio
 @click.option("--source", default=None, help="Provenance text (default: the PROFILE path).")
 @click.option("--policy", default=None, help=f"Default keep:3. {_POLICY_HELP}")
 @report_options
-def add(
-    store: str, profile: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+def add(store: str, profile: str, json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.store_add(store, profile, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return api.store_add(store, profile, **options)
 
 
 @store.command(
@@ -117,17 +106,10 @@ def add(
     help="Replace OUT if it is a profile directory or an earlier view (never anything else).",
 )
 @report_options
-def get(
-    store: str, out: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+def get(store: str, out: str, json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(
-        lambda: api.store_get(store, out, **options),
-        json_out=json_out,
-        report_path=report_path,
-        debug=debug,
-    )
+    return api.store_get(store, out, **options)
 
 
 @store.command("prune", help="Remove old profiles from STORE. Dry run unless --yes.")
@@ -152,25 +134,14 @@ def get(
 @click.option("--yes", is_flag=True, help="Really remove (default: only show what would go).")
 @click.option("--dry-run", is_flag=True, hidden=True)  # the default now; kept for old scripts
 @report_options
-def prune(
-    store: str,
-    yes: bool,
-    dry_run: bool,
-    json_out: bool,
-    report_path: str | None,
-    debug: bool,
-    **options: Any,
-) -> None:
-    def produce() -> Report:
-        from pgle import api
+def prune(store: str, yes: bool, dry_run: bool, json_out: bool, **options: Any) -> Report:
+    from pgle import api
 
-        report = api.store_prune(store, yes=yes and not dry_run, **options)
-        if not json_out:
-            for r in report.modules:
-                emit(
-                    f"{r['status']} {r['fingerprint']}/{r['entry_id']} (jax {r['jax']}, "
-                    f"{r['device_kind']}, {r['created']})"
-                )
-        return report
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    report = api.store_prune(store, yes=yes and not dry_run, **options)
+    if not json_out:
+        for r in report.modules:
+            emit(
+                f"{r['status']} {r['fingerprint']}/{r['entry_id']} (jax {r['jax']}, "
+                f"{r['device_kind']}, {r['created']})"
+            )
+    return report

@@ -11,10 +11,9 @@ import click
 from pgle.report import Report
 
 from .options import report_options
-from .output import finish
 
 
-@click.command("view", short_help="Open a run folder's kept trace in XProf.")
+@click.command("view")
 @click.argument("run_folder", type=click.Path(file_okay=False))
 @click.option(
     "--host",
@@ -30,22 +29,17 @@ from .output import finish
     help="Port to listen on; 0 picks a free one.",
 )
 @report_options
-def view(
-    run_folder: str, json_out: bool, report_path: str | None, debug: bool, **options: Any
-) -> None:
+def view(run_folder: str, json_out: bool, **options: Any) -> Report:
     """Serve RUN_FOLDER's trace (RUN_FOLDER/trace, or RUN_FOLDER itself) with XProf until Ctrl+C.
 
     Needs the xprof extra: pip install 'pgle[xprof]'.
     """
 
-    def produce() -> Report:
-        from pgle import api
+    from pgle import api
 
-        # `kill` (SIGTERM) stops XProf as cleanly as Ctrl+C does.
-        signal.signal(signal.SIGTERM, _interrupt)
-        return api.view(run_folder, **options)
-
-    finish(produce, json_out=json_out, report_path=report_path, debug=debug)
+    # `kill` (SIGTERM) stops XProf as cleanly as Ctrl+C does.
+    signal.signal(signal.SIGTERM, _interrupt)
+    return api.view(run_folder, **options)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

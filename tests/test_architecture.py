@@ -85,19 +85,17 @@ from typing import Any
 import click
 
 from pgle.cli.options import report_options
-from pgle.cli.output import finish
+from pgle.report import Report
 
 
-@click.command("hello", short_help="Say hello.")
+@click.command("hello")
 @click.argument("name")
 @click.option("--shout", is_flag=True, help="In capitals.")
 @report_options
-def hello(name: str, json_out: bool, report_path: str | None, debug: bool,
-          **options: Any) -> None:
+def hello(name: str, json_out: bool, **options: Any) -> Report:
     from pgle import api
 
-    finish(lambda: api.hello(name, **options), json_out=json_out, report_path=report_path,
-           debug=debug)
+    return api.hello(name, **options)
 '''
 
 

@@ -256,7 +256,7 @@ def _merge_columns(
     when the general path must read the inputs: latencies, layouts only protobuf reads, inputs
     that mix files and folders or do not match the output (its errors are the messages)."""
     from pgle.profiles.columns import read_all
-    from pgle.profiles.merge import ColumnMerge, InputOverlap
+    from pgle.profiles.merge import ColumnMerge
 
     is_dir = [os.path.isdir(os.fspath(p)) if "://" not in os.fspath(p) else False for p in inputs]
     if any(d != (kind == "directory") for d in is_dir):
@@ -273,28 +273,18 @@ def _merge_columns(
         written = write_profile(
             Profile(costs=list(zip(names, costs.tolist(), strict=False))), out, force=force
         )
-        overlaps = [
-            InputOverlap(label=label, names=count, shared=shared)
-            for label, (count, shared) in zip(labels, merge.overlaps(), strict=False)
-        ]
-        return _file_result(written, overlaps, [], method, percentile)
-    return _merge_directory_columns(
-        inputs, out, method=method, percentile=percentile, force=force, merge_class=ColumnMerge
-    )
+        return _file_result(written, merge.overlaps(labels), [], method, percentile)
+    return _merge_directory_columns(inputs, out, method=method, percentile=percentile, force=force)
 
 
-def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_class):
+def _merge_directory_columns(inputs, out, *, method, percentile, force):
     """Per-module folders: one ColumnMerge per module, fed folder by folder (a folder's columns
     are dropped once added: memory follows the merge, not the input). Fingerprints of one
     module (the folders' manifests) merge together, module by module as the general path
     orders them; only their columns wait until every folder is read."""
     from types import SimpleNamespace
 
-    from pgle.profiles.merge import (
-        InputOverlap,
-        fingerprint_aliases,
-        module_names,
-    )
+    from pgle.profiles.merge import ColumnMerge, fingerprint_aliases, module_names
 
     aliases = fingerprint_aliases(
         [module_names(SimpleNamespace(kind="directory", path=p)) for p in inputs]
@@ -317,12 +307,12 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
             if len(key) > 1:
                 waiting.setdefault(key, {}).setdefault(fp, []).append((str(folder.path), c))
                 continue
-            merges.setdefault(key, merge_class()).add(c.names, c.costs)
+            merges.setdefault(key, ColumnMerge()).add(c.names, c.costs)
             labels.setdefault(key, []).append(str(folder.path))
         folders.append((str(folder.path), len(folder.modules)))
         folder.modules = {}
     for key, by_fp in waiting.items():
-        merge = merges[key] = merge_class()
+        merge = merges[key] = ColumnMerge()
         for fp in key:
             for label, c in by_fp.get(fp, []):
                 merge.add(c.names, c.costs)
@@ -332,10 +322,7 @@ def _merge_directory_columns(inputs, out, *, method, percentile, force, merge_cl
         result = merge.merge(method, percentile)
         done[key] = (
             Profile(costs=list(zip(result[0], result[1].tolist(), strict=False))),
-            [
-                InputOverlap(label=label, names=count, shared=shared)
-                for label, (count, shared) in zip(labels[key], merge.overlaps(), strict=False)
-            ],
+            merge.overlaps(labels[key]),
         )
     return _directory_result(
         {fp: done[key_of.get(fp, (fp,))] for fp in seen},

@@ -3,14 +3,10 @@
 Why: merging hundreds of ranks' profiles through Python tuples cost ~9x the input in memory
 and 4x jaxlib's time once the fast path (binary files of identical names) did not apply:
 names differing by a few per rank, text profiles, per-module folders (issue 25). Here each
-file becomes two arrays, whatever its format:
-
-- binary: protobuf (upb) parses the bytes first (what it rejects is an error, with protobuf's
-  words); `proto.binary_columns` then reads the canonical layout as columns;
-- text: `canonical.text_columns` reads the layout pgle writes (text_format's) with numpy.
-
-Anything else (latencies, escapes, comments, other spacing) is read by protobuf; files with
-latencies return None and the caller takes the general path.
+file becomes two arrays, whatever its format: the layouts pgle writes through
+`files.layout_columns` (what `read_profile` reads them with), anything else (latencies,
+escapes, comments, other spacing) through protobuf; files with latencies return None and the
+caller takes the general path.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from typing import Any, Literal, overload
 import numpy as np
 
 from pgle.errors import ProfileError
-from pgle.profiles.canonical import text_columns
 from pgle.profiles.files import (
     BINARY,
     TEXT,
@@ -33,11 +28,12 @@ from pgle.profiles.files import (
     _name_of,
     _parse_binary,
     _read_bytes,
+    ascii_names,
     by_fingerprint,
+    layout_columns,
     profile_format,
     protobuf_profile,
 )
-from pgle.profiles.proto import binary_columns
 
 
 @dataclasses.dataclass
@@ -49,30 +45,18 @@ class FileColumns:
     size: int = 0  # the file's bytes
 
 
-def _ascii(names: np.ndarray) -> bool:
-    return not names.size or bool((names.view(np.uint8) < 0x80).all())
-
-
 def read_file_columns(path: Any, like: Any = None) -> FileColumns | None:
     """A profile file as columns; None when it holds latencies (or a name with a NUL byte,
     which numpy's bytes type cannot hold): the general path reads those. Errors (missing,
     unreadable, corrupt) are load_profile_source's, word for word."""
     fmt = profile_format(path)
     data = _read_bytes(path)
-    layout = None
-    got: tuple[np.ndarray, np.ndarray] | None = None
-    if fmt == BINARY and data:
-        cols = binary_columns(data, like)
-        # The column reader accounts for every byte of the canonical layout (entries back to
-        # back, tags, lengths); with ASCII names there is nothing left for protobuf to reject.
-        # Anything else is parsed by protobuf first: what it rejects is an error, in its words.
-        if cols is None or not _ascii(cols[0]):
-            _parse_binary(data, _name_of(path))
-        if cols is not None:
-            got, layout = (cols[0], cols[1]), cols[2]
-    elif fmt == TEXT:
-        got = text_columns(data)
-    if got is None:
+    cols = layout_columns(data, fmt, like)
+    if fmt == BINARY and data and (cols is None or not ascii_names(cols[0])):
+        # What the column reader leaves to protobuf is parsed by protobuf first: what it
+        # rejects is an error, in its words.
+        _parse_binary(data, _name_of(path))
+    if cols is None:
         # Another layout (escapes, comments, other spacing, ...): protobuf's reading, then
         # columns of it.
         profile = protobuf_profile(data, fmt, _name_of(path))
@@ -80,8 +64,9 @@ def read_file_columns(path: Any, like: Any = None) -> FileColumns | None:
             return None
         encoded = [name.encode("utf-8") for name, _ in profile.costs]
         width = max((len(b) for b in encoded), default=1) or 1
-        got = (np.array(encoded, f"S{width}"), np.array([c for _, c in profile.costs], np.float64))
-    return FileColumns(_absolute(path), got[0], got[1], layout, len(data))
+        costs = np.array([c for _, c in profile.costs], np.float64)
+        cols = (np.array(encoded, f"S{width}"), costs, None)
+    return FileColumns(_absolute(path), cols[0], cols[1], cols[2], len(data))
 
 
 @dataclasses.dataclass

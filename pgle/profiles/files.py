@@ -106,22 +106,29 @@ def _looks_like_text(data: bytes) -> bool:
 
 def parse_profile(data: bytes, fmt: str, source: str) -> Profile:
     """Parse `data` in format `fmt`; ProfileError names `source` (and the byte offset, for
-    binary). The layouts pgle writes are read as columns (binary after protobuf validated the
-    bytes); anything else is protobuf's."""
+    binary). The layouts pgle writes are read as columns; anything else is protobuf's."""
+    cols = layout_columns(data, fmt)
+    if cols is not None and ascii_names(cols[0]):
+        return Profile(costs=_pairs(cols[0], cols[1]))
+    return protobuf_profile(data, fmt, source)
+
+
+def layout_columns(data: bytes, fmt: str, like: Any = None) -> tuple[Any, Any, Any] | None:
+    """(names, costs, the binary layout or None) as numpy columns, for the layouts pgle writes:
+    text_format's (canonical.text_columns, the one fast text reader) and the canonical binary
+    one (proto.binary_columns; `like`: a previous file's layout); None for anything else,
+    which protobuf reads. Both readers account for every byte of their layout (entries back to
+    back, tags, lengths): with ASCII names nothing is left for protobuf to reject."""
     if fmt == TEXT:
         from pgle.profiles.canonical import text_columns  # numpy: only where profiles are read
 
-        cols = text_columns(data)
-        if cols is not None:
-            return Profile(costs=_pairs(cols[0], cols[1]))
-    elif fmt == BINARY:
-        found = binary_columns(data)
-        # The column reader accounts for every byte of the canonical layout (entries back to
-        # back, tags, lengths); with ASCII names nothing is left for protobuf to reject (and
-        # protobuf's import is not paid). Anything else is protobuf's, errors included.
-        if found is not None and (not found[0].size or (found[0].view("u1") < 0x80).all()):
-            return Profile(costs=_pairs(found[0], found[1]))
-    return protobuf_profile(data, fmt, source)
+        got = text_columns(data)
+        return None if got is None else (got[0], got[1], None)
+    return binary_columns(data, like) if fmt == BINARY and data else None
+
+
+def ascii_names(names: Any) -> bool:  # a numpy bytes array
+    return not names.size or bool((names.view("u1") < 0x80).all())
 
 
 def _pairs(names: Any, costs: Any) -> list[tuple[str, float]]:

@@ -305,21 +305,19 @@ class ColumnMerge:
             )
         )
 
-    def overlaps(self) -> list[tuple[int, float]]:
-        """(distinct names, share of them some other input holds) per input, as name_overlap."""
+    def overlaps(self, labels: Sequence[str]) -> list[InputOverlap]:
+        """Each input's distinct names and the share of them some other input holds (as
+        name_overlap), under its label."""
         np = self.np
         out = []
-        for ids, _, _, dups in self.inputs:
+        for label, (ids, _, _, dups) in zip(labels, self.inputs, strict=False):
             distinct = np.unique(ids) if dups else ids
-            if len(self.inputs) < 2 or not distinct.size:
-                out.append((int(distinct.size), 1.0 if distinct.size else 0.0))
+            n = int(distinct.size)
+            if len(self.inputs) < 2 or not n:
+                shared = 1.0 if n else 0.0
             else:
-                out.append(
-                    (
-                        int(distinct.size),
-                        int((self.present[distinct] > 1).sum()) / int(distinct.size),
-                    )
-                )
+                shared = int((self.present[distinct] > 1).sum()) / n
+            out.append(InputOverlap(label=label, names=n, shared=shared))
         return out
 
     def merge(self, method: str, percentile: int) -> tuple[list[Any], Any]:

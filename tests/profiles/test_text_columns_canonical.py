@@ -287,7 +287,7 @@ def test_pgle_written_folders_merge_to_the_same_bytes_whichever_path_reads_them(
             write_profile(Profile(costs), folder / f"{fp}.pbtxt")
         folders.append(folder)
     taken = []
-    real = columns.text_columns
+    real = canonical.text_columns
 
     def counting(data):
         got = real(data)
@@ -298,9 +298,9 @@ def test_pgle_written_folders_merge_to_the_same_bytes_whichever_path_reads_them(
     for mode in ("canonical", "protobuf", "general"):
         with monkeypatch.context() as m:
             if mode == "canonical":
-                m.setattr(columns, "text_columns", counting)
+                m.setattr(canonical, "text_columns", counting)
             elif mode == "protobuf":
-                m.setattr(columns, "text_columns", lambda data: None)
+                m.setattr(canonical, "text_columns", lambda data: None)
             else:
                 m.setattr(commands, "_merge_columns", lambda *a, **k: None)
             for method in ("percentile", "median", "mean", "min", "max"):
