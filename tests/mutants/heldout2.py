@@ -152,7 +152,10 @@ MUTANTS: tuple[Mutant, ...] = (
     M("G34", "pgle/redact.py",
       "    upper = name.upper()",
       "    upper = name",
-      "lower-case secret variables (hf_token) not redacted"),
+      "lower-case secret variables (hf_token) not redacted",
+      equivalent="secret_variable is only reached with names _ENV_NAME matched (upper case, "
+      "digits, underscores), which upper() leaves as they are; a lower-case hf_token=x is "
+      "read as an option and redacted by its words"),
     M("G35", "pgle/redact.py",
       '        and ":" not in text\n',
       "",

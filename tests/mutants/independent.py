@@ -9,6 +9,7 @@ and the tests of each bug's area run against each.
     python3 tests/mutants/independent.py --list
     python3 tests/mutants/independent.py --set regression   # the project's own list, the same way
     python3 tests/mutants/independent.py --set heldout      # bugs written blind to both lists
+    python3 tests/mutants/independent.py --set heldout2     # a second list, blind to all three
 
 The working tree is never touched: the tracked and untracked (not ignored) files are copied to a
 temporary folder once, each mutant is written into that copy and undone there after its run, and
