@@ -344,6 +344,20 @@ def test_collected_directory_round_trips_into_pgle_run(project):
     assert "2 devices when collecting, 1 now" in report["warnings"]
 
 
+def test_a_file_xla_looked_up_in_vain_is_not_also_unused(project):
+    """The directory's file of a module whose lookup XLA logged as missing (XLA saw no file
+    there: the eval module's lookup answers nothing) is listed as looked up in vain, not as
+    a file no module used."""
+    run = gpu_run_folder(project)
+    finish_run_folder(opts_for(project / "profiles"), run)
+    proc = run_pgle("run", "--profile", "profiles", "--json", REPLAY, cwd=project, timeout=120,
+                    env=pgle_env(REPLAY_SCENARIO="directory", REPLAY_FP_TRAIN=FA,
+                                 REPLAY_FP_EVAL=FB))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert report_of(proc)["directory"] == {"found": [FA], "looked_up_missing": [FB],
+                                           "unused": [FC]}
+
+
 def test_merge_vmodule_keeps_the_users_entries():
     assert merge_vmodule(None) == "gpu_hlo_schedule=1"
     assert merge_vmodule("") == "gpu_hlo_schedule=1"

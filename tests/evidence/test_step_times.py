@@ -18,3 +18,16 @@ def test_step_zero_and_excluded_steps_are_left_out_in_both_forms():
     for steps in (objects, columns):
         assert step_times(steps) == [1.0, 1.5, 1.0, 1.5]
         assert step_times(steps, exclude={2}) == [1.0, 1.0, 1.5]
+
+
+def test_a_large_run_leaves_out_step_zero_as_a_small_one_does():
+    # From 4096 steps the columns go through numpy (issue 25): the same times as the loop's,
+    # step 0's compile left out whichever side of the cut the run falls.
+    n = 5000
+    t = [0.0] + [10.0 + k for k in range(n - 1)]  # step 0 compiles for 10 s, then 1 s a step
+    columns = Steps(array("q", range(n)), array("d", t), array("q", [0] * n), ["train"],
+                    array("q", range(n)), {})
+    objects = [Step(i, "train", i, x) for i, x in enumerate(t)]
+    assert step_times(columns) == step_times(objects) == [1.0] * (n - 2)
+    assert step_times(columns, exclude={7, 8}) == step_times(objects, exclude={7, 8})
+    assert len(step_times(columns, exclude={7, 8})) == n - 4

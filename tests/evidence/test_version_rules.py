@@ -11,8 +11,10 @@ from click.testing import CliRunner
 
 from helpers.pgle_testing import REPO
 from pgle.cli.main import cli as pgle_main
-from pgle.evidence import xla_log
+from pgle.evidence import log_version, xla_log
 from pgle.evidence.xla_log import LogScanner
+from pgle.verdicts import checker
+from pgle.verdicts.pgle_applied import SILENCE_FULL
 from pgle.xla.versions import parse_version
 
 DATA = REPO / "tests" / "data" / "xla_gpu"
@@ -198,3 +200,41 @@ def test_a_line_longer_than_the_buffer_is_scanned_in_bounded_memory(tmp_path, mo
     tracemalloc.stop()
     assert ev.long_lines == 1 and [m.module for m in ev.modules] == ["jit_m"]
     assert peak < 4 * (256 << 10), peak
+
+
+def test_each_wordings_bounds_are_as_tight_as_the_lane_proves():
+    """A wording's first (last) version lies above (below) the lane version just before (after)
+    the ones that print it: the lane captured that version without it. A looser bound admits
+    a version known not to print it, and a jax >= 0.5.1 log then reads as "maybe 0.5.0", whose
+    silent WARN checker proves nothing (coverage unknown instead of full)."""
+    lane = sorted(log_version.LINES, key=log_version.parse)
+    checked = 0
+    for kind, first, last, _ in log_version.FEATURES:
+        printed = [v for v in lane if kind in log_version.LINES[v]]
+        if not printed:
+            continue  # a wording the grid does not hold (prefixes, module names)
+        checked += 1
+        for v in printed:  # safe: every lane version that prints it lies within
+            assert log_version._in(log_version.parse(v), first, last), (kind, v)
+        before = lane.index(printed[0]) - 1
+        after = lane.index(printed[-1]) + 1
+        if first is not None and before >= 0:
+            assert log_version.parse(lane[before]) < first, (kind, lane[before], first)
+        if last is not None and after < len(lane):
+            assert log_version.parse(lane[after]) > last, (kind, lane[after], last)
+    assert checked >= 15
+    # A log of a version the lane never captured (its line numbers match none), with the
+    # jax >= 0.5.1 wording: the WARN checker's silence there is full coverage.
+    inference = log_version.infer({"using_fdo": 9999})
+    assert inference.low == (0, 5, 1) and not inference.matches
+    assert checker.silence_of_log(inference, checker_off=False, checker_lines=0,
+                                  discards=0) == SILENCE_FULL
+
+
+def test_a_reissue_lies_within_a_bound_on_its_release():
+    # jax 0.12.0.1 (a lane version) reissues 0.12.0: a rule up to 0.12.0 holds for it, one
+    # up to 0.11.2 does not (Inference.within compares a version cut to the bound's length).
+    pinned = log_version.Inference(None, None, ("0.12.0.1",), ())
+    assert pinned.within(None, (0, 12, 0)) and pinned.within((0, 12, 0), None)
+    assert pinned.within(None, (0, 12)) and not pinned.within(None, (0, 11, 2))
+    assert not log_version.Inference(None, None, ("0.12.1",), ()).within(None, (0, 12, 0))

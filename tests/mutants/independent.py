@@ -9,6 +9,7 @@ and the tests of each bug's area run against each.
     python3 tests/mutants/independent.py --list
     python3 tests/mutants/independent.py --set regression   # the project's own list, the same way
     python3 tests/mutants/independent.py --set heldout      # bugs written blind to both lists
+    python3 tests/mutants/independent.py --set heldout2     # a second list, blind to all three
 
 The working tree is never touched: the tracked and untracked (not ignored) files are copied to a
 temporary folder once, each mutant is written into that copy and undone there after its run, and
@@ -47,6 +48,7 @@ RESULTS = {  # where --write keeps each list's outcomes
     "independent": Path(__file__).resolve().parent / "independent-results.json",
     "regression": Path(__file__).resolve().parent / "regression-results.json",
     "heldout": Path(__file__).resolve().parent / "heldout-results.json",
+    "heldout2": Path(__file__).resolve().parent / "heldout2-results.json",
 }
 TIMEOUT_S = 300
 
@@ -211,6 +213,12 @@ AREAS: dict[str, tuple[str, ...]] = {
         L + "test_planted_files.py",
         K + "test_runs_hostile.py",
         S + "test_store_safety.py",
+    ),
+    # Imported by the jobs units; `pgle run` end to end with a profile file and a directory.
+    "pgle/commands/run.py": (
+        J + "test_multiprocess_units.py",
+        K + "test_manual_workflow.py",
+        K + "test_collect_per_module.py",
     ),
 }
 
@@ -604,6 +612,10 @@ def mutants_of(which: str) -> tuple[Mutant, ...]:
         import heldout  # tests/mutants/heldout.py: written without reading either list
 
         return heldout.MUTANTS
+    if which == "heldout2":
+        import heldout2  # tests/mutants/heldout2.py: a second list written blind to the others
+
+        return heldout2.MUTANTS
     import mutants  # tests/mutants/mutants.py: the regression list
 
     return mutants.MUTANTS
