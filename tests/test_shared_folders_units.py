@@ -32,6 +32,29 @@ def mode(p: Path) -> int:
     return stat.S_IMODE(os.lstat(p).st_mode)
 
 
+def raised_at_once(call, fifo: Path) -> BaseException:
+    """What `call` (which opens the FIFO `fifo`) raised. A blocking open (no O_NONBLOCK) waits
+    for a writer: after 30 s one is given so the test ends, and the test fails."""
+    got: list[BaseException] = []
+
+    def run():
+        try:
+            call()
+        except BaseException as err:  # noqa: BLE001 - handed to the test thread
+            got.append(err)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(30)
+    blocked = t.is_alive()
+    if blocked:
+        os.close(os.open(fifo, os.O_WRONLY))
+        t.join(30)
+    assert not blocked, f"opening the FIFO {fifo} waited for a writer"
+    (err,) = got
+    return err
+
+
 # -- opening, reading -------------------------------------------------------------------
 def test_read_bytes_nofollow_reads_a_file_and_refuses_a_link_a_fifo_and_a_big_file(tmp_path):
     f = tmp_path / "f"
@@ -51,9 +74,11 @@ def test_read_bytes_nofollow_reads_a_file_and_refuses_a_link_a_fifo_and_a_big_fi
     assert e.value.hint == "Remove the link (or ask who made it); pgle then recreates the file."
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with pytest.raises(sf.NotAFile) as e:
-        sf.read_bytes_nofollow(fifo)  # O_NONBLOCK: the open does not wait for a writer
-    assert e.value.message == f"file {fifo} is not a regular file."
+    err = raised_at_once(lambda: sf.read_bytes_nofollow(fifo), fifo)
+    assert isinstance(err, sf.NotAFile) and err.message == f"file {fifo} is not a regular file."
+    with pytest.raises(sf.LinkRefused) as e:
+        sf.read_bytes_nofollow(link)
+    assert e.value.message.startswith(f"file {link} is a symbolic link;")
     with pytest.raises(FileNotFoundError):
         sf.read_bytes_nofollow(tmp_path / "missing")
 
@@ -90,6 +115,7 @@ def test_open_nofollow_names_the_shown_path_when_refusing_a_link(tmp_path):
     with pytest.raises(sf.LinkRefused) as e:
         sf.open_nofollow(tmp_path / "lk", os.O_RDONLY)
     assert e.value.message.startswith(f"file {tmp_path / 'lk'} is a symbolic link;")
+    assert sf.refuse_link("/x/y").message.startswith("file /x/y is a symbolic link;")
 
 
 def test_create_exclusive_never_reuses_what_is_there(tmp_path, umask_022):
@@ -121,7 +147,11 @@ def test_is_inside_and_check_inside(tmp_path):
     assert sf.is_inside(root, root / "up" / "a") is False  # a link among the folders
     assert sf.is_inside(root, tmp_path / "rootbeer" / "a") is False  # a prefix is not a parent
     assert sf.is_inside(str(root) + "/", root / "a") is True
+    assert sf.is_inside("/", tmp_path / "a") is True  # the filesystem's root holds everything
     assert sf.check_inside(root, root / "a") == str(root / "a")
+    with pytest.raises(BadInput) as e:
+        sf.check_inside(root, tmp_path / "x")
+    assert e.value.message.startswith(f"path {tmp_path / 'x'} is outside {root} ")
     with pytest.raises(BadInput) as e:
         sf.check_inside(root, root / "up" / "a", what="run folder")
     assert e.value.message == (
@@ -309,9 +339,10 @@ def test_link_or_copy_refuses_a_link_and_a_fifo(tmp_path):
     with pytest.raises(sf.LinkRefused):
         sf.link_or_copy(tmp_path / "lk", tmp_path / "dst")
     os.mkfifo(tmp_path / "fifo")
-    with pytest.raises(sf.NotAFile) as e:
-        sf.link_or_copy(tmp_path / "fifo", tmp_path / "dst2", what="profile")
-    assert e.value.message == f"profile {tmp_path / 'fifo'} is not a regular file."
+    err = raised_at_once(lambda: sf.link_or_copy(tmp_path / "fifo", tmp_path / "dst2", what="profile"),
+                         tmp_path / "fifo")
+    assert isinstance(err, sf.NotAFile)
+    assert err.message == f"profile {tmp_path / 'fifo'} is not a regular file."
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "lk", "real"]
 
 
@@ -324,6 +355,8 @@ def test_owner_name_and_foreign_owner(tmp_path):
     if os.geteuid() == 0:
         os.chown(tmp_path, 65534, 65534)
         assert sf.foreign_owner(os.stat(tmp_path)) == sf.owner_name(65534)
+        os.chown(tmp_path, 1, 1)  # uid 1 (daemon) is another user like any other
+        assert sf.foreign_owner(os.stat(tmp_path)) == sf.owner_name(1)
 
 
 def test_warn_foreign_warns_once_per_folder(tmp_path, caplog):
@@ -338,9 +371,15 @@ def test_warn_foreign_warns_once_per_folder(tmp_path, caplog):
         assert sf.warn_foreign(st, d, "store", "again") == sf.owner_name(65534)
         assert sf.warn_foreign(st, d, "store", "by key", key=("k", str(d))) == sf.owner_name(65534)
         assert sf.warn_foreign(os.stat(tmp_path), tmp_path, "store", "mine") is None
+        other = tmp_path / "theirs too"
+        other.mkdir()
+        os.chown(other, 65534, 65534)
+        assert sf.warn_foreign(os.stat(other), other, "cache", "c") == sf.owner_name(65534)
+        assert sf.warn_foreign(os.stat(other), other, "cache", "again") == sf.owner_name(65534)
     assert [r.getMessage() for r in caplog.records] == [
         f"store {d} belongs to {sf.owner_name(65534)}, not to you: entries you add are theirs to delete",
         f"store {d} belongs to {sf.owner_name(65534)}, not to you: by key",
+        f"cache {other} belongs to {sf.owner_name(65534)}, not to you: c",
     ]
 
 
@@ -429,10 +468,14 @@ def test_sub_own_link_follows_only_this_users_link(tmp_path):
             d.sub(".pgle")
         with d.sub("scratch", own_link=True) as s:  # a plain folder: opened as usual
             assert s.names() == ["inside"]
+        os.symlink(tmp_path / "gone", tmp_path / "dangling")
+        with pytest.raises(sf.LinkRefused):  # this user's link, to nothing: refused, no crash
+            d.sub("dangling", own_link=True)
         if os.geteuid() == 0:
-            os.lchown(tmp_path / ".pgle", 65534, 65534)
-            with pytest.raises(sf.LinkRefused):
-                d.sub(".pgle", own_link=True)
+            for uid in (65534, 1):
+                os.lchown(tmp_path / ".pgle", uid, uid)
+                with pytest.raises(sf.LinkRefused):
+                    d.sub(".pgle", own_link=True)
 
 
 def test_opendir_read_create_write_unlink(tmp_path, umask_022):
@@ -486,8 +529,68 @@ def test_write_atomic_failure_is_one_sentence_and_leaves_no_temp(tmp_path):
     assert isinstance(e.value, OSError)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
     with sf.OpenDir.open("/proc") as d, pytest.raises(PgleError) as e:
-        d.write_atomic("pgle-x", b"x", what="file")
+        d.write_atomic("pgle-x", b"x")
     assert e.value.message.startswith("cannot write file /proc/pgle-x: ")
+
+
+def test_write_atomic_takes_a_name_as_long_as_the_filesystem_allows_with_its_temp(tmp_path):
+    # The temp name adds 18 characters (`.<name>.<12 hex>.tmp`); 255 is NAME_MAX here.
+    name = "n" * (255 - 18)
+    with sf.OpenDir.open(tmp_path) as d:
+        d.write_atomic(name, b"x")
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_opendir_link_or_copy_works_through_the_descriptor_after_a_rename(tmp_path):
+    """A folder renamed (or swapped) after pgle opened it: the copy still comes from the folder
+    opened, never from whatever is at its old path now."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "src").write_bytes(b"opened")
+    with sf.OpenDir.open(tmp_path / "a") as d:
+        os.rename(tmp_path / "a", tmp_path / "b")
+        (tmp_path / "a").mkdir()
+        (tmp_path / "a" / "src").write_bytes(b"planted")
+        d.link_or_copy("src", tmp_path / "dst")
+        assert d.read_bytes("src") == b"opened"
+    assert (tmp_path / "dst").read_bytes() == b"opened"
+
+
+def test_opendir_refusals_name_the_full_path(tmp_path):
+    (tmp_path / "f").write_text("x")
+    os.symlink(tmp_path / "f", tmp_path / "lk")
+    os.mkfifo(tmp_path / "fifo")
+    with sf.OpenDir.open(tmp_path) as d:
+        with pytest.raises(sf.LinkRefused) as e:
+            d.link_or_copy("lk", tmp_path / "dst", what="profile")
+        assert e.value.message.startswith(f"profile {tmp_path / 'lk'} is a symbolic link;")
+        with pytest.raises(sf.LinkRefused) as e:
+            d.read_bytes("lk")
+        assert e.value.message.startswith(f"file {tmp_path / 'lk'} is a symbolic link;")
+        err = raised_at_once(lambda: d.read_bytes("fifo"), tmp_path / "fifo")
+        assert isinstance(err, sf.NotAFile) and err.message == f"file {tmp_path / 'fifo'} is not a regular file."
+        err = raised_at_once(lambda: d.link_or_copy("fifo", tmp_path / "dst"), tmp_path / "fifo")
+        assert isinstance(err, sf.NotAFile)
+    with pytest.raises(BadInput) as e:
+        sf.OpenDir.open(tmp_path / "f")
+    assert e.value.message == f"folder {tmp_path / 'f'} is not a directory."
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "fifo", "lk"]
+
+
+def test_opendir_on_fd_0_is_closed_too():
+    """With stdin closed, the folder's descriptor may be 0: close() must still close it."""
+    code = ("import os; from pgle import shared_folders as sf\n"
+            "os.close(0)\n"
+            "d = sf.OpenDir.open('/')\n"
+            "assert d.fd == 0, d.fd\n"
+            "d.close()\n"
+            "try: os.fstat(0)\n"
+            "except OSError: print('closed')\n"
+            "else: print('still open')")
+    with sf.OpenDir.open("/") as d:  # the same code in process (fd > 0 here)
+        pass
+    assert d.fd == -1
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "closed", out.stderr
 
 
 def test_opendir_link_or_copy(tmp_path):
@@ -579,13 +682,14 @@ def test_rmtree_private_steps_refuse_a_swapped_folder(tmp_path):
             sf._rmtree(d.fd, "b", st_a, "shown/b", 0)
         assert e.value.message == "shown/b was replaced while pgle deleted it; left as it is."
         os.symlink(tmp_path / "b", tmp_path / "lk")
+        # a link swapped in for the very folder listed: never entered
         with pytest.raises(PgleError) as e:
-            sf._rmtree(d.fd, "lk", st_a, "shown/lk", 0)
+            sf._rmtree(d.fd, "lk", os.lstat(tmp_path / "b"), "shown/lk", 0)
         assert e.value.message == "shown/lk was replaced while pgle deleted it; left as it is."
         sf._rmtree(d.fd, "gone", st_a, "shown/gone", 0)  # nothing, no error
         (tmp_path / "f").write_text("")
-        with pytest.raises(PgleError) as e:
-            sf._rmtree(d.fd, "f", st_a, "shown/f", 0)
+        with pytest.raises(PgleError) as e:  # a file, even the one listed, is no folder
+            sf._rmtree(d.fd, "f", os.lstat(tmp_path / "f"), "shown/f", 0)
         assert e.value.message == "shown/f was replaced while pgle deleted it; left as it is."
         sf._rmtree(d.fd, "a", st_a, "shown/a", sf.MAX_DELETE_DEPTH)  # the last level allowed
     assert (tmp_path / "b" / "x").exists() and not (tmp_path / "a").exists()
