@@ -40,7 +40,7 @@ def raised_at_once(call, fifo: Path) -> BaseException:
     def run():
         try:
             call()
-        except BaseException as err:  # noqa: BLE001 - handed to the test thread
+        except BaseException as err:  # handed to the test thread
             got.append(err)
 
     t = threading.Thread(target=run, daemon=True)
@@ -250,7 +250,7 @@ def test_flocked_on_a_fifo_is_refused(tmp_path):
         try:
             with sf.flocked(tmp_path / "f.lock", what="lock"):
                 pass
-        except BaseException as err:  # noqa: BLE001 - handed to the test thread
+        except BaseException as err:  # handed to the test thread
             done.append(err)
 
     t = threading.Thread(target=lock_it, daemon=True)
@@ -648,7 +648,7 @@ def test_rmtree_refuses_a_file_a_link_and_a_replaced_folder(tmp_path):
 def test_rmtree_refuses_a_tree_deeper_than_pgle_makes(tmp_path):
     deep = tmp_path / "run"
     p = deep
-    for i in range(sf.MAX_DELETE_DEPTH + 1):
+    for _ in range(sf.MAX_DELETE_DEPTH + 1):
         p = p / "d"
     p.mkdir(parents=True)
     with sf.OpenDir.open(tmp_path) as d, pytest.raises(PgleError) as e:
@@ -661,7 +661,7 @@ def test_rmtree_refuses_a_tree_deeper_than_pgle_makes(tmp_path):
     assert p.is_dir()  # the deepest folder was never deleted
     # exactly MAX_DELETE_DEPTH levels below the root folder: deleted
     p = tmp_path / "ok"
-    for i in range(sf.MAX_DELETE_DEPTH):
+    for _ in range(sf.MAX_DELETE_DEPTH):
         p = p / "d"
     p.mkdir(parents=True)
     (p / "leaf").write_text("x")

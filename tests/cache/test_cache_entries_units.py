@@ -574,7 +574,7 @@ def test_a_manifest_that_cannot_be_written_is_one_sentence(tmp_path: Path):
     (tmp_path / manifest.MANIFEST_NAME).mkdir()  # rename(2) over a folder fails
     with pytest.raises(PgleError) as e:
         manifest._write(str(tmp_path), manifest.empty())
-    assert e.value.message.startswith(f"cannot write ") and manifest.MANIFEST_NAME in e.value.message
+    assert e.value.message.startswith("cannot write ") and manifest.MANIFEST_NAME in e.value.message
 
 
 def test_key_roles_maps_every_key_and_optimized_wins():
