@@ -180,3 +180,51 @@ def test_predict_in_a_job_says_why_without_running_anything(tmp_path):
                    "target": None, "devices": 4, "costs": None, "run_dir": None, "seconds": None,
                    "cannot_help": None}
     assert list(tmp_path.iterdir()) == []
+
+
+def row(arm, **over):
+    r = {"arm": arm, "status": None, "step_time": None, "interval": None, "ratio": None,
+         "why_no_ratio": None, "communication": None, "peak_bytes": None, "compile_s": None,
+         "runs_executables": []}
+    r.update(over)
+    return r
+
+
+def test_the_terminal_table_cell_by_cell():
+    """A table as tune.json keeps it (what `pgle report` reads back): every cell's format."""
+    t = {"baseline": "default", "gpu": True, "caveat": None, "predicted": None,
+         "steps": {"source": "executions", "how": "the 12 executions of jit_step"},
+         "arms": [
+             row("default", step_time={"median_s": 0.1}, compile_s=12.345, peak_bytes=3 << 30,
+                 communication={"exposed_ms_per_device": 1.23456},
+                 runs_executables=[{"executables": "compiled"}, {"executables": "cached"}]),
+             row("o1+pgle", status="applied", step_time={"median_s": 0.05},
+                 interval={"ratio": 0.5, "low": 0.49, "high": 0.5123}, compile_s=0.0,
+                 runs_executables=[{"executables": None}]),
+             row("sol", why_no_ratio="no step-time ratio: 2 and 2 step times, fewer than 5 each"),
+         ]}
+    assert compare.table_lines(t) == [
+        "steps: the 12 executions of jit_step",
+        "arm      verdict  median step  ratio vs default      exposed comm  peak memory  compile",
+        "default  -        100.00 ms    1 (baseline)          1.235 ms      3.0 GiB      12.35 s (cached/compiled)",
+        "o1+pgle  applied  50.00 ms     0.500 (0.490..0.512)  -             -            0.00 s",
+        "sol      -        -            -                     -             -            -",
+        "sol: no step-time ratio: 2 and 2 step times, fewer than 5 each",
+    ]
+
+
+def test_the_terminal_table_off_a_gpu_with_a_prediction():
+    pred = {**PRED, "line": "predicted: from somewhere"}
+    t = {"baseline": "default", "gpu": False, "caveat": "backend cpu: the arms ran",
+         "predicted": pred, "steps": {"source": "markers", "how": "marked"},
+         "arms": [row("default", predicted_ratio=1.0, step_time={"median_s": 0.002}),
+                  row("o1", predicted_ratio=0.8123, why_no_ratio="needs a GPU: x")]}
+    assert compare.table_lines(t) == [
+        "arm      verdict  median step  ratio vs default  predicted  exposed comm  peak memory  compile",
+        "default  -        2.00 ms      1 (baseline)      1.000      needs a GPU   -            -",
+        "o1       -        -            needs a GPU       0.812      needs a GPU   -            -",
+        "predicted: from somewhere",
+        "backend cpu: the arms ran",
+    ]
+    del pred["line"]  # a table from before the line was kept: made from the prediction
+    assert compare.table_lines(t)[-2] == compare.predicted_line(PRED)
