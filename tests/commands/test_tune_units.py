@@ -104,3 +104,84 @@ def test_tune_json_is_what_report_reads(tmp_path):
     }
     tune.write_tune_json(tmp_path, tune.TuneOptions(COLLECT), [], Report("tune", "error"), None, [])
     assert json.loads((tmp_path / "tune.json").read_text())["plain"] is True
+
+
+FP = "0123456789abcdef0123456789abcdef"
+
+
+def _store_with_entry(tmp_path):
+    from pgle.profiles.files import Profile
+    from pgle.store.store import ProfileStore
+
+    st = ProfileStore(tmp_path / "store", create=True)
+    entry, _ = st.add(FP, Profile(costs=[("fusion.1", 10.0)]), jax="0.10.2", jaxlib="0.10.2",
+                      device_kind="NVIDIA H100 80GB HBM3", device_count=8, source="test",
+                      module="jit_step")
+    return st, entry
+
+
+def _compare_report(pred=None, module="jit_step"):
+    pred = {"target": "h100", "why": None, "step_module": "jit_other"} if pred is None else pred
+    arms_rows = [{"arm": "default", "predicted_ratio": 1.0, "ratio": 1.0},
+                 {"arm": "o1", "predicted_ratio": 0.8, "ratio": None},
+                 {"arm": "sol", "predicted_ratio": None, "ratio": 0.9},
+                 {"arm": "o1+pgle", "predicted_ratio": None, "ratio": None}]  # nothing to keep
+    return Report("tune", "applied", details={"compare": {
+        "predicted": pred, "steps": {"module": module}, "arms": arms_rows}})
+
+
+def _first(entry, module="jit_step"):
+    return tune.CollectPhase.from_job({"status": "collected", "store": {
+        "modules": [{"module": "jit_init", "entry": None, "fingerprint": FP},
+                    {"module": module, "entry": entry.entry_id, "fingerprint": FP}],
+        "key": {"device_kind": "NVIDIA H100 80GB HBM3", "device_count": "8", "jax": "0.10.2"}}})
+
+
+def test_predict_with_store_keeps_each_arms_predicted_and_measured_ratio(tmp_path):
+    from pgle.version import __version__
+
+    st, entry = _store_with_entry(tmp_path)
+    report = _compare_report()
+    tune._keep_calibration(report, _first(entry), str(tmp_path / "store"))
+    kept = st.calibration(entry)
+    assert [(c.arm, c.predicted_ratio, c.measured_ratio) for c in kept] == [
+        ("default", 1.0, 1.0), ("o1", 0.8, None), ("sol", None, 0.9)]
+    assert {(c.target, c.device_kind, c.device_count, c.jax, c.pgle) for c in kept} == {
+        ("h100", "NVIDIA H100 80GB HBM3", 8, "0.10.2", __version__)}
+    assert len({c.created for c in kept}) == 1 and kept[0].created.endswith("+00:00")
+    assert report.details["compare"]["calibration"] == {
+        "fingerprint": FP, "entry": entry.entry_id, "arms": 3}
+    assert report.warnings == []
+
+
+def test_the_step_module_comes_from_the_steps_else_from_the_prediction(tmp_path):
+    st, entry = _store_with_entry(tmp_path)
+    report = _compare_report(pred={"target": "h100", "why": None, "step_module": "jit_step"},
+                             module=None)
+    tune._keep_calibration(report, _first(entry), str(tmp_path / "store"))
+    assert len(st.calibration(entry)) == 3
+
+
+def test_nothing_is_kept_without_a_prediction_or_a_stored_entry(tmp_path):
+    st, entry = _store_with_entry(tmp_path)
+    why = _compare_report(pred={"target": "h100", "why": "needs the CUDA plugin"})
+    tune._keep_calibration(why, _first(entry), str(tmp_path / "store"))
+    other = _compare_report(module="jit_other")
+    tune._keep_calibration(other, _first(entry), str(tmp_path / "store"))
+    no_store = _compare_report()
+    tune._keep_calibration(no_store, tune.CollectPhase.from_job({}), str(tmp_path / "store"))
+    assert st.calibration(entry) == []
+    for report in (why, other, no_store):
+        assert "calibration" not in report.details["compare"] and report.warnings == []
+
+
+def test_a_store_that_refuses_the_ratios_is_one_warning(tmp_path):
+    st, entry = _store_with_entry(tmp_path)
+    first = _first(entry)
+    first.job["store"]["modules"][1]["entry"] = "20200101T000000Z-000000"  # not in the store
+    report = _compare_report()
+    tune._keep_calibration(report, first, str(tmp_path / "store"))
+    assert report.warnings == [
+        f"the store kept no predicted/measured ratios: store {tmp_path / 'store'}: no entry "
+        f"20200101T000000Z-000000 for module {FP}."]
+    assert "calibration" not in report.details["compare"]
