@@ -338,6 +338,12 @@ def test_link_or_copy_refuses_a_link_and_a_fifo(tmp_path):
     os.symlink(tmp_path / "real", tmp_path / "lk")
     with pytest.raises(sf.LinkRefused):
         sf.link_or_copy(tmp_path / "lk", tmp_path / "dst")
+    with pytest.raises(sf.LinkRefused) as e:
+        sf.link_or_copy(tmp_path / "lk", tmp_path / "dst")
+    assert e.value.message.startswith(f"file {tmp_path / 'lk'} is a symbolic link;")
+    with sf.OpenDir.open(tmp_path) as d, pytest.raises(sf.LinkRefused) as e:
+        d.link_or_copy("lk", tmp_path / "dst")
+    assert e.value.message.startswith(f"file {tmp_path / 'lk'} is a symbolic link;")
     os.mkfifo(tmp_path / "fifo")
     err = raised_at_once(lambda: sf.link_or_copy(tmp_path / "fifo", tmp_path / "dst2", what="profile"),
                          tmp_path / "fifo")
