@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
@@ -178,7 +179,8 @@ def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
         home.mkdir()
         env = pgle_env(PGLE_RANK=str(rank), PGLE_WORLD_SIZE="2", PGLE_JOB_ID="held",
                        DIST_PORT=str(port), PYTHONPATH=FAKE_GPU_CONVERSION)
-        procs.append(start_pgle("collect", "--gather", "kv", "--gather-timeout", "30",
+        # A gather timeout far beyond the bound below: a rank that waits it out fails.
+        procs.append(start_pgle("collect", "--gather", "kv", "--gather-timeout", "120",
                                 "-o", "profile.pb", str(late), cwd=home, env=env))
     rank0, rank1 = procs
     try:
@@ -191,7 +193,9 @@ def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
         # still runs; its jax.distributed shutdown then meets rank 0's).
         for proc in procs:
             os.kill(proc.pid, signal.SIGINT)
-        out, err = rank0.communicate(timeout=300)
+        interrupted_at = time.monotonic()
+        out, err = rank0.communicate(timeout=400)
+        stopped_after = time.monotonic() - interrupted_at
         out1, err1 = rank1.communicate(timeout=300)
     finally:
         go.touch()
@@ -205,3 +209,6 @@ def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
     assert rank0.returncode == 130, text[-4000:]
     assert "interrupted by SIGINT (Ctrl-C)" in text and "Traceback" not in text, text[-4000:]
     assert rank1.returncode == 130, err1.decode(errors="replace")[-4000:]
+    # Issue 37: the held workload's fetch of rank 1's files and rank 0's gather of the rank
+    # reports both stop at the Ctrl-C; each used to wait out the whole gather timeout (120 s).
+    assert stopped_after < 60, f"rank 0 took {stopped_after:.0f} s to stop after Ctrl-C"
