@@ -538,7 +538,9 @@ class RankRun:
         gathered = folder.gather(
             self.job_dir,
             self.world_size,
-            self.gather_timeout_s,
+            # --gather kv: the ranks' files came in the exchange, which waited up to the
+            # timeout; this rank's folder is its own, so nothing more arrives (issue 37).
+            0.0 if self.gather == "kv" else self.gather_timeout_s,
         )
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written
