@@ -189,7 +189,9 @@ def _serve(client: Any, request: Request) -> Answer:
 
 def _fetch(client: Any, key: str, deadline: float) -> Any:
     """The key's value, waiting until `deadline` in slices of FETCH_SLICE_S (a KeyboardInterrupt
-    is raised between them); the last slice's error when the key never came."""
+    is raised between them); TimeoutError when the key never came, or the error of a get
+    that failed at once."""
+    began = time.monotonic()
     while True:
         left = deadline - time.monotonic()
         slice_s = min(FETCH_SLICE_S, max(0.001, left))
@@ -200,5 +202,11 @@ def _fetch(client: Any, key: str, deadline: float) -> Any:
             # A slice that ran out (DEADLINE_EXCEEDED, or an error only after waiting it out)
             # waits on; one that failed at once (the coordinator gone) is the answer.
             waited = time.monotonic() - started >= slice_s * 0.9
-            if time.monotonic() >= deadline or not ("DEADLINE_EXCEEDED" in str(e) or waited):
+            if not ("DEADLINE_EXCEEDED" in str(e) or waited):
                 raise
+            if time.monotonic() >= deadline:
+                # The whole wait, not the last slice's (jax's message names the slice).
+                raise TimeoutError(
+                    f"not in jax.distributed's key-value store within "
+                    f"{time.monotonic() - began:.0f} s"
+                ) from None
