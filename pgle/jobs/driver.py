@@ -234,6 +234,10 @@ class RankRun:
                 self._kv_send(resolved[0] if resolved else None)
             if not self.info.is_leader:
                 return QuietReport.of(report, self.summary_line(report))
+            if self.held is not None and self.held.interrupted:
+                # Ctrl-C while held (--gather kv): the workload got it too and ends, so no more
+                # files can travel; gathering would only sit out --gather-timeout (issue 37).
+                self._release()  # raises Interrupted (exit 128+N)
             try:
                 job_report = self.job_report(
                     report, functools.partial(wf.combine, opts, resolved[0])
@@ -534,7 +538,9 @@ class RankRun:
         gathered = folder.gather(
             self.job_dir,
             self.world_size,
-            self.gather_timeout_s,
+            # --gather kv: the ranks' files came in the exchange, which waited up to the
+            # timeout; this rank's folder is its own, so nothing more arrives (issue 37).
+            0.0 if self.gather == "kv" else self.gather_timeout_s,
         )
         reports = dict(gathered.reports)
         reports[self.rank] = json.loads(own.to_json())  # ours, as written

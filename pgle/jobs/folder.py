@@ -335,10 +335,11 @@ def gather(
     """Collect `rank-<r>.json` of ranks 0..world_size-1, waiting up to `timeout_s`.
 
     Polls with a growing interval (first_poll_s, x1.5, capped at max_poll_s)
-    and returns as soon as every rank has reported, or at the timeout with the
-    ranks that never did (sorted). A report that is not a JSON object counts
-    as missing; `describe_missing` says why each rank is missing. While ranks are still
-    missing, a line every `progress_every_s` goes to the log (INFO).
+    and returns as soon as every rank has reported (or left a report it cannot read: written
+    atomically, it will not change), or at the timeout with the ranks that never did (sorted).
+    A report that is not a JSON object counts as missing; `describe_missing` says why each
+    rank is missing. While ranks are still missing, a line every `progress_every_s` goes to
+    the log (INFO).
     """
     if world_size < 1:
         raise BadInput(f"world size must be at least 1, not {world_size}.")
@@ -360,8 +361,8 @@ def gather(
                 reports[rank] = _read_json(report_path(job_dir, rank))
             except (OSError, ValueError):
                 unreadable.add(rank)  # describe_missing says why
-        if len(reports) == world_size:
-            break
+        if len(reports) + len(unreadable) == world_size:
+            break  # an unreadable report is not read again: waiting on for it gains nothing
         now = time.monotonic()
         left = deadline - now
         if left <= 0:

@@ -66,6 +66,12 @@ class Execution:
         """The workload has finished and waits for pgle (pgle.launch.handoff)."""
         return self.result.pending is not None
 
+    @property
+    def interrupted(self) -> bool:
+        """pgle got SIGINT/SIGTERM/SIGHUP while the workload was held (and passed it on)."""
+        pending = self.result.pending
+        return pending is not None and pending.signals.interrupted is not None
+
     def resume(self) -> None:
         """A held workload goes on to its real end (after pgle's last handoff request).
         Interrupted where pgle got SIGINT/SIGTERM/SIGHUP while it was held (the exchange):

@@ -34,6 +34,10 @@ from typing import Any, TypedDict
 from pgle.evidence import schema
 
 POLL_S = 0.02
+# A fetch waits in slices this long: the blocking get is one C++ call that Python's SIGINT
+# handler cannot interrupt (jax 0.4.35-0.12), so Ctrl-C on a held rank lands between slices
+# instead of after the whole gather timeout (issue 37: it took the full 30 s, then some).
+FETCH_SLICE_S = 0.5
 
 
 class FetchItem(TypedDict):
@@ -173,12 +177,36 @@ def _serve(client: Any, request: Request) -> Answer:
     deadline = time.monotonic() + (request["timeout_s"] or 60.0)
     for item in request["fetch"]:
         key, to = item["key"], item["to"]
-        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
         try:
-            data = client.blocking_key_value_get_bytes(key, left_ms)
+            data = _fetch(client, key, deadline)
         except Exception as e:
             errors.append(f"fetch {key}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
             continue
         _write_atomic(to, bytes(data))
         fetched[key] = to
     return {"fetched": fetched, "errors": errors}
+
+
+def _fetch(client: Any, key: str, deadline: float) -> Any:
+    """The key's value, waiting until `deadline` in slices of FETCH_SLICE_S (a KeyboardInterrupt
+    is raised between them); TimeoutError when the key never came, or the error of a get
+    that failed at once."""
+    began = time.monotonic()
+    while True:
+        left = deadline - time.monotonic()
+        slice_s = min(FETCH_SLICE_S, max(0.001, left))
+        started = time.monotonic()
+        try:
+            return client.blocking_key_value_get_bytes(key, max(1, int(slice_s * 1000)))
+        except Exception as e:
+            # A slice that ran out (DEADLINE_EXCEEDED, or an error only after waiting it out)
+            # waits on; one that failed at once (the coordinator gone) is the answer.
+            waited = time.monotonic() - started >= slice_s * 0.9
+            if not ("DEADLINE_EXCEEDED" in str(e) or waited):
+                raise
+            if time.monotonic() >= deadline:
+                # The whole wait, not the last slice's (jax's message names the slice).
+                raise TimeoutError(
+                    f"not in jax.distributed's key-value store within "
+                    f"{time.monotonic() - began:.0f} s"
+                ) from None

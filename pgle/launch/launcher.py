@@ -525,7 +525,10 @@ class Running:
                 f"{PIPE_GRACE_S:g} s after the workload exited (frozen with Ctrl-S?); the rest "
                 f"of it is in {log_path} only"
             )
-        if any(p.is_alive() for p in pumps) and not drained(pumps, PIPE_GRACE_S):
+        # Only a pump freed from a stuck terminal can move again: without one, the first wait
+        # already saw the grace pass with no byte moved (a daemon holds the streams), and a
+        # second would double the documented "at most PIPE_GRACE_S" (issue 37).
+        if any(p.is_alive() for p in pumps) and not (stuck and drained(pumps, PIPE_GRACE_S)):
             for p in pumps:
                 p.detached = True  # drained and dropped from now on; its fd stays open until then
             _warn(

@@ -15,6 +15,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -39,15 +40,19 @@ def _plant_rank(jd: Path, rank: int, profile: dict | None = None) -> None:
     (jd / f"rank-{rank}.json").write_text(json.dumps(report))
 
 
-def _rank_0(project: Path, world_size: int) -> tuple[int, dict | None, str]:
+def _rank_0(project: Path, world_size: int) -> tuple[int, dict | None, str, float]:
     env = pgle_env(PGLE_RANK="0", PGLE_WORLD_SIZE=str(world_size), PGLE_JOB_ID="hostile",
                    SLURM_PROCID="0", PYTHONPATH=HELPER)
+    began = time.monotonic()
+    # Every rank has left a report (rank 4's unreadable): a gather timeout far past the
+    # bound the malformed-data test checks, which only a wait for rank 4 would reach.
     proc = subprocess.run(
         [sys.executable, "-m", "pgle", "collect", "--json", "-o", "profile.pb",
-         "--gather-timeout", "30", STEPS, "--", "12"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300)
+         "--gather-timeout", "200", STEPS, "--", "12"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=400)
     out = proc.stdout.strip()
-    return proc.returncode, json.loads(out) if out.startswith("{") else None, proc.stderr
+    return (proc.returncode, json.loads(out) if out.startswith("{") else None, proc.stderr,
+            time.monotonic() - began)
 
 
 class HostileJob(NamedTuple):
@@ -57,6 +62,7 @@ class HostileJob(NamedTuple):
     code: int
     job: dict
     err: str
+    wall: float
 
 
 @pytest.fixture(scope="module")
@@ -85,10 +91,10 @@ def hostile_job(tmp_path_factory) -> HostileJob:
     _plant_rank(jd, 4)
     (jd / "rank-4.json").write_text(json.dumps(
         {"status": "collected", "exit_code": "zero", "modules": "all of them"}))
-    code, job, err = _rank_0(project, 5)
+    code, job, err, wall = _rank_0(project, 5)
     assert job is not None, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    return HostileJob(victim, project, jd, code, job, err)
+    return HostileJob(victim, project, jd, code, job, err, wall)
 
 
 def _warnings_of(job: dict, rank: int) -> list[str]:
@@ -134,6 +140,9 @@ def test_malformed_rank_data_names_the_rank_and_still_writes_a_job_report(hostil
     (missing,) = job["job"]["missing"]
     assert missing["rank"] == 4 and "report unreadable: exit_code is str" in missing["why"]
     assert (hostile_job.jd / "job.json").is_file()
+    # Issue 37: rank 4's report is there, unreadable, and not read again: no wait for it
+    # until the 200 s gather timeout.
+    assert hostile_job.wall < 120, f"rank 0 took {hostile_job.wall:.0f} s"
 
 
 # -- the readers, on real files ---------------------------------------------------------------

@@ -139,6 +139,23 @@ def test_describe_missing_says_what_each_rank_got_to(tmp_path):
     assert why[4] == "never started"
 
 
+def test_an_unreadable_report_ends_the_wait_for_its_rank(tmp_path):
+    """Issue 37: a report gather cannot read is not read again (written atomically, it will not
+    change), so the gather returns at once rather than at the timeout; a rank that never
+    reported is still waited for."""
+    job.write_report(tmp_path, 0, {"ok": 1})
+    (tmp_path / "rank-1.json").write_text("{not json")
+    t0 = time.monotonic()
+    reports, missing = job.gather(tmp_path, 2, timeout_s=120)
+    assert (list(reports), missing) == ([0], [1])
+    assert time.monotonic() - t0 < 60  # not the 120 s timeout
+    assert job.describe_missing(tmp_path, missing)[1].startswith("report unreadable: ")
+    t0 = time.monotonic()
+    reports, missing = job.gather(tmp_path, 3, timeout_s=1.0)
+    assert (list(reports), missing) == ([0], [1, 2])
+    assert time.monotonic() - t0 >= 1.0  # rank 2 may still come: waited for it
+
+
 def test_gather_ignores_temporaries_and_ranks_outside_the_world(tmp_path):
     job.write_report(tmp_path, 0, {"ok": 1})
     job.write_report(tmp_path, 9, {"ok": 1})

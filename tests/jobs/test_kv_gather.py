@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
@@ -112,10 +113,15 @@ def test_ranks_without_a_distributed_client_are_named(tmp_path):
                        DIST_PORT=str(port))
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "pgle", "run", "--profile", str(_profile(tmp_path)),
-             "--gather", "kv", "--gather-timeout", "20", "--json", str(no_dist)],
+             "--gather", "kv", "--gather-timeout", "120", "--json", str(no_dist)],
             cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    (out0, err0), _ = [p.communicate(timeout=200) for p in procs]
+    began = time.monotonic()
+    (out0, err0), _ = [p.communicate(timeout=300) for p in procs]
+    wall = time.monotonic() - began
     assert procs[0].returncode == 1, err0.decode()[-2000:]
+    # Issue 37: no file can travel, and rank 0's folder is its own: it does not wait out the
+    # 120 s gather timeout for a report that cannot come.
+    assert wall < 60, f"{wall:.0f} s"
     job = json.loads(out0)
     assert job["job"]["missing"][0]["rank"] == 1
     assert "key-value store" in job["job"]["missing"][0]["why"]
@@ -178,7 +184,8 @@ def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
         home.mkdir()
         env = pgle_env(PGLE_RANK=str(rank), PGLE_WORLD_SIZE="2", PGLE_JOB_ID="held",
                        DIST_PORT=str(port), PYTHONPATH=FAKE_GPU_CONVERSION)
-        procs.append(start_pgle("collect", "--gather", "kv", "--gather-timeout", "30",
+        # A gather timeout far beyond the bound below: a rank that waits it out fails.
+        procs.append(start_pgle("collect", "--gather", "kv", "--gather-timeout", "120",
                                 "-o", "profile.pb", str(late), cwd=home, env=env))
     rank0, rank1 = procs
     try:
@@ -191,7 +198,9 @@ def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
         # still runs; its jax.distributed shutdown then meets rank 0's).
         for proc in procs:
             os.kill(proc.pid, signal.SIGINT)
-        out, err = rank0.communicate(timeout=300)
+        interrupted_at = time.monotonic()
+        out, err = rank0.communicate(timeout=400)
+        stopped_after = time.monotonic() - interrupted_at
         out1, err1 = rank1.communicate(timeout=300)
     finally:
         go.touch()
@@ -205,3 +214,6 @@ def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
     assert rank0.returncode == 130, text[-4000:]
     assert "interrupted by SIGINT (Ctrl-C)" in text and "Traceback" not in text, text[-4000:]
     assert rank1.returncode == 130, err1.decode(errors="replace")[-4000:]
+    # Issue 37: the held workload's fetch of rank 1's files and rank 0's gather of the rank
+    # reports both stop at the Ctrl-C; each used to wait out the whole gather timeout (120 s).
+    assert stopped_after < 60, f"rank 0 took {stopped_after:.0f} s to stop after Ctrl-C"

@@ -41,6 +41,11 @@ print("done", flush=True)
 """
 
 
+# How long each test keeps the job stopped: 1.5x the 4 s bound, so that a watchdog counting
+# the stop would stop the workload (its ticks resume only 1.5 s after it; TICKING).
+STOPPED_S = 6.0
+
+
 def _ticking(project: Path, seconds: float) -> tuple[list[str], Path]:
     write_profile(project / "p.pb", {"fusion.1": 1.0})
     (project / "ticking.py").write_text(TICKING)
@@ -60,7 +65,7 @@ def _lease(project: Path) -> Path:
 
 
 def test_ctrl_z_longer_than_the_bound_then_fg_finishes_normally(project):
-    """Ctrl-Z stops pgle and the workload for 8 s, twice the 4 s bound; after `fg` the run
+    """Ctrl-Z stops pgle and the workload for 6 s, 1.5x the 4 s bound; after `fg` the run
     finishes with exit 0, and the lease was refreshed at the resume."""
     args, ready = _ticking(project, 3.0)
     proc = start_pgle(*args, cwd=project, env=pgle_env(), own_group=True)
@@ -70,7 +75,7 @@ def test_ctrl_z_longer_than_the_bound_then_fg_finishes_normally(project):
         os.killpg(proc.pid, signal.SIGTSTP)  # the terminal's Ctrl-Z: pgle's group
         wait_until(lambda: state(proc.pid) == "T" and state(workload) == "T", "both stopped")
         before = _lease(project).stat().st_mtime
-        time.sleep(8)
+        time.sleep(STOPPED_S)
         resumed = time.time()
         os.killpg(proc.pid, signal.SIGCONT)  # `fg`
         wait_until(lambda: _lease(project).stat().st_mtime >= resumed - 0.01,
@@ -87,7 +92,7 @@ def test_ctrl_z_longer_than_the_bound_then_fg_finishes_normally(project):
 
 
 def test_sigstop_of_pgle_and_the_workload_longer_than_the_bound_is_no_stall(project):
-    """`kill -STOP` of both process groups for 8 s (bound 4 s), then SIGCONT to pgle's group
+    """`kill -STOP` of both process groups for 6 s (bound 4 s), then SIGCONT to pgle's group
     only: pgle passes it on, the run finishes with exit 0."""
     args, ready = _ticking(project, 3.0)
     proc = start_pgle(*args, cwd=project, env=pgle_env(), own_group=True)
@@ -96,7 +101,7 @@ def test_sigstop_of_pgle_and_the_workload_longer_than_the_bound_is_no_stall(proj
         workload = _workload_of(proc.pid)
         os.killpg(workload, signal.SIGSTOP)
         os.killpg(proc.pid, signal.SIGSTOP)
-        time.sleep(8)
+        time.sleep(STOPPED_S)
         os.killpg(proc.pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -109,7 +114,7 @@ def test_sigstop_of_pgle_and_the_workload_longer_than_the_bound_is_no_stall(proj
 
 
 def test_a_stopped_workload_under_a_running_pgle_is_no_stall(project):
-    """Only the workload is stopped (a debugger, `kill -STOP` of its group) for 8 s: pgle
+    """Only the workload is stopped (a debugger, `kill -STOP` of its group) for 6 s: pgle
     sees it stopped (/proc) and does not count that time."""
     args, ready = _ticking(project, 3.0)
     proc = start_pgle(*args, cwd=project, env=pgle_env())
@@ -117,7 +122,7 @@ def test_a_stopped_workload_under_a_running_pgle_is_no_stall(project):
         wait_until(ready.exists, "the workload's start", proc=proc)
         workload = _workload_of(proc.pid)
         os.killpg(workload, signal.SIGSTOP)
-        time.sleep(8)
+        time.sleep(STOPPED_S)
         os.killpg(workload, signal.SIGCONT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -131,7 +136,7 @@ QUIET = """
 import time
 import jax, jax.numpy as jnp
 print(jax.jit(lambda x: x + 1)(jnp.ones(3)), flush=True)
-time.sleep(8)  # the quiet spell: a checkpoint to slow storage
+time.sleep(5)  # the quiet spell (a checkpoint to slow storage): 2.5x the 2 s bound
 print("saved", flush=True)
 """
 
