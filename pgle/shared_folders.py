@@ -175,7 +175,10 @@ def flocked(
         except OSError as e:
             if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise
-            fd = open_nofollow(path, os.O_RDONLY, what=what, dir_fd=dir_fd, shown=shown)
+            try:
+                fd = open_nofollow(path, os.O_RDONLY, what=what, dir_fd=dir_fd, shown=shown)
+            except FileNotFoundError:
+                raise e from None  # none to share and none could be made: why it could not
     except OSError as e:  # a LinkRefused is no OSError: it goes up as it is
         if optional:
             yield

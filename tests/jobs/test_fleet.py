@@ -137,8 +137,8 @@ def test_srun_stall_names_rank_1_first(slurm_cluster, tmp_path):
         ntasks=2, cwd=tmp_path, env=pgle_env(), timeout=300)
     assert proc.returncode == 124, proc.stderr[-3000:]
     report = _rank0_json(proc.stdout)
-    assert report["stall"]["first_rank"] == 1
-    assert report["stall"]["waiting"] == [0]
+    assert report["stall"]["first_rank"] == 1, report["stall"]
+    assert report["stall"]["waiting"] == [0], report["stall"]
     # Every rank left its stacks in its own run folder of the SLURM job's folder.
     (jd,) = (tmp_path / ".pgle" / "jobs").iterdir()
     for rank in (0, 1):
