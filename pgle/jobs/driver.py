@@ -48,7 +48,7 @@ from pgle.jobs.ranks import RankInfo
 from pgle.launch import execution
 from pgle.launch.childenv import ChildEnv
 from pgle.launch.runfolder import RunFolder
-from pgle.launch.stall import StallPolicy
+from pgle.launch.stall import StallPolicy, StallReport
 from pgle.launch.workload import Workload
 from pgle.phrases import ranks_phrase
 from pgle.report import Report
@@ -291,27 +291,19 @@ class RankRun:
         forensics = self.forensics
         if forensics is not None:
             forensics.attach(run.path)
-        try:
-            ex = execution.execute(
-                workload,
-                run,
-                child,
-                on_start=self.mark_started,
-                on_exit=self.mark_exit,
-                watchdog=self.watchdog(),
-                stall_timeout=self.stall_timeout_s,
-                hold=self.gather == "kv",
-                hold_timeout_s=self.gather_timeout_s + 300.0,
-                **kwargs,
-            )
-        except Stalled as e:
-            if forensics is not None:  # issue 36: this rank's phase, for the first stopped rank
-                report = getattr(e.execution, "stall", None)
-                names = getattr(report, "phase_names", None) or {}
-                texts = getattr(report, "phases", None) or {}
-                pid = min(names) if names else None
-                forensics.publish_stall(names.get(pid), texts.get(pid), own=True)
-            raise
+        ex = execution.execute(
+            workload,
+            run,
+            child,
+            on_start=self.mark_started,
+            on_exit=self.mark_exit,
+            watchdog=self.watchdog(),
+            stall_timeout=self.stall_timeout_s,
+            hold=self.gather == "kv",
+            hold_timeout_s=self.gather_timeout_s + 300.0,
+            before_stall_stop=None if forensics is None else self._stalled,
+            **kwargs,
+        )
         if forensics is not None:
             # The workload's last events (its harness writes them out at exit): the modules it
             # compiled and its steps reach the job folder before this rank reports.
@@ -324,6 +316,21 @@ class RankRun:
         if ex.held:
             self.held = ex
         return ex
+
+    def _stalled(self, report: StallReport) -> None:
+        """This rank's workload made no progress past its bound; its stacks are written and pgle
+        is about to stop it (pgle.launch.stall): publish its phase for the first stopped rank
+        (issue 36), then give the peers waiting for it the time to write theirs while it still
+        runs (fleet.PEER_PHASE_WAIT_S)."""
+        forensics = self.forensics
+        if forensics is None:
+            return
+        pid = min(report.phase_names, default=None)  # the main process: the first started
+        if pid is None:
+            forensics.publish_stall(None, None, own=True)
+        else:
+            forensics.publish_stall(report.phase_names[pid], report.phases.get(pid), own=True)
+        forensics.wait_for_phases(fleet.PEER_PHASE_WAIT_S)
 
     # -- --gather kv: the job's files through jax.distributed's key-value store --
     def _key(self, what: str) -> str:

@@ -50,6 +50,11 @@ POLL_S = 1.0  # the most a divergence waits to be published and seen (x2: rank r
 # 10 s this once was, and the report named the first rank with no phase. Only a rank that
 # never publishes (dead, or its folder unwritable) makes rank 0 wait it out.
 STALL_WAIT_S = 30.0
+# A rank whose own stall bound ran out waits up to this long for its peers' phases before pgle
+# stops its workload: ranks waiting for it in a collective reach their bounds a step later,
+# and once its workload is gone their collective may fail at once (gloo on CPU, jax 0.10.2:
+# the peer's sockets close), ending their workloads before their stacks are written.
+PEER_PHASE_WAIT_S = 10.0
 MAX_FILE_BYTES = 4 << 20  # a rank's fleet file: thousands of modules
 MAX_MODULES = 20000
 _RANK_FILE = re.compile(r"^rank-(\d+)\.json$")
@@ -253,15 +258,19 @@ class Fleet:
                 self.dir / f"rank-{self.rank}.stall.json", json.dumps(data, sort_keys=True) + "\n"
             )
 
-    def stall_summary(self, wait_s: float = STALL_WAIT_S) -> dict[str, Any] | None:
-        """Rank 0, after a stall: which rank stopped first and what it was doing; waits up to
-        `wait_s` for every rank's phase. None when no rank published a stall."""
+    def wait_for_phases(self, wait_s: float) -> dict[int, dict[str, Any]]:
+        """The ranks' published stall phases, once every rank's is there or after `wait_s`."""
         deadline = time.monotonic() + wait_s
         while True:
             phases = self._read_ranks(_STALL_FILE)
             if len(phases) >= self.world_size or time.monotonic() >= deadline:
-                break
+                return phases
             time.sleep(0.2)
+
+    def stall_summary(self, wait_s: float = STALL_WAIT_S) -> dict[str, Any] | None:
+        """Rank 0, after a stall: which rank stopped first and what it was doing; waits up to
+        `wait_s` for every rank's phase. None when no rank published a stall."""
+        phases = self.wait_for_phases(wait_s)
         if not phases:
             return None
         progress = {}

@@ -171,6 +171,7 @@ def execute(
     hold: bool = False,
     hold_timeout_s: float = 900.0,
     export_dir: str | None = None,
+    before_stall_stop: Callable[[StallReport], None] | None = None,
 ) -> Execution:
     """`prefix` wraps the python command (e.g. `nsys profile -o x`); `observe_pgle` asks the
     harness for per-execution auto-PGLE events (pgle.launch.jax_internals). `on_start()` runs just
@@ -216,7 +217,11 @@ def execute(
         on_start()
     ticker = WindowProgress(run.events, window=profile_window is not None) if progress else None
     policy = StallPolicy.of(stall_timeout)
-    stall = StallWatch(run.path, policy, streams.say) if policy is not None else None
+    stall = (
+        StallWatch(run.path, policy, streams.say, before_stop=before_stall_stop)
+        if policy is not None
+        else None
+    )
     result = launcher.launch(
         argv,
         env,

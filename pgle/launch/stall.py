@@ -207,8 +207,12 @@ class StallWatch:
         say: Callable[[str], object],
         *,
         clock: Callable[[], float] = time.monotonic,
+        before_stop: Callable[[StallReport], None] | None = None,
     ):
         self.run = Path(run_path)
+        # Called with the findings once the stacks are written, before pgle stops the
+        # workload: a job's rank waits there for its peers' phases (pgle.jobs.driver).
+        self.before_stop = before_stop
         self.policy = StallPolicy.of(policy) or StallPolicy(None, None, False)
         self.say = say
         self.clock = clock
@@ -244,6 +248,8 @@ class StallWatch:
             )
             self.dump(f"no progress for {describe_seconds(quiet)}")
             self.report = self._findings(quiet, bound, rule)
+            if self.before_stop is not None:
+                self.before_stop(self.report)
             return EXIT_STALLED
         report_s = self.policy.report_after_s
         if report_s is not None and quiet >= report_s and self.reported_since != last:

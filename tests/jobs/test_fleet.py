@@ -102,10 +102,16 @@ def test_stall_names_the_rank_that_stopped_first(tmp_path):
     """Rank 1 stops stepping after 3 steps; rank 0 goes into step 4 and waits for it in the
     all-reduce. Both stall; the report names rank 1, and rank 0 as waiting.
 
+    Rank 0 enters step 4 6 s late (a printed line: progress), so its bound runs out 6 s after
+    rank 1's: rank 1 must wait for rank 0's phase before pgle stops its workload, whose end
+    (SIGTERM, then SIGKILL after 5 s) fails rank 0's all-reduce at once under gloo, before
+    rank 0's stacks could be written (rank 0's phase was then unknown, and it was not named as
+    waiting: the test flaked that way under load before fleet.PEER_PHASE_WAIT_S).
+
     Both ranks compile the same program: --require-same-program must find no divergence (it
     would end the job with 3 before the stall's 124), and both fingerprints are one."""
     (r0, r1), _, job = _two_ranks(tmp_path, ["--stall-timeout", "8s", "--require-same-program"],
-                                  ["--stop", "1", "3", "--steps", "50"])
+                                  ["--stop", "1", "3", "--late", "0", "6", "--steps", "50"])
     code0, report, err0 = r0
     assert code0 == 124, err0[-3000:]
     assert "divergence" not in report, report["divergence"]

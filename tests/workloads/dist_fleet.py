@@ -10,6 +10,8 @@ JAX_COORDINATOR_ADDRESS, else 127.0.0.1 with DIST_PORT (or a port from SLURM_JOB
   --hang-after       every rank then blocks in its own code (a hang pgle must not wait for)
   --stop R N         rank R stops stepping after N steps (blocks in its own code); the others
                      go on into the next step and wait for it in the collective
+  --late R S         before that step rank R prints a line S seconds late (output is progress:
+                     its stall bound runs out S seconds after the stopped rank's)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import os
 import sys
 import threading
+import time
 
 
 def _env_int(*names: str) -> int:
@@ -33,6 +36,7 @@ def main() -> int:
     parser.add_argument("--diverge", type=int, default=None)
     parser.add_argument("--hang-after", action="store_true")
     parser.add_argument("--stop", type=int, nargs=2, default=None)
+    parser.add_argument("--late", type=float, nargs=2, default=None)
     args = parser.parse_args()
     rank = _env_int("PGLE_RANK", "SLURM_PROCID")
     size = _env_int("PGLE_WORLD_SIZE", "SLURM_NTASKS")
@@ -63,6 +67,9 @@ def main() -> int:
         return jnp.tanh(x * scale) + jnp.sum(x) / x.size
 
     for i in range(args.steps):
+        if args.stop and args.late and int(args.late[0]) == rank and i == args.stop[1]:
+            time.sleep(args.late[1])
+            print(f"dist_fleet: rank {rank} enters step {i} late", flush=True)
         if args.stop and args.stop[0] == rank and i == args.stop[1]:
             print(f"dist_fleet: rank {rank} stops stepping at step {i}", flush=True)
             threading.Event().wait()
