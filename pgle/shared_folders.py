@@ -398,6 +398,12 @@ class OpenDir:
                     ) from None
                 if e.errno == errno.ENOTDIR:
                     raise BadInput(f"{what} {shown} is not a directory.") from None
+            if create and e.errno == errno.ENOENT:
+                # made or found a moment ago: another process renamed or removed it since
+                raise BadInput(
+                    f"{what} {shown} vanished while pgle opened it: another process renamed "
+                    "or removed it; rerun."
+                ) from None
             raise
         return OpenDir(fd, shown)
 
