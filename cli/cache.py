@@ -10,7 +10,7 @@ from pgle.report import Report
 from pgle.units import human_bytes
 
 from .options import report_options
-from .output import echo, emit, table
+from .output import echo, emit_selected, table
 
 
 @click.group(
@@ -132,7 +132,7 @@ def prune_cmd(cache_dir: str, json_out: bool, **options: Any) -> Report:
 
     report = api.cache_prune(cache_dir, **options)
     if not json_out:
-        verb = "delete" if options["yes"] else "would delete"
-        for r in report.details["selected"]:
-            emit(f"{verb} {r['key']} ({r['role_label']}, {r['modified']})")
+        emit_selected(
+            report, options["yes"], lambda r: f"{r['key']} ({r['role_label']}, {r['modified']})"
+        )
     return report

@@ -76,6 +76,13 @@ def emit(message: str) -> None:
             return
 
 
+def emit_selected(report: Report, yes: bool, describe: Callable[[dict], str]) -> None:
+    """A prune's selection, a line each: what it deletes (`--yes`) or would delete."""
+    verb = "delete" if yes else "would delete"
+    for r in report.details["selected"]:
+        emit(f"{verb} {describe(r)}")
+
+
 class TerminalLines(logging.Handler):
     """pgle's log records (progress, notices) as its terminal lines: `pgle: message`, and
     `pgle: warning: message` from WARNING up, on stderr (`emit`). The one handler of the `pgle`

@@ -10,7 +10,7 @@ from pgle.report import Report
 from pgle.units import human_bytes
 
 from .options import report_options
-from .output import echo, emit, table
+from .output import echo, emit_selected, table
 
 ROOT_ARG = click.argument("root", metavar="[ROOT]", required=False, default=".pgle/runs")
 
@@ -83,7 +83,9 @@ def prune_cmd(root: str, json_out: bool, **options: Any) -> Report:
 
     report = api.runs_prune(root, **options)
     if not json_out:
-        verb = "delete" if options["yes"] else "would delete"
-        for r in report.details["selected"]:
-            emit(f"{verb} {r['name']} ({human_bytes(r['size'])}, {r['modified_iso']})")
+        emit_selected(
+            report,
+            options["yes"],
+            lambda r: f"{r['name']} ({human_bytes(r['size'])}, {r['modified_iso']})",
+        )
     return report
