@@ -130,8 +130,9 @@ def serve(
     """Serve the run folder's trace until XProf exits or KeyboardInterrupt (Ctrl+C; the CLI
     turns SIGTERM into one too); status `error` (exit code 1) when XProf failed."""
     server = start(run_folder, host=host, port=port)
-    log.info(f"XProf serves {server.logdir} at {server.url} (Ctrl+C to stop)")
     try:
+        # inside the try: a Ctrl+C the moment the URL shows is the same clean stop
+        log.info(f"XProf serves {server.logdir} at {server.url} (Ctrl+C to stop)")
         code = server.wait()
     except KeyboardInterrupt:
         code = 0
