@@ -267,8 +267,11 @@ class WindowPlan(Event, kind=schema.WINDOW_PLAN):
 class JitFunctions(Event, kind=schema.JIT_FUNCTIONS):
     """`functions`: [{function, module, executions, seconds, work_s, work_known}] most work
     first; `step`/`module`: the one pgle.launch.step_rule picks; `starts`: time.time() of each
-    of its executions; `work`: [start, seconds of work] of those whose completion was seen
-    (issue 33); `watch`: completions {known, unknown, no_array, skipped} over every function."""
+    of its executions timed in full (a light step's sampled ones only); `work`: [start,
+    seconds of work each, completion, last number, compiles, executions] per span of
+    consecutive executions whose completion was seen (issue 33; rows of five, one execution
+    each, and of two, [start, seconds], from older pgles); `watch`: completions {known,
+    unknown, no_array, skipped} over every function."""
 
     functions: list[dict[str, Any]] | None = None
     step: str | None = None

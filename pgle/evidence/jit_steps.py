@@ -187,11 +187,12 @@ def run_steps(events: RunEvents) -> RunSteps:
         if len(row) < 2:
             continue
         start, seconds = row[0], row[1]
+        k = int(row[5]) if len(row) >= 6 else 1  # executions in the row (a span)
         if span is not None and span[0] <= start <= span[1]:
-            left_out += 1  # the profiler's window
+            left_out += k  # the profiler's window
             continue
-        times.append(seconds)
-    left_out += max(execs - len(jit.work), 0)  # the compile, executions of unknown completion
+        times += [seconds] * k
+    left_out += max(execs - len(times) - left_out, 0)  # the compile, unknown completions
     how = (
         f"{found}; each step's time is its device work until its outputs were ready (this "
         "run's events predate throughput timing: a loop's Python and other calls left out)"
@@ -205,28 +206,44 @@ def execution_times(
     """(start, seconds) of the step function's executions, timed completion to completion:
     an execution's time is from the known completion of the function's previous executions to
     that of its own, over the executions in between (those that completed together share it
-    equally). `work`: the harness's rows [start, work seconds, completion, number, compiles];
-    rows of two (a pgle before throughput timing) have no completion. Left out: an interval
-    with a compile in it (the compiles differ, or an execution of the function has no row: its
-    span held one), or one that touches the kept trace `trace` (start, stop)."""
-    rows = sorted((int(r[3]), float(r[0]), float(r[2]), int(r[4])) for r in work if len(r) >= 5)
-    groups: list[list[tuple[int, float, float, int]]] = []
+    equally). `work`: the harness's rows [start, work seconds, completion, number, compiles,
+    executions]: `executions` consecutive executions ending with `number` that completed
+    together (a light step's span between two sampled executions: one start for them all);
+    rows of five (a pgle before spans) are one execution each, rows of two (a pgle before
+    throughput timing) have no completion. Left out: an interval with a compile in it (the
+    compiles differ, or an execution of the function has no row: its span held one), or one
+    that touches the kept trace `trace` (start, stop)."""
+    # (first number, last number, start, completion, compiles)
+    rows = sorted(
+        (
+            int(r[3]) - (int(r[5]) if len(r) >= 6 else 1) + 1,
+            int(r[3]),
+            float(r[0]),
+            float(r[2]),
+            int(r[4]),
+        )
+        for r in work
+        if len(r) >= 5 and (len(r) < 6 or int(r[5]) >= 1)
+    )
+    groups: list[list[tuple[int, int, float, float, int]]] = []
     for row in rows:
         last = groups[-1][-1] if groups else None
-        if last is not None and row[2] == last[2] and row[0] == last[0] + 1:
+        if last is not None and row[3] == last[3] and row[0] == last[1] + 1:
             groups[-1].append(row)
         else:
             groups.append([row])
     out: list[tuple[float, float]] = []
     for prev, group in zip(groups, groups[1:], strict=False):
-        n0, _, d0, c0 = prev[-1]
-        n1, d1, c1 = group[-1][0], group[-1][2], group[-1][3]
+        _, n0, _, d0, c0 = prev[-1]
+        n1, d1, c1 = group[-1][1], group[-1][3], group[-1][4]
         if c1 != c0 or group[0][0] != n0 + 1 or d1 <= d0:
             continue
         if trace is not None and d1 >= trace[0] and d0 <= trace[1]:
             continue  # the profiler's window: its start, stop and settle
         share = (d1 - d0) / (n1 - n0)
-        out += [(start, share) for _, start, _, _ in group]
+        out += [
+            (start, share) for first, last, start, _, _ in group for _ in range(last - first + 1)
+        ]
     return out
 
 

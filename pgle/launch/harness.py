@@ -847,6 +847,10 @@ class Harness:
             # executions are the step times of a script without markers, and its module leads
             # the module lists.
             self.window.jits = self.jits
+            window = self.window
+            # JitCounter.consider_light: not once steps are marked (their completions need
+            # each call's outputs) nor while the execution window counts calls
+            self.jits.may_go_light = lambda: not self.step_index and not window.counting
             if self.spec.export_dir:
                 from pgle.launch import step_export  # importable: see the schema import above
 
@@ -1384,6 +1388,17 @@ class _Depth(threading.local):
 
 _depth = _Depth()
 LIGHT_AFTER_STEPS = 20  # marked steps after which a jitted call only counts (JitCounter.marked)
+# An unmarked loop's step function goes light (JitCounter.consider_light) once it has this many
+# executions and LIGHT_AFTER_KNOWN of them have a known work share, and the rule picks it.
+LIGHT_AFTER_EXECUTIONS = 100
+LIGHT_AFTER_KNOWN = 10
+LIGHT_CHECK_S = 0.05  # the watcher's thread asks the rule again at most this often
+# A light function's executions are sampled about this often (seconds; a span of at most
+# LIGHT_MAX_SPAN executions): each sample wakes the watcher's thread, whose GIL hand-offs
+# cost a dispatch-bound loop far more than the work they do on a loaded machine (issue 33:
+# a sample every 1 ms cost a 16x16 loop ~20%, every 10 ms ~10%, every 100 ms ~2%).
+LIGHT_SAMPLE_S = 0.05
+LIGHT_MAX_SPAN = 5000
 MAX_STARTS = 100_000  # start times kept per function (the step's go to the events file)
 TOP_FUNCTIONS = 20  # functions listed in the jit_functions event
 
@@ -1399,14 +1414,23 @@ class JitCounter:
     come from the markers, and the step function is picked from what was counted so far, so
     from then on a call only counts its execution (the module rows' `executions`): no clock,
     no lock, no start time (issue 25: the full count was a third of a short marked step's
-    cost under pgle)."""
+    cost under pgle).
+
+    `light`: a loop without markers whose step function is known (`consider_light`): its
+    calls only count, and one in several (about one every LIGHT_SAMPLE_S, _light_sample) is
+    timed and handed to the CompletionWatcher, whose span of the executions in between
+    gives their step time (issue 33: the full count and hand-over were ~80% of a 16x16
+    step's cost). Other functions keep the full count."""
 
     def __init__(self) -> None:
         self.marked = False
         self.lock = threading.Lock()
         self.stats: dict[str, list[Any]] = {}  # name -> [executions, seconds after the first]
         self.starts: dict[str, list[float]] = {}
-        self.last: tuple[str, float, int, list[Any]] | None = None  # (name, start, number, row)
+        # (name, start, number, row, the light function's executions then)
+        self.last: tuple[str, float, int, list[Any], int] | None = None
+        self.light: _Light | None = None  # the function whose calls only count, if any
+        self.may_go_light: Callable[[], bool] = lambda: False  # set by the harness
         # name -> the module XLA compiled for it: the last compile while its first execution
         # (or its AOT `.compile()`) ran; the eager jits its tracing runs compile before it.
         # jax 0.10.2 compiles `jax.pmap(f)` as `jit__fun` (a jit of a shard_map), not pmap_f.
@@ -1417,9 +1441,9 @@ class JitCounter:
         self.compiles = 0  # backend compiles so far: a span holding one is no step's work
         self.watcher = CompletionWatcher(self)
         self.steps = StepCompletions(self)
-        # name -> [(start, seconds of work, its span's completion, number, compiles)] and
-        # [work seconds, executions with a known share]
-        self.work: dict[str, list[tuple[float, float, float, int, int]]] = {}
+        # name -> [[start, seconds of work each, the span's completion, last number,
+        # compiles, executions]]: consecutive executions that completed together, one row
+        self.work: dict[str, list[list[Any]]] = {}
         self.work_sum: dict[str, list[Any]] = {}  # name -> [seconds, known, unknown]
 
     def compiled(self, name: str | None, fun_name: str | None) -> None:
@@ -1443,36 +1467,91 @@ class JitCounter:
                 self.starts[name] = []
             n = row[0] = row[0] + 1
             last = self.last
-            if last is not None and last[2] > 1:
+            light = self.light
+            counted = light.row[0] if light is not None else 0
+            # light executions since the last call: its host time is not its own
+            if last is not None and last[2] > 1 and last[4] == counted:
                 last[3][1] += t - last[1]
-            self.last = (name, t, n, row)
+            self.last = (name, t, n, row, counted)
             starts = self.starts[name]
             if len(starts) < MAX_STARTS:
                 starts.append(t)
             return n, t
 
+    def sampled(self, name: str, t: float) -> None:
+        """A light function's sampled execution started at `t` (counted already)."""
+        with self.lock:
+            starts = self.starts.get(name)
+            if starts is not None and len(starts) < MAX_STARTS:
+                starts.append(t)
+            self.last = None  # light executions ran since: no host time to give
+
     def worked(
-        self, span: list[tuple[str, float, int]], seconds: float | None, done: float, c: int
+        self,
+        span: list[tuple[str, float, int, int]],
+        seconds: float | None,
+        done: float,
+        c: int,
     ) -> None:
         """The watcher's share of a span of executions between two known completions: each
-        execution in it took `seconds` of work (None: unknown, the span held a compile), and
-        completed by `done`, after `c` backend compiles. The work ranks the step
-        (pgle.launch.step_rule); `done` and the execution's number time it from completion to
-        completion (pgle.evidence.jit_steps: the loop's throughput)."""
+        entry (name, start, number, executions: that many ending with `number`) took
+        `seconds` of work an execution (None: unknown, the span held a compile), and completed
+        by `done`, after `c` backend compiles. The work ranks the step (pgle.launch.step_rule);
+        `done` and the numbers time it from completion to completion (pgle.evidence.jit_steps:
+        the loop's throughput). Consecutive executions that completed together are one row."""
         with self.lock:
-            for name, t, n in span:
+            for name, t, n, k in span:
                 agg = self.work_sum.get(name)
                 if agg is None:
                     agg = self.work_sum[name] = [0.0, 0, 0]  # seconds, known, unknown
                     self.work[name] = []
                 if seconds is None:
-                    agg[2] += 1
+                    agg[2] += k
                     continue
-                agg[0] += seconds
-                agg[1] += 1
+                agg[0] += seconds * k
+                agg[1] += k
                 rows = self.work[name]
-                if len(rows) < MAX_STARTS:
-                    rows.append((t, seconds, done, n, c))
+                last = rows[-1] if rows else None
+                if last is not None and last[2] == done and last[3] == n - k:
+                    last[3] = n
+                    last[5] += k
+                elif len(rows) < MAX_STARTS:
+                    rows.append([t, seconds, done, n, c, k])
+
+    def consider_light(self) -> None:
+        """In the watcher's thread: the function the rule picks, once its ranking is settled
+        (LIGHT_AFTER_EXECUTIONS executions, LIGHT_AFTER_KNOWN with known work, every candidate
+        ranked by work), goes light; the light one stops being light when the rule picks
+        another or when it may no longer be (steps marked, a counting profiler window)."""
+        light = self.light
+        if self.marked or not self.may_go_light():
+            if light is not None:
+                self.unlight()
+            return
+        functions = self.snapshot()
+        candidates = [f for f in functions if f["executions"] >= step_rule.MIN_EXECUTIONS]
+        step = step_rule.pick(functions)
+        if step is None or not all(f["work_known"] for f in candidates):
+            if light is not None:
+                self.unlight()
+            return
+        if light is not None:
+            if light.name != step["function"]:
+                self.unlight()
+            return
+        if step["executions"] >= LIGHT_AFTER_EXECUTIONS and step["work_known"] >= LIGHT_AFTER_KNOWN:
+            with self.lock:
+                row = self.stats[step["function"]]
+            light = _Light(step["function"], row)
+            light.per_exec = step["work_s"] / step["work_known"]
+            self.light = light
+
+    def unlight(self) -> None:
+        """Back to the full count: each light proxy swaps back at its next call."""
+        light, self.light = self.light, None
+        if light is not None:
+            light.off = True
+            light.due[0] = 0
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -1511,7 +1590,7 @@ class JitCounter:
             step=step["function"] if step else None,
             module=step["module"] if step else None,
             starts=[round(t, 6) for t in starts],
-            work=[[round(t, 6), round(w, 9), round(d, 6), n, c] for t, w, d, n, c in work],
+            work=[[round(t, 6), round(w, 9), round(d, 6), n, c, k] for t, w, d, n, c, k in work],
             watch=self.watcher.summary(),
             rule=step_rule.describe(
                 step is None
@@ -1601,10 +1680,12 @@ class CompletionWatcher:
         self.keeps_up = False  # the last output the thread reached had completed already
         self.sent = 0.0  # the start of the last execution handed to the thread
         self.last: str | None = None  # the function of the last execution handed over
-        # executions not handed over yet (name, start, number, compiles), and a weak
-        # reference to the last one's output: no output is kept alive by being held
-        self.held: list[tuple[str, float, int, int]] = []
+        # executions not handed over yet (name, start, number, compiles, executions: that
+        # many ending with `number`), and a weak reference to the last one's output: no
+        # output is kept alive by being held
+        self.held: list[tuple[str, float, int, int, int]] = []
         self.tail: Callable[[], Any] | None = None
+        self.checked = 0.0  # when the thread last asked JitCounter.consider_light
 
     def put(self, name: str, n: int, t: float, out: Any) -> None:
         """In the workload's thread, after a top-level call returned: one tuple on a queue,
@@ -1625,9 +1706,12 @@ class CompletionWatcher:
                     break
         if leaf is None:
             leaf = _any_leaf(out, arrays)
+        light = self.counter.light
+        if light is not None and light.tail[0] is not None and name != light.name:
+            self._flush_light(light)  # the light function's last executions: a span first
         held = self.held
         if name == self.last and self.keeps_up and t - self.sent < WAKE_EVERY_S:
-            held.append((name, t, n, self.counter.compiles))
+            held.append((name, t, n, self.counter.compiles, 1))
             try:
                 self.tail = None if leaf is None else weakref.ref(leaf)
             except TypeError:  # an array type without weak references: counted as none
@@ -1646,11 +1730,51 @@ class CompletionWatcher:
         the next function's executions start a span of their own."""
         held, ref = self.held, self.tail
         self.held, self.tail = [], None
-        name, t, n, c = held.pop()
+        name, t, n, c, _ = held.pop()
         leaf = None if ref is None else ref()
         if ref is not None and leaf is None:
             leaf = _DELETED  # freed by the workload before it could be waited on
         self.queue.put((name, n, t, c, leaf, held or None))
+
+    def put_sample(self, light: _Light, n: int, t: float, out: Any) -> None:
+        """A light function's sampled execution `n` (started at `t`): handed over with the
+        executions counted since the last one handed over as one entry of its span."""
+        if self.arrays is None:
+            self.arrays = _array_type()
+            self._start()
+        name = light.name
+        if self.held and name != self.last:
+            self._flush()
+        held, self.held = self.held, []
+        light.tail[0] = None
+        gap = n - 1 - light.sent if light.sent else 0
+        if gap > 0:
+            held.append((name, light.t, n - 1, self.counter.compiles, gap))
+        light.sent, light.t = n, t
+        self.last, self.sent = name, t
+        leaf = _quick_leaf(out, self.arrays)
+        self.queue.put((name, n, t, self.counter.compiles, leaf, held or None))
+
+    def _flush_light(self, light: _Light) -> None:
+        """Hand over the light function's last execution (its output still held) with those
+        counted since the last one handed over: another function is called (or the run ends),
+        and its span must not absorb theirs."""
+        out, light.tail[0] = light.tail[0], None
+        n = light.row[0]
+        if n <= light.sent:
+            return
+        if self.held and light.name != self.last:
+            self._flush()
+        held, self.held = self.held, []
+        gap = n - 1 - light.sent if light.sent else 0
+        c = self.counter.compiles
+        if gap > 0:
+            held.append((light.name, light.t, n - 1, c, gap))
+        leaf = _quick_leaf(out, self.arrays or _array_type())
+        t = light.t
+        light.sent, light.t = n, _now()
+        self.last = light.name
+        self.queue.put((light.name, n, t, c, leaf, held or None))
 
     def put_step(self, index: int, compiles: int, leaf: Any, end_ns: int) -> None:
         """A marked step's output to wait on (StepCompletions.pending)."""
@@ -1669,7 +1793,7 @@ class CompletionWatcher:
 
     def _run(self) -> None:
         get, counter = self.queue.get, self.counter
-        span: list[tuple[str, float, int]] = []
+        span: list[tuple[str, float, int, int]] = []
         last_done: float | None = None
         compiles = -1
         tainted = True  # the first span: no completion before it to start from
@@ -1687,13 +1811,13 @@ class CompletionWatcher:
                 del leaf, item
                 continue
             if held:  # executions before this one that were not handed over (put)
-                self.skipped += len(held)
-                for hn, ht, hi, hc in held:
-                    span.append((hn, ht, hi))
-                    if hi == 1 or hc != compiles:
+                for hn, ht, hi, hc, hk in held:
+                    self.skipped += hk
+                    span.append((hn, ht, hi, hk))
+                    if hi <= hk or hc != compiles:  # its first execution among them
                         tainted = True
                         compiles = hc
-            span.append((name, t, n))
+            span.append((name, t, n, 1))
             if n == 1 or c != compiles:
                 tainted = True  # a compile ran in this span: the device may have idled
                 compiles = c
@@ -1720,15 +1844,25 @@ class CompletionWatcher:
             if tainted or last_done is None:
                 counter.worked(span, None, done, c)
             else:
-                counter.worked(span, (done - max(last_done, span[0][1])) / len(span), done, c)
+                each = (done - max(last_done, span[0][1])) / sum(e[3] for e in span)
+                counter.worked(span, each, done, c)
+                light = counter.light
+                if light is not None and name == light.name:
+                    light.per_exec = each
             last_done, span, tainted = done, [], False
             del leaf, item  # hold no output past its completion
+            if done - self.checked >= LIGHT_CHECK_S:
+                self.checked = done
+                counter.consider_light()
 
     def finish(self, timeout: float) -> None:
         """At exit: let the thread reach the last execution (bounded), then stop."""
         if self.thread is None or not self.on:
             return
         self.on = False
+        light = self.counter.light
+        if light is not None and light.tail[0] is not None:
+            self._flush_light(light)
         if self.held:
             self._flush()
         self.queue.put(None)
@@ -1877,6 +2011,10 @@ def _counted_call(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
     depth = _depth
     if depth.n:
         return wrapped(*args, **kwargs)
+    light = counter.light
+    if light is not None and light.name == name and counter.watcher.on:
+        self.__class__ = light.cls(type(self))  # calls of the step only count from now on
+        return self(*args, **kwargs)  # type: ignore[operator]  # now the light class
     _EXECUTIONS[0] += 1
     if counter.marked:
         row = counter.stats.get(name)
@@ -1902,6 +2040,88 @@ def _counted_call(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
         counter.watcher.put(name, n, t, out)
     if tell:
         window.after_execution(name)
+    return out
+
+
+class _Light:
+    """The light function of an unmarked loop (JitCounter.light): its proxies are swapped to
+    a subclass whose call counts and calls (`_light_class`), and from every `due`-th
+    execution on, one is sampled (`_light_sample`)."""
+
+    def __init__(self, name: str, row: list[Any]):
+        self.name = name
+        self.row = row  # JitCounter.stats[name]: row[0] counts its executions
+        self.due = [0]  # the number of the next sampled execution (0: the next call)
+        self.tail: list[Any] = [None]  # the last execution's output, not handed over yet
+        self.off = False  # back to the full count (JitCounter.unlight)
+        self.sent = 0  # the number of its last execution handed to the watcher
+        self.t = 0.0  # that execution's start
+        self.beacon = 0  # executions added to the beacon's count so far
+        # seconds an execution by its completions (the watcher's last span of it): a loop
+        # whose host runs ahead of the device is sampled by the device's pace
+        self.per_exec = 0.0
+        self.classes: dict[type, type] = {}
+
+    def cls(self, base: type) -> type:
+        light = self.classes.get(base)
+        if light is None:
+            light = self.classes[base] = _light_class(base, self)
+        return light
+
+
+def _light_class(base: type, light: _Light) -> type:
+    """`base` (a proxy class) with a call that only counts, but every `due`-th: no lock, no
+    clock, no thread-local, the count and the output in closure cells (issue 33: a Python
+    frame is ~1 us of a 16x16 step's ~10 us of host time; the full count ~6 us). A call
+    nested in another's trace is counted too (a retrace while light; rare)."""
+    row, due, tail = light.row, light.due, light.tail
+
+    def __call__(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
+        n = row[0] = row[0] + 1
+        if n < due[0]:
+            # Held until the next call (as `x = step(x)` holds it): handed over when another
+            # function is called, so that its span does not absorb this one's work.
+            out = tail[0] = self._pgle[0](*args, **kwargs)
+            return out
+        return _light_sample(self, light, n, args, kwargs)
+
+    return type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+
+
+def _light_sample(self: _Proxy, light: _Light, n: int, args: Any, kwargs: Any) -> Any:
+    """Execution `n` of a light function, timed and handed to the watcher; the next sample
+    about LIGHT_SAMPLE_S later (at most LIGHT_MAX_SPAN executions)."""
+    wrapped, name, counter, window = self._pgle
+    depth = _depth
+    if light.off or depth.n:  # the full count again (or a call nested in a trace)
+        light.row[0] -= 1
+        if light.off:
+            self.__class__ = type(self).__bases__[0]
+            if light.tail[0] is not None and counter.watcher.on:
+                counter.watcher._flush_light(light)
+        return _counted_call(self, *args, **kwargs)
+    if not light.beacon:
+        light.beacon = n - 1
+    _EXECUTIONS[0] += n - light.beacon
+    light.beacon = n
+    t = _now()
+    depth.n, depth.name = 1, name
+    try:
+        out = wrapped(*args, **kwargs)
+    finally:
+        depth.n, depth.name = 0, None
+    counter.sampled(name, t)
+    prev_n, prev_t = light.sent, light.t
+    each = light.per_exec  # by completions; by dispatches when the host is slower
+    if prev_n and n > prev_n and t > prev_t:
+        each = max(each, (t - prev_t) / (n - prev_n))
+    k = min(max(int(LIGHT_SAMPLE_S / each), 1), LIGHT_MAX_SPAN) if each > 0 else 1
+    light.due[0] = n + k
+    watcher = counter.watcher
+    if watcher.on:
+        watcher.put_sample(light, n, t, out)
+    else:
+        light.sent, light.t = n, t
     return out
 
 

@@ -69,11 +69,13 @@ def test_run_times_the_executions_of_the_step_without_markers(tmp_path):
     # Each execution timed from the previous one's completion to its own (issue 33: the
     # loop's throughput), the compile's left out; its work alone is kept for the step rule.
     jit = next(r for r in _events(tmp_path / "r") if r["kind"] == "jit_functions")
+    # Rows are spans: [start, work each, completion, last number, compiles, executions].
     rows = sorted(jit["work"], key=lambda r: r[3])
-    assert all(len(r) == 5 for r in rows) and rows[0][3] == 2  # the first: the compile
+    assert all(len(r) == 6 for r in rows)
+    assert rows[0][3] - rows[0][5] + 1 == 2  # the first: the compile
     # (an interval with a backend compile in it, of another function, is no step: left out)
-    times = [(b[2] - a[2]) / (b[3] - a[3]) for a, b in zip(rows, rows[1:])
-             if b[2] > a[2] and b[4] == a[4]]
+    times = [t for a, b in zip(rows, rows[1:]) if b[2] > a[2] and b[4] == a[4]
+             for t in [(b[2] - a[2]) / (b[3] - a[3])] * b[5]]
     assert report["step_times"]["count"] == len(times) >= 10
     assert report["step_times"]["median_s"] == pytest.approx(statistics.median(times), rel=1e-3)
 
