@@ -41,7 +41,7 @@ def test_a_span_holds_one_functions_executions():
     assert watch["skipped"] > 1000, watch  # most of the 2,000 tiny calls were not waited on
     functions_by_done: dict[float, set[str]] = {}
     for name, rows in counter.work.items():
-        for _start, _work, done, _n, _c in rows:
+        for _start, _work, done, _n, _c, _k in rows:
             functions_by_done.setdefault(done, set()).add(name)
     mixed = {d: names for d, names in functions_by_done.items() if len(names) > 1}
     assert not mixed, (len(mixed), watch)

@@ -155,3 +155,60 @@ def test_a_dispatch_bound_loop_is_timed_without_waiting_on_each_execution(tmp_pa
     ours = statistics.median(_per_segment(jit["work"], own["segments"]))
     assert abs(ours / theirs - 1) <= TOLERANCE, (ours, theirs, watch)
     assert report["step_times"]["count"] >= 0.9 * executions, (report["step_times"], watch)
+
+
+def _light(jit, function):
+    """How the step's executions were counted: (executions, starts kept, the most executions
+    one work row holds). A light step (issue 33: its calls only count once the rule settled
+    on it) keeps the starts of its sampled executions only, and its rows are spans."""
+    executions = next(f["executions"] for f in jit["functions"] if f["function"] == function)
+    return executions, len(jit["starts"]), max(row[5] for row in jit["work"])
+
+
+def test_a_long_dispatch_bound_loop_only_counts_its_step_and_keeps_its_step_time(tmp_path):
+    """20,000 tiny steps: once the rule settled on jit(step), its calls only count (no clock,
+    no lock, no hand-over) and one in several is timed; the spans between the sampled
+    executions' completions still time every step, within 10% of the loop's own time, and
+    the count stays exact."""
+    report, own, jit = _run(tmp_path, "matmul", "--steps", "20000", "--size", "16")
+    assert report["steps"]["function"] == "jit(step)"
+    executions, starts, widest = _light(jit, "jit(step)")
+    assert executions == 20001
+    assert starts < executions // 10 and widest >= 20, (starts, widest, jit["watch"])
+    assert jit["watch"]["known"] < executions // 20, jit["watch"]
+    theirs = own["median_s"]
+    ours = statistics.median(_per_segment(jit["work"], own["segments"]))
+    assert abs(ours / theirs - 1) <= TOLERANCE, (ours, theirs, jit["watch"])
+    assert report["step_times"]["count"] >= 0.9 * executions, report["step_times"]
+
+
+def test_a_light_step_with_an_eval_every_n_steps_is_still_the_step(loops):
+    """spmd_mnist's shape over 1,500 steps: jit(update) goes light; each eval hands the last
+    light execution over first, so the eval's span holds its own work only and the rule keeps
+    jit(update) (the eval absorbs the queue only as host time)."""
+    report, own, jit, _ = loops("eval", "--steps", "1500", "--size", "32")
+    assert jit["step"] == "jit(update)" and report["steps"]["function"] == "jit(update)"
+    executions, starts, _ = _light(jit, "jit(update)")
+    assert executions == 1500 and starts < executions // 2, (starts, jit["watch"])
+    rows = {f["function"]: f for f in jit["functions"]}
+    assert rows["jit(accuracy)"]["executions"] == 300
+    assert rows["jit(update)"]["work_s"] > 5 * rows["jit(accuracy)"]["work_s"]
+    theirs = statistics.median(own["per_step_s"])
+    assert abs(report["step_times"]["median_s"] / theirs - 1) <= 0.25, (report, theirs)
+
+
+def test_a_function_that_becomes_the_step_late_goes_light_in_its_turn(tmp_path):
+    """3,000 calls of a cheap jit(warmup) lead the count (it goes light first), then 3,000 of
+    the 4-matmul jit(step): the rule turns to jit(step) once its work is the greater, warmup
+    takes the full count again and jit(step) goes light; both counts stay exact and the
+    step's loop is timed within 10% of its own."""
+    report, own, jit = _run(tmp_path, "late", "--steps", "3000", "--size", "64")
+    assert jit["step"] == "jit(step)" and report["steps"]["function"] == "jit(step)"
+    rows = {f["function"]: f for f in jit["functions"]}
+    assert rows["jit(warmup)"]["executions"] == 3000
+    executions, starts, widest = _light(jit, "jit(step)")
+    assert executions == 3001
+    assert starts < executions // 2 and widest >= 10, (starts, widest, jit["watch"])
+    theirs = own["median_s"]
+    ours = statistics.median(_per_segment(jit["work"], own["segments"]))
+    assert abs(ours / theirs - 1) <= TOLERANCE, (ours, theirs, jit["watch"])
