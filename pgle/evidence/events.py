@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -334,6 +335,8 @@ def read_events(path: Path | str) -> RunEvents:
                 xla_compiles.append(event)
     side = step_file.StepFile(step_file.beside(path))
     edges = side.read()
+    if side.error:
+        logging.getLogger(__name__).warning(side.error)
     # After the step_enter lines: their indices and the records' never meet in one run.
     steps.add_records(edges, names)
     return RunEvents(
