@@ -334,11 +334,12 @@ def read_events(path: Path | str) -> RunEvents:
             elif isinstance(event, XlaCompile):
                 xla_compiles.append(event)
     side = step_file.StepFile(step_file.beside(path))
-    edges = side.read()
+    # After the step_enter lines: their indices and the records' never meet in one run. In
+    # blocks: memory follows the steps kept, not the file.
+    while (block := side.read(BLOCK_BYTES // step_file.RECORD_BYTES)).size:
+        steps.add_records(block, names)
     if side.error:
         logging.getLogger(__name__).warning(side.error)
-    # After the step_enter lines: their indices and the records' never meet in one run.
-    steps.add_records(edges, names)
     return RunEvents(
         records,
         steps.steps(),
@@ -351,7 +352,7 @@ def read_events(path: Path | str) -> RunEvents:
         flags_seen,
         script_traces,
         xla_compiles,
-        lines=lines + edges.size,
+        lines=lines + side.records,
         rejected=rejected,
         steps_error=side.error,
     )
