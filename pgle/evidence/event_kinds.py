@@ -3,8 +3,9 @@ in pgle/evidence/schema.py, which the harness imports), its fields the fields th
 writes (tests/evidence/test_event_kinds.py holds the harness to them, both ways), and the one
 place a record read from `events.jsonl` becomes one.
 
-Every event is one JSON object per line, `{"kind": ..., "t": ..., **fields}` (pgle.launch.harness
-`Events.write`; its marked steps' layout: schema.STEP_ENTER_LINE). A run folder may come from
+Every event is one JSON object per line, `{"kind": ..., "t": ..., **fields, "edges": ...}`
+(pgle.launch.harness `Events.write`; `edges`: the step records written before it, the marked
+steps' edges being records of steps.bin: pgle.evidence.step_file). A run folder may come from
 another user (a shared job folder, `pgle report` on a colleague's run): a record is taken only
 when each field it holds has the type the harness writes, and a closed field (a trace's
 purpose, a script trace's call) one of its values; anything else is rejected, never half-read.
@@ -37,6 +38,7 @@ class Event:
 
     KIND: ClassVar[str] = ""
     t: float  # time.time() in the workload
+    edges: int | None = None  # the step records (steps.bin) written before it; None: older pgle
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
@@ -101,13 +103,19 @@ class JaxEvent(Event, kind=schema.JAX_EVENT):
 
 
 class StepEnter(Event, kind=schema.STEP_ENTER):
+    """A marked step whose step_num is no int nor None (the others are records of steps.bin);
+    every marked step, in run folders of pgle before issue 35."""
+
     index: int
     name: str | None = None
     step_num: Any = None  # the script's own: usually an int, may be anything JSON holds
 
 
-class StepExit(Event, kind=schema.STEP_EXIT):
-    index: int
+class StepName(Event, kind=schema.STEP_NAME):
+    """The name of the steps.bin records whose name is `id`."""
+
+    id: int
+    name: str
 
 
 class TraceStart(Event, kind=schema.TRACE_START):

@@ -1,17 +1,17 @@
-"""The one incremental reader of a run's events file while the workload writes it: the stall
+"""The one incremental reader of a run's events while the workload writes them: the stall
 watchdog (pgle.launch.stall), the progress lines (pgle.launch.progress), a job's fleet feed
-(pgle.jobs.fleet) and the poll of a held workload (pgle.launch.execution). The whole file
-after the run: pgle.evidence.events.
+(pgle.jobs.fleet) and the poll of a held workload (pgle.launch.execution). The whole run
+after it ended: pgle.evidence.events.
 
 Each `read()` yields the events of the asked kinds (pgle.evidence.event_kinds) in the lines
 completed since the last read; a half-written last line is kept for the next one. The writer,
 pgle.launch.harness `Events`, starts every line `{"kind": "<kind>", ` (json.dumps of
-`{"kind": ..., "t": ..., **fields}`; its marked steps: schema.STEP_ENTER_LINE), so a line of
-another kind is told by its start and never decoded, and a marked step (most of a long run's
-lines: a fast workload adds a million between two polls) is counted and its time read from its
-start (schema.step_enter_time), never decoded either. A line in another layout (a run folder is
-untrusted input) goes through json.loads. Memory stays flat: the file is read in blocks, and a
-line longer than MAX_LINE_BYTES (none the harness writes) is skipped.
+`{"kind": ..., "t": ..., **fields}`), so a line of another kind is told by its start and never
+decoded. The marked steps (most of a long run: a fast workload adds a million between two
+polls) are steps.bin's records (pgle.evidence.step_file), counted and timed in numpy; an event
+comes after the records its `edges` says were written before it. A line in another layout (a
+run folder is untrusted input) goes through json.loads. Memory stays flat: both files are read
+in blocks, and a line longer than MAX_LINE_BYTES (none the harness writes) is skipped.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import collections
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from pgle.evidence import schema
+from pgle.evidence import schema, step_file
 from pgle.evidence.event_kinds import Event, StepEnter, decode, parse
 
 BLOCK_BYTES = 1 << 20
+BLOCK_RECORDS = BLOCK_BYTES // step_file.RECORD_BYTES
 MAX_LINE_BYTES = 64 << 20
 _HEAD = b'{"kind": "'
 _STEP_ENTER = schema.STEP_ENTER.encode()
-_ENTER, _EXIT = schema.STEP_ENTER_BYTES, schema.STEP_EXIT_LINE.encode()
 
 
 class EventTail:
@@ -43,10 +43,16 @@ class EventTail:
         self.offset = 0  # the end of the last complete line read
         self.lines = 0  # complete lines read
         self.rejected = 0  # lines of an asked kind (or another layout) that were no event
-        self.steps = 0  # marked steps entered (step_enter lines)
+        self.steps = 0  # marked steps entered
+        self.step_file = step_file.StepFile(step_file.beside(self.path))
         self.step_times: collections.deque[float] = collections.deque(maxlen=keep_steps)
         self._rest: list[bytes] = []  # the last line, not complete yet
         self._skip = False  # within a line longer than MAX_LINE_BYTES
+
+    @property
+    def records(self) -> int:
+        """Step records read (a step's entry and its exit: one each)."""
+        return self.step_file.records
 
     def read(self) -> Iterator[Event]:
         """The events of the asked kinds completed since the last read, in file order. Consume
@@ -58,13 +64,11 @@ class EventTail:
                     lines = self._complete(block)
                     self.lines += len(lines)
                     for line in lines:
-                        # a step's two lines first, inline: most of the file
-                        if line.startswith(_ENTER):
-                            self._step(schema.step_enter_time(line))
-                        elif not line.startswith(_EXIT) and (event := self._event(line)):
+                        if event := self._event(line):
                             yield event
         except OSError:
-            return
+            pass
+        self._records(None)
 
     def _complete(self, block: bytes) -> list[bytes]:
         """The lines `block` completes; its last, incomplete line is kept."""
@@ -87,21 +91,30 @@ class EventTail:
     def _event(self, line: bytes) -> Event | None:
         if line.startswith(_HEAD):
             kind = line[len(_HEAD) : line.find(b'"', len(_HEAD))]
-            if kind == _STEP_ENTER:
-                self._step(schema.step_enter_time(line))
-                return None
-            if kind not in self._kinds:
+            if kind not in self._kinds and kind != _STEP_ENTER:
                 return None
         event = parse(decode(line))
         if event is None:
             self.rejected += 1
-        elif isinstance(event, StepEnter):  # a step line in another layout
-            self._step(event.t)
+            return None
+        if event.edges is not None:
+            self._records(event.edges)
+        if isinstance(event, StepEnter):  # a step_num steps.bin does not hold; older pgle's
+            self.steps += 1
+            self.step_times.append(event.t)
         elif event.kind in self.kinds:
             return event
         return None
 
-    def _step(self, t: float | None) -> None:
-        self.steps += 1
-        if t is not None:
-            self.step_times.append(t)
+    def _records(self, upto: int | None) -> None:
+        """Read the step records up to the `upto`-th (None: all there are)."""
+        keep = self.step_times.maxlen or 0
+        while upto is None or self.step_file.records < upto:
+            want = BLOCK_RECORDS if upto is None else min(BLOCK_RECORDS, upto - self.records)
+            t_ns = self.step_file.read(want)["t_ns"]
+            if not t_ns.size:
+                return
+            entered = t_ns[t_ns > 0]
+            self.steps += entered.size
+            if keep:
+                self.step_times.extend(step_file.seconds(entered[-keep:]).tolist())

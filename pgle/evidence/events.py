@@ -1,26 +1,27 @@
-"""Reading the harness's events file (JSON lines written by pgle/launch/harness.py; the kinds
-and their fields are in pgle/evidence/schema.py).
+"""Reading a run's events after the run: its events file (JSON lines written by
+pgle/launch/harness.py; the kinds and their fields: pgle/evidence/event_kinds.py) and its marked
+steps (steps.bin beside it, read by pgle.evidence.step_file).
 
-Streamed and summarised (issue 25): the file is read in blocks, never whole; step events, the
-only kind that grows with the run, are kept as compact columns (`Steps`: 8-byte index, time,
-step number and a name id per step, ~30 MB for a million steps where a list of records took
-1.3 GB), step_exit events are not kept (nothing reads when a step ended), and every other
+Streamed and summarised (issue 25): the events file is read in blocks, never whole; the steps,
+the only thing that grows with the run, are kept as compact columns (`Steps`: 8-byte index,
+time, step number and a name id per step, ~30 MB for a million steps where a list of records
+took 1.3 GB), their exits are not kept (nothing reads when a step ended), and every other
 record is kept as it was written (those grow with compiles and log lines, not with steps).
-Large files parse their step lines in bulk with numpy (pgle/evidence/step_lines.py); small
-ones, and any line the bulk parser does not take, go through `json.loads`.
+A run folder of pgle before issue 35 has no steps.bin: its steps are `step_enter` lines, read
+with the other lines by `json.loads`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
+import logging
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
-from pgle.evidence import schema
+from pgle.evidence import schema, step_file
 from pgle.evidence.event_kinds import (
     Backend,
     Compile,
@@ -32,6 +33,7 @@ from pgle.evidence.event_kinds import (
     ObserveModules,
     ScriptTrace,
     Start,
+    StepName,
     TraceError,
     TraceStop,
     XlaCompile,
@@ -40,19 +42,12 @@ from pgle.evidence.event_kinds import (
     parse,
 )
 
-# From this size on, step lines are parsed in bulk (numpy's import costs more below it).
-BULK_MIN_BYTES = 1 << 20
 BLOCK_BYTES = 2 << 20
 _NUMPY_STEPS = 1 << 16  # from this many steps, ordering checks run in numpy
-# A step_num that is not an int (or is this value) is kept aside in `Steps.other_nums`.
-_NONE = -(1 << 63)
+# A step_num that is not an int (or is this value: steps.bin's None) is kept aside in
+# `Steps.other_nums`.
+_NONE = step_file.NULL_STEP_NUM
 E = TypeVar("E", bound=Event)
-
-if TYPE_CHECKING:  # numpy is imported only for large files
-    from pgle.evidence.step_lines import StepRows
-
-    # step_lines.parse_chunk's result: the block's steps, its other lines, step_exits dropped
-    Chunk = tuple[StepRows, list[tuple[int, bytes]], int]
 
 
 @dataclasses.dataclass
@@ -111,15 +106,13 @@ class Steps(Sequence[Step]):
 
 
 class _StepLog:
-    """Step_enter records in file order, as columns."""
+    """Steps entered in the order read, as columns."""
 
     def __init__(self) -> None:
         self.index, self.t = array("q"), array("d")
         self.name, self.num = array("q"), array("q")
         self.names: dict[str, int] = {}
         self.other_nums: dict[int, Any] = {}  # position -> step_num that is not a plain int
-        self.blocks: list[tuple[Any, ...]] = []  # numpy columns of bulk-parsed blocks
-        self.bulk_lines = 0  # step lines the bulk parser took (step_exit lines included)
 
     def add(self, r: dict[str, Any]) -> None:
         index, t = r.get("index"), r.get("t")
@@ -127,7 +120,6 @@ class _StepLog:
             return  # not a step the harness wrote; nothing to order it by
         if not -(1 << 63) <= index < 1 << 63:
             return
-        self._flush_blocks()
         name = r.get("name", "")
         name = name if isinstance(name, str) else str(name)
         num = r.get("step_num")
@@ -140,24 +132,23 @@ class _StepLog:
         self.t.append(float(t))
         self.name.append(self.names.setdefault(name, len(self.names)))
 
-    def add_rows(self, rows: StepRows) -> None:
-        """Bulk-decoded rows (step_lines.StepRows) of one block."""
+    def add_records(self, records: Any, names: dict[int, str]) -> None:
+        """The steps entered of step file records (pgle.evidence.step_file), in file order; a
+        name id no step_name event defined is the name ""."""
         import numpy as np
 
-        ids = np.array([self.names.setdefault(n, len(self.names)) for n in rows.names], np.int64)
-        num = np.where(rows.num_null, _NONE, rows.step_num)
-        self.blocks.append((rows.index, rows.t, ids[rows.name] if ids.size else rows.name, num))
-
-    def _flush_blocks(self) -> None:
-        for index, t, name, num in self.blocks:
-            self.index.frombytes(index.astype("<i8").tobytes())
-            self.t.frombytes(t.astype("<f8").tobytes())
-            self.name.frombytes(name.astype("<i8").tobytes())
-            self.num.frombytes(num.astype("<i8").tobytes())
-        self.blocks = []
+        enter = records[records["t_ns"] > 0]
+        ids = np.unique(enter["name"])
+        table = {int(i): self.names.setdefault(names.get(int(i), ""), len(self.names)) for i in ids}
+        name = enter["name"]
+        if table and any(k != v for k, v in table.items()):
+            name = np.array([table[int(i)] for i in ids], np.int64)[np.searchsorted(ids, name)]
+        self.index.frombytes(np.ascontiguousarray(enter["index"], "<i8").tobytes())
+        self.t.frombytes(step_file.seconds(enter["t_ns"]).astype("<f8").tobytes())
+        self.name.frombytes(np.ascontiguousarray(name, "<i8").tobytes())
+        self.num.frombytes(np.ascontiguousarray(enter["step_num"], "<i8").tobytes())
 
     def steps(self) -> Steps:
-        self._flush_blocks()
         index = self.index
         n = len(index)
         if n < _NUMPY_STEPS:
@@ -206,12 +197,14 @@ class RunEvents:
     xla_flags_seen: XlaFlagsSeen | None = None  # XLA_FLAGS at the first compile
     script_traces: list[ScriptTrace] = dataclasses.field(default_factory=list)
     xla_compiles: list[XlaCompile] = dataclasses.field(default_factory=list)
-    lines: int = 0  # records read, step events included
+    lines: int = 0  # records read, step records included
     # A command with several Python processes importing jax (command mode): one row each,
     # this one (the first to import jax) first; empty for one process.
     processes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # Lines that were no event the harness writes (a run folder is untrusted input): skipped.
     rejected: int = 0
+    # The step file is not one this pgle reads (a run folder is untrusted input): no steps.
+    steps_error: str | None = None
 
     def of(self, cls: type[E]) -> list[E]:
         """The events of one kind, in file order."""
@@ -282,134 +275,14 @@ def _blocks(path: Path, start: int, end: int) -> Iterator[bytes]:
 
 
 def _lines(path: Path, size: int) -> Iterator[bytes]:
-    """The file's lines (the last one may lack its newline), split on newlines only, as the
-    bulk parser does (json.dumps never writes a raw carriage return)."""
+    """The file's lines (the last one may lack its newline), split on newlines only
+    (json.dumps never writes a raw carriage return)."""
     for block in _blocks(path, 0, size):
         yield from (block[:-1] if block.endswith(b"\n") else block).split(b"\n")
 
 
-def _records_bulk(path: Path, steps: _StepLog) -> Iterator[dict[str, Any]]:
-    """Every record but the step lines step_lines decodes (those go to `steps`), in file
-    order; the step lines it leaves arrive here as records."""
-    import numpy as np
-
-    for rows, others, exits in _parsed_blocks(path):
-        steps.bulk_lines += rows.line.size + exits
-        # Steps and other lines in block order: the last record of an index wins.
-        before = np.searchsorted(rows.line, [line_no for line_no, _ in others]).tolist()
-        done = 0
-        for (_, line), upto in zip(others, before, strict=True):
-            if upto > done:
-                steps.add_rows(_take(rows, done, upto))
-                done = upto
-            r = decode(line)
-            if r is not None:
-                yield r
-        if done < rows.line.size:
-            steps.add_rows(_take(rows, done, rows.line.size))
-
-
-# From this size on, with several cores, the file's parts are parsed in worker processes
-# (the workload has exited: its cores are free; parsing is most of what a long run's verdict
-# waits for).
-PARALLEL_MIN_BYTES = 32 << 20
-
-
-def _parsed_blocks(path: Path) -> Iterator[Chunk]:
-    """parse_chunk's result for each block of whole lines, in file order (the last line, if
-    it lacks its newline, as a block of its own)."""
-    import os
-
-    size = path.stat().st_size
-    workers = min(os.cpu_count() or 1, 4)
-    if size < PARALLEL_MIN_BYTES or workers < 2 or not _fork_is_safe():
-        yield from _parse_range(path, 0, size)
-        return
-    import concurrent.futures
-    import multiprocessing
-
-    cuts = _line_cuts(path, size, workers * 4)
-    with concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork")
-    ) as pool:
-        for part in pool.map(_parse_part, [(str(path), a, b) for a, b in itertools.pairwise(cuts)]):
-            yield from part
-
-
-def _fork_is_safe() -> bool:
-    """fork() only from a single-threaded process that has not loaded jax (jaxlib's threads
-    are invisible to `threading`; a forked copy of a multithreaded process can deadlock). The
-    CLI never imports jax; a notebook calling pgle's API may have."""
-    import os
-    import sys
-    import threading
-
-    return (
-        hasattr(os, "fork")
-        and threading.active_count() == 1
-        and not any(name in sys.modules for name in ("jax", "jaxlib"))
-    )
-
-
-def _line_cuts(path: Path, size: int, parts: int) -> list[int]:
-    """Offsets that split the file into about `parts` ranges of whole lines."""
-    cuts = [0]
-    with open(path, "rb") as f:
-        for k in range(1, parts):
-            f.seek(max(k * size // parts, cuts[-1]))
-            line = f.readline()  # the rest of the line the guess fell in
-            at = f.tell()
-            if at >= size:
-                break
-            if at > cuts[-1] and line.endswith(b"\n"):
-                cuts.append(at)
-    cuts.append(size)
-    return cuts
-
-
-def _parse_part(args: tuple[str, int, int]) -> list[Chunk]:
-    path, start, end = args
-    return list(_parse_range(Path(path), start, end))
-
-
-def _parse_range(path: Path, start: int, end: int) -> Iterator[Chunk]:
-    from pgle.evidence.step_lines import parse_chunk
-
-    for block in _blocks(path, start, end):
-        yield parse_chunk(block) if block.endswith(b"\n") else parse_chunk_tail(block)
-
-
-def parse_chunk_tail(line: bytes) -> Chunk:
-    """A last line without its newline: no step is decoded from it; it goes to json.loads."""
-    import numpy as np
-
-    from pgle.evidence.step_lines import StepRows
-
-    empty = np.zeros(0, np.int64)
-    return (
-        StepRows(empty, empty, np.zeros(0, np.float64), empty, [], empty, np.zeros(0, bool)),
-        [(0, line)],
-        0,
-    )
-
-
-def _take(rows: StepRows, a: int, b: int) -> StepRows:
-    from pgle.evidence.step_lines import StepRows
-
-    return StepRows(
-        rows.line[a:b],
-        rows.index[a:b],
-        rows.t[a:b],
-        rows.name[a:b],
-        rows.names,
-        rows.step_num[a:b],
-        rows.num_null[a:b],
-    )
-
-
-def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
-    """The events of a run. `bulk`: parse step lines with numpy (default: for files of
-    BULK_MIN_BYTES or more; both ways give the same events)."""
+def read_events(path: Path | str) -> RunEvents:
+    """The events of a run: its events file and the step file beside it."""
     path = Path(path)
     steps = _StepLog()
     backend: Backend | None = None
@@ -422,26 +295,24 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
     script_traces: list[ScriptTrace] = []
     xla_compiles: list[XlaCompile] = []
     flags_seen: XlaFlagsSeen | None = None
+    names: dict[int, str] = {}  # steps.bin's name ids
     lines = rejected = 0
     size = path.stat().st_size if path.exists() else 0
     if size:
-        if bulk is None:
-            bulk = size >= BULK_MIN_BYTES
-        if bulk:
-            source: Iterator[dict[str, Any]] = _records_bulk(path, steps)
-        else:
-            source = (r for r in map(decode, _lines(path, size)) if r is not None)
-        for r in source:
+        for r in (r for r in map(decode, _lines(path, size)) if r is not None):
             lines += 1
             kind = r.get("kind")
             if kind == schema.STEP_ENTER:
-                steps.add(r)  # as columns (the one kind that grows with the run)
+                steps.add(r)  # as columns (the one kind that grows with a run of old pgle)
                 continue
             if kind == schema.STEP_EXIT:
                 continue
             event = parse(r)
             if event is None:
                 rejected += 1
+                continue
+            if isinstance(event, StepName):
+                names[event.id] = event.name
                 continue
             records.append(event)
             if isinstance(event, Backend):
@@ -462,6 +333,13 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
                 script_traces.append(event)
             elif isinstance(event, XlaCompile):
                 xla_compiles.append(event)
+    side = step_file.StepFile(step_file.beside(path))
+    # After the step_enter lines: their indices and the records' never meet in one run. In
+    # blocks: memory follows the steps kept, not the file.
+    while (block := side.read(BLOCK_BYTES // step_file.RECORD_BYTES)).size:
+        steps.add_records(block, names)
+    if side.error:
+        logging.getLogger(__name__).warning(side.error)
     return RunEvents(
         records,
         steps.steps(),
@@ -474,8 +352,9 @@ def read_events(path: Path | str, *, bulk: bool | None = None) -> RunEvents:
         flags_seen,
         script_traces,
         xla_compiles,
-        lines=lines + steps.bulk_lines,
+        lines=lines + side.records,
         rejected=rejected,
+        steps_error=side.error,
     )
 
 

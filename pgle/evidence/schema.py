@@ -25,8 +25,12 @@ BACKEND = "backend"  # the first backend is up: platform, devices, processes
 BACKEND_ERROR = "backend_error"
 COMPILE = "compile"  # a backend compile finished (jax.monitoring duration event)
 JAX_EVENT = "jax_event"  # another jax.monitoring event
-STEP_ENTER = "step_enter"  # a jax.profiler.StepTraceAnnotation opened
-STEP_EXIT = "step_exit"  # ... and closed
+# A jax.profiler.StepTraceAnnotation opened whose step_num is no int nor None (the others, and
+# every step's exit, are records of steps.bin: pgle.evidence.step_file); in run folders of
+# pgle before issue 35, every marked step's two edges (step_exit: the closing one).
+STEP_ENTER = "step_enter"
+STEP_EXIT = "step_exit"
+STEP_NAME = "step_name"  # the name of steps.bin's step name `id`
 TRACE_START = "trace_start"  # pgle started the JAX profiler (purpose: window | executions)
 TRACE_STOP = "trace_stop"  # ... and stopped: the kept trace
 TRACE_DISCARD = "trace_discard"  # pgle dropped its trace: steps came after all, or a script trace
@@ -190,21 +194,3 @@ class HarnessSpec:
 # that changed any, the real ones reach the harness in this variable (a JSON list), which the
 # harness removes from its environment before the user's script runs.
 WORKLOAD_ARGS = "PGLE_WORKLOAD_ARGS"
-
-
-# A marked step's edge lines, as the harness writes them (pgle.launch.harness: most of a long
-# run's events file, written without json.dumps): their start, and the one reader of their
-# time, for the readers that skim the file while the workload runs (progress, stall, fleet).
-STEP_ENTER_LINE = f'{{"kind": "{STEP_ENTER}", "t": '
-STEP_EXIT_LINE = f'{{"kind": "{STEP_EXIT}", "t": '
-STEP_ENTER_BYTES = STEP_ENTER_LINE.encode()
-
-
-def step_enter_time(line: bytes) -> float | None:
-    """The time of a step_enter line (None: another line, or a damaged one)."""
-    if not line.startswith(STEP_ENTER_BYTES):
-        return None
-    try:
-        return float(line[len(STEP_ENTER_BYTES) :].split(b",", 1)[0])
-    except ValueError:
-        return None

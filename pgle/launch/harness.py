@@ -23,10 +23,10 @@ at import and XLA_FLAGS at backend start, and a script may set them itself):
 - the exit: its code, stack dumps on request (faulthandler), and, for a `--gather kv` job,
   the hand-off rounds before jax's own teardown (pgle.launch.handoff).
 
-Everything observed goes as JSON lines to the events file in the run folder (Events: step
-edges buffered as int64 records and written in one compact layout, pgle.evidence.step_lines
-reads it); the `progress` beacon counts executions for the stall watchdog. The harness also
-watches pgle (PGLE_PARENT_FD): if pgle dies, the workload's process group is killed.
+Everything observed goes as JSON lines to the events file in the run folder, but the marked
+steps' edges: int64 records in steps.bin beside it (Events; the layout and its reader:
+pgle.evidence.step_file); the `progress` beacon counts executions for the stall watchdog. The
+harness also watches pgle (PGLE_PARENT_FD): if pgle dies, the workload's process group is killed.
 The profiler is only ever started once the backend is up (after the first compilation):
 `jax.profiler.start_trace` initializes the backends (jax 0.10.2, `jax/_src/profiler.py`),
 which would break a script that calls `jax.distributed.initialize()` or sets XLA_FLAGS
@@ -60,13 +60,13 @@ from types import FrameType, ModuleType, TracebackType
 from typing import Any, NoReturn, TextIO
 
 try:
-    from pgle.evidence import schema
+    from pgle.evidence import schema, step_file
     from pgle.launch import step_rule, trace_options, tracebacks
     from pgle.phrases import plural
     from pgle.redact import redact_json
 except ImportError:  # pgle not installed: this file is pgle/launch/harness.py
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from pgle.evidence import schema
+    from pgle.evidence import schema, step_file
     from pgle.launch import step_rule, trace_options, tracebacks
     from pgle.phrases import plural
     from pgle.redact import redact_json
@@ -79,11 +79,10 @@ NO_MARKER_EXECUTIONS = 20
 
 
 # Written out as soon as they happen: the window's edges, the run's start and end, errors.
-# The frequent kinds (a step's two lines, log records, compiles) wait in the buffer.
+# The frequent kinds (log records, compiles; a step's edges always) wait in the buffer.
 _BUFFERED_KINDS = frozenset(
     {
         schema.STEP_ENTER,
-        schema.STEP_EXIT,
         schema.LOG,
         schema.WARNING,
         schema.COMPILE,
@@ -96,24 +95,24 @@ FLUSH_EVERY_S = 1.0  # the most a kill -9 can lose (docs/reliability.md)
 
 
 class Events:
-    """Append-only JSON lines, safe from any thread.
+    """Append-only JSON lines and step records (pgle.evidence.step_file), safe from any thread.
 
-    A marked step runs inside the user's training loop, so its two lines cost no system call,
+    A marked step runs inside the user's training loop, so its two edges cost no system call,
     no lock and no object kept alive (issue 25: one write per line was ~36 us a step; a tuple
     per line kept until the next write-out, ~2.5 us more on short steps, the heap growing
-    between write-outs): a step's edges go into one array of int64 (`_steps`, STEP_FIELDS
-    numbers an edge), every other line waits in a deque with its place among them. Both are
-    written out in one `write` when a window edge, the start, the exit or an error is
-    recorded, before the process forks (the child must not inherit lines the parent will
-    write), when the workload calls os._exit, and at least every FLUSH_EVERY_S by a
+    between write-outs): a step's edges go into one array of int64 (`_steps`, a step file
+    record an edge, written out as it is), every other line waits in a deque, its place among
+    the edges in its `edges` field. Both are written out when a window edge, the start, the
+    exit or an error is recorded, before the process forks (the child must not inherit lines
+    the parent will write), when the workload calls os._exit, and at least every FLUSH_EVERY_S by a
     background thread. So a kill -9 or a fatal signal loses at most the last second of steps;
     every edge is on disk at once.
     """
 
     def __init__(self, path: str):
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        # (the number of step edges before it, the line): edges and lines keep their order
-        self._lines: collections.deque[tuple[int, str]] = collections.deque()
+        self._steps_fd = step_file.open_for_append(str(step_file.beside(path)))
+        self._lines: collections.deque[str] = collections.deque()
         # A step edge: time.time_ns() (negated for an exit), index, step_num, name id. One
         # `extend` of a tuple is one C call: the GIL keeps an edge whole.
         self._steps = array.array("q")
@@ -122,8 +121,7 @@ class Events:
         self.failed = False
         self.closed = False
         self._through = False  # a forked child writes each line at once (it has no flusher)
-        self._names: dict[str, int] = {}  # step name -> its id
-        self._quoted: list[str] = []  # id -> the name's JSON text
+        self._names: dict[str, int] = {}  # step name -> its id (a step_name event)
         # called by the flusher thread every FLUSH_EVERY_S
         self.on_tick: list[Callable[[], None]] = []
         threading.Thread(target=self._flusher, name="pgle-events", daemon=True).start()
@@ -134,20 +132,23 @@ class Events:
         # Secrets never reach the file: the workload's argv (`-- COMMAND --token x`), a
         # warning quoting a URL with its password (pgle.redact; issue 31).
         record = redact_json({"kind": kind, "t": time.time(), **fields})
-        line = json.dumps(record, default=str) + "\n"
+        line = json.dumps(record, default=str)[:-1]
         with self._lock:  # its place among the step edges must not move under a flush
-            self._lines.append((self._base + len(self._steps) // STEP_FIELDS, line))
+            edges = self._base + len(self._steps) // STEP_FIELDS
+            self._lines.append(f'{line}, "edges": {edges}}}\n')
         if kind not in _BUFFERED_KINDS or self._through:
             self.flush()
 
     def name_id(self, name: str) -> int:
-        """The id of a step name (its JSON text kept for the write-out)."""
+        """The id of a step name, its step_name event written at once (before any record of
+        it: a reader always knows the names of the steps it reads)."""
         with self._lock:
             known = self._names.get(name)
-            if known is None:
-                known = self._names[name] = len(self._quoted)
-                self._quoted.append(json.dumps(name, default=str))
-            return known
+            if known is not None:
+                return known
+            known = self._names[name] = len(self._names)
+        self.write(schema.STEP_NAME, id=known, name=name)
+        return known
 
     def flush(self) -> None:
         with self._lock:
@@ -156,17 +157,19 @@ class Events:
             n -= n % STEP_FIELDS  # never half an edge (an extend is whole: the GIL)
             block = steps[:n]
             del steps[:n]  # edges added meanwhile stay, for the next flush
-            start = self._base
-            self._base = start + n // STEP_FIELDS
+            self._base += n // STEP_FIELDS
             pop = self._lines.popleft
             items = [pop() for _ in range(len(self._lines))]
             if not (items or n) or self.closed or self.failed:
                 return
-            out = _interleave(_step_lines(block, self._quoted), items, start)
-            data = out.encode("utf-8", "replace")
+            # The records first: a line read names no record that is not on disk yet.
             try:
-                while data:
-                    data = data[os.write(self._fd, data) :]
+                for fd, data in (
+                    (self._steps_fd, step_file.encode(block)),
+                    (self._fd, "".join(items).encode("utf-8", "replace")),
+                ):
+                    while data:
+                        data = data[os.write(fd, data) :]
             except OSError:
                 # A full disk must not break the user's step (this runs inside it);
                 # pgle reads the events that made it and says the log is incomplete.
@@ -193,56 +196,19 @@ class Events:
             if self.closed:
                 return
             self.closed = True
-            try:
-                os.close(self._fd)
-            except OSError:
-                self.failed = True
+            for fd in (self._fd, self._steps_fd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    self.failed = True
 
 
-STEP_FIELDS = 4  # int64 numbers a step edge takes in Events._steps
-NULL_STEP_NUM = -(2**63)  # step_num=None (any other non-int step_num takes Events.write)
-
-
-def _step_lines(block: array.array[int], quoted: list[str]) -> list[str]:
-    """The JSON lines of the step edges in `block`, in the layout `Events.write` gives them
-    (pgle.evidence.step_lines reads it in bulk). `t` is time.time_ns() as seconds: its digits
-    with a dot nine from the end, a quarter cheaper than a float's repr."""
-    return [
-        f'{_ENTER_T}{(ns := str(t))[:-9]}.{ns[-9:]}, "name": {quoted[name]}, "step_num": '
-        f'{"null" if num == NULL_STEP_NUM else num}, "index": {index}}}\n'
-        if t > 0
-        else f'{_EXIT_T}{(ns := str(-t))[:-9]}.{ns[-9:]}, "index": {index}}}\n'
-        for t, index, num, name in zip(
-            block[0::STEP_FIELDS],
-            block[1::STEP_FIELDS],
-            block[2::STEP_FIELDS],
-            block[3::STEP_FIELDS],
-            strict=True,
-        )
-    ]
-
-
-def _interleave(steps: list[str], items: list[tuple[int, str]], start: int) -> str:
-    """The step lines with the other lines at their places (`items`: (the number of step edges
-    written before it, counted from the file's first, the line); `start`: that count at
-    steps[0])."""
-    if not items:
-        return "".join(steps)
-    out: list[str] = []
-    done = 0
-    for place, line in items:
-        at = min(max(place - start, done), len(steps))
-        out.extend(steps[done:at])
-        out.append(line)
-        done = at
-    out.extend(steps[done:])
-    return "".join(out)
+STEP_FIELDS = step_file.FIELDS  # int64 numbers a step edge takes in Events._steps
+NULL_STEP_NUM = step_file.NULL_STEP_NUM  # step_num=None (any other non-int: Events.write)
 
 
 _now = time.time
-_now_ns = time.time_ns  # a step edge's time: formatted without a float's repr (_step_lines)
-_ENTER_T = schema.STEP_ENTER_LINE
-_EXIT_T = schema.STEP_EXIT_LINE
+_now_ns = time.time_ns  # a step edge's time
 
 
 # What --delay counts from: the harness's import, before the workload's code (script mode), or
@@ -943,10 +909,9 @@ class Harness:
         """(enter, exit) for every marked step: one frame each that touches as little as it
         can. They run inside the user's training loop, between executions that evict the
         interpreter's state from the CPU's caches, so each frame, lock and attribute counted
-        several times over what a bare loop of the hooks shows (issue 25). A step's lines wait
-        in the events buffer as tuples, formatted when written out: formatting (a float's repr
-        above all) is most of their cost, and the flusher thread does it while the training
-        loop waits on the device with the GIL released."""
+        several times over what a bare loop of the hooks shows (issue 25). A step's edges wait
+        in the events buffer as int64 numbers, written out as they are (pgle.evidence.step_file)
+        by the flusher thread while the training loop waits on the device."""
         events, window = self.events, self.window
         extend, ids, name_id = events._steps.extend, events._names, events.name_id
         indices = self._indices

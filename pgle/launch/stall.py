@@ -376,11 +376,11 @@ class StallWatch:
         return True
 
     def _read_events(self, proc: _Process) -> bool:
-        """Read the events added since the last read; True when any line was."""
-        lines = proc.events.lines
+        """Read the events added since the last read; True when any line or step record was."""
+        read = proc.events.lines, proc.events.records
         for event in proc.events.read():
             self._record(proc, event)
-        return proc.events.lines != lines
+        return (proc.events.lines, proc.events.records) != read
 
     @staticmethod
     def _record(proc: _Process, event: Event) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import step_records
 from helpers.cheap_train import write_cheap_train
 from helpers.xspace import US, TraceBuilder, add_host_steps, add_xla_ops_plane, gpu_overlap_trace
 from pgle.analysis import schedule
@@ -231,7 +232,7 @@ def test_tune_report_on_cpu_matches_independent_figures(tmp_path):
     # device's shard of the loss, the other devices may still be busy); a step's time is from
     # the previous step's completion to its own (a completion noted after a later one's is
     # brought forward to it), profiled steps and spans holding a compile left out.
-    recs = [json.loads(l) for l in (tmp_path / "run" / "collect" / "events.jsonl").open()]
+    recs = step_records.old_lines(tmp_path / "run" / "collect" / "events.jsonl")
     exits = {r["index"]: r["t"] for r in recs if r["kind"] == "step_exit"}
     (done,) = [r for r in recs if r["kind"] == "step_completions"]
     assert done["index"] == sorted(exits)  # every step's completion seen

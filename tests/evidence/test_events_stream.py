@@ -1,7 +1,7 @@
-"""events.jsonl read streamed and summarised (issue 25): the same steps, records and summaries
-as the reader that kept every record (tests/helpers/reference_events.py), whichever way the
-step lines are parsed (numpy in bulk, or json.loads), on real runs and on every odd line
-the file may hold; and memory that does not follow the number of steps."""
+"""A run's events read streamed and summarised (issue 25): the same steps, records and summaries
+as the reader that kept every record (tests/helpers/reference_events.py), on real runs (their
+steps.bin decoded apart: tests/helpers/step_records.py) and on every odd line an events file of
+pgle before issue 35 may hold; and memory that does not follow the number of steps."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from helpers import reference_events as ref
+from helpers import step_records
 from helpers.pgle_testing import WORKLOADS, pgle_env, run_pgle
-from pgle.evidence import step_lines
 from pgle.evidence.event_kinds import Event, parse
 from pgle.evidence.events import read_events
 from pgle.evidence.steps import step_times, summarize
@@ -30,7 +30,7 @@ def _records(records) -> list:
     """The old reader kept every object; the typed one only what the harness could have
     written (pgle.evidence.event_kinds.parse): the old one's records, filtered the same way."""
     return [_record(r) for r in records if isinstance(r, Event) or (
-        r.get("kind") not in ("step_enter", "step_exit") and parse(r) is not None)]
+        r.get("kind") not in ("step_enter", "step_exit", "step_name") and parse(r) is not None)]
 
 
 def as_old(events) -> dict:
@@ -51,15 +51,18 @@ def as_old(events) -> dict:
 
 
 def assert_same_as_old(path, exclude=frozenset({3})) -> None:
-    old = ref.read_events(path)
-    for bulk in (False, True):
-        new = read_events(path, bulk=bulk)
-        assert as_old(new) == as_old(old), bulk
-        # Types too: a step number stays an int, None, a string...
-        assert [type(s.step_num) for s in new.steps] == [type(s.step_num) for s in old.steps]
-        times = step_times(new.steps, exclude)
-        assert repr(times) == repr(step_times_old(old.steps, exclude))
-        assert repr(summarize(times)) == repr(summarize_old(times))
+    """`path`: an events file of pgle before issue 35, or one with its steps.bin."""
+    if path.with_name("steps.bin").exists():
+        old = ref.read_events(step_records.old_file(path, path.with_name("old.jsonl")))
+    else:
+        old = ref.read_events(path)
+    new = read_events(path)
+    assert as_old(new) == as_old(old)
+    # Types too: a step number stays an int, None, a string...
+    assert [type(s.step_num) for s in new.steps] == [type(s.step_num) for s in old.steps]
+    times = step_times(new.steps, exclude)
+    assert repr(times) == repr(step_times_old(old.steps, exclude))
+    assert repr(summarize(times)) == repr(summarize_old(times))
 
 
 def step_times_old(steps, exclude):
@@ -145,22 +148,8 @@ def test_same_events_as_the_reader_that_kept_every_record(tmp_path, seed):
     assert_same_as_old(path, exclude={105, 106, 107})
 
 
-PARALLEL = """
-import json, sys
-from pgle.evidence import events
-events.PARALLEL_MIN_BYTES = 0
-assert events._fork_is_safe()
-for size in sys.argv[2:]:  # one line per block size
-    events.BLOCK_BYTES = int(size)
-    e = events.read_events(sys.argv[1], bulk=True)
-    print(json.dumps({"steps": [(s.index, s.name, s.step_num, repr(float(s.t_enter))) for s in e.steps],
-                      "records": [r.to_dict() for r in e.records], "exit": e.exit.to_dict()}))
-"""
-
-
 def test_blocks_split_anywhere(tmp_path, monkeypatch):
-    """Lines cut by the block boundary, and blocks holding only odd lines; parts of the file
-    parsed in worker processes (large files, several cores)."""
+    """Lines cut by the block boundary, and blocks holding only odd lines."""
     from pgle.evidence import events
 
     path = tmp_path / "events.jsonl"
@@ -169,59 +158,6 @@ def test_blocks_split_anywhere(tmp_path, monkeypatch):
     for size in sizes:
         monkeypatch.setattr(events, "BLOCK_BYTES", size)
         assert_same_as_old(path)
-    # In a fresh interpreter (no jax loaded: fork is allowed), parts in worker processes; one
-    # interpreter for every size (each start costs more CPU than the parse).
-    got = subprocess.run([sys.executable, "-c", PARALLEL, str(path), *map(str, sizes)],
-                         env=pgle_env(), capture_output=True, text=True, check=True).stdout
-    old = as_old(ref.read_events(path))
-    want = json.loads(json.dumps({"steps": old["steps"], "records": old["records"],
-                                  "exit": old["exit"]}))
-    lines = got.splitlines()
-    assert len(lines) == len(sizes)
-    for size, line in zip(sizes, lines):
-        assert json.loads(line) == want, size
-
-
-def test_bulk_parser_takes_only_exact_harness_lines():
-    block = "".join(ODD_LINES[:11] + ODD_LINES[12:14] + [
-        harness_line({"kind": "step_enter", "t": 3.25, "name": "train", "step_num": 4, "index": 4}),
-        harness_line({"kind": "step_enter", "t": 1764000000.0001562, "name": "x y", "step_num": None,
-                      "index": 123456789012345678}),
-        harness_line({"kind": "step_enter", "t": 5e-324, "name": "n", "step_num": -1, "index": 0}),
-    ]).encode()
-    rows, others, exits = step_lines.parse_chunk(block)
-    # Every decoded row equals json.loads of its line; every other line is handed back.
-    lines = block.split(b"\n")[:-1]
-    decoded = dict(zip(rows.line.tolist(), range(rows.line.size)))
-    for k, line in enumerate(lines):
-        if k in decoded:
-            r = json.loads(line)
-            j = decoded[k]
-            assert (r["index"], r["name"], r["step_num"], r["t"]) == (
-                rows.index[j], rows.names[rows.name[j]],
-                None if rows.num_null[j] else rows.step_num[j], rows.t[j])
-            assert type(r["step_num"]) in (int, type(None)) and type(r["t"]) is float
-    # Taken: negative step_num, `1.9E+1` with an empty name and null, and the plain ones;
-    # escapes, strings, floats, booleans, 21 digits, other spacing, `014`, NaN, long names not.
-    assert sorted(decoded) == [4, 8, 12, 13, 14, 15]
-    assert [k for k, _ in others] == [k for k in range(len(lines)) if k not in decoded]
-    assert exits == 0
-
-
-def test_t_values_bit_for_bit(tmp_path):
-    """numpy's string-to-double cast gives json.loads's double for every float the harness
-    writes (repr of time.time(), and any other double)."""
-    import struct
-
-    rng = random.Random(3)
-    values = [1_764_000_000 + rng.random() * 1e6 for _ in range(5000)]
-    values += [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(63)))[0] for _ in range(5000)]
-    values = [v for v in values if v == v and abs(v) != float("inf")]
-    block = "".join(harness_line({"kind": "step_enter", "t": v, "name": "s", "step_num": i, "index": i})
-                    for i, v in enumerate(values)).encode()
-    rows, others, _ = step_lines.parse_chunk(block)
-    assert not others and rows.t.tolist() == values
-    assert [struct.pack("<d", x) for x in rows.t.tolist()] == [struct.pack("<d", x) for x in values]
 
 
 def _many_steps(folder, steps: int, *json_out: str):
@@ -242,16 +178,13 @@ def run_20k(tmp_path_factory):
 
 
 def test_real_run_events(run_20k):
-    """The events of a real run (20,000 marked steps under `pgle run`), both parsers, and
-    pgle run's own step summary against one recomputed from the raw file."""
+    """The events of a real run (20,000 marked steps under `pgle run`), and pgle run's own
+    step summary against one recomputed from the raw files."""
     p, run = run_20k
     path = run / "events.jsonl"
     assert_same_as_old(path)
-    enters = {}
-    for line in path.open():
-        r = json.loads(line)
-        if r["kind"] == "step_enter":
-            enters[r["index"]] = r["t"]
+    enters = {index: step_records.seconds(t) for t, index, _, _
+              in step_records.records(run / "steps.bin") if t > 0}
     mine = [enters[i + 1] - enters[i] for i in sorted(enters)[:-1] if i != 0]
     assert json.loads(p.stdout)["step_times"] == summarize_old(mine)
     assert len(mine) == 19998
@@ -294,6 +227,5 @@ def test_a_line_that_is_not_an_object_is_skipped(tmp_path):
                     + harness_line({"kind": "exit", "t": 2.0, "code": 0, "error": None, "interrupted": False}))
     with pytest.raises(AttributeError):
         ref.read_events(path)
-    for bulk in (False, True):
-        events = read_events(path, bulk=bulk)
-        assert [s.index for s in events.steps] == [0] and events.exit.code == 0
+    events = read_events(path)
+    assert [s.index for s in events.steps] == [0] and events.exit.code == 0

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import step_records
 from helpers.pgle_testing import TESTS, pgle_env, pgle_lines, report_of, run_pgle
 from helpers.processes import gone, start_pgle
 
@@ -47,8 +48,8 @@ def _wrapper(project: Path, name: str = "run.sh", executable: bool = True) -> Pa
 
 
 def _steps_seen(run_dir: str | Path) -> int:
-    lines = Path(run_dir, "events.jsonl").read_text().splitlines()
-    return sum(json.loads(line)["kind"] == "step_enter" for line in lines)
+    lines = step_records.old_lines(Path(run_dir, "events.jsonl"))
+    return sum(r["kind"] == "step_enter" for r in lines)
 
 
 def test_tune_runs_a_shell_wrapper_as_a_command(project):

@@ -22,6 +22,7 @@ from pgle.evidence.events import read_events
 from pgle.evidence.jit_steps import completion_times, run_steps
 from pgle.evidence.steps import step_times
 
+from helpers import step_records
 from helpers.pgle_testing import WORKLOADS, report_of, run_pgle, write_profile
 
 LOOPS = WORKLOADS / "real" / "loop_timing.py"
@@ -118,10 +119,8 @@ def test_markers_without_a_jitted_call_inside_say_so(tmp_path):
     assert report_of(proc)["step_times"]["count"] == 10
     # A run folder written before issue 33 (no completions, no work in jit_functions): its
     # markers are still timed start to start, and `how` says why.
-    lines = (tmp_path / "r" / "events.jsonl").read_text().splitlines()
     old = []
-    for line in lines:
-        record = json.loads(line)
+    for record in step_records.old_lines(tmp_path / "r" / "events.jsonl"):
         if record["kind"] == "jit_functions":
             record.pop("work", None)
             record.pop("watch", None)

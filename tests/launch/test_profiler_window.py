@@ -4,7 +4,6 @@ clock the test moves. The events are the real events file the harness writes."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from helpers import step_records
 from pgle.evidence import schema
 from pgle.launch.harness import Events, Harness, ProfilerCalls, ProfilerWindow
 
@@ -69,7 +69,8 @@ def calls_for(profiler: RecordedProfiler, clock: FakeClock, origin: float = 0.0)
 
 
 def events_of(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The events, steps.bin's records as step lines (tests/helpers/step_records.py)."""
+    return step_records.old_lines(path)
 
 
 def of_kind(path: Path, kind: str) -> list[dict[str, Any]]:

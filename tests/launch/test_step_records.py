@@ -5,8 +5,8 @@ line with `json.loads`, in its order."""
 
 from __future__ import annotations
 
-import json
 
+from helpers import step_records
 from helpers.pgle_testing import report_of, run_pgle, write_profile
 
 from pgle.launch.harness import LIGHT_AFTER_STEPS, SYNCED_EVERY
@@ -34,7 +34,9 @@ for i in range({STEPS}):
 
 
 def _events(folder):
-    return [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    """The run's events, its steps.bin records as the step lines pgle wrote before issue 35,
+    each at its place (tests/helpers/step_records.py)."""
+    return step_records.old_lines(folder / "events.jsonl")
 
 
 def test_executions_are_counted_whole_after_the_step_markers_take_over(tmp_path):
