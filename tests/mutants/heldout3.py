@@ -122,6 +122,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "        since = [m for i, m in enumerate(ev.modules) if i > done and m.found_profile]",
         "        since = [m for i, m in enumerate(ev.modules) if i >= done and m.found_profile]",
         "a second discarded compile marks the module that already failed, not the new one",
+        equivalent="a discard marks the newest module with a checker block since the last failed "
+        "one; under ERROR every module that discards has missing instructions, so on each jax that "
+        "prints a block (0.4.35 strict, >= 0.5.1) the new module has one and wins either way, and "
+        "on 0.4.38/0.5.0 none has one and the newest wins either way; a discard repeated for the "
+        "same module (the traceback's copy) re-marks it with the same message",
     ),
     M(
         "K16",
@@ -186,6 +191,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "                \"ttl_seconds\": LEASE_TTL_SECONDS,",
         "                \"ttl_seconds\": LEASE_REFRESH_SECONDS,",
         "a run's lease expires at its refresh interval: `runs prune` may take a live run as dead",
+        equivalent="nothing reads the lease's ttl_seconds: `pgle runs` judges a lease by its own "
+        "LEASE_TTL_SECONDS (pgle/commands/runs.py), on this host and any other",
     ),
     M(
         "K25",
@@ -208,6 +215,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if len(kinds) != 1:",
         "    if len(kinds) > 1:",
         "a probe that found no device crashes (IndexError) instead of one clear line",
+        equivalent="the probe child never reports an empty device list: jax.devices() either "
+        "lists devices or raises, and devs[0] on an empty list raises into the error field, "
+        "which from_probe answers first (pgle/launch/probe.py)",
     ),
     M(
         "K28",
@@ -358,7 +368,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "pgle/commands/report.py",
         "        p = top / (base if i == 1 else f\"{base}-{i}\")",
         "        p = top / (base if i == 1 else f\"{base}-{i + 1}\")",
-        "`pgle report` on a tune --repeat folder skips run-2 and every repeat after it",
+        "`pgle report` on a tune folder from before tune.json skips run-2 and every repeat after it",
     ),
     M(
         "K49",
@@ -372,6 +382,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "pgle/commands/run.py",
         "    child = childenv.build(environ, xla=xla, variables=dict(opts.env), info_log=True)",
         "    child = childenv.build(environ, xla=xla, defaults=dict(opts.env), info_log=True)",
-        "`pgle run --env NAME=V` does not replace the user's NAME: the option silently does nothing",
+        "tune's o1 arm keeps the user's own JAX_OPTIMIZATION_LEVEL: it measures default against default",
     ),
 )
