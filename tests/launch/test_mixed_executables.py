@@ -49,30 +49,3 @@ def test_a_run_with_some_executables_cached_says_mixed(tmp_path):
     assert labels["r1"][:2] == ("compiled", "compiled"), labels
     assert labels["r2"] == ("mixed", "cached", "compiled"), labels
 
-
-def test_compile_seconds_go_to_the_executables_in_the_order_they_ended(tmp_path):
-    # Two threads compile at once: each compile's duration event (jax.monitoring, buffered)
-    # comes after its COMPILE_END; here both ended before either duration was written, in the
-    # order 1 then 2. Each executable gets its own seconds, in the order they ended.
-    import json
-
-    from pgle.evidence import compiles
-    from pgle.evidence.events import read_events
-
-    def rec(t, kind, **fields):
-        return json.dumps({"kind": kind, "t": t, **fields})
-
-    lines = [
-        rec(1.0, "compile_begin", module="jit_slow"),
-        rec(2.0, "jax_event", event=compiles.USE),
-        rec(3.0, "compile_end", module="jit_slow", ok=True),
-        rec(3.1, "compile_begin", module="jit_fast"),
-        rec(3.2, "jax_event", event=compiles.USE),
-        rec(3.3, "compile_end", module="jit_fast", ok=True),
-        rec(3.4, "compile", fun_name="jit_slow", seconds=2.0),
-        rec(3.5, "compile", fun_name="jit_fast", seconds=0.2),
-    ]
-    path = tmp_path / "events.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    rows = compiles.executables(read_events(path))
-    assert [(r["module"], r["seconds"]) for r in rows] == [("jit_slow", 2.0), ("jit_fast", 0.2)]

@@ -134,6 +134,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "            waiting.pop(0)[\"seconds\"] = float(r.seconds or 0.0)",
         "            waiting.pop()[\"seconds\"] = float(r.seconds or 0.0)",
         "compile seconds given to the last ended executable, not the first: times swapped",
+        equivalent="at most one executable ever waits for its seconds: jax 0.10.2 records a "
+        "compile's duration in pxla's log_elapsed_time right after compile_or_get_cached "
+        "returns (its COMPILE_END), on a failure too, before the next compile begins; "
+        "compiles in concurrent threads are paired by the open CompileBegin either way",
     ),
     M(
         "K17",

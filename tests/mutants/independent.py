@@ -247,7 +247,10 @@ AREAS: dict[str, tuple[str, ...]] = {
     ),
     "pgle/jobs/driver.py": (J + "test_driver_contracts.py", J + "test_multiprocess_units.py"),
     "pgle/jobs/rank_data.py": (J + "test_hostile_ranks.py", J + "test_gather_foreign_ranks.py"),
-    "pgle/commands/report.py": ("tests/analysis/test_report.py", "tests/analysis/test_report_value.py"),
+    "pgle/commands/report.py": (
+        "tests/analysis/test_report.py",
+        "tests/analysis/test_report_value.py",
+    ),
     "pgle/commands/collect.py": (
         K + "test_collect_per_module.py",
         K + "test_collect_trace.py",
