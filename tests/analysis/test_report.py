@@ -342,3 +342,20 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_overwritten(tmp_path):
     assert not (tmp_path / "new.html").exists()
     p = run(str(folder), str(folder), str(folder))
     assert p.returncode == 2 and "3 run folders" in p.stderr
+
+
+def test_a_tune_folder_from_before_tune_json_pools_every_numbered_run(tmp_path):
+    """A tune folder written before tune.json: its runs by name (`run`, `run-2`, ...,
+    `baseline`, `baseline-2`, ...): every repeat is a side's run, in order."""
+    from pgle.commands import report
+
+    top = tmp_path / "tune"
+    for name in ("collect", "baseline", "baseline-2", "run", "run-2", "run-3"):
+        (top / name).mkdir(parents=True)
+        (top / name / "events.jsonl").write_text('{"kind": "step_enter", "t": 1, "index": 0}\n')
+    sides, tune = report.resolve([str(top)])
+    assert tune is None
+    by_role = {s.role: [f.name for f in s.folders] for s in sides}
+    assert by_role["baseline"] == ["baseline", "baseline-2"]
+    assert [f.name for f in sides[-1].folders] == ["run", "run-2", "run-3"]
+    assert sides[-1].label.endswith(", 3 runs)"), sides[-1].label

@@ -4,6 +4,7 @@ a job script's `|| retry` or SLURM's requeue reads it. Real JAX on CPU, real sub
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from helpers.pgle_testing import report_of, run_pgle
 
@@ -24,13 +25,16 @@ for i in range(10):
 
 
 def test_collect_failing_after_the_window_keeps_the_profile_and_exits_with_the_workloads_code(project):
+    # --no-keep-trace: the trace of a failed run stays (it is what is left to look at).
     (project / "train.py").write_text(SCRIPT)
-    proc = run_pgle("collect", "-o", "p.pb", "--json", sys.executable, "train.py", "8", "7",
-                    cwd=project)
+    proc = run_pgle("collect", "-o", "p.pb", "--json", "--no-keep-trace", sys.executable,
+                    "train.py", "8", "7", cwd=project)
     assert proc.returncode == 7, proc.stderr.decode()[-3000:]
     report = report_of(proc)
     assert report["exit_code"] == 7 and report["after_window"]["exit_code"] == 7
     assert "pgle exits with the workload's code 7" in proc.stderr.decode()
+    assert "trace_deleted" not in report
+    assert (Path(report["run_dir"]) / "trace").is_dir()
 
 
 def test_collect_failing_before_the_window_closed_exits_with_the_workloads_code(project):

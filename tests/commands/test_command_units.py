@@ -27,6 +27,14 @@ def test_reordered_xla_flags_are_not_drift():
     assert len(said) == 1 and said[0].startswith("XLA_FLAGS differ"), said
 
 
+def test_flags_jax_leaves_out_of_the_key_are_not_drift():
+    # --xla_dump_to never enters the cache key (xla_flags_to_exclude_from_cache_key, every
+    # jax 0.4.35-0.12): dumping the HLO now hits the prewarmed cache, so nsys must not warn.
+    env = {"XLA_FLAGS": MENV["user_XLA_FLAGS"] + " --xla_dump_to=/tmp/hlo", "JAX_DEFAULT_PRNG_IMPL": "rbg"}
+    assert drift(MENV, env, W) == []
+    assert key_flag_words("--xla_dump_to=/tmp/x --xla_a=1") == ["--xla_a=1"]
+
+
 def test_the_workloads_xla_arguments_are_key_words_and_drift():
     assert key_flag_words("--xla_a=1", ["--xla_b=2", "--steps=3"]) == ["--xla_a=1", "--xla_b=2"]
     env = {"JAX_DEFAULT_PRNG_IMPL": "rbg"}

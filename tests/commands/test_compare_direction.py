@@ -45,6 +45,19 @@ def test_a_faster_arm_is_below_one_and_a_slower_one_above(tmp_path):
     assert "400.00 ms" in default and "1 (baseline)" in default
 
 
+def test_every_repeat_of_an_arm_is_pooled(tmp_path):
+    # `--repeat 2`: each arm's ratio and step time pool both runs (10 step times each).
+    runs = [
+        ArmRuns(Arm("default"), [_folder(tmp_path, "arm-default", 0.4),
+                                 _folder(tmp_path, "arm-default-2", 0.4)]),
+        ArmRuns(Arm("o1", o1=True), [_folder(tmp_path, "arm-o1", 0.1),
+                                     _folder(tmp_path, "arm-o1-2", 0.3)]),
+    ]
+    rows = {r["arm"]: r for r in compare.table(runs, platform="cuda")["arms"]}
+    assert rows["o1"]["step_time"]["count"] == rows["default"]["step_time"]["count"] == 20
+    assert abs(rows["o1"]["ratio"] - 0.5) < 1e-9  # median 0.2 s over 0.4 s
+
+
 def test_a_ratio_says_when_its_arms_profile_was_not_applied(tmp_path):
     """An arm whose profile XLA did not apply measures its other flags only, and its ratio says
     so; a partially applied profile still shapes the schedule: its ratio stands unqualified."""

@@ -298,3 +298,26 @@ def test_collect_prints_plain_progress_lines_during_the_window(project):
     assert not any(" -0 s" in line for line in progress)
     assert len(progress) <= 3  # the window lasts about 14 s: rate-limited, not every poll
     assert "\r" not in err
+
+
+def test_a_variable_the_run_sets_replaces_the_users_own(project, monkeypatch):
+    """tune's o1 arm runs `pgle run` with JAX_OPTIMIZATION_LEVEL set for the workload: it
+    replaces the user's own value (with a notice), or the arm would measure the user's level
+    and its ratio would compare default with default."""
+    import os
+
+    from pgle.commands import run as run_command
+    from pgle.jobs import driver
+    from pgle.launch.workload import Workload
+
+    write_profile(project / "p.pb", {"fusion.0": 1.0})
+    script = project / "seen.py"
+    script.write_text("import os\nopen('seen', 'w').write(os.environ['JAX_OPTIMIZATION_LEVEL'])\n")
+    monkeypatch.chdir(project)
+    opts = run_command.RunOptions(Workload(str(script), None, ()), "p.pb",
+                                  env=(("JAX_OPTIMIZATION_LEVEL", "O1"),))
+    wf = driver.Workflow("run", run_command.request, run_command.body, run_command.combine)
+    environ = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_OPTIMIZATION_LEVEL": "O0"}
+    report = driver.run(wf, opts, environ=environ)
+    assert report.workload_exit_code == 0, report.reasons
+    assert (project / "seen").read_text() == "O1"

@@ -44,7 +44,8 @@ def test_predict_needs_compare_and_is_taken_with_it(tmp_path, monkeypatch):
 
 def test_only_the_first_run_of_each_arm_is_traced(tmp_path):
     """tune traces the first run of each arm (the report's timelines); the later runs, whose
-    step times the ratio pools, run without the profiler, so no step of theirs is left out."""
+    step times the ratio pools, run without the profiler, so no step of theirs is left out.
+    The verdict is the first pgle arm's."""
     env = pgle_env(ARM_STEPS="8")
     proc = run_pgle("tune", "--compare", "pgle", "--repeat", "2", "--json", "--run-dir", "t",
                     str(WORKLOADS / "arm_echo.py"), cwd=tmp_path, env=env, timeout=600)
@@ -56,3 +57,8 @@ def test_only_the_first_run_of_each_arm_is_traced(tmp_path):
         "arm-default", "arm-pgle", "collect"]
     rows = {r["arm"]: r for r in report_of(proc)["compare"]["arms"]}
     assert rows["default"]["folders"] == ["arm-default", "arm-default-2"]
+    # The verdict (and the log it judged) is the first pgle arm's run, not default's: default
+    # runs without a profile, so its log could never show one applied.
+    report = report_of(proc)
+    assert "/t/arm-pgle/" in report["log_path"], report["log_path"]
+    assert "/t/arm-pgle/" in report["phases"]["run"]["log_path"]

@@ -59,6 +59,17 @@ def test_a_log_of_an_unseen_release_is_dated_by_its_newest_clue(tmp_path: Path):
     assert report["jax_assumed"].startswith("jax >= 0.9.3 (from "), report["jax_assumed"]
 
 
+def test_a_log_of_an_unseen_old_release_is_dated_by_its_oldest_upper_clue(tmp_path: Path):
+    # "Using PGLE profile for module from fdo_profile" ends with jax 0.5.0, "Found profile,
+    # using ..." without a module name by 0.6.9, the tsl prefix by 0.7.1: the tightest bound
+    # holds, whatever order the clues come in (the loosest would date it up to jax 0.7.1).
+    text = (DATA / "0.4.35" / "fdo-pb.log").read_text()
+    log = tmp_path / "unseen-old.log"
+    log.write_text(_moved_lines(text))
+    report, _ = verify(str(log))
+    assert report["jax_assumed"].startswith("jax <= 0.5.0 (from "), report["jax_assumed"]
+
+
 def test_a_profile_read_at_a_path_with_a_space_is_seen(tmp_path: Path):
     # XLA prints the path as given; a folder with a space in its name is as common as any.
     # The log's profile is not the one handed to verify: that read is named and not counted.

@@ -145,6 +145,16 @@ def test_a_workload_failure_wins_and_names_the_first_failing_rank(tmp_path):
     assert "rank 1 failed first, with exit code 7" in out.reasons[-1]
 
 
+def test_rank_0_s_own_workload_failure_is_the_job_s(tmp_path):
+    # Rank 0 builds the job report: its own workload's failure counts like any peer's.
+    jr = start("run", env(0), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
+    _rank1_reports(jr.job_dir, status="applied")
+    out = complete(jr, lambda say: Report("run", "applied", workload_exit_code=5,
+                                          modules=[mod("a", "applied", 1.0, 0)]))
+    assert (out.exit_code, out.workload_exit_code) == (5, 5)
+    assert "rank 0 failed first, with exit code 5" in out.reasons[-1]
+
+
 def test_a_pgle_error_on_a_rank_tells_its_peers_and_leaves_a_report(tmp_path):
     jr = start("run", env(1), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
 

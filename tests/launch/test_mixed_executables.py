@@ -48,3 +48,4 @@ def test_a_run_with_some_executables_cached_says_mixed(tmp_path):
     # The first run compiled `first`; the second loaded it and compiled `second`.
     assert labels["r1"][:2] == ("compiled", "compiled"), labels
     assert labels["r2"] == ("mixed", "cached", "compiled"), labels
+

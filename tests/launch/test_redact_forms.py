@@ -24,6 +24,9 @@ from pgle.redact import REDACTED, redact_args, redact_json, redact_text
     ("--password hunter2", "hunter2"),
     ("first line\n--token t0k3n", "t0k3n"),
     ("DB_PASSWORD=s3cr3t", "s3cr3t"),
+    # Dotted option names (Hydra/OmegaConf overrides, `--db.pass`): `.` splits words too.
+    ("--db.pass hunter3", "hunter3"),
+    ("train db.pwd=hunter4", "hunter4"),
 ])
 def test_each_form_is_redacted(text, secret):
     out = redact_text(text)

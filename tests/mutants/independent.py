@@ -10,6 +10,7 @@ and the tests of each bug's area run against each.
     python3 tests/mutants/independent.py --set regression   # the project's own list, the same way
     python3 tests/mutants/independent.py --set heldout      # bugs written blind to both lists
     python3 tests/mutants/independent.py --set heldout2     # a second list, blind to all three
+    python3 tests/mutants/independent.py --set heldout3     # a third list, blind to all four
 
 The working tree is never touched: the tracked and untracked (not ignored) files are copied to a
 temporary folder once, each mutant is written into that copy and undone there after its run, and
@@ -49,6 +50,7 @@ RESULTS = {  # where --write keeps each list's outcomes
     "regression": Path(__file__).resolve().parent / "regression-results.json",
     "heldout": Path(__file__).resolve().parent / "heldout-results.json",
     "heldout2": Path(__file__).resolve().parent / "heldout2-results.json",
+    "heldout3": Path(__file__).resolve().parent / "heldout3-results.json",
 }
 TIMEOUT_S = 300
 
@@ -219,6 +221,42 @@ AREAS: dict[str, tuple[str, ...]] = {
         J + "test_multiprocess_units.py",
         K + "test_manual_workflow.py",
         K + "test_collect_per_module.py",
+    ),
+    # Added with tests/mutants/heldout3.py: the tests that import each module, and the
+    # end-to-end tests of its command (the slow multi-process files left out, as above).
+    "pgle/verdicts/pgle_applied.py": (
+        V + "test_verdict.py",
+        V + "test_thresholds.py",
+        V + "test_origin.py",
+        V + "test_sync_converted.py",
+        V + "test_warm_cache.py",
+        P + "test_version_boundaries.py",
+    ),
+    "pgle/evidence/jax_log.py": (
+        C + "test_cache_pgle_helper.py",
+        K + "test_command_units.py",
+        P + "test_log_lines.py",
+        V + "test_auto_empty_profiles.py",
+    ),
+    "pgle/evidence/stacks.py": (J + "test_fleet_units.py", L + "test_stall.py"),
+    "pgle/launch/launcher.py": (
+        L + "test_exit_wait.py",
+        L + "test_launch_units.py",
+        L + "test_streams.py",
+        L + "test_terminal.py",
+    ),
+    "pgle/jobs/driver.py": (J + "test_driver_contracts.py", J + "test_multiprocess_units.py"),
+    "pgle/jobs/rank_data.py": (J + "test_hostile_ranks.py", J + "test_gather_foreign_ranks.py"),
+    "pgle/commands/report.py": (
+        "tests/analysis/test_report.py",
+        "tests/analysis/test_report_value.py",
+    ),
+    "pgle/commands/collect.py": (
+        K + "test_collect_per_module.py",
+        K + "test_collect_trace.py",
+        K + "test_collect_exit_codes.py",
+        K + "test_trace_pooling.py",
+        J + "test_multiprocess_units.py",
     ),
 }
 
@@ -616,6 +654,10 @@ def mutants_of(which: str) -> tuple[Mutant, ...]:
         import heldout2  # tests/mutants/heldout2.py: a second list written blind to the others
 
         return heldout2.MUTANTS
+    if which == "heldout3":
+        import heldout3  # tests/mutants/heldout3.py: a third list, blind to all four
+
+        return heldout3.MUTANTS
     import mutants  # tests/mutants/mutants.py: the regression list
 
     return mutants.MUTANTS

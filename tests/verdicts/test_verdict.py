@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from helpers.pgle_testing import report_of, run_pgle, write_profile
 from pgle.evidence.xla_log import LogScanner
-from pgle.verdicts.pgle_applied import judge
+from pgle.verdicts.pgle_applied import judge, overall_status
+from pgle.verdicts.statuses import Applied
 
 FP1, FP2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 
@@ -26,6 +27,15 @@ def verdict_of(lines, **kw):
     import io
 
     return judge(scanner.scan_stream(io.BytesIO(text)), **kw)
+
+
+def test_the_overall_status_of_the_modules():
+    # The rule every verdict shares (one run, a job's ranks, verify's per-rank rows): no module
+    # is no evidence of a profile applied, never "all applied".
+    assert overall_status([]) == Applied.NOT_APPLIED
+    assert overall_status([Applied.APPLIED, Applied.APPLIED]) == Applied.APPLIED
+    assert overall_status([Applied.APPLIED, Applied.NOT_APPLIED]) == Applied.PARTIAL
+    assert overall_status([Applied.NOT_APPLIED]) == Applied.NOT_APPLIED
 
 
 def test_single_file_two_threads_interleaved():
