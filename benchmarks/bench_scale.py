@@ -14,7 +14,8 @@ benchmark exits non-zero, saying which, when a median exponent is above 1.2.
   (start-up is a constant), and the 30,000-step run must take under 5 s;
 - `schedule`: the schedule comparison of one all-gather whose span holds 3,000 / 30,000 /
   300,000 instructions;
-- `events`: events.jsonl of 10,000 / 100,000 / 1,000,000 steps: read, step times, summary;
+- `events`: a run's marked steps (events.jsonl and steps.bin) of 10,000 / 100,000 /
+  1,000,000 steps: read, step times, summary;
 - `convert`: `convert_trace_detailed` per module of GPU-shaped traces of 100 / 1,000 / 10,000
   steps (8 devices, several kernels per op);
 - `diff`: `pgle diff`'s comparison of two profiles of 2,000 / 20,000 / 200,000 names.
@@ -108,7 +109,7 @@ WHAT = {
                   "30,000 steps (whole process, time above the smallest)",
     "schedule": "schedule comparison, one all-gather spanning 3,000 / 30,000 / 300,000 "
                 "instructions (in-process)",
-    "events": "events.jsonl of 10,000 / 100,000 / 1,000,000 steps: read, step times, summary "
+    "events": "a run's events (steps.bin) of 10,000 / 100,000 / 1,000,000 steps: read, step times, summary "
               "(in-process)",
     "convert": "`pgle convert` per module, GPU traces of 8 devices, 100 / 1,000 / 10,000 steps "
                "(in-process)",
@@ -135,22 +136,12 @@ def make_input(kind: str, size: int, folder: Path) -> str:
             f.write(json.dumps({"kind": "backend", "t": 1.0, "platform": "gpu", "device_count": 8,
                                 "device_kind": "NVIDIA H100 80GB HBM3", "process_count": 1,
                                 "process_index": 0}) + "\n")
-            t = 1_764_000_000.0
-            for i in range(size):
-                t += shape.step_us * 1e-6
-                f.write(json.dumps({"kind": "step_enter", "t": t, "name": "train", "step_num": i,
-                                    "index": i}) + "\n")
-                f.write(json.dumps({"kind": "step_exit", "t": t + 1e-4, "index": i}) + "\n")
+        write_steps(run / "events.jsonl", size, step_s=shape.step_us * 1e-6, exit_s=1e-4)
         return str(run)
     if kind == "events":
         path = folder / "events.jsonl"
-        with open(path, "w") as f:
-            t = 1_764_000_000.0
-            for i in range(size):
-                t += 1.6e-4 + (i % 7) * 1e-6
-                f.write(json.dumps({"kind": "step_enter", "t": t, "name": "train", "step_num": i,
-                                    "index": i}) + "\n")
-                f.write(json.dumps({"kind": "step_exit", "t": t + 5e-5, "index": i}) + "\n")
+        path.touch()
+        write_steps(path, size, step_s=1.6e-4, exit_s=5e-5, jitter_s=1e-6)
         return str(path)
     if kind == "schedule":
         path = folder / "hlo.txt"
@@ -165,6 +156,26 @@ def make_input(kind: str, size: int, folder: Path) -> str:
                           folder / "b.pb")
         return f"{a},{b}"
     raise ValueError(kind)
+
+
+def write_steps(events: Path, size: int, *, step_s: float, exit_s: float,
+                jitter_s: float = 0.0) -> None:
+    """`size` marked steps named `train` in the harness's layout (issue 35): their name as a
+    `step_name` line of the events file, their edges as records of steps.bin beside it."""
+    import array
+
+    from pgle.evidence import step_file
+
+    with open(events, "a") as f:
+        f.write(json.dumps({"kind": "step_name", "t": 1_764_000_000.0, "id": 0, "name": "train",
+                            "edges": 0}) + "\n")
+    records = array.array("q")
+    t = 1_764_000_000.0
+    for i in range(size):
+        t += step_s + (i % 7) * jitter_s
+        records.extend((round(t * 1e9), i, i, 0, -round((t + exit_s) * 1e9), i, i, 0))
+    with open(step_file.beside(events), "wb") as f:
+        f.write(step_file.HEADER + step_file.encode(records))
 
 
 def hlo_text(ops: int, early: bool) -> str:

@@ -3,7 +3,7 @@ workload has finished, and how much memory pgle itself needs, with pgle installe
 install it (benchmarks/harness.py `user_install`).
 
 The workload (tests/workloads/many_steps.py) compiles once, then opens and closes
-`jax.profiler.StepTraceAnnotation` a million times (two events.jsonl lines a step, ~165 MB),
+`jax.profiler.StepTraceAnnotation` a million times (two steps.bin records a step, ~64 MB),
 and writes the time of its last statement to a file. `pgle run` runs in an interpreter that
 records, at its own exit, the time and its own peak RSS (`RUSAGE_SELF`: pgle's process only;
 the workload is a child and not counted). Figures, min / median / max over the runs:
