@@ -842,12 +842,22 @@ class Harness:
         _exclude_own_frames()
         self.events.write(schema.JAX_IMPORTED, version=getattr(jax, "__version__", None))
 
+    # jax.monitoring calls its listeners in the thread that records the event, and jax
+    # records the compile's cache events (compiler.compile_or_get_cached) and its
+    # backend-compile duration (pxla._cached_compilation, around that call) in the compiling
+    # thread (jax 0.10.2). So the thread written here is the compile's: with several threads
+    # compiling at once, pgle.evidence.compiles pairs each event with its own compile (#33).
     def _on_duration(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event != BACKEND_COMPILE_EVENT:
             return
         fun_name = kwargs.get("fun_name")
         fun_name = str(fun_name) if fun_name is not None else None
-        self.events.write(schema.COMPILE, fun_name=fun_name, seconds=duration_secs)
+        self.events.write(
+            schema.COMPILE,
+            fun_name=fun_name,
+            seconds=duration_secs,
+            thread=str(threading.get_native_id()),
+        )
         self.jits.compiled(_depth.name, fun_name)
         if not self.backend_recorded:
             self._check_xla_flags()
@@ -856,9 +866,9 @@ class Harness:
 
     def _on_event(self, event: str, **kwargs: object) -> None:
         if event.startswith("/jax/compilation_cache/") or "pgle" in event.lower():
-            self.events.write(
-                schema.JAX_EVENT, event=event, **{k: str(v) for k, v in kwargs.items()}
-            )
+            fields = {k: str(v) for k, v in kwargs.items()}
+            fields["thread"] = str(threading.get_native_id())  # the compile's (see above)
+            self.events.write(schema.JAX_EVENT, event=event, **fields)
 
     def _check_xla_flags(self) -> None:
         """XLA read XLA_FLAGS when the backend came up; a script that assigned it (instead of
