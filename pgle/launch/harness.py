@@ -866,9 +866,12 @@ class Harness:
 
     def _on_event(self, event: str, **kwargs: object) -> None:
         if event.startswith("/jax/compilation_cache/") or "pgle" in event.lower():
-            fields = {k: str(v) for k, v in kwargs.items()}
-            fields["thread"] = str(threading.get_native_id())  # the compile's (see above)
-            self.events.write(schema.JAX_EVENT, event=event, **fields)
+            self.events.write(
+                schema.JAX_EVENT,
+                event=event,
+                thread=str(threading.get_native_id()),  # the compile's (see above)
+                **{k: str(v) for k, v in kwargs.items() if k != "thread"},
+            )
 
     def _check_xla_flags(self) -> None:
         """XLA read XLA_FLAGS when the backend came up; a script that assigned it (instead of
