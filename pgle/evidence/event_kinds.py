@@ -186,6 +186,7 @@ class Log(Event, kind=schema.LOG):
     logger: str | None = None
     level: str | None = None
     message: str = ""
+    thread: Thread | None = None  # the logging thread; None: pgle before #33's fix
 
 
 class ObservePgle(Event, kind=schema.OBSERVE_PGLE):

@@ -2291,7 +2291,15 @@ def _capture_logger(name: str, level: str, events: Events) -> None:
             message = record.getMessage()
         except Exception:
             message = str(record.msg)
-        events.write(schema.LOG, logger=record.name, level=record.levelname, message=message)
+        # A filter runs in the thread that logs: jax logs a compile's cache miss and its FDO
+        # line in the compiling thread (jax 0.10.2), paired per thread (pgle.evidence.jax_log).
+        events.write(
+            schema.LOG,
+            logger=record.name,
+            level=record.levelname,
+            message=message,
+            thread=str(threading.get_native_id()),
+        )
         return record.levelno >= visible_level()
 
     logger.addFilter(record_filter)

@@ -18,7 +18,7 @@ from typing import Any
 
 from helpers.pgle_testing import pgle_env, report_of, run_pgle, write_profile
 
-from pgle.evidence import compiles
+from pgle.evidence import compiles, jax_log
 from pgle.evidence.events import read_events
 from pgle.launch.step_rule import module_of
 
@@ -220,3 +220,26 @@ def test_threads_compiling_at_once_each_get_their_own_kind_on_a_real_cache(tmp_p
         "jit_thread_fn_1": ("compiled", "written"),
         "jit_thread_fn_2": ("cached", "hit"),
     }
+
+
+def _log(t: float, thread: str, message: str) -> dict[str, Any]:
+    return {"kind": "log", "t": t, "logger": "jax._src.compiler", "level": "DEBUG",
+            "message": message, "thread": thread}
+
+
+def test_the_pgle_optimized_key_is_its_own_thread_s_miss(tmp_path):
+    """auto PGLE's FDO recompile of jit_m in thread 1 while thread 2 compiles jit_m for another
+    shape: the key PGLE optimized is thread 1's miss, not the last miss of that module name."""
+    miss = "PERSISTENT COMPILATION CACHE MISS for 'jit_m' with key '{}'"
+    records = [
+        _log(1.0, "1", miss.format("jit_m-aaaa")),
+        _log(2.0, "2", miss.format("jit_m-bbbb")),
+        _log(3.0, "1", "Compiling module jit_m with FDO profile of length 12"),
+    ]
+    # summarize reads the file in its order (_file reverses it): written here in time order
+    facts = jax_log.summarize(read_events(_file(tmp_path, records[::-1])).records)
+    assert facts.modules["jit_m"].pgle_keys == ["jit_m-aaaa"]
+    assert facts.modules["jit_m"].misses == ["jit_m-aaaa", "jit_m-bbbb"]
+    # Records without a thread (pgle before the fix): the module's last miss, as before.
+    old = jax_log.summarize(read_events(_file(tmp_path, records[::-1], threaded=False)).records)
+    assert old.modules["jit_m"].pgle_keys == ["jit_m-bbbb"]
