@@ -44,7 +44,7 @@ def executables(events: RunEvents) -> list[dict[str, Any]]:
     threaded = any(isinstance(r, CompileEnd) and r.thread is not None for r in records)
     rows: list[dict[str, Any]] = []
     open_rows: dict[str | None, dict[str, Any]] = {}  # thread -> the compile it is in
-    waiting: dict[str | None, list[dict[str, Any]]] = {}  # ended, their seconds not yet seen
+    ended: dict[str | None, list[dict[str, Any]]] = {}  # ended, their seconds not yet seen
     for r in records:
         key = str(r.thread) if threaded and r.thread is not None else None
         open_row = open_rows.get(key)
@@ -65,10 +65,11 @@ def executables(events: RunEvents) -> list[dict[str, Any]]:
                 open_row["cache"] = "written"
         elif isinstance(r, CompileEnd):
             if open_row is not None:
-                waiting.setdefault(key, []).append(open_row)
+                ended.setdefault(key, []).append(open_row)
             open_rows.pop(key, None)
-        elif isinstance(r, Compile) and waiting.get(key):
-            waiting[key].pop(0)["seconds"] = float(r.seconds or 0.0)
+        elif isinstance(r, Compile) and ended.get(key):
+            waiting = ended[key]  # this thread's
+            waiting.pop(0)["seconds"] = float(r.seconds or 0.0)
     return rows
 
 
