@@ -10,6 +10,12 @@ then `/jax/compilation_cache/cache_hits` when it loaded the executable (it also 
 compiled and wrote the entry (entries under jax_persistent_cache_min_compile_time_secs are
 compiled and not written). The seconds are jax's backend-compile duration, which spans the
 load on a hit.
+
+jax compiles in several threads at once (a thread pool warming jitted functions, AOT
+`.lower().compile()` from threads): each compile's records are paired within its own thread,
+which every record names (jax.monitoring calls its listeners in the compiling thread, jax
+0.10.2; pgle.launch.harness). Run folders of pgle before that (only the COMPILE_BEGIN names its
+thread) are paired in time order, as one compile at a time.
 """
 
 from __future__ import annotations
@@ -27,19 +33,29 @@ KINDS = ("compiled", "cached")
 
 def executables(events: RunEvents) -> list[dict[str, Any]]:
     """One row per executable jax produced: {module, kind: compiled|cached, cache: off|miss|
-    written|hit, seconds}. Records are taken in time order (the buffered kinds reach the
-    file after the ones written at once)."""
+    written|hit, seconds}, in the order the compiles began. Records are taken in time order
+    (the buffered kinds reach the file after the ones written at once)."""
     records = sorted(
         (r for r in events.records if isinstance(r, (CompileBegin, CompileEnd, JaxEvent, Compile))),
         key=lambda r: r.t,
     )
+    # A run folder whose compile ends name their thread: every record is paired within its
+    # thread. Otherwise (pgle before #33's fix) all records share one key: one compile at a time.
+    threaded = any(isinstance(r, CompileEnd) and r.thread is not None for r in records)
     rows: list[dict[str, Any]] = []
-    open_row: dict[str, Any] | None = None
-    waiting: list[dict[str, Any]] = []  # ended, their compile seconds not yet seen
+    open_rows: dict[str | None, dict[str, Any]] = {}  # thread -> the compile it is in
+    ended: dict[str | None, list[dict[str, Any]]] = {}  # ended, their seconds not yet seen
     for r in records:
+        key = str(r.thread) if threaded and r.thread is not None else None
+        open_row = open_rows.get(key)
         if isinstance(r, CompileBegin):
-            open_row = {"module": r.module, "kind": "compiled", "cache": "off", "seconds": None}
-            rows.append(open_row)
+            open_rows[key] = {
+                "module": r.module,
+                "kind": "compiled",
+                "cache": "off",
+                "seconds": None,
+            }
+            rows.append(open_rows[key])
         elif isinstance(r, JaxEvent) and open_row is not None:
             if r.event == USE and open_row["cache"] == "off":
                 open_row["cache"] = "miss"
@@ -49,9 +65,10 @@ def executables(events: RunEvents) -> list[dict[str, Any]]:
                 open_row["cache"] = "written"
         elif isinstance(r, CompileEnd):
             if open_row is not None:
-                waiting.append(open_row)
-            open_row = None
-        elif isinstance(r, Compile) and waiting:
+                ended.setdefault(key, []).append(open_row)
+            open_rows.pop(key, None)
+        elif isinstance(r, Compile) and ended.get(key):
+            waiting = ended[key]  # this thread's
             waiting.pop(0)["seconds"] = float(r.seconds or 0.0)
     return rows
 

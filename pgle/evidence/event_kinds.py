@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal, Union
 
 from pgle.evidence import schema
 
-Thread = int | str  # a native thread id (jax_internals writes ints; older runs, strings)
+Thread = int | str  # a native thread id (the harness writes str(threading.get_native_id()))
 KINDS: dict[str, type[Event]] = {}  # kind -> its class, filled as the classes below are made
 
 
@@ -94,12 +94,14 @@ class BackendError(Event, kind=schema.BACKEND_ERROR):
 class Compile(Event, kind=schema.COMPILE):
     fun_name: str | None = None
     seconds: float | None = None
+    thread: Thread | None = None  # the compiling thread; None: pgle before #33's fix
 
 
 class JaxEvent(Event, kind=schema.JAX_EVENT):
     """Another jax.monitoring event; its keyword arguments, as strings, are in `raw`."""
 
     event: str | None = None
+    thread: Thread | None = None  # the thread that recorded it; None: pgle before #33's fix
 
 
 class StepEnter(Event, kind=schema.STEP_ENTER):
@@ -184,6 +186,7 @@ class Log(Event, kind=schema.LOG):
     logger: str | None = None
     level: str | None = None
     message: str = ""
+    thread: Thread | None = None  # the logging thread; None: pgle before #33's fix
 
 
 class ObservePgle(Event, kind=schema.OBSERVE_PGLE):
@@ -311,6 +314,7 @@ class CompileBegin(Event, kind=schema.COMPILE_BEGIN):
 class CompileEnd(Event, kind=schema.COMPILE_END):
     module: str | None = None
     ok: bool | None = None
+    thread: Thread | None = None  # its CompileBegin's; None: pgle before #33's fix
 
 
 class Stacks(Event, kind=schema.STACKS):

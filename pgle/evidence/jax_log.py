@@ -242,11 +242,12 @@ def summarize(records: Sequence[Event]) -> RunFacts:
     A key is PGLE-optimized when the module's "Compiling module ... with FDO
     profile" line follows the cache MISS for that key (compile_or_get_cached
     logs the miss, then backend_compile_and_load logs the FDO line, then the
-    write), which holds per thread; the same module name compiling in two
-    threads at once could blur it, which JAX's own jit dispatch never does.
+    write), which holds per thread: the lines of one module name compiling in
+    several threads at once are paired within their thread (each log record
+    names it, #33); records of pgle before that, in time order.
     """
     facts = RunFacts({})
-    last_miss: dict[str, str] = {}
+    last_miss: dict[tuple[str, str | None], str] = {}  # (module, thread) -> its last miss
 
     def mod(name: str | None) -> ModuleFacts | None:
         if not name:
@@ -264,8 +265,10 @@ def summarize(records: Sequence[Event]) -> RunFacts:
             if r.profile_bytes == 0:
                 m.empty_profiles += 1
             continue
+        thread = None
         if isinstance(r, Log):
             ev = classify_log(r.message)
+            thread = str(r.thread) if r.thread is not None else None
         elif isinstance(r, PythonWarning):
             ev = classify_warning(r.message)
         else:
@@ -275,13 +278,13 @@ def summarize(records: Sequence[Event]) -> RunFacts:
         m = mod(ev.module)
         if ev.kind == KIND_FDO_COMPILE and m:
             m.fdo_lengths.append(ev.value or 0)
-            key = last_miss.get(m.module)
+            key = last_miss.get((m.module, thread))
             if key and key not in m.pgle_keys:
                 m.pgle_keys.append(key)
         # The cache events' lines always name a key (their patterns require one).
         elif ev.kind == KIND_CACHE_MISS and m and ev.key is not None:
             m.misses.append(ev.key)
-            last_miss[m.module] = ev.key
+            last_miss[m.module, thread] = ev.key
         elif ev.kind == KIND_CACHE_HIT and m and ev.key is not None:
             m.hits.append(ev.key)
         elif ev.kind == KIND_CACHE_WRITE and m and ev.key is not None:

@@ -842,12 +842,22 @@ class Harness:
         _exclude_own_frames()
         self.events.write(schema.JAX_IMPORTED, version=getattr(jax, "__version__", None))
 
+    # jax.monitoring calls its listeners in the thread that records the event, and jax
+    # records the compile's cache events (compiler.compile_or_get_cached) and its
+    # backend-compile duration (pxla._cached_compilation, around that call) in the compiling
+    # thread (jax 0.10.2). So the thread written here is the compile's: with several threads
+    # compiling at once, pgle.evidence.compiles pairs each event with its own compile (#33).
     def _on_duration(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event != BACKEND_COMPILE_EVENT:
             return
         fun_name = kwargs.get("fun_name")
         fun_name = str(fun_name) if fun_name is not None else None
-        self.events.write(schema.COMPILE, fun_name=fun_name, seconds=duration_secs)
+        self.events.write(
+            schema.COMPILE,
+            fun_name=fun_name,
+            seconds=duration_secs,
+            thread=str(threading.get_native_id()),
+        )
         self.jits.compiled(_depth.name, fun_name)
         if not self.backend_recorded:
             self._check_xla_flags()
@@ -857,7 +867,10 @@ class Harness:
     def _on_event(self, event: str, **kwargs: object) -> None:
         if event.startswith("/jax/compilation_cache/") or "pgle" in event.lower():
             self.events.write(
-                schema.JAX_EVENT, event=event, **{k: str(v) for k, v in kwargs.items()}
+                schema.JAX_EVENT,
+                event=event,
+                thread=str(threading.get_native_id()),  # the compile's (see above)
+                **{k: str(v) for k, v in kwargs.items() if k != "thread"},
             )
 
     def _check_xla_flags(self) -> None:
@@ -2278,7 +2291,15 @@ def _capture_logger(name: str, level: str, events: Events) -> None:
             message = record.getMessage()
         except Exception:
             message = str(record.msg)
-        events.write(schema.LOG, logger=record.name, level=record.levelname, message=message)
+        # A filter runs in the thread that logs: jax logs a compile's cache miss and its FDO
+        # line in the compiling thread (jax 0.10.2), paired per thread (pgle.evidence.jax_log).
+        events.write(
+            schema.LOG,
+            logger=record.name,
+            level=record.levelname,
+            message=message,
+            thread=str(threading.get_native_id()),
+        )
         return record.levelno >= visible_level()
 
     logger.addFilter(record_filter)

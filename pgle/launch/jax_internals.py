@@ -419,8 +419,12 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
         # Before the compile (it may fail): which platform XLA compiles for, from which
         # thread. A deviceless compile for a GPU topology is `gpu` too (jax 0.4.35-0.12).
         module = None
+        # Every record of this compile names its thread (issue 33): jax compiles in several
+        # threads at once (a pool warming jitted functions, AOT compiles), and a reader pairs
+        # a compile's begin, jax's cache events and its end within one thread.
+        thread = str(threading.get_native_id())
         try:
-            where = (getattr(args[0], "platform", None), str(threading.get_native_id()))
+            where = (getattr(args[0], "platform", None), thread)
             if where not in seen:
                 seen.add(where)
                 write(schema.XLA_COMPILE, platform=where[0], thread=where[1], pid=os.getpid())
@@ -442,9 +446,9 @@ def observe_modules(write: Callable[..., None], hlo_dir: str) -> bool:
         try:
             executable = original_compile(*args, **kwargs)
         except BaseException:
-            write(schema.COMPILE_END, module=module, ok=False)
+            write(schema.COMPILE_END, module=module, ok=False, thread=thread)
             raise
-        write(schema.COMPILE_END, module=module, ok=True)
+        write(schema.COMPILE_END, module=module, ok=True, thread=thread)
         try:
             _describe(executable, write, hlo_dir, counter)
         except Exception as e:  # an observation must never break the user's compile

@@ -392,9 +392,15 @@ class StallWatch:
         elif isinstance(event, CompileBegin):
             proc.compiling[str(event.thread)] = event
         elif isinstance(event, CompileEnd):
-            begin = next((k for k, c in proc.compiling.items() if c.module == event.module), None)
+            # The compile of its thread (#33): two threads may compile modules of one name.
+            # A compile end of pgle before that names no thread: the first of its module.
+            begin = (
+                str(event.thread)
+                if event.thread is not None
+                else next((k for k, c in proc.compiling.items() if c.module == event.module), None)
+            )
             if begin is not None:
-                del proc.compiling[begin]
+                proc.compiling.pop(begin, None)
         elif isinstance(event, TraceStart):
             proc.tracing = True
         elif isinstance(event, TraceExport):

@@ -313,3 +313,35 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_compile_end_closes_its_own_thread_s_compile(tmp_path):
+    """Issue 33: two threads compile modules of one name at once; the phase a stall names is
+    the compile still in flight (its thread's), not the first compile of that module. A
+    compile end of pgle before the fix names no thread: the first compile of its module."""
+    now = [1000.0]
+    watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: now[0])
+    events = tmp_path / "events.jsonl"
+
+    def write(*records: dict) -> None:
+        with open(events, "a") as f:
+            for r in records:
+                f.write(json.dumps(r) + "\n")
+        now[0] += 1.0
+        watch.poll(0.0)
+
+    def compiling() -> dict:
+        return {k: c.fdo for k, c in watch.processes[tmp_path].compiling.items()}
+
+    write({"kind": "compile_begin", "t": 1.0, "module": "jit_step", "fdo": True, "thread": "1"},
+          {"kind": "compile_begin", "t": 2.0, "module": "jit_step", "fdo": False, "thread": "2"})
+    assert compiling() == {"1": True, "2": False}
+    write({"kind": "compile_end", "t": 3.0, "module": "jit_step", "ok": True, "thread": "2"})
+    assert compiling() == {"1": True}  # thread 1's FDO recompile is still running
+    assert watch.busy() == "XLA compiles"
+    write({"kind": "compile_end", "t": 4.0, "module": "jit_step", "ok": True, "thread": "1"})
+    assert compiling() == {} and watch.busy() is None
+    write({"kind": "compile_begin", "t": 5.0, "module": "jit_step", "fdo": True, "thread": "1"},
+          {"kind": "compile_begin", "t": 6.0, "module": "jit_step", "fdo": False, "thread": "2"},
+          {"kind": "compile_end", "t": 7.0, "module": "jit_step", "ok": True})
+    assert compiling() == {"2": False}
