@@ -116,6 +116,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         L + "test_mixed_executables.py",
         L + "test_step_cache_labels.py",
         V + "test_warm_cache.py",
+        E + "test_compile_threads.py",
     ),
     "pgle/launch/streams.py": (
         L + "test_closed_stderr.py",
