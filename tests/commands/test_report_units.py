@@ -130,6 +130,17 @@ def test_two_folders_are_without_then_with_and_with_only_when_applied(tmp_path):
     assert (sides[1].label, sides[1].role) == ("with profile (no log to judge, 1 run)",
                                                "with_profile")
     assert sides[1].status is None
+    # The second one ran on a CPU: no profile applies there, said so.
+    e = run_folder(tmp_path / "e", log="", platform="cpu", device_kind="cpu")
+    sides, _ = report.resolve([str(a), str(e)])
+    assert sides[1].label == "run (no profile applies on backend cpu, 1 run)"
+    # The hints a user reads after the error line.
+    with pytest.raises(BadInput) as err:
+        report.resolve([])
+    assert err.value.hint == "Pass a .pgle/runs/<stamp>-tune-<pid>/ folder."
+    with pytest.raises(BadInput) as err:
+        report.resolve([str(a), str(tmp_path)])
+    assert err.value.hint == "Pass folders under .pgle/runs/ (a tune folder's baseline/ and run/)."
 
 
 def test_the_profile_label_per_verdict_and_backend():
@@ -168,7 +179,9 @@ def test_a_tune_folder_before_tune_json_without_baseline(tmp_path):
     assert [(s.label, s.role) for s in sides] == [
         ("collect (profiler on)", "collect"),
         ("run (no profile applies on backend cpu, 2 runs)", "run")]
+    assert sides[0].folders == [top / "collect"]
     assert sides[1].folders == [top / "run", top / "run-2"]
+    assert sides[1].status == Applied.NOT_APPLICABLE  # judged on run/, the first run
     # Only collect/ and no run/: a run folder is wanted.
     only = tmp_path / "only"
     run_folder(only / "collect")
