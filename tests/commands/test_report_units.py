@@ -450,15 +450,15 @@ def interval(ratio, beyond):
 
 @pytest.mark.parametrize("status, ratio, todo", [
     ("applied", interval(0.8, True), "keep the profile: steps are 20.0 % faster with it"),
-    ("applied", interval(1.25, True), "the profile makes steps 25.0 % slower: run without it, "
-                                      "or collect it again from a longer window"),
-    ("applied", interval(0.8, False), "the profile applies but the step time does not change "
-                                      "beyond run-to-run noise"),
+    ("applied", interval(1.25, True), ("the profile makes steps 25.0 % slower: run without it, "
+                                       "or collect it again from a longer window")),
+    ("applied", interval(0.8, False), ("the profile applies but the step time does not change "
+                                       "beyond run-to-run noise")),
     ("applied", interval(1.0, True), "the profile makes steps 0.0 % slower"),
     ("applied", None, "the profile applies; too few steps"),
     ("partial", interval(0.8, True), "collect the profile again from this exact program"),
-    ("not_applied", None, "make sure the profile flag reaches XLA (see the reasons) and run "
-                          "again"),
+    ("not_applied", None, ("make sure the profile flag reaches XLA (see the reasons) and "
+                           "run again")),
     ("error", None, "fix what the reasons say, then run again"),
     ("not_applicable", None, "nothing to do on backend gpu: PGLE is an XLA:GPU feature"),
     (None, None, "no verdict: the run left no log to judge"),
@@ -639,10 +639,10 @@ def test_the_summary_of_sections_filled_by_hand():
     assert report.summary_lines(data) == [
         "verdict: applied: ",
         "what to do: w",
-        "p: no step times, exposed communication 1.500 ms per device (75.0 % of 7 collective "
-        "executions)",
-        "step-time ratio with/without the profile 1.000 (90% interval 0.900..1.100: within "
-        "run-to-run noise)",
+        ("p: no step times, exposed communication 1.500 ms per device (75.0 % of 7 collective "
+         "executions)"),
+        ("step-time ratio with/without the profile 1.000 (90% interval 0.900..1.100: within "
+         "run-to-run noise)"),
         "schedule: 2 of 5 async pairs moved (1 overlap more work, 1 less)",
         "peak memory grew with the profile: m1 +10.0 %, m2 +20.0 %, m3 +30.0 %",
         "p: f0 compiled 0x after warm-up", "p: f1 compiled 1x after warm-up",
