@@ -53,6 +53,7 @@ def test_window_refuses_bad_values_and_two_windows():
     assert o.Window(steps=(0, 1)).steps == (0, 1)
     assert o.Window(delay=0.0).mode == "time"
     assert o.Window(detail="full").detail == "full"
+    assert o.Window(duration=0.5).duration == 0.5  # under a second is a window too
 
 
 def test_window_defaults():
@@ -71,6 +72,7 @@ def test_window_modes_and_what_the_harness_gets(tmp_path):
     assert timed.mode == "time"
     assert timed.spec(tmp_path) == WindowSpec("time", str(tmp_path), delay=0.0, duration=4.0,
                                               step_name="s", detail="pgle", max_bytes=9)
+    assert o.Window(delay=1.0, detail="full").spec(tmp_path).detail == "full"
     assert o.Window(delay=2.5).spec(tmp_path) == WindowSpec(
         "time", str(tmp_path), delay=2.5, duration=None, max_bytes=o.DEFAULT_TRACE_MAX_BYTES)
     auto = o.Window(step_name="train")
