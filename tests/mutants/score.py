@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
         if args.write:
             result["date"] = dt.date.today().isoformat()
+            # Read again: another package's run (hours long) may have recorded its figures
+            # since this one started.
+            ratchet = json.loads(SCORES.read_text()) if SCORES.exists() else {}
             ratchet[name] = result
             SCORES.write_text(json.dumps(ratchet, indent=1, sort_keys=True) + "\n")
             write_doc_table(ratchet)
