@@ -84,7 +84,9 @@ def narrow_config(copy: Path, files: list[str], tests: list[str]) -> None:
         'source_paths = ["pgle/"]',
         f"only_mutate = {json.dumps(files)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]',
+        # The SLURM cluster's tests reach pgle only under srun (no mutant is mapped to them) and
+        # fail the whole run when the shared cluster is busy or down: left out.
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not xla_gpu and not slurm"]',
         "",
     ])
     text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", section, text)
