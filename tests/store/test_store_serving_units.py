@@ -389,3 +389,133 @@ def test_the_key_a_view_was_made_for_against_the_runs_own():
     assert key.mismatch(planned, StoreKey("0.9.0", "cpu")) == \
         "the run reported jax '0.9.0' (the view was for '0.10.2') and device kind 'cpu' " \
         "(the view was for 'NVIDIA H100')"
+
+
+# -- a gs:// store, mapped onto a local folder with etils' own epath.testing.mock_epath ----------
+
+
+def _gs(tmp_path: Path):
+    """etils' mock of its gs:// backend over `tmp_path/bucket` (as tests/store/test_store.py)."""
+    from etils.epath import testing
+
+    bucket = tmp_path / "bucket"
+
+    def local(p):
+        p = os.fspath(p)
+        return str(bucket / p[len("gs://"):]) if p.startswith("gs://") else p
+
+    def wrap(name):
+        return lambda orig, p, *a, **k: orig(local(p), *a, **k)
+
+    def wrap2(name):
+        return lambda orig, a, b, *r, **k: orig(local(a), local(b), *r, **k)
+
+    mocks = {n: wrap(n) for n in ("open", "exists", "isdir", "listdir", "makedirs", "mkdir",
+                                  "remove", "rmtree", "stat", "walk")}
+    mocks.update({n: wrap2(n) for n in ("rename", "replace", "copy")})
+    mocks["glob"] = lambda orig, p: ["gs://" + os.path.relpath(x, bucket) for x in orig(local(p))]
+    return testing.mock_epath(**mocks), bucket / "team" / "store"
+
+
+def test_a_gs_store_adds_reads_views_calibrates_and_prunes(tmp_path):
+    mock, on_disk = _gs(tmp_path)
+    with mock:
+        st = ProfileStore("gs://team/store", create=True)
+        assert str(st) == "gs://team/store" and st.fingerprints() == []
+        assert st.entries() == []
+        rows = serving.add_profiles(st, {A: _prof(1.0), B: _prof(2.0)}, KEY, policy=None,
+                                    source="t")
+        assert st.fingerprints() == [A, B]
+        ea, eb = st.entries(A)[0], st.entries(B)[0]
+        assert st.read(ea).costs == [("fusion.1", 1.0)]
+        assert str(st.profile_path(ea)) == f"gs://team/store/profiles/{A}/{ea.entry_id}.pbtxt"
+        # An old binary entry: read as binary.
+        from pgle.profiles.files import BINARY, encode_profile
+        text = on_disk / "profiles" / B / f"{eb.entry_id}.pbtxt"
+        (text.parent / f"{eb.entry_id}.pb").write_bytes(encode_profile(_prof(7.0), BINARY))
+        text.unlink()
+        assert st.read(eb).costs == [("fusion.1", 7.0)]
+        view = tmp_path / "view"
+        served = st.materialize(view, jax=KEY.jax, device_kind=KEY.device_kind)
+        assert sorted(served) == [A, B]
+        assert sorted(p.name for p in view.iterdir()) == [f"{A}.pbtxt", f"{B}.pb"]
+        assert (view / f"{A}.pbtxt").read_bytes() == \
+            (on_disk / "profiles" / A / f"{ea.entry_id}.pbtxt").read_bytes()
+        # Calibration next to an entry, as a local store keeps it.
+        one = Calibration.from_dict(_record(arm="pgle"))
+        assert st.calibration(ea) == []
+        st.add_calibration(A, rows[0]["entry"], [one])
+        st.add_calibration(A, rows[0]["entry"], [one])
+        assert st.calibration(ea) == [one, one]
+        cal = on_disk / "profiles" / A / f"{ea.entry_id}{calibration.SUFFIX}"
+        assert cal.read_text().count("\n") == 2
+        assert [p.name for p in cal.parent.iterdir() if p.name.endswith(".tmp")] == []
+        with open(cal, "ab") as f:
+            f.truncate(calibration.MAX_BYTES + 1)
+        assert st.calibration(ea) == []
+        assert st.damaged == {f"gs://team/store/profiles/{A}/{ea.entry_id}{calibration.SUFFIX}":
+                              "larger than pgle writes"}
+        # Prune: a dry run removes nothing; then B's entry and all of its files go.
+        assert [e.entry_id for e in st.prune(older_than=0, dry_run=True)] == \
+            sorted([ea.entry_id, eb.entry_id], key=lambda i: (i != ea.entry_id))
+        assert len(list((on_disk / "profiles" / B).iterdir())) == 2
+        gone = st.prune(keep=0)
+        assert sorted(e.fingerprint for e in gone) == [A, B]
+        assert list((on_disk / "profiles" / A).iterdir()) == []
+        assert list((on_disk / "profiles" / B).iterdir()) == []
+        assert st.entries() == []
+
+
+def test_a_gs_store_skips_names_that_are_not_fingerprints(tmp_path):
+    mock, on_disk = _gs(tmp_path)
+    with mock:
+        st = ProfileStore("gs://team/store", create=True)
+        serving.add_profiles(st, {A: _prof(1.0)}, KEY, policy=None, source="t")
+        (on_disk / "profiles" / "notes").mkdir()
+        (on_disk / "profiles" / "notes" / "x.json").write_text("{}")
+        assert [e.fingerprint for e in st.entries()] == [A]
+        assert st.entries(B) == []
+
+
+def test_a_merged_view_is_the_percentile_of_the_newest_entries(tmp_path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    for v in (1.0, 2.0, 9.0):
+        serving.add_profiles(st, {A: _prof(v)}, KEY, policy="keep:3", source="t")
+    serving.add_profiles(st, {B: _prof(4.0)}, KEY, policy="keep:3", source="t")
+    view = tmp_path / "view"
+    served = st.materialize(view, jax=KEY.jax, device_kind=KEY.device_kind, policy="merge:3:p50")
+    assert [len(served[A]), len(served[B])] == [3, 1]
+    from pgle.profiles.files import read_profile
+    assert read_profile(str(view / f"{A}.pbtxt")).costs == [("fusion.1", 2.0)]
+    assert read_profile(str(view / f"{B}.pbtxt")).costs == [("fusion.1", 4.0)]
+    # One entry's view is its own file, linked or copied, never a link to the store.
+    assert not (view / f"{B}.pbtxt").is_symlink()
+    served = st.materialize(view, jax=KEY.jax, device_kind=KEY.device_kind, policy="keep:1",
+                            force=True)
+    assert read_profile(str(view / f"{A}.pbtxt")).costs == [("fusion.1", 9.0)]
+    profile, used = st.serve(A, jax=KEY.jax, device_kind=KEY.device_kind, policy="merge:2:p100")
+    assert profile.costs == [("fusion.1", 9.0)] and len(used) == 2
+    profile, used = st.serve(A, jax=KEY.jax, device_kind=KEY.device_kind, policy="merge:2:p0")
+    assert profile.costs == [("fusion.1", 2.0)]
+    with pytest.raises(ProfileError) as err:
+        st.materialize(tmp_path / "v2", jax="0.1", device_kind=KEY.device_kind)
+    assert err.value.message == (f"profile store {st.root} has no profile for jax 0.1 on "
+                                 f"{KEY.device_kind}.")
+
+
+def test_a_store_profile_that_cannot_be_read_says_which(tmp_path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    serving.add_profiles(st, {A: _prof(1.0)}, KEY, policy=None, source="t")
+    (entry,) = st.entries(A)
+    prof = Path(st.root) / "profiles" / A / f"{entry.entry_id}.pbtxt"
+    prof.unlink()
+    prof.mkdir()
+    from pgle.shared_folders import NotAFile
+    with pytest.raises(NotAFile) as err:
+        st.read(entry)
+    assert err.value.message == f"store profile {prof} is not a regular file."
+    prof.rmdir()
+    prof.write_text("not a profile {")
+    with pytest.raises(ProfileError) as err:
+        st.read(entry)
+    assert str(prof) in err.value.message
