@@ -245,3 +245,112 @@ def test_no_dumped_stacks_is_no_phase(tmp_path):
     assert fleet.dumped_phase(run) is None
     (run / schema.STACKS_NAME).write_text("nothing a faulthandler wrote\n")
     assert fleet.dumped_phase(run) is None
+
+
+def _real_dump(run: Path) -> None:
+    """A real faulthandler dump (twice) of a process whose main thread waits in `main_wait` and
+    whose worker thread waits in `worker_wait`, into the run folder's stacks file."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ready = run / "ready"
+    code = (
+        "import faulthandler, signal, threading, sys, time\n"
+        f"f = open({str(run / schema.STACKS_NAME)!r}, 'w')\n"
+        "faulthandler.register(signal.SIGUSR1, f, all_threads=True)\n"
+        "def worker_wait():\n"
+        "    while True: time.sleep(1)\n"
+        "def main_wait():\n"
+        f"    open({str(ready)!r}, 'w').close()\n"
+        "    while True: time.sleep(1)\n"
+        "threading.Thread(target=worker_wait, daemon=True).start()\n"
+        "main_wait()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for n in (1, 2):
+            os.kill(proc.pid, signal.SIGUSR1)
+            while (run / schema.STACKS_NAME).read_text().count("worker_wait") < n and \
+                    time.monotonic() < deadline:
+                time.sleep(0.02)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_dumped_phase_is_the_main_threads_from_the_last_dump(tmp_path):
+    from pgle.evidence import stacks
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _real_dump(run)
+    threads = stacks.parse((run / schema.STACKS_NAME).read_text())
+    assert len(threads) == 4  # two dumps of two threads
+    worker = next(t for t in threads if any(f.function == "worker_wait" for f in t.frames))
+    # No stacks event: the thread that took the signal (the main one) names the phase.
+    found = fleet.dumped_phase(run)
+    assert found.name == "user_code" and "main_wait" in found.text, found
+    # The harness's stacks events name the main thread; the last one counts.
+    _events(run, {"kind": schema.STACKS, "t": 1.0, "file": "x", "main_thread": "0x1"},
+            {"kind": schema.STACKS, "t": 2.0, "file": "x", "main_thread": worker.ident})
+    found = fleet.dumped_phase(run)
+    assert found.name == "user_code" and "worker_wait" in found.text, found
+
+
+def test_the_first_difference_of_two_module_texts(tmp_path):
+    from pgle.jobs import divergence
+
+    def texts(a: bytes, b: bytes):
+        (tmp_path / "a").write_bytes(a)
+        (tmp_path / "b").write_bytes(b)
+        return divergence.first_difference(str(tmp_path / "a"), str(tmp_path / "b"), 3, 7)
+
+    assert texts(b"x\ny\n", b"x\ny\n") is None
+    assert texts(b"x\ny", b"x\ny\n") is None  # the same lines
+    assert texts(b"x\n  a  \n", b"x\n\tb\n") == {"line": 2, "ranks": {"3": "a", "7": "b"}}
+    # One text goes on past the other's end: the first line only one has.
+    assert texts(b"x\n", b"x\n  more\n") == {"line": 2, "ranks": {"3": "", "7": "more"}}
+    assert texts(b"x\nmore\n", b"x\n") == {"line": 2, "ranks": {"3": "more", "7": ""}}
+    assert texts(b"", b"a") == {"line": 1, "ranks": {"3": "", "7": "a"}}
+    long_a, long_b = b"p" * 300 + b"A", b"p" * 300 + b"B"
+    got = texts(long_a, long_b)
+    assert got == {"line": 1, "ranks": {"3": "p" * 240, "7": "p" * 240}}
+    assert texts(b"\xff\n", b"\xfe\n") is None  # both undecodable the same way: no difference
+    assert texts(b"ok\n\xff", b"ok\nz")["ranks"]["3"] == "\ufffd"
+    # A text past the bound, or one that is not there, gives no difference.
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(divergence.TEXT_MAX_BYTES + 1)
+    (tmp_path / "a").write_text("x\n")
+    assert divergence.first_difference(str(big), str(tmp_path / "a"), 0, 1) is None
+    assert divergence.first_difference(str(tmp_path / "a"), str(big), 0, 1) is None
+    assert divergence.first_difference(str(tmp_path / "gone"), str(tmp_path / "a"), 0, 1) is None
+    with open(big, "r+b") as f:
+        f.truncate(divergence.TEXT_MAX_BYTES)
+    assert divergence.first_difference(str(big), str(tmp_path / "a"), 0, 1)["line"] == 1
+
+
+def test_a_divergence_in_its_report_and_its_line():
+    from pgle.jobs import divergence
+
+    d = divergence.Divergence("jit_step", 0, [2], {A: [0, 1], B: [2]})
+    assert d.to_dict() == {"module": "jit_step", "ranks": [2], "fingerprints": {A: [0, 1], B: [2]}}
+    assert d.line() == (f"ranks compiled different programs for jit_step: ranks 0-1 {A[:12]}; "
+                        f"rank 2 {B[:12]}; rank 2 differs")
+    d = divergence.Divergence("jit_step", 2, [1, 2], {A: [0, 3], B: [1], "c" * 32: [2]},
+                              {"line": 4, "ranks": {"0": "x", "1": "y"}})
+    assert d.to_dict()["compile"] == 2 and d.to_dict()["first_difference"]["line"] == 4
+    assert d.line() == (f"ranks compiled different programs for jit_step (its compile #3): "
+                        f"ranks 0, 3 {A[:12]}; rank 1 {B[:12]}; rank 2 {'c' * 12}; ranks 1-2 "
+                        "differ; first difference at line 4")
+    assert [(m.name, m.index) for m in divergence.indexed(
+        [("f", A, None), ("g", A, None), ("f", B, "t")])] == [("f", 0), ("g", 0), ("f", 1)]
+    assert divergence.inside("rank-1/m.mlir", Path("/job")) == "/job/rank-1/m.mlir"
+    for bad in ("../x", "/etc/passwd", "", None, ".", "rank-1/../../x"):
+        assert divergence.inside(bad, Path("/job")) is None, bad
+    assert divergence.inside("/job/rank-1/m", Path("/job")) == "/job/rank-1/m"
+    assert divergence.inside("/jobx/m", Path("/job")) is None

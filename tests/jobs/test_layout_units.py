@@ -284,3 +284,23 @@ def test_the_first_stopped_rank_in_a_sentence():
     assert first_stopped.first_stopped({}) is None
     assert math.isclose(first_stopped.first_stopped(
         {0: first_stopped.RankProgress(0, 0.0004)})["ranks"][0]["last_progress"], 0.0)
+
+
+def test_open_mpis_job_id_names_the_job_folder():
+    from pgle.jobs.ranks import detect
+
+    ompi = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}
+    assert detect({**ompi, "PMIX_NAMESPACE": " prterun-host-1234@1 "}).job_id == \
+        "prterun-host-1234@1"
+    assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": "1531576320.0;tcp://10.0.0.1:4000"}).job_id \
+        == "1531576320"
+    assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": "77;tcp://h"}).job_id == "77"
+    assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": ";tcp://h"}).job_id is None
+    assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": ".5;tcp://h"}).job_id is None
+    assert detect({**ompi, "PMIX_NAMESPACE": "ns", "OMPI_MCA_orte_hnp_uri": "9.0;x"}).job_id == \
+        "ns"
+    assert detect({**ompi, "PMIX_NAMESPACE": " "}).job_id is None
+    # Inside a SLURM allocation the scheduler's job names the launch.
+    inside = detect({**ompi, "PMIX_NAMESPACE": "ns", "SLURM_JOB_ID": "55", "SLURM_STEP_ID": "3"})
+    assert (inside.job_id, inside.step_id, inside.job_key) == ("55", "3", "55.3")
+    assert detect({**ompi, "SLURM_STEP_ID": "3"}).step_id is None
