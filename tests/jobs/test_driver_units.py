@@ -45,7 +45,7 @@ def _job_report(rr: driver.RankRun, own: Report) -> Report:
 
 
 def _failed(jd: Path, rank: int, code: int, at: float) -> None:
-    (jd / "failed").mkdir(exist_ok=True)
+    (jd / "failed").mkdir(parents=True, exist_ok=True)
     (jd / "failed" / f"rank-{rank}").write_text(json.dumps({"exit_code": code, "time": at}))
 
 
@@ -433,3 +433,74 @@ def test_another_rank_sends_its_files_and_keeps_the_job_report(tmp_path):
     _answer(ex2, 0, {"pgle/run/job": b"junk"})
     rr2._kv_send(None)
     assert rr2.kv_errors == ["rank 0's job files: unreadable bundle (not a pgle bundle)"]
+
+
+# -- one rank of a real `pgle run` (pgle.api, in process; the workload a real process) ---------
+
+
+def _rank_env(rank: int, world: int = 2) -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("XLA_", "JAX_", "TF_CPP_", "PGLE_", "SLURM_", "OMPI_", "PMI_"))}
+    return {**env, "JAX_PLATFORMS": "cpu", "PGLE_RANK": str(rank), "PGLE_WORLD_SIZE": str(world),
+            "PGLE_JOB_ID": "api"}
+
+
+def _profile(tmp_path: Path) -> str:
+    from pgle.profiles.files import Profile, write_profile
+
+    write_profile(Profile(costs=[("fusion.1", 1.0)]), tmp_path / "p.pb")
+    return str(tmp_path / "p.pb")
+
+
+def test_a_rank_records_its_start_exit_and_report_around_a_real_workload(tmp_path):
+    from pgle import api
+
+    script = tmp_path / "w.py"
+    script.write_text("print('working')\n")
+    jd = tmp_path / "job"
+    out = api.run(str(script), profile=_profile(tmp_path), job_dir=str(jd),
+                  run_dir=str(tmp_path / "r%r"), environ=_rank_env(1))
+    assert isinstance(out, driver.QuietReport)
+    assert out.summary[0].startswith("rank 1 of 2: ") and \
+        out.summary[0].endswith(f"; exit {out.exit_code}; report {jd / 'rank-1.json'}")
+    start = json.loads((jd / "rank-1.start").read_text())
+    assert start["rank"] == 1 and start["world_size"] == 2
+    exit_ = json.loads((jd / "rank-1.exit").read_text())
+    assert (exit_["exit_code"], exit_["stopped_for"]) == (0, None)
+    rep = json.loads((jd / "rank-1.json").read_text())
+    assert rep["rank"]["rank"] == 1 and rep["run_dir"] == str(tmp_path / "r1")
+    assert not (jd / "failed" / "rank-1").exists()
+    assert (tmp_path / "r1").is_dir()
+
+
+def test_a_rank_stops_its_workload_when_a_peer_failed(tmp_path):
+    from pgle import api
+
+    script = tmp_path / "w.py"
+    script.write_text("import time\ntime.sleep(120)\n")
+    jd = tmp_path / "job"
+    _failed(jd, 0, 5, at=1.0)  # rank 0's workload failed with 5
+    out = api.run(str(script), profile=_profile(tmp_path), job_dir=str(jd),
+                  run_dir=str(tmp_path / "r%r"), environ=_rank_env(1))
+    rep = json.loads((jd / "rank-1.json").read_text())
+    assert rep["stopped_for"] == {"rank": 0, "exit_code": 5}
+    assert "pgle stopped this rank's workload: rank 0's workload failed with code 5" in \
+        rep["reasons"]
+    assert json.loads((jd / "rank-1.exit").read_text())["stopped_for"] == 0
+    assert "; stopped: rank 0's workload failed with code 5; " in out.summary[0]
+
+
+def test_a_phase_rank_without_rank_0s_job_report_fails_in_one_sentence(tmp_path):
+    from pgle import api
+
+    script = tmp_path / "w.py"
+    script.write_text("print('x')\n")
+    jd = tmp_path / "job"
+    with pytest.raises(PgleError) as err:
+        api.tune(str(script), job_dir=str(jd), gather_timeout=0, run_dir=str(tmp_path / "t%r"),
+                 environ=_rank_env(1))
+    assert err.value.message.startswith(f"rank 0 wrote no job report {jd / 'collect' / 'job.json'}")
+    # The phase ran as a job of its own, in its own folder.
+    assert json.loads((jd / "collect" / "rank-1.json").read_text())["command"] == "collect"
