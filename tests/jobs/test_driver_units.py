@@ -188,6 +188,9 @@ def test_a_rank_that_fails_in_pgle_leaves_its_error_report(tmp_path):
     assert rep["reasons"] == ["pgle failed on rank 1: profile p.pb does not exist."]
     assert rep["rank"]["host"] == "node-a"
     assert folder.peer_failure(rr.job_dir, 0) == (1, 2)
+    (tmp_path / "a-file").write_text("")
+    nowhere = driver.RankRun("run", rr.info, tmp_path / "a-file" / "job")
+    nowhere._write_job_error(2, "x")  # nowhere to write it: the error at hand is what matters
     tune = driver.RankRun("tune:collect", rr.info, rr.job_dir)
     tune._write_job_error(4, "merge failed")
     job = json.loads((rr.job_dir / "job.json").read_text())
@@ -252,6 +255,8 @@ def test_after_phases_rank_0_names_the_job_folders_and_another_rank_its_last_pha
                                   "phases": {"collect": str(rr.job_dir / "collect"),
                                              "run": str(rr.job_dir / "run")}}
     assert out.summary == []
+    plain = Report("tune", "applied")
+    assert rr._finish_phases(plain).details["job"]["phases"] == {}
     rep = _phases_report({})
     rep.details["step_times"] = {"median": 1}
     assert rr._finish_phases(rep).summary == [
@@ -267,6 +272,7 @@ def test_after_phases_rank_0_names_the_job_folders_and_another_rank_its_last_pha
     other.last_phase = Report("collect", "collected", exit_code=0)
     quiet = other._finish_phases(failed)
     assert quiet.summary == ["tune: rank 1: collected"] and quiet.exit_code == 2
+    assert quiet.to_dict()["exit_code"] == 2 and quiet.to_dict()["status"] == "collected"
 
 
 def test_a_quiet_report_keeps_the_full_one(tmp_path):
@@ -306,27 +312,57 @@ def test_the_profile_rank_0_wrote_itself(tmp_path):
 
 
 def test_one_process_runs_the_body_with_the_plain_layout(tmp_path):
-    seen = {}
+    from pgle.jobs.layout import JobOptions
 
-    def body(opts, lay, launch, environ):
-        seen["lay"], seen["launch"] = lay, launch
+    seen = {}
+    opts, environ = object(), {"HOME": "/h"}
+
+    def body(o, lay, launch, env):
+        seen.update(opts=o, lay=lay, launch=launch, env=env)
         return Report("run", "applied")
 
-    wf = driver.Workflow("run", lambda opts: LayoutRequest(log="l%r.log"), body,
-                         lambda *a: Report("run", "x"))
-    out = driver.run(wf, None, environ={})
-    assert out.status == "applied" and seen["lay"].log == "l0.log"
-    assert seen["launch"].keywords == {"stall_timeout": None}
+    def request(o):
+        seen["requested"] = o
+        return LayoutRequest(log="l%r.log")
 
-    def phases(opts, lay, phase, environ):
-        sub = driver.Workflow("collect", lambda o: LayoutRequest(), body, lambda *a: None)
-        result = phase("collect", sub, None, str(tmp_path / "phase-root"))
+    wf = driver.Workflow("run", request, body, lambda *a: Report("run", "x"))
+    out = driver.run(wf, opts, JobOptions(stall_timeout="30m"), environ=environ)
+    assert out.status == "applied" and seen["lay"].log == "l0.log"
+    assert seen["opts"] is opts and seen["requested"] is opts and seen["env"] == environ
+    assert seen["launch"].keywords == {"stall_timeout": 1800.0}
+    assert driver.run(wf, opts, environ=environ) and seen["launch"].keywords == \
+        {"stall_timeout": None}
+    sub_opts = object()
+
+    def phases(o, lay, phase, env):
+        assert o is opts and env == environ and lay.run_dir is None
+        sub = driver.Workflow("collect", lambda so: LayoutRequest(), body, lambda *a: None)
+        result = phase("collect", sub, sub_opts, str(tmp_path / "phase-root"))
         assert result.job == result.own.to_dict()
         return Report("tune", "done", details={"ran": seen["lay"].run_dir})
 
-    out = driver.run(driver.Workflow("tune", lambda o: LayoutRequest(), phases, None), None,
-                     environ={})
+    out = driver.run(driver.Workflow("tune", lambda o: LayoutRequest(), phases, None), opts,
+                     environ=environ)
     assert out.details["ran"] == str(tmp_path / "phase-root")
+    assert seen["opts"] is sub_opts and seen["env"] == environ and seen["lay"] is not None
+
+
+def test_a_non_leaders_log_records_become_its_notices(tmp_path):
+    import logging
+
+    rr = _rank_run(tmp_path, 1, world=2)
+    log = logging.getLogger("pgle.commands.run")
+
+    def body(o, lay, launch, env):
+        log.info("running: w.py")
+        log.warning("slow disk")
+        log.error("it broke")
+        return Report("run", "applied", workload_exit_code=0)
+
+    wf = driver.Workflow("run", lambda o: LayoutRequest(), body, lambda *a: Report("run", "x"))
+    rr.run(wf, None, {})
+    rep = json.loads((rr.job_dir / "rank-1.json").read_text())
+    assert rep["notices"] == ["running: w.py", "warning: slow disk", "warning: it broke"]
 
 
 # -- --gather kv, through a real ended workload's handoff folder -------------------------------

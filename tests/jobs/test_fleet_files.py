@@ -70,8 +70,7 @@ def test_a_rank_publishes_its_modules_steps_and_executions(tmp_path):
     assert (jd / "fleet" / "rank-1.json").stat().st_mtime_ns == before
     # Polls closer than POLL_S do not read.
     _events(run, _module("jit_late", A, 9.0))
-    f.next_poll = float("inf")
-    assert f.poll() is None
+    assert f.poll() is None and f.poll() is None
     assert len(json.loads((jd / "fleet" / "rank-1.json").read_text())["modules"]) == 2
     f.flush()  # after the workload: its last events
     assert json.loads((jd / "fleet" / "rank-1.json").read_text())["modules"][-1] == \
@@ -123,6 +122,10 @@ def test_rank_0_says_a_divergence_once_and_require_same_program_stops(tmp_path, 
     assert caplog.records[0].getMessage().endswith(
         " (the job goes on; its collectives may hang: --require-same-program stops it)")
     assert fleet.Fleet(jd, 1, 2).poll() is None  # not attached to a run: nothing to do
+    # Without the option a rank goes on past rank 0's divergence.json.
+    going = fleet.Fleet(jd, 1, 2)
+    going.attach(jd / "rank-1" / "run")
+    assert going.poll() is None and not going.stopped_for_divergence
 
 
 def test_an_unusable_fleet_folder_is_said_once(tmp_path, caplog):
@@ -138,8 +141,15 @@ def test_an_unusable_fleet_folder_is_said_once(tmp_path, caplog):
         _events(run, _module("jit_more", A, 2.0))
         f.next_poll = 0.0
         assert f.poll() is None
-    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["fleet"]
-    assert caplog.records[0].getMessage().startswith(f"fleet: cannot use {jd / 'fleet'}: ")
+    assert [r.getMessage() for r in caplog.records] == [f"fleet: cannot use {jd / 'fleet'}: "
+                                                        "File exists"]
+    caplog.clear()
+    _events(run, _module("jit_last", A, 3.0))
+    with caplog.at_level(logging.WARNING, logger="pgle"):
+        f.flush()  # after the workload: said again, once
+    assert [r.getMessage() for r in caplog.records] == [f"fleet: cannot use {jd / 'fleet'}: "
+                                                        "File exists"]
+    f.publish_stall("user_code", "x", own=True)  # nowhere to publish it: no error either
 
 
 def test_the_stall_summary_names_the_rank_that_stopped_first(tmp_path):
@@ -175,9 +185,9 @@ def test_a_ranks_stall_phase_is_published_with_its_feed(tmp_path):
     _events(run, {"kind": "step_enter", "t": 3.0, "step": 0})
     f = fleet.Fleet(jd, 2, 3)
     f.attach(run)
-    f.publish_stall("user_code", "in train.py:12", own=True)
-    assert json.loads((jd / "fleet" / "rank-2.stall.json").read_text()) == \
-        {"rank": 2, "phase": "user_code", "what": "in train.py:12", "own": True}
+    f.publish_stall("user_code", "in train.py:12", own=True)  # the job folder made on the way
+    assert (jd / "fleet" / "rank-2.stall.json").read_text() == json.dumps(
+        {"own": True, "phase": "user_code", "rank": 2, "what": "in train.py:12"}) + "\n"
     assert json.loads((jd / "fleet" / "rank-2.json").read_text())["steps"] == 1
     assert f.wait_for_phases(0.0) == {2: {"rank": 2, "phase": "user_code",
                                           "what": "in train.py:12", "own": True}}
@@ -354,3 +364,4 @@ def test_a_divergence_in_its_report_and_its_line():
         assert divergence.inside(bad, Path("/job")) is None, bad
     assert divergence.inside("/job/rank-1/m", Path("/job")) == "/job/rank-1/m"
     assert divergence.inside("/jobx/m", Path("/job")) is None
+    assert divergence.inside(5, Path("/job")) is None  # foreign JSON: not even text

@@ -121,6 +121,8 @@ def test_per_rank_outputs_need_a_rank_placeholder_in_a_job(tmp_path):
         ("--log", LayoutRequest(log="logs.d/"), "logs.d-%r"),
         ("--log", LayoutRequest(log=".log"), ".log-%r"),
         ("--log", LayoutRequest(log="a.b/log"), "a.b/log-%r"),
+        ("--log", LayoutRequest(log="run.1.log"), "run.1-%r.log"),
+        ("--run-dir", LayoutRequest(run_dir="OUTX/"), "OUTX-%r"),
     ]:
         with pytest.raises(BadInput) as err:
             layout.resolve(request, _info(1), jd)
