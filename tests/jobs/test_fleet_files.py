@@ -63,6 +63,8 @@ def test_a_rank_publishes_its_modules_steps_and_executions(tmp_path):
     assert (data["rank"], data["steps"], data["executions"], data["pid"]) == (1, 2, 42,
                                                                              os.getpid())
     assert data["last_progress"] == 4e9 + 1  # the last step, later than any other sign
+    text = (jd / "fleet" / "rank-1.json").read_text()
+    assert text == json.dumps(data, sort_keys=True) + "\n"  # sorted: the same state, one text
     before = (jd / "fleet" / "rank-1.json").stat().st_mtime_ns
     # Nothing new: the next poll (POLL_S later) rewrites nothing.
     f.next_poll = 0.0
@@ -81,7 +83,7 @@ def test_executions_keep_their_count_when_the_progress_file_is_empty(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     feed = fleet._Feed(run)
-    assert feed.read() is False
+    assert feed.read() is False and feed.executions == 0
     (run / schema.PROGRESS_NAME).write_text("7")
     assert feed.read() is True and feed.executions == 7
     assert feed.last_progress >= (run / schema.PROGRESS_NAME).stat().st_mtime
@@ -91,6 +93,8 @@ def test_executions_keep_their_count_when_the_progress_file_is_empty(tmp_path):
     assert feed.read() is True and feed.executions == 7
     (run / schema.PROGRESS_NAME).write_text("junk")
     assert feed.read() is False and feed.executions == 7
+    (run / schema.PROGRESS_NAME).write_text("1" * 100)  # a foreign file: its first 64 bytes
+    assert feed.read() is True and feed.executions == int("1" * 64)
 
 
 def test_rank_0_says_a_divergence_once_and_require_same_program_stops(tmp_path, caplog):
@@ -232,6 +236,15 @@ def test_a_foreign_fleet_file_that_is_not_an_object_is_ignored(tmp_path, content
     assert sorted(fleet.Fleet(jd, 0, 2).modules()) == [0]
 
 
+def test_a_fleet_file_past_its_bound_is_ignored(tmp_path):
+    jd = tmp_path / "job"
+    _fleet_file(jd, 0, modules=[["jit_step", A, None]])
+    _fleet_file(jd, 1, modules=[["jit_step", B, None]], pad="x" * fleet.MAX_FILE_BYTES)
+    assert fleet.Fleet(jd, 0, 2).compare() == []
+    _fleet_file(jd, 1, modules=[["jit_step", B, None]])
+    assert len(fleet.Fleet(jd, 0, 2).compare()) == 1
+
+
 def test_a_linked_fleet_file_is_not_followed(tmp_path):
     jd = tmp_path / "job"
     _fleet_file(jd, 0, modules=[["jit_step", A, None]])
@@ -365,3 +378,29 @@ def test_a_divergence_in_its_report_and_its_line():
     assert divergence.inside("/job/rank-1/m", Path("/job")) == "/job/rank-1/m"
     assert divergence.inside("/jobx/m", Path("/job")) is None
     assert divergence.inside(5, Path("/job")) is None  # foreign JSON: not even text
+
+
+def test_rank_0_waits_for_the_peers_stall_phases(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    jd = tmp_path / "job"
+    _stall_file(jd, 0, "collective", "waiting", own=False)
+    f = fleet.Fleet(jd, 0, 2)
+    # Rank 1 publishes its phase a moment later (a real process): the wait returns with both.
+    late = jd / "fleet" / "rank-1.stall.json"
+    writer = subprocess.Popen([sys.executable, "-c",
+                               "import json, os, sys, time; time.sleep(0.3); "
+                               "open(sys.argv[1] + '.t', 'w').write(json.dumps({'phase': 'x'})); "
+                               "os.replace(sys.argv[1] + '.t', sys.argv[1])", str(late)])
+    try:
+        began = time.monotonic()
+        phases = f.wait_for_phases(60.0)
+        assert sorted(phases) == [0, 1] and phases[1] == {"phase": "x"}
+        assert time.monotonic() - began < 50
+    finally:
+        writer.wait(timeout=60)
+    # One that never comes: the wait ends at its bound with what there is.
+    alone = fleet.Fleet(jd, 0, 3)
+    assert sorted(alone.wait_for_phases(0.3)) == [0, 1]

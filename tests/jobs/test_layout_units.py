@@ -306,3 +306,13 @@ def test_open_mpis_job_id_names_the_job_folder():
     inside = detect({**ompi, "PMIX_NAMESPACE": "ns", "SLURM_JOB_ID": "55", "SLURM_STEP_ID": "3"})
     assert (inside.job_id, inside.step_id, inside.job_key) == ("55", "3", "55.3")
     assert detect({**ompi, "SLURM_STEP_ID": "3"}).step_id is None
+
+
+def test_the_watchdog_sees_a_peers_failure_at_once_and_keeps_it(tmp_path):
+    check = folder.watchdog(tmp_path, 0)
+    assert check() is None
+    (tmp_path / "failed").mkdir()
+    (tmp_path / "failed" / "rank-2").write_text(json.dumps({"exit_code": 4, "time": 1.0}))
+    assert check() == (2, 4)  # the very next poll: no interval unless asked for one
+    (tmp_path / "failed" / "rank-2").unlink()
+    assert check() == (2, 4)
