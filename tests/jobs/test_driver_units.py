@@ -19,10 +19,10 @@ import pytest
 from pgle.errors import PgleError
 from pgle.evidence import schema
 from pgle.jobs import driver, folder, kv
-from pgle.jobs.layout import LayoutRequest, OutputPlan, OutputRequest, RankLayout
+from pgle.jobs.layout import LayoutRequest, OutputPlan, RankLayout
 from pgle.jobs.ranks import RankInfo
 from pgle.report import Report
-from pgle.verdicts.across_ranks import JobReports, combine_verdicts
+from pgle.verdicts.across_ranks import combine_verdicts
 
 
 def _rank_run(tmp_path: Path, rank: int, world: int = 3, **kw) -> driver.RankRun:

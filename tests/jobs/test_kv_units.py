@@ -53,7 +53,8 @@ def test_a_rank_sends_exactly_its_own_files_with_their_modes(tmp_path):
     (jd / "profiles" / "rank-3x").mkdir()  # not rank 3's: its name only starts alike
     (jd / "profiles" / "rank-3x" / "a.pb").write_text("no")
     got = kv.rank_files_with_modes(jd, 3)
-    assert sorted(got) == ["failed/rank-3", "profiles/rank-3.pb", "profiles/rank-3.pb.manifest.json",
+    assert sorted(got) == ["failed/rank-3", "profiles/rank-3.pb",
+                           "profiles/rank-3.pb.manifest.json",
                            f"profiles/rank-3/{H1}.pbtxt", "profiles/rank-3/manifest.json",
                            "rank-3.exit", "rank-3.json", "rank-3.start"]
     assert got["profiles/rank-3.pb"][0] == b"pb"

@@ -208,7 +208,8 @@ def test_prewarm_rows_say_whether_the_entry_landed():
         "recompiled with a profile but JAX did not keep it: it uses host callbacks",
         "host callbacks (jax.debug.print, pure_callback) keep JAX from caching a module")
     e = rows["e_not_written"]
-    assert (e["status"], e["reason"]) == ("not_optimized", "JAX did not write it: the cache is full")
+    assert (e["status"], e["reason"]) == ("not_optimized",
+                                          "JAX did not write it: the cache is full")
     f = rows["f_written_plain"]
     assert f["reason"].startswith("executed 1 time")
     assert ap.prewarm_modules(_facts(ModuleFacts("x", fdo_lengths=[1]), observed=False), 2, "gpu",
@@ -365,7 +366,8 @@ def test_the_job_verdict_of_modules_across_ranks():
 
     rule = ModuleRule("optimized", ap.auto_status, "auto PGLE", "optimized", keep=("cache",))
     reports = {
-        0: {"command": "auto", "modules": [_auto("jit_a", "optimized"), _auto("jit_b", "optimized")],
+        0: {"command": "auto",
+            "modules": [_auto("jit_a", "optimized"), _auto("jit_b", "optimized")],
             "log_path": "/r0/log", "workload_exit_code": 0, "backend": {"platform": "gpu"},
             "cache": {"dir": "/c"}, "reasons": ["same everywhere"], "other": 1},
         1: {"modules": [_auto("jit_a", "optimized"), _auto("jit_b", "not_optimized")],
