@@ -370,6 +370,10 @@ def test_a_divergence_in_its_report_and_its_line():
     assert d.line() == (f"ranks compiled different programs for jit_step (its compile #3): "
                         f"ranks 0, 3 {A[:12]}; rank 1 {B[:12]}; rank 2 {'c' * 12}; ranks 1-2 "
                         "differ; first difference at line 4")
+    # The largest group first whatever its fingerprint; a tie, the lowest rank's first.
+    d = divergence.Divergence("f", 0, [2, 3], {B: [0, 1], "c" * 32: [3], A: [2]})
+    assert d.line() == (f"ranks compiled different programs for f: ranks 0-1 {B[:12]}; rank 2 "
+                        f"{A[:12]}; rank 3 {'c' * 12}; ranks 2-3 differ")
     assert [(m.name, m.index) for m in divergence.indexed(
         [("f", A, None), ("g", A, None), ("f", B, "t")])] == [("f", 0), ("g", 0), ("f", 1)]
     assert divergence.inside("rank-1/m.mlir", Path("/job")) == "/job/rank-1/m.mlir"

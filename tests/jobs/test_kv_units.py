@@ -213,6 +213,7 @@ def test_rank_0_keeps_only_the_senders_files_and_maps_their_paths(tmp_path):
     assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*") if p.is_file()) == \
         sorted(written)
     kept = json.loads((mine / "rank-2.json").read_text())
+    assert (mine / "rank-2.json").read_text() == json.dumps(kept, sort_keys=True) + "\n"
     assert kept["profile"]["path"] == str(mine / "profiles" / "rank-2.pb")
     assert kept["modules"][0]["module"] == str(mine / "profiles" / "rank-2")
     assert kept["run_dir"] == f"{sender}/rank-2" and kept["log_path"] == "/other/log"

@@ -154,3 +154,51 @@ def test_a_merged_output_gets_no_wider_permissions_than_its_inputs(tmp_path):
     rank_data.restrict(single, 0o644)  # never widened
     assert mode(single) == 0o600
     rank_data.restrict(tmp_path / "gone", 0o600)  # nothing there: nothing to do
+
+
+def test_a_ranks_profile_file_or_folder_is_read_within_its_bounds(tmp_path, monkeypatch):
+    from pgle.profiles.files import Profile, write_profile
+
+    prof = tmp_path / "profiles"
+    prof.mkdir()
+    write_profile(Profile(costs=[("fusion.1", 2.0)]), prof / "rank-1.pbtxt")
+    src = rank_data.load_rank_profile(tmp_path, 1, ".pbtxt")
+    assert (src.kind, src.instruction_count) == ("file", 1)
+    (prof / "rank-2.pbtxt").write_text("garbage {{{")
+    with pytest.raises(rank_data.RankDataError) as err:
+        rank_data.load_rank_profile(tmp_path, 2, ".pbtxt")
+    assert err.value.rank == 2
+    assert err.value.why.startswith(f"profile {prof / 'rank-2.pbtxt'} is not a valid text "
+                                    "ProfiledInstructionsProto: ")
+    assert not err.value.why.endswith(".")
+    # A per-module folder: each file read, the bound shared by all of them.
+    (prof / "rank-3").mkdir()
+    for fp in ("a" * 32, "b" * 32):
+        write_profile(Profile(costs=[("fusion.1", 2.0)]), prof / "rank-3" / f"{fp}.pbtxt")
+    src = rank_data.load_rank_profile(tmp_path, 3, "")
+    assert (src.kind, sorted(src.modules)) == ("directory", ["a" * 32, "b" * 32])
+    one = (prof / "rank-3" / f"{'a' * 32}.pbtxt").stat().st_size
+    monkeypatch.setattr(rank_data, "MAX_PROFILE_BYTES", one + 1)  # room for one file, not two
+    with pytest.raises(rank_data.RankDataError) as err:
+        rank_data.load_rank_profile(tmp_path, 3, "")
+    assert "pgle reads" in err.value.why
+    monkeypatch.undo()
+    monkeypatch.setattr(rank_data, "MAX_PROFILE_FILES", 2)
+    assert sorted(rank_data.load_rank_profile(tmp_path, 3, "").modules) == ["a" * 32, "b" * 32]
+    monkeypatch.setattr(rank_data, "MAX_PROFILE_FILES", 1)
+    with pytest.raises(rank_data.RankDataError) as err:
+        rank_data.load_rank_profile(tmp_path, 3, "")
+    assert err.value.why == (f"its profile {prof / 'rank-3'} is refused: profiles/rank-3 holds "
+                             "2 entries, over 1")
+    monkeypatch.undo()
+    (prof / "rank-5").mkdir()
+    with pytest.raises(rank_data.RankDataError, match="rank 5: profile directory .* holds no"):
+        rank_data.load_rank_profile(tmp_path, 5, "")
+    # A file where a folder is expected, and a folder's entry that is a folder.
+    (prof / "rank-6").write_text("x")
+    with pytest.raises(rank_data.RankDataError, match="is refused: profiles/rank-6 is"):
+        rank_data.load_rank_profile(tmp_path, 6, "")
+    (prof / "rank-3" / "sub").mkdir()
+    assert ("sub", True) in rank_data.list_under(tmp_path, "profiles/rank-3")
+    (prof / "rank-3" / "link").symlink_to(prof / "rank-3" / "sub")
+    assert ("link", False) in rank_data.list_under(tmp_path, "profiles/rank-3")
