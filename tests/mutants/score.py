@@ -79,16 +79,20 @@ def checkout_copy(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def narrow_config(copy: Path, files: list[str], tests: list[str]) -> None:
-    """`[tool.mutmut]` of the copy's pyproject.toml, narrowed to one package."""
+def narrow_config(copy: Path, files: list[str], tests: list[str],
+                  deselect: list[str] | tuple[str, ...] = ()) -> None:
+    """`[tool.mutmut]` of the copy's pyproject.toml, narrowed to one package (`deselect`: test
+    ids of its files left out: slow tests that reach it mostly through real processes)."""
     text = (copy / "pyproject.toml").read_text()
+    args = ["-p", "no:cacheprovider", "-q", "-m", "not xla_gpu and not slurm"]
+    args += [f"--deselect={t}" for t in deselect]
     section = "[tool.mutmut]\n" + "\n".join([
         'source_paths = ["pgle/"]',
         f"only_mutate = {json.dumps(files)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
         # The SLURM cluster's tests reach pgle only under srun (no mutant is mapped to them) and
         # fail the whole run when the shared cluster is busy or down: left out.
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not xla_gpu and not slurm"]',
+        f"pytest_add_cli_args = {json.dumps(args)}",
         "",
     ])
     text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", section, text)
@@ -140,7 +144,7 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         # pgle.cli is cli/ (package-dir in pyproject.toml): in the copy it lives where `import`
         # finds it without the editable install (tests/mutants/site/sitecustomize.py).
         shutil.copytree(copy / "cli", copy / "pgle" / "cli")
-        narrow_config(copy, spec["files"], spec["tests"])
+        narrow_config(copy, spec["files"], spec["tests"], spec.get("deselect", []))
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "MUTANT_UNDER_TEST")}
         env["PYTHONPATH"] = str(HERE / "site")
         env["PGLE_MUTATION_RUN"] = str(copy / "mutants")
