@@ -477,8 +477,11 @@ def test_another_rank_sends_its_files_and_keeps_the_job_report(tmp_path):
 def _rank_env(rank: int, world: int = 2) -> dict[str, str]:
     import os
 
+    # The launchers' variables out (PGLE_MUTATION_RUN, the mutation run's, stays).
+    ranks = ("PGLE_RANK", "PGLE_WORLD_SIZE", "PGLE_LOCAL_RANK", "PGLE_JOB_ID")
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("XLA_", "JAX_", "TF_CPP_", "PGLE_", "SLURM_", "OMPI_", "PMI_"))}
+           if k not in ranks and not k.startswith(("XLA_", "JAX_", "TF_CPP_", "SLURM_", "OMPI_",
+                                                   "PMI_"))}
     return {**env, "JAX_PLATFORMS": "cpu", "PGLE_RANK": str(rank), "PGLE_WORLD_SIZE": str(world),
             "PGLE_JOB_ID": "api"}
 
