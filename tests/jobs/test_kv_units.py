@@ -478,3 +478,37 @@ def test_an_answer_written_while_the_workload_runs_is_read(tmp_path):
         assert kv.HeldExchange(ex).round({}, [], final=False, timeout_s=60.0) == ({}, ["late"])
     finally:
         writer.wait(timeout=60)
+
+
+def test_a_job_bundle_of_a_profile_folder_writes_only_its_plain_files(tmp_path):
+    files = [["profile/a.pb", 1, 0o644], ["profile/sub/x.pb", 1, 0o644], ["profile/", 1, 0o644],
+             ["profile/.", 1, 0o644], ["profile/..", 1, 0o644], ["notprof/b.pb", 1, 0o644],
+             ["job.json", 0, 0o644]]
+    raw = _raw({"job_dir": "/r0/job/", "profile": "/r0/job/merged", "profile_kind": "directory",
+                "files": files}, b"ASXYZB")
+    mine = tmp_path / "r1"
+    mine.mkdir()
+    # An empty job.json is an empty report; the folder inside rank 0's job folder (named with a
+    # trailing slash) lands inside this rank's.
+    assert kv.write_job_files(mine, raw, None) == {}
+    assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*")) == \
+        ["job.json", "merged", "merged/a.pb"]
+    assert (mine / "merged" / "a.pb").read_bytes() == b"A"
+
+
+def test_a_job_bundle_whose_profile_is_not_text_keeps_no_profile(tmp_path):
+    raw = _raw({"job_dir": "/r0", "profile": ["p.pb"], "files": [["profile/p.pb", 1, 0o644]]},
+               b"P")
+    mine = tmp_path / "r1"
+    mine.mkdir()
+    kv.write_job_files(mine, raw, str(tmp_path / "own.pb"))
+    assert not (tmp_path / "own.pb").exists()
+
+
+def test_only_names_under_profile_are_the_profile(tmp_path):
+    raw = _raw({"job_dir": "/r0/jobX", "profile": "/r0/jobX/p.pb", "profile_kind": "file",
+                "files": [["profile/p.pb", 1, 0o644], ["notprof/p.pb", 1, 0o644]]}, b"PN")
+    mine = tmp_path / "r1"
+    mine.mkdir()
+    kv.write_job_files(mine, raw, None)
+    assert (mine / "p.pb").read_bytes() == b"P"

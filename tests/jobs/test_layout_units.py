@@ -297,6 +297,9 @@ def test_open_mpis_job_id_names_the_job_folder():
     assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": "1531576320.0;tcp://10.0.0.1:4000"}).job_id \
         == "1531576320"
     assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": "77;tcp://h"}).job_id == "77"
+    assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": "5.0.1;tcp://h"}).job_id == "5"
+    assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": "78;tcp://10.0.0.1;tcp://10.0.0.2"}).job_id \
+        == "78"
     assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": ";tcp://h"}).job_id is None
     assert detect({**ompi, "OMPI_MCA_orte_hnp_uri": ".5;tcp://h"}).job_id is None
     assert detect({**ompi, "PMIX_NAMESPACE": "ns", "OMPI_MCA_orte_hnp_uri": "9.0;x"}).job_id == \
