@@ -543,3 +543,28 @@ def test_a_phase_rank_without_rank_0s_job_report_fails_in_one_sentence(tmp_path)
     assert err.value.message.startswith(f"rank 0 wrote no job report {jd / 'collect' / 'job.json'}")
     # The phase ran as a job of its own, in its own folder.
     assert json.loads((jd / "collect" / "rank-1.json").read_text())["command"] == "collect"
+
+
+def test_after_a_stall_rank_0s_job_report_names_the_rank_that_stopped_first(tmp_path):
+    from pgle.errors import Stalled
+
+    rr = _rank_run(tmp_path, 0, world=2)
+    rr.command = "tune:run"
+    jd = rr.job_dir
+    _report(jd, 1, exit_code=Stalled.exit_code, workload_exit_code=Stalled.exit_code,
+            warnings=["w1"])
+    (jd / "fleet").mkdir()
+    for r, steps, phase in ((0, 5, "collective"), (1, 3, "user_code")):
+        (jd / "fleet" / f"rank-{r}.json").write_text(json.dumps(
+            {"rank": r, "steps": steps, "last_progress": 10.0 + r}))
+        (jd / "fleet" / f"rank-{r}.stall.json").write_text(json.dumps(
+            {"rank": r, "phase": phase, "what": f"what {r}"}))
+    out = _job_report(rr, Report("run", "applied", workload_exit_code=0))
+    assert out.command == "run"  # the phase's own command, not tune:run
+    assert out.details["stall"]["first_rank"] == 1
+    assert "rank 1 stopped progressing first (after 3 steps): what 1; rank 0 waited for it in " \
+        "a collective" in out.summary
+    assert out.warnings == ["rank 1: w1"]
+    # Not stalled: no stall section even with stall files there.
+    _report(jd, 1)
+    assert "stall" not in _job_report(rr, Report("run", "applied")).details

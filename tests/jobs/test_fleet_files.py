@@ -408,3 +408,21 @@ def test_rank_0_waits_for_the_peers_stall_phases(tmp_path):
     # One that never comes: the wait ends at its bound with what there is.
     alone = fleet.Fleet(jd, 0, 3)
     assert sorted(alone.wait_for_phases(0.3)) == [0, 1]
+
+
+def test_divergences_come_in_compile_order_with_their_first_difference(tmp_path):
+    from pgle.jobs import divergence
+
+    for name, text in (("m0", "module {\n  x = 1\n}\n"), ("m1", "module {\n  x = 2\n}\n")):
+        (tmp_path / name).write_text(text)
+    mods = {
+        0: divergence.indexed([("z_late", A, str(tmp_path / "m0")), ("a_first", A, None)]),
+        1: divergence.indexed([("z_late", A, str(tmp_path / "m0")), ("a_first", A, None)]),
+        2: divergence.indexed([("z_late", B, str(tmp_path / "m1")), ("a_first", B, None)]),
+        3: divergence.indexed([("z_late", B, str(tmp_path / "m1")), ("a_first", A, None)]),
+    }
+    z, a = divergence.compare(mods)
+    assert (z.module, a.module) == ("z_late", "a_first")  # rank 0's compile order
+    assert (z.ranks, z.fingerprints) == ([2, 3], {A: [0, 1], B: [2, 3]})
+    assert z.first_difference == {"line": 2, "ranks": {"0": "x = 1", "2": "x = 2"}}
+    assert (a.ranks, a.first_difference) == ([2], None)
