@@ -218,7 +218,10 @@ def test_a_crashing_rank_stops_its_peer_promptly(tmp_path):
         "open(os.environ['PIDS'] + '.tmp', 'w').write(str(os.getpid()))\n"
         "os.rename(os.environ['PIDS'] + '.tmp', os.environ['PIDS'])\n"
         "if os.environ['PGLE_RANK'] == '1':\n"
-        "    time.sleep(0.5)\n"
+        # Fails once rank 0's workload runs (a fixed sleep lost that race on a loaded machine).
+        "    deadline = time.monotonic() + 120\n"
+        "    while not os.path.exists(os.environ['PID0']) and time.monotonic() < deadline:\n"
+        "        time.sleep(0.05)\n"
         "    sys.exit(3)\n"
         "time.sleep(300)\n")
     env = {k: v for k, v in os.environ.items()
@@ -226,7 +229,8 @@ def test_a_crashing_rank_stops_its_peer_promptly(tmp_path):
     procs = []
     for rank in (0, 1):
         renv = {**env, "JAX_PLATFORMS": "cpu", "PGLE_RANK": str(rank), "PGLE_WORLD_SIZE": "2",
-                "PGLE_JOB_ID": "peer", "PIDS": str(tmp_path / f"pid{rank}")}
+                "PGLE_JOB_ID": "peer", "PIDS": str(tmp_path / f"pid{rank}"),
+                "PID0": str(tmp_path / "pid0")}
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "pgle", "run", "--profile", str(tmp_path / "p.pb"),
              "--job-dir", str(jd), "--gather-timeout", "5", str(script)],

@@ -6,6 +6,8 @@
                                                               # tests/mutants/scores.json
     python3 tests/mutants/score.py verdicts.require --write   # and record the new figures there
                                                               # (and in docs/development.md)
+    python3 tests/mutants/score.py jobs --survivors --write  # after adding tests: rerun only
+                                                              # the recorded survivors
 
 The packages, the files each mutates and the fast tests that judge them are in pyproject.toml
 (`[tool.pgle-mutation.packages.*]`); `[tool.mutmut]` there holds mutmut's own settings. For each
@@ -77,14 +79,20 @@ def checkout_copy(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def narrow_config(copy: Path, files: list[str], tests: list[str]) -> None:
-    """`[tool.mutmut]` of the copy's pyproject.toml, narrowed to one package."""
+def narrow_config(copy: Path, files: list[str], tests: list[str],
+                  deselect: list[str] | tuple[str, ...] = ()) -> None:
+    """`[tool.mutmut]` of the copy's pyproject.toml, narrowed to one package (`deselect`: test
+    ids of its files left out: slow tests that reach it mostly through real processes)."""
     text = (copy / "pyproject.toml").read_text()
+    args = ["-p", "no:cacheprovider", "-q", "-m", "not xla_gpu and not slurm"]
+    args += [f"--deselect={t}" for t in deselect]
     section = "[tool.mutmut]\n" + "\n".join([
         'source_paths = ["pgle/"]',
         f"only_mutate = {json.dumps(files)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]',
+        # The SLURM cluster's tests reach pgle only under srun (no mutant is mapped to them) and
+        # fail the whole run when the shared cluster is busy or down: left out.
+        f"pytest_add_cli_args = {json.dumps(args)}",
         "",
     ])
     text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", section, text)
@@ -116,8 +124,14 @@ def score_of(statuses: dict[str, str], equivalent: dict[str, str]) -> dict:
     }
 
 
-def run_package(name: str, spec: dict, jobs: int, show: bool = False) -> dict:
+def run_package(name: str, spec: dict, jobs: int, show: bool = False,
+                recorded: dict | None = None) -> dict:
+    """Score one package. `recorded` (--survivors): rerun only that record's survivors; every
+    other mutant keeps its recorded verdict (killed or equivalent), which holds as long as the
+    code is the recorded one and tests were only added (checked: the same mutants)."""
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    if recorded is not None and not recorded["survivors"]:
+        return {k: v for k, v in recorded.items() if k != "date"}  # nothing left to rerun
     mutmut = Path(sys.executable).with_name("mutmut")  # not `-m mutmut`: mutmut asks so
     if not mutmut.is_file():
         raise SystemExit(
@@ -130,18 +144,21 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False) -> dict:
         # pgle.cli is cli/ (package-dir in pyproject.toml): in the copy it lives where `import`
         # finds it without the editable install (tests/mutants/site/sitecustomize.py).
         shutil.copytree(copy / "cli", copy / "pgle" / "cli")
-        narrow_config(copy, spec["files"], spec["tests"])
+        narrow_config(copy, spec["files"], spec["tests"], spec.get("deselect", []))
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "MUTANT_UNDER_TEST")}
         env["PYTHONPATH"] = str(HERE / "site")
         env["PGLE_MUTATION_RUN"] = str(copy / "mutants")
         t0 = time.monotonic()
-        proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs)],
+        only = list(recorded["survivors"]) if recorded else []
+        proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *only],
                               cwd=copy, env=env, capture_output=True, text=True)
         seconds = round(time.monotonic() - t0)
         statuses = read_statuses(copy)
         if proc.returncode != 0 or not statuses:
             sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
             raise SystemExit(f"{name}: mutmut run failed (exit {proc.returncode})")
+        if recorded:
+            statuses = merged_with_record(statuses, recorded, name)
         flat = {k: s for per in statuses.values() for k, s in per.items()}
         result = score_of(flat, equivalent)
         if show:  # each survivor's diff, while the copy still exists
@@ -153,6 +170,19 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False) -> dict:
     result["seconds"] = seconds
     result["tests"] = spec["tests"]
     return result
+
+
+def merged_with_record(statuses: dict[str, dict[str, str]], recorded: dict,
+                       name: str) -> dict[str, dict[str, str]]:
+    """A --survivors run's statuses: the survivors' new ones, every other mutant killed as
+    recorded. Refused when the mutants are not the recorded ones (the code changed)."""
+    keys = {k for per in statuses.values() for k in per}
+    if len(keys) != recorded["mutants"] or not set(recorded["survivors"]) <= keys:
+        raise SystemExit(f"{name}: the code changed since its recorded run ({len(keys)} mutants, "
+                         f"{recorded['mutants']} recorded): run the package whole")
+    rerun = set(recorded["survivors"])
+    return {f: {k: (st if k in rerun else "killed") for k, st in per.items()}
+            for f, per in statuses.items()}
 
 
 def fell(old: dict, new: dict) -> list[str]:
@@ -175,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--doc", action="store_true",
                     help="only rewrite docs/development.md's table from scores.json")
     ap.add_argument("--show", action="store_true", help="print each survivor's diff")
+    ap.add_argument("--survivors", action="store_true",
+                    help="rerun only the recorded survivors (after adding tests; the code "
+                         "unchanged), the other mutants keep their recorded verdicts")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     args = ap.parse_args(argv)
     specs = packages()
@@ -191,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     ratchet = json.loads(SCORES.read_text()) if SCORES.exists() else {}
     failed = False
     for name in args.packages or list(specs):
-        result = run_package(name, specs[name], args.jobs, args.show)
+        if args.survivors and name not in ratchet:
+            ap.error(f"--survivors: {name} has no recorded run in {SCORES.name}")
+        result = run_package(name, specs[name], args.jobs, args.show,
+                             ratchet[name] if args.survivors else None)
         print(f"{name}: {result['killed']}/{result['mutants'] - result['equivalent']} killed "
               f"({result['score']:.1%}; {result['equivalent']} equivalent; {result['seconds']} s)")
         for s in result["survivors"]:
@@ -201,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
         if args.write:
             result["date"] = dt.date.today().isoformat()
+            # Read again: another package's run (hours long) may have recorded its figures
+            # since this one started.
+            ratchet = json.loads(SCORES.read_text()) if SCORES.exists() else {}
             ratchet[name] = result
             SCORES.write_text(json.dumps(ratchet, indent=1, sort_keys=True) + "\n")
             write_doc_table(ratchet)
