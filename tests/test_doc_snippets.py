@@ -155,7 +155,8 @@ def _build_snippets() -> None:
     d[dev, "python3 tests/mutants/independent.py --set heldout --write"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/score.py --list"] = Spec("exit 0; stdout: verdicts.require",
                                                            in_repo=True)
-    for cmd in ("verdicts.require --show", "store --check", "store --write", "--check"):
+    for cmd in ("verdicts.require --show", "store --check", "store --write", "jobs --survivors --write",
+                "--check"):
         d[dev, f"python3 tests/mutants/score.py {cmd}"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/independent.py --set regression --list"] = Spec(
         "exit 0; stdout: V01", in_repo=True)

@@ -28,7 +28,10 @@ def test_the_ratchet_names_configured_packages_with_consistent_figures():
         counted = r["mutants"] - r["equivalent"]
         assert r["killed"] + len(r["survivors"]) == counted, name
         assert r["score"] == round(r["killed"] / counted, 4), name
-        assert r["tests"] == packages[name]["tests"], f"{name}: tests changed since the recorded run"
+        # Tests added since the recorded run keep its figure a floor (more tests kill no fewer
+        # mutants); a test taken away needs a new run, or the floor measures tests that left.
+        assert set(r["tests"]) <= set(packages[name]["tests"]), \
+            f"{name}: tests removed since the recorded run"
 
 
 def test_equivalent_mutants_say_why():

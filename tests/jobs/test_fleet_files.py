@@ -52,8 +52,9 @@ def test_a_rank_publishes_its_modules_steps_and_executions(tmp_path):
             _module("jit_init", "XYZ", 6.0),  # not a fingerprint: dropped
             {"kind": schema.MODULE_IDENTITY, "t": 7.0, "fingerprint": B},  # no name: dropped
             _module("jit_other", B, 8.0, "/elsewhere/m.mlir"),
-            {"kind": "step_enter", "t": 4e9, "step": 0},
-            {"kind": "step_enter", "t": 4e9 + 1, "step": 1})
+            # marked steps whose step_num steps.bin cannot hold (strings) stay event lines
+            {"kind": "step_enter", "t": 4e9, "index": 0, "step_num": "s0"},
+            {"kind": "step_enter", "t": 4e9 + 1, "index": 1, "step_num": "s1"})
     (run / schema.PROGRESS_NAME).write_text("42 \n")
     f = fleet.Fleet(jd, 1, 2)
     f.attach(run)
@@ -186,7 +187,7 @@ def test_the_stall_summary_names_the_rank_that_stopped_first(tmp_path):
 def test_a_ranks_stall_phase_is_published_with_its_feed(tmp_path):
     jd = tmp_path / "job"
     run = tmp_path / "run"
-    _events(run, {"kind": "step_enter", "t": 3.0, "step": 0})
+    _events(run, {"kind": "step_enter", "t": 3.0, "index": 0, "step_num": "s0"})
     f = fleet.Fleet(jd, 2, 3)
     f.attach(run)
     f.publish_stall("user_code", "in train.py:12", own=True)  # the job folder made on the way
