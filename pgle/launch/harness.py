@@ -761,10 +761,10 @@ class Harness:
         self.spec = spec
         events = spec.events if home is None else os.path.join(home, os.path.basename(spec.events))
         self.events = Events(events)
-        self.beacon = _Beacon(self.home)
-        self.events.on_tick.append(self.beacon.tick)
         self.window = ProfilerWindow(spec.profile, self.events, calls)
         self.jits = JitCounter()
+        self.beacon = _Beacon(self.home, self.jits)
+        self.events.on_tick.append(self.beacon.tick)
         self.step_name = (spec.profile.step_name if spec.profile else None) or spec.step_name
         self.step_index = 0  # steps entered so far
         self._indices = itertools.count()
@@ -1116,9 +1116,13 @@ class Harness:
 class _Beacon:
     """The `progress` file: the count of the workload's executions, rewritten (by the events
     flusher, at most once a second) when it changed, so the stall watchdog sees executions
-    that leave no event (pgle.launch.stall)."""
+    that leave no event (pgle.launch.stall). A light step's calls (JitCounter.light) reach
+    `_EXECUTIONS` only at its samples, which a loop that slows down after going light may not
+    reach for minutes (up to LIGHT_MAX_SPAN calls): its count since the last sample is added
+    here, or a healthy loop would look stalled."""
 
-    def __init__(self, home: str):
+    def __init__(self, home: str, jits: JitCounter):
+        self.jits = jits
         self.written = 0
         try:
             self.fd: int | None = os.open(
@@ -1131,6 +1135,9 @@ class _Beacon:
 
     def tick(self) -> None:
         n = _EXECUTIONS[0]
+        light = self.jits.light
+        if light is not None and light.beacon:
+            n += max(light.row[0] - light.beacon, 0)  # counted since its last sample
         if n == self.written or self.fd is None:
             return
         self.written = n
@@ -2074,6 +2081,9 @@ def _light_sample(self: _Proxy, light: _Light, n: int, args: Any, kwargs: Any) -
     if light.off or depth.n:  # the full count again (or a call nested in a trace)
         light.row[0] -= 1
         if light.off:
+            if light.beacon:  # the calls since its last sample, for the beacon
+                _EXECUTIONS[0] += max(light.row[0] - light.beacon, 0)
+                light.beacon = light.row[0]
             self.__class__ = type(self).__bases__[0]
             if light.tail[0] is not None and counter.watcher.on:
                 counter.watcher._flush_light(light)

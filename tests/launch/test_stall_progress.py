@@ -67,3 +67,44 @@ def test_the_documented_default_bounds():
     assert "max(1 h, 20x the median of the last 50 step intervals)" in page
     assert (STOP_FLOOR_S, STEP_FACTOR, STEP_WINDOW) == (3600.0, 20.0, 50)
     assert "at least 6 marked steps" in page and RHYTHM_STEPS == 5
+
+
+SLOWING = """
+import time
+import jax, jax.numpy as jnp
+
+@jax.jit
+def step(x):
+    return jnp.tanh(x @ x) * 0.5
+
+x = jnp.ones((16, 16))
+for _ in range(20000):  # dispatch-bound: the rule settles on jit(step), which goes light
+    x = step(x)
+x.block_until_ready()
+t = time.time()
+while time.time() - t < 7:  # then a step every 0.2 s (a slow data loader), silent
+    x = step(x)
+    x.block_until_ready()
+    time.sleep(0.2)
+print("done", flush=True)
+"""
+
+
+def test_a_light_step_that_slows_down_is_still_progress(project):
+    """Issue 33's light step samples one call in up to 5,000 (about every 50 ms at the fast
+    pace): when the same loop then slows to a step every 0.2 s, the next sample is minutes
+    away. The progress beacon still counts the light calls, so a 3 s bound does not stop
+    a loop that keeps executing (it did: the beacon only moved at samples)."""
+    script = project / "slowing.py"
+    script.write_text(SLOWING)
+    proc = run_pgle("run", "--profile", str(_profile(project)), "--stall-timeout", "3s",
+                    "--json", "--run-dir", "r", str(script), cwd=project, timeout=180)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err[-3000:]
+    assert "no progress" not in err
+    jit = next(json.loads(ln) for ln in (project / "r" / "events.jsonl").read_text().splitlines()
+               if '"jit_functions"' in ln)
+    step = next(f for f in jit["functions"] if f["function"] == "jit(step)")
+    assert step["executions"] > 20000 + 20
+    # it went light (its starts are the sampled calls only): the case this test is about
+    assert len(jit["starts"]) < 10000, (len(jit["starts"]), jit["watch"])
