@@ -243,6 +243,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "pgle/launch/launcher.py": (
         L + "test_exit_wait.py",
         L + "test_launch_units.py",
+        L + "test_stall_progress.py",
         L + "test_streams.py",
         L + "test_terminal.py",
     ),
