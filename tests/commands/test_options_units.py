@@ -193,7 +193,9 @@ def test_store_options(tmp_path):
     assert S(str(tmp_path), serve=True).serve
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into any folder")
+@pytest.mark.unprivileged
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere (CI reruns "
+                                              "`-m unprivileged` as a non-root user)")
 def test_store_options_in_a_folder_nobody_may_write(tmp_path):
     ro = tmp_path / "ro"
     (ro / "store").mkdir(parents=True)
