@@ -24,7 +24,9 @@ This module imports only the standard library at import: the harness runs it in 
 from __future__ import annotations
 
 import array
+import errno
 import os
+import stat
 import struct
 import sys
 from pathlib import Path
@@ -89,7 +91,18 @@ class StepFile:
         if self.error is not None:
             return empty
         try:
-            with open(self.path, "rb") as f:
+            # A run folder is untrusted: a link is not followed, and a FIFO or a device never
+            # blocks nor streams for ever (O_NONBLOCK; only a regular file is read).
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                self.error = f"{self.path} is a symbolic link; its steps are not read"
+            return empty  # missing (not written yet) or unreadable: no steps
+        try:
+            with open(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    self.error = f"{self.path} is not a regular file; its steps are not read"
+                    return empty
                 if self.offset == 0:
                     head = f.read(len(HEADER))
                     if len(head) < len(HEADER):

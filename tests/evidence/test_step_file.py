@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import array
 import json
+import os
 from pathlib import Path
 
 from pgle.evidence import step_file
@@ -75,3 +76,20 @@ def test_a_file_that_is_no_step_file_is_one_line_and_no_steps(tmp_path: Path):
     # a header cut short: no steps yet, no error (the harness writes it in one write)
     ev = read_events(a_run(tmp_path, b"", header=step_file.HEADER[:5]))
     assert len(ev.steps) == 0 and ev.steps_error is None
+
+
+def test_a_link_or_a_fifo_in_place_of_the_step_file_is_not_read(tmp_path: Path):
+    """Another user's run folder: a steps.bin that is a link (to a file of theirs or ours) is
+    not followed, and a FIFO does not hang the reader; each is one line and no steps."""
+    events = a_run(tmp_path, TWO_STEPS)
+    real = tmp_path / "real.bin"
+    (tmp_path / "steps.bin").rename(real)
+    (tmp_path / "steps.bin").symlink_to(real)
+    ev = read_events(events)
+    assert len(ev.steps) == 0 and ev.exit is not None
+    assert ev.steps_error == f"{tmp_path / 'steps.bin'} is a symbolic link; its steps are not read"
+    (tmp_path / "steps.bin").unlink()
+    os.mkfifo(tmp_path / "steps.bin")
+    ev = read_events(events)  # returns: a FIFO with no writer would block a plain open()
+    assert len(ev.steps) == 0
+    assert ev.steps_error == f"{tmp_path / 'steps.bin'} is not a regular file; its steps are not read"
