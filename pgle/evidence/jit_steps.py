@@ -176,7 +176,10 @@ def run_steps(events: RunEvents) -> RunSteps:
         how = (
             f"{found}; each step's time is from the completion of the previous execution's "
             "outputs to that of its own (the loop's throughput: other jitted calls and Python "
-            "included), shared equally among executions that completed together"
+            "included), shared equally among executions that completed together; a "
+            "completion is noted when pgle's thread gets the GIL, up to the switch interval "
+            "(5 ms by default) late while the loop runs Python: one step's time is that "
+            "uncertain, a run of steps' is not"
         )
         return RunSteps(
             times, "executions", function, module, how, max(execs - len(times), 0), "completion"

@@ -122,18 +122,28 @@ def test_a_python_bound_loop_is_timed_by_its_throughput(tmp_path):
     """Each step builds its batch in Python and numpy (~5 ms), runs a tiny jitted step and
     logs float(loss): the step's device work is a small part of the loop's time per step.
     pgle's step time is the loop's throughput (completion to completion of the step's
-    executions), the median over steps within 10% of the loop's own; the device work alone
-    (what pgle reported before) is far below it, and still ranks the step."""
+    executions). Each completion is noted when the watcher's thread gets the GIL, which the
+    loop's Python holds for up to the switch interval (5 ms): one step's time is that
+    uncertain, a run of steps' is not (the errors cancel). So like for like: pgle's mean over
+    each 10 steps against the loop's own over the same steps, their median within 10% (the
+    median of single steps missed by 14% on a loaded CI machine, by 7-13% here with two CPU
+    burners, while the 10-step median stayed within 1.2%); the report's median within 25%.
+    The device work alone (what pgle reported before) is far below it, and still ranks the
+    step."""
     report, own, jit = _run(tmp_path, "host", "--steps", "60")
     steps = report["steps"]
     assert steps["function"] == "jit(train_step)" and steps["step_time_source"] == "completion"
-    assert "throughput" in steps["how"]
-    theirs = statistics.median(own["per_step_s"])
-    ours = report["step_times"]["median_s"]
-    assert abs(ours / theirs - 1) <= TOLERANCE, (ours, theirs, jit["watch"])
+    assert "throughput" in steps["how"] and "switch interval" in steps["how"]
+    segments = own["segments"]  # one per step here
+    windows = [[segments[a][0], segments[a + 9][1], 10] for a in range(0, len(segments) - 9, 10)]
+    theirs = [(t1 - t0) / k for t0, t1, k in windows]
+    ratios = [o / t for o, t in zip(_per_segment(jit["work"], windows), theirs, strict=True)]
+    assert len(ratios) >= 5 and abs(statistics.median(ratios) - 1) <= TOLERANCE, ratios
+    reported = report["step_times"]["median_s"]
+    assert abs(reported / statistics.median(own["per_step_s"]) - 1) <= 0.25, reported
     assert report["step_times"]["count"] >= 50
     work = statistics.median(row[1] for row in jit["work"])
-    assert work < theirs / 3, (work, theirs)
+    assert work < statistics.median(theirs) / 3, (work, theirs)
 
 
 def test_a_dispatch_bound_loop_is_timed_without_waiting_on_each_execution(tmp_path):
@@ -201,8 +211,10 @@ def test_a_function_that_becomes_the_step_late_goes_light_in_its_turn(tmp_path):
     """3,000 calls of a cheap jit(warmup) lead the count (it goes light first), then 3,000 of
     the 4-matmul jit(step): the rule turns to jit(step) once its work is the greater, warmup
     takes the full count again and jit(step) goes light; both counts stay exact and the
-    step's loop is timed within 10% of its own."""
-    report, own, jit = _run(tmp_path, "late", "--steps", "3000", "--size", "64")
+    step's loop is timed within 10% of its own. At 128x128 the step's work per call is so far
+    above warmup's that the rule turns within its first ~250 calls under any load (at 64x64 it
+    turned after 650-1,550 calls with four CPU burners: when depends on the load)."""
+    report, own, jit = _run(tmp_path, "late", "--steps", "3000", "--size", "128")
     assert jit["step"] == "jit(step)" and report["steps"]["function"] == "jit(step)"
     rows = {f["function"]: f for f in jit["functions"]}
     assert rows["jit(warmup)"]["executions"] == 3000
