@@ -55,7 +55,9 @@ def test_a_fall_is_refused_and_a_rise_is_not():
         "pgle/b.py: 0.9000 < 1.0000"]
 
 
-@pytest.mark.parametrize("which", ["independent", "regression", "heldout", "heldout2", "heldout3"])
+@pytest.mark.parametrize(
+    "which", ["independent", "regression", "heldout", "heldout2", "heldout3", "heldout4"]
+)
 def test_every_mutant_still_applies_to_the_code(which):
     """tests/mutants/independent.py, mutants.py and heldout*.py find each mutant by
     its exact text: a refactor that moves one must move the mutant with it, or the kill rate

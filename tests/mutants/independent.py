@@ -11,6 +11,7 @@ and the tests of each bug's area run against each.
     python3 tests/mutants/independent.py --set heldout      # bugs written blind to both lists
     python3 tests/mutants/independent.py --set heldout2     # a second list, blind to all three
     python3 tests/mutants/independent.py --set heldout3     # a third list, blind to all four
+    python3 tests/mutants/independent.py --set heldout4     # a fourth list, blind to all five
 
 The working tree is never touched: the tracked and untracked (not ignored) files are copied to a
 temporary folder once, each mutant is written into that copy and undone there after its run, and
@@ -51,6 +52,7 @@ RESULTS = {  # where --write keeps each list's outcomes
     "heldout": Path(__file__).resolve().parent / "heldout-results.json",
     "heldout2": Path(__file__).resolve().parent / "heldout2-results.json",
     "heldout3": Path(__file__).resolve().parent / "heldout3-results.json",
+    "heldout4": Path(__file__).resolve().parent / "heldout4-results.json",
 }
 TIMEOUT_S = 300
 
@@ -260,6 +262,34 @@ AREAS: dict[str, tuple[str, ...]] = {
         K + "test_trace_pooling.py",
         J + "test_multiprocess_units.py",
     ),
+    # Added with tests/mutants/heldout4.py: the tests that import each module, and the
+    # end-to-end tests of its command (the slow multi-process files left out, as above).
+    "pgle/verdicts/origin.py": (V + "test_origin.py", V + "test_verdict.py"),
+    "pgle/verdicts/rows.py": (
+        V + "test_said_once.py",
+        V + "test_verdict.py",
+        E + "test_compile_threads.py",
+    ),
+    "pgle/evidence/step_file.py": (
+        E + "test_step_file.py",
+        E + "test_event_tail.py",
+        E + "test_events_stream.py",
+        L + "test_step_records.py",
+    ),
+    "pgle/launch/stall.py": (
+        L + "test_stall.py",
+        L + "test_stall_progress.py",
+        L + "test_watchdog_signals.py",
+        J + "test_layout_units.py",
+    ),
+    "pgle/store/serving.py": (S + "test_store_serving_units.py", S + "test_store_runs.py"),
+    "pgle/commands/options.py": (
+        K + "test_options_units.py",
+        K + "test_collect_per_module.py",
+        K + "test_tune_units.py",
+    ),
+    "pgle/commands/prewarm.py": (K + "test_prewarm.py", C + "test_cache.py"),
+    "pgle/commands/nsys.py": (K + "test_nsys.py", K + "test_command_units.py"),
 }
 
 # Fails unmutated on a loaded 2-core machine (80000 lines through a pseudo-terminal arrive cut
@@ -660,6 +690,10 @@ def mutants_of(which: str) -> tuple[Mutant, ...]:
         import heldout3  # tests/mutants/heldout3.py: a third list, blind to all four
 
         return heldout3.MUTANTS
+    if which == "heldout4":
+        import heldout4  # tests/mutants/heldout4.py: a fourth list, blind to all five
+
+        return heldout4.MUTANTS
     import mutants  # tests/mutants/mutants.py: the regression list
 
     return mutants.MUTANTS
