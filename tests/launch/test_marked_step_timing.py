@@ -48,16 +48,20 @@ def _known(done):
 
 
 def _per_segment(done, segments):
-    """pgle's time per step over each of the loop's segments: from the last completion seen
-    before the segment began to the last one before it ended, over the steps between."""
-    known = _known(done)
+    """pgle's time per step over each of the loop's segments whose edges pgle saw complete:
+    from the completion of the marked step before the segment's first to that of its last
+    (the loop numbers its segments' steps), over its steps. Like for like: the same steps on
+    both sides, so only the completions' stamps differ (a donated loop's completions are
+    mostly unknown, and a window between other known completions straddled segments whose
+    pace differed by 2x on a loaded machine: 12% off, once). The median: mnist's first
+    segment also holds the eval's compile, which runs after its previous step.
+    Returns pgle's / the loop's time per step, one ratio per such segment."""
+    known = dict(_known(done))
     out = []
-    for t0, t1, _ in segments:
-        before = [(i, t) for i, t in known if t <= t0]
-        inside = [(i, t) for i, t in known if t0 < t <= t1 + 0.002]
-        if before and inside and inside[-1][0] > before[-1][0]:
-            (j, tj), (k, tk) = before[-1], inside[-1]
-            out.append((tk - tj) / (k - j))
+    for t0, t1, steps, last in segments:
+        first = last - steps + 1
+        if first - 1 in known and last in known:
+            out.append((known[last] - known[first - 1]) / (t1 - t0))
     return out
 
 
@@ -67,9 +71,9 @@ def test_an_unsynced_marked_loop_is_timed_by_completion(tmp_path, form):
     steps = report["steps"]
     assert steps["source"] == "markers" and steps["step_time_source"] == "completion"
     assert "completion of the previous step's work" in steps["how"]
+    ratios = _per_segment(done, own["segments"])
+    assert ratios and abs(statistics.median(ratios) - 1) <= TOLERANCE, (ratios, done.watch)
     theirs = own["median_s"]
-    ours = statistics.median(_per_segment(done, own["segments"]))
-    assert abs(ours / theirs - 1) <= TOLERANCE, (ours, theirs, done.watch)
     reported = report["step_times"]["median_s"]
     assert abs(reported / theirs - 1) <= 0.25, (reported, theirs, done.watch)
     # Start to start of the markers (what pgle timed before) is the host's dispatch rate.

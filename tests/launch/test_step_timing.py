@@ -36,7 +36,7 @@ def _per_segment(work, segments):
     """pgle's mean step time over the steps that started in each of the loop's segments."""
     timed = execution_times(work)
     out = []
-    for t0, t1, _ in segments:
+    for t0, t1, *_ in segments:
         inside = [w for t, w in timed if t0 <= t <= t1]
         if inside:
             out.append(sum(inside) / len(inside))

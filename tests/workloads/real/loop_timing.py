@@ -19,10 +19,11 @@ training call) runs inside `jax.profiler.StepTraceAnnotation("train", step_num=i
                     ~5 ms), runs a tiny `jit(train_step)` and logs `float(loss)`: the device
                     work is a small part of the step; every step is its own synced segment
 
-Writes {"form", "per_step_s": [...], "median_s", "segments": [[t0, t1, steps], ...]} to
+Writes {"form", "per_step_s": [...], "median_s", "segments": [[t0, t1, steps, last], ...]} to
 --oracle: the loop's own time per step, one value per synced segment (a segment's wall time over
 its steps; the first segment, with the compile, is left out), and each segment's time.time()
-edges, so that a test can set pgle's step times of the same steps beside it.
+edges and (with --marked) the number of its last marked step, so that a test can set pgle's
+step times of the same steps beside it.
 Usage: loop_timing.py --form F [--steps N] [--every N] [--size N] [--marked] --oracle FILE
 """
 import argparse
@@ -44,13 +45,14 @@ parser.add_argument("--size", type=int, default=384)
 parser.add_argument("--marked", action="store_true")
 parser.add_argument("--oracle", required=True)
 args = parser.parse_args()
-counter = iter(range(10**9))
+marks = [0]  # marked steps entered so far
 
 
 def marked():
-    """The step's marker (--marked), numbered in call order."""
+    """The step's marker (--marked), numbered in call order from 0."""
     if args.marked:
-        return jax.profiler.StepTraceAnnotation("train", step_num=next(counter))
+        marks[0] += 1
+        return jax.profiler.StepTraceAnnotation("train", step_num=marks[0] - 1)
     return contextlib.nullcontext()
 
 
@@ -86,7 +88,7 @@ def segment(t0, steps):
     now = time.perf_counter()
     if steps:
         wall = time.time()
-        segments.append((now - t0, steps, wall - (now - t0), wall))
+        segments.append((now - t0, steps, wall - (now - t0), wall, marks[0] - 1))
 
 
 if args.form in ("mnist", "eval"):
@@ -226,8 +228,8 @@ else:  # log
                 segment(t0, every)
             t0 = time.perf_counter()
 
-per_step = [s / k for s, k, _, _ in segments]
+per_step = [s / k for s, k, *_ in segments]
 with open(args.oracle, "w") as f:
     json.dump({"form": args.form, "per_step_s": per_step,
                "median_s": statistics.median(per_step),
-               "segments": [[a, b, k] for _, k, a, b in segments]}, f)
+               "segments": [[a, b, k, last] for _, k, a, b, last in segments]}, f)
