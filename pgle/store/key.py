@@ -49,6 +49,8 @@ def from_probe(info: dict) -> tuple[StoreKey | None, str | None]:
     if "error" in info:
         return None, f"jax could not start a backend: {info['error']}"
     kinds = info.get("kinds") or []
+    if not kinds:
+        return None, "jax listed no devices"
     if len(kinds) != 1:
         return None, f"the devices are of several kinds ({', '.join(kinds)})"
     return StoreKey(info.get("jax") or "unknown", kinds[0], info.get("count")), None

@@ -177,7 +177,8 @@ def test_the_key_from_the_probe():
         (None, "jax could not start a backend: no GPU")
     assert key.from_probe({"kinds": ["NVIDIA H100", "NVIDIA A100"]}) == \
         (None, "the devices are of several kinds (NVIDIA H100, NVIDIA A100)")
-    assert key.from_probe({}) == (None, "the devices are of several kinds ()")
+    assert key.from_probe({}) == (None, "jax listed no devices")
+    assert key.from_probe({"kinds": []}) == (None, "jax listed no devices")
     assert KEY.describe() == "jax 0.10.2 on NVIDIA H100 80GB HBM3"
 
 
