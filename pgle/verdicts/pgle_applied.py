@@ -494,14 +494,13 @@ RULE_COMPILE_FAILED = "compile_failed"
 
 def sol_rule_sentence(rows: list[dict[str, Any]], device_kind: str | None) -> str:
     """Modules the speed-of-light rule decided: said on the verdict line, with the device."""
-    names = ", ".join(str(m["module"]) for m in rows[:4]) + (" ..." if len(rows) > 4 else "")
     device = (
         f"the device: {device_kind}"
         if device_kind
         else "assumed a Hopper/Blackwell GPU, as the log names none (--device-kind names it)"
     )
     return (
-        f"the speed-of-light rule decided {plural(len(rows), 'module')} ({names}): "
+        f"the speed-of-light rule decided {plural(len(rows), 'module')} ({_names(rows)}): "
         "--min-coverage was not given, no collective is missing, and XLA prices the missing "
         f"compute with its SoL model (jax >= 0.10.1 on Hopper/Blackwell; {device}); "
         "--min-coverage makes coverage decide."
