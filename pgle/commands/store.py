@@ -22,7 +22,13 @@ def installed_version(dist: str) -> str:
 
 
 def _store_warnings(report: Report, st: ProfileStore) -> Report:
-    """What every store command says about the store itself: damaged entries it skipped."""
+    """What every store command says about the store itself: leftovers of interrupted writers
+    it removed (only a writing command sweeps), damaged entries it skipped."""
+    if st.swept:
+        report.summary.append(
+            f"removed {plural(len(st.swept), 'file')} an interrupted writer "
+            f"left behind ({st.swept[0]})"
+        )
     warning = st.damaged_warning()
     if warning:
         report.warnings.append(warning)
@@ -122,11 +128,6 @@ def add_report(
         f"{len(rows) - added} refreshed; policy {pol}; jax {jax}, "
         f"{device_kind})"
     )
-    if st.swept:
-        report.summary.append(
-            f"removed {plural(len(st.swept), 'file')} an interrupted writer "
-            f"left behind ({st.swept[0]})"
-        )
     return _store_warnings(report, st)
 
 
@@ -195,9 +196,4 @@ def prune_report(
         f"{verb} {plural(len(removed), 'profile')} from {store}"
         + ("" if yes else "; dry run, pass --yes to delete")
     )
-    if st.swept:
-        report.summary.append(
-            f"removed {plural(len(st.swept), 'file')} an interrupted writer "
-            f"left behind ({st.swept[0]})"
-        )
     return _store_warnings(report, st)

@@ -383,19 +383,10 @@ class ProfileStore:
             return
         for fp, folder in self._fingerprint_folders(fingerprint):
             try:
-                names = folder.names()
+                found = self._entries_in(fp, folder)
             except OSError:
-                continue
-            for name in names:
-                if not (name.endswith(".json") and not name.startswith(".")):
-                    continue
-
-                def raw(folder: OpenDir = folder, name: str = name) -> bytes:
-                    return folder.read_bytes(name, what="store entry", limit=MAX_METADATA_BYTES)
-
-                entry = self._entry_of(raw, fp, name, folder.child(name))
-                if entry is not None:
-                    yield entry
+                continue  # a folder we may not list
+            yield from found
 
     def entries(
         self,
