@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
-from pgle.phrases import plural
+from pgle.phrases import listed, plural
 from pgle.verdicts import collectives, sync_converted
 from pgle.verdicts.origin import Origin
 from pgle.verdicts.rows import AppliedRow, module_lines
@@ -555,7 +555,7 @@ def sub_compile_row(m: ModuleEvidence) -> dict[str, Any]:
 
 def sub_compile_sentence(subs: list[ModuleEvidence]) -> str:
     names = list(dict.fromkeys(m.module or "?" for m in subs))
-    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    shown = listed(names, 6)
     by = (
         "their module ids"
         if all(m.by == "module id" for m in subs)
