@@ -21,6 +21,7 @@ from pgle.xla.flag_data import (
     RemovedFlag,
     Version,
 )
+from pgle.xla.versions import version_string as _v
 
 __all__ = [
     "CHECKED_THROUGH",
@@ -154,10 +155,6 @@ def versions_text(name: str) -> str:
     if removed:
         parts.append(f"removed in jax {_v(removed.removed_in)}")
     return "; ".join(parts) or "not in pgle's table"
-
-
-def _v(version: tuple[int, ...]) -> str:
-    return ".".join(map(str, version))
 
 
 def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | None) -> dict:
