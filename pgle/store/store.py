@@ -292,20 +292,16 @@ class ProfileStore:
     def fingerprints(self) -> list[str]:
         return sorted({e.fingerprint for e in self.entries()})
 
-    def _profiles_dir(self, *, create: bool = False) -> OpenDir | None:
-        """STORE/profiles opened (made first with `create`); None when missing. A link there
-        is noted as damaged (refused when writing), never followed."""
+    def _profiles_dir(self) -> OpenDir | None:
+        """STORE/profiles opened; None when missing. A link there is noted as damaged, never
+        followed (writers open it themselves: `_entry_folder`)."""
         try:
-            return self.dir.sub(PROFILES, create=create, what="store folder")
+            return self.dir.sub(PROFILES, what="store folder")
         except FileNotFoundError:
             return None
         except LinkRefused:
-            if create:
-                raise
             self.damaged[self._local(PROFILES)] = "a symbolic link, not the store's folder"
         except BadInput:
-            if create:
-                raise
             self.damaged[self._local(PROFILES)] = "not a folder"
         return None
 
