@@ -15,7 +15,7 @@ from typing import Any
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.phrases import plural, ranks_phrase
 from pgle.report import Report
-from pgle.verdicts.auto_pgle import required_failures
+from pgle.verdicts.auto_pgle import finish_code
 from pgle.verdicts.pgle_applied import overall_status
 from pgle.verdicts.rows import module_lines, module_name
 from pgle.verdicts.statuses import Applied
@@ -298,9 +298,5 @@ def combine_modules(
     report.reasons += grouped({r: rep for r, rep in reports.items()}, "reasons", len(reports))
     report.summary.append(f"{rule.headline}: {status}: {head}")
     report.summary += module_lines(modules, ok=ok)
-    failures = required_failures(modules, ok=ok, require_all=require_all, require=require)
-    if failures:
-        report.exit_code = EXIT_NOT_VERIFIED
-        report.reasons += failures
-        report.summary.append("not verified: " + "; ".join(failures))
+    report.exit_code = finish_code(report, 0, ok, require_all, require)
     return report
