@@ -762,15 +762,12 @@ class ProfileStore:
         jax: str,
         device_kind: str,
         policy: Policy | str | None = None,
-        fingerprints: list[str] | None = None,
     ) -> dict[str, list[Entry]]:
         """Per module, the entries XLA would be served under `policy` (newest last)."""
         policy = policy if isinstance(policy, Policy) else parse_policy(policy)
-        wanted = set(fingerprints) if fingerprints else None
         by_fp: dict[str, list[Entry]] = {}
         for e in self.entries(jax=jax, device_kind=device_kind):
-            if wanted is None or e.fingerprint in wanted:
-                by_fp.setdefault(e.fingerprint, []).append(e)
+            by_fp.setdefault(e.fingerprint, []).append(e)
         return {fp: es[-policy.keep :] if policy.merge else es[-1:] for fp, es in by_fp.items()}
 
     def materialize(
@@ -780,7 +777,6 @@ class ProfileStore:
         jax: str,
         device_kind: str,
         policy: Policy | str | None = None,
-        fingerprints: list[str] | None = None,
         force: bool = False,
     ) -> dict[str, list[Entry]]:
         """Write the view XLA reads: `<out>/<fingerprint>.pbtxt` (or `.pb` for an old binary
@@ -796,9 +792,7 @@ class ProfileStore:
             target, force=force, inputs=[] if self.remote else [self.root], what="store view"
         )
         with self.locked(shared=True):  # no trim removes a file while the view is built
-            served = self.select(
-                jax=jax, device_kind=device_kind, policy=policy, fingerprints=fingerprints
-            )
+            served = self.select(jax=jax, device_kind=device_kind, policy=policy)
             if not served:
                 raise ProfileError(
                     f"profile store {self.root} has no profile for jax {jax} on {device_kind}.",
