@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 from typing import Any
 
 from pgle.errors import BadInput, ProfileError
@@ -11,14 +10,7 @@ from pgle.phrases import plural
 from pgle.report import Report
 from pgle.store.policy import parse_policy
 from pgle.store.store import ProfileStore
-
-
-def installed_version(dist: str) -> str:
-    """The installed jax/jaxlib version without importing jax (the CLI must stay fast)."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+from pgle.xla.versions import installed
 
 
 def _store_warnings(report: Report, st: ProfileStore) -> Report:
@@ -96,8 +88,8 @@ def add_report(
     pol = parse_policy(policy)
     modules = _modules_of(profile)
     st = ProfileStore(store, create=True)
-    jax = jax or installed_version("jax")
-    jaxlib = jaxlib or installed_version("jaxlib")
+    jax = jax or installed("jax") or "unknown"
+    jaxlib = jaxlib or installed("jaxlib") or "unknown"
     from pgle.store import serving
     from pgle.store.key import StoreKey
 
@@ -141,7 +133,7 @@ def get_report(
     force: bool = False,
 ) -> Report:
     st = ProfileStore(store)
-    jax = jax or installed_version("jax")
+    jax = jax or installed("jax") or "unknown"
     served = st.materialize(out, jax=jax, device_kind=device_kind, policy=policy, force=force)
     now = dt.datetime.now(dt.UTC)
     rows = [
