@@ -58,10 +58,8 @@ def _svg(label: str, w: int, h: int) -> str:
     )
 
 
-def strip_plot(
-    series: list[tuple[str, list[float]]], unit_scale: float = 1e3, unit: str = "ms"
-) -> str:
-    """One row of dots per series, with its median marked: the spread at a glance."""
+def strip_plot(series: list[tuple[str, list[float]]]) -> str:
+    """One row of dots per series (seconds), with its median marked: the spread at a glance."""
     values = [v for _, vs in series for v in vs]
     if not values:
         return ""
@@ -91,7 +89,7 @@ def strip_plot(
         v = lo + k * (hi - lo) / 4
         parts.append(
             f'<text x="{x(v):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">'
-            f"{v * unit_scale:.2f} {unit}</text>"
+            f"{v * 1e3:.2f} ms</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
