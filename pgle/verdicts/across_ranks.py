@@ -46,7 +46,6 @@ def aggregate_modules(
     by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
     *,
     ok: str = Applied.APPLIED,
-    partial: str = Applied.PARTIAL,
     expected: Iterable[int] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per module over the ranks. A module with one status on every expected rank keeps
@@ -72,12 +71,12 @@ def aggregate_modules(
             rows.setdefault(key, {})[rank] = m
     out = []
     for per_rank in rows.values():
-        out.append(_aggregate_row(per_rank, ok, partial, expected_ranks))
+        out.append(_aggregate_row(per_rank, ok, expected_ranks))
     return out
 
 
 def _aggregate_row(
-    per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: str, expected: Sequence[int]
+    per_rank: Mapping[int, Mapping[str, Any]], ok: str, expected: Sequence[int]
 ) -> dict[str, Any]:
     by_status: dict[str, list[int]] = {}
     for r in sorted(per_rank):
@@ -85,8 +84,8 @@ def _aggregate_row(
     absent = [r for r in expected if r not in per_rank]
     if len(by_status) == 1 and not absent:
         status = next(iter(by_status))
-    elif ok in by_status or partial in by_status:
-        status = partial
+    elif ok in by_status or Applied.PARTIAL in by_status:
+        status = Applied.PARTIAL
     else:
         status = max(by_status, key=lambda s: (len(by_status[s]), -by_status[s][0]))
     worst_rank = next(
