@@ -269,26 +269,21 @@ def job_options(f):
     return f
 
 
-def require_options(f, what: str = "optimized"):
+def auto_pgle_options(f):
+    """--runs / --percentile / --require-all / --require, shared by auto and prewarm."""
     f = click.option(
         "--require",
         "require",
         multiple=True,
         metavar="MODULE",
-        help=f"Exit 3 unless this module (glob, e.g. 'jit_train_step*') is {what}; repeatable.",
+        help="Exit 3 unless this module (glob, e.g. 'jit_train_step*') is optimized; repeatable.",
     )(f)
     f = click.option(
         "--require-all",
         is_flag=True,
-        help=f"Exit 3 unless every module is {what} (one-shot modules such as "
+        help="Exit 3 unless every module is optimized (one-shot modules such as "
         "initializers never are: prefer --require).",
     )(f)
-    return f
-
-
-def auto_pgle_options(f):
-    """--runs / --percentile / --require-all / --require, shared by auto and prewarm."""
-    f = require_options(f)
     f = click.option(
         "--percentile",
         default=90,

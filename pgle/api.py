@@ -29,12 +29,11 @@ import contextlib
 import functools
 import importlib
 import inspect as _signatures  # the stdlib module: `inspect` is the command below
-import logging
 import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -112,27 +111,6 @@ def _keywords_of(fn: Callable[..., Any]) -> dict[str, str]:
     if "module" in out:
         out["-m"] = "module"
     return out
-
-
-@contextlib.contextmanager
-def _forwarded(notify: Callable[[str], None]) -> Iterator[None]:
-    """The `notify=` of earlier releases: pgle's log records, as the lines the CLI prints."""
-
-    class Forward(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            prefix = "warning: " if record.levelno >= logging.WARNING else ""
-            notify(prefix + record.getMessage())
-
-    logger = logging.getLogger("pgle")
-    handler, level = Forward(), logger.level
-    logger.addHandler(handler)
-    if not logger.isEnabledFor(logging.INFO):
-        logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 def _accepts(value: Any, hint: Any) -> bool:
@@ -240,6 +218,8 @@ def _front_door(fn: F) -> F:
                 )
                 kwargs[new] = convert(kwargs.pop(old))
         if notify is not None:
+            from pgle.jobs.driver import log_lines
+
             warnings.warn(
                 f"pgle.api.{fn.__name__}(notify=...) is deprecated: pgle's progress "
                 "and notices go to the `pgle` logger.",
@@ -252,7 +232,7 @@ def _front_door(fn: F) -> F:
             except TypeError as e:  # a missing or unknown keyword: Python's own words
                 raise BadInput(f"pgle.{fn.__name__}: {e}.") from None
             _check_types(fn, bound)
-            with _forwarded(notify) if notify is not None else contextlib.nullcontext():
+            with log_lines(notify) if notify is not None else contextlib.nullcontext():
                 return fn(*args, **kwargs)
         except PgleError as e:
             e.keywords = keywords

@@ -33,6 +33,12 @@ def all_of(n: int, noun: str) -> str:
     return f"the 1 {noun}" if n == 1 else f"all {plural(n, noun)}"
 
 
+def listed(names: list[str], most: int = 8) -> str:
+    """'a, b, c', or the first `most` names and 'and N more'."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def rank_ranges(numbers: Iterable[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
     nums = sorted(set(numbers))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import statistics
 from typing import Any
 
 from pgle.units import human_bytes
@@ -50,10 +51,15 @@ def _table(head: list[str], rows: list[list[Any]], raw: bool = False) -> str:
     return f"<table><tr>{th}</tr>{body}</table>"
 
 
-def strip_plot(
-    series: list[tuple[str, list[float]]], unit_scale: float = 1e3, unit: str = "ms"
-) -> str:
-    """One row of dots per series, with its median marked: the spread at a glance."""
+def _svg(label: str, w: int, h: int) -> str:
+    return (
+        f'<svg role="img" aria-label="{_e(label)}" width="{w}" height="{h}" '
+        'xmlns="http://www.w3.org/2000/svg">'
+    )
+
+
+def strip_plot(series: list[tuple[str, list[float]]]) -> str:
+    """One row of dots per series (seconds), with its median marked: the spread at a glance."""
     values = [v for _, vs in series for v in vs]
     if not values:
         return ""
@@ -66,12 +72,7 @@ def strip_plot(
     def x(v):
         return left + (v - lo) / (hi - lo) * (w - left - 20)
 
-    parts = [
-        (
-            f'<svg role="img" aria-label="step time distribution" width="{w}" height="{h}" '
-            f'xmlns="http://www.w3.org/2000/svg">'
-        )
-    ]
+    parts = [_svg("step time distribution", w, h)]
     for i, (label, vs) in enumerate(series):
         y = 25 + i * row_h
         c = COLORS[i % len(COLORS)]
@@ -79,11 +80,7 @@ def strip_plot(
         for v in vs:
             parts.append(f'<circle cx="{x(v):.1f}" cy="{y}" r="3" fill="{c}" fill-opacity="0.6"/>')
         if vs:
-            med = (
-                sorted(vs)[len(vs) // 2]
-                if len(vs) % 2
-                else sum(sorted(vs)[len(vs) // 2 - 1 : len(vs) // 2 + 1]) / 2
-            )
+            med = statistics.median(vs)
             parts.append(
                 f'<line x1="{x(med):.1f}" x2="{x(med):.1f}" y1="{y - 12}" y2="{y + 12}" '
                 f'stroke="{c}" stroke-width="2"/>'
@@ -92,7 +89,7 @@ def strip_plot(
         v = lo + k * (hi - lo) / 4
         parts.append(
             f'<text x="{x(v):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">'
-            f"{v * unit_scale:.2f} {unit}</text>"
+            f"{v * 1e3:.2f} ms</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -109,12 +106,7 @@ def bar_chart(
     w, left, bar_h = 760, 180, 12
     group_h = bar_h * len(series) + 8
     h = group_h * len(groups) + 30
-    parts = [
-        (
-            f'<svg role="img" aria-label="{_e(label)}" width="{w}" height="{h}" '
-            f'xmlns="http://www.w3.org/2000/svg">'
-        )
-    ]
+    parts = [_svg(label, w, h)]
     for i, g in enumerate(groups):
         y0 = 10 + i * group_h
         parts.append(f'<text x="5" y="{y0 + bar_h}" font-size="11">{_e(g)[:28]}</text>')

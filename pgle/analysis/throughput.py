@@ -56,21 +56,6 @@ def peak_for(device_kind: str | None) -> dict[str, Any] | None:
     return None
 
 
-def summarize(times: list[float]) -> dict[str, Any] | None:
-    if not times:
-        return None
-    q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
-    return {
-        "count": len(times),
-        "median_s": statistics.median(times),
-        "p25_s": q[0],
-        "p75_s": q[2],
-        "min_s": min(times),
-        "max_s": max(times),
-        "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
-    }
-
-
 def ratio_interval(
     before: list[float],
     after: list[float],

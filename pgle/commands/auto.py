@@ -126,7 +126,7 @@ def body(opts: AutoOptions, layout: RankLayout, launch, environ: dict[str, str])
             "no jitted module was profiled or recompiled (did the workload run "
             "any jax.jit function?)"
         )
-    auto_env.summarize(report, "auto PGLE", STATUS_OPTIMIZED, "optimized")
+    auto_env.summarize(report, RULE)
     if collision:  # the per-module rows say "not profiled"; this says why, once, with the fix
         report.summary.append(collision.text)
     report.exit_code = auto_env.finish_code(report, ex, STATUS_OPTIMIZED, p.require_all, p.require)

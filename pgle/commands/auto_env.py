@@ -21,6 +21,7 @@ from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
 from pgle.report import Report
 from pgle.verdicts import auto_pgle
+from pgle.verdicts.across_ranks import ModuleRule
 from pgle.verdicts.rows import module_lines
 from pgle.xla import flag_table, versions
 
@@ -140,11 +141,11 @@ def pre_launch_warnings(workload: Workload, runs: int, percentile: int) -> list[
     return warnings
 
 
-def summarize(report: Report, headline: str, ok: str, what: str, where: str = "") -> None:
+def summarize(report: Report, rule: ModuleRule, where: str = "") -> None:
     """The verdict's line (`auto PGLE: optimized: 2 of 3 modules optimized`), then a line per
     module."""
-    count = auto_pgle.count_line(report.modules, ok, what)
-    report.summary.append(f"{headline}: {report.status}: {count}{where}")
+    count = auto_pgle.count_line(report.modules, rule.ok, rule.what)
+    report.summary.append(f"{rule.headline}: {report.status}: {count}{where}")
     report.summary += module_lines(report.modules)
 
 

@@ -435,15 +435,13 @@ def nsys_check(ctx: Context, info: dict) -> Check:
 # --- XLA_FLAGS ---------------------------------------------------------------
 
 
-def explain_flags(
-    text: str | None, *, probe: bool = False, environ: dict[str, str] | None = None
-) -> Report:
+def explain_flags(text: str | None, *, probe: bool = False) -> Report:
     """`pgle flags explain`: each flag's meaning and status; removed or rejected ones are errors."""
     flags = XlaFlags.parse(text)  # FlagError (exit 2) for an unreadable file of flags
     rows = flag_table.explain_all(flags.flags, versions.jax_version())
     result = None
     if probe and text:
-        result = flag_probe.probe(text, environ=environ)
+        result = flag_probe.probe(text)
         verdicts = {v.name: v for v in result.verdicts}
         for r in rows:
             v = verdicts.get(r["name"])

@@ -390,7 +390,7 @@ def body(opts: NsysOptions, layout: RankLayout, launch, environ: dict[str, str])
             "no module went through the compilation cache: is the workload using "
             "jax.jit, and did the harness start under the launcher?"
         )
-    auto_env.summarize(report, "nsys", STATUS_LOADED, "loaded PGLE-optimized")
+    auto_env.summarize(report, RULE)
     if report_path:
         report.summary.append(f"Nsight Systems report: {report_path}")
     report.exit_code = auto_env.finish_code(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 from pgle.errors import BadInput
 from pgle.evidence.schema import WindowSpec
@@ -86,36 +87,25 @@ class Window:
     def spec(self, trace_dir: Path) -> WindowSpec:
         """What the harness gets. Default: steps 2..6 if the script marks steps, else the
         whole run."""
+        common: dict[str, Any] = {
+            "step_name": self.step_name,
+            "detail": self.detail,
+            "max_bytes": self.max_bytes,
+        }
         if self.steps:
             start, count = self.steps
-            return WindowSpec(
-                "steps",
-                str(trace_dir),
-                start=start,
-                count=count,
-                step_name=self.step_name,
-                detail=self.detail,
-                max_bytes=self.max_bytes,
-            )
+            return WindowSpec("steps", str(trace_dir), start=start, count=count, **common)
         if self.mode == "time":
             return WindowSpec(
-                "time",
-                str(trace_dir),
-                delay=self.delay or 0.0,
-                duration=self.duration,
-                step_name=self.step_name,
-                detail=self.detail,
-                max_bytes=self.max_bytes,
+                "time", str(trace_dir), delay=self.delay or 0.0, duration=self.duration, **common
             )
         return WindowSpec(
             "auto",
             str(trace_dir),
-            step_name=self.step_name,
             warmup=AUTO_WARMUP,
             executions=AUTO_EXECUTIONS,
             max_seconds=AUTO_MAX_SECONDS,
-            detail=self.detail,
-            max_bytes=self.max_bytes,
+            **common,
         )
 
     def describe(self) -> str:

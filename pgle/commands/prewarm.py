@@ -156,9 +156,7 @@ def body(opts: PrewarmOptions, layout: RankLayout, launch, environ: dict[str, st
             "cache_writer": writer,
         }
     )
-    auto_env.summarize(
-        report, "prewarm", STATUS_OPTIMIZED, "have a PGLE-optimized entry", f" in {cache_dir}"
-    )
+    auto_env.summarize(report, RULE, f" in {cache_dir}")
     report.exit_code = auto_env.finish_code(report, ex, STATUS_OPTIMIZED, p.require_all, p.require)
     return report
 

@@ -210,7 +210,7 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
     step_name = steps.module if steps else None
     step_mod = next((m for m in reversed(modules) if step_name and m.module == step_name), None)
     step_source = "the step function" if step_mod else None
-    if step_mod is None and step_name is None and not _has_jit_record(events):
+    if step_mod is None and step_name is None and not events.of(JitFunctions):
         # A run folder from before pgle recorded its jitted functions: the only evidence left
         # is XLA's cost analysis, and the module with the most FLOPs stands in (said so).
         step_mod = throughput.step_module(modules)
@@ -271,10 +271,6 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
         )
     phase.update(trace_sections(first, events.platform))
     return phase
-
-
-def _has_jit_record(events: RunEvents) -> bool:
-    return bool(events.of(JitFunctions))
 
 
 def _compile(events: RunEvents, step_module: str | None) -> dict[str, Any]:

@@ -190,9 +190,7 @@ def _list(runs: OpenDir, path: str) -> list[RunEntry]:
     return sorted(out, key=lambda e: (e.modified, e.name), reverse=True)
 
 
-def _entry(
-    folder: OpenDir, path: str, size: int, modified: float, now: float | None = None
-) -> RunEntry:
+def _entry(folder: OpenDir, path: str, size: int, modified: float) -> RunEntry:
     """The folder's liveness from its lease (module docstring), else from its name's pid."""
     name = os.path.basename(path)
     lease = _read_lease(folder)
@@ -202,7 +200,7 @@ def _entry(
         host = info.get("host") if isinstance(info.get("host"), str) else None
         if host == socket.gethostname():
             return RunEntry(name, path, size, modified, pid, pid is not None and pid_alive(pid))
-        age = (time.time() if now is None else now) - refreshed
+        age = time.time() - refreshed
         return RunEntry(name, path, size, modified, pid, age < LEASE_TTL_SECONDS, host)
     m = RUN_NAME_RE.fullmatch(name)
     pid = _pid(int(m.group(1))) if m else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 from typing import Any
 
 from pgle.errors import BadInput, ProfileError
@@ -11,18 +10,17 @@ from pgle.phrases import plural
 from pgle.report import Report
 from pgle.store.policy import parse_policy
 from pgle.store.store import ProfileStore
-
-
-def installed_version(dist: str) -> str:
-    """The installed jax/jaxlib version without importing jax (the CLI must stay fast)."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+from pgle.xla.versions import installed
 
 
 def _store_warnings(report: Report, st: ProfileStore) -> Report:
-    """What every store command says about the store itself: damaged entries it skipped."""
+    """What every store command says about the store itself: leftovers of interrupted writers
+    it removed (only a writing command sweeps), damaged entries it skipped."""
+    if st.swept:
+        report.summary.append(
+            f"removed {plural(len(st.swept), 'file')} an interrupted writer "
+            f"left behind ({st.swept[0]})"
+        )
     warning = st.damaged_warning()
     if warning:
         report.warnings.append(warning)
@@ -90,8 +88,8 @@ def add_report(
     pol = parse_policy(policy)
     modules = _modules_of(profile)
     st = ProfileStore(store, create=True)
-    jax = jax or installed_version("jax")
-    jaxlib = jaxlib or installed_version("jaxlib")
+    jax = jax or installed("jax") or "unknown"
+    jaxlib = jaxlib or installed("jaxlib") or "unknown"
     from pgle.store import serving
     from pgle.store.key import StoreKey
 
@@ -122,11 +120,6 @@ def add_report(
         f"{len(rows) - added} refreshed; policy {pol}; jax {jax}, "
         f"{device_kind})"
     )
-    if st.swept:
-        report.summary.append(
-            f"removed {plural(len(st.swept), 'file')} an interrupted writer "
-            f"left behind ({st.swept[0]})"
-        )
     return _store_warnings(report, st)
 
 
@@ -140,7 +133,7 @@ def get_report(
     force: bool = False,
 ) -> Report:
     st = ProfileStore(store)
-    jax = jax or installed_version("jax")
+    jax = jax or installed("jax") or "unknown"
     served = st.materialize(out, jax=jax, device_kind=device_kind, policy=policy, force=force)
     now = dt.datetime.now(dt.UTC)
     rows = [
@@ -195,9 +188,4 @@ def prune_report(
         f"{verb} {plural(len(removed), 'profile')} from {store}"
         + ("" if yes else "; dry run, pass --yes to delete")
     )
-    if st.swept:
-        report.summary.append(
-            f"removed {plural(len(st.swept), 'file')} an interrupted writer "
-            f"left behind ({st.swept[0]})"
-        )
     return _store_warnings(report, st)

@@ -102,31 +102,39 @@ def run(
     return rank.run(wf, opts, environ)
 
 
-class _Notices(logging.Handler):
-    def __init__(self, notices: list[str]) -> None:
+class _Lines(logging.Handler):
+    def __init__(self, sink: Callable[[str], None]) -> None:
         super().__init__()
-        self.notices = notices
+        self.sink = sink
 
     def emit(self, record: logging.LogRecord) -> None:
         prefix = "warning: " if record.levelno >= logging.WARNING else ""
-        self.notices.append(prefix + record.getMessage())
+        self.sink(prefix + record.getMessage())
 
 
 @contextlib.contextmanager
-def _kept(notices: list[str]) -> Iterator[None]:
-    """On a rank other than 0, pgle's log records go into `notices` (the rank's report,
-    `details.notices`) instead of the terminal: only rank 0 talks, the others print one line."""
+def log_lines(sink: Callable[[str], None], *, alone: bool = False) -> Iterator[None]:
+    """pgle's log records (INFO and up) also go to `sink`, as the lines the CLI prints;
+    `alone`: only there, not to the terminal (on a rank other than 0 they go into the rank's
+    report, `details.notices`: only rank 0 talks, the others print one line)."""
     logger = logging.getLogger("pgle")
     handlers, propagate, level = logger.handlers[:], logger.propagate, logger.level
-    logger.handlers[:] = [_Notices(notices)]
-    logger.propagate = False
+    handler = _Lines(sink)
+    if alone:
+        logger.handlers[:] = [handler]
+        logger.propagate = False
+    else:
+        logger.addHandler(handler)
     if not logger.isEnabledFor(logging.INFO):
         logger.setLevel(logging.INFO)
     try:
         yield
     finally:
-        logger.handlers[:] = handlers
-        logger.propagate = propagate
+        if alone:
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+        else:
+            logger.removeHandler(handler)
         logger.setLevel(level)
 
 
@@ -200,7 +208,11 @@ class RankRun:
     ) -> Report:
         """Resolve the layout, run the body with the hooks, record the report; on rank 0 gather
         and combine. On another rank pgle's log records become the report's notices."""
-        with contextlib.nullcontext() if self.info.is_leader else _kept(self.notices):
+        with (
+            contextlib.nullcontext()
+            if self.info.is_leader
+            else log_lines(self.notices.append, alone=True)
+        ):
             return self._run(wf, opts, environ, run_root)
 
     def _run(
@@ -713,20 +725,10 @@ class QuietReport(Report):
 
     @classmethod
     def of(cls, report: Report, line: str) -> QuietReport:
-        return cls(
-            report.command,
-            report.status,
-            exit_code=report.exit_code,
-            workload_exit_code=report.workload_exit_code,
-            profile=report.profile,
-            log_path=report.log_path,
-            trace_dir=report.trace_dir,
-            run_dir=report.run_dir,
-            modules=report.modules,
-            reasons=report.reasons,
-            summary=[line],
-            full=json.loads(report.to_json()),
-        )
+        kept = {f.name: getattr(report, f.name) for f in dataclasses.fields(Report)}
+        # Its warnings and details only in `full`: the CLI prints the one line.
+        kept.update(warnings=[], details={}, summary=[line])
+        return cls(**kept, full=json.loads(report.to_json()))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.full or {})

@@ -27,16 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from pgle.errors import BadInput, PgleError
+from pgle.shared_folders import CLOEXEC, DIRECTORY, NOFOLLOW, NONBLOCK
 
 MAX_REPORT_BYTES = 16 << 20  # a rank's report, start or exit file: real ones are a few KB
 MAX_PROFILE_BYTES = 1 << 30  # one rank's profile, all of a per-module folder's files together
 MAX_PROFILE_FILES = 10_000  # files in one rank's per-module folder
 MAX_JSON_DEPTH = 64  # nesting of a rank's JSON (a report nests 5 deep)
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 class RankDataError(PgleError):
@@ -233,12 +229,12 @@ def _open_under(root: Path, rel: str, *, directory: bool = False) -> int:
     parts = [p for p in rel.split("/") if p]
     if not parts or any(p in (".", "..") for p in parts):
         raise _refuse(rel, "is not a name inside the job folder")
-    fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    fd = os.open(root, os.O_RDONLY | DIRECTORY | CLOEXEC)
     try:
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
-            flags = os.O_RDONLY | _NOFOLLOW | _CLOEXEC
-            flags |= _NONBLOCK if last and not directory else _DIRECTORY
+            flags = os.O_RDONLY | NOFOLLOW | CLOEXEC
+            flags |= NONBLOCK if last and not directory else DIRECTORY
             try:
                 nxt = os.open(part, flags, dir_fd=fd)
             except OSError as e:

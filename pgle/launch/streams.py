@@ -20,7 +20,7 @@ STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
 # failed since (cli/output.py drops them): fd -> why.
 closed_at_start: set[int] = set()
 failed: dict[int, str] = {}
-said: set[str] = set()  # keys of lines said once per process
+said: set[str] = set()  # keys of lines said once per process (pgle.launch.pumps)
 
 
 def _is_open(fd: int) -> bool:
@@ -78,12 +78,8 @@ def write_line(fd: int, text: str) -> bool:
     return True
 
 
-def say(text: str, *, once: str | None = None) -> bool:
-    """pgle's line on stderr, or on stdout when stderr is closed or failing. `once`: a key;
-    the line is said at most once per process under it. False: no stream took it."""
-    if once is not None:
-        if once in said:
-            return True
-        said.add(once)
+def say(text: str) -> bool:
+    """pgle's line on stderr, or on stdout when stderr is closed or failing. False: no stream
+    took it."""
     line = text if text.endswith("\n") else text + "\n"
     return any(usable(fd) and write_line(fd, line) for fd in (2, 1))

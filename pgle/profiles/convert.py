@@ -199,35 +199,10 @@ class TraceConversion:
         }
 
 
-def convert_trace(
-    run_dir: Any,
-    *,
-    per_module: bool,
-    stat: str = "median",
-    log_path: Any = None,
-    steps_window: Any = None,
-    qualify: bool = False,
-    merge_fragments: bool | None = None,
-) -> dict[str, Profile]:
-    """Profiles from a trace run folder: `{fingerprint: Profile}` per module, else `{'': Profile}`.
-
-    `steps_window`: one `(start_ns, end_ns)` pair or a list of them, in Unix-epoch
-    nanoseconds (`time.time_ns()` in the workload); an execution is kept when it
-    starts inside one. `qualify` (single file only): prefix every instruction with
-    its module's fingerprint from any source, not only where jaxlib would.
-    `merge_fragments` (default: on per module, off for a single file): count the
-    kernels of one op execution (same `scope_range_id` on one device) as one span,
-    as XLA main does since 2025; jaxlib 0.10.2 counts each kernel separately.
-    """
-    return convert_trace_detailed(
-        run_dir,
-        per_module=per_module,
-        stat=stat,
-        log_path=log_path,
-        steps_window=steps_window,
-        qualify=qualify,
-        merge_fragments=merge_fragments,
-    ).profiles
+def convert_trace(run_dir: Any, **options: Any) -> dict[str, Profile]:
+    """Profiles from a trace run folder: `{fingerprint: Profile}` per module, else `{'': Profile}`
+    (`convert_trace_detailed`'s options; its `.profiles`)."""
+    return convert_trace_detailed(run_dir, **options).profiles
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -400,7 +375,18 @@ def convert_trace_detailed(
     merge_fragments: bool | None = None,
     files: list[str] | None = None,
 ) -> TraceConversion:
-    """`files`: the folder's `*.xplane.pb` files, when the caller already listed them."""
+    """Everything the conversion of a trace run folder learned (its `profiles`: `{fingerprint:
+    Profile}` per module, else `{'': Profile}`).
+
+    `steps_window`: one `(start_ns, end_ns)` pair or a list of them, in Unix-epoch
+    nanoseconds (`time.time_ns()` in the workload); an execution is kept when it
+    starts inside one. `qualify` (single file only): prefix every instruction with
+    its module's fingerprint from any source, not only where jaxlib would.
+    `merge_fragments` (default: on per module, off for a single file): count the
+    kernels of one op execution (same `scope_range_id` on one device) as one span,
+    as XLA main does since 2025; jaxlib 0.10.2 counts each kernel separately.
+    `files`: the folder's `*.xplane.pb` files, when the caller already listed them.
+    """
     stat = parse_stat(stat)
     merge = per_module if merge_fragments is None else merge_fragments
     window = _normalize_window(steps_window)

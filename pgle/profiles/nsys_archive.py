@@ -147,6 +147,13 @@ def _read_parquet(path: pathlib.Path, columns: list[str] | None = None) -> dict[
         ) from None
 
 
+def _id(value: Any) -> int | None:
+    """An id column's value; None where it is missing (None, or NaN in a float column)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value)
+
+
 def read_ranges(folder: pathlib.Path) -> list[Range]:
     trace = folder / TRACE
     if trace.is_dir():
@@ -167,24 +174,18 @@ def read_ranges(folder: pathlib.Path) -> list[Range]:
         rids, parents = cols["RangeId"], cols["ParentId"]
         gpu_ops = cols.get("NumGPUOps")
         for i, name in enumerate(cols["Name"]):
-            if (
-                rids[i] is None
-                or (isinstance(rids[i], float) and math.isnan(rids[i]))
-                or name is None
-            ):
+            rid = _id(rids[i])
+            if rid is None or name is None:
                 continue
-            parent = parents[i]
             out.append(
                 Range(
-                    rid=int(rids[i]),
+                    rid=rid,
                     name=name,
                     start=int(starts[i]),
                     duration=int(durs[i]),
                     pid=int(cols["PID"][i]),
                     tid=int(cols["TID"][i]),
-                    parent=None
-                    if parent is None or (isinstance(parent, float) and math.isnan(parent))
-                    else int(parent),
+                    parent=_id(parents[i]),
                     gpu_ops=None if gpu_ops is None else int(gpu_ops[i]),
                 )
             )
@@ -192,7 +193,6 @@ def read_ranges(folder: pathlib.Path) -> list[Range]:
         domains = cols.get("Domain")
         for i, text in enumerate(cols["Text"]):
             name = f"{domains[i]}:{text}" if domains is not None else text
-            parent = cols["Parent ID"][i]
             out.append(
                 Range(
                     rid=int(cols["Range ID"][i]),
@@ -201,9 +201,7 @@ def read_ranges(folder: pathlib.Path) -> list[Range]:
                     duration=int(cols["End"][i]) - int(cols["Start"][i]),
                     pid=int(cols["PID"][i]),
                     tid=int(cols["TID"][i]),
-                    parent=None
-                    if parent is None or (isinstance(parent, float) and math.isnan(parent))
-                    else int(parent),
+                    parent=_id(cols["Parent ID"][i]),
                 )
             )
     else:

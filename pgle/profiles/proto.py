@@ -468,33 +468,27 @@ def _trace_pool() -> Any:
     return pool
 
 
-def _message_factory() -> Any:
+def _trace_class(name: str) -> MessageClass:
     from google.protobuf import message_factory
 
-    return message_factory
+    return message_factory.GetMessageClass(_trace_pool().FindMessageTypeByName(name))
 
 
 def xspace_class() -> MessageClass:
     """`tensorflow.profiler.XSpace` (the `<host>.xplane.pb` of a trace run folder)."""
-    return _message_factory().GetMessageClass(
-        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XSpace")
-    )
+    return _trace_class(f"{XSPACE_PACKAGE}.XSpace")
 
 
 def hlo_proto_class() -> MessageClass:
     """`xla.HloProto`, reduced to names, ids and frontend attributes."""
-    return _message_factory().GetMessageClass(_trace_pool().FindMessageTypeByName("xla.HloProto"))
+    return _trace_class("xla.HloProto")
 
 
 def xplane_class() -> MessageClass:
     """`tensorflow.profiler.XPlane`: device planes are parsed one at a time to bound memory."""
-    return _message_factory().GetMessageClass(
-        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XPlane")
-    )
+    return _trace_class(f"{XSPACE_PACKAGE}.XPlane")
 
 
 def xline_class() -> MessageClass:
     """`tensorflow.profiler.XLine`: a plane's events are checked by protobuf a slice at a time."""
-    return _message_factory().GetMessageClass(
-        _trace_pool().FindMessageTypeByName(f"{XSPACE_PACKAGE}.XLine")
-    )
+    return _trace_class(f"{XSPACE_PACKAGE}.XLine")

@@ -292,20 +292,16 @@ class ProfileStore:
     def fingerprints(self) -> list[str]:
         return sorted({e.fingerprint for e in self.entries()})
 
-    def _profiles_dir(self, *, create: bool = False) -> OpenDir | None:
-        """STORE/profiles opened (made first with `create`); None when missing. A link there
-        is noted as damaged (refused when writing), never followed."""
+    def _profiles_dir(self) -> OpenDir | None:
+        """STORE/profiles opened; None when missing. A link there is noted as damaged, never
+        followed (writers open it themselves: `_entry_folder`)."""
         try:
-            return self.dir.sub(PROFILES, create=create, what="store folder")
+            return self.dir.sub(PROFILES, what="store folder")
         except FileNotFoundError:
             return None
         except LinkRefused:
-            if create:
-                raise
             self.damaged[self._local(PROFILES)] = "a symbolic link, not the store's folder"
         except BadInput:
-            if create:
-                raise
             self.damaged[self._local(PROFILES)] = "not a folder"
         return None
 
@@ -383,19 +379,10 @@ class ProfileStore:
             return
         for fp, folder in self._fingerprint_folders(fingerprint):
             try:
-                names = folder.names()
+                found = self._entries_in(fp, folder)
             except OSError:
-                continue
-            for name in names:
-                if not (name.endswith(".json") and not name.startswith(".")):
-                    continue
-
-                def raw(folder: OpenDir = folder, name: str = name) -> bytes:
-                    return folder.read_bytes(name, what="store entry", limit=MAX_METADATA_BYTES)
-
-                entry = self._entry_of(raw, fp, name, folder.child(name))
-                if entry is not None:
-                    yield entry
+                continue  # a folder we may not list
+            yield from found
 
     def entries(
         self,
@@ -775,15 +762,12 @@ class ProfileStore:
         jax: str,
         device_kind: str,
         policy: Policy | str | None = None,
-        fingerprints: list[str] | None = None,
     ) -> dict[str, list[Entry]]:
         """Per module, the entries XLA would be served under `policy` (newest last)."""
         policy = policy if isinstance(policy, Policy) else parse_policy(policy)
-        wanted = set(fingerprints) if fingerprints else None
         by_fp: dict[str, list[Entry]] = {}
         for e in self.entries(jax=jax, device_kind=device_kind):
-            if wanted is None or e.fingerprint in wanted:
-                by_fp.setdefault(e.fingerprint, []).append(e)
+            by_fp.setdefault(e.fingerprint, []).append(e)
         return {fp: es[-policy.keep :] if policy.merge else es[-1:] for fp, es in by_fp.items()}
 
     def materialize(
@@ -793,7 +777,6 @@ class ProfileStore:
         jax: str,
         device_kind: str,
         policy: Policy | str | None = None,
-        fingerprints: list[str] | None = None,
         force: bool = False,
     ) -> dict[str, list[Entry]]:
         """Write the view XLA reads: `<out>/<fingerprint>.pbtxt` (or `.pb` for an old binary
@@ -809,9 +792,7 @@ class ProfileStore:
             target, force=force, inputs=[] if self.remote else [self.root], what="store view"
         )
         with self.locked(shared=True):  # no trim removes a file while the view is built
-            served = self.select(
-                jax=jax, device_kind=device_kind, policy=policy, fingerprints=fingerprints
-            )
+            served = self.select(jax=jax, device_kind=device_kind, policy=policy)
             if not served:
                 raise ProfileError(
                     f"profile store {self.root} has no profile for jax {jax} on {device_kind}.",

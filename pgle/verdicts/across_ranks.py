@@ -15,7 +15,7 @@ from typing import Any
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.phrases import plural, ranks_phrase
 from pgle.report import Report
-from pgle.verdicts.auto_pgle import required_failures
+from pgle.verdicts.auto_pgle import finish_code
 from pgle.verdicts.pgle_applied import overall_status
 from pgle.verdicts.rows import module_lines, module_name
 from pgle.verdicts.statuses import Applied
@@ -46,7 +46,6 @@ def aggregate_modules(
     by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
     *,
     ok: str = Applied.APPLIED,
-    partial: str = Applied.PARTIAL,
     expected: Iterable[int] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per module over the ranks. A module with one status on every expected rank keeps
@@ -72,12 +71,12 @@ def aggregate_modules(
             rows.setdefault(key, {})[rank] = m
     out = []
     for per_rank in rows.values():
-        out.append(_aggregate_row(per_rank, ok, partial, expected_ranks))
+        out.append(_aggregate_row(per_rank, ok, expected_ranks))
     return out
 
 
 def _aggregate_row(
-    per_rank: Mapping[int, Mapping[str, Any]], ok: str, partial: str, expected: Sequence[int]
+    per_rank: Mapping[int, Mapping[str, Any]], ok: str, expected: Sequence[int]
 ) -> dict[str, Any]:
     by_status: dict[str, list[int]] = {}
     for r in sorted(per_rank):
@@ -85,8 +84,8 @@ def _aggregate_row(
     absent = [r for r in expected if r not in per_rank]
     if len(by_status) == 1 and not absent:
         status = next(iter(by_status))
-    elif ok in by_status or partial in by_status:
-        status = partial
+    elif ok in by_status or Applied.PARTIAL in by_status:
+        status = Applied.PARTIAL
     else:
         status = max(by_status, key=lambda s: (len(by_status[s]), -by_status[s][0]))
     worst_rank = next(
@@ -298,9 +297,5 @@ def combine_modules(
     report.reasons += grouped({r: rep for r, rep in reports.items()}, "reasons", len(reports))
     report.summary.append(f"{rule.headline}: {status}: {head}")
     report.summary += module_lines(modules, ok=ok)
-    failures = required_failures(modules, ok=ok, require_all=require_all, require=require)
-    if failures:
-        report.exit_code = EXIT_NOT_VERIFIED
-        report.reasons += failures
-        report.summary.append("not verified: " + "; ".join(failures))
+    report.exit_code = finish_code(report, 0, ok, require_all, require)
     return report

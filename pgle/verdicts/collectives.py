@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from pgle.phrases import plural
+from pgle.phrases import listed, plural
 from pgle.verdicts.statuses import Applied
 from pgle.verdicts.sync_converted import Split, converted_note, unknown_note, unresolved_note
 from pgle.xla import hlo_text
@@ -52,7 +52,6 @@ LAST_WITHOUT_SOL_FALLBACK = (0, 10, 0)
 # Devices whose fallback is the SoL model (elsewhere: "GpuLatencyEstimator (T-shirt sizes)").
 # GH200 is Hopper too: its device_kind is "NVIDIA GH200 480GB" (no word boundary before H200).
 SOL_DEVICES = re.compile(r"\b(?:G?H1\d\d|G?H200|H800|H20|G?B[123]\d\d)\b", re.I)
-SHOWN_NAMES = 8
 DEFAULT_MIN_COVERAGE = 0.9  # where --min-coverage is not given and the SoL rule does not decide
 
 RULE_NOTHING_FOUND = "nothing_found"
@@ -91,11 +90,6 @@ def sol_fallback_expected(jax: tuple[int, ...] | None, device_kind: str | None) 
     return bool(SOL_DEVICES.search(device_kind))
 
 
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:SHOWN_NAMES])
-    return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
-
-
 def decide(
     found: int | None,
     missing: int,
@@ -123,7 +117,7 @@ def decide(
             [
                 (
                     f"the profile misses {missed} ({', '.join(families)}: "
-                    f"{_names(sync.missing)}): the scheduler guesses their cost, which is what "
+                    f"{listed(sync.missing)}): the scheduler guesses their cost, which is what "
                     "PGLE is for; collect the profile again from a run of this exact program"
                 )
             ]

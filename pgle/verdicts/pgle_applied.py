@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence.xla_log import Evidence, ModuleEvidence
-from pgle.phrases import plural
+from pgle.phrases import listed, plural
 from pgle.verdicts import collectives, sync_converted
 from pgle.verdicts.origin import Origin
 from pgle.verdicts.rows import AppliedRow, module_lines
@@ -494,14 +494,13 @@ RULE_COMPILE_FAILED = "compile_failed"
 
 def sol_rule_sentence(rows: list[dict[str, Any]], device_kind: str | None) -> str:
     """Modules the speed-of-light rule decided: said on the verdict line, with the device."""
-    names = ", ".join(str(m["module"]) for m in rows[:4]) + (" ..." if len(rows) > 4 else "")
     device = (
         f"the device: {device_kind}"
         if device_kind
         else "assumed a Hopper/Blackwell GPU, as the log names none (--device-kind names it)"
     )
     return (
-        f"the speed-of-light rule decided {plural(len(rows), 'module')} ({names}): "
+        f"the speed-of-light rule decided {plural(len(rows), 'module')} ({_names(rows)}): "
         "--min-coverage was not given, no collective is missing, and XLA prices the missing "
         f"compute with its SoL model (jax >= 0.10.1 on Hopper/Blackwell; {device}); "
         "--min-coverage makes coverage decide."
@@ -556,7 +555,7 @@ def sub_compile_row(m: ModuleEvidence) -> dict[str, Any]:
 
 def sub_compile_sentence(subs: list[ModuleEvidence]) -> str:
     names = list(dict.fromkeys(m.module or "?" for m in subs))
-    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    shown = listed(names, 6)
     by = (
         "their module ids"
         if all(m.by == "module id" for m in subs)

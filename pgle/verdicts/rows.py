@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pgle.phrases import plural
+from pgle.phrases import listed, plural
 from pgle.verdicts.statuses import Applied
 
 UNNAMED = "(module name not logged)"
@@ -185,7 +185,6 @@ def _converted_text(row: Mapping[str, Any]) -> str | None:
 
 # The execution count of a row of the auto-PGLE family (auto, prewarm, nsys), by field.
 EXECUTION_FIELDS = ("executions_seen", "profiled_executions", "prewarm_executions")
-MAX_NAMES = 8  # names listed on one grouped line before "and N more"
 
 
 def executions(row: Mapping[str, Any]) -> int | None:
@@ -193,11 +192,6 @@ def executions(row: Mapping[str, Any]) -> int | None:
     if row.get("executions_seen") is None and row.get("profiled_executions") is not None:
         return int(row["profiled_executions"]) + (1 if row.get("profile_bytes") else 0)
     return next((int(row[f]) for f in EXECUTION_FIELDS if row.get(f) is not None), None)
-
-
-def _names(labels: list[str]) -> str:
-    shown = ", ".join(labels[:MAX_NAMES])
-    return shown + (f" and {len(labels) - MAX_NAMES} more" if len(labels) > MAX_NAMES else "")
 
 
 def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) -> list[str]:
@@ -220,13 +214,13 @@ def module_lines(rows: Iterable[Mapping[str, Any]], *, ok: str | None = None) ->
         if not any(r is o for o in one_shot):
             label, text = _label_and_text(r, ok)
             groups.setdefault(text, []).append(label)
-    lines = said_once([f"  {_names(labels)}: {text}" for text, labels in groups.items()])
+    lines = said_once([f"  {listed(labels)}: {text}" for text, labels in groups.items()])
     if one_shot:
         statuses = ", ".join(dict.fromkeys(r["status"] for r in one_shot))
         lines.append(
             f"  {len(one_shot)} modules executed only once ({statuses}; one-shot code "
             f"such as setup or eval, which auto PGLE never re-optimizes): "
-            + _names([_label_and_text(r, ok)[0] for r in one_shot])
+            + listed([_label_and_text(r, ok)[0] for r in one_shot])
         )
     return lines
 
@@ -266,7 +260,7 @@ def _applied_lines(rows: list[Mapping[str, Any]], ok: str | None) -> list[str]:
     out = []
     for text, labels in groups.items():
         if len(labels) >= 3 and not text.startswith(Applied.APPLIED):
-            out.append(f"  {len(labels)} modules ({_names(labels)}): {text}")
+            out.append(f"  {len(labels)} modules ({listed(labels)}): {text}")
         else:
             out += [f"  {label}: {text}" for label in labels]
     return out

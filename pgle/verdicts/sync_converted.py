@@ -35,6 +35,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from pgle.phrases import listed
 from pgle.xla import hlo_text
 from pgle.xla.instruction_kinds import (
     COMPUTE,
@@ -208,16 +209,11 @@ def split(
     return out
 
 
-def _listed(names: list[str]) -> str:
-    """The first eight names, and how many more."""
-    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-
-
 def converted_note(s: Split) -> str | None:
     if not s.converted:
         return None
     if s.by == "hlo":
-        shown = _listed(
+        shown = listed(
             [
                 f"{n} ran as the synchronous {e}" if e else f"{n} is not in the executed module"
                 for n, e in s.converted
@@ -225,7 +221,7 @@ def converted_note(s: Split) -> str | None:
         )
         how = "read from the executed HLO"
     else:
-        shown = _listed([n for n, _ in s.converted])
+        shown = listed([n for n, _ in s.converted])
         how = (
             "the log's `Added pair` lines: XLA made them synchronous after scheduling, and "
             "jax >= 0.11.1 renames such a pair"
@@ -243,7 +239,7 @@ def unknown_note(s: Split) -> str | None:
     if not s.unknown:
         return None
     return (
-        f"{_listed(s.unknown)}: async instructions not in the profile whose kind the log does not "
+        f"{listed(s.unknown)}: async instructions not in the profile whose kind the log does not "
         "show, so pgle never counts them as compute: on jax >= 0.11 a small all-reduce compiles "
         "to an async Triton collective fusion (fusion-start/-done), and async custom calls "
         "(custom-call-start) carry communication (TransformerEngine-JAX's expert-parallel "
@@ -257,7 +253,7 @@ def unknown_note(s: Split) -> str | None:
 def unresolved_note(s: Split) -> str | None:
     if not s.unresolved:
         return None
-    names = _listed(s.unresolved)
+    names = listed(s.unresolved)
     if s.why_unresolved == "version":
         return (
             f"{names}: not in the profile; the log says XLA made it synchronous after "

@@ -21,6 +21,7 @@ from pgle.xla.flag_data import (
     RemovedFlag,
     Version,
 )
+from pgle.xla.versions import version_string
 
 __all__ = [
     "CHECKED_THROUGH",
@@ -94,10 +95,10 @@ def _value_history(info: FlagInfo, value: str) -> str:
     """Why a value another release accepts is wrong for this one, or ''."""
     for v, first in info.value_since:
         if _same(info, v, value):
-            return f"{value!r} needs jax >= {_v(first)}"
+            return f"{value!r} needs jax >= {version_string(first)}"
     for v, _, removed in info.old_values:
         if _same(info, v, value):
-            return f"{value!r} was removed in jax {_v(removed)}"
+            return f"{value!r} was removed in jax {version_string(removed)}"
     return ""
 
 
@@ -146,18 +147,14 @@ def versions_text(name: str) -> str:
     info = FLAGS.get(name)
     parts = []
     if info and info.since:
-        parts.append(f"jax >= {_v(info.since)}")
+        parts.append(f"jax >= {version_string(info.since)}")
     elif info:
-        parts.append(f"in every jax pgle supports (>= {_v(OLDEST_SUPPORTED_JAX)})")
+        parts.append(f"in every jax pgle supports (>= {version_string(OLDEST_SUPPORTED_JAX)})")
     if removed and removed.since:
-        parts.append(f"added in jax {_v(removed.since)}")
+        parts.append(f"added in jax {version_string(removed.since)}")
     if removed:
-        parts.append(f"removed in jax {_v(removed.removed_in)}")
+        parts.append(f"removed in jax {version_string(removed.removed_in)}")
     return "; ".join(parts) or "not in pgle's table"
-
-
-def _v(version: tuple[int, ...]) -> str:
-    return ".".join(map(str, version))
 
 
 def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | None) -> dict:
@@ -183,7 +180,8 @@ def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | 
     if removed is not None:
         return verdict(
             "error",
-            f"removed in jax {_v(removed.removed_in)}: XLA aborts on it; {removed.replacement}",
+            f"removed in jax {version_string(removed.removed_in)}: XLA aborts on it; "
+            f"{removed.replacement}",
         )
     if not raw.startswith("--") or raw.startswith("---"):
         return verdict(
@@ -195,8 +193,8 @@ def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | 
     if removal is not None and removal.since and jax is not None and jax < removal.since:
         return verdict(
             "error",
-            f"needs jax >= {_v(removal.since)} (and was removed in jax "
-            f"{_v(removal.removed_in)}): this jax aborts on it "
+            f"needs jax >= {version_string(removal.since)} (and was removed in jax "
+            f"{version_string(removal.removed_in)}): this jax aborts on it "
             "('Unknown flag in XLA_FLAGS')",
         )
     if info is None:
@@ -204,7 +202,7 @@ def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | 
     if not exists_in(info, jax):
         return verdict(
             "error",
-            f"needs jax >= {_v(info.since or OLDEST_SUPPORTED_JAX)}: this jax "
+            f"needs jax >= {version_string(info.since or OLDEST_SUPPORTED_JAX)}: this jax "
             f"aborts on it ('Unknown flag in XLA_FLAGS')",
         )
     bad = value_error(info, value, jax)
@@ -215,7 +213,8 @@ def explain_flag(name: str, value: str | None, raw: str, jax: tuple[int, ...] | 
         if info.kind in ("enum", "enum_list") and not checked:
             return verdict(
                 "warn",
-                f"{bad} in jax <= {_v(CHECKED_THROUGH)}; this jax may differ (`--probe` asks it)",
+                f"{bad} in jax <= {version_string(CHECKED_THROUGH)}; this jax may differ "
+                "(`--probe` asks it)",
             )
         return verdict("error", f"{bad}; XLA aborts ('Flag parsing failed')")
     hazard = _flag_hazard(name, value, jax)

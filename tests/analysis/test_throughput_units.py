@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from pgle.analysis.intervals import Coverage, merge
-from pgle.analysis.throughput import peak_for, ratio_interval, summarize, throughput
+from pgle.analysis.throughput import peak_for, ratio_interval, throughput
+from pgle.evidence.steps import summarize
 
 
 @pytest.mark.parametrize("kind,row", [

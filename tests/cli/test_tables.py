@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from helpers.pgle_testing import pgle_lines, run_pgle
-from pgle.phrases import plural
+from pgle.phrases import listed, plural
 
 H = "0123456789abcdef" * 4  # a cache key's 64 hex
 REFERENCE = Path(__file__).resolve().parent.parent / "data" / "nsys" / "pgle_costs_reference"
@@ -96,3 +96,11 @@ def test_plural():
     assert plural(1, "module profile") == "1 module profile"
     assert plural(3, "pass") == "3 passes" and plural(2, "day") == "2 days"
     assert plural(2, "collective or host copy", "collectives or host copies").endswith("copies")
+
+
+def test_listed_names_the_first_ones_and_counts_the_rest():
+    names = [f"m{i}" for i in range(10)]
+    assert listed(names[:8]) == "m0, m1, m2, m3, m4, m5, m6, m7"
+    assert listed(names) == "m0, m1, m2, m3, m4, m5, m6, m7 and 2 more"
+    assert listed(names, 6) == "m0, m1, m2, m3, m4, m5 and 4 more"
+    assert listed([]) == ""
