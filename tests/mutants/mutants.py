@@ -407,9 +407,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "",
            [A + "test_throughput_units.py", A + "test_trace_columns.py"],
            "what the first interval holds before a window's start counted inside the window"),
-    _m("A09", "analysis", "pgle/analysis/throughput.py",
-           "        \"median_s\": statistics.median(times),\n",
-           "        \"median_s\": statistics.mean(times),\n",
+    _m("A09", "analysis", "pgle/evidence/steps.py",
+           "        \"median_s\": ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2,\n",
+           "        \"median_s\": sum(ordered) / n,\n",
            [A + "test_throughput_units.py", A + "test_report.py"],
            "the step time's median is a mean (one slow step moves it)"),
     # -- commands ---------------------------------------------------------------------------------
