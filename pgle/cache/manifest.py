@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -117,7 +118,37 @@ def parse(text: str, path: str = MANIFEST_NAME) -> dict[str, Any]:
             f"reads format {FORMAT}.",
             hint=fix,
         )
+    bad = _foreign_record(data)
+    if bad:
+        raise ManifestError(f"cache manifest {path} is not a pgle manifest ({bad}).", hint=fix)
     return data
+
+
+def _foreign_record(data: dict[str, Any]) -> str | None:
+    """What in the manifest no pgle writes. The cache folder is shared: a record another
+    process or user wrote is read by prune and prewarm, which must not crash on it (a run's
+    `started` of "x" raised ValueError in `cache prune`) nor print control characters."""
+    for name, module in data["modules"].items():
+        fields = (
+            [module.get(f, []) for f in _ROLE_FIELDS.values()] if isinstance(module, dict) else None
+        )
+        if fields is None or not all(
+            isinstance(keys, list) and all(isinstance(k, str) for k in keys) for keys in fields
+        ):
+            return f"module {name[:80]!r} is no record of cache keys"
+    for i, run in enumerate(data["runs"]):
+        if not isinstance(run, dict):
+            return f"run {i + 1} is no object"
+        started, host = run.get("started"), run.get("host")
+        if started is not None and (
+            isinstance(started, bool)
+            or not isinstance(started, (int, float))
+            or not math.isfinite(started)
+        ):
+            return f"run {i + 1} has a start time that is no number"
+        if host is not None and not (isinstance(host, str) and host.isprintable()):
+            return f"run {i + 1} has a host that is no printable name"
+    return None
 
 
 def update(cache_dir: str, change: Callable[[dict[str, Any]], Any]) -> Any:

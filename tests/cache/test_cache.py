@@ -146,6 +146,45 @@ def test_corrupt_manifest_is_one_clear_error(cdir: Path, tmp_path: Path):
         cache.ls(str(cdir))
 
 
+@pytest.mark.parametrize("runs, modules, says", [
+    ([{"state": "in_progress", "host": "other", "started": "x"}], None,
+     "run 1 has a start time that is no number"),
+    ([{"state": "in_progress", "host": "other", "started": [1]}], None,
+     "run 1 has a start time that is no number"),
+    ([{"id": "ok"}, "in_progress"], None, "run 2 is no object"),
+    ([{"state": "in_progress", "host": "evil\x1b[2J", "started": 1.0}], None,
+     "run 1 has a host that is no printable name"),
+    ([], {"jit_step": ["k"]}, "module 'jit_step' is no record of cache keys"),
+    ([], {"jit_step": {"plain_keys": "abc"}}, "module 'jit_step' is no record of cache keys"),
+])
+def test_a_manifest_another_process_wrote_stops_prune_with_one_line(cdir, tmp_path, runs, modules, says):
+    """The cache folder is shared: its manifest is untrusted. A record no pgle writes (a
+    run's start time "x" crashed `cache prune` with a ValueError traceback) is one line, exit
+    2, and prune deletes nothing."""
+    data = cache_manifest.empty()
+    data["runs"] = runs
+    data["modules"] = modules or {}
+    (cdir / cache_manifest.MANIFEST_NAME).write_text(json.dumps(data))
+    before = sorted(p.name for p in cdir.iterdir())
+    proc = run_pgle("cache", "prune", str(cdir), "--older-than", "0m", "--yes", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr.decode()
+    assert pgle_lines(proc)[0] == (f"pgle: error: cache manifest {cdir / cache_manifest.MANIFEST_NAME} "
+                                   f"is not a pgle manifest ({says}). Move it away (or delete "
+                                   "it) and run `pgle prewarm` again; the cache entries "
+                                   "themselves are fine.")
+    assert "Traceback" not in proc.stderr.decode()
+    assert sorted(p.name for p in cdir.iterdir()) == before
+
+
+def test_a_pgle_written_run_record_still_reads():
+    """What pgle writes passes: a run from new_run (its start a float) and an old record
+    without a start time or a host."""
+    data = cache_manifest.empty()
+    data["runs"] = [cache_manifest.new_run("train.py", None), {"id": "old", "state": "done"}]
+    data["modules"] = {"jit_step": {"first_pass_keys": [], "plain_keys": ["k"]}}
+    assert cache_manifest.parse(json.dumps(data)) == data
+
+
 def test_missing_and_unwritable_dirs(tmp_path: Path):
     proc = run_pgle("cache", "ls", str(tmp_path / "nope"), cwd=tmp_path)
     assert proc.returncode == 2 and "does not exist" in proc.stderr.decode()
