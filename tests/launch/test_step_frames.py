@@ -15,7 +15,8 @@ import json
 from helpers import step_records
 from helpers.pgle_testing import run_pgle, write_profile
 
-from pgle.launch.harness import LIGHT_AFTER_STEPS
+from pgle.launch.harness import LIGHT_AFTER_STEPS, Harness
+from pgle.evidence import schema
 
 WARM = 2 * LIGHT_AFTER_STEPS
 COUNTED = 50
@@ -30,7 +31,8 @@ x = jnp.ones((8, 8))
 calls = collections.Counter()
 
 def profile(frame, event, arg):
-    if event == "call" and frame.f_code.co_filename.endswith("harness.py"):
+    name = frame.f_code.co_filename
+    if event == "call" and name.endswith(("harness.py", "jax/_src/profiler.py")):
         calls[frame.f_code.co_qualname] += 1
 
 for i in range({WARM} + {COUNTED}):
@@ -52,7 +54,8 @@ def test_a_short_marked_step_runs_three_pgle_frames(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     calls = json.loads((tmp_path / "calls.json").read_text())
-    # The marker's two methods (the hooks inline) and the jitted call's count, once each.
+    # The marker's two methods (the hooks inline) and the jitted call's count, once each; jax's
+    # StepTraceAnnotation.__init__ (it only adds `_r=1`) is skipped.
     assert calls == {
         "Harness.step_class.<locals>.StepTraceAnnotation.__init__": COUNTED,
         "Harness.step_class.<locals>.StepTraceAnnotation.__exit__": COUNTED,
@@ -67,3 +70,30 @@ def test_a_short_marked_step_runs_three_pgle_frames(tmp_path):
     assert [(f["function"], f["executions"]) for f in jit["functions"]] == [
         ("jit(<lambda>)", WARM + COUNTED)
     ]
+
+
+class OwnInit:
+    """A marker base whose __init__ does more than jax's: the harness must keep calling it."""
+
+    def __init__(self, name: str, **kwargs: object) -> None:
+        self.seen = (name, kwargs)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_a_marker_base_whose_init_does_more_than_jax_s_keeps_it(tmp_path):
+    spec = schema.HarnessSpec(
+        events=str(tmp_path / "events.jsonl"), workload=schema.WorkloadSpec("w.py", None)
+    )
+    harness = Harness(spec)
+    try:
+        step = harness.step_class(OwnInit)
+        marker = step("train", step_num=7)
+        marker.__exit__(None, None, None)
+        assert marker.seen == ("train", {"step_num": 7})
+        harness.events.flush()
+        (enter, exit_) = step_records.records(tmp_path / "steps.bin")
+        assert enter[1:3] == (0, 7) and exit_[1] == 0 and exit_[0] < 0
+    finally:
+        harness.events.close()
