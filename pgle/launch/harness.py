@@ -981,9 +981,9 @@ class Harness:
                     events.flush()
                 base_init(self, name, **extra, **kwargs)
 
-            def __exit__(self, *exc: object) -> Any:
+            def __exit__(self, kind: Any, value: Any, tb: Any) -> Any:
                 nonlocal arrays, streak, skip
-                result = base_exit(self, *exc)
+                result = base_exit(self, kind, value, tb)  # no tuple of them built
                 index = self._pgle_index
                 if index is None:
                     return result
