@@ -50,6 +50,7 @@ import os
 import queue
 import runpy
 import shutil
+import struct
 import sys
 import threading
 import time
@@ -113,8 +114,8 @@ class Events:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
         self._steps_fd = step_file.open_for_append(str(step_file.beside(path)))
         self._lines: collections.deque[str] = collections.deque()
-        # A step edge: time.time_ns() (negated for an exit), index, step_num, name id. One
-        # `extend` of a tuple is one C call: the GIL keeps an edge whole.
+        # A step edge: time.time_ns() (negated for an exit), index, step_num, name id, packed
+        # (_EDGE). One `frombytes` is one C call: the GIL keeps an edge whole.
         self._steps = array.array("q")
         self._base = 0  # step edges written out before the array's first
         self._lock = threading.Lock()  # one writer of the file at a time
@@ -154,7 +155,7 @@ class Events:
         with self._lock:
             steps = self._steps
             n = len(steps)
-            n -= n % STEP_FIELDS  # never half an edge (an extend is whole: the GIL)
+            n -= n % STEP_FIELDS  # never half an edge (a frombytes is whole: the GIL)
             block = steps[:n]
             del steps[:n]  # edges added meanwhile stay, for the next flush
             self._base += n // STEP_FIELDS
@@ -204,6 +205,11 @@ class Events:
 
 
 STEP_FIELDS = step_file.FIELDS  # int64 numbers a step edge takes in Events._steps
+# A step edge's bytes in Events._steps (native int64, as array("q") holds them). One `pack`
+# and one `frombytes` are two C calls with no per-number argument parsing: `extend` of a
+# tuple parsed each number through PyArg_Parse, ~3,300 of a marked step's ~18,000
+# instructions under pgle on a short jitted step (issue 33, callgrind, CPython 3.11).
+_EDGE = struct.Struct(f"{STEP_FIELDS}q").pack
 NULL_STEP_NUM = step_file.NULL_STEP_NUM  # step_num=None (any other non-int: Events.write)
 
 
@@ -804,8 +810,8 @@ class Harness:
         import jax.monitoring
         import jax.profiler
 
-        jax.profiler.StepTraceAnnotation = _step_annotation_class(  # type: ignore[misc]
-            jax.profiler.StepTraceAnnotation, self
+        jax.profiler.StepTraceAnnotation = self.step_class(  # type: ignore[misc]
+            jax.profiler.StepTraceAnnotation
         )  # a subclass in its place: the workload's steps are seen (jax exports it as a type)
         _hook_profiler(jax.profiler, self.window)
         if self.spec.count_jits or self.window.counting:
@@ -918,86 +924,106 @@ class Harness:
             self.events.write(schema.BACKEND_ERROR, error=f"{type(e).__name__}: {e}")
 
     # -- steps --------------------------------------------------------------
-    def step_hooks(self) -> tuple[Callable[[str, Any], int | None], Callable[[int | None], None]]:
-        """(enter, exit) for every marked step: one frame each that touches as little as it
-        can. They run inside the user's training loop, between executions that evict the
-        interpreter's state from the CPU's caches, so each frame, lock and attribute counted
-        several times over what a bare loop of the hooks shows (issue 25). A step's edges wait
-        in the events buffer as int64 numbers, written out as they are (pgle.evidence.step_file)
-        by the flusher thread while the training loop waits on the device."""
-        events, window = self.events, self.window
-        extend, ids, name_id = events._steps.extend, events._names, events.name_id
+    def step_class(self, base: Any) -> type[Any]:
+        """jax's StepTraceAnnotation (`base`) with pgle's step hooks inline in its `__init__`
+        and `__exit__`: the user's training loop runs them every marked step, between
+        executions that evict the interpreter's state from the CPU's caches, so each frame,
+        lock and attribute counted several times over what a bare loop of the hooks shows
+        (issue 25); a hook in a frame of its own was two frames more a step (issue 33). A
+        step's edges wait in the events buffer as int64 numbers, written out as they are
+        (pgle.evidence.step_file) by the flusher thread while the loop waits on the device."""
+        harness, events, window = self, self.events, self.window
+        put, edge, ids, name_id = events._steps.frombytes, _EDGE, events._names, events.name_id
         indices = self._indices
         step_name, others = self.step_name, self.other_step_names
         idle = window.mode in (None, "time")  # a mode no step opens a window in
         depth, jits = _depth, self.jits
         marks = jits.steps
-        rows, pending = marks.rows.extend, marks.pending
+        rows, pending = marks.rows.frombytes, marks.pending
+        (base_init, extra), base_exit = _trace_init(base), base.__exit__
         arrays: tuple[type, ...] = ()  # jax's array class, once a step's outputs are seen
         streak = skip = 0  # steps ready by their marker's end in a row; steps left to skip
 
-        def enter(name: str, step_num: object) -> int | None:
-            if step_name and name != step_name:
-                if name not in others and len(others) < 5:
-                    others.append(name)  # for the warning on a mistyped --step-name
-                return None
-            depth.out = None  # the step's completion is that of the work dispatched inside it
-            index = next(indices)  # atomic under the GIL: no lock
-            self.step_index = index + 1
-            if index == LIGHT_AFTER_STEPS and not window.counting:
-                self.jits.marked = True  # JitCounter: executions only from now on
-            # window.on_step_enter's own first test, without its frame
-            if not (window.seen_steps and window.active is None and (window.done or idle)):
-                window.on_step_enter(index)
-            if step_num is None:
-                step_num = NULL_STEP_NUM
-            elif type(step_num) is not int or not NULL_STEP_NUM < step_num < 2**63:
-                # a string, a numpy integer, a huge int: one ordinary line
-                events.write(schema.STEP_ENTER, name=name, step_num=step_num, index=index)
-                return index
-            known = ids.get(name)
-            extend((_now_ns(), index, step_num, name_id(name) if known is None else known))
-            if events._through:
-                events.flush()
-            return index
+        class StepTraceAnnotation(base):  # type: ignore[misc]  # jax's class, known at run time
+            __doc__ = base.__doc__
 
-        def exit(index: int | None) -> None:
-            nonlocal arrays, streak, skip
-            if index is None:
-                return
-            t = _now_ns()
-            extend((-t, index, 0, 0))
-            if events._through:
-                events.flush()
-            out = depth.out
-            if out is not None and index < MAX_STARTS:
-                # StepCompletions, inline: a frame and its attribute reads were most of its
-                # cost on a short step that syncs
-                depth.out = None
-                if skip:
-                    skip -= 1  # a loop that syncs: one step in SYNCED_EVERY is checked
-                else:
-                    if not arrays:
-                        arrays = _array_type()
-                    leaf = out if type(out) in arrays else _quick_leaf(out, arrays)
-                    try:
-                        ready = leaf.is_ready()
-                    except Exception:  # deleted (donated inside the step), or no array
-                        ready = None if leaf is not None else False
-                    if ready:
-                        rows((index, t, jits.compiles, 1))
-                    else:
-                        pending(index, t, leaf, ready)
-                    if ready or marks.keeps_up:
-                        streak += 1
-                        if streak >= SYNCED_STREAK:
-                            skip = SYNCED_EVERY - 1
-                    else:
-                        streak = 0
-            if window.active is not None:
-                window.on_step_exit(index)
+            def __init__(self, name: str, **kwargs: Any) -> None:
+                # The step counts (and the window may start) here, before the base class
+                # constructs its TraceMe: jaxlib's TraceMe decides at construction whether
+                # the profiler records it (jax 0.10.2), so a trace started in __enter__
+                # would miss the first step of the window.
+                if step_name and name != step_name:
+                    if name not in others and len(others) < 5:
+                        others.append(name)  # for the warning on a mistyped --step-name
+                    self._pgle_index = None
+                    base_init(self, name, **extra, **kwargs)  # not super(): every step (issue 25)
+                    return
+                # the step's completion: that of the work dispatched inside it
+                depth.cell[1] = None
+                index = self._pgle_index = next(indices)  # atomic under the GIL: no lock
+                harness.step_index = index + 1
+                if index == LIGHT_AFTER_STEPS and not window.counting:
+                    jits.marked = True  # JitCounter: executions only from now on
+                # window.on_step_enter's own first test, without its frame
+                if not (window.seen_steps and window.active is None and (window.done or idle)):
+                    window.on_step_enter(index)
+                step_num = kwargs.get("step_num")
+                if step_num is None:
+                    step_num = NULL_STEP_NUM
+                elif type(step_num) is not int or not NULL_STEP_NUM < step_num < 2**63:
+                    # a string, a numpy integer, a huge int: one ordinary line
+                    events.write(schema.STEP_ENTER, name=name, step_num=step_num, index=index)
+                    base_init(self, name, **extra, **kwargs)
+                    return
+                known = ids.get(name)
+                put(edge(_now_ns(), index, step_num, name_id(name) if known is None else known))
+                if events._through:
+                    events.flush()
+                base_init(self, name, **extra, **kwargs)
 
-        return enter, exit
+            def __exit__(self, kind: Any, value: Any, tb: Any) -> Any:
+                nonlocal arrays, streak, skip
+                result = base_exit(self, kind, value, tb)  # no tuple of them built
+                index = self._pgle_index
+                if index is None:
+                    return result
+                t = _now_ns()
+                put(edge(-t, index, 0, 0))
+                if events._through:
+                    events.flush()
+                cell = depth.cell
+                out = cell[1]
+                if out is not None and index < MAX_STARTS:
+                    # StepCompletions, inline: a frame and its attribute reads were most of
+                    # its cost on a short step that syncs
+                    cell[1] = None
+                    if skip:
+                        skip -= 1  # a loop that syncs: one step in SYNCED_EVERY is checked
+                    else:
+                        if not arrays:
+                            arrays = _array_type()
+                        leaf = out if type(out) in arrays else _quick_leaf(out, arrays)
+                        try:
+                            ready = leaf.is_ready()
+                        except Exception:  # deleted (donated inside the step), or no array
+                            ready = None if leaf is not None else False
+                        if ready:
+                            rows(edge(index, t, jits.compiles, 1))
+                        else:
+                            pending(index, t, leaf, ready)
+                        if ready or marks.keeps_up:
+                            streak += 1
+                            if streak >= SYNCED_STREAK:
+                                skip = SYNCED_EVERY - 1
+                        else:
+                            streak = 0
+                if window.active is not None:
+                    window.on_step_exit(index)
+                return result
+
+        StepTraceAnnotation.__module__ = base.__module__
+        StepTraceAnnotation.__qualname__ = base.__qualname__
+        return StepTraceAnnotation
 
     # -- warnings -----------------------------------------------------------
     def _capture_warnings(self) -> None:
@@ -1361,14 +1387,16 @@ def _hook_session(session_cls: type[Any], window: ProfilerWindow) -> None:
 
 class _Depth(threading.local):
     """Per thread: the counted call running (`name`, None outside one; an AOT compile sets it
-    too). `n`: inside a counted call. Class defaults: plain attribute reads, no getattr
-    default, on every call (issue 25)."""
+    too). `cell`: [1 inside a counted call else 0, the outputs of this thread's last
+    top-level counted call since its marked step began (None: none yet), what a marked
+    step's completion is waited on (StepCompletions)]. A marked step with a jitted call read
+    or set these seven times; each read or write of a thread-local's attribute looks up the
+    thread's dict first, so the hot paths fetch the list once and index it (issue 33)."""
 
-    n = 0
     name: str | None = None
-    # The outputs of this thread's last top-level counted call since its marked step began
-    # (None: none yet): what a marked step's completion is waited on (StepCompletions).
-    out: Any = None
+
+    def __init__(self) -> None:  # in each thread, at its first use
+        self.cell: list[Any] = [0, None]
 
 
 _depth = _Depth()
@@ -1882,7 +1910,7 @@ class StepCompletions:
 
     Rows are (index, time.time_ns(), backend compiles so far, 1 if ready by the marker's end):
     a span across a compile is not a step's work. Kept for the first MAX_STARTS steps. The
-    check at a marker's end is inline in Harness.step_hooks' `exit`."""
+    check at a marker's end is inline in Harness.step_class's `__exit__`."""
 
     def __init__(self, counter: JitCounter) -> None:
         self.counter = counter
@@ -1993,8 +2021,8 @@ def _counted_call(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
     inside another). Runs on every call of the workload's jitted functions, so it is one frame
     with no getattr defaults (issue 25: ~2 us a call before, ~1 us after)."""
     wrapped, name, counter, window = self._pgle
-    depth = _depth
-    if depth.n:
+    cell = _depth.cell
+    if cell[0]:
         return wrapped(*args, **kwargs)
     light = counter.light
     if light is not None and light.name == name and counter.watcher.on:
@@ -2005,22 +2033,23 @@ def _counted_call(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
         row = counter.stats.get(name)
         if row is not None:  # a function first called now takes the full count below
             row[0] += 1  # no lock: a count (the GIL keeps it whole but for racing threads)
-            depth.n = 1
+            cell[0] = 1
             try:
-                out = depth.out = wrapped(*args, **kwargs)
+                out = cell[1] = wrapped(*args, **kwargs)
             finally:
-                depth.n = 0
+                cell[0] = 0
             return out
-    depth.n, depth.name = 1, name
+    depth = _depth
+    cell[0], depth.name = 1, name
     tell = False
     try:
         n, t = counter.begin(name)
         if n == step_rule.MIN_EXECUTIONS and counter.export is not None:
             counter.export(name, wrapped, args, kwargs)
         tell = window.counting and window.before_execution(name, n)
-        out = depth.out = wrapped(*args, **kwargs)
+        out = cell[1] = wrapped(*args, **kwargs)
     finally:
-        depth.n, depth.name = 0, None
+        cell[0], depth.name = 0, None
     if counter.watcher.on:
         counter.watcher.put(name, n, t, out)
     if tell:
@@ -2078,7 +2107,8 @@ def _light_sample(self: _Proxy, light: _Light, n: int, args: Any, kwargs: Any) -
     about LIGHT_SAMPLE_S later (at most LIGHT_MAX_SPAN executions)."""
     wrapped, name, counter, window = self._pgle
     depth = _depth
-    if light.off or depth.n:  # the full count again (or a call nested in a trace)
+    cell = depth.cell
+    if light.off or cell[0]:  # the full count again (or a call nested in a trace)
         light.row[0] -= 1
         if light.off:
             if light.beacon:  # the calls since its last sample, for the beacon
@@ -2093,11 +2123,11 @@ def _light_sample(self: _Proxy, light: _Light, n: int, args: Any, kwargs: Any) -
     _EXECUTIONS[0] += n - light.beacon
     light.beacon = n
     t = _now()
-    depth.n, depth.name = 1, name
+    cell[0], depth.name = 1, name
     try:
         out = wrapped(*args, **kwargs)
     finally:
-        depth.n, depth.name = 0, None
+        cell[0], depth.name = 0, None
     counter.sampled(name, t)
     prev_n, prev_t = light.sent, light.t
     each = light.per_exec  # by completions; by dispatches when the host is slower
@@ -2243,29 +2273,28 @@ def _hook_pjit(counter: JitCounter, window: ProfilerWindow) -> None:
         module.pjit = _counting(module.__dict__["pjit"], "jit", counter, window)
 
 
-def _step_annotation_class(base: Any, harness: Harness) -> type[Any]:
-    base_init, base_exit = base.__init__, base.__exit__
-    step_enter, step_exit = harness.step_hooks()
+class _JaxStepInit:
+    """jax's StepTraceAnnotation.__init__, as jax 0.4.35 .. 0.12.0.1 write it (_trace_init)."""
 
-    class StepTraceAnnotation(base):  # type: ignore[misc]  # jax's class, known at run time
-        __doc__ = base.__doc__
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        super().__init__(name, _r=1, **kwargs)  # type: ignore[call-arg]
 
-        def __init__(self, name: str, **kwargs: Any) -> None:
-            # The step counts (and the window may start) here, before the base class
-            # constructs its TraceMe: jaxlib's TraceMe decides at construction whether
-            # the profiler records it (jax 0.10.2), so a trace started in __enter__
-            # would miss the first step of the window.
-            self._pgle_index = step_enter(name, kwargs.get("step_num"))
-            base_init(self, name, **kwargs)  # not super(): this runs every step (issue 25)
 
-        def __exit__(self, *exc: object) -> Any:
-            result = base_exit(self, *exc)
-            step_exit(self._pgle_index)
-            return result
-
-    StepTraceAnnotation.__module__ = base.__module__
-    StepTraceAnnotation.__qualname__ = base.__qualname__
-    return StepTraceAnnotation
+def _trace_init(base: Any) -> tuple[Callable[..., None], dict[str, Any]]:
+    """What constructs a `base` (jax's StepTraceAnnotation) and the keywords it takes besides
+    the caller's. Its own `__init__` only passes `_r=1` on to its TraceMe base's (jax 0.4.35 ..
+    0.12.0.1: the same bytecode as _JaxStepInit's), so pgle's marker calls that one directly:
+    a frame, a zero-argument super() and a dict fewer a marked step (issue 33). A jax whose
+    `__init__` does anything else keeps it."""
+    own = base.__dict__.get("__init__")
+    code, ref = getattr(own, "__code__", None), _JaxStepInit.__init__.__code__
+    if code is None or (code.co_code, code.co_names, code.co_consts) != (
+        ref.co_code,
+        ref.co_names,
+        ref.co_consts,
+    ):
+        return base.__init__, {}
+    return base.__mro__[1].__init__, {"_r": 1}
 
 
 def _observe(events: Events, install: Callable[[ModuleType], bool]) -> bool:

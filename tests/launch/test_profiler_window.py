@@ -260,6 +260,17 @@ def test_markers_after_an_executions_window_drop_it_for_steps_2_to_6(made: Make,
     assert (stop["first_step"], stop["steps"]) == (2, 5)
 
 
+class Marker:
+    """The base class the harness's step class extends (jax's StepTraceAnnotation in a run):
+    its hooks run in this one's __init__ and __exit__, without jax."""
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        self.name = name
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 def test_step_name_filter_counts_only_the_named_steps(tmp_path: Path) -> None:
     """--step-name train: eval steps between train steps neither open nor close the window
     nor count toward START."""
@@ -270,13 +281,12 @@ def test_step_name_filter_counts_only_the_named_steps(tmp_path: Path) -> None:
     clock = FakeClock(0.0)
     profiler = RecordedProfiler(clock)
     harness = Harness(spec, calls=calls_for(profiler, clock))
-    step_enter, step_exit = harness.step_hooks()
+    step = harness.step_class(Marker)
     try:
         seen = []
         for i in range(5):
             for name in ("eval", "train", "eval"):
-                index = step_enter(name, i)
-                step_exit(index)
+                step(name, step_num=i).__exit__(None, None, None)
                 seen.append((name, i, profiler.kinds()))
         # train step 2 (the third train step) opened it, train step 3 closed it
         assert seen[6] == ("eval", 2, [])
@@ -299,10 +309,10 @@ def test_a_step_name_that_matches_nothing_is_named_with_the_names_seen(tmp_path:
     clock = FakeClock(0.0)
     profiler = RecordedProfiler(clock)
     harness = Harness(spec, calls=calls_for(profiler, clock))
-    step_enter, step_exit = harness.step_hooks()
+    step = harness.step_class(Marker)
     try:
         for i in range(4):
-            step_exit(step_enter("train", i))
+            step("train", step_num=i).__exit__(None, None, None)
         harness.window.on_exit(None, harness.step_name, harness.other_step_names)
         assert profiler.calls == []
         harness.events.flush()
