@@ -940,7 +940,9 @@ class Harness:
         depth, jits = _depth, self.jits
         marks = jits.steps
         rows, pending = marks.rows.frombytes, marks.pending
-        (base_init, extra), base_exit = _trace_init(base), base.__exit__
+        from pgle.launch import jax_internals  # importable: see the schema import above
+
+        (base_init, extra), base_exit = jax_internals.step_trace_init(base), base.__exit__
         arrays: tuple[type, ...] = ()  # jax's array class, once a step's outputs are seen
         streak = skip = 0  # steps ready by their marker's end in a row; steps left to skip
 
@@ -2271,30 +2273,6 @@ def _hook_pjit(counter: JitCounter, window: ProfilerWindow) -> None:
         table["pjit"] = (message, _counting(fn, "jit", counter, window))
     elif callable(module.__dict__.get("pjit")):
         module.pjit = _counting(module.__dict__["pjit"], "jit", counter, window)
-
-
-class _JaxStepInit:
-    """jax's StepTraceAnnotation.__init__, as jax 0.4.35 .. 0.12.0.1 write it (_trace_init)."""
-
-    def __init__(self, name: str, **kwargs: Any) -> None:
-        super().__init__(name, _r=1, **kwargs)  # type: ignore[call-arg]
-
-
-def _trace_init(base: Any) -> tuple[Callable[..., None], dict[str, Any]]:
-    """What constructs a `base` (jax's StepTraceAnnotation) and the keywords it takes besides
-    the caller's. Its own `__init__` only passes `_r=1` on to its TraceMe base's (jax 0.4.35 ..
-    0.12.0.1: the same bytecode as _JaxStepInit's), so pgle's marker calls that one directly:
-    a frame, a zero-argument super() and a dict fewer a marked step (issue 33). A jax whose
-    `__init__` does anything else keeps it."""
-    own = base.__dict__.get("__init__")
-    code, ref = getattr(own, "__code__", None), _JaxStepInit.__init__.__code__
-    if code is None or (code.co_code, code.co_names, code.co_consts) != (
-        ref.co_code,
-        ref.co_names,
-        ref.co_consts,
-    ):
-        return base.__init__, {}
-    return base.__mro__[1].__init__, {"_r": 1}
 
 
 def _observe(events: Events, install: Callable[[ModuleType], bool]) -> bool:
