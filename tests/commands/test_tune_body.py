@@ -352,6 +352,23 @@ def test_a_store_serves_the_profile_runs(tmp_path, caplog):
     assert report.details["step_times"]["run"]["median_s"] == pytest.approx(BASE_S / 2)
 
 
+def test_off_a_gpu_a_store_is_served_though_collect_made_no_profile(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="pgle")
+    store = tmp_path / "store"
+    store.mkdir()
+    phases = Phases(platform="cpu", collect_status="empty", statuses={"run": "not_applicable"})
+    opts = {"extraction": dataclasses.replace(CollectOptions(WORKLOAD, None).extraction,
+                                              per_module=True),
+            "store": StoreOptions(str(store))}
+    report = run_tune(tmp_path, phases, collect=opts)
+    assert names(phases) == ["collect", "run"]  # no GPU: one run, no baseline
+    assert run_opts(phases, "run").store == StoreOptions(str(store), serve=True)
+    assert notices(caplog)[1] == f"phase 2/2: run with the store {store}"
+    # the store held a profile to serve: phase 1 is not blamed for having made none
+    assert report.reasons == ["run's reason"]
+    assert "(run)" in report.summary[1] and "with the profile" not in report.summary[1]
+
+
 def test_a_store_that_is_not_there_serves_nothing(tmp_path):
     phases = Phases()
     opts = {"extraction": dataclasses.replace(CollectOptions(WORKLOAD, None).extraction,
