@@ -484,3 +484,21 @@ def test_the_html_report_is_written_and_named(tmp_path):
     assert page.is_file() and "analysis" in report.details
     assert report.summary[-1].startswith("report written to ") and str(page) in report.summary[-1]
     assert report.summary[-2].startswith("collect changed: ")
+
+
+def test_predict_in_a_job_says_why_and_keeps_the_jobs_device_count(tmp_path, caplog):
+    """Rank 1 of a two-process job: the prediction (one process's) is not made; tune's own
+    folder is the rank's folder in the job's."""
+    caplog.set_level(logging.INFO, logger="pgle")
+    phases = Phases(collect={"backend": {"platform": "cuda", "device_count": 16}})
+    topts = tune.TuneOptions(CollectOptions(workload=WORKLOAD, output=None), repeat=1,
+                             compare=arms.parse_arms("default,pgle"), predict=True)
+    info = ranks.detect({"PGLE_WORLD_SIZE": "2", "PGLE_RANK": "1"})
+    lay = layouts.resolve(tune.request(topts), info, tmp_path / "job")
+    report = tune.body(topts, lay, phases, {}, collect_workflow=COLLECT_WF, run_workflow=RUN_WF)
+    assert report.run_dir == str(tmp_path / "job" / "rank-1")
+    assert phases.calls[0][3] == str(tmp_path / "job" / "rank-1" / "collect")
+    pred = report.details["compare"]["predicted"]
+    assert pred["why"].startswith("not in a multi-process job") and pred["devices"] == 16
+    assert notices(caplog)[2] == "predicted: " + pred["why"]
+    assert not (tmp_path / "job" / "rank-1" / "predict").exists()
