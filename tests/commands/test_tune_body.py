@@ -314,6 +314,11 @@ def test_a_failed_collect_stops_tune_with_its_code_and_reasons(tmp_path):
     assert (report.status, report.exit_code, report.workload_exit_code) == ("error", 2, 7)
     assert report.reasons == ["collect's reason"] and report.summary == ["collect's summary"]
     assert report.warnings == ["w1"] and "step_times" not in report.details
+    top = tmp_path / "tune"
+    assert (report.run_dir, report.log_path, report.trace_dir) == (
+        str(top), str(top / "collect" / "workload.log"), str(top / "collect" / "trace"))
+    assert list(report.details["phases"]) == ["collect"]  # collect's job report, as it was
+    assert report.details["phases"]["collect"]["store"] == {"summary": "store: 0 added"}
     assert not (tmp_path / "tune" / "tune.json").exists()
     # no profile on a GPU is a failure even when the workload ran
     phases = Phases(collect_status="empty", collect={"exit_code": 0})
@@ -502,3 +507,24 @@ def test_predict_in_a_job_says_why_and_keeps_the_jobs_device_count(tmp_path, cap
     assert pred["why"].startswith("not in a multi-process job") and pred["devices"] == 16
     assert notices(caplog)[2] == "predicted: " + pred["why"]
     assert not (tmp_path / "job" / "rank-1" / "predict").exists()
+
+
+def test_without_a_run_dir_tune_makes_its_own_folder_under_pgle_runs(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    phases = Phases()
+    topts = tune.TuneOptions(CollectOptions(workload=WORKLOAD, output=None), repeat=1)
+    lay = layouts.resolve(tune.request(topts), ranks.detect({}), None)
+    report = tune.body(topts, lay, phases, {}, collect_workflow=COLLECT_WF, run_workflow=RUN_WF)
+    (top,) = (tmp_path / ".pgle" / "runs").iterdir()
+    assert top.name.endswith(f"-tune-{os.getpid()}") and report.run_dir == str(top)
+    assert phases.calls[0][2].default_output == str(top / "profile.pb")
+    assert (top / "tune.json").is_file()
+
+
+def test_an_existing_html_report_is_replaced_with_force(tmp_path):
+    page = tmp_path / "tune.html"
+    page.write_text("old")
+    run_tune(tmp_path, Phases(), repeat=1, html_report=str(page), collect={"force": True})
+    assert page.read_text() != "old" and "<html" in page.read_text().lower()
