@@ -481,6 +481,16 @@ def test_compare_with_predict_says_why_there_is_no_prediction(tmp_path, caplog):
     assert pred["ratios"] == {"default": None, "pgle": None}
     assert "predicted: needs pip install 'pgle[estimate]'" in report.summary
     assert "calibration" not in report.details["compare"]
+    # with a store: nothing predicted, so no calibration kept beside its entry; tune goes on
+    store = tmp_path / "store"
+    store.mkdir()
+    phases = Phases()
+    per_module = dataclasses.replace(CollectOptions(WORKLOAD, None).extraction, per_module=True)
+    report = run_tune(tmp_path / "2", phases, repeat=1, compare=arms.parse_arms("default,pgle"),
+                      predict=True, collect={"extraction": per_module,
+                                             "store": StoreOptions(str(store))})
+    assert "calibration" not in report.details["compare"] and report.status == "applied"
+    assert list(store.iterdir()) == []
 
 
 def test_the_html_report_is_written_and_named(tmp_path):
