@@ -32,8 +32,9 @@ def folder(path: Path, step_s: float = 0.4, steps: int = 8, name: str = "train")
 
 # --- plain tune's step times ----------------------------------------------------------------
 
+# The report's and tune.json's `step_times`, in order: scripts read them.
 STEP_TIMES_KEYS = ["collect", "baseline", "run", "runs", "steps", "ratio", "interval", "caveat",
-                   "profile_applied"]  # the report's and tune.json's `step_times`: scripts read them
+                   "profile_applied"]
 
 
 def test_how_steps_were_found_comes_from_the_runs_then_the_baseline_then_collect(tmp_path):
@@ -73,8 +74,8 @@ def test_no_step_times_says_how_the_steps_were_looked_for(tmp_path):
 
 def test_a_baseline_alone_is_shown():
     lines = arms.step_time_lines({"baseline": {"median_s": 0.4}, "caveat": "why"}, profiled=True)
-    assert lines == ["median step: - (collect, profiled steps left out), 400.00 ms (baseline), "
-                     "- (with the profile)", "why"]
+    assert lines == [("median step: - (collect, profiled steps left out), 400.00 ms (baseline), "
+                      "- (with the profile)"), "why"]
 
 
 def test_an_empty_arm_between_commas_is_skipped_not_the_end():

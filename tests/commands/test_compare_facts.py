@@ -42,7 +42,8 @@ def run_folder(path: Path, *, step_hit=False, init_hit=False, step_module="jit_t
     """A run: jit_init (0.5 s, 9 MiB peak) and jit_train_step (2 s, 3 MiB peak) compiled or
     loaded from the cache, then marked steps, then the step function's record."""
     recs = [{"kind": "backend", "t": 1.0, "platform": "cuda", "device_count": 1}]
-    recs += compile_recs(10.0, "jit_init", 0.5, hit=init_hit, memory={"peak_memory_in_bytes": 9 * MIB})
+    recs += compile_recs(10.0, "jit_init", 0.5, hit=init_hit,
+                         memory={"peak_memory_in_bytes": 9 * MIB})
     recs += compile_recs(20.0, "jit_train_step", 2.0, hit=step_hit,
                          memory={"argument_size_in_bytes": 2 * MIB, "output_size_in_bytes": MIB,
                                  "temp_size_in_bytes": MIB, "alias_size_in_bytes": MIB})
@@ -100,7 +101,8 @@ def test_a_compile_of_no_seconds_adds_none_and_a_later_compile_keeps_the_peak(tm
     with (folder / "events.jsonl").open("a") as f:
         f.write("".join(json.dumps(r) + "\n" for r in more))
     facts = compare.run_facts(folder)
-    assert facts["compile_s"] == pytest.approx(2.5) and facts["step_compile_s"] == pytest.approx(2.0)
+    assert facts["compile_s"] == pytest.approx(2.5)
+    assert facts["step_compile_s"] == pytest.approx(2.0)
     assert facts["peak_bytes"] == 3 * MIB  # the compile that reported memory
     assert facts["compile_by_kind"]["compiled"] == {"count": 4, "seconds": pytest.approx(2.5)}
 
@@ -141,7 +143,8 @@ def _trace(folder: Path, shape: GpuShape) -> None:
 def test_the_first_runs_trace_gives_the_arms_communication(tmp_path, devices):
     # Each step on each device: two 100 us fusions, one 300 us all-gather from 50 us on: 150 us
     # behind the fusions, 150 us exposed after them; 10 steps. Milliseconds per device.
-    shape = GpuShape(steps=10, devices=devices, compute_ops=2, op_us=100, collectives=("all-gather",),
+    shape = GpuShape(steps=10, devices=devices, compute_ops=2, op_us=100,
+                     collectives=("all-gather",),
                      collective_us=300, host_copy=False)
     first = run_folder(tmp_path / "arm-pgle")
     _trace(first, shape)

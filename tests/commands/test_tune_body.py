@@ -57,14 +57,15 @@ def write_run(folder: Path, step: float, platform: str, *, cached: bool = False)
         {"kind": "backend", "t": t, "platform": platform, "device_count": 1,
          "device_kind": "NVIDIA H100 80GB HBM3"},
         {"kind": "compile_begin", "t": t, "module": "jit_train_step", "thread": "1", "fdo": False},
-        {"kind": "jax_event", "t": t + 0.1, "event": "/jax/compilation_cache/compile_requests_use_cache",
-         "thread": "1"},
+        {"kind": "jax_event", "t": t + 0.1, "thread": "1",
+         "event": "/jax/compilation_cache/compile_requests_use_cache"},
     ]
     if cached:
         recs.append({"kind": "jax_event", "t": t + 0.2, "thread": "1",
                      "event": "/jax/compilation_cache/cache_hits"})
     recs += [
-        {"kind": "compile_end", "t": t + 0.3, "module": "jit_train_step", "ok": True, "thread": "1"},
+        {"kind": "compile_end", "t": t + 0.3, "module": "jit_train_step", "ok": True,
+         "thread": "1"},
         {"kind": "compile", "t": t + 0.4, "fun_name": "jit_train_step",
          "seconds": 0.1 if cached else 2.0, "thread": "1"},
         {"kind": "module_compiled", "t": t + 0.5, "module": "jit_train_step", "flops": 1.0,
