@@ -206,6 +206,7 @@ def test_plain_tune_on_a_gpu_alternates_baseline_and_profile_runs(tmp_path, capl
         ("pgle", ["run", "run-2", "run-3"], profile, ["applied"] * 3)]
     assert doc["verdict"] == {"status": "applied", "reasons": ["run's reason"], "exit_code": 0}
     assert doc["step_times"]["ratio"] == pytest.approx(0.5) and doc["compare"] is None
+    assert doc["collect"] == {"folder": "collect", "changed": report.details["collect_changed"]}
 
 
 def test_one_run_per_arm_has_no_tag_and_the_verdict_is_the_profile_runs(tmp_path, caplog):
@@ -230,6 +231,8 @@ def test_a_profile_no_module_applied_gives_no_ratio(tmp_path):
     assert report.status == "not_applied" and times["ratio"] is None
     assert times["caveat"].startswith("no step-time ratio: no module applied the profile")
     assert times["profile_applied"] is False
+    assert report.summary[1].endswith(
+        "400.00 ms (baseline), 200.00 ms (run; no module applied the profile)")
 
 
 def test_per_module_profiles_go_to_a_profiles_folder(tmp_path):
@@ -247,6 +250,7 @@ def test_per_rank_profiles_run_each_rank_with_its_own(tmp_path):
     phases = Phases(collect={"mode": "per_rank", "profile": {"path": "/job/merged.pb"}})
     report = run_tune(tmp_path, phases, repeat=1, collect={"output": out})
     assert run_opts(phases, "run").profile == out  # not the job's one profile
+    assert tune_json(tmp_path)["arms"][1]["profile"] == out
     assert report.details["phases"]["collect"]["mode"] == "per_rank"
 
 
@@ -262,8 +266,8 @@ def test_a_merged_jobs_partial_profile_is_used_and_a_lone_partial_one_fails(tmp_
 
 def test_off_a_gpu_one_run_without_a_profile_and_no_ratio(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="pgle")
-    phases = Phases(platform="cpu", collect_status="empty",
-                    statuses={"run": "not_applicable"})
+    phases = Phases(platform="cpu", collect_status="empty", statuses={"run": "not_applicable"},
+                    collect={"reasons": ["no GPU", "no module ran in the window"]})
     report = run_tune(tmp_path, phases, environ={"XLA_FLAGS": "--xla_gpu_enable_command_buffer="},
                       collect={"window": Window(steps=(1, 2))})
     assert names(phases) == ["collect", "run"]
@@ -272,7 +276,8 @@ def test_off_a_gpu_one_run_without_a_profile_and_no_ratio(tmp_path, caplog):
     assert notices(caplog)[1] == "phase 2/2: run without a profile: backend cpu records none"
     assert report.status == "not_applicable" and report.exit_code == 0
     assert report.reasons == ["run's reason",
-                              "phase 1 could not produce a profile: collect's reason"]
+                              "phase 1 could not produce a profile: no GPU; no module ran in the "
+                              "window"]
     assert report.profile is None
     times = report.details["step_times"]
     assert times["ratio"] is None and times["runs"] == {"baseline": 0, "run": 1}
@@ -383,6 +388,18 @@ def test_a_store_that_is_not_there_serves_nothing(tmp_path):
     run_tune(tmp_path, phases, repeat=1, collect=opts)
     o = run_opts(phases, "run")
     assert o.store is None and o.profile == str(tmp_path / "tune" / "profiles")
+    assert tune_json(tmp_path)["arms"][1]["profile"] == o.profile  # what the runs were given
+
+
+def test_a_remote_store_is_served_without_looking_for_a_folder(tmp_path):
+    phases = Phases()
+    opts = {"extraction": dataclasses.replace(CollectOptions(WORKLOAD, None).extraction,
+                                              per_module=True),
+            "store": StoreOptions("gs://bucket/profiles")}
+    run_tune(tmp_path, phases, repeat=1, collect=opts)
+    o = run_opts(phases, "run")
+    assert o.profile is None and o.store == StoreOptions("gs://bucket/profiles", serve=True)
+    assert tune_json(tmp_path)["arms"][1]["profile"] == "the store gs://bucket/profiles"
 
 
 # --- tune --compare: the named arms --------------------------------------------------------------
@@ -430,6 +447,8 @@ def test_compare_runs_each_arm_with_what_its_name_says_and_default_is_the_anchor
     assert report.details["step_times"]["arms"]["pgle"] == rows["pgle"]["step_time"]
     assert report.details["step_times"]["caveat"] is None
     assert report.details["step_times"]["steps"]["module"] == "jit_train_step"
+    assert report.summary[0] == "arm-o1-pgle's summary"  # the verdict run's, then the table
+    assert report.summary[1].split()[:3] == ["arm", "verdict", "median"]
     (line,) = [ln for ln in report.summary if ln.startswith("sol ")]
     assert "1.500 (" in line and "600.00 ms" in line and "(cached/compiled)" in line
     assert report.summary[-1].startswith("collect changed: ")
@@ -497,7 +516,8 @@ def test_compare_with_predict_says_why_there_is_no_prediction(tmp_path, caplog):
 def test_the_html_report_is_written_and_named(tmp_path):
     page = tmp_path / "tune.html"
     report = run_tune(tmp_path, Phases(), repeat=1, html_report=str(page))
-    assert page.is_file() and "analysis" in report.details
+    assert page.is_file() and report.details["analysis"]
+    assert str(page) in report.summary[-1]
     assert report.summary[-1].startswith("report written to ") and str(page) in report.summary[-1]
     assert report.summary[-2].startswith("collect changed: ")
 
@@ -539,3 +559,25 @@ def test_an_existing_html_report_is_replaced_with_force(tmp_path):
     page.write_text("old")
     run_tune(tmp_path, Phases(), repeat=1, html_report=str(page), collect={"force": True})
     assert page.read_text() != "old" and "<html" in page.read_text().lower()
+
+
+def test_compare_with_a_store_but_no_prediction_keeps_no_calibration(tmp_path):
+    """Predicted and measured ratios go beside the stored entry only with --predict: a plain
+    --compare --store adds nothing to the entry collect stored."""
+    from pgle.profiles.files import Profile
+    from pgle.store.store import ProfileStore
+
+    fp = "0123456789abcdef0123456789abcdef"
+    st = ProfileStore(tmp_path / "store", create=True)
+    entry, _ = st.add(fp, Profile(costs=[("fusion.1", 10.0)]), jax="0.10.2", jaxlib="0.10.2",
+                      device_kind="NVIDIA H100 80GB HBM3", device_count=1, source="test",
+                      module="jit_train_step")
+    phases = Phases(collect={"store": {"summary": "store: 1 module added", "key": {},
+                                       "modules": [{"module": "jit_train_step", "fingerprint": fp,
+                                                    "entry": entry.entry_id}]}})
+    per_module = dataclasses.replace(CollectOptions(WORKLOAD, None).extraction, per_module=True)
+    report = run_tune(tmp_path, phases, repeat=1, compare=arms.parse_arms("default,pgle"),
+                      collect={"extraction": per_module,
+                               "store": StoreOptions(str(tmp_path / "store"))})
+    assert report.details["compare"]["predicted"] is None
+    assert "calibration" not in report.details["compare"] and st.calibration(entry) == []
