@@ -513,7 +513,8 @@ def test_compare_with_predict_says_why_there_is_no_prediction(tmp_path, caplog):
     assert list(store.iterdir()) == []
 
 
-def test_the_html_report_is_written_and_named(tmp_path):
+def test_the_html_report_is_written_and_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a relative folder name resolves here, not where pytest started
     page = tmp_path / "tune.html"
     report = run_tune(tmp_path, Phases(), repeat=1, html_report=str(page))
     assert page.is_file() and report.details["analysis"]
