@@ -275,9 +275,8 @@ def test_off_a_gpu_one_run_without_a_profile_and_no_ratio(tmp_path, caplog):
     assert o.profile is None and o.store is None and o.trace_window == Window(steps=(1, 2))
     assert notices(caplog)[1] == "phase 2/2: run without a profile: backend cpu records none"
     assert report.status == "not_applicable" and report.exit_code == 0
-    assert report.reasons == ["run's reason",
-                              "phase 1 could not produce a profile: no GPU; no module ran in the "
-                              "window"]
+    assert report.reasons == [
+        "run's reason", "phase 1 could not produce a profile: no GPU; no module ran in the window"]
     assert report.profile is None
     times = report.details["step_times"]
     assert times["ratio"] is None and times["runs"] == {"baseline": 0, "run": 1}
