@@ -146,32 +146,47 @@ def test_corrupt_manifest_is_one_clear_error(cdir: Path, tmp_path: Path):
         cache.ls(str(cdir))
 
 
-@pytest.mark.parametrize("runs, modules, says", [
+FOREIGN = [
     ([{"state": "in_progress", "host": "other", "started": "x"}], None,
      "run 1 has a start time that is no number"),
     ([{"state": "in_progress", "host": "other", "started": [1]}], None,
+     "run 1 has a start time that is no number"),
+    ([{"state": "in_progress", "host": "other", "started": float("nan")}], None,
      "run 1 has a start time that is no number"),
     ([{"id": "ok"}, "in_progress"], None, "run 2 is no object"),
     ([{"state": "in_progress", "host": "evil\x1b[2J", "started": 1.0}], None,
      "run 1 has a host that is no printable name"),
     ([], {"jit_step": ["k"]}, "module 'jit_step' is no record of cache keys"),
     ([], {"jit_step": {"plain_keys": "abc"}}, "module 'jit_step' is no record of cache keys"),
-])
-def test_a_manifest_another_process_wrote_stops_prune_with_one_line(cdir, tmp_path, runs, modules, says):
+]
+FIX = ("Move it away (or delete it) and run `pgle prewarm` again; the cache entries "
+       "themselves are fine.")
+
+
+def _foreign(runs, modules) -> str:
+    data = cache_manifest.empty()
+    data["runs"], data["modules"] = runs, modules or {}
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("runs, modules, says", FOREIGN)
+def test_a_manifest_record_no_pgle_writes_is_refused_in_one_sentence(runs, modules, says):
+    with pytest.raises(BadInput) as e:
+        cache_manifest.parse(_foreign(runs, modules), "/c/m.json")
+    assert e.value.message == f"cache manifest /c/m.json is not a pgle manifest ({says})."
+    assert e.value.hint == FIX
+
+
+def test_a_manifest_another_process_wrote_stops_prune_with_one_line(cdir, tmp_path):
     """The cache folder is shared: its manifest is untrusted. A record no pgle writes (a
     run's start time "x" crashed `cache prune` with a ValueError traceback) is one line, exit
     2, and prune deletes nothing."""
-    data = cache_manifest.empty()
-    data["runs"] = runs
-    data["modules"] = modules or {}
-    (cdir / cache_manifest.MANIFEST_NAME).write_text(json.dumps(data))
+    (cdir / cache_manifest.MANIFEST_NAME).write_text(_foreign(*FOREIGN[0][:2]))
     before = sorted(p.name for p in cdir.iterdir())
     proc = run_pgle("cache", "prune", str(cdir), "--older-than", "0m", "--yes", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr.decode()
-    assert pgle_lines(proc)[0] == (f"pgle: error: cache manifest {cdir / cache_manifest.MANIFEST_NAME} "
-                                   f"is not a pgle manifest ({says}). Move it away (or delete "
-                                   "it) and run `pgle prewarm` again; the cache entries "
-                                   "themselves are fine.")
+    assert pgle_lines(proc) == [f"pgle: error: cache manifest {cdir / cache_manifest.MANIFEST_NAME} "
+                                f"is not a pgle manifest ({FOREIGN[0][2]}). {FIX}"]
     assert "Traceback" not in proc.stderr.decode()
     assert sorted(p.name for p in cdir.iterdir()) == before
 
