@@ -483,9 +483,9 @@ class Running:
                 return True
         return True  # a workload still writing: its later lines are in the log after resume
 
-    def resume(self, poll_s: float = 0.5) -> LaunchResult:
+    def resume(self) -> LaunchResult:
         """Wait for the real exit of a workload that was held (`wait(held=...)`)."""
-        return self.wait(poll_s=poll_s)
+        return self.wait()
 
     def _close(self) -> None:
         self.exited.close()
