@@ -137,7 +137,7 @@ class Fleet:
                 self.publish()
             if self.rank == 0:
                 self.compare()
-            if self.require_same_program and self._diverged():
+            if self.require_same_program and (self.found or (self.dir / DIVERGENCE).is_file()):
                 self.stopped_for_divergence = True
                 return EXIT_NOT_VERIFIED
         except OSError as e:  # a job folder that fails now fails the gather too; say it once
@@ -182,11 +182,6 @@ class Fleet:
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / f"rank-{self.rank}.json", text + "\n")
         self.published = text
-
-    def _diverged(self) -> bool:
-        if self.found:
-            return True
-        return (self.dir / DIVERGENCE).is_file()
 
     # -- rank 0 ------------------------------------------------------------------------------
     def _read_ranks(self, name: re.Pattern[str] = _RANK_FILE) -> dict[int, dict[str, Any]]:
