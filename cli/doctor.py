@@ -42,22 +42,15 @@ def doctor(json_out: bool, **options: Any) -> Report:
     from pgle import api
 
     report = api.doctor(**options)
+    rows = [
+        (
+            c["check"],
+            c["status"].upper() if c["status"] != "ok" else "ok",
+            c["found"] + (f"  -> {c['todo']}" if c.get("todo") else ""),
+        )
+        for c in report.details["checks"]
+    ]
     if not json_out:
-        for line in checks_table(report.details["checks"]):
+        for line in table(("CHECK", "STATUS", "FOUND -> WHAT TO DO"), rows):
             echo(line)
     return report
-
-
-def checks_table(checks: list[dict[str, Any]]) -> list[str]:
-    """CHECK, STATUS, FOUND -> WHAT TO DO: one line per check, the columns aligned."""
-    return table(
-        ("CHECK", "STATUS", "FOUND -> WHAT TO DO"),
-        [
-            (
-                c["check"],
-                c["status"].upper() if c["status"] != "ok" else "ok",
-                c["found"] + (f"  -> {c['todo']}" if c.get("todo") else ""),
-            )
-            for c in checks
-        ],
-    )

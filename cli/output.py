@@ -119,16 +119,12 @@ def _echo(text: str, *, err: bool = False) -> bool:
         return True
     except OSError as e:
         streams.failed[fd] = streams.describe(e)
-        _drop_stream(err)
+        null = open(os.devnull, "w")  # noqa: SIM115  pgle's stream from now on, never closed
+        if err:
+            sys.stderr = null
+        else:
+            sys.stdout = null
         return False
-
-
-def _drop_stream(err: bool) -> None:
-    null = open(os.devnull, "w")  # noqa: SIM115  pgle's stream from now on, never closed
-    if err:
-        sys.stderr = null
-    else:
-        sys.stdout = null
 
 
 def quiet_stdout_for_json(json_out: bool, environ: Mapping[str, str] | None = None) -> bool:
@@ -194,7 +190,11 @@ def finish(
         target = report_target(report_path, job=job)
     except BadInput as e:
         _fail(e, json_out=json_out, target=None, debug=debug)
-    saved_stdout = _stdout_to_stderr() if json_out else None
+    saved_stdout = None
+    if json_out:
+        sys.stdout.flush()
+        saved_stdout = os.dup(1)
+        os.dup2(2, 1)
     try:
         report = produce()
     except PgleError as e:
@@ -269,13 +269,6 @@ def _write_report(target: str, text: str) -> None:
     except OSError as e:
         emit(f"error: cannot write report {target}: {e.strerror}")
         sys.exit(EXIT_ERROR)
-
-
-def _stdout_to_stderr() -> int:
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    return saved
 
 
 def _restore_stdout(saved: int | None) -> None:

@@ -11,6 +11,13 @@ from pgle.report import Report
 from .options import report_options
 from .output import echo
 
+FORCE_OUT = click.option(
+    "--force",
+    is_flag=True,
+    help="Replace OUT if it exists (a directory only if it "
+    "holds nothing but profiles and their manifest).",
+)
+
 
 def _to_stdout(report: Report, json_out: bool) -> Report:
     """inspect's and diff's lines are the command's product: stdout (`pgle inspect p.pb > x.txt`);
@@ -90,12 +97,7 @@ def diff(a: str, b: str, top: int, json_out: bool) -> Report:
     show_default=True,
     help="For --method percentile (JAX auto PGLE's default is 90).",
 )
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Replace OUT if it exists (a directory only if it "
-    "holds nothing but profiles and their manifest).",
-)
+@FORCE_OUT
 @report_options
 def merge(profiles: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     from pgle import api
@@ -162,12 +164,7 @@ def merge(profiles: tuple[str, ...], json_out: bool, **options: Any) -> Report:
     is_flag=True,
     help="Trace input, file OUT: qualify every name with its module's fingerprint.",
 )
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Replace OUT if it exists (a directory only if it "
-    "holds nothing but profiles and their manifest).",
-)
+@FORCE_OUT
 @report_options
 def convert(src: str, out: str, json_out: bool, **options: Any) -> Report:
     from pgle import api

@@ -106,7 +106,8 @@ def doctor(
             if probe and environ.get("XLA_FLAGS")
             else None
         )
-        checks = [python_check(), *jax_checks(ctx), workflow_check(ctx)]
+        python = _ok("python", f"{sys.version.split()[0]} ({sys.executable})")
+        checks = [python, *jax_checks(ctx), workflow_check(ctx)]
         flags, hazards, cache = flag_checks(ctx), hazard_checks(ctx), cache_checks(ctx)
         info = backend.result()
         # --probe: a one-second trace, only where a GPU backend could be traced.
@@ -147,11 +148,6 @@ def _report(command: str, checks: list[Check], details: dict) -> Report:
 
 
 # --- python, jax, workflows ----------------------------------------------------
-
-
-def python_check() -> Check:
-    v = sys.version.split()[0]
-    return _ok("python", f"{v} ({sys.executable})")
 
 
 def jax_checks(ctx: Context) -> list[Check]:

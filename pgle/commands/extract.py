@@ -95,19 +95,7 @@ def extract(
         report.warnings.append(
             "the profile is empty (written because of --allow-empty): " + "; ".join(report.reasons)
         )
-    window = report.details["window"]
-    man = manifest.build(
-        workload_argv=list(opts.workload.argv()),
-        user_flags=ex.child.user_flags,
-        child_flags=ex.child.flags,
-        environment=childenv.relevant(ex.child.env),
-        backend=ex.events.backend_record,
-        window=window,
-        profile=report.profile,
-        trace_dir=str(run_folder),
-        converter=converter,
-        effective_flags=ex.events.xla_flags_seen.effective if ex.events.xla_flags_seen else None,
-    )
+    man = _manifest(opts, ex, report, converter, run_folder)
     man_path = manifest.manifest_path(output)
     # Both or neither: a profile without its manifest (full disk) would pass for a good one.
     files.write_profile(
@@ -293,7 +281,9 @@ def finish_per_module(
         check_directory_target(output, force=opts.force)
         target = _write_empty_directory(output, force=opts.force)
         man_path = manifest.manifest_path(target)
-        manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
+        manifest.write(
+            man_path, _manifest(opts, ex, report, converter, run_folder, per_module=True)
+        )
         report.details["manifest"] = str(man_path)
         report.status = Collected.EMPTY
         report.summary.append(
@@ -315,7 +305,7 @@ def finish_per_module(
     }
     report.profile.pop("ignored", None)
     man_path = manifest.manifest_path(target)
-    manifest.write(man_path, _per_module_manifest(opts, ex, report, converter, run_folder))
+    manifest.write(man_path, _manifest(opts, ex, report, converter, run_folder, per_module=True))
     report.details["manifest"] = str(man_path)
     report.status = Collected.COLLECTED
     window = converter["steps_window"]
@@ -342,8 +332,13 @@ def finish_per_module(
     return report
 
 
-def _per_module_manifest(
-    opts: CollectOptions, ex: Execution, report: Report, converter: dict, run_folder: Path
+def _manifest(
+    opts: CollectOptions,
+    ex: Execution,
+    report: Report,
+    converter: dict | None,
+    run_folder: Path,
+    per_module: bool = False,
 ) -> dict:
     rows = [{k: v for k, v in m.items() if k != "status"} for m in report.modules]
     return manifest.build(
@@ -356,7 +351,7 @@ def _per_module_manifest(
         profile=report.profile,
         trace_dir=str(run_folder),
         converter=converter,
-        modules=rows,
+        modules=rows if per_module else None,
         effective_flags=ex.events.xla_flags_seen.effective if ex.events.xla_flags_seen else None,
     )
 

@@ -192,8 +192,7 @@ def merge_report(
 ):
     """`pgle merge`: files into one file, or per-module directories into one directory."""
     from pgle.profiles.merge import (
-        check_method,
-        check_percentile,
+        check_merge,
         merge_directory_modules,
         merge_profiles,
         name_overlap,
@@ -201,8 +200,7 @@ def merge_report(
 
     if not inputs:
         raise BadInput("merge needs at least one input profile.")
-    check_percentile(percentile)
-    check_method(method, percentile)
+    check_merge(method, percentile)
     kind = output_kind(out)
     if kind == "file":
         check_writable_target(out, force=force, what="profile")  # refuse before reading 256 files

@@ -229,26 +229,24 @@ def _read_lease(folder: OpenDir) -> tuple[dict[str, Any], float] | None:
     return (info if isinstance(info, dict) else {}), st.st_mtime
 
 
-def ls(root: str = DEFAULT_RUNS_ROOT, *, now: float | None = None) -> Report:
-    given = root
+def ls(root: str = DEFAULT_RUNS_ROOT) -> Report:
     opened, path = open_root(root)
     with opened:
         runs = _list(opened, path)
         others = _others(opened, runs)
     total = sum(r.size for r in runs)
     report = Report(command="runs ls", status="ok")
-    root = path
     report.details = {
-        "root": root,
+        "root": path,
         "not_run_folders": others,
         "runs": [r.to_dict() for r in runs],
         "total": {"runs": len(runs), "bytes": total},
     }
     live = sum(r.live for r in runs)
     report.summary = [
-        f"{len(runs)} run folders, {human_bytes(total)} in {root}"
+        f"{len(runs)} run folders, {human_bytes(total)} in {path}"
         + (f" ({live} in use)" if live else "")
-    ] + _root_lines(given, path, others)
+    ] + _root_lines(root, path, others)
     return report
 
 
@@ -299,9 +297,7 @@ def prune(
     if keep_last is not None and keep_last < 0:
         raise BadInput(f"--keep-last {keep_last} is negative.")
     now = time.time() if now is None else now
-    given = root
     opened, path = open_root(root)
-    root = path
     deleted, errors = [], []
     with opened:
         runs = _list(opened, path)
@@ -341,7 +337,7 @@ def prune(
         reasons=errors,
     )
     report.details = {
-        "root": root,
+        "root": path,
         "not_run_folders": others,
         "dry_run": not yes,
         "selected": [r.to_dict() for r in chosen],
@@ -357,5 +353,5 @@ def prune(
     live = [r.name + (f" (on {r.host})" if r.host else "") for r in runs if r.live]
     if live:
         report.summary.append(f"kept {len(live)} in use by a running process: {', '.join(live)}")
-    report.summary += _root_lines(given, path, others)
+    report.summary += _root_lines(root, path, others)
     return report

@@ -49,11 +49,6 @@ def find_logdir(run_folder: str | os.PathLike) -> Path:
     )
 
 
-def require_xprof() -> None:
-    if importlib.util.find_spec("xprof") is None:
-        raise PgleError(f"{_MISSING}: {INSTALL_HINT}")
-
-
 @dataclasses.dataclass
 class ViewServer:
     process: subprocess.Popen
@@ -93,7 +88,8 @@ def start(
 ) -> ViewServer:
     """Start XProf on the run folder's trace; returns once it listens (port 0: any free port)."""
     logdir = find_logdir(run_folder)
-    require_xprof()
+    if importlib.util.find_spec("xprof") is None:
+        raise PgleError(f"{_MISSING}: {INSTALL_HINT}")
     fd, log_path = tempfile.mkstemp(prefix="pgle-view-", suffix=".log")
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the pgle package
     code = (

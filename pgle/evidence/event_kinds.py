@@ -337,7 +337,7 @@ class Released(Event, kind=schema.RELEASED):
 Check = Callable[[Any], bool]
 
 
-def _number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -352,7 +352,7 @@ def _check_of(tp: Any) -> Check:
     if tp is int:
         return lambda v: isinstance(v, int) and not isinstance(v, bool)
     if tp is float:
-        return _number
+        return is_number
     if tp is str:
         return lambda v: isinstance(v, str)
     origin, args = typing.get_origin(tp), typing.get_args(tp)

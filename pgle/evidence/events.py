@@ -285,16 +285,8 @@ def read_events(path: Path | str) -> RunEvents:
     """The events of a run: its events file and the step file beside it."""
     path = Path(path)
     steps = _StepLog()
-    backend: Backend | None = None
-    trace: TraceStop | None = None
-    exit_: Exit | None = None
     records: list[Event] = []
-    errors: list[str] = []
-    compiles: list[Compile] = []
-    modules: list[ModuleCompiled] = []
-    script_traces: list[ScriptTrace] = []
-    xla_compiles: list[XlaCompile] = []
-    flags_seen: XlaFlagsSeen | None = None
+    kinds: dict[type[Event], list[Any]] = {}  # the often-read kinds, in file order
     names: dict[int, str] = {}  # steps.bin's name ids
     lines = rejected = 0
     size = path.stat().st_size if path.exists() else 0
@@ -315,24 +307,7 @@ def read_events(path: Path | str) -> RunEvents:
                 names[event.id] = event.name
                 continue
             records.append(event)
-            if isinstance(event, Backend):
-                backend = backend or event
-            elif isinstance(event, TraceStop):
-                trace = event
-            elif isinstance(event, TraceError):
-                errors.append(event.error)
-            elif isinstance(event, Compile):
-                compiles.append(event)
-            elif isinstance(event, ModuleCompiled):
-                modules.append(event)
-            elif isinstance(event, Exit):
-                exit_ = event
-            elif isinstance(event, XlaFlagsSeen):
-                flags_seen = flags_seen or event
-            elif isinstance(event, ScriptTrace):
-                script_traces.append(event)
-            elif isinstance(event, XlaCompile):
-                xla_compiles.append(event)
+            kinds.setdefault(type(event), []).append(event)
     side = step_file.StepFile(step_file.beside(path))
     # After the step_enter lines: their indices and the records' never meet in one run. In
     # blocks: memory follows the steps kept, not the file.
@@ -343,15 +318,15 @@ def read_events(path: Path | str) -> RunEvents:
     return RunEvents(
         records,
         steps.steps(),
-        backend,
-        trace,
-        errors,
-        compiles,
-        exit_,
-        modules,
-        flags_seen,
-        script_traces,
-        xla_compiles,
+        kinds.get(Backend, [None])[0],
+        kinds.get(TraceStop, [None])[-1],
+        [e.error for e in kinds.get(TraceError, [])],
+        kinds.get(Compile, []),
+        kinds.get(Exit, [None])[-1],
+        kinds.get(ModuleCompiled, []),
+        kinds.get(XlaFlagsSeen, [None])[0],
+        kinds.get(ScriptTrace, []),
+        kinds.get(XlaCompile, []),
         lines=lines + side.records,
         rejected=rejected,
         steps_error=side.error,

@@ -628,6 +628,11 @@ class RankRun:
         self, report: Report, reports: Mapping[int, dict[str, Any]], missing: Mapping[int, str]
     ) -> None:
         failure = folder.peer_failure(self.job_dir, -1)
+        errors = [
+            (r, rep)
+            for r, rep in sorted(reports.items())
+            if rep.get("pgle_error") and rep.get("exit_code")
+        ]
         if failure is not None:
             # The first rank whose workload (or pgle, before launching it) failed on its own.
             report.workload_exit_code = failure.exit_code
@@ -636,30 +641,21 @@ class RankRun:
             text = f"rank {failure.rank} failed first, with exit code {failure.exit_code}"
             if stopped:
                 text += f"; pgle stopped the workload on {ranks_phrase(stopped)}"
-            report.reasons.append(text + ".")
-            report.summary.append(text)
-            return
-        errors = [
-            (r, rep)
-            for r, rep in sorted(reports.items())
-            if rep.get("pgle_error") and rep.get("exit_code")
-        ]
-        if errors:
+        elif errors:
             r, rep = errors[0]
             report.exit_code = int(rep["exit_code"])
             failed = ranks_phrase(x for x, _ in errors)
             text = f"pgle failed on {failed} (rank {r}: exit {rep['exit_code']})"
-            report.reasons.append(text + ".")
-            report.summary.append(text)
-            return
-        if missing:
+        elif missing:
             report.exit_code = EXIT_ERROR
             text = (
                 f"{ranks_phrase(missing)} never reported within --gather-timeout "
                 f"{self.gather_timeout_s:g} s: the job verdict covers the other ranks only"
             )
-            report.reasons.append(text + ".")
-            report.summary.append(text)
+        else:
+            return
+        report.reasons.append(text + ".")
+        report.summary.append(text)
 
     def wait_for_job_report(self) -> dict[str, Any]:
         """The job report rank 0 wrote for this (phase) job, waiting up to the gather timeout;

@@ -35,7 +35,7 @@ from typing import Any
 from pgle.atomic import write_text_atomic
 from pgle.errors import EXIT_NOT_VERIFIED, BadInput
 from pgle.evidence import schema, stacks
-from pgle.evidence.event_kinds import ModuleIdentity, Stacks
+from pgle.evidence.event_kinds import ModuleIdentity, Stacks, is_number
 from pgle.evidence.event_tail import EventTail
 from pgle.jobs import divergence, first_stopped
 from pgle.shared_folders import read_bytes_nofollow
@@ -137,7 +137,7 @@ class Fleet:
                 self.publish()
             if self.rank == 0:
                 self.compare()
-            if self.require_same_program and self._diverged():
+            if self.require_same_program and (self.found or (self.dir / DIVERGENCE).is_file()):
                 self.stopped_for_divergence = True
                 return EXIT_NOT_VERIFIED
         except OSError as e:  # a job folder that fails now fails the gather too; say it once
@@ -182,11 +182,6 @@ class Fleet:
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / f"rank-{self.rank}.json", text + "\n")
         self.published = text
-
-    def _diverged(self) -> bool:
-        if self.found:
-            return True
-        return (self.dir / DIVERGENCE).is_file()
 
     # -- rank 0 ------------------------------------------------------------------------------
     def _read_ranks(self, name: re.Pattern[str] = _RANK_FILE) -> dict[int, dict[str, Any]]:
@@ -282,10 +277,10 @@ class Fleet:
             )
             if not isinstance(last, (int, float)) or isinstance(last, bool):
                 continue
-            count: Any = steps if _number(steps) and steps else executions
+            count: Any = steps if is_number(steps) and steps else executions
             phase = phases.get(rank, {})
             progress[rank] = first_stopped.RankProgress(
-                int(count) if _number(count) else 0,
+                int(count) if is_number(count) else 0,
                 float(last),
                 _text(phase.get("phase")),
                 _text(phase.get("what")),
@@ -313,10 +308,6 @@ class Fleet:
             if summary is not None:
                 report.details["stall"] = {**(report.details.get("stall") or {}), **summary}
                 report.summary.append(first_stopped.line(summary))
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _text(v: Any) -> str | None:

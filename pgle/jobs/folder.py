@@ -328,13 +328,11 @@ def gather(
     world_size: int,
     timeout_s: float,
     *,
-    first_poll_s: float = 0.05,
-    max_poll_s: float = 0.5,
     progress_every_s: float = 10.0,
 ) -> Gathered:
     """Collect `rank-<r>.json` of ranks 0..world_size-1, waiting up to `timeout_s`.
 
-    Polls with a growing interval (first_poll_s, x1.5, capped at max_poll_s)
+    Polls with a growing interval (0.05 s, x1.5, capped at 0.5 s)
     and returns as soon as every rank has reported (or left a report it cannot read: written
     atomically, it will not change), or at the timeout with the ranks that never did (sorted).
     A report that is not a JSON object counts as missing; `describe_missing` says why each
@@ -349,7 +347,7 @@ def gather(
     deadline = time.monotonic() + timeout_s
     reports: dict[int, dict[str, Any]] = {}
     unreadable: set[int] = set()
-    interval = first_poll_s
+    interval = 0.05
     started = time.monotonic()
     next_line = started + progress_every_s
     while True:
@@ -376,7 +374,7 @@ def gather(
                 f"{now - started:.0f} s of the {timeout_s:.0f} s gather timeout"
             )
         time.sleep(min(interval, left))
-        interval = min(interval * 1.5, max_poll_s)
+        interval = min(interval * 1.5, 0.5)
     missing = [r for r in range(world_size) if r not in reports]
     return Gathered(dict(sorted(reports.items())), missing)
 

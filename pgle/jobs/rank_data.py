@@ -52,14 +52,10 @@ def json_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
+        if isinstance(item, (dict, list)):
             if depth > limit:
                 return False
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            if depth > limit:
-                return False
-            stack.extend((v, depth + 1) for v in item)
+            stack += [(v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)]
     return True
 
 

@@ -111,12 +111,6 @@ def pgle_flags(child: ChildEnv) -> dict[str, str]:
     return out
 
 
-def harness_argv(spec_path: Path) -> list[str]:
-    # Run by file path: the harness needs only the standard library, and its own
-    # folder on sys.path[0] is replaced by the script's before the script runs.
-    return [sys.executable, str(HARNESS), "--spec", str(spec_path)]
-
-
 def command_environment(env: dict[str, str], spec_path: Path) -> dict[str, str]:
     """Command mode: the harness travels by environment into every Python process below the
     command (a sitecustomize first on PYTHONPATH, which chains to the one it shadows)."""
@@ -212,7 +206,9 @@ def execute(
         argv = [*prefix, *workload.command]
         env = command_environment(env, run.spec)
     else:
-        argv = [*prefix, *harness_argv(run.spec)]
+        # Run by file path: the harness needs only the standard library, and its own
+        # folder on sys.path[0] is replaced by the script's before the script runs.
+        argv = [*prefix, sys.executable, str(HARNESS), "--spec", str(run.spec)]
     if on_start is not None:
         on_start()
     ticker = WindowProgress(run.events, window=profile_window is not None) if progress else None
@@ -236,9 +232,11 @@ def execute(
         # Interrupted: the peers of a job stop too, whatever the workload's own code was.
         on_exit(128 + result.interrupted if result.interrupted else result.exit_code)
     _drop_empty_stacks(run)
+    if log_copy:
+        # Checked writable before the launch (check_writable_target); a failure now is
+        # pgle's (exit 1), and copy_file_atomic leaves no half-written copy.
+        copy_file_atomic(run.log, log_copy)
     if result.interrupted:
-        if log_copy:
-            copy_log(run.log, log_copy)
         raise interrupted(result)
     child.warnings.extend(result.stream_notes)
     if stall is not None:
@@ -249,8 +247,6 @@ def execute(
             f"the workload log {run.log} is incomplete ({result.log_error}): the verdict saw only "
             f"the lines written before that; {remedy(result.log_error)} and rerun to be sure"
         )
-    if log_copy:
-        copy_log(run.log, log_copy)
     ex = Execution(
         run,
         result,
@@ -299,9 +295,3 @@ def interrupted(result: launcher.LaunchResult) -> Interrupted:
         f"interrupted by {name}: pgle passed it to the workload, which "
         f"{how}; nothing more is run. Its output: {result.log_path}",
     )
-
-
-def copy_log(src: Path, dest: str) -> None:
-    # Checked writable before the launch (check_writable_target); a failure now is
-    # pgle's (exit 1), and copy_file_atomic leaves no half-written copy.
-    copy_file_atomic(src, dest)

@@ -174,10 +174,6 @@ def copy_window_size(terminal: int, pty: int) -> None:
         pass
 
 
-def _warn(text: str) -> None:
-    streams.say(text)
-
-
 class _ExitWatch:
     """Waits up to a timeout for the child's exit and notices it the moment it happens.
 
@@ -347,7 +343,7 @@ class Running:
         self.grace = kill_grace(env)
         self.log_path = log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log = Log(log_path, _warn)
+        self.log = Log(log_path)
         self.sinks = Sink.pair(sys.stdout, sys.stderr, log_path)
         # Only pgle holds the write end (os.pipe fds are not inheritable): its death is EOF there.
         watch_r, self.watch_w = os.pipe()
@@ -440,7 +436,7 @@ class Running:
                     signal_group(self.child, signal.SIGKILL)
                     escapees.signal_all(escapees.marked(self.token), signal.SIGKILL)
                     if not self.stopped:
-                        _warn(
+                        streams.say(
                             f"pgle: the workload was still running {signals.grace_s:g} s after "
                             f"SIGTERM: killed it (SIGKILL, its process group too; "
                             f"{KILL_GRACE_VAR} sets the grace period)"
@@ -487,9 +483,9 @@ class Running:
                 return True
         return True  # a workload still writing: its later lines are in the log after resume
 
-    def resume(self, poll_s: float = 0.5) -> LaunchResult:
+    def resume(self) -> LaunchResult:
         """Wait for the real exit of a workload that was held (`wait(held=...)`)."""
-        return self.wait(poll_s=poll_s)
+        return self.wait()
 
     def _close(self) -> None:
         self.exited.close()
@@ -520,7 +516,7 @@ class Running:
         done = drained(pumps, PIPE_GRACE_S)
         stuck = [] if done else [p for p in pumps if p.abandon_stuck_terminal()]
         for p in stuck:  # the terminal took nothing for the grace: the log has the rest
-            _warn(
+            streams.say(
                 f"pgle: warning: the terminal took none of the workload's {p.sink.name} for "
                 f"{PIPE_GRACE_S:g} s after the workload exited (frozen with Ctrl-S?); the rest "
                 f"of it is in {log_path} only"
@@ -531,7 +527,7 @@ class Running:
         if any(p.is_alive() for p in pumps) and not (stuck and drained(pumps, PIPE_GRACE_S)):
             for p in pumps:
                 p.detached = True  # drained and dropped from now on; its fd stays open until then
-            _warn(
+            streams.say(
                 f"pgle: warning: the workload exited, but a process it started still holds its "
                 f"output open; pgle stopped waiting after {PIPE_GRACE_S:g} s: what that process "
                 f"prints from now on is neither shown nor kept in {log_path}"

@@ -63,8 +63,6 @@ _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 # behind the pump before the pump waits for it.
 BEHIND_MAX = 4 << 20
 
-Warn = Callable[[str], None]
-
 
 def grow_pipe(fd: int) -> bool:
     """Make the pipe under `fd` PIPE_SIZE bytes; False where the system's limits refuse it
@@ -79,8 +77,8 @@ def grow_pipe(fd: int) -> bool:
 class Log:
     """The run log, shared by both pumps; the first write error ends it for good."""
 
-    def __init__(self, path: Path, warn: Warn):
-        self.path, self.warn = path, warn
+    def __init__(self, path: Path):
+        self.path = path
         self.lock = threading.Lock()
         self.error: str | None = None
         self.closed = False
@@ -106,7 +104,7 @@ class Log:
                         rest = rest[os.write(self.fd, rest) :]
             except OSError as e:
                 self.error = streams.describe(e)
-                self.warn(
+                streams.say(
                     f"pgle: warning: stopped writing {self.path}: {self.error}; the "
                     "workload's output still reaches this terminal, the log is incomplete"
                 )

@@ -138,7 +138,7 @@ def _open_runs_parent() -> OpenDir:
         ) from None
 
 
-def _new_folder(command: str, suffix: str) -> tuple[Path, OpenDir]:
+def _new_folder(command: str) -> tuple[Path, OpenDir]:
     """A new folder under .pgle/runs, made by this process (mkdirat fails if the name exists),
     and the folder opened (its lease is written through it)."""
     from pgle.atomic import dir_mode
@@ -148,7 +148,7 @@ def _new_folder(command: str, suffix: str) -> tuple[Path, OpenDir]:
         for attempt in range(100):
             # The pid stays last: `pgle runs` reads it from the name of a folder without a lease.
             tag = "" if attempt == 0 else f"-{secrets.token_hex(3)}"
-            name = f"{stamp}-{command}{suffix}{tag}-{os.getpid()}"
+            name = f"{stamp}-{command}{tag}-{os.getpid()}"
             try:
                 os.mkdir(name, dir_mode(), dir_fd=parent.fd)
             except FileExistsError:
@@ -176,7 +176,7 @@ class RunFolder:
     path: Path
 
     @classmethod
-    def create(cls, command: str, run_dir: str | None = None, *, suffix: str = "") -> RunFolder:
+    def create(cls, command: str, run_dir: str | None = None) -> RunFolder:
         if run_dir:
             path = Path(run_dir)
             try:
@@ -192,7 +192,7 @@ class RunFolder:
                 )
             opened = OpenDir.open(path, "run folder")
         else:
-            path, opened = _new_folder(command, suffix)
+            path, opened = _new_folder(command)
         with opened:
             folder = cls(path.resolve())
             try:

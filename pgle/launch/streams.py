@@ -44,7 +44,6 @@ def reserve_standard_fds() -> set[int]:
         closed_at_start.add(fd)
         name = STREAM_NAMES[fd]
         if getattr(sys, name, None) is None:  # Python found the fd closed at start-up
-            # Kept open for the life of the process, as Python's own std streams.
             setattr(
                 sys,
                 name,

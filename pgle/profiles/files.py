@@ -165,10 +165,6 @@ _MAGIC = (
 )
 
 
-def _known_format(data: bytes) -> str | None:
-    return next((name for magic, name in _MAGIC if data.startswith(magic)), None)
-
-
 def _is_binary_profile(data: bytes) -> bool:
     """True only when the bytes parse as a binary profile with entries: protobuf keeps the
     unknown fields of random bytes, so "it parsed" alone says nothing."""
@@ -205,7 +201,7 @@ def _parse_text(data: bytes, source: str) -> Any:  # a ProfiledInstructionsProto
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        kind = _known_format(data)
+        kind = next((name for magic, name in _MAGIC if data.startswith(magic)), None)
         if kind:
             hint = f"It is {kind}, not a profile."
         elif _is_binary_profile(data):
@@ -582,9 +578,9 @@ def _directory_source(
             if form == BINARY:
                 shadowed.append(root / entry)
             if form in failed:
-                unreadable.append(
-                    (root / entry, _parse_reason(failed[form], _name_of(path / entry)))
-                )
+                # What the parse error says about the file, without its name and final period.
+                why = failed[form].message.removeprefix(f"profile {_name_of(path / entry)} ")
+                unreadable.append((root / entry, why.rstrip(".")))
     return ProfileSource(
         path=root,
         kind="directory",
@@ -597,11 +593,6 @@ def _directory_source(
         ignored=ignored,
         unreadable=unreadable,
     )
-
-
-def _parse_reason(error: ProfileError, source: str) -> str:
-    """What a parse error says about the file, without its name and the final period."""
-    return error.message.removeprefix(f"profile {source} ").rstrip(".")
 
 
 # --- content-addressed copies ----------------------------------------------------------------

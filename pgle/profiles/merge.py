@@ -32,21 +32,19 @@ def percentile_index(n: int, percentile: int) -> int:
     return int(percentile / 100.0 * (n - 1)) if n > 1 else 0
 
 
-def check_method(method: str, percentile: int) -> None:
-    """BadInput for an unknown --method."""
-    if method not in METHODS:
-        raise BadInput(
-            f"unknown merge method '{method}'.", hint=f"Use one of: {', '.join(METHODS)}."
-        )
-
-
-def check_percentile(percentile: object) -> int:
+def check_merge(method: str, percentile: object) -> int:
+    """The percentile; BadInput for one that is no whole number from 0 to 100, then for an
+    unknown --method."""
     if (
         isinstance(percentile, bool)
         or not isinstance(percentile, int)
         or not 0 <= percentile <= 100
     ):
         raise BadInput(f"percentile {percentile!r} is not a whole number from 0 to 100.")
+    if method not in METHODS:
+        raise BadInput(
+            f"unknown merge method '{method}'.", hint=f"Use one of: {', '.join(METHODS)}."
+        )
     return percentile
 
 
@@ -57,8 +55,7 @@ def merge_profiles(
     profiles' tuples through the one merge engine, `ColumnMerge` (names as numpy objects)."""
     import numpy as np
 
-    percentile = check_percentile(percentile)
-    check_method(method, percentile)
+    percentile = check_merge(method, percentile)
     costs, latencies = ColumnMerge(), ColumnMerge()
     for p in profiles:
         costs.add(_objects([n for n, _ in p.costs]), np.array([c for _, c in p.costs], float))
@@ -323,7 +320,7 @@ class ColumnMerge:
     def merge(self, method: str, percentile: int) -> tuple[list[Any], Any]:
         """(names in first-seen order, merged costs)."""
         np = self.np
-        check_method(method, check_percentile(percentile))
+        check_merge(method, percentile)
         n = len(self.names)
         count = self.occ
         names = [b.decode("utf-8") if isinstance(b, bytes) else b for b in self.names]
