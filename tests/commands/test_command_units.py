@@ -1,12 +1,14 @@
-"""What `pgle nsys` counts as drift from the prewarm run (only what changes a cache key), and
-how it replays the prewarm's environment (the user's own variables win)."""
+"""What `pgle nsys` counts as drift from the prewarm run (only what changes a cache key), how
+it replays the prewarm's environment (the user's own variables win), and the ranks it profiles."""
 
 from __future__ import annotations
 
 import jax
+import pytest
 
 from pgle.commands.auto_env import nsys_environment
-from pgle.commands.nsys import drift
+from pgle.commands.nsys import drift, parse_ranks
+from pgle.errors import BadInput
 from pgle.evidence.jax_log import key_flag_words
 from pgle.launch.workload import Workload
 from pgle.redact import REDACTED
@@ -63,3 +65,12 @@ def test_prewarms_jax_variables_never_override_the_users_own(tmp_path):
     assert child.env["JAX_THREEFRY_PARTITIONABLE"] == "1"  # the prewarm's, where the user set none
     assert child.env["JAX_COMPILATION_CACHE_EXPECT_PGLE"] == "true"
     assert child.env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)
+
+
+def test_a_rank_range_profiles_both_its_ends():
+    # `pgle nsys --ranks 0-3` profiles ranks 0, 1, 2 and 3 (a range names its last rank too).
+    assert parse_ranks("0-3") == (0, 1, 2, 3)
+    assert parse_ranks("2-2,8, 5-6") == (2, 5, 6, 8)
+    for bad in ("3-1", "", "-1", "a-b"):
+        with pytest.raises(BadInput, match="is not a list of ranks"):
+            parse_ranks(bad)

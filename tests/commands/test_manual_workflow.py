@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.cheap_train import write_cheap_train
+from pgle.launch.workload import Workload
 from helpers.pgle_testing import EXAMPLES, WORKLOADS, pgle_env, pgle_lines, report_of, run_pgle, write_profile
 
 REPLAY = str(WORKLOADS / "replay_xla_log.py")
@@ -321,3 +322,43 @@ def test_a_variable_the_run_sets_replaces_the_users_own(project, monkeypatch):
     report = driver.run(wf, opts, environ=environ)
     assert report.workload_exit_code == 0, report.reasons
     assert (project / "seen").read_text() == "O1"
+
+
+def _cached_run_folder(root: Path, *, hits: tuple[bool, ...]) -> Path:
+    """A GPU run's folder whose executables jax compiled (False) or loaded from its persistent
+    cache (True), as the harness records them; XLA logged nothing."""
+    run = root / "run"
+    run.mkdir(parents=True)
+    use, hit = "/jax/compilation_cache/compile_requests_use_cache", "/jax/compilation_cache/cache_hits"
+    recs = [{"kind": "start", "t": 1.0}, {"kind": "jax_imported", "t": 1.5, "version": "0.10.2"},
+            {"kind": "backend", "t": 2.0, "platform": "gpu", "device_count": 1,
+             "device_kind": "NVIDIA H100", "process_count": 1}]
+    for i, cached in enumerate(hits):
+        t, module = 10.0 + i, f"jit_f{i}"
+        recs += [{"kind": "compile_begin", "t": t, "module": module, "thread": "1", "fdo": False},
+                 {"kind": "jax_event", "t": t + 0.1, "event": use, "thread": "1"}]
+        if cached:
+            recs.append({"kind": "jax_event", "t": t + 0.2, "event": hit, "thread": "1"})
+        recs.append({"kind": "compile_end", "t": t + 0.3, "module": module, "ok": True,
+                     "thread": "1"})
+    recs.append({"kind": "exit", "t": 20.0, "code": 0})
+    (run / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (run / "workload.log").write_text("")
+    return run
+
+
+def test_run_whose_every_executable_came_from_the_cache_says_xla_compiled_nothing(tmp_path):
+    # Issue 31's rule as `pgle run` applies it to its run folder (in process: no CPU run can
+    # compile for a GPU): XLA compiled nothing, so the log cannot tell, an error that says so;
+    # one executable compiled anew and the silent log is `not_applied` again.
+    from helpers.run_folder import execution_from_run_folder
+    from pgle.commands.run import RunOptions, finish_run
+
+    opts = RunOptions(workload=Workload(str(WORKLOADS / "train.py"), None, ()), profile="p.pb")
+    warm = finish_run(opts, execution_from_run_folder(
+        _cached_run_folder(tmp_path / "warm", hits=(True, True))), None, None, [])
+    assert warm.status == "error", warm.reasons
+    assert "XLA compiled nothing" in warm.reasons[0], warm.reasons
+    mixed = finish_run(opts, execution_from_run_folder(
+        _cached_run_folder(tmp_path / "mixed", hits=(True, False))), None, None, [])
+    assert mixed.status == "not_applied", mixed.reasons

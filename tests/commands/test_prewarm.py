@@ -101,3 +101,23 @@ def test_host_callback_module_is_never_cached(project: Path):
     cb = {m["module"]: m for m in report_of(proc)["modules"]}["jit_with_callback"]
     assert cb["status"] == "not_optimized" and "uses host callbacks" in cb["reason"]
     assert "host callbacks" in cb["fix"]
+
+
+def test_the_manifest_keeps_the_latest_finished_runs(tmp_path: Path):
+    # It remembers KEEP_RUNS finished runs: the run that just finished is among them and the
+    # oldest go; a run still in progress (another prewarm) stays whatever its age.
+    from pgle.commands import prewarm
+
+    cache_dir = str(tmp_path / "cache")
+    os.mkdir(cache_dir)
+
+    def record(run_id: str, state: str, started: float) -> dict:
+        return {**cache_manifest.new_run("w.py", None), "id": run_id, "state": state,
+                "started": started}
+
+    old = [record(f"old-{i:02d}", "finished", 1000.0 + i) for i in range(prewarm.KEEP_RUNS + 2)]
+    runs = [record("other", "in_progress", 999.0), *old, record("mine", "in_progress", 2000.0)]
+    cache_manifest.update(cache_dir, lambda data: data["runs"].extend(runs))
+    prewarm._close_run(cache_dir, "mine", "finished", None, [])
+    ids = [r["id"] for r in cache_manifest.load(cache_dir)["runs"]]
+    assert ids == ["other", *(r["id"] for r in old[3:]), "mine"], ids

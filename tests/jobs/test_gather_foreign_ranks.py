@@ -41,3 +41,15 @@ def test_a_rank_s_own_failure_is_no_peer_failure(tmp_path):
     assert folder.peer_failure(job, 1) is None
     peer = folder.peer_failure(job, 0)
     assert peer is not None and (peer.rank, peer.exit_code) == (1, 3)
+
+
+def test_with_several_failed_ranks_the_first_to_fail_is_blamed(tmp_path):
+    # The first failure is the likely cause: later ones often crashed on its collectives. By
+    # the failing rank's clock, not by rank number.
+    job = tmp_path / "job"
+    for rank, code, when in ((1, 137, 1000.5), (3, 2, 1000.0), (2, 1, 1001.0)):
+        folder.mark_exit(job, rank, code)
+        path = folder.failed_path(job, rank)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "time": when}))
+    peer = folder.peer_failure(job, 0)
+    assert peer is not None and (peer.rank, peer.exit_code) == (3, 2)

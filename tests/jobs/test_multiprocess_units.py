@@ -169,6 +169,25 @@ def test_a_pgle_error_on_a_rank_tells_its_peers_and_leaves_a_report(tmp_path):
         ("error", 2, "profile p.pb does not exist.")
 
 
+
+def test_pgle_failing_on_several_ranks_names_and_exits_with_the_lowest_rank_s_error(tmp_path):
+    # Their workloads exited 0 (nothing in failed/), then pgle failed on ranks 3 and 2: the job
+    # exits with rank order's first error and names it, whatever the others' codes.
+    jr = start("run", env(0, world=4), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
+    for rank, code, status in ((1, 0, "applied"), (3, 4, "error"), (2, 2, "error")):
+        job.mark_started(jr.job_dir, jobrun.detect(env(rank, world=4)))
+        job.mark_exit(jr.job_dir, rank, 0)
+        rep = Report("run", status, exit_code=code, workload_exit_code=0,
+                     modules=[mod("a", "applied", 1.0, 0)])
+        if code:
+            rep.details["pgle_error"] = f"rank {rank}'s own error"
+        job.write_report(jr.job_dir, rank, rep)
+    out = complete(jr, lambda say: Report("run", "applied", workload_exit_code=0,
+                                          modules=[mod("a", "applied", 1.0, 0)]))
+    assert out.exit_code == 2
+    assert "pgle failed on ranks 2-3 (rank 2: exit 2)" in out.summary, out.summary
+
+
 def test_non_leaders_return_one_line_but_keep_the_full_report(tmp_path):
     jr = start("run", env(1), job_dir=str(tmp_path / "job"), gather_timeout_s=5)
     full = Report("run", "partial", warnings=["w"], summary=["verdict: partial", "  a: partial"],

@@ -94,6 +94,27 @@ def test_a_view_is_named_by_what_it_serves_and_reused(tmp_path):
     assert list(elsewhere.iterdir()) == []
 
 
+
+def test_a_view_folder_another_user_made_is_rebuilt_not_handed_to_xla(tmp_path):
+    # The views root is shared: a folder at the view's name that another user made (with
+    # whatever profiles it holds) is rebuilt as ours, never served as it is.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a folder owned by another user")
+    st = ProfileStore(tmp_path / "s", create=True)
+    serving.add_profiles(st, {A: _prof(1.0)}, KEY, policy=None, source="t")
+    pol = serving.parse_policy("keep:1")
+    views = tmp_path / "views"
+    planted = views / serving.view_name(st.select(jax=KEY.jax, device_kind=KEY.device_kind,
+                                                  policy=pol), pol)
+    planted.mkdir(parents=True)
+    (planted / f"{A}.pbtxt").write_text('costs { name: "fusion.1" cost_us: 99999.0 }\n')
+    os.chown(planted / f"{A}.pbtxt", 65534, 65534)
+    os.chown(planted, 65534, 65534)
+    got = serving.prepare_view(st, KEY, policy=pol, views_root=views)[0]
+    assert got == planted and os.lstat(got).st_uid == os.geteuid()
+    assert "99999" not in (got / f"{A}.pbtxt").read_text()
+
+
 def test_view_names_change_with_each_entry_and_the_policy():
     pol = serving.parse_policy("keep:2")
     e1 = Entry(A, "e1", "j", "j", "k", 1, "t", "s")

@@ -167,3 +167,18 @@ def test_verify_command_from_file_and_stdin(project):
     assert proc.returncode == 3 and report_of(proc)["status"] == "not_applicable"
     proc = run_pgle("verify", "missing.log", cwd=project)
     assert proc.returncode == 2
+
+
+def test_the_module_line_counts_the_collectives_the_profile_covers():
+    # One of a module's 8 collectives missing from the profile reads "covered 7/8" (not the
+    # missing count as if it were the covered one); none missing reads "8/8".
+    from pgle.verdicts.rows import module_lines
+
+    def row(name, missing):
+        return {"module": name, "status": "partial", "coverage": 0.95,
+                "instructions_missing": len(missing), "collectives_missing": missing,
+                "collectives_total": 8}
+
+    one, none = module_lines([row("jit_a", ["all-reduce.3"])]), module_lines([row("jit_b", [])])
+    assert "collectives covered 7/8" in one[0], one
+    assert "collectives covered 8/8" in none[0], none
