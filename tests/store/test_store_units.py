@@ -127,3 +127,52 @@ def test_runs_prune_never_selects_a_live_folder():
     chosen = select(runs, older_than=86400, max_size=None, keep_last=None, now=now)
     assert [r.name for r in chosen] == ["c"]
     assert [r.name for r in select(runs, older_than=None, max_size=None, keep_last=1, now=now)] == ["c"]
+
+
+ID = "20260101T000000000000Z-0123456789ab"
+
+
+def _id(n: int) -> str:
+    return ID[:-2] + f"{n:02x}"
+
+
+def test_a_write_sweeps_exactly_what_killed_writers_left_and_nothing_else(tmp_path: Path):
+    """What a killed writer leaves (a profile or a calibration without its metadata, a temp
+    file of pgle.atomic's name) is removed under the lock and listed in `swept`, once per
+    store object; an entry whole or as metadata alone, a user's files, a folder named like an
+    entry and anything outside a fingerprint folder are never touched."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)  # makes profiles/FP with one whole entry
+    folder = root / "profiles" / FP
+    whole = sorted(p.name for p in folder.iterdir())
+    left = [f"{_id(2)}.pbtxt", f"{_id(3)}.pb", f"{_id(4)}.calibration.jsonl",
+            f".{_id(5)}.json.k3j2.tmp", f".{_id(6)}.pbtxt.0f9e.tmp"]
+    kept = [f"{_id(7)}.json", "notes.txt", f"{_id(8)}.pbtxt.bak", f"x{_id(9)}.pbtxt",
+            f"{_id(10)}.json.tmp", f".{_id(11)}.pbtxt.tmp"]
+    for name in left + kept:
+        (folder / name).write_text("x")
+    (folder / f"{_id(12)}.pbtxt").mkdir()  # a folder, not an entry file
+    other = root / "profiles" / "not-a-fingerprint"
+    other.mkdir()
+    (other / f"{_id(13)}.pbtxt").write_text("x")
+    st2 = ProfileStore(root)
+    add(st2, 2.0, minute=1)
+    names = {p.name for p in folder.iterdir()}
+    assert not names & set(left)
+    assert set(kept) | set(whole) | {f"{_id(12)}.pbtxt"} <= names
+    assert (other / f"{_id(13)}.pbtxt").exists()
+    assert sorted(Path(p).name for p in st2.swept) == sorted(left)
+    # once per store object: a leftover made after its sweep waits for the next store
+    (folder / f"{_id(14)}.pbtxt").write_text("x")
+    add(st2, 3.0, minute=2)
+    assert (folder / f"{_id(14)}.pbtxt").exists() and len(st2.swept) == len(left)
+    # prune sweeps too, unless it is a dry run
+    st3 = ProfileStore(root)
+    st3.prune(dry_run=True)
+    assert (folder / f"{_id(14)}.pbtxt").exists() and st3.swept == []
+    st4 = ProfileStore(root)
+    assert st4.prune(keep=10) == []  # nothing beyond the policy: only the leftover goes
+    assert not (folder / f"{_id(14)}.pbtxt").exists()
+    assert [Path(p).name for p in st4.swept] == [f"{_id(14)}.pbtxt"]
+    assert len(st4.entries(FP)) == 3
