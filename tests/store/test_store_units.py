@@ -16,7 +16,7 @@ from pgle.profiles.files import Profile
 from pgle.shared_folders import check_inside, is_inside
 from pgle.store.key import StoreKey, mismatch
 from pgle.store.policy import parse_policy
-from pgle.store.store import ProfileStore
+from pgle.store.store import Entry, ProfileStore
 from pgle.units import parse_duration, parse_size
 
 FP = "0123456789abcdef0123456789abcdef"
@@ -176,3 +176,70 @@ def test_a_write_sweeps_exactly_what_killed_writers_left_and_nothing_else(tmp_pa
     assert not (folder / f"{_id(14)}.pbtxt").exists()
     assert [Path(p).name for p in st4.swept] == [f"{_id(14)}.pbtxt"]
     assert len(st4.entries(FP)) == 3
+
+
+GOOD = {"fingerprint": FP, "entry_id": "20260101T000000000000Z-cd340b165df9", "jax": "0.10.2",
+        "jaxlib": "0.10.2", "device_kind": "NVIDIA H100", "device_count": 8,
+        "created": "2026-01-01T00:00:00+00:00", "source": "test", "module": "", "instructions": 1}
+NAME = GOOD["entry_id"] + ".json"
+
+
+@pytest.mark.parametrize("change, error, says", [
+    ({"jax": None}, TypeError, "jax None is not a string"),
+    ({"module": 3}, TypeError, "module 3 is not a string"),
+    ({"created": {"a": 1}}, TypeError, "created a JSON object is not a string"),
+    ({"source": ["x"]}, TypeError, "source a JSON array is not a string"),
+    ({"device_count": -1}, ValueError, "device_count -1 is not a count"),
+    ({"device_count": True}, ValueError, "device_count True is not a count"),
+    ({"instructions": 1.5}, ValueError, "instructions 1.5 is not a count"),
+    ({"fingerprint": "f" * 32}, ValueError, f"fingerprint {'f' * 32!r} is not its folder's ({FP})"),
+    ({"fingerprint": FP.upper()}, ValueError, f"fingerprint {FP.upper()!r} is not its folder's ({FP})"),
+    ({"entry_id": "20260101T000000000000Z-cd340b165df8"}, ValueError,
+     "entry_id '20260101T000000000000Z-cd340b165df8' is not its file's name"),
+    ({"created": "yesterday"}, ValueError, "created 'yesterday' is not a time"),
+    ({"created": "2026-01-01T00:00:00"}, ValueError, "created '2026-01-01T00:00:00' has no time zone"),
+    ({"created": "2026-01-01T00:00:01+00:00"}, ValueError,
+     "entry_id '20260101T000000000000Z-cd340b165df9' is not dated by its created time "
+     "(2026-01-01T00:00:01+00:00)"),
+    ({"created": "2026-01-01T01:00:00+01:00"}, None, None),  # the same instant: an entry
+    ({"newer_field": 1}, None, None),  # a newer pgle's field is ignored
+])
+def test_store_metadata_is_checked_field_by_field(change, error, says):
+    """A store's metadata files are written by every user of the store: each field is
+    checked, and the refusal names the field and its value (never a repr of an object)."""
+    data = dict(GOOD, **change)
+    if error is None:
+        entry = Entry.from_metadata(data, FP, NAME)
+        assert entry.entry_id == GOOD["entry_id"] and not hasattr(entry, "newer_field")
+        return
+    with pytest.raises(error) as e:
+        Entry.from_metadata(data, FP, NAME)
+    assert str(e.value) == says
+
+
+def test_store_metadata_missing_fields_and_the_future():
+    for name in ("fingerprint", "entry_id", "jax", "jaxlib", "device_kind", "device_count",
+                 "created", "source"):
+        data = {k: v for k, v in GOOD.items() if k != name}
+        with pytest.raises(ValueError, match=f"^no {name!r} field$"):
+            Entry.from_metadata(data, FP, NAME)
+    for bad in ([], "x", None):
+        with pytest.raises(TypeError, match="^not a JSON object$"):
+            Entry.from_metadata(bad, FP, NAME)
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=50)
+    late = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=70)
+    for when, ok in ((soon, True), (late, False)):
+        stamp = when.strftime("%Y%m%dT%H%M%S%fZ")
+        data = dict(GOOD, created=when.isoformat(), entry_id=f"{stamp}-cd340b165df9")
+        if ok:
+            assert Entry.from_metadata(data, FP, f"{stamp}-cd340b165df9.json").created == when.isoformat()
+        else:
+            with pytest.raises(ValueError, match="is in the future$"):
+                Entry.from_metadata(data, FP, f"{stamp}-cd340b165df9.json")
+    long = "v" * 100
+    with pytest.raises(TypeError) as e:
+        Entry.from_metadata(dict(GOOD, jaxlib=1.5), FP, NAME)
+    assert str(e.value) == "jaxlib 1.5 is not a string"
+    with pytest.raises(ValueError) as e:
+        Entry.from_metadata(dict(GOOD, fingerprint=long), FP, NAME)
+    assert str(e.value) == f"fingerprint {repr(long)[:57]}... is not its folder's ({FP})"
