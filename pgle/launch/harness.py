@@ -210,6 +210,9 @@ STEP_FIELDS = step_file.FIELDS  # int64 numbers a step edge takes in Events._ste
 # tuple parsed each number through PyArg_Parse, ~3,300 of a marked step's ~18,000
 # instructions under pgle on a short jitted step (issue 33, callgrind, CPython 3.11).
 _EDGE = struct.Struct(f"{STEP_FIELDS}q").pack
+# A StepCompletions row (index, time.time_ns(), compiles, 1 if ready by the marker's end),
+# packed the same way: its own layout, not a step edge's.
+_COMPLETION_ROW = struct.Struct("4q").pack
 NULL_STEP_NUM = step_file.NULL_STEP_NUM  # step_num=None (any other non-int: Events.write)
 
 
@@ -939,7 +942,7 @@ class Harness:
         idle = window.mode in (None, "time")  # a mode no step opens a window in
         depth, jits = _depth, self.jits
         marks = jits.steps
-        rows, pending = marks.rows.frombytes, marks.pending
+        rows, pending, done_row = marks.rows.frombytes, marks.pending, _COMPLETION_ROW
         from pgle.launch import jax_internals  # importable: see the schema import above
 
         (base_init, extra), base_exit = jax_internals.step_trace_init(base), base.__exit__
@@ -1010,7 +1013,7 @@ class Harness:
                         except Exception:  # deleted (donated inside the step), or no array
                             ready = None if leaf is not None else False
                         if ready:
-                            rows(edge(index, t, jits.compiles, 1))
+                            rows(done_row(index, t, jits.compiles, 1))
                         else:
                             pending(index, t, leaf, ready)
                         if ready or marks.keeps_up:
