@@ -68,3 +68,21 @@ def test_every_mutant_still_applies_to_the_code(which):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "mutants apply" in proc.stdout, proc.stdout
+
+
+def test_a_kept_copy_resumes_only_on_the_code_it_was_made_from(tmp_path):
+    """`--scratch DIR` resumes an interrupted run in its kept copy: only while the code and
+    tests it executes are the checkout's (a changed line would give the mutants already run
+    verdicts of other code); docs may change meanwhile."""
+    copy = tmp_path / "copy"
+    score.prepare_copy(copy, "redact", score.packages()["redact"])
+    assert (copy / score.MARK).read_text() == "redact"
+    assert (copy / "pgle" / "cli" / "main.py").is_file()  # cli/ where `import pgle.cli` looks
+    assert 'only_mutate = ["pgle/redact.py"]' in (copy / "pyproject.toml").read_text()
+    assert score.changed_since(copy) == []
+    (copy / "docs" / "development.md").write_text("edited while the run was away\n")
+    assert score.changed_since(copy) == []
+    with (copy / "pgle" / "redact.py").open("a") as f:
+        f.write("# a line the run did not mutate\n")
+    (copy / "tests" / "test_redact_units.py").unlink()
+    assert score.changed_since(copy) == ["pgle/redact.py", "tests/test_redact_units.py"]

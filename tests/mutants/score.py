@@ -26,6 +26,7 @@ each file's last recorded score: `--check` refuses any that fell.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -42,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SCORES = HERE / "scores.json"
 EQUIVALENT = HERE / "equivalent.json"
+MARK = ".pgle-mutation-package"  # in a --scratch copy: the package it was made for
 DOC = REPO / "docs" / "development.md"
 TABLE_START = "<!-- mutation-scores: written by `tests/mutants/score.py --write` from tests/mutants/scores.json -->"
 TABLE_END = "<!-- /mutation-scores -->"
@@ -69,14 +71,16 @@ def packages() -> dict[str, dict]:
     return data["tool"]["pgle-mutation"]["packages"]
 
 
-def checkout_copy(dest: Path) -> None:
+def checkout_files() -> list[str]:
     files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others",
                             "--exclude-standard"], capture_output=True, check=True).stdout
-    for rel in filter(None, files.decode().split("\0")):
-        src = REPO / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
+    return [rel for rel in files.decode().split("\0") if rel and (REPO / rel).is_file()]
+
+
+def checkout_copy(dest: Path) -> None:
+    for rel in checkout_files():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, dest / rel)
 
 
 def narrow_config(copy: Path, files: list[str], tests: list[str],
@@ -124,8 +128,27 @@ def score_of(statuses: dict[str, str], equivalent: dict[str, str]) -> dict:
     }
 
 
+def prepare_copy(copy: Path, name: str, spec: dict) -> None:
+    copy.mkdir(parents=True, exist_ok=True)
+    checkout_copy(copy)
+    # pgle.cli is cli/ (package-dir in pyproject.toml): in the copy it lives where `import`
+    # finds it without the editable install (tests/mutants/site/sitecustomize.py).
+    shutil.copytree(copy / "cli", copy / "pgle" / "cli")
+    narrow_config(copy, spec["files"], spec["tests"], spec.get("deselect", []))
+    (copy / MARK).write_text(name)  # last: a copy without it was never finished
+
+
+def changed_since(copy: Path) -> list[str]:
+    """The code and tests that differ between the checkout and a kept copy (what the run
+    executes: docs, this harness and the narrowed pyproject.toml may differ)."""
+    ran = [rel for rel in checkout_files()
+           if rel.startswith(("pgle/", "cli/", "tests/")) and not rel.startswith("tests/mutants/")]
+    return [rel for rel in ran if not (copy / rel).is_file()
+            or (copy / rel).read_bytes() != (REPO / rel).read_bytes()]
+
+
 def run_package(name: str, spec: dict, jobs: int, show: bool = False,
-                recorded: dict | None = None) -> dict:
+                recorded: dict | None = None, scratch: Path | None = None) -> dict:
     """Score one package. `recorded` (--survivors): rerun only that record's survivors; every
     other mutant keeps its recorded verdict (killed or equivalent), which holds as long as the
     code is the recorded one and tests were only added (checked: the same mutants)."""
@@ -138,13 +161,16 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
             f"score.py: mutmut is not installed beside {sys.executable}: "
             "pip install -e '.[mutation]' (exit 2)"
         )
-    with tempfile.TemporaryDirectory(prefix=f"pgle-mutmut-{name}-") as tmp:
+    kept = contextlib.nullcontext(str(scratch)) if scratch else None
+    with kept or tempfile.TemporaryDirectory(prefix=f"pgle-mutmut-{name}-") as tmp:
         copy = Path(tmp)
-        checkout_copy(copy)
-        # pgle.cli is cli/ (package-dir in pyproject.toml): in the copy it lives where `import`
-        # finds it without the editable install (tests/mutants/site/sitecustomize.py).
-        shutil.copytree(copy / "cli", copy / "pgle" / "cli")
-        narrow_config(copy, spec["files"], spec["tests"], spec.get("deselect", []))
+        if not (copy / MARK).is_file():
+            prepare_copy(copy, name, spec)
+        elif (made := (copy / MARK).read_text().strip()) != name:
+            raise SystemExit(f"{name}: --scratch {copy} holds a run of {made!r}: name another folder")
+        elif differ := changed_since(copy):
+            raise SystemExit(f"{name}: --scratch {copy} holds a run of other code "
+                             f"({', '.join(differ[:3])} differ): remove it to start again")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "MUTANT_UNDER_TEST")}
         env["PYTHONPATH"] = str(HERE / "site")
         env["PGLE_MUTATION_RUN"] = str(copy / "mutants")
@@ -208,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--survivors", action="store_true",
                     help="rerun only the recorded survivors (after adding tests; the code "
                          "unchanged), the other mutants keep their recorded verdicts")
+    ap.add_argument("--scratch", type=Path, metavar="DIR",
+                    help="one package: make its copy in DIR and keep it; run again with the "
+                         "same DIR (the checkout unchanged) to resume an interrupted run")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     args = ap.parse_args(argv)
     specs = packages()
@@ -218,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, spec in specs.items():
             print(f"{name}: {' '.join(spec['files'])}\n    tests: {' '.join(spec['tests'])}")
         return 0
+    if args.scratch and len(args.packages) != 1:
+        ap.error("--scratch: name one package")
     unknown = [p for p in args.packages if p not in specs]
     if unknown:
         ap.error(f"unknown package(s) {', '.join(unknown)}: see --list")
@@ -227,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.survivors and name not in ratchet:
             ap.error(f"--survivors: {name} has no recorded run in {SCORES.name}")
         result = run_package(name, specs[name], args.jobs, args.show,
-                             ratchet[name] if args.survivors else None)
+                             ratchet[name] if args.survivors else None, args.scratch)
         print(f"{name}: {result['killed']}/{result['mutants'] - result['equivalent']} killed "
               f"({result['score']:.1%}; {result['equivalent']} equivalent; {result['seconds']} s)")
         for s in result["survivors"]:
