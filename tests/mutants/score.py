@@ -167,7 +167,8 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         if not (copy / MARK).is_file():
             prepare_copy(copy, name, spec)
         elif (made := (copy / MARK).read_text().strip()) != name:
-            raise SystemExit(f"{name}: --scratch {copy} holds a run of {made!r}: name another folder")
+            raise SystemExit(f"{name}: --scratch {copy} holds a run of {made!r}: "
+                             "name another folder")
         elif differ := changed_since(copy):
             raise SystemExit(f"{name}: --scratch {copy} holds a run of other code "
                              f"({', '.join(differ[:3])} differ): remove it to start again")
