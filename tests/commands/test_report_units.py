@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.deadline import returns_within
 
 from pgle.commands import report
 from pgle.errors import EXIT_USAGE, BadInput
@@ -38,30 +39,39 @@ def run_folder(
     step_module: str | None = "jit_train_step",
     compiles=(("jit(train_step)", 1.5), ("jit(init)", 0.25)),
     hlo: dict[str, str] | None = None,
+    jax: bool = True,
+    backend: bool = True,
+    markers: bool = True,
+    peak: int = 1 << 20,
+    extra: tuple[dict, ...] = (),
 ) -> Path:
     """A run folder as pgle keeps it: a backend, compiles, each module XLA compiled, step
     markers `step_ms` apart (step 0, the warm-up, is never counted) and the harness's record
-    of the step function."""
+    of the step function. `jax`, `backend`, `markers`: False leaves that record out (a
+    workload that never imported jax, a run that died before its backend was known, one that
+    marks no steps); `extra`: more records, as the harness writes them."""
     path.mkdir(parents=True)
     t = 1000.0
-    recs: list[dict] = [{"kind": "jax_imported", "t": t, "version": "0.10.2"},
-                         {"kind": "backend", "t": t, "platform": platform, "device_count": 1,
-                         "device_kind": device_kind}]
+    recs: list[dict] = [{"kind": "jax_imported", "t": t, "version": "0.10.2"}] if jax else []
+    if backend:
+        recs.append({"kind": "backend", "t": t, "platform": platform, "device_count": 1,
+                     "device_kind": device_kind})
     recs += [{"kind": "compile", "t": t, "fun_name": f, "seconds": s} for f, s in compiles]
     for name, flops in modules:
         rec = {"kind": "module_compiled", "t": t, "module": name, "flops": flops,
-               "memory": {"peak_memory_in_bytes": 1 << 20}}
+               "memory": {"peak_memory_in_bytes": peak}}
         if hlo and name in hlo:
             (path / "hlo").mkdir(exist_ok=True)
             rec["hlo_file"] = str(path / "hlo" / f"{name}.txt")
             Path(rec["hlo_file"]).write_text(hlo[name])
         recs.append(rec)
-    for i, ms in enumerate([50.0, *step_ms, 10.0]):
+    for i, ms in enumerate([50.0, *step_ms, 10.0] if markers else []):
         recs.append({"kind": "step_enter", "t": t, "name": "train", "step_num": i, "index": i})
         t += ms / 1e3
     if step_module:
         recs.append({"kind": "jit_functions", "t": t, "step": "train_step", "module": step_module,
                      "functions": []})
+    recs += extra
     (path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     if log is not None:
         (path / "workload.log").write_text(log)
@@ -165,8 +175,9 @@ def test_numbered_runs_stop_at_the_first_gap(tmp_path):
     for name in ("run", "run-2", "run-4"):
         run_folder(tmp_path / name)
     (tmp_path / "run-3").mkdir()  # no events.jsonl: not a run
-    assert report._numbered(tmp_path, "run") == [tmp_path / "run", tmp_path / "run-2"]
-    assert report._numbered(tmp_path, "baseline") == []
+    with returns_within(2.0):  # a counter that never moves on loops forever
+        assert report._numbered(tmp_path, "run") == [tmp_path / "run", tmp_path / "run-2"]
+        assert report._numbered(tmp_path, "baseline") == []
 
 
 def test_a_tune_folder_before_tune_json_without_baseline(tmp_path):
@@ -174,7 +185,8 @@ def test_a_tune_folder_before_tune_json_without_baseline(tmp_path):
     run_folder(top / "collect")
     run_folder(top / "run", log="hello\n", platform="cpu", device_kind="cpu")
     run_folder(top / "run-2", platform="cpu", device_kind="cpu")
-    sides, tune = report.resolve([str(top)])
+    with returns_within(2.0):
+        sides, tune = report.resolve([str(top)])
     assert tune is None
     assert [(s.label, s.role) for s in sides] == [
         ("collect (profiler on)", "collect"),
@@ -564,6 +576,7 @@ def test_a_compare_tune_folder_compares_pgle_against_default(tmp_path):
     assert data["comparison"] == {"before": "arm default (jax's defaults)",
                                   "after": "arm pgle (the collected profile; profile not_applied)"}
     assert data["step_ratio"] == COMPARE["compare"]["arms"][1]["interval"]
+    assert data["step_ratio_why"] == ""  # tune gave a ratio: no why (never a placeholder)
     assert data["compare"] == COMPARE["compare"]
     assert data["verdict"]["what_to_do"].startswith("collect the profile again")
     tune = json.loads(json.dumps(COMPARE))
@@ -651,3 +664,422 @@ def test_the_summary_of_sections_filled_by_hand():
     data.update(step_ratio=None, step_ratio_why="why not", schedule=None, memory=None)
     data["phases"][0].update(communication={"span_ps": 0}, recompilations=[])
     assert report.summary_lines(data)[2:] == ["p: no step times", "why not"]
+
+
+# --- what the mutation run's survivors showed untested (issue 37) ---------------------------
+
+USE = "/jax/compilation_cache/compile_requests_use_cache"
+HIT = "/jax/compilation_cache/cache_hits"
+
+
+def compile_recs(t, module, seconds, *, hit=False, thread="1"):
+    """One compile as the harness records it (tests/commands/test_compare_facts.py): begin,
+    jax's cache events, end, then its seconds."""
+    recs = [{"kind": "compile_begin", "t": t, "module": module, "thread": thread, "fdo": False},
+            {"kind": "jax_event", "t": t + 0.01, "event": USE, "thread": thread}]
+    if hit:
+        recs.append({"kind": "jax_event", "t": t + 0.02, "event": HIT, "thread": thread})
+    return recs + [
+        {"kind": "compile_end", "t": t + 0.03, "module": module, "ok": True, "thread": thread},
+        {"kind": "compile", "t": t + 0.04, "fun_name": module, "seconds": seconds,
+         "thread": thread}]
+
+
+def test_a_side_holds_xlas_cost_analysis_and_how_each_executable_was_made(tmp_path):
+    xla = {"kind": "module_compiled", "t": 1000.0, "module": "jit_train_step", "flops": 4.0e12,
+           "transcendentals": 2.5e9, "bytes_accessed": 7.0e10,
+           "memory": {"peak_memory_in_bytes": 3 << 20}}
+    f = run_folder(tmp_path / "r", modules=(), compiles=(("jit(train_step)", None),),
+                   extra=(xla, *compile_recs(10.0, "jit_init", 0.5),
+                          *compile_recs(20.0, "jit_train_step", 2.0, hit=True)))
+    p = report._side(report.Side("r", "single", [f]), "bf16")
+    assert p["step_module"] == {"module": "jit_train_step", "flops": 4.0e12,
+                                "transcendentals": 2.5e9, "bytes_accessed": 7.0e10}
+    assert p["modules"] == [{"module": "jit_train_step", "flops": 4.0e12,
+                             "memory": {"peak_memory_in_bytes": 3 << 20}, "hlo_file": None}]
+    # The steps as found, the warm-up interval left out (said so).
+    assert p["steps"] == {"source": "markers", "function": "train_step",
+                          "module": "jit_train_step", "how": p["steps"]["how"],
+                          "step_time_source": "markers", "count": 6, "excluded": 1}
+    assert p["profiled_steps_excluded"] == 1
+    # A compile jax gave no seconds adds nothing, to the total or to the step module's.
+    c = p["compile"]
+    assert c["count"] == 3 and c["total_s"] == pytest.approx(2.5)
+    assert c["step_module_s"] == pytest.approx(2.0)
+    # Compiled, or loaded from jax's persistent cache: per executable, per kind, in a word.
+    assert [(e["module"], e["kind"]) for e in c["executables"]] == [
+        ("jit_init", "compiled"), ("jit_train_step", "cached")]
+    assert c["by_kind"] == {"compiled": {"count": 1, "seconds": pytest.approx(0.5)},
+                            "cached": {"count": 1, "seconds": pytest.approx(2.0)}}
+    assert c["label"] == "mixed"
+
+
+def test_a_gpu_of_unknown_peak_and_a_trace_without_device_planes_are_said_per_backend(tmp_path):
+    from helpers.gpu_trace import GpuShape, write_gpu_trace
+
+    f = run_folder(tmp_path / "r", device_kind="NVIDIA L4")
+    write_gpu_trace(f / "trace" / "plugins" / "profile" / "2026_11_29_12_00_00",
+                    GpuShape(steps=3, devices=0, collectives=()))
+    p = report._side(report.Side("r", "single", [f]), "bf16")
+    assert p["throughput"]["achieved_tflops"] is None and p["throughput"]["mfu"] is None
+    assert p["throughput"]["why_no_mfu"].startswith(
+        "no bf16 peak known for device 'NVIDIA L4' (gpu backend): ")
+    # A GPU run whose trace has no device plane: CUPTI, not "XLA:CPU has no device timeline".
+    assert p["communication"] is None
+    assert p["communication_why"] == (
+        "the trace holds no /device:GPU plane (was CUPTI available to the profiler?)")
+
+
+def test_a_run_that_recorded_its_jitted_functions_gets_no_flops_stand_in(tmp_path):
+    # The harness recorded the jitted functions but named no step module: the run is not one
+    # from before step detection, so the module with the most FLOPs does not stand in.
+    record = {"kind": "jit_functions", "t": 2000.0, "step": None, "module": None,
+              "functions": []}
+    f = run_folder(tmp_path / "r", step_module=None, modules=(("jit_big", 9.0e12),),
+                   extra=(record,))
+    p = report._side(report.Side("r", "single", [f]), "bf16")
+    assert p["step_module"] is None and p["step_module_source"] is None
+    # Nothing found and nothing recorded: the whole sentence of each why.
+    g = run_folder(tmp_path / "g", step_module=None, modules=(), compiles=(), markers=False)
+    p = report._side(report.Side("g", "single", [g]), "bf16")
+    assert p["why_no_step_module"] == (
+        "no step was found (no StepTraceAnnotation markers, no jitted function executed "
+        "3 times or more)")
+    assert p["why_no_modules"] == (
+        "the run recorded no module_compiled events (run by a pgle without per-module "
+        "recording, or jax internals changed)")
+
+
+def test_a_tune_folder_whose_collect_run_is_gone_still_reports(tmp_path):
+    # Users delete the biggest folder first: collect/ (its trace). tune.json still names it.
+    tune = json.loads(json.dumps(PLAIN))
+    top = tune_folder(tmp_path / "t", tune, baseline={}, run={})
+    data = report.build(report.ReportOptions([str(top)]))
+    collect = data["phases"][0]
+    assert (collect["label"], collect["folder"]) == (
+        "collect (profiler on, command buffers off)", str(top / "collect"))
+    assert collect["platform"] is None
+    assert (collect["device_kind"], collect["device_count"]) == (None, None)
+    assert collect["step_times_s"] == [] and collect["step_time"] is None
+    assert collect["steps"] is None and collect["profiled_steps_excluded"] == 0
+    assert collect["throughput"]["why_no_mfu"] == "no step time"
+    assert data["step_ratio"] == PLAIN["step_times"]["interval"]  # the comparison is intact
+    assert report.summary_lines(data)[2] == (
+        "collect (profiler on, command buffers off): no step times")
+
+
+def test_the_collect_side_is_the_folder_tune_json_names(tmp_path):
+    tune = json.loads(json.dumps(PLAIN))
+    tune["collect"]["folder"] = "collect-kept"
+    top = tune_folder(tmp_path / "t", tune, **{"collect-kept": {}}, baseline={}, run={})
+    sides, _ = report.resolve([str(top)])
+    assert sides[0].folders == [top / "collect-kept"]
+    # A tune.json without a collect entry: collect/, as tune always named it.
+    del tune["collect"]
+    (top / "tune.json").write_text(json.dumps(tune))
+    sides, _ = report.resolve([str(top)])
+    assert (sides[0].label, sides[0].folders) == ("collect (profiler on)", [top / "collect"])
+
+
+def test_the_arms_without_the_profile_carry_no_profile_status(tmp_path):
+    # tune.json keeps every arm's run statuses; only a profiled arm's is a PGLE verdict.
+    tune = json.loads(json.dumps(COMPARE))
+    tune["arms"][0]["statuses"] = ["not_applied"]
+    tune["arms"][1]["statuses"] = ["error"]
+    top = tune_folder(tmp_path / "t", tune, collect={}, default={}, o1={}, pgle={},
+                      **{"o1-pgle": {}})
+    sides, _ = report.resolve([str(top)])
+    assert [(s.arm, s.status) for s in sides[1:]] == [
+        ("default", None), ("o1", None), ("pgle", "not_applied"), ("o1+pgle", "partial")]
+    assert sides[1].label == "arm default (jax's defaults)"
+
+
+def test_a_plain_tune_folder_off_a_gpu_says_no_profile_applies(tmp_path):
+    tune = json.loads(json.dumps(PLAIN))
+    tune.update(platform="cpu")
+    tune["arms"][1]["statuses"] = ["not_applicable"]
+    top = tune_folder(tmp_path / "t", tune, collect={}, baseline={}, run={})
+    sides, _ = report.resolve([str(top)])
+    assert (sides[2].label, sides[2].role) == (
+        "run (no profile applies on backend cpu, 1 run)", "run")
+
+
+def test_a_tune_folder_before_tune_json_with_baselines_and_one_run(tmp_path):
+    top = tmp_path / "tune"
+    run_folder(top / "collect")
+    run_folder(top / "baseline", log="")
+    run_folder(top / "baseline-2", log="")
+    run_folder(top / "run")  # one run: the platform is read from run/, the only one
+    with returns_within(2.0):
+        sides, tune = report.resolve([str(top)])
+    assert [(s.label, s.role) for s in sides] == [
+        ("collect (profiler on)", "collect"),
+        ("baseline (no profile, 2 runs)", "baseline"),
+        ("with profile, 1 run", "with_profile")]
+    assert sides[1].folders == [top / "baseline", top / "baseline-2"]
+    # Its report: the baseline against the run, the ratio computed from the folders.
+    with returns_within(2.0):
+        data = report.build(report.ReportOptions([str(top)]))
+    assert data["comparison"] == {"before": "baseline (no profile, 2 runs)",
+                                  "after": "with profile, 1 run"}
+    # No baseline: one side, said so (no tune.json: not tune's "no baseline run" reason).
+    for name in ("baseline", "baseline-2"):
+        (top / name / "events.jsonl").unlink()
+    with returns_within(2.0):
+        data = report.build(report.ReportOptions([str(top)]))
+    assert (data["step_ratio"], data["step_ratio_why"]) == (
+        None, "one side only: nothing to compare")
+    assert data["schedule_why"] == "one side only: nothing to compare"
+
+
+def test_the_refusals_word_for_word(tmp_path):
+    with pytest.raises(BadInput) as e:
+        report.resolve([])
+    assert e.value.args[0] == "no run folder given."
+    a = run_folder(tmp_path / "a")
+    with pytest.raises(BadInput) as e:
+        report.resolve([str(a)] * 3)
+    assert e.value.args[0] == ("3 run folders given; pass one tune run folder, or two run "
+                               "folders (without the profile, then with it).")
+
+
+def test_the_report_carries_the_verdicts_reasons(tmp_path):
+    a = run_folder(tmp_path / "a", log="")
+    b = run_folder(tmp_path / "b", log="hello\n")
+    rep = report.report(report.ReportOptions([str(a), str(b)]))
+    assert rep.status == "not_applied"
+    assert rep.reasons == rep.details["analysis"]["verdict"]["reasons"] and rep.reasons
+    assert rep.summary[0] == f"verdict: not_applied: {rep.reasons[0]}"
+
+
+def traced_run(path: Path, collective_us: int, **kw) -> Path:
+    """A GPU run folder with its kept HLO (one async pair) and the trace of its first run:
+    2 devices, 4 steps, one all-gather per step partly behind two 100 us fusions."""
+    from helpers.gpu_trace import GpuShape, write_gpu_trace
+
+    f = run_folder(path, hlo={"jit_train_step": ASYNC_HLO}, **kw)
+    write_gpu_trace(f / "trace" / "plugins" / "profile" / "2026_11_29_12_00_00",
+                    GpuShape(steps=4, devices=2, compute_ops=2, op_us=100,
+                             collectives=("all-gather",), collective_us=collective_us,
+                             host_copy=False))
+    return f
+
+
+def test_two_traced_runs_fill_every_section_the_verdict_first(tmp_path):
+    a = traced_run(tmp_path / "a", 300, log="")
+    b = traced_run(tmp_path / "b", 120, peak=2 << 20)
+    data = report.build(report.ReportOptions([str(a), str(b)]))
+    assert list(data)[0] == "verdict"  # the JSON's first word (and the page's)
+    assert data["verdict"]["status"] == "applied"
+    # Peak memory per module, before and after: doubled, flagged.
+    (mem,) = data["memory"]
+    assert (mem["module"], mem["before_bytes"], mem["after_bytes"]) == (
+        "jit_train_step", 1 << 20, 2 << 20)
+    assert mem["growth"] == pytest.approx(1.0) and mem["flagged"]
+    # The schedule of the step module's kept HLO, both sides.
+    assert data["schedule_why"] is None
+    assert data["schedule"]["pair_count"] == 1
+    assert data["schedule"]["before_file"] == str(a / "hlo" / "jit_train_step.txt")
+    assert data["schedule"]["after_file"] == str(b / "hlo" / "jit_train_step.txt")
+    # The communication per collective and per device, from each side's trace.
+    before, after = data["phases"]
+    assert data["communication_change_why"] is None
+    (row,) = data["communication_change"]
+    assert (row["op"], row["module"]) == ("all-gather-start.1", "jit_train_step")
+    assert row["before_exposed_ps"] == before["communication"]["exposed_ps"] / 2
+    assert row["after_exposed_ps"] == after["communication"]["exposed_ps"] / 2
+    assert row["before_exposed_ps"] > row["after_exposed_ps"] > 0
+    lines = report.summary_lines(data)
+    ms = before["communication"]["exposed_ps"] / 1e9 / 2
+    hidden = before["communication"]["hidden_fraction"]
+    assert lines[2].endswith(f", exposed communication {ms:.3f} ms per device "
+                             f"({(1 - hidden) * 100:.1f} % of 8 collective executions)")
+    assert "schedule: 0 of 1 async pairs moved (0 overlap more work, 0 less)" in lines
+    assert "peak memory grew with the profile: jit_train_step +100.0 %" in lines
+
+
+def test_a_second_folder_the_profile_missed_is_still_compared(tmp_path):
+    a = run_folder(tmp_path / "a", log="")
+    c = run_folder(tmp_path / "c", log="hello\n")
+    data = report.build(report.ReportOptions([str(a), str(c)]))
+    assert data["comparison"] == {"before": "without profile",
+                                  "after": "run (profile not_applied, 1 run)"}
+    assert data["compile"]["before"] is not None
+    assert data["step_ratio_why"] == (
+        "no step-time ratio: no module applied the profile, so both sides ran the same schedule")
+
+
+def test_the_ratio_takes_the_profiled_sides_backend_else_the_baselines(tmp_path):
+    fast = [8.0, 8.1, 7.9, 8.0, 8.2, 7.8]
+    slow = [10.0, 10.1, 9.9, 10.0, 10.2, 9.8]
+    # Baseline recorded on a CPU, the profiled run on the GPU: the GPU's rule (a ratio).
+    a = run_folder(tmp_path / "a", slow, log="", platform="cpu", device_kind="cpu")
+    b = run_folder(tmp_path / "b", fast)
+    data = report.build(report.ReportOptions([str(a), str(b)]))
+    assert data["step_ratio"]["ratio"] == pytest.approx(0.8, abs=0.01)
+    assert data["step_ratio_why"] == ""  # a ratio, no caveat (the JSON's empty why)
+    # The profiled run left no backend record: the baseline's backend stands in.
+    c = run_folder(tmp_path / "c", slow, log="")
+    d = run_folder(tmp_path / "d", fast, backend=False)
+    data = report.build(report.ReportOptions([str(c), str(d)]))
+    assert data["step_ratio"]["ratio"] == pytest.approx(0.8, abs=0.01)
+    # The reverse: a CPU profiled run against a GPU baseline has no ratio, and says why.
+    data = report.build(report.ReportOptions([str(c), str(a)]))
+    assert data["step_ratio"] is None
+    assert data["step_ratio_why"].startswith("no step-time ratio: backend cpu applies no profile")
+
+
+def test_a_compare_tune_folder_missing_an_arms_runs(tmp_path):
+    top = tune_folder(tmp_path / "t", COMPARE, collect={}, o1={}, pgle={},
+                      **{"o1-pgle": {"compiles": (("jit(train_step)", 7.0),)}})
+    (top / "default").mkdir()  # its runs' folder emptied: no events.jsonl
+    data = report.build(report.ReportOptions([str(top)]))
+    # No default arm: no comparison; the one shown is the pgle arm, not the last arm.
+    assert data["comparison"] is None
+    assert data["compile"]["before"] is None
+    assert data["compile"]["after"]["total_s"] == pytest.approx(1.75)
+    assert data["schedule_why"] == ("no baseline run to compare with (tune runs one when a "
+                                    "profile can apply: on a GPU)")
+    # No pgle arm's runs either: the last arm stands in.
+    (top / "pgle" / "events.jsonl").unlink()
+    data = report.build(report.ReportOptions([str(top)]))
+    assert data["comparison"] is None
+    assert data["compile"]["after"]["total_s"] == pytest.approx(7.0)
+
+
+def test_the_schedule_reads_either_sides_backend_and_says_why_in_full(tmp_path):
+    sync = ("the step module has no async collective on cpu: XLA:CPU runs collectives "
+            "synchronously, so there is no start/done pair for a profile to move")
+    cpu = {"label": "c", "platform": "cpu", "step_module": None, "modules": []}
+    unknown = {"label": "u", "platform": None, "step_module": None, "modules": []}
+    assert report._schedule(cpu, unknown) == (None, sync)
+    assert report._schedule(unknown, cpu) == (None, sync)
+    assert report._schedule(unknown, unknown) == (
+        None, "no scheduled HLO with async ops was kept for the step module in both phases")
+
+
+def test_the_kept_hlo_is_read_as_utf8_whatever_the_locale(tmp_path):
+    import locale
+
+    # XLA writes metadata (source paths, op names) in UTF-8; a user's locale may be ASCII.
+    hlo = ASYNC_HLO.replace("calls=%f\n", 'calls=%f, metadata={source_file="/home/josé/t.py"}\n')
+    a, b = phase(tmp_path, "a", hlo), phase(tmp_path, "b", hlo)
+    saved = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        res, why = report._schedule(a, b)
+    finally:
+        locale.setlocale(locale.LC_CTYPE, saved)
+    assert why is None and res["pair_count"] == 1
+
+
+@pytest.mark.parametrize("status, ratio, todo", [
+    ("not_applicable", None, "nothing to do on backend gpu: PGLE is an XLA:GPU feature; run "
+                             "this on an NVIDIA GPU to learn what it buys"),
+    ("applied", interval(1.0, False), "the profile applies but the step time does not change "
+                                      "beyond run-to-run noise: the schedule was already good "
+                                      "(or the job is not communication-bound); PGLE is not "
+                                      "worth its runs here"),
+    ("partial", None, "collect the profile again from this exact program (same flags, shapes, "
+                      "sharding, jax version); the modules below say what it misses"),
+])
+def test_what_to_do_word_for_word(status, ratio, todo):
+    data = {"phases": [{"platform": "gpu"}], "step_ratio": ratio}
+    assert report._verdict([], {"verdict": {"status": status}}, data)["what_to_do"] == todo
+
+
+def test_the_verdict_reads_the_executed_hlo_the_run_kept(tmp_path):
+    # jax 0.12.0.1's log of a module whose async all-reduce XLA made synchronous: from the log
+    # alone, partial; with the executed HLO `pgle run` kept, applied (tests/verdicts/
+    # test_sync_converted.py has the rule; here: the report passes that evidence on).
+    data = Path(__file__).parents[1] / "data" / "xla_gpu" / "0.12.0.1"
+    hlo = (data / "hlo" / "dir-pbtxt" / "jit_prog_d_train.txt").read_text()
+    f = run_folder(tmp_path / "r", log=(data / "dir-pbtxt.log").read_text(),
+                   modules=(("jit_prog_d_train", 1.0e9),), hlo={"jit_prog_d_train": hlo})
+    assert report._verdict_of(f)["status"] == "applied"
+    g = run_folder(tmp_path / "g", log=(data / "dir-pbtxt.log").read_text(),
+                   modules=(("jit_prog_d_train", 1.0e9),))
+    assert report._verdict_of(g)["status"] == "partial"
+
+
+def test_a_workload_that_never_imported_jax_is_said(tmp_path):
+    f = run_folder(tmp_path / "r", log="", jax=False, modules=(), compiles=())
+    v = report._verdict_of(f)
+    assert v["status"] == "not_applied"
+    assert v["reasons"][0].startswith("the workload never imported jax, so XLA compiled nothing")
+
+
+def test_tunes_own_lines_come_back_from_tune_json(tmp_path):
+    from pgle.commands import arms, compare
+    from pgle.commands.tune import ArmRuns
+
+    # Plain tune: the runs with the profile are labelled so only where tune gave one.
+    times = {"collect": {"median_s": 0.012}, "baseline": None, "run": {"median_s": 0.01},
+             "runs": {"baseline": 0, "run": 1}, "ratio": None, "interval": None,
+             "caveat": "no step-time ratio: there was no profile to run with",
+             "profile_applied": False}
+    plain = {"plain": True, "arms": [{"name": "pgle", "pgle": True, "profile": "p.pb"}],
+             "step_times": times}
+    assert report._tune_lines(plain) == [
+        "median step: 12.00 ms (collect, profiled steps left out), 10.00 ms (run; no module "
+        "applied the profile)", times["caveat"]]
+    # A compare tune folder: its table, rebuilt as tune printed it.
+    top = tmp_path / "t"
+    runs = [ArmRuns(arms.Arm("default"), [run_folder(top / "default", log="")]),
+            ArmRuns(arms.Arm("pgle", pgle=True), [run_folder(top / "pgle")])]
+    t = compare.table(runs, platform="gpu")
+    lines = report._tune_lines({"compare": t, "step_times": times})
+    assert lines == compare.table_lines(t) and lines[0].startswith("arm ")
+
+
+def test_the_compare_summary_ends_with_predicted_against_measured(tmp_path):
+    pred = {"ratios": {"default": 1.0, "pgle": 0.9}, "why": None, "target": "H100", "devices": 8,
+            "costs": "the collected profile's costs", "run_dir": "/r/est", "seconds": 41.6,
+            "cannot_help": None}
+    t = {"baseline": "default", "predicted": pred,
+         "arms": [{"arm": "default", "predicted_ratio": 1.0, "ratio": 1.0},
+                  {"arm": "pgle", "predicted_ratio": 0.9, "ratio": 0.95}]}
+    data = {"verdict": {"status": "applied", "reasons": ["first", "second"], "what_to_do": "w"},
+            "phases": [], "step_ratio": None, "step_ratio_why": "why", "compare": t}
+    assert report.summary_lines(data) == [
+        "verdict: applied: first",  # the first reason only
+        "what to do: w",
+        "why",
+        "predicted ratio vs default: pgle 0.900 (measured 0.950)",
+        ("predicted: pgle estimate, XLA:GPU's scheduler for 8 x H100 (no GPU), every arm's "
+         "schedule replayed with the collected profile's costs (42 s; /r/est)"),
+    ]
+
+
+def test_the_exposed_communication_in_milliseconds_per_device():
+    def line(exposed_ps, planes):
+        data = {"verdict": {"status": None, "reasons": [], "what_to_do": "w"}, "step_ratio": None,
+                "phases": [{"label": "p", "step_time": None, "throughput": {}, "recompilations": [],
+                            "communication": {"span_ps": 1, "exposed_ps": exposed_ps,
+                                              "device_planes": planes, "hidden_fraction": 0.5,
+                                              "collectives": 3}}]}
+        return report.summary_lines(data)[2]
+
+    assert line(3_000_000, 1) == ("p: no step times, exposed communication 0.003 ms per device "
+                                  "(50.0 % of 3 collective executions)")
+    assert line(3_000_000, 0).startswith("p: no step times, exposed communication 0.003 ms")
+    # ps to ms exactly: 1000.0005005 ms rounds up (a divisor off by one part in 1e9 does not).
+    assert "exposed communication 1000.001 ms per device" in line(1_000_000_500_500, 1)
+
+
+def test_collectives_exposed_on_neither_side_sort_last():
+    before = {"label": "w/o", "communication": comm(
+        2, ("all-reduce.1", "m", 0, 10, 1), ("all-gather.2", "m", 1, 10, 1))}
+    after = {"label": "w", "communication": comm(
+        2, ("all-reduce.1", "m", 0, 10, 1), ("all-gather.2", "m", 1, 10, 1),
+        ("reduce-scatter.3", "m", 600, 1000, 1))}
+    rows, _ = report.communication_change(before, after)
+    # Per device: 300 ps, 0.5 ps, 0: the most exposed first, the never exposed last.
+    assert [r["op"] for r in rows] == ["reduce-scatter.3", "all-gather.2", "all-reduce.1"]
+    # The biggest exposure of either side orders them: here the one before the profile.
+    before = {"label": "w/o", "communication": comm(1, ("a", "m", 900, 1000, 1),
+                                                     ("b", "m", 100, 1000, 1))}
+    after = {"label": "w", "communication": comm(1, ("a", "m", 10, 1000, 1),
+                                                  ("b", "m", 200, 1000, 1))}
+    rows, _ = report.communication_change(before, after)
+    assert [r["op"] for r in rows] == ["a", "b"]
