@@ -167,16 +167,35 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
     return [Side(top.name, "single", [top])], None
 
 
+def _tune_folder(top: Path, name: Any) -> Path:
+    """A run folder tune.json names: one plain name inside the tune folder, never a path or a
+    link out of it (a tune folder may sit in a shared folder others write: untrusted input)."""
+    if (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or "/" in name
+        or "\0" in name
+        or (top / name).is_symlink()
+    ):
+        raise BadInput(
+            f"{top / arms.TUNE_JSON} names {name!r} as a run folder: not a folder inside "
+            f"{top} (pgle reads nothing outside the tune folder).",
+            hint="Pass the run folders themselves, or restore tune.json as tune wrote it.",
+        )
+    return top / name
+
+
 def _tune_sides(top: Path, tune: dict[str, Any]) -> list[Side]:
     sides = [
         Side(
             _collect_label(tune.get("collect", {}).get("changed")),
             "collect",
-            [top / tune.get("collect", {}).get("folder", "collect")],
+            [_tune_folder(top, tune.get("collect", {}).get("folder", "collect"))],
         )
     ]
     for arm in tune.get("arms") or []:
-        folders = [top / f for f in arm.get("folders") or [] if _is_run_folder(top / f)]
+        named = [_tune_folder(top, f) for f in arm.get("folders") or []]
+        folders = [f for f in named if _is_run_folder(f)]
         if not folders:
             continue
         status = (arm.get("statuses") or [None])[0] if arm.get("pgle") else None

@@ -287,6 +287,26 @@ def test_an_unreadable_tune_json_is_one_line(tmp_path):
     assert "\n" not in msg
 
 
+@pytest.mark.parametrize("name", ["../outside", "/abs/outside", "..", "", 7, "link"])
+def test_a_tune_json_naming_a_folder_outside_the_tune_folder_is_refused(tmp_path, name):
+    """A tune folder in a shared place is written by others too: tune.json's folder names are
+    one plain name each, never a path or a link out of the tune folder; the report refuses
+    before it reads any of them."""
+    outside = run_folder(tmp_path / "outside")
+    top = tune_folder(tmp_path / "t", COMPARE, collect={}, default={}, o1={}, pgle={},
+                      **{"o1-pgle": {}})
+    (top / "link").symlink_to(outside)
+    tune = json.loads(json.dumps(COMPARE))
+    tune["arms"][2]["folders"] = [name]
+    (top / "tune.json").write_text(json.dumps(tune))
+    msg = bad([top], f"names {name!r} as a run folder: not a folder inside ")
+    assert "\n" not in msg
+    tune = json.loads(json.dumps(COMPARE))
+    tune["collect"]["folder"] = name
+    (top / "tune.json").write_text(json.dumps(tune))
+    bad([top], f"names {name!r} as a run folder")
+
+
 # --- one side -------------------------------------------------------------------------------
 
 def test_a_side_holds_its_step_times_module_throughput_and_compiles(tmp_path):
