@@ -251,7 +251,6 @@ def test_store_metadata_missing_fields_and_the_future():
 import dataclasses  # noqa: E402
 import fcntl  # noqa: E402
 import hashlib  # noqa: E402
-import json  # noqa: E402
 import socket  # noqa: E402
 import time  # noqa: E402
 
@@ -259,7 +258,8 @@ from pgle.atomic import WriteFailed  # noqa: E402
 from pgle.errors import PgleError, ProfileError  # noqa: E402
 from pgle.profiles.files import BINARY, TEXT, encode_profile, read_profile  # noqa: E402
 from pgle.shared_folders import NotAFile  # noqa: E402
-from pgle.store import calibration, store as store_mod  # noqa: E402
+from pgle.store import calibration  # noqa: E402
+from pgle.store import store as store_mod
 from pgle.store.store import is_remote  # noqa: E402
 
 KIND = "NVIDIA H100 80GB HBM3"
@@ -427,7 +427,8 @@ def test_a_hidden_json_file_is_neither_an_entry_nor_damaged(tmp_path: Path):
     add(st, 1.0)
     entry = _one(st)
     folder = root / "profiles" / FP
-    (folder / f".{entry.entry_id}.json").write_bytes((folder / f"{entry.entry_id}.json").read_bytes())
+    meta = (folder / f"{entry.entry_id}.json").read_bytes()
+    (folder / f".{entry.entry_id}.json").write_bytes(meta)
     st2 = ProfileStore(root)
     assert [e.entry_id for e in st2.entries()] == [entry.entry_id] and st2.damaged == {}
 
@@ -558,7 +559,8 @@ def test_an_old_binary_entry_is_read_served_and_viewed_as_binary(tmp_path: Path)
     entry = _one(st)
     text = root / "profiles" / FP / f"{entry.entry_id}.pbtxt"
     text.unlink()
-    (text.with_suffix(".pb")).write_bytes(encode_profile(Profile(costs=[("fusion.1", 7.0)]), BINARY))
+    old = encode_profile(Profile(costs=[("fusion.1", 7.0)]), BINARY)
+    (text.with_suffix(".pb")).write_bytes(old)
     assert str(st.profile_path(entry)).endswith(f"{entry.entry_id}.pb")
     assert st.read(entry).costs == [("fusion.1", 7.0)]
     st.materialize(tmp_path / "view", jax="0.10.2", device_kind=KIND)
@@ -700,5 +702,5 @@ def test_a_store_folder_of_another_user_is_named_once_per_owner(tmp_path: Path, 
     with caplog.at_level("WARNING", logger="pgle"):
         add(ProfileStore(root), 2.0, minute=1)
     named = [r.getMessage() for r in caplog.records if "belongs to" in r.getMessage()]
-    assert named == [f"profile store {root} belongs to uid 4242, not to you: its owner can "
-                     "replace or remove what pgle stores there (a shared store)."]
+    assert named == [(f"profile store {root} belongs to uid 4242, not to you: its owner can "
+                      "replace or remove what pgle stores there (a shared store).")]
