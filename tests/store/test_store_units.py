@@ -259,7 +259,7 @@ from pgle.errors import PgleError, ProfileError  # noqa: E402
 from pgle.profiles.files import BINARY, TEXT, encode_profile, read_profile  # noqa: E402
 from pgle.shared_folders import NotAFile  # noqa: E402
 from pgle.store import calibration  # noqa: E402
-from pgle.store import store as store_mod
+from pgle.store import store as store_mod  # noqa: E402
 from pgle.store.store import is_remote  # noqa: E402
 
 KIND = "NVIDIA H100 80GB HBM3"
