@@ -594,11 +594,13 @@ def test_a_view_is_refused_over_a_folder_of_other_files_or_inside_the_store(tmp_
 
 
 def test_a_merge_view_of_two_entries_is_their_percentile(tmp_path: Path):
+    """Two entries are merged at the percentile given: p100 of (1, 9) is 9, where the older
+    entry alone or the default p90 (the lower of two) would give 1."""
     st = ProfileStore(tmp_path / "s", create=True)
     add(st, 1.0, minute=0)
     add(st, 9.0, minute=1)
-    st.materialize(tmp_path / "view", jax="0.10.2", device_kind=KIND, policy="merge:2:p0")
-    assert read_profile(str(tmp_path / "view" / f"{FP}.pbtxt")).costs == [("fusion.1", 1.0)]
+    st.materialize(tmp_path / "view", jax="0.10.2", device_kind=KIND, policy="merge:2:p100")
+    assert read_profile(str(tmp_path / "view" / f"{FP}.pbtxt")).costs == [("fusion.1", 9.0)]
 
 
 def test_a_view_whose_profile_is_not_a_file_names_the_store_profile(tmp_path: Path):
