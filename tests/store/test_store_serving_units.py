@@ -541,3 +541,114 @@ def test_a_store_profile_that_cannot_be_read_says_which(tmp_path):
     with pytest.raises(ProfileError) as err:
         st.read(entry)
     assert str(prof) in err.value.message
+
+
+# -- issue 37: what the store package's first mutmut run left alive in serving and a gs:// store,
+# each pinned by what a user sees.
+
+
+def test_a_runs_modules_are_added_under_a_policy_given_as_an_object_or_a_name(tmp_path):
+    """An empty module sorted first stops nothing; `added` means new for this key (an entry on
+    another GPU does not make it `refreshed`)."""
+    st = ProfileStore(tmp_path / "s", create=True)
+    other_gpu = StoreKey(KEY.jax, "NVIDIA A100-SXM4-80GB", 8, "0.10.2")
+    serving.add_profiles(st, {B: _prof(9.0)}, other_gpu, policy=None, source="t")
+    pol = serving.parse_policy("keep:1")
+    rows = serving.add_profiles(st, {A: Profile(), B: _prof(1.0)}, KEY, policy=pol, source="t")
+    assert [(r["fingerprint"], r["status"]) for r in rows] == [(A, "empty"), (B, "added")]
+    assert serving.count_line(rows, "S", pol, KEY) == \
+        "store S: 1 module added, 0 refreshed, 1 empty not stored (policy replace; jax 0.10.2 " \
+        "on NVIDIA H100 80GB HBM3)"
+
+
+def test_a_view_serves_only_its_keys_entries_under_its_policy(tmp_path):
+    """Newer entries of another jax or GPU are neither served nor merged into the view; the
+    policy given (a merge here) picks what is served and names the view."""
+    st = ProfileStore(tmp_path / "s", create=True)
+    for v in (1.0, 9.0):
+        serving.add_profiles(st, {A: _prof(v)}, KEY, policy=None, source="t")
+    for other in (StoreKey("0.9.0", KEY.device_kind, 8, "0.9.0"),
+                  StoreKey(KEY.jax, "NVIDIA A100-SXM4-80GB", 8, "0.10.2")):
+        serving.add_profiles(st, {A: _prof(50.0)}, other, policy=None, source="t")
+    pol = serving.parse_policy("merge:2:p0")
+    path, served = serving.prepare_view(st, KEY, policy=pol, views_root=tmp_path / "views")
+    assert served[A] == st.entries(A, jax=KEY.jax, device_kind=KEY.device_kind)
+    assert path.name == serving.view_name(served, pol)
+    from pgle.profiles.files import read_profile
+    assert read_profile(str(path / f"{A}.pbtxt")).costs == [("fusion.1", 1.0)]
+    # No policy given: the default's name, not "None"'s.
+    path, served = serving.prepare_view(st, KEY, policy=None, views_root=tmp_path / "views")
+    assert path.name == serving.view_name(served, serving.parse_policy(None))
+    assert read_profile(str(path / f"{A}.pbtxt")).costs == [("fusion.1", 9.0)]
+
+
+@pytest.mark.parametrize("seconds, text", [(4861, "1.4h"), (116641, "1.4d")])
+def test_ages_are_hours_and_days_of_3600_and_86400_seconds(seconds, text):
+    assert serving.age_text(seconds) == text  # 1.35028 h and 1.350012 d, rounded up
+
+
+def test_a_modules_store_age_is_kept_to_a_tenth_of_a_second():
+    rows = [{"module": "m", "fingerprint": A}]
+    serving.mark_modules(rows, {A: [_entry(A, 0)]}, now=T0 + dt.timedelta(seconds=90.37))
+    assert rows[0]["store_age_seconds"] == 90.4
+
+
+def test_summary_lines_cut_after_20_served_and_10_missing():
+    many = [{"module": f"m{i}", "fingerprint": f"{i:032x}"} for i in range(21)]
+    got = serving.mark_modules(many, {r["fingerprint"]: [_entry(A, 30)] for r in many}, now=T0)
+    assert serving.summary_lines(many, got, 21, "S", KEY)[-1] == "  ... 1 more (see --json)"
+    lacking = [{"module": f"m{i}", "fingerprint": f"{i:032x}", "store": None} for i in range(11)]
+    line = serving.summary_lines(lacking, got, 1, "S", KEY)[-1]
+    assert line.startswith("not in the store: 11 modules: ") and line.endswith(", ...")
+
+
+def test_a_calibration_record_checks_each_ratio_and_takes_every_arm_character():
+    every = "abcdefghijklmnopqrstuvwxyz0123456789+"
+    assert Calibration.from_dict(_record(arm=every)).arm == every
+    with pytest.raises(ValueError) as e:
+        Calibration.from_dict(_record(predicted_ratio=None, measured_ratio=-1.0))
+    assert str(e.value) == "measured_ratio -1.0 is not a positive ratio"
+
+
+def test_a_gs_store_trims_only_its_keys_entries_of_one_module(tmp_path):
+    mock, on_disk = _gs(tmp_path)
+    with mock:
+        st = ProfileStore("gs://team/store", create=True)
+        others = [StoreKey("0.9.0", KEY.device_kind, 8, "0.9.0"),
+                  StoreKey(KEY.jax, "NVIDIA A100-SXM4-80GB", 8, "0.10.2")]
+        for k in others:
+            serving.add_profiles(st, {A: _prof(5.0)}, k, policy="keep:1", source="t")
+        serving.add_profiles(st, {B: _prof(6.0)}, KEY, policy="keep:1", source="t")
+        first = serving.add_profiles(st, {A: _prof(1.0)}, KEY, policy="keep:1", source="t")
+        second = serving.add_profiles(st, {A: _prof(2.0)}, KEY, policy="keep:1", source="t")
+        assert second[0]["status"] == "refreshed"
+        assert second[0]["removed"] == [first[0]["entry"]]
+        assert [e.entry_id for e in st.entries(A, jax=KEY.jax, device_kind=KEY.device_kind)] == \
+            [second[0]["entry"]]
+        assert len(st.entries(A)) == 3 and len(st.entries(B)) == 1
+        folder = on_disk / "profiles" / A
+        assert not [p for p in folder.iterdir() if p.name.startswith(first[0]["entry"])]
+        st.close()  # nothing opened locally: nothing to close, no error
+
+
+def test_a_gs_store_names_its_damaged_files_by_url(tmp_path):
+    mock, on_disk = _gs(tmp_path)
+    with mock:
+        st = ProfileStore("gs://team/store", create=True)
+        rows = serving.add_profiles(st, {A: _prof(1.0)}, KEY, policy=None, source="t")
+        entry_id = rows[0]["entry"]
+        folder = on_disk / "profiles" / A
+        (folder / "20260101T000000000000Z-0123456789ab.json").write_text("not json")
+        (entry,) = st.entries(A)
+        assert st.damaged == {
+            f"gs://team/store/profiles/{A}/20260101T000000000000Z-0123456789ab.json": "not JSON"}
+        (folder / f"{entry_id}.pbtxt").write_text("not a profile {")
+        with pytest.raises(ProfileError) as err:
+            st.read(entry)
+        assert f"gs://team/store/profiles/{A}/{entry_id}.pbtxt" in err.value.message
+        # A calibration file of exactly the largest size pgle writes is read.
+        line = json.dumps(Calibration.from_dict(_record(arm="pgle")).to_dict()) + "\n"
+        cal = folder / f"{entry_id}{calibration.SUFFIX}"
+        cal.write_text(line + "\n" * (calibration.MAX_BYTES - len(line)))
+        assert cal.stat().st_size == calibration.MAX_BYTES
+        assert [r.arm for r in st.calibration(entry)] == ["pgle"]

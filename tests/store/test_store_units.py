@@ -243,3 +243,466 @@ def test_store_metadata_missing_fields_and_the_future():
     with pytest.raises(ValueError) as e:
         Entry.from_metadata(dict(GOOD, fingerprint=long), FP, NAME)
     assert str(e.value) == f"fingerprint {repr(long)[:57]}... is not its folder's ({FP})"
+
+
+# -- issue 37: what the store package's first mutmut run left alive, each pinned by what a user
+# sees (a refusal's sentence, an entry served or kept, a damaged file named). Real store folders.
+
+import dataclasses  # noqa: E402
+import fcntl  # noqa: E402
+import hashlib  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+
+from pgle.atomic import WriteFailed  # noqa: E402
+from pgle.errors import PgleError, ProfileError  # noqa: E402
+from pgle.profiles.files import BINARY, TEXT, encode_profile, read_profile  # noqa: E402
+from pgle.shared_folders import NotAFile  # noqa: E402
+from pgle.store import calibration  # noqa: E402
+from pgle.store import store as store_mod  # noqa: E402
+from pgle.store.store import is_remote  # noqa: E402
+
+KIND = "NVIDIA H100 80GB HBM3"
+
+
+def _one(st: ProfileStore) -> Entry:
+    (entry,) = st.entries(FP)
+    return entry
+
+
+def test_a_missing_store_or_a_file_is_refused_in_one_line_and_nothing_is_made(tmp_path: Path):
+    missing = tmp_path / "nope"
+    with pytest.raises(BadInput) as e:
+        ProfileStore(missing)
+    assert e.value.message == f"profile store {missing} does not exist."
+    assert e.value.hint == "`pgle store add` creates it, or pass an existing folder."
+    assert not missing.exists()
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    with pytest.raises(BadInput) as e:
+        ProfileStore(afile)
+    assert e.value.message == f"profile store {afile} is not a directory."
+
+
+def test_closing_a_store_releases_its_folder(tmp_path: Path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    fd = st.dir.fd
+    os.fstat(fd)
+    st.close()
+    assert st.dir.fd == -1
+    st.close()  # twice: nothing more to release
+
+
+def test_object_store_urls_are_remote_and_a_local_path_is_not():
+    """An `s3://` store is never made as a local folder named `s3:`."""
+    assert is_remote("gs://bucket/store") and is_remote("s3://bucket/store")
+    assert not is_remote("store") and not is_remote("/data/s3://x")
+
+
+def test_a_refused_value_is_shown_whole_up_to_60_characters():
+    for n, shown in ((58, repr("f" * 58)), (59, repr("f" * 59)[:57] + "...")):
+        with pytest.raises(ValueError) as e:  # repr adds two quotes: 60 and 61 characters
+            Entry.from_metadata(dict(GOOD, fingerprint="f" * n), FP, NAME)
+        assert str(e.value) == f"fingerprint {shown} is not its folder's ({FP})"
+
+
+@pytest.mark.parametrize("field", ["fingerprint", "entry_id", "device_kind"])
+def test_a_metadata_name_field_that_is_not_a_string_is_refused_by_name(field):
+    with pytest.raises(TypeError) as e:
+        Entry.from_metadata(dict(GOOD, **{field: 5}), FP, NAME)
+    assert str(e.value) == f"{field} 5 is not a string"
+
+
+def test_metadata_of_an_older_pgle_without_module_or_instruction_count_is_an_entry():
+    older = {k: v for k, v in GOOD.items() if k not in ("module", "instructions")}
+    entry = Entry.from_metadata(older, FP, NAME)
+    assert (entry.module, entry.instructions) == ("", 0)
+    assert Entry.from_metadata(dict(GOOD, instructions=0), FP, NAME).instructions == 0
+
+
+def test_a_future_entry_is_refused_naming_its_time():
+    late = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=70)
+    stamp = late.strftime("%Y%m%dT%H%M%S%fZ")
+    data = dict(GOOD, created=late.isoformat(), entry_id=f"{stamp}-cd340b165df9")
+    with pytest.raises(ValueError) as e:
+        Entry.from_metadata(data, FP, f"{stamp}-cd340b165df9.json")
+    assert str(e.value) == f"created {late.isoformat()!r} is in the future"
+
+
+def test_entries_are_dated_in_utc_on_a_host_in_another_time_zone(tmp_path: Path, monkeypatch):
+    """Ids and the `created` check are UTC whatever the host's zone: an entry written on a host
+    5.5 h ahead of UTC is read back (not refused as misdated) and sorts with everyone's."""
+    monkeypatch.setenv("TZ", "XST-05:30")  # a POSIX zone string: no tz database needed
+    time.tzset()
+    try:
+        st = ProfileStore(tmp_path / "s", create=True)
+        add(st, 1.0)
+        entry = _one(st)
+        assert entry.entry_id.startswith("20260101T000000000000Z-") and st.damaged == {}
+        same = dict(GOOD, created="2026-01-01T05:30:00+05:30")
+        assert Entry.from_metadata(same, FP, NAME).entry_id == GOOD["entry_id"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def _args(**kw):
+    return {"jax": "0.10.2", "jaxlib": "0.10.2", "device_kind": KIND, "device_count": 8,
+            "source": "test", "now": T0, **kw}
+
+
+def test_add_refuses_an_empty_key_or_profile_in_one_line(tmp_path: Path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    prof = Profile(costs=[("fusion.1", 1.0)])
+    for change, what in (({"jax": " "}, "jax version"), ({"device_kind": ""}, "device kind")):
+        with pytest.raises(BadInput) as e:
+            st.add(FP, prof, **_args(**change))
+        assert e.value.message == f"the {what} of a store entry cannot be empty."
+    with pytest.raises(ProfileError) as e:
+        st.add(FP, Profile(), **_args())
+    assert e.value.message == f"refusing to store an empty profile for module {FP}."
+    assert st.entries() == []
+
+
+def test_an_entry_records_its_module_and_instruction_count(tmp_path: Path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    st.add(FP, Profile(costs=[("fusion.1", 1.0), ("fusion.2", 2.0)]), **_args())
+    entry = _one(st)
+    assert (entry.module, entry.instructions) == ("", 2)  # no module name given: none shown
+
+
+def test_a_store_write_that_fails_names_the_store_file(tmp_path: Path):
+    """A store file that cannot be written (here: a folder in its place) is one line naming
+    it; the profile is written first, the metadata last, a calibration beside them."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    prof = Profile(costs=[("fusion.1", 1.0)])
+    entry_id = f"{T0.strftime('%Y%m%dT%H%M%S%fZ')}-" \
+        f"{hashlib.sha256(encode_profile(prof, TEXT)).hexdigest()[:12]}"
+    folder = root / "profiles" / FP
+    folder.mkdir(parents=True)
+    for suffix in (".pbtxt", ".json"):
+        (folder / f"{entry_id}{suffix}").mkdir()
+        with pytest.raises(WriteFailed) as e:
+            st.add(FP, prof, **_args())
+        assert e.value.message == \
+            f"cannot write store file {folder / (entry_id + suffix)}: it is a directory."
+        (folder / f"{entry_id}{suffix}").rmdir()
+    st.add(FP, prof, **_args())
+    entry = _one(st)
+    cal = folder / f"{entry_id}{calibration.SUFFIX}"
+    cal.mkdir()
+    rec = calibration.Calibration.from_dict(
+        {"arm": "pgle", "predicted_ratio": 0.9, "measured_ratio": 1.1, "target": "h100",
+         "device_kind": KIND, "device_count": 8, "jax": "0.10.2", "pgle": "1.0",
+         "created": "2026-01-01T00:00:00+00:00"})
+    with pytest.raises(WriteFailed) as e:
+        st.add_calibration(FP, entry.entry_id, [rec])
+    assert e.value.message == f"cannot write store file {cal}: it is a directory."
+    assert st.damaged == {str(cal): "not a regular file"}
+
+
+def test_store_files_larger_than_pgle_writes_are_damaged_not_read(tmp_path: Path):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    entry = _one(st)
+    folder = root / "profiles" / FP
+    cal = folder / f"{entry.entry_id}{calibration.SUFFIX}"
+    with open(cal, "wb") as f:
+        f.truncate(calibration.MAX_BYTES + 1)
+    assert st.calibration(entry) == []
+    assert st.damaged == {str(cal): f"larger than {calibration.MAX_BYTES} bytes"}
+    # Valid metadata padded past 1 MiB: not read (MAX_METADATA_BYTES), named as damaged.
+    meta = folder / f"{entry.entry_id}.json"
+    meta.write_bytes(meta.read_bytes() + b" " * store_mod.MAX_METADATA_BYTES)
+    st2 = ProfileStore(root)
+    assert st2.entries() == []
+    assert st2.damaged == {str(meta): f"larger than {store_mod.MAX_METADATA_BYTES} bytes"}
+
+
+def test_a_hidden_json_file_is_neither_an_entry_nor_damaged(tmp_path: Path):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    entry = _one(st)
+    folder = root / "profiles" / FP
+    meta = (folder / f"{entry.entry_id}.json").read_bytes()
+    (folder / f".{entry.entry_id}.json").write_bytes(meta)
+    st2 = ProfileStore(root)
+    assert [e.entry_id for e in st2.entries()] == [entry.entry_id] and st2.damaged == {}
+
+
+def _socket_at(folder: Path, name: str, monkeypatch) -> socket.socket:
+    """A unix socket named like a store file: opening it fails (ENXIO) past every file check.
+    Bound by a relative name: a store path is longer than a socket address allows."""
+    monkeypatch.chdir(folder)
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(name)
+    return s
+
+
+def test_metadata_that_is_a_link_a_folder_or_unreadable_is_named_with_why(tmp_path: Path,
+                                                                           monkeypatch):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    entry = _one(st)
+    folder = root / "profiles" / FP
+    link, adir, sock = (folder / f"{_id(n)}.json" for n in (1, 2, 3))
+    os.symlink(folder / f"{entry.entry_id}.json", link)
+    adir.mkdir()
+    s = _socket_at(folder, sock.name, monkeypatch)
+    try:
+        st2 = ProfileStore(root)
+        assert [e.entry_id for e in st2.entries()] == [entry.entry_id]
+        assert st2.damaged == {str(link): "a symbolic link", str(adir): "not a regular file",
+                               str(sock): "No such device or address"}
+        # The same for a calibration file that cannot be opened.
+        cal = folder / f"{entry.entry_id}{calibration.SUFFIX}"
+        s2 = _socket_at(folder, cal.name, monkeypatch)
+        s2.close()
+        assert st2.calibration(entry) == []
+        assert st2.damaged[str(cal)] == "No such device or address"
+    finally:
+        s.close()
+
+
+def test_a_profiles_folder_that_is_a_link_or_a_file_is_named_never_followed(tmp_path: Path):
+    elsewhere = tmp_path / "elsewhere"
+    st = ProfileStore(elsewhere, create=True)
+    add(st, 1.0)
+    root = tmp_path / "s"
+    root.mkdir()
+    os.symlink(elsewhere / "profiles", root / "profiles")
+    st2 = ProfileStore(root)
+    assert st2.entries() == []
+    assert st2.damaged == {str(root / "profiles"): "a symbolic link, not the store's folder"}
+    (root / "profiles").unlink()
+    (root / "profiles").write_text("x")
+    st3 = ProfileStore(root)
+    assert st3.entries() == []
+    assert st3.damaged == {str(root / "profiles"): "not a folder"}
+
+
+def test_names_in_profiles_that_are_not_fingerprint_folders_never_hide_the_rest(tmp_path: Path):
+    """Listed by name: a file not named like a fingerprint, a link named like one (named as
+    damaged) and a file named like one all sort before the real folder and are passed over."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    profiles = root / "profiles"
+    (profiles / ".DS_Store").write_text("x")
+    (tmp_path / "other").mkdir()
+    os.symlink(tmp_path / "other", profiles / ("0" * 32))
+    (profiles / ("0" * 31 + "1")).write_text("x")
+    st2 = ProfileStore(root)
+    assert [e.fingerprint for e in st2.entries()] == [FP]
+    assert st2.damaged == {str(profiles / ("0" * 32)): "a symbolic link, not a folder"}
+
+
+def _damaged_store(root: Path, n: int) -> ProfileStore:
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    for i in range(n):
+        (root / "profiles" / FP / f"{_id(i + 1)}.json").write_text("not json")
+    st = ProfileStore(root)
+    st.entries()
+    return st
+
+
+def test_the_damaged_warning_names_three_files_then_counts_the_rest(tmp_path: Path):
+    folder = tmp_path / "a" / "profiles" / FP
+    three = _damaged_store(tmp_path / "a", 3).damaged_warning()
+    named = "; ".join(f"{folder / f'{_id(i)}.json'} (not JSON)" for i in (1, 2, 3))
+    assert three == f"skipped 3 damaged store entries: {named}. pgle neither reads nor deletes " \
+        "them; remove or fix by hand."
+    four = _damaged_store(tmp_path / "b", 4).damaged_warning()
+    assert four is not None and "(not JSON); and 1 more. pgle neither" in four
+
+
+def test_an_entry_built_by_hand_names_nothing_outside_its_folder(tmp_path: Path):
+    """pgle as a library: an Entry not read from a store is checked before it becomes a path."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    entry = _one(st)
+    with pytest.raises(ProfileError) as e:
+        st.profile_path(dataclasses.replace(entry, fingerprint="xyz"))
+    assert e.value.message.startswith("'xyz' is not a module fingerprint")
+    newline = FP + "\n"  # FINGERPRINT_RE's `$` lets it by; the store's own check does not
+    with pytest.raises(BadInput) as e:
+        st.profile_path(dataclasses.replace(entry, fingerprint=newline))
+    assert e.value.message == f"{newline!r} is not a module fingerprint."
+    with pytest.raises(BadInput) as e:
+        st.profile_path(dataclasses.replace(entry, entry_id="../x"))
+    assert e.value.message == "store entry id '../x' is not an entry id."
+
+
+def test_a_store_path_through_a_link_is_refused_naming_the_store_file(tmp_path: Path):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    entry = _one(st)
+    (root / "profiles").rename(tmp_path / "moved")
+    os.symlink(tmp_path / "moved", root / "profiles")
+    path = root / "profiles" / FP / f"{entry.entry_id}.pbtxt"
+    with pytest.raises(BadInput) as e:
+        st.profile_path(entry)
+    assert e.value.message.startswith(f"store file {path} is outside {root} ")
+
+
+def test_an_old_binary_entry_is_read_served_and_viewed_as_binary(tmp_path: Path):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    entry = _one(st)
+    text = root / "profiles" / FP / f"{entry.entry_id}.pbtxt"
+    text.unlink()
+    old = encode_profile(Profile(costs=[("fusion.1", 7.0)]), BINARY)
+    (text.with_suffix(".pb")).write_bytes(old)
+    assert str(st.profile_path(entry)).endswith(f"{entry.entry_id}.pb")
+    assert st.read(entry).costs == [("fusion.1", 7.0)]
+    st.materialize(tmp_path / "view", jax="0.10.2", device_kind=KIND)
+    assert [p.name for p in (tmp_path / "view").iterdir()] == [f"{FP}.pb"]
+    (text.with_suffix(".pb")).unlink()
+    with pytest.raises(ProfileError) as e:
+        st.read(entry)
+    assert e.value.message == \
+        f"cannot read store profile of {FP}/{entry.entry_id}: No such file or directory."
+
+
+def test_a_view_is_refused_over_a_folder_of_other_files_or_inside_the_store(tmp_path: Path):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    view = tmp_path / "view"
+    view.mkdir()
+    (view / f"{FP}.pbtxt").write_text("old")
+    with pytest.raises(ProfileError):  # not empty, no --force
+        st.materialize(view, jax="0.10.2", device_kind=KIND)
+    assert (view / f"{FP}.pbtxt").read_text() == "old"
+    st.materialize(view, jax="0.10.2", device_kind=KIND, force=True)
+    assert read_profile(str(view / f"{FP}.pbtxt")).costs == [("fusion.1", 1.0)]
+    with pytest.raises(ProfileError) as e:
+        st.materialize(root / "view", jax="0.10.2", device_kind=KIND)
+    assert "never replaces a folder it reads from" in e.value.message
+    assert not (root / "view").exists()
+    with pytest.raises(ProfileError) as e:
+        st.materialize(tmp_path / "v2", jax="0.1", device_kind=KIND)
+    assert e.value.hint == "`pgle store ls` shows what it holds."
+
+
+def test_a_merge_view_of_two_entries_is_their_percentile(tmp_path: Path):
+    """Two entries are merged at the percentile given: p100 of (1, 9) is 9, where the older
+    entry alone or the default p90 (the lower of two) would give 1."""
+    st = ProfileStore(tmp_path / "s", create=True)
+    add(st, 1.0, minute=0)
+    add(st, 9.0, minute=1)
+    st.materialize(tmp_path / "view", jax="0.10.2", device_kind=KIND, policy="merge:2:p100")
+    assert read_profile(str(tmp_path / "view" / f"{FP}.pbtxt")).costs == [("fusion.1", 9.0)]
+
+
+def test_a_view_whose_profile_is_not_a_file_names_the_store_profile(tmp_path: Path):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    prof = root / "profiles" / FP / f"{_one(st).entry_id}.pbtxt"
+    prof.unlink()
+    prof.mkdir()
+    with pytest.raises(NotAFile) as e:
+        st.materialize(tmp_path / "view", jax="0.10.2", device_kind=KIND)
+    assert e.value.message == f"store profile {prof} is not a regular file."
+
+
+def test_readers_share_the_lock_a_reader_holds(tmp_path: Path, monkeypatch):
+    """A view built, a module served and a dry-run prune go on while another reader holds the
+    store's lock shared (only a writer waits for it)."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    monkeypatch.setattr(store_mod, "LOCK_TIMEOUT", 1.0)  # a writer's wait would fail in 1 s
+    fd = os.open(root / ".lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        st.materialize(tmp_path / "view", jax="0.10.2", device_kind=KIND)
+        assert st.serve(FP, jax="0.10.2", device_kind=KIND) is not None
+        assert st.prune(keep=1, older_than=0, now=T0 + dt.timedelta(days=1), dry_run=True) != []
+        with pytest.raises(PgleError, match="timed out after 1 s waiting for the store lock"):
+            st.prune(keep=1)
+    finally:
+        os.close(fd)
+
+
+def test_prune_by_age_counts_from_the_time_given_and_keeps_the_boundary(tmp_path: Path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    add(st, 1.0, minute=0)
+    add(st, 2.0, minute=60)
+    at = T0 + dt.timedelta(hours=1)
+    assert st.prune(older_than=3600, now=at) == []  # exactly an hour old: not older
+    gone = st.prune(older_than=3599, now=at)
+    assert [e.created for e in gone] == [T0.isoformat()]
+    assert [st.read(e).costs[0][1] for e in st.entries(FP)] == [2.0]
+
+
+def test_prune_by_jax_removes_the_other_versions(tmp_path: Path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    add(st, 1.0, jax="0.9.0", minute=0)
+    add(st, 2.0, jax="0.10.2", minute=1)
+    assert [e.jax for e in st.prune(jax="0.10.2")] == ["0.9.0"]
+    assert [e.jax for e in st.entries(FP)] == ["0.10.2"]
+
+
+def test_a_store_file_that_cannot_be_removed_stops_prune_naming_it(tmp_path: Path):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0, minute=0)
+    old = _one(st)
+    add(st, 2.0, minute=1)
+    stuck = root / "profiles" / FP / f"{old.entry_id}.pb"
+    stuck.mkdir()  # unlink(2) refuses a folder: EISDIR
+    with pytest.raises(PgleError) as e:
+        st.prune(keep=1)
+    assert e.value.message == f"cannot remove store file {stuck}: Is a directory."
+
+
+def test_serve_and_select_take_a_policy_or_its_name(tmp_path: Path):
+    st = ProfileStore(tmp_path / "s", create=True)
+    add(st, 1.0, minute=0)
+    add(st, 9.0, minute=1)
+    newest = st.entries(FP)[-1]
+    prof, used = st.serve(FP, jax="0.10.2", device_kind=KIND, policy=parse_policy("keep:2"))
+    assert prof.costs == [("fusion.1", 9.0)] and used == [newest]
+    prof, used = st.serve(FP, jax="0.10.2", device_kind=KIND, policy="keep:3")
+    assert used == [newest]
+    assert len(st.select(jax="0.10.2", device_kind=KIND, policy="merge:2")[FP]) == 2
+    assert st.select(jax="0.10.2", device_kind=KIND, policy="keep:2")[FP] == [newest]
+
+
+def test_a_link_named_like_a_leftover_is_swept_its_target_untouched(tmp_path: Path):
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    target = tmp_path / "target"
+    target.mkdir()
+    link = root / "profiles" / FP / f"{_id(1)}.pbtxt"
+    os.symlink(target, link)
+    st2 = ProfileStore(root)
+    add(st2, 2.0, minute=1)
+    assert not os.path.lexists(link) and target.is_dir()
+    assert st2.swept == [str(link)]
+
+
+def test_a_store_folder_of_another_user_is_named_once_per_owner(tmp_path: Path, caplog):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a folder to another user (chown)")
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    for p in (root, root / "profiles", root / "profiles" / FP):
+        os.chown(p, 4242, 4242)
+    with caplog.at_level("WARNING", logger="pgle"):
+        add(ProfileStore(root), 2.0, minute=1)
+    named = [r.getMessage() for r in caplog.records if "belongs to" in r.getMessage()]
+    assert named == [(f"profile store {root} belongs to uid 4242, not to you: its owner can "
+                      "replace or remove what pgle stores there (a shared store).")]
