@@ -277,12 +277,19 @@ def _side(side: Side, dtype: str) -> dict[str, Any]:
         "recompilations": diagnostics.recompilations(events.compiles, events.steps),
     }
     if step_mod is None:
-        phase["why_no_step_module"] = (
-            "no step was found (no StepTraceAnnotation markers, no jitted function executed "
-            "3 times or more)"
-            if not step_name
-            else f"XLA recorded no module {step_name} (run by a pgle without per-module recording)"
-        )
+        if step_name:
+            why = f"XLA recorded no module {step_name} (run by a pgle without per-module recording)"
+        elif events.steps:  # the steps are marked: what is missing is the function inside them
+            why = (
+                "the StepTraceAnnotation steps ran no jitted function pgle could name (none "
+                "executed 3 times or more inside them)"
+            )
+        else:
+            why = (
+                "no step was found (no StepTraceAnnotation markers, no jitted function executed "
+                "3 times or more)"
+            )
+        phase["why_no_step_module"] = why
     if not modules:
         phase["why_no_modules"] = (
             "the run recorded no module_compiled events (run by a pgle "

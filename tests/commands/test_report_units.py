@@ -348,7 +348,7 @@ def test_a_run_before_step_detection_takes_the_module_with_the_most_flops(tmp_pa
     g = run_folder(tmp_path / "g", step_module=None, modules=(), compiles=())
     p = report._side(report.Side("g", "single", [g]), "bf16")
     assert p["step_module"] is None and p["step_module_source"] is None
-    assert p["why_no_step_module"].startswith("no step was found (no StepTraceAnnotation")
+    assert p["why_no_step_module"].startswith("the StepTraceAnnotation steps ran no jitted")
     assert p["why_no_modules"].startswith("the run recorded no module_compiled events")
     assert p["compile"] == {**p["compile"], "total_s": 0.0, "count": 0, "step_module_s": None}
 
@@ -759,6 +759,10 @@ def test_a_run_that_recorded_its_jitted_functions_gets_no_flops_stand_in(tmp_pat
                    extra=(record,))
     p = report._side(report.Side("r", "single", [f]), "bf16")
     assert p["step_module"] is None and p["step_module_source"] is None
+    # its steps are marked: not "no step was found" (no StepTraceAnnotation markers)
+    assert p["why_no_step_module"] == (
+        "the StepTraceAnnotation steps ran no jitted function pgle could name (none executed "
+        "3 times or more inside them)")
     # Nothing found and nothing recorded: the whole sentence of each why.
     g = run_folder(tmp_path / "g", step_module=None, modules=(), compiles=(), markers=False)
     p = report._side(report.Side("g", "single", [g]), "bf16")
