@@ -124,12 +124,12 @@ def test_a_loop_that_syncs_keeps_its_spread_where_one_step_in_several_is_checked
 
 def test_a_recompile_between_two_marked_completions_leaves_that_span_out(tmp_path: Path):
     ev = a_run(tmp_path, [
-        completions([0, 1, 2, 3], [10.0, 11.0, 14.0, 15.5], [1, 1, 2, 2], [0] * 4,
-                    {"ready_at_end": 0, "waited": 4}),
+        # no watcher tally (none written): its counts are 0
+        completions([0, 1, 2, 3], [10.0, 11.0, 14.0, 15.5], [1, 1, 2, 2], [0] * 4, None),
     ], steps=[0.0, 10.0, 11.0, 14.0])
     check(run_steps(ev), [1.0, 1.5], source="markers", function=None, module=None,
           how="StepTraceAnnotation steps named 'train'; " + COMPLETION + "0 ready by the "
-          "marker's end, 4 after it)", excluded=1, time_source="completion")
+          "marker's end, 0 after it)", excluded=1, time_source="completion")
 
 
 def test_marked_steps_of_a_pgle_before_completion_timing_are_timed_start_to_start(
@@ -171,7 +171,10 @@ NO_STEPS = "the workload marks no steps and no jitted function executed at least
 
 
 def test_no_markers_and_no_step_function_give_no_steps(tmp_path: Path):
-    check(run_steps(a_run(tmp_path, [])), [], source=None, how=NO_STEPS)
+    got = run_steps(a_run(tmp_path, []))
+    check(got, [], source=None, how=NO_STEPS)
+    assert got.to_dict() == {"source": None, "function": None, "module": None, "how": NO_STEPS,
+                             "step_time_source": None, "count": 0, "excluded": 0}
     # the harness found jitted functions, none executed often enough to be the step
     ev = a_run(tmp_path, [jit_functions(step=None, module=None, functions=[
         {"function": "jit(init)", "module": "jit_init", "executions": 1}], starts=[], work=[])])
@@ -234,9 +237,25 @@ def test_executions_timed_completion_to_completion_leave_out_the_trace_and_compi
         jit_functions(functions=[{"function": FN, "module": MOD, "executions": 14}],
                       starts=[T0 + n - 0.25 for n in range(1, 15)], work=E1_WORK, rule=RULE),
     ])
-    check(run_steps(ev), E1_TIMES, source="executions", function=FN, module=MOD,
-          how=f"no step markers: the steps are the 14 executions of {FN}, {RULE}; "
-          + EXECUTIONS, excluded=6, time_source="completion")
+    got = run_steps(ev)
+    how = f"no step markers: the steps are the 14 executions of {FN}, {RULE}; " + EXECUTIONS
+    check(got, E1_TIMES, source="executions", function=FN, module=MOD, how=how, excluded=6,
+          time_source="completion")
+    # what run.json and tune.json show of it
+    assert got.to_dict() == {"source": "executions", "function": FN, "module": MOD, "how": how,
+                             "step_time_source": "completion", "count": 8, "excluded": 6}
+
+
+def test_a_light_step_s_sampled_starts_leave_none_out_below_zero(tmp_path: Path):
+    # The step function's own row is not among the functions listed: its executions are
+    # counted by its starts, which a light step samples (3 here, for 12 timed): none left out
+    ev = a_run(tmp_path, [jit_functions(
+        functions=[{"function": "jit(eval_step)", "module": "jit_eval_step", "executions": 3}],
+        starts=[T0 + 0.75, T0 + 5.75, T0 + 10.75], work=E1_WORK, rule=RULE)])
+    check(run_steps(ev), [0.5, 0.6, 0.7, 0.8, 0.9, 0.8, 0.9, 0.7] + [0.35] * 4,
+          source="executions", function=FN, module=MOD,
+          how=f"no step markers: the steps are the 3 executions of {FN}, {RULE}; " + EXECUTIONS,
+          excluded=0, time_source="completion")
 
 
 def test_execution_times_name_each_execution_start(tmp_path: Path):
@@ -265,14 +284,14 @@ PREDATE_THROUGHPUT = (
 
 def test_executions_of_a_pgle_before_throughput_timing_are_their_device_work(tmp_path: Path):
     # rows [start, seconds of work]; the workload's own start_trace/stop_trace (from 12.0 to
-    # 14.0, the harness's `script` trace_stop after it) leaves out the executions started in
-    # it, its ends included; a row cut short is skipped
+    # 14.0; the harness's `script` trace_stop once the trace is written) leaves out the
+    # executions started in it, its ends included; a row cut short is skipped
     work = [[T0 + 10.0, 0.2], [T0 + 11.0, 0.3], [T0 + 12.0, 9.0], [T0 + 13.0, 9.0],
             [T0 + 14.0, 9.0], [T0 + 15.0], [T0 + 15.5, 0.25], [T0 + 16.0, 0.4]]
     ev = a_run(tmp_path, [
         {"kind": "script_trace", "t": 12.0, "call": "start", "site": "train.py:40"},
         {"kind": "script_trace", "t": 14.0, "call": "stop", "site": "train.py:44"},
-        {"kind": "trace_stop", "t": 14.2, "purpose": "script", "site": "train.py:40"},
+        {"kind": "trace_stop", "t": 15.7, "purpose": "script", "site": "train.py:40"},
         jit_functions(functions=[{"function": FN, "module": MOD, "executions": 9}],
                       starts=[], work=work),
     ])
@@ -289,3 +308,17 @@ def test_a_trace_stopped_in_the_clock_tick_it_started_is_closed_by_that_stop(tmp
         {"kind": "trace_stop", "t": 15.0, "purpose": "executions"},
     ])
     assert _trace_span(ev) == (T0 + 12.0, T0 + 12.0)
+
+
+def test_every_execution_of_an_old_run_with_a_row_is_a_step_or_in_the_trace(tmp_path: Path):
+    # rows [start, seconds of work] for each of the 4 executions, the third in the trace
+    work = [[T0 + 10.0, 0.2], [T0 + 11.0, 0.3], [T0 + 12.5, 9.0], [T0 + 14.0, 0.25]]
+    ev = a_run(tmp_path, [
+        {"kind": "trace_start", "t": 12.0, "purpose": "executions"},
+        {"kind": "trace_stop", "t": 13.0, "purpose": "executions"},
+        jit_functions(functions=[{"function": FN, "module": MOD, "executions": 4}],
+                      starts=[], work=work),
+    ])
+    check(run_steps(ev), [0.2, 0.3, 0.25], source="executions", function=FN, module=MOD,
+          how=f"no step markers: the steps are the 4 executions of {FN}, the busiest jitted "
+          "function; " + PREDATE_THROUGHPUT, excluded=1, time_source="completion")
