@@ -23,33 +23,42 @@ LOGS = [
      JaxEvent(jax_log.KIND_CACHE_MISS, M, KEY)),
     (f"Writing {M} to persistent compilation cache with key '{KEY}'",
      JaxEvent(jax_log.KIND_CACHE_WRITE, M, KEY)),
-    (f"Not writing persistent cache entry for '{M}' because it uses host callbacks (e.g. from "
-     "jax.debug.print or breakpoint)", JaxEvent(jax_log.KIND_NOT_WRITTEN, M)),
-    (f"Not writing persistent cache entry for '{M}' because it took < 1.0 seconds to compile "
-     "(0.25s)", JaxEvent(jax_log.KIND_NOT_WRITTEN, M)),
-    (f"Not writing persistent cache entry with key '{KEY}' since its size (512 bytes) is less "
-     "than threshold (1024 bytes)", JaxEvent(jax_log.KIND_NOT_WRITTEN, M, KEY, 512)),
+    ((f"Not writing persistent cache entry for '{M}' because it uses host callbacks (e.g. from "
+      "jax.debug.print or breakpoint)"),
+     JaxEvent(jax_log.KIND_NOT_WRITTEN, M)),
+    ((f"Not writing persistent cache entry for '{M}' because it took < 1.0 seconds to compile "
+      "(0.25s)"),
+     JaxEvent(jax_log.KIND_NOT_WRITTEN, M)),
+    ((f"Not writing persistent cache entry with key '{KEY}' since its size (512 bytes) is less "
+      "than threshold (1024 bytes)"),
+     JaxEvent(jax_log.KIND_NOT_WRITTEN, M, KEY, 512)),
     ("Not writing persistent cache entry since process_id != 0",
      JaxEvent(jax_log.KIND_NOT_WRITTEN)),
 ]
 
 WARNINGS = [
-    ("PGLE collected an empty trace, may be due to contention with another tool that "
-     "subscribes to CUPTI, such as Nsight Systems", JaxEvent(jax_log.KIND_EMPTY_TRACE)),
-    (f"PERSISTENT CACHE MISS for PGLE-optimized {M} despite non-PGLE hit; it may not have been "
-     "executed sufficiently many times", JaxEvent(jax_log.KIND_PGLE_MISS, M)),
-    (f"PERSISTENT CACHE WRITE with key {KEY}, this is unexpected because "
-     "JAX_COMPILATION_CACHE_EXPECT_PGLE is set. The execution that populated the cache may "
-     "lack coverage", JaxEvent(jax_log.KIND_EXPECT_PGLE_WRITE, M, KEY)),
-    (f"Error reading persistent compilation cache entry for '{M}': RuntimeError: Please "
-     "install the `filelock` package to set `jax_compilation_cache_max_size`",
+    (("PGLE collected an empty trace, may be due to contention with another tool that "
+      "subscribes to CUPTI, such as Nsight Systems"),
+     JaxEvent(jax_log.KIND_EMPTY_TRACE)),
+    ((f"PERSISTENT CACHE MISS for PGLE-optimized {M} despite non-PGLE hit; it may not have been "
+      "executed sufficiently many times"),
+     JaxEvent(jax_log.KIND_PGLE_MISS, M)),
+    ((f"PERSISTENT CACHE WRITE with key {KEY}, this is unexpected because "
+      "JAX_COMPILATION_CACHE_EXPECT_PGLE is set. The execution that populated the cache may "
+      "lack coverage"),
+     JaxEvent(jax_log.KIND_EXPECT_PGLE_WRITE, M, KEY)),
+    ((f"Error reading persistent compilation cache entry for '{M}': RuntimeError: Please "
+      "install the `filelock` package to set `jax_compilation_cache_max_size`"),
      JaxEvent(jax_log.KIND_FILELOCK_MISSING)),
-    (f"Error reading persistent compilation cache entry for '{M}': OSError: [Errno 5]\nI/O "
-     "error", JaxEvent(jax_log.KIND_CACHE_ERROR)),
-    (f"Error writing persistent compilation cache entry for '{M}': OSError: [Errno 28] No "
-     "space left on device", JaxEvent(jax_log.KIND_CACHE_ERROR)),
-    (f"Cache value for key '{KEY}' of size 2048 bytes exceeds the maximum cache size of 1024 "
-     "bytes", JaxEvent(jax_log.KIND_ENTRY_OVER_CAP, M, KEY, 2048)),
+    ((f"Error reading persistent compilation cache entry for '{M}': OSError: [Errno 5]\nI/O "
+      "error"),
+     JaxEvent(jax_log.KIND_CACHE_ERROR)),
+    ((f"Error writing persistent compilation cache entry for '{M}': OSError: [Errno 28] No "
+      "space left on device"),
+     JaxEvent(jax_log.KIND_CACHE_ERROR)),
+    ((f"Cache value for key '{KEY}' of size 2048 bytes exceeds the maximum cache size of 1024 "
+      "bytes"),
+     JaxEvent(jax_log.KIND_ENTRY_OVER_CAP, M, KEY, 2048)),
 ]
 
 
