@@ -322,3 +322,31 @@ def test_every_execution_of_an_old_run_with_a_row_is_a_step_or_in_the_trace(tmp_
     check(run_steps(ev), [0.2, 0.3, 0.25], source="executions", function=FN, module=MOD,
           how=f"no step markers: the steps are the 4 executions of {FN}, the busiest jitted "
           "function; " + PREDATE_THROUGHPUT, excluded=1, time_source="completion")
+
+
+def test_a_function_recompiled_at_every_call_has_no_step_times(tmp_path: Path):
+    # Every interval between two completions holds a compile (a new shape at each call), or
+    # touches the trace: one execution's device work is no time per step (issue 33), and the
+    # run is no older pgle's (its rows carry completions)
+    no_times = (
+        f"no step markers: the steps are the 6 executions of {FN}, {RULE}; no step times: "
+        "each interval between the completions of two of its executions held a compile or "
+        "touched the kept trace (a function recompiled at every call, or too few executions "
+        "outside the profiler's window), and one execution's device work alone is not the "
+        "loop's time per step"
+    )
+    recompiled = [_row(1, 10.0, 1), _row(2, 10.5, 2), _row(3, 11.5, 3), _row(6, 13.0, 4, 3)]
+    ev = a_run(tmp_path, [jit_functions(
+        functions=[{"function": FN, "module": MOD, "executions": 6}], starts=[],
+        work=recompiled, rule=RULE)])
+    check(run_steps(ev), [], source="executions", function=FN, module=MOD, how=no_times,
+          excluded=6)
+    # 6 executions, the trace over all but the first: no interval is left
+    traced = [_row(1, 10.0, 1), _row(6, 13.0, 1, 5)]
+    ev = a_run(tmp_path, [
+        {"kind": "trace_start", "t": 10.5, "purpose": "executions"},
+        {"kind": "trace_stop", "t": 12.0, "purpose": "executions"},
+        jit_functions(functions=[{"function": FN, "module": MOD, "executions": 6}], starts=[],
+                      work=traced, rule=RULE)])
+    check(run_steps(ev), [], source="executions", function=FN, module=MOD, how=no_times,
+          excluded=6)
