@@ -65,6 +65,8 @@ def test_a_pgle_run_s_log_folds_into_what_each_module_did(tmp_path: Path):
     not_big = (f"Not writing persistent cache entry with key '{KX}' since its size (10 bytes) "
                "is less than threshold (100 bytes)")
     facts = facts_of(tmp_path, [
+        log("an unrelated line"), warning("an unrelated warning"),
+        {"kind": "compile", "fun_name": "train_step", "seconds": 1.5},  # neither: skipped
         miss(K1), write(K1),
         profiled(STEP, index=1, runs=2, profile_bytes=1200),
         profiled(None, index=1, runs=2, profile_bytes=5),  # no module: counted nowhere
@@ -88,12 +90,11 @@ def test_a_pgle_run_s_log_folds_into_what_each_module_did(tmp_path: Path):
         warning(filelock), warning(read_error),
         warning(f"Cache value for key '{KBIG}' of size 5000 bytes exceeds the maximum cache "
                 "size of 4000 bytes"),
-        log("an unrelated line"), warning("an unrelated warning"),
-        {"kind": "compile", "fun_name": "train_step", "seconds": 1.5},
+        profiled(STEP, index=8, runs=2, profile_bytes=0),  # a second empty one
     ])
     assert facts == RunFacts(
         modules={
-            STEP: ModuleFacts(STEP, profiled=6, runs=2, empty_profiles=1,
+            STEP: ModuleFacts(STEP, profiled=8, runs=2, empty_profiles=2,
                               fdo_lengths=[4096, 4096, 2048], misses=[K1, K2, K3],
                               writes=[K1, K2], pgle_keys=[K2], pgle_loaded=True),
             EVAL: ModuleFacts(EVAL, hits=[KE], not_written=[not_fast], pgle_miss=True,
@@ -105,6 +106,11 @@ def test_a_pgle_run_s_log_folds_into_what_each_module_did(tmp_path: Path):
         over_cap=[KBIG],
     )
     assert facts.modules[STEP].keys() == [K1, K2, K3]
+    assert facts.modules["jit_small"].to_dict() == {
+        "module": "jit_small", "profiled": 0, "runs": None, "empty_profiles": 0,
+        "fdo_lengths": [], "hits": [], "misses": [], "writes": [], "pgle_keys": [],
+        "not_written": [not_big], "pgle_loaded": False, "pgle_miss": False,
+        "expect_writes": []}
 
 
 def test_a_log_without_threads_pairs_the_fdo_line_with_the_last_miss(tmp_path: Path):

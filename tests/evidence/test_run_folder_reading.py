@@ -55,6 +55,8 @@ def test_a_command_s_processes_are_read_into_one_run(tmp_path: Path):
                 process(1200, ["eval.py", "--fast"], 1, None, "jit_eval"))
     events_file(run / schema.PROCS_DIR / "300" / "events.jsonl",
                 process(300, ["-c", "import jax"], None, 3, "jit_init"))
+    events_file(run / schema.PROCS_DIR / "a-host" / "events.jsonl",  # no pid's name: last
+                process(77, ["x.py"], None, 0, "jit_x"))
     (run / schema.PROCS_DIR / "300-old").mkdir()  # no events: no row
     (run / schema.PROCS_DIR / "notes.txt").write_text("not a process folder")
     (run / schema.PROCS_DIR / "empty").mkdir()
@@ -62,9 +64,9 @@ def test_a_command_s_processes_are_read_into_one_run(tmp_path: Path):
     ev = read_run_events(main)
     # this process's own events, the others' compiles and modules added, by pid
     assert [s.index for s in ev.steps] == [0, 1, 2] and ev.exit is not None
-    assert [r.pid for r in ev.xla_compiles] == [100, 300, 1200]
-    assert [m.module for m in ev.modules] == ["jit_step", "jit_init", "jit_eval"]
-    assert ev.compile_threads == ("101", "301", "1201", "100", "300", "1200")
+    assert [r.pid for r in ev.xla_compiles] == [100, 300, 1200, 77]
+    assert [m.module for m in ev.modules] == ["jit_step", "jit_init", "jit_eval", "jit_x"]
+    assert ev.compile_threads == ("101", "301", "1201", "78", "100", "300", "1200", "77")
     assert ev.processes == [
         {"pid": 100, "argv": ["train.py"], "dir": str(run), "process_index": 0,
          "process_count": 2, "exit_code": 0, "steps": 3, "trace": True},
@@ -73,6 +75,9 @@ def test_a_command_s_processes_are_read_into_one_run(tmp_path: Path):
          "trace": False},
         {"pid": 1200, "argv": ["eval.py", "--fast"], "dir": str(run / "procs" / "1200"),
          "process_index": 1, "process_count": 2, "exit_code": None, "steps": 0,
+         "trace": False},
+        {"pid": 77, "argv": ["x.py"], "dir": str(run / "procs" / "a-host"),
+         "process_index": None, "process_count": 2, "exit_code": 0, "steps": 0,
          "trace": False},
     ]
 
@@ -142,15 +147,19 @@ def test_module_rows_put_the_step_s_module_first_then_by_executions(tmp_path: Pa
         {"function": "jit(train)", "module": "jit_train", "executions": 12},
         {"function": "jit(eval_b)", "module": "jit_eval", "executions": 2},  # one module
         {"function": "jit(init)", "module": "jit_init", "executions": None},
+        {"function": "jit(once)", "module": "jit_once", "executions": 1},
         {"function": "jit(f)", "module": None, "executions": 9},  # no module: not a row
     ])
-    assert executions_by_module(ev) == {"jit_eval": 42, "jit_train": 12, "jit_init": 0}
-    rows = [{"module": "jit_other"}, {"module": "jit_init"}, {"module": "jit_eval"},
-            {"module": "jit_train"}, {"module": "jit_unseen", "executions": 5}]
+    assert executions_by_module(ev) == {"jit_eval": 42, "jit_train": 12, "jit_init": 0,
+                                        "jit_once": 1}
+    rows = [{"module": "jit_other"}, {"module": "jit_init"}, {"module": "jit_once"},
+            {"module": "jit_eval"}, {"module": "jit_train"},
+            {"module": "jit_unseen", "executions": 5}]
+    # a module seen executing 0 times sorts with those never seen, after one seen once
     assert step_first(rows, ev) == [
         {"module": "jit_train", "executions": 12}, {"module": "jit_eval", "executions": 42},
-        {"module": "jit_unseen", "executions": 5}, {"module": "jit_other"},
-        {"module": "jit_init", "executions": 0}]
+        {"module": "jit_unseen", "executions": 5}, {"module": "jit_once", "executions": 1},
+        {"module": "jit_other"}, {"module": "jit_init", "executions": 0}]
 
 
 def test_without_a_step_the_rows_go_by_executions_alone(tmp_path: Path):
@@ -163,3 +172,11 @@ def test_without_a_step_the_rows_go_by_executions_alone(tmp_path: Path):
     assert step_first([{"module": "jit_a"}], read_events(tmp_path / "none.jsonl")) == [
         {"module": "jit_a"}]
     assert executions_by_module(read_events(tmp_path / "none.jsonl")) == {}
+
+
+def test_a_step_is_found_by_its_index(tmp_path: Path):
+    ev = read_events(events_file(tmp_path / "events.jsonl", [
+        {"kind": "step_enter", "index": i, "name": "train", "step_num": i} for i in (0, 1, 3)]))
+    assert [(s.index, s.t_enter) for s in map(ev.steps.find, (0, 1, 3))] == [
+        (0, T0), (1, T0 + 1), (3, T0 + 2)]
+    assert ev.steps.find(2) is None and ev.steps.find(4) is None and ev.steps.find(-1) is None

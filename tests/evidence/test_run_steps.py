@@ -122,6 +122,39 @@ def test_a_loop_that_syncs_keeps_its_spread_where_one_step_in_several_is_checked
           "marker's end, 1 after it)", excluded=0, time_source="completion")
 
 
+def test_a_completion_noted_late_is_brought_forward_to_the_next_step_s(tmp_path: Path):
+    # Work completes in dispatch order: step 2, noted twice, both after step 3's completion
+    # (the watcher's thread late), completed by 3's. Steps 1-2 share 0-2's span, 4-6 3-6's.
+    ev = a_run(tmp_path, [
+        completions([0, 2, 2, 3, 6, 7], [10.0, 13.6, 14.0, 13.5, 20.0, 21.0], [1] * 6, [0] * 6,
+                    {"ready_at_end": 0, "waited": 6}),
+    ], steps=[0.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0])
+    check(run_steps(ev), [1.75, 1.75, 0.0, 6.5 / 3, 6.5 / 3, 6.5 / 3, 1.0], source="markers",
+          function=None, module=None, how="StepTraceAnnotation steps named 'train'; "
+          + COMPLETION + "0 ready by the marker's end, 6 after it)", excluded=0,
+          time_source="completion")
+
+
+def test_completions_of_an_older_harness_or_of_uneven_lists_are_read(tmp_path: Path):
+    # No `at_end` (a harness before it): none ready by its marker's end, so a span is shared
+    # equally, whatever the marker times; lists of uneven lengths (a foreign run folder) are
+    # read as far as all of them go
+    done = completions([0, 2, 4, 5], [10.0, 13.0, 15.0, 99.0], [1, 1, 1], [], None)
+    del done["at_end"]
+    ev = a_run(tmp_path, [done], steps=[0.0, 10.0, 11.0, 13.0, 14.0])
+    check(run_steps(ev), [1.5, 1.5, 1.0, 1.0], source="markers", function=None, module=None,
+          how="StepTraceAnnotation steps named 'train'; " + COMPLETION + "0 ready by the "
+          "marker's end, 0 after it)", excluded=0, time_source="completion")
+
+
+def test_two_markers_entered_at_one_instant_share_their_span_equally(tmp_path: Path):
+    # steps 1 and 2 entered in the same nanosecond: no marker time to share 0-2's span by
+    ev = a_run(tmp_path, [
+        completions([0, 2], [10.0, 13.0], [1, 1], [1, 1], {"ready_at_end": 2, "waited": 0}),
+    ], steps=[0.0, 10.0, 10.0, 12.0])
+    assert run_steps(ev).times == pytest.approx([1.5, 1.5], abs=1e-6)
+
+
 def test_a_recompile_between_two_marked_completions_leaves_that_span_out(tmp_path: Path):
     ev = a_run(tmp_path, [
         # no watcher tally (none written): its counts are 0

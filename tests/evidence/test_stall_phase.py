@@ -108,6 +108,10 @@ def test_a_process_exporting_its_trace(train: str):
         "exporting_trace",
         "exporting the trace (jax.profiler.stop_trace: the profiler collects and writes what "
         "it recorded), called at train.py:4 (step): `return f(x).block_until_ready()`")
+    # a Windows path of jax's
+    jax_win = "C:\\venv\\Lib\\site-packages\\jax\\_src\\profiler.py"
+    win = parse(dump((MAIN, True, [(jax_win, 210, "stop_trace"), (train, 8, "loop")])))
+    assert phase(win, MAIN).name == "exporting_trace"
     # a function of the user's named stop_trace is no export
     mine = parse(dump((MAIN, True, [(train, 4, "stop_trace")])))
     assert phase(mine, MAIN).name == "collective"  # its line waits for the device
@@ -193,6 +197,11 @@ def test_the_main_thread_waiting_for_the_device(train: str, tmp_path: Path):
     jitted = parse(dump((MAIN, True, [(HARNESS, 1500, "_counted_call"), (train, 4, "step")])))
     assert phase(jitted, MAIN) == Phase(
         "collective", waiting + "train.py:4 (step): `return f(x).block_until_ready()`")
+    # a frame of jaxlib's innermost
+    in_jaxlib = parse(dump((MAIN, True, [(f"{SITE}/jaxlib/xla_client.py", 5, "wait"),
+                                         (train, 8, "loop")])))
+    assert phase(in_jaxlib, MAIN) == Phase(
+        "collective", waiting + "train.py:8 (loop): `x = step(x)`")
     # the user's line that waits in C++ (no Python frame of jax's)
     native = parse(dump((MAIN, True, [(train, 4, "step"), (train, 8, "loop")])))
     assert phase(native, MAIN) == Phase(
@@ -209,6 +218,18 @@ def test_the_main_thread_in_the_user_s_code(train: str):
     lib = parse(dump((MAIN, True, [(THREADING, 324, "wait"), (train, 11, "callback")])))
     assert phase(lib, None) == Phase(
         "user_code", "in the user's code at train.py:11 (callback): `return slow(x)`")
+    loop = "in the user's code at train.py:8 (loop): `x = step(x)`"
+    # none of these waits for the device: pgle's own frame that is not its jitted-call
+    # wrapper, jax's frame of no wait (second), a wait of jax's below the second frame, a
+    # user's function with the name of one of jax's waits
+    for frames in ([(HARNESS, 900, "_window_step"), (train, 8, "loop")],
+                   [(THREADING, 324, "wait"), (f"{JAX}/pjit.py", 10, "_infer_params"),
+                    (train, 8, "loop")],
+                   [(THREADING, 324, "wait"), (train, 8, "loop"),
+                    (f"{JAX}/array.py", 640, "_value")]):
+        assert phase(parse(dump((MAIN, True, frames))), MAIN) == Phase("user_code", loop)
+    assert phase(parse(dump((MAIN, True, [(train, 8, "__call__")]))), MAIN) == Phase(
+        "user_code", "in the user's code at train.py:8 (__call__): `x = step(x)`")
     # only library frames: the innermost one, its line unread
     only = parse(dump((MAIN, True, [(f"{STDLIB}/missing_module.py", 3, "sleep")])))
     assert phase(only, None) == Phase(
