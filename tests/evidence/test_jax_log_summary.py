@@ -90,11 +90,11 @@ def test_a_pgle_run_s_log_folds_into_what_each_module_did(tmp_path: Path):
         warning(filelock), warning(read_error),
         warning(f"Cache value for key '{KBIG}' of size 5000 bytes exceeds the maximum cache "
                 "size of 4000 bytes"),
-        profiled(STEP, index=8, runs=2, profile_bytes=0),  # a second empty one
+        profiled(STEP, profile_bytes=0),  # a second empty one
     ])
     assert facts == RunFacts(
         modules={
-            STEP: ModuleFacts(STEP, profiled=8, runs=2, empty_profiles=2,
+            STEP: ModuleFacts(STEP, profiled=7, runs=2, empty_profiles=2,
                               fdo_lengths=[4096, 4096, 2048], misses=[K1, K2, K3],
                               writes=[K1, K2], pgle_keys=[K2], pgle_loaded=True),
             EVAL: ModuleFacts(EVAL, hits=[KE], not_written=[not_fast], pgle_miss=True,

@@ -6,11 +6,12 @@ them (pgle.launch.harness `Events`)."""
 
 from __future__ import annotations
 
+import array
 import json
 from pathlib import Path
 from typing import Any
 
-from pgle.evidence import schema
+from pgle.evidence import schema, step_file
 from pgle.evidence.events import read_events, read_run_events, workload_exit_phrase
 from pgle.evidence.jit_steps import executions_by_module, step_first
 
@@ -57,6 +58,9 @@ def test_a_command_s_processes_are_read_into_one_run(tmp_path: Path):
                 process(300, ["-c", "import jax"], None, 3, "jit_init"))
     events_file(run / schema.PROCS_DIR / "a-host" / "events.jsonl",  # no pid's name: last
                 process(77, ["x.py"], None, 0, "jit_x"))
+    for pid in (40000, 9, 10):  # by pid, not by name
+        events_file(run / schema.PROCS_DIR / str(pid) / "events.jsonl",
+                    [{"kind": "start", "pid": pid}])
     (run / schema.PROCS_DIR / "300-old").mkdir()  # no events: no row
     (run / schema.PROCS_DIR / "notes.txt").write_text("not a process folder")
     (run / schema.PROCS_DIR / "empty").mkdir()
@@ -67,15 +71,20 @@ def test_a_command_s_processes_are_read_into_one_run(tmp_path: Path):
     assert [r.pid for r in ev.xla_compiles] == [100, 300, 1200, 77]
     assert [m.module for m in ev.modules] == ["jit_step", "jit_init", "jit_eval", "jit_x"]
     assert ev.compile_threads == ("101", "301", "1201", "78", "100", "300", "1200", "77")
+    started = [{"pid": pid, "argv": None, "dir": str(run / "procs" / str(pid)),
+                "process_index": None, "process_count": None, "exit_code": None, "steps": 0,
+                "trace": False} for pid in (9, 10, 40000)]
     assert ev.processes == [
         {"pid": 100, "argv": ["train.py"], "dir": str(run), "process_index": 0,
          "process_count": 2, "exit_code": 0, "steps": 3, "trace": True},
+        *started[:2],
         {"pid": 300, "argv": ["-c", "import jax"], "dir": str(run / "procs" / "300"),
          "process_index": None, "process_count": 2, "exit_code": 3, "steps": 0,
          "trace": False},
         {"pid": 1200, "argv": ["eval.py", "--fast"], "dir": str(run / "procs" / "1200"),
          "process_index": 1, "process_count": 2, "exit_code": None, "steps": 0,
          "trace": False},
+        started[2],
         {"pid": 77, "argv": ["x.py"], "dir": str(run / "procs" / "a-host"),
          "process_index": None, "process_count": 2, "exit_code": 0, "steps": 0,
          "trace": False},
@@ -180,3 +189,30 @@ def test_a_step_is_found_by_its_index(tmp_path: Path):
     assert [(s.index, s.t_enter) for s in map(ev.steps.find, (0, 1, 3))] == [
         (0, T0), (1, T0 + 1), (3, T0 + 2)]
     assert ev.steps.find(2) is None and ev.steps.find(4) is None and ev.steps.find(-1) is None
+
+
+def test_step_names_are_those_the_step_name_events_define(tmp_path: Path):
+    # steps.bin as the harness writes it: name ids its step_name events define ("eval": 1),
+    # or none (7: a name id whose event was lost reads as "")
+    events_file(tmp_path / "events.jsonl", [{"kind": "step_name", "id": 1, "name": "eval"}])
+    fd = step_file.open_for_append(str(tmp_path / step_file.NAME))
+    t = int(T0) * 1_000_000_000
+    step_file.os.write(fd, step_file.encode(array.array("q", [
+        t, 0, 0, 1, -(t + 5), 0, 0, 1, t + 10, 1, 1, 7, t + 20, 2, 2, 1])))
+    step_file.os.close(fd)
+    ev = read_events(tmp_path / "events.jsonl")
+    assert [(s.index, s.name, s.step_num) for s in ev.steps] == [
+        (0, "eval", 0), (1, "", 1), (2, "eval", 2)]
+
+
+def test_the_step_file_is_made_as_any_file_the_harness_writes(tmp_path: Path):
+    # rw for whom the umask lets, never executable; its header written once
+    path = str(tmp_path / step_file.NAME)
+    umask = step_file.os.umask(0o022)
+    try:
+        step_file.os.close(step_file.open_for_append(path))
+        step_file.os.close(step_file.open_for_append(path))  # a second writer: no header
+    finally:
+        step_file.os.umask(umask)
+    assert (tmp_path / step_file.NAME).stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / step_file.NAME).read_bytes() == step_file.HEADER
