@@ -111,7 +111,7 @@ def test_a_loop_that_syncs_keeps_its_spread_where_one_step_in_several_is_checked
     # Unnamed steps, no jitted-function record, no trace: nothing left out. pgle checked steps
     # 0, 2, 4 and 6, each ready by its marker's end: 2's span is shared among steps 1-2 by
     # their marker times (1 s and 2 s), 4's among 3-4 (1 s, 1.5 s); 6's equally (step 6 has no
-    # next marker to time it by). Step 4 noted twice: its first completion counts.
+    # next marker to time it by). Step 4 noted twice: its earlier completion counts.
     starts = [0.0, 10.0, 11.0, 13.0, 14.0, 15.5, 17.0]
     ev = a_run(tmp_path, [
         completions([0, 2, 4, 4, 6], [10.0, 13.0, 15.6, 15.5, 18.5], [1] * 5, [1] * 5,
@@ -126,8 +126,9 @@ def test_a_completion_noted_late_is_brought_forward_to_the_next_step_s(tmp_path:
     # Work completes in dispatch order: step 2, noted twice, both after step 3's completion
     # (the watcher's thread late), completed by 3's. Steps 1-2 share 0-2's span, 4-6 3-6's.
     ev = a_run(tmp_path, [
-        completions([0, 2, 2, 3, 6, 7], [10.0, 13.6, 14.0, 13.5, 20.0, 21.0], [1] * 6, [0] * 6,
-                    {"ready_at_end": 0, "waited": 6}),
+        # the last step noted twice too: its earlier note counts
+        completions([0, 2, 2, 3, 6, 7, 7], [10.0, 13.6, 14.0, 13.5, 20.0, 21.4, 21.0], [1] * 7,
+                    [0] * 7, {"ready_at_end": 0, "waited": 6}),
     ], steps=[0.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0])
     check(run_steps(ev), [1.75, 1.75, 0.0, 6.5 / 3, 6.5 / 3, 6.5 / 3, 1.0], source="markers",
           function=None, module=None, how="StepTraceAnnotation steps named 'train'; "
@@ -372,6 +373,12 @@ def test_a_function_recompiled_at_every_call_has_no_step_times(tmp_path: Path):
     ev = a_run(tmp_path, [jit_functions(
         functions=[{"function": FN, "module": MOD, "executions": 6}], starts=[],
         work=recompiled, rule=RULE)])
+    check(run_steps(ev), [], source="executions", function=FN, module=MOD, how=no_times,
+          excluded=6)
+    # the same in rows of five (one execution each: a pgle before spans)
+    ev = a_run(tmp_path, [jit_functions(
+        functions=[{"function": FN, "module": MOD, "executions": 6}], starts=[],
+        work=[_row(n, 9.0 + n, n)[:5] for n in range(1, 7)], rule=RULE)])
     check(run_steps(ev), [], source="executions", function=FN, module=MOD, how=no_times,
           excluded=6)
     # 6 executions, the trace over all but the first: no interval is left
