@@ -15,9 +15,10 @@ it does per step (other jitted calls, Python) included, shared equally among exe
 completed together (`execution_times`). Never the interval between the starts of two
 executions: with jax's async dispatch that is how fast the host enqueues, hundreds of times less
 than a step takes; nor one execution's device work alone, which on a Python-bound loop is a
-fraction of its time per step (issue 33). Where no completion was seen, there are no step times
-(and so no ratio), and `how` says why. Its first execution (the compile), intervals with a
-compile in them and those that touch a kept trace (the profiler's window) are left out.
+fraction of its time per step (issue 33). Its first execution (the compile), intervals with a
+compile in them and those that touch a kept trace (the profiler's window) are left out. Where no
+completion was seen, or every interval between two was left out, there are no step times (and
+so no ratio), and `how` says why.
 """
 
 from __future__ import annotations
@@ -184,17 +185,30 @@ def run_steps(events: RunEvents) -> RunSteps:
         return RunSteps(
             times, "executions", function, module, how, max(execs - len(times), 0), "completion"
         )
+    if any(len(row) >= 5 for row in jit.work):
+        # Completions were seen, but every interval between two of them was left out: one
+        # execution's device work is no time per step (issue 33), so there is none.
+        return RunSteps(
+            [],
+            "executions",
+            function,
+            module,
+            f"{found}; no step times: each interval between the completions of two of its "
+            "executions held a compile or touched the kept trace (a function recompiled at "
+            "every call, or too few executions outside the profiler's window), and one "
+            "execution's device work alone is not the loop's time per step",
+            execs,
+        )
     # Events of a pgle before throughput timing: rows [start, seconds of work] only.
     times, left_out = [], 0
     for row in jit.work:
         if len(row) < 2:
             continue
         start, seconds = row[0], row[1]
-        k = int(row[5]) if len(row) >= 6 else 1  # executions in the row (a span)
         if span is not None and span[0] <= start <= span[1]:
-            left_out += k  # the profiler's window
+            left_out += 1  # the profiler's window
             continue
-        times += [seconds] * k
+        times.append(seconds)
     left_out += max(execs - len(times) - left_out, 0)  # the compile, unknown completions
     how = (
         f"{found}; each step's time is its device work until its outputs were ready (this "
