@@ -43,8 +43,20 @@ H200 = "NVIDIA H200"
 # The collected profile's costs: the all-gather expensive, the all-reduce cheap. XLA's scheduler
 # (jax 0.10.2, 2 x H200) then moves the all-gather's done later: pgle predicted below 1.
 COSTS = [("all-gather-start", 800.0), ("all-reduce-start", 20.0)]
-CANNOT_HELP = ("PGLE cannot help this module: PGLE's schedule replays no faster than the "
-               "default with these costs.")
+NO_COLLECTIVE = ("PGLE cannot help this module: no async collective in the step module: "
+                 "nothing for the scheduler to overlap.")
+# A sharded step without collectives (nothing for PGLE to move), run 4 times (the step rule).
+LOCAL_STEP = """import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((jax.device_count(),), ("x",))
+@jax.jit
+def train_step(x):
+    return jnp.tanh(x * 2.0)
+x = jax.device_put(jnp.ones((jax.device_count() * 8, 64)), NamedSharding(mesh, P("x")))
+for _ in range(4):
+    x = train_step(x)
+print("done", float(x.sum()))
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -66,8 +78,9 @@ class CollectsAProfile(Phases):
         return result
 
 
-def tune_with_predict(top: Path, phases: Phases, plan: str, **collect):
-    copts = CollectOptions(workload=STEP, output=None, run_dir=str(top), **collect)
+def tune_with_predict(top: Path, phases: Phases, plan: str, workload: Workload = STEP,
+                      **collect):
+    copts = CollectOptions(workload=workload, output=None, run_dir=str(top), **collect)
     topts = tune.TuneOptions(copts, repeat=1, compare=arms.parse_arms(plan), predict=True)
     lay = layouts.resolve(tune.request(topts), ranks.detect({}), None)
     return tune.body(topts, lay, phases, {}, collect_workflow=COLLECT_WF, run_workflow=RUN_WF)
@@ -75,7 +88,7 @@ def tune_with_predict(top: Path, phases: Phases, plan: str, **collect):
 
 def assert_seconds(pred: dict) -> None:
     s = pred["seconds"]
-    assert 0.5 < s < 900 and abs(s * 10 - round(s * 10)) < 1e-6  # rounded to 0.1 s
+    assert isinstance(s, float) and 0.5 < s < 900 and abs(s * 10 - round(s * 10)) < 1e-6  # 0.1 s
 
 
 def test_tune_on_a_gpu_predicts_every_arm_with_the_collected_profile(tmp_path, caplog):
@@ -123,8 +136,9 @@ def test_tune_on_a_gpu_predicts_every_arm_with_the_collected_profile(tmp_path, c
 def test_tune_off_a_gpu_predicts_with_derived_costs_and_keeps_the_calibration(tmp_path, caplog):
     """A tune whose backend is the CPU, with a store: collect's profile is not a GPU's, so it
     prices nothing, and the device kind names no GPU: the default target (h100), costs derived
-    from the module and the target, for the backend's 2 devices; with those costs PGLE cannot
-    help. The store keeps each arm's predicted and measured ratio next to the step module's
+    from the module and the target, and with no device count from the backend, estimate's 8
+    devices (the count it compiled for is the one shown). The step has no collective: PGLE
+    cannot help, and the prediction says why. The store keeps each arm's predicted and measured ratio next to the step module's
     entry this collect added."""
     from pgle.store.store import ProfileStore
     from pgle.version import __version__
@@ -136,18 +150,20 @@ def test_tune_off_a_gpu_predicts_with_derived_costs_and_keeps_the_calibration(tm
                       device_kind="cpu", device_count=2, source="test", module="jit_train_step")
     key = {"device_kind": "cpu", "device_count": "2", "jax": "0.10.2"}
     phases = Phases(platform="cpu", collect={
-        "backend": {"platform": "cpu", "device_kind": "cpu", "device_count": 2},
+        "backend": {"platform": "cpu", "device_kind": "cpu"},
         "store": {"summary": "store: 1 module added", "key": key,
                   "modules": [{"module": "jit_train_step", "fingerprint": fp,
                                "entry": entry.entry_id}]}})
     per_module = dataclasses.replace(CollectOptions(STEP, None).extraction, per_module=True)
+    script = tmp_path / "local_step.py"
+    script.write_text(LOCAL_STEP)
     top = tmp_path / "tune"
-    report = tune_with_predict(top, phases, "default,pgle", extraction=per_module,
-                               store=StoreOptions(str(tmp_path / "store")))
+    report = tune_with_predict(top, phases, "default,pgle", Workload(str(script), None, ()),
+                               extraction=per_module, store=StoreOptions(str(tmp_path / "store")))
     t = report.details["compare"]
     pred = t["predicted"]
-    assert pred["why"] is None and pred["cannot_help"] == CANNOT_HELP
-    assert (pred["target"], pred["devices"]) == ("h100", 2)
+    assert pred["why"] is None and pred["cannot_help"] == NO_COLLECTIVE
+    assert (pred["target"], pred["devices"]) == ("h100", 8)
     assert pred["costs"] == "costs derived from the module and the target"
     assert pred["ratios"] == {"default": 1.0, "pgle": 1.0}
     assert pred["step_module"] == "jit_train_step" and pred["run_dir"] == str(top / "predict")
@@ -156,7 +172,7 @@ def test_tune_off_a_gpu_predicts_with_derived_costs_and_keeps_the_calibration(tm
     assert "cost_us: 800.0" not in used
     line = compare.predicted_line(pred)
     assert line.endswith(f"every arm's schedule replayed with costs derived from the module and "
-                         f"the target ({pred['seconds']:.0f} s; {top / 'predict'}); {CANNOT_HELP}")
+                         f"the target ({pred['seconds']:.0f} s; {top / 'predict'}); {NO_COLLECTIVE}")
     said = notices(caplog)
     assert said[said.index("predicting each arm with pgle estimate (XLA:GPU deviceless, on "
                            "CPU)") + 1] == line and line in report.summary
