@@ -176,10 +176,9 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
     if recorded is not None and not recorded["survivors"]:
         return {k: v for k, v in recorded.items() if k != "date"}  # nothing left to rerun
     if lacking := missing_needs(spec):
-        raise SystemExit(
-            f"score.py: {name} needs {', '.join(lacking)} in {sys.executable} "
-            f"({spec.get('needs_how', 'see its entry in pyproject.toml')}) (exit 2)"
-        )
+        print(f"score.py: {name} needs {', '.join(lacking)} in {sys.executable} "
+              f"({spec.get('needs_how', 'see its entry in pyproject.toml')})", file=sys.stderr)
+        raise SystemExit(2)
     mutmut = Path(sys.executable).with_name("mutmut")  # not `-m mutmut`: mutmut asks so
     if not mutmut.is_file():
         raise SystemExit(

@@ -10,9 +10,9 @@ Needs the CUDA compiler plugin in this test's own interpreter (jax-cuda12-plugin
 jax-cuda12-pjrt of its jax; `pgle estimate` compiles in children run with sys.executable):
 skipped where it is missing, failed instead under PGLE_REQUIRE_XLA_GPU=1 (.ci/xla_gpu_tests.sh
 runs it with a venv over the system Python that has the plugin). Markers `xla_gpu` (deselected
-by default) and `xla_gpu_inprocess`. Cost: each prediction is one capture run of
-tests/estimate/helps_step.py on 2 emulated CPU devices and one compile per arm (a child each,
-about 5 s on the 2-core machine); the whole file about a minute."""
+by default) and `xla_gpu_inprocess`. Cost: each prediction is one capture run of the step on
+emulated CPU devices and one compile per arm (a child each, 2-5 s on the 2-core machine); the
+whole file 20-40 s (24 s measured on a quiet machine, 40 s loaded)."""
 
 from __future__ import annotations
 
