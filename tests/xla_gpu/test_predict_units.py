@@ -138,8 +138,8 @@ def test_tune_off_a_gpu_predicts_with_derived_costs_and_keeps_the_calibration(tm
     prices nothing, and the device kind names no GPU: the default target (h100), costs derived
     from the module and the target, and with no device count from the backend, estimate's 8
     devices (the count it compiled for is the one shown). The step has no collective: PGLE
-    cannot help, and the prediction says why. The store keeps each arm's predicted and measured ratio next to the step module's
-    entry this collect added."""
+    cannot help, and the prediction says why. The store keeps each arm's predicted and measured
+    ratio next to the step module's entry this collect added."""
     from pgle.store.store import ProfileStore
     from pgle.version import __version__
 
@@ -172,7 +172,8 @@ def test_tune_off_a_gpu_predicts_with_derived_costs_and_keeps_the_calibration(tm
     assert "cost_us: 800.0" not in used
     line = compare.predicted_line(pred)
     assert line.endswith(f"every arm's schedule replayed with costs derived from the module and "
-                         f"the target ({pred['seconds']:.0f} s; {top / 'predict'}); {NO_COLLECTIVE}")
+                         f"the target ({pred['seconds']:.0f} s; {top / 'predict'}); "
+                         f"{NO_COLLECTIVE}")
     said = notices(caplog)
     assert said[said.index("predicting each arm with pgle estimate (XLA:GPU deviceless, on "
                            "CPU)") + 1] == line and line in report.summary
