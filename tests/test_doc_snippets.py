@@ -158,6 +158,10 @@ def _build_snippets() -> None:
     for cmd in ("verdicts.require --show", "store --check", "store --write", "jobs --survivors --write",
                 "--check"):
         d[dev, f"python3 tests/mutants/score.py {cmd}"] = Spec(MUTATION)
+    d[dev, "python3 tests/mutants/score.py jobs --write --scratch /tmp/mm-jobs"] = Spec(MUTATION)
+    d[dev, "bash .ci/plugin_venv.sh /tmp/plugin-venv"] = Spec(
+        "needs: install: a venv with the CUDA compiler plugin (.ci/xla_gpu_tests.sh makes it)")
+    d[dev, "/tmp/plugin-venv/bin/python tests/mutants/score.py commands --write"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/independent.py --set regression --list"] = Spec(
         "exit 0; stdout: V01", in_repo=True)
     d[dev, "python3 tests/mutants/independent.py --list"] = Spec("exit 0; stdout: V1 ",

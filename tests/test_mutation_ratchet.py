@@ -86,3 +86,29 @@ def test_a_kept_copy_resumes_only_on_the_code_it_was_made_from(tmp_path):
         f.write("# a line the run did not mutate\n")
     (copy / "tests" / "test_redact_units.py").unlink()
     assert score.changed_since(copy) == ["pgle/redact.py", "tests/test_redact_units.py"]
+
+
+def test_a_package_selects_its_own_markers_and_is_refused_without_what_it_needs(tmp_path,
+                                                                              capsys):
+    """`commands` takes its `xla_gpu_inprocess` tests (tune --predict on XLA:GPU's compiler) into
+    the run, other packages keep `not xla_gpu and not slurm`; a package whose `needs` the run's
+    Python lacks is refused in one line, exit 2, before any copy is made."""
+    specs = score.packages()
+    copy = tmp_path / "copy"
+    score.prepare_copy(copy, "commands", specs["commands"])
+    text = (copy / "pyproject.toml").read_text()
+    assert '"-m", "not slurm and (not xla_gpu or xla_gpu_inprocess)"' in text
+    assert "tests/xla_gpu/test_predict_units.py" in text
+    other = tmp_path / "other"
+    score.prepare_copy(other, "redact", specs["redact"])
+    assert '"-m", "not xla_gpu and not slurm"' in (other / "pyproject.toml").read_text()
+    assert score.missing_needs({"needs": ["json", "no_such_pkg_pgle.sub"]}) == [
+        "no_such_pkg_pgle.sub"]
+    assert score.missing_needs(specs["redact"]) == []
+    spec = {**specs["redact"], "needs": ["no_such_pkg_pgle"], "needs_how": "make it so"}
+    with pytest.raises(SystemExit) as e:
+        score.run_package("redact", spec, 1, recorded={**json.loads(score.SCORES.read_text())[
+            "redact"], "survivors": ["x"]})
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"score.py: redact needs no_such_pkg_pgle in {sys.executable} (make it so)\n")

@@ -83,12 +83,17 @@ def checkout_copy(dest: Path) -> None:
         shutil.copy2(REPO / rel, dest / rel)
 
 
+MARKERS = "not xla_gpu and not slurm"
+
+
 def narrow_config(copy: Path, files: list[str], tests: list[str],
-                  deselect: list[str] | tuple[str, ...] = ()) -> None:
+                  deselect: list[str] | tuple[str, ...] = (), markers: str = MARKERS) -> None:
     """`[tool.mutmut]` of the copy's pyproject.toml, narrowed to one package (`deselect`: test
-    ids of its files left out: slow tests that reach it mostly through real processes)."""
+    ids of its files left out: slow tests that reach it mostly through real processes;
+    `markers`: pytest's -m, the package's own where it selects more, e.g. `commands` takes
+    its `xla_gpu_inprocess` tests, which need the CUDA compiler plugin in the run's Python)."""
     text = (copy / "pyproject.toml").read_text()
-    args = ["-p", "no:cacheprovider", "-q", "-m", "not xla_gpu and not slurm"]
+    args = ["-p", "no:cacheprovider", "-q", "-m", markers]
     args += [f"--deselect={t}" for t in deselect]
     section = "[tool.mutmut]\n" + "\n".join([
         'source_paths = ["pgle/"]',
@@ -134,8 +139,23 @@ def prepare_copy(copy: Path, name: str, spec: dict) -> None:
     # pgle.cli is cli/ (package-dir in pyproject.toml): in the copy it lives where `import`
     # finds it without the editable install (tests/mutants/site/sitecustomize.py).
     shutil.copytree(copy / "cli", copy / "pgle" / "cli")
-    narrow_config(copy, spec["files"], spec["tests"], spec.get("deselect", []))
+    narrow_config(copy, spec["files"], spec["tests"], spec.get("deselect", []),
+                  spec.get("markers", MARKERS))
     (copy / MARK).write_text(name)  # last: a copy without it was never finished
+
+
+def missing_needs(spec: dict) -> list[str]:
+    """The modules a package's tests need in the run's own Python (`needs`) that it lacks:
+    without them those tests skip and the package's figure would fall for want of a module."""
+    import importlib.util
+
+    def found(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ImportError:  # a parent package missing
+            return False
+
+    return [m for m in spec.get("needs", []) if not found(m)]
 
 
 def changed_since(copy: Path) -> list[str]:
@@ -155,6 +175,10 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     if recorded is not None and not recorded["survivors"]:
         return {k: v for k, v in recorded.items() if k != "date"}  # nothing left to rerun
+    if lacking := missing_needs(spec):
+        print(f"score.py: {name} needs {', '.join(lacking)} in {sys.executable} "
+              f"({spec.get('needs_how', 'see its entry in pyproject.toml')})", file=sys.stderr)
+        raise SystemExit(2)
     mutmut = Path(sys.executable).with_name("mutmut")  # not `-m mutmut`: mutmut asks so
     if not mutmut.is_file():
         raise SystemExit(
