@@ -22,6 +22,8 @@ PGLE_REQUIRE_XLA_GPU=1 PGLE_XLA_GPU_PYTHON="$PGLE_LANE_VENVS/jax-$newest/bin/pyt
 # in process, what the mutation run of `commands` judges with) run under a venv over this same
 # Python that adds only the plugin (.ci/plugin_venv.sh; wheels from the lane's wheelhouse).
 inprocess="$(bash .ci/plugin_venv.sh "$PGLE_LANE_VENVS/plugin-over-system")"
-PGLE_REQUIRE_XLA_GPU=1 "$inprocess" -m pytest -q -m "xla_gpu and xla_gpu_inprocess" -rs \
-    -p no:cacheprovider
+# Its own JUnit file beside the lane's (.ci/run's PYTEST_ADDOPTS names lane.xml: not overwritten).
+opts="${PYTEST_ADDOPTS:-}"
+PYTEST_ADDOPTS="${opts/.xml/-inprocess.xml}" PGLE_REQUIRE_XLA_GPU=1 "$inprocess" -m pytest -q \
+    -m "xla_gpu and xla_gpu_inprocess" -rs -p no:cacheprovider
 echo "lane: install + xla_gpu tests took $(( $(date +%s) - t0 )) s"

@@ -255,7 +255,7 @@ MUTANTS: tuple[Mutant, ...] = (
            [L + "test_secrets.py", L + "test_launch_units.py"],
            "a password in a URL (https://user:pw@host) not redacted"),
     _m("L17", "launch", "pgle/launch/harness.py",
-           "            row[0] += 1  # no lock: a count (the GIL keeps it whole but for racing threads)\n",
+           "        row[0] += 1  # no lock: a count (the GIL keeps it whole but for racing threads)\n",
            "",
            [L + "test_step_records.py"],
            "after 20 marked steps a jitted call no longer counts its execution"),
