@@ -159,6 +159,8 @@ def _build_snippets() -> None:
                 "--check"):
         d[dev, f"python3 tests/mutants/score.py {cmd}"] = Spec(MUTATION)
     d[dev, "python3 tests/mutants/score.py jobs --write --scratch /tmp/mm-jobs"] = Spec(MUTATION)
+    d[dev, "python3 tests/mutants/score.py jobs --write --scratch /tmp/mm-jobs --refresh"] = Spec(
+        MUTATION)
     d[dev, "bash .ci/plugin_venv.sh /tmp/plugin-venv"] = Spec(
         "needs: install: a venv with the CUDA compiler plugin (.ci/xla_gpu_tests.sh makes it)")
     d[dev, "/tmp/plugin-venv/bin/python tests/mutants/score.py commands --write"] = Spec(MUTATION)

@@ -138,7 +138,7 @@ def prepare_copy(copy: Path, name: str, spec: dict) -> None:
     checkout_copy(copy)
     # pgle.cli is cli/ (package-dir in pyproject.toml): in the copy it lives where `import`
     # finds it without the editable install (tests/mutants/site/sitecustomize.py).
-    shutil.copytree(copy / "cli", copy / "pgle" / "cli")
+    shutil.copytree(copy / "cli", copy / "pgle" / "cli", dirs_exist_ok=True)
     narrow_config(copy, spec["files"], spec["tests"], spec.get("deselect", []),
                   spec.get("markers", MARKERS))
     (copy / MARK).write_text(name)  # last: a copy without it was never finished
@@ -168,10 +168,14 @@ def changed_since(copy: Path) -> list[str]:
 
 
 def run_package(name: str, spec: dict, jobs: int, show: bool = False,
-                recorded: dict | None = None, scratch: Path | None = None) -> dict:
+                recorded: dict | None = None, scratch: Path | None = None,
+                refresh: bool = False) -> dict:
     """Score one package. `recorded` (--survivors): rerun only that record's survivors; every
     other mutant keeps its recorded verdict (killed or equivalent), which holds as long as the
-    code is the recorded one and tests were only added (checked: the same mutants)."""
+    code is the recorded one and tests were only added (checked: the same mutants).
+    `refresh` (with a kept `scratch` copy): the copy takes the checkout's code and tests, then
+    mutmut reruns the mutants of every function whose code changed (its own per-function
+    hashes), and every mutant not killed is run again with the tests as they are now."""
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     if recorded is not None and not recorded["survivors"]:
         return {k: v for k, v in recorded.items() if k != "date"}  # nothing left to rerun
@@ -193,6 +197,8 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         elif (made := (copy / MARK).read_text().strip()) != name:
             raise SystemExit(f"{name}: --scratch {copy} holds a run of {made!r}: "
                              "name another folder")
+        elif refresh:
+            prepare_copy(copy, name, spec)  # the checkout's code and tests over the copy's
         elif differ := changed_since(copy):
             raise SystemExit(f"{name}: --scratch {copy} holds a run of other code "
                              f"({', '.join(differ[:3])} differ): remove it to start again")
@@ -203,6 +209,12 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         only = list(recorded["survivors"]) if recorded else []
         proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *only],
                               cwd=copy, env=env, capture_output=True, text=True)
+        if refresh and proc.returncode == 0:
+            left = sorted(k for per in read_statuses(copy).values() for k, s in per.items()
+                          if s not in ("killed", "caught by type check"))
+            if left:  # the tests added since may kill them now
+                proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *left],
+                                      cwd=copy, env=env, capture_output=True, text=True)
         seconds = round(time.monotonic() - t0)
         statuses = read_statuses(copy)
         if proc.returncode != 0 or not statuses:
@@ -262,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scratch", type=Path, metavar="DIR",
                     help="one package: make its copy in DIR and keep it; run again with the "
                          "same DIR (the checkout unchanged) to resume an interrupted run")
+    ap.add_argument("--refresh", action="store_true",
+                    help="with --scratch DIR holding this package's run: bring DIR's code and "
+                         "tests up to the checkout, rerun the mutants of changed functions and "
+                         "every mutant not killed (incremental, after adding tests or fixes)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     args = ap.parse_args(argv)
     specs = packages()
@@ -274,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.scratch and len(args.packages) != 1:
         ap.error("--scratch: name one package")
+    if args.refresh and not (args.scratch and (args.scratch / MARK).is_file()):
+        ap.error("--refresh: needs --scratch DIR holding this package's earlier run")
+    if args.refresh and args.survivors:
+        ap.error("--refresh reruns every mutant not killed already: drop --survivors")
     unknown = [p for p in args.packages if p not in specs]
     if unknown:
         ap.error(f"unknown package(s) {', '.join(unknown)}: see --list")
@@ -283,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.survivors and name not in ratchet:
             ap.error(f"--survivors: {name} has no recorded run in {SCORES.name}")
         result = run_package(name, specs[name], args.jobs, args.show,
-                             ratchet[name] if args.survivors else None, args.scratch)
+                             ratchet[name] if args.survivors else None, args.scratch,
+                             args.refresh)
         print(f"{name}: {result['killed']}/{result['mutants'] - result['equivalent']} killed "
               f"({result['score']:.1%}; {result['equivalent']} equivalent; {result['seconds']} s)")
         for s in result["survivors"]:
