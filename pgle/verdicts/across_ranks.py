@@ -147,7 +147,7 @@ def _ranks_summary(
         covs = [float(c) for r in rs if (c := per_rank[r].get("coverage")) is not None]
         if covs and min(covs) < 1.0:
             low = min(covs)
-            text += f" (coverage {'' if len(set(covs)) == 1 else 'DOWN TO '}{low:.0%}"
+            text += f" (coverage {'' if len(set(covs)) == 1 else 'down to '}{low:.0%}"
             miss = [per_rank[r].get("instructions_missing") or 0 for r in rs]
             text += f", {max(miss)} missing)" if max(miss) else ")"
         parts.append(text)
