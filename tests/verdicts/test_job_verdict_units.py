@@ -92,6 +92,12 @@ def test_the_job_verdict_of_pgle_run():
     assert rep.exit_code == 0 and rep.summary[-1] == f"  jit_b: partial ({JIT_B}): {_missed(1)}"
 
 
+def test_one_coverage_on_the_ranks_is_said_as_is():
+    reports = {0: _rank_report(0, ("jit_b", ("fusion.7",))), 1: _rank_report(1, ("jit_b",))}
+    (row,) = combine_verdicts(JobReports("run", 2, reports)).modules
+    assert row["ranks_summary"] == "partial on rank 0 (coverage 75%, 1 missing); applied on rank 1"
+
+
 def test_every_rank_applied_and_one_not_at_all():
     reports = {r: _rank_report(r, ("jit_a",)) for r in (0, 1)}
     rep = combine_verdicts(JobReports("run", 2, reports), require_applied=True)
