@@ -1,0 +1,94 @@
+"""How a module's missing collectives are sorted, and the small rules of the PGLE-applied
+verdict, in process (issue 37): sync_converted.split by the executed HLO (real, from the
+XLA:GPU compiler of jax 0.12.0.1 in the deviceless lane) or by the log's pass lines; the rule a
+silent module gets, the coverage ratio, the modules' count sentence, and a read no module used.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from helpers.pgle_testing import REPO
+from pgle.evidence.xla_log import LogScanner, ModuleEvidence
+from pgle.verdicts import pgle_applied as pa
+from pgle.verdicts.checker import SILENCE_FULL, SILENCE_OFF, SILENCE_UNKNOWN
+from pgle.verdicts.sync_converted import Split, executed_of, split
+
+HLO = REPO / "tests" / "data" / "xla_gpu" / "0.12.0.1"
+D_TRAIN = executed_of((HLO / "hlo" / "dir-pbtxt" / "jit_prog_d_train.txt").read_text())
+TRITON = executed_of((HLO / "issue32" / "hlo" / "triton-psum-good.txt").read_text())
+
+
+def test_sorted_by_the_executed_hlo():
+    # all-reduce-start ran as all-reduce.6; collective-permute-start.9 is not in the module;
+    # synchronous collectives and host copies run under their names.
+    assert split(["all-reduce-start", "collective-permute-start.9", "all-reduce.3",
+                  "copy-start.2"], executed=D_TRAIN) == Split(
+        missing=["all-reduce.3", "copy-start.2"],
+        converted=[("all-reduce-start", "all-reduce.6"), ("collective-permute-start.9", None)],
+        by="hlo")
+    # A Triton collective fusion is the all-reduce it runs; an async start the module still
+    # runs is missing; a custom call the HLO does not hold stays of unknown kind.
+    assert split(["fusion-start", "all-gather-start", "custom-call-start"],
+                 executed=TRITON) == Split(
+        missing=["fusion-start", "all-gather-start"], unknown=["custom-call-start"],
+        labels={"fusion-start": "all-reduce, read from the executed HLO"})
+
+
+def test_sorted_by_the_logs_pass_lines():
+    assert split(["fusion-start", "custom-call-start.1"]) == Split(
+        unknown=["fusion-start", "custom-call-start.1"])
+    # jax <= 0.11.0 keeps the names of the pairs it makes synchronous: missing.
+    assert split(["all-reduce-start", "all-gather-start"], added_pairs=["all-reduce-start"],
+                 renamed=False) == Split(missing=["all-reduce-start", "all-gather-start"])
+    # jax >= 0.11.1: a pair it made synchronous is converted; one its pass looked at and kept
+    # async is missing; one it never mentions cannot be told.
+    assert split(["all-reduce-start.1", "all-gather-start", "reduce-scatter-start"],
+                 seen=["all-gather-start", "all-reduce-start.1"],
+                 added_pairs=["all-reduce-start.1"], renamed=True) == Split(
+        missing=["all-gather-start"], converted=[("all-reduce-start.1", None)],
+        unresolved=["reduce-scatter-start"], by="log", why_unresolved="no_lines")
+    # The jax unknown: a pair made synchronous may or may not have been renamed.
+    for names in (["all-reduce-start.1", "all-gather-start"],
+                  ["all-gather-start", "all-reduce-start.1"]):
+        assert split(names, added_pairs=["all-reduce-start.1"], renamed=None) == Split(
+            unresolved=names, why_unresolved="version")
+
+
+@pytest.mark.parametrize("m, silence, rule", [
+    (ModuleEvidence("m", no_profile_file=True, discarded=True), SILENCE_FULL, "no_profile_file"),
+    (ModuleEvidence("m", discarded=True, not_in_module=["x"]), SILENCE_FULL, "discarded"),
+    (ModuleEvidence("m", not_in_module=["x"], fingerprint_only=True), SILENCE_FULL,
+     "not_in_module"),
+    (ModuleEvidence("m", fingerprint_only=True), SILENCE_FULL, "no_profile_read"),
+    (ModuleEvidence("m"), SILENCE_FULL, "checker_silent"),
+    (ModuleEvidence("m"), SILENCE_UNKNOWN, "checker_silence_unknown"),
+    (ModuleEvidence("m"), SILENCE_OFF, "no_checker"),
+])
+def test_the_rule_of_a_module_the_checker_said_nothing_for(m, silence, rule):
+    assert pa._rule_of("applied", m, silence) == rule
+
+
+def test_the_coverage_ratio():
+    assert pa._ratio(3, 1) == 0.75 and pa._ratio(0, 4) == 0.0
+    assert pa._ratio(0, 0) is None and pa._ratio(None, 1) is None and pa._ratio(1, None) is None
+
+
+def test_the_modules_count_sentence():
+    reasons: list[str] = ["earlier"]
+    mods = [{"status": s} for s in ("applied", "partial", "not_applied", "not_applied")]
+    assert pa._module_ruling(mods, reasons) == "partial"
+    assert reasons == ["earlier", "1 of 4 modules applied the profile, 1 partially, 2 not at "
+                                  "all."]
+    reasons = []
+    assert pa._module_ruling([{"status": "applied"}], reasons) == "applied"
+    assert reasons == ["1 of 1 module applied the profile."]
+
+
+def test_a_read_no_module_used():
+    log = b"I0822 12:34:56.789012  1 gpu_hlo_schedule.cc:538] Using PGLE profile from /p.pb\n"
+    v = pa.judge(LogScanner().scan_stream(io.BytesIO(log)))
+    assert (v.status, v.reasons, v.modules) == (
+        "not_applied", ["XLA read the profile but no module reported using it."], [])
