@@ -79,3 +79,12 @@ def test_a_log_from_threads_that_compiled_nothing():
     v = judge(_modules(FIVE), origin=Origin(compile_threads=("15", "99"),
                                             compile_platforms=("gpu",)))
     assert (v.status, v.reasons) == ("applied", ["5 of 5 modules applied the profile."])
+
+
+def test_a_profile_directory_whose_name_ends_in_a_space():
+    from pgle.verdicts.origin import path_matcher
+
+    match = path_matcher("/p/dir ")
+    assert match("/p/dir /0123.pbtxt") and not match("/p/dir/0123.pbtxt")
+    root = path_matcher("/")
+    assert root("/p/x.pb")

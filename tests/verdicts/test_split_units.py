@@ -14,7 +14,8 @@ from helpers.pgle_testing import REPO
 from pgle.evidence.xla_log import LogScanner, ModuleEvidence
 from pgle.verdicts import pgle_applied as pa
 from pgle.verdicts.checker import SILENCE_FULL, SILENCE_OFF, SILENCE_UNKNOWN
-from pgle.verdicts.sync_converted import Split, executed_of, split
+from pgle.verdicts.across_ranks import aggregate_modules
+from pgle.verdicts.sync_converted import ExecutedModules, Split, executed_of, split
 
 HLO = REPO / "tests" / "data" / "xla_gpu" / "0.12.0.1"
 D_TRAIN = executed_of((HLO / "hlo" / "dir-pbtxt" / "jit_prog_d_train.txt").read_text())
@@ -92,3 +93,35 @@ def test_a_read_no_module_used():
     v = pa.judge(LogScanner().scan_stream(io.BytesIO(log)))
     assert (v.status, v.reasons, v.modules) == (
         "not_applied", ["XLA read the profile but no module reported using it."], [])
+
+
+def test_executed_modules_by_fingerprint_and_by_name():
+    fp = D_TRAIN.fingerprint
+    assert fp == "206051e0bbc148cac6d904e652181980"
+    # A fingerprint XLA printed short is no fingerprint.
+    text = (HLO / "hlo" / "dir-pbtxt" / "jit_prog_d_train.txt").read_text()
+    assert executed_of(text.replace(fp, fp[:16])).fingerprint is None
+    # Kept without a module name (found by fingerprint only), or under two names.
+    bare = ExecutedModules([D_TRAIN])
+    assert len(bare) == 1 and bare.find(None, fp) is D_TRAIN and bare.find("jit_x", None) is None
+    twice = ExecutedModules([("jit_a", D_TRAIN), ("jit_b", D_TRAIN)])
+    assert len(twice) == 2 and twice.find("jit_a", None) is D_TRAIN
+
+
+def _row(name: str, fp: str | None, status: str = "applied") -> dict:
+    return {"module": name, "fingerprint": fp, "status": status, "rank": None}
+
+
+def test_modules_matched_across_ranks_by_name_fingerprint_and_compile():
+    # jit_a compiled twice on rank 0 (its second compile absent on rank 1); jit_b another
+    # program on each rank (other fingerprints): not one module.
+    rows = aggregate_modules({
+        0: [_row("jit_a", "f1"), _row("jit_a", "f1", "partial"), _row("jit_b", "b0")],
+        1: [_row("jit_a", "f1"), _row("jit_b", "b1")],
+    })
+    assert [(r["module"], r["fingerprint"], r["ranks"], r["absent_ranks"]) for r in rows] == [
+        ("jit_a", "f1", {"applied": [0, 1]}, []),
+        ("jit_a", "f1", {"partial": [0]}, [1]),
+        ("jit_b", "b0", {"applied": [0]}, [1]),
+        ("jit_b", "b1", {"applied": [1]}, [0]),
+    ]
