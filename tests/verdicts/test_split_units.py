@@ -125,3 +125,37 @@ def test_modules_matched_across_ranks_by_name_fingerprint_and_compile():
         ("jit_b", "b0", {"applied": [0]}, [1]),
         ("jit_b", "b1", {"applied": [1]}, [0]),
     ]
+
+
+VERIFIER = ("FAILED_PRECONDITION: during context [hlo verifier]: Expected instruction name to "
+            "remain the same. Was 'all-gather-start.1' is 'all-gather.4'.")  # jax 0.11.2
+
+
+def _judged(m: ModuleEvidence, **kw) -> tuple:
+    r = pa._judge_module(m, None, SILENCE_FULL, **kw).to_dict()
+    return r["status"], r["rule"], r["coverage"], r["notes"]
+
+
+def test_a_module_whose_compile_failed():
+    assert _judged(ModuleEvidence("jit_a", checker_found=3, checker_missing=1,
+                                  compile_failed=VERIFIER)) == (
+        "not_applied", "compile_failed", 0.75, [
+            f"the compile failed (XLA: {VERIFIER})",
+            "jax >= 0.11 under PGLE_STRICTNESS_LEVEL_ERROR fails a module whose async collective "
+            "XLA makes synchronous, whatever the profile: use PGLE_STRICTNESS_LEVEL_WARN"])
+    assert _judged(ModuleEvidence("jit_b", checker_found=3, checker_missing=1,
+                                  compile_failed="INTERNAL: out of memory")) == (
+        "not_applied", "compile_failed", 0.75, ["the compile failed (XLA: INTERNAL: out of memory)"])
+    # The ERROR checker discarded the profile: that is the rule, with XLA's words.
+    discard = "INVALID_ARGUMENT: Found 7 missing instructions. Discarding the profile."
+    assert _judged(ModuleEvidence("jit_c", checker_found=3, checker_missing=7, discarded=True,
+                                  compile_failed=discard)) == (
+        "not_applied", "discarded", 0.3, [
+            "the accuracy checker (ERROR level) discarded the profile and the compile failed "
+            f"(XLA: {discard})"])
+
+
+def test_compute_missing_without_the_sol_rule_is_the_thresholds():
+    m = ModuleEvidence("jit_d", checker_found=18, checker_missing=2)
+    assert _judged(m) == ("applied", "min_coverage", 0.9, [])
+    assert _judged(m, sol_fallback=True)[1] == "sol_fallback"
