@@ -52,6 +52,7 @@ def test_a_module_the_workload_never_compiled_is_xlas_own():
         "module": "jit_b", "id": None, "fingerprint": None, "compiled_for": None,
         "recognised_by": "not compiled by the workload (pgle's harness)", "read_profile": True,
         "no_profile_file": False, "instructions_found": 3, "instructions_missing": None}]}
+    assert pa.summary_lines(v)[0] == "verdict: applied: " + " ".join(v.reasons)
     assert pa.summary_lines(v)[1:] == ["  jit_a: applied (coverage 100%)",
                                        "  unnamed module #4: applied (coverage 100%)"]
     # Every module the workload's: nothing moved.

@@ -159,3 +159,15 @@ def test_compute_missing_without_the_sol_rule_is_the_thresholds():
     m = ModuleEvidence("jit_d", checker_found=18, checker_missing=2)
     assert _judged(m) == ("applied", "min_coverage", 0.9, [])
     assert _judged(m, sol_fallback=True)[1] == "sol_fallback"
+
+
+def test_a_module_xla_read_nothing_for_or_discarded():
+    assert _judged(ModuleEvidence("jit_e", fingerprint="ab" * 16, fingerprint_only=True)) == (
+        "not_applied", "no_profile_read", None, [
+            "XLA read no profile for it (it logged only the module's fingerprint: no file for it "
+            "in a profile directory, which jax <= 0.5.x does not report, or no profile reached "
+            "XLA)"])
+    assert _judged(ModuleEvidence("jit_f", checker_found=1, checker_missing=3,
+                                  discarded=True)) == (
+        "not_applied", "discarded", 0.25, [
+            "the accuracy checker (ERROR level) discarded the profile and the compile failed"])
