@@ -209,3 +209,13 @@ def test_the_job_verdict_of_nsys_across_ranks():
         "nsys: loaded_optimized: 2 of 2 modules loaded PGLE-optimized on every rank that "
         "reported (ranks 0-1)",
         "  jit_a, jit_b: loaded_optimized on ranks 0-1 (loaded its PGLE-optimized executable)"]
+
+
+def test_a_coverage_without_a_missing_count_invents_none():
+    # A rank's report whose rows give a coverage but no count (the count is optional in a
+    # rank's report; pgle.jobs.rank_data): the line says the coverage alone.
+    reports = {r: {"status": "partial", "modules": [
+        {"module": "jit_a", "status": "partial", "coverage": 0.5, "instructions_missing": None}]}
+        for r in (0, 1)}
+    (row,) = combine_verdicts(JobReports("run", 2, reports)).modules
+    assert row["ranks_summary"] == "partial on ranks 0-1 (coverage 50%)"
