@@ -113,15 +113,17 @@ def _row(name: str, fp: str | None, status: str = "applied") -> dict:
 
 
 def test_modules_matched_across_ranks_by_name_fingerprint_and_compile():
-    # jit_a compiled twice on rank 0 (its second compile absent on rank 1); jit_b another
+    # jit_a compiled three times on rank 0 (its third compile absent on rank 1); jit_b another
     # program on each rank (other fingerprints): not one module.
     rows = aggregate_modules({
-        0: [_row("jit_a", "f1"), _row("jit_a", "f1", "partial"), _row("jit_b", "b0")],
-        1: [_row("jit_a", "f1"), _row("jit_b", "b1")],
+        0: [_row("jit_a", "f1"), _row("jit_a", "f1", "partial"), _row("jit_b", "b0"),
+            _row("jit_a", "f1", "not_applied")],
+        1: [_row("jit_a", "f1"), _row("jit_a", "f1", "partial"), _row("jit_b", "b1")],
     })
     assert [(r["module"], r["fingerprint"], r["ranks"], r["absent_ranks"]) for r in rows] == [
         ("jit_a", "f1", {"applied": [0, 1]}, []),
-        ("jit_a", "f1", {"partial": [0]}, [1]),
+        ("jit_a", "f1", {"partial": [0, 1]}, []),
+        ("jit_a", "f1", {"not_applied": [0]}, [1]),
         ("jit_b", "b0", {"applied": [0]}, [1]),
         ("jit_b", "b1", {"applied": [1]}, [0]),
     ]
