@@ -123,8 +123,8 @@ def test_modules_matched_across_ranks_by_name_fingerprint_and_compile():
     assert [(r["module"], r["fingerprint"], r["ranks"], r["absent_ranks"]) for r in rows] == [
         ("jit_a", "f1", {"applied": [0, 1]}, []),
         ("jit_a", "f1", {"partial": [0, 1]}, []),
-        ("jit_a", "f1", {"not_applied": [0]}, [1]),
         ("jit_b", "b0", {"applied": [0]}, [1]),
+        ("jit_a", "f1", {"not_applied": [0]}, [1]),
         ("jit_b", "b1", {"applied": [1]}, [0]),
     ]
 
