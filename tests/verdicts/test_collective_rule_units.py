@@ -86,3 +86,9 @@ def test_the_speed_of_light_rule_and_the_threshold():
 def test_the_default_threshold_at_its_edge(coverage, status):
     assert DEFAULT_MIN_COVERAGE == 0.9
     assert _decide(18, 2, coverage=coverage) == (status, "min_coverage", [], coverage)
+
+
+def test_as_many_compute_missing_as_found():
+    hlo = Split(converted=[("all-reduce-start", "all-reduce.6")], by="hlo")
+    assert _decide(2, 3, ["all-reduce-start"], coverage=0.4, sync=hlo) == (
+        "partial", "min_coverage", [sc.converted_note(hlo)], 0.5)

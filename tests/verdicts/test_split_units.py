@@ -16,6 +16,8 @@ from pgle.verdicts import pgle_applied as pa
 from pgle.verdicts.checker import SILENCE_FULL, SILENCE_OFF, SILENCE_UNKNOWN
 from pgle.verdicts.across_ranks import aggregate_modules
 from pgle.verdicts.sync_converted import ExecutedModules, Split, executed_of, split
+from pgle.verdicts.sync_converted import unknown_note as sc_unknown
+from pgle.verdicts.sync_converted import unresolved_note as sc_unresolved
 
 HLO = REPO / "tests" / "data" / "xla_gpu" / "0.12.0.1"
 D_TRAIN = executed_of((HLO / "hlo" / "dir-pbtxt" / "jit_prog_d_train.txt").read_text())
@@ -173,3 +175,64 @@ def test_a_module_xla_read_nothing_for_or_discarded():
                                   discarded=True)) == (
         "not_applied", "discarded", 0.25, [
             "the accuracy checker (ERROR level) discarded the profile and the compile failed"])
+
+
+BASE = {"async_unknown": [], "collectives_converted": [], "collectives_missing": [],
+        "collectives_total": None, "collectives_unresolved": [], "coverage": None,
+        "fingerprint": None, "instructions_found": None, "instructions_missing": None,
+        "missing_instructions": [], "notes": [], "ordinal": None, "profile_found": True,
+        "profile_path": None, "rank": None}
+
+
+def _whole(m: ModuleEvidence, silence: str = SILENCE_FULL) -> dict:
+    return pa._judge_module(m, None, silence).to_dict()
+
+
+def test_each_modules_whole_row():
+    fp = "ab" * 16
+    assert _whole(ModuleEvidence("jit_u", rank=2, fingerprint=fp, profile_path=f"/p/{fp}.pb",
+                               found_profile=True), SILENCE_UNKNOWN) == {
+        **BASE, "module": "jit_u", "status": "applied", "rule": "checker_silence_unknown",
+        "rank": 2, "fingerprint": fp, "profile_path": f"/p/{fp}.pb", "notes": [
+            "coverage unknown: XLA printed no accuracy-checker block for it, and this jax's WARN "
+            "checker prints nothing even when instructions are missing (jax 0.4.36-0.5.0); rerun "
+            "with --xla_gpu_pgle_accuracy_checker=PGLE_STRICTNESS_LEVEL_ERROR to prove the fit"]}
+    assert _whole(ModuleEvidence("jit_o", profile_path="/p.pb", found_profile=True,
+                               fallback_from="/d/x.pbtxt", note="an XLA note", missed_costs=2),
+                SILENCE_OFF) == {
+        **BASE, "module": "jit_o", "status": "applied", "rule": "no_checker",
+        "profile_path": "/p.pb", "notes": [
+            "coverage unverified: the run had no accuracy checker (jax < 0.4.36 has none by "
+            "default, or PGLE_STRICTNESS_LEVEL_OFF), so the log proves the profile was read, not "
+            "which instructions it covers",
+            "XLA could not parse /d/x.pbtxt and read the .pb beside it (its lookup order: .pbtxt, "
+            "then .pb)",
+            "an XLA note",
+            "XLA's estimator found no cost for 2 instructions ('PGLE missed cost for')"]}
+    assert _whole(ModuleEvidence(None, ordinal=3, found_profile=True)) == {
+        **BASE, "module": None, "status": "applied", "rule": "checker_silent", "ordinal": 3,
+        "coverage": 1.0, "instructions_missing": 0,
+        "notes": ["XLA did not log the module's name (set TF_CPP_VMODULE=gpu_hlo_schedule=1)"]}
+    assert _whole(ModuleEvidence("jit_n", fingerprint="cd" * 16, no_profile_file=True)) == {
+        **BASE, "module": "jit_n", "status": "not_applied", "rule": "no_profile_file",
+        "fingerprint": "cd" * 16, "profile_found": False,
+        "notes": [f"no {'cd' * 16}.pb or .pbtxt in the profile directory"]}
+    assert _whole(ModuleEvidence("jit_m", checker_found=5, not_in_module=["fusion.9"],
+                               found_profile=True)) == {
+        **BASE, "module": "jit_m", "status": "partial", "rule": "not_in_module",
+        "instructions_found": 5, "notes": [
+            "XLA: the profile has entries that are not in this module (first: fusion.9); it is "
+            "used where names match, coverage unknown"]}
+    both = Split(unresolved=["all-reduce-start"], why_unresolved="no_lines",
+                 unknown=["fusion-start"])
+    assert _whole(ModuleEvidence("jit_c", checker_found=18, checker_missing=3,
+                               missing_names=["fusion.3", "all-reduce-start", "fusion-start"],
+                               missing_communication=["all-reduce-start", "fusion-start"],
+                               found_profile=True, profile_path="/p.pb")) == {
+        **BASE, "module": "jit_c", "status": "partial", "rule": "collectives_unresolved",
+        "instructions_found": 18, "instructions_missing": 3, "coverage": 18 / 21,
+        "profile_path": "/p.pb",
+        "missing_instructions": ["fusion.3", "all-reduce-start", "fusion-start"],
+        "collectives_missing": ["all-reduce-start"], "collectives_unresolved": ["all-reduce-start"],
+        "async_unknown": ["fusion-start"],
+        "notes": [sc_unresolved(both), sc_unknown(both)]}
