@@ -241,7 +241,8 @@ def said_once(lines: list[str]) -> list[str]:
             clause = parts[i]
             if len(clause) >= LONG_CLAUSE:
                 if clause in seen:
-                    parts[i] = "as above"
+                    # The ")" that close an earlier " (" stay: the line keeps its parentheses.
+                    parts[i] = "as above" + ")" * max(0, clause.count(")") - clause.count("("))
                 seen.add(clause)
         out.append("".join(parts))
     return out
