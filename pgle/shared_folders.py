@@ -298,9 +298,18 @@ def warn_foreign(
     return owner
 
 
+def is_plain_name(name: object) -> bool:
+    """One component of a path: a string, never a separator, `.` or `..` (nothing climbs out)."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and "/" not in name
+        and "\0" not in name
+    )
+
+
 def _check_name(name: str) -> str:
-    """One component of a path: never a separator, `.` or `..` (nothing climbs out)."""
-    if not name or name in (".", "..") or "/" in name or "\0" in name:
+    if not is_plain_name(name):
         raise BadInput(f"{name!r} is not a file name.")
     return name
 

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pgle import shared_folders
 from pgle.analysis import diagnostics, memory, schedule, throughput
 from pgle.commands import arms
 from pgle.commands.run_trace import trace_sections
@@ -170,13 +171,7 @@ def resolve(run_dirs: list[str]) -> tuple[list[Side], dict[str, Any] | None]:
 def _tune_folder(top: Path, name: Any) -> Path:
     """A run folder tune.json names: one plain name inside the tune folder, never a path or a
     link out of it (a tune folder may sit in a shared folder others write: untrusted input)."""
-    if (
-        not isinstance(name, str)
-        or name in ("", ".", "..")
-        or "/" in name
-        or "\0" in name
-        or (top / name).is_symlink()
-    ):
+    if not shared_folders.is_plain_name(name) or (top / name).is_symlink():
         raise BadInput(
             f"{top / arms.TUNE_JSON} names {name!r} as a run folder: not a folder inside "
             f"{top} (pgle reads nothing outside the tune folder).",

@@ -165,8 +165,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "return parent == real_root or parent.startswith(real_root)",
       "a sibling folder sharing the root's name prefix (/store-evil) taken as inside"),
     M("G37", "pgle/shared_folders.py",
-      'if not name or name in (".", "..") or "/" in name',
-      'if not name or name == "." or "/" in name',
+      'and name not in ("", ".", "..")',
+      'and name not in ("", ".")',
       "a name `..` in a shared folder accepted: a path climbs out of the root"),
     # -- jobs (5) --------------------------------------------------------------------------
     M("G38", "pgle/jobs/ranks.py",

@@ -270,6 +270,14 @@ def _one(st: ProfileStore) -> Entry:
     return entry
 
 
+def _store_with_one(tmp_path: Path) -> tuple[Path, ProfileStore, Entry, Path]:
+    """A new store at tmp_path/s with one entry: (root, store, entry, its fingerprint folder)."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    return root, st, _one(st), root / "profiles" / FP
+
+
 def test_a_missing_store_or_a_file_is_refused_in_one_line_and_nothing_is_made(tmp_path: Path):
     missing = tmp_path / "nope"
     with pytest.raises(BadInput) as e:
@@ -403,11 +411,7 @@ def test_a_store_write_that_fails_names_the_store_file(tmp_path: Path):
 
 
 def test_store_files_larger_than_pgle_writes_are_damaged_not_read(tmp_path: Path):
-    root = tmp_path / "s"
-    st = ProfileStore(root, create=True)
-    add(st, 1.0)
-    entry = _one(st)
-    folder = root / "profiles" / FP
+    root, st, entry, folder = _store_with_one(tmp_path)
     cal = folder / f"{entry.entry_id}{calibration.SUFFIX}"
     with open(cal, "wb") as f:
         f.truncate(calibration.MAX_BYTES + 1)
@@ -422,11 +426,7 @@ def test_store_files_larger_than_pgle_writes_are_damaged_not_read(tmp_path: Path
 
 
 def test_a_hidden_json_file_is_neither_an_entry_nor_damaged(tmp_path: Path):
-    root = tmp_path / "s"
-    st = ProfileStore(root, create=True)
-    add(st, 1.0)
-    entry = _one(st)
-    folder = root / "profiles" / FP
+    root, st, entry, folder = _store_with_one(tmp_path)
     meta = (folder / f"{entry.entry_id}.json").read_bytes()
     (folder / f".{entry.entry_id}.json").write_bytes(meta)
     st2 = ProfileStore(root)
@@ -444,11 +444,7 @@ def _socket_at(folder: Path, name: str, monkeypatch) -> socket.socket:
 
 def test_metadata_that_is_a_link_a_folder_or_unreadable_is_named_with_why(tmp_path: Path,
                                                                            monkeypatch):
-    root = tmp_path / "s"
-    st = ProfileStore(root, create=True)
-    add(st, 1.0)
-    entry = _one(st)
-    folder = root / "profiles" / FP
+    root, st, entry, folder = _store_with_one(tmp_path)
     link, adir, sock = (folder / f"{_id(n)}.json" for n in (1, 2, 3))
     os.symlink(folder / f"{entry.entry_id}.json", link)
     adir.mkdir()
