@@ -296,10 +296,16 @@ def _real_dump(run: Path) -> None:
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
+        # faulthandler writes a dump a piece at a time and in no promised thread order: a dump
+        # is whole once each thread's outermost frame line has ended (the worker's `_bootstrap`,
+        # the main thread's `<module>`). Waiting on one function name alone let the process be
+        # killed between the worker's stack and the main thread's.
         for n in (1, 2):
             os.kill(proc.pid, signal.SIGUSR1)
-            while (run / schema.STACKS_NAME).read_text().count("worker_wait") < n and \
-                    time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                text = (run / schema.STACKS_NAME).read_text()
+                if text.count("in _bootstrap\n") >= n and text.count("in <module>\n") >= n:
+                    break
                 time.sleep(0.02)
     finally:
         proc.kill()
