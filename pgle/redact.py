@@ -64,9 +64,13 @@ _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _ASSIGNMENT = re.compile(
     r"(?:(?<=[\s'\"(\[,])|^)(?P<name>-{0,2}[A-Za-z_][\w.-]*)=(?P<value>[^\s'\",)\]]+)"
 )
+# A secret option's value may start with one `-` (`--password -s3cr3t`: click takes it as the
+# value); a word starting with `--` is the next option (or the `--` that ends the options). All
+# in a lookahead: a word is both the value of the option before it and an option itself
+# (`--steps -password x`), so matches overlap.
 _SPACED = re.compile(
-    r"(?:(?<=[\s'\"(\[,])|^)(?P<name>--?[A-Za-z][\w.-]*)(?P<gap>\s+)"
-    r"(?P<value>[^\s'\",)\]-][^\s'\",)\]]*)"
+    r"(?:(?<=[\s'\"(\[,])|^)(?=(?P<name>--?[A-Za-z][\w.-]*)\s+"
+    r"(?P<value>(?!--)[^\s'\",)\]][^\s'\",)\]]*))"
 )
 # The password may hold `/` and `+` (an AWS secret key in `s3://AKIA...:abc/def+ghi@host`): it
 # runs to the `@`.
@@ -117,11 +121,10 @@ def redact_text(text: str) -> str:
     def assignment(m: re.Match[str]) -> str:
         return f"{m['name']}={REDACTED}" if secret_option(m["name"]) else m[0]
 
-    def spaced(m: re.Match[str]) -> str:
-        return f"{m['name']}{m['gap']}{REDACTED}" if secret_option(m["name"]) else m[0]
-
     text = _ASSIGNMENT.sub(assignment, text)
-    text = _SPACED.sub(spaced, text)
+    values = [m.span("value") for m in _SPACED.finditer(text) if secret_option(m["name"])]
+    for start, end in reversed(values):  # the spans never overlap: a value ends before the next
+        text = text[:start] + REDACTED + text[end:]
     text = _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED, text)
     text = _AUTH_HEADER.sub(lambda m: m["head"] + REDACTED, text)
     return _BEARER.sub(lambda m: m["head"] + REDACTED, text)
@@ -132,7 +135,7 @@ def redact_args(argv: Sequence[str]) -> list[str]:
     out: list[str] = []
     hide_next = False
     for arg in argv:
-        if hide_next and not arg.startswith("-"):
+        if hide_next and not arg.startswith("--"):  # `-s3cr3t` may be the value (_SPACED)
             out.append(REDACTED)
             hide_next = False
             continue

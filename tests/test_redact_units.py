@@ -64,8 +64,13 @@ def test_redact_args_hides_the_value_after_a_secret_option_only():
     assert redact_args(["--token", "abc", "train.py"]) == ["--token", R, "train.py"]
     # a value given with `=` is its own: the next argument is not hidden
     assert redact_args(["--token=abc", "train.py"]) == [f"--token={R}", "train.py"]
-    # an option after a secret option is not its value
+    # a long option (or the `--` that ends the options) after a secret option is not its value
     assert redact_args(["--password", "--verbose", "x"]) == ["--password", "--verbose", "x"]
+    assert redact_args(["--token", "--", "x"]) == ["--token", "--", "x"]
+    # one leading `-` can be the value itself (click takes `--password -s3cr3t` so)
+    assert redact_args(["--password", "-s3cr3t", "x"]) == ["--password", R, "x"]
+    assert redact_text("run --password -s3cr3t x") == f"run --password {R} x"
+    assert redact_text("run --password --verbose x") == "run --password --verbose x"
     assert redact_args(["--keep", "x"]) == ["--keep", "x"]
 
 
