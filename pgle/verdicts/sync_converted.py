@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from pgle.phrases import listed
+from pgle.phrases import listed, plural
 from pgle.xla import hlo_text
 from pgle.xla.instruction_kinds import (
     COMPUTE,
@@ -227,7 +227,8 @@ def converted_note(s: Split) -> str | None:
             "jax >= 0.11.1 renames such a pair"
         )
     return (
-        f"{len(s.converted)} async collective(s) the scheduler asked for are in no profile "
+        f"{plural(len(s.converted), 'async collective')} the scheduler asked for "
+        f"{'is' if len(s.converted) == 1 else 'are'} in no profile "
         f"and cannot be: {shown} ({how}). Nothing was scheduled to overlap them, so "
         "XLA turned them into new synchronous instructions after scheduling (jax >= "
         "0.11.1); a trace of the module, and any profile made from one, names those. Not "

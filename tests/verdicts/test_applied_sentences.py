@@ -20,14 +20,14 @@ S = sc.Split
 
 def test_async_collectives_made_synchronous():
     assert sc.converted_note(S(converted=[("all-reduce-start", "all-reduce.6"), ("all-gather-start", None)], by="hlo")) == (
-        '2 async collective(s) the scheduler asked for are in no profile and cannot be: '
+        '2 async collectives the scheduler asked for are in no profile and cannot be: '
         'all-reduce-start ran as the synchronous all-reduce.6, all-gather-start is not '
         'in the executed module (read from the executed HLO). Nothing was scheduled to '
         'overlap them, so XLA turned them into new synchronous instructions after '
         'scheduling (jax >= 0.11.1); a trace of the module, and any profile made from '
         'one, names those. Not counted, and collecting again would not change it.')
     assert sc.converted_note(S(converted=[("all-reduce-start", None)], by="log")) == (
-        '1 async collective(s) the scheduler asked for are in no profile and cannot be: '
+        '1 async collective the scheduler asked for is in no profile and cannot be: '
         "all-reduce-start (the log's `Added pair` lines: XLA made them synchronous after "
         'scheduling, and jax >= 0.11.1 renames such a pair). Nothing was scheduled to '
         'overlap them, so XLA turned them into new synchronous instructions after '
