@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable
 
 from pgle.evidence.xla_log import Evidence
-from pgle.phrases import plural
+from pgle.phrases import listed, plural
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 
@@ -64,12 +64,12 @@ class Origin:
                 )
         threads = set(evidence.thread_ids)
         if threads and self.compile_threads and not threads & set(self.compile_threads):
-            shown = ", ".join(sorted(threads)[:4])
+            shown = listed(sorted(threads), 4)  # "... and N more": none dropped unsaid
             return (
                 f"the log's XLA:GPU lines come from thread{'' if len(threads) == 1 else 's'} "
                 f"{shown}, "
                 "none of which compiled anything in this run (pgle's harness records the "
-                f"id of every thread that compiled: {', '.join(self.compile_threads[:4])}): "
+                f"id of every thread that compiled: {listed(list(self.compile_threads), 4)}): "
                 "another process printed them, so they are not counted."
             )
         return None

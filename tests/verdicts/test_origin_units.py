@@ -68,9 +68,10 @@ def test_a_log_from_a_run_that_compiled_for_no_gpu():
 
 def test_a_log_from_threads_that_compiled_nothing():
     assert _foreign(_modules(FIVE), Origin(compile_threads=("1", "2", "3", "4", "5"))) == (
-        "the log's XLA:GPU lines come from threads 11, 12, 13, 14, none of which compiled "
-        "anything in this run (pgle's harness records the id of every thread that compiled: "
-        "1, 2, 3, 4): another process printed them, so they are not counted.")
+        "the log's XLA:GPU lines come from threads 11, 12, 13, 14 and 1 more, none of which "
+        "compiled anything in this run (pgle's harness records the id of every thread that "
+        "compiled: 1, 2, 3, 4 and 1 more): another process printed them, so they are not "
+        "counted.")
     assert _foreign(_modules([7]), Origin(compile_threads=("1",))) == (
         "the log's XLA:GPU lines come from thread 7, none of which compiled anything in this "
         "run (pgle's harness records the id of every thread that compiled: 1): another process "
