@@ -20,7 +20,7 @@ from pgle.evidence.xla_log import Evidence, ModuleEvidence
 from pgle.phrases import listed, plural
 from pgle.verdicts import collectives, sync_converted
 from pgle.verdicts.origin import Origin
-from pgle.verdicts.rows import AppliedRow, module_lines
+from pgle.verdicts.rows import AppliedRow, module_lines, module_name
 from pgle.verdicts.statuses import Applied
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -381,7 +381,9 @@ def _rows_with_rule(c: _Case, rule: str) -> list[dict[str, Any]]:
 
 
 def _names(rows: list[dict[str, Any]]) -> str:
-    return f"{', '.join(str(m['module']) for m in rows[:4])}{' ...' if len(rows) > 4 else ''}"
+    # module_name: a module XLA did not name (jax <= 0.6 without TF_CPP_VMODULE) is named by
+    # its place, as on its row, not "None".
+    return f"{', '.join(module_name(m) for m in rows[:4])}{' ...' if len(rows) > 4 else ''}"
 
 
 def _coverage_unknown_note(c: _Case) -> str | None:

@@ -6,6 +6,7 @@ log facts; the commands' end-to-end tests run in subprocesses, which mutmut does
 
 from __future__ import annotations
 
+from pgle.evidence.event_kinds import PgleSessionError
 from pgle.evidence.jax_log import ModuleFacts, RunFacts
 from pgle.verdicts import auto_pgle as ap
 from pgle.verdicts.rows import LONG_CLAUSE, AutoRow, module_lines, said_once
@@ -103,3 +104,46 @@ def test_an_auto_rows_json_keys():
                              "runs": 2, "empty_profiles": 0, "profile_bytes": 100,
                              "reason": None, "fix": None, "from_cache": True,
                              "collision": "threads"}
+
+
+def test_a_module_of_a_profiler_collision_is_never_one_shot_code():
+    # jit_a could not profile (another thread held the profiler): its own line, with the fix;
+    # jit_b and jit_c ran once (setup, eval): one line.
+    errors = [PgleSessionError(t=5.0, module="jit_a", thread=11, error="ALREADY_EXISTS",
+                               holder_module="jit_d", holder_thread=12)]
+    collision = ap.profiler_collision("/nonexistent/log", errors, [])
+    facts = _facts(ModuleFacts("jit_a", profiled=1), ModuleFacts("jit_b", profiled=1),
+                   ModuleFacts("jit_c", profiled=1), ModuleFacts("jit_d", fdo_lengths=[64],
+                                                                 profiled=2))
+    rows = [r.to_dict() for r in ap.auto_rows(facts, 2, "gpu", collision=collision)]
+    assert module_lines(rows, ok="optimized") == [
+        "  jit_d: optimized (recompiled with a 64-byte profile after 2 profiled executions)",
+        "  jit_a: not_optimized (not profiled: another thread's profiling session held the "
+        f"profiler); fix: {ap.THREADS_FIX}",
+        "  2 modules executed only once (not_optimized; one-shot code such as setup or eval, "
+        "which auto PGLE never re-optimizes): jit_b, jit_c",
+    ]
+
+
+def test_a_module_prewarm_never_saw_comes_after_those_it_ran():
+    # jit_a is not in prewarm's manifest (no count); jit_b ran once there, and loaded.
+    facts = _facts(ModuleFacts("jit_a", pgle_loaded=True), ModuleFacts("jit_b", pgle_loaded=True))
+    manifest = {"modules": {"jit_b": {"status": "optimized", "executions_seen": 1}}}
+    assert module_lines(ap.nsys_modules(facts, manifest), ok="loaded_optimized") == [
+        "  jit_b, jit_a: loaded_optimized (loaded its PGLE-optimized executable)"]
+
+
+def test_nsys_skips_a_module_outside_the_pgle_path_and_goes_on():
+    # jit_a (first in order) only hit the cache outside the PGLE path: no row, the rest stay.
+    facts = _facts(ModuleFacts("jit_a", hits=["h"]), ModuleFacts("jit_b", pgle_loaded=True))
+    assert [r["module"] for r in ap.nsys_modules(facts, {"modules": {}})] == ["jit_b"]
+
+
+def test_as_above_closes_only_the_parentheses_the_clause_opened_before_it():
+    # THREADS_FIX's last clause holds `jax.jit(f).lower(...).compile()`: three "(" of its own,
+    # four ")" : one closes the " (" before the clause, and stays.
+    lines = [f"  jit_a: not_optimized (x); fix: {ap.THREADS_FIX}",
+             f"  jit_b: fell_back (y); fix: {ap.THREADS_FIX}"]
+    assert said_once(lines) == [
+        lines[0], "  jit_b: fell_back (y); fix: profile with manual PGLE instead (as above: "
+                  "as above) (as above)"]
