@@ -86,6 +86,12 @@ def test_a_kept_copy_resumes_only_on_the_code_it_was_made_from(tmp_path):
         f.write("# a line the run did not mutate\n")
     (copy / "tests" / "test_redact_units.py").unlink()
     assert score.changed_since(copy) == ["pgle/redact.py", "tests/test_redact_units.py"]
+    # mutmut stopped while it wrote a mutated module: the empty file is named, not resumed on
+    assert score.torn_mutants(copy) == []
+    (copy / "mutants" / "pgle" / "launch").mkdir(parents=True)
+    (copy / "mutants" / "pgle" / "redact.py").write_text("")
+    (copy / "mutants" / "pgle" / "launch" / "__init__.py").write_text("")  # empty at source
+    assert score.torn_mutants(copy) == ["pgle/redact.py"]
 
 
 def test_a_package_selects_its_own_markers_and_is_refused_without_what_it_needs(tmp_path,

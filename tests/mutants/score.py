@@ -167,6 +167,15 @@ def changed_since(copy: Path) -> list[str]:
             or (copy / rel).read_bytes() != (REPO / rel).read_bytes()]
 
 
+def torn_mutants(copy: Path) -> list[str]:
+    """The mutated files a kept copy holds empty where their source is not: mutmut was stopped
+    while it wrote them, and a resumed run would import the empty module (an ImportError)."""
+    out = copy / "mutants"
+    return [str(f.relative_to(out)) for f in sorted(out.rglob("*.py"))
+            if f.stat().st_size == 0 and (copy / f.relative_to(out)).is_file()
+            and (copy / f.relative_to(out)).stat().st_size > 0] if out.is_dir() else []
+
+
 def run_package(name: str, spec: dict, jobs: int, show: bool = False,
                 recorded: dict | None = None, scratch: Path | None = None,
                 refresh: bool = False) -> dict:
@@ -202,6 +211,9 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         elif differ := changed_since(copy):
             raise SystemExit(f"{name}: --scratch {copy} holds a run of other code "
                              f"({', '.join(differ[:3])} differ): remove it to start again")
+        if torn := torn_mutants(copy):
+            raise SystemExit(f"{name}: --scratch {copy} holds mutants mutmut did not finish "
+                             f"writing ({', '.join(torn[:3])} empty): remove it to start again")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "MUTANT_UNDER_TEST")}
         env["PYTHONPATH"] = str(HERE / "site")
         env["PGLE_MUTATION_RUN"] = str(copy / "mutants")
