@@ -1,0 +1,150 @@
+"""The supervisor's rules a user sees, called in pgle's own process on real child processes,
+pipes and files (the mutation run maps a mutant only to tests that reach its function in the
+test process; tests/launch/test_streams.py and test_stall_progress.py check the same through
+`python -m pgle`): a printing workload is making progress, a quiet one is stopped with its
+exit code, time the workload spent stopped is not a stall, the last line without a newline
+reaches the log, the two streams' lines reach the log whole and in order, and a standard fd
+closed when pgle started reaches the workload as /dev/null (issue 37)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from pgle.errors import EXIT_STALLED
+from pgle.launch import launcher, streams
+from pgle.launch.stall import StallPolicy, StallWatch
+
+
+def _launch(tmp_path: Path, code: str, **kw) -> launcher.LaunchResult:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    return launcher.launch([sys.executable, "-c", code], env, tmp_path / "w.log",
+                           poll_s=0.05, **kw)
+
+
+def _watch(tmp_path: Path, policy: float | StallPolicy, said: list[str]) -> StallWatch:
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    return StallWatch(run, policy, said.append)
+
+
+# Prints every 50 ms for 4 s: far more often than the 2 s bound, for twice as long.
+PRINTER = """
+import time
+t = time.monotonic()
+while time.monotonic() - t < 4:
+    print("working", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def test_a_printing_workload_is_progress_and_a_quiet_one_is_stopped(tmp_path, capfd):
+    said: list[str] = []
+    res = _launch(tmp_path, PRINTER, stall=_watch(tmp_path, 2.0, said))
+    assert res.exit_code == 0 and not res.stopped_by_watchdog, said
+    assert said == []
+    assert res.duration_s >= 4
+    assert "working" in capfd.readouterr().out
+
+    quiet = tmp_path / "quiet"
+    quiet.mkdir()
+    t0 = time.monotonic()
+    res = _launch(quiet, "import time; time.sleep(120)", stall=_watch(quiet, 1.0, said))
+    assert res.exit_code == EXIT_STALLED and res.stopped_by_watchdog
+    assert res.signal == signal.SIGTERM  # pgle's SIGTERM ended it; the code is pgle's, not 143
+    assert time.monotonic() - t0 < 60  # stopped at the bound, not at the workload's end
+    (line,) = said
+    assert line.startswith("pgle: the workload made no progress for 1 s (--stall-timeout 1 s)")
+
+
+def test_report_only_says_so_and_never_stops(tmp_path):
+    said: list[str] = []
+    watch = _watch(tmp_path, StallPolicy(None, 0.5, rhythm_stop=False), said)
+    res = _launch(tmp_path, "import time; time.sleep(2.5)", stall=watch)
+    assert res.exit_code == 0 and not res.stopped_by_watchdog
+    assert len(watch.notes) == 1 and "pgle lets it run" in watch.notes[0]
+    assert said == [f"pgle: {watch.notes[0]}"]
+
+
+def test_time_the_workload_spent_stopped_is_no_stall(tmp_path):
+    """SIGSTOP for 3 s under a 1 s bound, then SIGCONT: the workload finishes normally (the
+    monotonic clock runs on while it is stopped: the launcher must see the stop)."""
+    pid_file = tmp_path / "pid"
+    code = (f"import os, time; open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid())); "
+            f"os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); "
+            "time.sleep(0.5); print('resumed', flush=True)")
+    stopped_for = []
+
+    def stop_then_continue() -> None:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pid = int(pid_file.read_text())
+        os.kill(pid, signal.SIGSTOP)
+        t = time.monotonic()
+        time.sleep(3)
+        stopped_for.append(time.monotonic() - t)
+        os.kill(pid, signal.SIGCONT)
+
+    said: list[str] = []
+    helper = threading.Thread(target=stop_then_continue, daemon=True)
+    helper.start()
+    res = _launch(tmp_path, code, stall=_watch(tmp_path, 1.0, said))
+    helper.join(timeout=60)
+    assert stopped_for and stopped_for[0] >= 3
+    assert res.exit_code == 0 and not res.stopped_by_watchdog, said
+    assert "resumed" in (tmp_path / "w.log").read_text()
+
+
+def test_the_last_line_without_a_newline_reaches_the_log(tmp_path, capfd):
+    code = "import sys; sys.stdout.write('first\\nlast words'); sys.stderr.write('err tail')"
+    res = _launch(tmp_path, code)
+    assert res.exit_code == 0
+    log = (tmp_path / "w.log").read_text()
+    assert sorted(log.splitlines(keepends=True)) == ["err tail\n", "first\n", "last words\n"]
+    out, err = capfd.readouterr()
+    assert out == "first\nlast words" and err == "err tail"  # the terminal gets what it wrote
+
+
+def test_both_streams_reach_the_log_in_whole_lines_in_order(tmp_path, capfd):
+    """Lines written to the two streams at once, in pieces (a line's end in a later write):
+    each is one whole line of the log, and each stream's lines keep their order."""
+    code = """
+import os, sys
+for i in range(3000):
+    os.write(1, b"out %05d " % i)
+    os.write(2, b"err %05d part " % i)
+    os.write(1, b"end\\n")
+    os.write(2, b"end\\n")
+"""
+    res = _launch(tmp_path, code)
+    assert res.exit_code == 0
+    lines = (tmp_path / "w.log").read_text().splitlines()
+    assert [x for x in lines if x.startswith("out")] == [f"out {i:05d} end" for i in range(3000)]
+    assert [x for x in lines if x.startswith("err")] == [
+        f"err {i:05d} part end" for i in range(3000)]
+    assert len(lines) == 6000
+    out, err = capfd.readouterr()
+    assert out.count("\n") == 3000 and err.count("\n") == 3000
+
+
+def test_a_closed_stdin_reaches_the_workload_as_dev_null(tmp_path, capfd):
+    """pgle started with fd 0 closed (`pgle run ... <&-`): the workload gets /dev/null there,
+    never a file pgle opened later (the next open would take fd 0)."""
+    saved = os.dup(0)
+    try:
+        os.close(0)
+        streams.closed_at_start.discard(0)
+        assert 0 in streams.reserve_standard_fds()
+        assert os.get_inheritable(0)
+        res = _launch(tmp_path, "import os; print(os.readlink('/proc/self/fd/0'))")
+        assert res.exit_code == 0
+        assert capfd.readouterr().out.strip() == os.devnull
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        streams.closed_at_start.discard(0)
