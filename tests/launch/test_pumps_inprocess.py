@@ -1,0 +1,164 @@
+"""The workload's output and signals as the supervisor handles them in pgle's own process (the
+mutation run maps mutants only to tests that reach the code in the test process; the same
+rules are checked through `python -m pgle` in test_streams.py and test_signals.py): XLA's INFO
+lines pgle turned on reach the log only, a stream that fails or was closed is said once and
+the log keeps everything, a failing log is one warning, and the stopping signals reach the
+workload, a SIGTERM it ignores ending in SIGKILL after the grace (issue 37)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pgle.launch import launcher, streams
+
+
+@pytest.fixture(autouse=True)
+def _fresh_said(monkeypatch):
+    # Each failure is said once per process: each test is a process of its own here.
+    monkeypatch.setattr(streams, "said", set())
+
+
+def _launch(tmp_path: Path, code: str, log: Path | None = None, **kw) -> launcher.LaunchResult:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    env.update(kw.pop("env", {}))
+    return launcher.launch([sys.executable, "-c", code], env, log or tmp_path / "w.log",
+                           poll_s=0.05, **kw)
+
+
+INFO = "I1129 10:00:00.123456   4242 gpu_compiler.cc:100] Using PGLE profile from /p.pbtxt\n"
+RANKED_INFO = "3: I1129 10:00:00.123456   4242 gpu_compiler.cc:101] ranked info\n"
+OLD_INFO = "2026-11-29 10:00:00.123456: I gpu_hlo_schedule.cc:5] old tsl info\n"
+WARNING = "W1129 10:00:00.123456   4242 gpu_compiler.cc:102] a warning\n"
+PY_INFO = "I1129 10:00:00.123456   4242 train.py:7] the program's own absl line\n"
+SPLIT_A, SPLIT_B = "I1129 10:00:00.1", "23456   4242 gpu_compiler.cc:103] cut by the read\n"
+TAIL = "W1129 10:00:00.123456   4242 gpu_compiler.cc:104] no newline"
+
+
+def test_xla_info_lines_pgle_turned_on_reach_the_log_only(tmp_path, capfd):
+    """terminal_level 1 (pgle, not the user, lowered TF_CPP_MIN_LOG_LEVEL): INFO lines of XLA
+    are hidden from the terminal in every prefix form, even one cut across two reads;
+    warnings, the program's own absl lines and plain text pass."""
+    parts = ["plain text\n", INFO, WARNING, RANKED_INFO, PY_INFO, OLD_INFO, SPLIT_A]
+    code = (f"import os, time\nfor p in {parts!r}:\n    os.write(2, p.encode())\n"
+            f"time.sleep(0.3)\nos.write(2, {SPLIT_B!r}.encode())\n"
+            f"os.write(2, b'after\\n' + {TAIL!r}.encode())\n")
+    res = _launch(tmp_path, code, terminal_level=1)
+    assert res.exit_code == 0
+    err = capfd.readouterr().err
+    assert err == "plain text\n" + WARNING + PY_INFO + "after\n" + TAIL
+    log = (tmp_path / "w.log").read_text()
+    assert log == "".join(parts) + SPLIT_B + "after\n" + TAIL + "\n"
+
+
+def test_without_a_level_every_line_reaches_the_terminal(tmp_path, capfd):
+    res = _launch(tmp_path, f"import os; os.write(2, {INFO!r}.encode())")
+    assert res.exit_code == 0 and capfd.readouterr().err == INFO
+
+
+def test_a_stdout_that_fails_is_said_once_and_the_log_keeps_everything(tmp_path, capfd,
+                                                                       monkeypatch):
+    full = open(os.devnull.replace("null", "full"), "w")  # noqa: SIM115  closed below
+    monkeypatch.setattr(sys, "stdout", full)
+    try:
+        res = _launch(tmp_path, "for i in range(2000): print('line', i, flush=True)")
+    finally:
+        full.close()
+    assert res.exit_code == 0
+    log_lines = (tmp_path / "w.log").read_text().splitlines()
+    assert log_lines == [f"line {i}" for i in range(2000)]
+    err = capfd.readouterr().err
+    log = tmp_path / "w.log"
+    assert err == (
+        "pgle: warning: cannot write the workload's stdout to pgle's stdout (No space left on "
+        f"device (ENOSPC)); the workload runs on, and its stdout goes to {log} only\n")
+    assert res.stream_notes == []  # said on stderr: nothing left for the report
+
+
+def test_closed_streams_are_said_or_noted_for_the_report(tmp_path, capfd, monkeypatch):
+    monkeypatch.setattr(streams, "closed_at_start", {1})
+    res = _launch(tmp_path, "print('to the log'); import sys; print('e', file=sys.stderr)")
+    log = tmp_path / "w.log"
+    assert res.exit_code == 0 and res.stream_notes == []
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err == (f"pgle: warning: pgle's stdout is closed; the workload's stdout goes to its "
+                   f"log only ({log})\ne\n")
+    # Neither stream works: nothing could say it, the report notes both.
+    other = tmp_path / "both"
+    other.mkdir()
+    monkeypatch.setattr(streams, "closed_at_start", {1, 2})
+    monkeypatch.setattr(streams, "said", set())
+    res = _launch(other, "print('x')")
+    log = other / "w.log"
+    assert res.stream_notes == [
+        f"pgle's stdout was closed, so the workload's stdout is only in its log {log}",
+        f"pgle's stderr was closed, so the workload's stderr is only in its log {log}",
+    ]
+    assert capfd.readouterr() == ("", "")
+    assert log.read_text() == "x\n"
+
+
+def test_a_log_that_fails_is_one_warning_and_the_output_still_shows(tmp_path, capfd):
+    full = Path(os.devnull.replace("null", "full"))
+    res = _launch(tmp_path, "for i in range(50): print('shown', i, flush=True)", log=full)
+    assert res.exit_code == 0
+    assert res.log_error == "No space left on device (ENOSPC)"
+    out, err = capfd.readouterr()
+    assert out.splitlines() == [f"shown {i}" for i in range(50)]
+    assert err == (f"pgle: warning: stopped writing {full}: No space left on device (ENOSPC); "
+                   "the workload's output still reaches this terminal, the log is incomplete\n")
+
+
+def _signal_pgle_when_ready(ready: Path, signum: int) -> threading.Thread:
+    def send() -> None:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signum)  # pgle's own process, as a user's Ctrl-C or `kill` would
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    return t
+
+
+def _ready_code(ready: Path, setup: str = "") -> str:
+    return (f"import os, time\n{setup}\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close(); "
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\n"
+            "time.sleep(12)\n")  # ends by itself if a mutant loses the signal
+
+
+def test_ctrl_c_reaches_the_workload_and_stops_the_command(tmp_path):
+    ready = tmp_path / "ready"
+    before = signal.getsignal(signal.SIGINT)
+    helper = _signal_pgle_when_ready(ready, signal.SIGINT)
+    t0 = time.monotonic()
+    res = _launch(tmp_path, _ready_code(ready))
+    helper.join(timeout=60)
+    assert time.monotonic() - t0 < 10  # the signal ended it, not the workload's 12 s
+    assert res.interrupted == signal.SIGINT and not res.killed
+    assert res.exit_code == 128 + signal.SIGINT and res.signal == signal.SIGINT
+    assert signal.getsignal(signal.SIGINT) is before  # pgle's handler is gone again
+
+
+def test_a_workload_ignoring_sigterm_is_killed_after_the_grace(tmp_path, capfd):
+    ready = tmp_path / "ready"
+    helper = _signal_pgle_when_ready(ready, signal.SIGTERM)
+    t0 = time.monotonic()
+    res = _launch(tmp_path, _ready_code(ready, "import signal; signal.signal(signal.SIGTERM, "
+                                               "signal.SIG_IGN)"),
+                  env={launcher.KILL_GRACE_VAR: "0.5"})
+    helper.join(timeout=60)
+    assert time.monotonic() - t0 < 10  # the signal ended it, not the workload's 12 s
+    assert res.killed and res.interrupted == signal.SIGTERM
+    assert res.exit_code == 128 + signal.SIGKILL and res.signal == signal.SIGKILL
+    assert capfd.readouterr().err == (
+        "pgle: the workload was still running 0.5 s after SIGTERM: killed it (SIGKILL, its "
+        "process group too; PGLE_KILL_GRACE_S sets the grace period)\n")
