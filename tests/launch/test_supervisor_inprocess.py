@@ -148,3 +148,56 @@ def test_a_closed_stdin_reaches_the_workload_as_dev_null(tmp_path, capfd):
         os.dup2(saved, 0)
         os.close(saved)
         streams.closed_at_start.discard(0)
+
+
+# A harnessed process as pgle's harness makes it (pgle/launch/harness.py): its start and where
+# faulthandler writes its stacks on pgle's dump signal, in the run folder's events file; then
+# it blocks in the user's own code.
+HUNG = """
+import faulthandler, json, os, signal, sys, threading, time
+run = sys.argv[1]
+stacks = open(os.path.join(run, "stacks.txt"), "a")
+faulthandler.register(signal.SIGURG, file=stacks, all_threads=True)
+with open(os.path.join(run, "events.jsonl"), "a") as f:
+    for r in ({"kind": "start", "t": time.time(), "pid": os.getpid()},
+              {"kind": "stacks", "t": time.time(), "file": stacks.name,
+               "main_thread": hex(threading.main_thread().ident)}):
+        f.write(json.dumps(r) + "\\n")
+
+def wait_for_the_peer():
+    time.sleep(15)
+
+wait_for_the_peer()
+"""
+
+
+def test_a_stall_writes_the_stacks_and_names_where_the_workload_waits(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG)
+    said: list[str] = []
+    watch = StallWatch(run, 1.0, said.append)
+    t0 = time.monotonic()
+    res = launcher.launch([sys.executable, str(script), str(run)], dict(os.environ),
+                          tmp_path / "w.log", poll_s=0.05, stall=watch)
+    assert time.monotonic() - t0 < 12 and res.exit_code == EXIT_STALLED
+    report = watch.report
+    assert report is not None
+    (pid,) = report.phases  # the one harnessed process
+    stacks_file = str(run / "stacks.txt")
+    assert report.stacks == {pid: stacks_file}
+    assert report.phase_names[pid] == "user_code"
+    assert report.phases[pid] == (
+        "in the user's code at hung.py:13 (wait_for_the_peer): `time.sleep(15)`")
+    assert 'hung.py", line 13 in wait_for_the_peer' in (run / "stacks.txt").read_text()
+    message = report.message()
+    assert message.startswith("the workload made no progress for 1 s (--stall-timeout 1 s): ")
+    assert f"its Python stacks are in {stacks_file}" in message
+    assert message.endswith("pgle stopped it (exit 124; --stall-timeout sets the bound)")
+    d = report.to_dict()
+    assert d["bound_s"] == 1.0 and d["bound_rule"] == "--stall-timeout 1 s"
+    assert d["processes"] == [{"pid": pid, "phase": "user_code",
+                               "what": report.phases[pid], "stacks": stacks_file}]
+    assert said[0].startswith("pgle: the workload made no progress for 1 s (--stall-timeout 1 s)"
+                              ": writing its Python stacks, then stopping it")
