@@ -162,3 +162,21 @@ def test_a_workload_ignoring_sigterm_is_killed_after_the_grace(tmp_path, capfd):
     assert capfd.readouterr().err == (
         "pgle: the workload was still running 0.5 s after SIGTERM: killed it (SIGKILL, its "
         "process group too; PGLE_KILL_GRACE_S sets the grace period)\n")
+
+
+def test_pgles_own_line_goes_to_whichever_stream_still_works(monkeypatch, capfd):
+    import errno
+
+    assert streams.say("pgle: on stderr") and capfd.readouterr() == ("", "pgle: on stderr\n")
+    monkeypatch.setattr(streams, "failed", {2: "No space left on device (ENOSPC)"})
+    assert streams.say("pgle: on stdout\n") and capfd.readouterr() == ("pgle: on stdout\n", "")
+    monkeypatch.setattr(streams, "closed_at_start", {1})
+    assert not streams.say("pgle: nowhere") and capfd.readouterr() == ("", "")
+    assert not streams.usable(1) and not streams.usable(2) and streams.usable(0)
+    assert streams.describe(OSError(errno.ENOSPC, "No space left on device")) == (
+        "No space left on device (ENOSPC)")
+    assert streams.describe(OSError(0, "odd")) == "odd"
+    r, w = os.pipe()
+    os.close(r)
+    assert not streams.write_line(w, "lost\n")  # EPIPE (Python ignores SIGPIPE): False
+    os.close(w)

@@ -1,0 +1,84 @@
+"""The run folder as pgle makes it, in process on real folders (pgle.launch.runfolder; issue
+37: its rules were checked only through `python -m pgle`): a new folder per run, named so
+`pgle runs` can read its pid, never reused; `.pgle` kept out of git without touching what is
+there; the lease says who runs in it and SIGCONT refreshes it at once; a --run-dir that holds a
+run is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+
+import pytest
+
+from pgle.errors import BadInput
+from pgle.launch import runfolder
+from pgle.launch.runfolder import RUN_FILES, RunFolder
+
+
+def test_each_run_gets_a_new_folder_named_with_its_command_and_pid(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = RunFolder.create("collect")
+    second = RunFolder.create("collect")  # the same second: another name, never the same
+    assert first.path != second.path
+    runs = (tmp_path / ".pgle" / "runs").resolve()
+    assert first.path.parent == runs and second.path.parent == runs
+    pid = os.getpid()
+    assert re.fullmatch(rf"\d{{8}}-\d{{6}}-collect-{pid}", first.path.name), first.path.name
+    assert re.fullmatch(rf"\d{{8}}-\d{{6}}-collect-[0-9a-f]{{6}}-{pid}", second.path.name)
+    assert (tmp_path / ".pgle" / ".gitignore").read_text() == (
+        "# written by pgle: run folders and traces are not source\n*\n")
+    assert first.log == first.path / "workload.log" and first.events == first.path / "events.jsonl"
+    assert first.spec.name == "spec.json" and first.trace.name == "trace"
+
+
+def test_a_gitignore_already_there_is_left_as_it_is(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".pgle").mkdir()
+    (tmp_path / ".pgle" / ".gitignore").write_text("mine\n")
+    RunFolder.create("run")
+    assert (tmp_path / ".pgle" / ".gitignore").read_text() == "mine\n"
+
+
+def test_the_lease_names_this_process_and_sigcont_refreshes_it(tmp_path):
+    folder = RunFolder.create("run", str(tmp_path / "r"))
+    lease = json.loads(folder.lease.read_text())
+    assert lease["host"] == socket.gethostname() and lease["pid"] == os.getpid()
+    assert abs(lease["started"] - time.time()) < 600
+    assert lease["refresh_seconds"] == runfolder.LEASE_REFRESH_SECONDS == 60.0
+    assert lease["ttl_seconds"] == runfolder.LEASE_TTL_SECONDS == 600.0
+    os.utime(folder.lease, (1000.0, 1000.0))
+    runfolder.refresh_leases()  # what the launcher's SIGCONT handler calls
+    assert time.time() - folder.lease.stat().st_mtime < 600
+    # The heartbeat's own refresh: a lease whose folder was removed is let go.
+    os.utime(folder.lease, (1000.0, 1000.0))
+    runfolder._HEARTBEAT.refresh([str(folder.lease)])
+    assert time.time() - folder.lease.stat().st_mtime < 600
+    gone = str(tmp_path / "gone" / "lease.json")
+    runfolder._HEARTBEAT.hold(gone)
+    runfolder._HEARTBEAT.refresh([gone])
+    assert gone not in runfolder._HEARTBEAT.paths
+    assert str(folder.lease) in runfolder._HEARTBEAT.paths
+
+
+@pytest.mark.parametrize("name", RUN_FILES)
+def test_a_run_dir_holding_a_run_is_refused(tmp_path, name):
+    held = tmp_path / "r"
+    held.mkdir()
+    (held / name).symlink_to(tmp_path / "nowhere")  # a dangling link counts too
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run", str(held))
+    assert e.value.message == f"run folder {held} already holds a run ({name})."
+    assert e.value.hint == "Pick an empty --run-dir."
+    assert sorted(os.listdir(held)) == [name]  # nothing written there
+
+
+def test_a_run_dir_that_cannot_be_made_is_one_sentence(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run", str(blocker / "sub"))
+    assert e.value.message == f"cannot create run folder {blocker / 'sub'}: Not a directory."
