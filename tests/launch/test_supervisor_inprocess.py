@@ -201,3 +201,55 @@ def test_a_stall_writes_the_stacks_and_names_where_the_workload_waits(tmp_path):
                                "what": report.phases[pid], "stacks": stacks_file}]
     assert said[0].startswith("pgle: the workload made no progress for 1 s (--stall-timeout 1 s)"
                               ": writing its Python stacks, then stopping it")
+
+
+# The workload starts a process of its own session (a daemon: no signal to the workload's
+# group reaches it), says its pid, then waits.
+WITH_DAEMON = """
+import os, subprocess, sys, time
+d = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                     start_new_session=True, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(d.pid))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
+
+
+def _daemon_launch(tmp_path: Path, sleep: float, watchdog=None) -> tuple[launcher.LaunchResult, int]:
+    pid_file = tmp_path / "daemon.pid"
+    script = tmp_path / "daemon.py"
+    script.write_text(WITH_DAEMON)
+    res = launcher.launch([sys.executable, str(script), str(pid_file), str(sleep)],
+                          dict(os.environ), tmp_path / "w.log", poll_s=0.05,
+                          watchdog=watchdog and (lambda: watchdog(pid_file)))
+    return res, int(pid_file.read_text())
+
+
+def test_a_daemon_of_a_stopped_workload_is_stopped_with_it(tmp_path):
+    """A stop (here a peer's failure, as the stall watchdog's) reaches the process that left
+    the workload's group too; it is gone when pgle returns."""
+    res, daemon = _daemon_launch(tmp_path, 20, watchdog=lambda f: 3 if f.exists() else None)
+    assert res.exit_code == 3 and res.stopped_by_watchdog
+    # SIGTERM reached it with the workload's group; SIGKILL would wait for the 5 s grace.
+    assert res.duration_s < 4
+    assert not _alive(daemon)
+
+
+def test_a_daemon_of_a_workload_that_ended_by_itself_is_left_alone(tmp_path):
+    res, daemon = _daemon_launch(tmp_path, 0)
+    try:
+        assert res.exit_code == 0 and not res.stopped_by_watchdog
+        assert _alive(daemon)  # as without pgle: a daemon is meant to outlive its starter
+    finally:
+        os.kill(daemon, signal.SIGKILL)
