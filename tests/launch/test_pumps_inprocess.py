@@ -180,3 +180,92 @@ def test_pgles_own_line_goes_to_whichever_stream_still_works(monkeypatch, capfd)
     os.close(r)
     assert not streams.write_line(w, "lost\n")  # EPIPE (Python ignores SIGPIPE): False
     os.close(w)
+
+
+def test_a_daemon_holding_the_streams_delays_the_end_by_the_grace_at_most(tmp_path, capfd):
+    """The workload exits, a process it started keeps its stdout open: pgle waits
+    PIPE_GRACE_S for the streams to end, then says so and returns; what the workload wrote is
+    whole in the log."""
+    pid_file = tmp_path / "daemon.pid"
+    code = ("import subprocess, sys\n"
+            "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], "
+            "start_new_session=True)\n"
+            f"open({str(pid_file)!r}, 'w').write(str(d.pid))\n"
+            "print('before exit', flush=True)\n")
+    try:
+        res = _launch(tmp_path, code)
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert res.exit_code == 0
+    assert launcher.PIPE_GRACE_S <= res.duration_s < launcher.PIPE_GRACE_S + 10
+    log = tmp_path / "w.log"
+    assert log.read_text() == "before exit\n"
+    out, err = capfd.readouterr()
+    assert out == "before exit\n"
+    assert err == (
+        "pgle: warning: the workload exited, but a process it started still holds its output "
+        f"open; pgle stopped waiting after 5 s: what that process prints from now on is "
+        f"neither shown nor kept in {log}\n")
+
+
+def test_a_slow_terminal_gets_every_byte_in_order(tmp_path):
+    """The terminal's writer thread (pumps.Behind) on a real pipe read slowly: the pump
+    waits once BEHIND_MAX bytes are queued, and every byte arrives, in order."""
+    from pgle.launch.pumps import BEHIND_MAX, Behind
+
+    r, w = os.pipe()
+    got = bytearray()
+
+    def slow_reader() -> None:
+        while True:
+            time.sleep(0.001)
+            data = os.read(r, 1 << 16)
+            if not data:
+                return
+            got.extend(data)
+
+    reader = threading.Thread(target=slow_reader, daemon=True)
+    reader.start()
+    behind = Behind(w)
+    chunks = [bytes([i % 251]) * (256 << 10) for i in range(40)]  # 10 MiB
+    most = 0
+    for c in chunks:
+        behind.put(c)
+        most = max(most, behind.held)
+    behind.drain()
+    assert behind.written == sum(len(c) for c in chunks) and behind.held == 0
+    assert most <= BEHIND_MAX + len(chunks[0])  # it waited: never far behind
+    os.close(w)
+    reader.join(timeout=60)
+    os.close(r)
+    assert bytes(got) == b"".join(chunks)
+
+
+def test_a_terminal_that_goes_away_is_an_error_and_one_that_freezes_is_abandoned(tmp_path):
+    from pgle.launch.pumps import BEHIND_MAX, Behind
+
+    r, w = os.pipe()
+    os.close(r)
+    gone = Behind(w)
+    gone.put(b"x")
+    with pytest.raises(BrokenPipeError):
+        gone.drain()
+    with pytest.raises(BrokenPipeError):
+        gone.put(b"y")
+    os.close(w)
+    # A reader that never reads (Ctrl-S): abandoning it frees the pump and drops the rest.
+    r, w = os.pipe()
+    frozen = Behind(w)
+    for _ in range(BEHIND_MAX // (64 << 10) + 2):
+        threading.Thread(target=frozen.put, args=(b"z" * (64 << 10),), daemon=True).start()
+    deadline = time.monotonic() + 60
+    while frozen.held < BEHIND_MAX and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert frozen.held >= BEHIND_MAX
+    frozen.abandon()
+    frozen.drain()  # returns at once: abandoned
+    frozen.put(b"dropped")
+    assert frozen.abandoned and not frozen.chunks
+    os.close(r)
+    os.close(w)
