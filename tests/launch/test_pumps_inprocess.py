@@ -269,3 +269,47 @@ def test_a_terminal_that_goes_away_is_an_error_and_one_that_freezes_is_abandoned
     assert frozen.abandoned and not frozen.chunks
     os.close(r)
     os.close(w)
+
+
+def test_on_a_terminal_the_workload_gets_a_terminal_of_its_size(tmp_path, monkeypatch):
+    """pgle's stdout a terminal (a real pseudo-terminal here, 33 x 111): the workload's stdout
+    is one too, of the same size, so it line-buffers and draws as it would; its bytes reach
+    the user's terminal, whose own output processing turns \\n into \\r\\n, while the log
+    holds exactly what the program wrote (its pseudo-terminal passes bytes unchanged)."""
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
+    got = bytearray()
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                data = os.read(master, 1 << 16)
+            except OSError:  # EIO: every slave end closed
+                return
+            if not data:
+                return
+            got.extend(data)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    saved = os.dup(1)
+    terminal = open(1, "w", closefd=False)  # noqa: SIM115  pgle's stdout, fd 1
+    monkeypatch.setattr(sys, "stdout", terminal)
+    code = ("import os, sys\nprint(os.isatty(1), os.isatty(2), tuple(os.get_terminal_size(1)))\n"
+            "print('a')\nsys.stdout.write('b')\n")
+    try:
+        os.dup2(slave, 1)
+        res = _launch(tmp_path, code)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(slave)
+    reader.join(timeout=60)
+    os.close(master)
+    assert res.exit_code == 0
+    assert (tmp_path / "w.log").read_bytes() == b"True False (111, 33)\na\nb\n"
+    assert bytes(got) == b"True False (111, 33)\r\na\r\nb"
