@@ -1,0 +1,107 @@
+"""The pieces of the pumps, called directly on real pipes and files (pgle.launch.pumps): the
+log's writes (many pieces, after it closed or failed), pgle's own lines between the
+workload's on a stream, a stream without a file descriptor, a terminal the user left
+non-blocking (issue 37: mutants of these survived the tests that run whole launches)."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import threading
+import time
+
+from pgle.launch import streams
+from pgle.launch.pumps import Log, Sink, write_all
+
+
+def test_the_log_takes_many_pieces_in_one_write_and_nothing_once_closed(tmp_path):
+    log = Log(tmp_path / "w.log")
+    log.write([b"%d," % i for i in range(100)])  # more than writev's pieces at once
+    log.write([bytearray(b"x"), memoryview(b"y\n")])
+    log.close()
+    log.write([b"after close\n"])
+    log.close()  # twice: no error
+    assert (tmp_path / "w.log").read_bytes() == b"".join(b"%d," % i for i in range(100)) + b"xy\n"
+    assert log.error is None
+
+
+def test_a_log_that_failed_takes_nothing_more(tmp_path, capfd, monkeypatch):
+    monkeypatch.setattr(streams, "said", set())
+    log = Log(tmp_path / "w.log")
+    log.write([b"kept\n"])
+    os.close(log.fd)
+    log.fd = os.open(os.devnull.replace("null", "full"), os.O_WRONLY)
+    log.write([b"lost\n"])
+    assert log.error == "No space left on device (ENOSPC)"
+    log.fd, full = os.open(tmp_path / "w.log", os.O_WRONLY | os.O_APPEND), log.fd
+    os.close(full)
+    log.write([b"never\n"])  # the first error ended it for good
+    log.close()
+    assert (tmp_path / "w.log").read_bytes() == b"kept\n"
+    assert capfd.readouterr().err.count("pgle: warning: stopped writing") == 1
+
+
+def test_pgles_line_waits_for_the_end_of_the_workloads_line():
+    out, err = io.StringIO(), io.StringIO()
+    sink, other = Sink.pair(out, err, "w.log")
+    assert sink.behind is None and sink.out_fd is None  # no file descriptor: its methods
+    sink.write(b"progress 10%")
+    assert sink.line("pgle: a note") is True
+    assert out.getvalue() == "progress 10%"  # not in the middle of the workload's line
+    sink.write(memoryview(b" 20%\nnext "))
+    assert out.getvalue() == "progress 10% 20%\npgle: a note\nnext "
+    sink.line("pgle: second")
+    sink.end()  # the stream ended mid-line: pgle's line on a line of its own
+    assert out.getvalue() == "progress 10% 20%\npgle: a note\nnext \npgle: second\n"
+    other.write(b"plain\n")
+    other.line("pgle: at a line start")
+    assert err.getvalue() == "plain\npgle: at a line start\n"
+
+
+def test_a_stream_with_a_buffer_gets_bytes_and_one_that_fails_is_said_on_the_other(
+        monkeypatch):
+    monkeypatch.setattr(streams, "said", set())
+    raw = io.BytesIO()
+    text = io.TextIOWrapper(raw, encoding="ascii")
+    out, err = io.StringIO(), io.StringIO()
+    sink, _ = Sink.pair(text, err, "w.log")
+    sink.write(b"\xc3\xa9 bytes as they are\n")
+    assert raw.getvalue() == b"\xc3\xa9 bytes as they are\n"
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise ValueError("I/O operation on closed file")
+
+    broken, other = Sink.pair(Broken(), out, "w.log")
+    broken.write(b"x\n")
+    broken.write(b"y\n")
+    assert broken.failed == "ValueError: I/O operation on closed file"
+    assert out.getvalue() == (
+        "pgle: warning: cannot write the workload's stdout to pgle's stdout (ValueError: I/O "
+        "operation on closed file); the workload runs on, and its stdout goes to w.log only\n")
+    assert broken.line("pgle: lost") is False and broken.note() is None  # said: no note
+
+
+def test_a_terminal_left_non_blocking_is_waited_for(tmp_path):
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+    got = bytearray()
+
+    def slow_reader() -> None:
+        while True:
+            time.sleep(0.002)
+            data = os.read(r, 1 << 14)
+            if not data:
+                return
+            got.extend(data)
+
+    reader = threading.Thread(target=slow_reader, daemon=True)
+    reader.start()
+    data = bytes(range(256)) * (8 << 10)  # 2 MiB: far more than the pipe holds
+    counted = []
+    write_all(w, data, counted.append)
+    os.close(w)
+    reader.join(timeout=60)
+    os.close(r)
+    assert bytes(got) == data and sum(counted) == len(data) and len(counted) > 1
