@@ -48,6 +48,7 @@ def test_the_watchdog_is_still_polled_while_the_workload_runs(tmp_path, wait_pat
         polls.append(1)
         return 5 if len(polls) >= 3 else None
 
-    res = _launch(tmp_path, "import time; time.sleep(120)", watchdog=watchdog)
+    # 20 s: a mutant that loses the watchdog ends the test in 20 s, not 2 min (issue 37).
+    res = _launch(tmp_path, "import time; time.sleep(20)", watchdog=watchdog)
     assert res.stopped_by_watchdog and res.exit_code == 5
     assert len(polls) >= 3
