@@ -82,3 +82,29 @@ def test_a_run_dir_that_cannot_be_made_is_one_sentence(tmp_path):
     with pytest.raises(BadInput) as e:
         RunFolder.create("run", str(blocker / "sub"))
     assert e.value.message == f"cannot create run folder {blocker / 'sub'}: Not a directory."
+
+
+def test_a_run_dir_is_made_with_its_parents_or_taken_empty(tmp_path):
+    nested = tmp_path / "a" / "b" / "c"
+    assert RunFolder.create("run", str(nested)).path == nested.resolve()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    folder = RunFolder.create("run", str(empty))
+    assert sorted(os.listdir(folder.path)) == ["lease.json"]
+
+
+def test_the_heartbeat_is_one_daemon_thread_that_never_keeps_pgle_alive(tmp_path):
+    beat = runfolder._Heartbeat()
+    lease = tmp_path / "lease.json"
+    lease.write_text("{}")
+    beat.hold(str(lease))
+    first = beat.thread
+    assert first is not None and first.is_alive() and first.daemon  # pgle exits without it
+    assert first.name == "pgle-lease"  # named in pgle's own stack dumps
+    beat.hold(str(tmp_path / "other.json"))
+    assert beat.thread is first and beat.paths == {str(lease), str(tmp_path / "other.json")}
+    beat.release(str(lease))
+    assert beat.paths == {str(tmp_path / "other.json")}
+    os.utime(lease, (1000.0, 1000.0))
+    beat.refresh_now()  # released: not refreshed
+    assert lease.stat().st_mtime == 1000.0
