@@ -253,3 +253,25 @@ def test_a_daemon_of_a_workload_that_ended_by_itself_is_left_alone(tmp_path):
         assert _alive(daemon)  # as without pgle: a daemon is meant to outlive its starter
     finally:
         os.kill(daemon, signal.SIGKILL)
+
+
+def test_a_stopped_workload_gets_sigterm_once(tmp_path):
+    """A workload that checkpoints on SIGTERM gets it once from a stop, not once from its
+    group and again as a process of the launch (escapees are only those outside the group)."""
+    ready, got = tmp_path / "ready", tmp_path / "got"
+    code = f"""
+import os, signal, sys, time
+def on_term(signum, frame):
+    with open({str(got)!r}, "a") as f:
+        f.write("term\\n")
+    time.sleep(0.5)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+open({str(ready)!r} + ".tmp", "w").close()
+os.rename({str(ready)!r} + ".tmp", {str(ready)!r})
+time.sleep(20)
+"""
+    res = launcher.launch([sys.executable, "-c", code], dict(os.environ), tmp_path / "w.log",
+                          poll_s=0.05, watchdog=lambda: 5 if ready.exists() else None)
+    assert res.exit_code == 5 and res.stopped_by_watchdog and not res.killed
+    assert got.read_text() == "term\n"
