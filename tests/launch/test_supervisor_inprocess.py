@@ -275,3 +275,18 @@ time.sleep(20)
                           poll_s=0.05, watchdog=lambda: 5 if ready.exists() else None)
     assert res.exit_code == 5 and res.stopped_by_watchdog and not res.killed
     assert got.read_text() == "term\n"
+
+
+def test_a_stopped_workload_that_ignores_sigterm_is_killed_after_the_peer_grace(tmp_path):
+    """A rank stopped because its peer failed is probably stuck in a collective: SIGKILL
+    follows PEER_STOP_GRACE_S after the SIGTERM it ignores, not the 30 s grace of a user's
+    SIGTERM; the exit code stays the one pgle stopped it with."""
+    ready = tmp_path / "ready"
+    code = (f"import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close()\n"
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\ntime.sleep(25)\n")
+    res = launcher.launch([sys.executable, "-c", code], dict(os.environ), tmp_path / "w.log",
+                          poll_s=0.05, watchdog=lambda: 7 if ready.exists() else None)
+    assert res.exit_code == 7 and res.stopped_by_watchdog and res.killed
+    assert res.signal == signal.SIGKILL
+    assert launcher.PEER_STOP_GRACE_S <= res.duration_s < launcher.PEER_STOP_GRACE_S + 10
