@@ -54,6 +54,10 @@ def test_pgles_line_waits_for_the_end_of_the_workloads_line():
     sink.line("pgle: second")
     sink.end()  # the stream ended mid-line: pgle's line on a line of its own
     assert out.getvalue() == "progress 10% 20%\npgle: a note\nnext \npgle: second\n"
+    other.write(b"bad \xff byte\n")  # not UTF-8: replaced, never an error
+    assert err.getvalue() == "bad \ufffd byte\n"
+    err.seek(0)
+    err.truncate()
     other.write(b"plain\n")
     other.line("pgle: at a line start")
     assert err.getvalue() == "plain\npgle: at a line start\n"
