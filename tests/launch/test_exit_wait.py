@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from helpers.deadline import returns_within
 from pgle.launch import launcher
 
 
@@ -25,8 +26,11 @@ def wait_path(request, monkeypatch):
 
 
 def _launch(tmp_path, code: str, **kw) -> launcher.LaunchResult:
-    return launcher.launch([sys.executable, "-c", code], dict(os.environ), tmp_path / "w.log",
-                           poll_s=0.05, **kw)
+    # A wall-clock bound: a launcher that never notices the exit fails here, not at the
+    # mutation run's CPU limit (a timeout, not a failure).
+    with returns_within(30):
+        return launcher.launch([sys.executable, "-c", code], dict(os.environ),
+                               tmp_path / "w.log", poll_s=0.05, **kw)
 
 
 def test_exit_code_and_output_come_through(tmp_path, wait_path, capfd):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.deadline import returns_within
 from pgle.launch import launcher, streams
 
 
@@ -28,8 +29,11 @@ def _fresh_said(monkeypatch):
 def _launch(tmp_path: Path, code: str, log: Path | None = None, **kw) -> launcher.LaunchResult:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
     env.update(kw.pop("env", {}))
-    return launcher.launch([sys.executable, "-c", code], env, log or tmp_path / "w.log",
-                           poll_s=0.05, **kw)
+    # A wall-clock bound: a launcher that never notices the exit fails here, not at the
+    # mutation run's CPU limit (a timeout, not a failure).
+    with returns_within(30):
+        return launcher.launch([sys.executable, "-c", code], env, log or tmp_path / "w.log",
+                               poll_s=0.05, **kw)
 
 
 INFO = "I1129 10:00:00.123456   4242 gpu_compiler.cc:100] Using PGLE profile from /p.pbtxt\n"

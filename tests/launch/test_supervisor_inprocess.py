@@ -16,14 +16,18 @@ import time
 from pathlib import Path
 
 from pgle.errors import EXIT_STALLED
+from helpers.deadline import returns_within
 from pgle.launch import launcher, streams
 from pgle.launch.stall import StallPolicy, StallWatch
 
 
 def _launch(tmp_path: Path, code: str, **kw) -> launcher.LaunchResult:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
-    return launcher.launch([sys.executable, "-c", code], env, tmp_path / "w.log",
-                           poll_s=0.05, **kw)
+    # A wall-clock bound: a launcher that never notices the exit fails here, not at the
+    # mutation run's CPU limit (a timeout, not a failure).
+    with returns_within(30):
+        return launcher.launch([sys.executable, "-c", code], env, tmp_path / "w.log",
+                               poll_s=0.05, **kw)
 
 
 def _watch(tmp_path: Path, policy: float | StallPolicy, said: list[str]) -> StallWatch:
