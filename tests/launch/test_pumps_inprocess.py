@@ -317,3 +317,39 @@ def test_on_a_terminal_the_workload_gets_a_terminal_of_its_size(tmp_path, monkey
     assert res.exit_code == 0
     assert (tmp_path / "w.log").read_bytes() == b"True False (111, 33)\na\nb\n"
     assert bytes(got) == b"True False (111, 33)\r\na\r\nb"
+
+
+def test_a_line_shows_at_once_while_the_workload_waits(tmp_path, monkeypatch):
+    """Output is live: a line the workload printed reaches pgle's stdout (a pipe here) while
+    the workload still runs and waits, not once it writes again or exits."""
+    go = tmp_path / "go"
+    r, w = os.pipe()
+    out = os.fdopen(w, "w")
+    monkeypatch.setattr(sys, "stdout", out)
+    code = (f"import os, time\nprint('first', flush=True)\nt = time.monotonic()\n"
+            f"while not os.path.exists({str(go)!r}) and time.monotonic() - t < 20:\n"
+            "    time.sleep(0.01)\nprint('second', flush=True)\n")
+    result: list[launcher.LaunchResult] = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+
+    def run() -> None:  # not the main thread: no signal handlers, no SIGALRM bound
+        result.append(launcher.launch([sys.executable, "-c", code], env, tmp_path / "w.log",
+                                      poll_s=0.05))
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    seen = b""
+    deadline = time.monotonic() + 15
+    while b"first\n" not in seen and time.monotonic() < deadline:
+        ready, _, _ = __import__("select").select([r], [], [], 0.1)
+        if ready:
+            seen += os.read(r, 1 << 16)
+    go.touch()  # only now may the workload go on
+    runner.join(timeout=60)
+    out.close()
+    rest = b""
+    while chunk := os.read(r, 1 << 16):
+        rest += chunk
+    os.close(r)
+    assert seen == b"first\n", seen  # shown while the workload waited
+    assert rest == b"second\n" and result and result[0].exit_code == 0
