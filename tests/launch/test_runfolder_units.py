@@ -108,3 +108,38 @@ def test_the_heartbeat_is_one_daemon_thread_that_never_keeps_pgle_alive(tmp_path
     os.utime(lease, (1000.0, 1000.0))
     beat.refresh_now()  # released: not refreshed
     assert lease.stat().st_mtime == 1000.0
+
+
+def test_the_pgle_folder_a_link_of_the_users_own_is_followed_a_file_refused(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".pgle").write_text("")
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run")
+    assert e.value.message == "pgle folder ./.pgle is not a directory."
+    (tmp_path / ".pgle").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / ".pgle").symlink_to("elsewhere")  # made by the user: followed
+    folder = RunFolder.create("run")
+    assert folder.path.parent == (tmp_path / "elsewhere" / "runs").resolve()
+    (tmp_path / ".pgle").unlink()
+    (tmp_path / ".pgle").mkdir()
+    (tmp_path / ".pgle" / "runs").symlink_to(tmp_path / "elsewhere" / "runs")
+    assert RunFolder.create("run").path.parent == (tmp_path / "elsewhere" / "runs").resolve()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a folder to another user: needs root")
+def test_folders_of_another_user_are_named_in_a_warning(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".pgle").mkdir()
+    os.chown(tmp_path / ".pgle", 12345, 12345)
+    caplog.set_level("WARNING")
+    RunFolder.create("run")
+    os.chown(tmp_path / ".pgle" / "runs", 12345, 12345)
+    RunFolder.create("run")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    why = "its owner can rename, replace or read the run folders pgle makes in it."
+    assert warned == [  # once per folder and process
+        f"pgle folder ./.pgle belongs to uid 12345, not to you: {why}",
+        f"run folders' parent ./.pgle/runs belongs to uid 12345, not to you: {why}",
+    ]
