@@ -46,11 +46,13 @@ def test_without_every_completion_known_host_time_decides_and_ties_go_to_executi
     same_work = [rec("few", 4, work_s=4.0, work_known=4), rec("many", 8, work_s=1.0, work_known=2)]
     assert pick(same_work)["function"] == "many"  # both 4.0 of work
     assert pick([{"function": "n", "executions": None}], min_executions=0)["function"] == "n"
+    assert pick([{"function": "n", "executions": None}], min_executions=1) is None
 
 
 def test_module_names_and_the_rule_in_words():
     assert module_of("jit(train_step)") == "jit_train_step"
     assert module_of("pmap(my-step.v2)") == "pmap_my-step.v2"
+    assert module_of("jit(MAX)") == "jit_MAX" and module_of("jit(f)__") == "jit_f"
     assert describe() == (
         "the jitted function executed at least 3 times whose executions' work (until their "
         "outputs were ready) adds up to the most")

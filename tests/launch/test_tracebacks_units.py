@@ -26,6 +26,12 @@ def test_pgles_and_runpys_frames_are_told_apart():
     assert tracebacks.pgle_frame(os.path.join(LAUNCH, "..", "launch", "harness.py"))
 
 
+def test_a_pseudo_file_is_never_pgles_whatever_the_working_folder(monkeypatch):
+    monkeypatch.chdir(LAUNCH)  # `<string>` made absolute would land in pgle's folder
+    assert not tracebacks.pgle_frame("<string>") and not tracebacks.pgle_frame("<stdin>")
+    assert tracebacks.pgle_frame("harness.py")  # a relative name is resolved
+
+
 def _raise_through_pgle(exc: BaseException) -> BaseException:
     """`exc` raised by user code called from a function compiled as one of pgle's files."""
     def user_code():
@@ -66,6 +72,10 @@ def test_pgles_frames_are_dropped_from_an_exception_and_its_chain():
     loop = _raise_through_pgle(RuntimeError("loop"))
     loop.__cause__ = loop
     tracebacks._clean(loop)  # a cycle ends
+    a, b = _raise_through_pgle(ValueError("a")), _raise_through_pgle(ValueError("b"))
+    a.__context__, b.__context__ = b, a  # a cycle through the contexts ends too
+    tracebacks._clean(a)
+    assert "harness.py" not in _files(a.__traceback__) + _files(b.__traceback__)
     assert tracebacks.without_pgle(None) is None
 
 
