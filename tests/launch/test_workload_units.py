@@ -116,3 +116,25 @@ def test_shell_scripts_and_programs_are_commands(here):
     assert e.value.hint == f"chmod +x {elf}"
     elf.chmod(0o755)
     assert Workload.from_cli(None, ["prog", "-V"]).command == (str(elf), "-V")
+
+
+def test_the_words_edges_and_the_usage_hint(here):
+    assert Workload.from_cli(None, ["-m", "json"]) == Workload(None, "json", ())
+    e = _refused(None, [])
+    assert e.hint == ("Usage: pgle COMMAND [OPTIONS] SCRIPT [-- ARGS], or pgle COMMAND "
+                      "[OPTIONS] -- PROGRAM [ARGS] (bash run.sh, python -m pkg, torchrun ...).")
+    bare = Workload(None, None, ("a",))
+    assert bare.argv() == ["", "a"] and bare.describe() == " a"
+    exe = _file(here / "run", b"#!/bin/sh\n", 0o755)
+    assert Workload.from_cli(None, ["run", "x", "y"]).args == ("x", "y")
+    assert Workload.from_cli(None, ["run"]).command == (str(exe),)
+
+
+def test_a_shebang_is_read_as_the_kernel_reads_it(here):
+    # Bytes that are not UTF-8 in the line: replaced, never an error.
+    odd = _file(here / "odd", b"#!/bin/sh -\xff\xfe\necho\n", 0o755)
+    assert Workload.from_cli(None, ["odd"]).command == (str(odd),)
+    # The kernel reads 256 bytes of it (BINPRM_BUF_SIZE): a `python` past them is not seen.
+    head = b"#!/bin/sh".ljust(251) + b"python3\n"
+    cut = _file(here / "cut", head + b"echo\n")
+    assert Workload.from_cli(None, ["cut"]).command == ("/bin/sh", "pytho", str(cut))
