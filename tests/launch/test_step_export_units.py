@@ -74,3 +74,14 @@ def test_an_empty_error_message_is_the_exception_name(tmp_path):
     exporter2("jit(l)", jax.jit(loud), (jnp.ones(2),), {})
     (line,) = (tmp_path / "m" / step_export.INDEX).read_text().splitlines()
     assert json.loads(line) == {"function": "jit(l)", "error": "RuntimeError: first line"}
+
+
+def test_an_hlo_sharding_is_written_as_its_proto_and_the_folder_may_exist(tmp_path):
+    from jax._src.lib import xla_client
+
+    sharding = xla_client.HloSharding.replicate()  # what jax <= 0.8.3 keeps in an Exported
+    pickler = step_export._Pickler(io.BytesIO())
+    assert pickler.persistent_id(sharding) == (
+        "pgle-hlo-sharding", sharding.to_proto().SerializeToString())
+    (tmp_path / "there").mkdir()
+    step_export.Exporter(str(tmp_path / "there"))  # a folder already there is used
