@@ -109,3 +109,51 @@ def test_a_terminal_left_non_blocking_is_waited_for(tmp_path):
     reader.join(timeout=60)
     os.close(r)
     assert bytes(got) == data and sum(counted) == len(data) and len(counted) > 1
+
+
+INFO = b"I1129 10:00:00.123456   4242 gpu_compiler.cc:100] Using PGLE profile from /p\n"
+
+
+def _pump():
+    from pgle.launch.pumps import Pump, hide_below
+
+    r, w = os.pipe()
+    os.close(w)
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log.__new__(Log), hide_below(1))
+    os.close(r)
+    return pump
+
+
+def test_an_info_line_is_hidden_only_where_a_line_starts():
+    p = _pump()
+    assert p._visible(b"a\n" + INFO + b"b\n") == b"a\nb\n"
+    assert p._visible(b"progress: ") == b"progress: "  # the line goes on in the next read
+    assert p._visible(INFO) == INFO  # not at a line start: the program's own text, shown
+    assert p._visible(b"x") == b"x" and p._visible(b"\n" + INFO) == b"\n"
+    # A line cut by the read: held until it is whole, then hidden or shown.
+    assert p._visible(INFO[:17]) == b"" and p._visible(INFO[17:]) == b""
+    warning = INFO.replace(b"I1129", b"W1129")
+    assert p._visible(warning[:17]) == b"" and p._visible(warning[17:]) == warning
+    from pgle.launch.pumps import MAX_HELD_LINE
+
+    long = INFO[:30] + b"x" * MAX_HELD_LINE  # never held past MAX_HELD_LINE
+    assert p._visible(long) == long and p.pending == b""
+
+
+def test_a_failure_is_said_once_per_process_and_noted_only_if_unsaid(monkeypatch, capfd):
+    monkeypatch.setattr(streams, "said", set())
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise ValueError("gone")
+
+    alone = Sink(Broken(), 1, "w.log")  # no other sink: pgle's own line, on stderr
+    alone.write(b"x\n")
+    assert capfd.readouterr().err == (
+        "pgle: warning: cannot write the workload's stdout to pgle's stdout (ValueError: "
+        "gone); the workload runs on, and its stdout goes to w.log only\n")
+    assert alone.told and alone.note() is None
+    first, _ = Sink.pair(None, io.StringIO(), "a.log")
+    second, _ = Sink.pair(None, io.StringIO(), "b.log")
+    assert first.told and second.told and second.note() is None  # said once: no note either
