@@ -345,3 +345,17 @@ def test_a_compile_end_closes_its_own_thread_s_compile(tmp_path):
           {"kind": "compile_begin", "t": 6.0, "module": "jit_step", "fdo": False, "thread": "2"},
           {"kind": "compile_end", "t": 7.0, "module": "jit_step", "ok": True})
     assert compiling() == {"2": False}
+
+
+def test_each_policy_in_words():
+    """How the watchdog's rule is shown (the run's report and `--stall-timeout` errors)."""
+    assert StallPolicy().describe() == (
+        "report after 10 min without progress; stop a stopped step rhythm")
+    assert StallPolicy(1800.0, None, False).describe() == "stop after 30 min without progress"
+    assert StallPolicy(None, 45.0, False).describe() == "report after 45 s without progress; never stop"
+    assert StallPolicy(None, None, True).describe() == "never report; stop a stopped step rhythm"
+    assert StallPolicy(None, None, False).describe() == "never report; never stop"
+    assert StallPolicy(7200.0, None, False).describe() == "stop after 2.0 h without progress"
+    assert StallPolicy.of(None) == StallPolicy() and StallPolicy.of(0) is None
+    given = StallPolicy(5.0, None, False)
+    assert StallPolicy.of(given) is given and StallPolicy.of(30) == StallPolicy(30.0, None, False)
