@@ -138,3 +138,17 @@ def test_empty_stacks_files_are_dropped_and_written_ones_kept(tmp_path):
     execution._drop_empty_stacks(run)
     assert not (run.path / schema.STACKS_NAME).exists()
     assert (proc / schema.STACKS_NAME).exists() and (link / schema.STACKS_NAME).is_symlink()
+
+
+def test_a_script_that_replaces_xla_flags_is_told_which_of_pgles_flags_xla_never_saw(tmp_path):
+    script = tmp_path / "assigns.py"
+    script.write_text("import os\nos.environ['XLA_FLAGS'] = '--xla_dump_hlo_as_text'\n"
+                      "import jax\nprint(jax.jit(lambda x: x + 1)(1))\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    child = childenv.build(_env(), xla={"xla_dump_to": str(tmp_path / "dump")})
+    ex = execution.execute(Workload(str(script), None, ()), run, child)
+    assert ex.exit_code == 0, run.log.read_text()
+    assert ex.dropped_flags_reason() == (
+        f"the workload replaced XLA_FLAGS before XLA read it: pgle's --xla_dump_to={tmp_path}/dump "
+        "never reached XLA (XLA saw '--xla_dump_hlo_as_text'); make the script append to "
+        "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)")
