@@ -294,3 +294,92 @@ def test_a_stopped_workload_that_ignores_sigterm_is_killed_after_the_peer_grace(
     assert res.exit_code == 7 and res.stopped_by_watchdog and res.killed
     assert res.signal == signal.SIGKILL
     assert launcher.PEER_STOP_GRACE_S <= res.duration_s < launcher.PEER_STOP_GRACE_S + 10
+
+
+RECORDER = """
+import os, signal, sys, time
+got = sys.argv[1]
+def record(signum, frame):
+    with open(got, "a") as f:
+        f.write(signal.Signals(signum).name + "\\n")
+    if signum == signal.SIGTERM:
+        sys.exit(0)
+for s in (signal.SIGUSR1, signal.SIGWINCH, signal.SIGCONT, signal.SIGTERM):
+    signal.signal(s, record)
+open(got + ".ready", "w").close()
+t = time.monotonic()
+while time.monotonic() - t < 20:
+    time.sleep(0.01)
+"""
+
+
+def _lines(path: Path, n: int) -> list[str]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len(lines) >= n:
+            return lines
+        time.sleep(0.01)
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_pgles_handlers_pass_each_signal_to_the_workloads_group(tmp_path, monkeypatch):
+    """The handlers the launcher installs, called as the kernel calls them: SIGUSR1 passed
+    on, SIGWINCH passed on, SIGCONT passed on with the clock restarted and the lease
+    refreshed, SIGTERM passed on and the command stopped (SIGKILL armed after the grace); a
+    signal pgle was started ignoring stays ignored; every handler is removed at the end."""
+    got = tmp_path / "got"
+    monkeypatch.setitem(os.environ, launcher.KILL_GRACE_VAR, "25")
+    before = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGCONT)}
+    previous_usr2 = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        running = launcher.Running([sys.executable, "-c", RECORDER, str(got)], dict(os.environ),
+                                   tmp_path / "w.log", cwd=None, terminal_level=None)
+        handlers = running.signals
+        assert signal.getsignal(signal.SIGUSR1) == handlers.forward
+        assert signal.getsignal(signal.SIGCONT) == handlers.resume
+        assert signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN  # nohup'd: left ignored
+        deadline = time.monotonic() + 20
+        while not Path(str(got) + ".ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        handlers.forward(signal.SIGUSR1, None)
+        assert _lines(got, 1) == ["SIGUSR1"] and handlers.interrupted is None
+        assert handlers.kill_at is None
+        handlers.resized(signal.SIGWINCH, None)
+        assert _lines(got, 2)[1] == "SIGWINCH"
+        resumed: list[int] = []
+        handlers.on_resume.append(lambda: resumed.append(1))
+        handlers.resume(signal.SIGCONT, None)
+        assert _lines(got, 3)[2] == "SIGCONT" and resumed == [1]
+        t = time.monotonic()
+        handlers.forward(signal.SIGTERM, None)
+        assert handlers.interrupted == signal.SIGTERM
+        assert handlers.kill_at is not None and t + 24 < handlers.kill_at < t + 26
+        with returns_within(30):
+            res = running.wait()
+        assert res.interrupted == signal.SIGTERM and res.exit_code == 0 and not res.killed
+        assert _lines(got, 4) == ["SIGUSR1", "SIGWINCH", "SIGCONT", "SIGTERM"]
+        for s, h in before.items():
+            assert signal.getsignal(s) == h  # pgle's handlers are gone
+    finally:
+        signal.signal(signal.SIGUSR2, previous_usr2)
+
+
+def test_a_signal_before_the_workload_exists_is_passed_on_once_it_does(tmp_path):
+    got = tmp_path / "got"
+    handlers = launcher._Signals(30.0, ())
+    try:
+        handlers.forward(signal.SIGUSR1, None)  # the child is not started yet
+        assert handlers.pending == [signal.SIGUSR1]
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-c", RECORDER, str(got)], process_group=0)
+        deadline = time.monotonic() + 20
+        while not Path(str(got) + ".ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        handlers.attach(child)
+        assert handlers.pending == [] and _lines(got, 1) == ["SIGUSR1"]
+        handlers.forward(signal.SIGTERM, None)
+        assert child.wait(timeout=20) == 0 and _lines(got, 2) == ["SIGUSR1", "SIGTERM"]
+    finally:
+        handlers.restore()
