@@ -383,3 +383,29 @@ def test_a_signal_before_the_workload_exists_is_passed_on_once_it_does(tmp_path)
         assert child.wait(timeout=20) == 0 and _lines(got, 2) == ["SIGUSR1", "SIGTERM"]
     finally:
         handlers.restore()
+
+
+def test_a_held_workload_comes_back_with_its_output_then_ends_on_resume(tmp_path):
+    """The handoff (pgle.launch.handoff): once the harness holds, the launch returns at once
+    with the recorded exit code and everything written so far in the log; `resume` waits for
+    the real end, and an Execution keeps the held code where the real one is 0."""
+    from pgle.launch import execution
+
+    ready = tmp_path / "ready"
+    code = (f"import os, time\nprint('before the hold', flush=True)\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close()\n"
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\ntime.sleep(1)\n"
+            "print('after', flush=True)\n")
+    with returns_within(30):
+        res = launcher.launch([sys.executable, "-c", code], dict(os.environ),
+                              tmp_path / "w.log", poll_s=0.05,
+                              held=lambda: 3 if ready.exists() else None)
+    assert res.pending is not None and res.exit_code == 3 and res.signal is None
+    assert (tmp_path / "w.log").read_text() == "before the hold\n"
+    ex = execution.Execution(None, res, None, None, None)  # type: ignore[arg-type]
+    assert ex.held and not ex.interrupted and ex.exit_code == 3
+    with returns_within(30):
+        ex.resume()
+    assert ex.exit_code == 3 and ex.result.pending is None
+    assert (tmp_path / "w.log").read_text() == "before the hold\nafter\n"
+    ex.resume()  # nothing held any more: nothing to do
