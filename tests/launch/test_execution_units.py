@@ -152,3 +152,44 @@ def test_a_script_that_replaces_xla_flags_is_told_which_of_pgles_flags_xla_never
         f"the workload replaced XLA_FLAGS before XLA read it: pgle's --xla_dump_to={tmp_path}/dump "
         "never reached XLA (XLA saw '--xla_dump_hlo_as_text'); make the script append to "
         "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)")
+
+
+def test_what_a_command_hands_the_launch_reaches_it(tmp_path, capfd):
+    """on_start before the launch, on_exit with the workload's code the moment it exits, the
+    terminal's INFO filter, a reported quiet spell as a warning of the command, and every
+    field of the harness's spec as given."""
+    from pgle.launch.stall import StallPolicy
+
+    info = "I1129 10:00:00.123456   4242 gpu_compiler.cc:1] Using PGLE profile from /p\n"
+    script = tmp_path / "w.py"
+    script.write_text(f"import sys, time\nsys.stderr.write({info!r})\nsys.stderr.flush()\n"
+                      "time.sleep(1.5)\nsys.exit(3)\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    child = childenv.build(_env(), info_log=True)
+    calls: list[object] = []
+    ex = execution.execute(
+        Workload(str(script), None, ()), run, child,
+        step_name="jit(step)", capture_loggers=[{"name": "absl"}], warnings_always=["ignore"],
+        count_jits=False, hold_timeout_s=12.5, export_dir=str(tmp_path / "export"),
+        on_start=lambda: calls.append("start"), on_exit=calls.append,
+        stall_timeout=StallPolicy(None, 0.5, rhythm_stop=False), progress=True)
+    assert ex.exit_code == 3 and calls == ["start", 3]
+    assert ex.child is child and ex.stall is None
+    assert info not in capfd.readouterr().err and info in run.log.read_text()
+    assert [w for w in child.warnings if "pgle lets it run" in w]
+    spec = json.loads(run.spec.read_text())
+    assert spec["step_name"] == "jit(step)" and spec["capture_loggers"] == [{"name": "absl"}]
+    assert spec["warnings_always"] == ["ignore"] and spec["count_jits"] is False
+    assert spec["hold_timeout_s"] == 12.5 and spec["export_dir"] == str(tmp_path / "export")
+    assert spec["observe_pgle"] is False and spec["hold"] is False and spec["profile"] is None
+    assert ex.spec.step_name == "jit(step)"
+
+
+def test_a_watchdog_stops_the_launch_and_on_exit_hears_its_code(tmp_path):
+    script = tmp_path / "w.py"
+    script.write_text("import time\ntime.sleep(15)\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    exits: list[int] = []
+    ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
+                           watchdog=lambda: 9, on_exit=exits.append, stall_timeout=0)
+    assert ex.exit_code == 9 and exits == [9] and ex.result.stopped_by_watchdog
