@@ -67,3 +67,20 @@ def test_the_child_gets_no_xla_flags_and_no_preallocation(monkeypatch):
     assert probe.backend_info({}) == {"error": "jax did not list its devices within 30 s"}
     assert probe.cupti_trace({}) == {
         "error": "the one-second trace did not finish within 120 s"}
+
+
+def test_the_cupti_probe_keeps_five_cupti_lines_and_drops_auto_pgle(monkeypatch):
+    seen = {}
+    stderr = "\n".join(["noise"] + [f"E CUPTI_ERROR_{i} " + "x" * 400 for i in range(7)]
+                       + ["a cupti line", "last words"])
+
+    def run_child(code, env, timeout):
+        seen.update(env=env, timeout=timeout)
+        return subprocess.CompletedProcess([], 1, stdout="", stderr=stderr)
+
+    monkeypatch.setattr(probe.flag_probe, "run_child", run_child)
+    out = probe.cupti_trace({"JAX_ENABLE_PGLE": "true", "XLA_FLAGS": "--a", "B": "1"})
+    assert seen == {"env": {"B": "1", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+                    "timeout": probe.CUPTI_TIMEOUT_S}
+    assert out["error"] == "the tracing process died (exit code 1): last words"
+    assert out["cupti_lines"] == [(f"E CUPTI_ERROR_{i} " + "x" * 400)[:300] for i in range(5)]

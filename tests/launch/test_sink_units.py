@@ -157,3 +157,18 @@ def test_a_failure_is_said_once_per_process_and_noted_only_if_unsaid(monkeypatch
     first, _ = Sink.pair(None, io.StringIO(), "a.log")
     second, _ = Sink.pair(None, io.StringIO(), "b.log")
     assert first.told and second.told and second.note() is None  # said once: no note either
+
+
+def test_the_terminal_writer_is_a_daemon_that_ends_after_its_drain():
+    from pgle.launch.pumps import Behind
+
+    r, w = os.pipe()
+    behind = Behind(w)
+    # A daemon: a writer stuck on a frozen terminal never keeps pgle from exiting.
+    assert behind.thread.daemon and behind.thread.name == "pgle-terminal"
+    behind.put(b"x")
+    behind.drain()
+    behind.thread.join(timeout=20)
+    assert not behind.thread.is_alive() and os.read(r, 10) == b"x"
+    os.close(r)
+    os.close(w)
