@@ -55,7 +55,9 @@ def marked(token: str, *, outside_group: int | None = None) -> list[int]:
                 env = f.read(_ENVIRON_LIMIT)
         except OSError:
             continue  # gone, or not ours
-        if needle not in b"\0" + env:
+        # No mutant here: `in` for `not in` would signal every process of the user, the
+        # mutation run's own and the machine's (tests/mutants/score.py, issue 37).
+        if needle not in b"\0" + env:  # pragma: no mutate
             continue
         if outside_group is not None:
             try:

@@ -4,7 +4,7 @@ the user's own setting (issue 37's independent mutants)."""
 
 from __future__ import annotations
 
-from pgle.launch.childenv import build
+from pgle.launch.childenv import build, relevant
 
 
 def test_defaults_fill_only_what_the_user_left_unset():
@@ -33,3 +33,37 @@ def test_the_terminal_hides_the_info_lines_pgle_turned_on_unless_verbose():
     assert build({"PGLE_VERBOSE": "1"}, info_log=True).terminal_level is None
     # The user's own level: pgle lowered nothing, the terminal shows what XLA prints.
     assert build({"TF_CPP_MIN_LOG_LEVEL": "0"}, info_log=True).terminal_level is None
+
+
+def test_pgles_flags_merge_into_the_users_with_a_notice_per_replaced_flag():
+    user = "--xla_gpu_enable_latency_hiding_scheduler=false --xla_dump_to=/tmp/d"
+    child = build({"XLA_FLAGS": user}, xla={
+        "xla_gpu_enable_latency_hiding_scheduler": "true",
+        "xla_gpu_pgle_profile_file_or_directory_path": "/p.pb"}, info_log=True)
+    assert child.env["XLA_FLAGS"] == (
+        "--xla_gpu_enable_latency_hiding_scheduler=true --xla_dump_to=/tmp/d "
+        "--xla_gpu_pgle_profile_file_or_directory_path=/p.pb")
+    assert child.flags.render() == child.env["XLA_FLAGS"] and child.user_flags.render() == user
+    assert child.notices == ["replacing your --xla_gpu_enable_latency_hiding_scheduler=false "
+                             "with --xla_gpu_enable_latency_hiding_scheduler=true"]
+    # The INFO log pgle turned on, with the thread id that tells parallel compiles apart.
+    assert child.env["TF_CPP_MIN_LOG_LEVEL"] == "0" and child.env["TF_CPP_LOG_THREAD_ID"] == "1"
+    assert child.warnings == [] and child.terminal_level == 1
+    assert build({"TF_CPP_LOG_THREAD_ID": "0"}, info_log=True).env["TF_CPP_LOG_THREAD_ID"] == "0"
+    # Without xla flags nor info_log, the user's environment passes untouched.
+    plain = build({"XLA_FLAGS": user, "PATH": "/bin"})
+    assert plain.env == {"XLA_FLAGS": user, "PATH": "/bin"} and plain.notices == []
+    assert plain.terminal_level is None
+
+
+def test_a_level_that_hides_the_evidence_is_a_warning_and_the_variables_shown():
+    child = build({"TF_CPP_MIN_LOG_LEVEL": "2"}, info_log=True)
+    assert child.warnings == [
+        "TF_CPP_MIN_LOG_LEVEL=2 hides XLA's 'Using PGLE profile', 'Found profile for module' "
+        "lines, so pgle cannot see whether the profile was used; unset it or set it to 0."]
+    assert child.env["TF_CPP_MIN_LOG_LEVEL"] == "2" and child.terminal_level is None
+    env = {"PATH": "x", "JAX_A": "1", "NCCL_X": "2", "CUDA_VISIBLE_DEVICES": "0",
+           "NVIDIA_V": "1", "XLA_FLAGS": "f", "TF_CPP_MIN_LOG_LEVEL": "0", "CUDA_HOME": "h"}
+    assert list(relevant(env).items()) == [
+        ("CUDA_VISIBLE_DEVICES", "0"), ("JAX_A", "1"), ("NCCL_X", "2"), ("NVIDIA_V", "1"),
+        ("TF_CPP_MIN_LOG_LEVEL", "0"), ("XLA_FLAGS", "f")]

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from helpers.deadline import returns_within
 from pgle.launch import launcher
 
 
@@ -25,8 +26,11 @@ def wait_path(request, monkeypatch):
 
 
 def _launch(tmp_path, code: str, **kw) -> launcher.LaunchResult:
-    return launcher.launch([sys.executable, "-c", code], dict(os.environ), tmp_path / "w.log",
-                           poll_s=0.05, **kw)
+    # A wall-clock bound: a launcher that never notices the exit fails here, not at the
+    # mutation run's CPU limit (a timeout, not a failure).
+    with returns_within(30):
+        return launcher.launch([sys.executable, "-c", code], dict(os.environ),
+                               tmp_path / "w.log", poll_s=0.05, **kw)
 
 
 def test_exit_code_and_output_come_through(tmp_path, wait_path, capfd):
@@ -48,6 +52,7 @@ def test_the_watchdog_is_still_polled_while_the_workload_runs(tmp_path, wait_pat
         polls.append(1)
         return 5 if len(polls) >= 3 else None
 
-    res = _launch(tmp_path, "import time; time.sleep(120)", watchdog=watchdog)
+    # 20 s: a mutant that loses the watchdog ends the test in 20 s, not 2 min (issue 37).
+    res = _launch(tmp_path, "import time; time.sleep(20)", watchdog=watchdog)
     assert res.stopped_by_watchdog and res.exit_code == 5
     assert len(polls) >= 3

@@ -345,3 +345,45 @@ def test_a_compile_end_closes_its_own_thread_s_compile(tmp_path):
           {"kind": "compile_begin", "t": 6.0, "module": "jit_step", "fdo": False, "thread": "2"},
           {"kind": "compile_end", "t": 7.0, "module": "jit_step", "ok": True})
     assert compiling() == {"2": False}
+
+
+def test_each_policy_in_words():
+    """How the watchdog's rule is shown (the run's report and `--stall-timeout` errors)."""
+    assert StallPolicy().describe() == (
+        "report after 10 min without progress; stop a stopped step rhythm")
+    assert StallPolicy(1800.0, None, False).describe() == "stop after 30 min without progress"
+    assert StallPolicy(None, 45.0, False).describe() == "report after 45 s without progress; never stop"
+    assert StallPolicy(None, None, True).describe() == "never report; stop a stopped step rhythm"
+    assert StallPolicy(None, None, False).describe() == "never report; never stop"
+    assert StallPolicy(7200.0, None, False).describe() == "stop after 2.0 h without progress"
+    assert StallPolicy.of(None) == StallPolicy() and StallPolicy.of(0) is None
+    given = StallPolicy(5.0, None, False)
+    assert StallPolicy.of(given) is given and StallPolicy.of(30) == StallPolicy(30.0, None, False)
+
+
+def test_the_findings_in_words_and_in_the_report():
+    from pgle.launch.stall import StallReport
+
+    none = StallReport(61.26, 2.74, "rule x", {}, {}, {}, "/run")
+    assert none.message() == (
+        "the workload made no progress for 61 s (rule x): no harnessed process answered; no "
+        "stacks were written; pgle stopped it (exit 124; --stall-timeout sets the bound)")
+    assert none.note() == (
+        "the workload made no progress for 61 s: no harnessed process answered; no stacks were "
+        "written; pgle lets it run (a compile, a trace export, a checkpoint or the set-up before "
+        "the first step is no stall; --stall-timeout DURATION stops a workload after that long "
+        "without progress)")
+    assert none.to_dict() == {"seconds": 61.3, "bound_s": 2.7, "bound_rule": "rule x",
+                              "processes": []}
+    one = StallReport(4000.0, 3600.0, "rule", {7: "in a barrier"}, {7: "barrier"}, {}, "/run")
+    assert "(rule): in a barrier; its Python stacks are in (no stacks were written);" in (
+        one.message())
+    two = StallReport(30.0, 10.0, "rule", {7: "in a barrier", 3: "compiling"},
+                      {7: "barrier", 3: "compile"}, {7: "/run/procs/7/stacks.txt"}, "/run")
+    assert two.message() == (
+        "the workload made no progress for 30 s (rule): process 3: compiling; process 7: in a "
+        "barrier; every process's Python stacks are in /run (stacks.txt, procs/*/); pgle "
+        "stopped it (exit 124; --stall-timeout sets the bound)")
+    assert two.to_dict()["processes"] == [
+        {"pid": 3, "phase": "compile", "what": "compiling", "stacks": None},
+        {"pid": 7, "phase": "barrier", "what": "in a barrier", "stacks": "/run/procs/7/stacks.txt"}]

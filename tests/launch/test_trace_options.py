@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,36 @@ def test_the_newest_jax_takes_pgles_options() -> None:
     record = _lane_record("0.12.0.1")
     assert record["ignored"] == [] and record["why"] is None
     assert record["asked"]["python_tracer_level"] == 0
+
+
+def test_without_profile_options_or_jax_the_trace_is_jaxs_default_and_says_why(monkeypatch):
+    """jax < 0.6 has no ProfileOptions (the lane tests run the real 0.4.35); a jaxlib whose
+    ProfileOptions cannot be made; jax not importable: each the default trace, with why."""
+    import jax
+    from jax import profiler
+
+    assert trace_options.build("full") == (None, {
+        "detail": "full", "asked": {}, "ignored": [],
+        "why": "--trace-detail full: jax.profiler's defaults"})
+    with monkeypatch.context() as m:
+        m.delattr(profiler, "ProfileOptions")
+        assert trace_options.build("pgle") == (None, {
+            "detail": "pgle", "asked": {}, "ignored": [],
+            "why": f"jax {jax.__version__} takes no profiler options (jax.profiler."
+                   "ProfileOptions is jax >= 0.6): the trace is jax's default"})
+        m.delattr(jax, "__version__")
+        assert trace_options.build("pgle")[1]["why"].startswith("jax ? takes no profiler")
+
+    class Broken:
+        def __init__(self) -> None:
+            raise RuntimeError("no\nmore")
+
+    with monkeypatch.context() as m:
+        m.setattr(profiler, "ProfileOptions", Broken)
+        assert trace_options.build("pgle")[1]["why"] == (
+            "jax.profiler.ProfileOptions() failed (RuntimeError: no\nmore)")
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "jax", None)  # `import jax` raises ModuleNotFoundError
+        assert trace_options.build("pgle") == (None, {
+            "detail": "pgle", "asked": {}, "ignored": [],
+            "why": "jax.profiler could not be imported (ModuleNotFoundError)"})

@@ -1,0 +1,195 @@
+"""One launch through the harness (pgle.launch.execution), in process on a real workload
+process: the spec it writes (secrets redacted, the real arguments by environment only), the
+run folder it leaves, command mode's environment, a stall and a Ctrl-C as the command sees
+them, and the sentences a user reads (issue 37: only subprocess tests reached it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from pgle.errors import EXIT_STALLED, Interrupted, Stalled
+from pgle.evidence import schema
+from pgle.launch import childenv, execution
+from pgle.launch.launcher import LaunchResult
+from pgle.launch.runfolder import RunFolder
+from pgle.launch.workload import Workload
+from pgle.redact import REDACTED
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("PGLE_", "XLA_", "JAX_", "TF_CPP_"))} | {"JAX_PLATFORMS": "cpu"}
+
+
+def test_a_script_runs_under_the_harness_and_leaves_its_run_folder(tmp_path, capfd):
+    script = tmp_path / "train.py"
+    script.write_text("import sys\nprint('hello', sys.argv[1:])\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    child = childenv.build(_env(), xla={"xla_gpu_enable_latency_hiding_scheduler": "true"})
+    copy = tmp_path / "copy.log"
+    ex = execution.execute(Workload(str(script), None, ("--token", "s3cret")), run, child,
+                           log_copy=str(copy))
+    assert ex.exit_code == 0 and not ex.held and not ex.interrupted
+    # The script saw its real arguments; every file pgle keeps has them redacted.
+    assert run.log.read_text() == "hello ['--token', 's3cret']\n" == copy.read_text()
+    spec = json.loads(run.spec.read_text())
+    assert spec["workload"]["args"] == ["--token", REDACTED] and "s3cret" not in run.spec.read_text()
+    assert spec["events"] == str(run.events)
+    assert spec["expected_xla_flags"] == {
+        "xla_gpu_enable_latency_hiding_scheduler": "--xla_gpu_enable_latency_hiding_scheduler=true"}
+    assert not (run.path / schema.STACKS_NAME).exists()  # never written: not left behind
+    assert ex.events.exit is not None and ex.events.exit.code == 0
+    report = ex.report("run", "ok").to_dict()
+    assert report["workload_exit_code"] == 0 and report["log_path"] == str(run.log)
+    assert report["run_dir"] == str(run.path)
+    assert ex.dropped_flags_reason() is None
+
+
+def test_a_command_runs_as_it_is_with_the_harness_on_its_path(tmp_path):
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    env = _env() | {"PYTHONPATH": "/mine"}
+    code = "import os, sys; print(os.environ['PYTHONPATH']); sys.exit(3)"
+    w = Workload(None, None, ("-c", code), (sys.executable, "-c", code))
+    ex = execution.execute(w, run, childenv.build(env))
+    assert ex.exit_code == 3
+    assert run.log.read_text() == f"{execution.BOOT}{os.pathsep}/mine\n"
+    assert json.loads(run.spec.read_text())["workload"]["command"] == [sys.executable, "-c", code]
+    env2 = execution.command_environment({"A": "1"}, run.spec)
+    assert env2 == {"A": "1", schema.SPEC_VAR: str(run.spec),
+                    execution.PGLE_ROOT_VAR: str(Path(execution.__file__).resolve().parents[2]),
+                    "PYTHONPATH": str(execution.BOOT)}
+
+
+def test_a_stall_is_raised_with_what_the_watchdog_found(tmp_path):
+    script = tmp_path / "quiet.py"
+    script.write_text("import time\ntime.sleep(15)\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    with pytest.raises(Stalled) as e:
+        execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
+                          stall_timeout=1.0)
+    assert e.value.exit_code == EXIT_STALLED
+    ex = e.value.execution
+    assert ex.exit_code == EXIT_STALLED and ex.stall is not None
+    assert e.value.message == ex.stall.message()
+    assert e.value.message.startswith("the workload made no progress for ")
+
+
+def test_exit_codes_and_sentences_of_an_interrupted_launch(tmp_path):
+    log = tmp_path / "w.log"
+    ctrl_c = LaunchResult(130, signal.SIGINT, 1.0, log, interrupted=signal.SIGINT)
+    e = execution.interrupted(ctrl_c)
+    assert isinstance(e, Interrupted) and e.exit_code == 130 and e.signum == signal.SIGINT
+    assert e.message == ("interrupted by SIGINT (Ctrl-C): pgle passed it to the workload, which "
+                         f"exited with code 130; nothing more is run. Its output: {log}")
+    killed = LaunchResult(137, signal.SIGKILL, 1.0, log, interrupted=signal.SIGTERM, killed=True)
+    e = execution.interrupted(killed)
+    assert e.exit_code == 143 and e.message == (
+        "interrupted by SIGTERM: pgle passed it to the workload, which ignored it and was "
+        f"killed (SIGKILL) after the grace period; nothing more is run. Its output: {log}")
+    assert execution.interrupted(LaunchResult(0, None, 1.0, log)).exit_code == 130
+    assert execution.remedy("File too large (EFBIG)") == "raise the file size limit (ulimit -f)"
+    assert execution.remedy("No space left on device (ENOSPC)") == "free space"
+    assert execution.remedy("Disk quota exceeded (EDQUOT)") == "free space"
+    assert execution.remedy("Input/output error (EIO)") == "fix that"
+
+
+def test_pgles_flags_are_those_it_added_or_changed():
+    child = childenv.build({"XLA_FLAGS": "--xla_dump_to=/d --xla_gpu_enable_latency_hiding_scheduler=false"},
+                           xla={"xla_gpu_enable_latency_hiding_scheduler": "true",
+                                "xla_dump_to": "/d"})
+    assert execution.pgle_flags(child) == {
+        "xla_gpu_enable_latency_hiding_scheduler": "--xla_gpu_enable_latency_hiding_scheduler=true"}
+    assert execution.pgle_flags(childenv.build({})) == {}
+
+
+def test_a_held_workload_is_seen_once_the_harness_holds(tmp_path):
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    poll = execution._held(run)
+    assert poll() is None  # no handoff folder yet
+    (run.path / schema.HANDOFF_DIR).mkdir()
+    with open(run.events, "a") as f:
+        f.write(json.dumps({"kind": schema.EXIT, "t": 1.0, "code": 3}) + "\n")
+    assert poll() is None  # exited, not held
+    with open(run.events, "a") as f:
+        f.write(json.dumps({"kind": schema.HOLD, "t": 2.0}) + "\n")
+    assert poll() == 3
+    other = RunFolder.create("run", str(tmp_path / "other"))
+    (other.path / schema.HANDOFF_DIR).mkdir()
+    other.events.write_text(json.dumps({"kind": schema.HOLD, "t": 2.0}) + "\n")
+    assert execution._held(other)() == 0  # held before any exit code: 0
+
+
+def test_empty_stacks_files_are_dropped_and_written_ones_kept(tmp_path):
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    proc = run.path / schema.PROCS_DIR / "123"
+    proc.mkdir(parents=True)
+    (run.path / schema.STACKS_NAME).write_text("")
+    (proc / schema.STACKS_NAME).write_text("Thread 0x1 (most recent call first):\n")
+    link = run.path / schema.PROCS_DIR / "456"
+    link.mkdir()
+    (link / schema.STACKS_NAME).symlink_to(tmp_path / "empty")
+    (tmp_path / "empty").write_text("")
+    execution._drop_empty_stacks(run)
+    assert not (run.path / schema.STACKS_NAME).exists()
+    assert (proc / schema.STACKS_NAME).exists() and (link / schema.STACKS_NAME).is_symlink()
+
+
+def test_a_script_that_replaces_xla_flags_is_told_which_of_pgles_flags_xla_never_saw(tmp_path):
+    script = tmp_path / "assigns.py"
+    script.write_text("import os\nos.environ['XLA_FLAGS'] = '--xla_dump_hlo_as_text'\n"
+                      "import jax\nprint(jax.jit(lambda x: x + 1)(1))\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    child = childenv.build(_env(), xla={"xla_dump_to": str(tmp_path / "dump")})
+    ex = execution.execute(Workload(str(script), None, ()), run, child)
+    assert ex.exit_code == 0, run.log.read_text()
+    assert ex.dropped_flags_reason() == (
+        f"the workload replaced XLA_FLAGS before XLA read it: pgle's --xla_dump_to={tmp_path}/dump "
+        "never reached XLA (XLA saw '--xla_dump_hlo_as_text'); make the script append to "
+        "os.environ['XLA_FLAGS'] instead of assigning it (docs/guide/real-scripts.md)")
+
+
+def test_what_a_command_hands_the_launch_reaches_it(tmp_path, capfd):
+    """on_start before the launch, on_exit with the workload's code the moment it exits, the
+    terminal's INFO filter, a reported quiet spell as a warning of the command, and every
+    field of the harness's spec as given."""
+    from pgle.launch.stall import StallPolicy
+
+    info = "I1129 10:00:00.123456   4242 gpu_compiler.cc:1] Using PGLE profile from /p\n"
+    script = tmp_path / "w.py"
+    script.write_text(f"import sys, time\nsys.stderr.write({info!r})\nsys.stderr.flush()\n"
+                      "time.sleep(1.5)\nsys.exit(3)\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    child = childenv.build(_env(), info_log=True)
+    calls: list[object] = []
+    ex = execution.execute(
+        Workload(str(script), None, ()), run, child,
+        step_name="jit(step)", capture_loggers=[{"name": "absl"}], warnings_always=["ignore"],
+        count_jits=False, hold_timeout_s=12.5, export_dir=str(tmp_path / "export"),
+        on_start=lambda: calls.append("start"), on_exit=calls.append,
+        stall_timeout=StallPolicy(None, 0.5, rhythm_stop=False), progress=True)
+    assert ex.exit_code == 3 and calls == ["start", 3]
+    assert ex.child is child and ex.stall is None
+    assert info not in capfd.readouterr().err and info in run.log.read_text()
+    assert [w for w in child.warnings if "pgle lets it run" in w]
+    spec = json.loads(run.spec.read_text())
+    assert spec["step_name"] == "jit(step)" and spec["capture_loggers"] == [{"name": "absl"}]
+    assert spec["warnings_always"] == ["ignore"] and spec["count_jits"] is False
+    assert spec["hold_timeout_s"] == 12.5 and spec["export_dir"] == str(tmp_path / "export")
+    assert spec["observe_pgle"] is False and spec["hold"] is False and spec["profile"] is None
+    assert ex.spec.step_name == "jit(step)"
+
+
+def test_a_watchdog_stops_the_launch_and_on_exit_hears_its_code(tmp_path):
+    script = tmp_path / "w.py"
+    script.write_text("import time\ntime.sleep(15)\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    exits: list[int] = []
+    ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
+                           watchdog=lambda: 9, on_exit=exits.append, stall_timeout=0)
+    assert ex.exit_code == 9 and exits == [9] and ex.result.stopped_by_watchdog

@@ -1,0 +1,145 @@
+"""The run folder as pgle makes it, in process on real folders (pgle.launch.runfolder; issue
+37: its rules were checked only through `python -m pgle`): a new folder per run, named so
+`pgle runs` can read its pid, never reused; `.pgle` kept out of git without touching what is
+there; the lease says who runs in it and SIGCONT refreshes it at once; a --run-dir that holds a
+run is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+
+import pytest
+
+from pgle.errors import BadInput
+from pgle.launch import runfolder
+from pgle.launch.runfolder import RUN_FILES, RunFolder
+
+
+def test_each_run_gets_a_new_folder_named_with_its_command_and_pid(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = RunFolder.create("collect")
+    second = RunFolder.create("collect")  # the same second: another name, never the same
+    assert first.path != second.path
+    runs = (tmp_path / ".pgle" / "runs").resolve()
+    assert first.path.parent == runs and second.path.parent == runs
+    pid = os.getpid()
+    assert re.fullmatch(rf"\d{{8}}-\d{{6}}-collect-{pid}", first.path.name), first.path.name
+    assert re.fullmatch(rf"\d{{8}}-\d{{6}}-collect-[0-9a-f]{{6}}-{pid}", second.path.name)
+    assert (tmp_path / ".pgle" / ".gitignore").read_text() == (
+        "# written by pgle: run folders and traces are not source\n*\n")
+    assert first.log == first.path / "workload.log" and first.events == first.path / "events.jsonl"
+    assert first.spec.name == "spec.json" and first.trace.name == "trace"
+
+
+def test_a_gitignore_already_there_is_left_as_it_is(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".pgle").mkdir()
+    (tmp_path / ".pgle" / ".gitignore").write_text("mine\n")
+    RunFolder.create("run")
+    assert (tmp_path / ".pgle" / ".gitignore").read_text() == "mine\n"
+
+
+def test_the_lease_names_this_process_and_sigcont_refreshes_it(tmp_path):
+    folder = RunFolder.create("run", str(tmp_path / "r"))
+    lease = json.loads(folder.lease.read_text())
+    assert lease["host"] == socket.gethostname() and lease["pid"] == os.getpid()
+    assert abs(lease["started"] - time.time()) < 600
+    assert lease["refresh_seconds"] == runfolder.LEASE_REFRESH_SECONDS == 60.0
+    assert lease["ttl_seconds"] == runfolder.LEASE_TTL_SECONDS == 600.0
+    os.utime(folder.lease, (1000.0, 1000.0))
+    runfolder.refresh_leases()  # what the launcher's SIGCONT handler calls
+    assert time.time() - folder.lease.stat().st_mtime < 600
+    # The heartbeat's own refresh: a lease whose folder was removed is let go.
+    os.utime(folder.lease, (1000.0, 1000.0))
+    runfolder._HEARTBEAT.refresh([str(folder.lease)])
+    assert time.time() - folder.lease.stat().st_mtime < 600
+    gone = str(tmp_path / "gone" / "lease.json")
+    runfolder._HEARTBEAT.hold(gone)
+    runfolder._HEARTBEAT.refresh([gone])
+    assert gone not in runfolder._HEARTBEAT.paths
+    assert str(folder.lease) in runfolder._HEARTBEAT.paths
+
+
+@pytest.mark.parametrize("name", RUN_FILES)
+def test_a_run_dir_holding_a_run_is_refused(tmp_path, name):
+    held = tmp_path / "r"
+    held.mkdir()
+    (held / name).symlink_to(tmp_path / "nowhere")  # a dangling link counts too
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run", str(held))
+    assert e.value.message == f"run folder {held} already holds a run ({name})."
+    assert e.value.hint == "Pick an empty --run-dir."
+    assert sorted(os.listdir(held)) == [name]  # nothing written there
+
+
+def test_a_run_dir_that_cannot_be_made_is_one_sentence(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run", str(blocker / "sub"))
+    assert e.value.message == f"cannot create run folder {blocker / 'sub'}: Not a directory."
+
+
+def test_a_run_dir_is_made_with_its_parents_or_taken_empty(tmp_path):
+    nested = tmp_path / "a" / "b" / "c"
+    assert RunFolder.create("run", str(nested)).path == nested.resolve()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    folder = RunFolder.create("run", str(empty))
+    assert sorted(os.listdir(folder.path)) == ["lease.json"]
+
+
+def test_the_heartbeat_is_one_daemon_thread_that_never_keeps_pgle_alive(tmp_path):
+    beat = runfolder._Heartbeat()
+    lease = tmp_path / "lease.json"
+    lease.write_text("{}")
+    beat.hold(str(lease))
+    first = beat.thread
+    assert first is not None and first.is_alive() and first.daemon  # pgle exits without it
+    assert first.name == "pgle-lease"  # named in pgle's own stack dumps
+    beat.hold(str(tmp_path / "other.json"))
+    assert beat.thread is first and beat.paths == {str(lease), str(tmp_path / "other.json")}
+    beat.release(str(lease))
+    assert beat.paths == {str(tmp_path / "other.json")}
+    os.utime(lease, (1000.0, 1000.0))
+    beat.refresh_now()  # released: not refreshed
+    assert lease.stat().st_mtime == 1000.0
+
+
+def test_the_pgle_folder_a_link_of_the_users_own_is_followed_a_file_refused(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".pgle").write_text("")
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run")
+    assert e.value.message == "pgle folder ./.pgle is not a directory."
+    (tmp_path / ".pgle").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / ".pgle").symlink_to("elsewhere")  # made by the user: followed
+    folder = RunFolder.create("run")
+    assert folder.path.parent == (tmp_path / "elsewhere" / "runs").resolve()
+    (tmp_path / ".pgle").unlink()
+    (tmp_path / ".pgle").mkdir()
+    (tmp_path / ".pgle" / "runs").symlink_to(tmp_path / "elsewhere" / "runs")
+    assert RunFolder.create("run").path.parent == (tmp_path / "elsewhere" / "runs").resolve()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a folder to another user: needs root")
+def test_folders_of_another_user_are_named_in_a_warning(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".pgle").mkdir()
+    os.chown(tmp_path / ".pgle", 12345, 12345)
+    caplog.set_level("WARNING")
+    RunFolder.create("run")
+    os.chown(tmp_path / ".pgle" / "runs", 12345, 12345)
+    RunFolder.create("run")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    why = "its owner can rename, replace or read the run folders pgle makes in it."
+    assert warned == [  # once per folder and process
+        f"pgle folder ./.pgle belongs to uid 12345, not to you: {why}",
+        f"run folders' parent ./.pgle/runs belongs to uid 12345, not to you: {why}",
+    ]

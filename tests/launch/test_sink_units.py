@@ -1,0 +1,174 @@
+"""The pieces of the pumps, called directly on real pipes and files (pgle.launch.pumps): the
+log's writes (many pieces, after it closed or failed), pgle's own lines between the
+workload's on a stream, a stream without a file descriptor, a terminal the user left
+non-blocking (issue 37: mutants of these survived the tests that run whole launches)."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import threading
+import time
+
+from pgle.launch import streams
+from pgle.launch.pumps import Log, Sink, write_all
+
+
+def test_the_log_takes_many_pieces_in_one_write_and_nothing_once_closed(tmp_path):
+    log = Log(tmp_path / "w.log")
+    log.write([b"%d," % i for i in range(100)])  # more than writev's pieces at once
+    log.write([bytearray(b"x"), memoryview(b"y\n")])
+    log.close()
+    log.write([b"after close\n"])
+    log.close()  # twice: no error
+    assert (tmp_path / "w.log").read_bytes() == b"".join(b"%d," % i for i in range(100)) + b"xy\n"
+    assert log.error is None
+
+
+def test_a_log_that_failed_takes_nothing_more(tmp_path, capfd, monkeypatch):
+    monkeypatch.setattr(streams, "said", set())
+    log = Log(tmp_path / "w.log")
+    log.write([b"kept\n"])
+    os.close(log.fd)
+    log.fd = os.open(os.devnull.replace("null", "full"), os.O_WRONLY)
+    log.write([b"lost\n"])
+    assert log.error == "No space left on device (ENOSPC)"
+    log.fd, full = os.open(tmp_path / "w.log", os.O_WRONLY | os.O_APPEND), log.fd
+    os.close(full)
+    log.write([b"never\n"])  # the first error ended it for good
+    log.close()
+    assert (tmp_path / "w.log").read_bytes() == b"kept\n"
+    assert capfd.readouterr().err.count("pgle: warning: stopped writing") == 1
+
+
+def test_pgles_line_waits_for_the_end_of_the_workloads_line():
+    out, err = io.StringIO(), io.StringIO()
+    sink, other = Sink.pair(out, err, "w.log")
+    assert sink.behind is None and sink.out_fd is None  # no file descriptor: its methods
+    sink.write(b"progress 10%")
+    assert sink.line("pgle: a note") is True
+    assert out.getvalue() == "progress 10%"  # not in the middle of the workload's line
+    sink.write(memoryview(b" 20%\nnext "))
+    assert out.getvalue() == "progress 10% 20%\npgle: a note\nnext "
+    sink.line("pgle: second")
+    sink.end()  # the stream ended mid-line: pgle's line on a line of its own
+    assert out.getvalue() == "progress 10% 20%\npgle: a note\nnext \npgle: second\n"
+    other.write(b"bad \xff byte\n")  # not UTF-8: replaced, never an error
+    assert err.getvalue() == "bad \ufffd byte\n"
+    err.seek(0)
+    err.truncate()
+    other.write(b"plain\n")
+    other.line("pgle: at a line start")
+    assert err.getvalue() == "plain\npgle: at a line start\n"
+
+
+def test_a_stream_with_a_buffer_gets_bytes_and_one_that_fails_is_said_on_the_other(
+        monkeypatch):
+    monkeypatch.setattr(streams, "said", set())
+    raw = io.BytesIO()
+    text = io.TextIOWrapper(raw, encoding="ascii")
+    out, err = io.StringIO(), io.StringIO()
+    sink, _ = Sink.pair(text, err, "w.log")
+    sink.write(b"\xc3\xa9 bytes as they are\n")
+    assert raw.getvalue() == b"\xc3\xa9 bytes as they are\n"
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise ValueError("I/O operation on closed file")
+
+    broken, other = Sink.pair(Broken(), out, "w.log")
+    broken.write(b"x\n")
+    broken.write(b"y\n")
+    assert broken.failed == "ValueError: I/O operation on closed file"
+    assert out.getvalue() == (
+        "pgle: warning: cannot write the workload's stdout to pgle's stdout (ValueError: I/O "
+        "operation on closed file); the workload runs on, and its stdout goes to w.log only\n")
+    assert broken.line("pgle: lost") is False and broken.note() is None  # said: no note
+
+
+def test_a_terminal_left_non_blocking_is_waited_for(tmp_path):
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+    got = bytearray()
+
+    def slow_reader() -> None:
+        while True:
+            time.sleep(0.002)
+            data = os.read(r, 1 << 14)
+            if not data:
+                return
+            got.extend(data)
+
+    reader = threading.Thread(target=slow_reader, daemon=True)
+    reader.start()
+    data = bytes(range(256)) * (8 << 10)  # 2 MiB: far more than the pipe holds
+    counted = []
+    write_all(w, data, counted.append)
+    os.close(w)
+    reader.join(timeout=60)
+    os.close(r)
+    assert bytes(got) == data and sum(counted) == len(data) and len(counted) > 1
+
+
+INFO = b"I1129 10:00:00.123456   4242 gpu_compiler.cc:100] Using PGLE profile from /p\n"
+
+
+def _pump():
+    from pgle.launch.pumps import Pump, hide_below
+
+    r, w = os.pipe()
+    os.close(w)
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log.__new__(Log), hide_below(1))
+    os.close(r)
+    return pump
+
+
+def test_an_info_line_is_hidden_only_where_a_line_starts():
+    p = _pump()
+    assert p._visible(b"a\n" + INFO + b"b\n") == b"a\nb\n"
+    assert p._visible(b"progress: ") == b"progress: "  # the line goes on in the next read
+    assert p._visible(INFO) == INFO  # not at a line start: the program's own text, shown
+    assert p._visible(b"x") == b"x" and p._visible(b"\n" + INFO) == b"\n"
+    # A line cut by the read: held until it is whole, then hidden or shown.
+    assert p._visible(INFO[:17]) == b"" and p._visible(INFO[17:]) == b""
+    warning = INFO.replace(b"I1129", b"W1129")
+    assert p._visible(warning[:17]) == b"" and p._visible(warning[17:]) == warning
+    from pgle.launch.pumps import MAX_HELD_LINE
+
+    long = INFO[:30] + b"x" * MAX_HELD_LINE  # never held past MAX_HELD_LINE
+    assert p._visible(long) == long and p.pending == b""
+
+
+def test_a_failure_is_said_once_per_process_and_noted_only_if_unsaid(monkeypatch, capfd):
+    monkeypatch.setattr(streams, "said", set())
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise ValueError("gone")
+
+    alone = Sink(Broken(), 1, "w.log")  # no other sink: pgle's own line, on stderr
+    alone.write(b"x\n")
+    assert capfd.readouterr().err == (
+        "pgle: warning: cannot write the workload's stdout to pgle's stdout (ValueError: "
+        "gone); the workload runs on, and its stdout goes to w.log only\n")
+    assert alone.told and alone.note() is None
+    first, _ = Sink.pair(None, io.StringIO(), "a.log")
+    second, _ = Sink.pair(None, io.StringIO(), "b.log")
+    assert first.told and second.told and second.note() is None  # said once: no note either
+
+
+def test_the_terminal_writer_is_a_daemon_that_ends_after_its_drain():
+    from pgle.launch.pumps import Behind
+
+    r, w = os.pipe()
+    behind = Behind(w)
+    # A daemon: a writer stuck on a frozen terminal never keeps pgle from exiting.
+    assert behind.thread.daemon and behind.thread.name == "pgle-terminal"
+    behind.put(b"x")
+    behind.drain()
+    behind.thread.join(timeout=20)
+    assert not behind.thread.is_alive() and os.read(r, 10) == b"x"
+    os.close(r)
+    os.close(w)
