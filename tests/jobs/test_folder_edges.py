@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from helpers.deadline import returns_within
 from pgle.errors import BadInput
 from pgle.jobs import folder
 from pgle.jobs.folder import PeerFailure
@@ -81,12 +81,8 @@ def test_a_gather_refuses_a_bad_world_or_timeout(tmp_path, world, timeout, messa
 
 def _within(seconds: float, fn, *args, **kw):
     """fn's result, or a failed test if it has not returned within `seconds` (not a hang)."""
-    out: list = []
-    thread = threading.Thread(target=lambda: out.append(fn(*args, **kw)), daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"{fn.__name__} still running after {seconds} s"
-    return out[0]
+    with returns_within(seconds):
+        return fn(*args, **kw)
 
 
 def _report(jd: Path, rank: int) -> None:

@@ -1,0 +1,178 @@
+"""The job driver where a rank waits on others, in process on real job folders (issue 37).
+
+Each wait has a deadline here, so that a wait that would never end (or only at a 600 s
+--gather-timeout) fails its test instead of hanging it: rank 0 gathering under `--gather kv`,
+a phase rank waiting for rank 0's job report when rank 0 failed, a report that arrives during
+the wait. Also what a stalled rank publishes for the job's first-stopped-rank line, the
+watchdog's answer when a peer failed, and the job report's per-rank rows and stall section.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers.deadline import returns_within
+from pgle.errors import PgleError, Stalled
+from pgle.jobs import driver, folder
+from pgle.jobs.ranks import RankInfo
+from pgle.launch.stall import StallReport
+from pgle.report import Report
+from pgle.verdicts.across_ranks import combine_verdicts
+
+
+def _rank_run(tmp_path: Path, rank: int, world: int = 2, **kw) -> driver.RankRun:
+    info = RankInfo(rank=rank, world_size=world, job_id="j5", step_id="2", source="slurm")
+    jd = tmp_path / "job"
+    jd.mkdir(parents=True, exist_ok=True)
+    return driver.RankRun("run", info, jd, kw.pop("gather_timeout_s", 0.0), host="node-a", **kw)
+
+
+def _report(jd: Path, r: int, **fields) -> None:
+    data = {"command": "run", "status": "applied", "exit_code": 0, "modules": [],
+            "rank": {"rank": r, "host": f"h{r}"}, **fields}
+    (jd / f"rank-{r}.json").write_text(json.dumps(data))
+
+
+def _failed(jd: Path, rank: int, code: int, at: float) -> None:
+    (jd / "failed").mkdir(parents=True, exist_ok=True)
+    (jd / "failed" / f"rank-{rank}").write_text(json.dumps({"exit_code": code, "time": at}))
+
+
+def _job_report(rr: driver.RankRun, own: Report) -> Report:
+    folder.write_report(rr.job_dir, rr.rank, own)
+    return rr.job_report(own, combine_verdicts)
+
+
+def _later(seconds: float, fn) -> threading.Thread:
+    """fn() on another thread after `seconds`: a peer's file arriving while this rank waits."""
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), fn()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_under_gather_kv_rank_0_does_not_wait_for_files_in_its_folder(tmp_path):
+    # The exchange already waited the timeout: nothing more reaches rank 0's folder.
+    rr = _rank_run(tmp_path, 0, gather="kv", gather_timeout_s=120.0)
+    with returns_within(30):
+        out = _job_report(rr, Report("run", "applied", workload_exit_code=0))
+    assert out.details["job"]["reported"] == [0]
+    assert [m["rank"] for m in out.details["job"]["missing"]] == [1]
+
+
+def test_rank_0_waits_for_a_report_that_arrives_during_the_gather(tmp_path):
+    rr = _rank_run(tmp_path, 0, gather_timeout_s=120.0)
+    thread = _later(0.3, lambda: _report(rr.job_dir, 1))
+    with returns_within(60):
+        out = _job_report(rr, Report("run", "applied", workload_exit_code=0))
+    thread.join()
+    assert out.details["job"]["reported"] == [0, 1] and out.exit_code == 0
+
+
+def test_a_phase_rank_gives_up_at_once_when_rank_0_failed_and_said_why(tmp_path):
+    rr = _rank_run(tmp_path, 1, gather_timeout_s=120.0)
+    _failed(rr.job_dir, 0, 2, at=1.0)
+    _report(rr.job_dir, 0, status="error", exit_code=2, pgle_error="bad --profile")
+    with returns_within(30), pytest.raises(PgleError) as err:
+        rr.wait_for_job_report()
+    assert err.value.message == "rank 0 failed, so there is no job report: bad --profile"
+
+
+def test_a_phase_rank_is_not_misled_by_another_ranks_failure(tmp_path):
+    # Rank 1's own failure file and report are not rank 0's: it waits for the job report.
+    rr = _rank_run(tmp_path, 2, world=3, gather_timeout_s=120.0)
+    _failed(rr.job_dir, 1, 2, at=1.0)
+    _report(rr.job_dir, 1, status="error", exit_code=2, pgle_error="rank 1's own trouble")
+    _report(rr.job_dir, 0, status="error", exit_code=2, pgle_error="not failed")
+    thread = _later(0.3, lambda: (rr.job_dir / "job.json").write_text('{"status": "applied"}'))
+    with returns_within(60):
+        assert rr.wait_for_job_report() == {"status": "applied"}
+    thread.join()
+
+
+def test_a_job_report_that_cannot_be_read_says_why_in_the_systems_words(tmp_path):
+    rr = _rank_run(tmp_path, 1)
+    (rr.job_dir / "job.json").mkdir()
+    with pytest.raises(PgleError) as err:
+        rr.wait_for_job_report()
+    assert err.value.message == f"job report {rr.job_dir / 'job.json'}: job.json is not a regular file."
+
+
+def test_a_stalled_rank_publishes_its_main_process_phase(tmp_path):
+    rr = _rank_run(tmp_path, 1)
+    fleet_dir = rr.job_dir / "fleet"
+    fleet_dir.mkdir()
+    # Rank 0's phase is there already: rank 1 does not wait for it.
+    (fleet_dir / "rank-0.stall.json").write_text(json.dumps(
+        {"rank": 0, "phase": "collective", "what": "in all-reduce", "own": False}))
+    report = StallReport(seconds=700.0, bound_s=600.0, bound_rule="", run=str(tmp_path),
+                         phases={200: "in a helper", 100: "in user code"},
+                         phase_names={200: "helper", 100: "user_code"}, stacks={})
+    with returns_within(30):
+        rr._stalled(report)
+    assert json.loads((fleet_dir / "rank-1.stall.json").read_text()) == {
+        "rank": 1, "phase": "user_code", "what": "in user code", "own": True}
+    nothing = StallReport(seconds=700.0, bound_s=600.0, bound_rule="", run=str(tmp_path),
+                          phases={}, phase_names={}, stacks={})
+    with returns_within(30):
+        rr._stalled(nothing)
+    assert json.loads((fleet_dir / "rank-1.stall.json").read_text()) == {
+        "rank": 1, "phase": None, "what": None, "own": True}
+
+
+def test_the_watchdog_stops_for_a_peer_and_not_for_its_own_failure(tmp_path):
+    rr = _rank_run(tmp_path, 1, world=3)
+    poll = rr.watchdog()
+    _failed(rr.job_dir, 1, 4, at=1.0)  # its own: not a reason to stop
+    assert poll() is None and rr.stopped_for is None
+    _failed(rr.job_dir, 2, 7, at=2.0)
+    assert driver.RankRun.watchdog(rr)() == 7
+    assert rr.stopped_for == folder.PeerFailure(2, 7)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"exit_code": Stalled.exit_code, "workload_exit_code": 0},
+     {"exit_code": 0, "workload_exit_code": Stalled.exit_code}],
+)
+def test_either_exit_code_of_a_stalled_rank_adds_the_stall_section(tmp_path, fields):
+    rr = _rank_run(tmp_path, 0)
+    jd = rr.job_dir
+    _report(jd, 1, **fields)
+    (jd / "fleet").mkdir()
+    for r, steps, phase in ((0, 5, "collective"), (1, 3, "user_code")):
+        (jd / "fleet" / f"rank-{r}.json").write_text(json.dumps(
+            {"rank": r, "steps": steps, "last_progress": 10.0 + r}))
+        (jd / "fleet" / f"rank-{r}.stall.json").write_text(json.dumps(
+            {"rank": r, "phase": phase, "what": f"what {r}"}))
+    with returns_within(30):
+        out = _job_report(rr, Report("run", "applied", workload_exit_code=0))
+    assert out.details["stall"]["first_rank"] == 1
+
+
+def test_a_job_without_a_stall_has_no_stall_section_and_no_wait(tmp_path):
+    rr = _rank_run(tmp_path, 0, world=3)
+    _report(rr.job_dir, 1)
+    _report(rr.job_dir, 2, stopped_for={"rank": 1, "exit_code": 7},
+            warnings=["disk slow"])
+    with returns_within(30):
+        out = _job_report(rr, Report("run", "applied", workload_exit_code=0,
+                                     warnings=["disk slow"]))
+    assert "stall" not in out.details
+    rows = {row["rank"]: row for row in out.details["ranks"]}
+    assert rows[2]["stopped_for"] == {"rank": 1, "exit_code": 7}
+    assert rows[1]["stopped_for"] is None
+    # A warning of two of the three ranks names them.
+    assert "ranks 0, 2: disk slow" in out.warnings
+
+
+def test_a_quiet_report_prints_its_line_alone(tmp_path):
+    rep = Report("run", "applied", warnings=["w"])
+    rep.details["x"] = 1
+    quiet = driver.QuietReport.of(rep, "rank 1 of 2: applied")
+    assert (quiet.details, quiet.warnings, quiet.summary) == ({}, [], ["rank 1 of 2: applied"])
+    assert quiet.full is not None and quiet.full["warnings"] == ["w"]
