@@ -112,13 +112,14 @@ def test_a_stalled_rank_publishes_its_main_process_phase(tmp_path):
     report = StallReport(seconds=700.0, bound_s=600.0, bound_rule="", run=str(tmp_path),
                          phases={200: "in a helper", 100: "in user code"},
                          phase_names={200: "helper", 100: "user_code"}, stacks={})
-    with returns_within(30):
+    # Well within fleet.PEER_PHASE_WAIT_S (10 s): every rank's phase is there, no wait.
+    with returns_within(5):
         rr._stalled(report)
     assert json.loads((fleet_dir / "rank-1.stall.json").read_text()) == {
         "rank": 1, "phase": "user_code", "what": "in user code", "own": True}
     nothing = StallReport(seconds=700.0, bound_s=600.0, bound_rule="", run=str(tmp_path),
                           phases={}, phase_names={}, stacks={})
-    with returns_within(30):
+    with returns_within(5):
         rr._stalled(nothing)
     assert json.loads((fleet_dir / "rank-1.stall.json").read_text()) == {
         "rank": 1, "phase": None, "what": None, "own": True}
@@ -176,3 +177,80 @@ def test_a_quiet_report_prints_its_line_alone(tmp_path):
     quiet = driver.QuietReport.of(rep, "rank 1 of 2: applied")
     assert (quiet.details, quiet.warnings, quiet.summary) == ({}, [], ["rank 1 of 2: applied"])
     assert quiet.full is not None and quiet.full["warnings"] == ["w"]
+
+
+# -- a rank that fails in pgle: what its peers and rank 0 learn --------------------------------
+
+
+def _raises(exc: BaseException):
+    def produce() -> Report:
+        raise exc
+    return produce
+
+
+def _failure(jd: Path, rank: int) -> tuple[dict, dict]:
+    """(failed/rank-<r>, rank-<r>.json) a failing rank leaves for its peers and rank 0."""
+    return (json.loads((jd / "failed" / f"rank-{rank}").read_text()),
+            json.loads((jd / f"rank-{rank}.json").read_text()))
+
+
+@pytest.mark.parametrize(
+    "exc,code,said",
+    [(KeyboardInterrupt(), 130, "interrupted"),
+     (RuntimeError("disk on fire"), 1, "RuntimeError: disk on fire")],
+)
+def test_a_rank_that_fails_in_pgle_tells_its_peers_with_the_exit_code(tmp_path, exc, code, said):
+    rr = _rank_run(tmp_path, 1)
+    with pytest.raises(type(exc)):
+        rr._guarded(_raises(exc))
+    failed, report = _failure(rr.job_dir, 1)
+    assert failed["exit_code"] == code
+    assert (report["exit_code"], report["pgle_error"]) == (code, said)
+    assert folder.peer_failure(rr.job_dir, 0) == folder.PeerFailure(1, code)
+
+
+def test_a_taken_rank_names_itself_and_writes_nothing(tmp_path):
+    rr = _rank_run(tmp_path, 1)
+    taken = folder.RankTaken("job folder x already holds rank-1.start.")
+    with pytest.raises(folder.RankTaken) as err:
+        rr._guarded(_raises(taken))
+    assert err.value.message == "rank 1: job folder x already holds rank-1.start."
+    assert sorted(p.name for p in rr.job_dir.iterdir()) == []
+
+
+def _stalled_fleet(jd: Path) -> None:
+    """Both ranks' progress and stall phases, and modules that differ between them."""
+    (jd / "fleet").mkdir(exist_ok=True)
+    (jd / "rank-0").mkdir(exist_ok=True)
+    (jd / "rank-0" / "m.mlir").write_text("x\n")
+    for r, steps, phase, fp in ((0, 5, "collective", "a"), (1, 3, "user_code", "b")):
+        (jd / "fleet" / f"rank-{r}.json").write_text(json.dumps(
+            {"rank": r, "steps": steps, "last_progress": 10.0 + r,
+             "modules": [["jit_step", fp * 32, "rank-0/m.mlir"]]}))
+        (jd / "fleet" / f"rank-{r}.stall.json").write_text(json.dumps(
+            {"rank": r, "phase": phase, "what": f"what {r}"}))
+
+
+def test_rank_0s_stall_error_names_the_first_stopped_rank_and_the_divergence(tmp_path):
+    rr = _rank_run(tmp_path, 0)
+    _stalled_fleet(rr.job_dir)
+    with returns_within(30), pytest.raises(Stalled) as err:
+        rr._guarded(_raises(Stalled("the workload made no progress for 10 min")))
+    e = err.value
+    assert e.message == ("rank 0: the workload made no progress for 10 min; rank 1 stopped "
+                         "progressing first (after 3 steps): what 1; rank 0 waited for it in a "
+                         "collective")
+    assert e.fleet is not None and e.fleet["stall"]["first_rank"] == 1
+    assert [d["module"] for d in e.fleet["divergence"]] == ["jit_step"]
+    failed, report = _failure(rr.job_dir, 0)
+    assert failed["exit_code"] == Stalled.exit_code
+    assert report["pgle_error"] == "the workload made no progress for 10 min"
+
+
+def test_another_ranks_stall_error_is_its_own(tmp_path):
+    rr = _rank_run(tmp_path, 1)
+    _stalled_fleet(rr.job_dir)
+    with returns_within(30), pytest.raises(Stalled) as err:
+        rr._guarded(_raises(Stalled("no progress")))
+    assert (err.value.message, err.value.fleet) == ("rank 1: no progress", None)
+
