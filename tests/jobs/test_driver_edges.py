@@ -254,3 +254,27 @@ def test_another_ranks_stall_error_is_its_own(tmp_path):
         rr._guarded(_raises(Stalled("no progress")))
     assert (err.value.message, err.value.fleet) == ("rank 1: no progress", None)
 
+
+
+def test_an_exchange_with_an_ended_workload_ends_at_once(tmp_path):
+    # The workload process is gone: no answer will come, whatever the timeout says.
+    import subprocess
+    import sys
+    import types
+
+    from pgle.evidence import schema
+    from pgle.jobs import kv
+
+    run = tmp_path / "run"
+    (run / schema.HANDOFF_DIR).mkdir(parents=True)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    ex = types.SimpleNamespace(run=types.SimpleNamespace(path=str(run)),
+                               result=types.SimpleNamespace(
+                                   pending=types.SimpleNamespace(child=child)))
+    with returns_within(30):
+        fetched, errors = kv.HeldExchange(ex).round({}, ["pgle/run/job"], final=True,
+                                                    timeout_s=120.0)
+    assert fetched == {}
+    assert errors == ["the workload's process ended before answering (it crashed, or "
+                      "jax.distributed stopped it)"]

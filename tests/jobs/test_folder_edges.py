@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -185,3 +187,38 @@ def test_a_shared_job_folder_needs_a_job_id():
         "cannot name a job folder shared by the 4 ranks: no job id is known (ranks detected "
         "from pgle).",
         "Set PGLE_JOB_ID to the same value on every rank, or pass a job folder.")
+
+
+def test_the_exit_record_says_who_when_and_where_in_sorted_keys(tmp_path):
+    before = time.time()
+    path = folder.mark_exit(tmp_path, 2, 5)
+    text = path.read_text()
+    data = json.loads(text)
+    assert text.rstrip("\n") == json.dumps(data, sort_keys=True)
+    assert sorted(data) == ["exit_code", "host", "pid", "rank", "stopped_for", "time"]
+    assert (data["rank"], data["exit_code"], data["stopped_for"]) == (2, 5, None)
+    assert data["host"] == socket.gethostname() and data["pid"] == os.getpid()
+    assert before <= data["time"] <= time.time()
+    # Its own failure: in failed/ too, where its peers look.
+    assert json.loads((tmp_path / "failed" / "rank-2").read_text()) == data
+
+
+def test_a_claimed_rank_rewrites_its_own_start_record(tmp_path):
+    info = RankInfo(rank=3, world_size=4, job_id="9")
+    folder.claim_rank(tmp_path, info)
+    path = folder.mark_started(tmp_path, info, claimed=True)
+    assert path == tmp_path / "rank-3.start"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-3.start"]
+
+
+def test_a_report_holding_a_path_is_written_with_it_as_text(tmp_path):
+    folder.write_report(tmp_path, 1, {"run_dir": Path("/runs/r1")})
+    assert json.loads((tmp_path / "rank-1.json").read_text()) == {"run_dir": "/runs/r1"}
+
+
+def test_the_watchdog_ignores_the_ranks_own_failure(tmp_path):
+    _failed(tmp_path, 1, {"exit_code": 4, "time": 1.0})
+    check = folder.watchdog(tmp_path, 1)
+    assert check() is None
+    _failed(tmp_path, 0, {"exit_code": 6, "time": 2.0})
+    assert folder.watchdog(tmp_path, 1)() == PeerFailure(0, 6)
