@@ -158,7 +158,8 @@ def test_either_exit_code_of_a_stalled_rank_adds_the_stall_section(tmp_path, fie
 def test_a_job_without_a_stall_has_no_stall_section_and_no_wait(tmp_path):
     rr = _rank_run(tmp_path, 0, world=3)
     _report(rr.job_dir, 1)
-    _report(rr.job_dir, 2, stopped_for={"rank": 1, "exit_code": 7},
+    # Rank 2's report holds its rank as a bare number (as reports of other commands do).
+    _report(rr.job_dir, 2, stopped_for={"rank": 1, "exit_code": 7}, rank=2,
             warnings=["disk slow"])
     with returns_within(30):
         out = _job_report(rr, Report("run", "applied", workload_exit_code=0,
@@ -167,6 +168,7 @@ def test_a_job_without_a_stall_has_no_stall_section_and_no_wait(tmp_path):
     rows = {row["rank"]: row for row in out.details["ranks"]}
     assert rows[2]["stopped_for"] == {"rank": 1, "exit_code": 7}
     assert rows[1]["stopped_for"] is None
+    assert (rows[1]["host"], rows[2]["host"]) == ("h1", None)
     # A warning of two of the three ranks names them.
     assert "ranks 0, 2: disk slow" in out.warnings
 
