@@ -280,3 +280,35 @@ def test_an_exchange_with_an_ended_workload_ends_at_once(tmp_path):
     assert fetched == {}
     assert errors == ["the workload's process ended before answering (it crashed, or "
                       "jax.distributed stopped it)"]
+
+
+# -- a real workload on a rank whose peer failed ------------------------------------------------
+
+
+def test_a_rank_stops_its_workload_at_once_when_a_peer_failed_and_says_where_it_was(tmp_path):
+    import os
+
+    from pgle import api
+    from pgle.profiles.files import Profile, write_profile
+
+    script = tmp_path / "w.py"
+    script.write_text("import time\ntime.sleep(600)\n")
+    write_profile(Profile(costs=[("fusion.1", 1.0)]), tmp_path / "p.pb")
+    jd = tmp_path / "job"
+    _failed(jd, 0, 5, at=1.0)  # rank 0's workload failed with 5
+    ranks = ("PGLE_RANK", "PGLE_WORLD_SIZE", "PGLE_LOCAL_RANK", "PGLE_JOB_ID")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ranks and not k.startswith(("XLA_", "JAX_", "TF_CPP_", "SLURM_", "OMPI_",
+                                                   "PMI_"))}
+    env.update(JAX_PLATFORMS="cpu", PGLE_RANK="1", PGLE_WORLD_SIZE="2", PGLE_JOB_ID="api")
+    # The workload sleeps 600 s: only the watchdog's stop ends it within the deadline.
+    with returns_within(120):
+        api.run(str(script), profile=str(tmp_path / "p.pb"), job_dir=str(jd),
+                run_dir=str(tmp_path / "r%r"), environ=env)
+    exit_ = json.loads((jd / "rank-1.exit").read_text())
+    assert (exit_["exit_code"], exit_["stopped_for"]) == (5, 0)
+    # Where its workload was when stopped, for rank 0's first-stopped-rank line (issue 36).
+    assert json.loads((jd / "fleet" / "rank-1.stall.json").read_text()) == {
+        "rank": 1, "own": False, "phase": "user_code",
+        "what": "in the user's code at w.py:2 (<module>): `time.sleep(600)`"}
+    assert json.loads((jd / "fleet" / "rank-1.json").read_text())["rank"] == 1
