@@ -85,3 +85,26 @@ def test_restrict_takes_from_a_folders_files_what_the_mode_does_not_grant(tmp_pa
     assert stat.S_IMODE((out / "odd").stat().st_mode) == 0o000
     # The folder itself may still be entered by whom it may be read by.
     assert stat.S_IMODE(out.stat().st_mode) == 0o700
+
+
+def _value_error(fn, *args) -> str:
+    with pytest.raises(ValueError) as err:
+        fn(*args)
+    return str(err.value)
+
+
+def test_a_ranks_record_that_does_not_parse_is_named(tmp_path):
+    (tmp_path / "rank-1.start").write_text("{bad")
+    assert _value_error(rank_data.read_report, tmp_path, "rank-1.start").startswith(
+        "rank-1.start is not JSON (")
+    (tmp_path / "rank-1.exit").write_bytes(b'{"exit_code": "\xff"}')
+    assert _value_error(rank_data.read_report, tmp_path, "rank-1.exit") == \
+        "rank-1.exit is not UTF-8 text"
+
+
+def test_a_report_of_exactly_the_limit_is_read():
+    head, tail = b'{"notices": ["', b'"]}'
+    data = head + b"x" * (rank_data.MAX_REPORT_BYTES - len(head) - len(tail)) + tail
+    assert len(rank_data.parse_report(data)["notices"][0]) == len(data) - len(head) - len(tail)
+    assert _value_error(rank_data.parse_report, data + b" ") == \
+        f"the report is larger than {rank_data.MAX_REPORT_BYTES >> 20} MiB"
