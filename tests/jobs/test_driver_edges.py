@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers.deadline import returns_within
-from pgle.errors import PgleError, Stalled
+from pgle.errors import BadInput, PgleError, Stalled
 from pgle.jobs import driver, folder
 from pgle.jobs.ranks import RankInfo
 from pgle.launch.stall import StallReport
@@ -312,3 +312,66 @@ def test_a_rank_stops_its_workload_at_once_when_a_peer_failed_and_says_where_it_
         "rank": 1, "own": False, "phase": "user_code",
         "what": "in the user's code at w.py:2 (<module>): `time.sleep(600)`"}
     assert json.loads((jd / "fleet" / "rank-1.json").read_text())["rank"] == 1
+
+
+# -- rank 0 of a job through driver.run, its body not launching anything ------------------------
+
+
+def _job_env(rank: int) -> dict[str, str]:
+    return {"HOME": "/h", "PGLE_RANK": str(rank), "PGLE_WORLD_SIZE": "2", "PGLE_JOB_ID": "e37"}
+
+
+def _workflow(seen: dict, combine):
+    from pgle.jobs.layout import LayoutRequest
+
+    def body(o, lay, launch, env):
+        seen.update(lay=lay, env=env)
+        return Report("run", "applied", workload_exit_code=0)
+
+    def combining(o, lay, job):
+        seen.update(combine_opts=o, combine_lay=lay)
+        return combine(job)
+
+    return driver.Workflow("run", lambda o: LayoutRequest(log="l%r.log"), body, combining)
+
+
+def test_rank_0_gathers_within_the_users_gather_timeout(tmp_path):
+    from pgle.jobs.layout import JobOptions
+
+    seen: dict = {}
+    opts = object()
+    jd = tmp_path / "job"
+    with returns_within(60):
+        out = driver.run(_workflow(seen, combine_verdicts), opts,
+                         JobOptions(job_dir=str(jd), gather_timeout=0.2), environ=_job_env(0))
+    assert out.details["job"]["gather_timeout_s"] == 0.2
+    assert out.details["job"]["missing"] == [{"rank": 1, "why": "never started"}]
+    assert out.command == "run" and out.exit_code == 1
+    assert seen["combine_opts"] is opts and seen["combine_lay"] is seen["lay"]
+    assert seen["lay"].log == "l0.log" and seen["env"] == _job_env(0)
+    # Its claim on rank 0, before its run: a second process given rank 0 is refused.
+    assert json.loads((jd / "rank-0.start").read_text())["rank"] == 0
+    assert json.loads((jd / "job.json").read_text())["exit_code"] == 1
+
+
+@pytest.mark.parametrize(
+    "exc,code,said",
+    [(BadInput("merge failed"), BadInput.exit_code, "merge failed"),
+     (RuntimeError("boom"), 1, "RuntimeError: boom")],
+)
+def test_rank_0_that_cannot_build_the_job_report_tells_the_waiting_ranks(tmp_path, exc, code,
+                                                                          said):
+    from pgle.jobs.layout import JobOptions
+
+    def combine(job):
+        raise exc
+
+    jd = tmp_path / "job"
+    jd.mkdir()
+    _report(jd, 1)
+    with returns_within(60), pytest.raises(type(exc)):
+        driver.run(_workflow({}, combine), None, JobOptions(job_dir=str(jd), gather_timeout=0.0),
+                   environ=_job_env(0))
+    job = json.loads((jd / "job.json").read_text())
+    assert (job["exit_code"], job["pgle_error"]) == (code, said)
+    assert job["reasons"] == [f"rank 0 could not build the job report: {said}"]
