@@ -375,3 +375,42 @@ def test_rank_0_that_cannot_build_the_job_report_tells_the_waiting_ranks(tmp_pat
     job = json.loads((jd / "job.json").read_text())
     assert (job["exit_code"], job["pgle_error"]) == (code, said)
     assert job["reasons"] == [f"rank 0 could not build the job report: {said}"]
+
+
+# -- a phase of tune on a rank other than 0 -----------------------------------------------------
+
+
+def _phase_workflow(seen: dict):
+    from pgle.jobs.layout import LayoutRequest
+
+    def body(o, lay, launch, env):
+        seen.update(lay=lay)
+        return Report("collect", "applied", workload_exit_code=0)
+
+    return driver.Workflow("collect", lambda o: LayoutRequest(), body,
+                           lambda *a: Report("collect", "x"))
+
+
+def test_a_phase_rank_runs_in_the_phases_folder_and_takes_rank_0s_job_report(tmp_path):
+    rr = _rank_run(tmp_path, 1, gather_timeout_s=0.2)
+    rr.command = "tune"
+    (rr.job_dir / "collect").mkdir()
+    (rr.job_dir / "collect" / "job.json").write_text('{"status": "applied", "from": "rank 0"}')
+    seen: dict = {}
+    root = tmp_path / "root"
+    with returns_within(60):
+        result = rr.phase({}, "collect", _phase_workflow(seen), None, str(root))
+    assert result.job == {"status": "applied", "from": "rank 0"}
+    assert rr.last_phase is result.own
+    assert seen["lay"].run_dir == str(root)  # tune gives each phase its run folder
+    rep = json.loads((rr.job_dir / "collect" / "rank-1.json").read_text())
+    assert (rep["command"], rep["rank"]["host"]) == ("collect", "node-a")
+
+
+def test_a_phase_rank_without_rank_0s_job_report_gives_up_at_the_gather_timeout(tmp_path):
+    rr = _rank_run(tmp_path, 1, gather_timeout_s=0.2)
+    rr.command = "tune"
+    with returns_within(60), pytest.raises(PgleError) as err:
+        rr.phase({}, "collect", _phase_workflow({}), None, str(tmp_path / "root"))
+    assert err.value.message == (f"rank 0 wrote no job report {rr.job_dir / 'collect' / 'job.json'}"
+                                 " within --gather-timeout 0.2 s.")
