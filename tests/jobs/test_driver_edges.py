@@ -10,6 +10,7 @@ watchdog's answer when a peer failed, and the job report's per-rank rows and sta
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -48,6 +49,13 @@ def _job_report(rr: driver.RankRun, own: Report) -> Report:
     return rr.job_report(own, combine_verdicts)
 
 
+def _atomic(path: Path, text: str) -> None:
+    """As a rank writes its files: whole, under a private name first, then renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _later(seconds: float, fn) -> threading.Thread:
     """fn() on another thread after `seconds`: a peer's file arriving while this rank waits."""
     thread = threading.Thread(target=lambda: (time.sleep(seconds), fn()), daemon=True)
@@ -66,7 +74,9 @@ def test_under_gather_kv_rank_0_does_not_wait_for_files_in_its_folder(tmp_path):
 
 def test_rank_0_waits_for_a_report_that_arrives_during_the_gather(tmp_path):
     rr = _rank_run(tmp_path, 0, gather_timeout_s=120.0)
-    thread = _later(0.3, lambda: _report(rr.job_dir, 1))
+    rep = {"command": "run", "status": "applied", "exit_code": 0, "modules": [],
+           "rank": {"rank": 1, "host": "h1"}}
+    thread = _later(0.3, lambda: _atomic(rr.job_dir / "rank-1.json", json.dumps(rep)))
     with returns_within(60):
         out = _job_report(rr, Report("run", "applied", workload_exit_code=0))
     thread.join()
@@ -88,7 +98,7 @@ def test_a_phase_rank_is_not_misled_by_another_ranks_failure(tmp_path):
     _failed(rr.job_dir, 1, 2, at=1.0)
     _report(rr.job_dir, 1, status="error", exit_code=2, pgle_error="rank 1's own trouble")
     _report(rr.job_dir, 0, status="error", exit_code=2, pgle_error="not failed")
-    thread = _later(0.3, lambda: (rr.job_dir / "job.json").write_text('{"status": "applied"}'))
+    thread = _later(0.3, lambda: _atomic(rr.job_dir / "job.json", '{"status": "applied"}'))
     with returns_within(60):
         assert rr.wait_for_job_report() == {"status": "applied"}
     thread.join()
@@ -286,16 +296,25 @@ def test_an_exchange_with_an_ended_workload_ends_at_once(tmp_path):
 
 
 def test_a_rank_stops_its_workload_at_once_when_a_peer_failed_and_says_where_it_was(tmp_path):
-    import os
-
     from pgle import api
     from pgle.profiles.files import Profile, write_profile
 
+    ready = tmp_path / "ready"
     script = tmp_path / "w.py"
-    script.write_text("import time\ntime.sleep(600)\n")
+    script.write_text(f"import pathlib, time\npathlib.Path({str(ready)!r}).touch()\n"
+                      "time.sleep(600)\n")
     write_profile(Profile(costs=[("fusion.1", 1.0)]), tmp_path / "p.pb")
     jd = tmp_path / "job"
-    _failed(jd, 0, 5, at=1.0)  # rank 0's workload failed with 5
+
+    def fail_rank_0() -> None:
+        # Once the workload sleeps (not while it starts), rank 0's workload fails with 5.
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _failed(jd, 0, 5, at=1.0)
+
+    peer = threading.Thread(target=fail_rank_0, daemon=True)
+    peer.start()
     ranks = ("PGLE_RANK", "PGLE_WORLD_SIZE", "PGLE_LOCAL_RANK", "PGLE_JOB_ID")
     env = {k: v for k, v in os.environ.items()
            if k not in ranks and not k.startswith(("XLA_", "JAX_", "TF_CPP_", "SLURM_", "OMPI_",
@@ -305,12 +324,13 @@ def test_a_rank_stops_its_workload_at_once_when_a_peer_failed_and_says_where_it_
     with returns_within(120):
         api.run(str(script), profile=str(tmp_path / "p.pb"), job_dir=str(jd),
                 run_dir=str(tmp_path / "r%r"), environ=env)
+    peer.join()
     exit_ = json.loads((jd / "rank-1.exit").read_text())
     assert (exit_["exit_code"], exit_["stopped_for"]) == (5, 0)
     # Where its workload was when stopped, for rank 0's first-stopped-rank line (issue 36).
     assert json.loads((jd / "fleet" / "rank-1.stall.json").read_text()) == {
         "rank": 1, "own": False, "phase": "user_code",
-        "what": "in the user's code at w.py:2 (<module>): `time.sleep(600)`"}
+        "what": "in the user's code at w.py:3 (<module>): `time.sleep(600)`"}
     assert json.loads((jd / "fleet" / "rank-1.json").read_text())["rank"] == 1
 
 

@@ -127,9 +127,9 @@ def _waiting_lines(caplog) -> list[str]:
 )
 def test_the_progress_line_names_at_most_eight_ranks(tmp_path, caplog, world, phrase):
     caplog.set_level(logging.INFO, logger="pgle.jobs.folder")
-    folder.gather(tmp_path, world, 0.2, progress_every_s=0.0)
+    folder.gather(tmp_path, world, 1.0, progress_every_s=0.0)
     lines = _waiting_lines(caplog)
-    assert lines and lines[0] == f"waiting for {phrase}; 0 s of the 0 s gather timeout"
+    assert lines and lines[0] == f"waiting for {phrase}; 0 s of the 1 s gather timeout"
 
 
 def test_no_progress_line_before_its_interval(tmp_path, caplog):
