@@ -404,7 +404,7 @@ def _phase_workflow(seen: dict):
     from pgle.jobs.layout import LayoutRequest
 
     def body(o, lay, launch, env):
-        seen.update(lay=lay)
+        seen.update(lay=lay, launch=launch)
         return Report("collect", "applied", workload_exit_code=0)
 
     return driver.Workflow("collect", lambda o: LayoutRequest(), body,
@@ -412,7 +412,8 @@ def _phase_workflow(seen: dict):
 
 
 def test_a_phase_rank_runs_in_the_phases_folder_and_takes_rank_0s_job_report(tmp_path):
-    rr = _rank_run(tmp_path, 1, gather_timeout_s=0.2)
+    rr = _rank_run(tmp_path, 1, gather_timeout_s=0.2, stall_timeout_s=900.0, gather="kv",
+                   require_same_program=True)
     rr.command = "tune"
     (rr.job_dir / "collect").mkdir()
     (rr.job_dir / "collect" / "job.json").write_text('{"status": "applied", "from": "rank 0"}')
@@ -423,6 +424,11 @@ def test_a_phase_rank_runs_in_the_phases_folder_and_takes_rank_0s_job_report(tmp
     assert result.job == {"status": "applied", "from": "rank 0"}
     assert rr.last_phase is result.own
     assert seen["lay"].run_dir == str(root)  # tune gives each phase its run folder
+    # The phase's launches run under the job's options.
+    phase = seen["launch"].__self__
+    assert (phase.command, phase.job_dir, phase.stall_timeout_s, phase.gather,
+            phase.require_same_program) == ("tune:collect", rr.job_dir / "collect", 900.0, "kv",
+                                             True)
     rep = json.loads((rr.job_dir / "collect" / "rank-1.json").read_text())
     assert (rep["command"], rep["rank"]["host"]) == ("collect", "node-a")
 

@@ -45,6 +45,8 @@ def test_files_and_folders_of_another_account_are_refused(tmp_path):
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "rank-1").write_text("x")
     os.chown(tmp_path / "profiles", 12345, 12345)
+    assert _refusal(rank_data.list_under, tmp_path, "profiles") == \
+        "profiles belongs to another account (uid 12345), not this one"
     assert _refusal(rank_data.read_under, tmp_path, "profiles/rank-1", 100) == \
         "profiles belongs to another account (uid 12345), not this one"
 
