@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.deadline import returns_within
 from pgle.errors import PgleError
 from pgle.evidence import schema
 from pgle.jobs import driver, folder, kv
@@ -521,8 +522,9 @@ def test_a_rank_stops_its_workload_when_a_peer_failed(tmp_path):
     script.write_text("import time\ntime.sleep(120)\n")
     jd = tmp_path / "job"
     _failed(jd, 0, 5, at=1.0)  # rank 0's workload failed with 5
-    out = api.run(str(script), profile=_profile(tmp_path), job_dir=str(jd),
-                  run_dir=str(tmp_path / "r%r"), environ=_rank_env(1))
+    with returns_within(60):  # the workload sleeps 120 s: only the watchdog ends it sooner
+        out = api.run(str(script), profile=_profile(tmp_path), job_dir=str(jd),
+                      run_dir=str(tmp_path / "r%r"), environ=_rank_env(1))
     rep = json.loads((jd / "rank-1.json").read_text())
     assert rep["stopped_for"] == {"rank": 0, "exit_code": 5}
     assert "pgle stopped this rank's workload: rank 0's workload failed with code 5" in \
@@ -537,7 +539,7 @@ def test_a_phase_rank_without_rank_0s_job_report_fails_in_one_sentence(tmp_path)
     script = tmp_path / "w.py"
     script.write_text("print('x')\n")
     jd = tmp_path / "job"
-    with pytest.raises(PgleError) as err:
+    with returns_within(60), pytest.raises(PgleError) as err:  # not the 600 s default
         api.tune(str(script), job_dir=str(jd), gather_timeout=0, run_dir=str(tmp_path / "t%r"),
                  environ=_rank_env(1))
     assert err.value.message.startswith(f"rank 0 wrote no job report {jd / 'collect' / 'job.json'}")
