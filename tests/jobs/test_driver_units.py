@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.deadline import returns_within
 from pgle.errors import PgleError
 from pgle.evidence import schema
 from pgle.jobs import driver, folder, kv
@@ -521,8 +522,9 @@ def test_a_rank_stops_its_workload_when_a_peer_failed(tmp_path):
     script.write_text("import time\ntime.sleep(120)\n")
     jd = tmp_path / "job"
     _failed(jd, 0, 5, at=1.0)  # rank 0's workload failed with 5
-    out = api.run(str(script), profile=_profile(tmp_path), job_dir=str(jd),
-                  run_dir=str(tmp_path / "r%r"), environ=_rank_env(1))
+    with returns_within(60):  # the workload sleeps 120 s: only the watchdog ends it sooner
+        out = api.run(str(script), profile=_profile(tmp_path), job_dir=str(jd),
+                      run_dir=str(tmp_path / "r%r"), environ=_rank_env(1))
     rep = json.loads((jd / "rank-1.json").read_text())
     assert rep["stopped_for"] == {"rank": 0, "exit_code": 5}
     assert "pgle stopped this rank's workload: rank 0's workload failed with code 5" in \
@@ -537,7 +539,7 @@ def test_a_phase_rank_without_rank_0s_job_report_fails_in_one_sentence(tmp_path)
     script = tmp_path / "w.py"
     script.write_text("print('x')\n")
     jd = tmp_path / "job"
-    with pytest.raises(PgleError) as err:
+    with returns_within(60), pytest.raises(PgleError) as err:  # not the 600 s default
         api.tune(str(script), job_dir=str(jd), gather_timeout=0, run_dir=str(tmp_path / "t%r"),
                  environ=_rank_env(1))
     assert err.value.message.startswith(f"rank 0 wrote no job report {jd / 'collect' / 'job.json'}")
@@ -568,3 +570,65 @@ def test_after_a_stall_rank_0s_job_report_names_the_rank_that_stopped_first(tmp_
     # Not stalled: no stall section even with stall files there.
     _report(jd, 1)
     assert "stall" not in _job_report(rr, Report("run", "applied")).details
+
+
+# -- issue 37: what travels under --gather kv, and what stays ---------------------------------
+
+
+def test_rank_0_sends_the_profile_it_wrote_with_its_mode(tmp_path):
+    rr = _rank_run(tmp_path, 0, world=2, gather="kv")
+    rr.held = ex = _held(tmp_path)
+    rr.exchange = kv.HeldExchange(ex)
+    rr.kv_errors.append("an earlier warning")
+    (rr.job_dir / "job.json").write_text('{"status": "applied"}')
+    profile = tmp_path / "out" / "merged.pb"
+    profile.parent.mkdir()
+    profile.write_bytes(b"MERGED")
+    profile.chmod(0o600)
+    rr.own_profile = str(profile)
+    rr._kv_publish_job()
+    request = json.loads((Path(ex.run.path) / schema.HANDOFF_DIR / "request-0.json").read_text())
+    with kv.Bundle(Path(request["publish"]["pgle/run/job"])) as b:
+        assert b.job_dir == str(rr.job_dir)
+        assert (b.extra["profile"], b.extra["profile_kind"]) == (str(profile), "file")
+        assert [m[0] for m in b.members] == ["job.json", "profile/merged.pb"]
+        assert dict((m[0], m[2]) for m in b.members)["profile/merged.pb"] == 0o600
+    # The round's own warning comes after the earlier ones.
+    assert rr.kv_errors[0] == "an earlier warning" and len(rr.kv_errors) == 2
+
+
+def test_only_rank_0_with_an_open_exchange_publishes_the_job(tmp_path):
+    rr = _rank_run(tmp_path, 0, world=2, gather="kv")
+    rr._kv_publish_job()  # nothing held, no exchange: nothing to do, no error
+    other = _rank_run(tmp_path / "b", 1, world=2, gather="kv")
+    other.held = ex = _held(tmp_path / "b")
+    other.exchange = kv.HeldExchange(ex)
+    (other.job_dir / "job.json").write_text("{}")
+    other._kv_publish_job()
+    assert not (Path(ex.run.path) / schema.HANDOFF_DIR / "request-0.json").exists()
+
+
+def test_another_rank_sends_its_files_with_their_modes_and_keeps_earlier_warnings(tmp_path):
+    rr = _rank_run(tmp_path, 1, world=2, gather="kv")
+    rr.held = ex = _held(tmp_path)
+    rr.kv_errors.append("an earlier warning")
+    (rr.job_dir / "rank-1.json").write_text('{"status": "applied", "exit_code": 0}')
+    (rr.job_dir / "rank-1.json").chmod(0o600)
+    _answer(ex, 0, {}, errors=["fetch pgle/run/job: nothing arrived"])
+    rr._kv_send(None)
+    request = json.loads((Path(ex.run.path) / schema.HANDOFF_DIR / "request-0.json").read_text())
+    with kv.Bundle(Path(request["publish"]["pgle/run/rank-1"])) as b:
+        assert b.job_dir == str(rr.job_dir)
+        assert [(m[0], m[2]) for m in b.members] == [("rank-1.json", 0o600)]
+    assert rr.kv_errors == ["an earlier warning", "fetch pgle/run/job: nothing arrived"]
+
+
+def test_rank_0_says_why_it_could_not_keep_a_ranks_bundle(tmp_path):
+    rr = _rank_run(tmp_path, 0, world=2, gather="kv")
+    rr.held = ex = _held(tmp_path)
+    rr.kv_errors.append("an earlier warning")
+    (rr.job_dir / "rank-1.json").mkdir()  # something in the way of rank 1's report
+    good = kv.bundle(Path("/r1/job"), {"rank-1.json": b'{"status": "ok", "exit_code": 0}'})
+    _answer(ex, 0, {"pgle/run/rank-1": good})
+    rr._kv_send(None)
+    assert rr.kv_errors == ["an earlier warning", "rank 1: unreadable bundle (it is a directory)"]

@@ -433,3 +433,16 @@ def test_divergences_come_in_compile_order_with_their_first_difference(tmp_path)
     assert (z.ranks, z.fingerprints) == ([2, 3], {A: [0, 1], B: [2, 3]})
     assert z.first_difference == {"line": 2, "ranks": {"0": "x = 1", "2": "x = 2"}}
     assert (a.ranks, a.first_difference) == ([2], None)
+
+
+def test_a_dump_naming_a_file_in_another_encoding_still_gives_the_phase(tmp_path):
+    # faulthandler writes a file name's bytes as the file system gave them: a latin-1 name
+    # is not UTF-8, and the phase must still be read (issue 37).
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / schema.STACKS_NAME).write_bytes(
+        b"Current thread 0x00007f0000000001 (most recent call first):\n"
+        b'  File "/home/u/caf\xe9.py", line 3 in main_wait\n'
+        b'  File "/home/u/caf\xe9.py", line 9 in <module>\n')
+    found = fleet.dumped_phase(run)
+    assert (found.name, found.text) == ("user_code", "in the user's code at caf\ufffd.py:3 (main_wait)")

@@ -512,3 +512,18 @@ def test_only_names_under_profile_are_the_profile(tmp_path):
     mine.mkdir()
     kv.write_job_files(mine, raw, None)
     assert (mine / "p.pb").read_bytes() == b"P"
+
+
+def test_a_foreign_member_first_does_not_hide_the_senders_files(tmp_path):
+    # issue 37: each member is judged alone; one that is not the sender's is skipped, not the end.
+    sender = tmp_path / "sender"
+    manifest = b'{"b": 1, "a": "kept as sent"}'
+    raw = kv.bundle(sender, {"rank-3.json": b"{}", "rank-2.json": b'{"status": "applied"}',
+                             "profiles/rank-2/manifest.json": manifest},
+                    modes={"rank-2.json": 0o600})
+    mine = tmp_path / "mine"
+    assert kv.write_rank_files(mine, 2, raw) == ["rank-2.json", "profiles/rank-2/manifest.json"]
+    # A report keeps the mode it had; a profile's manifest is a profile file, copied byte for
+    # byte (only reports have their paths mapped to this folder).
+    assert _mode(mine / "rank-2.json") == 0o600
+    assert (mine / "profiles" / "rank-2" / "manifest.json").read_bytes() == manifest

@@ -319,3 +319,11 @@ def test_the_watchdog_sees_a_peers_failure_at_once_and_keeps_it(tmp_path):
     assert check() == (2, 4)  # the very next poll: no interval unless asked for one
     (tmp_path / "failed" / "rank-2").unlink()
     assert check() == (2, 4)
+
+
+def test_a_report_only_stall_timeout_of_one_second_is_accepted():
+    # issue 37: "above 0" is the rule, not "above 1".
+    from pgle.jobs.layout import parse_stall_timeout
+
+    policy = parse_stall_timeout("report:1")
+    assert (policy.stop_after_s, policy.report_after_s, policy.rhythm_stop) == (None, 1.0, False)
