@@ -20,9 +20,8 @@ from helpers.deadline import returns_within
 from pgle.launch import launcher, streams
 
 # Signals in the test process (Ctrl-C, SIGTERM, a Ctrl-C of a jax.distributed fetch): these
-# modules share one xdist worker, one test at a time. In the full suite under -n 2 a Ctrl-C
-# test here and the fetch test on the other worker each lost their SIGINT, at overlapping
-# times (2026-11-29); the cause is not found yet, and each passes alone under -n 2.
+# modules share one xdist worker, one test at a time (their Ctrl-C tests also start from the
+# default SIGINT handler: an earlier test left it ignored, 2026-11-29).
 pytestmark = pytest.mark.xdist_group("signals_in_process")
 
 
