@@ -14,22 +14,10 @@ import time
 from helpers.pgle_testing import REPO, pgle_env
 import pytest
 
-# Signals in the test process (Ctrl-C, SIGTERM, a Ctrl-C of a jax.distributed fetch): these
-# modules share one xdist worker, one test at a time (their Ctrl-C tests also start from the
-# default SIGINT handler: an earlier test left it ignored, 2026-11-29).
-pytestmark = pytest.mark.xdist_group("signals_in_process")
+from helpers.signals import IN_PROCESS, sigint_default  # noqa: F401 (a fixture)
 
+pytestmark = [IN_PROCESS, pytest.mark.usefixtures("sigint_default")]
 
-@pytest.fixture(autouse=True)
-def _sigint_default():
-    """Ctrl-C as a shell leaves it: the default handler. In the full suite an earlier test on
-    the same xdist worker left SIGINT ignored (twice on 2026-11-29; not found yet), which the
-    launcher keeps ignored (nohup) and a child inherits: every Ctrl-C here was lost."""
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
 
 SCRIPT = textwrap.dedent("""
     import socket, sys, time

@@ -21,10 +21,9 @@ from pgle.launch import launcher, streams
 from pgle.launch.stall import StallPolicy, StallWatch
 
 import pytest
-# Signals in the test process (Ctrl-C, SIGTERM, a Ctrl-C of a jax.distributed fetch): these
-# modules share one xdist worker, one test at a time (their Ctrl-C tests also start from the
-# default SIGINT handler: an earlier test left it ignored, 2026-11-29).
-pytestmark = pytest.mark.xdist_group("signals_in_process")
+from helpers.signals import IN_PROCESS
+
+pytestmark = IN_PROCESS
 
 
 def _launch(tmp_path: Path, code: str, **kw) -> launcher.LaunchResult:
