@@ -4,6 +4,7 @@ tests/helpers/pgle_testing.py."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -23,6 +24,28 @@ def _no_inherited_jax_log_level():
     else:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = _LOG_LEVEL
     yield
+
+
+# The signals pgle's launcher handles in process. A test that leaves one changed (ignored, or a
+# handler of a finished launcher) changes every later test on its xdist worker: an ignored
+# SIGINT is kept ignored by the launcher (nohup) and inherited by every child, so a later
+# Ctrl-C test loses its Ctrl-C (seen twice in full runs on 2026-11-29). The test that leaves it
+# fails here, by name, and the handler is put back for the tests after it.
+_GUARDED = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+            signal.SIGUSR2, signal.SIGTSTP, signal.SIGCONT, signal.SIGWINCH]
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    before = {sig: signal.getsignal(sig) for sig in _GUARDED}
+    yield
+    changed = [sig for sig in _GUARDED if signal.getsignal(sig) != before[sig]]
+    for sig in changed:
+        if before[sig] is not None:  # None: set outside Python, cannot be put back from here
+            signal.signal(sig, before[sig])  # type: ignore[arg-type]
+    if changed:
+        names = ", ".join(signal.Signals(sig).name for sig in changed)
+        pytest.fail(f"the test left the handler of {names} changed (put back now)")
 
 
 @pytest.fixture
