@@ -4,6 +4,8 @@ sees them):
 
 - `append_only(folder)`: the ext4 append-only flag (`chattr +a`, root): names can be added to
   the folder, never removed or renamed away (unlink, rename and rmdir there: EPERM).
+- `immutable(path)`: the ext4 immutable flag (`chattr +i`, root): not even its mode changes
+  (chmod: EPERM).
 - `file_size_limit(n)`: `ulimit -f` for this process (RLIMIT_FSIZE, SIGXFSZ ignored): a write
   past n bytes of a file fails with EFBIG. Nothing may be printed meanwhile (stdout is a file).
 - `no_descriptor_left()`: RLIMIT_NOFILE lowered to the descriptors open now, so the next
@@ -26,15 +28,27 @@ import pytest
 
 @contextlib.contextmanager
 def append_only(folder: Path) -> Iterator[Path]:
-    if os.geteuid() != 0 or shutil.which("chattr") is None:
-        pytest.skip("needs root and chattr to set the append-only flag")
-    done = subprocess.run(["chattr", "+a", str(folder)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"no append-only flag on this filesystem: {done.stderr.strip()}")
-    try:
+    with _flag(folder, "a", "append-only"):
         yield folder
+
+
+@contextlib.contextmanager
+def immutable(path: Path) -> Iterator[Path]:
+    with _flag(path, "i", "immutable"):
+        yield path
+
+
+@contextlib.contextmanager
+def _flag(path: Path, letter: str, name: str) -> Iterator[None]:
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        pytest.skip(f"needs root and chattr to set the {name} flag")
+    done = subprocess.run(["chattr", f"+{letter}", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"no {name} flag on this filesystem: {done.stderr.strip()}")
+    try:
+        yield
     finally:
-        subprocess.run(["chattr", "-a", str(folder)], check=True, capture_output=True)
+        subprocess.run(["chattr", f"-{letter}", str(path)], check=True, capture_output=True)
 
 
 @contextlib.contextmanager
