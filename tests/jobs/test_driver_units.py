@@ -521,6 +521,13 @@ def test_another_rank_sends_its_files_and_keeps_the_job_report(tmp_path):
     _answer(ex2, 0, {"pgle/run/job": b"junk"})
     rr2._kv_send(None)
     assert rr2.kv_errors == ["rank 0's job files: unreadable bundle (not a pgle bundle)"]
+    # One that cannot be kept (a folder where job.json goes): the system's reason only.
+    rr3 = _rank_run(tmp_path / "c", 1, world=2, gather="kv")
+    rr3.held = ex3 = _held(tmp_path / "c")
+    (rr3.job_dir / "job.json").mkdir()
+    _answer(ex3, 0, {"pgle/run/job": kv.bundle(Path("/r0/job"), {"job.json": b"{}"})})
+    rr3._kv_send(None)
+    assert rr3.kv_errors == ["rank 0's job files: unreadable bundle (it is a directory)"]
 
 
 # -- one rank of a real `pgle run` (pgle.api, in process; the workload a real process) ---------

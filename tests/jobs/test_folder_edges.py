@@ -271,3 +271,16 @@ def test_the_watchdog_ignores_the_ranks_own_failure(tmp_path):
     assert check() is None
     _failed(tmp_path, 0, {"exit_code": 6, "time": 2.0})
     assert folder.watchdog(tmp_path, 1)() == PeerFailure(0, 6)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another account needs root")
+def test_a_failure_record_in_a_failed_folder_of_another_account_is_refused(tmp_path):
+    """failed/ is checked as part of the path (another account's folder is not this job's),
+    and the refusal names the record by its place in the job folder."""
+    (tmp_path / "failed").mkdir()
+    (tmp_path / "failed" / "rank-0").write_text(json.dumps({"exit_code": 3, "time": 1.0}))
+    assert folder._read_json(tmp_path / "failed" / "rank-0")["exit_code"] == 3
+    os.chown(tmp_path / "failed", 12345, 12345)
+    with pytest.raises(OSError) as err:
+        folder._read_json(tmp_path / "failed" / "rank-0")
+    assert err.value.strerror == "failed belongs to another account (uid 12345), not this one"
