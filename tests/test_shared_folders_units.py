@@ -9,6 +9,7 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.fs_limits import append_only, file_size_limit, no_descriptor_left
 from pgle import shared_folders as sf
+from pgle.atomic import WriteFailed
 from pgle.errors import BadInput, PgleError
 
 
@@ -34,7 +37,8 @@ def mode(p: Path) -> int:
 
 def raised_at_once(call, fifo: Path) -> BaseException:
     """What `call` (which opens the FIFO `fifo`) raised. A blocking open (no O_NONBLOCK) waits
-    for a writer: after 30 s one is given so the test ends, and the test fails."""
+    for a writer: after 5 s one is given so the test ends, and the test fails (well before a
+    mutation run's wall-clock limit, where a hang reads as a timeout, not a failure)."""
     got: list[BaseException] = []
 
     def run():
@@ -45,7 +49,7 @@ def raised_at_once(call, fifo: Path) -> BaseException:
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
-    t.join(30)
+    t.join(5)
     blocked = t.is_alive()
     if blocked:
         os.close(os.open(fifo, os.O_WRONLY))
@@ -707,3 +711,75 @@ def test_rmtree_fd_by_path(tmp_path):
     with sf.OpenDir.open(tmp_path) as d:
         sf.rmtree_fd(d.fd, "run", "shown")
     assert list(tmp_path.iterdir()) == []
+
+
+# -- system calls that fail: real limits and flags (helpers/fs_limits.py) --------------------
+def test_a_copy_cut_short_was_never_readable_wider_than_its_source(tmp_path, umask_022):
+    """The copy is created with its final mode (at most the source's), not the umask's until
+    its fchmod: a copy cut short by `ulimit -f` is left as private as its source."""
+    other = Path("/dev/shm")
+    if not other.is_dir() or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs a second filesystem (/dev/shm)")
+    src = other / f"pgle-src-{os.getpid()}-cut"
+    src.write_bytes(os.urandom(1 << 16))
+    os.chmod(src, 0o600)
+    try:
+        with pytest.raises(OSError) as e, file_size_limit(4096):
+            sf.link_or_copy(src, tmp_path / "dst")
+    finally:
+        src.unlink()
+    assert e.value.errno == errno.EFBIG
+    assert (tmp_path / "dst").stat().st_size == 4096
+    assert mode(tmp_path / "dst") == 0o600  # the umask's would be 0o644
+
+
+def test_write_atomic_where_the_temp_can_be_neither_renamed_nor_removed(tmp_path, umask_022):
+    """An append-only folder: the rename fails (EPERM) and so does the temp's removal; the
+    failure is still one WriteFailed line, and the temp left behind was private (0o600) until
+    its fchmod, whichever of the two failed."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    with append_only(folder), sf.OpenDir.open(folder) as d:
+        with pytest.raises(WriteFailed) as e:
+            d.write_atomic("record.json", b"{}\n", what="record")
+        assert e.value.message == (f"cannot write record {folder / 'record.json'}: Operation not "
+                                   "permitted.")
+        (left,) = os.listdir(folder)
+        assert re.fullmatch(r"\.record\.json\.[0-9a-f]{12}\.tmp", left)
+        assert mode(folder / left) == 0o644  # after its fchmod: the umask's
+        # A write cut short by `ulimit -f`, before the fchmod: the temp as it was created.
+        with pytest.raises(WriteFailed) as e, file_size_limit(2):
+            d.write_atomic("big.json", b"0123456789", what="record")
+        assert e.value.errno == errno.EFBIG
+        assert e.value.hint == ("The file size limit was reached (see `ulimit -f`); nothing was "
+                                "written.")
+        (cut,) = (n for n in os.listdir(folder) if n.startswith(".big.json."))
+        assert mode(folder / cut) == 0o600 and (folder / cut).stat().st_size == 2
+        assert not (folder / "record.json").exists() and not (folder / "big.json").exists()
+
+
+def test_rmtree_empties_a_tree_whose_own_removal_is_refused(tmp_path):
+    """The tree's folder itself cannot go (its parent is append-only): what it held is deleted
+    and the refusal is the rmdir's own error, not hidden (only a folder already gone is)."""
+    parent = tmp_path / "parent"
+    (parent / "tree" / "sub").mkdir(parents=True)
+    (parent / "tree" / "a").write_text("x")
+    (parent / "tree" / "sub" / "b").write_text("y")
+    with append_only(parent), sf.OpenDir.open(parent) as d:
+        with pytest.raises(PermissionError) as e:
+            d.rmtree("tree")
+        assert e.value.errno == errno.EPERM
+    assert os.listdir(parent / "tree") == []
+
+
+def test_sub_out_of_descriptors_is_the_open_error_not_a_vanished_folder(tmp_path):
+    """Only ENOENT after `create` means the folder vanished; EMFILE (no descriptor left) is the
+    open's own OSError, with or without `create`."""
+    (tmp_path / "there").mkdir()
+    with sf.OpenDir.open(tmp_path) as d:
+        for create in (False, True):
+            with pytest.raises(OSError) as e, no_descriptor_left():
+                d.sub("there", create=create)
+            assert e.value.errno == errno.EMFILE and not isinstance(e.value, BadInput)
+        with d.sub("there", create=True) as there:  # with descriptors again
+            assert there.names() == []

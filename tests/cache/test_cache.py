@@ -158,6 +158,10 @@ FOREIGN = [
      "run 1 has a host that is no printable name"),
     ([], {"jit_step": ["k"]}, "module 'jit_step' is no record of cache keys"),
     ([], {"jit_step": {"plain_keys": "abc"}}, "module 'jit_step' is no record of cache keys"),
+    # A bool is an int to Python, never a time; a long name is shown to its first 80 characters.
+    ([{"state": "in_progress", "host": "other", "started": True}], None,
+     "run 1 has a start time that is no number"),
+    ([], {"m" * 81 + "z": {"plain_keys": [1]}}, f"module {'m' * 80!r} is no record of cache keys"),
 ]
 FIX = ("Move it away (or delete it) and run `pgle prewarm` again; the cache entries "
        "themselves are fine.")

@@ -307,7 +307,9 @@ def test_read_bytes_reads_at_most_the_limit_and_refuses_links_and_fifos(tmp_path
 
     reader = threading.Thread(target=read_fifo, daemon=True)
     reader.start()
-    reader.join(30)  # it returns at once; only a blocking open waits for a writer
+    # It returns at once; only a blocking open waits for a writer: 5 s, well before a mutation
+    # run's wall-clock limit (where a hang reads as a timeout, not a failure).
+    reader.join(5)
     blocked = reader.is_alive()
     if blocked:  # let the reader go so the test ends, then fail
         os.close(os.open(fifo, os.O_WRONLY))
@@ -656,6 +658,28 @@ def test_pid_alive_only_for_a_real_process_id(live_child):
         assert manifest.pid_alive(forged) is False, forged
 
 
+def test_pid_alive_sends_the_process_no_signal():
+    """kill(pid, 0) only asks: the child blocks every signal it can and, once asked, lists
+    what is pending (a signal sent is pending there, whatever its kind; none may be)."""
+    code = ("import signal, sys\n"
+            "signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - "
+            "{signal.SIGKILL, signal.SIGSTOP})\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n"
+            "print(sorted(int(s) for s in signal.sigpending()), flush=True)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        assert manifest.pid_alive(child.pid) is True
+        out, _ = child.communicate("", timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert out == "[]\n" and child.returncode == 0
+
+
 def test_another_users_process_is_alive(live_child):
     """kill(2) answers EPERM for a process of another user: alive (prune must wait for it).
     The check runs as nobody, so the test's own processes are another user's."""
@@ -677,3 +701,74 @@ def test_relocatable_prewarm_turns_xla_caches_off_where_the_key_holds_the_path()
         "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none"}
     assert key_rules.relocatable_variables((0, 11, 0)) == {}
     assert key_rules.relocatable_variables((0, 4, 35)) == {}
+
+
+# -- a gs:// cache, mapped onto a local folder with etils' own epath.testing.mock_epath -------
+def _gs(tmp_path: Path):
+    """etils' mock of its gs:// backend over `tmp_path/bucket` (as tests/store/ do): the
+    remote branches run etils' real code on real files."""
+    from etils.epath import testing
+
+    bucket = tmp_path / "bucket"
+
+    def local(p):
+        p = os.fspath(p)
+        return str(bucket / p[len("gs://"):]) if p.startswith("gs://") else p
+
+    def wrap(name):
+        return lambda orig, p, *a, **k: orig(local(p), *a, **k)
+
+    def wrap2(name):
+        return lambda orig, a, b, *r, **k: orig(local(a), local(b), *r, **k)
+
+    mocks = {n: wrap(n) for n in ("open", "exists", "isdir", "listdir", "makedirs", "mkdir",
+                                  "remove", "rmtree", "stat", "walk")}
+    mocks.update({n: wrap2(n) for n in ("rename", "replace", "copy")})
+    mocks["glob"] = lambda orig, p: ["gs://" + os.path.relpath(x, bucket) for x in orig(local(p))]
+    return testing.mock_epath(**mocks), bucket
+
+
+def test_a_gs_cache_is_listed_read_pruned_and_keeps_its_manifest(tmp_path: Path):
+    mock, bucket = _gs(tmp_path)
+    d = bucket / "team" / "cache"
+    k1, k2, k3 = key("jit_step", 1), key("jit_step", 2), key("jit_init", 3)
+    put(d, k1, 100, T0 - 300)
+    put(d, k2, 200, T0 - 100, atime_ns=int((T0 + 50) * 1e9))
+    put(d, k3, 30, T0 - 900, atime_ns=int((T0 - 5000) * 1e9))  # stamped before its write
+    (d / "notes-cache").write_text("mine")  # not an entry's name
+    url = "gs://team/cache"
+    with mock:
+        listed = entries.list_entries(url)
+        assert [(e.module, e.key, e.size, e.mtime, e.atime_file) for e in listed] == [
+            ("jit_init", k3, 30, T0 - 900, True),
+            ("jit_step", k2, 200, T0 - 100, True),
+            ("jit_step", k1, 100, T0 - 300, False),
+        ]
+        by_key = {e.key: e for e in listed}
+        assert entries.last_used(url, by_key[k2]) == T0 + 50  # the -atime stamp, read remotely
+        assert entries.last_used(url, by_key[k3]) == T0 - 900  # the write is newer
+        assert entries.last_used(url, by_key[k1]) == T0 - 300  # no stamp
+        (d / "big").write_bytes(bytes(range(100)))  # at most `limit` bytes of a remote file too
+        assert entries._read_bytes(f"{url}/big") == bytes(range(64))
+        assert entries._read_bytes(f"{url}/big", limit=8) == bytes(range(8))
+        (d / "big").unlink()
+        deleted, errors = entries.delete_entries(url, [by_key[k2], by_key[k1]])
+        assert (deleted, errors) == ([by_key[k2], by_key[k1]], [])
+        assert names(d) == [f"{k3}-atime", f"{k3}-cache", "notes-cache"]
+        # Deleted meanwhile (by another prune): nothing to say.
+        assert entries.delete_entries(url, [by_key[k1]]) == ([by_key[k1]], [])
+        # The manifest: none yet, then written and read back through the same backend.
+        assert manifest.load(url) is None
+        manifest.update(url, lambda m: manifest.record_keys(
+            m, "jit_init", manifest.ROLE_PGLE_OPTIMIZED, [k3]))
+        text = (d / "pgle-manifest.json").read_text()
+        assert json.loads(text)["modules"] == {"jit_init": {
+            "first_pass_keys": [], "pgle_optimized_keys": [k3], "plain_keys": []}}
+        assert text.endswith("}\n") and text.startswith('{\n "environment": null,\n')
+        assert manifest.load(url) == json.loads(text)
+        assert [e.role for e in entries.list_entries(url, manifest.load(url))] == ["pgle_optimized"]
+        with pytest.raises(BadInput) as e:
+            entries.list_entries("gs://team/none")
+        assert e.value.message.startswith("cannot list cache dir gs://team/none: ")
+        assert e.value.message.endswith("No such file or directory: "
+                                        f"'{bucket / 'team' / 'none'}'.")

@@ -211,6 +211,29 @@ def test_store_options_in_a_folder_nobody_may_write(tmp_path):
         ro.chmod(0o755)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="as a non-root user the test above runs")
+def test_store_options_for_a_real_user_who_may_not_write(tmp_path):
+    """Under root, the same refusals for a user who may not write: os.access (access(2)) asks
+    the kernel with the process's real user id, so the test makes its real uid nobody's while
+    its effective uid stays root (which restores it) and the folders stay root's 0o755."""
+    (tmp_path / "ro" / "store").mkdir(parents=True)
+    ro = tmp_path / "ro"
+    nobody = 65534
+    os.setresuid(nobody, 0, 0)
+    try:
+        assert not os.access(ro, os.W_OK)  # the kernel's answer for that user
+        e = refused(r"^--store .* cannot be created: .* is not writable\.$", o.StoreOptions,
+                    str(ro / "new" / "store"))
+        assert e.message == (f"--store {ro / 'new' / 'store'} cannot be created: {ro} is not "
+                             "writable.")
+        e = refused(r"^--store .* is not writable\.$", o.StoreOptions, str(ro / "store"))
+        assert e.message == f"--store {ro / 'store'} is not writable."
+        assert o.StoreOptions(str(ro / "store"), serve=True).serve  # reading needs no write
+    finally:
+        os.setresuid(0, 0, 0)
+    assert os.getresuid() == (0, 0, 0)
+
+
 # --- collect --------------------------------------------------------------------------------
 
 def test_collect_options(tmp_path):
@@ -223,7 +246,9 @@ def test_collect_options(tmp_path):
     refused(r"^merge percentile -1 is outside", o.CollectOptions, w, None, merge_percentile=-1)
     assert o.CollectOptions(w, None, merge_percentile=0).merge_percentile == 0
     assert o.CollectOptions(w, None, merge_percentile=100).merge_percentile == 100
-    store = o.StoreOptions(str(tmp_path / "store"))
+    # A store two folders down: its nearest folder that exists is tmp_path, found by walking
+    # up (stopping at the first folder that exists: a walk past it would never end at `/`).
+    store = o.StoreOptions(str(tmp_path / "new" / "store"))
     refused(r"^--store keeps per-module profiles \(keyed by fingerprint\): add --per-module\.$",
             o.CollectOptions, w, None, store=store)
     per = o.CollectOptions(w, "out", extraction=o.Extraction(per_module=True), store=store)

@@ -440,3 +440,55 @@ def test_a_phase_rank_without_rank_0s_job_report_gives_up_at_the_gather_timeout(
         rr.phase({}, "collect", _phase_workflow({}), None, str(tmp_path / "root"))
     assert err.value.message == (f"rank 0 wrote no job report {rr.job_dir / 'collect' / 'job.json'}"
                                  " within --gather-timeout 0.2 s.")
+
+
+def test_the_watchdog_passes_on_the_fleets_stop_and_the_exit_names_the_divergence(tmp_path):
+    """--require-same-program reaches the rank's fleet; with no peer failed, the watchdog
+    returns what the fleet's poll says (rank 0's divergence.json there: stop), and the exit
+    record then names this rank itself as the one it stopped for."""
+    from pgle.errors import EXIT_NOT_VERIFIED
+
+    rr = _rank_run(tmp_path, 1, world=2, require_same_program=True)
+    assert rr.forensics is not None and rr.forensics.require_same_program is True
+    plain = _rank_run(tmp_path / "plain", 1, world=2)
+    assert plain.forensics is not None and plain.forensics.require_same_program is False
+    jd = rr.job_dir
+    (jd / "fleet").mkdir()
+    (jd / "fleet" / "divergence.json").write_text('{"divergence": []}\n')
+    rr.forensics.attach(tmp_path / "rank-1-run")
+    plain.forensics.attach(tmp_path / "plain-run")
+    assert plain.watchdog()() is None  # the job goes on without the option
+    assert rr.watchdog()() == EXIT_NOT_VERIFIED
+    assert rr.forensics.stopped_for_divergence and rr.stopped_for is None
+    rr.mark_exit(EXIT_NOT_VERIFIED)
+    assert json.loads((jd / "rank-1.exit").read_text())["stopped_for"] == 1
+    plain.mark_exit(0)
+    assert json.loads((plain.job_dir / "rank-1.exit").read_text())["stopped_for"] is None
+
+
+def test_a_rank_without_a_fleet_has_a_watchdog_for_peers_only(tmp_path):
+    rr = _rank_run(tmp_path, 1, world=2)
+    rr.forensics = None
+    assert rr.watchdog()() is None
+    rr.mark_exit(0)
+    assert json.loads((rr.job_dir / "rank-1.exit").read_text())["stopped_for"] is None
+
+
+def test_a_rank_rewrites_its_start_record_on_a_second_start(tmp_path):
+    """The first start claims the rank's record; a second (the hook called again) rewrites
+    it, never claims it twice (which would say another process holds the rank)."""
+    rr = _rank_run(tmp_path, 1, world=2)
+    rr.mark_started()
+    first = json.loads((rr.job_dir / "rank-1.start").read_text())
+    rr.mark_started()
+    again = json.loads((rr.job_dir / "rank-1.start").read_text())
+    assert first["rank"] == again["rank"] == 1 and rr.claimed is True
+
+
+def test_a_warning_every_rank_gave_is_said_once_without_its_ranks(tmp_path):
+    rr = _rank_run(tmp_path, 0, world=2)
+    _report(rr.job_dir, 1, warnings=["disk slow", "only mine"])
+    with returns_within(10):
+        out = _job_report(rr, Report("run", "applied", workload_exit_code=0,
+                                     warnings=["disk slow"]))
+    assert out.warnings == ["disk slow", "rank 1: only mine"]

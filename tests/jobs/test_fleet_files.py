@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.deadline import returns_within
+
 from pgle.errors import EXIT_NOT_VERIFIED
 from pgle.evidence import schema
 from pgle.jobs import fleet
@@ -206,7 +208,8 @@ def test_the_job_report_carries_the_divergence_and_the_stall(tmp_path):
     _stall_file(jd, 1, "user_code", "in train.py:3", own=True)
     report = Report("run", "partial")
     f = fleet.Fleet(jd, 0, 2, require_same_program=True)
-    f.annotate(report, stalled=True)
+    with returns_within(10):  # every rank's phase is there: no wait for them
+        f.annotate(report, stalled=True)
     line = (f"ranks compiled different programs for jit_step: rank 0 {A[:12]}; rank 1 "
             f"{B[:12]}; rank 1 differs")
     assert report.details["divergence"] == [
@@ -407,7 +410,8 @@ def test_rank_0_waits_for_the_peers_stall_phases(tmp_path):
                                "os.replace(sys.argv[1] + '.t', sys.argv[1])", str(late)])
     try:
         began = time.monotonic()
-        phases = f.wait_for_phases(60.0)
+        with returns_within(15):  # ends when both are there, long before its bound
+            phases = f.wait_for_phases(60.0)
         assert sorted(phases) == [0, 1] and phases[1] == {"phase": "x"}
         assert time.monotonic() - began < 50
     finally:
@@ -446,3 +450,35 @@ def test_a_dump_naming_a_file_in_another_encoding_still_gives_the_phase(tmp_path
         b'  File "/home/u/caf\xe9.py", line 9 in <module>\n')
     found = fleet.dumped_phase(run)
     assert (found.name, found.text) == ("user_code", "in the user's code at caf\ufffd.py:3 (main_wait)")
+
+
+def test_two_divergent_modules_their_file_and_a_stall_section_kept(tmp_path):
+    """Two modules differ: the reason names both, in order; divergence.json is written with
+    its keys sorted (one byte-stable file whichever rank's dicts came first); a report that
+    already holds a stall section keeps what the summary does not replace; and a rank other
+    than 0 that compared reports what it found."""
+    jd = tmp_path / "job"
+    _fleet_file(jd, 0, modules=[["jit_step", A, None], ["jit_init", A, None]], steps=3,
+                last_progress=5.0)
+    _fleet_file(jd, 1, modules=[["jit_step", B, None], ["jit_init", B, None]], steps=2,
+                last_progress=4.0)
+    _stall_file(jd, 0, "collective", "in an all-reduce")
+    _stall_file(jd, 1, "user_code", "in train.py:3", own=True)
+    report = Report("run", "partial")
+    report.details["stall"] = {"timeout_s": 60.0}
+    f = fleet.Fleet(jd, 0, 2, require_same_program=True)
+    with returns_within(10):  # every rank's phase is there: no wait for them
+        f.annotate(report, stalled=True)
+    assert report.reasons == ["--require-same-program: the ranks compiled different programs "
+                              "(jit_init, jit_step); pgle stopped the job."]
+    assert report.details["stall"]["timeout_s"] == 60.0
+    assert report.details["stall"]["first_rank"] == 1
+    text = (jd / "fleet" / "divergence.json").read_text()
+    assert text == json.dumps(json.loads(text), sort_keys=True) + "\n"
+    assert text.index('"fingerprints"') < text.index('"module"') < text.index('"ranks"')
+    other = fleet.Fleet(jd, 1, 2)
+    assert [d.module for d in other.compare()] == [d["module"] for d in
+                                                   report.details["divergence"]]
+    quiet = Report("run", "partial")
+    other.annotate(quiet, stalled=False)
+    assert quiet.details["divergence"] == report.details["divergence"]

@@ -7,6 +7,7 @@ a rank blames when the `failed/` files disagree or were planted by something els
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -70,6 +71,54 @@ def test_a_claim_never_replaces_a_file_or_link_already_there(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "rank-0.start", "rank-1.start"]
 
 
+def test_a_claim_writes_what_json_lacks_as_text(tmp_path):
+    claimed = tmp_path / "rank-0.start"
+    assert folder._claim_json(claimed, {"rank": 0, "job_dir": tmp_path / "job"}) is True
+    assert json.loads(claimed.read_text()) == {"job_dir": str(tmp_path / "job"), "rank": 0}
+
+
+def _no_hard_links(number: int):
+    """os.link as a file system without hard links answers it (vfat: EPERM; some FUSE and
+    network file systems: EOPNOTSUPP; EXDEV across mounts). The one stand-in in these tests:
+    no file system here lacks hard links (ext4, tmpfs, overlay), and vfat cannot be mounted."""
+
+    def link(src, dst, *args, **kwargs):
+        raise OSError(number, os.strerror(number), os.fspath(src), None, os.fspath(dst))
+
+    return link
+
+
+@pytest.mark.parametrize("number", [errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV])
+def test_a_claim_without_hard_links_is_an_exclusive_create(tmp_path, monkeypatch, number):
+    """Where links fail, the claim is an O_EXCL|O_NOFOLLOW create written whole: one winner,
+    nothing already there replaced or followed, the file as a link would have left it (the
+    umask's mode, the record whole), and no private copy left behind."""
+    monkeypatch.setattr(os, "link", _no_hard_links(number))
+    old = os.umask(0o022)
+    try:
+        claimed = tmp_path / "rank-0.start"
+        assert folder._claim_json(claimed, {"rank": 0, "world_size": 2}) is True
+        assert claimed.read_text() == '{"rank": 0, "world_size": 2}\n'
+        assert claimed.stat().st_mode & 0o7777 == 0o644 and not claimed.is_symlink()
+        assert folder._claim_json(claimed, {"rank": 0, "world_size": 3}) is False  # taken
+        assert claimed.read_text() == '{"rank": 0, "world_size": 2}\n'
+        target = tmp_path / "elsewhere"
+        link = tmp_path / "rank-1.start"
+        link.symlink_to(target)  # dangling: a create that followed it would make `elsewhere`
+        assert folder._claim_json(link, {"rank": 1}) is False
+        assert link.is_symlink() and not target.exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-0.start", "rank-1.start"]
+    finally:
+        os.umask(old)
+
+
+def test_a_claim_whose_link_fails_otherwise_raises(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "link", _no_hard_links(errno.EACCES))
+    with pytest.raises(PermissionError):
+        folder._claim_json(tmp_path / "rank-0.start", {"rank": 0})
+    assert list(tmp_path.iterdir()) == []  # neither the claim nor its private copy
+
+
 @pytest.mark.parametrize(
     "world,timeout,message",
     [(0, 1.0, "world size must be at least 1, not 0."),
@@ -127,14 +176,14 @@ def _waiting_lines(caplog) -> list[str]:
 )
 def test_the_progress_line_names_at_most_eight_ranks(tmp_path, caplog, world, phrase):
     caplog.set_level(logging.INFO, logger="pgle.jobs.folder")
-    folder.gather(tmp_path, world, 1.0, progress_every_s=0.0)
+    _within(10, folder.gather, tmp_path, world, 1.0, progress_every_s=0.0)
     lines = _waiting_lines(caplog)
     assert lines and lines[0] == f"waiting for {phrase}; 0 s of the 1 s gather timeout"
 
 
 def test_no_progress_line_before_its_interval(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="pgle.jobs.folder")
-    folder.gather(tmp_path, 2, 0.3, progress_every_s=30.0)
+    _within(10, folder.gather, tmp_path, 2, 0.3, progress_every_s=30.0)
     assert _waiting_lines(caplog) == []
 
 
@@ -222,3 +271,16 @@ def test_the_watchdog_ignores_the_ranks_own_failure(tmp_path):
     assert check() is None
     _failed(tmp_path, 0, {"exit_code": 6, "time": 2.0})
     assert folder.watchdog(tmp_path, 1)() == PeerFailure(0, 6)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another account needs root")
+def test_a_failure_record_in_a_failed_folder_of_another_account_is_refused(tmp_path):
+    """failed/ is checked as part of the path (another account's folder is not this job's),
+    and the refusal names the record by its place in the job folder."""
+    (tmp_path / "failed").mkdir()
+    (tmp_path / "failed" / "rank-0").write_text(json.dumps({"exit_code": 3, "time": 1.0}))
+    assert folder._read_json(tmp_path / "failed" / "rank-0")["exit_code"] == 3
+    os.chown(tmp_path / "failed", 12345, 12345)
+    with pytest.raises(OSError) as err:
+        folder._read_json(tmp_path / "failed" / "rank-0")
+    assert err.value.strerror == "failed belongs to another account (uid 12345), not this one"

@@ -10,6 +10,7 @@ the reports it rewrites, each malformed bundle's phrase, and one handoff round w
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import stat
 import subprocess
@@ -18,6 +19,8 @@ import types
 from pathlib import Path
 
 import pytest
+
+from helpers.deadline import returns_within
 
 from pgle.evidence import schema
 from pgle.jobs import kv, rank_data
@@ -187,6 +190,39 @@ def test_a_rank_over_the_key_bound_is_told_to_use_a_shared_folder(tmp_path):
     head = len(json.dumps({"pad": "", "job_dir": str(tmp_path), "files": []}))
     raw = kv.bundle(tmp_path, {}, extra={"pad": "x" * (kv.MAX_HEADER_BYTES - head)})
     assert int.from_bytes(raw[8:16], "big") == kv.MAX_HEADER_BYTES  # at the bound: sent
+    with kv.Bundle(raw) as b:  # and read
+        assert b.members == [] and b.job_dir == str(tmp_path)
+
+
+def test_a_rank_one_byte_over_the_whole_bundles_bound_is_refused_before_joining(tmp_path):
+    """The whole bundle's bound (1 GiB and 64 MiB), counted with its magic, length and header:
+    one byte over is refused before anything is joined. The profile is a view of untouched
+    anonymous memory (no page of it is read), so the refusal costs nothing."""
+    def frame(size: int) -> int:  # magic, the header's length, the header (which names `size`)
+        return len(kv.MAGIC) + 8 + len(json.dumps({"job_dir": str(tmp_path),
+                                                   "files": [["p", size, 0o644]]}))
+
+    size = kv.MAX_BUNDLE_BYTES + 1 - frame(kv.MAX_BUNDLE_BYTES)
+    assert frame(size) + size == kv.MAX_BUNDLE_BYTES + 1
+    with mmap.mmap(-1, size) as untouched:
+        view = memoryview(untouched)
+        try:
+            with pytest.raises(Exception, match=r"^--gather kv: this rank's files are "
+                                                f"{(kv.MAX_BUNDLE_BYTES + 1) >> 20} MiB, over the "
+                                                f"{kv.MAX_BUNDLE_BYTES >> 20} MiB a key may "
+                                                "carry; use a shared --job-dir.$"):
+                kv.bundle(tmp_path, {"p": view})  # type: ignore[dict-item]
+        finally:
+            view.release()
+
+
+@pytest.fixture(autouse=True)
+def _returns():
+    """Every test here returns in well under a second: a wait that never ends (an exchange
+    that missed its workload's end waits its timeout and 30 s) fails its test in 10 s instead
+    of reading as a timeout in a mutation run."""
+    with returns_within(10):
+        yield
 
 
 def test_rank_0_keeps_only_the_senders_files_and_maps_their_paths(tmp_path):
@@ -373,6 +409,10 @@ def test_a_job_bundle_without_job_json_or_profile(tmp_path):
     assert kv.write_job_files(mine, raw, str(tmp_path / "own.pb")) == {}
     assert (mine / "job.json").read_text() == "{}\n"
     assert not (tmp_path / "own.pb").exists()
+    # A profile that is no path sends no profile, whatever members come along.
+    raw = _raw({"job_dir": "/r0", "profile": 7, "files": [["profile/XXXX", 2, 0o644]]}, b"PB")
+    assert kv.write_job_files(mine, raw, str(tmp_path / "own.pb")) == {}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r1"]
     # job.json that is not an object: written, but no report returned.
     raw = _raw({"job_dir": "/r0", "files": [["job.json", 3, 0o644]]}, b"[1]")
     assert kv.write_job_files(mine, raw, None) is None

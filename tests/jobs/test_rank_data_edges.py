@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.fs_limits import immutable
 from pgle.jobs import rank_data
 
 
@@ -49,6 +50,13 @@ def test_files_and_folders_of_another_account_are_refused(tmp_path):
         "profiles belongs to another account (uid 12345), not this one"
     assert _refusal(rank_data.read_under, tmp_path, "profiles/rank-1", 100) == \
         "profiles belongs to another account (uid 12345), not this one"
+    # Deeper: the refusal names the path down to the folder that is another account's.
+    os.chown(tmp_path / "profiles", os.geteuid(), os.getegid())
+    (tmp_path / "profiles" / "rank-2" / "m").mkdir(parents=True)
+    (tmp_path / "profiles" / "rank-2" / "m" / "a.pbtxt").write_text("x")
+    os.chown(tmp_path / "profiles" / "rank-2", 12345, 12345)
+    assert _refusal(rank_data.read_under, tmp_path, "profiles/rank-2/m/a.pbtxt", 100) == \
+        "profiles/rank-2 belongs to another account (uid 12345), not this one"
 
 
 def test_a_file_where_a_folder_should_be_is_refused(tmp_path):
@@ -110,3 +118,17 @@ def test_a_report_of_exactly_the_limit_is_read():
     assert len(rank_data.parse_report(data)["notices"][0]) == len(data) - len(head) - len(tail)
     assert _value_error(rank_data.parse_report, data + b" ") == \
         f"the report is larger than {rank_data.MAX_REPORT_BYTES >> 20} MiB"
+
+
+def test_restrict_goes_on_past_a_path_whose_mode_cannot_change(tmp_path):
+    """The folder itself refuses chmod (immutable): its files are still restricted."""
+    out = tmp_path / "merged"
+    out.mkdir(mode=0o755)
+    for name in ("a.pbtxt", "b.pbtxt", "c.pbtxt"):
+        (out / name).write_text("x")
+        (out / name).chmod(0o644)
+    with immutable(out):
+        rank_data.restrict(out, 0o600)
+        assert stat.S_IMODE(out.stat().st_mode) == 0o755  # left as it was
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {
+        "a.pbtxt": 0o600, "b.pbtxt": 0o600, "c.pbtxt": 0o600}

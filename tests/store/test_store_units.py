@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.fs_limits import no_descriptor_left
 from pgle.commands.runs import RunEntry, select
 from pgle.errors import BadInput
 from pgle.profiles.files import Profile
@@ -290,6 +291,17 @@ def test_a_missing_store_or_a_file_is_refused_in_one_line_and_nothing_is_made(tm
     with pytest.raises(BadInput) as e:
         ProfileStore(afile)
     assert e.value.message == f"profile store {afile} is not a directory."
+
+
+def test_a_store_that_cannot_be_opened_is_one_line(tmp_path: Path):
+    """The store is there, but opening it fails (no descriptor left: EMFILE): one line with the
+    system's reason, not a traceback."""
+    root, st, _, _ = _store_with_one(tmp_path)
+    st.close()
+    with pytest.raises(BadInput) as e, no_descriptor_left():
+        ProfileStore(root)
+    assert e.value.message == f"cannot open profile store {root}: Too many open files."
+    assert len(ProfileStore(root).entries(FP)) == 1  # with descriptors again
 
 
 def test_closing_a_store_releases_its_folder(tmp_path: Path):
@@ -575,8 +587,10 @@ def test_a_view_is_refused_over_a_folder_of_other_files_or_inside_the_store(tmp_
     view = tmp_path / "view"
     view.mkdir()
     (view / f"{FP}.pbtxt").write_text("old")
-    with pytest.raises(ProfileError):  # not empty, no --force
+    with pytest.raises(ProfileError) as e:  # not empty, no --force
         st.materialize(view, jax="0.10.2", device_kind=KIND)
+    assert e.value.message == f"store view {view} already exists and is not empty."
+    assert e.value.hint == "Pass --force to replace it."
     assert (view / f"{FP}.pbtxt").read_text() == "old"
     st.materialize(view, jax="0.10.2", device_kind=KIND, force=True)
     assert read_profile(str(view / f"{FP}.pbtxt")).costs == [("fusion.1", 1.0)]
