@@ -1,0 +1,247 @@
+"""What each kind of XLA:GPU line leaves in the scanner's Evidence (issue 37's survivors of
+pgle/evidence/xla_log.py): the wording record (kind, source line, prefix style) that dates a
+log, the count of the scheduler's lines about the profile, the reads and parse errors, the
+`Added pair` counts, and which module a failed compile is laid on.
+
+The wording of every lane version's real logs (tests/data/xla_gpu/<jax>/) must be exactly the
+grid pgle.evidence.log_version holds for that version; the other lines are generated in the
+real wordings of those logs (test_logscan_handlers.py's prefix styles)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.pgle_testing import REPO
+from pgle.evidence import log_version
+from pgle.evidence.xla_log import Evidence, LogScanner
+
+DATA = REPO / "tests" / "data" / "xla_gpu"
+S, P = "gpu_hlo_schedule.cc", "profile_guided_latency_estimator.cc"
+PAIRS = "convert_async_collectives_to_sync.cc"
+FP = "0123456789abcdef0123456789abcdef"
+
+
+def absl(sev: str, tid: int, file: str, lineno: int, msg: str) -> str:
+    return f"{sev}1125 15:53:48.916756   {tid} {file}:{lineno}] {msg}"
+
+
+def tsl(sev: str, file: str, lineno: int, msg: str) -> str:
+    return f"2026-11-23 15:57:43.849216: {sev} external/xla/xla/service/gpu/{file}:{lineno}] {msg}"
+
+
+def scan(tmp_path: Path, lines: list[str], name: str = "xla.log") -> Evidence:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return LogScanner().scan_file(path)
+
+
+# The prefix styles the lane's jax versions print: the scheduler's lines, then the checker's
+# (jax 0.4.34/0.4.35 print the checker block in absl style; 0.4.38/0.5.0 print none).
+PREFIXES = {
+    "0.4.34": ("tsl", "absl"), "0.4.35": ("tsl", "absl"), "0.4.38": ("tsl", None),
+    "0.5.0": ("tsl", None), "0.5.1": ("tsl", "tsl"), "0.5.3": ("tsl", "tsl"),
+    "0.6.2": ("tsl", "tsl"), "0.7.0": ("tsl", "tsl"), "0.7.2": ("absl", "absl"),
+    "0.8.3": ("absl", "absl"), "0.9.2": ("absl", "absl"), "0.10.2": ("absl", "absl"),
+    "0.11.2": ("absl", "absl"), "0.12.0.1": ("absl", "absl"),
+}
+
+
+def test_the_prefix_table_covers_the_lane():
+    assert set(PREFIXES) == set(log_version.LINES)
+
+
+@pytest.mark.parametrize("version", sorted(PREFIXES))
+def test_each_lane_version_s_logs_give_its_grid_of_wordings(version):
+    # Every kind of line the grid gives the version is recorded under its own name, at a
+    # source line the grid lists, and no other kind: what log_version dates a log by.
+    lines: dict[str, set[object]] = {}
+    for log in sorted((DATA / version).glob("*.log")):
+        for kind, value in LogScanner().scan_file(log).wording.items():
+            lines.setdefault(kind, set()).add(value)
+    prefix, checker_prefix = PREFIXES[version]
+    assert lines.pop("prefix") == {prefix}
+    assert lines.pop("checker_prefix", {None}) == {checker_prefix}
+    grid = log_version.LINES[version]
+    assert set(lines) == set(grid)
+    for kind, seen in lines.items():
+        assert seen <= set(grid[kind]), (kind, seen, grid[kind])
+
+
+def test_the_first_source_line_and_prefix_of_a_kind_are_kept(tmp_path):
+    ev = scan(tmp_path, [
+        absl("F", 7, "parse_flags_from_env.cc", 234, "Unknown flag in XLA_FLAGS: --xla_x=1"),
+        tsl("W", P, 191, "Found 3 instructions from the profile."),
+        tsl("I", S, 394, f"Using PGLE profile from /p/{FP}.pb"),
+        absl("I", 7, S, 393, f"Using PGLE profile from /p/{FP}.pb"),
+        absl("W", 7, P, 192, "Found 3 instructions from the profile."),
+    ])
+    # The scheduler's prefix style comes from the scheduler's own lines (not the flag
+    # parser's), the checker's from the checker's lines; each kind keeps its first line.
+    assert ev.wording == {"unknown_flag": 234, "checker_found": 191, "checker_prefix": "tsl",
+                          "using": 394, "prefix": "tsl"}
+
+
+# Each kind of line, in a real wording, with the lines before it that it needs, and whether it
+# counts among the scheduler's lines about the profile (Evidence.pgle_lines).
+USING = absl("I", 7, S, 393, f"Using PGLE profile from /p/{FP}.pb")
+FOUND = absl("I", 7, S, 538, "Found profile for module jit_m, using profile guided latency estimator")
+COUNTED: dict[str, tuple[list[str], str, int]] = {
+    "fingerprint": ([], absl("I", 7, S, 482, f"Fingerprint before LHS for module jit_m(12) = {FP}"), 1),
+    "using_fdo": ([], absl("I", 7, S, 367, "Using PGLE profile from fdo_profile (binary)"), 1),
+    "using": ([], USING, 1),
+    "found_profile_named": ([USING], FOUND, 1),
+    "found_profile": ([USING], tsl("I", S, 504, "Found profile, using profile guided latency estimator"), 1),
+    "checker_found": ([USING, FOUND], absl("W", 7, P, 192, "Found 3 instructions from the profile."), 1),
+    "checker_missing": ([USING, FOUND], absl("W", 7, P, 194, "Missing 0 instructions from the profile."), 1),
+    "file_missing": ([], absl("I", 7, S, 400, f"PGLE profile file does not exist: /p/{FP}.pb"), 1),
+    "parse_failed": ([], absl("W", 7, S, 396, f"Tried but failed to parse PGLE proto from text file "
+                                             f"'/p/{FP}.pbtxt'. Error message: 1:1: Expected identifier"), 1),
+    "parse_failed_old": ([], tsl("W", S, 374, f"Unable to read PGLE text proto from /p/{FP}.pbtxt: "
+                                             f"Can't parse /p/{FP}.pbtxt as text proto"), 1),
+    "fdo_unparsable": ([], absl("E", 7, S, 379, "Unable to parse fdo_profile: not a valid text or binary "
+                                               "ProfiledInstructionsProto"), 1),
+    "fdo_unparsable_old": ([], tsl("E", S, 352, "Unable to prase FDO profile: not a valid text or binary "
+                                               "ProfiledInstructionsProto"), 1),
+    "unknown_flag": ([], absl("F", 7, "parse_flags_from_env.cc", 234, "Unknown flag in XLA_FLAGS: --xla_x=1"), 1),
+    "sol_fallback": ([], absl("I", 7, S, 522, "PGLE fallback: using SolLatencyEstimator"), 0),
+    "missed_cost": ([USING, FOUND], absl("I", 7, P, 250, "PGLE missed cost for: fusion.3"), 0),
+    "lhs_unset": ([], tsl("I", S, 672, "Profile data detected but `xla_gpu_enable_latency_hiding_scheduler` "
+                                       "unset. To use it compiler will run Latency Hiding Scheduler anyway."), 0),
+    "unified_estimator": ([], absl("I", 7, S, 552, "Using unified latency estimator"), 0),
+    "added_pair": ([], absl("I", 7, PAIRS, 252, "Added pair: {all-reduce-start, all-reduce-done"), 0),
+}
+
+
+@pytest.mark.parametrize("kind", COUNTED)
+def test_each_line_about_the_profile_is_counted_once(tmp_path, kind):
+    before, line, counted = COUNTED[kind]
+    base = scan(tmp_path, before, "before.log") if before else Evidence()
+    ev = scan(tmp_path, before + [line, line])
+    assert ev.pgle_lines == base.pgle_lines + 2 * counted
+    if kind in log_version.LINES["0.11.2"] or kind in log_version.LINES["0.4.34"]:
+        assert kind in ev.wording
+
+
+def test_fdo_profile_reads_and_parse_errors_as_said(tmp_path):
+    ev = scan(tmp_path, [COUNTED["using_fdo"][1],
+                         absl("I", 7, S, 367, "Using PGLE profile from fdo_profile (text)")])
+    assert ev.reads == ["fdo_profile (binary)", "fdo_profile (text)"]
+    for kind in ("fdo_unparsable", "fdo_unparsable_old"):
+        ev = scan(tmp_path, [COUNTED[kind][1]])
+        assert ev.parse_errors == ["fdo_profile: not a valid ProfiledInstructionsProto"]
+        assert set(ev.wording) == {kind, "prefix"}
+
+
+@pytest.mark.parametrize("version", ["0.4.34", "0.5.3", "0.11.2"])
+def test_a_real_fdo_garbage_log_gives_one_parse_error_per_line(version):
+    log = DATA / version / "fdo-garbage.log"
+    said = [ln for ln in log.read_text().splitlines()
+            if "Unable to parse fdo_profile" in ln or "Unable to prase FDO profile" in ln]
+    ev = LogScanner().scan_file(log)
+    assert said and ev.parse_errors == ["fdo_profile: not a valid ProfiledInstructionsProto"] * len(said)
+    assert ev.pgle_lines >= len(said)
+
+
+def pair(tid: int, start: str) -> str:
+    return absl("I", tid, PAIRS, 252, f"Added pair: {{{start}, {start.replace('start', 'done')}")
+
+
+def seen(tid: int, start: str) -> str:
+    return absl("I", tid, PAIRS, 233, f"Found async start %{start} = f32[8]{{0}} {start}(%p)")
+
+
+def test_added_pairs_are_counted_and_those_no_module_owns_are_said(tmp_path):
+    # No fingerprint line (VLOG of gpu_hlo_schedule off): nothing tells whose pairs they are.
+    ev = scan(tmp_path, [USING, FOUND, seen(7, "all-reduce-start"), pair(7, "all-reduce-start"),
+                         pair(7, "all-gather-start"), pair(7, "collective-permute-start")])
+    assert (ev.added_pairs, ev.unattributed_pairs) == (3, 3)
+    assert ev.modules[0].converted_pairs == [] and ev.modules[0].async_starts_seen == []
+    assert {"added_pair", "async_start_seen"} <= set(ev.wording)
+    # A module that began with its fingerprint line and read no profile: its pairs are its own
+    # (no row for it), not unattributed.
+    fingerprint = COUNTED["fingerprint"][1]
+    ev = scan(tmp_path, [fingerprint, seen(7, "all-reduce-start"), pair(7, "all-reduce-start"),
+                         pair(7, "all-gather-start")])
+    assert (ev.added_pairs, ev.unattributed_pairs) == (2, 0)
+    # With the fingerprint line and a profile read: the module's own.
+    ev = scan(tmp_path, [fingerprint, USING, FOUND, seen(7, "all-reduce-start"),
+                         pair(7, "all-reduce-start"), pair(7, "all-gather-start")])
+    (m,) = ev.modules
+    assert m.async_starts_seen == ["all-reduce-start"]
+    assert m.converted_pairs == ["all-reduce-start", "all-gather-start"]
+    assert (ev.added_pairs, ev.unattributed_pairs) == (2, 0)
+
+
+VERIFIER = ("jax.errors.JaxRuntimeError: FAILED_PRECONDITION: during context [hlo verifier]: "
+            "Expected instruction name to remain the same. Was 'all-gather-start.1' is 'all-gather.4'.")
+
+
+def test_a_verifier_failure_lands_on_the_module_that_began_last_in_its_thread(tmp_path):
+    # Thread 7 schedules jit_a; thread 9 then reports a missing profile file (a row, but no
+    # module beginning): the failed compile is jit_a's.
+    ev = scan(tmp_path, [
+        absl("I", 7, S, 482, f"Fingerprint before LHS for module jit_a(3) = {FP}"),
+        USING.replace("jit_m", "jit_a"),
+        FOUND.replace("jit_m", "jit_a"),
+        absl("I", 9, S, 400, "PGLE profile file does not exist: /p/ffffffffffffffffffffffffffffffff.pb"),
+        VERIFIER,
+    ])
+    failed = {m.module or m.fingerprint: m.compile_failed for m in ev.modules}
+    assert failed == {"jit_a": VERIFIER.split(": ", 1)[1], "ffffffffffffffffffffffffffffffff": None}
+    assert ev.verifier_failures == [VERIFIER.split(": ", 1)[1]]
+
+
+def test_a_compile_that_failed_already_keeps_its_first_reason(tmp_path):
+    # The ERROR checker failed jit_m's compile; the verifier line after it is a later failure
+    # and must not replace the checker's reason.
+    discard = ("jax.errors.JaxRuntimeError: INVALID_ARGUMENT: Found 1 missing instructions. "
+               "Discarding the profile.")
+    ev = scan(tmp_path, [
+        USING, FOUND,
+        absl("W", 7, P, 192, "Found 3 instructions from the profile."),
+        absl("W", 7, P, 194, "Missing 1 instructions from the profile."),
+        absl("W", 7, P, 197, "  fusion.1"),
+        discard,
+        VERIFIER,
+    ])
+    (m,) = ev.modules
+    assert m.discarded
+    assert m.compile_failed == "INVALID_ARGUMENT: Found 1 missing instructions. Discarding the profile."
+    assert len(ev.verifier_failures) == 1
+
+
+def test_a_missing_profile_file_is_named(tmp_path):
+    # A file the user named: said as missing. A directory's <fp>.pb (after <fp>.pbtxt): the
+    # module's row, with the path XLA looked at.
+    ev = scan(tmp_path, [
+        absl("I", 7, S, 400, "PGLE profile file does not exist: /p/profile.pb"),
+        COUNTED["fingerprint"][1],
+        absl("I", 7, S, 400, f"PGLE profile file does not exist: /p/{FP}.pbtxt"),
+        absl("I", 7, S, 400, f"PGLE profile file does not exist: /p/{FP}.pb"),
+    ])
+    assert ev.missing_files == ["/p/profile.pb"]
+    (m,) = ev.modules
+    assert (m.module, m.fingerprint, m.profile_path, m.no_profile_file) == (
+        "jit_m", FP, f"/p/{FP}.pb", True)
+
+
+def test_the_sol_fallback_is_the_next_found_module_s(tmp_path):
+    ev = scan(tmp_path, [
+        COUNTED["sol_fallback"][1], USING, FOUND,
+        USING, FOUND.replace("jit_m", "jit_n"),
+    ])
+    assert [(m.module, m.sol_fallback) for m in ev.modules] == [("jit_m", True), ("jit_n", False)]
+
+
+def test_a_clone_scheduled_inside_its_module_s_compile_is_a_clone(tmp_path):
+    # jax 0.7.2-0.8.3: the combiner's <M>-clone (a larger module id) is scheduled before M.
+    def module(name: str, module_id: int) -> list[str]:
+        return [absl("I", 7, S, 454, f"Fingerprint before LHS for module {name}({module_id}) = {FP}"),
+                USING, FOUND.replace("jit_m", name)]
+
+    ev = scan(tmp_path, module("jit_f-clone", 13) + module("jit_f", 12))
+    assert [(m.module, m.sub_compile, m.parent, m.by) for m in ev.modules] == [
+        ("jit_f-clone", "clone", "jit_f", "module id"), ("jit_f", None, None, None)]
+    assert ev.sub_compiles == []
