@@ -245,3 +245,74 @@ def test_a_clone_scheduled_inside_its_module_s_compile_is_a_clone(tmp_path):
     assert [(m.module, m.sub_compile, m.parent, m.by) for m in ev.modules] == [
         ("jit_f-clone", "clone", "jit_f", "module id"), ("jit_f", None, None, None)]
     assert ev.sub_compiles == []
+
+
+DISCARD = "Found 7 missing instructions. Discarding the profile."
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    # The lane's own line (tests/data/xla_gpu/*/scenarios.json) and Python's traceback line.
+    (f"LANE-COMPILE-FAILED jit_m: JaxRuntimeError: INVALID_ARGUMENT: {DISCARD}", f"INVALID_ARGUMENT: {DISCARD}"),
+    (f"jaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: {DISCARD}", f"INVALID_ARGUMENT: {DISCARD}"),
+    (f"INVALID_ARGUMENT: {DISCARD}", f"INVALID_ARGUMENT: {DISCARD}"),
+    # XLA's status code is an upper-case word of letters and `_` before a colon; nothing else.
+    (DISCARD, DISCARD),
+    (f"XlaRuntimeError: {DISCARD}", DISCARD),
+    (f"jax.errors.JaxRuntimeError: {DISCARD}", DISCARD),
+    (f"status INVALID_ARGUMENT {DISCARD}", DISCARD),
+    (f"failed with INTERNAL2: {DISCARD}", DISCARD),
+    (f"failed with E: {DISCARD}", f"E: {DISCARD}"),
+])
+def test_a_discarded_compile_keeps_xla_s_status_and_message(tmp_path, line, said):
+    ev = scan(tmp_path, [USING, FOUND, absl("W", 7, P, 194, "Missing 7 instructions from the profile."),
+                         line])
+    (m,) = ev.modules
+    assert m.discarded and m.compile_failed == said
+    assert ev.discards == [DISCARD]
+
+
+def test_each_discard_lands_on_the_module_it_failed(tmp_path):
+    def module(tid: int, name: str, missing: int | None) -> list[str]:
+        lines = [absl("I", tid, S, 393, f"Using PGLE profile from /p/{FP}.pb"),
+                 absl("I", tid, S, 538, f"Found profile for module {name}, using profile guided "
+                                        "latency estimator")]
+        if missing is not None:
+            lines.append(absl("W", tid, P, 194, f"Missing {missing} instructions from the profile."))
+        return lines
+
+    discard = f"jaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: {DISCARD}"
+    # jit_a's block says what is missing; jit_b, read in another thread after it, printed no
+    # block: the failure is jit_a's.
+    ev = scan(tmp_path, module(7, "jit_a", 7) + module(9, "jit_b", None) + [discard])
+    assert [(m.module, m.discarded) for m in ev.modules] == [("jit_a", True), ("jit_b", False)]
+    # After jit_a's failure, a module with no block (jax 0.4.38/0.5.0 print none) fails next:
+    # the second failure is its own, not jit_a's again.
+    ev = scan(tmp_path, module(7, "jit_a", 7) + [discard] + module(7, "jit_b", None) + [discard])
+    assert [(m.module, m.discarded) for m in ev.modules] == [("jit_a", True), ("jit_b", True)]
+
+
+def test_fingerprint_lines_with_and_without_a_module_id(tmp_path):
+    ev = scan(tmp_path, [
+        absl("I", 7, S, 454, f"Fingerprint before LHS for module jit_a = {FP}"),
+        USING, FOUND.replace("jit_m", "jit_a"),
+        absl("I", 7, S, 454, f"Fingerprint before LHS for module jit_b(4) = {FP}"),
+        USING, FOUND.replace("jit_m", "jit_b"),
+    ])
+    assert [(m.module, m.module_id) for m in ev.modules] == [("jit_a", None), ("jit_b", 4)]
+    assert ev.fingerprint_lines == 2
+
+
+def test_every_unknown_flag_is_listed_and_the_wording_told(tmp_path):
+    # jax 0.4.34's wording lists every XLA_FLAGS entry after two spaces (a flag's value may hold
+    # ": "); jax >= 0.5.1 names the one flag. Two processes abort: both flags are said.
+    flags = "parse_flags_from_env.cc"
+    ev = scan(tmp_path, [
+        tsl("F", flags, 224, "Unknown flags in XLA_FLAGS: --xla_x=1  --xla_x=1 --xla_dump_to=/a: b"),
+    ])
+    assert ev.unknown_flags == ["--xla_x=1"] and "unknown_flags_listed" in ev.wording
+    ev = scan(tmp_path, [
+        absl("F", 7, flags, 234, "Unknown flag in XLA_FLAGS: --xla_x=1"),
+        absl("F", 9, flags, 234, "Unknown flag in XLA_FLAGS: --xla_y=a: b"),
+    ])
+    assert ev.unknown_flags == ["--xla_x=1", "--xla_y=a:", "b"]
+    assert set(ev.wording) == {"unknown_flag"}
