@@ -84,3 +84,64 @@ def test_steps_index_from_the_end_and_refuse_past_it(tmp_path):
             steps[k]
     with pytest.raises(IndexError):
         steps[-4]
+
+
+def _run(tmp_path: Path, indices: list[int], lines: list[dict[str, Any]] | None = None) -> Path:
+    """A run folder whose steps.bin enters a step of each index in turn (1 ms apart, step_num
+    the index + 100, name id k % 2) and whose events.jsonl holds `lines` and the two names."""
+    from array import array
+
+    t0 = 1_764_000_000_000_000_000
+    rows = array("q")
+    for k, i in enumerate(indices):
+        rows.extend((t0 + k * 1_000_000, i, i + 100, k % 2))
+    (tmp_path / "steps.bin").write_bytes(step_file.HEADER + step_file.encode(rows))
+    events = tmp_path / "events.jsonl"
+    names = [{"kind": "step_name", "t": 1.0, "id": n, "name": f"s{n}", "edges": 0} for n in (0, 1)]
+    events.write_text("".join(json.dumps(r) + "\n" for r in [*names, *(lines or [])]))
+    return events
+
+
+def _expected(indices: list[int]) -> list[tuple[int, str, int, float]]:
+    """Index order, the last record of an index winning: computed here without the reader."""
+    from helpers.step_records import seconds
+
+    last = {i: k for k, i in enumerate(indices)}
+    t0 = 1_764_000_000_000_000_000
+    return [(i, f"s{k % 2}", i + 100, seconds(t0 + k * 1_000_000)) for i, k in sorted(last.items())]
+
+
+def _got(events: Path) -> list[tuple[int, str, int, float]]:
+    return [(s.index, s.name, s.step_num, s.t_enter) for s in read_events(events).steps]
+
+
+@pytest.mark.parametrize("n", [5, 70_000])  # below and above the cut where numpy orders them
+def test_steps_in_order_out_of_order_and_repeated(tmp_path, n):
+    for indices in (list(range(n)),                               # in order
+                    list(range(-3, n - 3)),                       # in order, from below 0
+                    list(range(n - 2, -1, -1)) + [n],             # descending, then the largest
+                    list(range(n - 2)) + [n - 1, n - 2],          # the last two swapped
+                    list(range(n // 2)) + [n // 2 - 1] + list(range(n // 2, n))):  # one repeated
+        events = _run(tmp_path, indices)
+        assert _got(events) == _expected(indices), indices[:8]
+
+
+def test_a_large_run_keeps_the_step_nums_of_its_step_lines(tmp_path):
+    # 70,000 steps out of order in steps.bin and two step_enter lines whose step_num steps.bin
+    # cannot hold (older pgle, a string): reordered, each keeps its own step_num.
+    n = 70_000
+    indices = list(range(2, n))[::-1]
+    lines = [{"kind": "step_enter", "t": 5.0, "index": 1, "name": "s1", "step_num": "warm-up"},
+             {"kind": "step_enter", "t": 4.0, "index": 0, "name": "s0", "step_num": None}]
+    steps = read_events(_run(tmp_path, indices, lines)).steps
+    assert len(steps) == n
+    assert [(s.index, s.step_num) for s in steps[:3]] == [(0, None), (1, "warm-up"), (2, 102)]
+    assert steps[-1].index == n - 1 and steps[-1].step_num == n + 99
+
+
+def test_a_large_run_in_order_keeps_the_step_num_of_its_step_line(tmp_path):
+    n = 70_000
+    lines = [{"kind": "step_enter", "t": 4.0, "index": 0, "name": "s0", "step_num": "warm-up"}]
+    steps = read_events(_run(tmp_path, list(range(1, n)), lines)).steps
+    assert [(s.index, s.step_num) for s in steps[:2]] == [(0, "warm-up"), (1, 101)]
+    assert len(steps) == n
