@@ -7,6 +7,7 @@ name, and `Steps` indexed from the end and past it. Real events files, read by t
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,9 @@ def test_steps_in_order_out_of_order_and_repeated(tmp_path, n):
                     list(range(-3, n - 3)),                       # in order, from below 0
                     list(range(n - 2, -1, -1)) + [n],             # descending, then the largest
                     list(range(n - 2)) + [n - 1, n - 2],          # the last two swapped
-                    list(range(n // 2)) + [n // 2 - 1] + list(range(n // 2, n))):  # one repeated
+                    list(range(n // 2)) + [n // 2 - 1] + list(range(n // 2, n)),  # one repeated
+                    list(range(n // 2)) * 2,                      # every index entered twice
+                    random.Random(7).choices(range(n // 3), k=n)):  # shuffled, repeated
         events = _run(tmp_path, indices)
         assert _got(events) == _expected(indices), indices[:8]
 
