@@ -84,3 +84,29 @@ def test_a_common_memchr_byte_still_finds_every_literal():
                 got = logscan.line_starts(data, len(data), ())
                 assert got == reference(bytes(data), len(data), ()), (lit, at)
                 assert got, (lit, at)
+
+
+@pytest.mark.parametrize("data", [
+    b"[hlo verifier] at the very start\n",                     # a memchr byte at offset 0
+    b"[[hlo verifier] after its own memchr byte\n",            # two memchr hits side by side
+    b"\nI0822 12:34:56.789012  7 gpu_hlo_schedule.cc:538] Found profile for module m\n",  # after
+    b"\n" + b"x" * 50 + b" in XLA_FLAGS\n",                   # an empty first line
+])
+def test_lines_at_the_edges_of_the_data(data):
+    for messages in (_KEPT_MESSAGE_BYTES, None):
+        want = reference(data, len(data), messages)
+        assert want and logscan.line_starts(bytearray(data), len(data), messages) == want
+
+
+def test_a_literal_or_message_cut_by_the_end_is_not_read_across_it():
+    # The last line, without its newline, ends inside a literal or a kept message; the buffer's
+    # next bytes (an earlier block's) happen to complete it.
+    head = b"I0822 12:34:56.789012  7 "
+    for line, rest in [
+        (head + b"gpu_hlo_schedule.cc:538] Using PGLE prof", b"ile from /p.pb\n"),
+        (head + b"other.cc:1] during context [hlo verif", b"ier]: bad\n"),
+        (head + b"parse_flags_from_env.cc:234] Unknown flag in XLA_FL", b"AGS: --x=1\n"),
+    ]:
+        data = bytearray(b"x\n" + line + rest)
+        assert logscan.line_starts(data, 2 + len(line), _KEPT_MESSAGE_BYTES) == []
+        assert logscan.line_starts(data, len(data), _KEPT_MESSAGE_BYTES) == [2]
