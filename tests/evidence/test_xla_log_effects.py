@@ -316,3 +316,55 @@ def test_every_unknown_flag_is_listed_and_the_wording_told(tmp_path):
     ])
     assert ev.unknown_flags == ["--xla_x=1", "--xla_y=a:", "b"]
     assert set(ev.wording) == {"unknown_flag"}
+
+
+def test_a_checker_block_without_found_profile_is_its_rank_s_module(tmp_path):
+    # INFO hidden (TF_CPP_MIN_LOG_LEVEL=1): the checker's WARNING lines alone, under
+    # `srun --label`; each block is a module of its rank, read with a profile.
+    def block(rank: int, found: int, missing: list[str]) -> list[str]:
+        lines = [absl("W", 7, P, 192, f"Found {found} instructions from the profile."),
+                 absl("W", 7, P, 194, f"Missing {len(missing)} instructions from the profile.")]
+        lines += [absl("W", 7, P, 197, f"  {name}") for name in missing]
+        return [f"{rank}: {line}" for line in lines]
+
+    ev = scan(tmp_path, block(3, 5, ["fusion.1"]) + block(12, 4, ["fusion.2", "fusion.3"]))
+    assert [(m.module, m.rank, m.found_profile, m.checker_found, m.checker_missing, m.missing_names)
+            for m in ev.modules] == [(None, 3, True, 5, 1, ["fusion.1"]),
+                                     (None, 12, True, 4, 2, ["fusion.2", "fusion.3"])]
+    assert (ev.checker_lines, ev.info_lines) == (4, 0)
+    # A block that begins with `Missing` (no `Found N` before it) is its rank's module too.
+    ev = scan(tmp_path, ["5: " + absl("W", 7, P, 194, "Missing 1 instructions from the profile."),
+                         "5: " + absl("W", 7, P, 197, "  fusion.9")])
+    assert [(m.rank, m.found_profile, m.missing_names) for m in ev.modules] == [(5, True, ["fusion.9"])]
+    assert ev.checker_lines == 1
+
+
+def test_without_the_fingerprint_line_the_profile_file_names_the_fingerprint(tmp_path):
+    ev = scan(tmp_path, [absl("I", 7, S, 393, f"Using PGLE profile from /p/dir/{FP}.pbtxt"), FOUND,
+                         absl("I", 7, S, 393, "Using PGLE profile from /p/profile.pb"),
+                         FOUND.replace("jit_m", "jit_n")])
+    assert [(m.module, m.fingerprint) for m in ev.modules] == [("jit_m", FP), ("jit_n", None)]
+
+
+@pytest.mark.parametrize("version", ["0.4.35", "0.11.2"])
+def test_a_pbtxt_xla_could_not_parse_before_its_pb_is_a_fallback(version):
+    # tests/data/xla_gpu/<jax>/dir-pbtxt-fallback.log: XLA read <fp>.pb after failing on
+    # <fp>.pbtxt; the pbtxt each module fell back from is its own, and no parse error is said.
+    import re
+
+    log = DATA / version / "dir-pbtxt-fallback.log"
+    unreadable = re.findall(r"(?:from text file '|Unable to read PGLE text proto from )(/\S+?\.pbtxt)",
+                            log.read_text())
+    ev = LogScanner().scan_file(log)
+    assert unreadable and ev.fallbacks == unreadable and ev.parse_errors == []
+    assert sorted(m.fallback_from for m in ev.modules if m.fallback_from) == sorted(unreadable)
+
+
+def test_scanning_a_file_warns_of_nothing(tmp_path):
+    import warnings
+
+    path = tmp_path / "xla.log"
+    path.write_text("\n".join([USING, FOUND]) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(LogScanner().scan_file(path).modules) == 1
