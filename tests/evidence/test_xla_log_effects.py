@@ -368,3 +368,19 @@ def test_scanning_a_file_warns_of_nothing(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(LogScanner().scan_file(path).modules) == 1
+
+
+def test_prefix_fields_that_are_not_utf8_or_look_like_a_prefix():
+    from pgle.evidence import logscan
+
+    # A source path in another encoding: read with U+FFFD, not an error.
+    got = logscan.parse_prefix(b"I1125 15:53:48.916756   7 /src/caf\xe9/gpu_hlo_schedule.cc:538] msg")
+    assert got is not None and (got.file, got.message) == ("gpu_hlo_schedule.cc", "msg")
+    got = logscan.parse_prefix(b"I1125 15:53:48.916756   7 caf\xe9.cc:538] msg")
+    assert got is not None and got.file == "caf\ufffd.cc"
+    # A line that starts like a tsl prefix but is none (two spaces, no thread id) does not hide
+    # the real prefix printed after it on the same line.
+    line = (b"2023-07-21 16:09:43.551741: I  junk.cc:1] progress\r"
+            + absl("I", 7, S, 393, "Using PGLE profile from /p.pb").encode())
+    got = logscan.parse_prefix(line)
+    assert got is not None and (got.file, got.message) == (S, "Using PGLE profile from /p.pb")
