@@ -378,6 +378,8 @@ def test_prefix_fields_that_are_not_utf8_or_look_like_a_prefix():
     assert got is not None and (got.file, got.message) == ("gpu_hlo_schedule.cc", "msg")
     got = logscan.parse_prefix(b"I1125 15:53:48.916756   7 caf\xe9.cc:538] msg")
     assert got is not None and got.file == "caf\ufffd.cc"
+    got = logscan.parse_prefix(b"I1125 15:53:48.916756   7 gpu_hlo_schedule.cc:538] caf\xe9 \xff")
+    assert got is not None and got.message == "caf\ufffd \ufffd"
     # A line that starts like a tsl prefix but is none (two spaces, no thread id) does not hide
     # the real prefix printed after it on the same line.
     line = (b"2023-07-21 16:09:43.551741: I  junk.cc:1] progress\r"
