@@ -386,3 +386,12 @@ def test_prefix_fields_that_are_not_utf8_or_look_like_a_prefix():
             + absl("I", 7, S, 393, "Using PGLE profile from /p.pb").encode())
     got = logscan.parse_prefix(line)
     assert got is not None and (got.file, got.message) == (S, "Using PGLE profile from /p.pb")
+
+
+def test_each_line_longer_than_the_buffer_is_counted(tmp_path):
+    from pgle.evidence import xla_log
+
+    bar = "#" * (xla_log.LONG_LINE + 10)
+    ev = scan(tmp_path, [bar + "\r" + USING, FOUND, bar, "done"])
+    assert ev.long_lines == 2
+    assert ev.reads == ["/p/" + FP + ".pb"] and len(ev.modules) == 1
