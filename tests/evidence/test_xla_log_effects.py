@@ -395,3 +395,16 @@ def test_each_line_longer_than_the_buffer_is_counted(tmp_path):
     ev = scan(tmp_path, [bar + "\r" + USING, FOUND, bar, "done"])
     assert ev.long_lines == 2
     assert ev.reads == ["/p/" + FP + ".pb"] and len(ev.modules) == 1
+
+
+def test_a_failure_line_before_any_module_and_one_not_in_utf8(tmp_path):
+    # The verifier's exception line with no module begun (its compile logged nothing): said,
+    # laid on no module. A discard line holding bytes that are not UTF-8: read with U+FFFD.
+    ev = scan(tmp_path, [VERIFIER])
+    assert ev.verifier_failures == [VERIFIER.split(": ", 1)[1]] and ev.modules == []
+    path = tmp_path / "bytes.log"
+    path.write_bytes(b"\n".join([USING.encode(), FOUND.encode(),
+                                 b"caf\xe9: INVALID_ARGUMENT: " + DISCARD.encode(), b""]))
+    ev = LogScanner().scan_file(path)
+    assert ev.discards == [DISCARD]
+    assert ev.modules[0].compile_failed == f"INVALID_ARGUMENT: {DISCARD}"
