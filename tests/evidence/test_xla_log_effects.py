@@ -111,6 +111,11 @@ COUNTED: dict[str, tuple[list[str], str, int]] = {
                                        "unset. To use it compiler will run Latency Hiding Scheduler anyway."), 0),
     "unified_estimator": ([], absl("I", 7, S, 552, "Using unified latency estimator"), 0),
     "added_pair": ([], absl("I", 7, PAIRS, 252, "Added pair: {all-reduce-start, all-reduce-done"), 0),
+    # The compile failures Python's exception line tells (no log prefix).
+    "discard": ([USING, FOUND], "jaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: Found 7 missing "
+                                "instructions. Discarding the profile.", 1),
+    "verifier": ([], "jax.errors.JaxRuntimeError: FAILED_PRECONDITION: during context [hlo verifier]: "
+                     "Expected instruction name to remain the same.", 1),
 }
 
 
@@ -233,6 +238,7 @@ def test_the_sol_fallback_is_the_next_found_module_s(tmp_path):
         USING, FOUND.replace("jit_m", "jit_n"),
     ])
     assert [(m.module, m.sol_fallback) for m in ev.modules] == [("jit_m", True), ("jit_n", False)]
+    assert ev.info_lines == 5  # every line here is an INFO line
 
 
 def test_a_clone_scheduled_inside_its_module_s_compile_is_a_clone(tmp_path):
