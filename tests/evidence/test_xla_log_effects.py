@@ -414,3 +414,15 @@ def test_a_failure_line_before_any_module_and_one_not_in_utf8(tmp_path):
     ev = LogScanner().scan_file(path)
     assert ev.discards == [DISCARD]
     assert ev.modules[0].compile_failed == f"INVALID_ARGUMENT: {DISCARD}"
+
+
+def test_thread_ids_are_the_scheduler_s_and_checker_s_once_each_up_to_256(tmp_path):
+    ev = scan(tmp_path, [
+        absl("F", 9, "parse_flags_from_env.cc", 234, "Unknown flag in XLA_FLAGS: --xla_x=1"),
+        USING, FOUND, absl("W", 7, P, 192, "Found 3 instructions from the profile."),
+        absl("I", 8, S, 393, "Using PGLE profile from /p.pb"),
+        tsl("I", S, 394, "Using PGLE profile from /q.pb"),  # tsl without a thread id
+    ])
+    assert ev.thread_ids == ["7", "8"]
+    ev = scan(tmp_path, [absl("I", tid, S, 393, "Using PGLE profile from /p.pb") for tid in range(1, 301)])
+    assert ev.thread_ids == [str(tid) for tid in range(1, 257)]
