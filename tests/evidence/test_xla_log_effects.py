@@ -426,3 +426,15 @@ def test_thread_ids_are_the_scheduler_s_and_checker_s_once_each_up_to_256(tmp_pa
     assert ev.thread_ids == ["7", "8"]
     ev = scan(tmp_path, [absl("I", tid, S, 393, "Using PGLE profile from /p.pb") for tid in range(1, 301)])
     assert ev.thread_ids == [str(tid) for tid in range(1, 257)]
+
+
+def test_a_module_that_logged_only_its_fingerprint_is_a_row(tmp_path):
+    # VLOG on, the module read no profile: its fingerprint line is its row, flushed by the
+    # thread's next module and at the end.
+    ev = scan(tmp_path, [
+        absl("I", 7, S, 482, f"Fingerprint before LHS for module jit_a(3) = {FP}"),
+        absl("I", 7, S, 482, f"Fingerprint before LHS for module jit_b(4) = {'f' * 32}"),
+    ])
+    assert [(m.module, m.fingerprint, m.module_id, m.thread, m.profile_path, m.fingerprint_only)
+            for m in ev.modules] == [("jit_a", FP, 3, "7", None, True),
+                                     ("jit_b", "f" * 32, 4, "7", None, True)]
