@@ -9,6 +9,7 @@ real wordings of those logs (test_logscan_handlers.py's prefix styles)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -438,3 +439,16 @@ def test_a_module_that_logged_only_its_fingerprint_is_a_row(tmp_path):
     assert [(m.module, m.fingerprint, m.module_id, m.thread, m.profile_path, m.fingerprint_only)
             for m in ev.modules] == [("jit_a", FP, 3, "7", None, True),
                                      ("jit_b", "f" * 32, 4, "7", None, True)]
+
+
+def test_autotuner_candidates_are_set_apart_and_finish_is_idempotent():
+    # jax 0.11.2's real log: the autotuner's candidate modules (larger module ids than the
+    # module scheduled after them in their thread) are sub-compiles, not the workload's modules;
+    # calling finish() again changes nothing.
+    scanner = LogScanner()
+    ev = scanner.scan_file(DATA / "0.11.2" / "checker-no-path.log")
+    assert len(ev.sub_compiles) == 6 and len(ev.modules) == 1
+    assert {(m.sub_compile, m.by) for m in ev.sub_compiles} == {("candidate", "module id")}
+    assert ev.modules[0].module and ev.modules[0].module.startswith("jit_")
+    before = dataclasses.asdict(ev)
+    assert dataclasses.asdict(scanner.finish()) == before
