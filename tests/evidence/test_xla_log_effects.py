@@ -452,3 +452,24 @@ def test_autotuner_candidates_are_set_apart_and_finish_is_idempotent():
     assert ev.modules[0].module and ev.modules[0].module.startswith("jit_")
     before = dataclasses.asdict(ev)
     assert dataclasses.asdict(scanner.finish()) == before
+
+
+def _module(name: str, module_id: int | None) -> list[str]:
+    fingerprint = [] if module_id is None else [
+        absl("I", 7, S, 482, f"Fingerprint before LHS for module {name}({module_id}) = {FP}")]
+    return fingerprint + [USING, FOUND.replace("jit_m", name)]
+
+
+def test_sub_compiles_by_module_id_past_a_module_without_one(tmp_path):
+    # The autotuner's candidate (id 9) was created during jit_f's compile (id 3, scheduled
+    # after it); a later module with no fingerprint line (no id) does not stop the telling.
+    ev = scan(tmp_path, _module("gemm_fusion_dot.1", 9) + _module("jit_f", 3) + _module("jit_g", None))
+    assert [(m.module, m.parent) for m in ev.sub_compiles] == [("gemm_fusion_dot.1", "jit_f")]
+    assert [m.module for m in ev.modules] == ["jit_f", "jit_g"]
+
+
+def test_a_module_compiled_twice_under_one_id_is_no_sub_compile(tmp_path):
+    ev = scan(tmp_path, _module("jit_f", 5) + _module("jit_f", 5))
+    assert [(m.module, m.module_id, m.sub_compile) for m in ev.modules] == [
+        ("jit_f", 5, None), ("jit_f", 5, None)]
+    assert ev.sub_compiles == []
