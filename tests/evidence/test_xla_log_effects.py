@@ -473,3 +473,16 @@ def test_a_module_compiled_twice_under_one_id_is_no_sub_compile(tmp_path):
     assert [(m.module, m.module_id, m.sub_compile) for m in ev.modules] == [
         ("jit_f", 5, None), ("jit_f", 5, None)]
     assert ev.sub_compiles == []
+
+
+def test_a_clone_is_told_by_its_name_without_module_ids(tmp_path):
+    # VLOG off (no module ids): a checker block of thread 9 with no `Found profile` (a row
+    # without a name) comes first; jit_f-clone is still the combiner's copy of jit_f, and a
+    # module JAX did not name (jax names its own `jit_...`) is XLA's candidate.
+    ev = scan(tmp_path, [absl("W", 9, P, 192, "Found 3 instructions from the profile."),
+                         *_module("jit_f-clone", None), *_module("jit_f", None),
+                         *_module("loop_add_fusion", None)])
+    assert [(m.module, m.sub_compile, m.parent, m.by) for m in ev.modules] == [
+        (None, None, None, None), ("jit_f-clone", "clone", "jit_f", "name"), ("jit_f", None, None, None)]
+    assert [(m.module, m.sub_compile, m.by) for m in ev.sub_compiles] == [
+        ("loop_add_fusion", "candidate", "name")]
