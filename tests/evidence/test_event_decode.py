@@ -21,8 +21,8 @@ def test_bytes_that_are_not_utf8_are_replaced_not_refused():
 def test_the_readers_keep_such_a_line(tmp_path: Path):
     path = tmp_path / "events.jsonl"
     path.write_bytes(LINE + b"\n" + b'{"kind": "log", "t": 3.0, "message": "next"}\n')
-    assert [r.message for r in read_events(path).records if isinstance(r, Log)] == [
-        "caf\ufffd \ufffd\ufffd ok", "next"]
+    assert [(r.t, r.message) for r in read_events(path).records if isinstance(r, Log)] == [
+        (2.5, "caf\ufffd \ufffd\ufffd ok"), (3.0, "next")]
     tail = EventTail(path, (Log,))
     assert [e.message for e in tail.read()] == ["caf\ufffd \ufffd\ufffd ok", "next"]
     assert tail.rejected == 0

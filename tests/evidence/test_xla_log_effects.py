@@ -486,3 +486,11 @@ def test_a_clone_is_told_by_its_name_without_module_ids(tmp_path):
         (None, None, None, None), ("jit_f-clone", "clone", "jit_f", "name"), ("jit_f", None, None, None)]
     assert [(m.module, m.sub_compile, m.by) for m in ev.sub_compiles] == [
         ("loop_add_fusion", "candidate", "name")]
+
+
+def test_the_checker_s_names_end_where_its_count_says(tmp_path):
+    # `Missing 2`: the next two indented lines are its names; an indented line after them is not.
+    ev = scan(tmp_path, [USING, FOUND, absl("W", 7, P, 194, "Missing 2 instructions from the profile."),
+                         absl("W", 7, P, 197, "  fusion.1"), absl("W", 7, P, 197, "  fusion.2"),
+                         absl("W", 7, P, 197, "  fusion.3")])
+    assert ev.modules[0].missing_names == ["fusion.1", "fusion.2"]
