@@ -26,3 +26,33 @@ def test_the_readers_keep_such_a_line(tmp_path: Path):
     tail = EventTail(path, (Log,))
     assert [e.message for e in tail.read()] == ["caf\ufffd \ufffd\ufffd ok", "next"]
     assert tail.rejected == 0
+
+
+def test_a_last_line_without_its_newline_at_any_block_boundary(tmp_path: Path, monkeypatch):
+    # A run killed mid-write leaves its last line without a newline; it is read whatever the
+    # file's size modulo the read block (a block boundary one byte before the end included).
+    from pgle.evidence import events
+
+    monkeypatch.setattr(events, "BLOCK_BYTES", 64)
+    first = b'{"kind": "log", "t": 1.0, "message": "a"}\n'
+    for pad in range(64):
+        last = b'{"kind": "log", "t": 2.0, "message": "' + b"x" * pad + b'"}'
+        path = tmp_path / "events.jsonl"
+        path.write_bytes(first + last)
+        got = [r.message for r in read_events(path).records if isinstance(r, Log)]
+        assert got == ["a", "x" * pad], pad
+
+
+def test_trace_errors_script_traces_and_a_bad_step_file_are_kept(tmp_path: Path, caplog):
+    import logging
+
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"kind": "trace_error", "t": 1.0, "error": "profiler busy"}\n'
+                     b'{"kind": "script_trace", "t": 2.0, "call": "start", "site": "w.py:3"}\n')
+    (tmp_path / "steps.bin").write_bytes(b"NOTSTEPS" + bytes(8))
+    with caplog.at_level(logging.WARNING, logger="pgle.evidence.events"):
+        ev = read_events(path)
+    assert ev.trace_errors == ["profiler busy"]
+    assert [(s.call, s.site) for s in ev.script_traces] == [("start", "w.py:3")]
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        ("pgle.evidence.events", f"{tmp_path / 'steps.bin'} is not a pgle step file; its steps are not read")]
