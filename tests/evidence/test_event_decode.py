@@ -56,3 +56,29 @@ def test_trace_errors_script_traces_and_a_bad_step_file_are_kept(tmp_path: Path,
     assert [(s.call, s.site) for s in ev.script_traces] == [("start", "w.py:3")]
     assert [(r.name, r.getMessage()) for r in caplog.records] == [
         ("pgle.evidence.events", f"{tmp_path / 'steps.bin'} is not a pgle step file; its steps are not read")]
+
+
+def test_the_events_file_is_read_in_blocks_not_whole(tmp_path: Path, monkeypatch):
+    # 5 MB of lines that keep nothing (step exits): read in 64 KiB blocks, the reader's peak
+    # memory stays far below the file's size (issue 25: never the whole file at once).
+    import tracemalloc
+
+    from pgle.evidence import events
+
+    monkeypatch.setattr(events, "BLOCK_BYTES", 64 << 10)
+    pad = "x" * 1000
+    path = tmp_path / "events.jsonl"
+    with open(path, "w") as f:
+        for k in range(5000):
+            f.write(f'{{"kind": "step_exit", "t": {k}.5, "index": {k}, "pad": "{pad}"}}\n')
+        f.write('{"kind": "log", "t": 9999.0, "message": "last"}\n')
+    assert path.stat().st_size > 5_000_000
+    tracemalloc.start()
+    try:
+        ev = read_events(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [r.message for r in ev.records if isinstance(r, Log)] == ["last"]
+    assert ev.lines == 5001
+    assert peak < 1_500_000, peak
