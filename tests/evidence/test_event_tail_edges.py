@@ -85,3 +85,16 @@ def test_a_compile_whose_seconds_are_unknown_counts_none(tmp_path: Path):
                                               "cached": {"count": 1, "seconds": 0.25}}
     assert compiles.label(got) == "mixed" and compiles.label(got, "jit_a") == "compiled"
     assert compiles.label([]) == "-" and compiles.label(got, "jit_z") == "-"
+
+
+def test_a_line_of_exactly_the_longest_length_is_still_read(tmp_path: Path):
+    # MAX_LINE_BYTES is the longest line read: one of exactly that length (64 whole read blocks
+    # without a newline), whose newline comes in the next block, is an event.
+    pad = event_tail.MAX_LINE_BYTES - len(line("log", 1.0, message="")) + 1
+    long = line("log", 1.0, message="x" * pad)
+    assert len(long) - 1 == event_tail.MAX_LINE_BYTES
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(long + line("exit", 2.0, code=0))
+    tail = EventTail(path, (Log, Exit))
+    assert [(type(e).__name__, e.t) for e in tail.read()] == [("Log", 1.0), ("Exit", 2.0)]
+    assert (tail.rejected, tail.lines) == (0, 2)

@@ -93,3 +93,11 @@ def test_a_link_or_a_fifo_in_place_of_the_step_file_is_not_read(tmp_path: Path):
     ev = read_events(events)  # returns: a FIFO with no writer would block a plain open()
     assert len(ev.steps) == 0
     assert ev.steps_error == f"{tmp_path / 'steps.bin'} is not a regular file; its steps are not read"
+
+
+def test_a_header_s_version_is_said_as_written(tmp_path: Path):
+    # The header's numbers are unsigned: a version with its top bit set is said as written.
+    huge = step_file.MAGIC + (0xFFFFFFFF).to_bytes(4, "little") + (32).to_bytes(4, "little")
+    ev = read_events(a_run(tmp_path, TWO_STEPS, header=huge))
+    assert len(ev.steps) == 0
+    assert "of version 4294967295 (this pgle reads version 1" in (ev.steps_error or "")

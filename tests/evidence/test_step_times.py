@@ -31,3 +31,16 @@ def test_a_large_run_leaves_out_step_zero_as_a_small_one_does():
     assert step_times(columns) == step_times(objects) == [1.0] * (n - 2)
     assert step_times(columns, exclude={7, 8}) == step_times(objects, exclude={7, 8})
     assert len(step_times(columns, exclude={7, 8})) == n - 4
+
+
+def test_an_excluded_index_beyond_float_precision_leaves_out_only_itself():
+    # Indices are int64: an excluded index above 2**53 must not be rounded onto its neighbour
+    # (as a float it would equal 2**53) in the numpy path of a large run.
+    n, base = 5000, 1 << 53
+    indices = [0] + [base - 10 + k for k in range(n - 1)]
+    t = [0.0] + [10.0 + k for k in range(n - 1)]
+    columns = Steps(array("q", indices), array("d", t), array("q", [0] * n), ["train"],
+                    array("q", range(n)), {})
+    objects = [Step(i, "train", k, x) for k, (i, x) in enumerate(zip(indices, t, strict=True))]
+    exclude = {base + 1}
+    assert step_times(columns, exclude) == step_times(objects, exclude) == [1.0] * (n - 3)
