@@ -88,9 +88,13 @@ PARSE_FAILED = re.compile(
     r"^Tried but failed to parse PGLE proto from (?P<fmt>text|binary) file '(?P<path>.*)'\. "
     r"Error message: (?P<error>.*)$"
 )
-# jax 0.4.34: "Unable to read PGLE text proto from P: Can't parse P as text proto".
+# jax 0.4.34-0.5.0: "Unable to read PGLE text proto from P: Can't parse P as text proto"
+# (the lane's logs of 0.4.35, 0.4.38, 0.5.0; 0.5.1 has the wording above). The error repeats
+# the path: it ends at the last ": Can't parse ", so a folder whose name holds ": " keeps its
+# whole path.
 PARSE_FAILED_OLD = re.compile(
-    r"^Unable to read PGLE (?P<fmt>text|binary) proto from (?P<path>.+?): (?P<error>.*)$"
+    r"^Unable to read PGLE (?P<fmt>text|binary) proto from "
+    r"(?P<path>.+(?=: Can't parse )|.+?): (?P<error>.*)$"
 )
 # jax 0.4.34 spelled it "Unable to prase FDO profile" (sic).
 FDO_UNPARSABLE = re.compile(

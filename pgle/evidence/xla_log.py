@@ -141,7 +141,7 @@ class _Thread:
     current: ModuleEvidence | None = None
     expect_names: int = 0
     sol_fallback: bool = False
-    unreadable: tuple[int, str] | None = None
+    unreadable: tuple[int, str, str] | None = None  # (parse error's index, fingerprint, path)
     fallback_from: str | None = None
     # The module whose post-scheduling lines (`Added pair`) follow: the newest module of the
     # thread, known only where the VLOG fingerprint line marks where each module begins (a
@@ -388,8 +388,9 @@ class LogScanner:
         fm = _FINGERPRINT_FILE.match(Path(state.using).name)
         if state.unreadable and fm and fm.group(2) == "pb" and fm.group(1) == state.unreadable[1]:
             # <fp>.pbtxt did not parse and XLA read <fp>.pb: the normal lookup order.
-            index, _ = state.unreadable
-            state.fallback_from = ev.parse_errors[index].rsplit(": ", 1)[0]
+            # The path from the parse-failure line: XLA's error text repeats the path, so
+            # splitting "path: error" at a ": " breaks on a folder whose name holds one.
+            index, _, state.fallback_from = state.unreadable
             ev.fallbacks.append(state.fallback_from)
             ev.parse_errors[index] = ""  # dropped in finish()
         state.unreadable = None
@@ -472,7 +473,7 @@ class LogScanner:
         ev.parse_errors.append(f"{m.group('path')}: {m.group('error')}")
         fm = _FINGERPRINT_FILE.match(Path(m.group("path")).name)
         if fm and fm.group(2) == "pbtxt":
-            state.unreadable = (len(ev.parse_errors) - 1, fm.group(1))
+            state.unreadable = (len(ev.parse_errors) - 1, fm.group(1), m.group("path"))
 
     def _on_fdo_unparsable(self, m: re.Match[str], state: _Thread, rank: int | None) -> None:
         self.evidence.pgle_lines += 1

@@ -494,3 +494,19 @@ def test_the_checker_s_names_end_where_its_count_says(tmp_path):
                          absl("W", 7, P, 197, "  fusion.1"), absl("W", 7, P, 197, "  fusion.2"),
                          absl("W", 7, P, 197, "  fusion.3")])
     assert ev.modules[0].missing_names == ["fusion.1", "fusion.2"]
+
+
+@pytest.mark.parametrize("version", ["0.4.35", "0.11.2"])  # both wordings of the parse failure
+def test_a_fallback_from_a_folder_whose_name_holds_a_colon_keeps_its_whole_path(tmp_path, version):
+    # XLA's parse error repeats the path ("Can't parse P as text proto"): the pbtxt a module
+    # fell back from is the path of the parse-failure line, not its text split at a ": ".
+    import re
+
+    text = (DATA / version / "dir-pbtxt-fallback.log").read_text().replace("/tmp/pgle-lane/", "/tmp/pgle: lane/")
+    log = tmp_path / "xla.log"
+    log.write_text(text)
+    unreadable = re.findall(r"(?:from text file '|Unable to read PGLE text proto from )(/.+?\.pbtxt)", text)
+    ev = LogScanner().scan_file(log)
+    assert unreadable and all(": lane/" in p for p in unreadable)
+    assert ev.fallbacks == unreadable and ev.parse_errors == []
+    assert sorted(m.fallback_from for m in ev.modules if m.fallback_from) == sorted(unreadable)
