@@ -118,3 +118,18 @@ def test_a_package_selects_its_own_markers_and_is_refused_without_what_it_needs(
     assert e.value.code == 2
     assert capsys.readouterr().err == (
         f"score.py: redact needs no_such_pkg_pgle in {sys.executable} (make it so)\n")
+
+
+def test_a_stopped_survivors_run_resumes_with_the_mutants_it_had_not_run(tmp_path):
+    """mutmut reruns every mutant named on its command line: a kept copy's --survivors run
+    names only those without a verdict yet (exit codes as mutmut 3 writes them per file)."""
+    copy = tmp_path / "copy"
+    assert score.still_to_run(copy, ["m.a", "m.b"]) == ["m.a", "m.b"]  # a fresh copy: all
+    meta = copy / "mutants" / "pgle" / "x.py.meta"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"exit_code_by_key": {
+        "m.a": 1, "m.b": None, "m.c": 0, "m.d": 2, "m.e": -24}}))  # killed, unrun, survived,
+    # interrupted, timeout
+    assert score.still_to_run(copy, ["m.a", "m.b", "m.c", "m.d", "m.e", "m.f"]) == [
+        "m.b", "m.d", "m.f"]
+    assert score.still_to_run(copy, ["m.a", "m.c"]) == []

@@ -176,6 +176,15 @@ def torn_mutants(copy: Path) -> list[str]:
             and (copy / f.relative_to(out)).stat().st_size > 0] if out.is_dir() else []
 
 
+def still_to_run(copy: Path, names: list[str]) -> list[str]:
+    """Of `names`, the mutants a kept copy has no verdict for: mutmut reruns every mutant named
+    on its command line, verdict or not, so a stopped --survivors run resumes by naming only
+    these (an empty list: all have one)."""
+    done = {k for per in read_statuses(copy).values() for k, s in per.items()
+            if s not in ("not checked", "check was interrupted by user")}
+    return [k for k in names if k not in done]
+
+
 def run_package(name: str, spec: dict, jobs: int, show: bool = False,
                 recorded: dict | None = None, scratch: Path | None = None,
                 refresh: bool = False) -> dict:
@@ -218,9 +227,12 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         env["PYTHONPATH"] = str(HERE / "site")
         env["PGLE_MUTATION_RUN"] = str(copy / "mutants")
         t0 = time.monotonic()
-        only = list(recorded["survivors"]) if recorded else []
-        proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *only],
-                              cwd=copy, env=env, capture_output=True, text=True)
+        only = still_to_run(copy, recorded["survivors"]) if recorded else []
+        if recorded and not only:  # a resumed --survivors run that had run them all
+            proc = subprocess.CompletedProcess([], 0, "", "")
+        else:
+            proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *only],
+                                  cwd=copy, env=env, capture_output=True, text=True)
         if refresh and proc.returncode == 0:
             left = sorted(k for per in read_statuses(copy).values() for k, s in per.items()
                           if s not in ("killed", "caught by type check"))
