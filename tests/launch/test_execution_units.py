@@ -45,7 +45,9 @@ def test_a_script_runs_under_the_harness_and_leaves_its_run_folder(tmp_path, cap
         "xla_gpu_enable_latency_hiding_scheduler": "--xla_gpu_enable_latency_hiding_scheduler=true"}
     assert not (run.path / schema.STACKS_NAME).exists()  # never written: not left behind
     assert ex.events.exit is not None and ex.events.exit.code == 0
-    report = ex.report("run", "ok").to_dict()
+    report = ex.report("run", "ok", reasons=["why"], details={"k": 1}).to_dict()
+    assert report["command"] == "run" and report["status"] == "ok"
+    assert report["reasons"] == ["why"] and report["k"] == 1  # the command's own fields
     assert report["workload_exit_code"] == 0 and report["log_path"] == str(run.log)
     assert report["run_dir"] == str(run.path)
     assert ex.dropped_flags_reason() is None
@@ -193,3 +195,24 @@ def test_a_watchdog_stops_the_launch_and_on_exit_hears_its_code(tmp_path):
     ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
                            watchdog=lambda: 9, on_exit=exits.append, stall_timeout=0)
     assert ex.exit_code == 9 and exits == [9] and ex.result.stopped_by_watchdog
+
+
+def test_every_flag_xla_never_saw_is_named_as_pgle_gave_it_or_by_its_name(tmp_path):
+    """Read from a real events file: each missing flag as pgle set it where the spec has it,
+    by its bare name where not (an older harness' record), in the order seen."""
+    from pgle.evidence.events import read_run_events
+    from pgle.evidence.schema import HarnessSpec, WorkloadSpec
+
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps({
+        "kind": schema.XLA_FLAGS_SEEN, "t": 1.0, "effective": "--xla_dump_hlo_as_text",
+        "missing": ["xla_dump_to", "xla_gpu_pgle_profile_file_or_directory_path"]}) + "\n")
+    spec = HarnessSpec(str(events), WorkloadSpec("t.py", None, (), ()),
+                       expected_xla_flags={"xla_dump_to": "--xla_dump_to=/d"})
+    result = LaunchResult(0, None, 1.0, tmp_path / "w.log")
+    ex = execution.Execution(None, result, read_run_events(events), None, spec)  # type: ignore[arg-type]
+    assert ex.dropped_flags_reason() == (
+        "the workload replaced XLA_FLAGS before XLA read it: pgle's --xla_dump_to=/d "
+        "xla_gpu_pgle_profile_file_or_directory_path never reached XLA (XLA saw "
+        "'--xla_dump_hlo_as_text'); make the script append to os.environ['XLA_FLAGS'] instead "
+        "of assigning it (docs/guide/real-scripts.md)")

@@ -143,3 +143,90 @@ def test_folders_of_another_user_are_named_in_a_warning(tmp_path, monkeypatch, c
         f"pgle folder ./.pgle belongs to uid 12345, not to you: {why}",
         f"run folders' parent ./.pgle/runs belongs to uid 12345, not to you: {why}",
     ]
+
+
+def test_a_run_folders_parent_that_is_a_file_is_named_as_such(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".pgle").mkdir()
+    (tmp_path / ".pgle" / "runs").write_text("")
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run")
+    assert e.value.message == "run folders' parent ./.pgle/runs is not a directory."
+
+
+def test_a_run_folder_name_the_system_refuses_is_one_sentence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    command = "c" * 300  # past NAME_MAX with the stamp and the pid
+    with pytest.raises(BadInput) as e:
+        RunFolder.create(command)
+    assert re.fullmatch(rf"cannot create run folder \./\.pgle/runs/\d{{8}}-\d{{6}}-{command}-"
+                        rf"{os.getpid()}: File name too long\.", e.value.message), e.value.message
+    assert os.listdir(tmp_path / ".pgle" / "runs") == []
+
+
+def test_a_hundred_names_taken_is_refused_and_the_hundred_and_first_never_tried(tmp_path,
+                                                                               monkeypatch):
+    """Every name pgle tries is taken (another process made each a moment before): 100 tries,
+    then one sentence. The clock and the random tags are fixed here so the names are known."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runfolder.time, "strftime", lambda fmt: "20261129-120000")
+    tags = iter(f"{i:06x}" for i in range(1, 1000))
+    monkeypatch.setattr(runfolder.secrets, "token_hex", lambda n: next(tags))
+    runs = tmp_path / ".pgle" / "runs"
+    runs.mkdir(parents=True)
+    pid = os.getpid()
+    (runs / f"20261129-120000-run-{pid}").mkdir()
+    for i in range(1, 100):  # the 99 tagged names of tries 2..100
+        (runs / f"20261129-120000-run-{i:06x}-{pid}").mkdir()
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run")
+    assert e.value.message == "cannot create a run folder in .pgle/runs: 100 names were taken."
+    assert len(os.listdir(runs)) == 100  # the 101st name (free) was not made
+
+
+def test_a_lease_is_refreshed_itself_never_what_a_link_there_points_to(tmp_path):
+    """A lease path that became a link (someone replaced the file): the heartbeat touches the
+    link, never its target (os.utime without following it)."""
+    target = tmp_path / "someone_elses"
+    target.write_text("")
+    os.utime(target, (1000.0, 1000.0))
+    lease = tmp_path / "lease.json"
+    lease.symlink_to(target)
+    beat = runfolder._Heartbeat()
+    beat.paths.add(str(lease))
+    beat.refresh([str(lease)])
+    assert target.stat().st_mtime == 1000.0 and time.time() - lease.lstat().st_mtime < 600
+    os.utime(lease, (2000.0, 2000.0), follow_symlinks=False)
+    beat.refresh_now()
+    assert target.stat().st_mtime == 1000.0 and time.time() - lease.lstat().st_mtime < 600
+
+
+def test_the_heartbeat_refreshes_every_lease_it_holds_each_period(tmp_path, monkeypatch):
+    monkeypatch.setattr(runfolder, "LEASE_REFRESH_SECONDS", 0.01)
+    beat = runfolder._Heartbeat()
+    leases = [tmp_path / "a.json", tmp_path / "b.json"]
+    for lease in leases:
+        lease.write_text("{}")
+        os.utime(lease, (1000.0, 1000.0))
+        beat.hold(str(lease))
+    deadline = time.monotonic() + 20
+    while any(lease.stat().st_mtime == 1000.0 for lease in leases):
+        assert time.monotonic() < deadline, "the heartbeat never refreshed the leases"
+        time.sleep(0.01)
+    for lease in leases:
+        beat.release(str(lease))
+
+
+def test_a_gitignore_that_cannot_be_written_is_not_left_half_written(tmp_path):
+    from helpers.smallfs import fill, small_filesystem
+    from pgle.shared_folders import OpenDir
+
+    with small_filesystem(tmp_path / "fs", 64) as fs:
+        fill(fs)
+        with OpenDir.open(fs) as root:
+            runfolder.ignore_pgle_folder(root)  # no space for its line: nothing is left
+        assert not (fs / ".gitignore").exists()
+        (fs / "filler").unlink()
+        with OpenDir.open(fs) as root:
+            runfolder.ignore_pgle_folder(root)
+        assert (fs / ".gitignore").read_text().endswith("\n*\n")

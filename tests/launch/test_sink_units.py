@@ -11,6 +11,7 @@ import os
 import threading
 import time
 
+from helpers.deadline import returns_within
 from pgle.launch import streams
 from pgle.launch.pumps import Log, Sink, write_all
 
@@ -166,9 +167,92 @@ def test_the_terminal_writer_is_a_daemon_that_ends_after_its_drain():
     behind = Behind(w)
     # A daemon: a writer stuck on a frozen terminal never keeps pgle from exiting.
     assert behind.thread.daemon and behind.thread.name == "pgle-terminal"
-    behind.put(b"x")
-    behind.drain()
+    with returns_within(10):  # a writer that never writes fails here instead of hanging
+        behind.put(b"x")
+        behind.drain()
     behind.thread.join(timeout=20)
     assert not behind.thread.is_alive() and os.read(r, 10) == b"x"
     os.close(r)
     os.close(w)
+
+
+def test_pgles_line_ends_with_exactly_one_newline_and_never_fails_on_its_text():
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    assert sink.line("pgle: one\n") and sink.line("\npgle: two  ") and sink.line("pgle: XX\n")
+    # A path with a byte that is not UTF-8 (os.fsdecode's surrogate): replaced, not an error.
+    assert sink.line("pgle: see /tmp/\udcff.log")
+    assert out.getvalue() == "pgle: one\n\npgle: two  \npgle: XX\npgle: see /tmp/?.log\n"
+
+
+def test_a_closed_stream_and_a_failed_one_are_each_said_once_per_process(monkeypatch):
+    """Saying a closed stdout does not silence a later failure of stdout (another reason), and
+    each of the two is said once, however many launches see it."""
+    monkeypatch.setattr(streams, "said", set())
+    err1, err2 = io.StringIO(), io.StringIO()
+    Sink.pair(None, err1, "a.log")
+    Sink.pair(None, err2, "b.log")
+    closed = "pgle: warning: pgle's stdout is closed; the workload's stdout goes to its log only"
+    assert err1.getvalue() == f"{closed} (a.log)\n" and err2.getvalue() == ""
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise ValueError("gone")
+
+    err3, err4 = io.StringIO(), io.StringIO()
+    for err in (err3, err4):
+        broken, _ = Sink.pair(Broken(), err, "c.log")
+        broken.write(b"x\n")
+    assert err3.getvalue() == (
+        "pgle: warning: cannot write the workload's stdout to pgle's stdout (ValueError: "
+        "gone); the workload runs on, and its stdout goes to c.log only\n")
+    assert err4.getvalue() == ""
+
+
+def test_a_log_line_start_is_held_only_while_it_is_shorter_than_the_limit():
+    from pgle.launch.pumps import MAX_HELD_LINE
+
+    p = _pump()
+    at_limit = INFO[:30] + b"x" * (MAX_HELD_LINE - 30)  # exactly MAX_HELD_LINE: not held
+    assert p._visible(at_limit) == at_limit and p.pending == b""
+    p = _pump()
+    late = b"y" * (MAX_HELD_LINE - 10) + b"\n" + INFO[:30]  # a short start, late in a chunk
+    assert p._visible(late) == late[: MAX_HELD_LINE - 9] and p.pending == INFO[:30]
+
+
+def test_caught_up_is_an_empty_pipe_and_a_closed_one_of_a_pump_that_ended(tmp_path):
+    from pgle.launch.pumps import Pump
+
+    r, w = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    assert pump.caught_up()
+    os.write(w, b"waiting in the pipe\n")
+    assert not pump.caught_up()
+    os.read(r, 100)
+    assert pump.caught_up()
+    os.close(r)
+    os.close(w)
+    assert not pump.is_alive() and pump.caught_up()  # nothing left to read: caught up
+
+
+def test_only_a_terminal_that_holds_bytes_is_abandoned_and_only_once(tmp_path):
+    from pgle.launch.pumps import Behind, Pump
+
+    r, w = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    assert not pump.abandon_stuck_terminal()  # no terminal: nothing to abandon
+    pr, pw = os.pipe()
+    sink.behind = Behind(pw)  # a terminal nobody reads (Ctrl-S)
+    assert not pump.abandon_stuck_terminal()  # it holds nothing: not stuck
+    sink.behind.put(b"z" * (1 << 20))  # far more than the pipe takes
+    assert sink.behind.held > 0
+    assert pump.abandon_stuck_terminal() and sink.behind.abandoned
+    assert not pump.abandon_stuck_terminal()  # once
+    os.close(pr)  # the writer's blocked write fails (EPIPE)
+    sink.behind.drain()  # abandoned: returns at once, and the writer's thread may end
+    sink.behind.thread.join(timeout=20)
+    assert not sink.behind.thread.is_alive()
+    for fd in (pw, r, w):
+        os.close(fd)

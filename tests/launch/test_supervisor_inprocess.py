@@ -319,7 +319,8 @@ while time.monotonic() - t < 20:
 
 
 def _lines(path: Path, n: int) -> list[str]:
-    deadline = time.monotonic() + 20
+    # A signal arrives in milliseconds; a lost one fails well within mutmut's time limit.
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         lines = path.read_text().splitlines() if path.exists() else []
         if len(lines) >= n:
@@ -414,3 +415,102 @@ def test_a_held_workload_comes_back_with_its_output_then_ends_on_resume(tmp_path
     assert ex.exit_code == 3 and ex.result.pending is None
     assert (tmp_path / "w.log").read_text() == "before the hold\nafter\n"
     ex.resume()  # nothing held any more: nothing to do
+
+
+def test_a_resized_terminal_resizes_each_of_the_workloads_terminals(tmp_path):
+    """pgle's stdout and stderr two terminals of their own sizes: on SIGWINCH each of the
+    workload's pseudo-terminals takes the new size of the terminal it stands for."""
+    import fcntl
+    import struct
+    import termios
+
+    def size(fd: int) -> tuple[int, int]:
+        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
+        return rows, cols
+
+    def set_size(fd: int, rows: int, cols: int) -> None:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    terminals = [os.openpty(), os.openpty()]
+    saved = [os.dup(1), os.dup(2)]
+    channels: list[launcher._Channel] = []
+    handlers = None
+    try:
+        for fd, (_, slave) in zip((1, 2), terminals, strict=True):
+            os.dup2(slave, fd)
+        set_size(1, 33, 111)
+        set_size(2, 20, 50)
+        channels = [launcher._Channel(1), launcher._Channel(2)]
+        assert all(c.terminal for c in channels)
+        assert [size(c.read_fd) for c in channels] == [(33, 111), (20, 50)]
+        handlers = launcher._Signals(30.0, (channels[0], channels[1]))
+        assert signal.getsignal(signal.SIGWINCH) == handlers.resized
+        set_size(1, 40, 120)
+        set_size(2, 25, 60)
+        handlers.resized(signal.SIGWINCH, None)
+        assert [size(c.read_fd) for c in channels] == [(40, 120), (25, 60)]
+        assert handlers.pending == [signal.SIGWINCH]  # for the workload once it exists
+    finally:
+        if handlers is not None:
+            handlers.restore()
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        for c in channels:
+            os.close(c.read_fd)
+            os.close(c.child_fd)
+        for master, slave in terminals:
+            os.close(master)
+            os.close(slave)
+
+
+def _held_launch(tmp_path: Path, after: str, **kw) -> launcher.LaunchResult:
+    """A workload that prints, says it holds (the `ready` file), then runs `after`."""
+    ready = tmp_path / "ready"
+    code = (f"import os, sys, time\nprint('before the hold', flush=True)\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close()\n"
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\n{after}\n")
+    with returns_within(30):
+        return launcher.launch([sys.executable, "-c", code], dict(os.environ),
+                               tmp_path / "w.log", poll_s=0.05,
+                               held=lambda: 3 if ready.exists() else None, **kw)
+
+
+def test_a_held_workload_that_fails_at_its_real_end_keeps_that_code(tmp_path):
+    from pgle.launch import execution
+
+    res = _held_launch(tmp_path, "time.sleep(0.5)\nsys.exit(4)")
+    ex = execution.Execution(None, res, None, None, None)  # type: ignore[arg-type]
+    assert ex.held and ex.exit_code == 3
+    with returns_within(30):
+        ex.resume()
+    assert ex.exit_code == 4  # the real end failed: its code, not the held one
+
+
+def test_a_stopping_signal_while_held_stops_the_command_at_resume(tmp_path):
+    from pgle.errors import Interrupted
+    from pgle.launch import execution
+
+    res = _held_launch(tmp_path, "time.sleep(20)")
+    ex = execution.Execution(None, res, None, None, None)  # type: ignore[arg-type]
+    assert ex.held and not ex.interrupted
+    assert res.pending is not None
+    res.pending.signals.forward(signal.SIGTERM, None)  # pgle's handler, as the kernel calls it
+    assert ex.interrupted
+    with returns_within(30), pytest.raises(Interrupted) as e:
+        ex.resume()
+    assert e.value.signum == signal.SIGTERM and e.value.message == (
+        "interrupted by SIGTERM: pgle passed it to the workload, which exited with code 143; "
+        f"nothing more is run. Its output: {tmp_path / 'w.log'}")
+
+
+def test_a_workload_that_keeps_writing_is_held_after_two_seconds_at_most(tmp_path):
+    """The launch waits for the pumps to catch up with a held workload's output, but not for
+    a workload that never stops writing: it comes back held all the same."""
+    t0 = time.monotonic()
+    res = _held_launch(tmp_path, "t = time.monotonic()\nwhile time.monotonic() - t < 6:\n"
+                                 "    print('tick', flush=True)\n    time.sleep(0.002)")
+    assert res.pending is not None and time.monotonic() - t0 < 5
+    with returns_within(30):
+        final = res.pending.resume()
+    assert final.exit_code == 0
