@@ -41,6 +41,8 @@ def test_a_script_runs_under_the_harness_and_leaves_its_run_folder(tmp_path, cap
     spec = json.loads(run.spec.read_text())
     assert spec["workload"]["args"] == ["--token", REDACTED] and "s3cret" not in run.spec.read_text()
     assert spec["events"] == str(run.events)
+    assert spec["count_jits"] is True and spec["hold_timeout_s"] == 900.0  # the defaults
+    assert spec["observe_pgle"] is False and spec["hold"] is False and spec["profile"] is None
     assert spec["expected_xla_flags"] == {
         "xla_gpu_enable_latency_hiding_scheduler": "--xla_gpu_enable_latency_hiding_scheduler=true"}
     assert not (run.path / schema.STACKS_NAME).exists()  # never written: not left behind
@@ -56,10 +58,12 @@ def test_a_script_runs_under_the_harness_and_leaves_its_run_folder(tmp_path, cap
 def test_a_command_runs_as_it_is_with_the_harness_on_its_path(tmp_path):
     run = RunFolder.create("run", str(tmp_path / "run"))
     env = _env() | {"PYTHONPATH": "/mine"}
-    code = "import os, sys; print(os.environ['PYTHONPATH']); sys.exit(3)"
+    code = "import os, sys, jax; print(os.environ['PYTHONPATH']); sys.exit(3)"
     w = Workload(None, None, ("-c", code), (sys.executable, "-c", code))
     ex = execution.execute(w, run, childenv.build(env))
     assert ex.exit_code == 3
+    # The harness found its spec (it starts in the process that imports jax): its records.
+    assert ex.events.exit is not None and ex.events.exit.code == 3
     assert run.log.read_text() == f"{execution.BOOT}{os.pathsep}/mine\n"
     assert json.loads(run.spec.read_text())["workload"]["command"] == [sys.executable, "-c", code]
     env2 = execution.command_environment({"A": "1"}, run.spec)
@@ -72,12 +76,14 @@ def test_a_stall_is_raised_with_what_the_watchdog_found(tmp_path):
     script = tmp_path / "quiet.py"
     script.write_text("import time\ntime.sleep(15)\n")
     run = RunFolder.create("run", str(tmp_path / "run"))
+    before_stop: list[object] = []
     with pytest.raises(Stalled) as e:
         execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
-                          stall_timeout=1.0)
+                          stall_timeout=1.0, before_stall_stop=before_stop.append)
     assert e.value.exit_code == EXIT_STALLED
     ex = e.value.execution
     assert ex.exit_code == EXIT_STALLED and ex.stall is not None
+    assert before_stop == [ex.stall]  # told before pgle stopped it
     assert e.value.message == ex.stall.message()
     assert e.value.message.startswith("the workload made no progress for ")
 
@@ -216,3 +222,47 @@ def test_every_flag_xla_never_saw_is_named_as_pgle_gave_it_or_by_its_name(tmp_pa
         "xla_gpu_pgle_profile_file_or_directory_path never reached XLA (XLA saw "
         "'--xla_dump_hlo_as_text'); make the script append to os.environ['XLA_FLAGS'] instead "
         "of assigning it (docs/guide/real-scripts.md)")
+
+
+def test_progress_lines_say_whether_a_window_is_awaited_and_only_when_asked(tmp_path, caplog,
+                                                                            monkeypatch):
+    """The launch's progress lines (pgle.launch.progress), every poll here instead of every
+    10 s: plain running time without a window, the window awaited with one (a steps window
+    the script never reaches), none unless asked."""
+    import functools
+
+    from pgle.launch.progress import WindowProgress
+
+    monkeypatch.setattr(execution, "WindowProgress", functools.partial(WindowProgress, every=0.0))
+    caplog.set_level("INFO", logger="pgle.launch.progress")
+    script = tmp_path / "w.py"
+    script.write_text("import time\ntime.sleep(1.2)\n")
+
+    def lines(name: str, **kw) -> list[str]:
+        caplog.clear()
+        run = RunFolder.create("run", str(tmp_path / name))
+        ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
+                               stall_timeout=0, **kw)
+        assert ex.exit_code == 0, run.log.read_text()
+        return [r.getMessage() for r in caplog.records if r.name == "pgle.launch.progress"]
+
+    plain = lines("plain", progress=True)
+    assert plain and all(x.startswith("workload running for ") and "window" not in x
+                         for x in plain), plain
+    assert lines("quiet") == []  # progress is off unless asked
+    window = schema.WindowSpec("steps", str(tmp_path / "trace"), start=100, count=1)
+    awaited = lines("window", progress=True, profile_window=window)
+    assert awaited and all(x.endswith("the profiling window has not opened yet")
+                           for x in awaited), awaited
+    spec = json.loads((tmp_path / "window" / "spec.json").read_text())
+    assert spec["profile"]["mode"] == "steps" and spec["profile"]["start"] == 100
+
+
+def test_a_module_runs_as_python_m_would_and_observing_auto_pgle_is_asked(tmp_path):
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    ex = execution.execute(Workload(None, "this", ()), run, childenv.build(_env()),
+                           observe_pgle=True)
+    assert ex.exit_code == 0 and run.log.read_text().startswith("The Zen of Python")
+    spec = json.loads(run.spec.read_text())
+    assert spec["workload"] == {"script": None, "module": "this", "args": [], "command": []}
+    assert spec["observe_pgle"] is True
