@@ -266,3 +266,16 @@ def test_a_module_runs_as_python_m_would_and_observing_auto_pgle_is_asked(tmp_pa
     spec = json.loads(run.spec.read_text())
     assert spec["workload"] == {"script": None, "module": "this", "args": [], "command": []}
     assert spec["observe_pgle"] is True
+
+
+def test_a_commands_secret_arguments_never_travel_in_its_environment(tmp_path):
+    """Only a script run by the harness gets its real arguments back from the environment; a
+    command gets them on its command line, and its processes (here a shell) never see them
+    in PGLE_WORKLOAD_ARGS."""
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    shown = f'echo "${{{schema.WORKLOAD_ARGS}:-none}}" "$1"'
+    command = ("sh", "-c", shown, "sh", "--token=s3cret")
+    ex = execution.execute(Workload(None, None, command[1:], command), run,
+                           childenv.build(_env()))
+    assert ex.exit_code == 0
+    assert run.log.read_text() == "none --token=s3cret\n"

@@ -209,7 +209,7 @@ def test_the_heartbeat_refreshes_every_lease_it_holds_each_period(tmp_path, monk
         lease.write_text("{}")
         os.utime(lease, (1000.0, 1000.0))
         beat.hold(str(lease))
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 5  # a beat every 10 ms: a dead heartbeat fails here
     while any(lease.stat().st_mtime == 1000.0 for lease in leases):
         assert time.monotonic() < deadline, "the heartbeat never refreshed the leases"
         time.sleep(0.01)
@@ -230,3 +230,23 @@ def test_a_gitignore_that_cannot_be_written_is_not_left_half_written(tmp_path):
         with OpenDir.open(fs) as root:
             runfolder.ignore_pgle_folder(root)
         assert (fs / ".gitignore").read_text().endswith("\n*\n")
+
+
+def test_a_process_out_of_descriptors_is_told_so_in_one_sentence(tmp_path, monkeypatch):
+    """No descriptor left for `.` (RLIMIT_NOFILE reached): a BadInput naming the folder and
+    the system's reason, not a traceback."""
+    import resource
+
+    import pgle.atomic  # noqa: F401  imported by the code on the way: no descriptor for it later
+
+    monkeypatch.chdir(tmp_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest = os.open(os.devnull, os.O_RDONLY)
+    os.close(lowest)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest, hard))  # the next open fails
+    try:
+        with pytest.raises(BadInput) as e:
+            RunFolder.create("run")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert e.value.message == "cannot create run folder .pgle/runs: Too many open files."
