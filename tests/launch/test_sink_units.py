@@ -256,3 +256,84 @@ def test_only_a_terminal_that_holds_bytes_is_abandoned_and_only_once(tmp_path):
     assert not sink.behind.thread.is_alive()
     for fd in (pw, r, w):
         os.close(fd)
+
+
+def test_the_log_appends_to_what_is_there_is_not_inherited_and_refuses_a_link(tmp_path):
+    import stat
+
+    from pgle.errors import PgleError
+
+    path = tmp_path / "w.log"
+    path.write_bytes(b"kept\n")
+    log = Log(path)
+    assert fcntl.fcntl(log.fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC  # never the workload's
+    log.write([b"added\n"])
+    log.close()
+    assert path.read_bytes() == b"kept\nadded\n"
+    fresh = tmp_path / "fresh.log"
+    umask = os.umask(0o022)
+    try:
+        Log(fresh).close()
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o644  # 0o666 less the umask
+    link = tmp_path / "link.log"
+    link.symlink_to(tmp_path / "elsewhere.log")
+    try:
+        Log(link)
+    except PgleError as e:
+        assert e.message == f"cannot write the workload log {link}: Too many levels of symbolic links."
+    else:
+        raise AssertionError("a link at the log's name was followed")
+    assert not (tmp_path / "elsewhere.log").exists()
+
+
+def test_a_pipe_is_grown_to_pipe_size_and_a_file_is_not_a_pipe(tmp_path):
+    from pgle.launch.pumps import _F_GETPIPE_SZ, PIPE_SIZE, grow_pipe
+
+    r, w = os.pipe()
+    try:
+        assert grow_pipe(r) and fcntl.fcntl(r, _F_GETPIPE_SZ) == PIPE_SIZE
+    finally:
+        os.close(r)
+        os.close(w)
+    with open(tmp_path / "f", "w") as f:
+        assert not grow_pipe(f.fileno())
+
+
+def test_drained_waits_while_bytes_move_and_gives_up_after_seconds_without(tmp_path):
+    from pgle.launch.pumps import Pump, drained
+
+    def pump() -> tuple[Pump, int]:
+        r, w = os.pipe()
+        sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+        p = Pump(r, sink, Log(tmp_path / "w.log"))
+        p.start()
+        return p, w
+
+    assert drained([], 0.1)
+    ended, w1 = pump()
+    os.close(w1)
+    assert drained([ended], 5)  # it reached the end of its stream
+    held, w2 = pump()  # its stream stays open: nothing moves
+    t0 = time.monotonic()
+    assert not drained([held], 0.3)
+    assert 0.3 <= time.monotonic() - t0 < 5
+    # Bytes that keep moving are waited for, past `seconds`.
+    stop = threading.Event()
+
+    def trickle() -> None:
+        for _ in range(8):
+            os.write(w2, b"x\n")
+            time.sleep(0.05)
+        os.close(w2)
+        stop.set()
+
+    writer = threading.Thread(target=trickle, daemon=True)
+    writer.start()
+    t0 = time.monotonic()
+    assert drained([held], 2.0) and stop.is_set()  # 0.05 s apart: never 2 s without
+    assert time.monotonic() - t0 >= 0.35
+    writer.join(timeout=20)
+    for p in (ended, held):
+        os.close(p.fd)

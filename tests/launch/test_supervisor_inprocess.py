@@ -514,3 +514,60 @@ def test_a_workload_that_keeps_writing_is_held_after_two_seconds_at_most(tmp_pat
     with returns_within(30):
         final = res.pending.resume()
     assert final.exit_code == 0
+
+
+def test_a_program_that_cannot_start_is_one_sentence_and_leaves_nothing_behind(tmp_path):
+    from pgle.errors import PgleError
+
+    missing = str(tmp_path / "no-such-program")
+    handlers = {s: signal.getsignal(s) for s in (*launcher.FORWARDED_SIGNALS, signal.SIGCONT)}
+    fds = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(PgleError) as e:
+        launcher.launch([missing], dict(os.environ), tmp_path / "w.log", poll_s=0.05)
+    assert e.value.message == f"cannot start {missing}: No such file or directory."
+    assert {s: signal.getsignal(s) for s in handlers} == handlers  # pgle's handlers removed
+    assert sorted(os.listdir("/proc/self/fd")) == fds  # pipes, terminals and log closed
+
+
+def test_the_exit_watch_sees_the_exit_at_once_and_closes_once(tmp_path):
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    watch = launcher._ExitWatch(child)
+    try:
+        assert watch.fd is not None  # a pidfd (Linux >= 5.3)
+        t0 = time.monotonic()
+        assert not watch.within(0.05)
+        assert 0.04 <= time.monotonic() - t0 < 0.45
+        assert watch.within(20)
+        assert time.monotonic() - t0 < 10 and child.poll() is not None
+    finally:
+        watch.close()
+        child.wait(timeout=20)
+    assert watch.fd is None
+    watch.close()  # twice: nothing left to close
+
+
+def test_a_frozen_terminal_is_given_up_after_the_grace_and_said(tmp_path, monkeypatch, capfd):
+    """pgle's stdout a terminal nobody reads (Ctrl-S): the workload writes more than it takes
+    and exits; pgle waits PIPE_GRACE_S for it, then says so and returns; the log is whole."""
+    master, slave = os.openpty()
+    saved = os.dup(1)
+    terminal = open(1, "w", closefd=False)  # noqa: SIM115  pgle's stdout, fd 1
+    monkeypatch.setattr(sys, "stdout", terminal)
+    code = "import sys\nfor i in range(20000):\n    print('line %05d' % i)\n"
+    try:
+        os.dup2(slave, 1)
+        res = _launch(tmp_path, code)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(slave)
+        os.close(master)
+    assert res.exit_code == 0
+    assert launcher.PIPE_GRACE_S <= res.duration_s < launcher.PIPE_GRACE_S + 10
+    log = tmp_path / "w.log"
+    assert log.read_text() == "".join(f"line {i:05d}\n" for i in range(20000))
+    assert capfd.readouterr().err == (
+        "pgle: warning: the terminal took none of the workload's stdout for 5 s after the "
+        f"workload exited (frozen with Ctrl-S?); the rest of it is in {log} only\n")
