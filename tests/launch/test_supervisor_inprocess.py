@@ -345,6 +345,8 @@ def test_pgles_handlers_pass_each_signal_to_the_workloads_group(tmp_path, monkey
         assert signal.getsignal(signal.SIGUSR1) == handlers.forward
         assert signal.getsignal(signal.SIGCONT) == handlers.resume
         assert signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN  # nohup'd: left ignored
+        # Neither stream a terminal: no size to pass on, SIGWINCH is left as it was.
+        assert signal.getsignal(signal.SIGWINCH) != handlers.resized
         deadline = time.monotonic() + 20
         while not Path(str(got) + ".ready").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
