@@ -246,12 +246,14 @@ def test_only_a_terminal_that_holds_bytes_is_abandoned_and_only_once(tmp_path):
     pr, pw = os.pipe()
     sink.behind = Behind(pw)  # a terminal nobody reads (Ctrl-S)
     assert not pump.abandon_stuck_terminal()  # it holds nothing: not stuck
-    sink.behind.put(b"z" * (1 << 20))  # far more than the pipe takes
+    with returns_within(10):  # the writer takes it at once: only the pipe is full
+        sink.behind.put(b"z" * (1 << 20))  # far more than the pipe takes
     assert sink.behind.held > 0
     assert pump.abandon_stuck_terminal() and sink.behind.abandoned
     assert not pump.abandon_stuck_terminal()  # once
     os.close(pr)  # the writer's blocked write fails (EPIPE)
-    sink.behind.drain()  # abandoned: returns at once, and the writer's thread may end
+    with returns_within(10):
+        sink.behind.drain()  # abandoned: returns at once, and the writer's thread may end
     sink.behind.thread.join(timeout=20)
     assert not sink.behind.thread.is_alive()
     for fd in (pw, r, w):
