@@ -573,3 +573,48 @@ def test_a_frozen_terminal_is_given_up_after_the_grace_and_said(tmp_path, monkey
     assert capfd.readouterr().err == (
         "pgle: warning: the terminal took none of the workload's stdout for 5 s after the "
         f"workload exited (frozen with Ctrl-S?); the rest of it is in {log} only\n")
+
+
+def test_ctrl_z_stops_the_workloads_group_then_pgle_and_sigcont_resumes_both(tmp_path):
+    """pgle's Ctrl-Z handler, called as the kernel calls it: the workload's group gets SIGTSTP,
+    then pgle stops itself with the default action (the shell sees the job stopped; where the
+    test's process group is orphaned the kernel drops it); a helper this test starts sends
+    SIGCONT until the test is past it, which resumes pgle and, through its handler, the
+    workload. The handler is in place again for the next Ctrl-Z."""
+    import subprocess
+
+    got = tmp_path / "got"
+    recorder = RECORDER.replace("signal.SIGCONT, signal.SIGTERM", "signal.SIGCONT, signal.SIGTSTP, "
+                                "signal.SIGTERM")
+    child = subprocess.Popen([sys.executable, "-c", recorder, str(got)], process_group=0)
+    handlers = launcher._Signals(30.0, ())
+    past = tmp_path / "past"
+    helper = None
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(str(got) + ".ready").exists():
+            assert time.monotonic() < deadline, "the workload never started"
+            time.sleep(0.01)
+        handlers.attach(child)
+        assert signal.getsignal(signal.SIGTSTP) == handlers.suspend
+        helper = subprocess.Popen([sys.executable, "-c", (
+            "import os, signal, sys, time\nt = time.monotonic()\n"
+            "while not os.path.exists(sys.argv[2]) and time.monotonic() - t < 30:\n"
+            "    time.sleep(0.2)\n    os.kill(int(sys.argv[1]), signal.SIGCONT)\n"),
+            str(os.getpid()), str(past)])
+        handlers.suspend(signal.SIGTSTP, None)
+        past.touch()
+        assert helper.wait(timeout=60) == 0
+        assert signal.getsignal(signal.SIGTSTP) == handlers.suspend  # ready for the next one
+        lines = _lines(got, 2)
+        assert lines[0] == "SIGTSTP" and set(lines[1:]) == {"SIGCONT"}, lines
+        handlers.forward(signal.SIGTERM, None)
+        assert child.wait(timeout=20) == 0
+    finally:
+        past.touch()
+        if helper is not None:
+            helper.wait(timeout=60)
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=20)
+        handlers.restore()
