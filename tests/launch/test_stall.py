@@ -387,3 +387,66 @@ def test_the_findings_in_words_and_in_the_report():
     assert two.to_dict()["processes"] == [
         {"pid": 3, "phase": "compile", "what": "compiling", "stacks": None},
         {"pid": 7, "phase": "barrier", "what": "in a barrier", "stacks": "/run/procs/7/stacks.txt"}]
+
+
+# A harnessed process as the harness makes it: its stacks written on the dump signal.
+DUMPABLE = """
+import faulthandler, signal, sys, time
+stacks = open(sys.argv[1], "a")
+faulthandler.register(signal.SIGURG, file=stacks, all_threads=True)
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(30)
+"""
+
+
+def test_the_stacks_of_a_process_that_exited_are_not_asked_for(tmp_path):
+    """Only a process that has not exited gets the dump signal: its pid may be another
+    process's by then. A stacks record without a file (faulthandler had none) is no file."""
+    import os
+    import time
+
+    stacks_file = tmp_path / "stacks.txt"
+    child = subprocess.Popen([sys.executable, "-c", DUMPABLE, str(stacks_file)])
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(f"{stacks_file}.ready").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        events = tmp_path / "events.jsonl"
+        records = [{"kind": "start", "t": 1.0, "pid": child.pid},
+                   {"kind": "stacks", "t": 1.0, "file": str(stacks_file), "main_thread": "0x1"}]
+        events.write_text("".join(json.dumps(r) + "\n" for r in records))
+        watch = StallWatch(tmp_path, 1.0, lambda s: None)
+        watch.dump("a test")
+        assert list(watch.dumped) == [child.pid] and "thread" in watch.dumped[child.pid]
+        size = stacks_file.stat().st_size
+        with events.open("a") as f:
+            f.write(json.dumps({"kind": "exit", "t": 2.0, "code": 0}) + "\n")
+        watch.dumped.clear()
+        t0 = time.monotonic()
+        watch.dump("a test")
+        assert watch.dumped == {} and stacks_file.stat().st_size == size
+        assert time.monotonic() - t0 < 1  # nobody to wait for
+    finally:
+        child.kill()
+        child.wait(timeout=20)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "events.jsonl").write_text(
+        json.dumps({"kind": "stacks", "t": 1.0, "file": None, "main_thread": None}) + "\n")
+    bare = StallWatch(other, 1.0, lambda s: None)
+    bare.poll(0.0)
+    assert bare.processes[other].stacks is None
+
+
+def test_a_compile_end_without_its_begin_is_ignored(tmp_path):
+    """A compile whose begin the events do not hold (a thread's end twice, a module never
+    begun): nothing is closed, nothing fails."""
+    now = [1000.0]
+    watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: now[0])
+    records = [{"kind": "compile_begin", "t": 1.0, "module": "jit_a", "fdo": False, "thread": "1"},
+               {"kind": "compile_end", "t": 2.0, "module": "jit_a", "ok": True, "thread": "9"},
+               {"kind": "compile_end", "t": 3.0, "module": "jit_b", "ok": True}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    watch.poll(0.0)
+    assert list(watch.processes[tmp_path].compiling) == ["1"]

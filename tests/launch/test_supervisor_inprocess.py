@@ -513,6 +513,8 @@ def test_a_workload_that_keeps_writing_is_held_after_two_seconds_at_most(tmp_pat
     res = _held_launch(tmp_path, "t = time.monotonic()\nwhile time.monotonic() - t < 6:\n"
                                  "    print('tick', flush=True)\n    time.sleep(0.002)")
     assert res.pending is not None and time.monotonic() - t0 < 5
+    # At most 2 s (and a poll) after it said it holds: the launch waits no longer.
+    assert time.time() - (tmp_path / "ready").stat().st_mtime < 2.8
     with returns_within(30):
         final = res.pending.resume()
     assert final.exit_code == 0
