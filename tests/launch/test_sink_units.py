@@ -339,3 +339,41 @@ def test_drained_waits_while_bytes_move_and_gives_up_after_seconds_without(tmp_p
     writer.join(timeout=20)
     for p in (ended, held):
         os.close(p.fd)
+
+
+def test_drained_counts_a_slow_terminals_bytes_as_progress(tmp_path):
+    """The pump waits on a terminal that takes bytes slowly (its chunks do not move): the
+    bytes the terminal takes are progress, and drained waits for them past `seconds`."""
+    from pgle.launch.pumps import Behind, Pump, drained
+
+    r, w = os.pipe()
+    tr, tw = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    sink.behind = Behind(tw)
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    pump.start()
+    got = bytearray()
+
+    def slow_terminal() -> None:
+        while chunk := os.read(tr, 64 << 10):
+            got.extend(chunk)
+            time.sleep(0.02)
+
+    reader = threading.Thread(target=slow_terminal, daemon=True)
+    reader.start()
+    data = b"y" * (8 << 20)
+
+    def workload() -> None:
+        write_all(w, data)
+        os.close(w)
+
+    writer = threading.Thread(target=workload, daemon=True)
+    writer.start()
+    with returns_within(60):
+        assert drained([pump], 0.5)  # the pump waits on the terminal far longer than that
+    writer.join(timeout=20)
+    os.close(tw)
+    reader.join(timeout=20)
+    assert bytes(got) == data
+    os.close(r)
+    os.close(tr)
