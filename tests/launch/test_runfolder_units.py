@@ -250,3 +250,35 @@ def test_a_process_out_of_descriptors_is_told_so_in_one_sentence(tmp_path, monke
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert e.value.message == "cannot create run folder .pgle/runs: Too many open files."
+
+
+def test_a_lease_on_a_full_disk_is_one_sentence_and_leaves_no_folder_behind(tmp_path,
+                                                                          monkeypatch):
+    from helpers.smallfs import fill, small_filesystem
+    from pgle.atomic import WriteFailed
+
+    with small_filesystem(tmp_path / "fs", 64) as fs:
+        given = fs / "given"
+        given.mkdir()
+        (fs / ".pgle" / "runs").mkdir(parents=True)
+        fill(fs)
+        with pytest.raises(WriteFailed) as e:
+            RunFolder.create("run", str(given))
+        lease = given.resolve() / "lease.json"
+        assert e.value.message == f"cannot write run folder lease {lease}: No space left on device."
+        assert e.value.hint == "Free some space and rerun; nothing was written."
+        assert os.listdir(given) == []  # no half lease; the --run-dir itself is the user's
+        monkeypatch.chdir(fs)
+        with pytest.raises(WriteFailed):
+            RunFolder.create("run")
+        assert os.listdir(fs / ".pgle" / "runs") == []  # the folder pgle made is gone again
+
+
+def test_claiming_the_files_of_a_folder_removed_meanwhile_is_one_sentence(tmp_path):
+    folder = RunFolder.create("run", str(tmp_path / "r"))
+    for name in os.listdir(folder.path):
+        os.unlink(folder.path / name)
+    os.rmdir(folder.path)
+    with pytest.raises(BadInput) as e:
+        folder.claim_files()
+    assert e.value.message == f"cannot write in run folder {folder.path}: No such file or directory."
