@@ -279,3 +279,17 @@ def test_a_commands_secret_arguments_never_travel_in_its_environment(tmp_path):
                            childenv.build(_env()))
     assert ex.exit_code == 0
     assert run.log.read_text() == "none --token=s3cret\n"
+
+
+def test_a_hold_is_asked_of_the_harness_and_a_workload_without_jax_distributed_just_ends(
+        tmp_path):
+    """`hold` reaches the spec; a workload that never started jax.distributed has no peer to
+    exchange with: the harness does not hold it, and the launch ends as any other."""
+    script = tmp_path / "w.py"
+    script.write_text("print('done')\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
+                           hold=True, hold_timeout_s=3)
+    spec = json.loads(run.spec.read_text())
+    assert spec["hold"] is True and spec["hold_timeout_s"] == 3
+    assert not ex.held and ex.exit_code == 0 and run.log.read_text() == "done\n"
