@@ -253,3 +253,61 @@ def test_a_stopping_signal_reaches_the_daemon_and_sigusr1_does_not(tmp_path, sto
     assert _lines(Path(f"{got}.workload"), 2) == ["SIGUSR1", name]
     # SIGUSR1 never reached the daemon: its first signal is the stopping one.
     assert _lines(Path(f"{got}.daemon"), 1) == [name]
+
+
+# The workload starts a daemon that ignores the stopping signals, says its pid, then waits.
+STUBBORN_DAEMON = """
+import os, signal, subprocess, sys, time
+DAEMON = '''
+import signal, time
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+time.sleep(30)
+'''
+d = subprocess.Popen([sys.executable, "-c", DAEMON], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(0.3)  # its handlers are set
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(d.pid))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(30)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] in (b"Z", b"X")
+
+
+def test_a_daemon_ignoring_ctrl_c_is_killed_once_the_grace_is_over(tmp_path):
+    """Ctrl-C stops the command: the workload ends, its daemon ignores the signal; pgle gives
+    it the grace period, then SIGKILL, before it returns."""
+    pid_file = tmp_path / "daemon.pid"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    env[launcher.KILL_GRACE_VAR] = "1"
+    running = launcher.Running([sys.executable, "-c", STUBBORN_DAEMON, str(pid_file)], env,
+                               tmp_path / "w.log", cwd=None, terminal_level=None)
+    daemon = None
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists():
+            assert time.monotonic() < deadline, "the workload never started its daemon"
+            time.sleep(0.01)
+        daemon = int(pid_file.read_text())
+        t0 = time.monotonic()
+        running.signals.forward(signal.SIGINT, None)
+        with returns_within(40):
+            res = running.wait(poll_s=0.05)
+        assert res.interrupted == signal.SIGINT
+        assert 1 <= time.monotonic() - t0 < 10  # the grace, then SIGKILL
+        deadline = time.monotonic() + 5  # SIGKILL sent: gone in a moment
+        while not _gone(daemon) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _gone(daemon)
+    finally:
+        running.signals.restore()
+        if daemon is not None and not _gone(daemon):
+            os.kill(daemon, signal.SIGKILL)  # a process of this test's launch, marked
