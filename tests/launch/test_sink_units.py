@@ -377,3 +377,32 @@ def test_drained_counts_a_slow_terminals_bytes_as_progress(tmp_path):
     assert bytes(got) == data
     os.close(r)
     os.close(tr)
+
+
+def test_a_stream_pgles_own_lines_failed_on_is_dropped_from_the_start(monkeypatch):
+    """pgle's own stderr failed already (2>/dev/full): the workload's stderr is not tried on
+    it; said once on stdout, between the workload's lines."""
+    monkeypatch.setattr(streams, "said", set())
+    monkeypatch.setattr(streams, "failed", {2: "No space left on device (ENOSPC)"})
+    out, err = io.StringIO(), io.StringIO()
+    o, e = Sink.pair(out, err, "w.log")
+    assert e.failed == "No space left on device (ENOSPC)" and o.failed is None
+    assert e.out_fd is None and e.behind is None
+    e.write(b"never shown\n")
+    assert err.getvalue() == ""
+    assert out.getvalue() == (
+        "pgle: warning: cannot write the workload's stderr to pgle's stderr (No space left on "
+        "device (ENOSPC)); the workload runs on, and its stderr goes to w.log only\n")
+    assert e.note() is None  # said: nothing for the report
+
+
+def test_a_stream_with_a_descriptor_gets_pgles_earlier_lines_first(tmp_path):
+    """A real file as pgle's stdout: what pgle printed to it before the launch (still in the
+    text stream's buffer) comes before the workload's bytes, which go straight to the fd."""
+    path = tmp_path / "out"
+    with open(path, "w") as stream:
+        stream.write("pgle: starting\n")  # buffered, not yet written
+        sink, _ = Sink.pair(stream, io.StringIO(), "w.log")
+        assert sink.out_fd == stream.fileno() and sink.behind is None
+        sink.write(b"workload\n")
+        assert path.read_bytes() == b"pgle: starting\nworkload\n"
