@@ -293,3 +293,25 @@ def test_a_hold_is_asked_of_the_harness_and_a_workload_without_jax_distributed_j
     spec = json.loads(run.spec.read_text())
     assert spec["hold"] is True and spec["hold_timeout_s"] == 3
     assert not ex.held and ex.exit_code == 0 and run.log.read_text() == "done\n"
+
+
+def test_a_workload_of_jax_distributed_is_held_at_its_end_until_resumed(tmp_path):
+    """A one-process jax.distributed job: the harness holds its end for pgle's exchange
+    (pgle.launch.handoff) and the launch comes back at once, held; nothing asked, the
+    harness lets it go after hold_timeout_s, and resume() sees the real end."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "dist.py"
+    script.write_text(f"import jax\njax.distributed.initialize('127.0.0.1:{port}', "
+                      "num_processes=1, process_id=0)\nprint('initialized', flush=True)\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
+                           hold=True, hold_timeout_s=3)
+    assert ex.held and ex.exit_code == 0 and ex.result.pending is not None
+    assert (run.path / schema.HANDOFF_DIR).is_dir()
+    ex.resume()
+    assert not ex.held and ex.exit_code == 0
+    assert run.log.read_text().startswith("initialized\n")
