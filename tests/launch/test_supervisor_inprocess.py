@@ -620,3 +620,28 @@ def test_ctrl_z_stops_the_workloads_group_then_pgle_and_sigcont_resumes_both(tmp
             child.kill()
             child.wait(timeout=20)
         handlers.restore()
+
+
+def test_the_workload_gets_its_folder_its_own_group_the_mark_and_pgles_pipe(tmp_path):
+    """What the launch hands the workload: the folder asked for, a process group of its own,
+    this launch's mark (pgle.launch.escapees) and the read end of the pipe whose EOF says
+    pgle died (PGLE_PARENT_FD, only pgle holds the write end)."""
+    import json as json_
+
+    folder = tmp_path / "here"
+    folder.mkdir()
+    code = ("import json, os, stat\nfd = int(os.environ['PGLE_PARENT_FD'])\n"
+            "print(json.dumps({'cwd': os.getcwd(), 'pgid': os.getpgid(0), 'pid': os.getpid(),"
+            " 'token': os.environ['PGLE_LAUNCH_TOKEN'],"
+            " 'fifo': stat.S_ISFIFO(os.fstat(fd).st_mode),"
+            " 'fds': sorted(int(f) for f in os.listdir('/proc/self/fd'))}))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    with returns_within(30):
+        res = launcher.launch([sys.executable, "-c", code], env, tmp_path / "w.log",
+                              cwd=str(folder), poll_s=0.05)
+    assert res.exit_code == 0
+    seen = json_.loads((tmp_path / "w.log").read_text())
+    assert seen["cwd"] == str(folder) and seen["pgid"] == seen["pid"]
+    assert len(seen["token"]) == 32 and seen["fifo"]
+    # Nothing else of pgle's: stdin, stdout, stderr, the pipe's read end (and listdir's own).
+    assert len(seen["fds"]) <= 5, seen["fds"]
