@@ -143,8 +143,12 @@ def test_empty_stacks_files_are_dropped_and_written_ones_kept(tmp_path):
     link.mkdir()
     (link / schema.STACKS_NAME).symlink_to(tmp_path / "empty")
     (tmp_path / "empty").write_text("")
+    quiet = run.path / schema.PROCS_DIR / "789"  # a process that never dumped
+    quiet.mkdir()
+    (quiet / schema.STACKS_NAME).write_text("")
     execution._drop_empty_stacks(run)
     assert not (run.path / schema.STACKS_NAME).exists()
+    assert not (quiet / schema.STACKS_NAME).exists()
     assert (proc / schema.STACKS_NAME).exists() and (link / schema.STACKS_NAME).is_symlink()
 
 
@@ -315,3 +319,22 @@ def test_a_workload_of_jax_distributed_is_held_at_its_end_until_resumed(tmp_path
     ex.resume()
     assert not ex.held and ex.exit_code == 0
     assert run.log.read_text().startswith("initialized\n")
+
+
+def test_a_log_cut_short_by_a_full_disk_is_a_warning_of_the_command(tmp_path, capfd):
+    """The run folder's disk fills while the workload prints: the workload runs on, its
+    output still shows, and the command's warnings say the log is incomplete and why."""
+    from helpers.smallfs import fill, small_filesystem
+
+    with small_filesystem(tmp_path / "fs", 256) as fs:
+        script = tmp_path / "loud.py"
+        script.write_text("for i in range(40000):\n    print('line %05d' % i)\n")
+        run = RunFolder.create("run", str(fs / "run"))
+        fill(fs, leave_bytes=48 << 10)  # room for the spec and the first lines only
+        child = childenv.build(_env())
+        ex = execution.execute(Workload(str(script), None, ()), run, child)
+        assert ex.exit_code == 0 and ex.result.log_error == "No space left on device (ENOSPC)"
+        assert capfd.readouterr().out.count("\n") == 40000  # shown whole all the same
+        assert (f"the workload log {run.log} is incomplete (No space left on device (ENOSPC)): "
+                "the verdict saw only the lines written before that; free space and rerun to "
+                "be sure") in child.warnings
