@@ -88,3 +88,12 @@ def test_the_users_environment_by_default_and_flags_judged_by_the_installed_jax(
     with pytest.raises(PgleError) as e:
         build({"XLA_FLAGS": f"--{newer[0]}=true"})
     assert "does not know (it exists since jax" in e.value.message
+
+
+def test_a_warning_of_the_flags_lint_is_kept_with_those_of_the_probe():
+    """XLA_FLAGS with text after its flags: XLA stops reading there; the lint's warning is
+    one of the launch's warnings (the jaxlib probe adds its own after it)."""
+    child = build({"XLA_FLAGS": "--xla_gpu_enable_latency_hiding_scheduler=true oops"})
+    assert child.warnings == [
+        "XLA stops reading XLA_FLAGS at 'oops': everything from there on is ignored (every "
+        "flag must start with '--')."]
