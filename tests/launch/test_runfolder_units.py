@@ -282,3 +282,34 @@ def test_claiming_the_files_of_a_folder_removed_meanwhile_is_one_sentence(tmp_pa
     with pytest.raises(BadInput) as e:
         folder.claim_files()
     assert e.value.message == f"cannot write in run folder {folder.path}: No such file or directory."
+
+
+def test_a_lease_with_no_inode_left_is_one_sentence(tmp_path):
+    """A filesystem out of inodes: the lease cannot even be created (ENOSPC at its open)."""
+    import subprocess
+
+    from pgle.atomic import WriteFailed
+
+    where = tmp_path / "fs"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs with few inodes")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=8,mode=0777",
+                           "tmpfs", str(where)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        given = where / "given"
+        given.mkdir()
+        for i in range(100):  # every inode left taken
+            try:
+                (where / f"f{i}").touch()
+            except OSError:
+                break
+        with pytest.raises(WriteFailed) as e:
+            RunFolder.create("run", str(given))
+        lease = given.resolve() / "lease.json"
+        assert e.value.message == f"cannot write run folder lease {lease}: No space left on device."
+        assert e.value.hint == "Free some space and rerun; nothing was written."
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
