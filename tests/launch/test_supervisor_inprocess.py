@@ -645,3 +645,34 @@ def test_the_workload_gets_its_folder_its_own_group_the_mark_and_pgles_pipe(tmp_
     assert len(seen["token"]) == 32 and seen["fifo"]
     # Nothing else of pgle's: stdin, stdout, stderr, the pipe's read end (and listdir's own).
     assert len(seen["fds"]) <= 5, seen["fds"]
+
+
+def test_a_workload_ignoring_a_forwarded_sigterm_is_killed_after_the_grace(tmp_path, capfd):
+    """pgle's SIGTERM handler, called as the kernel calls it (the same rule test_pumps_inprocess
+    checks by signalling pgle's own process, which the mutation run cannot do): SIGKILL,
+    group and all, once the grace is over, said on stderr; the exit code is the kill's."""
+    ready = tmp_path / "ready"
+    code = (f"import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close()\n"
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\ntime.sleep(25)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    env[launcher.KILL_GRACE_VAR] = "0.5"
+    running = launcher.Running([sys.executable, "-c", code], env, tmp_path / "w.log",
+                               cwd=None, terminal_level=None)
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the workload never started"
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        running.signals.forward(signal.SIGTERM, None)
+        with returns_within(30):
+            res = running.wait(poll_s=0.05)
+    finally:
+        running.signals.restore()
+    assert 0.5 <= time.monotonic() - t0 < 5  # the grace, not the workload's 25 s
+    assert res.killed and res.interrupted == signal.SIGTERM and not res.stopped_by_watchdog
+    assert res.exit_code == 128 + signal.SIGKILL and res.signal == signal.SIGKILL
+    assert capfd.readouterr().err == (
+        "pgle: the workload was still running 0.5 s after SIGTERM: killed it (SIGKILL, its "
+        "process group too; PGLE_KILL_GRACE_S sets the grace period)\n")
