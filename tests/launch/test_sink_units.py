@@ -406,3 +406,48 @@ def test_a_stream_with_a_descriptor_gets_pgles_earlier_lines_first(tmp_path):
         assert sink.out_fd == stream.fileno() and sink.behind is None
         sink.write(b"workload\n")
         assert path.read_bytes() == b"pgle: starting\nworkload\n"
+
+
+def test_a_detached_pump_drains_its_stream_and_keeps_nothing(tmp_path):
+    """pgle stopped waiting for the stream (a daemon holds it): what comes later is read, so
+    the writer never blocks, but neither shown nor logged; a held line end is not written."""
+    from pgle.launch.pumps import Pump
+
+    r, w = os.pipe()
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    os.write(w, b"before, no newline")
+    pump.start()
+    deadline = time.monotonic() + 20
+    while pump.chunks < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pump.detached = True
+    for _ in range(3):
+        os.write(w, b"after\n" * 20000)  # more than the pipe holds: read, or the write blocks
+    os.close(w)
+    pump.join(timeout=20)
+    assert not pump.is_alive() and pump.chunks >= 2
+    assert out.getvalue() == "before, no newline"
+    assert (tmp_path / "w.log").read_bytes() == b""  # the held start of a line: dropped too
+    os.close(r)
+
+
+def test_a_long_line_reaches_the_log_in_pieces_of_the_limit(tmp_path, monkeypatch):
+    from pgle.launch import pumps
+
+    monkeypatch.setattr(pumps, "MAX_HELD_LINE", 10)
+    r, w = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = pumps.Pump(r, sink, Log(tmp_path / "w.log"))
+    pump._to_log(bytearray(b"0123456789ab"), memoryview(b"0123456789ab"), 12)
+    assert (tmp_path / "w.log").read_bytes() == b"0123456789ab"  # past 10: written as is
+    assert pump.held == [] and pump.held_bytes == 0
+    pump._to_log(bytearray(b"xyz"), memoryview(b"xyz"), 3)
+    assert pump.held == [b"xyz"] and pump.held_bytes == 3
+    pump._to_log(bytearray(b"z\nnext"), memoryview(b"z\nnext"), 6)
+    assert (tmp_path / "w.log").read_bytes() == b"0123456789abxyzz\n"
+    assert pump.held == [b"next"] and pump.held_bytes == 4
+    os.close(r)
+    os.close(w)
