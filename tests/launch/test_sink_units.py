@@ -441,7 +441,9 @@ def test_a_long_line_reaches_the_log_in_pieces_of_the_limit(tmp_path, monkeypatc
     r, w = os.pipe()
     sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
     pump = pumps.Pump(r, sink, Log(tmp_path / "w.log"))
-    pump._to_log(bytearray(b"0123456789ab"), memoryview(b"0123456789ab"), 12)
+    pump._to_log(bytearray(b"0123456789"), memoryview(b"0123456789"), 10)
+    assert pump.held_bytes == 10 and (tmp_path / "w.log").read_bytes() == b""  # at the limit
+    pump._to_log(bytearray(b"ab"), memoryview(b"ab"), 2)
     assert (tmp_path / "w.log").read_bytes() == b"0123456789ab"  # past 10: written as is
     assert pump.held == [] and pump.held_bytes == 0
     pump._to_log(bytearray(b"xyz"), memoryview(b"xyz"), 3)
