@@ -450,3 +450,61 @@ def test_a_compile_end_without_its_begin_is_ignored(tmp_path):
     (tmp_path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     watch.poll(0.0)
     assert list(watch.processes[tmp_path].compiling) == ["1"]
+
+
+def test_every_process_that_can_is_asked_for_its_stacks_and_a_slow_one_waited_for(tmp_path):
+    """Processes in the run folder and procs/: one exited, one whose pid is gone (it died
+    without its exit record), one without a start record, and one stopped for a second (its
+    dump comes late): only the last is asked, and its stacks are waited for."""
+    import os
+    import signal
+    import threading
+    import time
+
+    def home(name: str) -> Path:
+        path = tmp_path if name == "." else tmp_path / "procs" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def records(where: Path, *rs: dict) -> None:
+        (where / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=20)
+    stacks_file = tmp_path / "late.txt"
+    late = subprocess.Popen([sys.executable, "-c", DUMPABLE, str(stacks_file)])
+    # Alive, but its events say it exited (its harness wrote the record at exit).
+    done = subprocess.Popen([sys.executable, "-c", DUMPABLE, str(tmp_path / "done.txt")])
+    resume: threading.Timer | None = None
+    try:
+        deadline = time.monotonic() + 20
+        while not (Path(f"{stacks_file}.ready").exists()
+                   and (tmp_path / "done.txt.ready").exists()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        stacks = {"kind": "stacks", "t": 1.0, "main_thread": "0x1"}
+        records(home("."), {"kind": "start", "t": 1.0, "pid": done.pid},
+                {**stacks, "file": str(tmp_path / "done.txt")}, {"kind": "exit", "t": 2.0, "code": 0})
+        records(home("a"), {"kind": "start", "t": 1.0, "pid": gone.pid},
+                {**stacks, "file": str(tmp_path / "gone.txt")})
+        records(home("b"), {**stacks, "file": str(tmp_path / "nostart.txt")})
+        records(home("c"), {"kind": "start", "t": 1.0, "pid": late.pid},
+                {**stacks, "file": str(stacks_file)})
+        for name in ("gone.txt", "nostart.txt"):
+            (tmp_path / name).write_text("")
+        os.kill(late.pid, signal.SIGSTOP)  # this test's own child: its dump waits for SIGCONT
+        resume = threading.Timer(1.0, late.send_signal, (signal.SIGCONT,))
+        resume.start()
+        watch = StallWatch(tmp_path, 1.0, lambda s: None)
+        t0 = time.monotonic()
+        watch.dump("a test")
+        assert 1.0 <= time.monotonic() - t0 < 5
+        assert list(watch.dumped) == [late.pid] and "thread" in watch.dumped[late.pid]
+        assert all((tmp_path / n).read_text() == "" for n in ("done.txt", "gone.txt", "nostart.txt"))
+    finally:
+        if resume is not None:
+            resume.cancel()
+            resume.join(timeout=20)
+        for p in (late, done):
+            p.kill()
+            p.wait(timeout=20)
