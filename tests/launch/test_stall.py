@@ -500,6 +500,9 @@ def test_every_process_that_can_is_asked_for_its_stacks_and_a_slow_one_waited_fo
         watch.dump("a test")
         assert 1.0 <= time.monotonic() - t0 < 5
         assert list(watch.dumped) == [late.pid] and "thread" in watch.dumped[late.pid]
+        # The findings name the processes that wrote their stacks, and only those.
+        report = watch._findings(3.0, 1.0, "a rule")
+        assert list(report.phases) == [late.pid] and report.stacks == {late.pid: str(stacks_file)}
         assert all((tmp_path / n).read_text() == "" for n in ("done.txt", "gone.txt", "nostart.txt"))
     finally:
         if resume is not None:
