@@ -511,3 +511,34 @@ def test_every_process_that_can_is_asked_for_its_stacks_and_a_slow_one_waited_fo
         for p in (late, done):
             p.kill()
             p.wait(timeout=20)
+
+
+# A process whose stacks come with bytes that are not UTF-8 (a path in another encoding).
+UNDECODABLE = """
+import signal, sys, time
+out = open(sys.argv[1], "ab", buffering=0)
+signal.signal(signal.SIGURG, lambda *a: out.write(b"Thread 0x1 in /data/caf\\xe9.py\\n"))
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(30)
+"""
+
+
+def test_stacks_that_are_not_utf8_are_read_with_replacements(tmp_path):
+    import time
+
+    stacks_file = tmp_path / "stacks.txt"
+    child = subprocess.Popen([sys.executable, "-c", UNDECODABLE, str(stacks_file)])
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(f"{stacks_file}.ready").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        (tmp_path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+            {"kind": "start", "t": 1.0, "pid": child.pid},
+            {"kind": "stacks", "t": 1.0, "file": str(stacks_file), "main_thread": "0x1"})))
+        watch = StallWatch(tmp_path, 1.0, lambda s: None)
+        watch.dump("a test")
+        assert watch.dumped == {child.pid: "Thread 0x1 in /data/caf\ufffd.py\n"}
+    finally:
+        child.kill()
+        child.wait(timeout=20)
