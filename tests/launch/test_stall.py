@@ -542,3 +542,30 @@ def test_stacks_that_are_not_utf8_are_read_with_replacements(tmp_path):
     finally:
         child.kill()
         child.wait(timeout=20)
+
+
+def test_the_findings_name_the_compile_in_flight_and_else_the_main_thread(tmp_path):
+    """Each process's phase from its dump (read from its stacks file) and its events: a
+    compile in flight names the compile; otherwise the main thread the harness recorded is
+    the one described (faulthandler pads its ident), not the thread that took the signal."""
+    dump = ("Thread 0x00007f00000000bb (most recent call first):\n"
+            '  File "/w/train.py", line 7 in wait_for_peer\n'
+            '  File "/w/train.py", line 9 in <module>\n\n'
+            "Current thread 0x00007f00000000aa (most recent call first):\n"
+            '  File "/w/loader.py", line 3 in spin\n')
+    stacks_rec = {"kind": "stacks", "t": 1.0, "file": "s.txt", "main_thread": "0x7f00000000bb"}
+    homes = {".": 4242, "a": 4343}
+    for name, pid in homes.items():
+        where = tmp_path if name == "." else tmp_path / "procs" / name
+        where.mkdir(parents=True, exist_ok=True)
+        rs = [{"kind": "start", "t": 1.0, "pid": pid}, stacks_rec]
+        if name == ".":
+            rs.append({"kind": "compile_begin", "t": 2.0, "module": "jit_step", "fdo": False,
+                       "thread": "1"})
+        (where / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
+    watch = StallWatch(tmp_path, 1.0, lambda s: None)
+    watch.poll(0.0)
+    watch.dumped.update({pid: dump for pid in homes.values()})  # what each process wrote
+    report = watch._findings(3.0, 1.0, "a rule")
+    assert report.phases == {4242: "compiling jit_step",
+                             4343: "in the user's code at train.py:7 (wait_for_peer)"}
