@@ -569,3 +569,8 @@ def test_the_findings_name_the_compile_in_flight_and_else_the_main_thread(tmp_pa
     report = watch._findings(3.0, 1.0, "a rule")
     assert report.phases == {4242: "compiling jit_step",
                              4343: "in the user's code at train.py:7 (wait_for_peer)"}
+    assert report.message() == (
+        "the workload made no progress for 3 s (a rule): process 4242: compiling jit_step; "
+        "process 4343: in the user's code at train.py:7 (wait_for_peer); every process's "
+        f"Python stacks are in {tmp_path} (stacks.txt, procs/*/); pgle stopped it (exit 124; "
+        "--stall-timeout sets the bound)")
