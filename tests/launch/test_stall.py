@@ -574,3 +574,40 @@ def test_the_findings_name_the_compile_in_flight_and_else_the_main_thread(tmp_pa
         "process 4343: in the user's code at train.py:7 (wait_for_peer); every process's "
         f"Python stacks are in {tmp_path} (stacks.txt, procs/*/); pgle stopped it (exit 124; "
         "--stall-timeout sets the bound)")
+
+
+def test_seconds_in_words_at_each_units_edge():
+    from pgle.launch.stall import describe_seconds
+
+    assert describe_seconds(119.4) == "119 s" and describe_seconds(120) == "2 min"
+    assert describe_seconds(7199) == "120 min" and describe_seconds(7381) == "2.1 h"
+
+
+def test_a_stopped_process_is_told_by_its_state_whatever_its_name():
+    """/proc/PID/stat's state follows the last ')': a program named `a) T (b` that sleeps is
+    not stopped; one stopped with SIGSTOP is; one that is gone is not."""
+    import os
+    import signal
+    import time
+
+    from pgle.launch.launcher import _stopped
+
+    code = ("import sys, time\nopen('/proc/self/comm', 'w').write('a) T (b')\n"
+            "print('named', flush=True)\ntime.sleep(30)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"named\n"
+        assert b"(a) T (b)" in Path(f"/proc/{child.pid}/stat").read_bytes()
+        deadline = time.monotonic() + 20
+        while Path(f"/proc/{child.pid}/stat").read_bytes().split(b") ")[-1][:1] != b"S":
+            assert time.monotonic() < deadline  # asleep in time.sleep
+            time.sleep(0.01)
+        assert not _stopped(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)  # this test's own child
+        while not _stopped(child.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        child.kill()
+        child.wait(timeout=20)
+    assert not _stopped(child.pid)  # gone: reaped
