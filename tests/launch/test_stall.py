@@ -604,6 +604,7 @@ def test_a_stopped_process_is_told_by_its_state_whatever_its_name():
             time.sleep(0.01)
         assert not _stopped(child.pid)
         os.kill(child.pid, signal.SIGSTOP)  # this test's own child
+        deadline = time.monotonic() + 10  # stopped at once: a wrong reading fails in time
         while not _stopped(child.pid):
             assert time.monotonic() < deadline
             time.sleep(0.01)
