@@ -612,3 +612,26 @@ def test_a_stopped_process_is_told_by_its_state_whatever_its_name():
         child.kill()
         child.wait(timeout=20)
     assert not _stopped(child.pid)  # gone: reaped
+
+
+def test_the_bounds_hold_at_their_exact_second(tmp_path):
+    """On the watch's own clock (polls 1 s apart): a quiet spell is reported once it lasted
+    report_after_s, not a poll later; a workload is stopped once it lasted the bound; a
+    gap between two polls of exactly STOP_GAP_S is not yet pgle being stopped."""
+    from pgle.errors import EXIT_STALLED
+    from pgle.launch.stall import STOP_GAP_S
+
+    now = [1000.0]
+    said: list[str] = []
+    report = StallWatch(tmp_path, StallPolicy(None, 5.0, rhythm_stop=False), said.append,
+                        clock=lambda: now[0])
+    for _ in range(4):
+        now[0] += 1.0
+        assert report.poll(0.0) is None and report.notes == []
+    now[0] += 1.0  # quiet for 5 s exactly
+    assert report.poll(0.0) is None and len(report.notes) == 1
+    stop = StallWatch(tmp_path, 3.0, said.append, clock=lambda: now[0])
+    now[0] += STOP_GAP_S  # exactly the gap: still pgle's own time, the clock runs on
+    assert stop.poll(0.0) is None
+    now[0] += 1.0  # 3 s quiet exactly
+    assert stop.poll(0.0) == EXIT_STALLED
