@@ -238,6 +238,10 @@ def test_an_explicit_bound_gives_the_trace_export_its_own_larger_bound(tmp_path)
     longer = StallWatch(tmp_path / "x", 2 * EXPORT_STOP_S, lambda s: None, clock=lambda: now[0])
     longer.poll(0.0)
     assert longer.stop_bound() == (2 * EXPORT_STOP_S, "--stall-timeout 60 min")
+    # A bound of exactly EXPORT_STOP_S is the user's too (the export's is no larger).
+    exact = StallWatch(tmp_path / "x", EXPORT_STOP_S, lambda s: None, clock=lambda: now[0])
+    exact.poll(0.0)
+    assert exact.stop_bound() == (EXPORT_STOP_S, "--stall-timeout 30 min")
 
 
 def test_time_stopped_does_not_count(tmp_path):
@@ -635,3 +639,17 @@ def test_the_bounds_hold_at_their_exact_second(tmp_path):
     assert stop.poll(0.0) is None
     now[0] += 1.0  # 3 s quiet exactly
     assert stop.poll(0.0) == EXIT_STALLED
+
+
+def test_a_rhythm_of_exactly_the_floor_over_the_factor_is_the_floors(tmp_path):
+    """Steps 180 s apart: 20x the median is exactly STOP_FLOOR_S (1 h); the bound is the
+    floor's, said as the floor."""
+    (tmp_path / "events.jsonl").write_text("".join(
+        json.dumps({"kind": "step_enter", "t": 180.0 * i, "name": "s", "step_num": i,
+                    "index": i}) + "\n" for i in range(RHYTHM_STEPS + 1)))
+    watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: 1000.0)
+    watch.poll(0.0)
+    assert watch.step_intervals() == [180.0] * RHYTHM_STEPS
+    assert STEP_FACTOR * 180.0 == STOP_FLOOR_S
+    assert watch.stop_bound() == (STOP_FLOOR_S, "the steps stopped: 60 min, the least the "
+                                                "default watchdog waits")
