@@ -653,3 +653,19 @@ def test_a_rhythm_of_exactly_the_floor_over_the_factor_is_the_floors(tmp_path):
     assert STEP_FACTOR * 180.0 == STOP_FLOOR_S
     assert watch.stop_bound() == (STOP_FLOOR_S, "the steps stopped: 60 min, the least the "
                                                 "default watchdog waits")
+
+
+def test_new_process_folders_are_looked_for_every_two_seconds(tmp_path):
+    """procs/ is listed at most every 2 s (cheap polls between): a process folder made just
+    after a scan is found by the scan 2 s later, to the second."""
+    now = [1000.0]
+    watch = StallWatch(tmp_path, 30.0, lambda s: None, clock=lambda: now[0])
+    watch.poll(0.0)
+    assert list(watch.processes) == [tmp_path]
+    (tmp_path / "procs" / "a").mkdir(parents=True)
+    now[0] += 1.0
+    watch.poll(0.0)
+    assert list(watch.processes) == [tmp_path]  # not listed again yet
+    now[0] += 1.0
+    watch.poll(0.0)
+    assert list(watch.processes) == [tmp_path, tmp_path / "procs" / "a"]
