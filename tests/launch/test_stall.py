@@ -669,3 +669,34 @@ def test_new_process_folders_are_looked_for_every_two_seconds(tmp_path):
     now[0] += 1.0
     watch.poll(0.0)
     assert list(watch.processes) == [tmp_path, tmp_path / "procs" / "a"]
+
+
+def test_the_progress_file_touched_is_progress_and_an_off_watch_never_stops(tmp_path):
+    """The harness touches its progress file as the workload advances (steps pgle counts in
+    a file, not events): each new mtime is progress; once it stays, the bound runs. A watch
+    that is off (0) never stops, not even a stopped step rhythm."""
+    import os
+
+    from pgle.evidence import schema
+
+    now = [1000.0]
+    progress = tmp_path / schema.PROGRESS_NAME
+    progress.write_text("")
+    watch = StallWatch(tmp_path, 3.0, lambda s: None, clock=lambda: now[0])
+    for i in range(10):
+        os.utime(progress, ns=(i * 10**9, i * 10**9))  # a new mtime each second
+        now[0] += 1.0
+        assert watch.poll(0.0) is None, i
+    for _ in range(2):
+        now[0] += 1.0
+        assert watch.poll(0.0) is None
+    now[0] += 1.0
+    assert watch.poll(0.0) == 124  # 3 s since the last new mtime
+    off = tmp_path / "off"
+    off.mkdir()
+    (off / "events.jsonl").write_text("".join(
+        json.dumps({"kind": "step_enter", "t": float(i), "name": "s", "step_num": i,
+                    "index": i}) + "\\n" for i in range(RHYTHM_STEPS + 1)))
+    never = StallWatch(off, 0, lambda s: None, clock=lambda: now[0])
+    never.poll(0.0)
+    assert never.stop_bound() is None
