@@ -696,7 +696,8 @@ def test_the_progress_file_touched_is_progress_and_an_off_watch_never_stops(tmp_
     off.mkdir()
     (off / "events.jsonl").write_text("".join(
         json.dumps({"kind": "step_enter", "t": float(i), "name": "s", "step_num": i,
-                    "index": i}) + "\\n" for i in range(RHYTHM_STEPS + 1)))
+                    "index": i}) + "\n" for i in range(RHYTHM_STEPS + 1)))
     never = StallWatch(off, 0, lambda s: None, clock=lambda: now[0])
     never.poll(0.0)
+    assert never.step_intervals() == [1.0] * RHYTHM_STEPS  # a rhythm, and it stopped
     assert never.stop_bound() is None
