@@ -211,6 +211,15 @@ class Phase:
     text: str  # the phrase for the message
 
 
+def _thread_number(ident: str | None) -> int | None:
+    """A thread's ident as a number: faulthandler pads it to 16 hex digits (0x00007f...), the
+    harness records hex(ident) (0x7f...): the same thread."""
+    try:
+        return int(ident, 16) if ident else None
+    except ValueError:
+        return None
+
+
 def phase(
     threads: list[Thread], main: str | None = None, compiling: CompileBegin | None = None
 ) -> Phase:
@@ -242,8 +251,9 @@ def phase(
                 f"the FDO recompile of {module} (auto PGLE's recompile with the collected profile)",
             )
         return Phase("compiling", f"compiling {module}")
+    wanted = _thread_number(main)
     main_thread = (
-        next((t for t in threads if main and t.ident == main.lower()), None)
+        next((t for t in threads if wanted is not None and _thread_number(t.ident) == wanted), None)
         or next((t for t in threads if t.current), None)
         or (threads[0] if threads else None)
     )

@@ -248,6 +248,11 @@ def test_which_thread_is_the_main_one(train: str):
     assert phase(parse(dump(first, second, (MAIN, True, [(train, 11, "callback")]))), None).text \
         == user + "train.py:11 (callback): `return slow(x)`"
     assert phase(parse(dump(first, second)), None).text == loop
+    # A real dump pads the ident to 16 hex digits; the harness records hex(ident): one thread.
+    padded = ("0x00007f956644eb80", False, [(train, 11, "callback")])
+    assert phase(parse(dump(first, padded)), "0x7f956644eb80").text == user + (
+        "train.py:11 (callback): `return slow(x)`")
+    assert phase(parse(dump(first, second)), "not hex").text == loop
 
 
 def test_no_frames_is_a_phase_pgle_cannot_see():

@@ -67,3 +67,33 @@ def test_a_level_that_hides_the_evidence_is_a_warning_and_the_variables_shown():
     assert list(relevant(env).items()) == [
         ("CUDA_VISIBLE_DEVICES", "0"), ("JAX_A", "1"), ("NCCL_X", "2"), ("NVIDIA_V", "1"),
         ("TF_CPP_MIN_LOG_LEVEL", "0"), ("XLA_FLAGS", "f")]
+
+
+def test_the_users_environment_by_default_and_flags_judged_by_the_installed_jax(monkeypatch):
+    """No environment given: pgle's own (os.environ). A flag of XLA_FLAGS newer than the
+    installed jax is refused by its version (an unknown version would count as new)."""
+    import pytest
+
+    from pgle.errors import PgleError
+    from pgle.xla import flag_table, versions
+
+    monkeypatch.setenv("PGLE_TEST_MARK", "from os.environ")
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert build().env["PGLE_TEST_MARK"] == "from os.environ"
+    installed = versions.jax_version()
+    newer = sorted(n for n, i in flag_table.FLAGS.items()
+                   if i.since and installed is not None and i.since > installed)
+    if not newer:
+        pytest.skip(f"every flag pgle knows exists in jax {installed}")
+    with pytest.raises(PgleError) as e:
+        build({"XLA_FLAGS": f"--{newer[0]}=true"})
+    assert "does not know (it exists since jax" in e.value.message
+
+
+def test_a_warning_of_the_flags_lint_is_kept_with_those_of_the_probe():
+    """XLA_FLAGS with text after its flags: XLA stops reading there; the lint's warning is
+    one of the launch's warnings (the jaxlib probe adds its own after it)."""
+    child = build({"XLA_FLAGS": "--xla_gpu_enable_latency_hiding_scheduler=true oops"})
+    assert child.warnings == [
+        "XLA stops reading XLA_FLAGS at 'oops': everything from there on is ignored (every "
+        "flag must start with '--')."]

@@ -25,7 +25,9 @@ def test_a_file_planted_after_the_check_is_refused_at_the_claim(tmp_path, name, 
         os.symlink(target, spot)
     else:
         spot.write_text("planted\n")
-    with pytest.raises(BadInput, match=f"already holds a run \\({name}\\)"):
+    with pytest.raises(BadInput) as e:
         folder.claim_files()
+    assert e.value.message == f"run folder {folder.path} already holds a run ({name})."
+    assert e.value.hint == "Pick an empty --run-dir."
     assert target.read_text() == "not pgle's\n"
     assert planted == "link" or spot.read_text() == "planted\n"

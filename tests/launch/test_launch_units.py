@@ -31,9 +31,12 @@ def test_kill_grace_accepts_zero_and_refuses_nonsense():
     assert kill_grace({}) == 30.0
     assert kill_grace({KILL_GRACE_VAR: "0"}) == 0.0
     assert kill_grace({KILL_GRACE_VAR: " 2.5 "}) == 2.5
-    for bad in ("-1", "inf", "soon"):
-        with pytest.raises(BadInput):
+    assert kill_grace({KILL_GRACE_VAR: "  "}) == 30.0  # blank: the default
+    assert kill_grace({KILL_GRACE_VAR: "1e-3"}) == 0.001
+    for bad in ("-1", "-0.5", "inf", "nan", "soon"):
+        with pytest.raises(BadInput) as e:
             kill_grace({KILL_GRACE_VAR: bad})
+        assert e.value.message == f"PGLE_KILL_GRACE_S={bad!r}: a number of seconds >= 0, e.g. 30."
 
 
 def test_info_log_turned_on_only_where_the_user_chose_no_level():

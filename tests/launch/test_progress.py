@@ -81,15 +81,17 @@ def test_one_line_per_period_with_the_time_run_and_the_window_s_own_steps(tmp_pa
     with events.open("a") as f:
         for i in range(2, 5):
             f.write(event(schema.STEP_ENTER, name="s", step_num=i, index=i))
+        # A second trace starting does not move the window's opening.
+        f.write(event(schema.TRACE_START, dir="t2", purpose="executions"))
     clock.now += 12
     progress()
     assert lines(caplog)[-1] == (
         "profiling window open for 12 s, 3 steps entered (workload running for 32 s)")
     with events.open("a") as f:
-        f.write(event(schema.TRACE_STOP, dir="t"))
+        f.write(event(schema.TRACE_STOP, dir="t", purpose="window"))
     clock.now += 12
     progress()
-    assert len(lines(caplog)) == 4  # the window's end is the command's to report
+    assert len(lines(caplog)) == 3  # the window's end is the command's to report
 
 
 def test_without_a_window_the_line_says_what_ran(tmp_path, caplog, monkeypatch):

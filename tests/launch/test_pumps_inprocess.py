@@ -258,7 +258,8 @@ def test_a_terminal_that_goes_away_is_an_error_and_one_that_freezes_is_abandoned
     r, w = os.pipe()
     os.close(r)
     gone = Behind(w)
-    gone.put(b"x")
+    with returns_within(10):
+        gone.put(b"x")
     with returns_within(30), pytest.raises(BrokenPipeError):
         gone.drain()
     with returns_within(30), pytest.raises(BrokenPipeError):

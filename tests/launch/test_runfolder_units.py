@@ -143,3 +143,173 @@ def test_folders_of_another_user_are_named_in_a_warning(tmp_path, monkeypatch, c
         f"pgle folder ./.pgle belongs to uid 12345, not to you: {why}",
         f"run folders' parent ./.pgle/runs belongs to uid 12345, not to you: {why}",
     ]
+
+
+def test_a_run_folders_parent_that_is_a_file_is_named_as_such(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".pgle").mkdir()
+    (tmp_path / ".pgle" / "runs").write_text("")
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run")
+    assert e.value.message == "run folders' parent ./.pgle/runs is not a directory."
+
+
+def test_a_run_folder_name_the_system_refuses_is_one_sentence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    command = "c" * 300  # past NAME_MAX with the stamp and the pid
+    with pytest.raises(BadInput) as e:
+        RunFolder.create(command)
+    assert re.fullmatch(rf"cannot create run folder \./\.pgle/runs/\d{{8}}-\d{{6}}-{command}-"
+                        rf"{os.getpid()}: File name too long\.", e.value.message), e.value.message
+    assert os.listdir(tmp_path / ".pgle" / "runs") == []
+
+
+def test_a_hundred_names_taken_is_refused_and_the_hundred_and_first_never_tried(tmp_path,
+                                                                               monkeypatch):
+    """Every name pgle tries is taken (another process made each a moment before): 100 tries,
+    then one sentence. The clock and the random tags are fixed here so the names are known."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runfolder.time, "strftime", lambda fmt: "20261129-120000")
+    tags = iter(f"{i:06x}" for i in range(1, 1000))
+    monkeypatch.setattr(runfolder.secrets, "token_hex", lambda n: next(tags))
+    runs = tmp_path / ".pgle" / "runs"
+    runs.mkdir(parents=True)
+    pid = os.getpid()
+    (runs / f"20261129-120000-run-{pid}").mkdir()
+    for i in range(1, 100):  # the 99 tagged names of tries 2..100
+        (runs / f"20261129-120000-run-{i:06x}-{pid}").mkdir()
+    with pytest.raises(BadInput) as e:
+        RunFolder.create("run")
+    assert e.value.message == "cannot create a run folder in .pgle/runs: 100 names were taken."
+    assert len(os.listdir(runs)) == 100  # the 101st name (free) was not made
+
+
+def test_a_lease_is_refreshed_itself_never_what_a_link_there_points_to(tmp_path):
+    """A lease path that became a link (someone replaced the file): the heartbeat touches the
+    link, never its target (os.utime without following it)."""
+    target = tmp_path / "someone_elses"
+    target.write_text("")
+    os.utime(target, (1000.0, 1000.0))
+    lease = tmp_path / "lease.json"
+    lease.symlink_to(target)
+    beat = runfolder._Heartbeat()
+    beat.paths.add(str(lease))
+    beat.refresh([str(lease)])
+    assert target.stat().st_mtime == 1000.0 and time.time() - lease.lstat().st_mtime < 600
+    os.utime(lease, (2000.0, 2000.0), follow_symlinks=False)
+    beat.refresh_now()
+    assert target.stat().st_mtime == 1000.0 and time.time() - lease.lstat().st_mtime < 600
+
+
+def test_the_heartbeat_refreshes_every_lease_it_holds_each_period(tmp_path, monkeypatch):
+    monkeypatch.setattr(runfolder, "LEASE_REFRESH_SECONDS", 0.01)
+    beat = runfolder._Heartbeat()
+    leases = [tmp_path / "a.json", tmp_path / "b.json"]
+    for lease in leases:
+        lease.write_text("{}")
+        os.utime(lease, (1000.0, 1000.0))
+        beat.hold(str(lease))
+    deadline = time.monotonic() + 5  # a beat every 10 ms: a dead heartbeat fails here
+    while any(lease.stat().st_mtime == 1000.0 for lease in leases):
+        assert time.monotonic() < deadline, "the heartbeat never refreshed the leases"
+        time.sleep(0.01)
+    for lease in leases:
+        beat.release(str(lease))
+
+
+def test_a_gitignore_that_cannot_be_written_is_not_left_half_written(tmp_path):
+    from helpers.smallfs import fill, small_filesystem
+    from pgle.shared_folders import OpenDir
+
+    with small_filesystem(tmp_path / "fs", 64) as fs:
+        fill(fs)
+        with OpenDir.open(fs) as root:
+            runfolder.ignore_pgle_folder(root)  # no space for its line: nothing is left
+        assert not (fs / ".gitignore").exists()
+        (fs / "filler").unlink()
+        with OpenDir.open(fs) as root:
+            runfolder.ignore_pgle_folder(root)
+        assert (fs / ".gitignore").read_text().endswith("\n*\n")
+
+
+def test_a_process_out_of_descriptors_is_told_so_in_one_sentence(tmp_path, monkeypatch):
+    """No descriptor left for `.` (RLIMIT_NOFILE reached): a BadInput naming the folder and
+    the system's reason, not a traceback."""
+    import resource
+
+    import pgle.atomic  # noqa: F401  imported by the code on the way: no descriptor for it later
+
+    monkeypatch.chdir(tmp_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest = os.open(os.devnull, os.O_RDONLY)
+    os.close(lowest)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest, hard))  # the next open fails
+    try:
+        with pytest.raises(BadInput) as e:
+            RunFolder.create("run")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert e.value.message == "cannot create run folder .pgle/runs: Too many open files."
+
+
+def test_a_lease_on_a_full_disk_is_one_sentence_and_leaves_no_folder_behind(tmp_path,
+                                                                          monkeypatch):
+    from helpers.smallfs import fill, small_filesystem
+    from pgle.atomic import WriteFailed
+
+    with small_filesystem(tmp_path / "fs", 64) as fs:
+        given = fs / "given"
+        given.mkdir()
+        (fs / ".pgle" / "runs").mkdir(parents=True)
+        fill(fs)
+        with pytest.raises(WriteFailed) as e:
+            RunFolder.create("run", str(given))
+        lease = given.resolve() / "lease.json"
+        assert e.value.message == f"cannot write run folder lease {lease}: No space left on device."
+        assert e.value.hint == "Free some space and rerun; nothing was written."
+        assert os.listdir(given) == []  # no half lease; the --run-dir itself is the user's
+        monkeypatch.chdir(fs)
+        with pytest.raises(WriteFailed):
+            RunFolder.create("run")
+        assert os.listdir(fs / ".pgle" / "runs") == []  # the folder pgle made is gone again
+
+
+def test_claiming_the_files_of_a_folder_removed_meanwhile_is_one_sentence(tmp_path):
+    folder = RunFolder.create("run", str(tmp_path / "r"))
+    for name in os.listdir(folder.path):
+        os.unlink(folder.path / name)
+    os.rmdir(folder.path)
+    with pytest.raises(BadInput) as e:
+        folder.claim_files()
+    assert e.value.message == f"cannot write in run folder {folder.path}: No such file or directory."
+
+
+def test_a_lease_with_no_inode_left_is_one_sentence(tmp_path):
+    """A filesystem out of inodes: the lease cannot even be created (ENOSPC at its open)."""
+    import subprocess
+
+    from pgle.atomic import WriteFailed
+
+    where = tmp_path / "fs"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs with few inodes")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=8,mode=0777",
+                           "tmpfs", str(where)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        given = where / "given"
+        given.mkdir()
+        for i in range(100):  # every inode left taken
+            try:
+                (where / f"f{i}").touch()
+            except OSError:
+                break
+        with pytest.raises(WriteFailed) as e:
+            RunFolder.create("run", str(given))
+        lease = given.resolve() / "lease.json"
+        assert e.value.message == f"cannot write run folder lease {lease}: No space left on device."
+        assert e.value.hint == "Free some space and rerun; nothing was written."
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)

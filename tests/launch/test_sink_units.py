@@ -11,6 +11,7 @@ import os
 import threading
 import time
 
+from helpers.deadline import returns_within
 from pgle.launch import streams
 from pgle.launch.pumps import Log, Sink, write_all
 
@@ -166,9 +167,289 @@ def test_the_terminal_writer_is_a_daemon_that_ends_after_its_drain():
     behind = Behind(w)
     # A daemon: a writer stuck on a frozen terminal never keeps pgle from exiting.
     assert behind.thread.daemon and behind.thread.name == "pgle-terminal"
-    behind.put(b"x")
-    behind.drain()
+    with returns_within(10):  # a writer that never writes fails here instead of hanging
+        behind.put(b"x")
+        behind.drain()
     behind.thread.join(timeout=20)
     assert not behind.thread.is_alive() and os.read(r, 10) == b"x"
+    os.close(r)
+    os.close(w)
+
+
+def test_pgles_line_ends_with_exactly_one_newline_and_never_fails_on_its_text():
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    assert sink.line("pgle: one\n") and sink.line("\npgle: two  ") and sink.line("pgle: XX\n")
+    # A path with a byte that is not UTF-8 (os.fsdecode's surrogate): replaced, not an error.
+    assert sink.line("pgle: see /tmp/\udcff.log")
+    assert out.getvalue() == "pgle: one\n\npgle: two  \npgle: XX\npgle: see /tmp/?.log\n"
+
+
+def test_a_closed_stream_and_a_failed_one_are_each_said_once_per_process(monkeypatch):
+    """Saying a closed stdout does not silence a later failure of stdout (another reason), and
+    each of the two is said once, however many launches see it."""
+    monkeypatch.setattr(streams, "said", set())
+    err1, err2 = io.StringIO(), io.StringIO()
+    Sink.pair(None, err1, "a.log")
+    Sink.pair(None, err2, "b.log")
+    closed = "pgle: warning: pgle's stdout is closed; the workload's stdout goes to its log only"
+    assert err1.getvalue() == f"{closed} (a.log)\n" and err2.getvalue() == ""
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise ValueError("gone")
+
+    err3, err4 = io.StringIO(), io.StringIO()
+    for err in (err3, err4):
+        broken, _ = Sink.pair(Broken(), err, "c.log")
+        broken.write(b"x\n")
+    assert err3.getvalue() == (
+        "pgle: warning: cannot write the workload's stdout to pgle's stdout (ValueError: "
+        "gone); the workload runs on, and its stdout goes to c.log only\n")
+    assert err4.getvalue() == ""
+
+
+def test_a_log_line_start_is_held_only_while_it_is_shorter_than_the_limit():
+    from pgle.launch.pumps import MAX_HELD_LINE
+
+    p = _pump()
+    at_limit = INFO[:30] + b"x" * (MAX_HELD_LINE - 30)  # exactly MAX_HELD_LINE: not held
+    assert p._visible(at_limit) == at_limit and p.pending == b""
+    p = _pump()
+    late = b"y" * (MAX_HELD_LINE - 10) + b"\n" + INFO[:30]  # a short start, late in a chunk
+    assert p._visible(late) == late[: MAX_HELD_LINE - 9] and p.pending == INFO[:30]
+
+
+def test_caught_up_is_an_empty_pipe_and_a_closed_one_of_a_pump_that_ended(tmp_path):
+    from pgle.launch.pumps import Pump
+
+    r, w = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    assert pump.caught_up()
+    os.write(w, b"waiting in the pipe\n")
+    assert not pump.caught_up()
+    os.read(r, 100)
+    assert pump.caught_up()
+    os.close(r)
+    os.close(w)
+    assert not pump.is_alive() and pump.caught_up()  # nothing left to read: caught up
+
+
+def test_only_a_terminal_that_holds_bytes_is_abandoned_and_only_once(tmp_path):
+    from pgle.launch.pumps import Behind, Pump
+
+    r, w = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    assert not pump.abandon_stuck_terminal()  # no terminal: nothing to abandon
+    pr, pw = os.pipe()
+    sink.behind = Behind(pw)  # a terminal nobody reads (Ctrl-S)
+    assert not pump.abandon_stuck_terminal()  # it holds nothing: not stuck
+    with returns_within(10):  # the writer takes it at once: only the pipe is full
+        sink.behind.put(b"z" * (1 << 20))  # far more than the pipe takes
+    assert sink.behind.held > 0
+    assert pump.abandon_stuck_terminal() and sink.behind.abandoned
+    assert not pump.abandon_stuck_terminal()  # once
+    os.close(pr)  # the writer's blocked write fails (EPIPE)
+    with returns_within(10):
+        sink.behind.drain()  # abandoned: returns at once, and the writer's thread may end
+    sink.behind.thread.join(timeout=20)
+    assert not sink.behind.thread.is_alive()
+    for fd in (pw, r, w):
+        os.close(fd)
+
+
+def test_the_log_appends_to_what_is_there_is_not_inherited_and_refuses_a_link(tmp_path):
+    import stat
+
+    from pgle.errors import PgleError
+
+    path = tmp_path / "w.log"
+    path.write_bytes(b"kept\n")
+    log = Log(path)
+    assert fcntl.fcntl(log.fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC  # never the workload's
+    log.write([b"added\n"])
+    log.close()
+    assert path.read_bytes() == b"kept\nadded\n"
+    fresh = tmp_path / "fresh.log"
+    umask = os.umask(0o022)
+    try:
+        Log(fresh).close()
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o644  # 0o666 less the umask
+    link = tmp_path / "link.log"
+    link.symlink_to(tmp_path / "elsewhere.log")
+    try:
+        Log(link)
+    except PgleError as e:
+        assert e.message == f"cannot write the workload log {link}: Too many levels of symbolic links."
+    else:
+        raise AssertionError("a link at the log's name was followed")
+    assert not (tmp_path / "elsewhere.log").exists()
+
+
+def test_a_pipe_is_grown_to_pipe_size_and_a_file_is_not_a_pipe(tmp_path):
+    from pgle.launch.pumps import _F_GETPIPE_SZ, PIPE_SIZE, grow_pipe
+
+    r, w = os.pipe()
+    try:
+        assert grow_pipe(r) and fcntl.fcntl(r, _F_GETPIPE_SZ) == PIPE_SIZE
+    finally:
+        os.close(r)
+        os.close(w)
+    with open(tmp_path / "f", "w") as f:
+        assert not grow_pipe(f.fileno())
+
+
+def test_drained_waits_while_bytes_move_and_gives_up_after_seconds_without(tmp_path):
+    from pgle.launch.pumps import Pump, drained
+
+    def pump() -> tuple[Pump, int]:
+        r, w = os.pipe()
+        sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+        p = Pump(r, sink, Log(tmp_path / "w.log"))
+        p.start()
+        return p, w
+
+    assert drained([], 0.1)
+    ended, w1 = pump()
+    os.close(w1)
+    assert drained([ended], 5)  # it reached the end of its stream
+    held, w2 = pump()  # its stream stays open: nothing moves
+    t0 = time.monotonic()
+    assert not drained([held], 0.3)
+    assert 0.3 <= time.monotonic() - t0 < 5
+    # Bytes that keep moving are waited for, past `seconds`.
+    stop = threading.Event()
+
+    def trickle() -> None:
+        for _ in range(8):
+            os.write(w2, b"x\n")
+            time.sleep(0.05)
+        os.close(w2)
+        stop.set()
+
+    writer = threading.Thread(target=trickle, daemon=True)
+    writer.start()
+    t0 = time.monotonic()
+    assert drained([held], 2.0) and stop.is_set()  # 0.05 s apart: never 2 s without
+    assert time.monotonic() - t0 >= 0.35
+    writer.join(timeout=20)
+    for p in (ended, held):
+        os.close(p.fd)
+
+
+def test_drained_counts_a_slow_terminals_bytes_as_progress(tmp_path):
+    """The pump waits on a terminal that takes bytes slowly (its chunks do not move): the
+    bytes the terminal takes are progress, and drained waits for them past `seconds`."""
+    from pgle.launch.pumps import Behind, Pump, drained
+
+    r, w = os.pipe()
+    tr, tw = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    sink.behind = Behind(tw)
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    pump.start()
+    got = bytearray()
+
+    def slow_terminal() -> None:
+        while chunk := os.read(tr, 64 << 10):
+            got.extend(chunk)
+            time.sleep(0.02)
+
+    reader = threading.Thread(target=slow_terminal, daemon=True)
+    reader.start()
+    data = b"y" * (8 << 20)
+
+    def workload() -> None:
+        write_all(w, data)
+        os.close(w)
+
+    writer = threading.Thread(target=workload, daemon=True)
+    writer.start()
+    with returns_within(60):
+        assert drained([pump], 0.5)  # the pump waits on the terminal far longer than that
+    writer.join(timeout=20)
+    os.close(tw)
+    reader.join(timeout=20)
+    assert bytes(got) == data
+    os.close(r)
+    os.close(tr)
+
+
+def test_a_stream_pgles_own_lines_failed_on_is_dropped_from_the_start(monkeypatch):
+    """pgle's own stderr failed already (2>/dev/full): the workload's stderr is not tried on
+    it; said once on stdout, between the workload's lines."""
+    monkeypatch.setattr(streams, "said", set())
+    monkeypatch.setattr(streams, "failed", {2: "No space left on device (ENOSPC)"})
+    out, err = io.StringIO(), io.StringIO()
+    o, e = Sink.pair(out, err, "w.log")
+    assert e.failed == "No space left on device (ENOSPC)" and o.failed is None
+    assert e.out_fd is None and e.behind is None
+    e.write(b"never shown\n")
+    assert err.getvalue() == ""
+    assert out.getvalue() == (
+        "pgle: warning: cannot write the workload's stderr to pgle's stderr (No space left on "
+        "device (ENOSPC)); the workload runs on, and its stderr goes to w.log only\n")
+    assert e.note() is None  # said: nothing for the report
+
+
+def test_a_stream_with_a_descriptor_gets_pgles_earlier_lines_first(tmp_path):
+    """A real file as pgle's stdout: what pgle printed to it before the launch (still in the
+    text stream's buffer) comes before the workload's bytes, which go straight to the fd."""
+    path = tmp_path / "out"
+    with open(path, "w") as stream:
+        stream.write("pgle: starting\n")  # buffered, not yet written
+        sink, _ = Sink.pair(stream, io.StringIO(), "w.log")
+        assert sink.out_fd == stream.fileno() and sink.behind is None
+        sink.write(b"workload\n")
+        assert path.read_bytes() == b"pgle: starting\nworkload\n"
+
+
+def test_a_detached_pump_drains_its_stream_and_keeps_nothing(tmp_path):
+    """pgle stopped waiting for the stream (a daemon holds it): what comes later is read, so
+    the writer never blocks, but neither shown nor logged; a held line end is not written."""
+    from pgle.launch.pumps import Pump
+
+    r, w = os.pipe()
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    os.write(w, b"before, no newline")
+    pump.start()
+    deadline = time.monotonic() + 20
+    while pump.chunks < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pump.detached = True
+    for _ in range(3):
+        os.write(w, b"after\n" * 20000)  # more than the pipe holds: read, or the write blocks
+    os.close(w)
+    pump.join(timeout=20)
+    assert not pump.is_alive() and pump.chunks >= 2
+    assert out.getvalue() == "before, no newline"
+    assert (tmp_path / "w.log").read_bytes() == b""  # the held start of a line: dropped too
+    os.close(r)
+
+
+def test_a_long_line_reaches_the_log_in_pieces_of_the_limit(tmp_path, monkeypatch):
+    from pgle.launch import pumps
+
+    monkeypatch.setattr(pumps, "MAX_HELD_LINE", 10)
+    r, w = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = pumps.Pump(r, sink, Log(tmp_path / "w.log"))
+    pump._to_log(bytearray(b"0123456789"), memoryview(b"0123456789"), 10)
+    assert pump.held_bytes == 10 and (tmp_path / "w.log").read_bytes() == b""  # at the limit
+    pump._to_log(bytearray(b"ab"), memoryview(b"ab"), 2)
+    assert (tmp_path / "w.log").read_bytes() == b"0123456789ab"  # past 10: written as is
+    assert pump.held == [] and pump.held_bytes == 0
+    pump._to_log(bytearray(b"xyz"), memoryview(b"xyz"), 3)
+    assert pump.held == [b"xyz"] and pump.held_bytes == 3
+    pump._to_log(bytearray(b"z\nnext"), memoryview(b"z\nnext"), 6)
+    assert (tmp_path / "w.log").read_bytes() == b"0123456789abxyzz\n"
+    assert pump.held == [b"next"] and pump.held_bytes == 4
     os.close(r)
     os.close(w)

@@ -238,6 +238,10 @@ def test_an_explicit_bound_gives_the_trace_export_its_own_larger_bound(tmp_path)
     longer = StallWatch(tmp_path / "x", 2 * EXPORT_STOP_S, lambda s: None, clock=lambda: now[0])
     longer.poll(0.0)
     assert longer.stop_bound() == (2 * EXPORT_STOP_S, "--stall-timeout 60 min")
+    # A bound of exactly EXPORT_STOP_S is the user's too (the export's is no larger).
+    exact = StallWatch(tmp_path / "x", EXPORT_STOP_S, lambda s: None, clock=lambda: now[0])
+    exact.poll(0.0)
+    assert exact.stop_bound() == (EXPORT_STOP_S, "--stall-timeout 30 min")
 
 
 def test_time_stopped_does_not_count(tmp_path):
@@ -387,3 +391,313 @@ def test_the_findings_in_words_and_in_the_report():
     assert two.to_dict()["processes"] == [
         {"pid": 3, "phase": "compile", "what": "compiling", "stacks": None},
         {"pid": 7, "phase": "barrier", "what": "in a barrier", "stacks": "/run/procs/7/stacks.txt"}]
+
+
+# A harnessed process as the harness makes it: its stacks written on the dump signal.
+DUMPABLE = """
+import faulthandler, signal, sys, time
+stacks = open(sys.argv[1], "a")
+faulthandler.register(signal.SIGURG, file=stacks, all_threads=True)
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(30)
+"""
+
+
+def test_the_stacks_of_a_process_that_exited_are_not_asked_for(tmp_path):
+    """Only a process that has not exited gets the dump signal: its pid may be another
+    process's by then. A stacks record without a file (faulthandler had none) is no file."""
+    import os
+    import time
+
+    stacks_file = tmp_path / "stacks.txt"
+    child = subprocess.Popen([sys.executable, "-c", DUMPABLE, str(stacks_file)])
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(f"{stacks_file}.ready").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        events = tmp_path / "events.jsonl"
+        records = [{"kind": "start", "t": 1.0, "pid": child.pid},
+                   {"kind": "stacks", "t": 1.0, "file": str(stacks_file), "main_thread": "0x1"}]
+        events.write_text("".join(json.dumps(r) + "\n" for r in records))
+        watch = StallWatch(tmp_path, 1.0, lambda s: None)
+        watch.dump("a test")
+        assert list(watch.dumped) == [child.pid] and "thread" in watch.dumped[child.pid]
+        size = stacks_file.stat().st_size
+        with events.open("a") as f:
+            f.write(json.dumps({"kind": "exit", "t": 2.0, "code": 0}) + "\n")
+        watch.dumped.clear()
+        t0 = time.monotonic()
+        watch.dump("a test")
+        assert watch.dumped == {} and stacks_file.stat().st_size == size
+        assert time.monotonic() - t0 < 1  # nobody to wait for
+    finally:
+        child.kill()
+        child.wait(timeout=20)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "events.jsonl").write_text(
+        json.dumps({"kind": "stacks", "t": 1.0, "file": None, "main_thread": None}) + "\n")
+    bare = StallWatch(other, 1.0, lambda s: None)
+    bare.poll(0.0)
+    assert bare.processes[other].stacks is None
+
+
+def test_a_compile_end_without_its_begin_is_ignored(tmp_path):
+    """A compile whose begin the events do not hold (a thread's end twice, a module never
+    begun): nothing is closed, nothing fails."""
+    now = [1000.0]
+    watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: now[0])
+    records = [{"kind": "compile_begin", "t": 1.0, "module": "jit_a", "fdo": False, "thread": "1"},
+               {"kind": "compile_end", "t": 2.0, "module": "jit_a", "ok": True, "thread": "9"},
+               {"kind": "compile_end", "t": 3.0, "module": "jit_b", "ok": True}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    watch.poll(0.0)
+    assert list(watch.processes[tmp_path].compiling) == ["1"]
+
+
+def test_every_process_that_can_is_asked_for_its_stacks_and_a_slow_one_waited_for(tmp_path):
+    """Processes in the run folder and procs/: one exited, one whose pid is gone (it died
+    without its exit record), one without a start record, and one stopped for a second (its
+    dump comes late): only the last is asked, and its stacks are waited for."""
+    import os
+    import signal
+    import threading
+    import time
+
+    def home(name: str) -> Path:
+        path = tmp_path if name == "." else tmp_path / "procs" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def records(where: Path, *rs: dict) -> None:
+        (where / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=20)
+    stacks_file = tmp_path / "late.txt"
+    late = subprocess.Popen([sys.executable, "-c", DUMPABLE, str(stacks_file)])
+    # Alive, but its events say it exited (its harness wrote the record at exit).
+    done = subprocess.Popen([sys.executable, "-c", DUMPABLE, str(tmp_path / "done.txt")])
+    resume: threading.Timer | None = None
+    try:
+        deadline = time.monotonic() + 20
+        while not (Path(f"{stacks_file}.ready").exists()
+                   and (tmp_path / "done.txt.ready").exists()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        stacks = {"kind": "stacks", "t": 1.0, "main_thread": "0x1"}
+        records(home("."), {"kind": "start", "t": 1.0, "pid": done.pid},
+                {**stacks, "file": str(tmp_path / "done.txt")}, {"kind": "exit", "t": 2.0, "code": 0})
+        records(home("a"), {"kind": "start", "t": 1.0, "pid": gone.pid},
+                {**stacks, "file": str(tmp_path / "gone.txt")})
+        records(home("b"), {**stacks, "file": str(tmp_path / "nostart.txt")})
+        records(home("c"), {"kind": "start", "t": 1.0, "pid": late.pid},
+                {**stacks, "file": str(stacks_file)})
+        for name in ("gone.txt", "nostart.txt"):
+            (tmp_path / name).write_text("")
+        os.kill(late.pid, signal.SIGSTOP)  # this test's own child: its dump waits for SIGCONT
+        resume = threading.Timer(1.0, late.send_signal, (signal.SIGCONT,))
+        resume.start()
+        watch = StallWatch(tmp_path, 1.0, lambda s: None)
+        t0 = time.monotonic()
+        watch.dump("a test")
+        assert 1.0 <= time.monotonic() - t0 < 5
+        assert list(watch.dumped) == [late.pid] and "thread" in watch.dumped[late.pid]
+        # The findings name the processes that wrote their stacks, and only those.
+        report = watch._findings(3.0, 1.0, "a rule")
+        assert list(report.phases) == [late.pid] and report.stacks == {late.pid: str(stacks_file)}
+        assert all((tmp_path / n).read_text() == "" for n in ("done.txt", "gone.txt", "nostart.txt"))
+    finally:
+        if resume is not None:
+            resume.cancel()
+            resume.join(timeout=20)
+        for p in (late, done):
+            p.kill()
+            p.wait(timeout=20)
+
+
+# A process whose stacks come with bytes that are not UTF-8 (a path in another encoding).
+UNDECODABLE = """
+import signal, sys, time
+out = open(sys.argv[1], "ab", buffering=0)
+signal.signal(signal.SIGURG, lambda *a: out.write(b"Thread 0x1 in /data/caf\\xe9.py\\n"))
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(30)
+"""
+
+
+def test_stacks_that_are_not_utf8_are_read_with_replacements(tmp_path):
+    import time
+
+    stacks_file = tmp_path / "stacks.txt"
+    child = subprocess.Popen([sys.executable, "-c", UNDECODABLE, str(stacks_file)])
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(f"{stacks_file}.ready").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        (tmp_path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+            {"kind": "start", "t": 1.0, "pid": child.pid},
+            {"kind": "stacks", "t": 1.0, "file": str(stacks_file), "main_thread": "0x1"})))
+        watch = StallWatch(tmp_path, 1.0, lambda s: None)
+        watch.dump("a test")
+        assert watch.dumped == {child.pid: "Thread 0x1 in /data/caf\ufffd.py\n"}
+    finally:
+        child.kill()
+        child.wait(timeout=20)
+
+
+def test_the_findings_name_the_compile_in_flight_and_else_the_main_thread(tmp_path):
+    """Each process's phase from its dump (read from its stacks file) and its events: a
+    compile in flight names the compile; otherwise the main thread the harness recorded is
+    the one described (faulthandler pads its ident), not the thread that took the signal."""
+    dump = ("Thread 0x00007f00000000bb (most recent call first):\n"
+            '  File "/w/train.py", line 7 in wait_for_peer\n'
+            '  File "/w/train.py", line 9 in <module>\n\n'
+            "Current thread 0x00007f00000000aa (most recent call first):\n"
+            '  File "/w/loader.py", line 3 in spin\n')
+    stacks_rec = {"kind": "stacks", "t": 1.0, "file": "s.txt", "main_thread": "0x7f00000000bb"}
+    homes = {".": 4242, "a": 4343}
+    for name, pid in homes.items():
+        where = tmp_path if name == "." else tmp_path / "procs" / name
+        where.mkdir(parents=True, exist_ok=True)
+        rs = [{"kind": "start", "t": 1.0, "pid": pid}, stacks_rec]
+        if name == ".":
+            rs.append({"kind": "compile_begin", "t": 2.0, "module": "jit_step", "fdo": False,
+                       "thread": "1"})
+        (where / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
+    watch = StallWatch(tmp_path, 1.0, lambda s: None)
+    watch.poll(0.0)
+    watch.dumped.update({pid: dump for pid in homes.values()})  # what each process wrote
+    report = watch._findings(3.0, 1.0, "a rule")
+    assert report.phases == {4242: "compiling jit_step",
+                             4343: "in the user's code at train.py:7 (wait_for_peer)"}
+    assert report.message() == (
+        "the workload made no progress for 3 s (a rule): process 4242: compiling jit_step; "
+        "process 4343: in the user's code at train.py:7 (wait_for_peer); every process's "
+        f"Python stacks are in {tmp_path} (stacks.txt, procs/*/); pgle stopped it (exit 124; "
+        "--stall-timeout sets the bound)")
+
+
+def test_seconds_in_words_at_each_units_edge():
+    from pgle.launch.stall import describe_seconds
+
+    assert describe_seconds(119.4) == "119 s" and describe_seconds(120) == "2 min"
+    assert describe_seconds(7199) == "120 min" and describe_seconds(7381) == "2.1 h"
+
+
+def test_a_stopped_process_is_told_by_its_state_whatever_its_name():
+    """/proc/PID/stat's state follows the last ')': a program named `a) T (b` that sleeps is
+    not stopped; one stopped with SIGSTOP is; one that is gone is not."""
+    import os
+    import signal
+    import time
+
+    from pgle.launch.launcher import _stopped
+
+    code = ("import sys, time\nopen('/proc/self/comm', 'w').write('a) T (b')\n"
+            "print('named', flush=True)\ntime.sleep(30)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"named\n"
+        assert b"(a) T (b)" in Path(f"/proc/{child.pid}/stat").read_bytes()
+        deadline = time.monotonic() + 20
+        while Path(f"/proc/{child.pid}/stat").read_bytes().split(b") ")[-1][:1] != b"S":
+            assert time.monotonic() < deadline  # asleep in time.sleep
+            time.sleep(0.01)
+        assert not _stopped(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)  # this test's own child
+        deadline = time.monotonic() + 10  # stopped at once: a wrong reading fails in time
+        while not _stopped(child.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        child.kill()
+        child.wait(timeout=20)
+    assert not _stopped(child.pid)  # gone: reaped
+
+
+def test_the_bounds_hold_at_their_exact_second(tmp_path):
+    """On the watch's own clock (polls 1 s apart): a quiet spell is reported once it lasted
+    report_after_s, not a poll later; a workload is stopped once it lasted the bound; a
+    gap between two polls of exactly STOP_GAP_S is not yet pgle being stopped."""
+    from pgle.errors import EXIT_STALLED
+    from pgle.launch.stall import STOP_GAP_S
+
+    now = [1000.0]
+    said: list[str] = []
+    report = StallWatch(tmp_path, StallPolicy(None, 5.0, rhythm_stop=False), said.append,
+                        clock=lambda: now[0])
+    for _ in range(4):
+        now[0] += 1.0
+        assert report.poll(0.0) is None and report.notes == []
+    now[0] += 1.0  # quiet for 5 s exactly
+    assert report.poll(0.0) is None and len(report.notes) == 1
+    stop = StallWatch(tmp_path, 3.0, said.append, clock=lambda: now[0])
+    now[0] += STOP_GAP_S  # exactly the gap: still pgle's own time, the clock runs on
+    assert stop.poll(0.0) is None
+    now[0] += 1.0  # 3 s quiet exactly
+    assert stop.poll(0.0) == EXIT_STALLED
+
+
+def test_a_rhythm_of_exactly_the_floor_over_the_factor_is_the_floors(tmp_path):
+    """Steps 180 s apart: 20x the median is exactly STOP_FLOOR_S (1 h); the bound is the
+    floor's, said as the floor."""
+    (tmp_path / "events.jsonl").write_text("".join(
+        json.dumps({"kind": "step_enter", "t": 180.0 * i, "name": "s", "step_num": i,
+                    "index": i}) + "\n" for i in range(RHYTHM_STEPS + 1)))
+    watch = StallWatch(tmp_path, None, lambda s: None, clock=lambda: 1000.0)
+    watch.poll(0.0)
+    assert watch.step_intervals() == [180.0] * RHYTHM_STEPS
+    assert STEP_FACTOR * 180.0 == STOP_FLOOR_S
+    assert watch.stop_bound() == (STOP_FLOOR_S, "the steps stopped: 60 min, the least the "
+                                                "default watchdog waits")
+
+
+def test_new_process_folders_are_looked_for_every_two_seconds(tmp_path):
+    """procs/ is listed at most every 2 s (cheap polls between): a process folder made just
+    after a scan is found by the scan 2 s later, to the second."""
+    now = [1000.0]
+    watch = StallWatch(tmp_path, 30.0, lambda s: None, clock=lambda: now[0])
+    watch.poll(0.0)
+    assert list(watch.processes) == [tmp_path]
+    (tmp_path / "procs" / "a").mkdir(parents=True)
+    now[0] += 1.0
+    watch.poll(0.0)
+    assert list(watch.processes) == [tmp_path]  # not listed again yet
+    now[0] += 1.0
+    watch.poll(0.0)
+    assert list(watch.processes) == [tmp_path, tmp_path / "procs" / "a"]
+
+
+def test_the_progress_file_touched_is_progress_and_an_off_watch_never_stops(tmp_path):
+    """The harness touches its progress file as the workload advances (steps pgle counts in
+    a file, not events): each new mtime is progress; once it stays, the bound runs. A watch
+    that is off (0) never stops, not even a stopped step rhythm."""
+    import os
+
+    from pgle.evidence import schema
+
+    now = [1000.0]
+    progress = tmp_path / schema.PROGRESS_NAME
+    progress.write_text("")
+    watch = StallWatch(tmp_path, 3.0, lambda s: None, clock=lambda: now[0])
+    for i in range(10):
+        os.utime(progress, ns=(i * 10**9, i * 10**9))  # a new mtime each second
+        now[0] += 1.0
+        assert watch.poll(0.0) is None, i
+    for _ in range(2):
+        now[0] += 1.0
+        assert watch.poll(0.0) is None
+    now[0] += 1.0
+    assert watch.poll(0.0) == 124  # 3 s since the last new mtime
+    off = tmp_path / "off"
+    off.mkdir()
+    (off / "events.jsonl").write_text("".join(
+        json.dumps({"kind": "step_enter", "t": float(i), "name": "s", "step_num": i,
+                    "index": i}) + "\n" for i in range(RHYTHM_STEPS + 1)))
+    never = StallWatch(off, 0, lambda s: None, clock=lambda: now[0])
+    never.poll(0.0)
+    assert never.step_intervals() == [1.0] * RHYTHM_STEPS  # a rhythm, and it stopped
+    assert never.stop_bound() is None

@@ -83,5 +83,11 @@ def test_an_hlo_sharding_is_written_as_its_proto_and_the_folder_may_exist(tmp_pa
     pickler = step_export._Pickler(io.BytesIO())
     assert pickler.persistent_id(sharding) == (
         "pgle-hlo-sharding", sharding.to_proto().SerializeToString())
+
+    class Proto:  # another object with a to_proto (an OpSharding-like): pickled as it is
+        def to_proto(self) -> bytes:
+            raise AssertionError("not an HloSharding: never turned into a proto")
+
+    assert pickler.persistent_id(Proto()) is None
     (tmp_path / "there").mkdir()
     step_export.Exporter(str(tmp_path / "there"))  # a folder already there is used

@@ -67,3 +67,23 @@ def test_dev_null_lands_on_the_closed_fd_even_with_a_lower_one_free(monkeypatch)
         assert _target(1) == os.devnull
         with pytest.raises(OSError):
             os.fstat(0)
+
+
+def test_a_line_longer_than_the_pipe_is_written_whole_and_undecodable_text_replaced():
+    import threading
+
+    r, w = os.pipe()
+    got = bytearray()
+
+    def read() -> None:
+        while chunk := os.read(r, 1 << 14):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    line = "x" * 300_000 + "\udcff\n"  # past a pipe's 64 KiB, and a lone surrogate
+    assert streams.write_line(w, line)
+    os.close(w)
+    reader.join(timeout=20)
+    os.close(r)
+    assert bytes(got) == b"x" * 300_000 + b"?\n"

@@ -319,7 +319,8 @@ while time.monotonic() - t < 20:
 
 
 def _lines(path: Path, n: int) -> list[str]:
-    deadline = time.monotonic() + 20
+    # A signal arrives in milliseconds; a lost one fails well within mutmut's time limit.
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         lines = path.read_text().splitlines() if path.exists() else []
         if len(lines) >= n:
@@ -344,6 +345,8 @@ def test_pgles_handlers_pass_each_signal_to_the_workloads_group(tmp_path, monkey
         assert signal.getsignal(signal.SIGUSR1) == handlers.forward
         assert signal.getsignal(signal.SIGCONT) == handlers.resume
         assert signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN  # nohup'd: left ignored
+        # Neither stream a terminal: no size to pass on, SIGWINCH is left as it was.
+        assert signal.getsignal(signal.SIGWINCH) != handlers.resized
         deadline = time.monotonic() + 20
         while not Path(str(got) + ".ready").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -414,3 +417,262 @@ def test_a_held_workload_comes_back_with_its_output_then_ends_on_resume(tmp_path
     assert ex.exit_code == 3 and ex.result.pending is None
     assert (tmp_path / "w.log").read_text() == "before the hold\nafter\n"
     ex.resume()  # nothing held any more: nothing to do
+
+
+def test_a_resized_terminal_resizes_each_of_the_workloads_terminals(tmp_path):
+    """pgle's stdout and stderr two terminals of their own sizes: on SIGWINCH each of the
+    workload's pseudo-terminals takes the new size of the terminal it stands for."""
+    import fcntl
+    import struct
+    import termios
+
+    def size(fd: int) -> tuple[int, int]:
+        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
+        return rows, cols
+
+    def set_size(fd: int, rows: int, cols: int) -> None:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    terminals = [os.openpty(), os.openpty()]
+    saved = [os.dup(1), os.dup(2)]
+    channels: list[launcher._Channel] = []
+    handlers = None
+    try:
+        for fd, (_, slave) in zip((1, 2), terminals, strict=True):
+            os.dup2(slave, fd)
+        set_size(1, 33, 111)
+        set_size(2, 20, 50)
+        channels = [launcher._Channel(1), launcher._Channel(2)]
+        assert all(c.terminal for c in channels)
+        assert [size(c.read_fd) for c in channels] == [(33, 111), (20, 50)]
+        handlers = launcher._Signals(30.0, (channels[0], channels[1]))
+        assert signal.getsignal(signal.SIGWINCH) == handlers.resized
+        set_size(1, 40, 120)
+        set_size(2, 25, 60)
+        handlers.resized(signal.SIGWINCH, None)
+        assert [size(c.read_fd) for c in channels] == [(40, 120), (25, 60)]
+        assert handlers.pending == [signal.SIGWINCH]  # for the workload once it exists
+    finally:
+        if handlers is not None:
+            handlers.restore()
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        for c in channels:
+            os.close(c.read_fd)
+            os.close(c.child_fd)
+        for master, slave in terminals:
+            os.close(master)
+            os.close(slave)
+
+
+def _held_launch(tmp_path: Path, after: str, **kw) -> launcher.LaunchResult:
+    """A workload that prints, says it holds (the `ready` file), then runs `after`."""
+    ready = tmp_path / "ready"
+    code = (f"import os, sys, time\nprint('before the hold', flush=True)\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close()\n"
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\n{after}\n")
+    with returns_within(30):
+        return launcher.launch([sys.executable, "-c", code], dict(os.environ),
+                               tmp_path / "w.log", poll_s=0.05,
+                               held=lambda: 3 if ready.exists() else None, **kw)
+
+
+def test_a_held_workload_that_fails_at_its_real_end_keeps_that_code(tmp_path):
+    from pgle.launch import execution
+
+    res = _held_launch(tmp_path, "time.sleep(0.5)\nsys.exit(4)")
+    ex = execution.Execution(None, res, None, None, None)  # type: ignore[arg-type]
+    assert ex.held and ex.exit_code == 3
+    with returns_within(30):
+        ex.resume()
+    assert ex.exit_code == 4  # the real end failed: its code, not the held one
+
+
+def test_a_stopping_signal_while_held_stops_the_command_at_resume(tmp_path):
+    from pgle.errors import Interrupted
+    from pgle.launch import execution
+
+    res = _held_launch(tmp_path, "time.sleep(20)")
+    ex = execution.Execution(None, res, None, None, None)  # type: ignore[arg-type]
+    assert ex.held and not ex.interrupted
+    assert res.pending is not None
+    res.pending.signals.forward(signal.SIGTERM, None)  # pgle's handler, as the kernel calls it
+    assert ex.interrupted
+    with returns_within(30), pytest.raises(Interrupted) as e:
+        ex.resume()
+    assert e.value.signum == signal.SIGTERM and e.value.message == (
+        "interrupted by SIGTERM: pgle passed it to the workload, which exited with code 143; "
+        f"nothing more is run. Its output: {tmp_path / 'w.log'}")
+
+
+def test_a_workload_that_keeps_writing_is_held_after_two_seconds_at_most(tmp_path):
+    """The launch waits for the pumps to catch up with a held workload's output, but not for
+    a workload that never stops writing: it comes back held all the same."""
+    t0 = time.monotonic()
+    res = _held_launch(tmp_path, "t = time.monotonic()\nwhile time.monotonic() - t < 6:\n"
+                                 "    print('tick', flush=True)\n    time.sleep(0.002)")
+    assert res.pending is not None and time.monotonic() - t0 < 5
+    # At most 2 s (and a poll) after it said it holds: the launch waits no longer.
+    assert time.time() - (tmp_path / "ready").stat().st_mtime < 2.8
+    with returns_within(30):
+        final = res.pending.resume()
+    assert final.exit_code == 0
+
+
+def test_a_program_that_cannot_start_is_one_sentence_and_leaves_nothing_behind(tmp_path):
+    from pgle.errors import PgleError
+
+    missing = str(tmp_path / "no-such-program")
+    handlers = {s: signal.getsignal(s) for s in (*launcher.FORWARDED_SIGNALS, signal.SIGCONT)}
+    fds = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(PgleError) as e:
+        launcher.launch([missing], dict(os.environ), tmp_path / "w.log", poll_s=0.05)
+    assert e.value.message == f"cannot start {missing}: No such file or directory."
+    assert {s: signal.getsignal(s) for s in handlers} == handlers  # pgle's handlers removed
+    assert sorted(os.listdir("/proc/self/fd")) == fds  # pipes, terminals and log closed
+
+
+def test_the_exit_watch_sees_the_exit_at_once_and_closes_once(tmp_path):
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    watch = launcher._ExitWatch(child)
+    try:
+        assert watch.fd is not None  # a pidfd (Linux >= 5.3)
+        t0 = time.monotonic()
+        assert not watch.within(0.05)
+        assert 0.04 <= time.monotonic() - t0 < 0.45
+        assert watch.within(20)
+        assert time.monotonic() - t0 < 10 and child.poll() is not None
+    finally:
+        watch.close()
+        child.wait(timeout=20)
+    assert watch.fd is None
+    watch.close()  # twice: nothing left to close
+
+
+def test_a_frozen_terminal_is_given_up_after_the_grace_and_said(tmp_path, monkeypatch, capfd):
+    """pgle's stdout a terminal nobody reads (Ctrl-S): the workload writes more than it takes
+    and exits; pgle waits PIPE_GRACE_S for it, then says so and returns; the log is whole."""
+    master, slave = os.openpty()
+    saved = os.dup(1)
+    terminal = open(1, "w", closefd=False)  # noqa: SIM115  pgle's stdout, fd 1
+    monkeypatch.setattr(sys, "stdout", terminal)
+    code = "import sys\nfor i in range(20000):\n    print('line %05d' % i)\n"
+    try:
+        os.dup2(slave, 1)
+        res = _launch(tmp_path, code)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(slave)
+        os.close(master)
+    assert res.exit_code == 0
+    assert launcher.PIPE_GRACE_S <= res.duration_s < launcher.PIPE_GRACE_S + 10
+    log = tmp_path / "w.log"
+    assert log.read_text() == "".join(f"line {i:05d}\n" for i in range(20000))
+    assert capfd.readouterr().err == (
+        "pgle: warning: the terminal took none of the workload's stdout for 5 s after the "
+        f"workload exited (frozen with Ctrl-S?); the rest of it is in {log} only\n")
+
+
+def test_ctrl_z_stops_the_workloads_group_then_pgle_and_sigcont_resumes_both(tmp_path):
+    """pgle's Ctrl-Z handler, called as the kernel calls it: the workload's group gets SIGTSTP,
+    then pgle stops itself with the default action (the shell sees the job stopped; where the
+    test's process group is orphaned the kernel drops it); a helper this test starts sends
+    SIGCONT until the test is past it, which resumes pgle and, through its handler, the
+    workload. The handler is in place again for the next Ctrl-Z."""
+    import subprocess
+
+    got = tmp_path / "got"
+    recorder = RECORDER.replace("signal.SIGCONT, signal.SIGTERM", "signal.SIGCONT, signal.SIGTSTP, "
+                                "signal.SIGTERM")
+    child = subprocess.Popen([sys.executable, "-c", recorder, str(got)], process_group=0)
+    handlers = launcher._Signals(30.0, ())
+    past = tmp_path / "past"
+    helper = None
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(str(got) + ".ready").exists():
+            assert time.monotonic() < deadline, "the workload never started"
+            time.sleep(0.01)
+        handlers.attach(child)
+        assert signal.getsignal(signal.SIGTSTP) == handlers.suspend
+        helper = subprocess.Popen([sys.executable, "-c", (
+            "import os, signal, sys, time\nt = time.monotonic()\n"
+            "while not os.path.exists(sys.argv[2]) and time.monotonic() - t < 30:\n"
+            "    time.sleep(0.2)\n    os.kill(int(sys.argv[1]), signal.SIGCONT)\n"),
+            str(os.getpid()), str(past)])
+        handlers.suspend(signal.SIGTSTP, None)
+        past.touch()
+        assert helper.wait(timeout=60) == 0
+        assert signal.getsignal(signal.SIGTSTP) == handlers.suspend  # ready for the next one
+        lines = _lines(got, 2)
+        assert lines[0] == "SIGTSTP" and set(lines[1:]) == {"SIGCONT"}, lines
+        handlers.forward(signal.SIGTERM, None)
+        assert child.wait(timeout=20) == 0
+    finally:
+        past.touch()
+        if helper is not None:
+            helper.wait(timeout=60)
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=20)
+        handlers.restore()
+
+
+def test_the_workload_gets_its_folder_its_own_group_the_mark_and_pgles_pipe(tmp_path):
+    """What the launch hands the workload: the folder asked for, a process group of its own,
+    this launch's mark (pgle.launch.escapees) and the read end of the pipe whose EOF says
+    pgle died (PGLE_PARENT_FD, only pgle holds the write end)."""
+    import json as json_
+
+    folder = tmp_path / "here"
+    folder.mkdir()
+    code = ("import json, os, stat\nfd = int(os.environ['PGLE_PARENT_FD'])\n"
+            "print(json.dumps({'cwd': os.getcwd(), 'pgid': os.getpgid(0), 'pid': os.getpid(),"
+            " 'token': os.environ['PGLE_LAUNCH_TOKEN'],"
+            " 'fifo': stat.S_ISFIFO(os.fstat(fd).st_mode),"
+            " 'fds': sorted(int(f) for f in os.listdir('/proc/self/fd'))}))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    with returns_within(30):
+        res = launcher.launch([sys.executable, "-c", code], env, tmp_path / "w.log",
+                              cwd=str(folder), poll_s=0.05)
+    assert res.exit_code == 0
+    seen = json_.loads((tmp_path / "w.log").read_text())
+    assert seen["cwd"] == str(folder) and seen["pgid"] == seen["pid"]
+    assert len(seen["token"]) == 32 and seen["fifo"]
+    # Nothing else of pgle's: stdin, stdout, stderr, the pipe's read end (and listdir's own).
+    assert len(seen["fds"]) <= 5, seen["fds"]
+
+
+def test_a_workload_ignoring_a_forwarded_sigterm_is_killed_after_the_grace(tmp_path, capfd):
+    """pgle's SIGTERM handler, called as the kernel calls it (the same rule test_pumps_inprocess
+    checks by signalling pgle's own process, which the mutation run cannot do): SIGKILL,
+    group and all, once the grace is over, said on stderr; the exit code is the kill's."""
+    ready = tmp_path / "ready"
+    code = (f"import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close()\n"
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\ntime.sleep(25)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    env[launcher.KILL_GRACE_VAR] = "0.5"
+    running = launcher.Running([sys.executable, "-c", code], env, tmp_path / "w.log",
+                               cwd=None, terminal_level=None)
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the workload never started"
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        running.signals.forward(signal.SIGTERM, None)
+        with returns_within(30):
+            res = running.wait(poll_s=0.05)
+    finally:
+        running.signals.restore()
+    assert 0.5 <= time.monotonic() - t0 < 5  # the grace, not the workload's 25 s
+    assert res.killed and res.interrupted == signal.SIGTERM and not res.stopped_by_watchdog
+    assert res.exit_code == 128 + signal.SIGKILL and res.signal == signal.SIGKILL
+    assert capfd.readouterr().err == (
+        "pgle: the workload was still running 0.5 s after SIGTERM: killed it (SIGKILL, its "
+        "process group too; PGLE_KILL_GRACE_S sets the grace period)\n")

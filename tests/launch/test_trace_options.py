@@ -114,3 +114,26 @@ def test_without_profile_options_or_jax_the_trace_is_jaxs_default_and_says_why(m
         assert trace_options.build("pgle") == (None, {
             "detail": "pgle", "asked": {}, "ignored": [],
             "why": "jax.profiler could not be imported (ModuleNotFoundError)"})
+
+
+class _Native:
+    """A binding's options as a native type has them: fixed fields, no instance __dict__
+    (jaxlib's own ProfileOptions on a jax that does not subclass it)."""
+
+    __slots__ = ("host_tracer_level", "enable_hlo_proto")
+
+
+def test_a_field_an_options_type_lacks_is_named_as_ignored(monkeypatch):
+    from jax import profiler
+
+    assert trace_options.set_option(_Native(), "host_tracer_level", 1) is True
+    assert trace_options.set_option(_Native(), "python_tracer_level", 0) is False
+    monkeypatch.setattr(profiler, "ProfileOptions", _Native)
+    options, record = trace_options.build("pgle")
+    assert isinstance(options, _Native) and options.host_tracer_level == 1
+    assert record == {
+        "detail": "pgle",
+        "asked": {"host_tracer_level": 1, "python_tracer_level": 0, "enable_hlo_proto": True},
+        "ignored": ["python_tracer_level"],
+        "why": None,
+    }
