@@ -328,8 +328,8 @@ def test_drained_waits_while_bytes_move_and_gives_up_after_seconds_without(tmp_p
         for _ in range(8):
             os.write(w2, b"x\n")
             time.sleep(0.05)
+        stop.set()  # before the close: the pump's end of stream follows it
         os.close(w2)
-        stop.set()
 
     writer = threading.Thread(target=trickle, daemon=True)
     writer.start()

@@ -204,7 +204,10 @@ def test_a_light_step_with_an_eval_every_n_steps_is_still_the_step(loops):
     report, own, jit, _ = loops("eval", "--steps", "1500", "--size", "32")
     assert jit["step"] == "jit(update)" and report["steps"]["function"] == "jit(update)"
     executions, starts, _ = _light(jit, "jit(update)")
-    assert executions == 1500 and starts < executions // 2, (starts, jit["watch"])
+    # Light at some point (some executions' starts not kept). When varies widely: 781, 891,
+    # 1,381, 1,166, 856 and 927 starts kept of 1,500 in six runs on a quiet machine
+    # (2026-11-29), so a bound at half failed about one run in two.
+    assert executions == 1500 and starts < executions, (starts, jit["watch"])
     rows = {f["function"]: f for f in jit["functions"]}
     assert rows["jit(accuracy)"]["executions"] == 300
     assert rows["jit(update)"]["work_s"] > 5 * rows["jit(accuracy)"]["work_s"]
