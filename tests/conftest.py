@@ -26,11 +26,20 @@ def _no_inherited_jax_log_level():
     yield
 
 
+# A suite started in the background by a shell without job control (`cmd &`, as in a script or
+# `setsid nohup cmd &`) starts with SIGINT and SIGQUIT ignored (POSIX), and Python then leaves
+# SIGINT ignored: pgle's launcher keeps an ignored SIGINT ignored (as under nohup) and every
+# child inherits it, so each Ctrl-C test lost its Ctrl-C (the two failures of 2026-11-29's
+# background full runs; CI's foreground run had the default). The tests start from the
+# foreground's handlers, whoever started pytest.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
 # The signals pgle's launcher handles in process. A test that leaves one changed (ignored, or a
-# handler of a finished launcher) changes every later test on its xdist worker: an ignored
-# SIGINT is kept ignored by the launcher (nohup) and inherited by every child, so a later
-# Ctrl-C test loses its Ctrl-C (seen twice in full runs on 2026-11-29). The test that leaves it
-# fails here, by name, and the handler is put back for the tests after it.
+# handler of a finished launcher) changes every later test on its xdist worker. The test that
+# leaves it fails here, by name, and the handler is put back for the tests after it.
 _GUARDED = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
             signal.SIGUSR2, signal.SIGTSTP, signal.SIGCONT, signal.SIGWINCH]
 

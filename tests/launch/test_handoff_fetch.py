@@ -12,11 +12,10 @@ import textwrap
 import time
 
 from helpers.pgle_testing import REPO, pgle_env
-import pytest
 
-from helpers.signals import IN_PROCESS, sigint_default  # noqa: F401 (a fixture)
+from helpers.signals import IN_PROCESS
 
-pytestmark = [IN_PROCESS, pytest.mark.usefixtures("sigint_default")]
+pytestmark = IN_PROCESS
 
 
 SCRIPT = textwrap.dedent("""

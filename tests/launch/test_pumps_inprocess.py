@@ -19,9 +19,9 @@ import pytest
 from helpers.deadline import returns_within
 from pgle.launch import launcher, streams
 
-from helpers.signals import IN_PROCESS, sigint_default  # noqa: F401 (a fixture)
+from helpers.signals import IN_PROCESS
 
-pytestmark = [IN_PROCESS, pytest.mark.usefixtures("sigint_default")]
+pytestmark = IN_PROCESS
 
 
 
