@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers.deadline import returns_within
-from helpers.signals import IN_PROCESS
+from helpers.signals import IN_PROCESS, recorded_lines
 from pgle.launch import escapees, launcher
 
 pytestmark = IN_PROCESS
@@ -213,15 +213,6 @@ while time.monotonic() - t < 30:
 """
 
 
-def _lines(path: Path, n: int) -> list[str]:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        lines = path.read_text().splitlines() if path.exists() else []
-        if len(lines) >= n:
-            return lines
-        time.sleep(0.01)
-    return path.read_text().splitlines() if path.exists() else []
-
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_stopping_signal_reaches_the_daemon_and_sigusr1_does_not(tmp_path, stop):
@@ -241,7 +232,7 @@ def test_a_stopping_signal_reaches_the_daemon_and_sigusr1_does_not(tmp_path, sto
             assert time.monotonic() < deadline, "the workload or its daemon never started"
             time.sleep(0.01)
         handlers.forward(signal.SIGUSR1, None)
-        assert _lines(Path(f"{got}.workload"), 1) == ["SIGUSR1"]
+        assert recorded_lines(Path(f"{got}.workload"), 1) == ["SIGUSR1"]
         handlers.forward(stop, None)
         with returns_within(40):
             res = running.wait(poll_s=0.05)
@@ -250,9 +241,9 @@ def test_a_stopping_signal_reaches_the_daemon_and_sigusr1_does_not(tmp_path, sto
     name = signal.Signals(stop).name
     assert res.interrupted == stop and not res.killed
     # Once: the workload's group got it, and the workload is no escapee to get it again.
-    assert _lines(Path(f"{got}.workload"), 2) == ["SIGUSR1", name]
+    assert recorded_lines(Path(f"{got}.workload"), 2) == ["SIGUSR1", name]
     # SIGUSR1 never reached the daemon: its first signal is the stopping one.
-    assert _lines(Path(f"{got}.daemon"), 1) == [name]
+    assert recorded_lines(Path(f"{got}.daemon"), 1) == [name]
 
 
 # The workload starts a daemon that ignores the stopping signals, says its pid, then waits.

@@ -21,7 +21,7 @@ from pgle.launch import launcher, streams
 from pgle.launch.stall import StallPolicy, StallWatch
 
 import pytest
-from helpers.signals import IN_PROCESS
+from helpers.signals import IN_PROCESS, recorded_lines
 
 pytestmark = IN_PROCESS
 
@@ -324,16 +324,6 @@ while time.monotonic() - t < 20:
 """
 
 
-def _lines(path: Path, n: int) -> list[str]:
-    # A signal arrives in milliseconds; a lost one fails well within mutmut's time limit.
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        lines = path.read_text().splitlines() if path.exists() else []
-        if len(lines) >= n:
-            return lines
-        time.sleep(0.01)
-    return path.read_text().splitlines() if path.exists() else []
-
 
 def test_pgles_handlers_pass_each_signal_to_the_workloads_group(tmp_path, monkeypatch):
     """The handlers the launcher installs, called as the kernel calls them: SIGUSR1 passed
@@ -357,14 +347,14 @@ def test_pgles_handlers_pass_each_signal_to_the_workloads_group(tmp_path, monkey
         while not Path(str(got) + ".ready").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         handlers.forward(signal.SIGUSR1, None)
-        assert _lines(got, 1) == ["SIGUSR1"] and handlers.interrupted is None
+        assert recorded_lines(got, 1) == ["SIGUSR1"] and handlers.interrupted is None
         assert handlers.kill_at is None
         handlers.resized(signal.SIGWINCH, None)
-        assert _lines(got, 2)[1] == "SIGWINCH"
+        assert recorded_lines(got, 2)[1] == "SIGWINCH"
         resumed: list[int] = []
         handlers.on_resume.append(lambda: resumed.append(1))
         handlers.resume(signal.SIGCONT, None)
-        assert _lines(got, 3)[2] == "SIGCONT" and resumed == [1]
+        assert recorded_lines(got, 3)[2] == "SIGCONT" and resumed == [1]
         t = time.monotonic()
         handlers.forward(signal.SIGTERM, None)
         assert handlers.interrupted == signal.SIGTERM
@@ -372,7 +362,7 @@ def test_pgles_handlers_pass_each_signal_to_the_workloads_group(tmp_path, monkey
         with returns_within(30):
             res = running.wait()
         assert res.interrupted == signal.SIGTERM and res.exit_code == 0 and not res.killed
-        assert _lines(got, 4) == ["SIGUSR1", "SIGWINCH", "SIGCONT", "SIGTERM"]
+        assert recorded_lines(got, 4) == ["SIGUSR1", "SIGWINCH", "SIGCONT", "SIGTERM"]
         for s, h in before.items():
             assert signal.getsignal(s) == h  # pgle's handlers are gone
     finally:
@@ -392,9 +382,9 @@ def test_a_signal_before_the_workload_exists_is_passed_on_once_it_does(tmp_path)
         while not Path(str(got) + ".ready").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         handlers.attach(child)
-        assert handlers.pending == [] and _lines(got, 1) == ["SIGUSR1"]
+        assert handlers.pending == [] and recorded_lines(got, 1) == ["SIGUSR1"]
         handlers.forward(signal.SIGTERM, None)
-        assert child.wait(timeout=20) == 0 and _lines(got, 2) == ["SIGUSR1", "SIGTERM"]
+        assert child.wait(timeout=20) == 0 and recorded_lines(got, 2) == ["SIGUSR1", "SIGTERM"]
     finally:
         handlers.restore()
 
@@ -616,7 +606,7 @@ def test_ctrl_z_stops_the_workloads_group_then_pgle_and_sigcont_resumes_both(tmp
         past.touch()
         assert helper.wait(timeout=60) == 0
         assert signal.getsignal(signal.SIGTSTP) == handlers.suspend  # ready for the next one
-        lines = _lines(got, 2)
+        lines = recorded_lines(got, 2)
         assert lines[0] == "SIGTSTP" and set(lines[1:]) == {"SIGCONT"}, lines
         handlers.forward(signal.SIGTERM, None)
         assert child.wait(timeout=20) == 0
