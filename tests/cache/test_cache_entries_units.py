@@ -22,6 +22,7 @@ from pgle.cache import entries, key_rules, manifest
 from pgle.cache.entries import Entry
 from pgle.errors import BadInput, PgleError
 from pgle.units import iso
+from helpers.gs_mock import mock_gs
 
 H = "0123456789abcdef" * 4  # 64 hex
 T0 = 1_800_000_000.0  # a fixed write time (2027-01-15)
@@ -707,25 +708,8 @@ def test_relocatable_prewarm_turns_xla_caches_off_where_the_key_holds_the_path()
 def _gs(tmp_path: Path):
     """etils' mock of its gs:// backend over `tmp_path/bucket` (as tests/store/ do): the
     remote branches run etils' real code on real files."""
-    from etils.epath import testing
-
     bucket = tmp_path / "bucket"
-
-    def local(p):
-        p = os.fspath(p)
-        return str(bucket / p[len("gs://"):]) if p.startswith("gs://") else p
-
-    def wrap(name):
-        return lambda orig, p, *a, **k: orig(local(p), *a, **k)
-
-    def wrap2(name):
-        return lambda orig, a, b, *r, **k: orig(local(a), local(b), *r, **k)
-
-    mocks = {n: wrap(n) for n in ("open", "exists", "isdir", "listdir", "makedirs", "mkdir",
-                                  "remove", "rmtree", "stat", "walk")}
-    mocks.update({n: wrap2(n) for n in ("rename", "replace", "copy")})
-    mocks["glob"] = lambda orig, p: ["gs://" + os.path.relpath(x, bucket) for x in orig(local(p))]
-    return testing.mock_epath(**mocks), bucket
+    return mock_gs(bucket), bucket
 
 
 def test_a_gs_cache_is_listed_read_pruned_and_keeps_its_manifest(tmp_path: Path):

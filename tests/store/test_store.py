@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import zipfile
@@ -112,25 +111,10 @@ def test_concurrent_writers_in_real_processes(tmp_path):
 def test_gs_store_through_etils_mock(tmp_path):
     """A gs:// store, mapped onto a local folder with etils' own epath.testing.mock_epath."""
     from etils import epath
-    from etils.epath import testing
+    from helpers.gs_mock import mock_gs
 
     bucket_root = tmp_path / "bucket"
-
-    def local(p):
-        p = os.fspath(p)
-        return str(bucket_root / p[len("gs://"):]) if p.startswith("gs://") else p
-
-    def wrap(name):
-        return lambda orig, p, *a, **k: orig(local(p), *a, **k)
-
-    def wrap2(name):
-        return lambda orig, a, b, *r, **k: orig(local(a), local(b), *r, **k)
-
-    mocks = {n: wrap(n) for n in ("open", "exists", "isdir", "listdir", "makedirs", "mkdir", "remove",
-                                  "rmtree", "stat", "walk")}
-    mocks.update({n: wrap2(n) for n in ("rename", "replace", "copy")})
-    mocks["glob"] = lambda orig, p: ["gs://" + os.path.relpath(x, bucket_root) for x in orig(local(p))]
-    with testing.mock_epath(**mocks):
+    with mock_gs(bucket_root):
         st = ProfileStore("gs://team-bucket/pgle-store", create=True)
         assert st.remote
         entry, _ = st.add(FP[1], Profile(costs=[("all-gather-start", 12.5)]), jax="0.10.2",

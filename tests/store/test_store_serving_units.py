@@ -23,6 +23,7 @@ from pgle.store.calibration import Calibration
 from pgle.store.key import StoreKey
 from pgle.store.store import Entry, ProfileStore
 from pgle.xla.versions import installed
+from helpers.gs_mock import mock_gs
 
 A, B, C = "a" * 32, "b" * 32, "c" * 32
 KEY = StoreKey("0.10.2", "NVIDIA H100 80GB HBM3", 8, "0.10.2")
@@ -418,25 +419,8 @@ def test_the_key_a_view_was_made_for_against_the_runs_own():
 
 def _gs(tmp_path: Path):
     """etils' mock of its gs:// backend over `tmp_path/bucket` (as tests/store/test_store.py)."""
-    from etils.epath import testing
-
     bucket = tmp_path / "bucket"
-
-    def local(p):
-        p = os.fspath(p)
-        return str(bucket / p[len("gs://"):]) if p.startswith("gs://") else p
-
-    def wrap(name):
-        return lambda orig, p, *a, **k: orig(local(p), *a, **k)
-
-    def wrap2(name):
-        return lambda orig, a, b, *r, **k: orig(local(a), local(b), *r, **k)
-
-    mocks = {n: wrap(n) for n in ("open", "exists", "isdir", "listdir", "makedirs", "mkdir",
-                                  "remove", "rmtree", "stat", "walk")}
-    mocks.update({n: wrap2(n) for n in ("rename", "replace", "copy")})
-    mocks["glob"] = lambda orig, p: ["gs://" + os.path.relpath(x, bucket) for x in orig(local(p))]
-    return testing.mock_epath(**mocks), bucket / "team" / "store"
+    return mock_gs(bucket), bucket / "team" / "store"
 
 
 def test_a_gs_store_adds_reads_views_calibrates_and_prunes(tmp_path):
