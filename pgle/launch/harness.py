@@ -77,6 +77,11 @@ AUTO_STEPS = (2, 5)  # steps 2..6 when the script marks steps and no window was 
 # --steps on a script without markers: say so once a jitted function ran this
 # often without any StepTraceAnnotation (early, not after the whole run).
 NO_MARKER_EXECUTIONS = 20
+# The execution window's choice of the step (ProfilerWindow._choose): the longest wait for the
+# completion watcher to reach the executions so far, and the calls that may ask before the
+# rule answers from what it has (host time where some candidate's work is still unknown).
+DECIDE_WAIT_S = 10.0
+DECIDE_ASKS = 4
 
 
 # Written out as soon as they happen: the window's edges, the run's start and end, errors.
@@ -304,6 +309,7 @@ class ProfilerWindow:
         self.jits: JitCounter | None = None  # set by the harness: executions and host time
         self.hot_name: str | None = None  # the jitted function whose executions are the steps
         self.pending: str | None = None  # the step the rule picked; the window opens at its call
+        self.asks = 0  # calls that asked the rule which function is the step (_choose)
         self.first_execution: int | None = None
         self.executions_in_trace = 0
         self.counting = self.mode in ("auto", "steps")
@@ -394,13 +400,7 @@ class ProfilerWindow:
                 return name == self.hot_name
             if self.active is None and self.hot_name is None and self.backend_up:
                 if self.pending is None and n > self.warmup:
-                    # The first function past its warm-up asks the rule (pgle.launch.step_rule)
-                    # over every function with a timed execution: a helper called before the
-                    # step each iteration crosses first, the step still wins.
-                    chosen = step_rule.pick(
-                        self.jits.snapshot() if self.jits else [], min_executions=2
-                    )
-                    self.pending = chosen["function"] if chosen else name
+                    self.pending = self._choose(name)
                 if self.pending == name:
                     self.hot_name, self.first_execution = name, n - 1
                     self.events.write(
@@ -413,6 +413,30 @@ class ProfilerWindow:
                     self._start("executions")
                     return self.active == "executions"
             return False
+
+    def _choose(self, name: str) -> str | None:
+        """The step whose executions the window profiles, asked by each call past its warm-up
+        until it answers (None: ask again). The rule (pgle.launch.step_rule) runs over every
+        function with a timed execution, so a helper called before the step each iteration
+        crosses first and the step still wins. It ranks by work once every candidate has a
+        known completion; the watcher's thread trails the loop (more so on a loaded machine),
+        so it is first let reach every execution so far: a wait on work already dispatched,
+        bounded by DECIDE_WAIT_S, at most DECIDE_ASKS times, before the window opens (issue
+        33: on 1 or 2 samples the host-time fallback picked a helper by its dispatch noise).
+        A candidate whose only timed execution's span held a compile (an eager op compiled
+        in the first iteration) has no known work yet: the next call asks again."""
+        jits = self.jits
+        if jits is None:
+            return name
+        jits.watcher.catch_up(DECIDE_WAIT_S)
+        functions = jits.snapshot()
+        chosen = step_rule.pick(functions, min_executions=2)
+        if chosen is None:
+            return name
+        self.asks += 1
+        if not step_rule.by_work(functions, min_executions=2) and self.asks < DECIDE_ASKS:
+            return None
+        return str(chosen["function"])
 
     def after_execution(self, name: str) -> None:
         with self.lock:
@@ -1548,9 +1572,8 @@ class JitCounter:
                 self.unlight()
             return
         functions = self.snapshot()
-        candidates = [f for f in functions if f["executions"] >= step_rule.MIN_EXECUTIONS]
         step = step_rule.pick(functions)
-        if step is None or not all(f["work_known"] for f in candidates):
+        if step is None or not step_rule.by_work(functions):
             if light is not None:
                 self.unlight()
             return
@@ -1611,14 +1634,7 @@ class JitCounter:
             starts=[round(t, 6) for t in starts],
             work=[[round(t, 6), round(w, 9), round(d, 6), n, c, k] for t, w, d, n, c, k in work],
             watch=self.watcher.summary(),
-            rule=step_rule.describe(
-                step is None
-                or all(
-                    f.get("work_known")
-                    for f in functions
-                    if f["executions"] >= step_rule.MIN_EXECUTIONS
-                )
-            ),
+            rule=step_rule.describe(step is None or step_rule.by_work(functions)),
         )
 
 
@@ -1690,7 +1706,9 @@ class CompletionWatcher:
 
     def __init__(self, counter: JitCounter) -> None:
         self.counter = counter
-        self.queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[tuple[Any, ...] | threading.Event | None] = (
+            queue.SimpleQueue()
+        )
         self.thread: threading.Thread | None = None
         self.on = True  # off in a forked child (no thread there) and after finish
         self.busy = False  # the thread has work queued or is waiting on an output
@@ -1824,6 +1842,9 @@ class CompletionWatcher:
             self.busy = True
             if item is None:
                 return
+            if isinstance(item, threading.Event):  # catch_up: every item before it is reached
+                item.set()
+                continue
             name, n, t, c, leaf, held = item
             if name is None:  # a marked step's outputs, not ready at its marker's end
                 self.counter.steps.waited(n, c, leaf, t)
@@ -1873,6 +1894,20 @@ class CompletionWatcher:
             if done - self.checked >= LIGHT_CHECK_S:
                 self.checked = done
                 counter.consider_light()
+
+    def catch_up(self, timeout: float) -> bool:
+        """In the workload's thread: hand over the held executions and wait (at most `timeout`)
+        until the thread has reached every execution handed over so far, so their work is
+        known (or known to be unknown). A wait on work already dispatched: the results are the
+        same, the queue behind it drains once. False: timed out, or no thread. (No light
+        function's executions are pending: none goes light while a window counts.)"""
+        if self.thread is None or not self.on:
+            return False
+        if self.held:
+            self._flush()
+        reached = threading.Event()
+        self.queue.put(reached)
+        return reached.wait(timeout)
 
     def finish(self, timeout: float) -> None:
         """At exit: let the thread reach the last execution (bounded), then stop."""

@@ -47,12 +47,26 @@ def pick(
 ) -> Mapping[str, Any] | None:
     """The step among `{"function", "executions", "seconds", "work_s", "work_known"}`
     records, or None."""
-    candidates = [f for f in functions if (f.get("executions") or 0) >= min_executions]
+    candidates = _candidates(functions, min_executions)
     if not candidates:
         return None
     if all(f.get("work_known") for f in candidates):
         return max(candidates, key=lambda f: (weight(f), f["executions"]))
     return max(candidates, key=lambda f: (f.get("seconds") or 0.0, f["executions"]))
+
+
+def by_work(
+    functions: Iterable[Mapping[str, Any]], *, min_executions: int = MIN_EXECUTIONS
+) -> bool:
+    """`pick` ranks by work: every candidate has an execution whose completion was seen (or
+    there is no candidate)."""
+    return all(f.get("work_known") for f in _candidates(functions, min_executions))
+
+
+def _candidates(
+    functions: Iterable[Mapping[str, Any]], min_executions: int
+) -> list[Mapping[str, Any]]:
+    return [f for f in functions if (f.get("executions") or 0) >= min_executions]
 
 
 def describe(by_work: bool = True) -> str:

@@ -70,3 +70,32 @@ def test_held_executions_keep_no_output_alive():
     counter.watcher.finish(30.0)
     watch = counter.watcher.summary()
     assert watch["unknown"] >= 1 and watch["skipped"] > 1000, watch
+
+
+def test_catch_up_hands_over_the_held_executions_and_waits_until_each_is_reached():
+    """ProfilerWindow asks the step rule after catch_up: by then every execution counted so
+    far has its verdict (known, unknown, no array or skipped), none is still queued or held."""
+    counter = harness.JitCounter()
+    f = jax.jit(lambda x: x * 0.5 + 1.0)
+    x = jnp.ones((16, 16))
+    for i in range(100_000):  # until some calls ran and the last ones were held
+        n, t = counter.begin("jit(f)")
+        x = f(x)
+        counter.watcher.put("jit(f)", n, t, x)
+        if i >= 2000 and len(counter.watcher.held) > 1:
+            break
+    assert counter.watcher.catch_up(30.0) is True
+    assert not counter.watcher.held
+    watch = counter.watcher.summary()
+    assert sum(watch.values()) == counter.stats["jit(f)"][0], watch
+    assert watch["known"] >= 2, watch  # the last one held was waited on, with its output
+    counter.watcher.finish(30.0)
+
+
+def test_catch_up_without_a_thread_returns_at_once():
+    import time
+
+    watcher = harness.JitCounter().watcher  # nothing handed over: no thread started
+    start = time.monotonic()
+    assert watcher.catch_up(5.0) is False
+    assert time.monotonic() - start < 1.0

@@ -484,3 +484,81 @@ def test_a_probe_the_profiler_refuses_leaves_the_window_as_asked(made: Make,
     # The window's own start is refused too (the same profiler): one trace_error, no retry.
     assert [e["error"] for e in s.written(schema.TRACE_ERROR)] == [
         "RuntimeError: Profile has already been started"]
+
+
+def _counted_loop(window: ProfilerWindow, functions: list[tuple[str, Any, float]],
+                  rounds: int) -> None:
+    """Real jitted calls, counted as the harness's _counted_call counts them (begin, ask the
+    window, call, hand the output to the watcher); each function then holds the host for its
+    seconds, as a loader or a logger does. A function is called with (x, the round)."""
+    import time
+
+    import jax.numpy as jnp
+
+    counter = window.jits
+    assert counter is not None
+    x = jnp.ones((512, 512)) * 0.01
+    for i in range(rounds):
+        for name, fn, seconds in functions:
+            n, t = counter.begin(name)
+            told = window.before_execution(name, n)
+            out = fn(x, i)
+            counter.watcher.put(name, n, t, out)
+            if told:
+                window.after_execution(name)
+            time.sleep(seconds)
+    counter.watcher.finish(30.0)
+
+
+def test_the_window_chooses_by_the_work_of_executions_still_running(made: Make,
+                                                                     tmp_path: Path) -> None:
+    """The helper holds the host (a loader after it), the step holds the device and is still
+    running when the helper's third call asks which function is the step: the window waits for
+    the watcher to see the step's completions and profiles the step from its third call (issue
+    33: by host time, on the samples it had, it profiled the helper)."""
+    import jax
+
+    from pgle.launch.harness import JitCounter
+
+    s = made(schema.WindowSpec("auto", str(tmp_path / "trace"), warmup=2, executions=3))
+    s.window.on_backend_up()
+    s.window.jits = JitCounter()
+
+    def heavy(x: Any, i: int) -> Any:
+        for _ in range(24):
+            x = jax.numpy.tanh(x @ x)
+        return x
+
+    _counted_loop(s.window, [("jit(helper)", jax.jit(lambda x, i: x * i), 0.03),
+                             ("jit(step)", jax.jit(heavy), 0.0)], rounds=8)
+    (plan,) = s.written(schema.WINDOW_PLAN)
+    assert (plan["function"], plan["first_execution"]) == ("jit(step)", 2)
+    assert s.window.asks == 1
+
+
+def test_a_candidate_whose_work_stays_unknown_is_ranked_by_host_time_after_a_few_asks(
+        made: Make, tmp_path: Path) -> None:
+    """A function compiled again at every call (a new shape each time: variable-length
+    batches) has no known work ever, as a span holding a compile is not timed: the rule is
+    asked again at the next calls (each lets the watcher catch up) and answers by host time
+    at the DECIDE_ASKS-th, so the window still opens. (The step then holds the host far
+    longer than the compile: a checkpoint or a logger after it.)"""
+    import jax
+
+    from pgle.launch import harness
+
+    s = made(schema.WindowSpec("auto", str(tmp_path / "trace"), warmup=2, executions=3))
+    s.window.on_backend_up()
+    counter = s.window.jits = harness.JitCounter()
+    pad = jax.jit(lambda x: x.sum())
+
+    def ragged(x: Any, i: int) -> Any:
+        counter.compiled(None, None)  # as the harness's listener of jax's compile events does
+        return pad(x[: 8 + i])
+
+    _counted_loop(s.window, [("jit(pad)", ragged, 0.0),
+                             ("jit(step)", jax.jit(lambda x, i: x @ x), 0.4)], rounds=6)
+    assert harness.DECIDE_ASKS == 4  # asked at pad 3, step 3, pad 4, and answered at step 4
+    (plan,) = s.written(schema.WINDOW_PLAN)
+    assert (plan["function"], plan["first_execution"]) == ("jit(step)", 3)
+    assert s.window.asks == harness.DECIDE_ASKS

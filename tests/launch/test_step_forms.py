@@ -20,23 +20,26 @@ def _events(folder):
     return [json.loads(ln) for ln in (folder / "events.jsonl").read_text().splitlines() if ln.strip()]
 
 
-@pytest.mark.parametrize("form,function", [
-    ("decorator", "jit(train_step)"),
-    ("decorator-args", "jit(train_step)"),
-    ("partial", "jit(_step)"),
-    ("pmap", "pmap(_pstep)"),
-    ("pjit", "jit(_train)"),
-    ("aot", "jit(_train)"),
-    ("flax", "jit(train_step)"),
-    ("equinox", "jit(train_step)"),
+@pytest.mark.parametrize("form,function,first", [
+    ("decorator", "jit(train_step)", 2),
+    ("decorator-args", "jit(train_step)", 2),
+    ("partial", "jit(_step)", 2),
+    # jax 0.10.2 compiles the pmap again at its second call (its inputs are now committed to
+    # the device): no work is known for the step until its third, so the rule answers a call
+    # later (ProfilerWindow._choose) and the window starts after both compiles.
+    ("pmap", "pmap(_pstep)", 3),
+    ("pjit", "jit(_train)", 2),
+    ("aot", "jit(_train)", 2),
+    ("flax", "jit(train_step)", 2),
+    ("equinox", "jit(train_step)", 2),
 ])
-def test_the_step_is_found_in_every_form(tmp_path, form, function):
+def test_the_step_is_found_in_every_form(tmp_path, form, function, first):
     proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", "--run-dir", "c",
                     str(FORMS), "--", "--form", form, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     window = report_of(proc)["window"]
     assert window["purpose"] == "executions" and window["function"] == function
-    assert (window["first_execution"], window["executions"]) == (2, 5)
+    assert (window["first_execution"], window["executions"]) == (first, 5)
     events = _events(tmp_path / "c")
     jit = next(r for r in events if r["kind"] == "jit_functions")
     assert jit["step"] == function and len(jit["starts"]) == 14
@@ -90,3 +93,16 @@ def test_auto_does_not_pay_for_counting(tmp_path):
     assert not any(r["kind"] == "jit_functions" for r in events)
     spec = json.loads((tmp_path / "a" / "spec.json").read_text())
     assert spec["count_jits"] is False
+
+
+def test_the_step_is_found_while_the_device_is_still_on_the_first_steps(tmp_path):
+    """A loader holds the host between a helper and a long step, and nothing syncs: at the
+    helper's third call the step's work is still running. pgle waits for it before it picks,
+    and profiles the step from its third call (before: the helper, by its host time, in
+    every run; tests/workloads/real/loader_loop.py)."""
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json",
+                    str(WORKLOADS / "real" / "loader_loop.py"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    window = report_of(proc)["window"]
+    assert (window["function"], window["first_execution"], window["executions"]) == \
+        ("jit(train_step)", 2, 5)

@@ -201,8 +201,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M(
         "K25",
         "pgle/launch/step_rule.py",
-        "    candidates = [f for f in functions if (f.get(\"executions\") or 0) >= min_executions]",
-        "    candidates = [f for f in functions if (f.get(\"executions\") or 0) > min_executions]",
+        "    return [f for f in functions if (f.get(\"executions\") or 0) >= min_executions]",
+        "    return [f for f in functions if (f.get(\"executions\") or 0) > min_executions]",
         "a step run exactly 3 times is not a candidate: no step found on a short run",
     ),
     # -- store + cache (7) ------------------------------------------------------------------
