@@ -57,6 +57,24 @@ def _signal_handlers_restored():
         pytest.fail(f"the test left the handler of {names} changed (put back now)")
 
 
+# A mutation run (tests/mutants/score.py sets PGLE_MUTATION_RUN for mutmut): a test still
+# running after MUTANT_TEST_S is taken to be in an endless loop a mutant made, and faulthandler
+# ends the test process with exit 1 (mutmut: killed) and the stuck traceback. Otherwise mutmut
+# waits (its tests' time + 1) x 15 for it, minutes where the mutated function's tests take
+# seconds, and counts it a timeout, a survivor (logscan's line loops: 3+ min each). The
+# package's tests take a few seconds each: no test ends here in an unmutated run.
+MUTANT_TEST_S = 60.0
+
+
+@pytest.fixture(autouse=bool(os.environ.get("PGLE_MUTATION_RUN")))
+def _mutant_deadline():
+    import faulthandler
+
+    faulthandler.dump_traceback_later(MUTANT_TEST_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """An empty folder to run pgle in (its .pgle/ run folders land here)."""
