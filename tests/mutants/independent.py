@@ -297,6 +297,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     # times and the step's choice (real JAX on CPU).
     "pgle/launch/harness.py": (
         L + "test_completion_watcher.py",
+        L + "test_harness_units.py",
         L + "test_profiler_window.py",
         L + "test_step_records.py",
         L + "test_events_flush.py",
