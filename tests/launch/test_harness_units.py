@@ -197,3 +197,71 @@ def test_a_donating_step_that_returns_state_and_loss_is_waited_on_by_its_loss(
     assert jit["watch"]["unknown"] == 0 and jit["watch"]["known"] >= 6, jit["watch"]
     rows = {f["function"]: f for f in jit["functions"]}
     assert rows["jit(train_step)"]["executions"] == 16
+
+
+LIGHT_LOOP = """
+import time
+import jax, jax.numpy as jnp
+step = jax.jit(lambda x: x * 0.5 + 1.0)
+x = jnp.ones((16, 16))
+for _ in range(20_000):
+    x = step(x)
+jax.block_until_ready(x)
+time.sleep(2.5)  # the events flusher rewrites the progress file at least twice meanwhile
+"""
+
+
+def test_the_progress_file_counts_every_execution_of_a_light_step(tmp_path: Path) -> None:
+    """The stall watchdog reads the progress file: once the step function goes light (its
+    calls only count, one in several is sampled), every execution still reaches the count,
+    not one per sample, or a healthy fast loop would look stalled."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(LIGHT_LOOP)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    rows = {f["function"]: f for f in jit["functions"]}
+    assert rows["jit(<lambda>)"]["executions"] == 20_000
+    assert len(jit["starts"]) < 20_000  # it went light: not every start was kept
+    assert (tmp_path / "run" / schema.PROGRESS_NAME).read_text().split() == ["20000"]
+
+
+MANY_FUNCTIONS = """
+import jax, jax.numpy as jnp
+
+def helper(i):
+    def f(a):
+        return a * i + 1.0
+    f.__name__ = f"helper{i}"
+    return jax.jit(f)
+
+@jax.jit
+def step(a):
+    return jnp.tanh(a @ a)
+
+x, y = jnp.ones((16, 16)), jnp.ones((512, 512)) / 512
+for h in [helper(i) for i in range(24)]:
+    for _ in range(3):
+        jax.block_until_ready(h(x))  # microseconds of work each
+for _ in range(30):
+    y = step(y)  # milliseconds each
+jax.block_until_ready(y)
+"""
+
+
+def test_the_jit_functions_record_lists_the_busiest_first_and_keeps_the_step(
+        tmp_path: Path) -> None:
+    """25 jitted functions: jit_functions keeps the 20 busiest, the step (the most work) first,
+    so the module lists that read it still name the step's module."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(MANY_FUNCTIONS)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    listed = [f["function"] for f in jit["functions"]]
+    assert len(listed) == 20 and listed[0] == "jit(step)" == jit["step"], listed
+    assert jit["module"] == "jit_step"
