@@ -123,8 +123,8 @@ def test_steps_asked_past_the_workloads_last_step_are_said_with_its_count(tmp_pa
     lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
              .splitlines()]
     warnings = [e["message"] for e in lines if e["kind"] == schema.WINDOW_WARNING]
-    assert warnings == ["--steps 5:2 (steps 5..6) never opened: the workload marked only "
-                        "3 steps"], (warnings, err[-2000:])
+    assert warnings == [("--steps 5:2 (steps 5..6) never opened: the workload marked only "
+                         "3 steps")], (warnings, err[-2000:])
     assert not [e for e in lines if e["kind"] == schema.TRACE_START]
 
 
@@ -265,3 +265,42 @@ def test_the_jit_functions_record_lists_the_busiest_first_and_keeps_the_step(
     listed = [f["function"] for f in jit["functions"]]
     assert len(listed) == 20 and listed[0] == "jit(step)" == jit["step"], listed
     assert jit["module"] == "jit_step"
+
+
+SLOW_COMPILE = """
+import jax, jax.numpy as jnp
+
+@jax.jit
+def helper(a):  # hundreds of ops: its compile takes far longer than its executions
+    for i in range(300):
+        a = jnp.sin(a) * 1.001 + i
+    return a
+
+@jax.jit
+def step(a):
+    return jnp.tanh(a @ a)
+
+x = jnp.ones((64, 64)) / 64
+for _ in range(3):
+    jax.block_until_ready(helper(x))
+for _ in range(10):
+    x = step(x)
+jax.block_until_ready(x)
+"""
+
+
+def test_a_functions_host_time_leaves_out_its_first_execution(tmp_path: Path) -> None:
+    """The host time a function accounts for (what the rule ranks by where no completion is
+    known) leaves out its first execution, whose tracing and compile are no step's cost."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(SLOW_COMPILE)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    compiled = sum(e["seconds"] for e in lines
+                   if e["kind"] == schema.COMPILE and "helper" in (e["fun_name"] or ""))
+    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    rows = {f["function"]: f for f in jit["functions"]}
+    assert rows["jit(helper)"]["executions"] == 3
+    assert compiled > 0 and rows["jit(helper)"]["seconds"] < compiled / 2, (compiled, rows)
