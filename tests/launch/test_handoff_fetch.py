@@ -5,6 +5,7 @@ a Ctrl-C'd rank that long), and a key that never comes is one error naming the w
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -69,3 +70,66 @@ def test_a_fetch_waits_in_slices_that_ctrl_c_interrupts(tmp_path):
     # A slice is FETCH_SLICE_S (0.5 s): the interrupt lands within one, plus a loaded
     # machine's delay; the whole fetch would take 300 s.
     assert took < 60, took
+
+
+HELD = textwrap.dedent("""
+    import json, os, socket, sys, threading, time
+    import jax
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=1,
+                               process_id=0)
+    from pgle.launch import handoff
+    home, timeout_s = sys.argv[1], float(sys.argv[2])
+    folder = os.path.join(home, "handoff")
+    value = os.path.join(home, "value.bin")
+    with open(value, "wb") as f:
+        f.write(b"rank 0's report")
+
+    def pgle():  # this rank's pgle: two rounds, each asked well inside timeout_s of the last
+        for n, final in ((0, False), (1, True)):
+            time.sleep(timeout_s * 0.6)
+            request = {"publish": {f"k{n}": value} if n == 0 else {},
+                       "fetch": [{"key": "k0", "to": os.path.join(home, f"got-{n}")}],
+                       "timeout_s": 30, "final": final}
+            os.makedirs(folder, exist_ok=True)
+            tmp = os.path.join(folder, "tmp")
+            with open(tmp, "w") as f:
+                json.dump(request, f)
+            os.replace(tmp, os.path.join(folder, f"request-{n}.json"))
+            answer = os.path.join(folder, f"answer-{n}.json")
+            while not os.path.exists(answer):
+                time.sleep(0.01)
+
+    threading.Thread(target=pgle, daemon=True).start()
+    written = []
+    began = time.monotonic()
+    held = handoff.hold(home, lambda kind, **f: written.append([kind, f]), lambda: None,
+                        timeout_s)
+    took = time.monotonic() - began
+    answers = [json.load(open(os.path.join(folder, f"answer-{n}.json"))) for n in (0, 1)]
+    print(json.dumps({"held": held, "written": written, "answers": answers, "took": took}))
+""")
+
+
+def test_a_held_rank_serves_each_round_and_goes_on_after_the_final_one(tmp_path):
+    """handoff.hold on a real jax.distributed service of one process: each round's wait
+    counts from the last answer (two rounds, each asked 0.6 of the timeout after the last, end
+    to end longer than one timeout), a fetched key is answered with where it was written, and
+    the final round releases the rank at once (not after another timeout)."""
+    script = tmp_path / "held.py"
+    script.write_text(HELD)
+    timeout_s = 5.0
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path), str(timeout_s)],
+                          cwd=tmp_path, env=pgle_env(PYTHONPATH=str(REPO)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["held"] is True
+    assert [w[0] for w in out["written"]] == ["hold", "released"], out["written"]
+    assert out["written"][-1][1]["error"] is None, out["written"]
+    for n, answer in enumerate(out["answers"]):
+        got = str(tmp_path / f"got-{n}")
+        assert answer == {"fetched": {"k0": got}, "errors": []}, answer
+        assert (tmp_path / f"got-{n}").read_bytes() == b"rank 0's report"
+    # released as the final answer was written: 2 x 0.6 of the timeout, not one more timeout
+    assert out["took"] < 2 * timeout_s, out["took"]

@@ -97,3 +97,38 @@ def test_a_marker_base_whose_init_does_more_than_jax_s_keeps_it(tmp_path):
         assert enter[1:3] == (0, 7) and exit_[1] == 0 and exit_[0] < 0
     finally:
         harness.events.close()
+
+
+STEP_ROOTS = """
+import jax, jax.numpy as jnp
+f = jax.jit(lambda x: x @ x)
+x = jnp.ones((64, 64))
+for i in range(4):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        x = f(x).block_until_ready()
+"""
+
+
+def test_pgles_marker_keeps_the_step_root_jax_gives_the_profiler(tmp_path):
+    """pgle's marker constructs jaxlib's TraceMe itself (no frame of jax's __init__): with the
+    `_r=1` jax's own passes, so the trace's `train` events carry the step-root stat the
+    profile viewers find steps by, as without pgle."""
+    from pgle.profiles.proto import xspace_class
+
+    (tmp_path / "w.py").write_text(STEP_ROOTS)
+    proc = run_pgle("collect", "--steps", "1:2", "--allow-empty", "-o", "p.pb", "--run-dir",
+                    "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    (path,) = (tmp_path / "run" / "trace").rglob("*.xplane.pb")
+    space = xspace_class()()
+    space.ParseFromString(path.read_bytes())
+    steps = []
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.event_metadata.items()}
+        stats = {k: m.name for k, m in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                if names.get(event.metadata_id) == "train":
+                    steps.append({stats.get(s.metadata_id): s.int64_value or s.uint64_value
+                                  for s in event.stats})
+    assert len(steps) == 2 and all(s.get("_r") == 1 for s in steps), steps

@@ -195,6 +195,11 @@ def test_a_long_dispatch_bound_loop_only_counts_its_step_and_keeps_its_step_time
     ours = statistics.median(_per_segment(jit["work"], own["segments"]))
     assert abs(ours / theirs - 1) <= TOLERANCE, (ours, theirs, jit["watch"])
     assert report["step_times"]["count"] >= 0.9 * executions, report["step_times"]
+    # The work the rule ranks by: a sampled span's time shared among all its executions (the
+    # ones counted between two samples too), so its mean is about a step, not thousands.
+    row = {f["function"]: f for f in jit["functions"]}["jit(step)"]
+    each = row["work_s"] / row["work_known"]
+    assert 0.5 <= each / theirs <= 2, (each, theirs, row)
 
 
 def test_a_light_step_with_an_eval_every_n_steps_is_still_the_step(loops):

@@ -12,6 +12,7 @@ and the tests of each bug's area run against each.
     python3 tests/mutants/independent.py --set heldout2     # a second list, blind to all three
     python3 tests/mutants/independent.py --set heldout3     # a third list, blind to all four
     python3 tests/mutants/independent.py --set heldout4     # a fourth list, blind to all five
+    python3 tests/mutants/independent.py --set heldout5     # a fifth, on pgle/launch/harness.py
 
 The working tree is never touched: the tracked and untracked (not ignored) files are copied to a
 temporary folder once, each mutant is written into that copy and undone there after its run, and
@@ -53,6 +54,7 @@ RESULTS = {  # where --write keeps each list's outcomes
     "heldout2": Path(__file__).resolve().parent / "heldout2-results.json",
     "heldout3": Path(__file__).resolve().parent / "heldout3-results.json",
     "heldout4": Path(__file__).resolve().parent / "heldout4-results.json",
+    "heldout5": Path(__file__).resolve().parent / "heldout5-results.json",
 }
 TIMEOUT_S = 300
 
@@ -290,6 +292,39 @@ AREAS: dict[str, tuple[str, ...]] = {
     ),
     "pgle/commands/prewarm.py": (K + "test_prewarm.py", C + "test_cache.py"),
     "pgle/commands/nsys.py": (K + "test_nsys.py", K + "test_command_units.py"),
+    # Added with tests/mutants/heldout5.py: the tests that run the harness in process (units
+    # first: -x stops at the first failure), then the end-to-end tests of the window, the step
+    # times and the step's choice (real JAX on CPU).
+    "pgle/launch/harness.py": (
+        L + "test_completion_watcher.py",
+        L + "test_harness_units.py",
+        L + "test_profiler_window.py",
+        L + "test_step_records.py",
+        L + "test_events_flush.py",
+        L + "test_progress.py",
+        L + "test_probe_units.py",
+        E + "test_run_steps.py",
+        L + "test_step_timing.py",
+        L + "test_marked_step_timing.py",
+        L + "test_step_forms.py",
+        L + "test_step_by_total_work.py",
+        L + "test_mixed_executables.py",
+        L + "test_step_module_names.py",
+        L + "test_delay_origin.py",
+        L + "test_real_scripts.py",
+    ),
+    "pgle/launch/handoff.py": (
+        L + "test_handoff_fetch.py",
+        J + "test_kv_units.py",
+        J + "test_kv_gather.py",
+    ),
+    "pgle/launch/jax_internals.py": (
+        L + "test_step_frames.py",
+        L + "test_kept_hlo.py",
+        L + "test_handoff_fetch.py",
+        L + "test_profiler_window.py",
+        K + "test_collect_trace.py",
+    ),
 }
 
 # Fails unmutated on a loaded 2-core machine (80000 lines through a pseudo-terminal arrive cut
@@ -694,6 +729,10 @@ def mutants_of(which: str) -> tuple[Mutant, ...]:
         import heldout4  # tests/mutants/heldout4.py: a fourth list, blind to all five
 
         return heldout4.MUTANTS
+    if which == "heldout5":
+        import heldout5  # tests/mutants/heldout5.py: a fifth list, on pgle/launch/harness.py
+
+        return heldout5.MUTANTS
     import mutants  # tests/mutants/mutants.py: the regression list
 
     return mutants.MUTANTS

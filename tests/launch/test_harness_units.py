@@ -1,0 +1,306 @@
+"""pgle.launch.harness in process and in real runs: what a user reads in the run folder when
+the window is cut to a size, when the workload marked fewer steps than --steps asks for, and
+where a line written after a write-out sits among the marked steps (issue 37: bugs of the
+harness that its other tests let through, tests/mutants/heldout5.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from helpers import step_records
+from helpers.pgle_testing import run_pgle, write_profile
+from pgle.evidence import schema
+from pgle.launch.harness import Events, Harness, ProfilerCalls, ProfilerWindow
+
+
+class Marker:
+    """The base class the harness's step class extends (jax's StepTraceAnnotation in a run):
+    its hooks run in this one's __init__ and __exit__, without jax."""
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        self.name = name
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class Profiler:
+    """start_trace/stop_trace: a stop writes `size` bytes of trace into the last start's
+    folder, as jax's profiler writes its export."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.calls: list[tuple[str, str | None]] = []
+        self.target: str | None = None
+
+    def start(self, target: str, options: Any = None) -> None:
+        self.calls.append(("start", target))
+        self.target = target
+
+    def stop(self) -> None:
+        self.calls.append(("stop", None))
+        assert self.target is not None
+        Path(self.target, "plugins").mkdir(parents=True, exist_ok=True)
+        Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"x" * self.size)
+
+
+def _of_kind(events: Path, kind: str) -> list[dict[str, Any]]:
+    return [e for e in step_records.old_lines(events) if e["kind"] == kind]
+
+
+def test_a_step_whose_trace_alone_is_over_the_size_bound_is_still_profiled(tmp_path: Path) -> None:
+    """--trace-max-bytes 4 with --steps 3:3, and step 2 alone traces to 5 bytes: the window
+    keeps one step (3), the least a profile can hold, and says so early (and, after, that the
+    trace is over the bound); never none."""
+    path = tmp_path / "events.jsonl"
+    events = Events(str(path))
+    profiler = Profiler(size=5)
+    calls = ProfilerCalls(start=profiler.start, stop=profiler.stop, settle=lambda: None)
+    window = ProfilerWindow(
+        schema.WindowSpec("steps", str(tmp_path / "trace"), start=3, count=3, max_bytes=4),
+        events, calls)
+    try:
+        for i in range(8):
+            window.on_step_enter(i)
+            window.on_step_exit(i)
+        events.flush()
+        assert [c[0] for c in profiler.calls] == ["start", "stop", "start", "stop"]
+        assert profiler.calls[2][1] == str(tmp_path / "trace")  # the window itself ran
+        (stop,) = _of_kind(path, schema.TRACE_STOP)
+        assert (stop["first_step"], stop["steps"]) == (3, 1)
+        cut, over = (w["message"] for w in _of_kind(path, schema.WINDOW_WARNING))
+        assert "holds 1 step (steps 3..3), not 3" in cut
+        assert "the trace is 5 bytes, over --trace-max-bytes 4" in over  # said after, too
+    finally:
+        events.close()
+
+
+def test_a_line_written_after_a_write_out_keeps_its_place_among_the_steps(tmp_path: Path) -> None:
+    """The flusher writes the buffered steps out every second while the loop runs; a warning
+    raised inside a later step is read there (between that step's edges), not before step 0."""
+    path = tmp_path / "events.jsonl"
+    spec = schema.HarnessSpec(events=str(path), workload=schema.WorkloadSpec("w.py", None))
+    harness = Harness(spec)
+    step = harness.step_class(Marker)
+    try:
+        for i in range(3):
+            step("train", step_num=i).__exit__(None, None, None)
+        harness.events.flush()  # the flusher's write-out
+        for i in range(3, 5):
+            marker = step("train", step_num=i)
+            if i == 4:
+                harness.events.write(schema.WARNING, category="UserWarning",
+                                     message="inside step 4", filename="w.py", lineno=1)
+            marker.__exit__(None, None, None)
+    finally:
+        harness.events.close()
+    order = [(e["kind"], e.get("index"), e.get("message"))
+             for e in step_records.old_lines(path)
+             if e["kind"] in ("step_enter", "step_exit", schema.WARNING)]
+    assert order[-3:] == [("step_enter", 4, None), (schema.WARNING, None, "inside step 4"),
+                          ("step_exit", 4, None)], order
+
+
+THREE_STEPS = """
+import jax, jax.numpy as jnp
+f = jax.jit(lambda x: x + 1)
+x = jnp.ones(4)
+for i in range(3):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        x = f(x).block_until_ready()
+"""
+
+
+def test_steps_asked_past_the_workloads_last_step_are_said_with_its_count(tmp_path: Path) -> None:
+    """`pgle collect --steps 5:2` on a script that marks 3 steps: nothing profiled, and the
+    run says the window never opened because the workload marked only 3 steps."""
+    (tmp_path / "w.py").write_text(THREE_STEPS)
+    proc = run_pgle("collect", "--steps", "5:2", "--allow-empty", "-o", "p.pb", "--run-dir",
+                    "run", "w.py", cwd=tmp_path)
+    err = proc.stderr.decode()
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    warnings = [e["message"] for e in lines if e["kind"] == schema.WINDOW_WARNING]
+    assert warnings == [("--steps 5:2 (steps 5..6) never opened: the workload marked only "
+                         "3 steps")], (warnings, err[-2000:])
+    assert not [e for e in lines if e["kind"] == schema.TRACE_START]
+
+
+FORKED_CHILD_KILLED = """
+import os, warnings
+import jax
+with jax.profiler.StepTraceAnnotation("train", step_num=0):
+    pass
+pid = os.fork()
+if pid == 0:
+    warnings.warn("said in the forked child")
+    os.kill(os.getpid(), 9)  # a worker killed before any cleanup: its own process only
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_forked_childs_lines_are_written_at_once(tmp_path: Path) -> None:
+    """A process the workload forks has no flusher thread: each of its lines is written as it
+    happens, so a worker killed right after its warning still leaves it in the events."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(FORKED_CHILD_KILLED)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    said = [e["message"] for e in lines if e["kind"] == schema.WARNING]
+    assert said == ["said in the forked child"], said
+
+
+DONATING_STEP = """
+import functools
+import jax, jax.numpy as jnp
+
+@jax.jit
+def slow(a):  # the device is busy on it while the steps after it are dispatched
+    for _ in range(6):
+        a = jnp.tanh(a @ a)
+    return a
+
+@functools.partial(jax.jit, donate_argnums=0)
+def train_step(w, x):
+    return w - 0.01 * (x @ w), jnp.mean(w)
+
+big, x, w = jnp.ones((512, 512)) / 512, jnp.ones((64, 64)) / 64, jnp.ones((64, 64))
+jax.block_until_ready(slow(big))
+w, loss = train_step(w, x)
+jax.block_until_ready((w, loss))
+losses, outs = [loss], []
+for _ in range(3):
+    outs.append(slow(big))
+    for _ in range(5):
+        w, loss = train_step(w, x)  # donates the state the previous call returned
+        losses.append(loss)
+    jax.block_until_ready((w, losses, outs))
+"""
+
+
+def test_a_donating_step_that_returns_state_and_loss_is_waited_on_by_its_loss(
+        tmp_path: Path) -> None:
+    """`state, loss = step(state, x)` with the state donated to the next call: the watcher
+    waits on the loss (the last output, which no call donates), so every execution it reaches
+    has a known completion even when the next call has already taken the state."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(DONATING_STEP)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    assert jit["watch"]["unknown"] == 0 and jit["watch"]["known"] >= 6, jit["watch"]
+    rows = {f["function"]: f for f in jit["functions"]}
+    assert rows["jit(train_step)"]["executions"] == 16
+
+
+LIGHT_LOOP = """
+import time
+import jax, jax.numpy as jnp
+step = jax.jit(lambda x: x * 0.5 + 1.0)
+x = jnp.ones((16, 16))
+for _ in range(20_000):
+    x = step(x)
+jax.block_until_ready(x)
+time.sleep(2.5)  # the events flusher rewrites the progress file at least twice meanwhile
+"""
+
+
+def test_the_progress_file_counts_every_execution_of_a_light_step(tmp_path: Path) -> None:
+    """The stall watchdog reads the progress file: once the step function goes light (its
+    calls only count, one in several is sampled), every execution still reaches the count,
+    not one per sample, or a healthy fast loop would look stalled."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(LIGHT_LOOP)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    rows = {f["function"]: f for f in jit["functions"]}
+    assert rows["jit(<lambda>)"]["executions"] == 20_000
+    assert len(jit["starts"]) < 20_000  # it went light: not every start was kept
+    assert (tmp_path / "run" / schema.PROGRESS_NAME).read_text().split() == ["20000"]
+
+
+MANY_FUNCTIONS = """
+import jax, jax.numpy as jnp
+
+def helper(i):
+    def f(a):
+        return a * i + 1.0
+    f.__name__ = f"helper{i}"
+    return jax.jit(f)
+
+@jax.jit
+def step(a):
+    return jnp.tanh(a @ a)
+
+x, y = jnp.ones((16, 16)), jnp.ones((512, 512)) / 512
+for h in [helper(i) for i in range(24)]:
+    for _ in range(3):
+        jax.block_until_ready(h(x))  # microseconds of work each
+for _ in range(30):
+    y = step(y)  # milliseconds each
+jax.block_until_ready(y)
+"""
+
+
+def test_the_jit_functions_record_lists_the_busiest_first_and_keeps_the_step(
+        tmp_path: Path) -> None:
+    """25 jitted functions: jit_functions keeps the 20 busiest, the step (the most work) first,
+    so the module lists that read it still name the step's module."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(MANY_FUNCTIONS)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    listed = [f["function"] for f in jit["functions"]]
+    assert len(listed) == 20 and listed[0] == "jit(step)" == jit["step"], listed
+    assert jit["module"] == "jit_step"
+
+
+SLOW_COMPILE = """
+import jax, jax.numpy as jnp
+
+@jax.jit
+def helper(a):  # hundreds of ops: its compile takes far longer than its executions
+    for i in range(300):
+        a = jnp.sin(a) * 1.001 + i
+    return a
+
+@jax.jit
+def step(a):
+    return jnp.tanh(a @ a)
+
+x = jnp.ones((64, 64)) / 64
+for _ in range(3):
+    jax.block_until_ready(helper(x))
+for _ in range(10):
+    x = step(x)
+jax.block_until_ready(x)
+"""
+
+
+def test_a_functions_host_time_leaves_out_its_first_execution(tmp_path: Path) -> None:
+    """The host time a function accounts for (what the rule ranks by where no completion is
+    known) leaves out its first execution, whose tracing and compile are no step's cost."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(SLOW_COMPILE)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    compiled = sum(e["seconds"] for e in lines
+                   if e["kind"] == schema.COMPILE and "helper" in (e["fun_name"] or ""))
+    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    rows = {f["function"]: f for f in jit["functions"]}
+    assert rows["jit(helper)"]["executions"] == 3
+    assert compiled > 0 and rows["jit(helper)"]["seconds"] < compiled / 2, (compiled, rows)
