@@ -276,7 +276,8 @@ class WindowPlan(Event, kind=schema.WINDOW_PLAN):
 
 
 class JitFunctions(Event, kind=schema.JIT_FUNCTIONS):
-    """`functions`: [{function, module, executions, seconds, work_s, work_known}] most work
+    """`functions`: [{function, module, executions, seconds, work_s, work_known, reached: the
+    executions whose completion the watcher reached, timed or not}] most work
     first; `step`/`module`: the one pgle.launch.step_rule picks; `starts`: time.time() of each
     of its executions timed in full (a light step's sampled ones only); `work`: [start,
     seconds of work each, completion, last number, compiles, executions] per span of

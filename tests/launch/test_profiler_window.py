@@ -562,3 +562,27 @@ def test_a_candidate_whose_work_stays_unknown_is_ranked_by_host_time_after_a_few
     (plan,) = s.written(schema.WINDOW_PLAN)
     assert (plan["function"], plan["first_execution"]) == ("jit(step)", 3)
     assert s.window.asks == harness.DECIDE_ASKS
+
+
+def test_the_choice_weighs_the_executions_the_watcher_reached(made: Make, tmp_path: Path) -> None:
+    """Asked at the helper's third call, the helper has 3 executions counted and the step 2;
+    each has one timed execution (10 ms of work against 12 ms) and a first one with the
+    compile. By counted executions the helper weighs 30 ms against 24 ms; by the executions
+    the watcher reached, 2 each, 20 ms against 24 ms: the step (the spans as the watcher
+    hands them to JitCounter.worked)."""
+    from pgle.launch.harness import JitCounter
+
+    s = made(schema.WindowSpec("auto", str(tmp_path / "trace"), warmup=2, executions=3))
+    s.window.on_backend_up()
+    counter = s.window.jits = JitCounter()
+    for name in ("helper", "step", "helper", "step", "helper"):
+        counter.begin(name)
+    counter.worked([("helper", 1.0, 1, 1), ("step", 1.1, 1, 1)], None, 1.2, 2)  # the compiles
+    counter.worked([("helper", 1.3, 2, 1)], 0.010, 1.31, 2)
+    counter.worked([("step", 1.4, 2, 1)], 0.012, 1.412, 2)
+    assert s.window.before_execution("helper", 3) is False  # not the step
+    assert s.window.pending == "step" and s.window.asks == 1
+    counter.begin("step")
+    assert s.window.before_execution("step", 3) is True
+    (plan,) = s.written(schema.WINDOW_PLAN)
+    assert (plan["function"], plan["first_execution"]) == ("step", 2)
