@@ -11,19 +11,25 @@ from typing import Any
 
 from helpers import step_records
 from helpers.pgle_testing import run_pgle, write_profile
+from helpers.step_marker import Marker
 from pgle.evidence import schema
 from pgle.launch.harness import Events, Harness, ProfilerCalls, ProfilerWindow
 
 
-class Marker:
-    """The base class the harness's step class extends (jax's StepTraceAnnotation in a run):
-    its hooks run in this one's __init__ and __exit__, without jax."""
+def _run(tmp_path: Path, script: str) -> list[dict[str, Any]]:
+    """`pgle run` of `script` (as w.py, with a one-instruction profile) in tmp_path: it exits
+    0, and its run folder's events are returned."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text(script)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+            .splitlines()]
 
-    def __init__(self, name: str, **kwargs: Any) -> None:
-        self.name = name
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+def _jit_functions(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    return jit
 
 
 class Profiler:
@@ -144,12 +150,7 @@ os.waitpid(pid, 0)
 def test_a_forked_childs_lines_are_written_at_once(tmp_path: Path) -> None:
     """A process the workload forks has no flusher thread: each of its lines is written as it
     happens, so a worker killed right after its warning still leaves it in the events."""
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
-    (tmp_path / "w.py").write_text(FORKED_CHILD_KILLED)
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
-             .splitlines()]
+    lines = _run(tmp_path, FORKED_CHILD_KILLED)
     said = [e["message"] for e in lines if e["kind"] == schema.WARNING]
     assert said == ["said in the forked child"], said
 
@@ -187,13 +188,8 @@ def test_a_donating_step_that_returns_state_and_loss_is_waited_on_by_its_loss(
     """`state, loss = step(state, x)` with the state donated to the next call: the watcher
     waits on the loss (the last output, which no call donates), so every execution it reaches
     has a known completion even when the next call has already taken the state."""
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
-    (tmp_path / "w.py").write_text(DONATING_STEP)
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
-             .splitlines()]
-    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    lines = _run(tmp_path, DONATING_STEP)
+    jit = _jit_functions(lines)
     assert jit["watch"]["unknown"] == 0 and jit["watch"]["known"] >= 6, jit["watch"]
     rows = {f["function"]: f for f in jit["functions"]}
     assert rows["jit(train_step)"]["executions"] == 16
@@ -215,13 +211,8 @@ def test_the_progress_file_counts_every_execution_of_a_light_step(tmp_path: Path
     """The stall watchdog reads the progress file: once the step function goes light (its
     calls only count, one in several is sampled), every execution still reaches the count,
     not one per sample, or a healthy fast loop would look stalled."""
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
-    (tmp_path / "w.py").write_text(LIGHT_LOOP)
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
-             .splitlines()]
-    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    lines = _run(tmp_path, LIGHT_LOOP)
+    jit = _jit_functions(lines)
     rows = {f["function"]: f for f in jit["functions"]}
     assert rows["jit(<lambda>)"]["executions"] == 20_000
     assert len(jit["starts"]) < 20_000  # it went light: not every start was kept
@@ -255,13 +246,8 @@ def test_the_jit_functions_record_lists_the_busiest_first_and_keeps_the_step(
         tmp_path: Path) -> None:
     """25 jitted functions: jit_functions keeps the 20 busiest, the step (the most work) first,
     so the module lists that read it still name the step's module."""
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
-    (tmp_path / "w.py").write_text(MANY_FUNCTIONS)
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
-             .splitlines()]
-    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    lines = _run(tmp_path, MANY_FUNCTIONS)
+    jit = _jit_functions(lines)
     listed = [f["function"] for f in jit["functions"]]
     assert len(listed) == 20 and listed[0] == "jit(step)" == jit["step"], listed
     assert jit["module"] == "jit_step"
@@ -292,15 +278,10 @@ jax.block_until_ready(x)
 def test_a_functions_host_time_leaves_out_its_first_execution(tmp_path: Path) -> None:
     """The host time a function accounts for (what the rule ranks by where no completion is
     known) leaves out its first execution, whose tracing and compile are no step's cost."""
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
-    (tmp_path / "w.py").write_text(SLOW_COMPILE)
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
-             .splitlines()]
+    lines = _run(tmp_path, SLOW_COMPILE)
     compiled = sum(e["seconds"] for e in lines
                    if e["kind"] == schema.COMPILE and "helper" in (e["fun_name"] or ""))
-    (jit,) = [e for e in lines if e["kind"] == schema.JIT_FUNCTIONS]
+    jit = _jit_functions(lines)
     rows = {f["function"]: f for f in jit["functions"]}
     assert rows["jit(helper)"]["executions"] == 3
     assert compiled > 0 and rows["jit(helper)"]["seconds"] < compiled / 2, (compiled, rows)

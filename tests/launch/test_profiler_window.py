@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from helpers import step_records
+from helpers.step_marker import Marker
 from pgle.evidence import schema
 from pgle.launch.harness import Events, Harness, ProfilerCalls, ProfilerWindow
 
@@ -258,17 +259,6 @@ def test_markers_after_an_executions_window_drop_it_for_steps_2_to_6(made: Make,
     assert discard["dir"] == str(trace / ".executions")
     (stop,) = s.written(schema.TRACE_STOP)
     assert (stop["first_step"], stop["steps"]) == (2, 5)
-
-
-class Marker:
-    """The base class the harness's step class extends (jax's StepTraceAnnotation in a run):
-    its hooks run in this one's __init__ and __exit__, without jax."""
-
-    def __init__(self, name: str, **kwargs: Any) -> None:
-        self.name = name
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def test_step_name_filter_counts_only_the_named_steps(tmp_path: Path) -> None:
