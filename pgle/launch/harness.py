@@ -1198,7 +1198,7 @@ class _Beacon:
         n = _EXECUTIONS[0]
         light = self.jits.light
         if light is not None and light.beacon:
-            n += max(light.row[0] - light.beacon, 0)  # counted since its last sample
+            n += max(light.count() - light.beacon, 0)  # counted since its last sample
         if n == self.written or self.fd is None:
             return
         self.written = n
@@ -1452,6 +1452,13 @@ LIGHT_CHECK_S = 0.05
 # a sample every 1 ms cost a 16x16 loop ~20%, every 10 ms ~10%, every 100 ms ~2%).
 LIGHT_SAMPLE_S = 0.05
 LIGHT_MAX_SPAN = 5000
+# A frameless light function (_Light.enter) is sampled when the watcher's thread asks, and the
+# executions after the last sample are counted but not timed (no output is kept to wait on):
+# the ask comes LIGHT_SAMPLE_SHARE of the light phase's age after the last sample (at least
+# LIGHT_FIRST_SAMPLE_S, at most LIGHT_SAMPLE_S), so a loop that ends leaves at most about that
+# share of its light executions untimed, and a long one is sampled every LIGHT_SAMPLE_S.
+LIGHT_SAMPLE_SHARE = 0.05
+LIGHT_FIRST_SAMPLE_S = 0.002
 MAX_STARTS = 100_000  # start times kept per function (the step's go to the events file)
 TOP_FUNCTIONS = 20  # functions listed in the jit_functions event
 
@@ -1605,6 +1612,8 @@ class JitCounter:
         if light is not None:
             light.off = True
             light.due[0] = 0
+            if light.frameless:
+                light.arm()  # its next call goes framed, then back to the full count
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -1850,7 +1859,20 @@ class CompletionWatcher:
         while True:
             if empty():
                 self.busy = False
-            item = get()
+            light = counter.light
+            if light is not None and light.frameless and not light.armed and not light.off:
+                # A frameless loop hands nothing over by itself: ask for its next sample.
+                now = _now()
+                wait = light.next_ask(now) - now
+                if wait <= 0:
+                    light.arm()
+                    continue
+                try:
+                    item = get(timeout=wait)
+                except queue.Empty:
+                    continue
+            else:
+                item = get()
             self.busy = True
             if item is None:
                 return
@@ -1929,6 +1951,9 @@ class CompletionWatcher:
             return
         self.on = False
         light = self.counter.light
+        if light is not None and light.frameless:
+            # the executions since its last sample: counted, not timed (LIGHT_SAMPLE_SHARE)
+            self.skipped += max(light.fold() - light.sent, 0)
         if light is not None and light.tail[0] is not None:
             self._flush_light(light)
         if self.held:
@@ -2080,9 +2105,17 @@ def _counted_call(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
     if cell[0]:
         return wrapped(*args, **kwargs)
     light = counter.light
-    if light is not None and light.name == name and counter.watcher.on:
-        self.__class__ = light.cls(type(self))  # calls of the step only count from now on
-        return self(*args, **kwargs)  # type: ignore[operator]  # now the light class
+    if light is not None:
+        if light.name == name and counter.watcher.on:
+            light.enter(self)  # calls of the step only count from now on
+            return self(*args, **kwargs)  # type: ignore[operator]  # now the light class
+        if light.frameless and not light.off:
+            # Another function between the light one's calls: framed from now on (its
+            # output kept, so a span holds one function's work); the executions since its
+            # last sample go first, with no output to wait on: they share the next span.
+            light.to_framed()
+            if counter.watcher.on:
+                counter.watcher._flush_light(light)
     if counter.marked:
         row = counter.stats.get(name)
         if row is not None:  # a function first called now takes the full count below
@@ -2136,9 +2169,14 @@ def _marked_class(counter: JitCounter, base: type, name: str, row: list[Any]) ->
 
 
 class _Light:
-    """The light function of an unmarked loop (JitCounter.light): its proxies are swapped to
-    a subclass whose call counts and calls (`_light_class`), and from every `due`-th
-    execution on, one is sampled (`_light_sample`)."""
+    """The light function of an unmarked loop (JitCounter.light). Its proxies first go
+    frameless: each gets a class of its own whose `__call__` is a C-level call that counts
+    (`_frameless_call`); about every LIGHT_SAMPLE_S the watcher's thread swaps in a Python
+    call that times one execution and hands it over (`_frameless_sample`). Once another
+    counted function is called, or the light ends, they go framed (`to_framed`): a
+    subclass whose call counts and keeps the output (`_light_class`), one in every `due`-th
+    execution sampled (`_light_sample`), as a loop of several functions needs (an eval's span
+    must not absorb the queued steps' work)."""
 
     def __init__(self, name: str, row: list[Any]):
         self.name = name
@@ -2153,6 +2191,13 @@ class _Light:
         # whose host runs ahead of the device is sampled by the device's pace
         self.per_exec = 0.0
         self.classes: dict[type, type] = {}
+        # Frameless: per proxy, its own class and the counting call its `__call__` holds;
+        # row[0] is `base` plus their counts, written in the workload's thread (`fold`).
+        self.frameless = True
+        self.base = 0
+        self.calls: dict[type, Any] = {}  # functools.lru_cache wrappers
+        self.armed = False  # a sample is asked for (the watcher's thread swapped it in)
+        self.since = self.asked = _now()  # frameless since; a sample last asked for or taken
 
     def cls(self, base: type) -> type:
         light = self.classes.get(base)
@@ -2160,12 +2205,124 @@ class _Light:
             light = self.classes[base] = _light_class(base, self)
         return light
 
+    def enter(self, proxy: _Proxy) -> None:
+        """`proxy` (of the light function) starts counting: frameless or framed."""
+        if not self.frameless:
+            proxy.__class__ = self.cls(type(proxy))
+            return
+        if not self.calls:
+            # its executions so far are in _EXECUTIONS already and with the watcher (the
+            # full count's): the first sample's span starts after them
+            self.base = self.beacon = self.sent = self.row[0]
+            self.since = self.asked = self.t = _now()
+        base = type(proxy)
+        call = _frameless_call(proxy._pgle[0])
+        cls = type(
+            base.__name__, (base,), {"__call__": staticmethod(call), "__module__": base.__module__}
+        )
+        self.calls[cls] = call
+        proxy.__class__ = cls
+
+    def count(self) -> int:
+        """Its executions so far, from any thread (no write)."""
+        calls = list(self.calls.values())
+        if self.frameless and calls:
+            return self.base + sum(int(c.cache_info().misses) for c in calls)
+        return int(self.row[0])
+
+    def fold(self) -> int:
+        """In the workload's thread: row[0] brought up to the frameless count."""
+        n = self.row[0] = self.count()
+        return n
+
+    def next_ask(self, now: float) -> float:
+        """When the watcher's thread asks for the next sample (LIGHT_SAMPLE_SHARE)."""
+        age = now - self.since
+        return self.asked + min(LIGHT_SAMPLE_S, max(LIGHT_FIRST_SAMPLE_S, LIGHT_SAMPLE_SHARE * age))
+
+    def arm(self) -> None:
+        """In the watcher's thread: the next call of a frameless proxy takes a sample (or,
+        once off, goes framed)."""
+        self.armed, self.asked = True, _now()
+        sample = _frameless_sample(self)
+        for cls in list(self.calls):
+            cls.__call__ = sample  # type: ignore[method-assign]
+
+    def to_framed(self) -> None:
+        """In the workload's thread: from frameless to framed, for good; the next call takes
+        a sample (`due` 0), which also goes back to the full count when `off`."""
+        if self.frameless:
+            self.fold()
+            self.frameless = True
+        self.due[0] = 0
+        framed = _framed_call(self)
+        for cls in list(self.calls):
+            cls.__call__ = framed  # type: ignore[method-assign]
+
+
+def _frameless_call(wrapped: Any) -> Any:
+    """`wrapped`, called through a C-level wrapper that counts its calls: no Python frame
+    between the workload's call and jax's (issue 33: a frame is ~1 us of a 16x16 step's
+    ~10-15 us of host time). functools.lru_cache with maxsize 0 caches nothing, builds no
+    key (jax arrays are not hashable) and counts every call as a miss (CPython 3.11-3.13,
+    `uncached_lru_cache_wrapper`; the pure-Python fallback counts the same): the stdlib's
+    one C callable that forwards a call and counts it."""
+    import functools
+
+    return functools.lru_cache(maxsize=0)(wrapped)
+
+
+def _frameless_sample(light: _Light) -> Callable[..., Any]:
+    """The call a frameless light proxy takes when the watcher asks for a sample: the
+    frameless call back in place, one execution timed and handed over (as `_light_sample`)."""
+
+    def __call__(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
+        if light.off or not light.frameless:
+            light.to_framed()
+            return self(*args, **kwargs)  # type: ignore[operator]  # the framed call now
+        cls = type(self)
+        call = light.calls[cls]
+        light.asked = _now()
+        light.armed = False
+        for c, f in list(light.calls.items()):
+            c.__call__ = staticmethod(f)  # type: ignore[method-assign]
+        wrapped, name, counter, window = self._pgle
+        depth = _depth
+        cell = depth.cell
+        t = _now()
+        cell[0], depth.name = 1, name
+        try:
+            out = call(*args, **kwargs)
+        finally:
+            cell[0], depth.name = 0, None
+        n = light.fold()
+        if not light.beacon:
+            light.beacon = n - 1
+        _EXECUTIONS[0] += n - light.beacon
+        light.beacon = n
+        counter.sampled(name, t)
+        watcher = counter.watcher
+        if watcher.on:
+            watcher.put_sample(light, n, t, out)
+        else:
+            light.sent, light.t = n, t
+        return out
+
+    return __call__
+
 
 def _light_class(base: type, light: _Light) -> type:
-    """`base` (a proxy class) with a call that only counts, but every `due`-th: no lock, no
-    clock, no thread-local, the count and the output in closure cells (issue 33: a Python
-    frame is ~1 us of a 16x16 step's ~10 us of host time; the full count ~6 us). A call
-    nested in another's trace is counted too (a retrace while light; rare)."""
+    """`base` (a proxy class) with the framed light call (`_framed_call`)."""
+    return type(
+        base.__name__, (base,), {"__call__": _framed_call(light), "__module__": base.__module__}
+    )
+
+
+def _framed_call(light: _Light) -> Callable[..., Any]:
+    """A call that only counts, but every `due`-th: no lock, no clock, no thread-local, the
+    count and the output in closure cells (issue 33: a Python frame is ~1 us of a 16x16
+    step's ~10 us of host time; the full count ~6 us). A call nested in another's trace is
+    counted too (a retrace while light; rare)."""
     row, due, tail = light.row, light.due, light.tail
 
     def __call__(self: _Proxy, *args: Any, **kwargs: Any) -> Any:
@@ -2177,7 +2334,7 @@ def _light_class(base: type, light: _Light) -> type:
             return out
         return _light_sample(self, light, n, args, kwargs)
 
-    return type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+    return __call__
 
 
 def _light_sample(self: _Proxy, light: _Light, n: int, args: Any, kwargs: Any) -> Any:
