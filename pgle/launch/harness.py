@@ -2253,7 +2253,7 @@ class _Light:
         a sample (`due` 0), which also goes back to the full count when `off`."""
         if self.frameless:
             self.fold()
-            self.frameless = True
+            self.frameless = False
         self.due[0] = 0
         framed = _framed_call(self)
         for cls in list(self.calls):
@@ -2286,27 +2286,7 @@ def _frameless_sample(light: _Light) -> Callable[..., Any]:
         light.armed = False
         for c, f in list(light.calls.items()):
             c.__call__ = staticmethod(f)  # type: ignore[method-assign]
-        wrapped, name, counter, window = self._pgle
-        depth = _depth
-        cell = depth.cell
-        t = _now()
-        cell[0], depth.name = 1, name
-        try:
-            out = call(*args, **kwargs)
-        finally:
-            cell[0], depth.name = 0, None
-        n = light.fold()
-        if not light.beacon:
-            light.beacon = n - 1
-        _EXECUTIONS[0] += n - light.beacon
-        light.beacon = n
-        counter.sampled(name, t)
-        watcher = counter.watcher
-        if watcher.on:
-            watcher.put_sample(light, n, t, out)
-        else:
-            light.sent, light.t = n, t
-        return out
+        return _take_sample(self, light, call, None, args, kwargs)
 
     return __call__
 
@@ -2340,7 +2320,7 @@ def _framed_call(light: _Light) -> Callable[..., Any]:
 def _light_sample(self: _Proxy, light: _Light, n: int, args: Any, kwargs: Any) -> Any:
     """Execution `n` of a light function, timed and handed to the watcher; the next sample
     about LIGHT_SAMPLE_S later (at most LIGHT_MAX_SPAN executions)."""
-    wrapped, name, counter, window = self._pgle
+    wrapped, _name, counter, _window = self._pgle
     depth = _depth
     cell = depth.cell
     if light.off or cell[0]:  # the full count again (or a call nested in a trace)
@@ -2353,23 +2333,38 @@ def _light_sample(self: _Proxy, light: _Light, n: int, args: Any, kwargs: Any) -
             if light.tail[0] is not None and counter.watcher.on:
                 counter.watcher._flush_light(light)
         return _counted_call(self, *args, **kwargs)
+    return _take_sample(self, light, wrapped, n, args, kwargs)
+
+
+def _take_sample(
+    self: _Proxy, light: _Light, call: Any, n: int | None, args: Any, kwargs: Any
+) -> Any:
+    """Execution `n` of a light function (None: frameless, counted by `call`), timed and
+    handed to the watcher; framed, the next sample is due about LIGHT_SAMPLE_S later (at most
+    LIGHT_MAX_SPAN executions)."""
+    name, counter = self._pgle[1], self._pgle[2]
+    depth = _depth
+    cell = depth.cell
+    t = _now()
+    cell[0], depth.name = 1, name
+    try:
+        out = call(*args, **kwargs)
+    finally:
+        cell[0], depth.name = 0, None
+    if n is None:
+        n = light.fold()
     if not light.beacon:
         light.beacon = n - 1
     _EXECUTIONS[0] += n - light.beacon
     light.beacon = n
-    t = _now()
-    cell[0], depth.name = 1, name
-    try:
-        out = wrapped(*args, **kwargs)
-    finally:
-        cell[0], depth.name = 0, None
     counter.sampled(name, t)
-    prev_n, prev_t = light.sent, light.t
-    each = light.per_exec  # by completions; by dispatches when the host is slower
-    if prev_n and n > prev_n and t > prev_t:
-        each = max(each, (t - prev_t) / (n - prev_n))
-    k = min(max(int(LIGHT_SAMPLE_S / each), 1), LIGHT_MAX_SPAN) if each > 0 else 1
-    light.due[0] = n + k
+    if not light.frameless:
+        prev_n, prev_t = light.sent, light.t
+        each = light.per_exec  # by completions; by dispatches when the host is slower
+        if prev_n and n > prev_n and t > prev_t:
+            each = max(each, (t - prev_t) / (n - prev_n))
+        k = min(max(int(LIGHT_SAMPLE_S / each), 1), LIGHT_MAX_SPAN) if each > 0 else 1
+        light.due[0] = n + k
     watcher = counter.watcher
     if watcher.on:
         watcher.put_sample(light, n, t, out)
