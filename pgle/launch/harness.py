@@ -82,6 +82,12 @@ NO_MARKER_EXECUTIONS = 20
 # rule answers from what it has (host time where some candidate's work is still unknown).
 DECIDE_WAIT_S = 10.0
 DECIDE_ASKS = 4
+# On one known execution each, the choice is taken only when the busiest candidate's work is
+# this many times the next one's; else it waits for a second and ranks by each candidate's
+# least work per execution: a span's time holds the watcher's wake-up, which only adds (issue
+# 33: under load a ~50 us `jit(next_batch)` measured 0.5-5 ms on its one sample, more than the
+# step's, in 4 of 48 window choices beside a mutation run).
+DECIDE_MARGIN = 4.0
 
 
 # Written out as soon as they happen: the window's edges, the run's start and end, errors.
@@ -424,7 +430,9 @@ class ProfilerWindow:
         bounded by DECIDE_WAIT_S, at most DECIDE_ASKS times, before the window opens (issue
         33: on 1 or 2 samples the host-time fallback picked a helper by its dispatch noise).
         A candidate whose only timed execution's span held a compile (an eager op compiled
-        in the first iteration) has no known work yet: the next call asks again."""
+        in the first iteration) has no known work yet: the next call asks again. On one known
+        execution each, only a clear lead (DECIDE_MARGIN) answers; with two or more, each
+        candidate's least work per execution ranks it (the watcher's lag only adds)."""
         jits = self.jits
         if jits is None:
             return name
@@ -436,9 +444,20 @@ class ProfilerWindow:
         # wake-up in it, outweighed the step's, equinox's step in a full run).
         reached = [{**f, "executions": f["reached"]} for f in functions]
         self.asks += 1
-        chosen = step_rule.pick(reached, min_executions=2)
-        if chosen is not None and step_rule.by_work(reached, min_executions=2):
-            return str(chosen["function"])
+        if step_rule.by_work(reached, min_executions=2):
+            least = jits.least_work()
+            if all(f["work_known"] >= 2 for f in step_rule.candidates(reached, 2)):
+                reached = [
+                    {**f, "work_s": least[f["function"]] * f["work_known"]}
+                    if f["function"] in least
+                    else f
+                    for f in reached
+                ]
+            elif self.asks < DECIDE_ASKS and not step_rule.clear(reached, DECIDE_MARGIN, 2):
+                return None
+            chosen = step_rule.pick(reached, min_executions=2)
+            if chosen is not None:
+                return str(chosen["function"])
         if self.asks < DECIDE_ASKS:
             return None
         chosen = step_rule.pick(functions, min_executions=2)
@@ -1579,6 +1598,11 @@ class JitCounter:
                 elif len(rows) < MAX_STARTS:
                     rows.append([t, seconds, done, n, c, k])
 
+    def least_work(self) -> dict[str, float]:
+        """Per function, the least work per execution over its known spans (seconds)."""
+        with self.lock:
+            return {name: min(r[1] for r in rows) for name, rows in self.work.items() if rows}
+
     def consider_light(self) -> None:
         """In the watcher's thread: the function the rule picks, once its ranking is settled
         (LIGHT_AFTER_EXECUTIONS executions, LIGHT_AFTER_KNOWN with known work, every candidate
@@ -1687,6 +1711,21 @@ def _array_type() -> tuple[type, ...]:
 _DELETED = object()  # a held execution's output, freed before the watcher could wait on it
 
 
+def _ready_at(leaf: Any) -> float | None:
+    """In the workload's thread, as a call returns: now, if its output is ready already (jax
+    0.10.2 on CPU runs a small computation inside the call), else None. The watcher's thread
+    reaches an output later, by as much as its wake-up takes on a loaded machine: a ready
+    output's completion would then be known only to be before that, and a cheap helper's
+    span would take the wake-up, and the step's work after it, as its own (issue 33: under
+    load `jit(next_batch)` measured 0.6 ms to the step's 0.04 ms and was profiled)."""
+    if leaf is None:
+        return None
+    try:
+        return _now() if leaf.is_ready() else None
+    except Exception:  # donated or deleted already: the watcher counts it as unknown
+        return None
+
+
 class CompletionWatcher:
     """When each execution's work completes, without a sync in the workload (issue 33).
 
@@ -1743,6 +1782,7 @@ class CompletionWatcher:
         # output is kept alive by being held
         self.held: list[tuple[str, float, int, int, int]] = []
         self.tail: Callable[[], Any] | None = None
+        self.tail_ready: float | None = None  # the last held one's _ready_at
         self.checked = 0.0  # when the thread last asked JitCounter.consider_light
 
     def put(self, name: str, n: int, t: float, out: Any) -> None:
@@ -1770,6 +1810,7 @@ class CompletionWatcher:
         held = self.held
         if name == self.last and self.keeps_up and t - self.sent < WAKE_EVERY_S:
             held.append((name, t, n, self.counter.compiles, 1))
+            self.tail_ready = _ready_at(leaf)
             try:
                 self.tail = None if leaf is None else weakref.ref(leaf)
             except TypeError:  # an array type without weak references: counted as none
@@ -1781,18 +1822,18 @@ class CompletionWatcher:
         self.last, self.sent = name, t
         if held:
             self.held = []
-        self.queue.put((name, n, t, self.counter.compiles, leaf, held or None))
+        self.queue.put((name, n, t, self.counter.compiles, leaf, held or None, _ready_at(leaf)))
 
     def _flush(self) -> None:
         """Hand over the last held execution with its output (if it still exists), so that
         the next function's executions start a span of their own."""
-        held, ref = self.held, self.tail
-        self.held, self.tail = [], None
+        held, ref, ready_at = self.held, self.tail, self.tail_ready
+        self.held, self.tail, self.tail_ready = [], None, None
         name, t, n, c, _ = held.pop()
         leaf = None if ref is None else ref()
         if ref is not None and leaf is None:
             leaf = _DELETED  # freed by the workload before it could be waited on
-        self.queue.put((name, n, t, c, leaf, held or None))
+        self.queue.put((name, n, t, c, leaf, held or None, ready_at))
 
     def put_sample(self, light: _Light, n: int, t: float, out: Any) -> None:
         """A light function's sampled execution `n` (started at `t`): handed over with the
@@ -1811,7 +1852,7 @@ class CompletionWatcher:
         light.sent, light.t = n, t
         self.last, self.sent = name, t
         leaf = _quick_leaf(out, self.arrays)
-        self.queue.put((name, n, t, self.counter.compiles, leaf, held or None))
+        self.queue.put((name, n, t, self.counter.compiles, leaf, held or None, _ready_at(leaf)))
 
     def _flush_light(self, light: _Light) -> None:
         """Hand over the light function's last execution (its output still held) with those
@@ -1832,14 +1873,14 @@ class CompletionWatcher:
         t = light.t
         light.sent, light.t = n, _now()
         self.last = light.name
-        self.queue.put((light.name, n, t, c, leaf, held or None))
+        self.queue.put((light.name, n, t, c, leaf, held or None, None))
 
     def put_step(self, index: int, compiles: int, leaf: Any, end_ns: int) -> None:
         """A marked step's output to wait on (StepCompletions.pending)."""
         if self.arrays is None:
             self.arrays = _array_type()
             self._start()
-        self.queue.put((None, index, end_ns, compiles, leaf, None))
+        self.queue.put((None, index, end_ns, compiles, leaf, None, None))
 
     def _start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="pgle-completions", daemon=True)
@@ -1879,7 +1920,7 @@ class CompletionWatcher:
             if isinstance(item, threading.Event):  # catch_up: every item before it is reached
                 item.set()
                 continue
-            name, n, t, c, leaf, held = item
+            name, n, t, c, leaf, held, ready_at = item
             if name is None:  # a marked step's outputs, not ready at its marker's end
                 self.counter.steps.waited(n, c, leaf, t)
                 del leaf, item
@@ -1898,23 +1939,32 @@ class CompletionWatcher:
             if leaf is None:
                 self.no_array += 1
                 continue
-            if leaf is _DELETED:
+            if ready_at is not None:  # ready as its call returned: completed by then
+                ready, done = True, ready_at
+            elif leaf is _DELETED:
                 self.keeps_up = False
                 self.unknown += 1
                 continue
-            try:
-                # A ready output is not waited on: block_until_ready releases and retakes the
-                # GIL (jaxlib 0.10.2), a hand-off the loop pays for even when nothing waits.
-                ready = leaf.is_ready()
-                if not ready:
-                    leaf.block_until_ready()
-            except Exception:
-                self.keeps_up = False
-                self.unknown += 1  # donated (deleted) before it could be waited on
-                continue
-            done = _now()
+            else:
+                try:
+                    # A ready output is not waited on: block_until_ready releases and retakes
+                    # the GIL (jaxlib 0.10.2), a hand-off the loop pays for even when nothing
+                    # waits.
+                    ready = leaf.is_ready()
+                    if not ready:
+                        leaf.block_until_ready()
+                except Exception:
+                    self.keeps_up = False
+                    self.unknown += 1  # donated (deleted) before it could be waited on
+                    continue
+                done = _now()
             self.keeps_up = ready or done - t < WAKE_EVERY_S
             self.known += 1
+            if last_done is not None and done < last_done:
+                # Ready as its call returned, before the one before it was seen complete:
+                # that one was reached late (its time holds the watcher's wake-up), and where
+                # this one's work began is unknown (its call may have waited on the queue).
+                tainted = True
             if tainted or last_done is None:
                 counter.worked(span, None, done, c)
             else:
@@ -1923,7 +1973,7 @@ class CompletionWatcher:
                 light = counter.light
                 if light is not None and name == light.name:
                     light.per_exec = each
-            last_done, span, tainted = done, [], False
+            last_done, span, tainted = max(done, last_done or done), [], False
             del leaf, item  # hold no output past its completion
             if done - self.checked >= (
                 LIGHT_SETTLE_CHECK_S if counter.light is None else LIGHT_CHECK_S

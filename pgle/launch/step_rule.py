@@ -47,12 +47,12 @@ def pick(
 ) -> Mapping[str, Any] | None:
     """The step among `{"function", "executions", "seconds", "work_s", "work_known"}`
     records, or None."""
-    candidates = _candidates(functions, min_executions)
-    if not candidates:
+    ranked = candidates(functions, min_executions)
+    if not ranked:
         return None
-    if all(f.get("work_known") for f in candidates):
-        return max(candidates, key=lambda f: (weight(f), f["executions"]))
-    return max(candidates, key=lambda f: (f.get("seconds") or 0.0, f["executions"]))
+    if all(f.get("work_known") for f in ranked):
+        return max(ranked, key=lambda f: (weight(f), f["executions"]))
+    return max(ranked, key=lambda f: (f.get("seconds") or 0.0, f["executions"]))
 
 
 def by_work(
@@ -60,13 +60,22 @@ def by_work(
 ) -> bool:
     """`pick` ranks by work: every candidate has an execution whose completion was seen (or
     there is no candidate)."""
-    return all(f.get("work_known") for f in _candidates(functions, min_executions))
+    return all(f.get("work_known") for f in candidates(functions, min_executions))
 
 
-def _candidates(
-    functions: Iterable[Mapping[str, Any]], min_executions: int
+def candidates(
+    functions: Iterable[Mapping[str, Any]], min_executions: int = MIN_EXECUTIONS
 ) -> list[Mapping[str, Any]]:
+    """The functions the rule ranks: executed at least `min_executions` times."""
     return [f for f in functions if (f.get("executions") or 0) >= min_executions]
+
+
+def clear(
+    functions: Iterable[Mapping[str, Any]], margin: float, min_executions: int = MIN_EXECUTIONS
+) -> bool:
+    """The busiest candidate by work is at least `margin` times the next one (or alone)."""
+    weights = sorted((weight(f) for f in candidates(functions, min_executions)), reverse=True)
+    return len(weights) < 2 or weights[0] >= margin * weights[1]
 
 
 def describe(by_work: bool = True) -> str:

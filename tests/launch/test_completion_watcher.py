@@ -45,15 +45,18 @@ def test_a_span_holds_one_functions_executions():
             functions_by_done.setdefault(done, set()).add(name)
     mixed = {d: names for d, names in functions_by_done.items() if len(names) > 1}
     assert not mixed, (len(mixed), watch)
-    # Every round's g has its own completion (the f before it was handed over first).
-    assert len(counter.work["jit(g)"]) >= 19, watch
+    # Each round's g has its own completion (the f before it was handed over first), but for
+    # a round whose f was seen complete only after g's call returned ready (the watcher's
+    # wake-up, on a loaded machine): g's work is then unknown, not the wake-up's.
+    assert len(counter.work["jit(g)"]) >= 15, watch
     executions = counter.stats["jit(f)"][0] + counter.stats["jit(g)"][0]
     assert sum(watch.values()) == executions == 2020
 
 
 def test_held_executions_keep_no_output_alive():
     """The last held execution's output is referenced weakly: once the workload drops it, the
-    watcher does not hold it (it is counted as unknown, not waited on)."""
+    watcher does not hold it. Its completion is still known when its output was ready as its
+    call returned (jax on CPU runs an `x + 1` inside the call), else it is counted unknown."""
     counter = harness.JitCounter()
     f = jax.jit(lambda x: x + 1.0)
     x = jnp.ones((8,))
@@ -67,9 +70,12 @@ def test_held_executions_keep_no_output_alive():
     held = len(counter.watcher.held)
     tail = counter.watcher.tail
     assert held and tail is not None and tail() is None, (held, counter.watcher.summary())
+    ready_at = counter.watcher.tail_ready
     counter.watcher.finish(30.0)
     watch = counter.watcher.summary()
-    assert watch["unknown"] >= 1 and watch["skipped"] > 1000, watch
+    assert watch["unknown"] >= (ready_at is None) and watch["skipped"] > 1000, watch
+    if ready_at is not None:  # timed by its return: its row ends there
+        assert any(row[2] == ready_at for row in counter.work["jit(f)"]), counter.work
 
 
 def test_catch_up_hands_over_the_held_executions_and_waits_until_each_is_reached():
@@ -99,3 +105,36 @@ def test_catch_up_without_a_thread_returns_at_once():
     start = time.monotonic()
     assert watcher.catch_up(5.0) is False
     assert time.monotonic() - start < 1.0
+
+
+def test_an_output_ready_as_its_call_returns_is_timed_by_that_return():
+    """On CPU jax runs a small computation inside the call: its output is ready as the call
+    returns, and its work ends there, however late the watcher's thread gets the GIL to see it
+    (issue 33: under load that wake-up was a helper's "work", more than the step's). Here the
+    workload's thread keeps the GIL for 200 ms after the call."""
+    import sys
+    import time
+
+    counter = harness.JitCounter()
+    f = jax.jit(lambda x: x * 2.0)
+    x = jnp.ones((8,))
+    for _ in range(2):  # the compile's execution, then one seen by a prompt watcher
+        n, t = counter.begin("jit(f)")
+        out = f(x)
+        counter.watcher.put("jit(f)", n, t, out)
+        time.sleep(0.05)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(10.0)  # no thread takes the GIL from this one while it computes
+    try:
+        n, t = counter.begin("jit(f)")
+        out = f(x)
+        counter.watcher.put("jit(f)", n, t, out)
+        returned = time.time()
+        while time.time() - returned < 0.2:  # pure Python: the GIL is never released
+            pass
+    finally:
+        sys.setswitchinterval(interval)
+    counter.watcher.finish(30.0)
+    (row,) = [r for r in counter.work["jit(f)"] if r[3] == 3]
+    _start, work, done, _n, _c, _k = row
+    assert done <= returned and work < 0.05, (row, returned)

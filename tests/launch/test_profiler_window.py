@@ -555,12 +555,40 @@ def test_a_candidate_whose_work_stays_unknown_is_ranked_by_host_time_after_a_few
 
 
 def test_the_choice_weighs_the_executions_the_watcher_reached(made: Make, tmp_path: Path) -> None:
-    """Asked at the helper's third call, the helper has 3 executions counted and the step 2;
-    each has one timed execution (10 ms of work against 12 ms) and a first one with the
-    compile. By counted executions the helper weighs 30 ms against 24 ms; by the executions
-    the watcher reached, 2 each, 20 ms against 24 ms: the step (the spans as the watcher
+    """Asked at the helper's fourth call, the helper has 4 executions counted and the step 3;
+    each has two timed executions (10 ms of work each against 12 ms) and a first one with the
+    compile. By counted executions the helper weighs 40 ms against 36 ms; by the executions
+    the watcher reached, 3 each, 30 ms against 36 ms: the step (the spans as the watcher
     hands them to JitCounter.worked)."""
     from pgle.launch.harness import JitCounter
+
+    s = made(schema.WindowSpec("auto", str(tmp_path / "trace"), warmup=3, executions=3))
+    s.window.on_backend_up()
+    counter = s.window.jits = JitCounter()
+    for name in ("helper", "step", "helper", "step", "helper", "step", "helper"):
+        counter.begin(name)
+    counter.worked([("helper", 1.0, 1, 1), ("step", 1.1, 1, 1)], None, 1.2, 2)  # the compiles
+    counter.worked([("helper", 1.3, 2, 1)], 0.010, 1.31, 2)
+    counter.worked([("step", 1.4, 2, 1)], 0.012, 1.412, 2)
+    counter.worked([("helper", 1.5, 3, 1)], 0.010, 1.51, 2)
+    counter.worked([("step", 1.6, 3, 1)], 0.012, 1.612, 2)
+    assert s.window.before_execution("helper", 4) is False  # not the step
+    assert s.window.pending == "step" and s.window.asks == 1
+    counter.begin("step")
+    assert s.window.before_execution("step", 4) is True
+    (plan,) = s.written(schema.WINDOW_PLAN)
+    assert (plan["function"], plan["first_execution"]) == ("step", 3)
+
+
+def test_one_sample_each_answers_only_a_clear_lead_then_the_least_work_ranks(
+        made: Make, tmp_path: Path) -> None:
+    """The watcher's wake-up only adds to a span: on one sample each, a cheap helper whose
+    span held 8 ms of wake-up is within DECIDE_MARGIN of the step's 3 ms, so the choice waits
+    for a second sample each; then each one's least work ranks them (the helper's 50 us; by
+    the mean, 4 ms x 3 executions would outweigh the step's 3 ms x 3), and
+    the step's next call opens the window (issue 33: `jit(next_batch)` was profiled under
+    load). A lead of DECIDE_MARGIN or more answers on the first sample."""
+    from pgle.launch.harness import DECIDE_MARGIN, JitCounter
 
     s = made(schema.WindowSpec("auto", str(tmp_path / "trace"), warmup=2, executions=3))
     s.window.on_backend_up()
@@ -568,11 +596,31 @@ def test_the_choice_weighs_the_executions_the_watcher_reached(made: Make, tmp_pa
     for name in ("helper", "step", "helper", "step", "helper"):
         counter.begin(name)
     counter.worked([("helper", 1.0, 1, 1), ("step", 1.1, 1, 1)], None, 1.2, 2)  # the compiles
-    counter.worked([("helper", 1.3, 2, 1)], 0.010, 1.31, 2)
-    counter.worked([("step", 1.4, 2, 1)], 0.012, 1.412, 2)
-    assert s.window.before_execution("helper", 3) is False  # not the step
-    assert s.window.pending == "step" and s.window.asks == 1
+    counter.worked([("helper", 1.3, 2, 1)], 0.008, 1.308, 2)  # 50 us of work, 8 ms of wake-up
+    counter.worked([("step", 1.4, 2, 1)], 0.003, 1.403, 2)
+    assert s.window.before_execution("helper", 3) is False
+    assert s.window.pending is None and s.window.asks == 1  # 8 ms against 3 ms: not clear
     counter.begin("step")
-    assert s.window.before_execution("step", 3) is True
+    counter.worked([("helper", 1.5, 3, 1)], 0.00005, 1.50005, 2)
+    assert s.window.before_execution("step", 3) is False  # the step has one sample still
+    assert s.window.pending is None and s.window.asks == 2
+    counter.begin("helper")
+    counter.worked([("step", 1.6, 3, 1)], 0.003, 1.603, 2)
+    assert s.window.before_execution("helper", 4) is False
+    assert s.window.pending == "step" and s.window.asks == 3
+    counter.begin("step")
+    assert s.window.before_execution("step", 4) is True
     (plan,) = s.written(schema.WINDOW_PLAN)
-    assert (plan["function"], plan["first_execution"]) == ("step", 2)
+    assert (plan["function"], plan["first_execution"]) == ("step", 3)
+
+    # A clear lead on one sample each: the first ask answers.
+    s2 = made(schema.WindowSpec("auto", str(tmp_path / "trace2"), warmup=2, executions=3))
+    s2.window.on_backend_up()
+    counter = s2.window.jits = JitCounter()
+    for name in ("helper", "step", "helper", "step", "helper"):
+        counter.begin(name)
+    counter.worked([("helper", 1.0, 1, 1), ("step", 1.1, 1, 1)], None, 1.2, 2)
+    counter.worked([("helper", 1.3, 2, 1)], 0.003 / DECIDE_MARGIN, 1.301, 2)
+    counter.worked([("step", 1.4, 2, 1)], 0.003, 1.403, 2)
+    assert s2.window.before_execution("helper", 3) is False
+    assert s2.window.pending == "step" and s2.window.asks == 1

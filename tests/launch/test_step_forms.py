@@ -39,7 +39,9 @@ def test_the_step_is_found_in_every_form(tmp_path, form, function, first):
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     window = report_of(proc)["window"]
     assert window["purpose"] == "executions" and window["function"] == function
-    assert (window["first_execution"], window["executions"]) == (first, 5)
+    # Where one sample each leaves the choice unclear (the watcher's wake-up in a span, on a
+    # loaded machine: harness.DECIDE_MARGIN), it waits for a second each: an iteration later.
+    assert first <= window["first_execution"] <= first + 1 and window["executions"] == 5, window
     events = _events(tmp_path / "c")
     jit = next(r for r in events if r["kind"] == "jit_functions")
     assert jit["step"] == function and len(jit["starts"]) == 14
