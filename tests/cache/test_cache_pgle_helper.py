@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
+from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, pythonpath
 from pgle.evidence import jax_log as je
 
 HELPER = TESTS / "helpers" / "pgle_cpu_profile"
@@ -39,7 +39,7 @@ def run(cache_dir: Path, args: list[str], *, helper: bool, **env: str) -> list[j
                  JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                  JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1", **env)
     if helper:
-        e["PYTHONPATH"] = str(HELPER)
+        e["PYTHONPATH"] = pythonpath(str(HELPER))
     proc = subprocess.run([sys.executable, "-c", _DRIVER, str(WORKLOADS / "auto_fgh.py"), *args],
                           env=e, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]

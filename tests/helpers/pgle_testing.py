@@ -45,6 +45,12 @@ def pgle_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def pythonpath(*first: str) -> str:
+    """`first`, then the caller's PYTHONPATH: a stand-in module shadows the real one while the
+    pgle under test (a worktree, the mutation runner's copy) stays the one imported."""
+    return os.pathsep.join(p for p in (*first, os.environ.get("PYTHONPATH")) if p)
+
+
 def replay_env(env: dict[str, str]) -> dict[str, str]:
     """`env` for a replay workload (tests/workloads/replay_xla_log.py, dist_replay.py), which
     stands in for a GPU run: tests/helpers/replayed_gpu_run first on PYTHONPATH."""

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import pytest
 
-from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
+from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, pythonpath
 from pgle.jobs import folder, kv, rank_data
 from pgle.profiles.files import BINARY, Profile, encode_profile, read_profile
 
@@ -42,7 +42,7 @@ def _plant_rank(jd: Path, rank: int, profile: dict | None = None) -> None:
 
 def _rank_0(project: Path, world_size: int) -> tuple[int, dict | None, str, float]:
     env = pgle_env(PGLE_RANK="0", PGLE_WORLD_SIZE=str(world_size), PGLE_JOB_ID="hostile",
-                   SLURM_PROCID="0", PYTHONPATH=HELPER)
+                   SLURM_PROCID="0", PYTHONPATH=pythonpath(HELPER))
     began = time.monotonic()
     # Every rank has left a report (rank 4's unreadable): a gather timeout far past the
     # bound the malformed-data test checks, which only a wait for rank 4 would reach.
@@ -296,7 +296,8 @@ def test_two_processes_given_one_rank_fail_loudly(tmp_path):
     """Two processes started as rank 1 of one job at once: only one may claim the rank (its
     start record, created exclusively); the other says so in one line, exits 2 and writes
     none of rank 1's files, so the claimant's record stays whole."""
-    env = pgle_env(PGLE_RANK="1", PGLE_WORLD_SIZE="2", PGLE_JOB_ID="twice", PYTHONPATH=HELPER)
+    env = pgle_env(PGLE_RANK="1", PGLE_WORLD_SIZE="2", PGLE_JOB_ID="twice",
+                   PYTHONPATH=pythonpath(HELPER))
     procs = [subprocess.Popen(
         [sys.executable, "-m", "pgle", "collect", "--json", "-o", "profile.pb",
          "--gather-timeout", "30", STEPS, "--", "6"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -22,17 +22,12 @@ import textwrap
 import time
 from pathlib import Path
 
-from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
+from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, pythonpath
 from helpers.processes import start_pgle, wait_until
 
 DIST = WORKLOADS / "dist_steps.py"
 FAKE_GPU_CONVERSION = str(TESTS / "helpers" / "dist_collect_profile")
 
-
-def _pythonpath() -> str:
-    """The stand-in conversion first, then the caller's PYTHONPATH: the pgle under test (a
-    worktree, the mutation runner's copy) stays the one the ranks import."""
-    return os.pathsep.join(p for p in (FAKE_GPU_CONVERSION, os.environ.get("PYTHONPATH")) if p)
 
 
 def _free_port() -> int:
@@ -51,7 +46,7 @@ def _two_ranks(base: Path, *args: str, job: str = "kv-job", timeout: float = 300
         home.mkdir()
         env = pgle_env(PGLE_RANK=str(rank), PGLE_WORLD_SIZE="2", PGLE_JOB_ID=job,
                        SLURM_PROCID=str(rank), DIST_PORT=str(port),
-                       PYTHONPATH=_pythonpath())
+                       PYTHONPATH=pythonpath(FAKE_GPU_CONVERSION))
         argv = [sys.executable, "-m", "pgle", *args, "--json", str(DIST)]
         if workload:
             argv += ["--", *workload]
@@ -189,7 +184,7 @@ def test_ctrl_c_while_the_workload_is_held_stops_the_rank_with_130(tmp_path):
         home = tmp_path / f"rank{rank}"
         home.mkdir()
         env = pgle_env(PGLE_RANK=str(rank), PGLE_WORLD_SIZE="2", PGLE_JOB_ID="held",
-                       DIST_PORT=str(port), PYTHONPATH=_pythonpath())
+                       DIST_PORT=str(port), PYTHONPATH=pythonpath(FAKE_GPU_CONVERSION))
         # A gather timeout far beyond the bound below: a rank that waits it out fails.
         procs.append(start_pgle("collect", "--gather", "kv", "--gather-timeout", "120",
                                 "-o", "profile.pb", str(late), cwd=home, env=env))

@@ -16,7 +16,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env
+from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, pythonpath
 from helpers.slurm_fixture import requires_slurm
 
 pytestmark = requires_slurm
@@ -31,7 +31,7 @@ def _srun(cluster, args, project, *, profile_on_rank_0_only=True, **env):
     script = ('if [ "$SLURM_PROCID" != 0 ]; then export PGLE_TEST_CPU_PROFILE=0; fi; exec '
               if profile_on_rank_0_only else "exec ") + pgle
     return cluster.srun(["bash", "-c", script], ntasks=2, cwd=project,
-                        env=pgle_env(PYTHONPATH=HELPER, **env), timeout=120)
+                        env=pgle_env(PYTHONPATH=pythonpath(HELPER), **env), timeout=120)
 
 
 def _mods(job: dict) -> dict:

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, replay_env
+from helpers.pgle_testing import TESTS, WORKLOADS, pgle_env, pythonpath, replay_env
 from pgle.profiles.files import read_profile
 from helpers.slurm_fixture import requires_slurm
 
@@ -25,7 +25,7 @@ PGLE = [sys.executable, "-m", "pgle"]
 
 def _srun(cluster, args, project, **env):
     return cluster.srun([*PGLE, *args], ntasks=2, cwd=project,
-                        env=replay_env(pgle_env(PYTHONPATH=HELPER, **env)), timeout=120)
+                        env=replay_env(pgle_env(PYTHONPATH=pythonpath(HELPER), **env)), timeout=120)
 
 
 def _job_dir(project: Path) -> Path:
@@ -137,8 +137,8 @@ def test_sbatch_script_collects_per_rank_then_merges_as_one_process(slurm_cluste
         "--report merge.json\n")
     out = project / "batch.out"
     result = slurm_cluster.sbatch(["-n", "2", "-t", "5", "-J", "pgle-test-collect", "-o", str(out),
-                                   str(script)], cwd=project, env=pgle_env(PYTHONPATH=HELPER),
-                                  timeout=120)
+                                   str(script)], cwd=project,
+                                  env=pgle_env(PYTHONPATH=pythonpath(HELPER)), timeout=120)
     assert (result.state, result.exit_code) == ("COMPLETED", 0), out.read_text()[-3000:]
     assert dict(read_profile(project / "profile.pb").costs) == \
         {"fusion.0": 10.0, "all-reduce.1": 100.0, "fusion.2": 5.0}
