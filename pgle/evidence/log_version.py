@@ -81,6 +81,7 @@ def _grid(text: str) -> dict[str, dict[str, tuple[int, ...]]]:
 
 
 LINES = _grid(_LINE_GRID)
+KINDS = frozenset(k for table in LINES.values() for k in table)  # some version prints them
 
 # (kind, first jax version that prints it or None, last one or None): what a kind of line
 # or prefix proves about the version that wrote the log.
@@ -190,7 +191,9 @@ def infer(
         v
         for v, table in LINES.items()
         if numbered
-        and all(n in table.get(k, (n,)) for k, n in numbered.items())
+        # a kind the grid knows but this version does not print rules it out; a kind the
+        # grid does not know says nothing
+        and all(n in table[k] if k in table else k not in KINDS for k, n in numbered.items())
         and _in(parse(v), low, high)
     )
     return Inference(low, high, matches, tuple(clues))

@@ -115,3 +115,22 @@ def test_a_missing_pbtxt_beside_a_pb_is_no_missing_profile(version, tmp_path: Pa
     assert [(m["module"], m["status"]) for m in report["modules"]] == [
         (m["module"], m["status"]) for m in reference["modules"]
     ]
+
+
+def test_a_line_a_version_never_prints_rules_that_version_out():
+    """Each lane version's own line numbers, plus one kind of line it does not print (at the
+    number another version prints it): the log is not that version's. Before, a kind missing
+    from a version's column counted as agreeing: 0.4.34 matched a log with the async-collective
+    lines, 0.4.38 and 0.5.0 one with an accuracy-checker block."""
+    from pgle.evidence import log_version
+
+    kinds = {k for table in log_version.LINES.values() for k in table}
+    tried = 0
+    for version, table in log_version.LINES.items():
+        own = {kind: numbers[0] for kind, numbers in table.items()}
+        assert version in log_version.infer(own).matches, version
+        for kind in sorted(kinds - set(table)):
+            number = next(t[kind][0] for t in log_version.LINES.values() if kind in t)
+            assert version not in log_version.infer({**own, kind: number}).matches, (version, kind)
+            tried += 1
+    assert tried >= 6

@@ -113,8 +113,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "`pgle runs prune` from another host deletes the folder of a live run whose lease was "
       "refreshed 61 s ago (refresh every 60 s)"),
     M("Q21", "pgle/launch/step_rule.py",
-      '    if all(f.get("work_known") for f in candidates):',
-      '    if any(f.get("work_known") for f in candidates):',
+      '    if all(f.get("work_known") for f in ranked):',
+      '    if any(f.get("work_known") for f in ranked):',
       "a train step whose outputs are donated (no known work) loses the step pick to a small "
       "eval function: wrong step module, wrong step times"),
     M("Q22", "pgle/launch/execution.py",

@@ -51,8 +51,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "if self.executions_in_trace > self.max_executions:",
       "the execution window profiles one execution more than --executions asks for"),
     M("T06", H,
-      "if chosen is not None and step_rule.by_work(reached, min_executions=2):",
-      "if chosen is not None and not step_rule.by_work(reached, min_executions=2):",
+      "        if step_rule.by_work(reached, min_executions=2):",
+      "        if not step_rule.by_work(reached, min_executions=2):",
       "once every candidate's work is known the window still waits DECIDE_ASKS calls before "
       "opening; while some is unknown it picks by host time at once (a helper wins: #33)"),
     M("T07", H,
