@@ -1510,6 +1510,7 @@ class JitCounter:
         # (name, start, number, row, the light function's executions then)
         self.last: tuple[str, float, int, list[Any], int] | None = None
         self.light: _Light | None = None  # the function whose calls only count, if any
+        self.dark: _Light | None = None  # the last one unlit while frameless
         self.may_go_light: Callable[[], bool] = lambda: False  # set by the harness
         # name -> the module XLA compiled for it: the last compile while its first execution
         # (or its AOT `.compile()`) ran; the eager jits its tracing runs compile before it.
@@ -1638,6 +1639,7 @@ class JitCounter:
             light.due[0] = 0
             if light.frameless:
                 light.arm()  # its next call goes framed, then back to the full count
+                self.dark = light  # ...or, if none comes, its count is folded at exit
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -2001,9 +2003,10 @@ class CompletionWatcher:
             return
         self.on = False
         light = self.counter.light
-        if light is not None and light.frameless:
-            # the executions since its last sample: counted, not timed (LIGHT_SAMPLE_SHARE)
-            self.skipped += max(light.fold() - light.sent, 0)
+        for frameless in {light, self.counter.dark}:
+            if frameless is not None and frameless.frameless:
+                # the executions since its last sample: counted, not timed (LIGHT_SAMPLE_SHARE)
+                self.skipped += max(frameless.fold() - frameless.sent, 0)
         if light is not None and light.tail[0] is not None:
             self._flush_light(light)
         if self.held:

@@ -123,3 +123,18 @@ def test_a_frameless_step_goes_back_to_the_full_count_when_the_light_ends() -> N
     jax.block_until_ready(x)
     counter.watcher.finish(30.0)
     assert counter.stats["jit(step)"][0] == calls + 22
+
+
+def test_a_step_unlit_with_no_call_after_still_has_every_execution_counted_at_exit() -> None:
+    counter = harness.JitCounter()
+    allowed = [True]
+    counter.may_go_light = lambda: allowed[0]
+    step = _step_proxy(counter)
+    x, calls = _until_frameless(counter, step, jnp.ones((16, 16)) * 0.01)
+    for _ in range(30):
+        x = step(x)
+    allowed[0] = False
+    counter.consider_light()  # the light ends, and the loop never calls the step again
+    jax.block_until_ready(x)
+    counter.watcher.finish(30.0)
+    assert counter.stats["jit(step)"][0] == calls + 30
