@@ -13,6 +13,7 @@ and the tests of each bug's area run against each.
     python3 tests/mutants/independent.py --set heldout3     # a third list, blind to all four
     python3 tests/mutants/independent.py --set heldout4     # a fourth list, blind to all five
     python3 tests/mutants/independent.py --set heldout5     # a fifth, on pgle/launch/harness.py
+    python3 tests/mutants/independent.py --set heldout6     # a sixth, blind to all the others
 
 The working tree is never touched: the tracked and untracked (not ignored) files are copied to a
 temporary folder once, each mutant is written into that copy and undone there after its run, and
@@ -33,6 +34,7 @@ end-to-end tests of the command it serves (AREAS, or the mutant's own `tests`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -55,6 +57,7 @@ RESULTS = {  # where --write keeps each list's outcomes
     "heldout3": Path(__file__).resolve().parent / "heldout3-results.json",
     "heldout4": Path(__file__).resolve().parent / "heldout4-results.json",
     "heldout5": Path(__file__).resolve().parent / "heldout5-results.json",
+    "heldout6": Path(__file__).resolve().parent / "heldout6-results.json",
 }
 TIMEOUT_S = 300
 
@@ -713,26 +716,8 @@ def area(m: Mutant) -> tuple[str, ...]:
 def mutants_of(which: str) -> tuple[Mutant, ...]:
     if which == "independent":
         return MUTANTS
-    if which == "heldout":
-        import heldout  # tests/mutants/heldout.py: written without reading either list
-
-        return heldout.MUTANTS
-    if which == "heldout2":
-        import heldout2  # tests/mutants/heldout2.py: a second list written blind to the others
-
-        return heldout2.MUTANTS
-    if which == "heldout3":
-        import heldout3  # tests/mutants/heldout3.py: a third list, blind to all four
-
-        return heldout3.MUTANTS
-    if which == "heldout4":
-        import heldout4  # tests/mutants/heldout4.py: a fourth list, blind to all five
-
-        return heldout4.MUTANTS
-    if which == "heldout5":
-        import heldout5  # tests/mutants/heldout5.py: a fifth list, on pgle/launch/harness.py
-
-        return heldout5.MUTANTS
+    if which.startswith("heldout"):  # tests/mutants/heldoutN.py: each written blind
+        return importlib.import_module(which).MUTANTS
     import mutants  # tests/mutants/mutants.py: the regression list
 
     return mutants.MUTANTS
