@@ -57,7 +57,8 @@ def test_a_fall_is_refused_and_a_rise_is_not():
 
 @pytest.mark.parametrize(
     "which",
-    ["independent", "regression", "heldout", "heldout2", "heldout3", "heldout4", "heldout5"],
+    ["independent", "regression", "heldout", "heldout2", "heldout3", "heldout4", "heldout5",
+     "heldout6"],
 )
 def test_every_mutant_still_applies_to_the_code(which):
     """tests/mutants/independent.py, mutants.py and heldout*.py find each mutant by

@@ -256,6 +256,12 @@ AREAS: dict[str, tuple[str, ...]] = {
     ),
     "pgle/jobs/driver.py": (J + "test_driver_contracts.py", J + "test_multiprocess_units.py"),
     "pgle/jobs/rank_data.py": (J + "test_hostile_ranks.py", J + "test_gather_foreign_ranks.py"),
+    # Added with tests/mutants/heldout6.py: the tests that import them, and the fleet's
+    # end-to-end tests (a divergence named across real ranks, the first rank to stop).
+    "pgle/jobs/divergence.py": (J + "test_fleet_units.py", J + "test_fleet_files.py",
+                                J + "test_driver_edges.py", J + "test_fleet.py"),
+    "pgle/jobs/first_stopped.py": (J + "test_fleet_units.py", J + "test_driver_edges.py",
+                                   J + "test_layout_units.py", J + "test_fleet.py"),
     "pgle/commands/report.py": (
         "tests/analysis/test_report.py",
         "tests/analysis/test_report_value.py",
