@@ -365,6 +365,8 @@ def test_merge_vmodule_keeps_the_users_entries():
     assert merge_vmodule("gpu_hlo_schedule=3,foo=1") == "gpu_hlo_schedule=3,foo=1"
     assert merge_vmodule("foo=1,gpu_hlo_schedule=0") == "foo=1,gpu_hlo_schedule=1"
     assert merge_vmodule("foo=1,") == "foo=1,gpu_hlo_schedule=1"
+    # The user's own entry at exactly the level needed stays as typed (spaces, zeros and all).
+    assert merge_vmodule(" gpu_hlo_schedule = 01 ,foo=1") == " gpu_hlo_schedule = 01 ,foo=1"
     env, notices, warnings = collect_mod.fingerprint_environment(
         {"TF_CPP_VMODULE": "gpu_hlo_schedule=2", "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert env["TF_CPP_VMODULE"] == "gpu_hlo_schedule=2" and not notices and not warnings

@@ -321,6 +321,28 @@ def test_a_workload_of_jax_distributed_is_held_at_its_end_until_resumed(tmp_path
     assert run.log.read_text().startswith("initialized\n")
 
 
+def test_a_held_workload_killed_before_its_end_fails_the_launch(tmp_path):
+    """The workload exited 0 as far as the harness saw, then was killed while held (as an OOM
+    killer or a scheduler's preemption does): resume() reports the real end, not the 0."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "dist.py"
+    script.write_text(f"import jax\njax.distributed.initialize('127.0.0.1:{port}', "
+                      "num_processes=1, process_id=0)\nprint('initialized', flush=True)\n")
+    run = RunFolder.create("run", str(tmp_path / "run"))
+    ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
+                           hold=True, hold_timeout_s=60)
+    assert ex.held and ex.exit_code == 0
+    pending = ex.result.pending
+    assert pending is not None
+    os.kill(pending.child.pid, signal.SIGKILL)  # pgle's own child
+    ex.resume()
+    assert not ex.held and ex.exit_code not in (0, None), ex.result
+
+
 def test_a_log_cut_short_by_a_full_disk_is_a_warning_of_the_command(tmp_path, capfd):
     """The run folder's disk fills while the workload prints: the workload runs on, its
     output still shows, and the command's warnings say the log is incomplete and why."""

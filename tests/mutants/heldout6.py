@@ -190,7 +190,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "return any(word in upper for word in _ENV_WORDS)",
       "return any(word in name for word in _ENV_WORDS)",
       "a lower- or mixed-case secret variable (`hf_token`, `Api_Key`) is recorded with its "
-      "value in clear"),
+      "value in clear",
+      equivalent="secret_variable is only reached with names _ENV_NAME matched (upper case, "
+      "digits, underscores), which upper() leaves as they are; a lower-case hf_token=x is "
+      "read as an option and redacted by its words (as heldout2's G34)"),
     M("U37", "pgle/redact.py",
       r"""[^\s'\"@]+(?=@)""",
       r"""[^\s'\"@/]+(?=@)""",
