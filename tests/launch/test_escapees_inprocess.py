@@ -87,6 +87,21 @@ def test_outside_group_leaves_out_the_workloads_group_only(started):
     assert sorted(escapees.marked(token)) == sorted([leader.pid, member.pid, daemon.pid])
 
 
+def test_the_mark_looks_past_the_processes_of_other_users(started):
+    """On a shared machine other users' processes come first in /proc too: each is passed
+    over (its environment is not this user's to read), and the marked one after it found."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start a process as another user")
+    token = escapees.new_token()
+    foreign = _start(started, token, user=65534, group=65534, start_new_session=True)
+    assert os.stat(f"/proc/{foreign.pid}").st_uid == 65534
+    mine = _start(started, token, start_new_session=True)
+    if mine.pid < foreign.pid:
+        pytest.skip("the pids wrapped around: /proc lists the other user's process later")
+    assert escapees.marked(token) == [mine.pid]
+    assert foreign.poll() is None  # passed over for its owner, not because it was gone
+
+
 def test_a_token_past_the_environment_read_limit_is_not_seen(started):
     """At most _ENVIRON_LIMIT bytes of a process's environment are read (one string may hold
     128 KiB: nine of them put the token past 1 MiB)."""

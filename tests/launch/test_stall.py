@@ -541,8 +541,12 @@ def test_stacks_that_are_not_utf8_are_read_with_replacements(tmp_path):
             {"kind": "start", "t": 1.0, "pid": child.pid},
             {"kind": "stacks", "t": 1.0, "file": str(stacks_file), "main_thread": "0x1"})))
         watch = StallWatch(tmp_path, 1.0, lambda s: None)
+        t0 = time.monotonic()
         watch.dump("a test")
         assert watch.dumped == {child.pid: "Thread 0x1 in /data/caf\ufffd.py\n"}
+        # pgle goes on a moment after the stacks are written (looked for every 50 ms, then
+        # 0.2 s for a dump still being written), not a second or more later.
+        assert time.monotonic() - t0 < 1.0
     finally:
         child.kill()
         child.wait(timeout=20)
