@@ -11,6 +11,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from helpers.deadline import returns_within
 from pgle.launch import streams
 from pgle.launch.pumps import Log, Sink, write_all
@@ -256,7 +258,17 @@ def test_only_a_terminal_that_holds_bytes_is_abandoned_and_only_once(tmp_path):
         sink.behind.drain()  # abandoned: returns at once, and the writer's thread may end
     sink.behind.thread.join(timeout=20)
     assert not sink.behind.thread.is_alive()
-    for fd in (pw, r, w):
+    # A terminal that went away (its write failed) holds nothing: it is no frozen terminal to
+    # warn about (its failure is said once, by the sink).
+    gr, gw = os.pipe()
+    os.close(gr)
+    sink.behind = Behind(gw)
+    with returns_within(10):
+        sink.behind.put(b"x" * 100)
+    with returns_within(30), pytest.raises(BrokenPipeError):
+        sink.behind.drain()
+    assert not pump.abandon_stuck_terminal() and not sink.behind.abandoned
+    for fd in (pw, r, w, gw):
         os.close(fd)
 
 
