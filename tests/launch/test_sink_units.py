@@ -465,3 +465,73 @@ def test_a_long_line_reaches_the_log_in_pieces_of_the_limit(tmp_path, monkeypatc
     assert pump.held == [b"next"] and pump.held_bytes == 4
     os.close(r)
     os.close(w)
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_short_last_write_reaches_the_log_whole_and_alone(tmp_path, terminal):
+    """A small read waits a moment for more (pumps.COALESCE_S); where the stream ends in that
+    moment (a pipe's writer closed, a pseudo-terminal's side closed: EIO) what was read is
+    handed on exactly, nothing of the pump's buffer with it."""
+    from pgle.launch.pumps import COALESCE_BELOW_PIPE, COALESCE_BELOW_TERMINAL, Pump
+
+    r, w = os.openpty() if terminal else os.pipe()
+    os.write(w, b"last words, no newline")
+    os.close(w)  # the workload exited: its end of the stream is closed
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    log = Log(tmp_path / "w.log")
+    pump = Pump(r, sink, log,
+                coalesce_below=COALESCE_BELOW_TERMINAL if terminal else COALESCE_BELOW_PIPE)
+    pump.start()
+    pump.join(timeout=20)
+    assert not pump.is_alive()
+    log.close()
+    # The log ends the unfinished line (pgle's own lines then start on one of their own).
+    assert (tmp_path / "w.log").read_bytes() == b"last words, no newline\n"
+    assert out.getvalue() == "last words, no newline"
+    os.close(r)
+
+
+def test_a_write_cut_short_by_a_full_disk_is_the_logs_error(tmp_path, capfd, monkeypatch):
+    """A disk with room for part of a write: writev takes what fits, the rest is tried and
+    fails, and the log says it is incomplete; what it holds is the start of the output."""
+    from helpers.smallfs import fill, small_filesystem
+
+    monkeypatch.setattr(streams, "said", set())
+    with small_filesystem(tmp_path / "fs", 128) as fs:
+        log = Log(fs / "w.log")
+        fill(fs, leave_bytes=8192)
+        parts = [b"a" * (32 << 10), b"b" * (32 << 10)]  # more than the room left
+        log.write(parts)
+        log.close()
+        kept = (fs / "w.log").read_bytes()
+        assert 0 < len(kept) < sum(map(len, parts)), len(kept)  # a short write, not none
+        assert kept == b"".join(parts)[: len(kept)]
+        assert log.error == "No space left on device (ENOSPC)"
+    assert capfd.readouterr().err.count("pgle: warning: stopped writing") == 1
+
+
+def test_nothing_more_goes_to_a_stream_after_its_first_failure(monkeypatch):
+    """A stream that failed once (a full disk, a reader that went away) gets none of what
+    was to follow in the same write, pgle's waiting line included, even where it would take
+    it again: its output continues in the log only, never with a hole in the middle."""
+    monkeypatch.setattr(streams, "said", set())
+
+    class FailsOnce(io.StringIO):
+        failures = 0  # writes to fail from now on
+
+        def write(self, s):
+            if self.failures:
+                self.failures -= 1
+                raise OSError(5, "Input/output error")
+            return super().write(s)
+
+    flaky, err = FailsOnce(), io.StringIO()
+    sink, _ = Sink.pair(flaky, err, "w.log")
+    sink.write(b"progress 10%")
+    sink.line("pgle: a note")  # waits for the end of the workload's line
+    flaky.failures = 1
+    sink.write(b" 20%\nnext, mid-line")  # its first part fails: the note and the rest never go
+    assert sink.failed == "Input/output error (EIO)"
+    assert flaky.getvalue() == "progress 10%"
+    assert "cannot write the workload's stdout" in err.getvalue()
