@@ -56,3 +56,20 @@ def test_the_watchdog_is_still_polled_while_the_workload_runs(tmp_path, wait_pat
     res = _launch(tmp_path, "import time; time.sleep(20)", watchdog=watchdog)
     assert res.stopped_by_watchdog and res.exit_code == 5
     assert len(polls) >= 3
+
+
+def test_the_watchdog_is_polled_every_poll_s(tmp_path, wait_path):
+    """`poll_s` sets how often the watchdog is asked (how soon a peer's failure stops a
+    job's rank): at 0.05 s four polls come well within a second; at the default 0.5 s they
+    take 1.5 s."""
+    import time
+
+    polls: list[float] = []
+
+    def watchdog():
+        polls.append(time.monotonic())
+        return 5 if len(polls) >= 4 else None
+
+    res = _launch(tmp_path, "import time; time.sleep(20)", watchdog=watchdog)
+    assert res.stopped_by_watchdog and res.exit_code == 5
+    assert polls[-1] - polls[0] < 1.0, [b - a for a, b in zip(polls, polls[1:])]

@@ -535,3 +535,52 @@ def test_nothing_more_goes_to_a_stream_after_its_first_failure(monkeypatch):
     assert sink.failed == "Input/output error (EIO)"
     assert flaky.getvalue() == "progress 10%"
     assert "cannot write the workload's stdout" in err.getvalue()
+
+
+def test_a_line_is_in_the_log_as_soon_as_its_newline_is_read(tmp_path):
+    """The log holds each complete line once its newline was read, also when the newline
+    opens the next read (a `tail -f` of the log, or pgle reading it while the workload
+    waits, sees the line, not only once the next one ends)."""
+    from pgle.launch.pumps import Pump
+
+    r, w = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    pump.start()
+
+    def read_by_pump(data: bytes, chunks: int) -> None:
+        os.write(w, data)
+        deadline = time.monotonic() + 20
+        while pump.chunks < chunks:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+
+    read_by_pump(b"first line, its end not yet written", 1)
+    assert (tmp_path / "w.log").read_bytes() == b""
+    read_by_pump(b"\nsecond line, not ended", 2)
+    assert (tmp_path / "w.log").read_bytes() == b"first line, its end not yet written\n"
+    os.close(w)
+    pump.join(timeout=20)
+    assert (tmp_path / "w.log").read_bytes() == (
+        b"first line, its end not yet written\nsecond line, not ended\n")
+    os.close(r)
+
+
+def test_pgles_waiting_lines_go_in_after_the_last_complete_line_of_a_chunk():
+    """pgle's lines said mid-line wait, in order and each whole, through chunks without a
+    newline, then go in after the last complete line of the chunk that ends one; an empty
+    chunk (all of it lines `hide` kept from the terminal) changes nothing."""
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    sink.write(b"step 1\n")
+    sink.write(b"")
+    assert sink.line("pgle: at a line start") is True
+    assert out.getvalue() == "step 1\npgle: at a line start\n"
+    sink.write(b"progress")
+    sink.line("pgle: first")
+    sink.line("pgle: second")
+    sink.write(b" 50%")  # still no newline: they wait
+    assert out.getvalue().endswith("progress 50%")
+    sink.write(b" 100%\nline 2\nline 3, mid-line")
+    assert out.getvalue() == ("step 1\npgle: at a line start\nprogress 50% 100%\nline 2\n"
+                              "pgle: first\npgle: second\nline 3, mid-line")
