@@ -72,4 +72,4 @@ def test_the_watchdog_is_polled_every_poll_s(tmp_path, wait_path):
 
     res = _launch(tmp_path, "import time; time.sleep(20)", watchdog=watchdog)
     assert res.stopped_by_watchdog and res.exit_code == 5
-    assert polls[-1] - polls[0] < 1.0, [b - a for a, b in zip(polls, polls[1:])]
+    assert polls[-1] - polls[0] < 1.0, [b - a for a, b in zip(polls, polls[1:], strict=False)]

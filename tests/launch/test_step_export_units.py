@@ -101,7 +101,8 @@ def test_each_arguments_sharding_goes_into_the_export(tmp_path):
     on_host = NamedSharding(mesh, PartitionSpec("data", None), memory_kind="pinned_host")
     x = jax.device_put(jnp.ones((4, 4)), on_host)
     exported = step_export.export(jax.jit(lambda a: a * 2), (x,), {})
-    (main,) = [l for l in exported.mlir_module().splitlines() if "func public @main" in l]
+    (main,) = [line for line in exported.mlir_module().splitlines()
+               if "func public @main" in line]
     argument = main.split("%arg0:", 1)[1].split(" loc(", 1)[0]
     assert 'mhlo.memory_kind = "pinned_host"' in argument, main
     assert '"data"' in argument, main
