@@ -584,3 +584,53 @@ def test_pgles_waiting_lines_go_in_after_the_last_complete_line_of_a_chunk():
     sink.write(b" 100%\nline 2\nline 3, mid-line")
     assert out.getvalue() == ("step 1\npgle: at a line start\nprogress 50% 100%\nline 2\n"
                               "pgle: first\npgle: second\nline 3, mid-line")
+
+
+def test_a_failure_said_after_the_other_stream_ended_mid_line_is_shown(monkeypatch):
+    """The workload's stdout ended without a final newline, then its stderr failed: the
+    warning is said on stdout on a line of its own, not queued behind a line end that can
+    no longer come (it was lost, and counted as told, so the report had no note either).
+    pgle's lines waiting at the end go out whole and in order."""
+    monkeypatch.setattr(streams, "said", set())
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise ValueError("I/O operation on closed file")
+
+    out = io.StringIO()
+    stdout, stderr = Sink.pair(out, Broken(), "w.log")
+    stdout.write(b"last words")
+    stdout.line("pgle: first")
+    stdout.line("pgle: second")
+    stdout.write(b", no newline")
+    stdout.end()
+    assert out.getvalue() == "last words, no newline\npgle: first\npgle: second\n"
+    out.seek(0)
+    out.truncate()
+    stdout2, stderr2 = Sink.pair(out, Broken(), "w.log")
+    stdout2.write(b"last words, no newline")
+    stdout2.end()
+    stderr2.write(b"an error line\n")
+    assert out.getvalue() == (
+        "last words, no newline\npgle: warning: cannot write the workload's stderr to pgle's "
+        "stderr (ValueError: I/O operation on closed file); the workload runs on, and its "
+        "stderr goes to w.log only\n")
+    assert stderr2.told and stderr2.note() is None
+    assert stdout2.line("pgle: later") and out.getvalue().endswith("only\npgle: later\n")
+
+
+def test_a_terminal_that_went_away_by_the_end_is_the_sinks_failure(monkeypatch):
+    """The terminal's writer failed on the workload's last bytes: the end of the stream
+    finds the error, and the sink's failure names the system's reason."""
+    from pgle.launch.pumps import Behind
+
+    monkeypatch.setattr(streams, "said", set())
+    r, w = os.pipe()
+    os.close(r)  # the terminal went away
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    sink.behind = Behind(w)
+    sink.write(b"last line\n")
+    with returns_within(30):
+        sink.end()
+    assert sink.failed == "Broken pipe (EPIPE)"
+    os.close(w)
