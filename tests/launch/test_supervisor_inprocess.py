@@ -674,3 +674,58 @@ def test_a_workload_ignoring_a_forwarded_sigterm_is_killed_after_the_grace(tmp_p
     assert capfd.readouterr().err == (
         "pgle: the workload was still running 0.5 s after SIGTERM: killed it (SIGKILL, its "
         "process group too; PGLE_KILL_GRACE_S sets the grace period)\n")
+
+
+# Ignores SIGTERM: only the SIGKILL after the grace ends it.
+STUBBORN = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open(sys.argv[1], "w").close()
+time.sleep(30)
+"""
+
+
+def test_the_kill_comes_at_the_grace_not_at_the_next_poll(tmp_path):
+    """SIGTERM passed on between two polls 2 s apart, with a 0.3 s grace: the SIGKILL comes
+    0.3 s later, the wait cut to the grace's end, not at the next poll."""
+    ready = tmp_path / "ready"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    env[launcher.KILL_GRACE_VAR] = "0.3"
+    running = launcher.Running([sys.executable, "-c", STUBBORN, str(ready)], env,
+                               tmp_path / "w.log", cwd=None, terminal_level=None)
+    sent: list[float] = []
+
+    def watchdog() -> int | None:
+        if not sent and ready.exists():
+            sent.append(time.monotonic())
+            running.signals.forward(signal.SIGTERM, None)  # as the kernel calls it
+        return None
+
+    with returns_within(30):
+        res = running.wait(watchdog=watchdog, poll_s=2.0)
+    took = time.monotonic() - sent[0]
+    assert res.killed and res.interrupted == signal.SIGTERM
+    assert took < 0.9, took  # 0.3 s and the reaping; a wait of 1 s or more is late
+
+
+def test_sigcont_restarts_the_stall_watchdogs_clock(tmp_path):
+    """pgle resumed (SIGCONT, from `fg` or `bg`): the time it was stopped is not the
+    workload's, so the stall watchdog's clock restarts there."""
+    now = [1000.0]
+    run = tmp_path / "run"
+    run.mkdir()
+    watch = StallWatch(run, 60.0, lambda s: None, clock=lambda: now[0])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    running = launcher.Running([sys.executable, "-c", "import time; time.sleep(15)"], env,
+                               tmp_path / "w.log", cwd=None, terminal_level=None)
+    restarted: list[float] = []
+
+    def watchdog() -> int | None:
+        now[0] += 1.0  # under STOP_GAP_S a poll: only the restart moves the clock's start
+        running.signals.resume(signal.SIGCONT, None)  # as the kernel calls it
+        restarted.append(watch.last)
+        return 3
+
+    with returns_within(30):
+        res = running.wait(watchdog=watchdog, poll_s=0.05, stall=watch)
+    assert res.stopped_by_watchdog and restarted == [1001.0]
