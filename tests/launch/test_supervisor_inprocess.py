@@ -400,11 +400,15 @@ def test_a_held_workload_comes_back_with_its_output_then_ends_on_resume(tmp_path
             f"open({str(ready)!r} + '.tmp', 'w').close()\n"
             f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\ntime.sleep(1)\n"
             "print('after', flush=True)\n")
+    t0 = time.monotonic()
     with returns_within(30):
         res = launcher.launch([sys.executable, "-c", code], dict(os.environ),
                               tmp_path / "w.log", poll_s=0.05,
                               held=lambda: 3 if ready.exists() else None)
     assert res.pending is not None and res.exit_code == 3 and res.signal is None
+    # The held result is a whole one: its time so far, its log, no log error.
+    assert 0 < res.duration_s <= time.monotonic() - t0
+    assert res.log_path == tmp_path / "w.log" and res.log_error is None
     assert (tmp_path / "w.log").read_text() == "before the hold\n"
     ex = execution.Execution(None, res, None, None, None)  # type: ignore[arg-type]
     assert ex.held and not ex.interrupted and ex.exit_code == 3
@@ -729,3 +733,24 @@ def test_sigcont_restarts_the_stall_watchdogs_clock(tmp_path):
     with returns_within(30):
         res = running.wait(watchdog=watchdog, poll_s=0.05, stall=watch)
     assert res.stopped_by_watchdog and restarted == [1001.0]
+
+
+def test_a_held_result_says_the_log_is_incomplete(tmp_path):
+    """The log failed (a full disk) before the harness held: the held result carries the
+    error, as the real end's would, so the command's report says the log is incomplete."""
+    from helpers.smallfs import fill, small_filesystem
+
+    ready = tmp_path / "ready"
+    code = (f"import os, time\nprint('x' * 8192, flush=True)\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close()\n"
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\ntime.sleep(0.5)\n")
+    with small_filesystem(tmp_path / "fs", 64) as fs:
+        fill(fs)
+        with returns_within(30):
+            res = launcher.launch([sys.executable, "-c", code], dict(os.environ),
+                                  fs / "w.log", poll_s=0.05,
+                                  held=lambda: 3 if ready.exists() else None)
+        assert res.pending is not None and res.exit_code == 3
+        assert res.log_error == "No space left on device (ENOSPC)"
+        with returns_within(30):
+            assert res.pending.resume().log_error == "No space left on device (ENOSPC)"
