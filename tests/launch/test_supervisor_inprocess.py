@@ -754,3 +754,47 @@ def test_a_held_result_says_the_log_is_incomplete(tmp_path):
         assert res.log_error == "No space left on device (ENOSPC)"
         with returns_within(30):
             assert res.pending.resume().log_error == "No space left on device (ENOSPC)"
+
+
+# Starts a silent daemon that keeps the streams open, then writes more than a frozen
+# terminal takes and exits.
+FROZEN_AND_HELD = """
+import subprocess, sys
+DAEMON = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(30)"
+subprocess.Popen([sys.executable, "-c", DAEMON, sys.argv[1]], start_new_session=True)
+for i in range(20000):
+    print('line %05d' % i)
+"""
+
+
+def test_a_frozen_terminal_and_a_daemon_holding_the_output_are_both_given_up(
+        tmp_path, monkeypatch, capfd):
+    """pgle's stdout a terminal nobody reads, and a daemon of the workload that holds the
+    output open: pgle gives up the terminal after the grace, waits the grace once more for
+    the stream to end, then stops waiting for it too and says each (the grace 1 s here)."""
+    import signal
+
+    monkeypatch.setattr(launcher, "PIPE_GRACE_S", 1.0)
+    pid_file = tmp_path / "daemon.pid"
+    master, slave = os.openpty()
+    saved = os.dup(1)
+    terminal = open(1, "w", closefd=False)  # noqa: SIM115  pgle's stdout, fd 1
+    monkeypatch.setattr(sys, "stdout", terminal)
+    try:
+        os.dup2(slave, 1)
+        res = _launch(tmp_path, FROZEN_AND_HELD.replace("sys.argv[1]", repr(str(pid_file))))
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(slave)
+        os.close(master)
+        if pid_file.exists() and pid_file.read_text():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)  # this test's workload's
+    assert res.exit_code == 0
+    log = tmp_path / "w.log"
+    assert capfd.readouterr().err == (
+        "pgle: warning: the terminal took none of the workload's stdout for 1 s after the "
+        f"workload exited (frozen with Ctrl-S?); the rest of it is in {log} only\n"
+        "pgle: warning: the workload exited, but a process it started still holds its output "
+        "open; pgle stopped waiting after 1 s: what that process prints from now on is "
+        f"neither shown nor kept in {log}\n")
