@@ -73,3 +73,16 @@ def test_the_watchdog_is_polled_every_poll_s(tmp_path, wait_path):
     res = _launch(tmp_path, "import time; time.sleep(20)", watchdog=watchdog)
     assert res.stopped_by_watchdog and res.exit_code == 5
     assert polls[-1] - polls[0] < 1.0, [b - a for a, b in zip(polls, polls[1:], strict=False)]
+
+
+def test_a_clean_exit_has_no_signal_and_the_launch_leaves_no_descriptor(tmp_path, wait_path):
+    """Exit 0: no signal; the log's folders are made as needed; every descriptor the launch
+    opened (the streams' read ends, the exit watch, the log) is closed once it returns."""
+    before = set(os.listdir("/proc/self/fd"))
+    with returns_within(30):
+        res = launcher.launch([sys.executable, "-c", "print('done')"], dict(os.environ),
+                              tmp_path / "a" / "b" / "w.log", poll_s=0.05)
+    assert res.exit_code == 0 and res.signal is None
+    assert res.killed is False and res.stopped_by_watchdog is False  # bools, as typed
+    assert (tmp_path / "a" / "b" / "w.log").read_text() == "done\n"
+    assert set(os.listdir("/proc/self/fd")) == before
