@@ -634,3 +634,18 @@ def test_a_terminal_that_went_away_by_the_end_is_the_sinks_failure(monkeypatch):
         sink.end()
     assert sink.failed == "Broken pipe (EPIPE)"
     os.close(w)
+
+
+def test_a_log_whose_close_fails_is_incomplete(tmp_path):
+    """An error that surfaces only at close (NFS writes back then) is the log's error, where
+    none came before; an earlier error is kept."""
+    log = Log(tmp_path / "w.log")
+    log.write([b"a line\n"])
+    os.close(log.fd)  # the close(2) pgle makes now fails (here: EBADF)
+    log.close()
+    assert log.error == "Bad file descriptor (EBADF)"
+    earlier = Log(tmp_path / "x.log")
+    earlier.error = "No space left on device (ENOSPC)"
+    os.close(earlier.fd)
+    earlier.close()
+    assert earlier.error == "No space left on device (ENOSPC)"
