@@ -649,3 +649,24 @@ def test_a_log_whose_close_fails_is_incomplete(tmp_path):
     os.close(earlier.fd)
     earlier.close()
     assert earlier.error == "No space left on device (ENOSPC)"
+
+
+def test_without_a_hide_the_log_lines_reach_the_terminal_as_they_are(tmp_path):
+    """A stream pgle hides nothing of (stdout, or stderr with the user's own log level):
+    XLA's log lines pass to the terminal unread, byte for byte, the last one unfinished too."""
+    from pgle.launch.pumps import Pump
+
+    lines = (b"I0000 00:00:1700000000.000000   12345 gpu_compiler.cc:1] an INFO line\n"
+             b"plain output\n"
+             b"W0000 00:00:1700000000.000000   12345 last.cc:2] a last line, unfinished")
+    r, w = os.pipe()
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    pump.start()
+    os.write(w, lines)
+    os.close(w)
+    pump.join(timeout=20)
+    assert not pump.is_alive()
+    assert out.getvalue().encode() == lines
+    os.close(r)
