@@ -670,3 +670,18 @@ def test_without_a_hide_the_log_lines_reach_the_terminal_as_they_are(tmp_path):
     assert not pump.is_alive()
     assert out.getvalue().encode() == lines
     os.close(r)
+
+
+def test_a_pump_is_a_daemon_thread_named_after_its_stream(tmp_path):
+    """A pump never keeps pgle alive (a daemon holding the workload's output open), and its
+    name says which stream it reads in pgle's own stack dumps."""
+    from pgle.launch.pumps import Pump
+
+    r, w = os.pipe()
+    sink, other = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    log = Log(tmp_path / "w.log")
+    pumps = [Pump(r, sink, log), Pump(r, other, log)]
+    assert [(p.daemon, p.name) for p in pumps] == [(True, "pgle-pump-stdout"),
+                                                   (True, "pgle-pump-stderr")]
+    os.close(r)
+    os.close(w)
