@@ -238,6 +238,7 @@ class Sink:
         self.at_line_start = True
         self.queued: list[bytes] = []  # pgle's lines waiting for the end of the current line
         self.unsaid = False  # failed under the lock: to be said once it is released
+        self.ended = False  # the workload's stream ended: no line end left to wait for
         self.out_fd: int | None = None
         self.behind: Behind | None = None  # a terminal's writer thread
         if stream is None or fd in streams.closed_at_start:
@@ -294,7 +295,9 @@ class Sink:
         with self.lock:
             if self.queued and self.failed is None:
                 self._put(b"\n" + b"".join(self.queued))
+                self.at_line_start = True
             self.queued = []
+            self.ended = True
         if self.behind is not None:
             try:
                 self.behind.drain()
@@ -311,6 +314,9 @@ class Sink:
         with self.lock:
             if self.at_line_start:
                 self._put(data)
+            elif self.ended:  # after the workload's last line, unfinished: on one of its own
+                self._put(b"\n" + data)
+                self.at_line_start = True
             else:
                 self.queued.append(data)
         self._after()

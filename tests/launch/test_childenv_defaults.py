@@ -4,6 +4,10 @@ the user's own setting (issue 37's independent mutants)."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from pgle.launch.childenv import build, relevant
 
 
@@ -97,3 +101,30 @@ def test_a_warning_of_the_flags_lint_is_kept_with_those_of_the_probe():
     assert child.warnings == [
         "XLA stops reading XLA_FLAGS at 'oops': everything from there on is ignored (every "
         "flag must start with '--')."]
+
+
+def test_flags_pgle_does_not_know_are_asked_of_the_workloads_own_jax(tmp_path):
+    """The jaxlib probe runs in the workload's environment (its PYTHONPATH), not pgle's: here
+    a jax that cannot even import, so the probe's failure is a warning; and a flag removed in
+    a later jax than the installed one is asked about (this jax may still know it), judged by
+    the installed version, not counted as removed."""
+    from pgle.xla import flag_table, versions
+
+    site = tmp_path / "site" / "jax"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("raise ImportError('the workload shadows jax')\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PYTHONPATH": str(site.parent)}
+    made_up = "--xla_pgle_test_made_up_flag=1"
+    child = build({**env, "XLA_FLAGS": made_up})
+    assert len(child.warnings) == 1, child.warnings
+    assert child.warnings[0].startswith(f"could not ask jaxlib about {made_up}: jax exited")
+    assert "the workload shadows jax" in child.warnings[0]
+    installed = versions.jax_version()
+    later = [e.pattern for e in flag_table.REMOVED_FLAGS
+             if installed is not None and installed < e.removed_in and "*" not in e.pattern
+             and (e.since is None or e.since <= installed) and e.pattern not in flag_table.FLAGS]
+    if not later:
+        pytest.skip(f"no flag of pgle's table was removed after jax {installed}")
+    flag = f"--{later[0]}=true"
+    asked = build({**env, "XLA_FLAGS": flag})
+    assert [w.split(":")[0] for w in asked.warnings] == [f"could not ask jaxlib about {flag}"]

@@ -87,6 +87,21 @@ def test_outside_group_leaves_out_the_workloads_group_only(started):
     assert sorted(escapees.marked(token)) == sorted([leader.pid, member.pid, daemon.pid])
 
 
+def test_the_mark_looks_past_the_processes_of_other_users(started):
+    """On a shared machine other users' processes come first in /proc too: each is passed
+    over (its environment is not this user's to read), and the marked one after it found."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start a process as another user")
+    token = escapees.new_token()
+    foreign = _start(started, token, user=65534, group=65534, start_new_session=True)
+    assert os.stat(f"/proc/{foreign.pid}").st_uid == 65534
+    mine = _start(started, token, start_new_session=True)
+    if mine.pid < foreign.pid:
+        pytest.skip("the pids wrapped around: /proc lists the other user's process later")
+    assert escapees.marked(token) == [mine.pid]
+    assert foreign.poll() is None  # passed over for its owner, not because it was gone
+
+
 def test_a_token_past_the_environment_read_limit_is_not_seen(started):
     """At most _ENVIRON_LIMIT bytes of a process's environment are read (one string may hold
     128 KiB: nine of them put the token past 1 MiB)."""
@@ -302,3 +317,43 @@ def test_a_daemon_ignoring_ctrl_c_is_killed_once_the_grace_is_over(tmp_path):
         running.signals.restore()
         if daemon is not None and not _gone(daemon):
             os.kill(daemon, signal.SIGKILL)  # a process of this test's launch, marked
+
+
+# The workload starts a daemon that takes 0.3 s to end on a stopping signal, then waits.
+SLOW_DAEMON = """
+import os, signal, subprocess, sys, time
+DAEMON = '''
+import signal, sys, time
+signal.signal(signal.SIGINT, lambda *a: (time.sleep(0.3), sys.exit(0)))
+open(sys.argv[1], "w").close()
+time.sleep(30)
+'''
+subprocess.Popen([sys.executable, "-c", DAEMON, sys.argv[1]], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(30)
+"""
+
+
+def test_the_command_ends_as_soon_as_its_daemon_did_within_the_grace(tmp_path):
+    """Ctrl-C: the workload ends at once, its daemon 0.3 s later; pgle, which gives such a
+    process the grace period (30 s here), returns a moment after it ended, not at the
+    grace's end nor a second later."""
+    ready = tmp_path / "daemon-ready"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    env[launcher.KILL_GRACE_VAR] = "30"
+    running = launcher.Running([sys.executable, "-c", SLOW_DAEMON, str(ready)], env,
+                               tmp_path / "w.log", cwd=None, terminal_level=None)
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the workload never started its daemon"
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        running.signals.forward(signal.SIGINT, None)  # as the kernel calls it
+        with returns_within(40):
+            res = running.wait(poll_s=0.05)
+        took = time.monotonic() - t0
+    finally:
+        running.signals.restore()
+    assert res.interrupted == signal.SIGINT and not res.killed
+    assert 0.3 <= took < 1.0, took

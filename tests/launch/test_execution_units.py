@@ -360,3 +360,25 @@ def test_a_log_cut_short_by_a_full_disk_is_a_warning_of_the_command(tmp_path, ca
         assert (f"the workload log {run.log} is incomplete (No space left on device (ENOSPC)): "
                 "the verdict saw only the lines written before that; free space and rerun to "
                 "be sure") in child.warnings
+
+
+def test_a_watchdogs_stop_asks_for_the_stacks_only_where_the_stall_watchdog_is_on(tmp_path):
+    """A job's rank stopped because a peer failed writes its stacks for the stall watchdog;
+    with the watchdog off (`--stall-timeout off`, 0) pgle sends the workload no dump signal."""
+    script = tmp_path / "w.py"
+    script.write_text("import time\ntime.sleep(15)\n")
+    for stall_timeout, dumped in ((None, True), (0, False)):
+        run = RunFolder.create("run", str(tmp_path / f"run-{stall_timeout}"))
+
+        def peer_failed(run: RunFolder = run) -> int | None:
+            # Once the harness can dump (its stacks event written), as a peer's failure would.
+            events = run.events.read_text() if run.events.exists() else ""
+            return 9 if f'"kind": "{schema.STACKS}"' in events else None
+
+        ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
+                               watchdog=peer_failed, stall_timeout=stall_timeout)
+        assert ex.exit_code == 9 and ex.result.stopped_by_watchdog
+        stacks = run.path / schema.STACKS_NAME
+        assert stacks.exists() is dumped, stall_timeout
+        if dumped:
+            assert "most recent call first" in stacks.read_text()

@@ -56,3 +56,33 @@ def test_the_watchdog_is_still_polled_while_the_workload_runs(tmp_path, wait_pat
     res = _launch(tmp_path, "import time; time.sleep(20)", watchdog=watchdog)
     assert res.stopped_by_watchdog and res.exit_code == 5
     assert len(polls) >= 3
+
+
+def test_the_watchdog_is_polled_every_poll_s(tmp_path, wait_path):
+    """`poll_s` sets how often the watchdog is asked (how soon a peer's failure stops a
+    job's rank): at 0.05 s four polls come well within a second; at the default 0.5 s they
+    take 1.5 s."""
+    import time
+
+    polls: list[float] = []
+
+    def watchdog():
+        polls.append(time.monotonic())
+        return 5 if len(polls) >= 4 else None
+
+    res = _launch(tmp_path, "import time; time.sleep(20)", watchdog=watchdog)
+    assert res.stopped_by_watchdog and res.exit_code == 5
+    assert polls[-1] - polls[0] < 1.0, [b - a for a, b in zip(polls, polls[1:], strict=False)]
+
+
+def test_a_clean_exit_has_no_signal_and_the_launch_leaves_no_descriptor(tmp_path, wait_path):
+    """Exit 0: no signal; the log's folders are made as needed; every descriptor the launch
+    opened (the streams' read ends, the exit watch, the log) is closed once it returns."""
+    before = set(os.listdir("/proc/self/fd"))
+    with returns_within(30):
+        res = launcher.launch([sys.executable, "-c", "print('done')"], dict(os.environ),
+                              tmp_path / "a" / "b" / "w.log", poll_s=0.05)
+    assert res.exit_code == 0 and res.signal is None
+    assert res.killed is False and res.stopped_by_watchdog is False  # bools, as typed
+    assert (tmp_path / "a" / "b" / "w.log").read_text() == "done\n"
+    assert set(os.listdir("/proc/self/fd")) == before

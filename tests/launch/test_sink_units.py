@@ -11,6 +11,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from helpers.deadline import returns_within
 from pgle.launch import streams
 from pgle.launch.pumps import Log, Sink, write_all
@@ -256,7 +258,17 @@ def test_only_a_terminal_that_holds_bytes_is_abandoned_and_only_once(tmp_path):
         sink.behind.drain()  # abandoned: returns at once, and the writer's thread may end
     sink.behind.thread.join(timeout=20)
     assert not sink.behind.thread.is_alive()
-    for fd in (pw, r, w):
+    # A terminal that went away (its write failed) holds nothing: it is no frozen terminal to
+    # warn about (its failure is said once, by the sink).
+    gr, gw = os.pipe()
+    os.close(gr)
+    sink.behind = Behind(gw)
+    with returns_within(10):
+        sink.behind.put(b"x" * 100)
+    with returns_within(30), pytest.raises(BrokenPipeError):
+        sink.behind.drain()
+    assert not pump.abandon_stuck_terminal() and not sink.behind.abandoned
+    for fd in (pw, r, w, gw):
         os.close(fd)
 
 
@@ -451,5 +463,225 @@ def test_a_long_line_reaches_the_log_in_pieces_of_the_limit(tmp_path, monkeypatc
     pump._to_log(bytearray(b"z\nnext"), memoryview(b"z\nnext"), 6)
     assert (tmp_path / "w.log").read_bytes() == b"0123456789abxyzz\n"
     assert pump.held == [b"next"] and pump.held_bytes == 4
+    os.close(r)
+    os.close(w)
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_short_last_write_reaches_the_log_whole_and_alone(tmp_path, terminal):
+    """A small read waits a moment for more (pumps.COALESCE_S); where the stream ends in that
+    moment (a pipe's writer closed, a pseudo-terminal's side closed: EIO) what was read is
+    handed on exactly, nothing of the pump's buffer with it."""
+    from pgle.launch.pumps import COALESCE_BELOW_PIPE, COALESCE_BELOW_TERMINAL, Pump
+
+    r, w = os.openpty() if terminal else os.pipe()
+    os.write(w, b"last words, no newline")
+    os.close(w)  # the workload exited: its end of the stream is closed
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    log = Log(tmp_path / "w.log")
+    pump = Pump(r, sink, log,
+                coalesce_below=COALESCE_BELOW_TERMINAL if terminal else COALESCE_BELOW_PIPE)
+    pump.start()
+    pump.join(timeout=20)
+    assert not pump.is_alive()
+    log.close()
+    # The log ends the unfinished line (pgle's own lines then start on one of their own).
+    assert (tmp_path / "w.log").read_bytes() == b"last words, no newline\n"
+    assert out.getvalue() == "last words, no newline"
+    os.close(r)
+
+
+def test_a_write_cut_short_by_a_full_disk_is_the_logs_error(tmp_path, capfd, monkeypatch):
+    """A disk with room for part of a write: writev takes what fits, the rest is tried and
+    fails, and the log says it is incomplete; what it holds is the start of the output."""
+    from helpers.smallfs import fill, small_filesystem
+
+    monkeypatch.setattr(streams, "said", set())
+    with small_filesystem(tmp_path / "fs", 128) as fs:
+        log = Log(fs / "w.log")
+        fill(fs, leave_bytes=8192)
+        parts = [b"a" * (32 << 10), b"b" * (32 << 10)]  # more than the room left
+        log.write(parts)
+        log.close()
+        kept = (fs / "w.log").read_bytes()
+        assert 0 < len(kept) < sum(map(len, parts)), len(kept)  # a short write, not none
+        assert kept == b"".join(parts)[: len(kept)]
+        assert log.error == "No space left on device (ENOSPC)"
+    assert capfd.readouterr().err.count("pgle: warning: stopped writing") == 1
+
+
+def test_nothing_more_goes_to_a_stream_after_its_first_failure(monkeypatch):
+    """A stream that failed once (a full disk, a reader that went away) gets none of what
+    was to follow in the same write, pgle's waiting line included, even where it would take
+    it again: its output continues in the log only, never with a hole in the middle."""
+    monkeypatch.setattr(streams, "said", set())
+
+    class FailsOnce(io.StringIO):
+        failures = 0  # writes to fail from now on
+
+        def write(self, s):
+            if self.failures:
+                self.failures -= 1
+                raise OSError(5, "Input/output error")
+            return super().write(s)
+
+    flaky, err = FailsOnce(), io.StringIO()
+    sink, _ = Sink.pair(flaky, err, "w.log")
+    sink.write(b"progress 10%")
+    sink.line("pgle: a note")  # waits for the end of the workload's line
+    flaky.failures = 1
+    sink.write(b" 20%\nnext, mid-line")  # its first part fails: the note and the rest never go
+    assert sink.failed == "Input/output error (EIO)"
+    assert flaky.getvalue() == "progress 10%"
+    assert "cannot write the workload's stdout" in err.getvalue()
+
+
+def test_a_line_is_in_the_log_as_soon_as_its_newline_is_read(tmp_path):
+    """The log holds each complete line once its newline was read, also when the newline
+    opens the next read (a `tail -f` of the log, or pgle reading it while the workload
+    waits, sees the line, not only once the next one ends)."""
+    from pgle.launch.pumps import Pump
+
+    r, w = os.pipe()
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    pump.start()
+
+    def read_by_pump(data: bytes, chunks: int) -> None:
+        os.write(w, data)
+        deadline = time.monotonic() + 20
+        while pump.chunks < chunks:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+
+    read_by_pump(b"first line, its end not yet written", 1)
+    assert (tmp_path / "w.log").read_bytes() == b""
+    read_by_pump(b"\nsecond line, not ended", 2)
+    assert (tmp_path / "w.log").read_bytes() == b"first line, its end not yet written\n"
+    os.close(w)
+    pump.join(timeout=20)
+    assert (tmp_path / "w.log").read_bytes() == (
+        b"first line, its end not yet written\nsecond line, not ended\n")
+    os.close(r)
+
+
+def test_pgles_waiting_lines_go_in_after_the_last_complete_line_of_a_chunk():
+    """pgle's lines said mid-line wait, in order and each whole, through chunks without a
+    newline, then go in after the last complete line of the chunk that ends one; an empty
+    chunk (all of it lines `hide` kept from the terminal) changes nothing."""
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    sink.write(b"step 1\n")
+    sink.write(b"")
+    assert sink.line("pgle: at a line start") is True
+    assert out.getvalue() == "step 1\npgle: at a line start\n"
+    sink.write(b"progress")
+    sink.line("pgle: first")
+    sink.line("pgle: second")
+    sink.write(b" 50%")  # still no newline: they wait
+    assert out.getvalue().endswith("progress 50%")
+    sink.write(b" 100%\nline 2\nline 3, mid-line")
+    assert out.getvalue() == ("step 1\npgle: at a line start\nprogress 50% 100%\nline 2\n"
+                              "pgle: first\npgle: second\nline 3, mid-line")
+
+
+def test_a_failure_said_after_the_other_stream_ended_mid_line_is_shown(monkeypatch):
+    """The workload's stdout ended without a final newline, then its stderr failed: the
+    warning is said on stdout on a line of its own, not queued behind a line end that can
+    no longer come (it was lost, and counted as told, so the report had no note either).
+    pgle's lines waiting at the end go out whole and in order."""
+    monkeypatch.setattr(streams, "said", set())
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise ValueError("I/O operation on closed file")
+
+    out = io.StringIO()
+    stdout, stderr = Sink.pair(out, Broken(), "w.log")
+    stdout.write(b"last words")
+    stdout.line("pgle: first")
+    stdout.line("pgle: second")
+    stdout.write(b", no newline")
+    stdout.end()
+    assert out.getvalue() == "last words, no newline\npgle: first\npgle: second\n"
+    out.seek(0)
+    out.truncate()
+    stdout2, stderr2 = Sink.pair(out, Broken(), "w.log")
+    stdout2.write(b"last words, no newline")
+    stdout2.end()
+    stderr2.write(b"an error line\n")
+    assert out.getvalue() == (
+        "last words, no newline\npgle: warning: cannot write the workload's stderr to pgle's "
+        "stderr (ValueError: I/O operation on closed file); the workload runs on, and its "
+        "stderr goes to w.log only\n")
+    assert stderr2.told and stderr2.note() is None
+    assert stdout2.line("pgle: later") and out.getvalue().endswith("only\npgle: later\n")
+
+
+def test_a_terminal_that_went_away_by_the_end_is_the_sinks_failure(monkeypatch):
+    """The terminal's writer failed on the workload's last bytes: the end of the stream
+    finds the error, and the sink's failure names the system's reason."""
+    from pgle.launch.pumps import Behind
+
+    monkeypatch.setattr(streams, "said", set())
+    r, w = os.pipe()
+    os.close(r)  # the terminal went away
+    sink, _ = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    sink.behind = Behind(w)
+    sink.write(b"last line\n")
+    with returns_within(30):
+        sink.end()
+    assert sink.failed == "Broken pipe (EPIPE)"
+    os.close(w)
+
+
+def test_a_log_whose_close_fails_is_incomplete(tmp_path):
+    """An error that surfaces only at close (NFS writes back then) is the log's error, where
+    none came before; an earlier error is kept."""
+    log = Log(tmp_path / "w.log")
+    log.write([b"a line\n"])
+    os.close(log.fd)  # the close(2) pgle makes now fails (here: EBADF)
+    log.close()
+    assert log.error == "Bad file descriptor (EBADF)"
+    earlier = Log(tmp_path / "x.log")
+    earlier.error = "No space left on device (ENOSPC)"
+    os.close(earlier.fd)
+    earlier.close()
+    assert earlier.error == "No space left on device (ENOSPC)"
+
+
+def test_without_a_hide_the_log_lines_reach_the_terminal_as_they_are(tmp_path):
+    """A stream pgle hides nothing of (stdout, or stderr with the user's own log level):
+    XLA's log lines pass to the terminal unread, byte for byte, the last one unfinished too."""
+    from pgle.launch.pumps import Pump
+
+    lines = (b"I0000 00:00:1700000000.000000   12345 gpu_compiler.cc:1] an INFO line\n"
+             b"plain output\n"
+             b"W0000 00:00:1700000000.000000   12345 last.cc:2] a last line, unfinished")
+    r, w = os.pipe()
+    out = io.StringIO()
+    sink, _ = Sink.pair(out, io.StringIO(), "w.log")
+    pump = Pump(r, sink, Log(tmp_path / "w.log"))
+    pump.start()
+    os.write(w, lines)
+    os.close(w)
+    pump.join(timeout=20)
+    assert not pump.is_alive()
+    assert out.getvalue().encode() == lines
+    os.close(r)
+
+
+def test_a_pump_is_a_daemon_thread_named_after_its_stream(tmp_path):
+    """A pump never keeps pgle alive (a daemon holding the workload's output open), and its
+    name says which stream it reads in pgle's own stack dumps."""
+    from pgle.launch.pumps import Pump
+
+    r, w = os.pipe()
+    sink, other = Sink.pair(io.StringIO(), io.StringIO(), "w.log")
+    log = Log(tmp_path / "w.log")
+    pumps = [Pump(r, sink, log), Pump(r, other, log)]
+    assert [(p.daemon, p.name) for p in pumps] == [(True, "pgle-pump-stdout"),
+                                                   (True, "pgle-pump-stderr")]
     os.close(r)
     os.close(w)

@@ -541,8 +541,12 @@ def test_stacks_that_are_not_utf8_are_read_with_replacements(tmp_path):
             {"kind": "start", "t": 1.0, "pid": child.pid},
             {"kind": "stacks", "t": 1.0, "file": str(stacks_file), "main_thread": "0x1"})))
         watch = StallWatch(tmp_path, 1.0, lambda s: None)
+        t0 = time.monotonic()
         watch.dump("a test")
         assert watch.dumped == {child.pid: "Thread 0x1 in /data/caf\ufffd.py\n"}
+        # pgle goes on a moment after the stacks are written (looked for every 50 ms, then
+        # 0.2 s for a dump still being written), not a second or more later.
+        assert time.monotonic() - t0 < 1.0
     finally:
         child.kill()
         child.wait(timeout=20)
@@ -616,6 +620,44 @@ def test_a_stopped_process_is_told_by_its_state_whatever_its_name():
         child.kill()
         child.wait(timeout=20)
     assert not _stopped(child.pid)  # gone: reaped
+
+
+# A process held by a debugger: traced (PTRACE_TRACEME, its parent the tracer), then stopped.
+TRACED = """
+import ctypes, os, signal
+if ctypes.CDLL(None, use_errno=True).ptrace(0, 0, None, None) != 0:  # PTRACE_TRACEME
+    raise SystemExit(3)
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def test_a_process_held_by_a_debugger_is_stopped():
+    """A workload a debugger holds (gdb, py-spy attached) is in the tracing stop, `t` in
+    /proc/PID/stat: stopped like SIGSTOP's `T`, so not a stall."""
+    import os
+    import signal
+    import time
+
+    from pgle.launch.launcher import _stopped
+
+    child = subprocess.Popen([sys.executable, "-c", TRACED])
+    try:
+        deadline = time.monotonic() + 20
+        while (state := Path(f"/proc/{child.pid}/stat").read_bytes().split(b") ")[-1][:1]) \
+                not in (b"t", b"Z"):
+            assert time.monotonic() < deadline, state
+            time.sleep(0.01)
+        if state == b"Z":
+            pytest.skip("ptrace is not allowed here")
+        assert _stopped(child.pid)
+    finally:
+        # The tracer (this process) is told of the child's stops too: reap it by hand.
+        os.kill(child.pid, signal.SIGKILL)  # this test's own child
+        while True:
+            _, status = os.waitpid(child.pid, 0)
+            if not os.WIFSTOPPED(status):
+                break
+        child.returncode = -9
 
 
 def test_the_bounds_hold_at_their_exact_second(tmp_path):
@@ -701,3 +743,26 @@ def test_the_progress_file_touched_is_progress_and_an_off_watch_never_stops(tmp_
     never.poll(0.0)
     assert never.step_intervals() == [1.0] * RHYTHM_STEPS  # a rhythm, and it stopped
     assert never.stop_bound() is None
+
+
+def test_progress_of_any_one_process_is_the_workloads_progress(tmp_path):
+    """A job's processes each have their events (the run folder's and procs/*/): the first
+    one's new line is progress although the next one's file did not move."""
+    now = [1000.0]
+    (tmp_path / "procs" / "1").mkdir(parents=True)
+    for home in (tmp_path, tmp_path / "procs" / "1"):
+        (home / "events.jsonl").write_text("")
+    watch = StallWatch(tmp_path, 3.0, lambda s: None, clock=lambda: now[0])
+    watch.poll(0.0)
+    assert list(watch.processes) == [tmp_path, tmp_path / "procs" / "1"]
+    for i in range(6):  # a line every second in the first process's events only
+        with (tmp_path / "events.jsonl").open("a") as f:
+            f.write(json.dumps({"kind": "compile_end", "t": float(i), "module": "jit_a",
+                                "ok": True, "thread": "1"}) + "\n")
+        now[0] += 1.0
+        assert watch.poll(0.0) is None, i
+    for _ in range(2):
+        now[0] += 1.0
+        assert watch.poll(0.0) is None
+    now[0] += 1.0
+    assert watch.poll(0.0) == 124  # 3 s since the last line

@@ -91,3 +91,19 @@ def test_an_hlo_sharding_is_written_as_its_proto_and_the_folder_may_exist(tmp_pa
     assert pickler.persistent_id(Proto()) is None
     (tmp_path / "there").mkdir()
     step_export.Exporter(str(tmp_path / "there"))  # a folder already there is used
+
+
+def test_each_arguments_sharding_goes_into_the_export(tmp_path):
+    """The step is compiled for the GPU as the workload placed its arguments: an array kept in
+    pinned host memory (host offload) stays there in the exported module, and its partition
+    spec names the mesh axis (issue 37: arguments exported without their shardings passed)."""
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
+    on_host = NamedSharding(mesh, PartitionSpec("data", None), memory_kind="pinned_host")
+    x = jax.device_put(jnp.ones((4, 4)), on_host)
+    exported = step_export.export(jax.jit(lambda a: a * 2), (x,), {})
+    (main,) = [line for line in exported.mlir_module().splitlines()
+               if "func public @main" in line]
+    argument = main.split("%arg0:", 1)[1].split(" loc(", 1)[0]
+    assert 'mhlo.memory_kind = "pinned_host"' in argument, main
+    assert '"data"' in argument, main
+    assert exported.in_avals[0].shape == (4, 4)

@@ -60,3 +60,21 @@ def test_module_names_and_the_rule_in_words():
         "the jitted function executed at least 3 times that accounts for the most host time "
         "(the completion of its outputs was not seen)")
     assert step_rule.describe(by_work=True) == describe()
+
+
+def test_work_ranks_only_when_every_candidates_completion_was_seen():
+    """`by_work`: the harness's window and its `jit_functions` rule name the work rule only
+    when each function of at least `min_executions` executions had a completion seen; a
+    function under that minimum never counts (issue 37: called only inside the workload)."""
+    seen = rec("jit(step)", 5, seconds=1.0, work_s=4.0, work_known=4)
+    unseen = rec("jit(eval)", 5, seconds=2.0)
+    setup = rec("jit(init)", MIN_EXECUTIONS - 1, seconds=9.0)  # too few: no candidate
+    assert step_rule.by_work([seen, setup]) is True
+    assert step_rule.by_work([seen, unseen]) is False
+    assert step_rule.by_work([]) is True and step_rule.by_work([setup]) is True
+    assert step_rule.by_work([seen, setup], min_executions=2) is False
+    assert step_rule.by_work([seen, rec("jit(init)", 2, work_s=1.0, work_known=1)],
+                             min_executions=2) is True
+    # What the report says follows it: host time once a candidate's completion is unseen.
+    assert describe(step_rule.by_work([seen, unseen])) == describe(False)
+    assert pick([seen, unseen]) is unseen

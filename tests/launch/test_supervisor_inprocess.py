@@ -400,11 +400,15 @@ def test_a_held_workload_comes_back_with_its_output_then_ends_on_resume(tmp_path
             f"open({str(ready)!r} + '.tmp', 'w').close()\n"
             f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\ntime.sleep(1)\n"
             "print('after', flush=True)\n")
+    t0 = time.monotonic()
     with returns_within(30):
         res = launcher.launch([sys.executable, "-c", code], dict(os.environ),
                               tmp_path / "w.log", poll_s=0.05,
                               held=lambda: 3 if ready.exists() else None)
     assert res.pending is not None and res.exit_code == 3 and res.signal is None
+    # The held result is a whole one: its time so far, its log, no log error.
+    assert 0 < res.duration_s <= time.monotonic() - t0
+    assert res.log_path == tmp_path / "w.log" and res.log_error is None
     assert (tmp_path / "w.log").read_text() == "before the hold\n"
     ex = execution.Execution(None, res, None, None, None)  # type: ignore[arg-type]
     assert ex.held and not ex.interrupted and ex.exit_code == 3
@@ -674,3 +678,123 @@ def test_a_workload_ignoring_a_forwarded_sigterm_is_killed_after_the_grace(tmp_p
     assert capfd.readouterr().err == (
         "pgle: the workload was still running 0.5 s after SIGTERM: killed it (SIGKILL, its "
         "process group too; PGLE_KILL_GRACE_S sets the grace period)\n")
+
+
+# Ignores SIGTERM: only the SIGKILL after the grace ends it.
+STUBBORN = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open(sys.argv[1], "w").close()
+time.sleep(30)
+"""
+
+
+def test_the_kill_comes_at_the_grace_not_at_the_next_poll(tmp_path):
+    """SIGTERM passed on between two polls 2 s apart, with a 0.3 s grace: the SIGKILL comes
+    0.3 s later, the wait cut to the grace's end, not at the next poll."""
+    ready = tmp_path / "ready"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    env[launcher.KILL_GRACE_VAR] = "0.3"
+    running = launcher.Running([sys.executable, "-c", STUBBORN, str(ready)], env,
+                               tmp_path / "w.log", cwd=None, terminal_level=None)
+    sent: list[float] = []
+
+    def watchdog() -> int | None:
+        if not sent and ready.exists():
+            sent.append(time.monotonic())
+            running.signals.forward(signal.SIGTERM, None)  # as the kernel calls it
+        return None
+
+    with returns_within(30):
+        res = running.wait(watchdog=watchdog, poll_s=2.0)
+    took = time.monotonic() - sent[0]
+    assert res.killed and res.interrupted == signal.SIGTERM
+    assert took < 0.9, took  # 0.3 s and the reaping; a wait of 1 s or more is late
+
+
+def test_sigcont_restarts_the_stall_watchdogs_clock(tmp_path):
+    """pgle resumed (SIGCONT, from `fg` or `bg`): the time it was stopped is not the
+    workload's, so the stall watchdog's clock restarts there."""
+    now = [1000.0]
+    run = tmp_path / "run"
+    run.mkdir()
+    watch = StallWatch(run, 60.0, lambda s: None, clock=lambda: now[0])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLE_")}
+    running = launcher.Running([sys.executable, "-c", "import time; time.sleep(15)"], env,
+                               tmp_path / "w.log", cwd=None, terminal_level=None)
+    restarted: list[float] = []
+
+    def watchdog() -> int | None:
+        now[0] += 1.0  # under STOP_GAP_S a poll: only the restart moves the clock's start
+        running.signals.resume(signal.SIGCONT, None)  # as the kernel calls it
+        restarted.append(watch.last)
+        return 3
+
+    with returns_within(30):
+        res = running.wait(watchdog=watchdog, poll_s=0.05, stall=watch)
+    assert res.stopped_by_watchdog and restarted == [1001.0]
+
+
+def test_a_held_result_says_the_log_is_incomplete(tmp_path):
+    """The log failed (a full disk) before the harness held: the held result carries the
+    error, as the real end's would, so the command's report says the log is incomplete."""
+    from helpers.smallfs import fill, small_filesystem
+
+    ready = tmp_path / "ready"
+    code = (f"import os, time\nprint('x' * 8192, flush=True)\n"
+            f"open({str(ready)!r} + '.tmp', 'w').close()\n"
+            f"os.rename({str(ready)!r} + '.tmp', {str(ready)!r})\ntime.sleep(0.5)\n")
+    with small_filesystem(tmp_path / "fs", 64) as fs:
+        fill(fs)
+        with returns_within(30):
+            res = launcher.launch([sys.executable, "-c", code], dict(os.environ),
+                                  fs / "w.log", poll_s=0.05,
+                                  held=lambda: 3 if ready.exists() else None)
+        assert res.pending is not None and res.exit_code == 3
+        assert res.log_error == "No space left on device (ENOSPC)"
+        with returns_within(30):
+            assert res.pending.resume().log_error == "No space left on device (ENOSPC)"
+
+
+# Starts a silent daemon that keeps the streams open, then writes more than a frozen
+# terminal takes and exits.
+FROZEN_AND_HELD = """
+import subprocess, sys
+DAEMON = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(30)"
+subprocess.Popen([sys.executable, "-c", DAEMON, sys.argv[1]], start_new_session=True)
+for i in range(20000):
+    print('line %05d' % i)
+"""
+
+
+def test_a_frozen_terminal_and_a_daemon_holding_the_output_are_both_given_up(
+        tmp_path, monkeypatch, capfd):
+    """pgle's stdout a terminal nobody reads, and a daemon of the workload that holds the
+    output open: pgle gives up the terminal after the grace, waits the grace once more for
+    the stream to end, then stops waiting for it too and says each (the grace 1 s here)."""
+    import signal
+
+    monkeypatch.setattr(launcher, "PIPE_GRACE_S", 1.0)
+    pid_file = tmp_path / "daemon.pid"
+    master, slave = os.openpty()
+    saved = os.dup(1)
+    terminal = open(1, "w", closefd=False)  # noqa: SIM115  pgle's stdout, fd 1
+    monkeypatch.setattr(sys, "stdout", terminal)
+    try:
+        os.dup2(slave, 1)
+        res = _launch(tmp_path, FROZEN_AND_HELD.replace("sys.argv[1]", repr(str(pid_file))))
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(slave)
+        os.close(master)
+        if pid_file.exists() and pid_file.read_text():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)  # this test's workload's
+    assert res.exit_code == 0
+    log = tmp_path / "w.log"
+    assert capfd.readouterr().err == (
+        "pgle: warning: the terminal took none of the workload's stdout for 1 s after the "
+        f"workload exited (frozen with Ctrl-S?); the rest of it is in {log} only\n"
+        "pgle: warning: the workload exited, but a process it started still holds its output "
+        "open; pgle stopped waiting after 1 s: what that process prints from now on is "
+        f"neither shown nor kept in {log}\n")
