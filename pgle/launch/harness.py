@@ -2224,8 +2224,8 @@ def _marked_class(counter: JitCounter, base: type, name: str, row: list[Any]) ->
 class _Light:
     """The light function of an unmarked loop (JitCounter.light). Its proxies first go
     frameless: each gets a class of its own whose `__call__` is a C-level call that counts
-    (`_frameless_call`); about every LIGHT_SAMPLE_S the watcher's thread swaps in a Python
-    call that times one execution and hands it over (`_frameless_sample`). Once another
+    (`_frameless_call`); now and then (LIGHT_SAMPLE_SHARE) the watcher's thread swaps in a
+    Python call that times one execution and hands it over (`_frameless_sample`). Once another
     counted function is called, or the light ends, they go framed (`to_framed`): a
     subclass whose call counts and keeps the output (`_light_class`), one in every `due`-th
     execution sampled (`_light_sample`), as a loop of several functions needs (an eval's span
