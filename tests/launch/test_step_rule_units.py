@@ -78,3 +78,23 @@ def test_work_ranks_only_when_every_candidates_completion_was_seen():
     # What the report says follows it: host time once a candidate's completion is unseen.
     assert describe(step_rule.by_work([seen, unseen])) == describe(False)
     assert pick([seen, unseen]) is unseen
+
+
+def test_a_lead_is_clear_at_the_margin_among_the_candidates_only():
+    """The window's first answer (harness.DECIDE_MARGIN): the busiest candidate by work at
+    least `margin` times the next, among functions executed often enough; one alone is clear."""
+    step = rec("jit(step)", 2, work_s=4.0, work_known=2)  # weight 4.0
+    helper = rec("jit(helper)", 2, work_s=1.0, work_known=2)  # weight 1.0
+    assert step_rule.clear([step, helper], 4.0, 2) and step_rule.clear([helper, step], 4.0, 2)
+    assert not step_rule.clear([step, helper], 4.01, 2)  # just short of the margin
+    assert not step_rule.clear([step, rec("jit(h2)", 2, work_s=1.5, work_known=2)], 4.0, 2)
+    once = rec("jit(init)", 1, work_s=3.9, work_known=1)  # not a candidate at 2 executions
+    assert step_rule.clear([step, once], 4.0, 2) and step_rule.clear([step], 4.0, 2)
+    assert step_rule.clear([], 4.0, 2)
+    # MIN_EXECUTIONS by default: the 2-execution step is no candidate there
+    twin, step3 = rec("jit(twin)", 3, work_s=2.0, work_known=3), rec("jit(s)", 3, work_s=6.0,
+                                                                     work_known=3)
+    assert step_rule.clear([step, twin], 100.0)
+    assert step_rule.clear([step3, twin], 3.0) and not step_rule.clear([step3, twin], 3.01)
+    assert step_rule.candidates([step, once], 2) == [step]
+    assert step_rule.candidates([step, once]) == []  # MIN_EXECUTIONS by default
