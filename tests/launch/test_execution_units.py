@@ -299,10 +299,9 @@ def test_a_hold_is_asked_of_the_harness_and_a_workload_without_jax_distributed_j
     assert not ex.held and ex.exit_code == 0 and run.log.read_text() == "done\n"
 
 
-def test_a_workload_of_jax_distributed_is_held_at_its_end_until_resumed(tmp_path):
-    """A one-process jax.distributed job: the harness holds its end for pgle's exchange
-    (pgle.launch.handoff) and the launch comes back at once, held; nothing asked, the
-    harness lets it go after hold_timeout_s, and resume() sees the real end."""
+def _held_distributed(tmp_path, hold_timeout_s):
+    """A one-process jax.distributed workload launched with `hold` (the harness holds its end
+    for pgle's exchange): (its run folder, the held execution)."""
     import socket
 
     with socket.socket() as s:
@@ -312,8 +311,16 @@ def test_a_workload_of_jax_distributed_is_held_at_its_end_until_resumed(tmp_path
     script.write_text(f"import jax\njax.distributed.initialize('127.0.0.1:{port}', "
                       "num_processes=1, process_id=0)\nprint('initialized', flush=True)\n")
     run = RunFolder.create("run", str(tmp_path / "run"))
-    ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
-                           hold=True, hold_timeout_s=3)
+    return run, execution.execute(Workload(str(script), None, ()), run,
+                                  childenv.build(_env()), hold=True,
+                                  hold_timeout_s=hold_timeout_s)
+
+
+def test_a_workload_of_jax_distributed_is_held_at_its_end_until_resumed(tmp_path):
+    """A one-process jax.distributed job: the harness holds its end for pgle's exchange
+    (pgle.launch.handoff) and the launch comes back at once, held; nothing asked, the
+    harness lets it go after hold_timeout_s, and resume() sees the real end."""
+    run, ex = _held_distributed(tmp_path, hold_timeout_s=3)
     assert ex.held and ex.exit_code == 0 and ex.result.pending is not None
     assert (run.path / schema.HANDOFF_DIR).is_dir()
     ex.resume()
@@ -324,17 +331,7 @@ def test_a_workload_of_jax_distributed_is_held_at_its_end_until_resumed(tmp_path
 def test_a_held_workload_killed_before_its_end_fails_the_launch(tmp_path):
     """The workload exited 0 as far as the harness saw, then was killed while held (as an OOM
     killer or a scheduler's preemption does): resume() reports the real end, not the 0."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    script = tmp_path / "dist.py"
-    script.write_text(f"import jax\njax.distributed.initialize('127.0.0.1:{port}', "
-                      "num_processes=1, process_id=0)\nprint('initialized', flush=True)\n")
-    run = RunFolder.create("run", str(tmp_path / "run"))
-    ex = execution.execute(Workload(str(script), None, ()), run, childenv.build(_env()),
-                           hold=True, hold_timeout_s=60)
+    run, ex = _held_distributed(tmp_path, hold_timeout_s=60)
     assert ex.held and ex.exit_code == 0
     pending = ex.result.pending
     assert pending is not None

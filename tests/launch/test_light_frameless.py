@@ -105,17 +105,24 @@ def test_another_function_turns_the_light_step_framed_and_the_counts_stay_exact(
     assert counter.stats["jit(loss)"][0] == 1
 
 
-def test_a_frameless_step_goes_back_to_the_full_count_when_the_light_ends() -> None:
+def _frameless_then_unlit(more: int) -> tuple[harness.JitCounter, Any, Any, int]:
+    """A step gone frameless, called `more` times more, then unlit (as when the workload
+    starts marking its steps): (counter, step, x, its calls before the `more`)."""
     counter = harness.JitCounter()
     allowed = [True]
     counter.may_go_light = lambda: allowed[0]
     step = _step_proxy(counter)
     x, calls = _until_frameless(counter, step, jnp.ones((16, 16)) * 0.01)
-    for _ in range(20):
+    for _ in range(more):
         x = step(x)
-    allowed[0] = False  # as when the workload starts marking its steps
+    allowed[0] = False
     counter.consider_light()
     assert counter.light is None
+    return counter, step, x, calls
+
+
+def test_a_frameless_step_goes_back_to_the_full_count_when_the_light_ends() -> None:
+    counter, step, x, calls = _frameless_then_unlit(20)
     x = step(x)  # the armed call: framed, then back to the full count
     assert type(step) is harness._Jitted
     frames = _harness_frames(lambda: step(x))
@@ -126,15 +133,7 @@ def test_a_frameless_step_goes_back_to_the_full_count_when_the_light_ends() -> N
 
 
 def test_a_step_unlit_with_no_call_after_still_has_every_execution_counted_at_exit() -> None:
-    counter = harness.JitCounter()
-    allowed = [True]
-    counter.may_go_light = lambda: allowed[0]
-    step = _step_proxy(counter)
-    x, calls = _until_frameless(counter, step, jnp.ones((16, 16)) * 0.01)
-    for _ in range(30):
-        x = step(x)
-    allowed[0] = False
-    counter.consider_light()  # the light ends, and the loop never calls the step again
+    counter, step, x, calls = _frameless_then_unlit(30)  # and never called again
     jax.block_until_ready(x)
     counter.watcher.finish(30.0)
     assert counter.stats["jit(step)"][0] == calls + 30
