@@ -75,6 +75,34 @@ def _mutant_deadline():
     faulthandler.cancel_dump_traceback_later()
 
 
+# The mutation run's stats pass (MUTANT_UNDER_TEST=stats): the functions a test reached in its
+# subprocesses count as its hits too (tests/mutants/site/subprocess_hits.py). Asked at each test:
+# mutmut runs pytest several times in one process, and this module is imported once.
+def _stats_hits() -> str | None:
+    if os.environ.get("PGLE_MUTATION_RUN") and os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        copy = os.path.dirname(os.path.abspath(os.environ["PGLE_MUTATION_RUN"]))
+        return os.path.join(copy, f"subprocess-hits.{os.getpid()}")
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    if hits := _stats_hits():
+        os.environ["PGLE_MUTATION_HITS"] = hits
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    # A wrapper runs before mutmut's own teardown hook, which maps the test to the hits so far.
+    if hits := _stats_hits():
+        import subprocess_hits  # tests/mutants/site, on PYTHONPATH in the mutation run
+        from mutmut.state import state
+
+        state()._stats.update(subprocess_hits.drain(hits))
+    yield
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """An empty folder to run pgle in (its .pgle/ run folders land here)."""

@@ -229,3 +229,16 @@ def test_a_line_that_is_not_an_object_is_skipped(tmp_path):
         ref.read_events(path)
     events = read_events(path)
     assert [s.index for s in events.steps] == [0] and events.exit.code == 0
+
+
+def test_lines_written_after_the_size_was_taken_are_left_out(tmp_path, monkeypatch):
+    """A live run's events file grows while `pgle report` reads it: the reader stops at the
+    size it took at the start, however many blocks that takes."""
+    from pgle.evidence import events
+
+    path = tmp_path / "events.jsonl"
+    first = b"".join(b'{"kind": "k%d"}\n' % i for i in range(300))
+    path.write_bytes(first + b'{"kind": "later"}\n' * 50)
+    monkeypatch.setattr(events, "BLOCK_BYTES", 997)
+    assert b"".join(events._blocks(path, 0, len(first))) == first
+    assert b"".join(events._blocks(path, 0, len(first) - 5)) == first[:-5]  # its cut line last

@@ -12,7 +12,7 @@ import sys
 import textwrap
 import time
 
-from helpers.pgle_testing import REPO, pgle_env
+from helpers.pgle_testing import REPO, pgle_env, pythonpath
 
 from helpers.signals import IN_PROCESS
 
@@ -46,7 +46,7 @@ def test_a_fetch_waits_in_slices_that_ctrl_c_interrupts(tmp_path):
     script = tmp_path / "fetch.py"
     script.write_text(SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path,
-                            env=pgle_env(PYTHONPATH=str(REPO)), stdout=subprocess.PIPE,
+                            env=pgle_env(PYTHONPATH=pythonpath(str(REPO))), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         lines = []
@@ -120,7 +120,7 @@ def test_a_held_rank_serves_each_round_and_goes_on_after_the_final_one(tmp_path)
     script.write_text(HELD)
     timeout_s = 5.0
     proc = subprocess.run([sys.executable, str(script), str(tmp_path), str(timeout_s)],
-                          cwd=tmp_path, env=pgle_env(PYTHONPATH=str(REPO)),
+                          cwd=tmp_path, env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 
-from helpers.pgle_testing import REPO, pgle_env
+from helpers.pgle_testing import REPO, pgle_env, pythonpath
 
 CODE = r"""
 import json
@@ -38,7 +38,7 @@ print(json.dumps(out))
 
 
 def test_modules_with_a_synchronous_collective_keep_their_hlo():
-    env = pgle_env(XLA_FLAGS="--xla_force_host_platform_device_count=8", PYTHONPATH=str(REPO))
+    env = pgle_env(XLA_FLAGS="--xla_force_host_platform_device_count=8", PYTHONPATH=pythonpath(str(REPO)))
     proc = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, check=False,
                           timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]

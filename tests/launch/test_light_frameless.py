@@ -6,6 +6,7 @@ full count (the light ends)."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections import Counter
@@ -58,6 +59,15 @@ def _harness_frames(fn: Any) -> Counter[str]:
     return frames
 
 
+def _ran(frames: Counter[str], name: str) -> int:
+    """How often `name` (`_framed_call.<locals>.__call__`) ran, also where the mutation run's
+    copy of the harness names the outer function `x__framed_call__mutmut_orig`."""
+    outer, _, inner = name.partition(".<locals>.")
+    return sum(n for q, n in frames.items()
+               if q.partition(".<locals>.")[2] == inner
+               and re.fullmatch(rf"(x_)?{outer}(__mutmut_\w+)?", q.partition(".<locals>.")[0]))
+
+
 def test_a_light_steps_calls_run_no_frame_of_pgles_and_are_all_counted() -> None:
     counter = harness.JitCounter()
     counter.may_go_light = lambda: True
@@ -73,9 +83,9 @@ def test_a_light_steps_calls_run_no_frame_of_pgles_and_are_all_counted() -> None
     jax.block_until_ready(box[0])
     # The watcher's thread asked for a few samples meanwhile (each a handful of frames), but
     # no call went through a Python frame of its own: 3,000 calls, far fewer frames.
-    samples = frames["_frameless_sample.<locals>.__call__"]
+    samples = _ran(frames, "_frameless_sample.<locals>.__call__")
     assert sum(frames.values()) < 300, frames
-    assert not frames["_counted_call"] and not frames["_framed_call.<locals>.__call__"], frames
+    assert not _ran(frames, "_counted_call") and not _ran(frames, "_framed_call.<locals>.__call__"), frames
     counter.watcher.finish(30.0)
     assert counter.stats["jit(step)"][0] == calls + 3000
     assert counter.light is not None and counter.light.frameless
@@ -98,7 +108,7 @@ def test_another_function_turns_the_light_step_framed_and_the_counts_stay_exact(
     for _ in range(50):
         x = step(x)
     frames = _harness_frames(lambda: step(x))
-    assert frames["_framed_call.<locals>.__call__"] == 1, frames  # framed: it keeps the output
+    assert _ran(frames, "_framed_call.<locals>.__call__") == 1, frames  # framed: it keeps the output
     jax.block_until_ready(x)
     counter.watcher.finish(30.0)
     assert counter.stats["jit(step)"][0] == calls + 101
@@ -126,7 +136,7 @@ def test_a_frameless_step_goes_back_to_the_full_count_when_the_light_ends() -> N
     x = step(x)  # the armed call: framed, then back to the full count
     assert type(step) is harness._Jitted
     frames = _harness_frames(lambda: step(x))
-    assert frames["_counted_call"] == 1, frames
+    assert _ran(frames, "_counted_call") == 1, frames
     jax.block_until_ready(x)
     counter.watcher.finish(30.0)
     assert counter.stats["jit(step)"][0] == calls + 22

@@ -102,6 +102,12 @@ def narrow_config(copy: Path, files: list[str], tests: list[str],
         # The SLURM cluster's tests reach pgle only under srun (no mutant is mapped to them) and
         # fail the whole run when the shared cluster is busy or down: left out.
         f"pytest_add_cli_args = {json.dumps(args)}",
+        # mutmut stops a mutant's tests after (their time + timeout_constant) x 15 s of wall
+        # time and counts a "timeout", a survivor; a mutant's endless loop must instead meet
+        # tests/conftest.py's MUTANT_TEST_S (60 s), which fails the test (killed), as the loop
+        # would fail CI. 5 s: no mutant is stopped before 75 s (mutmut 3.8.1's default is 1 s,
+        # 15 s: evidence's three endless loops were counted survivors).
+        "timeout_constant = 5.0",
         "",
     ])
     text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", section, text)
@@ -226,6 +232,11 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "MUTANT_UNDER_TEST")}
         env["PYTHONPATH"] = str(HERE / "site")
         env["PGLE_MUTATION_RUN"] = str(copy / "mutants")
+        # pytest's numbered tmp_path folders, in the copy: mutmut's forked test runs end with
+        # os._exit, so pytest never marks them done and never removes them (57 GB of /tmp
+        # after a week of runs).
+        env["PYTEST_DEBUG_TEMPROOT"] = str(copy / "pytest-tmp")
+        (copy / "pytest-tmp").mkdir(exist_ok=True)
         t0 = time.monotonic()
         only = still_to_run(copy, recorded["survivors"]) if recorded else []
         if recorded and not only:  # a resumed --survivors run that had run them all

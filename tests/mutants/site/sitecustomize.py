@@ -8,9 +8,10 @@
   holds `pgle/cli`, which the install maps from `cli/`.
 - mutmut 3 runs the tests once with MUTANT_UNDER_TEST=stats to learn which tests reach which
   function; a `python -m pgle` subprocess inherits the variable, and its trampolines would try
-  to record the hit in mutmut's state, which only the test process has: the subprocess runs the
-  unmutated code instead. With a mutant's name the variable stays: the subprocess runs that
-  mutant, as the test process does."""
+  to record the hit in mutmut's state, which only the test process has: the subprocess records
+  its hits in the file the test process names (subprocess_hits.py), or, without one, runs the
+  unmutated code. With a mutant's name the variable stays: the subprocess runs that mutant, as
+  the test process does."""
 
 import os
 import sys
@@ -34,5 +35,9 @@ if os.environ.get("PGLE_MUTATION_RUN"):
     sys.meta_path[:] = [_MutatedPgle(os.environ["PGLE_MUTATION_RUN"])] + [
         f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable___pgle")
     ]
-    if os.environ.get("MUTANT_UNDER_TEST") in ("stats", "list_all_tests"):
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PGLE_MUTATION_HITS"):
+        import subprocess_hits
+
+        subprocess_hits.record_into(os.environ["PGLE_MUTATION_HITS"])
+    elif os.environ.get("MUTANT_UNDER_TEST") in ("stats", "list_all_tests"):
         del os.environ["MUTANT_UNDER_TEST"]

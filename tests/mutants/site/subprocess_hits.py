@@ -1,0 +1,47 @@
+"""Which mutated functions a test reaches through its subprocesses (the mutation run only).
+
+mutmut 3 maps each test to the functions it calls by recording trampoline hits in the test
+process; a function reached only in a `python -m pgle` subprocess, or in the workload under it
+(the whole harness: `pgle.launch.harness`, `handoff`, `jax_internals`), maps to no test, and
+mutmut then counts its mutants "no tests", survivors that no test ever ran. In the stats run a
+subprocess appends each function it reaches to the file `PGLE_MUTATION_HITS` names (one line per
+name, its first hit only; O_APPEND, so the processes of one test write side by side), and the
+test process adds the file's names to the hits of the test that just ran (tests/conftest.py),
+so mutmut runs that test on those mutants. Checked against mutmut 3.8.1 (trampoline's
+`record_trampoline_hit` name, `state()._stats`)."""
+
+from __future__ import annotations
+
+import os
+
+ENV = "PGLE_MUTATION_HITS"
+
+
+def record_into(path: str) -> None:
+    """In a subprocess of the stats run: the trampolines' hits go to `path` (mutmut's own
+    recorder needs the configuration only mutmut's process loaded)."""
+    import mutmut.mutation.trampoline as trampoline
+
+    seen: set[str] = set()
+
+    def hit(name: str, caller: str | None = None) -> None:
+        if name not in seen:
+            seen.add(name)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, (name + "\n").encode())
+            finally:
+                os.close(fd)
+
+    trampoline.record_trampoline_hit = hit  # type: ignore[assignment]
+
+
+def drain(path: str) -> set[str]:
+    """In the test process: the names written since the last drain (the file emptied)."""
+    try:
+        with open(path, "r+") as f:
+            names = set(f.read().split())
+            f.truncate(0)
+    except FileNotFoundError:
+        return set()
+    return names
