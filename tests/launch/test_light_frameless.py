@@ -6,7 +6,6 @@ full count (the light ends)."""
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections import Counter
@@ -15,6 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from helpers.mutmut_names import plain_counts
 from pgle.launch import harness
 
 
@@ -60,12 +60,9 @@ def _harness_frames(fn: Any) -> Counter[str]:
 
 
 def _ran(frames: Counter[str], name: str) -> int:
-    """How often `name` (`_framed_call.<locals>.__call__`) ran, also where the mutation run's
-    copy of the harness names the outer function `x__framed_call__mutmut_orig`."""
-    outer, _, inner = name.partition(".<locals>.")
-    return sum(n for q, n in frames.items()
-               if q.partition(".<locals>.")[2] == inner
-               and re.fullmatch(rf"(x_)?{outer}(__mutmut_\w+)?", q.partition(".<locals>.")[0]))
+    """How often `name` (`_framed_call.<locals>.__call__`) ran, also under the names of the
+    mutation run's copy of the harness."""
+    return plain_counts(frames)[name]
 
 
 def test_a_light_steps_calls_run_no_frame_of_pgles_and_are_all_counted() -> None:
