@@ -35,9 +35,12 @@ if os.environ.get("PGLE_MUTATION_RUN"):
     sys.meta_path[:] = [_MutatedPgle(os.environ["PGLE_MUTATION_RUN"])] + [
         f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable___pgle")
     ]
-    if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PGLE_MUTATION_HITS"):
-        import subprocess_hits
+    import subprocess_hits
 
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PGLE_MUTATION_HITS"):
         subprocess_hits.record_into(os.environ["PGLE_MUTATION_HITS"])
+    elif os.environ.get("MUTANT_UNDER_TEST", "").startswith(subprocess_hits.HARNESS):
+        if subprocess_hits.runs_harness_as_main():
+            subprocess_hits.harness_as_main()
     elif os.environ.get("MUTANT_UNDER_TEST") in ("stats", "list_all_tests"):
         del os.environ["MUTANT_UNDER_TEST"]

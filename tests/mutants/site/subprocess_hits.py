@@ -13,6 +13,7 @@ so mutmut runs that test on those mutants. Checked against mutmut 3.8.1 (trampol
 from __future__ import annotations
 
 import os
+import sys
 
 ENV = "PGLE_MUTATION_HITS"
 
@@ -23,8 +24,11 @@ def record_into(path: str) -> None:
     import mutmut.mutation.trampoline as trampoline
 
     seen: set[str] = set()
+    as_main = runs_harness_as_main()
 
     def hit(name: str, caller: str | None = None) -> None:
+        if as_main and name.startswith(_MAIN):
+            name = HARNESS + name[len(_MAIN):]
         if name not in seen:
             seen.add(name)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -45,3 +49,30 @@ def drain(path: str) -> set[str]:
     except FileNotFoundError:
         return set()
     return names
+
+
+# `pgle run script.py` starts the workload as `python .../pgle/launch/harness.py --spec ...`
+# (pgle.launch.execution): the harness is `__main__` there, so mutmut's trampolines name its
+# functions `__main__.xǁHarnessǁstart` and never match the mutant `pgle.launch.harness.xǁ...`
+# they would have to run. In that process both names are translated.
+HARNESS = "pgle.launch.harness."
+_MAIN = "__main__."
+
+
+def runs_harness_as_main() -> bool:
+    argv = getattr(sys, "orig_argv", [])
+    return len(argv) > 1 and argv[1].endswith(os.path.join("pgle", "launch", "harness.py"))
+
+
+def harness_as_main() -> None:
+    """The mutant under test, when it is the harness's, named as this process's trampolines
+    name it (`__main__.`): the trampoline asks `get_mutant_under_test` at each call."""
+    import mutmut.mutation.trampoline as trampoline
+
+    asked = trampoline.get_mutant_under_test
+
+    def translated() -> str:
+        name = asked()
+        return _MAIN + name[len(HARNESS):] if name.startswith(HARNESS) else name
+
+    trampoline.get_mutant_under_test = translated  # type: ignore[assignment]
