@@ -14,11 +14,14 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from helpers.fs_limits import append_only, file_size_limit, no_descriptor_left
+from helpers.races import before_call
 from pgle import shared_folders as sf
 from pgle.atomic import WriteFailed
 from pgle.errors import BadInput, PgleError
@@ -783,3 +786,104 @@ def test_sub_out_of_descriptors_is_the_open_error_not_a_vanished_folder(tmp_path
             assert e.value.errno == errno.EMFILE and not isinstance(e.value, BadInput)
         with d.sub("there", create=True) as there:  # with descriptors again
             assert there.names() == []
+
+
+# -- another process between two system calls (helpers/races.py) ----------------------------
+def test_link_or_copy_undoes_a_link_to_a_source_swapped_after_its_open(tmp_path):
+    """The source turned into a link between pgle's open and its hard link: the hard link (to
+    the link) is undone and the copy comes from the file opened; the link's target is untouched."""
+    src, other = tmp_path / "src", tmp_path / "other"
+    src.write_bytes(b"opened")
+    other.write_bytes(b"planted")
+
+    def swap(_: Mapping[str, Any]) -> None:
+        src.unlink()
+        os.symlink(other, src)
+
+    with before_call(os.link, lambda _: True, swap) as fired:
+        sf.link_or_copy(src, tmp_path / "dst")
+    assert fired
+    dst = tmp_path / "dst"
+    assert not dst.is_symlink() and dst.read_bytes() == b"opened"
+    assert os.lstat(dst).st_nlink == 1  # a copy, linked to nothing
+    assert other.read_bytes() == b"planted" and src.is_symlink()
+
+
+def test_rmtree_goes_on_past_an_entry_removed_while_it_deleted(tmp_path):
+    """Another process deletes one of the files pgle listed: that one is nothing to do, and
+    the ones after it are still deleted (the folder goes)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    for name in ("a", "b", "c", "d"):
+        (gone / name).write_text(name)
+    order = [e.name for e in os.scandir(gone)]  # the order _rmtree lists them in
+
+    def remove_the_next(_: Mapping[str, Any]) -> None:
+        (gone / order[1]).unlink()
+
+    def at_the_first(names: Mapping[str, Any]) -> bool:
+        return getattr(names.get("entry"), "name", None) == order[0]
+
+    with sf.OpenDir.open(tmp_path) as d:
+        with before_call(os.unlink, at_the_first, remove_the_next) as fired:
+            d.rmtree("gone")
+    assert fired
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sub_calls_a_file_gone_before_its_look_no_link(tmp_path):
+    """A file where a folder goes fails the open (ENOTDIR); removed before pgle looks at what it
+    was, it is still "not a directory", never called a symbolic link."""
+    (tmp_path / "f").write_text("")
+    with sf.OpenDir.open(tmp_path) as d:
+        with before_call(
+            os.stat, lambda names: names.get("name") == "f", lambda _: (tmp_path / "f").unlink()
+        ) as fired, pytest.raises(BadInput) as e:
+            d.sub("f", what="job folder")
+    assert fired
+    assert type(e.value) is BadInput
+    assert e.value.message == f"job folder {tmp_path / 'f'} is not a directory."
+
+
+def test_sub_create_names_a_folder_removed_before_its_open(tmp_path):
+    """`create`: the folder made (or found), then removed by another process before pgle opens
+    it, is one sentence saying so."""
+    made = tmp_path / "made"
+
+    def at_the_open(names: Mapping[str, Any]) -> bool:
+        return names.get("name") == "made" and names.get("create") is True
+
+    with sf.OpenDir.open(tmp_path) as d:
+        with before_call(os.open, at_the_open, lambda _: made.rmdir()) as fired, pytest.raises(
+            BadInput
+        ) as e:
+            d.sub("made", what="store folder", create=True)
+    assert fired
+    assert e.value.message == (
+        f"store folder {made} vanished while pgle opened it: another process renamed or "
+        "removed it; rerun."
+    )
+
+
+def test_write_atomic_never_writes_through_a_link_planted_at_its_temp_name(tmp_path):
+    """A link planted at the very temp name (another user who guessed or watched it) is
+    refused by O_EXCL|O_NOFOLLOW: the write fails in one sentence and the link's target is
+    untouched."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not pgle's")
+    os.chmod(victim, 0o600)
+    planted: list[str] = []
+
+    def plant(names: Mapping[str, Any]) -> None:
+        planted.append(names["tmp"])
+        os.symlink(victim, tmp_path / names["tmp"])
+
+    with sf.OpenDir.open(tmp_path) as d:
+        with before_call(os.open, lambda names: "tmp" in names, plant) as fired, pytest.raises(
+            WriteFailed
+        ) as e:
+            d.write_atomic("meta.json", b"{}", what="store file")
+    assert fired
+    assert e.value.message == f"cannot write store file {tmp_path / 'meta.json'}: File exists."
+    assert victim.read_bytes() == b"not pgle's" and mode(victim) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([planted[0], "victim"])

@@ -716,3 +716,221 @@ def test_a_store_folder_of_another_user_is_named_once_per_owner(tmp_path: Path, 
     named = [r.getMessage() for r in caplog.records if "belongs to" in r.getMessage()]
     assert named == [(f"profile store {root} belongs to uid 4242, not to you: its owner can "
                       "replace or remove what pgle stores there (a shared store).")]
+
+
+# -- another process (or the kernel) between two of the store's system calls, at one exact point
+# (helpers/races.py): what a shared store meets when other users' pgle runs work in it too.
+
+import resource  # noqa: E402
+import shutil  # noqa: E402
+from collections.abc import Iterator, Mapping  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from typing import Any  # noqa: E402
+
+from helpers.gs_mock import mock_gs  # noqa: E402
+from helpers.races import before_call, before_calls  # noqa: E402
+
+FP2 = "fedcba9876543210fedcba9876543210"  # listed after FP
+
+
+def _lowest_free_descriptor() -> int:
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)
+    return fd
+
+
+@contextmanager
+def _descriptor_limit_restored() -> Iterator[None]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _no_descriptor_left(_: Mapping[str, Any]) -> None:
+    """The next descriptor this process takes fails with EMFILE (helpers/fs_limits.py)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_lowest_free_descriptor(), hard))
+
+
+def _descriptors_again(soft: int) -> Any:
+    def then(_: Mapping[str, Any]) -> None:
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return then
+
+
+def _add_fp2(st: ProfileStore) -> None:
+    st.add(FP2, Profile(costs=[("fusion.2", 2.0)]), jax="0.10.2", jaxlib="0.10.2",
+           device_kind=KIND, device_count=8, source="test", now=T0)
+
+
+def _opening(name: str) -> Any:
+    return lambda names: names.get("name") == name
+
+
+def test_a_store_replaced_by_a_file_before_its_open_is_one_line(tmp_path: Path):
+    """The store's folder is checked, then replaced by a file before pgle opens it: the same
+    one line as a file named as the store."""
+    root = tmp_path / "s"
+    root.mkdir()
+
+    def replace(_: Mapping[str, Any]) -> None:
+        root.rmdir()
+        root.write_text("x")
+
+    with before_call(os.open, lambda names: names.get("path") == str(root), replace) as done, \
+            pytest.raises(BadInput) as e:
+        ProfileStore(root)
+    assert done
+    assert e.value.message == f"profile store {root} is not a directory."
+
+
+def test_a_new_gs_store_another_writer_makes_at_the_same_time_is_opened(tmp_path: Path):
+    """Two `pgle store add` onto a new gs:// store at once: the folder the other one made
+    between this one's look and its mkdir is the store, not an error."""
+    bucket = tmp_path / "bucket"
+    on_disk = bucket / "team" / "store"
+
+    def made_by_the_other(_: Mapping[str, Any]) -> None:
+        on_disk.mkdir(parents=True)
+
+    with mock_gs(bucket), before_call(
+        os.mkdir, lambda names: names.get("name") == str(on_disk), made_by_the_other
+    ) as done:
+        st = ProfileStore("gs://team/store", create=True)
+        assert done
+        assert st.entries() == [] and on_disk.is_dir()
+
+
+def test_a_fingerprint_folder_removed_while_listed_hides_no_other(tmp_path: Path):
+    """Another user removes a fingerprint folder between pgle's listing and its open: the
+    other fingerprints' entries are still listed."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    _add_fp2(st)
+
+    with before_call(os.open, _opening(FP), lambda _: shutil.rmtree(root / "profiles" / FP)) \
+            as done:
+        listed = st.entries()
+    assert done
+    assert [e.fingerprint for e in listed] == [FP2] and st.damaged == {}
+
+
+def test_a_fingerprint_folder_that_cannot_be_listed_hides_no_other(tmp_path: Path):
+    """A fingerprint folder opened but not listed (no descriptor left for the listing: EMFILE)
+    is skipped; the next folder's entries are still listed."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    _add_fp2(st)
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+    def listing(folder: str) -> Any:
+        return lambda names: getattr(names.get("self"), "path", None) == folder
+
+    with _descriptor_limit_restored(), before_calls(
+        (os.scandir, listing(str(root / "profiles" / FP)), _no_descriptor_left),
+        (os.open, _opening(FP2), _descriptors_again(soft)),
+    ) as done:
+        listed = st.entries()
+    assert len(done) == 2
+    assert [e.fingerprint for e in listed] == [FP2]
+
+
+def test_a_sweep_goes_on_past_a_folder_it_cannot_list(tmp_path: Path):
+    """The sweep cannot list one fingerprint folder (EMFILE): what killed writers left in the
+    next one is still removed."""
+    root = tmp_path / "s"
+    st = ProfileStore(root, create=True)
+    add(st, 1.0)
+    _add_fp2(st)
+    left = [root / "profiles" / fp / f"{_id(2)}.pbtxt" for fp in (FP, FP2)]
+    for p in left:
+        p.write_text("x")
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    st2 = ProfileStore(root)
+    with _descriptor_limit_restored(), before_calls(
+        (os.scandir, lambda names: names.get("_fp") == FP, _no_descriptor_left),
+        (os.open, _opening(FP2), _descriptors_again(soft)),
+    ) as done:
+        assert st2.prune(keep=10) == []
+    assert len(done) == 2
+    assert left[0].exists() and not left[1].exists()
+    assert st2.swept == [str(left[1])]
+
+
+def test_a_calibration_for_an_entry_removed_while_it_waited_for_the_lock_is_refused(
+    tmp_path: Path,
+):
+    """The entry is there when asked, then removed (another user's prune) before this writer
+    holds the lock: one line saying so, and no calibration file is left alone in the folder."""
+    root, st, entry, folder = _store_with_one(tmp_path)
+    rec = calibration.Calibration.from_dict(
+        {"arm": "pgle", "predicted_ratio": 0.9, "measured_ratio": 1.1, "target": "h100",
+         "device_kind": KIND, "device_count": 8, "jax": "0.10.2", "pgle": "1.0",
+         "created": "2026-01-01T00:00:00+00:00"})
+
+    def pruned(_: Mapping[str, Any]) -> None:
+        for p in folder.iterdir():
+            p.unlink()
+
+    with before_call(fcntl.flock, lambda _: True, pruned) as done, \
+            pytest.raises(ProfileError) as e:
+        st.add_calibration(FP, entry.entry_id, [rec])
+    assert done
+    assert e.value.message == f"store {root}: entry {entry.entry_id} was just removed."
+    assert list(folder.iterdir()) == []
+
+
+# -- a gs:// store whose server refuses: gcsfs (etils' gs:// backend) against a local HTTP server
+# standing in for Cloud Storage (STORAGE_EMULATOR_HOST), in a `python -c` (fsspec reads its
+# FSSPEC_* settings once, at import).
+
+import http.server  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+
+from helpers.pgle_testing import pgle_env  # noqa: E402
+
+
+class _Forbidden(http.server.BaseHTTPRequestHandler):
+    """Cloud Storage's answer to a caller without access: 403 and a JSON error."""
+
+    def do_GET(self) -> None:
+        body = b'{"error": {"code": 403, "message": "pgle-test may not read this bucket"}}'
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_gs_store_its_server_refuses_is_one_line_with_the_servers_reason():
+    pytest.importorskip("gcsfs", reason="etils' gs:// backend (gcsfs) is not installed")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Forbidden)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    code = ("from pgle.errors import BadInput\n"
+            "from pgle.store.store import ProfileStore\n"
+            "try:\n"
+            "    ProfileStore('gs://team/store')\n"
+            "except BadInput as e:\n"
+            "    print(e.message)\n")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+            env=pgle_env(STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{server.server_address[1]}",
+                         FSSPEC_GS_TOKEN="anon"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    said = out.stdout.strip()
+    assert said.startswith("cannot reach profile store gs://team/store: "), out.stderr[-2000:]
+    assert "pgle-test may not read this bucket" in said and said.endswith(".")

@@ -24,18 +24,45 @@ def record_into(path: str) -> None:
     import mutmut.mutation.trampoline as trampoline
 
     seen: set[str] = set()
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+
+    def opened() -> tuple[int, tuple[int, int]] | None:
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError:
+            return None
+        st = os.fstat(fd)
+        return fd, (st.st_dev, st.st_ino)
+
+    # Opened now, while the process is still the test's user: a subprocess may drop to another
+    # user (os.setuid) and then cannot open the file; the descriptor is used only while it is
+    # still this file (a process may close its descriptors and reuse the number). A hit that
+    # cannot be written is lost (at worst a "no tests" survivor), never the subprocess's run.
+    first = opened()
+
     as_main = runs_harness_as_main()
 
     def hit(name: str, caller: str | None = None) -> None:
         if as_main and name.startswith(_MAIN):
             name = HARNESS + name[len(_MAIN):]
-        if name not in seen:
-            seen.add(name)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if name in seen:
+            return
+        seen.add(name)
+        try:
+            if first is not None:
+                st = os.fstat(first[0])
+                if (st.st_dev, st.st_ino) == first[1]:
+                    os.write(first[0], (name + "\n").encode())
+                    return
+        except OSError:
+            pass
+        if (now := opened()) is not None:
             try:
-                os.write(fd, (name + "\n").encode())
+                os.write(now[0], (name + "\n").encode())
+            except OSError:
+                pass
             finally:
-                os.close(fd)
+                os.close(now[0])
 
     trampoline.record_trampoline_hit = hit  # type: ignore[assignment]
 
