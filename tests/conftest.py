@@ -58,19 +58,37 @@ def _signal_handlers_restored():
 
 
 # A mutation run (tests/mutants/score.py sets PGLE_MUTATION_RUN for mutmut): a test still
-# running after MUTANT_TEST_S is taken to be in an endless loop a mutant made, and faulthandler
+# running after its deadline is taken to be in an endless loop a mutant made, and faulthandler
 # ends the test process with exit 1 (mutmut: killed) and the stuck traceback. Otherwise mutmut
-# waits (its tests' time + 1) x 15 for it, minutes where the mutated function's tests take
-# seconds, and counts it a timeout, a survivor (logscan's line loops: 3+ min each). The
-# package's tests take a few seconds each: no test ends here in an unmutated run.
+# waits (its tests' time + 5) x 15 for it and counts a timeout, a survivor. The deadline is
+# MUTANT_TEST_FACTOR times the test's own time in mutmut's stats pass (unmutated) plus
+# MUTANT_TEST_SLACK_S, at most MUTANT_TEST_S: a watcher-thread mutant of the harness that hangs
+# a 0.1 s test costs 6 s, not 60 (each of hundreds did). Without a stats entry (the stats pass
+# itself): MUTANT_TEST_S.
 MUTANT_TEST_S = 60.0
+MUTANT_TEST_FACTOR = 10.0
+MUTANT_TEST_SLACK_S = 5.0
+
+
+def _mutant_test_deadline(nodeid: str) -> float:
+    import json
+
+    stats = os.path.join(os.environ["PGLE_MUTATION_RUN"], "mutmut-stats.json")
+    try:
+        with open(stats) as f:
+            took = json.load(f)["duration_by_test"].get(nodeid)
+    except (OSError, ValueError, KeyError):
+        took = None
+    if took is None or os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        return MUTANT_TEST_S
+    return min(MUTANT_TEST_S, MUTANT_TEST_FACTOR * took + MUTANT_TEST_SLACK_S)
 
 
 @pytest.fixture(autouse=bool(os.environ.get("PGLE_MUTATION_RUN")))
-def _mutant_deadline():
+def _mutant_deadline(request):
     import faulthandler
 
-    faulthandler.dump_traceback_later(MUTANT_TEST_S, exit=True)
+    faulthandler.dump_traceback_later(_mutant_test_deadline(request.node.nodeid), exit=True)
     yield
     faulthandler.cancel_dump_traceback_later()
 
