@@ -47,15 +47,16 @@ def _env(rank: int, world: int = 2) -> dict[str, str]:
 
 
 def _launching(tmp_path: Path, seen: dict[str, Any], workload: Workload,
-               after=None) -> driver.Workflow:
-    """A workflow whose body launches `workload` once in the rank's run folder; `after(lay)`
-    runs in the body right after the launch returned, before the rank's report exists."""
+               after=None, **launch_kw: Any) -> driver.Workflow:
+    """A workflow whose body launches `workload` once in the rank's run folder (`launch_kw`:
+    the command's own options of the launch); `after(lay)` runs in the body right after the
+    launch returned, before the rank's report exists."""
 
     def body(opts: Any, lay: Any, launch: Any, env: dict[str, str]) -> Report:
         run = RunFolder.create("run", lay.run_dir)
         seen["run"] = Path(run.path)
         seen["before_launch"] = time.time()
-        ex = launch(workload, run, childenv.build(env))
+        ex = launch(workload, run, childenv.build(env), **launch_kw)
         seen["code"] = ex.result.exit_code
         if after is not None:
             after(lay)
@@ -88,10 +89,13 @@ def test_the_start_record_is_stamped_at_the_launch_and_the_exit_recorded_as_it_e
         seen["exit"] = _json(jd / "rank-1.exit")
         seen["failed"] = (jd / "failed" / "rank-1").is_file()
 
-    wf = _launching(tmp_path, seen, _script(tmp_path, "import sys\nsys.exit(3)\n"), after)
+    script = _script(tmp_path, "import sys\nprint('failing')\nsys.exit(3)\n")
+    # The command's own options reach the launch too (here --log's copy of the output).
+    wf = _launching(tmp_path, seen, script, after, log_copy=str(tmp_path / "copy.log"))
     with returns_within(30):
         out = driver.run(wf, None, JobOptions(job_dir=str(jd)), environ=_env(1))
     assert seen["code"] == 3 and out.workload_exit_code == 3
+    assert "failing" in (tmp_path / "copy.log").read_text()
     assert _json(jd / "rank-1.start")["time"] >= seen["before_launch"]
     assert (seen["exit"]["exit_code"], seen["exit"]["stopped_for"]) == (3, None)
     assert seen["failed"] is True
