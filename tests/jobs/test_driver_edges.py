@@ -492,3 +492,12 @@ def test_a_warning_every_rank_gave_is_said_once_without_its_ranks(tmp_path):
         out = _job_report(rr, Report("run", "applied", workload_exit_code=0,
                                      warnings=["disk slow"]))
     assert out.warnings == ["disk slow", "rank 1: only mine"]
+
+
+def test_a_phase_rank_waits_the_whole_gather_timeout_polling_at_a_bounded_rate(tmp_path):
+    rr = _rank_run(tmp_path, 1, gather_timeout_s=2.0)
+    began, cpu = time.monotonic(), time.thread_time()
+    with returns_within(15), pytest.raises(PgleError, match="wrote no job report"):
+        rr.wait_for_job_report()
+    assert time.monotonic() - began >= 2.0  # never given up before the timeout
+    assert time.thread_time() - cpu < 0.3  # a growing interval: no busy loop

@@ -166,3 +166,29 @@ def test_a_line_that_waits_for_an_array_is_waiting_for_the_device(tmp_path):
     found = stacks.phase([stacks.Thread(main.ident, True, below(main.frames))])
     assert found.name == "collective", found
     assert "waiting for the device / a collective" in found.text
+
+
+def test_the_fleet_file_is_written_again_only_when_what_it_says_changed(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "progress").write_text("3\n")
+    f = fleet.Fleet(tmp_path / "job", 1, 2)
+    f.attach(run)
+    feed = f.feed
+    assert feed is not None
+    # Read incrementally: the progress file once, and then only when it changes.
+    assert feed.read() is True and feed.executions == 3
+    assert feed.read() is False
+    f.publish()
+    path = tmp_path / "job" / fleet.FLEET_DIR / "rank-1.json"
+    written = path.stat().st_ino
+    f.publish()  # nothing new: the file stays the one written (each write replaces it)
+    assert path.stat().st_ino == written
+    before = (run / "progress").stat()
+    (run / "progress").write_text("4\n")
+    # A new mtime, even within the file system's timestamp granularity.
+    os.utime(run / "progress", ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    assert feed.read() is True and feed.executions == 4
+    f.publish()
+    assert path.stat().st_ino != written
+    assert json.loads(path.read_text())["executions"] == 4

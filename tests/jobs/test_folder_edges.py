@@ -284,3 +284,18 @@ def test_a_failure_record_in_a_failed_folder_of_another_account_is_refused(tmp_p
     with pytest.raises(OSError) as err:
         folder._read_json(tmp_path / "failed" / "rank-0")
     assert err.value.strerror == "failed belongs to another account (uid 12345), not this one"
+
+
+def test_a_gather_waits_its_whole_timeout_polling_at_a_bounded_rate(tmp_path, caplog):
+    """A rank that never reports: the gather returns at its timeout, not before; it polls with
+    a growing interval (a few dozen polls, no busy loop); its progress lines are at least
+    `progress_every_s` apart."""
+    (tmp_path / "rank-0.json").write_text('{"status": "ok"}')
+    began, cpu = time.monotonic(), time.thread_time()
+    with caplog.at_level(logging.INFO, logger="pgle"), returns_within(15):
+        got = folder.gather(tmp_path, 2, 2.0, progress_every_s=0.6)
+    assert time.monotonic() - began >= 2.0
+    assert time.thread_time() - cpu < 0.3
+    assert got.missing == [1] and list(got.reports) == [0]
+    lines = [r.created for r in caplog.records if r.getMessage().startswith("waiting for 1 of")]
+    assert lines and all(b - a >= 0.55 for a, b in zip(lines, lines[1:])), lines

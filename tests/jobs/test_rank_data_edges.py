@@ -132,3 +132,28 @@ def test_restrict_goes_on_past_a_path_whose_mode_cannot_change(tmp_path):
         assert stat.S_IMODE(out.stat().st_mode) == 0o755  # left as it was
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {
         "a.pbtxt": 0o600, "b.pbtxt": 0o600, "c.pbtxt": 0o600}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs Linux's /proc")
+def test_the_limit_counts_every_read_of_a_file_that_grew():
+    # /proc/self/maps says 0 bytes and gives about a page per read (this process maps well
+    # over 5,000 bytes of it): what the reads gave all together is over the limit.
+    assert _refusal(rank_data.read_under, Path("/proc/self"), "maps", 5000) == \
+        "maps is over the 5,000 bytes pgle reads"
+
+
+def test_a_job_folder_that_is_a_file_is_not_a_folder_in_the_systems_words(tmp_path):
+    (tmp_path / "job").write_text("x")
+    for rel in ("rank-1.json", "profiles/rank-1.pb"):
+        with pytest.raises(NotADirectoryError):
+            rank_data.read_under(tmp_path / "job", rel, 100)
+
+
+def test_a_ranks_profile_that_does_not_parse_is_refused_with_the_parsers_words(tmp_path):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "rank-1.pbtxt").write_text('costs { name: "a" cost_us: X }\n')
+    with pytest.raises(rank_data.RankDataError) as err:
+        rank_data.load_rank_profile(tmp_path, 1, ".pbtxt")
+    # The parser's sentence, its final period dropped (the message is one line of a list).
+    assert err.value.message.startswith("rank 1: profile ")
+    assert err.value.message.endswith("Couldn't parse float: X"), err.value.message
