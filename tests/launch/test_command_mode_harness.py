@@ -107,6 +107,17 @@ sys.exit(3)
 """
 
 
+# An import hook ahead of the harness's on sys.meta_path that finds every module (as one that
+# instruments every package does): the harness's own is put before it, or it never sees jax.
+FINDER_AHEAD = """
+import importlib.abc, importlib.machinery
+class Every(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        return importlib.machinery.PathFinder.find_spec(name, path)
+sys.meta_path.insert(0, Every())
+"""
+
+
 def _worker(tmp_path: Path, spec_path: Path, before: str) -> str:
     script = tmp_path / "worker.py"
     script.write_text(WORKER.format(before=before))
@@ -127,14 +138,15 @@ def _kinds(events: Path) -> list[tuple[str, Any]]:
 
 
 def test_activate_harnesses_each_process_once_it_imports_jax(tmp_path: Path) -> None:
-    """The first process imports jax after `activate` (the harness waits for it), the second
-    had imported it before (a .pth file's import: the harness attaches at once). Each records
+    """The first process imports jax after `activate` (the harness waits for it, ahead of
+    another import hook), the second had imported it before (a .pth file's import: the
+    harness attaches at once). Each records
     its steps and its exit code, the first in the run folder, the second in procs/<pid>/."""
     run = tmp_path / "run"
     run.mkdir()
     spec_path = run / "spec.json"
     spec_path.write_text(_spec(run).to_json())
-    assert "parent fd: 999" in _worker(tmp_path, spec_path, before="")
+    assert "parent fd: 999" in _worker(tmp_path, spec_path, before=FINDER_AHEAD)
     first = _kinds(run / "events.jsonl")
     assert first == [(schema.START, None), ("step_enter", 0), ("step_enter", 1),
                      ("step_enter", 2), (schema.EXIT, 3)], first

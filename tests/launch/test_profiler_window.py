@@ -624,3 +624,171 @@ def test_one_sample_each_answers_only_a_clear_lead_then_the_least_work_ranks(
     counter.worked([("step", 1.4, 2, 1)], 0.003, 1.403, 2)
     assert s2.window.before_execution("helper", 3) is False
     assert s2.window.pending == "step" and s2.window.asks == 1
+
+
+# -- the workload's own profiler, the time window, --steps without markers (issue 37) -------
+
+
+def _fields(line: dict[str, Any]) -> dict[str, Any]:
+    """An event's own fields (without the kind and the time and order every line has)."""
+    return {k: v for k, v in line.items() if k not in ("kind", "t", "edges")}
+
+
+def test_the_scripts_own_trace_is_recorded_and_said_where_it_goes(
+        made: Make, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its start and stop are each a `script_trace` line with the call site and the folder
+    (None: a session kept in memory, which pgle exports where its window would have written
+    when it stops); the stop closes the script's trace as a window's (`trace_stop`, purpose
+    script), and the user is told once, at its start, which trace collect converts."""
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("steps", str(trace), start=5, count=2))
+    s.window.on_script_start("train.py:7", None)
+    said = capsys.readouterr().err
+    assert said == ("pgle: the workload starts its own profiler at train.py:7 (jax.profiler); "
+                    "pgle uses that trace (kept in memory; pgle exports it when it stops) "
+                    "instead of its own window\n")
+    s.clock.now += 2.5
+    s.window.on_script_stop("train.py:9", exported_to=str(trace))
+    assert [_fields(e) for e in s.written(schema.SCRIPT_TRACE)] == [
+        {"call": "start", "site": "train.py:7", "dir": None},
+        {"call": "stop", "site": "train.py:9", "dir": str(trace)}]
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert _fields(stop) == {
+        "dir": str(trace), "purpose": "script", "seconds": 2.5, "stop_trace_seconds": None,
+        "first_step": None, "steps": None, "reason": None, "site": "train.py:7"}
+    assert capsys.readouterr().err == ""
+
+    s2 = made(schema.WindowSpec("steps", str(tmp_path / "trace2"), start=5, count=2))
+    s2.window.on_script_start("train.py:3", tmp_path / "mine")  # a PathLike: said as a str
+    assert "pgle uses that trace (" + str(tmp_path / "mine") + ") instead" in (
+        capsys.readouterr().err)
+    s2.window.on_script_stop("train.py:4")  # nothing exported: its own folder stays
+    # (s and s2 write the same events file)
+    assert [e["dir"] for e in s2.written(schema.SCRIPT_TRACE)
+            if e["site"] in ("train.py:3", "train.py:4")] == [str(tmp_path / "mine")] * 2
+
+
+def test_a_scripts_stop_without_its_start_is_only_recorded(made: Make, tmp_path: Path) -> None:
+    """A stop_trace with no start_trace seen (the script's own error): one `script_trace` line,
+    no trace to close, whatever was exported."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=5, count=2))
+    s.window.on_script_stop("train.py:9", exported_to=str(tmp_path / "trace"))
+    (line,) = s.written(schema.SCRIPT_TRACE)
+    assert (line["call"], line["site"], line["dir"]) == ("stop", "train.py:9", None)
+    assert s.written(schema.TRACE_STOP) == []
+
+
+def test_without_a_window_the_scripts_trace_is_recorded_and_nothing_said(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pgle run` with no profile window: the script's trace is noted, not announced (pgle
+    takes no trace of its own to give way), and no window's stop is written."""
+    events = Events(str(tmp_path / "events.jsonl"))
+    window = ProfilerWindow(None, events)
+    try:
+        window.on_script_start("train.py:7", "/tmp/mine")
+        window.on_script_stop("train.py:9")
+        events.flush()
+    finally:
+        events.close()
+    assert capsys.readouterr().err == ""
+    lines = of_kind(tmp_path / "events.jsonl", schema.SCRIPT_TRACE)
+    assert [(e["call"], e["dir"]) for e in lines] == [("start", "/tmp/mine"), ("stop", "/tmp/mine")]
+    assert of_kind(tmp_path / "events.jsonl", schema.TRACE_STOP) == []
+
+
+def test_the_scripts_own_trace_ends_the_counting_of_marked_steps(tmp_path: Path) -> None:
+    """Once the script traces itself no window will open, so after LIGHT_AFTER_STEPS marked
+    steps the counter only counts executions (JitCounter.marked), as it does when no window
+    was asked."""
+    from pgle.launch.harness import LIGHT_AFTER_STEPS
+
+    clock = FakeClock(100.0)
+    profiler = RecordedProfiler(clock)
+    spec = schema.HarnessSpec(events=str(tmp_path / "events.jsonl"),
+                              workload=schema.WorkloadSpec("w.py", None),
+                              profile=schema.WindowSpec("auto", str(tmp_path / "trace")))
+    harness = Harness(spec, calls=calls_for(profiler, clock))
+    step = harness.step_class(Marker)
+    try:
+        harness.window.on_script_start("train.py:3", None)
+        assert harness.window.counting is False
+        for i in range(LIGHT_AFTER_STEPS + 1):
+            step("train", step_num=i).__exit__(None, None, None)
+        assert harness.jits.marked is True
+        assert profiler.calls == []
+    finally:
+        harness.events.close()
+
+
+def test_a_time_window_with_no_delay_nor_duration_starts_at_once_and_runs_to_the_end(
+        made: Make, tmp_path: Path) -> None:
+    """--delay and --duration unset, the backend up as the process starts: no wait, and
+    the trace runs until the workload ends (its stop is the exit's)."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace")), origin=100.0, now=100.0)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.clock.slept == [] and s.profiler.kinds() == ["start"]
+    s.clock.now += 3.0
+    s.window.on_exit(None, None, [])
+    assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 100.0), ("stop", 103.0)]
+
+
+def test_a_time_window_waits_and_runs_fractions_of_a_second(made: Make, tmp_path: Path) -> None:
+    """--delay 10 with the backend up at 109.5: half a second's wait; --duration 0.5."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=0.5),
+             origin=100.0, now=109.5)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.clock.slept == [0.5, 0.5]
+    assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 110.0), ("stop", 110.5)]
+
+
+def test_a_time_window_of_zero_seconds_is_not_stopped_by_its_thread(made: Make,
+                                                                   tmp_path: Path) -> None:
+    """--duration 0 reads as unset: the trace runs to the workload's end."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=0.0, duration=0.0),
+             origin=100.0, now=100.0)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.clock.slept == [] and s.profiler.kinds() == ["start"]
+
+
+def test_a_time_window_gives_way_to_the_scripts_own_trace_started_before_it(
+        made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=5.0),
+             origin=100.0, now=100.0)
+    s.window.on_script_start("train.py:3", None)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.profiler.calls == [] and s.clock.slept == [10.0]
+
+
+def test_steps_asked_of_a_workload_that_marks_none_are_said_impossible_once(
+        made: Make, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--steps 2:3 and a jitted function executed NO_MARKER_EXECUTIONS times with no step
+    marked: the user is told at once (an early window warning and a `pgle:` line), once, and
+    the window stops counting executions; at exit nothing more is said."""
+    from pgle.launch.harness import NO_MARKER_EXECUTIONS
+
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=2, count=3))
+    for n in range(1, NO_MARKER_EXECUTIONS):
+        assert s.window.before_execution("jit(step)", n) is False
+    assert s.written(schema.WINDOW_WARNING) == [] and s.window.counting is True
+    for n in range(NO_MARKER_EXECUTIONS, NO_MARKER_EXECUTIONS + 3):
+        assert s.window.before_execution("jit(step)", n) is False
+    message = (
+        f"--steps 2:3 cannot be met: jit(step) has executed {NO_MARKER_EXECUTIONS} times and "
+        "the workload marks no step with jax.profiler.StepTraceAnnotation; nothing will be "
+        "profiled. Drop --steps (pgle then profiles executions of the most-executed jitted "
+        "function), pass --step-name NAME if the steps have another name, use "
+        "--delay/--duration, or wrap the step: `with jax.profiler.StepTraceAnnotation("
+        "'train', step_num=i):`")
+    s.window.on_exit(None, None, [])
+    (warning,) = s.written(schema.WINDOW_WARNING)
+    assert (warning["message"], warning["early"]) == (message, True)
+    assert capsys.readouterr().err == f"pgle: warning: {message}\n"
+    assert s.window.counting is False and s.profiler.calls == []
