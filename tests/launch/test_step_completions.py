@@ -6,12 +6,17 @@ reads from it is the `step_completions` event's rows and counts."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from helpers.pgle_testing import REPO, pgle_env, pythonpath
 from pgle.launch import harness
 
 WAKE = harness.WAKE_EVERY_NS
@@ -122,3 +127,34 @@ def test_waited_notes_the_completion_and_whether_the_device_keeps_up() -> None:
     assert steps.keeps_up is False
     assert steps.waited_on == 3 and steps.rows.tolist()[0::4] == [3, 6, 7]
     assert steps.rows.tolist()[3::4] == [0, 0, 0]
+
+
+FORKED = textwrap.dedent("""
+    import os, time
+    import jax.numpy as jnp
+    from pgle.launch import harness
+    counter = harness.JitCounter()
+    x = jnp.ones((4,)) + 1.0
+    x.block_until_ready()
+    counter.steps.pending(0, time.time_ns(), x, False)  # the watcher's thread starts
+    assert counter.watcher.catch_up(30.0)
+    pid = os.fork()
+    if pid == 0:  # no watcher thread here: nothing is handed over, nothing waited for
+        os._exit(0 if counter.watcher.on is False and not counter.watcher.catch_up(60.0)
+                 else 1)
+    _, status = os.waitpid(pid, 0)
+    print("child", os.waitstatus_to_exitcode(status), "parent", counter.watcher.on)
+""")
+
+
+def test_a_forked_childs_watcher_is_off(tmp_path: Path) -> None:
+    """A process the workload forks (a data loader's worker) has the watcher but not its
+    thread: it is off there, so no step is queued for a thread that is not there and nothing
+    waits for one; the parent's stays on."""
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED)
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
+                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["child", "0", "parent", "True"], proc.stdout

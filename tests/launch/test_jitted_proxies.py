@@ -1,0 +1,102 @@
+"""The harness's proxies of the workload's jitted functions, in process on real jax (CPU):
+`jax.jit` as the harness replaces it (`_counting`) returns a proxy that behaves as jax's own
+function wherever a script uses one (attributes, repr, copies, as a method, the AOT path
+`.trace(...).lower(...).compile()`), and counts the executions under the function's name."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from pgle.launch import harness
+
+
+@pytest.fixture
+def counted(tmp_path: Path) -> Any:
+    """jax.jit as the harness replaces it, with its counter (no profiler window)."""
+    events = harness.Events(str(tmp_path / "events.jsonl"))
+    counter = harness.JitCounter()
+    window = harness.ProfilerWindow(None, events)
+    yield harness._counting(jax.jit, "jit", counter, window), counter
+    counter.watcher.finish(30.0)
+    events.close()
+
+
+def _executions(counter: harness.JitCounter) -> dict[str, int]:
+    return {name: row[0] for name, row in counter.stats.items()}
+
+
+def affine(x: Any, *, bias: float) -> Any:
+    return x * 2.0 + bias
+
+
+def test_the_aot_path_runs_and_its_executions_count_under_the_functions_name(
+        counted: Any) -> None:
+    jit, counter = counted
+    f = jit(affine)
+    x = jnp.ones((4,))
+    traced = f.trace(x, bias=1.0)
+    assert isinstance(traced, harness._Traced)
+    assert traced.jaxpr == jax.jit(affine).trace(x, bias=1.0).jaxpr  # jax's own, forwarded
+    lowered = traced.lower(lowering_platforms=("cpu",))
+    assert isinstance(lowered, harness._Lowered)
+    compiled = lowered.compile()
+    assert isinstance(compiled, harness._Compiled)
+    assert compiled(x, bias=1.0).tolist() == [3.0] * 4
+    assert compiled(x, bias=0.5).tolist() == [2.5] * 4
+    assert f.lower(x, bias=1.0).compile()(x, bias=1.0).tolist() == [3.0] * 4
+    assert _executions(counter) == {"jit(affine)": 3}
+
+
+def test_a_wrong_aot_call_fails_as_jaxs_own_does(counted: Any) -> None:
+    """The proxies pass the call on as it was made: what jax refuses, they refuse."""
+    jit, _counter = counted
+    x = jnp.ones((4,))
+    own, traced = jax.jit(affine).trace(x, bias=1.0), jit(affine).trace(x, bias=1.0)
+    for args, kwargs in (((("cpu",),), {}), ((), {"no_such_option": 1})):
+        with pytest.raises(TypeError):
+            own.lower(*args, **kwargs)
+        with pytest.raises(TypeError):
+            traced.lower(*args, **kwargs)
+
+
+def test_a_proxy_shows_and_forwards_as_jaxs_function_and_survives_a_copy(
+        counted: Any) -> None:
+    jit, counter = counted
+    f = jit(affine)
+    assert repr(f) == repr(jax.jit(affine))
+    x = jnp.ones((3,))
+    assert f.eval_shape(x, bias=1.0).shape == (3,)  # an attribute of jax's function
+    assert f.__name__ == "affine" and f.__doc__ == jax.jit(affine).__doc__
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        _ = f.no_such_attribute
+    g = copy.copy(f)  # built without __init__, then its state copied over
+    assert repr(g) == repr(f) and g(x, bias=0.0).tolist() == [2.0] * 3
+    bare = harness._Jitted.__new__(harness._Jitted)  # as copy/pickle first build it
+    with pytest.raises(AttributeError, match="_pgle"):
+        _ = bare._pgle
+    assert _executions(counter) == {"jit(affine)": 1}
+
+
+def test_a_jitted_method_binds_its_instance_as_jaxs_does(counted: Any) -> None:
+    jit, counter = counted
+
+    class Model:
+        scale = 3.0
+
+        @functools.partial(jit, static_argnums=0)
+        def apply(self, x: Any) -> Any:
+            return x * self.scale
+
+    model = Model()
+    assert isinstance(Model.__dict__["apply"], harness._Jitted)
+    assert Model.apply is Model.__dict__["apply"]  # looked up on the class: itself
+    assert model.apply(jnp.ones((2,))).tolist() == [3.0, 3.0]
+    assert Model.apply(model, jnp.ones((2,))).tolist() == [3.0, 3.0]
+    assert _executions(counter) == {"jit(apply)": 2}
