@@ -100,3 +100,42 @@ def test_a_jitted_method_binds_its_instance_as_jaxs_does(counted: Any) -> None:
     assert model.apply(jnp.ones((2,))).tolist() == [3.0, 3.0]
     assert Model.apply(model, jnp.ones((2,))).tolist() == [3.0, 3.0]
     assert _executions(counter) == {"jit(apply)": 2}
+
+
+def test_a_marked_loops_calls_count_each_execution_once_and_keep_the_last_output(
+        counted: Any) -> None:
+    """Once a marked loop's steps are counted by their markers (JitCounter.marked), a known
+    function's call only counts its execution (its row, the progress file's count) and keeps
+    its output for the step's completion; one class per proxy class and function, shared by
+    its proxies; a call traced inside another counted call is no execution."""
+    jit, counter = counted
+    f = jit(affine)
+    x = jnp.ones((4,))
+    f(x, bias=1.0)  # the full count: its row is made
+    counter.marked = True
+    progress = harness._EXECUTIONS[0]
+    out = f(x, bias=2.0)
+    assert out.tolist() == [4.0] * 4 and harness._depth.cell[1] is out
+    assert type(f) is not harness._Jitted and type(f).__bases__ == (harness._Jitted,)
+    again = jit(affine)  # another proxy of the function (jax.jit(f) written twice)
+    again(x, bias=0.0)
+    assert type(again) is type(f)
+
+    @jit
+    def outer(a: Any) -> Any:
+        return f(a, bias=1.0) + again(a, bias=0.0)  # traced inside outer's counted call
+
+    assert outer(x).tolist() == [5.0] * 4  # its first call: the full count
+    assert outer(x).tolist() == [5.0] * 4  # marked from now on
+    assert outer(jnp.ones((2,))).tolist() == [5.0] * 2  # traced again, inside the marked call
+    assert _executions(counter) == {"jit(affine)": 3, "jit(outer)": 3}
+    assert harness._EXECUTIONS[0] - progress == 5
+
+
+def test_each_execution_auto_pgle_sees_is_one_on_the_progress_count() -> None:
+    """Without pgle's own count (auto, prewarm), the executions jax dispatches through auto
+    PGLE's hook keep the progress file's count (observe_pgle's `on_execution`)."""
+    progress = harness._EXECUTIONS[0]
+    harness._count_execution()
+    harness._count_execution()
+    assert harness._EXECUTIONS[0] - progress == 2

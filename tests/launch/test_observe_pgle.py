@@ -29,7 +29,8 @@ SCRIPT = textwrap.dedent("""
 
     out = {"installed": jax_internals.observe_pgle(
         lambda kind, **fields: written.append([kind, fields]), counted)}
-    out["again"] = jax_internals.observe_pgle(lambda kind, **fields: None)
+    again = []  # a second install is none: its write is never called
+    out["again"] = jax_internals.observe_pgle(lambda kind, **fields: again.append(kind))
 
     @jax.jit
     def step(a):
@@ -51,6 +52,7 @@ SCRIPT = textwrap.dedent("""
     jax.profiler.stop_trace()
     out["written"] = [w for w in written if w[1]["module"] in ("jit_step", "jit_other")]
     out["executions"] = executions[0]
+    out["written_again"] = again
     out["thread"] = threading.get_native_id()
     print(json.dumps(out))
 """)
@@ -65,7 +67,7 @@ def test_auto_pgles_profiled_executions_and_a_refused_session_are_recorded(
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert (out["installed"], out["again"]) == (True, True)
+    assert (out["installed"], out["again"], out["written_again"]) == (True, True, [])
     me = out["thread"]
     busy = "ALREADY_EXISTS: Another profiling session active."
     assert out["raised"] == busy  # jax's own error still reaches the script
