@@ -31,6 +31,19 @@ def test_an_answer_is_read_back_as_written_and_anything_else_as_nothing() -> Non
         handoff.read_answer(b'{"fetched": ')  # written halfway
 
 
+def test_a_request_keeps_only_well_formed_fetches_and_reads_absent_fields_empty() -> None:
+    raw = {"publish": {"k0": "/run/f"}, "timeout_s": 5, "final": 1,
+           "fetch": [{"key": "k1", "to": "/run/g"}, {"key": "k2"}, {"to": "/run/h"},
+                     ["key", "to"], "k3"]}
+    assert handoff.read_request(json.dumps(raw).encode()) == {
+        "publish": {"k0": "/run/f"}, "fetch": [{"key": "k1", "to": "/run/g"}],
+        "timeout_s": 5.0, "final": True}
+    empty = {"publish": {}, "fetch": [], "timeout_s": 0.0, "final": False}
+    assert handoff.read_request(b"{}") == empty
+    assert handoff.read_request(b'{"fetch": {"key": "k", "to": "t"}, "timeout_s": "5"}') == empty
+    assert handoff.read_request(b"[1]") is None
+
+
 DEFERRED = textwrap.dedent("""
     import json, socket, sys
     sys.modules["jax"] = None  # first, a process whose jax cannot be imported

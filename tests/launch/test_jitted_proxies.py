@@ -139,3 +139,47 @@ def test_each_execution_auto_pgle_sees_is_one_on_the_progress_count() -> None:
     harness._count_execution()
     harness._count_execution()
     assert harness._EXECUTIONS[0] - progress == 2
+
+
+def test_an_aot_compile_is_the_functions_even_inside_another_counted_call(
+        counted: Any) -> None:
+    """jax's backend-compile event (what the harness attributes to a function, JitCounter
+    .compiled) comes while the compiling function's name is the current one: `.compile()` of
+    a proxy's lowering is its function's, and once it returns, the counted call it ran inside
+    (traced in `outer`) is the current one again, for outer's own compile after it."""
+    from jax._src.dispatch import BACKEND_COMPILE_EVENT
+
+    jit, _counter = counted
+    f = jit(affine)
+    seen: list[tuple[str | None, str | None]] = []
+
+    def listener(event: str, _seconds: float, **kwargs: Any) -> None:
+        if event == BACKEND_COMPILE_EVENT and kwargs.get("fun_name") in ("jit(affine)",
+                                                                           "jit(outer)"):
+            seen.append((harness._depth.name, kwargs.get("fun_name")))
+
+    @jit
+    def outer(a: Any) -> Any:
+        f.lower(jnp.ones((3,)), bias=1.0).compile()  # an AOT compile while outer is traced
+        return a + 1.0
+
+    x5, x2 = jnp.ones((5,)), jnp.ones((2,))
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        f.lower(x5, bias=1.0).compile()
+        assert seen == [("jit(affine)", "jit(affine)")] and harness._depth.name is None
+        outer(x2)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert seen[1:] == [("jit(outer)", "jit(outer)")], seen  # outer's own, after the AOT one
+
+
+def test_a_wrong_compile_call_fails_as_jaxs_own_does(counted: Any) -> None:
+    jit, _counter = counted
+    x = jnp.ones((4,))
+    own, lowered = jax.jit(affine).lower(x, bias=1.0), jit(affine).lower(x, bias=1.0)
+    for args, kwargs in (((None, None), {}), ((), {"no_such_option": 1})):
+        with pytest.raises(TypeError):
+            own.compile(*args, **kwargs)
+        with pytest.raises(TypeError):
+            lowered.compile(*args, **kwargs)

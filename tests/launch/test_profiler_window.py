@@ -43,7 +43,10 @@ class RecordedProfiler:
         self.fail_start, self.fail_stop = fail_start, fail_stop
         self.target: str | None = None
         self.options: list[Any] = []  # the profiler_options of each start
-        self.trace_steps = 1  # a stop writes b"trace" this many times
+        self.trace_steps = 1  # a stop writes `payload` this many times
+        self.payload = b"trace"
+        self.writes = True  # False: a stop writes no trace at all (not even its folder)
+        self.stop_seconds = 0.0  # how long a stop takes on the clock
 
     def start(self, target: str, options: Any = None) -> None:
         self.calls.append(("start", target, self.clock()))
@@ -54,11 +57,14 @@ class RecordedProfiler:
 
     def stop(self) -> None:
         self.calls.append(("stop", None, self.clock()))
+        self.clock.now += self.stop_seconds
         if self.fail_stop:
             raise RuntimeError("No profile started")
         assert self.target is not None
+        if not self.writes:
+            return
         os.makedirs(os.path.join(self.target, "plugins"), exist_ok=True)
-        Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"trace" * self.trace_steps)
+        Path(self.target, "plugins", "host.xplane.pb").write_bytes(self.payload * self.trace_steps)
 
     def kinds(self) -> list[str]:
         return [c[0] for c in self.calls]
@@ -470,7 +476,7 @@ def test_a_probe_the_profiler_refuses_leaves_the_window_as_asked(made: Make,
     s.steps(range(5))
     (probe,) = s.written(schema.TRACE_PROBE)
     assert probe["error"] == "RuntimeError: Profile has already been started"
-    assert probe["steps"] == 2
+    assert (probe["step"], probe["steps"]) == (1, 2)
     # The window's own start is refused too (the same profiler): one trace_error, no retry.
     assert [e["error"] for e in s.written(schema.TRACE_ERROR)] == [
         "RuntimeError: Profile has already been started"]
@@ -792,3 +798,78 @@ def test_steps_asked_of_a_workload_that_marks_none_are_said_impossible_once(
     assert (warning["message"], warning["early"]) == (message, True)
     assert capsys.readouterr().err == f"pgle: warning: {message}\n"
     assert s.window.counting is False and s.profiler.calls == []
+
+
+def test_the_probes_bytes_and_stop_time_are_recorded_and_a_one_byte_step_cuts_the_window(
+        made: Make, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--trace-max-bytes 2 with --steps 3:5 and a step that traces to 1 byte: 2 steps; the
+    probe's record holds its bytes and its stop_trace's seconds, and the user is told."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=3, count=5,
+                               max_bytes=2))
+    s.profiler.payload, s.profiler.stop_seconds = b"x", 0.25
+    s.steps(range(3))
+    _, probe = s.written(schema.TRACE_PROBE)
+    assert _fields(probe) == {"step": 2, "bytes": 1, "stop_trace_seconds": 0.25, "steps": 2}
+    message = ("--trace-max-bytes 2: step 2 alone traced to 1 bytes, so the window holds 2 "
+               "steps (steps 3..4), not 5")
+    assert capsys.readouterr().err == f"pgle: warning: {message}\n"
+
+
+def test_a_probe_that_wrote_nothing_leaves_the_window_as_asked(made: Make,
+                                                               tmp_path: Path) -> None:
+    """A probe whose stop wrote no trace (not even its folder): 0 bytes tell nothing, so the
+    window keeps the steps asked; the missing scratch folder is no error."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=3, count=5,
+                               max_bytes=2))
+    s.profiler.writes = False
+    s.steps(range(10))
+    _, probe = s.written(schema.TRACE_PROBE)
+    assert (probe["bytes"], probe["steps"]) == (0, 5)
+    assert s.profiler.kinds() == ["start", "stop", "start", "stop"]
+
+
+def test_a_probe_whose_stop_fails_is_recorded_with_the_error(made: Make,
+                                                             tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=3, count=5,
+                               max_bytes=2), fail_stop=True)
+    s.steps(range(3))
+    _, probe = s.written(schema.TRACE_PROBE)
+    assert _fields(probe) == {"step": 2, "steps": 5,
+                              "error": "RuntimeError: No profile started"}
+
+
+def test_the_probe_starts_from_an_empty_folder_with_the_windows_options(
+        made: Make, tmp_path: Path) -> None:
+    """A probe folder left by an earlier run (killed in its probe) is removed before the probe,
+    so the step's bytes are its own; the probe records what the window will (the same
+    options)."""
+    trace = tmp_path / "trace"
+    (trace / ".probe").mkdir(parents=True)
+    (trace / ".probe" / "left.xplane.pb").write_bytes(b"x" * 100)
+    s = made(schema.WindowSpec("steps", str(trace), start=3, count=5, max_bytes=12))
+    s.steps(range(10))
+    _, probe = s.written(schema.TRACE_PROBE)
+    assert (probe["bytes"], probe["steps"]) == (5, 2)
+    assert s.profiler.kinds() == ["start", "stop", "start", "stop"]
+    assert s.profiler.options[0] is s.profiler.options[1] is s.window.options()[0]
+    assert s.profiler.options[0] is not None
+
+
+def test_an_auto_step_window_is_bounded_by_its_seconds_and_a_steps_window_is_not(
+        made: Make, tmp_path: Path) -> None:
+    """Auto's default window (steps 2..6) stops once it has run max_seconds (30 s), at the end
+    of the step that crossed it, and says why; a window the user asked for with --steps holds
+    its steps however long they take."""
+    auto = made(schema.WindowSpec("auto", str(tmp_path / "auto"), max_seconds=30.0))
+    asked = made(schema.WindowSpec("steps", str(tmp_path / "asked"), start=2, count=5,
+                                   max_seconds=30.0))
+    for s in (auto, asked):
+        for i in range(10):
+            s.window.on_step_enter(i)
+            s.clock.now += 20.0
+            s.window.on_step_exit(i)
+    stops = {e["dir"]: e for e in auto.written(schema.TRACE_STOP)}  # one events file
+    assert (stops[str(tmp_path / "auto")]["steps"],
+            stops[str(tmp_path / "auto")]["reason"]) == (2, "the 30 s bound")
+    assert (stops[str(tmp_path / "asked")]["steps"],
+            stops[str(tmp_path / "asked")]["reason"]) == (5, None)
