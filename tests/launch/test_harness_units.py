@@ -336,3 +336,23 @@ def test_only_the_imported_jax_packages_files_are_jaxs(tmp_path: Path) -> None:
     assert not _from_jax(jaxlib.__file__)
     assert not _from_jax(str(root) + "_plugins/xla_cuda12/__init__.py")
     assert not _from_jax(str(tmp_path / "jax" / "w.py")) and not _from_jax("")
+
+
+def test_a_marker_class_with_an_init_of_its_own_or_none_keeps_jaxs_construction() -> None:
+    """The marker constructs jax's StepTraceAnnotation through TraceMe's own __init__ only
+    when the class's __init__ is jax's known one (jax_internals.step_trace_init); a subclass
+    that defines its own, or none (inheriting one), is constructed through its __init__ with
+    the caller's keywords only."""
+    import jax
+
+    from pgle.launch.jax_internals import step_trace_init
+
+    class Inherits(jax.profiler.StepTraceAnnotation):
+        pass
+
+    class Own(jax.profiler.StepTraceAnnotation):
+        def __init__(self, name: str, **kwargs: Any) -> None:
+            super().__init__(name, **kwargs)
+
+    assert step_trace_init(Inherits) == (Inherits.__init__, {})
+    assert step_trace_init(Own) == (Own.__init__, {})
