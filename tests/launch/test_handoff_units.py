@@ -49,6 +49,7 @@ DEFERRED = textwrap.dedent("""
     sys.modules["jax"] = None  # first, a process whose jax cannot be imported
     from pgle.launch import jax_internals
     out = {"without_jax": jax_internals.defer_distributed_shutdown()}
+    jax_internals.release_distributed_shutdown()  # nothing deferred: nothing to release
     del sys.modules["jax"]
     import jax
     from jax._src import distributed
@@ -57,24 +58,43 @@ DEFERRED = textwrap.dedent("""
                                process_id=0)
     out["deferred"] = jax_internals.defer_distributed_shutdown()
     out["again"] = jax_internals.defer_distributed_shutdown()
-    jax.distributed.shutdown()  # the workload's own, before pgle's exchange is over
-    out["up_after_its_shutdown"] = distributed.global_state.client is not None
-    jax_internals.release_distributed_shutdown()
-    out["up_after_release"] = distributed.global_state.client is not None
+    if sys.argv[1] == "asked":
+        jax.distributed.shutdown()  # the workload's own, before pgle's exchange is over
+        out["up_after_its_shutdown"] = distributed.global_state.client is not None
+        jax_internals.release_distributed_shutdown()
+        out["up_after_release"] = distributed.global_state.client is not None
+    else:
+        jax_internals.release_distributed_shutdown()  # the exchange is over first
+        out["up_after_release"] = distributed.global_state.client is not None
+        jax.distributed.shutdown()
+        out["up_after_its_shutdown"] = distributed.global_state.client is not None
+    jax_internals.release_distributed_shutdown()  # once only
     print(json.dumps(out))
 """)
+
+
+def _deferred(tmp_path: Path, order: str) -> dict[str, bool]:
+    script = tmp_path / "deferred.py"
+    script.write_text(DEFERRED)
+    proc = subprocess.run([sys.executable, str(script), order], cwd=tmp_path,
+                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out: dict[str, bool] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
 
 
 def test_the_workloads_shutdown_waits_for_the_release(tmp_path: Path) -> None:
     """Deferred, jax.distributed.shutdown() only records that it was asked: the client stays
     up for pgle's exchange, and the release does the shutdown asked meanwhile. Deferring
     again is a no-op that says it is deferred; a process without jax defers nothing."""
-    script = tmp_path / "deferred.py"
-    script.write_text(DEFERRED)
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
-                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"without_jax": False, "deferred": True, "again": True,
-                   "up_after_its_shutdown": True, "up_after_release": False}, out
+    assert _deferred(tmp_path, "asked") == {
+        "without_jax": False, "deferred": True, "again": True,
+        "up_after_its_shutdown": True, "up_after_release": False}
+
+
+def test_a_shutdown_after_the_release_goes_through_at_once(tmp_path: Path) -> None:
+    """The exchange over before the workload's end: the release shuts nothing down (nothing
+    was asked), and the workload's own shutdown then goes through as jax's."""
+    out = _deferred(tmp_path, "after")
+    assert (out["up_after_release"], out["up_after_its_shutdown"]) == (True, False), out
