@@ -70,7 +70,9 @@ HELD = textwrap.dedent("""
     def pgle():  # three rounds asked at once, each after the last answer
         os.makedirs(folder, exist_ok=True)
         for n in range(3):
-            request = {"publish": {}, "fetch": [], "timeout_s": 30, "final": n == 2}
+            # round 0 publishes a file that is not there, under a long path
+            publish = {"k": os.path.join(home, "x" * 250)} if n == 0 else {}
+            request = {"publish": publish, "fetch": [], "timeout_s": 30, "final": n == 2}
             with open(os.path.join(folder, "tmp"), "w") as f:
                 json.dump(request, f)
             os.replace(os.path.join(folder, "tmp"), os.path.join(folder, f"request-{n}.json"))
@@ -99,6 +101,8 @@ HELD = textwrap.dedent("""
         out["interrupted"] = True
     out["written"] = written
     out["answers"] = sorted(n for n in os.listdir(folder) if n.startswith("answer-"))
+    if "answer-0.json" in out["answers"]:
+        out["answer0"] = json.load(open(os.path.join(folder, "answer-0.json")))
     print(json.dumps(out), flush=True)
 """)
 
@@ -124,6 +128,11 @@ def test_a_hold_serves_every_round_up_to_the_final_one(tmp_path: Path) -> None:
     out = _held(tmp_path, "three")
     assert out["held"] is True
     assert out["answers"] == ["answer-0.json", "answer-1.json", "answer-2.json"]
+    # a publish that fails is an error of its round's answer, its message cut at 200 chars
+    missing = str(tmp_path / ("x" * 250))
+    said = f"[Errno 2] No such file or directory: '{missing}'"
+    assert out["answer0"] == {"fetched": {}, "errors": [f"publish k: FileNotFoundError: "
+                                                        f"{said[:200]}"]}, out["answer0"]
     assert out["written"][-1] == ["released", {"error": None}]
 
 
