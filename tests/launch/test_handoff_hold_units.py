@@ -59,7 +59,7 @@ HELD = textwrap.dedent("""
     s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
     jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=1,
                                process_id=0)
-    from pgle.launch import handoff
+    from pgle.launch import handoff, jax_internals
     mode, home = sys.argv[1], sys.argv[2]
     folder = os.path.join(home, "handoff")
     written = []
@@ -70,12 +70,19 @@ HELD = textwrap.dedent("""
     def pgle():  # three rounds asked at once, each after the last answer
         os.makedirs(folder, exist_ok=True)
         for n in range(3):
-            # round 0 publishes a file that is not there, under a long path
+            # round 0 publishes a file that is not there, under a long path; round 1 fetches
+            # a key that never comes, for half a second
             publish = {"k": os.path.join(home, "x" * 250)} if n == 0 else {}
-            request = {"publish": publish, "fetch": [], "timeout_s": 30, "final": n == 2}
+            fetch = [{"key": "never", "to": os.path.join(home, "never")}] if n == 1 else (
+                [{"key": "late", "to": os.path.join(home, "late")}] if n == 2 else [])
+            request = {"publish": publish, "fetch": fetch, "timeout_s": 0.5 if n == 1 else 30,
+                       "final": n == 2}
             with open(os.path.join(folder, "tmp"), "w") as f:
                 json.dump(request, f)
             os.replace(os.path.join(folder, "tmp"), os.path.join(folder, f"request-{n}.json"))
+            if n == 2:  # its key comes a moment after the request, well within its timeout
+                time.sleep(0.2)
+                jax_internals.kv_client()[0].key_value_set_bytes("late", b"came late")
             while not os.path.exists(os.path.join(folder, f"answer-{n}.json")):
                 time.sleep(0.001)
 
@@ -101,8 +108,9 @@ HELD = textwrap.dedent("""
         out["interrupted"] = True
     out["written"] = written
     out["answers"] = sorted(n for n in os.listdir(folder) if n.startswith("answer-"))
-    if "answer-0.json" in out["answers"]:
-        out["answer0"] = json.load(open(os.path.join(folder, "answer-0.json")))
+    for n in (0, 1):
+        if f"answer-{n}.json" in out["answers"]:
+            out[f"answer{n}"] = json.load(open(os.path.join(folder, f"answer-{n}.json")))
     print(json.dumps(out), flush=True)
 """)
 
@@ -133,6 +141,11 @@ def test_a_hold_serves_every_round_up_to_the_final_one(tmp_path: Path) -> None:
     said = f"[Errno 2] No such file or directory: '{missing}'"
     assert out["answer0"] == {"fetched": {}, "errors": [f"publish k: FileNotFoundError: "
                                                         f"{said[:200]}"]}, out["answer0"]
+    (error,) = out["answer1"]["errors"]  # given up after the round's own timeout
+    assert error.startswith("fetch never: TimeoutError: not in jax.distributed's key-value "
+                            "store within "), error
+    assert out["answer1"]["fetched"] == {}
+    assert (tmp_path / "late").read_bytes() == b"came late"  # waited for, within 30 s
     assert out["written"][-1] == ["released", {"error": None}]
 
 
