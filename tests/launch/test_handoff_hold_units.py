@@ -70,10 +70,11 @@ HELD = textwrap.dedent("""
     def pgle():  # three rounds asked at once, each after the last answer
         os.makedirs(folder, exist_ok=True)
         for n in range(3):
-            # round 0 publishes a file that is not there, under a long path; round 1 fetches
-            # a key that never comes, for half a second
-            publish = {"k": os.path.join(home, "x" * 250)} if n == 0 else {}
-            fetch = [{"key": "never", "to": os.path.join(home, "never")}] if n == 1 else (
+            # round 0 publishes a file that is not there, under a long path, and one that is;
+            # round 1 fetches a key that never comes (for half a second), then that one
+            publish = {"k": os.path.join(home, "x" * 250), "ok": __file__} if n == 0 else {}
+            fetch = [{"key": "never", "to": os.path.join(home, "never")},
+                     {"key": "ok", "to": os.path.join(home, "ok")}] if n == 1 else (
                 [{"key": "late", "to": os.path.join(home, "late")}] if n == 2 else [])
             request = {"publish": publish, "fetch": fetch, "timeout_s": 0.5 if n == 1 else 30,
                        "final": n == 2}
@@ -144,7 +145,8 @@ def test_a_hold_serves_every_round_up_to_the_final_one(tmp_path: Path) -> None:
     (error,) = out["answer1"]["errors"]  # given up after the round's own timeout
     assert error.startswith("fetch never: TimeoutError: not in jax.distributed's key-value "
                             "store within "), error
-    assert out["answer1"]["fetched"] == {}
+    assert out["answer1"]["fetched"] == {"ok": str(tmp_path / "ok")}  # the next one still
+    assert (tmp_path / "ok").read_text() == HELD
     assert (tmp_path / "late").read_bytes() == b"came late"  # waited for, within 30 s
     assert out["written"][-1] == ["released", {"error": None}]
 
