@@ -1321,7 +1321,11 @@ def _say(text: str) -> None:
 
 
 def _from_jax(filename: str) -> bool:
-    return f"{os.sep}jax{os.sep}" in (filename or "")
+    """A file of the jax package imported here; not the workload's own file that lies in a
+    folder named jax (a checkout's examples/), which is no frame to skip."""
+    jax = sys.modules.get("jax")
+    root = os.path.dirname(getattr(jax, "__file__", None) or "")
+    return bool(root) and (filename or "").startswith(root + os.sep)
 
 
 def _call_site() -> str:

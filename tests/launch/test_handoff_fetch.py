@@ -81,6 +81,7 @@ HELD = textwrap.dedent("""
     from pgle.launch import handoff
     home, timeout_s = sys.argv[1], float(sys.argv[2])
     folder = os.path.join(home, "handoff")
+    os.makedirs(folder)  # pgle may make it before the rank holds
     value = os.path.join(home, "value.bin")
     with open(value, "wb") as f:
         f.write(b"rank 0's report")
@@ -118,18 +119,22 @@ def test_a_held_rank_serves_each_round_and_goes_on_after_the_final_one(tmp_path)
     the final round releases the rank at once (not after another timeout)."""
     script = tmp_path / "held.py"
     script.write_text(HELD)
+    home = tmp_path / "rank"  # not the rank's working directory
+    home.mkdir()
     timeout_s = 5.0
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path), str(timeout_s)],
+    proc = subprocess.run([sys.executable, str(script), str(home), str(timeout_s)],
                           cwd=tmp_path, env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["held"] is True
     assert [w[0] for w in out["written"]] == ["hold", "released"], out["written"]
+    assert out["written"][0][1] == {"process_index": 0, "process_count": 1,
+                                    "dir": str(home / "handoff")}, out["written"]
     assert out["written"][-1][1]["error"] is None, out["written"]
     for n, answer in enumerate(out["answers"]):
-        got = str(tmp_path / f"got-{n}")
+        got = str(home / f"got-{n}")
         assert answer == {"fetched": {"k0": got}, "errors": []}, answer
-        assert (tmp_path / f"got-{n}").read_bytes() == b"rank 0's report"
+        assert (home / f"got-{n}").read_bytes() == b"rank 0's report"
     # released as the final answer was written: 2 x 0.6 of the timeout, not one more timeout
     assert out["took"] < 2 * timeout_s, out["took"]

@@ -287,3 +287,72 @@ def test_a_functions_host_time_leaves_out_its_first_execution(tmp_path: Path) ->
     rows = {f["function"]: f for f in jit["functions"]}
     assert rows["jit(helper)"]["executions"] == 3
     assert compiled > 0 and rows["jit(helper)"]["seconds"] < compiled / 2, (compiled, rows)
+
+
+OWN_TRACES = """
+import sys
+import jax, jax.numpy as jnp
+jax.profiler.start_trace(sys.argv[0] + ".a")
+jnp.ones(4).block_until_ready()
+jax.profiler.stop_trace()
+def traced():
+    with jax.profiler.trace(sys.argv[0] + ".b"):
+        jnp.ones(4).block_until_ready()
+traced()
+"""
+
+
+def test_the_scripts_own_profiler_calls_are_named_by_the_scripts_lines(tmp_path: Path) -> None:
+    """The workload's own start_trace/stop_trace and `with jax.profiler.trace(...)`: each call
+    is recorded at the script's line that made it (not a line of pgle's hooks, contextlib's or
+    jax's), with the folder it traces into; a script in a folder named jax (a checkout's
+    examples) too (it was named by runpy's line, `<frozen runpy>:88`)."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "w.py").write_text(OWN_TRACES)
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "jax/w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
+             .splitlines()]
+    calls = [(e["call"], e["site"], e["dir"]) for e in lines if e["kind"] == schema.SCRIPT_TRACE]
+    script = str(tmp_path / "jax" / "w.py")
+    a, b = script + ".a", script + ".b"
+    assert calls == [("start", script + ":4", a), ("stop", script + ":6", a),
+                     ("start", script + ":8", b), ("stop", script + ":8", b)], calls
+
+
+def test_only_the_imported_jax_packages_files_are_jaxs(tmp_path: Path) -> None:
+    """What the call site and the warnings take for jax's own frames: the files of the jax
+    package imported, not jaxlib's or a plugin's beside it, nor a workload's file that lies in
+    a folder named jax."""
+    import jax
+    import jax._src.profiler
+    import jaxlib
+
+    from pgle.launch.harness import _from_jax
+
+    root = Path(jax.__file__).parent
+    assert _from_jax(jax._src.profiler.__file__) and _from_jax(str(root / "__init__.py"))
+    assert not _from_jax(jaxlib.__file__)
+    assert not _from_jax(str(root) + "_plugins/xla_cuda12/__init__.py")
+    assert not _from_jax(str(tmp_path / "jax" / "w.py")) and not _from_jax("")
+
+
+def test_a_marker_class_with_an_init_of_its_own_or_none_keeps_jaxs_construction() -> None:
+    """The marker constructs jax's StepTraceAnnotation through TraceMe's own __init__ only
+    when the class's __init__ is jax's known one (jax_internals.step_trace_init); a subclass
+    that defines its own, or none (inheriting one), is constructed through its __init__ with
+    the caller's keywords only."""
+    import jax
+
+    from pgle.launch.jax_internals import step_trace_init
+
+    class Inherits(jax.profiler.StepTraceAnnotation):
+        pass
+
+    class Own(jax.profiler.StepTraceAnnotation):
+        def __init__(self, name: str, **kwargs: Any) -> None:
+            super().__init__(name, **kwargs)
+
+    assert step_trace_init(Inherits) == (Inherits.__init__, {})
+    assert step_trace_init(Own) == (Own.__init__, {})

@@ -144,3 +144,31 @@ def test_a_step_unlit_with_no_call_after_still_has_every_execution_counted_at_ex
     jax.block_until_ready(x)
     counter.watcher.finish(30.0)
     assert counter.stats["jit(step)"][0] == calls + 30
+
+
+def test_a_new_proxy_of_the_light_step_after_it_went_framed_is_framed_too() -> None:
+    """A script that wraps its step anew after the light step went framed (another proxy of
+    the same function, as `jax.jit(step)(x)` inside the loop makes): each new proxy takes the
+    framed light call, through one class per proxy class (a subclass of it, named as it),
+    and every call still counts."""
+    counter = harness.JitCounter()
+    counter.may_go_light = lambda: True
+    step = _step_proxy(counter)
+    other = harness._Jitted(jax.jit(lambda x: x.sum()), "jit(loss)", counter, _NoWindow())
+    x, calls = _until_frameless(counter, step, jnp.ones((16, 16)) * 0.01)
+    light = counter.light
+    assert light is not None
+    other(x)
+    assert not light.frameless
+    fn = jax.jit(lambda x: jnp.tanh(x @ x))
+    again = [harness._Jitted(fn, "jit(step)", counter, _NoWindow()) for _ in range(2)]
+    for proxy in again:
+        for _ in range(5):
+            x = proxy(x)
+    (cls,) = {type(proxy) for proxy in again}
+    assert cls.__bases__ == (harness._Jitted,) and cls.__name__ == "_Jitted"
+    frames = _harness_frames(lambda: again[0](x))
+    assert _ran(frames, "_framed_call.<locals>.__call__") == 1, frames
+    jax.block_until_ready(x)
+    counter.watcher.finish(30.0)
+    assert counter.stats["jit(step)"][0] == calls + 11

@@ -43,7 +43,10 @@ class RecordedProfiler:
         self.fail_start, self.fail_stop = fail_start, fail_stop
         self.target: str | None = None
         self.options: list[Any] = []  # the profiler_options of each start
-        self.trace_steps = 1  # a stop writes b"trace" this many times
+        self.trace_steps = 1  # a stop writes `payload` this many times
+        self.payload = b"trace"
+        self.writes = True  # False: a stop writes no trace at all (not even its folder)
+        self.stop_seconds = 0.0  # how long a stop takes on the clock
 
     def start(self, target: str, options: Any = None) -> None:
         self.calls.append(("start", target, self.clock()))
@@ -54,11 +57,14 @@ class RecordedProfiler:
 
     def stop(self) -> None:
         self.calls.append(("stop", None, self.clock()))
+        self.clock.now += self.stop_seconds
         if self.fail_stop:
             raise RuntimeError("No profile started")
         assert self.target is not None
+        if not self.writes:
+            return
         os.makedirs(os.path.join(self.target, "plugins"), exist_ok=True)
-        Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"trace" * self.trace_steps)
+        Path(self.target, "plugins", "host.xplane.pb").write_bytes(self.payload * self.trace_steps)
 
     def kinds(self) -> list[str]:
         return [c[0] for c in self.calls]
@@ -470,7 +476,7 @@ def test_a_probe_the_profiler_refuses_leaves_the_window_as_asked(made: Make,
     s.steps(range(5))
     (probe,) = s.written(schema.TRACE_PROBE)
     assert probe["error"] == "RuntimeError: Profile has already been started"
-    assert probe["steps"] == 2
+    assert (probe["step"], probe["steps"]) == (1, 2)
     # The window's own start is refused too (the same profiler): one trace_error, no retry.
     assert [e["error"] for e in s.written(schema.TRACE_ERROR)] == [
         "RuntimeError: Profile has already been started"]
@@ -624,3 +630,246 @@ def test_one_sample_each_answers_only_a_clear_lead_then_the_least_work_ranks(
     counter.worked([("step", 1.4, 2, 1)], 0.003, 1.403, 2)
     assert s2.window.before_execution("helper", 3) is False
     assert s2.window.pending == "step" and s2.window.asks == 1
+
+
+# -- the workload's own profiler, the time window, --steps without markers (issue 37) -------
+
+
+def _fields(line: dict[str, Any]) -> dict[str, Any]:
+    """An event's own fields (without the kind and the time and order every line has)."""
+    return {k: v for k, v in line.items() if k not in ("kind", "t", "edges")}
+
+
+def test_the_scripts_own_trace_is_recorded_and_said_where_it_goes(
+        made: Make, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its start and stop are each a `script_trace` line with the call site and the folder
+    (None: a session kept in memory, which pgle exports where its window would have written
+    when it stops); the stop closes the script's trace as a window's (`trace_stop`, purpose
+    script), and the user is told once, at its start, which trace collect converts."""
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("steps", str(trace), start=5, count=2))
+    s.window.on_script_start("train.py:7", None)
+    said = capsys.readouterr().err
+    assert said == ("pgle: the workload starts its own profiler at train.py:7 (jax.profiler); "
+                    "pgle uses that trace (kept in memory; pgle exports it when it stops) "
+                    "instead of its own window\n")
+    s.clock.now += 2.5
+    s.window.on_script_stop("train.py:9", exported_to=str(trace))
+    assert [_fields(e) for e in s.written(schema.SCRIPT_TRACE)] == [
+        {"call": "start", "site": "train.py:7", "dir": None},
+        {"call": "stop", "site": "train.py:9", "dir": str(trace)}]
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert _fields(stop) == {
+        "dir": str(trace), "purpose": "script", "seconds": 2.5, "stop_trace_seconds": None,
+        "first_step": None, "steps": None, "reason": None, "site": "train.py:7"}
+    assert capsys.readouterr().err == ""
+
+    s2 = made(schema.WindowSpec("steps", str(tmp_path / "trace2"), start=5, count=2))
+    s2.window.on_script_start("train.py:3", tmp_path / "mine")  # a PathLike: said as a str
+    assert "pgle uses that trace (" + str(tmp_path / "mine") + ") instead" in (
+        capsys.readouterr().err)
+    s2.window.on_script_stop("train.py:4")  # nothing exported: its own folder stays
+    # (s and s2 write the same events file)
+    assert [e["dir"] for e in s2.written(schema.SCRIPT_TRACE)
+            if e["site"] in ("train.py:3", "train.py:4")] == [str(tmp_path / "mine")] * 2
+
+
+def test_a_scripts_stop_without_its_start_is_only_recorded(made: Make, tmp_path: Path) -> None:
+    """A stop_trace with no start_trace seen (the script's own error): one `script_trace` line,
+    no trace to close, whatever was exported."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=5, count=2))
+    s.window.on_script_stop("train.py:9", exported_to=str(tmp_path / "trace"))
+    (line,) = s.written(schema.SCRIPT_TRACE)
+    assert (line["call"], line["site"], line["dir"]) == ("stop", "train.py:9", None)
+    assert s.written(schema.TRACE_STOP) == []
+
+
+def test_without_a_window_the_scripts_trace_is_recorded_and_nothing_said(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pgle run` with no profile window: the script's trace is noted, not announced (pgle
+    takes no trace of its own to give way), and no window's stop is written."""
+    events = Events(str(tmp_path / "events.jsonl"))
+    window = ProfilerWindow(None, events)
+    try:
+        window.on_script_start("train.py:7", "/tmp/mine")
+        window.on_script_stop("train.py:9")
+        events.flush()
+    finally:
+        events.close()
+    assert capsys.readouterr().err == ""
+    lines = of_kind(tmp_path / "events.jsonl", schema.SCRIPT_TRACE)
+    assert [(e["call"], e["dir"]) for e in lines] == [("start", "/tmp/mine"), ("stop", "/tmp/mine")]
+    assert of_kind(tmp_path / "events.jsonl", schema.TRACE_STOP) == []
+
+
+def test_the_scripts_own_trace_ends_the_counting_of_marked_steps(tmp_path: Path) -> None:
+    """Once the script traces itself no window will open, so after LIGHT_AFTER_STEPS marked
+    steps the counter only counts executions (JitCounter.marked), as it does when no window
+    was asked."""
+    from pgle.launch.harness import LIGHT_AFTER_STEPS
+
+    clock = FakeClock(100.0)
+    profiler = RecordedProfiler(clock)
+    spec = schema.HarnessSpec(events=str(tmp_path / "events.jsonl"),
+                              workload=schema.WorkloadSpec("w.py", None),
+                              profile=schema.WindowSpec("auto", str(tmp_path / "trace")))
+    harness = Harness(spec, calls=calls_for(profiler, clock))
+    step = harness.step_class(Marker)
+    try:
+        harness.window.on_script_start("train.py:3", None)
+        assert harness.window.counting is False
+        for i in range(LIGHT_AFTER_STEPS + 1):
+            step("train", step_num=i).__exit__(None, None, None)
+        assert harness.jits.marked is True
+        assert profiler.calls == []
+    finally:
+        harness.events.close()
+
+
+def test_a_time_window_with_no_delay_nor_duration_starts_at_once_and_runs_to_the_end(
+        made: Make, tmp_path: Path) -> None:
+    """--delay and --duration unset, the backend up as the process starts: no wait, and
+    the trace runs until the workload ends (its stop is the exit's)."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace")), origin=100.0, now=100.0)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.clock.slept == [] and s.profiler.kinds() == ["start"]
+    s.clock.now += 3.0
+    s.window.on_exit(None, None, [])
+    assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 100.0), ("stop", 103.0)]
+
+
+def test_a_time_window_waits_and_runs_fractions_of_a_second(made: Make, tmp_path: Path) -> None:
+    """--delay 10 with the backend up at 109.5: half a second's wait; --duration 0.5."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=0.5),
+             origin=100.0, now=109.5)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.clock.slept == [0.5, 0.5]
+    assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 110.0), ("stop", 110.5)]
+
+
+def test_a_time_window_of_zero_seconds_is_not_stopped_by_its_thread(made: Make,
+                                                                   tmp_path: Path) -> None:
+    """--duration 0 reads as unset: the trace runs to the workload's end."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=0.0, duration=0.0),
+             origin=100.0, now=100.0)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.clock.slept == [] and s.profiler.kinds() == ["start"]
+
+
+def test_a_time_window_gives_way_to_the_scripts_own_trace_started_before_it(
+        made: Make, tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=5.0),
+             origin=100.0, now=100.0)
+    s.window.on_script_start("train.py:3", None)
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.profiler.calls == [] and s.clock.slept == [10.0]
+
+
+def test_steps_asked_of_a_workload_that_marks_none_are_said_impossible_once(
+        made: Make, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--steps 2:3 and a jitted function executed NO_MARKER_EXECUTIONS times with no step
+    marked: the user is told at once (an early window warning and a `pgle:` line), once, and
+    the window stops counting executions; at exit nothing more is said."""
+    from pgle.launch.harness import NO_MARKER_EXECUTIONS
+
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=2, count=3))
+    for n in range(1, NO_MARKER_EXECUTIONS):
+        assert s.window.before_execution("jit(step)", n) is False
+    assert s.written(schema.WINDOW_WARNING) == [] and s.window.counting is True
+    for n in range(NO_MARKER_EXECUTIONS, NO_MARKER_EXECUTIONS + 3):
+        assert s.window.before_execution("jit(step)", n) is False
+    message = (
+        f"--steps 2:3 cannot be met: jit(step) has executed {NO_MARKER_EXECUTIONS} times and "
+        "the workload marks no step with jax.profiler.StepTraceAnnotation; nothing will be "
+        "profiled. Drop --steps (pgle then profiles executions of the most-executed jitted "
+        "function), pass --step-name NAME if the steps have another name, use "
+        "--delay/--duration, or wrap the step: `with jax.profiler.StepTraceAnnotation("
+        "'train', step_num=i):`")
+    s.window.on_exit(None, None, [])
+    (warning,) = s.written(schema.WINDOW_WARNING)
+    assert (warning["message"], warning["early"]) == (message, True)
+    assert capsys.readouterr().err == f"pgle: warning: {message}\n"
+    assert s.window.counting is False and s.profiler.calls == []
+
+
+def test_the_probes_bytes_and_stop_time_are_recorded_and_a_one_byte_step_cuts_the_window(
+        made: Make, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--trace-max-bytes 2 with --steps 3:5 and a step that traces to 1 byte: 2 steps; the
+    probe's record holds its bytes and its stop_trace's seconds, and the user is told."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=3, count=5,
+                               max_bytes=2))
+    s.profiler.payload, s.profiler.stop_seconds = b"x", 0.25
+    s.steps(range(3))
+    _, probe = s.written(schema.TRACE_PROBE)
+    assert _fields(probe) == {"step": 2, "bytes": 1, "stop_trace_seconds": 0.25, "steps": 2}
+    message = ("--trace-max-bytes 2: step 2 alone traced to 1 bytes, so the window holds 2 "
+               "steps (steps 3..4), not 5")
+    assert capsys.readouterr().err == f"pgle: warning: {message}\n"
+
+
+def test_a_probe_that_wrote_nothing_leaves_the_window_as_asked(made: Make,
+                                                               tmp_path: Path) -> None:
+    """A probe whose stop wrote no trace (not even its folder): 0 bytes tell nothing, so the
+    window keeps the steps asked; the missing scratch folder is no error."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=3, count=5,
+                               max_bytes=2))
+    s.profiler.writes = False
+    s.steps(range(10))
+    _, probe = s.written(schema.TRACE_PROBE)
+    assert (probe["bytes"], probe["steps"]) == (0, 5)
+    assert s.profiler.kinds() == ["start", "stop", "start", "stop"]
+
+
+def test_a_probe_whose_stop_fails_is_recorded_with_the_error(made: Make,
+                                                             tmp_path: Path) -> None:
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=3, count=5,
+                               max_bytes=2), fail_stop=True)
+    s.steps(range(3))
+    _, probe = s.written(schema.TRACE_PROBE)
+    assert _fields(probe) == {"step": 2, "steps": 5,
+                              "error": "RuntimeError: No profile started"}
+
+
+def test_the_probe_starts_from_an_empty_folder_with_the_windows_options(
+        made: Make, tmp_path: Path) -> None:
+    """A probe folder left by an earlier run (killed in its probe) is removed before the probe,
+    so the step's bytes are its own; the probe records what the window will (the same
+    options)."""
+    trace = tmp_path / "trace"
+    (trace / ".probe").mkdir(parents=True)
+    (trace / ".probe" / "left.xplane.pb").write_bytes(b"x" * 100)
+    s = made(schema.WindowSpec("steps", str(trace), start=3, count=5, max_bytes=12))
+    s.steps(range(10))
+    _, probe = s.written(schema.TRACE_PROBE)
+    assert (probe["bytes"], probe["steps"]) == (5, 2)
+    assert s.profiler.kinds() == ["start", "stop", "start", "stop"]
+    assert s.profiler.options[0] is s.profiler.options[1] is s.window.options()[0]
+    assert s.profiler.options[0] is not None
+
+
+def test_an_auto_step_window_is_bounded_by_its_seconds_and_a_steps_window_is_not(
+        made: Make, tmp_path: Path) -> None:
+    """Auto's default window (steps 2..6) stops once it has run max_seconds (30 s), at the end
+    of the step that crossed it, and says why; a window the user asked for with --steps holds
+    its steps however long they take."""
+    auto = made(schema.WindowSpec("auto", str(tmp_path / "auto"), max_seconds=30.0))
+    asked = made(schema.WindowSpec("steps", str(tmp_path / "asked"), start=2, count=5,
+                                   max_seconds=30.0))
+    for s in (auto, asked):
+        for i in range(10):
+            s.window.on_step_enter(i)
+            s.clock.now += 20.0
+            s.window.on_step_exit(i)
+    stops = {e["dir"]: e for e in auto.written(schema.TRACE_STOP)}  # one events file
+    assert (stops[str(tmp_path / "auto")]["steps"],
+            stops[str(tmp_path / "auto")]["reason"]) == (2, "the 30 s bound")
+    assert (stops[str(tmp_path / "asked")]["steps"],
+            stops[str(tmp_path / "asked")]["reason"]) == (5, None)
