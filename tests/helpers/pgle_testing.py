@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
@@ -51,6 +52,18 @@ def pythonpath(*first: str) -> str:
     """`first`, then the caller's PYTHONPATH: a stand-in module shadows the real one while the
     pgle under test (a worktree, the mutation runner's copy) stays the one imported."""
     return os.pathsep.join(p for p in (*first, os.environ.get("PYTHONPATH")) if p)
+
+
+def script_json(folder: Path, name: str, text: str, *args: str, timeout: float = 60) -> Any:
+    """Run `text` as the script `folder/name` (ARGS after it) with this tree's pgle, exit 0
+    required; the JSON on its last stdout line."""
+    script = folder / name
+    script.write_text(text)
+    proc = subprocess.run([sys.executable, str(script), *args], cwd=folder,
+                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def replay_env(env: dict[str, str]) -> dict[str, str]:

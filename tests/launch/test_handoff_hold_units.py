@@ -5,15 +5,13 @@ streams are flushed whatever state they are in (a full disk, a closed stream, no
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from helpers.pgle_testing import REPO, pgle_env, pythonpath
+from helpers.pgle_testing import script_json
 from pgle.launch import handoff
 
 
@@ -117,13 +115,7 @@ HELD = textwrap.dedent("""
 
 
 def _held(tmp_path: Path, mode: str) -> dict[str, Any]:
-    script = tmp_path / "held.py"
-    script.write_text(HELD)
-    proc = subprocess.run([sys.executable, str(script), mode, str(tmp_path)], cwd=tmp_path,
-                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = script_json(tmp_path, "held.py", HELD, mode, str(tmp_path))
     return out
 
 

@@ -5,14 +5,12 @@ pgle's exchange is over, on a real jax.distributed service of one process."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from helpers.pgle_testing import REPO, pgle_env, pythonpath
+from helpers.pgle_testing import script_json
 from pgle.launch import handoff
 
 
@@ -74,13 +72,7 @@ DEFERRED = textwrap.dedent("""
 
 
 def _deferred(tmp_path: Path, order: str) -> dict[str, bool]:
-    script = tmp_path / "deferred.py"
-    script.write_text(DEFERRED)
-    proc = subprocess.run([sys.executable, str(script), order], cwd=tmp_path,
-                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out: dict[str, bool] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out: dict[str, bool] = script_json(tmp_path, "deferred.py", DEFERRED, order, timeout=120)
     return out
 
 

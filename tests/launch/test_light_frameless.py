@@ -65,6 +65,18 @@ def _ran(frames: Counter[str], name: str) -> int:
     return plain_counts(frames)[name]
 
 
+def _frameless_beside_another() -> tuple[harness.JitCounter, Any, Any, Any, int, Any]:
+    """A light step gone frameless, and another jitted function of the same counter (not
+    called yet): counter, step, other, the step's last output, its calls, the light."""
+    counter = harness.JitCounter()
+    counter.may_go_light = lambda: True
+    step = _step_proxy(counter)
+    other = harness._Jitted(jax.jit(lambda x: x.sum()), "jit(loss)", counter, _NoWindow())
+    x, calls = _until_frameless(counter, step, jnp.ones((16, 16)) * 0.01)
+    assert counter.light is not None
+    return counter, step, other, x, calls, counter.light
+
+
 def test_a_light_steps_calls_run_no_frame_of_pgles_and_are_all_counted() -> None:
     counter = harness.JitCounter()
     counter.may_go_light = lambda: True
@@ -91,13 +103,7 @@ def test_a_light_steps_calls_run_no_frame_of_pgles_and_are_all_counted() -> None
 
 
 def test_another_function_turns_the_light_step_framed_and_the_counts_stay_exact() -> None:
-    counter = harness.JitCounter()
-    counter.may_go_light = lambda: True
-    step = _step_proxy(counter)
-    other = harness._Jitted(jax.jit(lambda x: x.sum()), "jit(loss)", counter, _NoWindow())
-    x, calls = _until_frameless(counter, step, jnp.ones((16, 16)) * 0.01)
-    light = counter.light
-    assert light is not None
+    counter, step, other, x, calls, light = _frameless_beside_another()
     for _ in range(50):
         x = step(x)
     other(x)  # an eval between the step's calls: spans must hold one function's work again
@@ -151,13 +157,7 @@ def test_a_new_proxy_of_the_light_step_after_it_went_framed_is_framed_too() -> N
     the same function, as `jax.jit(step)(x)` inside the loop makes): each new proxy takes the
     framed light call, through one class per proxy class (a subclass of it, named as it),
     and every call still counts."""
-    counter = harness.JitCounter()
-    counter.may_go_light = lambda: True
-    step = _step_proxy(counter)
-    other = harness._Jitted(jax.jit(lambda x: x.sum()), "jit(loss)", counter, _NoWindow())
-    x, calls = _until_frameless(counter, step, jnp.ones((16, 16)) * 0.01)
-    light = counter.light
-    assert light is not None
+    counter, step, other, x, calls, light = _frameless_beside_another()
     other(x)
     assert not light.frameless
     fn = jax.jit(lambda x: jnp.tanh(x @ x))
