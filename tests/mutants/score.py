@@ -150,6 +150,23 @@ def prepare_copy(copy: Path, name: str, spec: dict) -> None:
     (copy / MARK).write_text(name)  # last: a copy without it was never finished
 
 
+def mutmut_alone(copy: Path) -> Path:
+    """A folder holding only mutmut (links to its package and metadata), for the PYTHONPATH of
+    a lane venv's interpreter (tests/xla_gpu/lane.venv_env): the mutated code imports mutmut's
+    trampoline, and this Python's whole site-packages would shadow the venv's own jax and
+    numpy. mutmut 3.8.1's trampoline is pure Python (checked under the lane's Python 3.13)."""
+    import mutmut
+
+    package = Path(mutmut.__file__).resolve().parent
+    alone = copy / "mutmut-alone"
+    alone.mkdir(exist_ok=True)
+    for source in [package, *package.parent.glob("mutmut-*.dist-info")]:
+        link = alone / source.name
+        if not link.is_symlink():
+            link.symlink_to(source)
+    return alone
+
+
 def missing_needs(spec: dict) -> list[str]:
     """The modules a package's tests need in the run's own Python (`needs`) that it lacks:
     without them those tests skip and the package's figure would fall for want of a module."""
@@ -237,6 +254,8 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         # after a week of runs).
         env["PYTEST_DEBUG_TEMPROOT"] = str(copy / "pytest-tmp")
         (copy / "pytest-tmp").mkdir(exist_ok=True)
+        env["PGLE_MUTATION_VENV_PATH"] = os.pathsep.join([str(HERE / "site"),
+                                                          str(mutmut_alone(copy))])
         t0 = time.monotonic()
         only = still_to_run(copy, recorded["survivors"]) if recorded else []
         if recorded and not only:  # a resumed --survivors run that had run them all

@@ -202,6 +202,21 @@ BASE_ENV = {
 }
 
 
+def venv_env(**extra: str) -> dict[str, str]:
+    """The environment of a lane venv's interpreter running pgle from the tree: none of the
+    developer's XLA_/TF_CPP_/JAX_/PGLE_ variables, and no PYTHONPATH (this Python's paths hold
+    another interpreter's modules). In the mutation run (tests/mutants/score.py) its variables
+    stay and PYTHONPATH is PGLE_MUTATION_VENV_PATH (its site folder and mutmut), so the venv
+    imports the mutated pgle too: jax >= 0.12's ProfileSession hook is only reached there."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("XLA_", "TF_CPP_", "JAX_", "PGLE_")) and k != "PYTHONPATH"}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("PGLE_MUTATION_")})
+    if os.environ.get("PGLE_MUTATION_VENV_PATH"):
+        env["PYTHONPATH"] = os.environ["PGLE_MUTATION_VENV_PATH"]
+    env.update(extra)
+    return env
+
+
 def run_child(python: str, xla_flags: list[str], *, work: str, quirks: Quirks,
               programs: str = "a,b,c,d", env_drop: tuple[str, ...] = (),
               env_extra: dict | None = None, fdo_profile: str | None = None,

@@ -31,6 +31,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+import lane  # noqa: E402
 from test_live import BOOT, _dep_paths, python_of  # noqa: E402
 
 pytestmark = pytest.mark.xla_gpu
@@ -45,15 +46,6 @@ FP = re.compile(r'fingerprint_before_lhs="([0-9a-f]{32})"')
 def _pgle(python: str, *args: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([python, "-c", BOOT, str(REPO), _dep_paths(), *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=1200)
-
-
-def _env(**extra: str) -> dict:
-    import os
-
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("XLA_", "TF_CPP_", "JAX_", "PGLE_")) and k != "PYTHONPATH"}
-    env.update(extra)
-    return env
 
 
 def _between(hlo: Path) -> dict[str, list[str]]:
@@ -74,7 +66,7 @@ def test_each_arm_reaches_xla_and_changes_the_schedule(tmp_path):
     names_file, text_file = tmp_path / "names.txt", tmp_path / "module.txt"
     for out, extra in ((names_file, ["--names"]), (text_file, [])):
         p = subprocess.run([python, str(SCHEDULE), str(out), *extra], capture_output=True,
-                           text=True, env=_env(), timeout=600)
+                           text=True, env=lane.venv_env(), timeout=600)
         assert p.returncode == 0, p.stderr[-3000:]
     names = names_file.read_text().split()
     fingerprint = FP.search(text_file.read_text()).group(1)
@@ -83,7 +75,7 @@ def test_each_arm_reaches_xla_and_changes_the_schedule(tmp_path):
     cheap.parent.mkdir()
     cheap.write_text("".join(
         f'costs {{ name: "{n}" cost_us: {0.01 if "all-" in n else 1000.0} }}\n' for n in names))
-    env = _env(XLA_FLAGS=f"{SOL}=false")
+    env = lane.venv_env(XLA_FLAGS=f"{SOL}=false")
     store = tmp_path / "store"
     p = _pgle(python, "store", "add", str(store), str(cheap.parent), "--device-kind", "cpu",
               cwd=tmp_path, env=env)

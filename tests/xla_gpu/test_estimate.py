@@ -22,6 +22,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+import lane  # noqa: E402
 from test_live import BOOT, MATRIX, _dep_paths, python_of  # noqa: E402
 
 pytestmark = pytest.mark.xla_gpu
@@ -31,10 +32,7 @@ VERSIONS = [v for v in MATRIX if tuple(int(x) for x in v.split(".")[:3]) >= (0, 
 
 
 def _estimate(python: str, tmp: Path, *args: str, script: Path = SCRIPT) -> dict:
-    import os
-
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("XLA_", "TF_CPP_", "JAX_", "PGLE_")) and k != "PYTHONPATH"}
+    env = lane.venv_env()
     p = subprocess.run([python, "-c", BOOT, str(REPO), _dep_paths(), "estimate", "--json",
                         *args, str(script)], cwd=tmp, env=env, capture_output=True, text=True,
                        timeout=1200)  # fmt: skip

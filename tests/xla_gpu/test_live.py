@@ -130,9 +130,7 @@ class Lane:
         return path
 
     def workload_env(self, extra_flags: list[str] = ()) -> dict:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("XLA_", "TF_CPP_", "JAX_", "PGLE_")) and k != "PYTHONPATH"}
-        env.update(lane.BASE_ENV)
+        env = lane.venv_env(**lane.BASE_ENV)
         env.pop("TF_CPP_MIN_LOG_LEVEL")  # pgle turns XLA's INFO log on itself
         flags = list(self.quirks.base_flags) + list(extra_flags)
         if self.quirks.dump:

@@ -14,13 +14,14 @@ source tree (test_live.BOOT), so its harness hooks that jax.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import lane
 import pytest
+from helpers.mutmut_names import is_trampoline_site
+from helpers.reference_events import read_events
 from test_live import BOOT, MATRIX, REPO, _dep_paths, python_of
 
 pytestmark = pytest.mark.xla_gpu
@@ -31,9 +32,7 @@ WITH_SESSION = [v for v in MATRIX if lane.vtuple(v) >= (0, 12)]  # jax 0.12 adde
 
 def _collect(python: str, cwd: Path, mode: str, trace_dir: Path | None) -> tuple[dict, str]:
     args = ["--mode", mode] + (["--profile-dir", str(trace_dir)] if trace_dir else [])
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("XLA_", "TF_CPP_", "JAX_", "PGLE_")) and k != "PYTHONPATH"}
-    env["JAX_PLATFORMS"] = "cpu"
+    env = lane.venv_env(JAX_PLATFORMS="cpu")
     p = subprocess.run([python, "-c", BOOT, str(REPO), _dep_paths(), "collect", "-o", "p.pb",
                         "--allow-empty", "--json", str(SCRIPT), "--", *args],
                        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
@@ -51,20 +50,28 @@ def _plain(python: str, cwd: Path, mode: str, trace_dir: Path) -> str:
 
 
 @pytest.mark.parametrize("version", WITH_SESSION)
-@pytest.mark.parametrize("mode", ["start-trace", "trace", "session"])
+@pytest.mark.parametrize("mode", ["start-trace", "trace", "session", "session-thread"])
 def test_the_scripts_own_session_is_handled_like_start_trace(version, mode, tmp_path):
     python = python_of(version)
     own = tmp_path / "own-trace"
     report, err = _collect(python, tmp_path, mode, own)
     script = report["window"]["script_trace"]
-    # The site is the script's own line (not jax's start_trace/trace calling
-    # ProfileSession.start, nor contextlib's).
-    assert re.search(r"profile_session_script\.py:\d+$", script["site"]), script
-    line = int(script["site"].rsplit(":", 1)[1])
-    called = SCRIPT.read_text().splitlines()[line - 1]
-    want = {"start-trace": "start_trace(", "trace": "jax.profiler.trace(",
-            "session": ".start()"}[mode]
-    assert want in called, called
+    # The run's events name the script's own start and stop lines (not jax's start_trace/trace
+    # calling ProfileSession.start, nor contextlib's; the `with` line for trace); in the
+    # mutation run, the line of mutmut's trampoline.
+    calls = read_events(Path(report["run_dir"]) / "events.jsonl").script_traces
+    assert [c["call"] for c in calls] == ["start", "stop"], calls
+    assert calls[0]["site"] == script["site"], (calls, script)
+    wants = {"start-trace": ("start_trace(", "stop_trace("),
+             "trace": ("jax.profiler.trace(", "jax.profiler.trace("),
+             "session": (".start()", ".stop()"), "session-thread": (".start()", ".stop()")}
+    for call, want in zip(calls, wants[mode], strict=True):
+        if is_trampoline_site(call["site"]):
+            continue
+        assert re.search(r"profile_session_script\.py:\d+$", call["site"]), call
+        assert call["site"].startswith(str(SCRIPT)), call
+        line = int(call["site"].rsplit(":", 1)[1])
+        assert want in SCRIPT.read_text().splitlines()[line - 1], call
     assert script["dir"] == str(own)
     assert report["trace_dir"] and list(own.rglob("*.xplane.pb"))
     assert "pgle: the workload starts its own profiler at" in err
@@ -94,3 +101,16 @@ def test_trace_yields_what_it_yields_without_pgle(version, tmp_path):
     under = re.search(r"trace yielded: .*", err)
     assert plain and under and plain.group(0) == under.group(0) == \
         "trace yielded: ProfileSession (a ProfileSession: True)"
+
+
+@pytest.mark.parametrize("version", WITH_SESSION)
+def test_pgles_own_session_is_not_taken_for_the_scripts(version, tmp_path):
+    """A script without a profiler of its own: pgle's window starts and stops jax 0.12's
+    ProfileSession itself, and its hook lets pgle's own session through unseen (no script
+    trace, pgle's options, its trace in the run folder)."""
+    report, err = _collect(python_of(version), tmp_path, "none", None)
+    window = report["window"]
+    assert "script_trace" not in window and window["trace"]["detail"] == "pgle", window
+    assert Path(report["trace_dir"]).is_relative_to(tmp_path / ".pgle" / "runs")
+    assert list(Path(report["trace_dir"]).rglob("*.xplane.pb"))
+    assert "starts its own profiler" not in err and "step 7 loss" in err

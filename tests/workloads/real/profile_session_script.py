@@ -8,6 +8,9 @@
                        later `s.stop()`
   --mode session-memory  jax >= 0.12: a ProfileSession without log_dir (the trace stays in
                        memory); prints how many planes it holds after stop()
+  --mode session-thread  jax >= 0.12: --mode session, its start() and stop() called in a
+                       thread of the script's own (a profiling thread)
+  --mode none          no profiler of its own (pgle's window is the only one)
 
 Usage: profile_session_script.py --mode M [--profile-dir DIR] [--steps N] [--profile-start S]
        [--profile-steps K]
@@ -19,7 +22,7 @@ import jax.numpy as jnp
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", required=True,
-                    choices=("start-trace", "trace", "session", "session-memory"))
+                    choices=("start-trace", "trace", "session", "session-memory", "session-thread", "none"))
 parser.add_argument("--profile-dir")
 parser.add_argument("--steps", type=int, default=8)
 parser.add_argument("--profile-start", type=int, default=3)
@@ -46,7 +49,9 @@ def run(steps: range) -> None:
 
 first, end = args.profile_start, args.profile_start + args.profile_steps
 run(range(first))
-if args.mode == "start-trace":
+if args.mode == "none":
+    run(range(first, end))
+elif args.mode == "start-trace":
     jax.profiler.start_trace(args.profile_dir)
     run(range(first, end))
     jax.profiler.stop_trace()
@@ -56,6 +61,18 @@ elif args.mode == "trace":
         print(f"trace yielded: {type(s).__name__} (a ProfileSession: "
               f"{session_type is not None and isinstance(s, session_type)})", flush=True)
         run(range(first, end))
+elif args.mode == "session-thread":
+    import threading
+
+    def in_thread(call) -> None:
+        thread = threading.Thread(target=call)
+        thread.start()
+        thread.join()
+
+    session = jax.profiler.ProfileSession(log_dir=args.profile_dir)
+    in_thread(lambda: session.start())
+    run(range(first, end))
+    in_thread(lambda: session.stop())
 else:
     session = jax.profiler.ProfileSession(
         log_dir=args.profile_dir if args.mode == "session" else None)
