@@ -14,7 +14,9 @@ functions so that every profiled execution becomes one event:
 Checked against jax/jaxlib 0.10.2:
 - `jax._src.interpreters.pxla` calls `compiler.compile_or_get_cached(backend,
   computation, devices, compile_options, host_callbacks, executable_devices,
-  pgle_profiler)` through the module attribute, once per compilation;
+  pgle_profiler)` through the module attribute, once per compilation (all positional;
+  jax 0.4.35-0.5.3 pass no executable_devices, so the profiler is one place earlier:
+  checked in the lane's venvs of 0.4.35, 0.4.38, 0.5.0-0.5.3, 0.6.2-0.12.0.1);
 - `pxla.ExecuteReplicated.__call__` wraps each execution in
   `profiler.PGLEProfiler.trace(self.pgle_profiler)`; a profiled execution
   increments `called_times` and appends its FDO profile to `fdo_profiles`.
@@ -81,7 +83,9 @@ def observe_pgle(
     finished: dict[int, tuple[str | None, float]] = {}
 
     def compile_or_get_cached(backend: Any, computation: Any, *args: Any, **kwargs: Any) -> Any:
-        runner = kwargs.get("pgle_profiler", args[4] if len(args) > 4 else None)
+        runner = kwargs.get("pgle_profiler")
+        if runner is None:  # positional, and not at one index in every jax (docstring)
+            runner = next((a for a in args if isinstance(a, PGLEProfiler)), None)
         if runner is not None and runner not in names:
             try:
                 names[runner] = ir.StringAttr(computation.operation.attributes["sym_name"]).value
