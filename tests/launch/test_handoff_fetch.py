@@ -33,6 +33,11 @@ SCRIPT = textwrap.dedent("""
         handoff._fetch(client, "never", time.monotonic() + 2)
     except TimeoutError as e:
         print("timeout", e, flush=True)
+    began = time.monotonic()
+    try:  # a wait shorter than a slice: its last slice is what is left, not a whole one
+        handoff._fetch(client, "never", began + 0.1)
+    except TimeoutError:
+        print("short", time.monotonic() - began, flush=True)
     print("waiting", flush=True)
     try:
         handoff._fetch(client, "never", time.monotonic() + 300)
@@ -57,6 +62,8 @@ def test_a_fetch_waits_in_slices_that_ctrl_c_interrupts(tmp_path):
         assert lines[:1] == ["got value"], (lines, proc.stderr.read() if proc.poll() else "")
         # The whole 2 s wait in one error, not jax's message about its last slice.
         assert lines[1] == "timeout not in jax.distributed's key-value store within 2 s", lines
+        # 0.1 s and a loaded machine's delay, not a slice of FETCH_SLICE_S (0.5 s)
+        assert lines[2].startswith("short ") and 0.1 <= float(lines[2].split()[1]) < 0.45, lines
         time.sleep(1.0)  # inside the 300 s fetch
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
