@@ -56,6 +56,19 @@ def _of_kind(events: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in step_records.old_lines(events) if e["kind"] == kind]
 
 
+def test_a_step_name_gets_one_id_and_one_record(tmp_path: Path) -> None:
+    """Each step name is written once (its step_name record, before any step of it), and its
+    id is the same every time it is asked: a reader maps each id to one name."""
+    path = tmp_path / "events.jsonl"
+    events = Events(str(path))
+    ids = [events.name_id(n) for n in ("train", "eval", "train", "eval", "train")]
+    events.close()
+    assert ids == [0, 1, 0, 1, 0]
+    named = [(r["id"], r["name"]) for r in map(json.loads, path.read_text().splitlines())
+             if r["kind"] == schema.STEP_NAME]
+    assert named == [(0, "train"), (1, "eval")]
+
+
 def test_a_step_whose_trace_alone_is_over_the_size_bound_is_still_profiled(tmp_path: Path) -> None:
     """--trace-max-bytes 4 with --steps 3:3, and step 2 alone traces to 5 bytes: the window
     keeps one step (3), the least a profile can hold, and says so early (and, after, that the

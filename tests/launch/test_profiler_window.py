@@ -213,6 +213,59 @@ def test_time_window_does_not_start_before_the_backend(made: Make, tmp_path: Pat
     assert s.profiler.calls == [] and s.window._time_thread is None
 
 
+def test_a_time_window_records_the_marked_steps_it_holds(made: Make, tmp_path: Path) -> None:
+    """--delay with no --duration: the window runs from the delay to the workload's end, and
+    the marked steps inside it are the trace's (its first step and count), as a steps window
+    records them: the profiled steps' times are left out of the run's step times."""
+    s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=0.0, duration=0.0))
+    s.steps(range(3))  # before the window
+    s.window.on_backend_up()
+    assert s.window._time_thread is not None
+    s.window._time_thread.join(timeout=60)
+    assert s.profiler.kinds() == ["start"]
+    s.steps(range(3, 7))
+    s.window.on_exit(6, "train", [])
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["purpose"], stop["first_step"], stop["steps"]) == ("window", 3, 4), stop
+
+
+class CountingLock:
+    """The window's lock, counting how often a step takes it."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock, self.taken = lock, 0
+
+    def __enter__(self) -> Any:
+        self.taken += 1
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.lock.__exit__(*exc)
+
+
+@pytest.mark.parametrize("spec", ["none", "done"])
+def test_a_marked_step_takes_no_lock_once_nothing_is_left_to_decide(
+        made: Make, tmp_path: Path, spec: str) -> None:
+    """Issue 25: with no window asked, or once the window is done, a marked step's entry
+    returns before the window's lock (a step loop pays no lock per step)."""
+    if spec == "none":
+        events = Events(str(tmp_path / "none.jsonl"))
+        window = ProfilerWindow(None, events)
+    else:
+        s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=1, count=1))
+        s.steps(range(3))
+        window = s.window
+        assert window.done and window.active is None
+    window.on_step_enter(0)  # the first step is seen under the lock
+    counting = window.lock = CountingLock(window.lock)  # type: ignore[assignment]
+    for i in range(1, 50):
+        window.on_step_enter(i)
+        window.on_step_exit(i)
+    assert counting.taken == 0
+    if spec == "none":
+        events.close()
+
+
 def test_executions_window_without_markers(made: Make, tmp_path: Path) -> None:
     """auto on a script without markers: after `warmup` executions of the step function the
     next `executions` ones are profiled; another function's executions do not count; the
