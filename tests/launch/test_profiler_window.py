@@ -243,14 +243,18 @@ class CountingLock:
         return self.lock.__exit__(*exc)
 
 
-@pytest.mark.parametrize("spec", ["none", "done"])
+@pytest.mark.parametrize("spec", ["none", "done", "time"])
 def test_a_marked_step_takes_no_lock_once_nothing_is_left_to_decide(
         made: Make, tmp_path: Path, spec: str) -> None:
-    """Issue 25: with no window asked, or once the window is done, a marked step's entry
-    returns before the window's lock (a step loop pays no lock per step)."""
+    """Issue 25: with no window asked, once the window is done, or with a time window (steps
+    decide nothing there) not running, a marked step's entry returns before the window's lock
+    (a step loop pays no lock per step)."""
     if spec == "none":
         events = Events(str(tmp_path / "none.jsonl"))
         window = ProfilerWindow(None, events)
+    elif spec == "time":
+        window = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=0.0,
+                                        duration=5.0)).window  # before the backend: not yet
     else:
         s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=1, count=1))
         s.steps(range(3))
@@ -313,6 +317,8 @@ def test_markers_after_an_executions_window_drop_it_for_steps_2_to_6(made: Make,
     assert [c[:2] for c in s.profiler.calls] == [
         ("start", str(trace / ".executions")), ("stop", None), ("start", str(trace)),
         ("stop", None)]
+    # dropped as the first marked step is entered (the clock: 100 s, then 1 s a step)
+    assert [c[2] for c in s.profiler.calls] == [100.0, 100.0, 102.0, 107.0]
     assert not (trace / ".executions").exists()
     (discard,) = s.written(schema.TRACE_DISCARD)
     assert discard["dir"] == str(trace / ".executions")
@@ -500,6 +506,18 @@ def test_the_size_bound_probes_the_step_before_and_cuts_the_window(made: Make,
     assert "holds 2 steps (steps 3..4), not 5" in warning["message"] and warning["early"]
     s.window.on_exit(9, None, [])
     assert len(s.written(schema.WINDOW_WARNING)) == 1  # the cut is no "cut short"
+
+
+def test_the_size_bound_probes_an_auto_window_too(made: Make, tmp_path: Path) -> None:
+    """collect's own window (auto: steps 2..6) under --trace-max-bytes 12: step 1 is the probe
+    (5 bytes), so the window holds steps 2 and 3."""
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("auto", str(trace), max_bytes=12))
+    s.window.on_backend_up()
+    s.steps(range(10))
+    assert [c[1] for c in s.profiler.calls] == [str(trace / ".probe"), None, str(trace), None]
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["first_step"], stop["steps"]) == (2, 2)
 
 
 def test_the_size_bound_keeps_a_window_that_fits(
