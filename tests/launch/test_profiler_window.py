@@ -520,6 +520,16 @@ def test_the_size_bound_probes_an_auto_window_too(made: Make, tmp_path: Path) ->
     assert (stop["first_step"], stop["steps"]) == (2, 2)
 
 
+def test_a_window_of_one_step_is_never_probed(made: Make, tmp_path: Path) -> None:
+    """--steps 3:1 under --trace-max-bytes: one step is the least a window holds, so no step
+    before it is traced to size it."""
+    trace = tmp_path / "trace"
+    s = made(schema.WindowSpec("steps", str(trace), start=3, count=1, max_bytes=4))
+    s.steps(range(6))
+    assert [c[1] for c in s.profiler.calls] == [str(trace), None]
+    assert s.written(schema.TRACE_PROBE) == []
+
+
 def test_the_size_bound_keeps_a_window_that_fits(
         made: Make, tmp_path: Path) -> None:
     fits = made(schema.WindowSpec("steps", str(tmp_path / "a"), start=3, count=5,
