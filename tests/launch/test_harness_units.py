@@ -369,3 +369,22 @@ def test_a_marker_class_with_an_init_of_its_own_or_none_keeps_jaxs_construction(
 
     assert step_trace_init(Inherits) == (Inherits.__init__, {})
     assert step_trace_init(Own) == (Own.__init__, {})
+
+
+def test_settling_waits_for_the_device_work_still_queued() -> None:
+    """Before the window's trace stops (harness._wait_for_devices), every live array's work
+    has finished, so the trace holds whole steps under async dispatch (jax.effects_barrier
+    alone does not wait for it). Its effects barrier is not tested here: on CPU a callback's
+    effect has run by the time its call returns (jax 0.10.2), so there is nothing to wait on."""
+    import jax
+    import jax.numpy as jnp
+
+    from pgle.launch import harness
+
+    x = jnp.ones((1500, 1500))
+    heavy = jax.jit(lambda a: (a @ a @ a @ a).sum())
+    heavy(x).block_until_ready()  # compiled
+    y = heavy(x)
+    assert not y.is_ready()  # still queued: async dispatch
+    harness._wait_for_devices()
+    assert y.is_ready()
