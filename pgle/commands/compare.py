@@ -116,11 +116,13 @@ def run_facts(folder: Path) -> dict[str, Any]:
     steps = arms.folder_steps(folder)
     module = steps.module if steps else None
     total = sum(float(c.seconds or 0.0) for c in events.compiles)
+    # jax 0.4.35-0.5.3 name no function in their backend-compile event (checked in the lane's
+    # venvs; 0.6.2 on do): which compile was the step module's is then unknown, not none.
+    named = [c for c in events.compiles if c.fun_name]
     step_compile = sum(
-        float(c.seconds or 0.0)
-        for c in events.compiles
-        if module and module_of(c.fun_name or "") == module
+        float(c.seconds or 0.0) for c in named if module and module_of(c.fun_name or "") == module
     )
+    knows_step_compile = bool(module) and (bool(named) or not events.compiles)
     peak = None
     for m in events.modules:
         if module and m.module == module and m.memory:
@@ -129,7 +131,7 @@ def run_facts(folder: Path) -> dict[str, Any]:
     return {
         "step_module": module,
         "compile_s": total,
-        "step_compile_s": step_compile if module else None,
+        "step_compile_s": step_compile if knows_step_compile else None,
         "peak_bytes": peak,
         # compiled | cached | mixed: every executable, then the step module's (issue 33)
         "executables": compiles.label(made),

@@ -174,3 +174,16 @@ def test_a_trace_without_collectives_says_so(tmp_path):
     assert comm is not None and comm["collectives"] == 0
     assert comm["exposed_ms_per_device"] == 0.0 and comm["hidden_ms_per_device"] == 0.0
     assert why == "the device planes hold no collective (a single-device program?)"
+
+
+def test_a_run_whose_compiles_name_no_function_has_no_step_compile_time(tmp_path):
+    """jax 0.4.35-0.5.3 record the backend compile without the function's name: the step
+    module's compile time is unknown there (None), not 0 s; the total stands."""
+    folder = run_folder(tmp_path / "a")
+    recs = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    for r in recs:
+        r.pop("fun_name", None)
+    (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    facts = compare.run_facts(folder)
+    assert facts["step_compile_s"] is None and facts["compile_s"] == pytest.approx(2.5)
+    assert facts["step_module"] == "jit_train_step"
