@@ -1,6 +1,6 @@
-"""jax's backend-compile event names the compiled function from jax 0.6.2 on, and not in 0.4.35-0.5.3
-(checked in the lane's venvs): the harness records the compile with `fun_name` null there, never a
-made-up name, so `tune --compare` reads the step module's compile time as unknown
+"""jax's backend-compile event names the compiled function from jax 0.6.2 on, and not in
+0.4.35-0.5.3 (checked in the lane's venvs): the harness records the compile with `fun_name`
+null there, never a made-up name, so `tune --compare` reads the step module's compile time as unknown
 (pgle.commands.compare.run_facts), not 0 s. Both sides of the boundary, under `pgle collect` on
 each venv's jax (CPU).
 
