@@ -1,8 +1,8 @@
 """jax's backend-compile event names the compiled function from jax 0.6.2 on, and not in
 0.4.35-0.5.3 (checked in the lane's venvs): the harness records the compile with `fun_name`
-null there, never a made-up name, so `tune --compare` reads the step module's compile time as unknown
-(pgle.commands.compare.run_facts), not 0 s. Both sides of the boundary, under `pgle collect` on
-each venv's jax (CPU).
+null there, never a made-up name, so `tune --compare` reads the step module's compile time
+as unknown (pgle.commands.compare.run_facts), not 0 s. Both sides of the boundary, under
+`pgle collect` on each venv's jax (CPU).
 
 Marker `xla_gpu` (the lane's venvs, .ci/xla_gpu_lane.sh)."""
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import lane
 import pytest
-from helpers.reference_events import read_events
 from test_live import BOOT, REPO, _dep_paths, python_of
+
+from helpers.reference_events import read_events
 
 pytestmark = pytest.mark.xla_gpu
 
