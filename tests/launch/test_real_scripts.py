@@ -42,6 +42,9 @@ def test_flax_script_without_markers_that_assigns_xla_flags(project):
     # Said while the workload ran (before its last output), and again as a reason.
     early = err.index("pgle: warning: the workload replaced XLA_FLAGS")
     assert early < err.index("pgle: trace kept")
+    # said live once, at the first compile (XLA read XLA_FLAGS as the backend came up), not at
+    # each compile; then once as a reason
+    assert err.count("pgle: warning: the workload replaced XLA_FLAGS") == 2
     assert any("replaced XLA_FLAGS" in r and "--xla_gpu_enable_command_buffer" in r
                for r in report["reasons"])
     man = _manifest(project)
