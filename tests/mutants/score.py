@@ -216,7 +216,10 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
     code is the recorded one and tests were only added (checked: the same mutants).
     `refresh` (with a kept `scratch` copy): the copy takes the checkout's code and tests, then
     mutmut reruns the mutants of every function whose code changed (its own per-function
-    hashes), and every mutant not killed is run again with the tests as they are now."""
+    hashes), and every mutant not killed is run again with the tests as they are now. A
+    package whose test selection changed (its `tests`, `deselect` or `markers`) starts over:
+    mutmut 3.8.1 resets every verdict when its test-selection settings differ from its last
+    run's (`_apply_config_change_invalidation`)."""
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     if recorded is not None and not recorded["survivors"]:
         return {k: v for k, v in recorded.items() if k != "date"}  # nothing left to rerun
