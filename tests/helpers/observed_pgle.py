@@ -15,8 +15,9 @@ SCRIPT = WORKLOADS / "observe_pgle_script.py"
 BUSY = "ALREADY_EXISTS: Another profiling session active."
 
 
-def run(python: str, tmp: Path, env: dict[str, str]) -> dict:
-    proc = subprocess.run([python, str(SCRIPT), str(tmp / "trace")], cwd=tmp, env=env,
+def run(python: str, tmp: Path, env: dict[str, str], script: Path = SCRIPT) -> dict:
+    """Run `script` (argv[1]: its own trace's folder); the JSON of its last line."""
+    proc = subprocess.run([python, str(script), str(tmp / "trace")], cwd=tmp, env=env,
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -7,8 +7,6 @@ hook is counted."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -80,11 +78,8 @@ def test_a_refused_session_names_no_holder_for_an_execution_that_profiles_nothin
     trace, which pgle cannot name)."""
     script = tmp_path / "busy.py"
     script.write_text(BUSY_NOT_PROFILING)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "trace")], cwd=tmp_path,
-                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
-                          capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = observed_pgle.run(sys.executable, tmp_path,
+                            pgle_env(PYTHONPATH=pythonpath(str(REPO))), script)
     assert out["inside"] and out["raised"].startswith("ALREADY_EXISTS"), out
     assert [(e["module"], e["holder_module"], e["holder_thread"]) for e in out["errors"]] == [
         ("jit_other", None, None)], out

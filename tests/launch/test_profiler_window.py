@@ -105,6 +105,12 @@ class Setup:
             seen.append(self.profiler.kinds())
         return seen
 
+    def backend_up_and_time_window(self) -> None:
+        """The backend comes up; a time window's thread runs its waits (on the fake clock)."""
+        self.window.on_backend_up()
+        assert self.window._time_thread is not None
+        self.window._time_thread.join(timeout=60)
+
     def written(self, kind: str) -> list[dict[str, Any]]:
         self.events.flush()
         return of_kind(self.path, kind)
@@ -186,9 +192,7 @@ def test_delay_counts_from_process_start_not_from_the_backend(made: Make, tmp_pa
     the trace starts at 110 (6 s after the backend), stops at 115."""
     s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=5.0),
              origin=100.0, now=104.0)
-    s.window.on_backend_up()
-    assert s.window._time_thread is not None
-    s.window._time_thread.join(timeout=60)
+    s.backend_up_and_time_window()
     assert s.clock.slept == [6.0, 5.0]
     assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 110.0), ("stop", 115.0)]
     (stop,) = s.written(schema.TRACE_STOP)
@@ -200,9 +204,7 @@ def test_delay_already_past_when_the_backend_comes_up_starts_at_once(made: Make,
     asked) starts it at 130, with no wait."""
     s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=5.0),
              origin=100.0, now=130.0)
-    s.window.on_backend_up()
-    assert s.window._time_thread is not None
-    s.window._time_thread.join(timeout=60)
+    s.backend_up_and_time_window()
     assert s.clock.slept == [5.0]
     assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 130.0), ("stop", 135.0)]
 
@@ -219,9 +221,7 @@ def test_a_time_window_records_the_marked_steps_it_holds(made: Make, tmp_path: P
     records them: the profiled steps' times are left out of the run's step times."""
     s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=0.0, duration=0.0))
     s.steps(range(3))  # before the window
-    s.window.on_backend_up()
-    assert s.window._time_thread is not None
-    s.window._time_thread.join(timeout=60)
+    s.backend_up_and_time_window()
     assert s.profiler.kinds() == ["start"]
     s.steps(range(3, 7))
     s.window.on_exit(6, "train", [])
@@ -812,9 +812,7 @@ def test_a_time_window_with_no_delay_nor_duration_starts_at_once_and_runs_to_the
     """--delay and --duration unset, the backend up as the process starts: no wait, and
     the trace runs until the workload ends (its stop is the exit's)."""
     s = made(schema.WindowSpec("time", str(tmp_path / "trace")), origin=100.0, now=100.0)
-    s.window.on_backend_up()
-    assert s.window._time_thread is not None
-    s.window._time_thread.join(timeout=60)
+    s.backend_up_and_time_window()
     assert s.clock.slept == [] and s.profiler.kinds() == ["start"]
     s.clock.now += 3.0
     s.window.on_exit(None, None, [])
@@ -825,9 +823,7 @@ def test_a_time_window_waits_and_runs_fractions_of_a_second(made: Make, tmp_path
     """--delay 10 with the backend up at 109.5: half a second's wait; --duration 0.5."""
     s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=0.5),
              origin=100.0, now=109.5)
-    s.window.on_backend_up()
-    assert s.window._time_thread is not None
-    s.window._time_thread.join(timeout=60)
+    s.backend_up_and_time_window()
     assert s.clock.slept == [0.5, 0.5]
     assert [(k, t) for k, _, t in s.profiler.calls] == [("start", 110.0), ("stop", 110.5)]
 
@@ -837,9 +833,7 @@ def test_a_time_window_of_zero_seconds_is_not_stopped_by_its_thread(made: Make,
     """--duration 0 reads as unset: the trace runs to the workload's end."""
     s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=0.0, duration=0.0),
              origin=100.0, now=100.0)
-    s.window.on_backend_up()
-    assert s.window._time_thread is not None
-    s.window._time_thread.join(timeout=60)
+    s.backend_up_and_time_window()
     assert s.clock.slept == [] and s.profiler.kinds() == ["start"]
 
 
@@ -848,9 +842,7 @@ def test_a_time_window_gives_way_to_the_scripts_own_trace_started_before_it(
     s = made(schema.WindowSpec("time", str(tmp_path / "trace"), delay=10.0, duration=5.0),
              origin=100.0, now=100.0)
     s.window.on_script_start("train.py:3", None)
-    s.window.on_backend_up()
-    assert s.window._time_thread is not None
-    s.window._time_thread.join(timeout=60)
+    s.backend_up_and_time_window()
     assert s.profiler.calls == [] and s.clock.slept == [10.0]
 
 
