@@ -26,13 +26,3 @@ def plain_counts(counts: Mapping[str, int]) -> Counter[str]:
         out[plain(name)] += n
     return out
 
-
-# mutmut's trampoline (mutmut/mutation/trampoline.py, 3.8.1) calls each mutated function, so in
-# a mutation run the frame that calls a hooked jax.profiler function is the trampoline's: the
-# harness's `_call_site` names that line, never the script's (the package's deselected
-# call-site test in pyproject.toml). Only the mutation run ever shows this path.
-TRAMPOLINE_SITE = re.compile(r"/mutmut/mutation/trampoline\.py:\d+$")
-
-
-def is_trampoline_site(site: str) -> bool:
-    return bool(TRAMPOLINE_SITE.search(site))

@@ -37,7 +37,7 @@ x.block_until_ready()
 
 def pgle_env(**extra: str) -> dict[str, str]:
     """A clean environment: no PGLE-related variables from the developer's shell (the
-    mutation run's own, PGLE_MUTATION_*, stay: tests/mutants/site/sitecustomize.py)."""
+    mutation run's own, PGLE_MUTATION_*, stay: tests/mutants/site/mutation_setup.py)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("XLA_", "JAX_", "TF_CPP_", "PGLE_"))
            or k.startswith("PGLE_MUTATION_")}

@@ -5,9 +5,7 @@ exit code is what Python shows of it (sys.exit, an uncaught exception, Ctrl-C).
 
 The end-to-end form (the boot sitecustomize travelling by PYTHONPATH) is in
 tests/launch/test_any_launcher.py. Here the processes call `activate` themselves, as the boot
-file does, so the mutation run maps these tests to it: in its stats pass the boot file imports
-the harness before tests/mutants/site/sitecustomize.py (chained after it) installs the
-subprocesses' hit recorder, and the harness cannot start there."""
+file does: each case is one small process, not a whole `pgle run`."""
 
 from __future__ import annotations
 

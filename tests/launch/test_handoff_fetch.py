@@ -145,3 +145,33 @@ def test_a_held_rank_serves_each_round_and_goes_on_after_the_final_one(tmp_path)
         assert (home / f"got-{n}").read_bytes() == b"rank 0's report"
     # released as the final answer was written: 2 x 0.6 of the timeout, not one more timeout
     assert out["took"] < 2 * timeout_s, out["took"]
+
+
+GONE = textwrap.dedent("""
+    import os, socket, time
+    import jax
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=1,
+                               process_id=0)
+    from pgle.launch import handoff, jax_internals
+    client = jax_internals.kv_client()[0]
+    client.shutdown()  # the store is gone: every get fails at once
+    try:
+        handoff._fetch(client, "k0", time.monotonic() + 20)
+    except Exception as e:
+        print(type(e).__name__, str(e).splitlines()[0], flush=True)
+    os._exit(0)  # jax's own exit would shut the client down again
+""")
+
+
+def test_a_get_that_fails_at_once_is_the_answer_not_a_wait(tmp_path):
+    """A get that fails without waiting (the store gone: jax 0.10.2 says CANCELLED at once) is
+    the fetch's error, not a slice that ran out: the fetch does not wait out the request's
+    timeout to end in a TimeoutError that hides why."""
+    script = tmp_path / "gone.py"
+    script.write_text(GONE)
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
+                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("JaxRuntimeError CANCELLED"), (proc.stdout, proc.stderr[-2000:])

@@ -5,13 +5,15 @@ streams are flushed whatever state they are in (a full disk, a closed stream, no
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from helpers.pgle_testing import script_json
+from helpers.pgle_testing import REPO, pgle_env, pythonpath, script_json
 from pgle.launch import handoff
 
 
@@ -32,6 +34,34 @@ def test_a_request_still_being_written_is_read_again_until_the_deadline(
     path.write_bytes(b'{"final": true}')
     assert handoff._wait_for(str(path), time.monotonic() + 30) == {
         "publish": {}, "fetch": [], "timeout_s": 0.0, "final": True}
+
+
+ASCII_LOCALE = textwrap.dedent("""
+    import json, locale, sys, time
+    from pgle.launch import handoff
+    request = handoff._wait_for(sys.argv[1], time.monotonic() + 30)
+    print(json.dumps([locale.getpreferredencoding(False), request]))
+""")
+
+
+def test_a_request_is_read_as_utf8_whatever_the_ranks_locale(tmp_path: Path) -> None:
+    """pgle writes the request as UTF-8 JSON; a rank whose locale is not UTF-8 (here ASCII:
+    LC_ALL=C with Python's UTF-8 mode and locale coercion off) still reads its paths as
+    written, not once per poll until the deadline."""
+    to = str(tmp_path / "proj ü" / "got-0")
+    path = tmp_path / "request-0.json"
+    path.write_bytes(json.dumps({"fetch": [{"key": "k0", "to": to}]},
+                                ensure_ascii=False).encode())
+    script = tmp_path / "ascii.py"
+    script.write_text(ASCII_LOCALE)
+    proc = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
+                          text=True, encoding="utf-8", timeout=120, check=False,
+                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO)), LC_ALL="C",
+                                       PYTHONUTF8="0", PYTHONCOERCECLOCALE="0"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    encoding, request = json.loads(proc.stdout.splitlines()[-1])
+    assert encoding.lower() in ("ascii", "ansi_x3.4-1968"), encoding
+    assert request["fetch"] == [{"key": "k0", "to": to}]
 
 
 def test_the_streams_are_flushed_whatever_state_they_are_in(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ The packages, the files each mutates and the fast tests that judge them are in p
 package the checkout (tracked and untracked files, as a clean clone sees them) is copied to a
 scratch folder, `[tool.mutmut]` there narrowed to the package's files and tests, and
 `mutmut run` runs in it; the tests and their `python -m pgle` subprocesses import the mutated
-copy (tests/mutants/site/sitecustomize.py, on their PYTHONPATH).
+copy (tests/mutants/site/mutation_setup.py, on their PYTHONPATH).
 
 Score = killed / (mutants - equivalent). A survivor is either a missing test (write it) or an
 equivalent mutant (no behaviour differs): list it with the reason in
@@ -77,10 +77,32 @@ def checkout_files() -> list[str]:
     return [rel for rel in files.decode().split("\0") if rel and (REPO / rel).is_file()]
 
 
+# Command mode (`pgle run -- python script.py`) puts pgle/launch/boot first on the workload's
+# PYTHONPATH, so its sitecustomize runs before the site folder's, and it imports the harness
+# (whose import already calls trampolined code). In the copy it first sets up the mutation run
+# (tests/mutants/site/mutation_setup.py), or the stats pass's trampolines in that process would
+# ask for mutmut's configuration, which only mutmut's process has, and the harness fail to start.
+BOOT = "pgle/launch/boot/sitecustomize.py"
+BOOT_PROLOGUE = """\
+try:  # tests/mutants/score.py: the mutation run's set-up, where the site folder is on the path
+    import mutation_setup  # noqa: F401
+except ModuleNotFoundError:
+    pass
+"""
+
+
+def copied_text(rel: str) -> bytes:
+    """A checkout file as the copy holds it."""
+    data = (REPO / rel).read_bytes()
+    return BOOT_PROLOGUE.encode() + data if rel == BOOT else data
+
+
 def checkout_copy(dest: Path) -> None:
     for rel in checkout_files():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, dest / rel)
+        if rel == BOOT:
+            (dest / rel).write_bytes(copied_text(rel))
 
 
 MARKERS = "not xla_gpu and not slurm"
@@ -143,7 +165,7 @@ def prepare_copy(copy: Path, name: str, spec: dict) -> None:
     copy.mkdir(parents=True, exist_ok=True)
     checkout_copy(copy)
     # pgle.cli is cli/ (package-dir in pyproject.toml): in the copy it lives where `import`
-    # finds it without the editable install (tests/mutants/site/sitecustomize.py).
+    # finds it without the editable install (tests/mutants/site/mutation_setup.py).
     shutil.copytree(copy / "cli", copy / "pgle" / "cli", dirs_exist_ok=True)
     narrow_config(copy, spec["files"], spec["tests"], spec.get("deselect", []),
                   spec.get("markers", MARKERS))
@@ -187,7 +209,7 @@ def changed_since(copy: Path) -> list[str]:
     ran = [rel for rel in checkout_files()
            if rel.startswith(("pgle/", "cli/", "tests/")) and not rel.startswith("tests/mutants/")]
     return [rel for rel in ran if not (copy / rel).is_file()
-            or (copy / rel).read_bytes() != (REPO / rel).read_bytes()]
+            or (copy / rel).read_bytes() != copied_text(rel)]
 
 
 def torn_mutants(copy: Path) -> list[str]:

@@ -50,14 +50,15 @@ root, extra = sys.argv[1], sys.argv[2]
 sys.argv = ["pgle"] + sys.argv[3:]
 sys.path.insert(0, root)
 sys.path += [p for p in extra.split(os.pathsep) if p]
-spec = importlib.util.spec_from_file_location(
-    "pgle.cli", os.path.join(root, "cli", "__init__.py"),
-    submodule_search_locations=[os.path.join(root, "cli")])
-mod = importlib.util.module_from_spec(spec)
-sys.modules["pgle.cli"] = mod
-spec.loader.exec_module(mod)
-import pgle
-pgle.cli = mod
+cli = os.path.join(root, "cli")
+if os.path.isdir(cli):  # the source tree: pgle.cli is cli/ (a mutation copy has pgle/cli/)
+    spec = importlib.util.spec_from_file_location(
+        "pgle.cli", os.path.join(cli, "__init__.py"), submodule_search_locations=[cli])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["pgle.cli"] = mod
+    spec.loader.exec_module(mod)
+    import pgle
+    pgle.cli = mod
 from pgle.cli.main import main
 main()
 """

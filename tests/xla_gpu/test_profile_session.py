@@ -20,7 +20,6 @@ from pathlib import Path
 
 import lane
 import pytest
-from helpers.mutmut_names import is_trampoline_site
 from helpers.reference_events import read_events
 from test_live import BOOT, MATRIX, REPO, _dep_paths, python_of
 
@@ -57,8 +56,7 @@ def test_the_scripts_own_session_is_handled_like_start_trace(version, mode, tmp_
     report, err = _collect(python, tmp_path, mode, own)
     script = report["window"]["script_trace"]
     # The run's events name the script's own start and stop lines (not jax's start_trace/trace
-    # calling ProfileSession.start, nor contextlib's; the `with` line for trace); in the
-    # mutation run, the line of mutmut's trampoline.
+    # calling ProfileSession.start, nor contextlib's; the `with` line for trace).
     calls = read_events(Path(report["run_dir"]) / "events.jsonl").script_traces
     assert [c["call"] for c in calls] == ["start", "stop"], calls
     assert calls[0]["site"] == script["site"], (calls, script)
@@ -66,8 +64,6 @@ def test_the_scripts_own_session_is_handled_like_start_trace(version, mode, tmp_
              "trace": ("jax.profiler.trace(", "jax.profiler.trace("),
              "session": (".start()", ".stop()"), "session-thread": (".start()", ".stop()")}
     for call, want in zip(calls, wants[mode], strict=True):
-        if is_trampoline_site(call["site"]):
-            continue
         assert re.search(r"profile_session_script\.py:\d+$", call["site"]), call
         assert call["site"].startswith(str(SCRIPT)), call
         line = int(call["site"].rsplit(":", 1)[1])
