@@ -388,3 +388,117 @@ def test_settling_waits_for_the_device_work_still_queued() -> None:
     assert not y.is_ready()  # still queued: async dispatch
     harness._wait_for_devices()
     assert y.is_ready()
+
+
+def test_the_persistent_caches_jax_events_are_recorded_with_the_compiles_thread(
+        tmp_path: Path) -> None:
+    """jax's listener call for each monitoring event (`record_event(name, **kwargs)`): the
+    persistent compilation cache's events are recorded (compiles.py reads hits and writes
+    from them), named by the thread that compiled, every other field as text; other events
+    are not."""
+    import threading
+
+    path = tmp_path / "events.jsonl"
+    harness = Harness(schema.HarnessSpec(events=str(path),
+                                         workload=schema.WorkloadSpec("w.py", None)))
+    try:
+        harness._on_event("/jax/compilation_cache/cache_hits")
+        harness._on_event("/jax/compilation_cache/cache_misses", fun_name="jit_f", size=3,
+                          thread="not the compile's")
+        harness._on_event("/jax/core/compile/jaxpr_trace", fun_name="jit_f")
+    finally:
+        harness.events.close()
+    me = str(threading.get_native_id())
+    assert [{k: v for k, v in e.items() if k not in ("kind", "t", "edges")}
+            for e in _of_kind(path, schema.JAX_EVENT)] == [
+        {"event": "/jax/compilation_cache/cache_hits", "thread": me},
+        {"event": "/jax/compilation_cache/cache_misses", "thread": me, "fun_name": "jit_f",
+         "size": "3"}]
+
+
+def test_each_backend_compile_is_recorded_and_the_first_checks_flags_and_backend(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """jax's duration listener call: each backend compile is one record (its function when jax
+    names it, its seconds, the compiling thread) and one compile counted; the first one also
+    checks XLA_FLAGS against pgle's and records the backend, once; other durations are not
+    compiles."""
+    import threading
+
+    from pgle.launch import harness as hooks
+    from pgle.launch.harness import BACKEND_COMPILE_EVENT
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/dump")  # the script assigned it
+    path = tmp_path / "events.jsonl"
+    want = "--xla_gpu_pgle_profile_file_or_directory_path=p.pb"
+    harness = Harness(schema.HarnessSpec(
+        events=str(path), workload=schema.WorkloadSpec("w.py", None),
+        expected_xla_flags={"xla_gpu_pgle_profile_file_or_directory_path": want}))
+    try:
+        harness._on_duration("/jax/core/compile/jaxpr_trace_duration", 0.5, fun_name="jit_f")
+        # inside the first call of the counted function jit(f), as its proxy marks it
+        hooks._depth.name = "jit(f)"
+        try:
+            harness._on_duration(BACKEND_COMPILE_EVENT, 0.25, fun_name="jit_f")
+        finally:
+            hooks._depth.name = None
+        harness._on_duration(BACKEND_COMPILE_EVENT, 0.5)  # jax <= 0.5.3 names no function
+        harness._on_duration(BACKEND_COMPILE_EVENT, 0.125, fun_name="jit_g")
+    finally:
+        harness.events.close()
+    me = str(threading.get_native_id())
+    assert [(e["fun_name"], e["seconds"], e["thread"]) for e in _of_kind(path, schema.COMPILE)] \
+        == [("jit_f", 0.25, me), (None, 0.5, me), ("jit_g", 0.125, me)]
+    assert harness.jits.compiles == 3 and harness.jits.modules == {"jit(f)": "jit_f"}
+    (seen,) = _of_kind(path, schema.XLA_FLAGS_SEEN)
+    assert (seen["effective"], seen["missing"]) == (
+        "--xla_dump_to=/tmp/dump", ["xla_gpu_pgle_profile_file_or_directory_path"])
+    (backend,) = _of_kind(path, schema.BACKEND)
+    assert (backend["platform"], backend["process_count"]) == ("cpu", 1)
+
+
+def test_warnings_are_recorded_and_jaxs_forced_ones_shown_once_per_place(
+        tmp_path: Path) -> None:
+    """Every warning the workload shows is recorded (category, message, file, line). The
+    categories pgle makes "always" (auto PGLE's empty-profile warning) are forced for jax's
+    own modules only, and each distinct one from jax's files reaches the terminal once, as
+    Python's default rule would show it; the user's own warnings are shown as Python shows
+    them. A category name this Python lacks forces every jax warning."""
+    import io
+    import warnings
+
+    import jax
+
+    jax_file = str(Path(jax.__file__).parent / "_src" / "profiler.py")
+    out = io.StringIO()
+
+    def shown(always: list[str], calls: list[tuple[str, type[Warning], str, int]]
+              ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[Any]]:
+        path = tmp_path / f"events-{len(always)}.jsonl"
+        harness = Harness(schema.HarnessSpec(events=str(path),
+                                             workload=schema.WorkloadSpec("w.py", None),
+                                             warnings_always=tuple(always)))
+        terminal: list[tuple[Any, ...]] = []
+        with warnings.catch_warnings():  # restores Python's showwarning and filters after
+            warnings.showwarning = lambda m, c, f, n, file=None, line=None: terminal.append(
+                (str(m), c.__name__, f, n, file, line))
+            harness._capture_warnings()
+            filters = [(a, c, getattr(mod, "pattern", mod)) for a, _, c, mod, _ in
+                       warnings.filters[:len(always)]]
+            for message, category, filename, lineno in calls:
+                warnings.showwarning(message, category, filename, lineno, out, "src")
+        harness.events.close()
+        return terminal, [(e["category"], e["message"], e["filename"], e["lineno"])
+                          for e in _of_kind(path, schema.WARNING)], filters
+
+    calls = [("empty profile", UserWarning, jax_file, 10), ("mine", UserWarning, "/w/t.py", 3)]
+    calls = calls + calls + [("empty profile for jit_g", UserWarning, jax_file, 10)]
+    calls += [("deprecated", DeprecationWarning, jax_file, 12)] * 2
+    terminal, recorded, filters = shown(["UserWarning"], calls)
+    assert filters == [("always", UserWarning, "jax\\.")]
+    assert recorded == [(c.__name__, m, f, n) for m, c, f, n in calls]
+    assert terminal == [(m, c.__name__, f, n, out, "src") for m, c, f, n in
+                        [calls[0], calls[1], calls[3], calls[4], calls[5], calls[6]]]
+    terminal, _, filters = shown(["UserWarning", "NoSuchWarning"], calls)
+    assert filters == [("always", Warning, "jax\\."), ("always", UserWarning, "jax\\.")]
+    assert [t[:4] for t in terminal] == [(m, c.__name__, f, n) for m, c, f, n in
+                                         [calls[0], calls[1], calls[3], calls[4], calls[5]]]
