@@ -944,7 +944,7 @@ class Harness:
             from pgle.xla.flags import XlaFlags  # importable: see the schema import above
 
             have = {f.name: f.raw for f in XlaFlags.parse(effective).flags}
-        except Exception:
+        except Exception:  # not flags XLA could read (FlagError): its words, as they stand
             have = {t.split("=", 1)[0].lstrip("-"): t for t in effective.split()}
         missing = sorted(name for name, raw in expected.items() if have.get(name) != raw)
         self.events.write(schema.XLA_FLAGS_SEEN, effective=effective, missing=missing)
@@ -1237,7 +1237,6 @@ def _count_execution() -> None:
     _EXECUTIONS[0] += 1
 
 
-_STACK_FILES: list[TextIO] = []  # kept open: faulthandler writes to them from its signal handler
 
 
 def _register_stack_dump(home: str, events: Events) -> None:
@@ -1253,9 +1252,10 @@ def _register_stack_dump(home: str, events: Events) -> None:
         fd = os.open(
             path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
         )
+        # faulthandler holds the file while the signal is registered (CPython 3.11's register
+        # keeps a reference) and writes to its descriptor from the signal handler.
         stream = os.fdopen(fd, "w")
         faulthandler.register(sig, file=stream, all_threads=True, chain=False)
-        _STACK_FILES.append(stream)
         events.write(
             schema.STACKS,
             file=path,

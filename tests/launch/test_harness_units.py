@@ -502,3 +502,96 @@ def test_warnings_are_recorded_and_jaxs_forced_ones_shown_once_per_place(
     assert filters == [("always", Warning, "jax\\."), ("always", UserWarning, "jax\\.")]
     assert [t[:4] for t in terminal] == [(m, c.__name__, f, n) for m, c, f, n in
                                          [calls[0], calls[1], calls[3], calls[4], calls[5]]]
+
+
+STACK_DUMP = """
+import json, os, signal, sys, threading
+from pgle.evidence import schema
+from pgle.launch import harness
+home = sys.argv[1]
+os.umask(0o022)
+own = []  # the workload's own handler of that signal: pgle's dump does not call it
+signal.signal(getattr(signal, schema.DUMP_SIGNAL), lambda *a: own.append(1))
+events = harness.Events(os.path.join(home, "events.jsonl"))
+harness._register_stack_dump(home, events)
+waiting = threading.Event()
+t = threading.Thread(target=waiting.wait, name="loader", daemon=True)
+t.start()
+os.kill(os.getpid(), getattr(signal, schema.DUMP_SIGNAL))  # what the stall watchdog sends
+waiting.set()
+t.join()
+events.close()
+print(json.dumps({"main": hex(threading.main_thread().ident), "loader": hex(t.ident),
+                  "own": len(own)}))
+"""
+
+
+def test_pgles_signal_dumps_every_threads_stack_and_a_planted_link_is_refused(
+        tmp_path: Path) -> None:
+    """The stall watchdog's signal makes the workload write every thread's Python stack to
+    the run folder's stacks.txt (recorded with the signal and the main thread's id, which the
+    dump names), and the process goes on. A link planted where the file goes (a shared run
+    folder) is not followed: the failure is recorded and the run goes on without dumps."""
+    from helpers.pgle_testing import script_json
+
+    home = tmp_path / "run"
+    home.mkdir()
+    out = script_json(tmp_path, "dump.py", STACK_DUMP, str(home))
+    (stacks,) = _of_kind(home / "events.jsonl", schema.STACKS)
+    assert (stacks["file"], stacks["main_thread"]) == (str(home / "stacks.txt"), out["main"])
+    assert stacks["signal"] == 23 and out["own"] == 0  # SIGURG on Linux
+    assert (home / "stacks.txt").stat().st_mode & 0o777 == 0o644  # 0o666 less the umask
+    dump = (home / "stacks.txt").read_text()
+    main, loader = (f"{int(out[k], 16):#018x}" for k in ("main", "loader"))  # as faulthandler
+    assert f"Current thread {main}" in dump and f"Thread {loader}" in dump
+    assert 'File "' in dump and "dump.py" in dump
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    target = tmp_path / "elsewhere.txt"
+    (planted / "stacks.txt").symlink_to(target)
+    script_json(tmp_path, "dump.py", STACK_DUMP.replace(
+        "os.kill(os.getpid(), getattr(signal, schema.DUMP_SIGNAL))", "pass"), str(planted))
+    assert not target.exists() and not _of_kind(planted / "events.jsonl", schema.STACKS)
+    (error,) = _of_kind(planted / "events.jsonl", schema.OBSERVE_ERROR)
+    assert error["error"].startswith("stack dump: OSError: [Errno 40]"), error
+
+
+def test_pgles_flags_are_found_in_xla_flags_as_xla_reads_them(tmp_path: Path,
+                                                               monkeypatch: Any,
+                                                               capsys: Any) -> None:
+    """At the first compile the harness reads XLA_FLAGS as XLA does (a quoted value holds its
+    spaces: a profile in "proj ü/"), so pgle's flag is found there; a script that deleted
+    XLA_FLAGS dropped them, recorded with the empty value it left and said on the workload's
+    stderr with the fix. XLA_FLAGS set after XLA read it to words XLA could not read (no
+    leading "--", no such file) is looked through word by word."""
+    from pgle.launch.harness import BACKEND_COMPILE_EVENT
+
+    name = "xla_gpu_pgle_profile_file_or_directory_path"
+    lhs = "xla_gpu_enable_latency_hiding_scheduler"
+    want, also = f'--{name}="/proj ü/p.pb"', f"--{lhs}=true"
+
+    def seen(flags: str | None, expected: dict[str, str]) -> list[Any]:
+        if flags is None:
+            monkeypatch.delenv("XLA_FLAGS", raising=False)
+        else:
+            monkeypatch.setenv("XLA_FLAGS", flags)
+        path = tmp_path / f"events-{len(list(tmp_path.iterdir()))}.jsonl"
+        harness = Harness(schema.HarnessSpec(events=str(path),
+                                             workload=schema.WorkloadSpec("w.py", None),
+                                             expected_xla_flags=expected))
+        harness._on_duration(BACKEND_COMPILE_EVENT, 0.1, fun_name="jit_f")
+        harness.events.close()
+        return [(e["effective"], e["missing"]) for e in _of_kind(path, schema.XLA_FLAGS_SEEN)]
+
+    assert seen(f"--xla_dump_to=/d {want}", {name: want}) == [(f"--xla_dump_to=/d {want}", [])]
+    assert capsys.readouterr().err == ""
+    assert seen(None, {name: want, lhs: also}) == [("", [lhs, name])]  # by name
+    assert capsys.readouterr().err == (
+        f"pgle: warning: the workload replaced XLA_FLAGS before XLA read it, so pgle's {also} "
+        f"{want} never reached XLA (XLA_FLAGS is now ''). Make the script append: "
+        "os.environ['XLA_FLAGS'] = os.environ.get('XLA_FLAGS', '') + ' ...'\n")
+    # a profile in a folder named for its hyperparameters
+    simple = f"--{name}=/runs/lr=3e-4/p.pb"
+    assert seen(f"stray --xla_dump_to=/d {simple}", {name: simple}) == [
+        (f"stray --xla_dump_to=/d {simple}", [])]
+    assert seen("stray --xla_dump_to=/d", {name: simple}) == [("stray --xla_dump_to=/d", [name])]
