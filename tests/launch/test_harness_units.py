@@ -595,3 +595,96 @@ def test_pgles_flags_are_found_in_xla_flags_as_xla_reads_them(tmp_path: Path,
     assert seen(f"stray --xla_dump_to=/d {simple}", {name: simple}) == [
         (f"stray --xla_dump_to=/d {simple}", [])]
     assert seen("stray --xla_dump_to=/d", {name: simple}) == [("stray --xla_dump_to=/d", [name])]
+
+
+PARENT_WATCH = """
+import json, os, subprocess, sys, threading, time
+from pgle.launch import harness
+mode = sys.argv[1]
+raw = os.environ.get("PGLE_PARENT_FD")
+if mode == "children":
+    harness.watch_parent(for_children=True)
+else:
+    harness.watch_parent()  # script mode, as harness.main calls it
+try:
+    inheritable = os.get_inheritable(int(raw))
+except (TypeError, ValueError, OSError):  # no such descriptor
+    inheritable = None
+# the workload's own child, in its group
+child = subprocess.Popen(["sleep", "120"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(json.dumps({"left": os.environ.get("PGLE_PARENT_FD"), "inheritable": inheritable,
+                  "watching": [t.name for t in threading.enumerate()
+                               if t.name == "pgle-parent-watch"],
+                  "child": child.pid}), flush=True)
+if mode != "ends":
+    time.sleep(120)
+"""
+
+
+def test_the_workload_and_its_children_die_when_pgle_is_gone(tmp_path: Path) -> None:
+    """pgle hands the workload the read end of a pipe only pgle writes to (PGLE_PARENT_FD):
+    once pgle is gone (its end closed, even by SIGKILL) the workload's whole process group is
+    killed. In script mode the variable is taken out and the descriptor kept from the
+    workload's own subprocesses; in command mode both stay for the Python processes below. A
+    variable that names no open descriptor watches nothing."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers.pgle_testing import REPO, pgle_env, pythonpath
+
+    script = tmp_path / "watched.py"
+    script.write_text(PARENT_WATCH)
+
+    def started(mode: str, fd_value: str | None, keep: int | None = None) -> tuple[Any, dict]:
+        env = pgle_env(PYTHONPATH=pythonpath(str(REPO)))
+        if fd_value is not None:
+            env["PGLE_PARENT_FD"] = fd_value
+        proc = subprocess.Popen([sys.executable, str(script), mode], env=env, cwd=tmp_path,
+                                pass_fds=[keep] if keep is not None else [],
+                                start_new_session=True,  # its own group: what pgle starts
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        return proc, json.loads(proc.stdout.readline())
+
+    def gone(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(") ", 1)[1][0] == "Z"
+        except FileNotFoundError:
+            return True
+
+    for mode, left, inheritable in (("script", None, False), ("children", "FD", True)):
+        r, w = os.pipe()
+        proc, info = started(mode, str(r), keep=r)
+        os.close(r)
+        assert info["watching"] == ["pgle-parent-watch"], info
+        assert info["left"] == (str(r) if left else None) and info["inheritable"] is inheritable
+        os.close(w)  # pgle is gone
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+        proc.communicate()
+        for _ in range(100):  # the group's SIGKILL reaches the child at once; reaped by init
+            if gone(info["child"]):
+                break
+            time.sleep(0.05)
+        assert gone(info["child"]), info
+    r, w = os.pipe()  # a workload that ends while pgle lives: the watch does not hold it
+    proc, info = started("ends", str(r), keep=r)
+    os.close(r)
+    try:
+        assert info["watching"] == ["pgle-parent-watch"] and proc.wait(timeout=60) == 0
+    finally:
+        os.close(w)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    for value in (None, "abc", "987"):  # none (no pgle); not a number; no such descriptor
+        proc, info = started("script", value)
+        try:
+            assert info["watching"] == [] and info["left"] is None, info
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
