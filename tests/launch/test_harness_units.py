@@ -693,3 +693,18 @@ def test_the_workload_and_its_children_die_when_pgle_is_gone(tmp_path: Path) -> 
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
+
+
+
+
+def test_a_pjit_step_is_counted_as_jit_and_keeps_jaxs_deprecation_warning(
+        tmp_path: Path) -> None:
+    """`jax.experimental.pjit.pjit` (deprecated since jax 0.8, still in older training code):
+    its calls are counted as the jit of the same function, and importing it still warns as
+    jax does (jax 0.10.2 serves it from the module's deprecation table)."""
+    from helpers.pgle_testing import WORKLOADS, script_json
+
+    script = (WORKLOADS / "pjit_counted_script.py").read_text()
+    out = script_json(tmp_path, "pjit_step.py", script, str(tmp_path))
+    assert out == {"warned": ["DeprecationWarning"], "outs": [[2.0, 2.0, 2.0]] * 3,
+                   "functions": [["jit(step)", 3]]}

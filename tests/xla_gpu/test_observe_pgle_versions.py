@@ -25,3 +25,25 @@ def test_each_profiled_execution_names_its_module_on_every_jax(version, tmp_path
     # the mutation run's site folder (if any) first: its pgle is the mutated copy
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO)) if p)
     observed_pgle.check(observed_pgle.run(python_of(version), tmp_path, env))
+
+
+@pytest.mark.parametrize("version", ["0.7.2", "0.8.3"])
+def test_a_pjit_step_is_counted_as_jit_on_both_sides_of_its_deprecation(version, tmp_path):
+    """`jax.experimental.pjit.pjit` is a plain attribute up to jax 0.7.2 and an entry of the
+    module's deprecation table from 0.8 (checked in the lane's venvs): the harness counts
+    its calls as jit either way, and jax's own warning stays where jax gives one."""
+    import json
+    import subprocess
+
+    if version not in MATRIX:
+        pytest.skip(f"jax {version} is not in this lane's matrix")
+    env = lane.venv_env(JAX_PLATFORMS="cpu")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO)) if p)
+    script = REPO / "tests" / "workloads" / "pjit_counted_script.py"
+    p = subprocess.run([python_of(version), str(script), str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    warned = ["DeprecationWarning"] if lane.vtuple(version) >= (0, 8) else []
+    assert out == {"warned": warned, "outs": [[2.0, 2.0, 2.0]] * 3,
+                   "functions": [["jit(step)", 3]]}
