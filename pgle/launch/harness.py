@@ -1237,8 +1237,6 @@ def _count_execution() -> None:
     _EXECUTIONS[0] += 1
 
 
-
-
 def _register_stack_dump(home: str, events: Events) -> None:
     """pgle's dump signal makes faulthandler write every thread's Python stack to
     <home>/stacks.txt (the stall watchdog, pgle.launch.stall); C code, so it answers while
