@@ -708,3 +708,14 @@ def test_a_pjit_step_is_counted_as_jit_and_keeps_jaxs_deprecation_warning(
     out = script_json(tmp_path, "pjit_step.py", script, str(tmp_path))
     assert out == {"warned": ["DeprecationWarning"], "outs": [[2.0, 2.0, 2.0]] * 3,
                    "functions": [["jit(step)", 3]]}
+
+
+def test_the_workloads_exit_is_recorded_once(tmp_path: Path) -> None:
+    """The harness finishes at the script's end and again from its exit hooks (atexit, an
+    os._exit wrapper, a signal): the exit is recorded once, with the first code."""
+    path = tmp_path / "events.jsonl"
+    harness = Harness(schema.HarnessSpec(events=str(path),
+                                         workload=schema.WorkloadSpec("w.py", None)))
+    harness._finish(0)
+    harness._finish(3, "SystemExit: 3")
+    assert [(e["code"], e["error"]) for e in _of_kind(path, schema.EXIT)] == [(0, None)]
