@@ -54,14 +54,15 @@ def pythonpath(*first: str) -> str:
     return os.pathsep.join(p for p in (*first, os.environ.get("PYTHONPATH")) if p)
 
 
-def script_json(folder: Path, name: str, text: str, *args: str, timeout: float = 60) -> Any:
-    """Run `text` as the script `folder/name` (ARGS after it) with this tree's pgle, exit 0
-    required; the JSON on its last stdout line."""
+def script_json(folder: Path, name: str, text: str, *args: str, timeout: float = 60,
+                env: dict[str, str] | None = None) -> Any:
+    """Run `text` as the script `folder/name` (ARGS after it) with this tree's pgle (`env`:
+    more variables), exit 0 required; the JSON on its last stdout line."""
     script = folder / name
     script.write_text(text)
     proc = subprocess.run([sys.executable, str(script), *args], cwd=folder,
-                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO))),
-                          capture_output=True, text=True, timeout=timeout)
+                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO)), **(env or {})),
+                          capture_output=True, text=True, encoding="utf-8", timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

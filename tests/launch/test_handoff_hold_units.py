@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from helpers.pgle_testing import REPO, pgle_env, pythonpath, script_json
+from helpers.pgle_testing import script_json
 from pgle.launch import handoff
 
 
@@ -52,14 +51,9 @@ def test_a_request_is_read_as_utf8_whatever_the_ranks_locale(tmp_path: Path) -> 
     path = tmp_path / "request-0.json"
     path.write_bytes(json.dumps({"fetch": [{"key": "k0", "to": to}]},
                                 ensure_ascii=False).encode())
-    script = tmp_path / "ascii.py"
-    script.write_text(ASCII_LOCALE)
-    proc = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
-                          text=True, encoding="utf-8", timeout=120, check=False,
-                          env=pgle_env(PYTHONPATH=pythonpath(str(REPO)), LC_ALL="C",
-                                       PYTHONUTF8="0", PYTHONCOERCECLOCALE="0"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    encoding, request = json.loads(proc.stdout.splitlines()[-1])
+    encoding, request = script_json(tmp_path, "ascii.py", ASCII_LOCALE, str(path), timeout=120,
+                                    env={"LC_ALL": "C", "PYTHONUTF8": "0",
+                                         "PYTHONCOERCECLOCALE": "0"})
     assert encoding.lower() in ("ascii", "ansi_x3.4-1968"), encoding
     assert request["fetch"] == [{"key": "k0", "to": to}]
 

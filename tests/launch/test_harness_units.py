@@ -52,6 +52,12 @@ class Profiler:
         Path(self.target, "plugins", "host.xplane.pb").write_bytes(b"x" * self.size)
 
 
+def _harness(path: Path, **spec: Any) -> Harness:
+    """A harness writing `path`, of a script w.py (schema.HarnessSpec's other fields: `spec`)."""
+    return Harness(schema.HarnessSpec(events=str(path), workload=schema.WorkloadSpec("w.py", None),
+                                      **spec))
+
+
 def _of_kind(events: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in step_records.old_lines(events) if e["kind"] == kind]
 
@@ -399,8 +405,7 @@ def test_the_persistent_caches_jax_events_are_recorded_with_the_compiles_thread(
     import threading
 
     path = tmp_path / "events.jsonl"
-    harness = Harness(schema.HarnessSpec(events=str(path),
-                                         workload=schema.WorkloadSpec("w.py", None)))
+    harness = _harness(path)
     try:
         harness._on_event("/jax/compilation_cache/cache_hits")
         harness._on_event("/jax/compilation_cache/cache_misses", fun_name="jit_f", size=3,
@@ -430,9 +435,8 @@ def test_each_backend_compile_is_recorded_and_the_first_checks_flags_and_backend
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/dump")  # the script assigned it
     path = tmp_path / "events.jsonl"
     want = "--xla_gpu_pgle_profile_file_or_directory_path=p.pb"
-    harness = Harness(schema.HarnessSpec(
-        events=str(path), workload=schema.WorkloadSpec("w.py", None),
-        expected_xla_flags={"xla_gpu_pgle_profile_file_or_directory_path": want}))
+    harness = _harness(path, expected_xla_flags={
+        "xla_gpu_pgle_profile_file_or_directory_path": want})
     try:
         harness._on_duration("/jax/core/compile/jaxpr_trace_duration", 0.5, fun_name="jit_f")
         # inside the first call of the counted function jit(f), as its proxy marks it
@@ -479,9 +483,7 @@ def test_warnings_are_recorded_and_jaxs_forced_ones_shown_once_per_place(
     def shown(always: list[str], calls: list[tuple[str, type[Warning], str, int]]
               ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[Any]]:
         path = tmp_path / f"events-{len(always)}.jsonl"
-        harness = Harness(schema.HarnessSpec(events=str(path),
-                                             workload=schema.WorkloadSpec("w.py", None),
-                                             warnings_always=tuple(always)))
+        harness = _harness(path, warnings_always=tuple(always))
         terminal: list[tuple[Any, ...]] = []
         with warnings.catch_warnings():  # restores Python's showwarning and filters after
             warnings.showwarning = lambda m, c, f, n, file=None, line=None: terminal.append(
@@ -581,9 +583,7 @@ def test_pgles_flags_are_found_in_xla_flags_as_xla_reads_them(tmp_path: Path,
         else:
             monkeypatch.setenv("XLA_FLAGS", flags)
         path = tmp_path / f"events-{len(list(tmp_path.iterdir()))}.jsonl"
-        harness = Harness(schema.HarnessSpec(events=str(path),
-                                             workload=schema.WorkloadSpec("w.py", None),
-                                             expected_xla_flags=expected))
+        harness = _harness(path, expected_xla_flags=expected)
         harness._on_duration(BACKEND_COMPILE_EVENT, 0.1, fun_name="jit_f")
         harness.events.close()
         return [(e["effective"], e["missing"]) for e in _of_kind(path, schema.XLA_FLAGS_SEEN)]
@@ -637,9 +637,8 @@ def test_the_workload_and_its_children_die_when_pgle_is_gone(tmp_path: Path) -> 
     import signal
     import subprocess
     import sys
-    import time
-
     from helpers.pgle_testing import REPO, pgle_env, pythonpath
+    from helpers.processes import gone, wait_until
 
     script = tmp_path / "watched.py"
     script.write_text(PARENT_WATCH)
@@ -655,13 +654,6 @@ def test_the_workload_and_its_children_die_when_pgle_is_gone(tmp_path: Path) -> 
         assert proc.stdout is not None
         return proc, json.loads(proc.stdout.readline())
 
-    def gone(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().split(") ", 1)[1][0] == "Z"
-        except FileNotFoundError:
-            return True
-
     for mode, left, inheritable in (("script", None, False), ("children", "FD", True)):
         r, w = os.pipe()
         proc, info = started(mode, str(r), keep=r)
@@ -671,11 +663,8 @@ def test_the_workload_and_its_children_die_when_pgle_is_gone(tmp_path: Path) -> 
         os.close(w)  # pgle is gone
         assert proc.wait(timeout=60) == -signal.SIGKILL
         proc.communicate()
-        for _ in range(100):  # the group's SIGKILL reaches the child at once; reaped by init
-            if gone(info["child"]):
-                break
-            time.sleep(0.05)
-        assert gone(info["child"]), info
+        # the group's SIGKILL reaches the child at once; init reaps it
+        wait_until(lambda: gone(info["child"]), "the workload's child killed", timeout=30)
     r, w = os.pipe()  # a workload that ends while pgle lives: the watch does not hold it
     proc, info = started("ends", str(r), keep=r)
     os.close(r)
@@ -714,8 +703,7 @@ def test_the_workloads_exit_is_recorded_once(tmp_path: Path) -> None:
     """The harness finishes at the script's end and again from its exit hooks (atexit, an
     os._exit wrapper, a signal): the exit is recorded once, with the first code."""
     path = tmp_path / "events.jsonl"
-    harness = Harness(schema.HarnessSpec(events=str(path),
-                                         workload=schema.WorkloadSpec("w.py", None)))
+    harness = _harness(path)
     harness._finish(0)
     harness._finish(3, "SystemExit: 3")
     assert [(e["code"], e["error"]) for e in _of_kind(path, schema.EXIT)] == [(0, None)]

@@ -100,9 +100,10 @@ def copied_text(rel: str) -> bytes:
 def checkout_copy(dest: Path) -> None:
     for rel in checkout_files():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / rel, dest / rel)
         if rel == BOOT:
             (dest / rel).write_bytes(copied_text(rel))
+        else:
+            shutil.copy2(REPO / rel, dest / rel)
 
 
 MARKERS = "not xla_gpu and not slurm"

@@ -19,12 +19,16 @@ from test_live import MATRIX, REPO, python_of
 pytestmark = pytest.mark.xla_gpu
 
 
-@pytest.mark.parametrize("version", MATRIX)
-def test_each_profiled_execution_names_its_module_on_every_jax(version, tmp_path):
+def _env() -> dict[str, str]:
     env = lane.venv_env(JAX_PLATFORMS="cpu")
     # the mutation run's site folder (if any) first: its pgle is the mutated copy
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO)) if p)
-    observed_pgle.check(observed_pgle.run(python_of(version), tmp_path, env))
+    return env
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_each_profiled_execution_names_its_module_on_every_jax(version, tmp_path):
+    observed_pgle.check(observed_pgle.run(python_of(version), tmp_path, _env()))
 
 
 @pytest.mark.parametrize("version", ["0.7.2", "0.8.3"])
@@ -37,10 +41,8 @@ def test_a_pjit_step_is_counted_as_jit_on_both_sides_of_its_deprecation(version,
 
     if version not in MATRIX:
         pytest.skip(f"jax {version} is not in this lane's matrix")
-    env = lane.venv_env(JAX_PLATFORMS="cpu")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO)) if p)
     script = REPO / "tests" / "workloads" / "pjit_counted_script.py"
-    p = subprocess.run([python_of(version), str(script), str(tmp_path)], env=env,
+    p = subprocess.run([python_of(version), str(script), str(tmp_path)], env=_env(),
                        capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
