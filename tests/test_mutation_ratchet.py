@@ -25,9 +25,11 @@ def test_the_ratchet_names_configured_packages_with_consistent_figures():
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pgle-mutation"]["packages"]
     assert ratchet and set(ratchet) <= set(packages)
     for name, r in ratchet.items():
-        counted = r["mutants"] - r["equivalent"]
+        unjudged = r["sample"]["of"] - r["sample"]["drawn"] if "sample" in r else 0
+        counted = r["mutants"] - r["equivalent"] - unjudged
         assert r["killed"] + len(r["survivors"]) == counted, name
-        assert r["score"] == round(r["killed"] / counted, 4), name
+        assert r["score"] == (score.estimate(r["killed"], counted, r["sample"]) if "sample" in r
+                              else round(r["killed"] / counted, 4)), name
         # Tests added since the recorded run keep its figure a floor (more tests kill no fewer
         # mutants); a test taken away needs a new run, or the floor measures tests that left.
         assert set(r["tests"]) <= set(packages[name]["tests"]), \
@@ -135,3 +137,49 @@ def test_a_stopped_survivors_run_resumes_with_the_mutants_it_had_not_run(tmp_pat
     assert score.still_to_run(copy, ["m.a", "m.b", "m.c", "m.d", "m.e", "m.f"]) == [
         "m.b", "m.d", "m.f"]
     assert score.still_to_run(copy, ["m.a", "m.c"]) == []
+
+
+def _metas(copy, codes: dict[str, dict[str, int | None]]) -> None:
+    """mutmut 3's per-file records of a kept copy: mutant -> exit code (None: not run yet)."""
+    for rel, by_key in codes.items():
+        meta = copy / "mutants" / f"{rel}.meta"
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps({"exit_code_by_key": by_key}))
+
+
+def test_a_sampled_run_weighs_each_drawn_mutant_for_the_pool_it_was_drawn_from(tmp_path):
+    """A run stopped with 6 of 10 mutants judged (5 killed, one survivor), then --sample 2 of
+    the 4 left: both drawn survive. Each stands for 2 of the pool, so the estimate is
+    5 / (6 + 2 x 2) = 50%, not the 5/8 of the judged nor the 5/6 before the sample; the two
+    undrawn are neither survivors nor counted, and the pool keeps its order from run to run."""
+    copy = tmp_path / "copy"
+    judged = {f"pgle.a.x_f__mutmut_{i}": 1 for i in range(5)} | {"pgle.a.x_f__mutmut_5": 0}
+    unrun = {f"pgle.a.x_g__mutmut_{i}": None for i in range(4)}
+    _metas(copy, {"pgle/a.py": judged | unrun})
+    pool = score.sample_pool(copy)
+    assert sorted(pool["pool"]) == sorted(unrun) and pool["drawn"] == 0
+    assert score.sample_pool(copy)["pool"] == pool["pool"]  # seeded: the same order again
+    pool["drawn"] = 2
+    drawn = pool["pool"][:2]
+    _metas(copy, {"pgle/a.py": judged | unrun | {k: 0 for k in drawn}})
+    result, files = score.sampled_result(score.read_statuses(copy), {}, pool)
+    assert result["survivors"] == sorted(["pgle.a.x_f__mutmut_5", *drawn])
+    assert (result["killed"], result["mutants"], result["equivalent"]) == (5, 10, 0)
+    assert result["sample"] == {"of": 4, "drawn": 2, "killed": 0, "counted": 2}
+    assert result["score"] == 0.5 == files["pgle/a.py"]
+    # an equivalent drawn mutant is not counted, and stands for none of the pool's
+    result, _ = score.sampled_result(score.read_statuses(copy), {drawn[0]: "why"}, pool)
+    assert result["sample"]["counted"] == 1 and result["score"] == round(5 / (6 + 2), 4)
+
+
+def test_sample_is_refused_without_a_kept_run_that_has_mutants(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        score.main(["redact", "--sample", "5"])
+    assert e.value.code == 2
+    assert "--sample: needs --scratch DIR" in capsys.readouterr().err
+    copy = tmp_path / "copy"
+    score.prepare_copy(copy, "redact", score.packages()["redact"])
+    with pytest.raises(SystemExit) as e:
+        score.run_package("redact", score.packages()["redact"], 1, scratch=copy, sample=5)
+    assert str(e.value) == (f"redact: --sample: {copy} holds no mutants yet: run the package "
+                            "there first (stop it any time)")

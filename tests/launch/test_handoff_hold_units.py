@@ -171,3 +171,48 @@ def test_a_held_rank_interrupted_says_so_and_stops(tmp_path: Path) -> None:
     out = _held(tmp_path, "interrupt")
     assert out.get("interrupted") is True and "held" not in out
     assert out["written"][-1] == ["released", {"error": "interrupted"}]
+
+
+class _GoneCoordinator:
+    """jax.distributed's client once its coordinator is gone: every get fails at once, with
+    a long message of several lines (as gRPC's are)."""
+
+    def key_value_set_bytes(self, key: str, value: bytes) -> None:
+        raise AssertionError("nothing is published in this round")
+
+    def blocking_key_value_get_bytes(self, key: str, timeout_ms: int) -> bytes:
+        raise RuntimeError("UNAVAILABLE: " + "y" * 300 + "\ndetails of the second line")
+
+
+def test_a_fetch_that_fails_at_once_is_its_rounds_error_cut_to_one_line(tmp_path: Path) -> None:
+    """The answer names the key and the error's first line, cut at 200 characters, and writes
+    nothing where the file was to go."""
+    answer = handoff._serve(_GoneCoordinator(), {
+        "publish": {}, "fetch": [{"key": "k0", "to": str(tmp_path / "got")}],
+        "timeout_s": 30.0, "final": True})
+    said = ("UNAVAILABLE: " + "y" * 300)[:200]
+    assert answer == {"fetched": {}, "errors": [f"fetch k0: RuntimeError: {said}"]}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_round_without_a_timeout_waits_the_default_minute_for_its_keys(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """A request whose timeout_s is missing or not a number (read as 0: `_wait_for`) waits 60 s
+    for a key that never comes, in slices. The clock here is the client's: each get that runs
+    out advances it by the slice it was given, so no real minute passes."""
+    now = [1000.0]
+
+    class Waiting:
+        def key_value_set_bytes(self, key: str, value: bytes) -> None:
+            raise AssertionError("nothing is published in this round")
+
+        def blocking_key_value_get_bytes(self, key: str, timeout_ms: int) -> bytes:
+            now[0] += timeout_ms / 1000
+            raise RuntimeError("DEADLINE_EXCEEDED: Deadline Exceeded")
+
+    monkeypatch.setattr(handoff.time, "monotonic", lambda: now[0])
+    answer = handoff._serve(Waiting(), {"publish": {}, "fetch": [
+        {"key": "k0", "to": str(tmp_path / "got")}], "timeout_s": 0.0, "final": True})
+    assert answer == {"fetched": {}, "errors": [
+        "fetch k0: TimeoutError: not in jax.distributed's key-value store within 60 s"]}
+    assert now[0] == 1060.0

@@ -707,3 +707,144 @@ def test_the_workloads_exit_is_recorded_once(tmp_path: Path) -> None:
     harness._finish(0)
     harness._finish(3, "SystemExit: 3")
     assert [(e["code"], e["error"]) for e in _of_kind(path, schema.EXIT)] == [(0, None)]
+
+
+def test_a_window_or_a_statistic_that_fails_at_the_end_never_hides_the_exit(
+        tmp_path: Path) -> None:
+    """The window's last word and the jitted-function record are said before the exit; each
+    that raises is recorded with its error, and the exit record (code and error) still comes."""
+    path = tmp_path / "events.jsonl"
+    harness = _harness(path)
+    harness.jax_ready = True  # as once the workload imported jax
+
+    def window_fails(*args: Any) -> None:
+        raise RuntimeError("the window broke")
+
+    def record_fails(events: Events) -> None:
+        raise ValueError("the statistic broke")
+
+    harness.window.on_exit = window_fails  # type: ignore[method-assign]
+    harness.jits.record = record_fails  # type: ignore[method-assign]
+    harness._finish(2, "SystemExit: 2")
+    kinds = [e["kind"] for e in step_records.old_lines(path)]
+    assert kinds[-3:] == [schema.TRACE_ERROR, schema.OBSERVE_ERROR, schema.EXIT], kinds
+    assert [e["error"] for e in _of_kind(path, schema.TRACE_ERROR)] == [
+        "RuntimeError: the window broke"]
+    assert [e["error"] for e in _of_kind(path, schema.OBSERVE_ERROR)] == [
+        "ValueError: the statistic broke"]
+    assert [(e["code"], e["error"]) for e in _of_kind(path, schema.EXIT)] == [
+        (2, "SystemExit: 2")]
+
+
+def test_a_steps_window_of_a_workload_that_marks_no_step_adds_nothing_at_its_end(
+        tmp_path: Path) -> None:
+    """--steps 0:2 and no step marked: at the end the window says nothing of a count of
+    steps (collect says the window never opened, with 0 steps seen:
+    pgle.commands.extract.window_never_opened); a name given, the names seen are said."""
+    path = tmp_path / "events.jsonl"
+    harness = _harness(path, profile=schema.WindowSpec("steps", str(tmp_path / "t"), start=0,
+                                                       count=2))
+    harness.jax_ready = True
+    harness._finish(0)
+    assert _of_kind(path, schema.WINDOW_WARNING) == []
+
+
+def test_a_hold_in_a_process_without_jax_distributed_is_released_with_why(
+        tmp_path: Path) -> None:
+    """`--gather kv` asks the workload to hold at its end; a process with no jax.distributed
+    client cannot: released at once, saying so, after its exit record."""
+    path = tmp_path / "events.jsonl"
+    harness = _harness(path, hold=True, hold_timeout_s=30.0)
+    harness.jax_ready = True
+    harness._finish(0)
+    kinds = [e["kind"] for e in step_records.old_lines(path)]
+    assert kinds[-2:] == [schema.EXIT, schema.RELEASED], kinds
+    assert [e["error"] for e in _of_kind(path, schema.RELEASED)] == [
+        "no jax.distributed client in this process"]
+    assert not (tmp_path / schema.HANDOFF_DIR).exists()
+
+
+HELD_EXIT = """
+import json, socket, sys
+import jax
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=1,
+                           process_id=0)
+from pgle.evidence import schema
+from pgle.launch import handoff
+from pgle.launch.harness import Harness
+held = []
+real_hold = handoff.hold
+handoff.hold = lambda *args: held.append(1) or real_hold(*args)  # counts, then holds
+harness = Harness(schema.HarnessSpec(events=sys.argv[1], workload=schema.WorkloadSpec("w.py", None),
+                                     hold=True, hold_timeout_s=0.3))
+harness.jax_ready = True
+harness._finish(0)
+harness._finish(0)  # the exit hooks finish again (atexit, os._exit): no second hold
+print(json.dumps([len(held), [json.loads(line) for line in open(sys.argv[1])]]))
+"""
+
+
+def test_a_held_exit_waits_for_pgle_in_the_run_folder_then_is_released(
+        tmp_path: Path) -> None:
+    """With a jax.distributed client the workload holds at its end, in the run folder's
+    hand-off folder, and is released when pgle asks nothing within the hold's timeout; the
+    exit hooks that finish again after it hold no more (a second hold would keep the job for
+    another timeout, 900 s by default)."""
+    from helpers.pgle_testing import script_json
+
+    path = tmp_path / "run" / "events.jsonl"
+    path.parent.mkdir()
+    holds, lines = script_json(tmp_path, "held.py", HELD_EXIT, str(path), timeout=120)
+    assert holds == 1
+    kinds = [e["kind"] for e in lines]
+    assert kinds[-3:] == [schema.EXIT, schema.HOLD, schema.RELEASED], kinds
+    (hold,) = [e for e in lines if e["kind"] == schema.HOLD]
+    assert (hold["process_index"], hold["process_count"]) == (0, 1)
+    assert hold["dir"] == str(tmp_path / "run" / schema.HANDOFF_DIR)
+    assert (tmp_path / "run" / schema.HANDOFF_DIR).is_dir()
+    assert lines[-1]["error"] == "pgle asked nothing within 0.3 s"
+
+
+NO_BACKEND = """
+import json, sys
+import jax
+from pgle.evidence import schema
+from pgle.launch.harness import Harness
+harness = Harness(schema.HarnessSpec(events=sys.argv[1],
+                                     workload=schema.WorkloadSpec("w.py", None)))
+harness._record_backend()
+harness.events.close()
+try:
+    jax.devices()
+except Exception as e:
+    raised = f"{type(e).__name__}: {e}"
+print(json.dumps([raised, [json.loads(line) for line in open(sys.argv[1])]]))
+"""
+
+
+def test_a_backend_that_cannot_come_up_is_recorded_with_jaxs_error(tmp_path: Path) -> None:
+    """A platform jax does not know (JAX_PLATFORMS=nosuch): jax.devices() raises, and the
+    harness records jax's error (its type and message, as jax raises it again after) rather
+    than a backend. (jax 0.10.2 with JAX_PLATFORMS=cuda and no CUDA plugin raises a bare
+    AssertionError instead: the record says what jax said.)"""
+    from helpers.pgle_testing import script_json
+
+    raised, lines = script_json(tmp_path, "nobackend.py", NO_BACKEND,
+                                str(tmp_path / "events.jsonl"), timeout=120,
+                                env={"JAX_PLATFORMS": "nosuch"})
+    assert raised.startswith("RuntimeError: Unable to initialize backend 'nosuch'"), raised
+    assert [(e["kind"], e.get("error")) for e in lines if e["kind"].startswith("backend")] == [
+        (schema.BACKEND_ERROR, raised)]
+
+
+def test_a_forked_child_that_exits_normally_records_no_exit_of_its_own(tmp_path: Path) -> None:
+    """A workload forks a child that ends with sys.exit (its interpreter's exit hooks run,
+    with the parent's harness in its memory): the run folder holds one exit, the workload's."""
+    lines = _run(tmp_path, "import os, sys\n"
+                           "import jax\n"
+                           "pid = os.fork()\n"
+                           "if pid == 0:\n"
+                           "    sys.exit(7)\n"
+                           "os.waitpid(pid, 0)\n")
+    assert [(e["code"], e["error"]) for e in lines if e["kind"] == schema.EXIT] == [(0, None)]

@@ -214,3 +214,19 @@ def test_each_rank_names_its_modules_by_a_fingerprint_and_keeps_their_text(
         assert out["at_cap"]["bytes"] == out["mine"]["bytes"] and out["at_cap"]["text_file"]
         assert sorted(os.listdir(tmp_path / f"ids-{rank}")) == sorted(
             {f"module-{out[k]['fingerprint']}.mlir" for k in ("double", "mine", "at_cap")})
+
+
+def test_a_compile_is_said_to_hold_a_profile_only_when_its_options_carry_one():
+    """Auto PGLE's recompile hands XLA the aggregated profile in
+    `executable_build_options.fdo_profile` (jax 0.4.31-0.12); options without one, with an
+    empty one, or of another shape (a jax that moved it) are compiles without a profile."""
+    from types import SimpleNamespace
+
+    from pgle.launch.jax_internals import _has_fdo_profile
+
+    def options(fdo: object) -> object:
+        return SimpleNamespace(executable_build_options=SimpleNamespace(fdo_profile=fdo))
+
+    assert _has_fdo_profile(options(b"\x08\x01")) is True
+    assert [_has_fdo_profile(o) for o in (options(b""), options(None), object(), None)] == [
+        False] * 4

@@ -952,3 +952,33 @@ def test_an_auto_step_window_is_bounded_by_its_seconds_and_a_steps_window_is_not
             stops[str(tmp_path / "auto")]["reason"]) == (2, "the 30 s bound")
     assert (stops[str(tmp_path / "asked")]["steps"],
             stops[str(tmp_path / "asked")]["reason"]) == (5, None)
+
+
+def test_a_kept_in_memory_sessions_export_that_fails_is_recorded_and_its_stop_still_returns(
+        made: Make, tmp_path: Path) -> None:
+    """jax >= 0.12's ProfileSession with no log_dir keeps its trace in memory, and pgle exports
+    it when the workload stops it (tests/xla_gpu/test_profile_session.py, on jax 0.12). Here a
+    class of the same methods whose export fails (a full disk): the workload's own stop still
+    returns what it returned, the error is recorded, and no trace folder is claimed."""
+    from pgle.launch.harness import _hook_session
+
+    class Session:
+        log_dir = None
+
+        def start(self) -> str:
+            return "started"
+
+        def stop(self) -> str:
+            return "stopped"
+
+        def export_profile_data(self, where: str) -> None:
+            raise OSError(28, "No space left on device")
+
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=0, count=1))
+    _hook_session(Session, s.window)
+    session = Session()
+    assert (session.start(), session.stop()) == ("started", "stopped")
+    assert [e["error"] for e in s.written(schema.TRACE_ERROR)] == [
+        "OSError: [Errno 28] No space left on device"]
+    assert [(e["call"], e["dir"]) for e in s.written(schema.SCRIPT_TRACE)] == [
+        ("start", None), ("stop", None)]

@@ -8,6 +8,9 @@
                                                               # (and in docs/development.md)
     python3 tests/mutants/score.py jobs --survivors --write  # after adding tests: rerun only
                                                               # the recorded survivors
+    python3 tests/mutants/score.py launch.harness --scratch DIR --sample 200 --write
+                              # a package too slow to finish: its run in DIR stopped, then a
+                              # seeded uniform sample of the mutants it had not judged
 
 The packages, the files each mutates and the fast tests that judge them are in pyproject.toml
 (`[tool.pgle-mutation.packages.*]`); `[tool.mutmut]` there holds mutmut's own settings. For each
@@ -21,6 +24,13 @@ equivalent mutant (no behaviour differs): list it with the reason in
 tests/mutants/equivalent.json. `no tests` (no selected test reaches the function) and
 timeouts count as survivors. The ratchet, tests/mutants/scores.json, holds each package's and
 each file's last recorded score: `--check` refuses any that fell.
+
+A package whose run cannot finish on the machine (launch.harness: a survivor runs every
+end-to-end test that reaches its function, two minutes on 2 cores, and mutmut runs the mutants
+with the cheapest tests first, so the rest is the slowest) is scored from a sample: `--sample N`
+on a kept copy freezes the mutants it had not judged as the pool (SAMPLE_FILE, in a seeded
+random order) and judges the first N of it; each `--sample N` after draws N more. The score is
+then an estimate: each sampled mutant stands for pool/drawn of the pool (`estimate`).
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -44,6 +55,8 @@ REPO = HERE.parent.parent
 SCORES = HERE / "scores.json"
 EQUIVALENT = HERE / "equivalent.json"
 MARK = ".pgle-mutation-package"  # in a --scratch copy: the package it was made for
+SAMPLE_FILE = ".pgle-mutation-sample.json"  # in a --scratch copy: the pool of --sample
+UNRUN = ("not checked", "check was interrupted by user")  # mutmut's statuses without a verdict
 DOC = REPO / "docs" / "development.md"
 TABLE_START = "<!-- mutation-scores: written by `tests/mutants/score.py --write` from tests/mutants/scores.json -->"
 TABLE_END = "<!-- /mutation-scores -->"
@@ -56,8 +69,15 @@ def scores_table(ratchet: dict) -> str:
     for name, r in sorted(ratchet.items()):
         files = ", ".join(f"`{f}` {s:.0%}" for f, s in sorted(r["files"].items()))
         rows.append(f"| {name} | {files} | {r['mutants']} | {r['killed']} | {r['equivalent']} | "
-                    f"{r['score']:.1%} | {r['seconds']} s | {r.get('date', '')} |")
+                    f"{r['score']:.1%}{sampled(r)} | {r['seconds']} s | {r.get('date', '')} |")
     return "\n".join(rows)
+
+
+def sampled(r: dict) -> str:
+    """The score cell's note for a sampled run (estimate)."""
+    if "sample" not in r:
+        return ""
+    return f" (estimate: {r['sample']['drawn']} sampled of {r['sample']['of']} not run in full)"
 
 
 def write_doc_table(ratchet: dict) -> None:
@@ -150,6 +170,54 @@ def read_statuses(copy: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def estimate(killed: int, counted: int, sample: dict) -> float:
+    """The score a sampled run stands for: of `counted` judged (non-equivalent) mutants,
+    `killed` killed; of them `sample["counted"]`, `sample["killed"]` killed, were drawn
+    (`drawn`, equivalents included) from a pool of `of`, and each stands for of/drawn."""
+    w = sample["of"] / sample["drawn"]
+    rest_counted, rest_killed = counted - sample["counted"], killed - sample["killed"]
+    whole = rest_counted + w * sample["counted"]
+    return round((rest_killed + w * sample["killed"]) / whole, 4) if whole else 1.0
+
+
+def sample_pool(copy: Path) -> dict:
+    """A kept copy's --sample pool: the mutants with no verdict when --sample was first asked,
+    in an order shuffled once (seeded by the pool's size: the same copy, the same order), and
+    how many of them were drawn so far (`drawn`: the first ones)."""
+    path = copy / SAMPLE_FILE
+    if path.is_file():
+        data: dict = json.loads(path.read_text())
+        return data
+    pool = sorted(k for per in read_statuses(copy).values() for k, s in per.items() if s in UNRUN)
+    random.Random(len(pool)).shuffle(pool)
+    return {"pool": pool, "drawn": 0}
+
+
+def sampled_result(statuses: dict[str, dict[str, str]], equivalent: dict[str, str],
+                   pool: dict) -> tuple[dict, dict[str, float]]:
+    """The package's figures and each file's score, of a run whose undrawn pool is left out
+    and whose drawn part is weighted (`estimate`)."""
+    drawn = set(pool["pool"][: pool["drawn"]])
+    undrawn = set(pool["pool"]) - drawn
+    flat = {k: s for per in statuses.values() for k, s in per.items()}
+    result = score_of({k: s for k, s in flat.items() if k not in undrawn}, equivalent)
+    in_sample = score_of({k: flat[k] for k in drawn if k in flat}, equivalent)
+    result["mutants"] = len(flat)
+    result["sample"] = {"of": len(pool["pool"]), "drawn": len(drawn),
+                        "killed": in_sample["killed"],
+                        "counted": in_sample["mutants"] - in_sample["equivalent"]}
+    counted = result["killed"] + len(result["survivors"])
+    result["score"] = estimate(result["killed"], counted, result["sample"])
+    files = {}
+    for f, per in statuses.items():
+        judged = score_of({k: s for k, s in per.items() if k not in undrawn}, equivalent)
+        part = score_of({k: s for k, s in per.items() if k in drawn}, equivalent)
+        files[f] = estimate(judged["killed"], judged["killed"] + len(judged["survivors"]),
+                            {**result["sample"], "killed": part["killed"],
+                             "counted": part["mutants"] - part["equivalent"]})
+    return result, files
+
+
 def score_of(statuses: dict[str, str], equivalent: dict[str, str]) -> dict:
     counted = {k: s for k, s in statuses.items() if k not in equivalent}
     killed = sum(s in ("killed", "caught by type check") for s in counted.values())
@@ -233,7 +301,7 @@ def still_to_run(copy: Path, names: list[str]) -> list[str]:
 
 def run_package(name: str, spec: dict, jobs: int, show: bool = False,
                 recorded: dict | None = None, scratch: Path | None = None,
-                refresh: bool = False) -> dict:
+                refresh: bool = False, sample: int = 0) -> dict:
     """Score one package. `recorded` (--survivors): rerun only that record's survivors; every
     other mutant keeps its recorded verdict (killed or equivalent), which holds as long as the
     code is the recorded one and tests were only added (checked: the same mutants).
@@ -242,7 +310,10 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
     hashes), and every mutant not killed is run again with the tests as they are now. A
     package whose test selection changed (its `tests`, `deselect` or `markers`) starts over:
     mutmut 3.8.1 resets every verdict when its test-selection settings differ from its last
-    run's (`_apply_config_change_invalidation`)."""
+    run's (`_apply_config_change_invalidation`).
+    `sample` (with a kept `scratch` copy that has mutants): N more of its pool (`sample_pool`)
+    are judged, with every mutant outside the pool still without a verdict; a copy sampled
+    once stays sampled (its undrawn pool never runs)."""
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     if recorded is not None and not recorded["survivors"]:
         return {k: v for k, v in recorded.items() if k != "date"}  # nothing left to rerun
@@ -284,7 +355,19 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
                                                           str(mutmut_alone(copy))])
         t0 = time.monotonic()
         only = still_to_run(copy, recorded["survivors"]) if recorded else []
-        if recorded and not only:  # a resumed --survivors run that had run them all
+        pool = None
+        if sample or (copy / SAMPLE_FILE).is_file():  # a sampled copy stays one
+            if not (had := read_statuses(copy)):
+                raise SystemExit(f"{name}: --sample: {copy} holds no mutants yet: run the "
+                                 "package there first (stop it any time)")
+            pool = sample_pool(copy)
+            pool["drawn"] = min(pool["drawn"] + sample, len(pool["pool"]))
+            (copy / SAMPLE_FILE).write_text(json.dumps(pool))
+            in_pool = set(pool["pool"])
+            only = still_to_run(copy, [k for per in had.values() for k in per if k not in in_pool]
+                                + pool["pool"][: pool["drawn"]])
+        undrawn = set(pool["pool"][pool["drawn"]:]) if pool else set()
+        if (recorded or pool) and not only:  # all named have a verdict already
             proc = subprocess.CompletedProcess([], 0, "", "")
         else:
             proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *only],
@@ -293,7 +376,8 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
             # Listed equivalents are left out: nothing kills them, and with the subprocesses'
             # hits mapped each runs every test that reaches its function (evidence's 159).
             left = sorted(k for per in read_statuses(copy).values() for k, s in per.items()
-                          if s not in ("killed", "caught by type check") and k not in equivalent)
+                          if s not in ("killed", "caught by type check") and k not in equivalent
+                          and k not in undrawn)
             if left:  # the tests added since may kill them now
                 # with a test map collected afresh: mutmut keeps its map of which tests reach
                 # which function from the copy's first run, and a function added since (the
@@ -311,13 +395,17 @@ def run_package(name: str, spec: dict, jobs: int, show: bool = False,
         if recorded:
             statuses = merged_with_record(statuses, recorded, name)
         flat = {k: s for per in statuses.values() for k, s in per.items()}
-        result = score_of(flat, equivalent)
+        if pool and pool["pool"]:
+            result, files = sampled_result(statuses, equivalent, pool)
+        else:
+            result = score_of(flat, equivalent)
+            files = {f: score_of(s, equivalent)["score"] for f, s in statuses.items()}
         if show:  # each survivor's diff, while the copy still exists
             for mutant in result["survivors"]:
                 diff = subprocess.run([str(mutmut), "show", mutant], cwd=copy, env=env,
                                       capture_output=True, text=True).stdout
                 print(f"--- {mutant} ({flat[mutant]})\n{diff.strip()}")
-    result["files"] = {f: score_of(s, equivalent)["score"] for f, s in statuses.items()}
+    result["files"] = files
     result["seconds"] = seconds
     result["tests"] = spec["tests"]
     return result
@@ -366,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --scratch DIR holding this package's run: bring DIR's code and "
                          "tests up to the checkout, rerun the mutants of changed functions and "
                          "every mutant not killed (incremental, after adding tests or fixes)")
+    ap.add_argument("--sample", type=int, default=0, metavar="N",
+                    help="with --scratch DIR holding this package's stopped run: judge N more "
+                         "mutants drawn at random from those it had not run (an estimate)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     args = ap.parse_args(argv)
     specs = packages()
@@ -380,6 +471,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--scratch: name one package")
     if args.refresh and not (args.scratch and (args.scratch / MARK).is_file()):
         ap.error("--refresh: needs --scratch DIR holding this package's earlier run")
+    if args.sample and not (args.scratch and (args.scratch / MARK).is_file()):
+        ap.error("--sample: needs --scratch DIR holding this package's earlier run")
+    if args.sample and args.survivors:
+        ap.error("--sample judges mutants not run yet: drop --survivors")
     if args.refresh and args.survivors:
         ap.error("--refresh reruns every mutant not killed already: drop --survivors")
     unknown = [p for p in args.packages if p not in specs]
@@ -392,9 +487,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--survivors: {name} has no recorded run in {SCORES.name}")
         result = run_package(name, specs[name], args.jobs, args.show,
                              ratchet[name] if args.survivors else None, args.scratch,
-                             args.refresh)
-        print(f"{name}: {result['killed']}/{result['mutants'] - result['equivalent']} killed "
-              f"({result['score']:.1%}; {result['equivalent']} equivalent; {result['seconds']} s)")
+                             args.refresh, args.sample)
+        print(f"{name}: {result['killed']}/{result['killed'] + len(result['survivors'])} killed "
+              f"({result['score']:.1%}{sampled(result)}; {result['equivalent']} equivalent; "
+              f"{result['seconds']} s)")
         for s in result["survivors"]:
             print(f"    survived: {s}")
         if args.check and name in ratchet and (drops := fell(ratchet[name], result)):
