@@ -272,6 +272,22 @@ def test_the_jit_functions_record_lists_the_busiest_first_and_keeps_the_step(
     listed = [f["function"] for f in jit["functions"]]
     assert len(listed) == 20 and listed[0] == "jit(step)" == jit["step"], listed
     assert jit["module"] == "jit_step"
+    # the step's start times (s) and work rows [start, work per execution (s), done (s), ...]
+    # as the rule and the step times read them: microseconds, the work to the nanosecond
+    assert len(jit["starts"]) == 100 and all(t == round(t, 6) for t in jit["starts"])
+    assert jit["work"] and all(0 < w < 1 and w == round(w, 9) and t == round(t, 6)
+                               for t, w, *_ in jit["work"]), jit["work"][:3]
+
+
+def test_a_run_too_short_for_a_step_records_its_functions_and_no_step(tmp_path: Path) -> None:
+    """One jitted function executed once: it is listed, no step is picked (the rule needs
+    more executions), and the record says so rather than failing."""
+    lines = _run(tmp_path, "import jax, jax.numpy as jnp\n"
+                           "jax.jit(lambda a: a + 1.0)(jnp.ones(3)).block_until_ready()\n")
+    jit = _jit_functions(lines)
+    assert [f["executions"] for f in jit["functions"]] == [1]
+    assert (jit["step"], jit["module"], jit["starts"], jit["work"]) == (None, None, [], [])
+    assert [e for e in lines if e["kind"] == schema.OBSERVE_ERROR] == []
 
 
 SLOW_COMPILE = """

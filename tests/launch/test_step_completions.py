@@ -6,6 +6,7 @@ reads from it is the `step_completions` event's rows and counts."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from helpers.pgle_testing import REPO, pgle_env, pythonpath
+from pgle.evidence import schema
 from pgle.launch import harness
 
 WAKE = harness.WAKE_EVERY_NS
@@ -158,3 +160,34 @@ def test_a_forked_childs_watcher_is_off(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["child", "0", "parent", "True"], proc.stdout
+
+
+def _completions(counter: harness.JitCounter, tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / f"events-{len(list(tmp_path.iterdir()))}.jsonl"  # a new file each time
+    events = harness.Events(str(path))
+    counter.steps.record(events)
+    events.close()
+    return [r for r in map(json.loads, path.read_text().splitlines())
+            if r["kind"] == schema.STEP_COMPLETIONS]
+
+
+def test_the_record_says_how_each_step_was_seen_even_with_no_completion(tmp_path: Path) -> None:
+    """No marked step: no record. Steps whose outputs held no array only: a record of none
+    completed that says so (the step times then say why they have none). A step waited on:
+    its row (index, done, compiles, 0: not ready by its marker's end)."""
+    assert _completions(harness.JitCounter(), tmp_path) == []
+    counter = harness.JitCounter()
+    for i in range(3):
+        counter.steps.pending(i, time.time_ns(), None, False)
+    (record,) = _completions(counter, tmp_path)
+    assert (record["index"], record["done_ns"], record["compiles"], record["at_end"]) == (
+        [], [], [], [])
+    assert record["watch"] == {"ready_at_end": 0, "waited": 0, "unknown": 0, "no_array": 3,
+                               "skipped": 0}
+    counter = harness.JitCounter()
+    before = time.time_ns()
+    counter.steps.waited(7, 2, jnp.ones((4,)), before)
+    (record,) = _completions(counter, tmp_path)
+    assert (record["index"], record["compiles"], record["at_end"]) == ([7], [2], [0])
+    assert record["done_ns"][0] >= before
+    assert record["watch"]["waited"] == 1 and record["watch"]["ready_at_end"] == 0
