@@ -279,6 +279,39 @@ def test_the_jit_functions_record_lists_the_busiest_first_and_keeps_the_step(
                                for t, w, *_ in jit["work"]), jit["work"][:3]
 
 
+def test_a_module_runs_as_python_m_runs_it_and_jaxs_version_is_recorded(tmp_path: Path) -> None:
+    """`pgle run -m pkg.mod -- a`: the module is `__main__` with sys.argv[0] its file, as
+    `python -m` makes it; the run folder records the jax version the workload imported."""
+    import jax
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "mod.py").write_text(
+        "import json, sys\nimport jax\n"
+        "print('ARGV', json.dumps([sys.argv, __name__, sys.modules['__main__'].__file__]))\n")
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "-m", "pkg.mod", "--", "a",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    (line,) = [x for x in proc.stdout.decode().splitlines() if x.startswith("ARGV ")]
+    mod = str(tmp_path / "pkg" / "mod.py")
+    assert json.loads(line[5:]) == [[mod, "a"], "__main__", mod]
+    lines = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    assert [e["version"] for e in lines if e["kind"] == schema.JAX_IMPORTED] == [jax.__version__]
+
+
+def test_a_workload_stopped_by_ctrl_c_is_recorded_as_interrupted(tmp_path: Path) -> None:
+    """A KeyboardInterrupt out of the script: the run's exit record is 130, interrupted, and
+    pgle exits 130 as python would."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text("import jax\nraise KeyboardInterrupt\n")
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
+    assert proc.returncode == 130, proc.stderr.decode()[-3000:]
+    lines = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    assert [(e["code"], e.get("interrupted")) for e in lines if e["kind"] == schema.EXIT] == [
+        (130, True)]
+
+
 def test_a_run_too_short_for_a_step_records_its_functions_and_no_step(tmp_path: Path) -> None:
     """One jitted function executed once: it is listed, no step is picked (the rule needs
     more executions), and the record says so rather than failing."""
@@ -820,6 +853,22 @@ def test_a_held_exit_waits_for_pgle_in_the_run_folder_then_is_released(
     assert hold["dir"] == str(tmp_path / "run" / schema.HANDOFF_DIR)
     assert (tmp_path / "run" / schema.HANDOFF_DIR).is_dir()
     assert lines[-1]["error"] == "pgle asked nothing within 0.3 s"
+
+
+def test_a_hold_that_cannot_make_its_folder_is_released_with_the_error(tmp_path: Path) -> None:
+    """A file where the hand-off folder goes (another user's, a planted one): the workload is
+    released at once, the error in the record, and the file is left as it was."""
+    from helpers.pgle_testing import script_json
+
+    path = tmp_path / "run" / "events.jsonl"
+    path.parent.mkdir()
+    (tmp_path / "run" / schema.HANDOFF_DIR).write_text("not pgle's")
+    holds, lines = script_json(tmp_path, "held.py", HELD_EXIT, str(path), timeout=120)
+    assert holds == 1
+    assert [e["kind"] for e in lines][-2:] == [schema.EXIT, schema.RELEASED]
+    error = str(tmp_path / "run" / schema.HANDOFF_DIR)
+    assert lines[-1]["error"] == f"FileExistsError: [Errno 17] File exists: '{error}'"
+    assert (tmp_path / "run" / schema.HANDOFF_DIR).read_text() == "not pgle's"
 
 
 NO_BACKEND = """
