@@ -913,3 +913,23 @@ def test_a_forked_child_that_exits_normally_records_no_exit_of_its_own(tmp_path:
                            "    sys.exit(7)\n"
                            "os.waitpid(pid, 0)\n")
     assert [(e["code"], e["error"]) for e in lines if e["kind"] == schema.EXIT] == [(0, None)]
+
+
+def test_a_marked_step_with_no_jitted_call_inside_has_no_completion_to_count(
+        tmp_path: Path) -> None:
+    """jax's own StepTraceAnnotation, marked steps with nothing dispatched inside (an eval
+    loop of host work, a step whose call is outside the marker): no completion is looked
+    for, and none is counted as a step whose outputs held no array."""
+    import jax
+
+    path = tmp_path / "events.jsonl"
+    harness = _harness(path)
+    step = harness.step_class(jax.profiler.StepTraceAnnotation)
+    for i in range(3):
+        with step("train", step_num=i):
+            pass
+    marks = harness.jits.steps
+    assert (len(marks.rows), marks.no_array, marks.unknown, marks.waited_on) == (0, 0, 0, 0)
+    harness._finish(0)
+    assert _of_kind(path, schema.STEP_COMPLETIONS) == []
+    assert [e["step_num"] for e in _of_kind(path, schema.STEP_ENTER)] == [0, 1, 2]

@@ -230,3 +230,31 @@ def test_a_compile_is_said_to_hold_a_profile_only_when_its_options_carry_one():
     assert _has_fdo_profile(options(b"\x08\x01")) is True
     assert [_has_fdo_profile(o) for o in (options(b""), options(None), object(), None)] == [
         False] * 4
+
+
+class _TextOnly:
+    """A compiled module of a jaxlib whose HloModule has no `computations()`: only its text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def to_string(self) -> str:
+        return self.text
+
+
+def test_a_module_known_only_by_its_text_is_kept_for_its_async_pairs_or_a_collective():
+    """Lines as XLA prints a scheduled module: an async pair's start or its done alone (the
+    other half renamed, as a fusion can), or a synchronous collective, keep the module; a
+    module of compute alone, or one that only names a collective in an attribute, is not."""
+    from pgle.launch.jax_internals import _has_async_ops
+
+    start = "  %all-gather-start = (f32[8]{0}, f32[16]{0}) all-gather-start(f32[8]{0} %p)"
+    done = "  %ag.2 = f32[16]{0} all-gather-done((f32[8]{0}, f32[16]{0}) %ag.1)"
+    sync = "  %all-reduce = f32[8]{0} all-reduce(f32[8]{0} %p), to_apply=%add"
+    compute = "  %fusion = f32[8]{0} fusion(f32[8]{0} %p), kind=kLoop, calls=%fused_tanh"
+    named = '  %add.1 = f32[] add(f32[] %a, f32[] %b), metadata={op_name="all-reduce"}'
+    kept = {name: _has_async_ops(_TextOnly(f"HloModule m\n{compute}\n{line}\n"))
+            for name, line in (("start", start), ("done", done), ("sync", sync),
+                               ("compute", compute), ("named", named))}
+    assert kept == {"start": True, "done": True, "sync": True, "compute": False,
+                    "named": False}

@@ -982,3 +982,21 @@ def test_a_kept_in_memory_sessions_export_that_fails_is_recorded_and_its_stop_st
         "OSError: [Errno 28] No space left on device"]
     assert [(e["call"], e["dir"]) for e in s.written(schema.SCRIPT_TRACE)] == [
         ("start", None), ("stop", None)]
+
+
+def test_an_executions_window_the_workload_ends_early_says_how_many_it_holds(
+        made: Make, tmp_path: Path) -> None:
+    """auto without markers, 5 executions asked and the workload ends after 2 of them: the
+    window stops at the exit and says the profile holds 2 executions of the function."""
+    s = made(schema.WindowSpec("auto", str(tmp_path / "trace"), warmup=0, executions=5))
+    s.window.on_backend_up()
+    assert s.window.before_execution("jit(step)", 1) is True
+    s.window.after_execution("jit(step)")
+    assert s.window.before_execution("jit(step)", 2) is True
+    s.window.after_execution("jit(step)")
+    s.window.on_exit(None, None, [])
+    (stop,) = s.written(schema.TRACE_STOP)
+    assert (stop["executions"], stop["reason"]) == (2, "workload ended")
+    assert [w["message"] for w in s.written(schema.WINDOW_WARNING)] == [
+        "the execution window was cut short: the workload ended after 2 profiled executions "
+        "of jit(step), not 5"]
