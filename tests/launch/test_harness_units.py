@@ -300,6 +300,20 @@ def test_a_module_runs_as_python_m_runs_it_and_jaxs_version_is_recorded(tmp_path
     assert [e["version"] for e in lines if e["kind"] == schema.JAX_IMPORTED] == [jax.__version__]
 
 
+def test_a_script_runs_as_main_as_python_runs_it(tmp_path: Path) -> None:
+    """`pgle run script.py`: the script's `if __name__ == "__main__":` body runs (the idiom of
+    most training scripts), with sys.argv[0] the script."""
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    (tmp_path / "w.py").write_text("import json, sys\nimport jax\n"
+                                   "if __name__ == '__main__':\n"
+                                   "    print('MAIN', json.dumps(sys.argv))\n")
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", "--", "x",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    assert [x for x in proc.stdout.decode().splitlines() if x.startswith("MAIN ")] == [
+        f"MAIN {json.dumps([str(tmp_path / 'w.py'), 'x'])}"]
+
+
 def test_a_workload_stopped_by_ctrl_c_is_recorded_as_interrupted(tmp_path: Path) -> None:
     """A KeyboardInterrupt out of the script: the run's exit record is 130, interrupted, and
     pgle exits 130 as python would."""

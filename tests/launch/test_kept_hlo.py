@@ -258,3 +258,37 @@ def test_a_module_known_only_by_its_text_is_kept_for_its_async_pairs_or_a_collec
                                ("compute", compute), ("named", named))}
     assert kept == {"start": True, "done": True, "sync": True, "compute": False,
                     "named": False}
+
+
+FDO = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import jax, jax.numpy as jnp
+    from jax._src import compiler, xla_bridge  # the compile auto PGLE's recompile goes through
+    from jax._src.lib import xla_client as xc
+    from pgle.launch import jax_internals
+    written = []
+    jax_internals.observe_modules(lambda kind, **f: written.append([kind, f]), sys.argv[1])
+    lowered = jax.jit(lambda a: jnp.tanh(a) * 2.0).lower(jnp.ones(4))
+    devices = np.array(jax.devices()[:1])
+    for fdo in (b"", open(sys.argv[2], "rb").read()):
+        options = compiler.get_compile_options(num_replicas=1, num_partitions=1,
+                                               device_assignment=devices.reshape(1, 1))
+        options.executable_build_options.fdo_profile = fdo
+        compiler.compile_or_get_cached(xla_bridge.get_backend("cpu"),
+                                       lowered.compiler_ir("stablehlo"), devices, options, [],
+                                       xc.DeviceList(tuple(devices.flat)))
+    print(json.dumps([f["fdo"] for k, f in written
+                      if k == "compile_begin" and f["module"].startswith("jit__lambda")]))
+""")
+
+
+def test_a_compile_handed_a_profile_is_recorded_as_one(tmp_path):
+    """jax's compile as auto PGLE's recompile calls it (jax 0.10.2: the options fourth and
+    positional), once without a profile and once with one (a real profile.pb's bytes):
+    the compile's begin record says which (the auto verdict reads it)."""
+    from helpers.pgle_testing import write_profile
+
+    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    assert script_json(tmp_path, "fdo.py", FDO, str(tmp_path / "hlo"),
+                       str(tmp_path / "p.pb"), timeout=120) == [False, True]
