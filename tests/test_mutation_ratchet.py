@@ -183,3 +183,17 @@ def test_sample_is_refused_without_a_kept_run_that_has_mutants(tmp_path, capsys)
         score.run_package("redact", score.packages()["redact"], 1, scratch=copy, sample=5)
     assert str(e.value) == (f"redact: --sample: {copy} holds no mutants yet: run the package "
                             "there first (stop it any time)")
+
+
+def test_survivors_is_refused_for_a_sampled_record(tmp_path, monkeypatch, capsys):
+    """A sampled record's undrawn mutants were never run: rerunning its survivors alone and
+    counting every other mutant killed would count those too. Refused, exit 2."""
+    scores = tmp_path / "scores.json"
+    recorded = json.loads(score.SCORES.read_text())["redact"]
+    scores.write_text(json.dumps({"redact": {**recorded, "sample": {
+        "of": 4, "drawn": 2, "killed": 0, "counted": 2}}}))
+    monkeypatch.setattr(score, "SCORES", scores)
+    with pytest.raises(SystemExit) as e:
+        score.main(["redact", "--survivors"])
+    assert e.value.code == 2
+    assert "redact's record is a sample: --refresh its kept copy" in capsys.readouterr().err

@@ -485,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.packages or list(specs):
         if args.survivors and name not in ratchet:
             ap.error(f"--survivors: {name} has no recorded run in {SCORES.name}")
+        if args.survivors and "sample" in ratchet[name]:  # its undrawn mutants were never run
+            ap.error(f"--survivors: {name}'s record is a sample: --refresh its kept copy")
         result = run_package(name, specs[name], args.jobs, args.show,
                              ratchet[name] if args.survivors else None, args.scratch,
                              args.refresh, args.sample)
