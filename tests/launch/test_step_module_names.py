@@ -37,3 +37,34 @@ def test_a_step_named_with_dash_and_dot_has_its_module(tmp_path):
     compiled = {r["module"] for r in events if r["kind"] == "module_compiled"}
     assert jit["step"] == "jit(train-step.v2)"
     assert jit["module"] == "jit_train-step.v2" and jit["module"] in compiled, (jit, compiled)
+
+
+RENAMED = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+
+    def step(x):
+        return jnp.tanh(x @ x) / 8
+
+    train = jax.jit(step)
+    step.__name__ = "renamed_later"  # after jax.jit: jax names the module at its first trace
+    x = jnp.ones((32, 32))
+    for _ in range(8):
+        x = train(x)
+    x.block_until_ready()
+""")
+
+
+def test_a_step_renamed_after_jit_has_the_module_its_first_compile_named(tmp_path):
+    """pgle names the call when jax.jit wraps it (`jit(step)`), jax names the module when it
+    first traces it: the step's module is the one that compile produced."""
+    script = tmp_path / "renamed.py"
+    script.write_text(RENAMED)
+    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", "--run-dir", "r",
+                    str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    events = [json.loads(ln) for ln in (tmp_path / "r" / "events.jsonl").read_text().splitlines()
+              if ln.strip()]
+    jit = next(r for r in events if r["kind"] == "jit_functions")
+    compiled = {r["module"] for r in events if r["kind"] == "module_compiled"}
+    assert (jit["step"], jit["module"]) == ("jit(step)", "jit_renamed_later")
+    assert jit["module"] in compiled, compiled
