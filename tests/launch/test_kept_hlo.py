@@ -161,6 +161,12 @@ RANK = textwrap.dedent("""
     out["at_cap"] = jax_internals.module_identity(lowered(lambda a: a * 5.0), folder)
     jax_internals.IDENTITY_TEXT_MAX_BYTES = 10  # a module over the cap: no text kept
     out["big"] = jax_internals.module_identity(lowered(lambda a: a - 1.0), folder)
+    # and as the harness records it: each compile's identity, named by its module
+    jax_internals.IDENTITY_TEXT_MAX_BYTES = 1 << 20
+    seen = []
+    jax_internals.observe_modules(lambda kind, **f: seen.append([kind, f]), folder + "-hlo")
+    jax.jit(lambda a: a * 2.0)(jnp.ones(4)).block_until_ready()
+    out["observed"] = [f for k, f in seen if k == "module_identity"]
     print(json.dumps(out))
 """)
 
@@ -214,6 +220,9 @@ def test_each_rank_names_its_modules_by_a_fingerprint_and_keeps_their_text(
         assert out["at_cap"]["bytes"] == out["mine"]["bytes"] and out["at_cap"]["text_file"]
         assert sorted(os.listdir(tmp_path / f"ids-{rank}")) == sorted(
             {f"module-{out[k]['fingerprint']}.mlir" for k in ("double", "mine", "at_cap")})
+        # the compile hook's record: the module's name and the identity of the same program
+        assert [(r["module"], r["fingerprint"]) for r in out["observed"]
+                if r["module"] == "jit__lambda"] == [("jit__lambda", zero["double"]["fingerprint"])]
 
 
 def test_a_compile_is_said_to_hold_a_profile_only_when_its_options_carry_one():
