@@ -221,8 +221,11 @@ def test_each_rank_names_its_modules_by_a_fingerprint_and_keeps_their_text(
         assert sorted(os.listdir(tmp_path / f"ids-{rank}")) == sorted(
             {f"module-{out[k]['fingerprint']}.mlir" for k in ("double", "mine", "at_cap")})
         # the compile hook's record: the module's name and the identity of the same program
-        assert [(r["module"], r["fingerprint"]) for r in out["observed"]
-                if r["module"] == "jit__lambda"] == [("jit__lambda", zero["double"]["fingerprint"])]
+        fingerprint = zero["double"]["fingerprint"]
+        assert [(r["module"], r["fingerprint"], r["text_file"]) for r in out["observed"]
+                if r["module"] == "jit__lambda"] == [
+            ("jit__lambda", fingerprint,
+             str(tmp_path / f"ids-{rank}-hlo" / f"module-{fingerprint}.mlir"))]
 
 
 def test_a_compile_is_said_to_hold_a_profile_only_when_its_options_carry_one():
