@@ -73,7 +73,9 @@ def test_held_executions_keep_no_output_alive():
     ready_at = counter.watcher.tail_ready
     counter.watcher.finish(30.0)
     watch = counter.watcher.summary()
-    assert watch["unknown"] >= (ready_at is None) and watch["skipped"] > 1000, watch
+    # every call accounted for once (how many the watcher skipped depends on the machine's
+    # load: 763 of 2,001 on a loaded one, where it waited on more)
+    assert watch["unknown"] >= (ready_at is None) and sum(watch.values()) == i + 1, watch
     if ready_at is not None:  # timed by its return: its row ends there
         assert any(row[2] == ready_at for row in counter.work["jit(f)"]), counter.work
 
