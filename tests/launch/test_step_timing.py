@@ -25,6 +25,11 @@ from helpers.pgle_testing import WORKLOADS, report_of, run_pgle, write_profile
 
 LOOPS = WORKLOADS / "real" / "loop_timing.py"
 TOLERANCE = 0.10
+# Steps per form: the donated form's completions are known about once a synced epoch of 5
+# steps (the rest donated before pgle could wait on them), so its median is over epochs; at
+# 12 epochs one slow epoch beside the suite's other worker put it 14 % off (once in 15 full
+# runs), at 24 the median holds.
+STEPS = {"donated": "120"}
 
 
 def _events(folder):
@@ -78,7 +83,7 @@ def loops(tmp_path_factory):
     ("eval", "jit(update)"),
 ])
 def test_a_step_time_is_the_loops_own_time_per_step(loops, form, function):
-    report, own, jit, _ = loops(form, "--steps", "60")
+    report, own, jit, _ = loops(form, "--steps", STEPS.get(form, "60"))
     steps = report["steps"]
     assert steps["function"] == function and steps["step_time_source"] == "completion"
     theirs = own["median_s"]
@@ -113,7 +118,7 @@ def test_donated_outputs_are_timed_without_breaking_the_loop(loops):
     """Each call donates the previous call's output: most outputs are gone before pgle can wait
     on them (their completion unknown), the workload never sees an error, and the spans
     between the known completions still time every step (the donated form's run above)."""
-    report, own, jit, _ = loops("donated", "--steps", "60")
+    report, own, jit, _ = loops("donated", "--steps", STEPS["donated"])
     assert jit["watch"]["unknown"] > 0 and jit["watch"]["known"] >= 3
     assert report["step_times"]["count"] >= 20
 
