@@ -298,6 +298,8 @@ def test_a_module_runs_as_python_m_runs_it_and_jaxs_version_is_recorded(tmp_path
     assert json.loads(line[5:]) == [[mod, "a"], "__main__", mod]
     lines = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert [e["version"] for e in lines if e["kind"] == schema.JAX_IMPORTED] == [jax.__version__]
+    # the compile observer said installed (a run's module records rest on it)
+    assert [e["installed"] for e in lines if e["kind"] == schema.OBSERVE_MODULES] == [True]
 
 
 def test_a_script_runs_as_main_as_python_runs_it(tmp_path: Path) -> None:

@@ -378,6 +378,17 @@ def test_a_step_name_that_matches_nothing_is_named_with_the_names_seen(tmp_path:
         harness.events.close()
 
 
+def test_a_step_name_in_a_workload_that_marks_no_step_says_so(made: Make,
+                                                              tmp_path: Path) -> None:
+    """--step-name train and no marker at all: the warning says the workload marks none."""
+    s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=0, count=2,
+                               step_name="train"))
+    s.window.on_exit(None, "train", [])
+    assert [w["message"] for w in s.written(schema.WINDOW_WARNING)] == [
+        "--step-name 'train' matched no step of the workload (it marks no step with "
+        "jax.profiler.StepTraceAnnotation); nothing was profiled"]
+
+
 def test_a_start_that_raises_is_recorded_and_ends_the_window(made: Make, tmp_path: Path) -> None:
     s = made(schema.WindowSpec("steps", str(tmp_path / "trace"), start=1, count=2),
              fail_start=True)
