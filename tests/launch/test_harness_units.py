@@ -10,21 +10,26 @@ from pathlib import Path
 from typing import Any
 
 from helpers import step_records
-from helpers.pgle_testing import run_pgle, write_profile
+from helpers.pgle_testing import run_pgle, script_json, write_profile
 from helpers.step_marker import Marker
 from pgle.evidence import schema
 from pgle.launch.harness import Events, Harness, ProfilerCalls, ProfilerWindow
 
 
-def _run(tmp_path: Path, script: str) -> list[dict[str, Any]]:
-    """`pgle run` of `script` (as w.py, with a one-instruction profile) in tmp_path: it exits
-    0, and its run folder's events are returned."""
+def _pgle_run(tmp_path: Path, *workload: str, code: int = 0) -> tuple[str, list[dict[str, Any]]]:
+    """`pgle run --profile p.pb --run-dir run WORKLOAD` (a one-instruction profile) in tmp_path:
+    it exits `code`; its stdout and its run folder's events are returned."""
     write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
+    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", *workload, cwd=tmp_path)
+    assert proc.returncode == code, proc.stderr.decode()[-3000:]
+    return proc.stdout.decode(), [json.loads(line) for line in
+                                  (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+
+
+def _run(tmp_path: Path, script: str) -> list[dict[str, Any]]:
+    """`pgle run` of `script` (as w.py) in tmp_path: it exits 0; its run folder's events."""
     (tmp_path / "w.py").write_text(script)
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    return [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
-            .splitlines()]
+    return _pgle_run(tmp_path, "w.py")[1]
 
 
 def _jit_functions(lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -289,14 +294,10 @@ def test_a_module_runs_as_python_m_runs_it_and_jaxs_version_is_recorded(tmp_path
     (tmp_path / "pkg" / "mod.py").write_text(
         "import json, sys\nimport jax\n"
         "print('ARGV', json.dumps([sys.argv, __name__, sys.modules['__main__'].__file__]))\n")
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "-m", "pkg.mod", "--", "a",
-                    cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    (line,) = [x for x in proc.stdout.decode().splitlines() if x.startswith("ARGV ")]
+    out, lines = _pgle_run(tmp_path, "-m", "pkg.mod", "--", "a")
+    (line,) = [x for x in out.splitlines() if x.startswith("ARGV ")]
     mod = str(tmp_path / "pkg" / "mod.py")
     assert json.loads(line[5:]) == [[mod, "a"], "__main__", mod]
-    lines = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert [e["version"] for e in lines if e["kind"] == schema.JAX_IMPORTED] == [jax.__version__]
     # the compile observer said installed (a run's module records rest on it)
     assert [e["installed"] for e in lines if e["kind"] == schema.OBSERVE_MODULES] == [True]
@@ -305,25 +306,19 @@ def test_a_module_runs_as_python_m_runs_it_and_jaxs_version_is_recorded(tmp_path
 def test_a_script_runs_as_main_as_python_runs_it(tmp_path: Path) -> None:
     """`pgle run script.py`: the script's `if __name__ == "__main__":` body runs (the idiom of
     most training scripts), with sys.argv[0] the script."""
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
     (tmp_path / "w.py").write_text("import json, sys\nimport jax\n"
                                    "if __name__ == '__main__':\n"
                                    "    print('MAIN', json.dumps(sys.argv))\n")
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", "--", "x",
-                    cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    assert [x for x in proc.stdout.decode().splitlines() if x.startswith("MAIN ")] == [
+    out, _ = _pgle_run(tmp_path, "w.py", "--", "x")
+    assert [x for x in out.splitlines() if x.startswith("MAIN ")] == [
         f"MAIN {json.dumps([str(tmp_path / 'w.py'), 'x'])}"]
 
 
 def test_a_workload_stopped_by_ctrl_c_is_recorded_as_interrupted(tmp_path: Path) -> None:
     """A KeyboardInterrupt out of the script: the run's exit record is 130, interrupted, and
     pgle exits 130 as python would."""
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
     (tmp_path / "w.py").write_text("import jax\nraise KeyboardInterrupt\n")
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "w.py", cwd=tmp_path)
-    assert proc.returncode == 130, proc.stderr.decode()[-3000:]
-    lines = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    _, lines = _pgle_run(tmp_path, "w.py", code=130)
     assert [(e["code"], e.get("interrupted")) for e in lines if e["kind"] == schema.EXIT] == [
         (130, True)]
 
@@ -391,13 +386,9 @@ def test_the_scripts_own_profiler_calls_are_named_by_the_scripts_lines(tmp_path:
     is recorded at the script's line that made it (not a line of pgle's hooks, contextlib's or
     jax's), with the folder it traces into; a script in a folder named jax (a checkout's
     examples) too (it was named by runpy's line, `<frozen runpy>:88`)."""
-    write_profile(tmp_path / "p.pb", {"fusion.1": 1.0})
     (tmp_path / "jax").mkdir()
     (tmp_path / "jax" / "w.py").write_text(OWN_TRACES)
-    proc = run_pgle("run", "--profile", "p.pb", "--run-dir", "run", "jax/w.py", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    lines = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text()
-             .splitlines()]
+    _, lines = _pgle_run(tmp_path, "jax/w.py")
     calls = [(e["call"], e["site"], e["dir"]) for e in lines if e["kind"] == schema.SCRIPT_TRACE]
     script = str(tmp_path / "jax" / "w.py")
     a, b = script + ".a", script + ".b"
@@ -604,8 +595,6 @@ def test_pgles_signal_dumps_every_threads_stack_and_a_planted_link_is_refused(
     the run folder's stacks.txt (recorded with the signal and the main thread's id, which the
     dump names), and the process goes on. A link planted where the file goes (a shared run
     folder) is not followed: the failure is recorded and the run goes on without dumps."""
-    from helpers.pgle_testing import script_json
-
     home = tmp_path / "run"
     home.mkdir()
     out = script_json(tmp_path, "dump.py", STACK_DUMP, str(home))
@@ -697,11 +686,11 @@ def test_the_workload_and_its_children_die_when_pgle_is_gone(tmp_path: Path) -> 
     killed. In script mode the variable is taken out and the descriptor kept from the
     workload's own subprocesses; in command mode both stay for the Python processes below. A
     variable that names no open descriptor watches nothing."""
-    import json
     import os
     import signal
     import subprocess
     import sys
+
     from helpers.pgle_testing import REPO, pgle_env, pythonpath
     from helpers.processes import gone, wait_until
 
@@ -729,7 +718,8 @@ def test_the_workload_and_its_children_die_when_pgle_is_gone(tmp_path: Path) -> 
         assert proc.wait(timeout=60) == -signal.SIGKILL
         proc.communicate()
         # the group's SIGKILL reaches the child at once; init reaps it
-        wait_until(lambda: gone(info["child"]), "the workload's child killed", timeout=30)
+        wait_until(lambda child=info["child"]: gone(child), "the workload's child killed",
+                   timeout=30)
     r, w = os.pipe()  # a workload that ends while pgle lives: the watch does not hold it
     proc, info = started("ends", str(r), keep=r)
     os.close(r)
@@ -856,8 +846,6 @@ def test_a_held_exit_waits_for_pgle_in_the_run_folder_then_is_released(
     hand-off folder, and is released when pgle asks nothing within the hold's timeout; the
     exit hooks that finish again after it hold no more (a second hold would keep the job for
     another timeout, 900 s by default)."""
-    from helpers.pgle_testing import script_json
-
     path = tmp_path / "run" / "events.jsonl"
     path.parent.mkdir()
     holds, lines = script_json(tmp_path, "held.py", HELD_EXIT, str(path), timeout=120)
@@ -874,8 +862,6 @@ def test_a_held_exit_waits_for_pgle_in_the_run_folder_then_is_released(
 def test_a_hold_that_cannot_make_its_folder_is_released_with_the_error(tmp_path: Path) -> None:
     """A file where the hand-off folder goes (another user's, a planted one): the workload is
     released at once, the error in the record, and the file is left as it was."""
-    from helpers.pgle_testing import script_json
-
     path = tmp_path / "run" / "events.jsonl"
     path.parent.mkdir()
     (tmp_path / "run" / schema.HANDOFF_DIR).write_text("not pgle's")
@@ -909,8 +895,6 @@ def test_a_backend_that_cannot_come_up_is_recorded_with_jaxs_error(tmp_path: Pat
     harness records jax's error (its type and message, as jax raises it again after) rather
     than a backend. (jax 0.10.2 with JAX_PLATFORMS=cuda and no CUDA plugin raises a bare
     AssertionError instead: the record says what jax said.)"""
-    from helpers.pgle_testing import script_json
-
     raised, lines = script_json(tmp_path, "nobackend.py", NO_BACKEND,
                                 str(tmp_path / "events.jsonl"), timeout=120,
                                 env={"JAX_PLATFORMS": "nosuch"})

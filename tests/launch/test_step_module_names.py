@@ -25,16 +25,22 @@ WORKLOAD = textwrap.dedent("""
 """)
 
 
-def test_a_step_named_with_dash_and_dot_has_its_module(tmp_path):
-    script = tmp_path / "named.py"
-    script.write_text(WORKLOAD)
+def _collected(tmp_path, text):
+    """`pgle collect` of the workload `text`: its jit_functions record and the modules that
+    compiled."""
+    script = tmp_path / "w.py"
+    script.write_text(text)
     proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", "--run-dir", "c",
                     str(script), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     events = [json.loads(ln) for ln in (tmp_path / "c" / "events.jsonl").read_text().splitlines()
               if ln.strip()]
     jit = next(r for r in events if r["kind"] == "jit_functions")
-    compiled = {r["module"] for r in events if r["kind"] == "module_compiled"}
+    return jit, {r["module"] for r in events if r["kind"] == "module_compiled"}
+
+
+def test_a_step_named_with_dash_and_dot_has_its_module(tmp_path):
+    jit, compiled = _collected(tmp_path, WORKLOAD)
     assert jit["step"] == "jit(train-step.v2)"
     assert jit["module"] == "jit_train-step.v2" and jit["module"] in compiled, (jit, compiled)
 
@@ -57,14 +63,6 @@ RENAMED = textwrap.dedent("""
 def test_a_step_renamed_after_jit_has_the_module_its_first_compile_named(tmp_path):
     """pgle names the call when jax.jit wraps it (`jit(step)`), jax names the module when it
     first traces it: the step's module is the one that compile produced."""
-    script = tmp_path / "renamed.py"
-    script.write_text(RENAMED)
-    proc = run_pgle("collect", "-o", "p.pb", "--allow-empty", "--json", "--run-dir", "r",
-                    str(script), cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    events = [json.loads(ln) for ln in (tmp_path / "r" / "events.jsonl").read_text().splitlines()
-              if ln.strip()]
-    jit = next(r for r in events if r["kind"] == "jit_functions")
-    compiled = {r["module"] for r in events if r["kind"] == "module_compiled"}
+    jit, compiled = _collected(tmp_path, RENAMED)
     assert (jit["step"], jit["module"]) == ("jit(step)", "jit_renamed_later")
     assert jit["module"] in compiled, compiled

@@ -295,7 +295,7 @@ def still_to_run(copy: Path, names: list[str]) -> list[str]:
     on its command line, verdict or not, so a stopped --survivors run resumes by naming only
     these (an empty list: all have one)."""
     done = {k for per in read_statuses(copy).values() for k, s in per.items()
-            if s not in ("not checked", "check was interrupted by user")}
+            if s not in UNRUN}
     return [k for k in names if k not in done]
 
 
