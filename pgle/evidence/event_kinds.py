@@ -289,7 +289,7 @@ class JitFunctions(Event, kind=schema.JIT_FUNCTIONS):
     step: str | None = None
     module: str | None = None
     starts: list[float] | None = None
-    work: list[list[float]] | None = None
+    work: list[list[float | None]] | None = None  # seconds None: the span's work unknown
     watch: dict[str, int] | None = None
     rule: str | None = None
 

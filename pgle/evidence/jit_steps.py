@@ -205,6 +205,8 @@ def run_steps(events: RunEvents) -> RunSteps:
         if len(row) < 2:
             continue
         start, seconds = row[0], row[1]
+        if start is None or seconds is None:
+            continue
         if span is not None and span[0] <= start <= span[1]:
             left_out += 1  # the profiler's window
             continue
@@ -217,8 +219,20 @@ def run_steps(events: RunEvents) -> RunSteps:
     return RunSteps(times, "executions", function, module, how, left_out, "completion")
 
 
+def _span_row(r: list[float | None]) -> tuple[int, int, float, float, int] | None:
+    """(first number, last number, start, completion, compiles) of one `work` row; None for a
+    row without a completion (rows of two) or with a hole where a number must be."""
+    if len(r) < 5:
+        return None
+    start, _, done, last, compiles, *rest = r
+    k = rest[0] if rest else 1
+    if start is None or done is None or last is None or compiles is None or k is None or k < 1:
+        return None
+    return int(last) - int(k) + 1, int(last), float(start), float(done), int(compiles)
+
+
 def execution_times(
-    work: list[list[float]], trace: tuple[float, float] | None = None
+    work: list[list[float | None]], trace: tuple[float, float] | None = None
 ) -> list[tuple[float, float]]:
     """(start, seconds) of the step function's executions, timed completion to completion:
     an execution's time is from the known completion of the function's previous executions to
@@ -231,17 +245,7 @@ def execution_times(
     compiles differ, or an execution of the function has no row: its span held one), or one
     that touches the kept trace `trace` (start, stop)."""
     # (first number, last number, start, completion, compiles)
-    rows = sorted(
-        (
-            int(r[3]) - (int(r[5]) if len(r) >= 6 else 1) + 1,
-            int(r[3]),
-            float(r[0]),
-            float(r[2]),
-            int(r[4]),
-        )
-        for r in work
-        if len(r) >= 5 and (len(r) < 6 or int(r[5]) >= 1)
-    )
+    rows = sorted(filter(None, map(_span_row, work)))
     groups: list[list[tuple[int, int, float, float, int]]] = []
     for row in rows:
         last = groups[-1][-1] if groups else None

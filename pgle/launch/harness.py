@@ -498,6 +498,7 @@ class ProfilerWindow:
             self.done = True
             self.counting = False
             where = str(log_dir) if log_dir is not None else None
+            self._edge()
             self.script_trace = {"site": site, "dir": where, "t": self.calls.clock()}
             self.events.write(schema.SCRIPT_TRACE, call="start", site=site, dir=where)
             if self.mode is not None:
@@ -511,6 +512,7 @@ class ProfilerWindow:
         """`exported_to`: where pgle wrote a session the workload kept in memory only
         (jax >= 0.12 `ProfileSession(log_dir=None)`), so collect can convert it."""
         with self.lock:
+            self._edge()
             started = self.script_trace
             if started is not None and exported_to:
                 started["dir"] = exported_to
@@ -658,7 +660,13 @@ class ProfilerWindow:
         self.active = purpose
         self.target = target
         self.started_at = self.calls.clock()
+        self._edge()
         self.events.write(schema.TRACE_START, dir=target, purpose=purpose, options=record)
+
+    def _edge(self) -> None:
+        """A trace starts or stops: the watcher's held executions go no further than here."""
+        if self.jits is not None:
+            self.jits.trace_edges += 1
 
     # -- the size bound (--trace-max-bytes) ---------------------------------
     def _probe_start(self, index: int) -> None:
@@ -730,6 +738,7 @@ class ProfilerWindow:
         stop_seconds = self.calls.clock() - ended
         purpose, target = self.active, self.target
         self.active = None
+        self._edge()
         if discard:
             if target is not None:
                 shutil.rmtree(target, ignore_errors=True)
@@ -1525,6 +1534,10 @@ class JitCounter:
         # step_rule.MIN_EXECUTIONS-th execution (pgle.launch.step_export).
         self.export: Callable[[str, Any, tuple[Any, ...], dict[str, Any]], None] | None = None
         self.compiles = 0  # backend compiles so far: a span holding one is no step's work
+        # profiler starts and stops so far (ProfilerWindow._edge): the watcher holds no
+        # execution across one, so a span ends at the kept trace's edges and the steps outside
+        # it are timed (a loop of sub-millisecond steps was one span across the whole trace)
+        self.trace_edges = 0
         self.watcher = CompletionWatcher(self)
         self.steps = StepCompletions(self)
         # name -> [[start, seconds of work each, the span's completion, last number,
@@ -1593,12 +1606,20 @@ class JitCounter:
                     self.work[name] = []
                 if seconds is None:
                     agg[2] += k
-                    continue
-                agg[0] += seconds * k
-                agg[1] += k
+                else:
+                    agg[0] += seconds * k
+                    agg[1] += k
+                # A span of unknown work keeps its row too: its completion is where the next
+                # span's time starts (a loop of 16 sub-millisecond steps is one held span
+                # after the two that compiled: without theirs, no step time at all).
                 rows = self.work[name]
                 last = rows[-1] if rows else None
-                if last is not None and last[2] == done and last[3] == n - k:
+                if (
+                    last is not None
+                    and last[2] == done
+                    and last[3] == n - k
+                    and (last[1] is None) == (seconds is None)
+                ):
                     last[3] = n
                     last[5] += k
                 elif len(rows) < MAX_STARTS:
@@ -1607,7 +1628,12 @@ class JitCounter:
     def least_work(self) -> dict[str, float]:
         """Per function, the least work per execution over its known spans (seconds)."""
         with self.lock:
-            return {name: min(r[1] for r in rows) for name, rows in self.work.items() if rows}
+            least = {}
+            for name, rows in self.work.items():
+                known = [r[1] for r in rows if r[1] is not None]
+                if known:
+                    least[name] = min(known)
+            return least
 
     def consider_light(self) -> None:
         """In the watcher's thread: the function the rule picks, once its ranking is settled
@@ -1684,14 +1710,17 @@ class JitCounter:
             step=step["function"] if step else None,
             module=step["module"] if step else None,
             starts=[round(t, 6) for t in starts],
-            work=[[round(t, 6), round(w, 9), round(d, 6), n, c, k] for t, w, d, n, c, k in work],
+            work=[
+                [round(t, 6), None if w is None else round(w, 9), round(d, 6), n, c, k]
+                for t, w, d, n, c, k in work
+            ],
             watch=self.watcher.summary(),
             rule=step_rule.describe(step is None or step_rule.by_work(functions)),
         )
 
 
 WATCH_DRAIN_S = 30.0  # at exit, the longest pgle waits for the last executions to complete
-WAKE_EVERY_NS = 1_000_000  # the watcher is woken from idle for a marked step at most this often
+WAKE_EVERY_NS = 1_000_000
 # While the outputs the watcher reaches have completed already (the device keeps up with the
 # host: a dispatch-bound loop), an execution is handed to it at most this often (seconds).
 WAKE_EVERY_S = WAKE_EVERY_NS / 1e9
@@ -1758,7 +1787,8 @@ class CompletionWatcher:
     only trail dispatches; with asynchronous dispatch the output reached is mostly the one
     the device is running, so "completed already" alone turned holding off every few
     executions and woke the thread ~3x as often), further executions of the
-    same function are handed over at most once every WAKE_EVERY_S; the ones in between are
+    same function are handed over at most once every WAKE_EVERY_S, and none is held across
+    a profiler start or stop (JitCounter.trace_edges); the ones in between are
     held as (name, start, number, compiles), no output kept alive, and ride along with the
     next one handed over: its span holds them and shares its time equally among them, as a
     donated output's span does, which is the loop's throughput. A compile among them still
@@ -1783,6 +1813,7 @@ class CompletionWatcher:
         self.known = self.unknown = self.no_array = self.skipped = 0
         self.keeps_up = False  # the last output the thread reached had completed already
         self.sent = 0.0  # the start of the last execution handed to the thread
+        self.sent_edges = 0  # JitCounter.trace_edges then
         self.last: str | None = None  # the function of the last execution handed over
         # executions not handed over yet (name, start, number, compiles, executions: that
         # many ending with `number`), and a weak reference to the last one's output: no
@@ -1815,7 +1846,13 @@ class CompletionWatcher:
         if light is not None and light.tail[0] is not None and name != light.name:
             self._flush_light(light)  # the light function's last executions: a span first
         held = self.held
-        if name == self.last and self.keeps_up and t - self.sent < WAKE_EVERY_S:
+        edges = self.counter.trace_edges
+        if (
+            name == self.last
+            and self.keeps_up
+            and t - self.sent < WAKE_EVERY_S
+            and edges == self.sent_edges
+        ):
             held.append((name, t, n, self.counter.compiles, 1))
             self.tail_ready = _ready_at(leaf)
             try:
@@ -1823,10 +1860,10 @@ class CompletionWatcher:
             except TypeError:  # an array type without weak references: counted as none
                 self.tail = None
             return
-        if held and name != self.last:
+        if held and (name != self.last or edges != self.sent_edges):
             self._flush()
             held = self.held
-        self.last, self.sent = name, t
+        self.last, self.sent, self.sent_edges = name, t, edges
         if held:
             self.held = []
         self.queue.put((name, n, t, self.counter.compiles, leaf, held or None, _ready_at(leaf)))

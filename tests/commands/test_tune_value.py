@@ -44,10 +44,12 @@ def test_run_trace_window_keeps_a_trace_outside_the_timed_steps(tmp_path):
     report = report_of(proc)
     assert report["trace_dir"] and list(Path(report["trace_dir"]).rglob("*.xplane.pb"))
     # 14 executions, each timed from the previous one's completion to its own (issue 33):
-    # left out, the compile, the next one (no completion before it to start from), and the
-    # intervals that touch the trace: its 5 executions and the one after it (its stop), and
-    # the one before when that completed after the trace started.
+    # left out, the compile, the next one (the indexing's compile in its interval), and the
+    # intervals that touch the trace: its 5 executions and the one after it (its stop) unless
+    # the trace's last completion was noted after the stop. No span of held executions
+    # crosses the trace's edges, so this holds however fast the machine is (a machine 10x
+    # faster than this one left no step timed: one span held the trace and every step after).
     count = report["step_times"]["count"]
-    assert report["steps"]["source"] == "executions" and count in (5, 6)
+    assert report["steps"]["source"] == "executions" and count in (6, 7)
     assert report["steps"]["excluded"] == 14 - count
     assert any("keeping a trace of" in ln for ln in pgle_lines(proc))

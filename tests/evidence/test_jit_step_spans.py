@@ -56,3 +56,31 @@ def test_an_old_run_folder_is_read_as_before(tmp_path):
     assert old.time_source == spans.time_source == "completion"
     assert len(old.times) == len(spans.times) == 9
     assert abs(sum(old.times) - sum(spans.times)) < 1e-9
+
+
+def test_a_span_of_unknown_work_is_where_the_next_ones_time_starts(tmp_path):
+    """A loop of 16 sub-millisecond steps on a fast machine: the compile's execution, the
+    next (another function's compile before it) and then one held span of the other 14 (the
+    CI failure of stop 49). The unknown spans' completions still start the next interval."""
+    work = [[1.0, None, 1.08, 1, 9, 1], [1.09, None, 1.10, 2, 11, 1],
+            [1.11, 8.7e-05, 1.114, 16, 11, 14]]
+    times = [round(t, 9) for _, t in execution_times(work)]
+    assert times == [round(0.014 / 14, 9)] * 14
+    steps = run_steps(_run_folder(tmp_path, work))
+    assert steps.time_source == "completion" and len(steps.times) == 14
+    # Without the unknown rows (as the harness wrote them before): nothing to start from.
+    assert execution_times(work[2:]) == []
+
+
+def test_work_rows_with_holes_are_skipped_not_raised_on(tmp_path):
+    """Rows from another user's run folder: a null where a number must be is no row."""
+    work = [[1.0, None, 1.1, 1, 0, 1], [None, 0.1, 1.2, 2, 0, 1], [1.2, 0.1, None, 3, 0, 1],
+            [1.3, 0.1, 1.4, None, 0, 1], [1.4, 0.1, 1.5, 5, None, 1], [1.5, 0.1, 1.6, 6, 0, None],
+            [1.6, 0.1, 1.7, 7, 0, 0], [1.7, 0.1, 1.8, 2, 0, 1]]
+    # Of these only executions 1 and 2 (the last row) are rows: one interval, 0.7 s.
+    assert [round(t, 9) for _, t in execution_times(work)] == [0.7]
+    steps = run_steps(_run_folder(tmp_path, [[None, None], [1.0, None]] + work))
+    assert steps.times == [execution_times(work)[0][1]]
+    # A pgle before completion timing wrote [start, seconds]: a null in either is no step.
+    old = run_steps(_run_folder(tmp_path, [[1.0, None], [None, 0.2], [3.0, 0.1]]))
+    assert old.times == [0.1]

@@ -147,7 +147,7 @@ def test_a_python_bound_loop_is_timed_by_its_throughput(tmp_path):
     reported = report["step_times"]["median_s"]
     assert abs(reported / statistics.median(own["per_step_s"]) - 1) <= 0.25, reported
     assert report["step_times"]["count"] >= 50
-    work = statistics.median(row[1] for row in jit["work"])
+    work = statistics.median(row[1] for row in jit["work"] if row[1] is not None)
     assert work < statistics.median(theirs) / 3, (work, theirs)
 
 
