@@ -1720,7 +1720,7 @@ class JitCounter:
 
 
 WATCH_DRAIN_S = 30.0  # at exit, the longest pgle waits for the last executions to complete
-WAKE_EVERY_NS = 1_000_000
+WAKE_EVERY_NS = 1_000_000  # the watcher is woken from idle for a marked step at most this often
 # While the outputs the watcher reaches have completed already (the device keeps up with the
 # host: a dispatch-bound loop), an execution is handed to it at most this often (seconds).
 WAKE_EVERY_S = WAKE_EVERY_NS / 1e9
