@@ -1900,7 +1900,7 @@ class CompletionWatcher:
         handed over last is complete by now if its output is ready (one `is_ready`, only when
         the function changes). The thread notes a completion when it gets the GIL, which on a
         loaded machine can be after the next function's work: a batch helper's span then took
-        the step's work as its own and the window profiled the helper (issue 37: 4 of 17 full
+        the step's work as its own and the window profiled the helper (issue 37: 4 of the 10 full
         runs of the suite, `test_the_step_is_found_in_every_form`)."""
         ref, bound = self.prev  # type: ignore[misc]
         self.prev = None

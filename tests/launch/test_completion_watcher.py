@@ -199,7 +199,7 @@ def test_a_completion_the_thread_reaches_late_is_bounded_by_the_next_functions_c
     """A batch helper whose output is not ready as its call returns, then the step: on a
     loaded machine the watcher's thread reached the helper's output only after the step's work
     and took it all as the helper's (issue 37: the window profiled `jit(next_batch)` in 4 of
-    17 full runs of the suite). The step's call finds the helper's output ready and bounds its
+    the 10 full runs of the suite in this machine's logs). The step's call finds the helper's output ready and bounds its
     completion there. Here the thread is kept busy for 1 s before it reaches the helper."""
     import time
 
