@@ -17,6 +17,9 @@ def step(a):
 
 f = pjit(step)
 outs = [f(jnp.ones(3)).tolist() for _ in range(3)]
+# As the harness does at exit: a watcher thread left waiting inside jaxlib while the
+# interpreter tears down aborted the process (jax 0.8.3, 1 run in 5: "exception not rethrown").
+counter.watcher.finish(30.0)
 events.close()
 print(json.dumps({"warned": [c.category.__name__ for c in caught], "outs": outs,
                   "functions": [[s["function"], s["executions"]] for s in counter.snapshot()]}))
