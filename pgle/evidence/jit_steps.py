@@ -24,6 +24,7 @@ so no ratio), and `how` says why.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from pgle.evidence.event_kinds import (
@@ -205,7 +206,7 @@ def run_steps(events: RunEvents) -> RunSteps:
         if len(row) < 2:
             continue
         start, seconds = row[0], row[1]
-        if start is None or seconds is None:
+        if start is None or seconds is None or not math.isfinite(start + seconds):
             continue
         if span is not None and span[0] <= start <= span[1]:
             left_out += 1  # the profiler's window
@@ -226,7 +227,10 @@ def _span_row(r: list[float | None]) -> tuple[int, int, float, float, int] | Non
         return None
     start, _, done, last, compiles, *rest = r
     k = rest[0] if rest else 1
-    if start is None or done is None or last is None or compiles is None or k is None or k < 1:
+    if start is None or done is None or last is None or compiles is None or k is None:
+        return None
+    # json reads NaN and Infinity too: int() of either raises
+    if not all(map(math.isfinite, (start, done, last, compiles, k))) or k < 1:
         return None
     return int(last) - int(k) + 1, int(last), float(start), float(done), int(compiles)
 

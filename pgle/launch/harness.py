@@ -1848,7 +1848,7 @@ class CompletionWatcher:
         light = self.counter.light
         if light is not None and light.tail[0] is not None and name != light.name:
             self._flush_light(light)  # the light function's last executions: a span first
-        if name != self.last and self.prev is not None:
+        if name != self.last:
             self._bound_prev()
         held = self.held
         edges = self.counter.trace_edges
@@ -1867,7 +1867,7 @@ class CompletionWatcher:
             return
         if held and (name != self.last or edges != self.sent_edges):
             self._flush()
-            if name != self.last and self.prev is not None:
+            if name != self.last:
                 self._bound_prev()  # the held run's last execution, handed over just now
             held = self.held
         self.last, self.sent, self.sent_edges = name, t, edges
@@ -1902,16 +1902,16 @@ class CompletionWatcher:
         loaded machine can be after the next function's work: a batch helper's span then took
         the step's work as its own and the window profiled the helper (issue 37: 4 of the 10 full
         runs of the suite, `test_the_step_is_found_in_every_form`)."""
-        ref, bound = self.prev  # type: ignore[misc]
-        self.prev = None
+        prev, self.prev = self.prev, None
+        if prev is None:
+            return
+        ref, bound = prev
         leaf = ref()
         if leaf is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # donated or deleted: the thread counts it unknown
             if leaf.is_ready():
                 bound[0] = _now()
-        except Exception:  # donated or deleted: the thread counts it as unknown
-            pass
 
     def _flush(self) -> None:
         """Hand over the last held execution with its output (if it still exists), so that

@@ -81,6 +81,13 @@ def test_work_rows_with_holes_are_skipped_not_raised_on(tmp_path):
     assert [round(t, 9) for _, t in execution_times(work)] == [0.7]
     steps = run_steps(_run_folder(tmp_path, [[None, None], [1.0, None]] + work))
     assert steps.times == [execution_times(work)[0][1]]
+    # json reads NaN and Infinity as numbers: no row either (int() of them raises).
+    odd = [[1.0, None, 1.1, 1, 0, 1], [1.1, 0.1, float("inf"), 2, 0, 1],
+           [1.2, 0.1, 1.3, float("nan"), 0, 1], [1.3, 0.1, 1.4, 4, 0, float("inf")],
+           [1.4, 0.1, 1.5, 2, 0, 1]]
+    assert [round(t, 9) for _, t in execution_times(odd)] == [0.4]
+    assert len(run_steps(_run_folder(tmp_path, odd)).times) == 1
     # A pgle before completion timing wrote [start, seconds]: a null in either is no step.
-    old = run_steps(_run_folder(tmp_path, [[1.0, None], [None, 0.2], [3.0, 0.1]]))
+    old = run_steps(_run_folder(tmp_path, [[1.0, None], [None, 0.2], [3.0, 0.1],
+                                           [4.0, float("nan")], [float("inf"), 0.1]]))
     assert old.times == [0.1]
